@@ -1,0 +1,101 @@
+/**
+ * The registry of stage and gate implementations a worker runs, by name (DESIGN.md principle 3). The
+ * names are the activity types seen in the history: stages as registered, gates as `gate:<name>`.
+ */
+import type { BlobStore } from './blob-store';
+import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
+
+/** Logging surface handed to implementations (the activity logger in a worker). */
+export interface ImplementationLogger {
+  info(message: string, attrs?: Record<string, unknown>): void;
+  warn(message: string, attrs?: Record<string, unknown>): void;
+}
+
+/** What every implementation is given (seed 000 `StageContext` / `QualityContext`). */
+export interface ImplementationContext {
+  itemId: string;
+  pipeline: string;
+  stage: string;
+  attempt: number;
+  maxAttempts: number;
+  /** The work item's payload. */
+  input: Json;
+  /** This implementation's configuration from the spec (`with:`). */
+  config: Json | undefined;
+  /** Dependencies' final artefacts, blob references already resolved. */
+  upstream: Record<string, Json>;
+  previousAttempts: AttemptRecord[];
+  /** Aborted when the attempt times out or the work item is cancelled. */
+  signal: AbortSignal;
+  /** `<workflow id>/<stage>/<attempt>`: use it to make external side effects happen once. */
+  idempotencyKey: string;
+  blobs: BlobStore;
+  log: ImplementationLogger;
+  /** Records progress; activities heartbeat on their own, this adds details to the heartbeat. */
+  heartbeat(details?: unknown): void;
+}
+
+/** Context of a stage execution. */
+export interface StageContext extends ImplementationContext {
+  /** Feedback from the previous attempt's gate; null on a first attempt. */
+  feedback: QualityFeedback | null;
+}
+
+/** Context of a gate evaluation: the output under judgement, its artefact resolved. */
+export interface GateContext extends ImplementationContext {
+  output: StageOutput;
+}
+
+/** Does a stage's work. Throwing is a mechanical failure (retried by Temporal), not a quality verdict. */
+export type StageImplementation = (ctx: StageContext) => Promise<StageOutput>;
+/** Judges a stage's output. */
+export type GateImplementation = (ctx: GateContext) => Promise<QualityVerdict>;
+
+const RESERVED = /^(treadle\.|gate:)/;
+
+/** Implementations by name. */
+export class Registry {
+  private readonly stageImpls = new Map<string, StageImplementation>();
+  private readonly gateImpls = new Map<string, GateImplementation>();
+
+  /** Registers a stage implementation; names are unique. */
+  stage(name: string, impl: StageImplementation): this {
+    this.claim(name, this.stageImpls, 'stage');
+    this.stageImpls.set(name, impl);
+    return this;
+  }
+
+  /** Registers a gate implementation; names are unique among gates. */
+  gate(name: string, impl: GateImplementation): this {
+    this.claim(name, this.gateImpls, 'gate');
+    this.gateImpls.set(name, impl);
+    return this;
+  }
+
+  /** Adds every implementation of another registry. */
+  merge(other: Registry): this {
+    for (const [name, impl] of other.stageImpls) this.stage(name, impl);
+    for (const [name, impl] of other.gateImpls) this.gate(name, impl);
+    return this;
+  }
+
+  getStage(name: string): StageImplementation | undefined {
+    return this.stageImpls.get(name);
+  }
+
+  getGate(name: string): GateImplementation | undefined {
+    return this.gateImpls.get(name);
+  }
+
+  /** Registered names, for validating specs. */
+  names(): { stages: string[]; gates: string[] } {
+    return { stages: [...this.stageImpls.keys()].sort(), gates: [...this.gateImpls.keys()].sort() };
+  }
+
+  private claim(name: string, into: Map<string, unknown>, kind: string): void {
+    if (!/^[A-Za-z][A-Za-z0-9_.-]*$/.test(name) || RESERVED.test(name)) {
+      throw new Error(`invalid ${kind} implementation name "${name}": use letters, digits, _ . - and not the prefixes treadle. or gate:`);
+    }
+    if (into.has(name)) throw new Error(`${kind} implementation "${name}" is already registered`);
+  }
+}

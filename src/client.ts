@@ -1,0 +1,245 @@
+/**
+ * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list
+ * pending reviews. Every error is a {@link TreadleError} with one clear line.
+ */
+import {
+  Client,
+  Connection,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type WorkflowHandle,
+} from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
+import { FileBlobStore, resolveArtefact, type BlobStore } from './activities/blob-store';
+import { loadConfig } from './config';
+import { PipelineBuilder } from './model/builder';
+import { validatePipeline, type KnownImplementations } from './model/pipeline';
+import { PENDING_REVIEWS_QUERY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
+import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
+import type { PendingReview, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
+import { resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
+
+/** A Treadle error meant for users: one line that says what went wrong. */
+export class TreadleError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'not_found' | 'invalid_pipeline' | 'invalid_review' | 'unreachable' | 'invalid_input' | 'failed',
+    readonly problems: string[] = [],
+  ) {
+    super(message);
+    this.name = 'TreadleError';
+  }
+}
+
+/** A pending review across work items. */
+export interface PendingReviewListing extends PendingReview {
+  itemId: string;
+  pipeline: string;
+}
+
+/** Options for {@link TreadleClient.connect}. */
+export interface ConnectOptions {
+  address?: string;
+  namespace?: string;
+  taskQueue?: string;
+  /** Implementation names to check specs against before starting (the CLI passes the built-ins). */
+  known?: KnownImplementations;
+  blobs?: BlobStore;
+}
+
+const WORKFLOW_TYPE = 'workItem';
+/** How often `watch` reads the state; queries are cheap and never touch the history. */
+const WATCH_INTERVAL_MS = 500;
+
+/** The Treadle client. */
+export class TreadleClient {
+  readonly taskQueue: string;
+  private readonly known?: KnownImplementations;
+  private readonly blobs: BlobStore;
+
+  constructor(
+    readonly client: Client,
+    options: { taskQueue?: string; known?: KnownImplementations; blobs?: BlobStore } = {},
+    private readonly ownedConnection?: Connection,
+  ) {
+    const config = loadConfig();
+    this.taskQueue = options.taskQueue ?? config.taskQueue;
+    if (options.known) this.known = options.known;
+    this.blobs = options.blobs ?? new FileBlobStore(config.blobDir);
+  }
+
+  /** Connects to Temporal (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE` by default). */
+  static async connect(options: ConnectOptions = {}): Promise<TreadleClient> {
+    const config = loadConfig();
+    const address = options.address ?? config.address;
+    let connection: Connection;
+    try {
+      connection = await Connection.connect({ address, connectTimeout: 5_000 });
+      await connection.workflowService.getSystemInfo({});
+    } catch (error) {
+      throw new TreadleError(`cannot reach the Temporal server at ${address}: ${(error as Error).message.split('\n')[0]} (start one with "treadle dev" or set TEMPORAL_ADDRESS)`, 'unreachable');
+    }
+    const client = new Client({ connection, namespace: options.namespace ?? config.namespace });
+    return new TreadleClient(client, { ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}), ...(options.known ? { known: options.known } : {}), ...(options.blobs ? { blobs: options.blobs } : {}) }, connection);
+  }
+
+  /**
+   * Starts a work item, or returns the existing one with the same id (idempotent: the same id never
+   * starts twice, even after the first run finished). The spec is validated first, listing every problem.
+   */
+  async start(pipeline: unknown, input: Json = null, options: { id?: string } = {}): Promise<{ id: string; runId: string; pipeline: string }> {
+    const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
+    const validation = validatePipeline(raw, this.known);
+    if (!validation.ok) {
+      const name = typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string' ? (raw as { name: string }).name : '(unnamed)';
+      throw new TreadleError(`pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}`, 'invalid_pipeline', validation.problems);
+    }
+    if (input === undefined) throw new TreadleError('the work item input must be JSON (use null for none)', 'invalid_input');
+    const id = options.id ?? `${validation.spec.name}-${randomUUID().slice(0, 8)}`;
+    const args: WorkItemInput = { pipeline: raw, input, itemId: id };
+    try {
+      const handle = await this.client.workflow.start(WORKFLOW_TYPE, {
+        taskQueue: this.taskQueue,
+        workflowId: id,
+        args: [args],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        typedSearchAttributes: [
+          { key: TreadlePipeline, value: validation.spec.name },
+          { key: TreadleStatus, value: 'running' },
+        ],
+        staticSummary: `${validation.spec.name}: ${validation.spec.stages.length} stages`,
+      });
+      return { id, runId: handle.firstExecutionRunId, pipeline: validation.spec.name };
+    } catch (error) {
+      if (error instanceof WorkflowExecutionAlreadyStartedError) {
+        const description = await this.handle(id).describe();
+        return { id, runId: description.runId, pipeline: validation.spec.name };
+      }
+      throw error;
+    }
+  }
+
+  /** The work item's full state (the `state` query). */
+  async getState(id: string): Promise<WorkItemState> {
+    return this.call(id, (h) => h.query(stateQuery));
+  }
+
+  /** Resolves a review; rejects with a clear message when the stage is not waiting or the input is bad. */
+  async review(id: string, stage: string, outcome: ReviewOutcome, reviewer = defaultReviewer()): Promise<ReviewAccepted> {
+    return this.call(id, async (h) => {
+      try {
+        return await h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] });
+      } catch (error) {
+        if (error instanceof WorkflowUpdateFailedError) {
+          throw new TreadleError(`review rejected: ${error.cause?.message ?? error.message}`, 'invalid_review');
+        }
+        throw error;
+      }
+    });
+  }
+
+  /** Approves a stage (optionally a specific attempt's output). */
+  approve(id: string, stage: string, options: { reviewer?: string; note?: string; attempt?: number } = {}): Promise<ReviewAccepted> {
+    const outcome: ReviewOutcome = { kind: 'approve', ...(options.note !== undefined ? { note: options.note } : {}), ...(options.attempt !== undefined ? { attempt: options.attempt } : {}) };
+    return this.review(id, stage, outcome, options.reviewer);
+  }
+
+  /** Rejects a stage; the stage fails and its dependents are skipped. */
+  reject(id: string, stage: string, reason: string, options: { reviewer?: string; note?: string } = {}): Promise<ReviewAccepted> {
+    return this.review(id, stage, { kind: 'reject', reason, ...(options.note !== undefined ? { note: options.note } : {}) }, options.reviewer);
+  }
+
+  /** Approves with an edited artefact, which downstream stages receive instead of the original. */
+  approveWithEdits(id: string, stage: string, artefact: Json, options: { reviewer?: string; note?: string } = {}): Promise<ReviewAccepted> {
+    return this.review(id, stage, { kind: 'approve_with_edits', artefact, ...(options.note !== undefined ? { note: options.note } : {}) }, options.reviewer);
+  }
+
+  /**
+   * Pending reviews across all work items, found with a visibility query on `TreadlePendingReviews`
+   * (eventually consistent: a review requested a moment ago may take a second to appear).
+   */
+  async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
+    const query = options.pipeline ? `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_REVIEWS_QUERY;
+    const items: { id: string; pipeline: string }[] = [];
+    for await (const execution of this.client.workflow.list({ query })) {
+      if (execution.typedSearchAttributes.get(TreadlePendingReviews)?.length) {
+        items.push({ id: execution.workflowId, pipeline: execution.typedSearchAttributes.get(TreadlePipeline) ?? '' });
+      }
+    }
+    const listings: PendingReviewListing[] = [];
+    await forEachLimited(items, 16, async (item) => {
+      const state = await this.getState(item.id).catch(() => undefined);
+      for (const review of state?.pendingReviews ?? []) listings.push({ ...review, itemId: item.id, pipeline: state?.pipeline ?? item.pipeline });
+    });
+    return listings.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt) || a.itemId.localeCompare(b.itemId));
+  }
+
+  /** Waits for the work item to finish and returns its result. */
+  async result(id: string): Promise<WorkItemResult> {
+    return this.call(id, (h) => h.result() as Promise<WorkItemResult>);
+  }
+
+  /**
+   * Calls `onEvent` for each new event until the item finishes or (with `untilReview`) waits for review.
+   * Returns the last state read.
+   */
+  async watch(id: string, onEvent: (event: TreadleEvent) => void, options: { untilReview?: boolean; afterSeq?: number; signal?: AbortSignal } = {}): Promise<WorkItemState> {
+    let seen = options.afterSeq ?? 0;
+    for (;;) {
+      const state = await this.getState(id);
+      for (const event of state.events) {
+        if (event.seq > seen) {
+          onEvent(event);
+          seen = event.seq;
+        }
+      }
+      if (state.status === 'completed' || state.status === 'failed') return state;
+      if (options.untilReview && state.status === 'waiting_review') return state;
+      if (options.signal?.aborted) return state;
+      await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
+    }
+  }
+
+  /** Reads an artefact, following a blob reference into the blob store. */
+  async readArtefact(artefact: Artefact | undefined): Promise<Json | undefined> {
+    return resolveArtefact(artefact, this.blobs);
+  }
+
+  /** Closes the connection when this client opened it. */
+  async close(): Promise<void> {
+    await this.ownedConnection?.close();
+  }
+
+  private handle(id: string): WorkflowHandle {
+    return this.client.workflow.getHandle(id);
+  }
+
+  /** Runs a call on a work item's handle, turning "not found" into a clear error. */
+  private async call<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    try {
+      return await fn(this.handle(id));
+    } catch (error) {
+      if (error instanceof TreadleError) throw error;
+      if (error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError') {
+        throw new TreadleError(`unknown work item "${id}" in namespace ${this.client.options.namespace}`, 'not_found');
+      }
+      throw error;
+    }
+  }
+}
+
+function defaultReviewer(): string {
+  return process.env.TREADLE_REVIEWER || process.env.USER || 'anonymous';
+}
+
+async function forEachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  });
+  await Promise.all(workers);
+}
+
+

@@ -1,0 +1,51 @@
+/**
+ * Checking a review against the item's state, shared by the `resolveReview` update's validator (which
+ * rejects bad input to the caller) and the `review` signal (which records bad input as an event).
+ */
+import { ReviewRequestSchema, type Artefact, type AttemptRecord, type ReviewOutcome } from '../model/shapes';
+import type { WorkItemState } from '../model/state';
+
+/** A review that passed every check, ready to apply. */
+export interface AcceptedReview {
+  stage: string;
+  outcome: ReviewOutcome;
+  reviewer: string;
+}
+
+/** Validates a review payload against the current state; the error names exactly what is wrong. */
+export function checkReview(state: WorkItemState, payload: unknown): { ok: true; review: AcceptedReview } | { ok: false; error: string } {
+  const parsed = ReviewRequestSchema.safeParse(payload);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join('.') || 'review'}: ${i.message}`);
+    return { ok: false, error: `invalid review: ${issues.join('; ')}` };
+  }
+  const { stage, outcome, reviewer } = parsed.data;
+  const stageState = state.stages[stage];
+  if (!stageState) {
+    const known = Object.keys(state.stages);
+    return { ok: false, error: `unknown stage "${stage}" in work item ${state.id} (stages: ${known.join(', ') || 'none'})` };
+  }
+  if (!state.pendingReviews.some((r) => r.stage === stage)) {
+    const waiting = state.pendingReviews.map((r) => r.stage);
+    return {
+      ok: false,
+      error: `stage "${stage}" of work item ${state.id} is not waiting for review (it is ${stageState.status}); ${waiting.length ? `waiting: ${waiting.join(', ')}` : 'no stage is waiting for review'}`,
+    };
+  }
+  if (outcome.kind === 'approve' && outcome.attempt !== undefined) {
+    const chosen = stageState.attempts.find((a) => a.attempt === outcome.attempt);
+    if (!chosen) return { ok: false, error: `stage "${stage}" has no attempt ${outcome.attempt} (attempts: 1-${stageState.attempts.length})` };
+    if (chosen.artefact === undefined) return { ok: false, error: `attempt ${outcome.attempt} of stage "${stage}" produced no output to approve` };
+  }
+  return { ok: true, review: { stage, outcome, reviewer } };
+}
+
+/** The artefact an approval carries on: the chosen attempt's, else the latest attempt that produced one. */
+export function approvedArtefact(attempts: AttemptRecord[], attempt?: number): Artefact | undefined {
+  if (attempt !== undefined) return attempts.find((a) => a.attempt === attempt)?.artefact;
+  for (let i = attempts.length - 1; i >= 0; i--) {
+    const artefact = attempts[i]?.artefact;
+    if (artefact !== undefined) return artefact;
+  }
+  return undefined;
+}

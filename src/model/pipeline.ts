@@ -1,0 +1,362 @@
+/**
+ * The pipeline spec: plain, validated JSON that travels as workflow input (DESIGN.md principle 3).
+ *
+ * Users write it with the TypeScript builder or in YAML (snake_case keys); both go through
+ * {@link validatePipeline}, which reports every problem at once and returns the canonical form below
+ * (camelCase keys, durations in milliseconds, defaults filled in).
+ */
+import { z } from 'zod';
+import { parseDuration } from './duration';
+import { JsonSchema, type Json } from './shapes';
+
+export const REVIEW_POLICIES = ['never', 'always', 'on_escalation', 'on_uncertain', 'on_escalation_or_uncertain'] as const;
+export type ReviewPolicy = (typeof REVIEW_POLICIES)[number];
+export const EXHAUSTED_ACTIONS = ['fail', 'escalate'] as const;
+export type ExhaustedAction = (typeof EXHAUSTED_ACTIONS)[number];
+export const REVIEW_EXPIRED_ACTIONS = ['approve', 'reject'] as const;
+
+/** Mechanical-failure defaults: exceptions, crashes and timeouts retried by Temporal, not quality attempts. */
+export const DEFAULT_ACTIVITY_RETRY = {
+  maximumAttempts: 5,
+  initialIntervalMs: 1_000,
+  backoffCoefficient: 2,
+  maximumIntervalMs: 60_000,
+  nonRetryableErrorTypes: [] as string[],
+};
+/** Upper bound on one activity execution when the stage has no attempt timeout. */
+export const DEFAULT_START_TO_CLOSE_MS = 10 * 60_000;
+/** Activities heartbeat every few seconds, so a dead worker is noticed within this long. */
+export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 30_000;
+
+const name = z
+  .string()
+  .min(1, 'must not be empty')
+  .regex(/^[A-Za-z][A-Za-z0-9_.-]*$/, 'must start with a letter and hold only letters, digits, _ . -');
+const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  const parsed = parseDuration(value);
+  if ('error' in parsed) {
+    ctx.addIssue({ code: 'custom', message: parsed.error });
+    return z.NEVER;
+  }
+  return parsed.ms;
+});
+const implName = z.string().min(1, 'must name a registered implementation');
+
+/** A gate reference: a registered gate implementation and its configuration. */
+const GateRefInput = z.union([
+  implName.transform((run) => ({ run, with: undefined as Json | undefined })),
+  z.object({ run: implName, with: JsonSchema.optional() }).strict(),
+]);
+
+const RetryBudgetInput = z
+  .object({
+    maxAttempts: z.number().int('must be a whole number').min(1, 'must be at least 1 (it includes the first attempt)').default(1),
+    delay: duration.default(0),
+    attemptTimeout: duration.nullable().default(null),
+    onExhausted: z.enum(EXHAUSTED_ACTIONS).default('fail'),
+  })
+  .strict();
+
+const ActivityInput = z
+  .object({
+    startToCloseTimeout: duration.optional(),
+    heartbeatTimeout: duration.optional(),
+    retry: z
+      .object({
+        maximumAttempts: z.number().int().min(1).optional(),
+        initialInterval: duration.optional(),
+        backoffCoefficient: z.number().min(1).optional(),
+        maximumInterval: duration.optional(),
+        nonRetryableErrorTypes: z.array(z.string()).optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+const StageInput = z
+  .object({
+    name,
+    description: z.string().optional(),
+    run: implName,
+    with: JsonSchema.optional(),
+    gate: GateRefInput.nullable().optional(),
+    dependsOn: z.array(z.string()).default([]),
+    retryBudget: RetryBudgetInput.default({ maxAttempts: 1, delay: 0, attemptTimeout: null, onExhausted: 'fail' }),
+    reviewPolicy: z.enum(REVIEW_POLICIES).default('never'),
+    reviewTtl: duration.nullable().optional(),
+    onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
+    activity: ActivityInput.optional(),
+  })
+  .strict();
+
+const PipelineInput = z
+  .object({
+    name,
+    description: z.string().optional(),
+    stages: z.array(StageInput).min(1, 'a pipeline needs at least one stage'),
+  })
+  .strict();
+
+/** Retry budget (seed 000 `RetryBudget`); `maxAttempts` includes the first attempt. */
+export interface RetryBudget {
+  maxAttempts: number;
+  delayMs: number;
+  attemptTimeoutMs: number | null;
+  onExhausted: ExhaustedAction;
+}
+
+/** Temporal activity options for the stage's work and gate activities (mechanical failures only). */
+export interface ActivitySettings {
+  startToCloseTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+  retry: typeof DEFAULT_ACTIVITY_RETRY;
+}
+
+/** A registered gate implementation and its configuration. */
+export interface GateRef {
+  run: string;
+  with?: Json;
+}
+
+/** One stage of the canonical spec. */
+export interface StageSpec {
+  name: string;
+  description?: string;
+  run: string;
+  with?: Json;
+  gate: GateRef | null;
+  dependsOn: string[];
+  retryBudget: RetryBudget;
+  reviewPolicy: ReviewPolicy;
+  reviewTtlMs: number | null;
+  onReviewExpired: (typeof REVIEW_EXPIRED_ACTIONS)[number];
+  activity: ActivitySettings;
+}
+
+/** The canonical, validated pipeline spec. */
+export interface PipelineSpec {
+  name: string;
+  description?: string;
+  stages: StageSpec[];
+}
+
+/** Implementation names a worker has registered, for checking a spec against. */
+export interface KnownImplementations {
+  stages: readonly string[];
+  gates: readonly string[];
+}
+
+export type ValidationResult = { ok: true; spec: PipelineSpec } | { ok: false; problems: string[] };
+
+/** Thrown by {@link parsePipeline}; `problems` lists every issue found. */
+export class PipelineValidationError extends Error {
+  constructor(
+    readonly pipelineName: string,
+    readonly problems: string[],
+  ) {
+    super(`pipeline ${pipelineName} is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'PipelineValidationError';
+  }
+}
+
+/**
+ * Validates a pipeline spec written in any accepted form (builder output, parsed YAML with snake_case keys,
+ * or an already canonical spec) and reports every problem at once: schema errors, bad durations, duplicate
+ * stages, unknown dependencies, cycles (named), and, when `known` is given, unregistered implementations.
+ */
+export function validatePipeline(raw: unknown, known?: KnownImplementations): ValidationResult {
+  const input = camelizeSpec(raw);
+  const problems: string[] = [];
+  const parsed = PipelineInput.safeParse(input);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) problems.push(`${describePath(input, issue.path)}: ${issue.message}`);
+  }
+  problems.push(...graphProblems(input));
+  if (known) problems.push(...implementationProblems(input, known));
+  if (problems.length > 0 || !parsed.success) return { ok: false, problems: dedupe(problems) };
+  return { ok: true, spec: canonical(parsed.data) };
+}
+
+/** Like {@link validatePipeline} but throws a {@link PipelineValidationError}. */
+export function parsePipeline(raw: unknown, known?: KnownImplementations): PipelineSpec {
+  const result = validatePipeline(raw, known);
+  if (!result.ok) {
+    const named = isRecord(raw) && typeof raw.name === 'string' ? raw.name : '(unnamed)';
+    throw new PipelineValidationError(named, result.problems);
+  }
+  return result.spec;
+}
+
+function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
+  return {
+    name: data.name,
+    ...(data.description !== undefined ? { description: data.description } : {}),
+    stages: data.stages.map((stage) => {
+      const retry = stage.activity?.retry;
+      const spec: StageSpec = {
+        name: stage.name,
+        run: stage.run,
+        gate: stage.gate ? { run: stage.gate.run, ...(stage.gate.with !== undefined ? { with: stage.gate.with } : {}) } : null,
+        dependsOn: stage.dependsOn,
+        retryBudget: {
+          maxAttempts: stage.retryBudget.maxAttempts,
+          delayMs: stage.retryBudget.delay,
+          attemptTimeoutMs: stage.retryBudget.attemptTimeout,
+          onExhausted: stage.retryBudget.onExhausted,
+        },
+        reviewPolicy: stage.reviewPolicy,
+        reviewTtlMs: stage.reviewTtl ?? null,
+        onReviewExpired: stage.onReviewExpired,
+        activity: {
+          startToCloseTimeoutMs:
+            stage.activity?.startToCloseTimeout ?? stage.retryBudget.attemptTimeout ?? DEFAULT_START_TO_CLOSE_MS,
+          heartbeatTimeoutMs: stage.activity?.heartbeatTimeout ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
+          retry: {
+            maximumAttempts: retry?.maximumAttempts ?? DEFAULT_ACTIVITY_RETRY.maximumAttempts,
+            initialIntervalMs: retry?.initialInterval ?? DEFAULT_ACTIVITY_RETRY.initialIntervalMs,
+            backoffCoefficient: retry?.backoffCoefficient ?? DEFAULT_ACTIVITY_RETRY.backoffCoefficient,
+            maximumIntervalMs: retry?.maximumInterval ?? DEFAULT_ACTIVITY_RETRY.maximumIntervalMs,
+            nonRetryableErrorTypes: retry?.nonRetryableErrorTypes ?? [],
+          },
+        },
+      };
+      if (stage.description !== undefined) spec.description = stage.description;
+      if (stage.with !== undefined) spec.with = stage.with;
+      return spec;
+    }),
+  };
+}
+
+/** Graph checks run on whatever parts of the input are readable, so they report alongside schema errors. */
+function graphProblems(input: unknown): string[] {
+  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
+  const problems: string[] = [];
+  const names = new Map<string, number>();
+  const deps = new Map<string, string[]>();
+  input.stages.forEach((stage: unknown, index: number) => {
+    if (!isRecord(stage) || typeof stage.name !== 'string') return;
+    if (names.has(stage.name)) problems.push(`stages[${index}] (${stage.name}): duplicate stage name, first used at stages[${names.get(stage.name)}]`);
+    else names.set(stage.name, index);
+    const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
+    deps.set(stage.name, [...(deps.get(stage.name) ?? []), ...on]);
+  });
+  for (const [stage, on] of deps) {
+    for (const dep of on) {
+      if (dep === stage) problems.push(`stage ${stage}: depends on itself`);
+      else if (!names.has(dep)) problems.push(`stage ${stage}: depends on unknown stage "${dep}"${suggest(dep, [...names.keys()])}`);
+    }
+  }
+  const cycle = findCycle(deps);
+  if (cycle) problems.push(`dependency cycle: ${cycle.join(' -> ')}`);
+  return problems;
+}
+
+function implementationProblems(input: unknown, known: KnownImplementations): string[] {
+  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
+  const problems: string[] = [];
+  for (const stage of input.stages as unknown[]) {
+    if (!isRecord(stage)) continue;
+    const label = typeof stage.name === 'string' ? stage.name : '?';
+    if (typeof stage.run === 'string' && stage.run && !known.stages.includes(stage.run)) {
+      problems.push(`stage ${label}: unknown stage implementation "${stage.run}"${suggest(stage.run, known.stages)} (registered: ${known.stages.join(', ') || 'none'})`);
+    }
+    const gate = typeof stage.gate === 'string' ? stage.gate : isRecord(stage.gate) && typeof stage.gate.run === 'string' ? stage.gate.run : undefined;
+    if (gate && !known.gates.includes(gate)) {
+      problems.push(`stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)} (registered: ${known.gates.join(', ') || 'none'})`);
+    }
+  }
+  return problems;
+}
+
+/** Finds one cycle (self-loops are reported separately) and returns it closed, e.g. `[a, b, a]`. */
+function findCycle(deps: Map<string, string[]>): string[] | null {
+  const state = new Map<string, 'visiting' | 'done'>();
+  const path: string[] = [];
+  const visit = (node: string): string[] | null => {
+    state.set(node, 'visiting');
+    path.push(node);
+    for (const next of deps.get(node) ?? []) {
+      if (next === node || !deps.has(next)) continue;
+      if (state.get(next) === 'visiting') return [...path.slice(path.indexOf(next)), next].reverse();
+      if (!state.has(next)) {
+        const found = visit(next);
+        if (found) return found;
+      }
+    }
+    path.pop();
+    state.set(node, 'done');
+    return null;
+  };
+  for (const node of deps.keys()) {
+    if (!state.has(node)) {
+      const found = visit(node);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+/** Keys whose values are user payloads and keep their spelling. */
+const OPAQUE_KEYS = new Set(['with']);
+
+/** Converts snake_case keys (the YAML form) to camelCase, leaving `with:` payloads untouched. */
+export function camelizeSpec(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(camelizeSpec);
+  if (!isRecord(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(value)) {
+    const camel = key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+    out[camel] = OPAQUE_KEYS.has(camel) ? inner : camelizeSpec(inner);
+  }
+  return out;
+}
+
+function describePath(input: unknown, path: PropertyKey[]): string {
+  if (path.length === 0) return 'pipeline';
+  const parts: string[] = [];
+  let cursor: unknown = input;
+  for (const key of path) {
+    if (typeof key === 'number') {
+      const item = Array.isArray(cursor) ? cursor[key] : undefined;
+      parts[parts.length - 1] += `[${key}]`;
+      if (isRecord(item) && typeof item.name === 'string') parts[parts.length - 1] += ` (${item.name})`;
+      cursor = item;
+    } else {
+      parts.push(snake(String(key)));
+      cursor = isRecord(cursor) ? cursor[String(key)] : undefined;
+    }
+  }
+  return parts.join('.');
+}
+
+function snake(key: string): string {
+  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
+
+function suggest(word: string, candidates: readonly string[]): string {
+  const close = candidates.find((c) => editDistance(c, word) <= 2);
+  return close ? ` (did you mean "${close}"?)` : '';
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let previous = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const current = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
+      previous = current;
+    }
+  }
+  return row[b.length]!;
+}
+
+function dedupe(items: string[]): string[] {
+  return [...new Set(items)];
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

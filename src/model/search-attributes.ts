@@ -1,0 +1,20 @@
+/**
+ * Custom search attributes, registered on the dev server at start (`treadle dev`, docker-compose) and kept
+ * current by the workflow, so work items and pending reviews can be listed with visibility queries.
+ */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+export const TreadlePipeline = defineSearchAttributeKey('TreadlePipeline', SearchAttributeType.KEYWORD);
+export const TreadleStatus = defineSearchAttributeKey('TreadleStatus', SearchAttributeType.KEYWORD);
+/** The stages of an item that wait for a human; absent when none do. */
+export const TreadlePendingReviews = defineSearchAttributeKey('TreadlePendingReviews', SearchAttributeType.KEYWORD_LIST);
+
+/** `name=Type` pairs as `temporal server start-dev --search-attribute` takes them. */
+export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordList'> = {
+  TreadlePipeline: 'Keyword',
+  TreadleStatus: 'Keyword',
+  TreadlePendingReviews: 'KeywordList',
+};
+
+/** Visibility query listing every work item with a pending review. */
+export const PENDING_REVIEWS_QUERY = "TreadleStatus IN ('running', 'waiting_review') AND TreadlePendingReviews IS NOT NULL";

@@ -1,0 +1,153 @@
+/**
+ * The shapes every part of Treadle shares (DESIGN.md "Shapes everyone shares"): artefacts, quality
+ * verdicts and feedback, attempt records, review outcomes, stage outputs and events. All are plain JSON so
+ * they survive Temporal's JSON payload converter unchanged.
+ */
+import { z } from 'zod';
+
+/** Any JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export const JsonSchema: z.ZodType<Json> = z.lazy(() =>
+  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(JsonSchema), z.record(z.string(), JsonSchema)]),
+);
+
+/** A reference to a payload in the content-addressed blob store; only this enters the history. */
+export const BlobRefSchema = z
+  .object({
+    ref: z.string().regex(/^sha256:[0-9a-f]{64}$/, 'ref must be sha256:<64 hex digits>'),
+    bytes: z.number().int().nonnegative(),
+    mediaType: z.string(),
+    summary: z.string(),
+  })
+  .strict();
+export type BlobRef = z.infer<typeof BlobRefSchema>;
+
+/** True when an artefact is a blob reference rather than inline JSON. */
+export function isBlobRef(value: unknown): value is BlobRef {
+  return BlobRefSchema.safeParse(value).success;
+}
+
+/**
+ * An artefact: inline JSON under the size threshold, else a {@link BlobRef}. Stage implementations always
+ * see the resolved JSON; workflows only ever hold what is written here.
+ */
+export type Artefact = Json;
+
+/** One criterion a quality gate checked. */
+export const CriterionResultSchema = z.object({
+  name: z.string().min(1),
+  expected: z.string(),
+  actual: z.string(),
+  passed: z.boolean(),
+});
+export type CriterionResult = z.infer<typeof CriterionResultSchema>;
+
+/** Structured feedback from a gate, threaded into the next attempt's context. */
+export const QualityFeedbackSchema = z.object({
+  summary: z.string(),
+  failedCriteria: z.array(CriterionResultSchema).default([]),
+  guidance: JsonSchema.optional(),
+});
+export type QualityFeedback = z.infer<typeof QualityFeedbackSchema>;
+
+/** A gate's judgement of one attempt's output. */
+export const QualityVerdictSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('accepted') }),
+  z.object({ kind: z.literal('rejected'), feedback: QualityFeedbackSchema }),
+  z.object({ kind: z.literal('uncertain'), reason: z.string().min(1) }),
+]);
+export type QualityVerdict = z.infer<typeof QualityVerdictSchema>;
+
+/** What a stage implementation returns (seed 000 `StageOutput`). */
+export const StageOutputSchema = z.object({
+  outcome: z.enum(['completed', 'skipped', 'awaiting_review', 'fan_out']).default('completed'),
+  artefact: JsonSchema.optional(),
+  summary: z.string().optional(),
+});
+export type StageOutput = z.infer<typeof StageOutputSchema>;
+
+/** One attempt of one stage, as reviewers and gates see it. */
+export interface AttemptRecord {
+  attempt: number;
+  startedAt: string;
+  completedAt?: string;
+  outputSummary?: string;
+  /** What the attempt produced: inline JSON or a blob reference. */
+  artefact?: Artefact;
+  verdict?: QualityVerdict;
+  /** The feedback this attempt's output earned (set when the verdict rejected it or it timed out). */
+  feedback?: QualityFeedback;
+  /** A mechanical failure that ended the attempt after Temporal's activity retries gave up. */
+  error?: string;
+  timedOut?: boolean;
+}
+
+/** A human's decision on a stage waiting for review (seed 000 `ReviewOutcome`). */
+export const ReviewOutcomeSchema = z.discriminatedUnion('kind', [
+  z
+    .object({
+      kind: z.literal('approve'),
+      /** Which attempt's output to approve; defaults to the latest attempt that produced output. */
+      attempt: z.number().int().min(1).optional(),
+      note: z.string().optional(),
+    })
+    .strict(),
+  z.object({ kind: z.literal('reject'), reason: z.string().min(1, 'a rejection needs a reason'), note: z.string().optional() }).strict(),
+  z
+    .object({
+      kind: z.literal('approve_with_edits'),
+      // Arrives through a JSON payload, so anything defined is JSON.
+      artefact: z
+        .unknown()
+        .refine((v) => v !== undefined, 'approve_with_edits needs an artefact (the edited output)')
+        .transform((v) => v as Json),
+      note: z.string().optional(),
+    })
+    .strict(),
+]);
+export type ReviewOutcome = z.infer<typeof ReviewOutcomeSchema>;
+
+/** The payload of the `review` signal and the `resolveReview` update. */
+export const ReviewRequestSchema = z.object({
+  stage: z.string().min(1),
+  outcome: ReviewOutcomeSchema,
+  reviewer: z.string().min(1).default('anonymous'),
+});
+export type ReviewRequest = z.input<typeof ReviewRequestSchema>;
+
+/** Every event a work item emits; each carries item id, stage, attempt, a sequence number and workflow time. */
+export const EVENT_TYPES = [
+  'ItemStarted',
+  'StageStarted',
+  'StageCompleted',
+  'StageFailed',
+  'StageSkipped',
+  'QualityCheckPassed',
+  'QualityCheckFailed',
+  'QualityCheckUncertain',
+  'AttemptTimedOut',
+  'RetryScheduled',
+  'RetryAttempt',
+  'Escalated',
+  'ReviewRequested',
+  'ReviewResolved',
+  'ReviewExpired',
+  'ReviewInputRejected',
+  'ItemCompleted',
+  'ItemFailed',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** One entry of the event stream. `details` carries the type-specific fields (feedback summary, reason, ...). */
+export interface TreadleEvent {
+  seq: number;
+  type: EventType;
+  itemId: string;
+  stage?: string;
+  attempt?: number;
+  maxAttempts?: number;
+  at: string;
+  /** One human-readable line. */
+  message: string;
+  details?: { [key: string]: Json };
+}

@@ -1,0 +1,125 @@
+/**
+ * Workflow and activity inputs and outputs, and the work item state served by the `state` query.
+ * Everything is plain JSON: no Map, no Date (STYLE.md).
+ */
+import type { PipelineSpec } from './pipeline';
+import type { Artefact, AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
+
+export type ItemStatus = 'running' | 'waiting_review' | 'completed' | 'failed';
+export type StageStatus = 'pending' | 'running' | 'waiting_review' | 'completed' | 'failed' | 'skipped';
+
+/** Why a stage is waiting for a human. */
+export type ReviewReason = 'always' | 'escalated' | 'uncertain' | 'stage_requested';
+
+/** A review a human owes; listed by `treadle reviews` and the `TreadlePendingReviews` search attribute. */
+export interface PendingReview {
+  stage: string;
+  reason: ReviewReason;
+  /** One readable line: why the review was requested. */
+  message: string;
+  requestedAt: string;
+  /** The attempt whose output is up for review (the latest one). */
+  attempt: number;
+  expiresAt?: string;
+}
+
+/** What a human decided, as recorded on the stage. */
+export interface ReviewRecord {
+  reviewer: string;
+  kind: 'approve' | 'reject' | 'approve_with_edits' | 'expired_approve' | 'expired_reject';
+  at: string;
+  note?: string;
+  reason?: string;
+  attempt?: number;
+}
+
+/** One stage's state in the `state` query. */
+export interface StageState {
+  status: StageStatus;
+  attempts: AttemptRecord[];
+  /** The stage's final artefact (the edited one after approve_with_edits). */
+  artefact?: Artefact;
+  summary?: string;
+  review?: ReviewRecord;
+  /** Why the stage failed or was skipped. */
+  error?: string;
+  skipReason?: 'outcome' | 'upstream_failed';
+  startedAt?: string;
+  completedAt?: string;
+}
+
+/** The full state of a work item, served by the `state` query. */
+export interface WorkItemState {
+  id: string;
+  pipeline: string;
+  status: ItemStatus;
+  stages: Record<string, StageState>;
+  pendingReviews: PendingReview[];
+  events: TreadleEvent[];
+  startedAt: string;
+  completedAt?: string;
+  /** Why the item failed (a stage failure, or an invalid spec with every problem). */
+  error?: string;
+  problems?: string[];
+  spec?: PipelineSpec;
+}
+
+/** Input of the `workItem` workflow. */
+export interface WorkItemInput {
+  /** The pipeline spec in any accepted form; the workflow validates it. */
+  pipeline: unknown;
+  /** The work item's payload, given to every stage. */
+  input?: Json;
+  /** Defaults to the workflow id. */
+  itemId?: string;
+}
+
+/** Result of the `workItem` workflow. */
+export interface WorkItemResult {
+  id: string;
+  pipeline: string;
+  status: 'completed' | 'failed';
+  /** Final artefacts of completed stages. */
+  artefacts: Record<string, Artefact>;
+  failedStages: string[];
+  error?: string;
+}
+
+/** Fields shared by stage and gate activity inputs. */
+export interface ActivityContextBase {
+  itemId: string;
+  pipeline: string;
+  stage: string;
+  attempt: number;
+  maxAttempts: number;
+  /** The work item's payload. */
+  input: Json;
+  /** The implementation's configuration from the spec (`with:`). */
+  config?: Json;
+  /** Final artefacts of the stage's dependencies, possibly blob references. */
+  upstream: Record<string, Artefact>;
+  previousAttempts: AttemptRecord[];
+}
+
+/** Input of a stage activity (seed 000 `StageContext`). */
+export interface StageActivityInput extends ActivityContextBase {
+  /** Feedback from the previous attempt's gate; null on a first attempt. */
+  feedback: QualityFeedback | null;
+}
+
+/** Input of a gate activity (seed 000 `QualityContext` plus the output under judgement). */
+export interface GateActivityInput extends ActivityContextBase {
+  output: StageOutput;
+}
+
+export type StageActivityResult = StageOutput;
+export type GateActivityResult = QualityVerdict;
+
+/** Input and result of the activity that checks a spec against the worker's registry. */
+export interface CheckImplementationsInput {
+  stages: string[];
+  gates: string[];
+}
+export interface CheckImplementationsResult {
+  problems: string[];
+}

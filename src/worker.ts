@@ -1,0 +1,74 @@
+/**
+ * Builds and runs a Treadle worker: the `workItem` workflow plus one activity per registered stage and
+ * gate implementation. Run it with `treadle worker` (or `node lib/worker.js`).
+ */
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { createActivities } from './activities';
+import { FileBlobStore, type BlobStore } from './activities/blob-store';
+import { Registry } from './activities/registry';
+import { loadConfig } from './config';
+import { registerDocumentPipeline } from './pipelines/documents';
+import { registerScripted } from './pipelines/scripted';
+
+/** The built-in implementations: `scripted` and the document pipeline's stages and gates. */
+export function defaultRegistry(): Registry {
+  return registerDocumentPipeline(registerScripted(new Registry()));
+}
+
+/** Options for {@link createWorker}. */
+export interface TreadleWorkerOptions {
+  connection: NativeConnection;
+  namespace?: string;
+  taskQueue?: string;
+  registry?: Registry;
+  blobs?: BlobStore;
+  blobThresholdBytes?: number;
+  /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */
+  workflowBundle?: WorkerOptions['workflowBundle'];
+  /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
+  worker?: Partial<WorkerOptions>;
+}
+
+/** Creates a worker (not yet running). */
+export async function createWorker(options: TreadleWorkerOptions): Promise<Worker> {
+  const config = loadConfig();
+  const registry = options.registry ?? defaultRegistry();
+  const blobs = options.blobs ?? new FileBlobStore(config.blobDir);
+  return Worker.create({
+    connection: options.connection,
+    namespace: options.namespace ?? config.namespace,
+    taskQueue: options.taskQueue ?? config.taskQueue,
+    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
+    activities: createActivities({ registry, blobs, blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes }),
+    ...options.worker,
+  });
+}
+
+/** Connects to `TEMPORAL_ADDRESS` and runs a worker until SIGINT/SIGTERM. */
+export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Promise<void> {
+  const config = loadConfig();
+  const connection = options.connection ?? (await connectWorker(config.address));
+  const worker = await createWorker({ ...options, connection });
+  process.stderr.write(`treadle worker: task queue ${config.taskQueue} on ${config.address} (namespace ${config.namespace})\n`);
+  try {
+    await worker.run();
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Connects a worker, with an error that names the address tried. */
+export async function connectWorker(address: string): Promise<NativeConnection> {
+  try {
+    return await NativeConnection.connect({ address });
+  } catch (error) {
+    throw new Error(`cannot reach the Temporal server at ${address} (${(error as Error).message}); start one with "treadle dev" or set TEMPORAL_ADDRESS`);
+  }
+}
+
+if (require.main === module) {
+  runWorker().catch((error: unknown) => {
+    process.stderr.write(`treadle worker: ${(error as Error).message}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,3 @@
+/** Every workflow the Treadle worker runs. */
+export { workItem } from './work-item';
+export { reviewSignal, resolveReviewUpdate, stateQuery } from './messages';

@@ -1,0 +1,439 @@
+/**
+ * The `workItem` workflow: one execution per work item. It validates the pipeline spec, runs the DAG
+ * (independent stages in parallel), runs every stage through the stage runner (execute → gate → policy,
+ * DESIGN.md "The stage runner"), waits for human reviews, and keeps the `state` query, the search
+ * attributes and the Web UI details current. Decisions come from the pure functions in `src/engine`.
+ */
+import {
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  isCancellation,
+  log,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
+import { approvedArtefact, checkReview, type AcceptedReview } from '../engine/review';
+import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
+import { CHECK_IMPLEMENTATIONS_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { formatDuration } from '../model/duration';
+import { validatePipeline, type PipelineSpec, type StageSpec } from '../model/pipeline';
+import { TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
+import type { Artefact, AttemptRecord, EventType, Json, QualityFeedback, TreadleEvent } from '../model/shapes';
+import type {
+  CheckImplementationsInput,
+  CheckImplementationsResult,
+  GateActivityInput,
+  GateActivityResult,
+  PendingReview,
+  StageActivityInput,
+  StageActivityResult,
+  StageState,
+  WorkItemInput,
+  WorkItemResult,
+  WorkItemState,
+} from '../model/state';
+import { resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
+
+
+const checkImplementations = proxyActivities<Record<string, (input: CheckImplementationsInput) => Promise<CheckImplementationsResult>>>({
+  startToCloseTimeout: '30s',
+  retry: { maximumAttempts: 5 },
+})[CHECK_IMPLEMENTATIONS_ACTIVITY]!;
+
+/** Runs one work item through its pipeline. */
+export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
+  const info = workflowInfo();
+  const itemId = args.itemId ?? info.workflowId;
+  const input: Json = args.input ?? null;
+  const pipelineName = readName(args.pipeline);
+  const state: WorkItemState = {
+    id: itemId,
+    pipeline: pipelineName,
+    status: 'running',
+    stages: {},
+    pendingReviews: [],
+    events: [],
+    startedAt: now(),
+  };
+  const resolutions: Record<string, AcceptedReview | undefined> = {};
+  let changed = false;
+
+  const emit = (type: EventType, message: string, fields: Partial<TreadleEvent> = {}): void => {
+    const event: TreadleEvent = { seq: state.events.length + 1, type, itemId, at: now(), message, ...fields };
+    state.events.push(event);
+    log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt });
+  };
+
+  // Handlers are registered before the first await, so no message is ever dropped.
+  const deliver = (review: AcceptedReview): void => {
+    // Removing the pending entry here (not when the runner wakes) makes a second review of the same stage
+    // in the same activation fail validation instead of overwriting the first.
+    state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== review.stage);
+    resolutions[review.stage] = review;
+  };
+  setHandler(reviewSignal, (payload) => {
+    const checked = checkReview(state, payload);
+    if (checked.ok) deliver(checked.review);
+    else emit('ReviewInputRejected', checked.error, { details: { payload: (payload ?? null) as Json } });
+  });
+  setHandler(
+    resolveReviewUpdate,
+    (payload) => {
+      const checked = checkReview(state, payload);
+      if (!checked.ok) throw ApplicationFailure.nonRetryable(checked.error, 'InvalidReview');
+      deliver(checked.review);
+      return { itemId, stage: checked.review.stage, outcome: checked.review.outcome.kind, reviewer: checked.review.reviewer };
+    },
+    {
+      validator: (payload) => {
+        const checked = checkReview(state, payload);
+        if (!checked.ok) throw new Error(checked.error);
+      },
+      description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
+    },
+  );
+  setHandler(stateQuery, () => state, { description: 'The work item: status, stages, attempts, pending reviews, events.' });
+
+  const publish = (): void => {
+    state.status = state.spec ? itemStatus(state.stages) : state.status;
+    const waiting = state.pendingReviews.map((r) => r.stage);
+    upsertSearchAttributes([
+      { key: TreadlePipeline, value: state.pipeline },
+      { key: TreadleStatus, value: state.status },
+      { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
+    ]);
+    setCurrentDetails(renderDetails(state));
+  };
+
+  const finish = (error?: string): WorkItemResult => {
+    state.completedAt = now();
+    if (error !== undefined) state.error = error;
+    const failedStages = Object.entries(state.stages).filter(([, s]) => s.status === 'failed').map(([name]) => name);
+    const failed = error !== undefined || failedStages.length > 0;
+    state.status = failed ? 'failed' : 'completed';
+    if (failed && state.error === undefined) state.error = `stage${failedStages.length > 1 ? 's' : ''} failed: ${failedStages.join(', ')}`;
+    emit(failed ? 'ItemFailed' : 'ItemCompleted', failed ? `work item failed: ${state.error}` : 'work item completed');
+    publish();
+    const artefacts: Record<string, Artefact> = {};
+    for (const [name, s] of Object.entries(state.stages)) if (s.status === 'completed' && s.artefact !== undefined) artefacts[name] = s.artefact;
+    return { id: itemId, pipeline: state.pipeline, status: state.status === 'failed' ? 'failed' : 'completed', artefacts, failedStages, ...(state.error ? { error: state.error } : {}) };
+  };
+
+  emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
+  const validation = validatePipeline(args.pipeline);
+  if (!validation.ok) {
+    state.problems = validation.problems;
+    return finish(`invalid pipeline spec: ${validation.problems.join('; ')}`);
+  }
+  const spec = validation.spec;
+  const missing = await checkImplementations({
+    stages: [...new Set(spec.stages.map((s) => s.run))],
+    gates: [...new Set(spec.stages.flatMap((s) => (s.gate ? [s.gate.run] : [])))],
+  });
+  if (missing.problems.length > 0) {
+    state.problems = missing.problems;
+    return finish(`pipeline ${spec.name} names implementations this worker does not have: ${missing.problems.join('; ')}`);
+  }
+  state.spec = spec;
+  for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [] };
+  publish();
+
+  const runner = (stage: StageSpec): Promise<void> =>
+    runStage({ stage, spec, state, input, itemId, emit, publish, resolutions }).finally(() => {
+      changed = true;
+    });
+
+  const running: Promise<void>[] = [];
+  for (;;) {
+    for (const { stage, because } of stagesToSkip(spec, state.stages)) {
+      state.stages[stage] = { ...state.stages[stage]!, status: 'skipped', skipReason: 'upstream_failed', error: `dependency ${because} did not complete` };
+      emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
+      changed = true;
+    }
+    for (const name of readyStages(spec, state.stages)) {
+      const stage = spec.stages.find((s) => s.name === name)!;
+      state.stages[name]!.status = 'running';
+      running.push(runner(stage));
+    }
+    publish();
+    if (allSettled(state.stages)) break;
+    await condition(() => changed);
+    changed = false;
+  }
+  await Promise.all(running);
+  return finish();
+}
+
+interface StageRun {
+  stage: StageSpec;
+  spec: PipelineSpec;
+  state: WorkItemState;
+  input: Json;
+  itemId: string;
+  emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
+  publish: () => void;
+  resolutions: Record<string, AcceptedReview | undefined>;
+}
+
+/** The stage runner: attempts until the policy completes, skips, fails or hands the stage to a human. */
+async function runStage(run: StageRun): Promise<void> {
+  const { stage, state, emit } = run;
+  const st = state.stages[stage.name]!;
+  const max = stage.retryBudget.maxAttempts;
+  st.startedAt = now();
+  emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: max });
+
+  let attempt = 1;
+  let feedback: QualityFeedback | null = null;
+  for (;;) {
+    const record: AttemptRecord = { attempt, startedAt: now() };
+    const previousAttempts = st.attempts.slice();
+    st.attempts.push(record);
+    run.publish();
+    let outcome: AttemptOutcome;
+    try {
+      outcome = await runAttempt(run, record, previousAttempts, feedback);
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      const message = describeFailure(error);
+      record.completedAt = now();
+      record.error = message;
+      return settle(run, 'failed', `${stage.name} failed on attempt ${attempt}: ${message}`, { error: message });
+    }
+    record.completedAt = now();
+    const decision = decideAfterAttempt({ attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
+    recordVerdictEvents(run, record, outcome, decision);
+
+    switch (decision.action) {
+      case 'complete':
+        st.artefact = record.artefact;
+        if (record.outputSummary !== undefined) st.summary = record.outputSummary;
+        return settle(run, 'completed', `${stage.name} completed on attempt ${attempt}/${max}`);
+      case 'skip':
+        st.skipReason = 'outcome';
+        return settle(run, 'skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
+      case 'fail':
+        return settle(run, 'failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
+      case 'retry':
+        emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
+          stage: stage.name,
+          attempt: decision.nextAttempt,
+          maxAttempts: max,
+          details: { delayMs: decision.delayMs },
+        });
+        if (decision.delayMs > 0) await sleep(decision.delayMs);
+        attempt = decision.nextAttempt;
+        feedback = decision.feedback;
+        emit('RetryAttempt', `${stage.name} attempt ${attempt}/${max} because: ${feedback.summary}`, {
+          stage: stage.name,
+          attempt,
+          maxAttempts: max,
+          details: { feedbackSummary: feedback.summary },
+        });
+        continue;
+      case 'review':
+        return review(run, decision);
+    }
+  }
+}
+
+/** One attempt: execute, then judge, inside the attempt timeout when the budget sets one. */
+async function runAttempt(run: StageRun, record: AttemptRecord, previousAttempts: AttemptRecord[], feedback: QualityFeedback | null): Promise<AttemptOutcome> {
+  const { stage, state } = run;
+  const base = {
+    itemId: run.itemId,
+    pipeline: run.spec.name,
+    stage: stage.name,
+    attempt: record.attempt,
+    maxAttempts: stage.retryBudget.maxAttempts,
+    input: run.input,
+    upstream: upstreamArtefacts(stage, state),
+    previousAttempts,
+    ...(stage.with !== undefined ? { config: stage.with } : {}),
+  };
+  const work = async (): Promise<AttemptOutcome> => {
+    const output = await stageActivity(stage, record.attempt)({ ...base, feedback } satisfies StageActivityInput);
+    if (output.artefact !== undefined) record.artefact = output.artefact;
+    if (output.summary !== undefined) record.outputSummary = output.summary;
+    if (!stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
+    const { config: _stageConfig, ...shared } = base;
+    const gateInput: GateActivityInput = { ...shared, ...(stage.gate.with !== undefined ? { config: stage.gate.with } : {}), output };
+    const verdict = await gateActivity(stage, record.attempt)(gateInput);
+    record.verdict = verdict;
+    return { kind: 'output', output, verdict };
+  };
+  const timeoutMs = stage.retryBudget.attemptTimeoutMs;
+  if (timeoutMs === null) return work();
+  try {
+    return await CancellationScope.withTimeout(timeoutMs, work);
+  } catch (error) {
+    // The attempt's own scope was cancelled by its timer; a cancelled workflow is cancelled here too.
+    if (isCancellation(error) && !CancellationScope.current().consideredCancelled) {
+      record.timedOut = true;
+      return { kind: 'timed_out', afterMs: timeoutMs };
+    }
+    throw error;
+  }
+}
+
+function activityOptions(stage: StageSpec, attempt: number, what: string) {
+  const { activity } = stage;
+  return {
+    startToCloseTimeout: activity.startToCloseTimeoutMs,
+    heartbeatTimeout: activity.heartbeatTimeoutMs,
+    retry: {
+      maximumAttempts: activity.retry.maximumAttempts,
+      initialInterval: activity.retry.initialIntervalMs,
+      backoffCoefficient: activity.retry.backoffCoefficient,
+      maximumInterval: activity.retry.maximumIntervalMs,
+      nonRetryableErrorTypes: activity.retry.nonRetryableErrorTypes,
+    },
+    summary: `${stage.name} · ${what}attempt ${attempt}/${stage.retryBudget.maxAttempts}`,
+  };
+}
+
+function stageActivity(stage: StageSpec, attempt: number): (input: StageActivityInput) => Promise<StageActivityResult> {
+  const acts = proxyActivities<Record<string, (input: StageActivityInput) => Promise<StageActivityResult>>>(activityOptions(stage, attempt, ''));
+  return acts[stage.run]!;
+}
+
+function gateActivity(stage: StageSpec, attempt: number): (input: GateActivityInput) => Promise<GateActivityResult> {
+  const acts = proxyActivities<Record<string, (input: GateActivityInput) => Promise<GateActivityResult>>>(activityOptions(stage, attempt, 'gate · '));
+  return acts[gateActivityType(stage.gate!.run)]!;
+}
+
+function recordVerdictEvents(run: StageRun, record: AttemptRecord, outcome: AttemptOutcome, decision: StageDecision): void {
+  const { stage, emit } = run;
+  const fields = { stage: stage.name, attempt: record.attempt, maxAttempts: stage.retryBudget.maxAttempts };
+  const decidedFeedback = decision.action === 'retry' || decision.action === 'fail' || decision.action === 'review' ? decision.feedback : undefined;
+  if (decidedFeedback) record.feedback = decidedFeedback;
+  if (outcome.kind === 'timed_out') {
+    emit('AttemptTimedOut', `${stage.name} attempt ${record.attempt} timed out after ${formatDuration(outcome.afterMs)}`, fields);
+    emit('QualityCheckFailed', `${stage.name} attempt ${record.attempt} failed: attempt timed out after ${formatDuration(outcome.afterMs)}`, {
+      ...fields,
+      details: { feedbackSummary: decidedFeedback?.summary ?? 'attempt timed out' },
+    });
+    return;
+  }
+  const verdict = outcome.verdict;
+  if (!verdict) return;
+  if (verdict.kind === 'accepted') emit('QualityCheckPassed', `${stage.name} attempt ${record.attempt} passed its quality gate`, fields);
+  else if (verdict.kind === 'rejected') {
+    emit('QualityCheckFailed', `${stage.name} attempt ${record.attempt} rejected: ${verdict.feedback.summary}`, {
+      ...fields,
+      details: { feedbackSummary: verdict.feedback.summary },
+    });
+  } else {
+    emit('QualityCheckUncertain', `${stage.name} attempt ${record.attempt}: gate uncertain: ${verdict.reason}`, { ...fields, details: { reason: verdict.reason } });
+  }
+}
+
+/** Hands the stage to a human and applies their decision (or the TTL's). */
+async function review(run: StageRun, decision: Extract<StageDecision, { action: 'review' }>): Promise<void> {
+  const { stage, state, emit } = run;
+  const st = state.stages[stage.name]!;
+  const attempt = st.attempts.length;
+  if (decision.escalated) emit('Escalated', `${stage.name} escalated to review: ${decision.message}`, { stage: stage.name, attempt, details: { reason: decision.reason } });
+  const pending: PendingReview = { stage: stage.name, reason: decision.reason, message: decision.message, requestedAt: now(), attempt };
+  if (stage.reviewTtlMs !== null) pending.expiresAt = new Date(Date.now() + stage.reviewTtlMs).toISOString();
+  state.pendingReviews.push(pending);
+  st.status = 'waiting_review';
+  emit('ReviewRequested', `${stage.name} waits for review: ${decision.message}`, { stage: stage.name, attempt, details: { reason: decision.reason } });
+  run.publish();
+
+  const arrived = () => run.resolutions[stage.name] !== undefined;
+  const inTime = stage.reviewTtlMs === null ? (await condition(arrived), true) : await condition(arrived, stage.reviewTtlMs);
+  const resolution = run.resolutions[stage.name];
+  delete run.resolutions[stage.name];
+  st.status = 'running';
+
+  if (!inTime || !resolution) {
+    state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== stage.name);
+    const approve = stage.onReviewExpired === 'approve';
+    st.review = { reviewer: 'ttl', kind: approve ? 'expired_approve' : 'expired_reject', at: now() };
+    emit('ReviewExpired', `${stage.name} review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}; ${approve ? 'approved' : 'rejected'} by policy`, { stage: stage.name, attempt });
+    if (!approve) return settle(run, 'failed', `${stage.name} failed: review expired`, { error: `review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}` });
+    const artefact = approvedArtefact(st.attempts);
+    if (artefact !== undefined) st.artefact = artefact;
+    return settle(run, 'completed', `${stage.name} completed: review expired and policy approves`);
+  }
+
+  const { outcome, reviewer } = resolution;
+  st.review = { reviewer, kind: outcome.kind, at: now(), ...(outcome.note !== undefined ? { note: outcome.note } : {}) };
+  const fields = { stage: stage.name, attempt, details: { reviewer, outcome: outcome.kind } as Record<string, Json> };
+  if (outcome.kind === 'reject') {
+    st.review.reason = outcome.reason;
+    emit('ReviewResolved', `${stage.name} rejected by ${reviewer}: ${outcome.reason}`, fields);
+    return settle(run, 'failed', `${stage.name} failed: rejected by ${reviewer}`, { error: `rejected by ${reviewer}: ${outcome.reason}` });
+  }
+  if (outcome.kind === 'approve_with_edits') {
+    st.artefact = outcome.artefact;
+    st.summary = outcome.note ?? `edited by ${reviewer}`;
+    emit('ReviewResolved', `${stage.name} approved with edits by ${reviewer}${outcome.note ? `: ${outcome.note}` : ''}`, fields);
+    return settle(run, 'completed', `${stage.name} completed with the reviewer's edits`);
+  }
+  if (outcome.attempt !== undefined) st.review.attempt = outcome.attempt;
+  const artefact = approvedArtefact(st.attempts, outcome.attempt);
+  if (artefact !== undefined) st.artefact = artefact;
+  const chosen = st.attempts.find((a) => a.artefact === artefact);
+  if (chosen?.outputSummary !== undefined) st.summary = chosen.outputSummary;
+  emit('ReviewResolved', `${stage.name} approved by ${reviewer}${outcome.attempt !== undefined ? ` (attempt ${outcome.attempt})` : ''}`, fields);
+  return settle(run, 'completed', `${stage.name} completed after approval`);
+}
+
+function settle(run: StageRun, status: 'completed' | 'failed' | 'skipped', message: string, extra: Partial<StageState> = {}): void {
+  const st = run.state.stages[run.stage.name]!;
+  Object.assign(st, extra, { status, completedAt: now() });
+  const type: EventType = status === 'completed' ? 'StageCompleted' : status === 'failed' ? 'StageFailed' : 'StageSkipped';
+  run.emit(type, message, { stage: run.stage.name, attempt: st.attempts.length });
+}
+
+function upstreamArtefacts(stage: StageSpec, state: WorkItemState): Record<string, Artefact> {
+  const out: Record<string, Artefact> = {};
+  for (const dep of stage.dependsOn) {
+    const artefact = state.stages[dep]?.artefact;
+    if (artefact !== undefined) out[dep] = artefact;
+  }
+  return out;
+}
+
+function describeFailure(error: unknown): string {
+  let cause: unknown = error;
+  // ActivityFailure wraps the ApplicationFailure that carries the implementation's message.
+  while (cause instanceof Error && cause.cause instanceof Error) cause = cause.cause;
+  return cause instanceof Error ? cause.message : String(error);
+}
+
+/** A Markdown summary for the Web UI's "current details". */
+function renderDetails(state: WorkItemState): string {
+  const rows = Object.entries(state.stages).map(([name, s]) => {
+    const last = s.attempts[s.attempts.length - 1];
+    const verdict = last?.verdict ? last.verdict.kind : last?.timedOut ? 'timed out' : '';
+    return `| ${name} | ${s.status} | ${s.attempts.length} | ${verdict} |`;
+  });
+  const reviews = state.pendingReviews.map((r) => `- **${r.stage}**: ${r.message}`);
+  return [
+    `**${state.pipeline}** · ${state.status}`,
+    '',
+    '| stage | status | attempts | last verdict |',
+    '|---|---|---|---|',
+    ...rows,
+    ...(reviews.length ? ['', 'Waiting for review:', ...reviews] : []),
+  ].join('\n');
+}
+
+function readName(pipeline: unknown): string {
+  return typeof pipeline === 'object' && pipeline !== null && typeof (pipeline as { name?: unknown }).name === 'string'
+    ? (pipeline as { name: string }).name
+    : '(unnamed)';
+}
+
+function now(): string {
+  return new Date().toISOString();
+}

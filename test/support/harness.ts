@@ -1,0 +1,96 @@
+/**
+ * Test harness: a worker on a unique task queue against the run's dev server, and a TreadleClient for it.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Runtime, DefaultLogger, type Worker, type WorkerOptions } from '@temporalio/worker';
+import { mkdtempSync } from 'node:fs';
+import path from 'node:path';
+import { FileBlobStore } from '../../src/activities/blob-store';
+import type { Registry } from '../../src/activities/registry';
+import { TreadleClient } from '../../src/client';
+import { createWorker, defaultRegistry } from '../../src/worker';
+
+let runtimeInstalled = false;
+
+/** A running worker and a client bound to its task queue. */
+export interface Harness {
+  client: TreadleClient;
+  temporal: Client;
+  taskQueue: string;
+  blobs: FileBlobStore;
+  worker: Worker;
+  address: string;
+  /** Unique work item id for this test. */
+  id(prefix?: string): string;
+  shutdown(): Promise<void>;
+}
+
+/** Options for {@link startHarness}. */
+export interface HarnessOptions {
+  registry?: Registry;
+  blobThresholdBytes?: number;
+  worker?: Partial<WorkerOptions>;
+}
+
+export function testAddress(): string {
+  const address = process.env.TREADLE_TEST_ADDRESS;
+  if (!address) throw new Error('TREADLE_TEST_ADDRESS is not set: run the tests through jest, whose global setup starts the dev server');
+  return address;
+}
+
+/** Starts a worker on a fresh task queue and returns a client for it. */
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  if (!runtimeInstalled) {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+    runtimeInstalled = true;
+  }
+  const address = testAddress();
+  const taskQueue = `test-${Math.random().toString(36).slice(2, 10)}`;
+  const blobs = new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-')));
+  const nativeConnection = await NativeConnection.connect({ address });
+  const worker = await createWorker({
+    connection: nativeConnection,
+    taskQueue,
+    registry: options.registry ?? defaultRegistry(),
+    blobs,
+    ...(options.blobThresholdBytes !== undefined ? { blobThresholdBytes: options.blobThresholdBytes } : {}),
+    workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE! },
+    ...(options.worker ? { worker: options.worker } : {}),
+  });
+  const running = worker.run();
+  const connection = await Connection.connect({ address });
+  const temporal = new Client({ connection });
+  const client = new TreadleClient(temporal, { taskQueue, blobs });
+  let counter = 0;
+  return {
+    client,
+    temporal,
+    taskQueue,
+    blobs,
+    worker,
+    address,
+    id: (prefix = 'item') => `${prefix}-${taskQueue}-${++counter}`,
+    shutdown: async () => {
+      worker.shutdown();
+      await running;
+      await connection.close();
+      await nativeConnection.close();
+    },
+  };
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}

@@ -1,0 +1,113 @@
+/** Pipeline validation (every problem at once), the builder, YAML equivalence and durations. */
+import YAML from 'yaml';
+import { pipeline } from '../../src/model/builder';
+import { formatDuration, parseDuration } from '../../src/model/duration';
+import { PipelineValidationError, validatePipeline } from '../../src/model/pipeline';
+
+const known = { stages: ['scripted', 'llm'], gates: ['scripted'] };
+
+it('reports every problem at once: unknown dependency, cycle, implementations, durations, max_attempts', () => {
+  const raw = YAML.parse(`
+name: broken
+stages:
+  - name: a
+    run: scripted
+    depends_on: [c]
+  - name: b
+    run: scriptd
+    gate: nope
+    depends_on: [a, ghost]
+    retry_budget: { max_attempts: 0, delay: soon, attempt_timeout: 30x }
+  - name: c
+    run: scripted
+    depends_on: [b]
+    review_policy: sometimes
+`);
+  const result = validatePipeline(raw, known);
+  expect(result.ok).toBe(false);
+  const problems = (result as { problems: string[] }).problems;
+  expect(problems).toEqual(
+    expect.arrayContaining([
+      'stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
+      'stages[1] (b).retry_budget.delay: "soon" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)',
+      'stages[1] (b).retry_budget.attempt_timeout: "30x" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)',
+      'stage b: depends on unknown stage "ghost"',
+      'dependency cycle: a -> b -> c -> a',
+      'stage b: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: scripted, llm)',
+      'stage b: unknown gate implementation "nope" (registered: scripted)',
+    ]),
+  );
+  expect(problems.some((p) => p.startsWith('stages[2] (c).review_policy:'))).toBe(true);
+  expect(problems).toHaveLength(8);
+});
+
+it('rejects duplicates, self-dependencies, unknown keys and empty pipelines', () => {
+  const result = validatePipeline({ name: 'x', stages: [{ name: 'a', run: 'scripted', depends_on: ['a'], colour: 'red' }, { name: 'a', run: 'scripted' }] });
+  expect((result as { problems: string[] }).problems).toEqual(
+    expect.arrayContaining(['stages[1] (a): duplicate stage name, first used at stages[0]', 'stage a: depends on itself', expect.stringContaining('colour')]),
+  );
+  expect((validatePipeline({ name: 'x', stages: [] }) as { problems: string[] }).problems).toEqual(['stages: a pipeline needs at least one stage']);
+  expect(validatePipeline('nonsense').ok).toBe(false);
+});
+
+it('the builder and the YAML form produce the same canonical spec', () => {
+  const built = pipeline('review-demo')
+    .stage('draft', 'scripted')
+    .stage('publish', 'scripted')
+    .qualityGate('draft', 'scripted')
+    .retryBudget('draft', { maxAttempts: 3, delay: '0s', attemptTimeout: '30s', onExhausted: 'escalate' })
+    .reviewPolicy('draft', 'on_escalation')
+    .reviewPolicy('publish', 'always')
+    .dependency('publish', 'draft')
+    .build(known);
+  const yaml = validatePipeline(
+    YAML.parse(`
+name: review-demo
+stages:
+  - name: draft
+    run: scripted
+    gate: scripted
+    retry_budget: { max_attempts: 3, delay: 0s, attempt_timeout: 30s, on_exhausted: escalate }
+    review_policy: on_escalation
+  - name: publish
+    run: scripted
+    depends_on: [draft]
+    review_policy: always
+`),
+    known,
+  );
+  expect(yaml).toEqual({ ok: true, spec: built });
+  expect(built.stages[0]!.retryBudget).toEqual({ maxAttempts: 3, delayMs: 0, attemptTimeoutMs: 30_000, onExhausted: 'escalate' });
+  expect(built.stages[0]!.activity.startToCloseTimeoutMs).toBe(30_000);
+  expect(built.stages[1]).toEqual(expect.objectContaining({ dependsOn: ['draft'], reviewPolicy: 'always', gate: null }));
+});
+
+it('keeps with: payloads verbatim while camelising spec keys', () => {
+  const result = validatePipeline({ name: 'p', stages: [{ name: 's', run: 'scripted', with: { max_tokens: 5, nested: { snake_key: 1 } }, gate: { run: 'scripted', with: { min_word_count: 3 } } }] });
+  expect(result.ok && result.spec.stages[0]!.with).toEqual({ max_tokens: 5, nested: { snake_key: 1 } });
+  expect(result.ok && result.spec.stages[0]!.gate).toEqual({ run: 'scripted', with: { min_word_count: 3 } });
+});
+
+it('the builder reports calls naming undeclared stages together with spec problems', () => {
+  const build = () => pipeline('p').stage('a', 'scripted').reviewPolicy('ghost', 'always').dependency('a', 'missing').build();
+  expect(build).toThrow(PipelineValidationError);
+  try {
+    build();
+  } catch (error) {
+    expect((error as PipelineValidationError).problems).toEqual([
+      'reviewPolicy("ghost", …): no stage named "ghost" was declared with .stage()',
+      'stage a: depends on unknown stage "missing"',
+    ]);
+  }
+});
+
+it('parses and formats durations', () => {
+  expect(parseDuration('1m30s')).toEqual({ ms: 90_000 });
+  expect(parseDuration('250ms')).toEqual({ ms: 250 });
+  expect(parseDuration(1500)).toEqual({ ms: 1500 });
+  expect(parseDuration('2h')).toEqual({ ms: 7_200_000 });
+  expect(parseDuration('-1s')).toHaveProperty('error');
+  expect(parseDuration(-5)).toHaveProperty('error');
+  expect(formatDuration(90_000)).toBe('1m30s');
+  expect(formatDuration(999)).toBe('999ms');
+});
