@@ -4,6 +4,7 @@ module.exports = {
   transform: { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } }] },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   modulePathIgnorePatterns: ['<rootDir>/lib/'],
+  setupFiles: ['<rootDir>/test/support/quiet-runtime.ts'],
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/test/global-teardown.ts',
   testTimeout: 60_000,

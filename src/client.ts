@@ -88,16 +88,17 @@ export class TreadleClient {
    * Starts a work item, or returns the existing one with the same id (idempotent: the same id never
    * starts twice, even after the first run finished). The spec is validated first, listing every problem.
    */
-  async start(pipeline: unknown, input: Json = null, options: { id?: string } = {}): Promise<{ id: string; runId: string; pipeline: string }> {
+  async start(pipeline: unknown, input: unknown = null, options: { id?: string } = {}): Promise<{ id: string; runId: string; pipeline: string }> {
     const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
     const validation = validatePipeline(raw, this.known);
     if (!validation.ok) {
       const name = typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string' ? (raw as { name: string }).name : '(unnamed)';
       throw new TreadleError(`pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}`, 'invalid_pipeline', validation.problems);
     }
-    if (input === undefined) throw new TreadleError('the work item input must be JSON (use null for none)', 'invalid_input');
+    const inputProblem = jsonProblem(input);
+    if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
     const id = options.id ?? `${validation.spec.name}-${randomUUID().slice(0, 8)}`;
-    const args: WorkItemInput = { pipeline: raw, input, itemId: id };
+    const args: WorkItemInput = { pipeline: raw, input: input as Json, itemId: id };
     try {
       const handle = await this.client.workflow.start(WORKFLOW_TYPE, {
         taskQueue: this.taskQueue,
@@ -228,6 +229,30 @@ export class TreadleClient {
       throw error;
     }
   }
+}
+
+/** Why a value is not plain JSON (undefined, functions, non-finite numbers, class instances), or undefined. */
+function jsonProblem(value: unknown, at = 'input'): string | undefined {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${at} is ${value}`;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const problem = jsonProblem(value[i], `${at}[${i}]`);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  if (typeof value === 'object') {
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return `${at} is a ${(value as object).constructor?.name ?? 'class instance'}, not a plain object`;
+    for (const [key, inner] of Object.entries(value)) {
+      if (inner === undefined) continue;
+      const problem = jsonProblem(inner, `${at}.${key}`);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  return `${at} is ${typeof value}`;
 }
 
 function defaultReviewer(): string {

@@ -300,13 +300,17 @@ function findCycle(deps: Map<string, string[]>): string[] | null {
 /** Keys whose values are user payloads and keep their spelling. */
 const OPAQUE_KEYS = new Set(['with']);
 
-/** Converts snake_case keys (the YAML form) to camelCase, leaving `with:` payloads untouched. */
+/**
+ * Converts snake_case keys (the YAML form) to camelCase and canonical `…Ms` keys to plain duration keys,
+ * leaving `with:` payloads untouched, so YAML, builder output and canonical specs all validate.
+ */
 export function camelizeSpec(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(camelizeSpec);
   if (!isRecord(value)) return value;
   const out: Record<string, unknown> = {};
   for (const [key, inner] of Object.entries(value)) {
-    const camel = key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+    // `delayMs`-style keys are the canonical form's numeric durations; accept them as durations in ms.
+    const camel = key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase()).replace(/(.)Ms$/, '$1');
     out[camel] = OPAQUE_KEYS.has(camel) ? inner : camelizeSpec(inner);
   }
   return out;

@@ -12,7 +12,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import { Registry, type GateImplementation, type StageImplementation } from '../activities/registry';
+import type { Registry, GateImplementation, StageImplementation } from '../activities/registry';
 import { JsonSchema, type CriterionResult, type Json, type QualityVerdict } from '../model/shapes';
 
 const CriterionInput = z.union([

@@ -2,15 +2,13 @@
  * Test harness: a worker on a unique task queue against the run's dev server, and a TreadleClient for it.
  */
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime, DefaultLogger, type Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { FileBlobStore } from '../../src/activities/blob-store';
 import type { Registry } from '../../src/activities/registry';
 import { TreadleClient } from '../../src/client';
 import { createWorker, defaultRegistry } from '../../src/worker';
-
-let runtimeInstalled = false;
 
 /** A running worker and a client bound to its task queue. */
 export interface Harness {
@@ -40,10 +38,6 @@ export function testAddress(): string {
 
 /** Starts a worker on a fresh task queue and returns a client for it. */
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
-  if (!runtimeInstalled) {
-    Runtime.install({ logger: new DefaultLogger('WARN') });
-    runtimeInstalled = true;
-  }
   const address = testAddress();
   const taskQueue = `test-${Math.random().toString(36).slice(2, 10)}`;
   const blobs = new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-')));

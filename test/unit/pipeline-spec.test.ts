@@ -111,3 +111,16 @@ it('parses and formats durations', () => {
   expect(formatDuration(90_000)).toBe('1m30s');
   expect(formatDuration(999)).toBe('999ms');
 });
+
+it('a canonical spec validates to itself, so built specs can be started and re-validated', () => {
+  const spec = pipeline('p')
+    .stage('a', 'scripted')
+    .stage('b', 'scripted', { dependsOn: ['a'] })
+    .qualityGate('a', 'scripted', { strict: true })
+    .retryBudget('a', { maxAttempts: 2, delay: '1s', attemptTimeout: '5s', onExhausted: 'escalate' })
+    .reviewTtl('a', '1h', 'approve')
+    .activityOptions('b', { heartbeatTimeout: '10s', retry: { initialInterval: '200ms', maximumAttempts: 3 } })
+    .build();
+  expect(validatePipeline(spec, known)).toEqual({ ok: true, spec });
+  expect(validatePipeline(JSON.parse(JSON.stringify(spec)))).toEqual({ ok: true, spec });
+});

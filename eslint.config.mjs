@@ -1,0 +1,54 @@
+// ESLint flat config. Workflow files must stay deterministic (DESIGN.md): no Node built-ins, no activity,
+// client, worker or SDK-client imports, no nondeterministic globals beyond the sandbox's own.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+import { builtinModules } from 'node:module';
+
+const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
+
+export default tseslint.config(
+  { ignores: ['lib/**', 'node_modules/**', 'coverage/**', 'bench/results/**', '**/*.js', '**/*.mjs'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
+      '@typescript-eslint/no-require-imports': 'error',
+    },
+  },
+  {
+    files: ['src/workflows/**/*.ts', 'src/engine/**/*.ts', 'src/model/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: nodeBuiltins.map((name) => ({ name, message: 'Workflow code must be deterministic: no Node built-ins in workflows, engine or model.' })),
+          patterns: [
+            { group: ['@temporalio/activity', '@temporalio/client', '@temporalio/worker', '@temporalio/testing'], message: 'Workflow code may import only @temporalio/workflow and @temporalio/common.' },
+            { group: ['**/activities', '**/activities/**', '**/client', '**/worker', '**/cli/**', '**/agents/**', '**/server/**'], message: 'Workflow code must not import side-effecting modules.' },
+            { group: ['@anthropic-ai/*', 'yaml', 'commander'], message: 'No SDK clients or I/O libraries in workflow code.' },
+          ],
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
+        { name: 'process', message: 'No process access in workflow code.' },
+        { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' },
+        { name: 'setInterval', message: 'Use sleep() in a loop from @temporalio/workflow.' },
+        { name: 'require', message: 'No dynamic requires in workflow code.' },
+      ],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Math', property: 'random', message: 'Use uuid4()/the sandbox, never Math.random() directly in engine code.' },
+      ],
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    rules: { '@typescript-eslint/no-non-null-assertion': 'off' },
+  },
+);

@@ -1,0 +1,199 @@
+/**
+ * `treadle dev` (a dev server and a worker in one process) and `treadle demo` (the same, plus the
+ * review-demo work item with review prompts in the terminal).
+ */
+import { Connection } from '@temporalio/client';
+import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
+import { createInterface } from 'node:readline/promises';
+import { TreadleClient } from '../client';
+import { loadConfig } from '../config';
+import type { Json, ReviewOutcome } from '../model/shapes';
+import type { PendingReview, WorkItemState } from '../model/state';
+import { findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
+import { startDevServer, type DevServer } from '../server/dev-server';
+import { connectWorker, createWorker, defaultRegistry } from '../worker';
+import { renderEvent, renderStatus } from './render';
+
+interface DevOptions {
+  port: number;
+  uiPort: number;
+  db: string;
+}
+
+interface Running {
+  address: string;
+  uiUrl?: string;
+  worker: Worker;
+  stop(): Promise<void>;
+}
+
+/** Is a Temporal server already answering here? */
+async function answers(address: string): Promise<boolean> {
+  try {
+    const connection = await Connection.connect({ address, connectTimeout: 1_000 });
+    try {
+      await connection.workflowService.getSystemInfo({});
+      return true;
+    } finally {
+      await connection.close();
+    }
+  } catch {
+    return false;
+  }
+}
+
+/** Starts (or reuses) the server and starts a worker. */
+async function bringUp(opts: DevOptions): Promise<Running> {
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const config = loadConfig();
+  let server: DevServer | undefined;
+  let address = config.address;
+  let uiUrl: string | undefined;
+  const local = `127.0.0.1:${opts.port}`;
+  if (config.addressFromEnv) {
+    say(`Using the Temporal server at ${address} (TEMPORAL_ADDRESS); no server started.`);
+  } else if (await answers(local)) {
+    address = local;
+    uiUrl = `http://localhost:${opts.uiPort}`;
+    say(`A Temporal server already answers at ${local}; using it.`);
+  } else {
+    server = await startDevServer({ port: opts.port, uiPort: opts.uiPort, dbFile: opts.db, progress: say });
+    address = server.address;
+    uiUrl = server.uiUrl;
+    say(`Temporal dev server: ${address} (SQLite ${server.dbFile}, binary ${server.binary})`);
+  }
+  const connection = await connectWorker(address);
+  const worker = await createWorker({ connection, namespace: config.namespace, taskQueue: config.taskQueue });
+  const running = worker.run();
+  say(`Worker: task queue ${config.taskQueue}, namespace ${config.namespace}`);
+  if (uiUrl) say(`Web UI: ${uiUrl}/namespaces/${config.namespace}/workflows`);
+  let stopped: Promise<void> | undefined;
+  return {
+    address,
+    ...(uiUrl ? { uiUrl } : {}),
+    worker,
+    stop: () =>
+      (stopped ??= (async () => {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await running.catch(() => undefined);
+        await connection.close();
+        await server?.stop();
+      })()),
+  };
+}
+
+function say(message: string): void {
+  process.stderr.write(`${message}\n`);
+}
+
+/** Resolves on the first Ctrl-C or SIGTERM. */
+function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+}
+
+/** `treadle dev`. */
+export async function runDev(opts: DevOptions): Promise<void> {
+  const running = await bringUp(opts);
+  say('Ready. Press Ctrl-C to stop.');
+  await interrupted();
+  say('Stopping the worker and the server...');
+  await running.stop();
+  say('Stopped.');
+}
+
+/** `treadle demo`. */
+export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<void> {
+  const running = await bringUp(opts);
+  const config = loadConfig();
+  const client = await TreadleClient.connect({ address: running.address, known: defaultRegistry().names() });
+  const stopOnSignal = interrupted().then(async () => {
+    say('\nStopping the worker and the server...');
+    await client.close();
+    await running.stop();
+    process.exit(130);
+  });
+  void stopOnSignal;
+  try {
+    const entry = findPipeline('review-demo');
+    const { id } = await client.start(readPipelineFile(entry.specFile), readJsonFile(entry.sampleInputFile));
+    say(`\nStarted work item ${id} on pipeline review-demo.`);
+    if (running.uiUrl) say(`Follow it in the Web UI: ${running.uiUrl}/namespaces/${config.namespace}/workflows/${id}`);
+    say('');
+    let seen = 0;
+    for (;;) {
+      const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true, afterSeq: seen });
+      seen = state.events[state.events.length - 1]?.seq ?? seen;
+      if (state.status === 'completed' || state.status === 'failed') {
+        process.stdout.write(`\n${renderStatus(state)}\n`);
+        break;
+      }
+      process.stdout.write(`\n${renderStatus(state)}\n\n`);
+      await answerReviews(client, state);
+    }
+    if (!opts.exit) {
+      say(`\nDone. The server keeps running so you can read the history${running.uiUrl ? ` at ${running.uiUrl}` : ''}; try "treadle status ${id}" in another terminal. Ctrl-C stops.`);
+      await stopOnSignal;
+    }
+  } finally {
+    await client.close();
+    await running.stop();
+  }
+}
+
+/** Asks in the terminal when it is interactive; otherwise waits for an answer from another terminal. */
+async function answerReviews(client: TreadleClient, state: WorkItemState): Promise<void> {
+  if (!process.stdin.isTTY) {
+    say('Answer from another terminal (see the commands above); waiting...');
+    await waitUntilAnswered(client, state);
+    return;
+  }
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    for (const review of state.pendingReviews) await promptOne(rl, client, state.id, review);
+  } finally {
+    rl.close();
+  }
+}
+
+async function promptOne(rl: ReturnType<typeof createInterface>, client: TreadleClient, id: string, review: PendingReview): Promise<void> {
+  for (;;) {
+    const answer = (await rl.question(`Review ${review.stage}: [a]pprove, [r]eject, [e]dit (enter JSON), [v]iew output? `)).trim().toLowerCase();
+    let outcome: ReviewOutcome | undefined;
+    if (answer === 'a' || answer === 'approve') outcome = { kind: 'approve' };
+    else if (answer === 'r' || answer === 'reject') outcome = { kind: 'reject', reason: (await rl.question('Reason: ')).trim() || 'rejected in the demo' };
+    else if (answer === 'e' || answer === 'edit') {
+      const text = await rl.question('Edited artefact (one line of JSON): ');
+      try {
+        outcome = { kind: 'approve_with_edits', artefact: JSON.parse(text) as Json, note: 'edited in the demo' };
+      } catch (error) {
+        say(`not JSON: ${(error as Error).message}`);
+        continue;
+      }
+    } else if (answer === 'v' || answer === 'view') {
+      const state = await client.getState(id);
+      const attempts = state.stages[review.stage]?.attempts ?? [];
+      for (const a of attempts) process.stdout.write(`attempt ${a.attempt}: ${JSON.stringify(await client.readArtefact(a.artefact))}\n  verdict: ${JSON.stringify(a.verdict ?? null)}\n`);
+      continue;
+    } else continue;
+    try {
+      const done = await client.review(id, review.stage, outcome, process.env.TREADLE_REVIEWER || process.env.USER || 'demo');
+      say(`${done.stage}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
+      return;
+    } catch (error) {
+      say((error as Error).message);
+      return;
+    }
+  }
+}
+
+async function waitUntilAnswered(client: TreadleClient, state: WorkItemState): Promise<void> {
+  const waiting = new Set(state.pendingReviews.map((r) => r.stage));
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = await client.getState(state.id);
+    if (!now.pendingReviews.some((r) => waiting.has(r.stage))) return;
+  }
+}

@@ -1,0 +1,60 @@
+/**
+ * Text rendering for the CLI: the stage table, pending reviews and event lines.
+ */
+import { isBlobRef, type TreadleEvent } from '../model/shapes';
+import type { PendingReview, StageState, WorkItemState } from '../model/state';
+
+/** Pads cells into aligned columns. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+function lastVerdict(stage: StageState): string {
+  const last = stage.attempts[stage.attempts.length - 1];
+  if (!last) return '';
+  if (last.error) return `error: ${last.error}`;
+  if (last.timedOut) return last.feedback?.summary ?? 'timed out';
+  if (!last.verdict) return '';
+  if (last.verdict.kind === 'rejected') return `rejected: ${last.verdict.feedback.summary}`;
+  if (last.verdict.kind === 'uncertain') return `uncertain: ${last.verdict.reason}`;
+  return 'accepted';
+}
+
+function artefactCell(stage: StageState): string {
+  if (stage.artefact === undefined) return '';
+  if (isBlobRef(stage.artefact)) return `${stage.artefact.ref.slice(0, 19)}… (${stage.artefact.bytes} bytes)`;
+  const text = JSON.stringify(stage.artefact);
+  return text.length > 40 ? `${text.slice(0, 39)}…` : text;
+}
+
+/** The readable status of a work item. */
+export function renderStatus(state: WorkItemState): string {
+  const rows = Object.entries(state.stages).map(([name, s]) => {
+    const max = state.spec?.stages.find((x) => x.name === name)?.retryBudget.maxAttempts ?? 1;
+    return [name, s.status, `${s.attempts.length}/${max}`, lastVerdict(s), artefactCell(s)];
+  });
+  const out = [`${state.id} · pipeline ${state.pipeline} · ${state.status}`];
+  if (state.error) out.push(`error: ${state.error}`);
+  for (const problem of state.problems ?? []) out.push(`  - ${problem}`);
+  if (rows.length) out.push('', table(['STAGE', 'STATUS', 'ATTEMPTS', 'LAST VERDICT', 'ARTEFACT'], rows));
+  if (state.pendingReviews.length) out.push('', renderPendingReviews(state.id, state.pendingReviews));
+  return out.join('\n');
+}
+
+/** Pending reviews of one item, with the commands that answer them. */
+export function renderPendingReviews(id: string, reviews: PendingReview[]): string {
+  const out = ['Waiting for review:'];
+  for (const r of reviews) {
+    out.push(`  ${r.stage} (${r.reason}, attempt ${r.attempt}): ${r.message}`);
+    if (r.expiresAt) out.push(`    expires at ${r.expiresAt}`);
+    out.push(`    treadle review ${id} ${r.stage} --approve | --reject REASON | --edit FILE`);
+  }
+  return out.join('\n');
+}
+
+/** One event as a line: time, sequence, type, message. */
+export function renderEvent(event: TreadleEvent): string {
+  return `${event.at.slice(11, 23)}  #${String(event.seq).padStart(3)}  ${event.type.padEnd(20)} ${event.message}`;
+}

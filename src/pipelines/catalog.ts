@@ -1,0 +1,71 @@
+/**
+ * Built-in pipelines that `treadle run <name>` knows, each with a sample input. Specs are files under
+ * `examples/` so that users read and copy the same YAML the CLI runs.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
+import type { Json } from '../model/shapes';
+
+/** A pipeline shipped with Treadle. */
+export interface CatalogEntry {
+  name: string;
+  description: string;
+  specFile: string;
+  sampleInputFile: string;
+}
+
+/** The examples folder, found from both `src/` (tests) and `lib/` (the built CLI). */
+export const EXAMPLES_DIR = path.resolve(__dirname, '..', '..', 'examples');
+
+export const CATALOG: CatalogEntry[] = [
+  {
+    name: 'review-demo',
+    description: 'scripted: retry with feedback, escalation to a human, parallel checks, sign-off',
+    specFile: path.join(EXAMPLES_DIR, 'review-demo.yaml'),
+    sampleInputFile: path.join(EXAMPLES_DIR, 'review-demo.input.json'),
+  },
+  {
+    name: 'documents',
+    description: 'seed 000 use case B: text to markdown, concepts, embeddings, FTS index, cross references, final review',
+    specFile: path.join(EXAMPLES_DIR, 'documents', 'pipeline.yaml'),
+    sampleInputFile: path.join(EXAMPLES_DIR, 'documents', 'report.json'),
+  },
+];
+
+/** Reads a pipeline file (YAML or JSON) into the raw spec; validation happens later, listing every problem. */
+export function readPipelineFile(file: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new Error(`cannot read pipeline file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  try {
+    return file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
+  } catch (error) {
+    throw new Error(`${file} is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(error as Error).message.split('\n')[0]}`);
+  }
+}
+
+/** Finds a built-in pipeline by name, with an error listing the names. */
+export function findPipeline(name: string): CatalogEntry {
+  const entry = CATALOG.find((e) => e.name === name);
+  if (!entry) throw new Error(`unknown pipeline "${name}" (built-in: ${CATALOG.map((e) => e.name).join(', ')}; or pass --file pipeline.yaml)`);
+  return entry;
+}
+
+/** Reads a JSON file. */
+export function readJsonFile(file: string): Json {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new Error(`cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  try {
+    return JSON.parse(text) as Json;
+  } catch (error) {
+    throw new Error(`${file} is not valid JSON: ${(error as Error).message}`);
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * The same scenarios as the replay recorder with `maxCachedWorkflows: 0`: every workflow task replays the
+ * whole history from the start, so any nondeterminism in the workflow shows up as a failure here.
+ */
+import { startHarness, type Harness } from '../support/harness';
+import { SCENARIOS } from '../support/scenarios';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness({ worker: { maxCachedWorkflows: 0 } });
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+it.each(SCENARIOS.map((s) => [s.name, s] as const))('%s finishes with every task replayed', async (_name, scenario) => {
+  const id = h.id();
+  await scenario.run(h, id);
+  const state = await h.client.getState(id);
+  expect(['completed', 'failed']).toContain(state.status);
+  const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+  expect(history.events!.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
+  expect(state.events.map((e) => e.seq)).toEqual(state.events.map((_, i) => i + 1));
+});

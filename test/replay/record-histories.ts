@@ -1,0 +1,27 @@
+/**
+ * Records the histories the replay test replays: `npm run record-histories` (runs through jest so it
+ * uses the same dev server). Re-record only on purpose: a changed history means a workflow change that
+ * running items would see.
+ */
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { startHarness, type Harness } from '../support/harness';
+import { SCENARIOS } from '../support/scenarios';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+it.each(SCENARIOS.map((s) => [s.name, s] as const))('records %s', async (name, scenario) => {
+  const id = `replay-${name}`;
+  await scenario.run(h, `${id}-${h.taskQueue}`);
+  const history = await h.temporal.workflow.getHandle(`${id}-${h.taskQueue}`).fetchHistory();
+  const file = path.join(__dirname, 'histories', `${name}.json`);
+  writeFileSync(file, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
+  expect(history.events!.length).toBeGreaterThan(10);
+});
