@@ -136,6 +136,13 @@ export class TreadleClient {
         if (error instanceof WorkflowUpdateFailedError) {
           throw new TreadleError(`review rejected: ${error.cause?.message ?? error.message}`, 'invalid_review');
         }
+        if (isNotFound(error)) {
+          // The id may name a finished item rather than no item at all; say which.
+          const status = await h.describe().then((d) => d.status.name, () => undefined);
+          if (status && status !== 'RUNNING') {
+            throw new TreadleError(`work item ${id} has finished (${status.toLowerCase()}); no stage is waiting for review`, 'invalid_review');
+          }
+        }
         throw error;
       }
     });
@@ -223,7 +230,7 @@ export class TreadleClient {
       return await fn(this.handle(id));
     } catch (error) {
       if (error instanceof TreadleError) throw error;
-      if (error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError') {
+      if (isNotFound(error)) {
         throw new TreadleError(`unknown work item "${id}" in namespace ${this.client.options.namespace}`, 'not_found');
       }
       throw error;
@@ -253,6 +260,10 @@ function jsonProblem(value: unknown, at = 'input'): string | undefined {
     return undefined;
   }
   return `${at} is ${typeof value}`;
+}
+
+function isNotFound(error: unknown): boolean {
+  return error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError';
 }
 
 function defaultReviewer(): string {

@@ -229,6 +229,7 @@ Version: ${JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.jso
 );
 
 program.parseAsync(process.argv).catch((error: unknown) => {
+  if (process.env.TREADLE_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\ncause: ${String(error.cause)}\n`);
   process.stderr.write(`treadle: ${error instanceof Error ? error.message : String(error)}\n`);
   process.exit(1);
 });

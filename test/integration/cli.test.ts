@@ -1,0 +1,144 @@
+/**
+ * The `treadle` command (built output, as users run it) against the test server: run, run --wait,
+ * status (table and JSON), watch, reviews (table and JSON), review (approve, reject, edit), artefact,
+ * validate, and one-line errors for unknown items, stages not waiting, bad input and an unreachable server.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { eventually, startHarness, type Harness } from '../support/harness';
+import type { WorkItemState } from '../../src/model/state';
+
+const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
+let h: Harness;
+let dir: string;
+beforeAll(async () => {
+  h = await startHarness();
+  dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'cli-'));
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function treadle(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { ...process.env, TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir, TREADLE_REVIEWER: 'cli-user', ...env }, timeout: 60_000 },
+      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const write = (name: string, content: string): string => {
+  const file = path.join(dir, name);
+  writeFileSync(file, content);
+  return file;
+};
+
+it('runs the review demo end to end: run, watch, reviews, review, status', async () => {
+  const id = h.id('cli');
+  const started = await treadle(['run', 'review-demo', '--id', id]);
+  expect(started).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
+
+  const watched = await treadle(['watch', id]);
+  expect(watched.code).toBe(0);
+  expect(watched.stdout).toMatch(/QualityCheckFailed\s+draft attempt 1 rejected: the draft is too short/);
+  expect(watched.stdout).toMatch(/RetryAttempt\s+draft attempt 2\/3 because: the draft is too short/);
+  expect(watched.stdout).toMatch(/Escalated\s+draft escalated to review/);
+  expect(watched.stdout.trim().split('\n').pop()).toBe(`${id} is waiting_review`);
+
+  const listed = await eventually(async () => {
+    const run = await treadle(['reviews', '--json']);
+    const reviews = JSON.parse(run.stdout) as { itemId: string; stage: string; reason: string }[];
+    return reviews.find((r) => r.itemId === id) ? reviews : undefined;
+  });
+  expect(listed.find((r) => r.itemId === id)).toEqual(expect.objectContaining({ stage: 'draft', reason: 'escalated', pipeline: 'review-demo' }));
+  const table = await treadle(['reviews']);
+  expect(table.stdout).toMatch(new RegExp(`${id}\\s+review-demo\\s+draft\\s+escalated`));
+
+  const status = await treadle(['status', id]);
+  expect(status.stdout).toMatch(/draft\s+waiting_review\s+3\/3\s+rejected: the tone is too informal/);
+  expect(status.stdout).toContain(`treadle review ${id} draft --approve | --reject REASON | --edit FILE`);
+
+  const edited = write('edited.json', JSON.stringify({ text: 'a better draft' }));
+  expect(await treadle(['review', id, 'draft', '--edit', edited, '--note', 'rewrote it'])).toEqual({ code: 0, stdout: `draft of ${id}: approve with edits by cli-user\n`, stderr: '' });
+  await eventually(async () => ((await h.client.getState(id)).pendingReviews[0]?.stage === 'publish' ? true : undefined));
+  expect((await treadle(['review', id, 'publish', '--approve', '--reviewer', 'boss'])).stdout).toBe(`publish of ${id}: approve by boss\n`);
+  await h.client.result(id);
+
+  const json = JSON.parse((await treadle(['status', id, '--json'])).stdout) as WorkItemState;
+  expect(json).toEqual(expect.objectContaining({ id, pipeline: 'review-demo', status: 'completed', pendingReviews: [] }));
+  expect(json.stages.draft!.artefact).toEqual({ text: 'a better draft' });
+  expect(json.stages.draft!.attempts.map((a) => a.verdict?.kind)).toEqual(['rejected', 'rejected', 'rejected']);
+  expect(json.stages.draft!.attempts[0]!.feedback?.failedCriteria[0]?.name).toBe('length');
+  expect((json.stages.fact_check!.artefact as { upstream: { draft: unknown } }).upstream.draft).toEqual({ text: 'a better draft' });
+  expect(json.events.length).toBeGreaterThan(15);
+  const artefact = await treadle(['artefact', id, 'draft']);
+  expect(JSON.parse(artefact.stdout)).toEqual({ text: 'a better draft' });
+});
+
+it('runs a pipeline file with input from a file, waits, and rejects a review', async () => {
+  const spec = write('p.yaml', 'name: cli-file\nstages:\n  - name: only\n    run: scripted\n    review_policy: always\n');
+  const input = write('input.json', JSON.stringify({ hello: 'world' }));
+  const id = h.id('cli');
+  const waited = await treadle(['run', '--file', spec, '--input', `@${input}`, '--id', id, '--wait']);
+  expect(waited.code).toBe(0);
+  expect(waited.stdout).toContain(`started ${id}`);
+  expect(waited.stdout).toContain('ReviewRequested');
+  expect(waited.stdout).toMatch(/only\s+waiting_review/);
+  expect(await treadle(['review', id, 'only', '--reject', 'not today'])).toEqual({ code: 0, stdout: `only of ${id}: reject by cli-user\n`, stderr: '' });
+  const result = JSON.parse((await treadle(['result', id])).stdout);
+  expect(result).toEqual(expect.objectContaining({ status: 'failed', failedStages: ['only'], error: 'stage failed: only' }));
+  // Reviewing a finished item says so.
+  expect(await treadle(['review', id, 'only', '--approve'])).toEqual({ code: 1, stdout: '', stderr: `treadle: work item ${id} has finished (completed); no stage is waiting for review\n` });
+});
+
+it('prints one clear line and exits 1 on every kind of error', async () => {
+  const id = h.id('cli');
+  await h.client.start({ name: 'cli-err', stages: [{ name: 's', run: 'scripted', review_policy: 'always' }, { name: 't', run: 'scripted', depends_on: ['s'] }] }, null, { id });
+  await eventually(async () => ((await h.client.getState(id)).status === 'waiting_review' ? true : undefined));
+
+  const cases: [string[], string, Record<string, string>?][] = [
+    [['status', 'no-such-item'], 'treadle: unknown work item "no-such-item" in namespace default'],
+    [['review', id, 't', '--approve'], `treadle: review rejected: stage "t" of work item ${id} is not waiting for review (it is pending); waiting: s`],
+    [['review', id, 'zz', '--approve'], `treadle: review rejected: unknown stage "zz" in work item ${id} (stages: s, t)`],
+    [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE'],
+    [['review', id, 's', '--approve', '--reject', 'x'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)'],
+    [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT'],
+    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents; or pass --file pipeline.yaml)'],
+    [['run', 'review-demo', '--input', '{bad'], 'treadle: --input is not valid JSON (Expected property name'],
+    [['status', 'x'], 'treadle: cannot reach the Temporal server at 127.0.0.1:1: ', { TEMPORAL_ADDRESS: '127.0.0.1:1' }],
+  ];
+  for (const [args, message, env] of cases) {
+    const run = await treadle(args, env);
+    expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 1, stdout: '' });
+    expect(run.stderr.split('\n').filter(Boolean)).toHaveLength(1);
+    expect({ args, stderr: run.stderr.slice(0, message.length) }).toEqual({ args, stderr: message });
+  }
+  await h.client.approve(id, 's');
+});
+
+it('validates pipeline files, listing every problem', async () => {
+  const bad = write('bad.yaml', 'name: bad\nstages:\n  - name: a\n    run: scriptd\n    depends_on: [b]\n  - name: b\n    run: scripted\n    depends_on: [a]\n    retry_budget: { max_attempts: 0 }\n');
+  const run = await treadle(['validate', bad]);
+  expect(run.code).toBe(1);
+  expect(run.stderr).toBe(
+    [
+      `treadle: ${bad} is invalid:`,
+      '  - stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
+      '  - dependency cycle: a -> b -> a',
+      '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: build_fts_index, cross_reference, extract_concepts, final_review, generate_embeddings, pdf_to_markdown, scripted)',
+      '',
+    ].join('\n'),
+  );
+  const good = await treadle(['validate', path.join(__dirname, '..', '..', 'examples', 'review-demo.yaml')]);
+  expect(good.stdout).toMatch(/pipeline review-demo is valid \(4 stages\)/);
+});
