@@ -67,20 +67,21 @@ export const StageOutputSchema = z.object({
 export type StageOutput = z.infer<typeof StageOutputSchema>;
 
 /** One attempt of one stage, as reviewers and gates see it. */
-export interface AttemptRecord {
-  attempt: number;
-  startedAt: string;
-  completedAt?: string;
-  outputSummary?: string;
+export const AttemptRecordSchema = z.object({
+  attempt: z.number().int().min(1),
+  startedAt: z.string(),
+  completedAt: z.string().optional(),
+  outputSummary: z.string().optional(),
   /** What the attempt produced: inline JSON or a blob reference. */
-  artefact?: Artefact;
-  verdict?: QualityVerdict;
+  artefact: JsonSchema.optional(),
+  verdict: QualityVerdictSchema.optional(),
   /** The feedback this attempt's output earned (set when the verdict rejected it or it timed out). */
-  feedback?: QualityFeedback;
+  feedback: QualityFeedbackSchema.optional(),
   /** A mechanical failure that ended the attempt after Temporal's activity retries gave up. */
-  error?: string;
-  timedOut?: boolean;
-}
+  error: z.string().optional(),
+  timedOut: z.boolean().optional(),
+});
+export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
 
 /** A human's decision on a stage waiting for review (seed 000 `ReviewOutcome`). */
 export const ReviewOutcomeSchema = z.discriminatedUnion('kind', [
@@ -139,15 +140,17 @@ export const EVENT_TYPES = [
 export type EventType = (typeof EVENT_TYPES)[number];
 
 /** One entry of the event stream. `details` carries the type-specific fields (feedback summary, reason, ...). */
-export interface TreadleEvent {
-  seq: number;
-  type: EventType;
-  itemId: string;
-  stage?: string;
-  attempt?: number;
-  maxAttempts?: number;
-  at: string;
+export const TreadleEventSchema = z.object({
+  seq: z.number().int().min(1),
+  type: z.enum(EVENT_TYPES),
+  itemId: z.string(),
+  stage: z.string().optional(),
+  attempt: z.number().int().optional(),
+  maxAttempts: z.number().int().optional(),
+  /** Workflow time, ISO 8601. */
+  at: z.string(),
   /** One human-readable line. */
-  message: string;
-  details?: { [key: string]: Json };
-}
+  message: z.string(),
+  details: z.record(z.string(), JsonSchema).optional(),
+});
+export type TreadleEvent = z.infer<typeof TreadleEventSchema>;

@@ -144,29 +144,54 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [] };
   publish();
 
+  // Runner promises never reject: a cancellation is kept and rethrown by the loop below, and any other
+  // error (an engine bug) fails its stage instead of failing workflow tasks forever.
+  let cancellation: unknown;
   const runner = (stage: StageSpec): Promise<void> =>
-    runStage({ stage, spec, state, input, itemId, emit, publish, resolutions }).finally(() => {
-      changed = true;
-    });
+    runStage({ stage, spec, state, input, itemId, emit, publish, resolutions })
+      .catch((error: unknown) => {
+        if (isCancellation(error)) cancellation ??= error;
+        else if (!['completed', 'failed', 'skipped'].includes(state.stages[stage.name]!.status)) {
+          const message = `internal error in the stage runner: ${describeFailure(error)}`;
+          Object.assign(state.stages[stage.name]!, { status: 'failed', error: message, completedAt: now() });
+          emit('StageFailed', `${stage.name} failed: ${message}`, { stage: stage.name });
+        }
+      })
+      .finally(() => {
+        changed = true;
+      });
 
-  const running: Promise<void>[] = [];
-  for (;;) {
-    for (const { stage, because } of stagesToSkip(spec, state.stages)) {
-      state.stages[stage] = { ...state.stages[stage]!, status: 'skipped', skipReason: 'upstream_failed', error: `dependency ${because} did not complete` };
-      emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
-      changed = true;
+  try {
+    for (;;) {
+      for (const { stage, because } of stagesToSkip(spec, state.stages)) {
+        state.stages[stage] = { ...state.stages[stage]!, status: 'skipped', skipReason: 'upstream_failed', error: `dependency ${because} did not complete` };
+        emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
+        changed = true;
+      }
+      for (const name of readyStages(spec, state.stages)) {
+        const stage = spec.stages.find((s) => s.name === name)!;
+        state.stages[name]!.status = 'running';
+        void runner(stage);
+      }
+      publish();
+      if (allSettled(state.stages)) break;
+      await condition(() => changed || cancellation !== undefined);
+      if (cancellation !== undefined) throw cancellation;
+      changed = false;
     }
-    for (const name of readyStages(spec, state.stages)) {
-      const stage = spec.stages.find((s) => s.name === name)!;
-      state.stages[name]!.status = 'running';
-      running.push(runner(stage));
-    }
-    publish();
-    if (allSettled(state.stages)) break;
-    await condition(() => changed);
-    changed = false;
+  } catch (error) {
+    if (!isCancellation(error)) throw error;
+    // Cancelled from outside (temporal workflow cancel): record it where UIs and listings look, then end.
+    state.status = 'failed';
+    state.error = 'work item cancelled';
+    state.pendingReviews = [];
+    emit('ItemFailed', 'work item cancelled');
+    upsertSearchAttributes([
+      { key: TreadleStatus, value: 'cancelled' },
+      { key: TreadlePendingReviews, value: null },
+    ]);
+    throw error;
   }
-  await Promise.all(running);
   return finish();
 }
 

@@ -214,3 +214,18 @@ it('keeps a readable summary for the Web UI and names activities by implementati
     { type: 'scripted', summary: 'publish · attempt 1/1' },
   ]);
 });
+
+it('a cancelled item stops waiting, leaves the pending-review listing and says it was cancelled', async () => {
+  const id = h.id();
+  await h.client.start(draftPublish({ maxAttempts: 1 }, 'always'), null, { id });
+  await until(id, 'waiting_review');
+  const handle = h.temporal.workflow.getHandle(id);
+  await handle.cancel();
+  await expect(handle.result()).rejects.toThrow('Workflow execution cancelled');
+  const description = await handle.describe();
+  expect(description.status.name).toBe('CANCELLED');
+  expect(description.typedSearchAttributes.get(TreadleStatus)).toBe('cancelled');
+  expect(description.typedSearchAttributes.get(TreadlePendingReviews)).toBeUndefined();
+  const state = await h.client.getState(id);
+  expect(state).toEqual(expect.objectContaining({ status: 'failed', error: 'work item cancelled', pendingReviews: [] }));
+});

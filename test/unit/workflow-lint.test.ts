@@ -1,0 +1,47 @@
+/**
+ * The determinism rule on workflow code is real: the project's ESLint config flags Node built-ins,
+ * side-effecting imports and nondeterministic globals in src/workflows, and allows them elsewhere.
+ */
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+
+const root = path.join(__dirname, '..', '..');
+const probe = `
+import { readFileSync } from 'node:fs';
+import { Client } from '@temporalio/client';
+import { createActivities } from '../activities';
+export function f(): unknown {
+  setTimeout(() => undefined, 10);
+  return [readFileSync, Client, createActivities, process.env.X, Math.random()];
+}
+`;
+
+/** Lints the probe as if it were `file`, through the ESLint CLI (its ESM config cannot load inside jest's VM). */
+async function ruleIds(file: string): Promise<string[]> {
+  let out: string;
+  try {
+    out = execFileSync(process.execPath, [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '--stdin', '--stdin-filename', file, '--format', 'json'], { cwd: root, input: probe, encoding: 'utf8' });
+  } catch (error) {
+    out = (error as { stdout: string }).stdout; // exit 1 when there are errors
+  }
+  const [result] = JSON.parse(out) as { messages: { ruleId: string; line: number }[] }[];
+  return result!.messages.map((m) => `${m.ruleId}:${m.line}`);
+}
+
+it('flags every nondeterministic construct in workflow files', async () => {
+  expect(await ruleIds('src/workflows/work-item.ts')).toEqual(
+    expect.arrayContaining([
+      'no-restricted-imports:2',
+      'no-restricted-imports:3',
+      'no-restricted-imports:4',
+      'no-restricted-globals:6',
+      'no-restricted-globals:7',
+      'no-restricted-properties:7',
+    ]),
+  );
+}, 30_000);
+
+it('allows the same code in activities', async () => {
+  const ids = await ruleIds('src/activities/index.ts');
+  expect(ids.filter((id) => /^no-restricted/.test(id))).toEqual([]);
+}, 30_000);
