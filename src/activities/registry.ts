@@ -3,7 +3,8 @@
  * names are the activity types seen in the history: stages as registered, gates as `gate:<name>`.
  */
 import type { BlobStore } from './blob-store';
-import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
+import type { Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
+import type { ActivityContextBase } from '../model/state';
 
 /** Logging surface handed to implementations (the activity logger in a worker). */
 export interface ImplementationLogger {
@@ -11,20 +12,16 @@ export interface ImplementationLogger {
   warn(message: string, attrs?: Record<string, unknown>): void;
 }
 
-/** What every implementation is given (seed 000 `StageContext` / `QualityContext`). */
-export interface ImplementationContext {
-  itemId: string;
-  pipeline: string;
-  stage: string;
-  attempt: number;
-  maxAttempts: number;
-  /** The work item's payload. */
-  input: Json;
+/**
+ * What every implementation is given (seed 000 `StageContext` / `QualityContext`): the activity's input
+ * (item, stage, attempt, the work item's payload, `with:` config, previous attempts) with upstream
+ * artefacts resolved from the blob store, plus what only a running activity can offer.
+ */
+export interface ImplementationContext extends Omit<ActivityContextBase, 'upstream' | 'config'> {
   /** This implementation's configuration from the spec (`with:`). */
   config: Json | undefined;
   /** Dependencies' final artefacts, blob references already resolved. */
   upstream: Record<string, Json>;
-  previousAttempts: AttemptRecord[];
   /** Aborted when the attempt times out or the work item is cancelled. */
   signal: AbortSignal;
   /** `<workflow id>/<stage>/<attempt>`: use it to make external side effects happen once. */

@@ -11,6 +11,7 @@ import {
   isCancellation,
   log,
   proxyActivities,
+  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -41,7 +42,8 @@ import type {
 import { resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
-const checkImplementations = proxyActivities<Record<string, (input: CheckImplementationsInput) => Promise<CheckImplementationsResult>>>({
+// A local activity: it only reads the worker's registry, so it needs no task-queue round trip.
+const checkImplementations = proxyLocalActivities<Record<string, (input: CheckImplementationsInput) => Promise<CheckImplementationsResult>>>({
   startToCloseTimeout: '30s',
   retry: { maximumAttempts: 5 },
 })[CHECK_IMPLEMENTATIONS_ACTIVITY]!;
@@ -100,14 +102,20 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   );
   setHandler(stateQuery, () => state, { description: 'The work item: status, stages, attempts, pending reviews, events.' });
 
+  // Each upsert is a command and a history event, so only changes are upserted.
+  let published: string | undefined;
   const publish = (): void => {
     state.status = state.spec ? itemStatus(state.stages) : state.status;
     const waiting = state.pendingReviews.map((r) => r.stage);
-    upsertSearchAttributes([
-      { key: TreadlePipeline, value: state.pipeline },
-      { key: TreadleStatus, value: state.status },
-      { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
-    ]);
+    const current = JSON.stringify([state.status, waiting]);
+    if (current !== published) {
+      upsertSearchAttributes([
+        ...(published === undefined ? [{ key: TreadlePipeline, value: state.pipeline }] : []),
+        { key: TreadleStatus, value: state.status },
+        { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
+      ]);
+      published = current;
+    }
     setCurrentDetails(renderDetails(state));
   };
 

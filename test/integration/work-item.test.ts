@@ -206,7 +206,6 @@ it('keeps a readable summary for the Web UI and names activities by implementati
     summary: e.userMetadata?.summary?.data ? JSON.parse(Buffer.from(e.userMetadata.summary.data).toString()) : undefined,
   }));
   expect(scheduled).toEqual([
-    { type: 'treadle.checkImplementations', summary: undefined },
     { type: 'scripted', summary: 'draft · attempt 1/2' },
     { type: 'gate:scripted', summary: 'draft · gate · attempt 1/2' },
     { type: 'scripted', summary: 'draft · attempt 2/2' },
