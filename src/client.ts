@@ -8,6 +8,7 @@ import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
@@ -46,7 +47,12 @@ export interface ConnectOptions {
   /** Implementation names to check specs against before starting (the CLI passes the built-ins). */
   known?: KnownImplementations;
   blobs?: BlobStore;
+  /** How long a review waits for a worker to accept it (default 15 s). */
+  reviewTimeoutMs?: number;
 }
+
+/** Reviews are updates, which need a running worker; without one the call would wait forever. */
+const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
 
 const WORKFLOW_TYPE = 'workItem';
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
@@ -57,16 +63,18 @@ export class TreadleClient {
   readonly taskQueue: string;
   private readonly known?: KnownImplementations;
   private readonly blobs: BlobStore;
+  private readonly reviewTimeoutMs: number;
 
   constructor(
     readonly client: Client,
-    options: { taskQueue?: string; known?: KnownImplementations; blobs?: BlobStore } = {},
+    options: Omit<ConnectOptions, 'address' | 'namespace'> = {},
     private readonly ownedConnection?: Connection,
   ) {
     const config = loadConfig();
     this.taskQueue = options.taskQueue ?? config.taskQueue;
     if (options.known) this.known = options.known;
     this.blobs = options.blobs ?? new FileBlobStore(config.blobDir);
+    this.reviewTimeoutMs = options.reviewTimeoutMs ?? DEFAULT_REVIEW_TIMEOUT_MS;
   }
 
   /** Connects to Temporal (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE` by default). */
@@ -80,8 +88,9 @@ export class TreadleClient {
     } catch (error) {
       throw new TreadleError(`cannot reach the Temporal server at ${address}: ${(error as Error).message.split('\n')[0]} (start one with "treadle dev" or set TEMPORAL_ADDRESS)`, 'unreachable');
     }
-    const client = new Client({ connection, namespace: options.namespace ?? config.namespace });
-    return new TreadleClient(client, { ...(options.taskQueue ? { taskQueue: options.taskQueue } : {}), ...(options.known ? { known: options.known } : {}), ...(options.blobs ? { blobs: options.blobs } : {}) }, connection);
+    const { address: _address, namespace, ...rest } = options;
+    const client = new Client({ connection, namespace: namespace ?? config.namespace });
+    return new TreadleClient(client, rest, connection);
   }
 
   /**
@@ -131,10 +140,18 @@ export class TreadleClient {
   async review(id: string, stage: string, outcome: ReviewOutcome, reviewer = defaultReviewer()): Promise<ReviewAccepted> {
     return this.call(id, async (h) => {
       try {
-        return await h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] });
+        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
+          h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] }),
+        );
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError) {
           throw new TreadleError(`review rejected: ${error.cause?.message ?? error.message}`, 'invalid_review');
+        }
+        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || (error as { name?: string }).name === 'AbortError') {
+          throw new TreadleError(
+            `no worker accepted the review of ${id} within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue} ("treadle dev" or "treadle worker")?`,
+            'unreachable',
+          );
         }
         if (isNotFound(error)) {
           // The id may name a finished item rather than no item at all; say which.
@@ -203,9 +220,14 @@ export class TreadleClient {
           seen = event.seq;
         }
       }
-      if (state.status === 'completed' || state.status === 'failed') return state;
+      if (state.status !== 'running' && state.status !== 'waiting_review') return state;
       if (options.untilReview && state.status === 'waiting_review') return state;
       if (options.signal?.aborted) return state;
+      // Terminated or timed-out executions never reach the workflow's own finish; Temporal knows.
+      const execution = (await this.handle(id).describe()).status.name;
+      if (execution !== 'RUNNING') {
+        return { ...state, status: execution === 'COMPLETED' ? 'completed' : 'failed', error: state.error ?? `the workflow execution is ${execution.toLowerCase()}` };
+      }
       await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
     }
   }

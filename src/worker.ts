@@ -2,6 +2,7 @@
  * Builds and runs a Treadle worker: the `workItem` workflow plus one activity per registered stage and
  * gate implementation. Run it with `treadle worker` (or `node lib/worker.js`).
  */
+import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { FileBlobStore, type BlobStore } from './activities/blob-store';
@@ -9,6 +10,7 @@ import { Registry } from './activities/registry';
 import { loadConfig } from './config';
 import { registerDocumentPipeline } from './pipelines/documents';
 import { registerScripted } from './pipelines/scripted';
+import { ensureSearchAttributes } from './server/search-attributes';
 
 /** The built-in implementations: `scripted` and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
@@ -48,12 +50,28 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
 export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Promise<void> {
   const config = loadConfig();
   const connection = options.connection ?? (await connectWorker(config.address));
+  await registerSearchAttributes(config.address, options.namespace ?? config.namespace);
   const worker = await createWorker({ ...options, connection });
   process.stderr.write(`treadle worker: task queue ${config.taskQueue} on ${config.address} (namespace ${config.namespace})\n`);
   try {
     await worker.run();
   } finally {
     await connection.close();
+  }
+}
+
+/** Makes sure the namespace has Treadle's search attributes; a server that refuses is reported, not fatal. */
+async function registerSearchAttributes(address: string, namespace: string): Promise<void> {
+  try {
+    const connection = await Connection.connect({ address, connectTimeout: 5_000 });
+    try {
+      const added = await ensureSearchAttributes(connection, namespace);
+      if (added.length) process.stderr.write(`treadle worker: registered search attributes ${added.join(', ')} in namespace ${namespace}\n`);
+    } finally {
+      await connection.close();
+    }
+  } catch (error) {
+    process.stderr.write(`treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews needs TreadlePipeline, TreadleStatus, TreadlePendingReviews\n`);
   }
 }
 

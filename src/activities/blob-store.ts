@@ -2,7 +2,7 @@
  * Content-addressed blob store (DESIGN.md principle 4): large artefacts live here and only a
  * `sha256:<hex>` reference enters the workflow history. The default store is a folder of files.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isBlobRef, type Artefact, type BlobRef, type Json } from '../model/shapes';
@@ -39,7 +39,7 @@ export class FileBlobStore implements BlobStore {
     );
     if (!exists) {
       await mkdir(path.dirname(file), { recursive: true });
-      const temp = `${file}.${process.pid}.${Date.now()}.tmp`;
+      const temp = `${file}.${randomUUID()}.tmp`;
       await writeFile(temp, bytes);
       await rename(temp, file);
     }

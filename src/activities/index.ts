@@ -93,7 +93,9 @@ async function baseContext(input: ActivityContextBase, blobs: BlobStore, signal:
     input: input.input,
     config: input.config,
     upstream,
-    previousAttempts: input.previousAttempts,
+    previousAttempts: await Promise.all(
+      input.previousAttempts.map(async (a) => (a.artefact === undefined ? a : { ...a, artefact: (await resolveArtefact(a.artefact, blobs)) ?? null })),
+    ),
     signal,
     idempotencyKey: `${context.info.workflowExecution?.workflowId ?? input.itemId}/${input.stage}/${input.attempt}`,
     blobs,

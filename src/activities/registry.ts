@@ -3,7 +3,7 @@
  * names are the activity types seen in the history: stages as registered, gates as `gate:<name>`.
  */
 import type { BlobStore } from './blob-store';
-import type { Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
+import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
 import type { ActivityContextBase } from '../model/state';
 
 /** Logging surface handed to implementations (the activity logger in a worker). */
@@ -17,11 +17,13 @@ export interface ImplementationLogger {
  * (item, stage, attempt, the work item's payload, `with:` config, previous attempts) with upstream
  * artefacts resolved from the blob store, plus what only a running activity can offer.
  */
-export interface ImplementationContext extends Omit<ActivityContextBase, 'upstream' | 'config'> {
+export interface ImplementationContext extends Omit<ActivityContextBase, 'upstream' | 'config' | 'previousAttempts'> {
   /** This implementation's configuration from the spec (`with:`). */
   config: Json | undefined;
   /** Dependencies' final artefacts, blob references already resolved. */
   upstream: Record<string, Json>;
+  /** This stage's earlier attempts, oldest first, their artefacts resolved. */
+  previousAttempts: AttemptRecord[];
   /** Aborted when the attempt times out or the work item is cancelled. */
   signal: AbortSignal;
   /** `<workflow id>/<stage>/<attempt>`: use it to make external side effects happen once. */

@@ -11,6 +11,7 @@ import type { Json, ReviewOutcome } from '../model/shapes';
 import type { PendingReview, WorkItemState } from '../model/state';
 import { findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { startDevServer, type DevServer } from '../server/dev-server';
+import { ensureSearchAttributes } from '../server/search-attributes';
 import { connectWorker, createWorker, defaultRegistry } from '../worker';
 import { renderEvent, renderStatus } from './render';
 
@@ -42,7 +43,7 @@ async function answers(address: string): Promise<boolean> {
   }
 }
 
-/** Starts (or reuses) the server and starts a worker. */
+/** Starts (or reuses) the server and starts a worker; nothing is left running if a step fails. */
 async function bringUp(opts: DevOptions): Promise<Running> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const config = loadConfig();
@@ -57,29 +58,52 @@ async function bringUp(opts: DevOptions): Promise<Running> {
     uiUrl = `http://localhost:${opts.uiPort}`;
     say(`A Temporal server already answers at ${local}; using it.`);
   } else {
-    server = await startDevServer({ port: opts.port, uiPort: opts.uiPort, dbFile: opts.db, progress: say });
+    server = await startDevServer({ port: opts.port, uiPort: opts.uiPort, dbFile: opts.db, namespace: config.namespace, progress: say });
     address = server.address;
     uiUrl = server.uiUrl;
     say(`Temporal dev server: ${address} (SQLite ${server.dbFile}, binary ${server.binary})`);
   }
-  const connection = await connectWorker(address);
-  const worker = await createWorker({ connection, namespace: config.namespace, taskQueue: config.taskQueue });
-  const running = worker.run();
-  say(`Worker: task queue ${config.taskQueue}, namespace ${config.namespace}`);
-  if (uiUrl) say(`Web UI: ${uiUrl}/namespaces/${config.namespace}/workflows`);
-  let stopped: Promise<void> | undefined;
-  return {
-    address,
-    ...(uiUrl ? { uiUrl } : {}),
-    worker,
-    stop: () =>
-      (stopped ??= (async () => {
-        if (worker.getState() === 'RUNNING') worker.shutdown();
-        await running.catch(() => undefined);
-        await connection.close();
-        await server?.stop();
-      })()),
-  };
+  try {
+    if (!server) {
+      const added = await withClientConnection(address, (c) => ensureSearchAttributes(c, config.namespace));
+      if (added.length) say(`Registered search attributes ${added.join(', ')} in namespace ${config.namespace}.`);
+    }
+    const connection = await connectWorker(address);
+    const worker = await createWorker({ connection, namespace: config.namespace, taskQueue: config.taskQueue });
+    const running = worker.run().catch(async (error: unknown) => {
+      // The worker stopped on its own (server gone, fatal error): say so and take the server down too.
+      say(`treadle: the worker stopped: ${(error as Error).message}`);
+      await server?.stop();
+      process.exit(1);
+    });
+    say(`Worker: task queue ${config.taskQueue}, namespace ${config.namespace}`);
+    if (uiUrl) say(`Web UI: ${uiUrl}/namespaces/${config.namespace}/workflows`);
+    let stopped: Promise<void> | undefined;
+    return {
+      address,
+      ...(uiUrl ? { uiUrl } : {}),
+      worker,
+      stop: () =>
+        (stopped ??= (async () => {
+          if (worker.getState() === 'RUNNING') worker.shutdown();
+          await running;
+          await connection.close();
+          await server?.stop();
+        })()),
+    };
+  } catch (error) {
+    await server?.stop();
+    throw error;
+  }
+}
+
+async function withClientConnection<T>(address: string, fn: (connection: Connection) => Promise<T>): Promise<T> {
+  const connection = await Connection.connect({ address, connectTimeout: 5_000 });
+  try {
+    return await fn(connection);
+  } finally {
+    await connection.close();
+  }
 }
 
 function say(message: string): void {
@@ -108,15 +132,16 @@ export async function runDev(opts: DevOptions): Promise<void> {
 export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<void> {
   const running = await bringUp(opts);
   const config = loadConfig();
-  const client = await TreadleClient.connect({ address: running.address, known: defaultRegistry().names() });
+  let client: TreadleClient | undefined;
   const stopOnSignal = interrupted().then(async () => {
     say('\nStopping the worker and the server...');
-    await client.close();
+    await client?.close();
     await running.stop();
     process.exit(130);
   });
   void stopOnSignal;
   try {
+    client = await TreadleClient.connect({ address: running.address, known: defaultRegistry().names() });
     const entry = findPipeline('review-demo');
     const { id } = await client.start(readPipelineFile(entry.specFile), readJsonFile(entry.sampleInputFile));
     say(`\nStarted work item ${id} on pipeline review-demo.`);
@@ -138,7 +163,7 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
       await stopOnSignal;
     }
   } finally {
-    await client.close();
+    await client?.close();
     await running.stop();
   }
 }

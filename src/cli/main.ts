@@ -24,8 +24,12 @@ const port = (value: string): number => {
   return n;
 };
 
+/**
+ * Specs are checked for structure here; implementation names are checked by the worker that runs the
+ * item, which may have registered more than the built-ins (the item then fails listing the unknown names).
+ */
 async function connect(): Promise<TreadleClient> {
-  return TreadleClient.connect({ known: defaultRegistry().names() });
+  return TreadleClient.connect();
 }
 
 /** Runs an action with one client and turns every error into one line. */
@@ -221,12 +225,16 @@ program
     }),
   );
 
-program.addHelpText(
-  'after',
-  `
-Environment: TEMPORAL_ADDRESS (${loadConfig().address}), TEMPORAL_NAMESPACE, TREADLE_TASK_QUEUE, TREADLE_BLOB_DIR.
-Version: ${JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')).version}`,
-);
+program.addHelpText('after', () => {
+  let address: string;
+  try {
+    address = loadConfig().address;
+  } catch (error) {
+    address = `configuration error: ${(error as Error).message}`;
+  }
+  const version = (JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+  return `\nEnvironment: TEMPORAL_ADDRESS (${address}), TEMPORAL_NAMESPACE, TREADLE_TASK_QUEUE, TREADLE_BLOB_DIR, TREADLE_BLOB_THRESHOLD.\nVersion: ${version}`;
+});
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   if (process.env.TREADLE_DEBUG && error instanceof Error) process.stderr.write(`${error.stack}\ncause: ${String(error.cause)}\n`);

@@ -2,7 +2,7 @@
  * Checking a review against the item's state, shared by the `resolveReview` update's validator (which
  * rejects bad input to the caller) and the `review` signal (which records bad input as an event).
  */
-import { ReviewRequestSchema, type Artefact, type AttemptRecord, type ReviewOutcome } from '../model/shapes';
+import { ReviewRequestSchema, type AttemptRecord, type ReviewOutcome } from '../model/shapes';
 import type { WorkItemState } from '../model/state';
 
 /** A review that passed every check, ready to apply. */
@@ -40,12 +40,11 @@ export function checkReview(state: WorkItemState, payload: unknown): { ok: true;
   return { ok: true, review: { stage, outcome, reviewer } };
 }
 
-/** The artefact an approval carries on: the chosen attempt's, else the latest attempt that produced one. */
-export function approvedArtefact(attempts: AttemptRecord[], attempt?: number): Artefact | undefined {
-  if (attempt !== undefined) return attempts.find((a) => a.attempt === attempt)?.artefact;
+/** The attempt an approval carries on: the chosen one, else the latest attempt that produced an artefact. */
+export function approvedAttempt(attempts: AttemptRecord[], attempt?: number): AttemptRecord | undefined {
+  if (attempt !== undefined) return attempts.find((a) => a.attempt === attempt);
   for (let i = attempts.length - 1; i >= 0; i--) {
-    const artefact = attempts[i]?.artefact;
-    if (artefact !== undefined) return artefact;
+    if (attempts[i]?.artefact !== undefined) return attempts[i];
   }
   return undefined;
 }

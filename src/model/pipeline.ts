@@ -40,6 +40,8 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
   }
   return parsed.ms;
 });
+/** Timeouts and intervals: zero would mean "no timeout" to Temporal, or a busy loop, so it is refused. */
+const positiveDuration = duration.refine((ms) => ms > 0, 'must be longer than 0');
 const implName = z.string().min(1, 'must name a registered implementation');
 
 /** A gate reference: a registered gate implementation and its configuration. */
@@ -52,21 +54,21 @@ const RetryBudgetInput = z
   .object({
     maxAttempts: z.number().int('must be a whole number').min(1, 'must be at least 1 (it includes the first attempt)').default(1),
     delay: duration.default(0),
-    attemptTimeout: duration.nullable().default(null),
+    attemptTimeout: positiveDuration.nullable().default(null),
     onExhausted: z.enum(EXHAUSTED_ACTIONS).default('fail'),
   })
   .strict();
 
 const ActivityInput = z
   .object({
-    startToCloseTimeout: duration.optional(),
-    heartbeatTimeout: duration.optional(),
+    startToCloseTimeout: positiveDuration.optional(),
+    heartbeatTimeout: positiveDuration.optional(),
     retry: z
       .object({
         maximumAttempts: z.number().int().min(1).optional(),
-        initialInterval: duration.optional(),
+        initialInterval: positiveDuration.optional(),
         backoffCoefficient: z.number().min(1).optional(),
-        maximumInterval: duration.optional(),
+        maximumInterval: positiveDuration.optional(),
         nonRetryableErrorTypes: z.array(z.string()).optional(),
       })
       .strict()
@@ -84,7 +86,7 @@ const StageInput = z
     dependsOn: z.array(z.string()).default([]),
     retryBudget: RetryBudgetInput.default({ maxAttempts: 1, delay: 0, attemptTimeout: null, onExhausted: 'fail' }),
     reviewPolicy: z.enum(REVIEW_POLICIES).default('never'),
-    reviewTtl: duration.nullable().optional(),
+    reviewTtl: positiveDuration.nullable().optional(),
     onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
     activity: ActivityInput.optional(),
   })

@@ -17,4 +17,4 @@ export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordLi
 };
 
 /** Visibility query listing every work item with a pending review. */
-export const PENDING_REVIEWS_QUERY = "TreadleStatus IN ('running', 'waiting_review') AND TreadlePendingReviews IS NOT NULL";
+export const PENDING_REVIEWS_QUERY = "ExecutionStatus = 'Running' AND TreadlePendingReviews IS NOT NULL";

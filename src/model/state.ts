@@ -5,7 +5,8 @@
 import type { PipelineSpec } from './pipeline';
 import type { Artefact, AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
 
-export type ItemStatus = 'running' | 'waiting_review' | 'completed' | 'failed';
+/** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
+export type ItemStatus = 'running' | 'waiting_review' | 'completed' | 'failed' | 'cancelled';
 export type StageStatus = 'pending' | 'running' | 'waiting_review' | 'completed' | 'failed' | 'skipped';
 
 /** Why a stage is waiting for a human. */

@@ -83,15 +83,24 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   child.stdout!.on('data', capture);
   child.stderr!.on('data', capture);
   let exited: string | undefined;
+  child.on('error', (error) => {
+    exited = `could not be started: ${error.message}`;
+  });
   child.on('exit', (code, signal) => {
     exited = `exited with ${signal ?? `code ${code}`}`;
   });
+  // Never leave a server behind: if this process exits without stop(), the server goes with it.
+  const killOnExit = (): void => {
+    if (exited === undefined) child.kill('SIGKILL');
+  };
+  process.once('exit', killOnExit);
 
   const address = `${ip}:${port}`;
   try {
     await waitUntilReady(address, namespace, options.readyTimeoutMs ?? 60_000, () => exited);
   } catch (error) {
     child.kill('SIGKILL');
+    process.removeListener('exit', killOnExit);
     log.end();
     const detail = tail.trim().split('\n').slice(-5).join('\n    ');
     throw new Error(`the Temporal dev server (${describe(binary)}) did not start on ${address}: ${(error as Error).message}${detail ? `\n    ${detail}` : ''}\n    (full log: ${logFile})`);
@@ -103,7 +112,11 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     dbFile,
     binary: binary.path,
     ...(child.pid !== undefined ? { pid: child.pid } : {}),
-    stop: () => stopChild(child, () => exited !== undefined).finally(() => log.end()),
+    stop: () =>
+      stopChild(child, () => exited !== undefined).finally(() => {
+        process.removeListener('exit', killOnExit);
+        log.end();
+      }),
   };
 }
 

@@ -19,7 +19,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
-import { approvedArtefact, checkReview, type AcceptedReview } from '../engine/review';
+import { approvedAttempt, checkReview, type AcceptedReview } from '../engine/review';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
 import { CHECK_IMPLEMENTATIONS_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { formatDuration } from '../model/duration';
@@ -190,8 +190,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   } catch (error) {
     if (!isCancellation(error)) throw error;
     // Cancelled from outside (temporal workflow cancel): record it where UIs and listings look, then end.
-    state.status = 'failed';
+    state.status = 'cancelled';
     state.error = 'work item cancelled';
+    state.completedAt = now();
     state.pendingReviews = [];
     emit('ItemFailed', 'work item cancelled');
     upsertSearchAttributes([
@@ -381,18 +382,20 @@ async function review(run: StageRun, decision: Extract<StageDecision, { action: 
   run.publish();
 
   const arrived = () => run.resolutions[stage.name] !== undefined;
-  const inTime = stage.reviewTtlMs === null ? (await condition(arrived), true) : await condition(arrived, stage.reviewTtlMs);
+  if (stage.reviewTtlMs === null) await condition(arrived);
+  else await condition(arrived, stage.reviewTtlMs);
   const resolution = run.resolutions[stage.name];
   delete run.resolutions[stage.name];
   st.status = 'running';
 
-  if (!inTime || !resolution) {
+  // A review that arrived wins even if the TTL timer fired in the same activation.
+  if (!resolution) {
     state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== stage.name);
     const approve = stage.onReviewExpired === 'approve';
     st.review = { reviewer: 'ttl', kind: approve ? 'expired_approve' : 'expired_reject', at: now() };
     emit('ReviewExpired', `${stage.name} review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}; ${approve ? 'approved' : 'rejected'} by policy`, { stage: stage.name, attempt });
     if (!approve) return settle(run, 'failed', `${stage.name} failed: review expired`, { error: `review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}` });
-    const artefact = approvedArtefact(st.attempts);
+    const artefact = approvedAttempt(st.attempts)?.artefact;
     if (artefact !== undefined) st.artefact = artefact;
     return settle(run, 'completed', `${stage.name} completed: review expired and policy approves`);
   }
@@ -412,9 +415,8 @@ async function review(run: StageRun, decision: Extract<StageDecision, { action: 
     return settle(run, 'completed', `${stage.name} completed with the reviewer's edits`);
   }
   if (outcome.attempt !== undefined) st.review.attempt = outcome.attempt;
-  const artefact = approvedArtefact(st.attempts, outcome.attempt);
-  if (artefact !== undefined) st.artefact = artefact;
-  const chosen = st.attempts.find((a) => a.artefact === artefact);
+  const chosen = approvedAttempt(st.attempts, outcome.attempt);
+  if (chosen?.artefact !== undefined) st.artefact = chosen.artefact;
   if (chosen?.outputSummary !== undefined) st.summary = chosen.outputSummary;
   emit('ReviewResolved', `${stage.name} approved by ${reviewer}${outcome.attempt !== undefined ? ` (attempt ${outcome.attempt})` : ''}`, fields);
   return settle(run, 'completed', `${stage.name} completed after approval`);

@@ -142,3 +142,19 @@ it('validates pipeline files, listing every problem', async () => {
   const good = await treadle(['validate', path.join(__dirname, '..', '..', 'examples', 'review-demo.yaml')]);
   expect(good.stdout).toMatch(/pipeline review-demo is valid \(4 stages\)/);
 });
+
+it('starts pipelines naming implementations only the worker knows; the worker lists what it lacks', async () => {
+  const spec = write('custom.yaml', 'name: custom\nstages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n');
+  const id = h.id('cli');
+  const run = await treadle(['run', '--file', spec, '--id', id]);
+  expect(run).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
+  const result = JSON.parse((await treadle(['result', id])).stdout);
+  expect(result.status).toBe('failed');
+  expect(result.error).toContain('unknown stage implementation "my_summarizer"');
+  expect(result.error).toContain('unknown gate implementation "my_judge"');
+});
+
+it('prints a configuration error as one line', async () => {
+  const run = await treadle(['status', 'x'], { TREADLE_BLOB_THRESHOLD: 'lots' });
+  expect(run).toEqual({ code: 1, stdout: '', stderr: 'treadle: TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "lots"\n' });
+});

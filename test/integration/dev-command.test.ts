@@ -9,6 +9,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { TreadleClient } from '../../src/client';
 import { eventually } from '../support/harness';
+import { resolveTemporalCli } from '../../src/server/temporal-cli';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'dev-'));
@@ -101,4 +102,34 @@ it('treadle demo runs the review demo to the end when reviews are answered from 
   expect(stdout).toMatch(/Escalated\s+draft escalated to review/);
   expect(stdout).toMatch(/ItemCompleted\s+work item completed/);
   expect(stdout).toContain(`${id} · pipeline review-demo · completed`);
+});
+
+it('treadle dev reuses a plain Temporal server already on the port and registers the search attributes it lacks', async () => {
+  const port = await freePort();
+  const { binary } = await resolveTemporalCli({ allowBuild: false });
+  const plain = spawn(binary!.path, ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'error'], { stdio: 'ignore' });
+  try {
+    const address = `127.0.0.1:${port}`;
+    await eventually(async () => {
+      const connection = await Connection.connect({ address, connectTimeout: 500 });
+      await connection.close();
+      return true;
+    }, 30_000, 'the plain server');
+    const dev = start(['dev', '--port', String(port)], { TREADLE_TASK_QUEUE: 'reuse-test', TREADLE_BLOB_DIR: path.join(dir, 'reuse-blobs') });
+    await eventually(async () => (dev.output().stderr.includes('Ready.') ? true : undefined), 60_000, `treadle dev on the plain server: ${dev.output().stderr}`);
+    expect(dev.output().stderr).toContain(`A Temporal server already answers at ${address}; using it.`);
+    expect(dev.output().stderr).toContain('Registered search attributes TreadlePipeline, TreadleStatus, TreadlePendingReviews in namespace default.');
+    const { client, close } = await clientFor(address, 'reuse-test');
+    await client.start(PIPELINE, null, { id: 'on-plain-server' });
+    const listed = await eventually(async () => {
+      const reviews = await client.listPendingReviews();
+      return reviews.length ? reviews : undefined;
+    }, 30_000, 'the review to be listed');
+    expect(listed.map((r) => [r.itemId, r.stage])).toEqual([['on-plain-server', 'b']]);
+    await close();
+    dev.child.kill('SIGINT');
+    expect(await dev.exited).toBe(0);
+  } finally {
+    plain.kill('SIGKILL');
+  }
 });

@@ -7,7 +7,7 @@
 import { WorkflowIdConflictPolicy } from '@temporalio/client';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { draftPublish } from '../support/pipelines';
-import { TreadleError } from '../../src/client';
+import { TreadleClient, TreadleError } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import { TreadlePendingReviews, TreadleStatus } from '../../src/model/search-attributes';
 import { isBlobRef } from '../../src/model/shapes';
@@ -226,5 +226,30 @@ it('a cancelled item stops waiting, leaves the pending-review listing and says i
   expect(description.typedSearchAttributes.get(TreadleStatus)).toBe('cancelled');
   expect(description.typedSearchAttributes.get(TreadlePendingReviews)).toBeUndefined();
   const state = await h.client.getState(id);
-  expect(state).toEqual(expect.objectContaining({ status: 'failed', error: 'work item cancelled', pendingReviews: [] }));
+  expect(state).toEqual(expect.objectContaining({ status: 'cancelled', error: 'work item cancelled', pendingReviews: [] }));
+});
+
+describe('when no worker answers', () => {
+  it('a review fails with a clear message instead of hanging, and watch ends for a terminated item', async () => {
+    const other = await startHarness();
+    const id = other.id();
+    await other.client.start(draftPublish({ maxAttempts: 1 }, 'always'), null, { id });
+    await eventually(async () => ((await other.client.getState(id)).status === 'waiting_review' ? true : undefined));
+    await other.shutdown();
+
+    const impatient = new TreadleClient(h.temporal, { taskQueue: other.taskQueue, reviewTimeoutMs: 2_000 });
+    const started = Date.now();
+    await expect(impatient.approve(id, 'draft')).rejects.toThrow(
+      `no worker accepted the review of ${id} within 2s; is a worker running on task queue ${other.taskQueue} ("treadle dev" or "treadle worker")?`,
+    );
+    expect(Date.now() - started).toBeLessThan(15_000);
+
+    // A terminated item never runs its own finish; watch must still stop (a worker on the item's queue
+    // answers the state query of the closed execution).
+    await h.temporal.workflow.getHandle(id).terminate('operator gave up');
+    const onQueue = await startHarness({ taskQueue: other.taskQueue });
+    const state = await onQueue.client.watch(id, () => undefined);
+    expect(state).toEqual(expect.objectContaining({ status: 'failed', error: 'the workflow execution is terminated' }));
+    await onQueue.shutdown();
+  });
 });

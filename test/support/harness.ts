@@ -28,6 +28,8 @@ export interface HarnessOptions {
   registry?: Registry;
   blobThresholdBytes?: number;
   worker?: Partial<WorkerOptions>;
+  /** Reuse a task queue (e.g. to serve items another harness started); default: a fresh one. */
+  taskQueue?: string;
 }
 
 export function testAddress(): string {
@@ -39,7 +41,7 @@ export function testAddress(): string {
 /** Starts a worker on a fresh task queue and returns a client for it. */
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const address = testAddress();
-  const taskQueue = `test-${Math.random().toString(36).slice(2, 10)}`;
+  const taskQueue = options.taskQueue ?? `test-${Math.random().toString(36).slice(2, 10)}`;
   const blobs = new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-')));
   const nativeConnection = await NativeConnection.connect({ address });
   const worker = await createWorker({

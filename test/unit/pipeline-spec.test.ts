@@ -101,6 +101,15 @@ it('the builder reports calls naming undeclared stages together with spec proble
   }
 });
 
+it('refuses zero timeouts, which Temporal would read as none', () => {
+  const result = validatePipeline({ name: 'z', stages: [{ name: 'a', run: 'scripted', retry_budget: { attempt_timeout: 0, delay: 0 }, review_ttl: '0s', activity: { heartbeat_timeout: 0 } }] });
+  expect((result as { problems: string[] }).problems).toEqual([
+    'stages[0] (a).retry_budget.attempt_timeout: must be longer than 0',
+    'stages[0] (a).review_ttl: must be longer than 0',
+    'stages[0] (a).activity.heartbeat_timeout: must be longer than 0',
+  ]);
+});
+
 it('parses and formats durations', () => {
   expect(parseDuration('1m30s')).toEqual({ ms: 90_000 });
   expect(parseDuration('250ms')).toEqual({ ms: 250 });
