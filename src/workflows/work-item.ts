@@ -261,7 +261,7 @@ async function runStage(run: StageRun): Promise<void> {
           maxAttempts: max,
           details: { delayMs: decision.delayMs },
         });
-        if (decision.delayMs > 0) await sleep(decision.delayMs);
+        if (decision.delayMs > 0) await sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` });
         attempt = decision.nextAttempt;
         feedback = decision.feedback;
         emit('RetryAttempt', `${stage.name} attempt ${attempt}/${max} because: ${feedback.summary}`, {
@@ -304,11 +304,28 @@ async function runAttempt(run: StageRun, record: AttemptRecord, previousAttempts
   };
   const timeoutMs = stage.retryBudget.attemptTimeoutMs;
   if (timeoutMs === null) return work();
+  // CancellationScope.withTimeout, but with a timer the Web UI can name.
+  const attemptScope = new CancellationScope();
+  let timedOut = false;
   try {
-    return await CancellationScope.withTimeout(timeoutMs, work);
+    return await attemptScope.run(async () => {
+      const timerScope = new CancellationScope();
+      const summary = `${stage.name} · attempt ${record.attempt} timeout`;
+      void timerScope.run(() => sleep(timeoutMs, { summary })).then(
+        () => {
+          timedOut = true;
+          attemptScope.cancel();
+        },
+        () => undefined, // the attempt finished first and cancelled its timer
+      );
+      try {
+        return await work();
+      } finally {
+        if (!timerScope.consideredCancelled) timerScope.cancel();
+      }
+    });
   } catch (error) {
-    // The attempt's own scope was cancelled by its timer; a cancelled workflow is cancelled here too.
-    if (isCancellation(error) && !CancellationScope.current().consideredCancelled) {
+    if (timedOut && isCancellation(error) && !CancellationScope.current().consideredCancelled) {
       record.timedOut = true;
       return { kind: 'timed_out', afterMs: timeoutMs };
     }
@@ -383,7 +400,7 @@ async function review(run: StageRun, decision: Extract<StageDecision, { action: 
 
   const arrived = () => run.resolutions[stage.name] !== undefined;
   if (stage.reviewTtlMs === null) await condition(arrived);
-  else await condition(arrived, stage.reviewTtlMs);
+  else await condition(arrived, stage.reviewTtlMs, { summary: `${stage.name} · review TTL` });
   const resolution = run.resolutions[stage.name];
   delete run.resolutions[stage.name];
   st.status = 'running';
