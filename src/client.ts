@@ -14,6 +14,7 @@ import {
 import { randomUUID } from 'node:crypto';
 import { FileBlobStore, resolveArtefact, type BlobStore } from './activities/blob-store';
 import { loadConfig } from './config';
+import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
 import { PENDING_REVIEWS_QUERY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
@@ -97,7 +98,7 @@ export class TreadleClient {
    * Starts a work item, or returns the existing one with the same id (idempotent: the same id never
    * starts twice, even after the first run finished). The spec is validated first, listing every problem.
    */
-  async start(pipeline: unknown, input: unknown = null, options: { id?: string } = {}): Promise<{ id: string; runId: string; pipeline: string }> {
+  async start(pipeline: unknown, input: unknown = null, options: { id?: string; tokenBudget?: number | null } = {}): Promise<{ id: string; runId: string; pipeline: string }> {
     const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
     const validation = validatePipeline(raw, this.known);
     if (!validation.ok) {
@@ -107,7 +108,10 @@ export class TreadleClient {
     const inputProblem = jsonProblem(input);
     if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
     const id = options.id ?? `${validation.spec.name}-${randomUUID().slice(0, 8)}`;
-    const args: WorkItemInput = { pipeline: raw, input: input as Json, itemId: id };
+    if (options.tokenBudget !== undefined && options.tokenBudget !== null && !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)) {
+      throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`, 'invalid_input');
+    }
+    const args: WorkItemInput = { pipeline: raw, input: input as Json, itemId: id, ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}) };
     try {
       const handle = await this.client.workflow.start(WORKFLOW_TYPE, {
         taskQueue: this.taskQueue,
@@ -199,6 +203,11 @@ export class TreadleClient {
       for (const review of state?.pendingReviews ?? []) listings.push({ ...review, itemId: item.id, pipeline: state?.pipeline ?? item.pipeline });
     });
     return listings.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt) || a.itemId.localeCompare(b.itemId));
+  }
+
+  /** Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total. */
+  async usage(id: string): Promise<UsageSummary> {
+    return (await this.getState(id)).usage ?? summarizeUsage({});
   }
 
   /** Waits for the work item to finish and returns its result. */

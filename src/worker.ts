@@ -5,16 +5,18 @@
 import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
+import type { AgentProviders } from './agents/providers';
 import { FileBlobStore, type BlobStore } from './activities/blob-store';
 import { Registry } from './activities/registry';
 import { loadConfig } from './config';
 import { registerDocumentPipeline } from './pipelines/documents';
+import { registerLlm } from './pipelines/llm';
 import { registerScripted } from './pipelines/scripted';
 import { ensureSearchAttributes } from './server/search-attributes';
 
-/** The built-in implementations: `scripted` and the document pipeline's stages and gates. */
+/** The built-in implementations: `scripted`, `llm` / `llm-judge`, and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
-  return registerDocumentPipeline(registerScripted(new Registry()));
+  return registerDocumentPipeline(registerLlm(registerScripted(new Registry())));
 }
 
 /** Options for {@link createWorker}. */
@@ -25,6 +27,8 @@ export interface TreadleWorkerOptions {
   registry?: Registry;
   blobs?: BlobStore;
   blobThresholdBytes?: number;
+  /** Agent providers by name (default: anthropic, scripted, claude-code). */
+  agents?: AgentProviders;
   /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
@@ -41,7 +45,12 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     namespace: options.namespace ?? config.namespace,
     taskQueue: options.taskQueue ?? config.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
-    activities: createActivities({ registry, blobs, blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes }),
+    activities: createActivities({
+      registry,
+      blobs,
+      blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+      ...(options.agents ? { agents: options.agents } : {}),
+    }),
     ...options.worker,
   });
 }

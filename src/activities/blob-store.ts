@@ -13,6 +13,10 @@ export interface BlobStore {
   put(bytes: Buffer, mediaType: string, summary: string): Promise<BlobRef>;
   /** Reads the bytes behind a reference; throws {@link BlobNotFoundError} when absent. */
   get(ref: string): Promise<Buffer>;
+  /** Points a name (e.g. a conversation id) at a reference, replacing what it pointed at. */
+  setName(name: string, ref: string): Promise<void>;
+  /** The reference a name points at, or undefined. */
+  getName(name: string): Promise<string | undefined>;
 }
 
 /** The blob behind a reference is not in the store. */
@@ -56,6 +60,26 @@ export class FileBlobStore implements BlobStore {
     }
   }
 
+  async setName(name: string, ref: string): Promise<void> {
+    const file = this.nameFile(name);
+    await mkdir(path.dirname(file), { recursive: true });
+    const temp = `${file}.${randomUUID()}.tmp`;
+    await writeFile(temp, JSON.stringify({ name, ref }));
+    await rename(temp, file);
+  }
+
+  async getName(name: string): Promise<string | undefined> {
+    try {
+      return (JSON.parse(await readFile(this.nameFile(name), 'utf8')) as { ref: string }).ref;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private nameFile(name: string): string {
+    return path.join(this.dir, 'names', createHash('sha256').update(name).digest('hex'));
+  }
+
   private fileFor(hex: string): string {
     return path.join(this.dir, hex.slice(0, 2), hex.slice(2));
   }
@@ -84,4 +108,30 @@ export async function resolveArtefact(artefact: Artefact | undefined, blobs: Blo
 function describeJson(value: Json, text: string): string {
   const shape = Array.isArray(value) ? `array of ${value.length}` : value !== null && typeof value === 'object' ? `object with keys ${Object.keys(value).slice(0, 8).join(', ')}` : typeof value;
   return `${shape} (${text.length} chars of JSON)`;
+}
+
+/** Blobs in memory: for tests and short-lived tools; lost when the process ends. */
+export class MemoryBlobStore implements BlobStore {
+  private readonly blobs = new Map<string, Buffer>();
+  private readonly names = new Map<string, string>();
+
+  async put(bytes: Buffer, mediaType: string, summary: string): Promise<BlobRef> {
+    const ref = `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
+    this.blobs.set(ref, Buffer.from(bytes));
+    return { ref, bytes: bytes.length, mediaType, summary };
+  }
+
+  async get(ref: string): Promise<Buffer> {
+    const bytes = this.blobs.get(ref);
+    if (!bytes) throw new BlobNotFoundError(ref, 'memory');
+    return bytes;
+  }
+
+  async setName(name: string, ref: string): Promise<void> {
+    this.names.set(name, ref);
+  }
+
+  async getName(name: string): Promise<string | undefined> {
+    return this.names.get(name);
+  }
 }

@@ -8,7 +8,10 @@ import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact, type BlobStore } from './blob-store';
 import type { GateContext, ImplementationContext, Registry, StageContext } from './registry';
-import { QualityVerdictSchema, StageOutputSchema, type Json } from '../model/shapes';
+import { CallRecordSchema, QualityVerdictSchema, StageOutputSchema, type CallRecord, type Json } from '../model/shapes';
+import { ConversationStore } from '../agents/conversation';
+import { defaultAgentName, type AgentProviders } from '../agents/providers';
+import { defaultAgentProviders, recordingAgent } from '../agents';
 import type {
   ActivityContextBase,
   CheckImplementationsInput,
@@ -26,6 +29,8 @@ export interface ActivityDependencies {
   blobs: BlobStore;
   /** Artefacts whose JSON is larger go to the blob store. */
   blobThresholdBytes?: number;
+  /** Agent providers by name (default: anthropic, scripted, claude-code). */
+  agents?: AgentProviders;
 }
 
 /** Heartbeat at most this often, and at least three times per heartbeat timeout. */
@@ -44,40 +49,54 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
       ...input.stages.filter((n) => !names.stages.includes(n)).map((n) => `unknown stage implementation "${n}" (registered: ${names.stages.join(', ')})`),
       ...input.gates.filter((n) => !names.gates.includes(n)).map((n) => `unknown gate implementation "${n}" (registered: ${names.gates.join(', ')})`),
     ];
-    return { problems };
+    return { problems, agentBacked: deps.registry.agentBackedTypes() };
   };
+
+  const agents = deps.agents ?? defaultAgentProviders();
 
   for (const name of names.stages) {
     const impl = deps.registry.getStage(name)!;
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
-      supervise(async (signal) => {
-        const ctx: StageContext = { ...(await baseContext(input, deps.blobs, signal)), feedback: input.feedback };
+      supervise(async (signal, calls) => {
+        const ctx: StageContext = { ...(await baseContext(input, deps.blobs, signal, agents, calls)), feedback: input.feedback };
         const parsed = StageOutputSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
         const output = parsed.data;
         const artefact = await offloadArtefact(output.artefact, deps.blobs, threshold, output.summary);
-        return { outcome: output.outcome, ...(artefact !== undefined ? { artefact } : {}), ...(output.summary !== undefined ? { summary: output.summary } : {}) };
+        return {
+          outcome: output.outcome,
+          ...(artefact !== undefined ? { artefact } : {}),
+          ...(output.summary !== undefined ? { summary: output.summary } : {}),
+          ...(output.rejection !== undefined ? { rejection: output.rejection } : {}),
+          ...(calls.length > 0 ? { calls } : {}),
+        };
       });
   }
 
   for (const name of names.gates) {
     const impl = deps.registry.getGate(name)!;
     activities[gateActivityType(name)] = async (input: GateActivityInput): Promise<GateActivityResult> =>
-      supervise(async (signal) => {
+      supervise(async (signal, calls) => {
         const artefact = await resolveArtefact(input.output.artefact, deps.blobs);
         const ctx: GateContext = {
-          ...(await baseContext(input, deps.blobs, signal)),
+          ...(await baseContext(input, deps.blobs, signal, agents, calls)),
           output: { ...input.output, ...(artefact !== undefined ? { artefact } : {}) },
         };
         const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
-        return parsed.data;
+        return { ...parsed.data, ...(calls.length > 0 ? { calls } : {}) };
       });
   }
   return activities;
 }
 
-async function baseContext(input: ActivityContextBase, blobs: BlobStore, signal: AbortSignal): Promise<ImplementationContext> {
+async function baseContext(
+  input: ActivityContextBase & { agent?: string },
+  blobs: BlobStore,
+  signal: AbortSignal,
+  agents: AgentProviders,
+  calls: CallRecord[],
+): Promise<ImplementationContext> {
   const upstream: Record<string, Json> = {};
   for (const [stage, artefact] of Object.entries(input.upstream)) {
     const resolved = await resolveArtefact(artefact, blobs);
@@ -100,24 +119,54 @@ async function baseContext(input: ActivityContextBase, blobs: BlobStore, signal:
     idempotencyKey: `${context.info.workflowExecution?.workflowId ?? input.itemId}/${input.stage}/${input.attempt}`,
     blobs,
     log: activityLog,
-    heartbeat: (details?: unknown) => context.heartbeat(details),
+    heartbeat: () => context.heartbeat({ calls }),
+    agent: (provider?: string) => {
+      const name = provider ?? input.agent ?? defaultAgentName();
+      const factory = agents[name];
+      if (!factory) {
+        throw ApplicationFailure.nonRetryable(`unknown agent provider "${name}" (available: ${Object.keys(agents).join(', ')})`, 'UnknownAgent');
+      }
+      const agentContext = { itemId: input.itemId, stage: input.stage, attempt: input.attempt, input: input.input, config: input.config };
+      return recordingAgent(factory(agentContext), { calls, conversations: new ConversationStore(blobs) });
+    },
   };
 }
 
 /**
  * Runs an implementation under the activity's supervision: heartbeats so that cancellation (attempt
- * timeout, item cancelled) reaches it, and stops waiting for it as soon as cancellation arrives.
+ * timeout, item cancelled) reaches it, and stops waiting for it as soon as cancellation arrives. Model
+ * calls are collected in `calls`; they ride on heartbeats so a retried execution still reports the calls
+ * of the executions before it, and on the failure when the activity gives up.
  */
-async function supervise<T>(run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function supervise<T>(run: (signal: AbortSignal, calls: CallRecord[]) => Promise<T>): Promise<T> {
   const context = Context.current();
+  const calls: CallRecord[] = callsFromHeartbeat(context.info.heartbeatDetails);
   const timeout = context.info.heartbeatTimeoutMs;
   const every = Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS);
-  const beat = setInterval(() => context.heartbeat(), every);
+  const beat = setInterval(() => context.heartbeat({ calls }), every);
   try {
-    return await Promise.race([run(context.cancellationSignal), context.cancelled]);
+    return await Promise.race([run(context.cancellationSignal, calls), context.cancelled]);
+  } catch (error) {
+    context.heartbeat({ calls });
+    if (calls.length > 0 && error instanceof ApplicationFailure && error.details === undefined) {
+      throw ApplicationFailure.create({
+        message: error.message,
+        ...(error.type ? { type: error.type } : {}),
+        nonRetryable: error.nonRetryable === true,
+        details: [{ calls }],
+        ...(error.nextRetryDelay ? { nextRetryDelay: error.nextRetryDelay } : {}),
+      });
+    }
+    throw error;
   } finally {
     clearInterval(beat);
   }
+}
+
+function callsFromHeartbeat(details: unknown): CallRecord[] {
+  const calls = (details as { calls?: unknown } | undefined)?.calls;
+  if (!Array.isArray(calls)) return [];
+  return calls.filter((c) => CallRecordSchema.safeParse(c).success) as CallRecord[];
 }
 
 function invalidResult(what: string, issues: { path: PropertyKey[]; message: string }[]): ApplicationFailure {

@@ -2,6 +2,7 @@
  * The registry of stage and gate implementations a worker runs, by name (DESIGN.md principle 3). The
  * names are the activity types seen in the history: stages as registered, gates as `gate:<name>`.
  */
+import type { Agent } from '../agents/types';
 import type { BlobStore } from './blob-store';
 import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
 import type { ActivityContextBase } from '../model/state';
@@ -32,6 +33,12 @@ export interface ImplementationContext extends Omit<ActivityContextBase, 'upstre
   log: ImplementationLogger;
   /** Records progress; activities heartbeat on their own, this adds details to the heartbeat. */
   heartbeat(details?: unknown): void;
+  /**
+   * The agent for this attempt: the named provider, else the stage's `agent:`, else `TREADLE_AGENT`, else
+   * `anthropic` with an API key and `scripted` without. Every call it makes lands in the call log of the
+   * attempt, and `conversationId` continues stored conversations.
+   */
+  agent(provider?: string): Agent;
 }
 
 /** Context of a stage execution. */
@@ -52,29 +59,38 @@ export type GateImplementation = (ctx: GateContext) => Promise<QualityVerdict>;
 
 const RESERVED = /^(treadle\.|gate:)/;
 
+/** Options of a registration. */
+export interface ImplementationOptions {
+  /** The implementation calls models (through `ctx.agent()`): the work item's token budget applies to it. */
+  usesAgent?: boolean;
+}
+
 /** Implementations by name. */
 export class Registry {
   private readonly stageImpls = new Map<string, StageImplementation>();
   private readonly gateImpls = new Map<string, GateImplementation>();
+  private readonly agentBacked = new Set<string>();
 
   /** Registers a stage implementation; names are unique. */
-  stage(name: string, impl: StageImplementation): this {
+  stage(name: string, impl: StageImplementation, options: ImplementationOptions = {}): this {
     this.claim(name, this.stageImpls, 'stage');
     this.stageImpls.set(name, impl);
+    if (options.usesAgent) this.agentBacked.add(name);
     return this;
   }
 
   /** Registers a gate implementation; names are unique among gates. */
-  gate(name: string, impl: GateImplementation): this {
+  gate(name: string, impl: GateImplementation, options: ImplementationOptions = {}): this {
     this.claim(name, this.gateImpls, 'gate');
     this.gateImpls.set(name, impl);
+    if (options.usesAgent) this.agentBacked.add(`gate:${name}`);
     return this;
   }
 
   /** Adds every implementation of another registry. */
   merge(other: Registry): this {
-    for (const [name, impl] of other.stageImpls) this.stage(name, impl);
-    for (const [name, impl] of other.gateImpls) this.gate(name, impl);
+    for (const [name, impl] of other.stageImpls) this.stage(name, impl, { usesAgent: other.agentBacked.has(name) });
+    for (const [name, impl] of other.gateImpls) this.gate(name, impl, { usesAgent: other.agentBacked.has(`gate:${name}`) });
     return this;
   }
 
@@ -89,6 +105,11 @@ export class Registry {
   /** Registered names, for validating specs. */
   names(): { stages: string[]; gates: string[] } {
     return { stages: [...this.stageImpls.keys()].sort(), gates: [...this.gateImpls.keys()].sort() };
+  }
+
+  /** Activity types of the implementations that call models (stages by name, gates as `gate:<name>`). */
+  agentBackedTypes(): string[] {
+    return [...this.agentBacked].sort();
   }
 
   private claim(name: string, into: Map<string, unknown>, kind: string): void {

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient, TreadleError } from '../client';
 import { loadConfig } from '../config';
+import type { UsageTotals } from '../engine/usage';
 import type { Json, ReviewOutcome } from '../model/shapes';
 import { CATALOG, findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { cliVersion, resolveTemporalCli, TemporalCliNotFoundError } from '../server/temporal-cli';
@@ -114,15 +115,20 @@ program
   .option('-f, --file <file>', 'pipeline file (YAML or JSON)')
   .option('-i, --input <json>', 'work item input: JSON, or @file.json (default: the pipeline\'s sample input)')
   .option('--id <id>', 'work item id (default: generated); starting the same id twice returns the same item')
+  .option('--token-budget <tokens>', 'tokens this item may spend on models; then agent-backed stages escalate to review', (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number of tokens above 0');
+    return n;
+  })
   .option('-w, --wait', 'print events until the item finishes or waits for review, then its status')
   .action(
-    action(async (client, name: string | undefined, opts: { file?: string; input?: string; id?: string; wait?: boolean }) => {
+    action(async (client, name: string | undefined, opts: { file?: string; input?: string; id?: string; wait?: boolean; tokenBudget?: number }) => {
       if (!name && !opts.file) throw new TreadleError('name a built-in pipeline or pass --file pipeline.yaml', 'invalid_input');
       if (name && opts.file) throw new TreadleError('give a pipeline name or --file, not both', 'invalid_input');
       const entry = name ? findPipeline(name) : undefined;
       const spec = readPipelineFile(entry ? entry.specFile : path.resolve(opts.file!));
       const input = readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null);
-      const started = await client.start(spec, input, opts.id ? { id: opts.id } : {});
+      const started = await client.start(spec, input, { ...(opts.id ? { id: opts.id } : {}), ...(opts.tokenBudget !== undefined ? { tokenBudget: opts.tokenBudget } : {}) });
       if (!opts.wait) {
         process.stdout.write(`${started.id}\n`);
         return;
@@ -200,6 +206,24 @@ program
       else outcome = { kind: 'approve_with_edits', artefact: readJsonFile(opts.edit!), ...note };
       const done = await client.review(id, stage, outcome, opts.reviewer);
       process.stdout.write(`${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
+    }),
+  );
+
+program
+  .command('usage <id>')
+  .description('model calls, tokens and estimated cost of a work item, per stage and in total')
+  .option('--json', 'as JSON: { total: {...}, stages: { <name>: {...} } }')
+  .action(
+    action(async (client, id: string, opts: { json?: boolean }) => {
+      const usage = await client.usage(id);
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify(usage, null, 2)}\n`);
+        return;
+      }
+      const cost = (usd: number | null) => (usd === null ? 'unknown' : `$${usd.toFixed(4)}`);
+      const row = (name: string, t: UsageTotals) => [name, String(t.calls), String(t.errors), String(t.inputTokens), String(t.outputTokens), String(t.cacheReadTokens), `${Math.round(t.latencyMs)}ms`, cost(t.estimatedCostUsd)];
+      const rows = [...Object.entries(usage.stages).map(([name, t]) => row(name, t)), row('TOTAL', usage.total)];
+      process.stdout.write(`${table(['STAGE', 'CALLS', 'ERRORS', 'INPUT', 'OUTPUT', 'CACHE READ', 'LATENCY', 'EST. COST'], rows)}\n`);
     }),
   );
 

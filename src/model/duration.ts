@@ -24,6 +24,7 @@ export function parseDuration(value: unknown): { ms: number } | { error: string 
 /** Formats milliseconds for humans: `850ms`, `30s`, `2m5s`, `1h`. */
 export function formatDuration(ms: number): string {
   if (ms < 1_000) return `${ms}ms`;
+  if (ms < 60_000 && ms % 1_000 !== 0) return `${Math.round(ms / 100) / 10}s`;
   const parts: string[] = [];
   let rest = Math.round(ms / 1_000);
   for (const [unit, size] of [['d', 86_400], ['h', 3_600], ['m', 60], ['s', 1]] as const) {

@@ -44,11 +44,18 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
 const positiveDuration = duration.refine((ms) => ms > 0, 'must be longer than 0');
 const implName = z.string().min(1, 'must name a registered implementation');
 
-/** A gate reference: a registered gate implementation and its configuration. */
-const GateRefInput = z.union([
-  implName.transform((run) => ({ run, with: undefined as Json | undefined })),
-  z.object({ run: implName, with: JsonSchema.optional() }).strict(),
-]);
+/** A gate: a registered gate implementation with its config, or a composition `{ all: [...] }` / `{ any: [...] }`. */
+const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
+  z.union([
+    implName.transform((run): GateRef => ({ run })),
+    z
+      .object({ run: implName, with: JsonSchema.optional() })
+      .strict()
+      .transform((g): GateRef => (g.with !== undefined ? { run: g.run, with: g.with } : { run: g.run })),
+    z.object({ all: z.array(GateRefInput).min(1, 'needs at least one gate') }).strict(),
+    z.object({ any: z.array(GateRefInput).min(1, 'needs at least one gate') }).strict(),
+  ]),
+);
 
 const RetryBudgetInput = z
   .object({
@@ -82,6 +89,8 @@ const StageInput = z
     description: z.string().optional(),
     run: implName,
     with: JsonSchema.optional(),
+    /** Agent provider for this stage's implementations (anthropic, scripted, claude-code, ...). */
+    agent: z.string().min(1).optional(),
     gate: GateRefInput.nullable().optional(),
     dependsOn: z.array(z.string()).default([]),
     retryBudget: RetryBudgetInput.default({ maxAttempts: 1, delay: 0, attemptTimeout: null, onExhausted: 'fail' }),
@@ -96,6 +105,8 @@ const PipelineInput = z
   .object({
     name,
     description: z.string().optional(),
+    /** Model tokens (input + output) one work item may spend; then agent-backed stages escalate to review. */
+    tokenBudget: z.number().int('must be a whole number of tokens').positive('must be more than 0').nullable().optional(),
     stages: z.array(StageInput).min(1, 'a pipeline needs at least one stage'),
   })
   .strict();
@@ -115,10 +126,15 @@ export interface ActivitySettings {
   retry: typeof DEFAULT_ACTIVITY_RETRY;
 }
 
-/** A registered gate implementation and its configuration. */
-export interface GateRef {
-  run: string;
-  with?: Json;
+/** A gate: a registered implementation and its configuration, or all/any of several gates. */
+export type GateRef = { run: string; with?: Json } | { all: GateRef[] } | { any: GateRef[] };
+
+/** Every implementation a gate (composed or not) names, depth first. */
+export function gateLeaves(gate: GateRef | null): { run: string; with?: Json }[] {
+  if (!gate) return [];
+  if ('all' in gate) return gate.all.flatMap(gateLeaves);
+  if ('any' in gate) return gate.any.flatMap(gateLeaves);
+  return [gate];
 }
 
 /** One stage of the canonical spec. */
@@ -127,6 +143,7 @@ export interface StageSpec {
   description?: string;
   run: string;
   with?: Json;
+  agent?: string;
   gate: GateRef | null;
   dependsOn: string[];
   retryBudget: RetryBudget;
@@ -140,6 +157,8 @@ export interface StageSpec {
 export interface PipelineSpec {
   name: string;
   description?: string;
+  /** Tokens one work item may spend on model calls; null for no limit. */
+  tokenBudget: number | null;
   stages: StageSpec[];
 }
 
@@ -194,12 +213,13 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
   return {
     name: data.name,
     ...(data.description !== undefined ? { description: data.description } : {}),
+    tokenBudget: data.tokenBudget ?? null,
     stages: data.stages.map((stage) => {
       const retry = stage.activity?.retry;
       const spec: StageSpec = {
         name: stage.name,
         run: stage.run,
-        gate: stage.gate ? { run: stage.gate.run, ...(stage.gate.with !== undefined ? { with: stage.gate.with } : {}) } : null,
+        gate: stage.gate ?? null,
         dependsOn: stage.dependsOn,
         retryBudget: {
           maxAttempts: stage.retryBudget.maxAttempts,
@@ -225,6 +245,7 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
       };
       if (stage.description !== undefined) spec.description = stage.description;
       if (stage.with !== undefined) spec.with = stage.with;
+      if (stage.agent !== undefined) spec.agent = stage.agent;
       return spec;
     }),
   };
@@ -263,12 +284,22 @@ function implementationProblems(input: unknown, known: KnownImplementations): st
     if (typeof stage.run === 'string' && stage.run && !known.stages.includes(stage.run)) {
       problems.push(`stage ${label}: unknown stage implementation "${stage.run}"${suggest(stage.run, known.stages)} (registered: ${known.stages.join(', ') || 'none'})`);
     }
-    const gate = typeof stage.gate === 'string' ? stage.gate : isRecord(stage.gate) && typeof stage.gate.run === 'string' ? stage.gate.run : undefined;
-    if (gate && !known.gates.includes(gate)) {
-      problems.push(`stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)} (registered: ${known.gates.join(', ') || 'none'})`);
+    for (const gate of rawGateNames(stage.gate)) {
+      if (!known.gates.includes(gate)) {
+        problems.push(`stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)} (registered: ${known.gates.join(', ') || 'none'})`);
+      }
     }
   }
   return problems;
+}
+
+/** Gate implementation names in a raw (unvalidated) gate value. */
+function rawGateNames(gate: unknown): string[] {
+  if (typeof gate === 'string') return gate ? [gate] : [];
+  if (!isRecord(gate)) return [];
+  if (typeof gate.run === 'string') return [gate.run];
+  const parts = Array.isArray(gate.all) ? gate.all : Array.isArray(gate.any) ? gate.any : [];
+  return (parts as unknown[]).flatMap(rawGateNames);
 }
 
 /** Finds one cycle (self-loops are reported separately) and returns it closed, e.g. `[a, b, a]`. */

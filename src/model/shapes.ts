@@ -58,11 +58,35 @@ export const QualityVerdictSchema = z.discriminatedUnion('kind', [
 ]);
 export type QualityVerdict = z.infer<typeof QualityVerdictSchema>;
 
+/** One call in the LLM call log (seed 003 `llm_call_log`); never the prompt, only its hash. */
+export const CallRecordSchema = z.object({
+  /** `<item>/<stage>/<attempt>`: ties the call to its attempt. */
+  correlationId: z.string(),
+  provider: z.string(),
+  model: z.string(),
+  /** `sha256:<hex>` of the rendered prompt (model, system, messages, schema). */
+  promptHash: z.string(),
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  cacheReadTokens: z.number().int().nonnegative(),
+  latencyMs: z.number().nonnegative(),
+  status: z.enum(['success', 'error', 'timeout']),
+  error: z.string().optional(),
+  /** ISO time the call started. */
+  at: z.string(),
+});
+export type CallRecord = z.infer<typeof CallRecordSchema>;
+
 /** What a stage implementation returns (seed 000 `StageOutput`). */
 export const StageOutputSchema = z.object({
   outcome: z.enum(['completed', 'skipped', 'awaiting_review', 'fan_out']).default('completed'),
   artefact: JsonSchema.optional(),
   summary: z.string().optional(),
+  /**
+   * The stage's own verdict that its output is unusable (a model reply that broke the output schema, a
+   * violated input contract): the attempt counts as rejected with this feedback, without calling the gate.
+   */
+  rejection: QualityFeedbackSchema.optional(),
 });
 export type StageOutput = z.infer<typeof StageOutputSchema>;
 
@@ -80,6 +104,8 @@ export const AttemptRecordSchema = z.object({
   /** A mechanical failure that ended the attempt after Temporal's activity retries gave up. */
   error: z.string().optional(),
   timedOut: z.boolean().optional(),
+  /** The model calls this attempt made (stage and gate), in order. */
+  calls: z.array(CallRecordSchema).optional(),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
 

@@ -3,14 +3,15 @@
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
 import type { PipelineSpec } from './pipeline';
-import type { Artefact, AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
+import type { UsageSummary } from '../engine/usage';
+import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
 
 /** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
 export type ItemStatus = 'running' | 'waiting_review' | 'completed' | 'failed' | 'cancelled';
 export type StageStatus = 'pending' | 'running' | 'waiting_review' | 'completed' | 'failed' | 'skipped';
 
 /** Why a stage is waiting for a human. */
-export type ReviewReason = 'always' | 'escalated' | 'uncertain' | 'stage_requested';
+export type ReviewReason = 'always' | 'escalated' | 'uncertain' | 'stage_requested' | 'budget_exhausted';
 
 /** A review a human owes; listed by `treadle reviews` and the `TreadlePendingReviews` search attribute. */
 export interface PendingReview {
@@ -63,6 +64,10 @@ export interface WorkItemState {
   error?: string;
   problems?: string[];
   spec?: PipelineSpec;
+  /** Model usage per stage and in total (derived from the attempts' call records when queried). */
+  usage?: UsageSummary;
+  /** The token budget in force (the item's own, else the pipeline's); null for none. */
+  tokenBudget?: number | null;
 }
 
 /** Input of the `workItem` workflow. */
@@ -73,6 +78,8 @@ export interface WorkItemInput {
   input?: Json;
   /** Defaults to the workflow id. */
   itemId?: string;
+  /** Overrides the pipeline's `token_budget` for this item. */
+  tokenBudget?: number | null;
 }
 
 /** Result of the `workItem` workflow. */
@@ -106,15 +113,20 @@ export interface ActivityContextBase {
 export interface StageActivityInput extends ActivityContextBase {
   /** Feedback from the previous attempt's gate; null on a first attempt. */
   feedback: QualityFeedback | null;
+  /** The stage's agent provider from the spec, if it names one. */
+  agent?: string;
 }
 
 /** Input of a gate activity (seed 000 `QualityContext` plus the output under judgement). */
 export interface GateActivityInput extends ActivityContextBase {
   output: StageOutput;
+  agent?: string;
 }
 
-export type StageActivityResult = StageOutput;
-export type GateActivityResult = QualityVerdict;
+/** A stage's output plus the model calls the activity made (also across its mechanical retries). */
+export type StageActivityResult = StageOutput & { calls?: CallRecord[] };
+/** A gate's verdict plus the model calls it made. */
+export type GateActivityResult = QualityVerdict & { calls?: CallRecord[] };
 
 /** Input and result of the activity that checks a spec against the worker's registry. */
 export interface CheckImplementationsInput {
@@ -123,4 +135,6 @@ export interface CheckImplementationsInput {
 }
 export interface CheckImplementationsResult {
   problems: string[];
+  /** Implementations registered as calling models: the token budget applies to stages using them. */
+  agentBacked?: string[];
 }

@@ -31,6 +31,12 @@ export const CATALOG: CatalogEntry[] = [
     specFile: path.join(EXAMPLES_DIR, 'documents', 'pipeline.yaml'),
     sampleInputFile: path.join(EXAMPLES_DIR, 'documents', 'report.json'),
   },
+  {
+    name: 'documents-llm',
+    description: 'the document pipeline with model-backed conversion and concept extraction (scripted replies offline, Claude with ANTHROPIC_API_KEY)',
+    specFile: path.join(EXAMPLES_DIR, 'documents', 'pipeline-llm.yaml'),
+    sampleInputFile: path.join(EXAMPLES_DIR, 'documents', 'report-llm.json'),
+  },
 ];
 
 /** Reads a pipeline file (YAML or JSON) into the raw spec; validation happens later, listing every problem. */

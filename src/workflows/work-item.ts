@@ -5,6 +5,7 @@
  * attributes and the Web UI details current. Decisions come from the pure functions in `src/engine`.
  */
 import {
+  ActivityFailure,
   ApplicationFailure,
   CancellationScope,
   condition,
@@ -20,12 +21,14 @@ import {
 } from '@temporalio/workflow';
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
 import { approvedAttempt, checkReview, type AcceptedReview } from '../engine/review';
+import { combineVerdicts } from '../engine/gates';
+import { summarizeUsage, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
 import { CHECK_IMPLEMENTATIONS_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { formatDuration } from '../model/duration';
-import { validatePipeline, type PipelineSpec, type StageSpec } from '../model/pipeline';
+import { gateLeaves, validatePipeline, type GateRef, type PipelineSpec, type StageSpec } from '../model/pipeline';
 import { TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
-import type { Artefact, AttemptRecord, EventType, Json, QualityFeedback, TreadleEvent } from '../model/shapes';
+import type { Artefact, AttemptRecord, CallRecord, EventType, Json, QualityFeedback, QualityVerdict, TreadleEvent } from '../model/shapes';
 import type {
   CheckImplementationsInput,
   CheckImplementationsResult,
@@ -100,7 +103,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
     },
   );
-  setHandler(stateQuery, () => state, { description: 'The work item: status, stages, attempts, pending reviews, events.' });
+  setHandler(stateQuery, () => ({ ...state, usage: summarizeUsage(state.stages) }), {
+    description: 'The work item: status, stages, attempts, pending reviews, events, model usage.',
+  });
 
   // Each upsert is a command and a history event, so only changes are upserted.
   let published: string | undefined;
@@ -142,13 +147,15 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const spec = validation.spec;
   const missing = await checkImplementations({
     stages: [...new Set(spec.stages.map((s) => s.run))],
-    gates: [...new Set(spec.stages.flatMap((s) => (s.gate ? [s.gate.run] : [])))],
+    gates: [...new Set(spec.stages.flatMap((s) => gateLeaves(s.gate).map((g) => g.run)))],
   });
   if (missing.problems.length > 0) {
     state.problems = missing.problems;
     return finish(`pipeline ${spec.name} names implementations this worker does not have: ${missing.problems.join('; ')}`);
   }
   state.spec = spec;
+  state.tokenBudget = args.tokenBudget !== undefined ? args.tokenBudget : spec.tokenBudget;
+  const agentBacked = new Set(missing.agentBacked ?? []);
   for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [] };
   publish();
 
@@ -156,7 +163,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   // error (an engine bug) fails its stage instead of failing workflow tasks forever.
   let cancellation: unknown;
   const runner = (stage: StageSpec): Promise<void> =>
-    runStage({ stage, spec, state, input, itemId, emit, publish, resolutions })
+    runStage({ stage, spec, state, input, itemId, emit, publish, resolutions, usesAgent: usesAgent(stage, agentBacked) })
       .catch((error: unknown) => {
         if (isCancellation(error)) cancellation ??= error;
         else if (!['completed', 'failed', 'skipped'].includes(state.stages[stage.name]!.status)) {
@@ -213,6 +220,8 @@ interface StageRun {
   emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
   publish: () => void;
   resolutions: Record<string, AcceptedReview | undefined>;
+  /** The stage's implementation or one of its gates calls models: the token budget applies. */
+  usesAgent: boolean;
 }
 
 /** The stage runner: attempts until the policy completes, skips, fails or hands the stage to a human. */
@@ -226,6 +235,14 @@ async function runStage(run: StageRun): Promise<void> {
   let attempt = 1;
   let feedback: QualityFeedback | null = null;
   for (;;) {
+    const budget = state.tokenBudget ?? null;
+    if (run.usesAgent && budget !== null) {
+      const spent = tokensSpent(state.stages);
+      if (spent >= budget) {
+        const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again`;
+        return review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true });
+      }
+    }
     const record: AttemptRecord = { attempt, startedAt: now() };
     const previousAttempts = st.attempts.slice();
     st.attempts.push(record);
@@ -291,14 +308,22 @@ async function runAttempt(run: StageRun, record: AttemptRecord, previousAttempts
     previousAttempts,
     ...(stage.with !== undefined ? { config: stage.with } : {}),
   };
+  const agent = stage.agent !== undefined ? { agent: stage.agent } : {};
   const work = async (): Promise<AttemptOutcome> => {
-    const output = await stageActivity(stage, record.attempt)({ ...base, feedback } satisfies StageActivityInput);
+    const { calls, ...output } = await stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+    addCalls(record, calls);
     if (output.artefact !== undefined) record.artefact = output.artefact;
     if (output.summary !== undefined) record.outputSummary = output.summary;
+    if (output.rejection) {
+      // The stage judged its own output unusable (e.g. a reply that broke the schema): a rejected attempt.
+      record.verdict = { kind: 'rejected', feedback: output.rejection };
+      return { kind: 'output', output, verdict: record.verdict };
+    }
     if (!stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
     const { config: _stageConfig, ...shared } = base;
-    const gateInput: GateActivityInput = { ...shared, ...(stage.gate.with !== undefined ? { config: stage.gate.with } : {}), output };
-    const verdict = await gateActivity(stage, record.attempt)(gateInput);
+    const judge = (gate: { run: string; with?: Json }) =>
+      gateActivity(stage, gate.run, record.attempt)({ ...shared, ...agent, ...(gate.with !== undefined ? { config: gate.with } : {}), output } satisfies GateActivityInput);
+    const verdict = await evaluateGate(stage.gate, judge, record);
     record.verdict = verdict;
     return { kind: 'output', output, verdict };
   };
@@ -354,9 +379,42 @@ function stageActivity(stage: StageSpec, attempt: number): (input: StageActivity
   return acts[stage.run]!;
 }
 
-function gateActivity(stage: StageSpec, attempt: number): (input: GateActivityInput) => Promise<GateActivityResult> {
-  const acts = proxyActivities<Record<string, (input: GateActivityInput) => Promise<GateActivityResult>>>(activityOptions(stage, attempt, 'gate · '));
-  return acts[gateActivityType(stage.gate!.run)]!;
+function gateActivity(stage: StageSpec, gate: string, attempt: number): (input: GateActivityInput) => Promise<GateActivityResult> {
+  const composed = gateLeaves(stage.gate).length > 1;
+  const acts = proxyActivities<Record<string, (input: GateActivityInput) => Promise<GateActivityResult>>>(
+    activityOptions(stage, attempt, composed ? `gate ${gate} · ` : 'gate · '),
+  );
+  return acts[gateActivityType(gate)]!;
+}
+
+/** Evaluates a gate, composed ones by running their gates in parallel and combining the verdicts. */
+async function evaluateGate(
+  gate: GateRef,
+  judge: (leaf: { run: string; with?: Json }) => Promise<GateActivityResult>,
+  record: AttemptRecord,
+): Promise<QualityVerdict> {
+  if ('run' in gate) {
+    const { calls, ...verdict } = await judge(gate);
+    addCalls(record, calls);
+    return verdict as QualityVerdict;
+  }
+  const mode = 'all' in gate ? 'all' : 'any';
+  const parts = 'all' in gate ? gate.all : gate.any;
+  const verdicts = await Promise.all(parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(part, judge, record) })));
+  return combineVerdicts(mode, verdicts);
+}
+
+function describeGate(gate: GateRef): string {
+  if ('run' in gate) return gate.run;
+  return 'all' in gate ? `all(${gate.all.map(describeGate).join(', ')})` : `any(${gate.any.map(describeGate).join(', ')})`;
+}
+
+function addCalls(record: AttemptRecord, calls: CallRecord[] | undefined): void {
+  if (calls && calls.length > 0) record.calls = [...(record.calls ?? []), ...calls];
+}
+
+function usesAgent(stage: StageSpec, agentBacked: Set<string>): boolean {
+  return agentBacked.has(stage.run) || gateLeaves(stage.gate).some((g) => agentBacked.has(gateActivityType(g.run)));
 }
 
 function recordVerdictEvents(run: StageRun, record: AttemptRecord, outcome: AttemptOutcome, decision: StageDecision): void {
@@ -456,9 +514,10 @@ function upstreamArtefacts(stage: StageSpec, state: WorkItemState): Record<strin
 }
 
 function describeFailure(error: unknown): string {
+  // ActivityFailure only says which activity failed; the message users need is its cause's (the failure
+  // the implementation threw), not anything deeper, which would be a provider's raw error.
   let cause: unknown = error;
-  // ActivityFailure wraps the ApplicationFailure that carries the implementation's message.
-  while (cause instanceof Error && cause.cause instanceof Error) cause = cause.cause;
+  while (cause instanceof ActivityFailure && cause.cause) cause = cause.cause;
   return cause instanceof Error ? cause.message : String(error);
 }
 

@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { FileBlobStore } from '../../src/activities/blob-store';
 import type { Registry } from '../../src/activities/registry';
+import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';
 import { createWorker, defaultRegistry } from '../../src/worker';
 
@@ -28,6 +29,7 @@ export interface HarnessOptions {
   registry?: Registry;
   blobThresholdBytes?: number;
   worker?: Partial<WorkerOptions>;
+  agents?: AgentProviders;
   /** Reuse a task queue (e.g. to serve items another harness started); default: a fresh one. */
   taskQueue?: string;
 }
@@ -52,6 +54,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     ...(options.blobThresholdBytes !== undefined ? { blobThresholdBytes: options.blobThresholdBytes } : {}),
     workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE! },
     ...(options.worker ? { worker: options.worker } : {}),
+    ...(options.agents ? { agents: options.agents } : {}),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });

@@ -10,15 +10,14 @@
  *   retry settings feedback produces;
  * - chunk budgets, overlap, unit-length deterministic vectors; BM25 ranking; cross references; the review packet.
  */
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import YAML from 'yaml';
 import { Registry, type GateContext, type GateImplementation, type StageContext, type StageImplementation } from '../../src/activities/registry';
-import type { BlobStore } from '../../src/activities/blob-store';
+import { MemoryBlobStore } from '../../src/activities/blob-store';
 import { decideAfterAttempt } from '../../src/engine/stage-policy';
-import { validatePipeline, type StageSpec } from '../../src/model/pipeline';
+import { gateLeaves, validatePipeline, type StageSpec } from '../../src/model/pipeline';
 import type { Json, QualityFeedback, QualityVerdict, StageOutput } from '../../src/model/shapes';
 import {
   DOCUMENT_PIPELINE,
@@ -56,21 +55,6 @@ function sample(name: 'report' | 'memo' | 'tiny'): { title: string; source: stri
   return JSON.parse(readFileSync(path.join(EXAMPLES, `${name}.json`), 'utf8')) as { title: string; source: string };
 }
 
-/** Blobs in a map: enough for implementations that never offload. */
-class MemoryBlobStore implements BlobStore {
-  private readonly blobs = new Map<string, Buffer>();
-  async put(bytes: Buffer, mediaType: string, summary: string) {
-    const ref = `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
-    this.blobs.set(ref, bytes);
-    return { ref, bytes: bytes.length, mediaType, summary };
-  }
-  async get(ref: string): Promise<Buffer> {
-    const bytes = this.blobs.get(ref);
-    if (!bytes) throw new Error(`no blob ${ref}`);
-    return bytes;
-  }
-}
-
 function makeContext(overrides: Partial<StageContext> = {}): StageContext {
   const stage = overrides.stage ?? 'stage';
   const attempt = overrides.attempt ?? 1;
@@ -89,6 +73,9 @@ function makeContext(overrides: Partial<StageContext> = {}): StageContext {
     blobs: new MemoryBlobStore(),
     log: { info: () => undefined, warn: () => undefined },
     heartbeat: () => undefined,
+    agent: () => {
+      throw new Error('the local document pipeline calls no agent');
+    },
     feedback: null,
     ...overrides,
   };
@@ -118,7 +105,7 @@ async function runGatedStage(
   for (let attempt = 1; ; attempt++) {
     const ctx = makeContext({ ...context, stage, attempt, maxAttempts: retryBudget.maxAttempts, feedback, config });
     const output = await impl(ctx);
-    const verdict = await gate(makeGateContext(output, { ...context, stage, attempt, config: gateRef?.with }));
+    const verdict = await gate(makeGateContext(output, { ...context, stage, attempt, config: gateLeaves(gateRef)[0]?.with }));
     attempts.push({ verdict, output });
     const decision = decideAfterAttempt({ attempt, budget: retryBudget, policy: reviewPolicy, outcome: { kind: 'output', output, verdict } });
     if (decision.action !== 'retry') return { attempts, decision: decision.action, artefact: output.artefact };

@@ -119,6 +119,8 @@ it('parses and formats durations', () => {
   expect(parseDuration(-5)).toHaveProperty('error');
   expect(formatDuration(90_000)).toBe('1m30s');
   expect(formatDuration(999)).toBe('999ms');
+  expect(formatDuration(1500)).toBe('1.5s');
+  expect(formatDuration(61_500)).toBe('1m2s');
 });
 
 it('a canonical spec validates to itself, so built specs can be started and re-validated', () => {

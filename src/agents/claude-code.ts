@@ -1,0 +1,433 @@
+/**
+ * The `claude-code` provider: runs the Claude Code CLI headless (`claude -p <prompt> --output-format json`)
+ * as a child process, one process per call. Conversations continue through the CLI's own sessions
+ * (`--resume <session_id>`) when this process has seen the conversation before, and through a transcript
+ * preamble otherwise, so a retry on another worker still carries the whole conversation.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { z } from 'zod';
+import { compileOutputSchema, validateReply } from './output-schema';
+import { promptHash } from './prompt-hash';
+import type { AgentProviderFactory } from './providers';
+import type { Agent, AgentMessage, AgentRequest, AgentResult, AgentUsage, CallRecord } from './types';
+
+/** The provider name in the call log and in pipeline specs. */
+export const CLAUDE_CODE_PROVIDER = 'claude-code';
+/** The model logged when the request names none (the CLI then uses its own configured default). */
+export const CLAUDE_CODE_DEFAULT_MODEL = 'claude-code-default';
+/** How often a running call heartbeats; well under any sensible activity heartbeat timeout. */
+export const CLAUDE_CODE_HEARTBEAT_INTERVAL_MS = 5_000;
+/** How long a cancelled or timed-out CLI gets to exit after SIGTERM before it is sent SIGKILL. */
+export const CLAUDE_CODE_KILL_GRACE_MS = 2_000;
+/**
+ * Prompts longer than this go to the CLI's stdin instead of argv: Linux caps one argument at 128 KiB
+ * (MAX_ARG_STRLEN), and a long transcript preamble would otherwise fail to spawn (E2BIG).
+ */
+const MAX_ARGV_PROMPT_BYTES = 100_000;
+/** How long to wait for stdout/stderr to close after the CLI exits (a leftover tool process may hold them). */
+const STDIO_DRAIN_MS = 1_000;
+/** How much of stderr is kept for the error message; only its last line is quoted. */
+const STDERR_TAIL_CHARS = 16_384;
+/** Error messages stay one line and short enough to read in the Web UI. */
+const MAX_MESSAGE_CHARS = 300;
+
+const NOT_INSTALLED_MESSAGE =
+  'the Claude Code CLI ("claude") is not installed or not on PATH; install it (npm i -g @anthropic-ai/claude-code) or choose another agent (TREADLE_AGENT=anthropic|scripted)';
+
+/**
+ * Where session ids are kept between calls, by conversation id. A plain `Map` fits. `delete`, when present,
+ * is used to forget a session whose resumed call failed, so the retry falls back to the transcript.
+ */
+export interface ClaudeCodeSessions {
+  get(conversationId: string): string | undefined;
+  set(conversationId: string, sessionId: string): void;
+  delete?(conversationId: string): unknown;
+}
+
+/** How a {@link ClaudeCodeAgent} runs the CLI. Every field is optional. */
+export interface ClaudeCodeAgentOptions {
+  /** The executable; default `CLAUDE_CODE_BIN`, else `claude` looked up on PATH. */
+  command?: string;
+  /** Working directory of the CLI (its tools act there, and its sessions are stored per directory). */
+  cwd?: string;
+  /** Kills the CLI after this long and fails the call retryably (`ClaudeCodeTimeout`); none by default. */
+  timeoutMs?: number;
+  /** Appended to every invocation, e.g. `['--allowedTools', 'Read']`. */
+  extraArgs?: string[];
+  /** Environment variables for the CLI, over this process's own. */
+  env?: NodeJS.ProcessEnv;
+  /** A session to resume when the request's conversation has none in `sessions` (or has no id). */
+  resumeSessionId?: string;
+  /** Session ids by conversation id; default a fresh in-memory map per agent. */
+  sessions?: ClaudeCodeSessions;
+  /** Default {@link CLAUDE_CODE_HEARTBEAT_INTERVAL_MS}; shorter in tests. */
+  heartbeatIntervalMs?: number;
+}
+
+/** The final `result` message the CLI prints with `--output-format json`; unknown fields are ignored. */
+const CliResultSchema = z.object({
+  type: z.literal('result'),
+  subtype: z.string().optional(),
+  is_error: z.boolean().optional(),
+  result: z.string().optional(),
+  session_id: z.string().optional(),
+  usage: z
+    .object({
+      input_tokens: z.number().optional(),
+      output_tokens: z.number().optional(),
+      cache_read_input_tokens: z.number().optional(),
+    })
+    .optional(),
+  total_cost_usd: z.number().optional(),
+  duration_ms: z.number().optional(),
+});
+type CliResult = z.infer<typeof CliResultSchema>;
+
+/** How one run of the CLI ended. */
+type CliOutcome =
+  | { kind: 'exited'; code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
+  | { kind: 'spawn-failed'; error: NodeJS.ErrnoException; synchronous: boolean }
+  | { kind: 'aborted' }
+  | { kind: 'timed-out' };
+
+/** One invocation of the CLI: its arguments, and the prompt on stdin when it is not in argv. */
+interface Invocation {
+  args: string[];
+  stdin?: string;
+}
+
+const NO_USAGE: AgentUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0 };
+
+/**
+ * An {@link Agent} backed by the Claude Code CLI. Mechanical failures throw Temporal failures carrying the
+ * call record as `details[0]`: CLI missing → non-retryable `AgentUnavailable`; non-zero exit, `is_error`
+ * → retryable `ClaudeCodeError`; unreadable stdout → retryable `ClaudeCodeOutputError`; timeout →
+ * retryable `ClaudeCodeTimeout`; `request.signal` aborted → `CancelledFailure`. A reply that does not
+ * match `outputSchema` is not a failure: it comes back as `invalidOutput`.
+ * `maxTokens` and `temperature` are not supported by the CLI and are ignored.
+ */
+export class ClaudeCodeAgent implements Agent {
+  readonly provider = CLAUDE_CODE_PROVIDER;
+  private readonly command: string;
+  private readonly sessions: ClaudeCodeSessions;
+
+  constructor(private readonly options: ClaudeCodeAgentOptions = {}) {
+    this.command = options.command ?? process.env.CLAUDE_CODE_BIN ?? 'claude';
+    this.sessions = options.sessions ?? new Map<string, string>();
+  }
+
+  /** Runs one call; see the class comment for how failures are thrown. */
+  async run(request: AgentRequest): Promise<AgentResult> {
+    const startedAt = Date.now();
+    const callRecord = (status: CallRecord['status'], usage: AgentUsage, error?: string): CallRecord => ({
+      correlationId: request.correlationId,
+      provider: CLAUDE_CODE_PROVIDER,
+      model: request.model ?? CLAUDE_CODE_DEFAULT_MODEL,
+      promptHash: promptHash(request),
+      ...usage,
+      latencyMs: Date.now() - startedAt,
+      status,
+      ...(error === undefined ? {} : { error }),
+      at: new Date(startedAt).toISOString(),
+    });
+    const invalidRequest = (message: string): ApplicationFailure =>
+      ApplicationFailure.nonRetryable(message, 'InvalidAgentRequest', callRecord('error', NO_USAGE, message));
+
+    let schema: z.ZodType | undefined;
+    try {
+      schema = request.outputSchema === undefined ? undefined : compileOutputSchema(request.outputSchema);
+    } catch (error) {
+      throw invalidRequest((error as Error).message);
+    }
+    const split = splitConversation(request.messages);
+    if (!split) throw invalidRequest('a claude-code request must end with a user message');
+
+    const resumeSessionId = (request.conversationId === undefined ? undefined : this.sessions.get(request.conversationId)) ?? this.options.resumeSessionId;
+    const invocation = buildInvocation(request, split, resumeSessionId, this.options.extraArgs ?? []);
+
+    if (request.signal?.aborted) throw cancelled(callRecord('error', NO_USAGE, 'cancelled'));
+    const outcome = await runCli(this.command, invocation, {
+      cwd: this.options.cwd,
+      env: this.options.env,
+      signal: request.signal,
+      timeoutMs: this.options.timeoutMs,
+      heartbeat: request.heartbeat,
+      heartbeatIntervalMs: this.options.heartbeatIntervalMs ?? CLAUDE_CODE_HEARTBEAT_INTERVAL_MS,
+    });
+
+    const fail = (type: string, message: string, usage: AgentUsage = NO_USAGE): ApplicationFailure => {
+      // A resumed session that keeps failing (e.g. deleted, or stored under another cwd) must not fail every
+      // retry: forget it so the next attempt sends the whole transcript instead.
+      if (resumeSessionId !== undefined && request.conversationId !== undefined) this.sessions.delete?.(request.conversationId);
+      return ApplicationFailure.create({ message, type, nonRetryable: false, details: [callRecord(type === 'ClaudeCodeTimeout' ? 'timeout' : 'error', usage, message)] });
+    };
+
+    switch (outcome.kind) {
+      case 'aborted':
+        throw cancelled(callRecord('error', NO_USAGE, 'cancelled'));
+      case 'timed-out':
+        throw fail('ClaudeCodeTimeout', `claude did not finish within ${this.options.timeoutMs} ms and was killed`);
+      case 'spawn-failed':
+        throw this.spawnFailure(outcome, (message) => callRecord('error', NO_USAGE, message));
+      case 'exited':
+        break;
+    }
+
+    const parsed = parseCliOutput(outcome.stdout);
+    const usage = parsed.ok ? usageOf(parsed.value) : NO_USAGE;
+    const stderrLine = lastLine(outcome.stderr);
+    if (outcome.code !== 0) {
+      const how = outcome.code === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.code}`;
+      const why = stderrLine ?? (parsed.ok ? parsed.value.result : undefined) ?? 'no output on stderr';
+      throw fail('ClaudeCodeError', oneLine(`claude ${how}: ${why}`), usage);
+    }
+    if (!parsed.ok) {
+      throw fail('ClaudeCodeOutputError', oneLine(`claude printed output that is not its JSON result (${parsed.reason}): ${excerpt(outcome.stdout)}`));
+    }
+    const result = parsed.value;
+    if (result.is_error === true || (result.subtype !== undefined && result.subtype !== 'success')) {
+      const why = result.result || stderrLine || 'no details';
+      throw fail('ClaudeCodeError', oneLine(`claude reported an error (${result.subtype ?? 'is_error'}, exit code 0): ${why}`), usage);
+    }
+    if (result.result === undefined) throw fail('ClaudeCodeOutputError', 'claude printed a result without its `result` text', usage);
+
+    if (request.conversationId !== undefined && result.session_id !== undefined) this.sessions.set(request.conversationId, result.session_id);
+    const reply: AgentResult = { text: result.result, usage, call: callRecord('success', usage) };
+    if (result.session_id !== undefined) reply.sessionId = result.session_id;
+    if (schema) {
+      const validated = validateReply(result.result, schema);
+      if (validated.ok) reply.output = validated.value;
+      else reply.invalidOutput = { issues: validated.issues, raw: result.result };
+    }
+    return reply;
+  }
+
+  /** Maps a failure to start the CLI: missing or unusable CLI and bad arguments are not worth retrying. */
+  private spawnFailure(outcome: Extract<CliOutcome, { kind: 'spawn-failed' }>, call: (message: string) => CallRecord): ApplicationFailure {
+    const { error } = outcome;
+    const nonRetryable = (type: string, message: string): ApplicationFailure => ApplicationFailure.nonRetryable(message, type, call(message));
+    // spawn reports a missing cwd as ENOENT too; say which one is missing.
+    if (error.code === 'ENOENT' && this.options.cwd !== undefined && !existsSync(this.options.cwd)) {
+      return nonRetryable('InvalidAgentConfig', `the working directory for claude does not exist: ${this.options.cwd}`);
+    }
+    if (error.code === 'ENOENT') return nonRetryable('AgentUnavailable', NOT_INSTALLED_MESSAGE);
+    if (error.code === 'EACCES') return nonRetryable('AgentUnavailable', oneLine(`the Claude Code CLI (${this.command}) is not executable: ${error.message}`));
+    const message = oneLine(`claude could not be started: ${error.message}`);
+    // A synchronous throw is a bad argument (e.g. a NUL byte in the prompt): retrying cannot help.
+    if (outcome.synchronous) return nonRetryable('InvalidAgentRequest', message);
+    return ApplicationFailure.create({ message, type: 'ClaudeCodeError', nonRetryable: false, details: [call(message)] });
+  }
+}
+
+/** Factory-built agents live for one attempt; this map lets the next attempt resume the same session. */
+const processSessions = new Map<string, string>();
+
+/** Builds a {@link ClaudeCodeAgent} with default options; sessions are shared by every call in this process. */
+export const claudeCodeAgentFactory: AgentProviderFactory = () => new ClaudeCodeAgent({ sessions: processSessions });
+
+/** The last user message and everything before it; undefined when the conversation does not end with the user. */
+function splitConversation(messages: AgentMessage[]): { earlier: AgentMessage[]; last: string } | undefined {
+  const last = messages[messages.length - 1];
+  if (last?.role !== 'user') return undefined;
+  return { earlier: messages.slice(0, -1), last: last.content };
+}
+
+/**
+ * The CLI arguments for a call. A resumed session already holds the earlier messages, so only the last
+ * one is sent; otherwise they lead the prompt as a transcript.
+ */
+function buildInvocation(
+  request: AgentRequest,
+  conversation: { earlier: AgentMessage[]; last: string },
+  resumeSessionId: string | undefined,
+  extraArgs: string[],
+): Invocation {
+  const parts: string[] = [];
+  if (resumeSessionId === undefined && conversation.earlier.length > 0) {
+    parts.push(`Previous conversation:\n${conversation.earlier.map((m) => `${m.role}: ${m.content}`).join('\n\n')}`);
+  }
+  parts.push(conversation.last);
+  if (request.outputSchema !== undefined) {
+    parts.push(
+      `Answer with only a JSON value matching this JSON Schema, with no other text and no code fence:\n${JSON.stringify(request.outputSchema)}`,
+    );
+  }
+  const prompt = parts.join('\n\n');
+
+  // The prompt is a positional argument: one starting with "-" would be read as an option, so it goes to
+  // stdin instead (as does an over-long one), which `claude -p` reads when no prompt is given.
+  const viaStdin = prompt.startsWith('-') || Buffer.byteLength(prompt) > MAX_ARGV_PROMPT_BYTES;
+  const args = viaStdin ? ['-p', '--output-format', 'json'] : ['-p', prompt, '--output-format', 'json'];
+  if (request.model !== undefined) args.push('--model', request.model);
+  if (resumeSessionId !== undefined) args.push('--resume', resumeSessionId);
+  if (request.system !== undefined) args.push('--append-system-prompt', request.system);
+  args.push(...extraArgs);
+  return viaStdin ? { args, stdin: prompt } : { args };
+}
+
+/** Runs the CLI to completion, cancellation or timeout, heartbeating meanwhile. Never rejects. */
+function runCli(
+  command: string,
+  invocation: Invocation,
+  options: {
+    cwd: string | undefined;
+    env: NodeJS.ProcessEnv | undefined;
+    signal: AbortSignal | undefined;
+    timeoutMs: number | undefined;
+    heartbeat: (() => void) | undefined;
+    heartbeatIntervalMs: number;
+  },
+): Promise<CliOutcome> {
+  return new Promise<CliOutcome>((resolve) => {
+    let child: ChildProcess;
+    try {
+      child = spawn(command, invocation.args, {
+        cwd: options.cwd,
+        env: options.env ? { ...process.env, ...options.env } : process.env,
+        stdio: [invocation.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      });
+    } catch (error) {
+      resolve({ kind: 'spawn-failed', error: error as NodeJS.ErrnoException, synchronous: true });
+      return;
+    }
+
+    const stdout: Buffer[] = [];
+    let stderr = '';
+    let stopReason: 'aborted' | 'timed-out' | undefined;
+    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
+    let settled = false;
+    let killTimer: NodeJS.Timeout | undefined;
+    let drainTimer: NodeJS.Timeout | undefined;
+
+    const settle = (outcome: CliOutcome): void => {
+      if (settled) return;
+      settled = true;
+      options.signal?.removeEventListener('abort', onAbort);
+      clearTimeout(timeoutTimer);
+      clearInterval(heartbeatTimer);
+      clearTimeout(drainTimer);
+      resolve(outcome);
+    };
+    const finish = (): void => {
+      if (stopReason) settle({ kind: stopReason });
+      else if (exit) settle({ kind: 'exited', ...exit, stdout: Buffer.concat(stdout).toString('utf8'), stderr });
+    };
+    const stop = (reason: 'aborted' | 'timed-out'): void => {
+      if (stopReason || settled) return;
+      stopReason = reason;
+      if (exit) {
+        finish();
+        return;
+      }
+      child.kill('SIGTERM');
+      killTimer = setTimeout(() => child.kill('SIGKILL'), CLAUDE_CODE_KILL_GRACE_MS);
+    };
+    const onAbort = (): void => stop('aborted');
+
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    const timeoutTimer = options.timeoutMs === undefined ? undefined : setTimeout(() => stop('timed-out'), options.timeoutMs);
+    const { heartbeat } = options;
+    const heartbeatTimer =
+      heartbeat === undefined
+        ? undefined
+        : setInterval(() => {
+            // A throwing heartbeat must not become an uncaught exception in the worker.
+            try {
+              heartbeat();
+            } catch {
+              /* the activity's own cancellation reaches us through the signal */
+            }
+          }, options.heartbeatIntervalMs);
+
+    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-STDERR_TAIL_CHARS);
+    });
+    if (invocation.stdin !== undefined && child.stdin) {
+      // EPIPE when the CLI exits without reading: its exit status tells the story.
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(invocation.stdin);
+    }
+
+    child.on('error', (error: NodeJS.ErrnoException) => {
+      // After a successful spawn, 'error' means a kill failed; 'close' still follows.
+      if (child.pid === undefined) settle({ kind: 'spawn-failed', error, synchronous: false });
+    });
+    child.on('exit', (code, signal) => {
+      exit = { code, signal };
+      clearTimeout(killTimer);
+      if (stopReason) {
+        finish();
+        return;
+      }
+      drainTimer = setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        finish();
+      }, STDIO_DRAIN_MS);
+    });
+    child.on('close', (code: number | null, signal: NodeJS.Signals | null) => {
+      exit ??= { code, signal };
+      finish();
+    });
+  });
+}
+
+/** Reads the CLI's JSON result; tolerates a message array (`--verbose`) and stray lines before the JSON. */
+function parseCliOutput(stdout: string): { ok: true; value: CliResult } | { ok: false; reason: string } {
+  const trimmed = stdout.trim();
+  if (trimmed === '') return { ok: false, reason: 'stdout is empty' };
+  const candidates = [trimmed, lastLine(trimmed)].filter((c): c is string => c !== undefined);
+  let reason = 'not JSON';
+  for (const candidate of candidates) {
+    let value: unknown;
+    try {
+      value = JSON.parse(candidate);
+    } catch {
+      continue;
+    }
+    const message: unknown = Array.isArray(value) ? [...(value as unknown[])].reverse().find(isResultMessage) : value;
+    const parsed = CliResultSchema.safeParse(message);
+    if (parsed.success) return { ok: true, value: parsed.data };
+    reason = `JSON without a result message: ${parsed.error.issues[0]?.message ?? 'unexpected shape'}`;
+  }
+  return { ok: false, reason };
+}
+
+function isResultMessage(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && (value as { type?: unknown }).type === 'result';
+}
+
+function usageOf(result: CliResult): AgentUsage {
+  const count = (n: number | undefined): number => Math.max(0, Math.round(n ?? 0));
+  return {
+    inputTokens: count(result.usage?.input_tokens),
+    outputTokens: count(result.usage?.output_tokens),
+    cacheReadTokens: count(result.usage?.cache_read_input_tokens),
+  };
+}
+
+function cancelled(call: CallRecord): CancelledFailure {
+  return new CancelledFailure('the claude-code call was cancelled', [call]);
+}
+
+/** The last non-empty line of a text, trimmed. */
+function lastLine(text: string): string | undefined {
+  return text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l !== '')
+    .pop();
+}
+
+function oneLine(text: string): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > MAX_MESSAGE_CHARS ? `${flat.slice(0, MAX_MESSAGE_CHARS - 1)}…` : flat;
+}
+
+function excerpt(text: string): string {
+  return JSON.stringify(text.trim().slice(0, 120));
+}

@@ -1,0 +1,22 @@
+/**
+ * Agents: one interface, several providers. `defaultAgentProviders()` is what a worker offers unless it
+ * is given its own map.
+ */
+import { AnthropicAgent } from './anthropic';
+import { claudeCodeAgentFactory } from './claude-code';
+import type { AgentProviders } from './providers';
+import { scriptedAgentFactory } from './scripted';
+
+export * from './types';
+export { defaultAgentName, type AgentContext, type AgentProviderFactory, type AgentProviders } from './providers';
+export { recordingAgent, callRecordOf } from './recording';
+export { ConversationStore } from './conversation';
+
+/** anthropic (needs ANTHROPIC_API_KEY), scripted (offline), claude-code (needs the `claude` CLI). */
+export function defaultAgentProviders(): AgentProviders {
+  return {
+    anthropic: () => new AnthropicAgent(),
+    scripted: scriptedAgentFactory,
+    'claude-code': claudeCodeAgentFactory,
+  };
+}

@@ -1,0 +1,9 @@
+/** Hashing of prompts for the call log: the log carries the hash, never the prompt. */
+import { createHash } from 'node:crypto';
+import type { AgentRequest } from './types';
+
+/** sha256 over the system prompt, the messages and the output schema, as `sha256:<hex>`. */
+export function promptHash(request: Pick<AgentRequest, 'system' | 'messages' | 'outputSchema' | 'model'>): string {
+  const canonical = JSON.stringify([request.model ?? null, request.system ?? null, request.messages, request.outputSchema ?? null]);
+  return `sha256:${createHash('sha256').update(canonical).digest('hex')}`;
+}

@@ -1,0 +1,41 @@
+/**
+ * Wraps a provider so that every call lands in the attempt's call log and conversations continue: stored
+ * messages of `conversationId` are prepended, and the exchange is appended after the call.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import { CallRecordSchema, type CallRecord } from '../model/shapes';
+import type { ConversationStore } from './conversation';
+import type { Agent, AgentRequest, AgentResult } from './types';
+
+/** The call record a provider attached to a failure (`details[0]`), or undefined when it carries none. */
+export function callRecordOf(error: unknown): CallRecord | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const details = (error as { details?: unknown }).details;
+  if (!Array.isArray(details)) return undefined;
+  const parsed = CallRecordSchema.safeParse(details[0]);
+  return parsed.success ? parsed.data : undefined;
+}
+
+/** The recording wrapper; `calls` is the attempt's call log. */
+export function recordingAgent(inner: Agent, deps: { calls: CallRecord[]; conversations: ConversationStore }): Agent {
+  return {
+    provider: inner.provider,
+    async run(request: AgentRequest): Promise<AgentResult> {
+      const history = request.conversationId ? await deps.conversations.messages(request.conversationId, request.correlationId) : [];
+      let result: AgentResult;
+      try {
+        result = await inner.run({ ...request, messages: [...history, ...request.messages] });
+      } catch (error) {
+        const call = callRecordOf(error);
+        if (call) deps.calls.push(call);
+        throw error instanceof Error ? error : ApplicationFailure.retryable(String(error), 'AgentError');
+      }
+      deps.calls.push(result.call);
+      if (request.conversationId) {
+        const reply = result.output !== undefined ? JSON.stringify(result.output) : result.text;
+        await deps.conversations.append(request.conversationId, { correlationId: request.correlationId, messages: [...request.messages, { role: 'assistant', content: reply }] });
+      }
+      return result;
+    },
+  };
+}

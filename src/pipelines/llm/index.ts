@@ -1,0 +1,18 @@
+/**
+ * LLM-backed implementations: the `llm` stage (a prompt template in, a structured or text reply out) and the
+ * `llm-judge` gate (criteria judged by a model). Both call the attempt's agent (`ctx.agent`), so they run
+ * offline with the scripted agent and against Claude with a key, unchanged.
+ */
+import type { Registry } from '../../activities/registry';
+import { LLM_JUDGE_GATE, llmJudge } from './judge';
+import { LLM_STAGE, llmStage } from './stage';
+
+/** Registers the `llm` stage and the `llm-judge` gate as agent-backed (the token budget applies); returns the registry. */
+export function registerLlm(registry: Registry): Registry {
+  return registry.stage(LLM_STAGE, llmStage, { usesAgent: true }).gate(LLM_JUDGE_GATE, llmJudge, { usesAgent: true });
+}
+
+export { LLM_STAGE, llmStage, llmRequest, schemaRejection } from './stage';
+export { LLM_JUDGE_GATE, llmJudge, judgeRequest, judgeVerdict, JUDGE_OUTPUT_SCHEMA, MAX_JUDGED_OUTPUT_CHARS, NOT_ASSESSED, type JudgeReply } from './judge';
+export { LlmStageConfigSchema, LlmJudgeConfigSchema, readLlmConfig, INVALID_CONFIG, type LlmStageConfig, type LlmJudgeConfig } from './config';
+export { renderPrompt, promptVars, feedbackSection, mentionsVariable, INVALID_TEMPLATE, type PromptVars, type TemplateFeedback } from './template';
