@@ -113,7 +113,7 @@ it('prints one clear line and exits 1 on every kind of error', async () => {
     [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE'],
     [['review', id, 's', '--approve', '--reject', 'x'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)'],
     [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT'],
-    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents; or pass --file pipeline.yaml)'],
+    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm; or pass --file pipeline.yaml)'],
     [['run', 'review-demo', '--input', '{bad'], 'treadle: --input is not valid JSON (Expected property name'],
     [['status', 'x'], 'treadle: cannot reach the Temporal server at 127.0.0.1:1: ', { TEMPORAL_ADDRESS: '127.0.0.1:1' }],
   ];
@@ -135,7 +135,7 @@ it('validates pipeline files, listing every problem', async () => {
       `treadle: ${bad} is invalid:`,
       '  - stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
       '  - dependency cycle: a -> b -> a',
-      '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: build_fts_index, cross_reference, extract_concepts, final_review, generate_embeddings, pdf_to_markdown, scripted)',
+      '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: build_fts_index, cross_reference, extract_concepts, final_review, generate_embeddings, llm, pdf_to_markdown, scripted)',
       '',
     ].join('\n'),
   );
