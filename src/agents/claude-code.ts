@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { compileOutputSchema, validateReply } from './output-schema';
-import { promptHash } from './prompt-hash';
+import { NO_USAGE, startCallRecord } from './call-record';
 import type { AgentProviderFactory } from './providers';
 import type { Agent, AgentMessage, AgentRequest, AgentResult, AgentUsage, CallRecord } from './types';
 
@@ -98,8 +98,6 @@ interface Invocation {
   stdin?: string;
 }
 
-const NO_USAGE: AgentUsage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0 };
-
 /**
  * An {@link Agent} backed by the Claude Code CLI. Mechanical failures throw Temporal failures carrying the
  * call record as `details[0]`: CLI missing → non-retryable `AgentUnavailable`; non-zero exit, `is_error`
@@ -120,18 +118,7 @@ export class ClaudeCodeAgent implements Agent {
 
   /** Runs one call; see the class comment for how failures are thrown. */
   async run(request: AgentRequest): Promise<AgentResult> {
-    const startedAt = Date.now();
-    const callRecord = (status: CallRecord['status'], usage: AgentUsage, error?: string): CallRecord => ({
-      correlationId: request.correlationId,
-      provider: CLAUDE_CODE_PROVIDER,
-      model: request.model ?? CLAUDE_CODE_DEFAULT_MODEL,
-      promptHash: promptHash(request),
-      ...usage,
-      latencyMs: Date.now() - startedAt,
-      status,
-      ...(error === undefined ? {} : { error }),
-      at: new Date(startedAt).toISOString(),
-    });
+    const callRecord = startCallRecord(request, CLAUDE_CODE_PROVIDER, request.model ?? CLAUDE_CODE_DEFAULT_MODEL);
     const invalidRequest = (message: string): ApplicationFailure =>
       ApplicationFailure.nonRetryable(message, 'InvalidAgentRequest', callRecord('error', NO_USAGE, message));
 

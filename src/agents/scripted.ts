@@ -18,7 +18,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { JsonSchema, type Json } from '../model/shapes';
 import { compileOutputSchema, validateReply, validateValue } from './output-schema';
-import { promptHash } from './prompt-hash';
+import { startCallRecord } from './call-record';
 import type { AgentContext, AgentProviderFactory } from './providers';
 import type { Agent, AgentRequest, AgentResult } from './types';
 
@@ -59,8 +59,7 @@ export class ScriptedAgent implements Agent {
   /** Answers the reply for this attempt; never calls out, never sleeps. */
   async run(request: AgentRequest): Promise<AgentResult> {
     request.signal?.throwIfAborted();
-    const started = Date.now();
-    const at = new Date(started).toISOString();
+    const callRecord = startCallRecord(request, SCRIPTED_PROVIDER, request.model ?? SCRIPTED_PROVIDER);
     const reply = this.replyFor(request);
     const { text, output, invalidOutput } = shapeReply(reply, request.outputSchema);
     const promptChars = (request.system?.length ?? 0) + request.messages.reduce((sum, m) => sum + m.content.length, 0);
@@ -74,16 +73,7 @@ export class ScriptedAgent implements Agent {
       ...(output !== undefined ? { output } : {}),
       ...(invalidOutput ? { invalidOutput } : {}),
       usage,
-      call: {
-        correlationId: request.correlationId,
-        provider: SCRIPTED_PROVIDER,
-        model: request.model ?? SCRIPTED_PROVIDER,
-        promptHash: promptHash(request),
-        ...usage,
-        latencyMs: Date.now() - started,
-        status: 'success',
-        at,
-      },
+      call: callRecord('success', usage),
     };
   }
 

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import YAML from 'yaml';
 import { Registry, type GateContext, type GateImplementation, type StageContext, type StageImplementation } from '../../src/activities/registry';
-import { MemoryBlobStore } from '../../src/activities/blob-store';
+import { stageContext } from '../support/contexts';
 import { decideAfterAttempt } from '../../src/engine/stage-policy';
 import { gateLeaves, validatePipeline, type StageSpec } from '../../src/model/pipeline';
 import type { Json, QualityFeedback, QualityVerdict, StageOutput } from '../../src/model/shapes';
@@ -56,29 +56,7 @@ function sample(name: 'report' | 'memo' | 'tiny'): { title: string; source: stri
 }
 
 function makeContext(overrides: Partial<StageContext> = {}): StageContext {
-  const stage = overrides.stage ?? 'stage';
-  const attempt = overrides.attempt ?? 1;
-  return {
-    itemId: 'item-1',
-    pipeline: DOCUMENT_PIPELINE,
-    stage,
-    attempt,
-    maxAttempts: 3,
-    input: null,
-    config: undefined,
-    upstream: {},
-    previousAttempts: [],
-    signal: new AbortController().signal,
-    idempotencyKey: `item-1/${stage}/${attempt}`,
-    blobs: new MemoryBlobStore(),
-    log: { info: () => undefined, warn: () => undefined },
-    heartbeat: () => undefined,
-    agent: () => {
-      throw new Error('the local document pipeline calls no agent');
-    },
-    feedback: null,
-    ...overrides,
-  };
+  return stageContext({ pipeline: DOCUMENT_PIPELINE, ...overrides });
 }
 
 function makeGateContext(output: StageOutput, overrides: Partial<GateContext> = {}): GateContext {

@@ -17,7 +17,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import YAML from 'yaml';
-import { MemoryBlobStore } from '../../src/activities/blob-store';
 import { Registry, type GateContext, type GateImplementation, type StageContext, type StageImplementation } from '../../src/activities/registry';
 import { compileOutputSchema, validateValue } from '../../src/agents/output-schema';
 import { GATE_CORRELATION_SUFFIX, ScriptedAgent, exampleOf, scriptedAgentFactory } from '../../src/agents/scripted';
@@ -37,6 +36,8 @@ import {
 } from '../../src/pipelines/documents';
 import { JUDGE_OUTPUT_SCHEMA, feedbackSection, llmJudge, llmStage, promptVars, registerLlm, renderPrompt } from '../../src/pipelines/llm';
 
+import { stageContext } from '../support/contexts';
+
 const EXAMPLES = path.join(__dirname, '..', '..', 'examples', 'documents');
 
 /** An agent that records the requests it serves and answers like the scripted agent of the attempt. */
@@ -53,26 +54,7 @@ class RecordingScriptedAgent implements Agent {
 type Overrides = Partial<Omit<StageContext, 'agent'>>;
 
 function makeContext(overrides: Overrides = {}): StageContext & { requests: AgentRequest[] } {
-  const stage = overrides.stage ?? 'draft';
-  const attempt = overrides.attempt ?? 1;
-  const base = {
-    itemId: 'item-1',
-    pipeline: 'test',
-    stage,
-    attempt,
-    maxAttempts: 3,
-    input: null as Json,
-    config: undefined as Json | undefined,
-    upstream: {},
-    previousAttempts: [],
-    signal: new AbortController().signal,
-    idempotencyKey: `item-1/${stage}/${attempt}`,
-    blobs: new MemoryBlobStore(),
-    log: { info: () => undefined, warn: () => undefined },
-    heartbeat: () => undefined,
-    feedback: null,
-    ...overrides,
-  };
+  const base = stageContext({ stage: 'draft', ...overrides });
   const agent = new RecordingScriptedAgent(scriptedAgentFactory({ itemId: base.itemId, stage: base.stage, attempt: base.attempt, input: base.input, config: base.config }));
   return { ...base, agent: () => agent, requests: agent.requests };
 }

@@ -1,0 +1,33 @@
+/** Hand-made implementation contexts for calling stage and gate implementations directly in unit tests. */
+import { MemoryBlobStore } from '../../src/activities/blob-store';
+import type { StageContext } from '../../src/activities/registry';
+
+/**
+ * A stage context for `item-1` with no input, upstream or feedback, an in-memory blob store and no agent
+ * (calling `agent()` throws); `overrides` replace any field.
+ */
+export function stageContext(overrides: Partial<StageContext> = {}): StageContext {
+  const stage = overrides.stage ?? 'stage';
+  const attempt = overrides.attempt ?? 1;
+  return {
+    itemId: 'item-1',
+    pipeline: 'test',
+    stage,
+    attempt,
+    maxAttempts: 3,
+    input: null,
+    config: undefined,
+    upstream: {},
+    previousAttempts: [],
+    signal: new AbortController().signal,
+    idempotencyKey: `item-1/${stage}/${attempt}`,
+    blobs: new MemoryBlobStore(),
+    log: { info: () => undefined, warn: () => undefined },
+    heartbeat: () => undefined,
+    agent: () => {
+      throw new Error('this test context has no agent');
+    },
+    feedback: null,
+    ...overrides,
+  };
+}
