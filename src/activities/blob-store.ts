@@ -69,11 +69,15 @@ export class FileBlobStore implements BlobStore {
   }
 
   async getName(name: string): Promise<string | undefined> {
+    let text: string;
     try {
-      return (JSON.parse(await readFile(this.nameFile(name), 'utf8')) as { ref: string }).ref;
-    } catch {
-      return undefined;
+      text = await readFile(this.nameFile(name), 'utf8');
+    } catch (error) {
+      // Only "no such name" means new; any other failure must not pass for an empty history.
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
     }
+    return (JSON.parse(text) as { ref: string }).ref;
   }
 
   private nameFile(name: string): string {

@@ -5,7 +5,7 @@
  * returned, heartbeats while it runs, and aborts it when the attempt is cancelled.
  */
 import { Context, log as activityLog } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact, type BlobStore } from './blob-store';
 import type { GateContext, ImplementationContext, Registry, StageContext } from './registry';
 import { CallRecordSchema, QualityVerdictSchema, StageOutputSchema, type CallRecord, type Json } from '../model/shapes';
@@ -57,8 +57,8 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   for (const name of names.stages) {
     const impl = deps.registry.getStage(name)!;
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
-      supervise(async (signal, calls) => {
-        const ctx: StageContext = { ...(await baseContext(input, deps.blobs, signal, agents, calls)), feedback: input.feedback };
+      supervise(async (supervision) => {
+        const ctx: StageContext = { ...(await baseContext(input, deps.blobs, supervision, agents)), feedback: input.feedback };
         const parsed = StageOutputSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
         const output = parsed.data;
@@ -68,7 +68,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
           ...(artefact !== undefined ? { artefact } : {}),
           ...(output.summary !== undefined ? { summary: output.summary } : {}),
           ...(output.rejection !== undefined ? { rejection: output.rejection } : {}),
-          ...(calls.length > 0 ? { calls } : {}),
+          ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}),
         };
       });
   }
@@ -76,15 +76,15 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   for (const name of names.gates) {
     const impl = deps.registry.getGate(name)!;
     activities[gateActivityType(name)] = async (input: GateActivityInput): Promise<GateActivityResult> =>
-      supervise(async (signal, calls) => {
+      supervise(async (supervision) => {
         const artefact = await resolveArtefact(input.output.artefact, deps.blobs);
         const ctx: GateContext = {
-          ...(await baseContext(input, deps.blobs, signal, agents, calls)),
+          ...(await baseContext(input, deps.blobs, supervision, agents)),
           output: { ...input.output, ...(artefact !== undefined ? { artefact } : {}) },
         };
         const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
-        return { ...parsed.data, ...(calls.length > 0 ? { calls } : {}) };
+        return { ...parsed.data, ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}) };
       });
   }
   return activities;
@@ -93,10 +93,10 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
 async function baseContext(
   input: ActivityContextBase & { agent?: string },
   blobs: BlobStore,
-  signal: AbortSignal,
+  supervision: Supervision,
   agents: AgentProviders,
-  calls: CallRecord[],
 ): Promise<ImplementationContext> {
+  const { signal, calls } = supervision;
   const upstream: Record<string, Json> = {};
   for (const [stage, artefact] of Object.entries(input.upstream)) {
     const resolved = await resolveArtefact(artefact, blobs);
@@ -119,7 +119,8 @@ async function baseContext(
     idempotencyKey: `${context.info.workflowExecution?.workflowId ?? input.itemId}/${input.stage}/${input.attempt}`,
     blobs,
     log: activityLog,
-    heartbeat: () => context.heartbeat({ calls }),
+    heartbeat: supervision.heartbeat,
+    previousProgress: supervision.previousProgress,
     agent: (provider?: string) => {
       const name = provider ?? input.agent ?? defaultAgentName();
       const factory = agents[name];
@@ -138,33 +139,55 @@ async function baseContext(
  * calls are collected in `calls`; they ride on heartbeats so a retried execution still reports the calls
  * of the executions before it, and on the failure when the activity gives up.
  */
-async function supervise<T>(run: (signal: AbortSignal, calls: CallRecord[]) => Promise<T>): Promise<T> {
+/** What supervision gives an activity body: cancellation, the call log, and progress heartbeats. */
+interface Supervision {
+  signal: AbortSignal;
+  calls: CallRecord[];
+  /** What the previous execution of this activity last reported with `heartbeat(details)`. */
+  previousProgress: unknown;
+  heartbeat(details?: unknown): void;
+}
+
+async function supervise<T>(run: (supervision: Supervision) => Promise<T>): Promise<T> {
   const context = Context.current();
-  const calls: CallRecord[] = callsFromHeartbeat(context.info.heartbeatDetails);
+  const previous = context.info.heartbeatDetails as { calls?: unknown; progress?: unknown } | undefined;
+  const calls: CallRecord[] = callsFromHeartbeat(previous);
+  let progress: unknown = previous?.progress;
+  const beatNow = (): void => context.heartbeat({ calls, progress });
+  const supervision: Supervision = {
+    signal: context.cancellationSignal,
+    calls,
+    previousProgress: previous?.progress,
+    heartbeat: (details?: unknown) => {
+      if (details !== undefined) progress = details;
+      beatNow();
+    },
+  };
   const timeout = context.info.heartbeatTimeoutMs;
   const every = Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS);
-  const beat = setInterval(() => context.heartbeat({ calls }), every);
+  const beat = setInterval(beatNow, every);
   try {
-    return await Promise.race([run(context.cancellationSignal, calls), context.cancelled]);
+    return await Promise.race([run(supervision), context.cancelled]);
   } catch (error) {
-    context.heartbeat({ calls });
-    if (calls.length > 0 && error instanceof ApplicationFailure && error.details === undefined) {
-      throw ApplicationFailure.create({
-        message: error.message,
-        ...(error.type ? { type: error.type } : {}),
-        nonRetryable: error.nonRetryable === true,
-        details: [{ calls }],
-        ...(error.nextRetryDelay ? { nextRetryDelay: error.nextRetryDelay } : {}),
-      });
-    }
-    throw error;
+    beatNow();
+    if (error instanceof CancelledFailure || !(error instanceof Error)) throw error;
+    // Every failure carries the calls made so far, so the workflow can log them when Temporal gives up.
+    const failure = error instanceof ApplicationFailure ? error : undefined;
+    throw ApplicationFailure.create({
+      message: error.message,
+      type: failure?.type ?? error.name,
+      nonRetryable: failure?.nonRetryable === true,
+      details: [{ calls }],
+      ...(failure?.nextRetryDelay ? { nextRetryDelay: failure.nextRetryDelay } : {}),
+      cause: error,
+    });
   } finally {
     clearInterval(beat);
   }
 }
 
-function callsFromHeartbeat(details: unknown): CallRecord[] {
-  const calls = (details as { calls?: unknown } | undefined)?.calls;
+function callsFromHeartbeat(details: { calls?: unknown } | undefined): CallRecord[] {
+  const calls = details?.calls;
   if (!Array.isArray(calls)) return [];
   return calls.filter((c) => CallRecordSchema.safeParse(c).success) as CallRecord[];
 }

@@ -31,8 +31,13 @@ export interface ImplementationContext extends Omit<ActivityContextBase, 'upstre
   idempotencyKey: string;
   blobs: BlobStore;
   log: ImplementationLogger;
-  /** Records progress; activities heartbeat on their own, this adds details to the heartbeat. */
+  /**
+   * Heartbeats now (activities also heartbeat on their own); `details` records progress, which a retried
+   * execution of the same attempt finds in `previousProgress`.
+   */
   heartbeat(details?: unknown): void;
+  /** The progress the previous execution of this activity last recorded, if Temporal retried it. */
+  previousProgress: unknown;
   /**
    * The agent for this attempt: the named provider, else the stage's `agent:`, else `TREADLE_AGENT`, else
    * `anthropic` with an API key and `scripted` without. Every call it makes lands in the call log of the

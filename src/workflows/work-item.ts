@@ -154,6 +154,10 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     return finish(`pipeline ${spec.name} names implementations this worker does not have: ${missing.problems.join('; ')}`);
   }
   state.spec = spec;
+  if (args.tokenBudget !== undefined && args.tokenBudget !== null && !(Number.isInteger(args.tokenBudget) && args.tokenBudget > 0)) {
+    state.problems = [`tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(args.tokenBudget)}`];
+    return finish(`invalid work item: ${state.problems[0]}`);
+  }
   state.tokenBudget = args.tokenBudget !== undefined ? args.tokenBudget : spec.tokenBudget;
   const agentBacked = new Set(missing.agentBacked ?? []);
   for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [] };
@@ -234,13 +238,17 @@ async function runStage(run: StageRun): Promise<void> {
 
   let attempt = 1;
   let feedback: QualityFeedback | null = null;
+  let budgetWaived = false;
   for (;;) {
     const budget = state.tokenBudget ?? null;
-    if (run.usesAgent && budget !== null) {
+    if (run.usesAgent && budget !== null && !budgetWaived) {
       const spent = tokensSpent(state.stages);
       if (spent >= budget) {
-        const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again`;
-        return review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true });
+        // A soft cap, checked before each attempt: the human decides whether this stage may spend more.
+        const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)`;
+        if ((await review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true })) === 'settled') return;
+        budgetWaived = true;
+        continue;
       }
     }
     const record: AttemptRecord = { attempt, startedAt: now() };
@@ -253,6 +261,7 @@ async function runStage(run: StageRun): Promise<void> {
     } catch (error) {
       if (isCancellation(error)) throw error;
       const message = describeFailure(error);
+      addCalls(record, callsOfFailure(error));
       record.completedAt = now();
       record.error = message;
       return settle(run, 'failed', `${stage.name} failed on attempt ${attempt}: ${message}`, { error: message });
@@ -289,7 +298,8 @@ async function runStage(run: StageRun): Promise<void> {
         });
         continue;
       case 'review':
-        return review(run, decision);
+        await review(run, decision);
+        return;
     }
   }
 }
@@ -409,6 +419,13 @@ function describeGate(gate: GateRef): string {
   return 'all' in gate ? `all(${gate.all.map(describeGate).join(', ')})` : `any(${gate.any.map(describeGate).join(', ')})`;
 }
 
+/** The calls a failed activity reported (the dispatcher puts `{ calls }` in every failure's details). */
+function callsOfFailure(error: unknown): CallRecord[] | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  const first = cause instanceof ApplicationFailure ? (cause.details?.[0] as { calls?: unknown } | undefined) : undefined;
+  return Array.isArray(first?.calls) ? (first.calls as CallRecord[]) : undefined;
+}
+
 function addCalls(record: AttemptRecord, calls: CallRecord[] | undefined): void {
   if (calls && calls.length > 0) record.calls = [...(record.calls ?? []), ...calls];
 }
@@ -443,8 +460,11 @@ function recordVerdictEvents(run: StageRun, record: AttemptRecord, outcome: Atte
   }
 }
 
-/** Hands the stage to a human and applies their decision (or the TTL's). */
-async function review(run: StageRun, decision: Extract<StageDecision, { action: 'review' }>): Promise<void> {
+/**
+ * Hands the stage to a human and applies their decision (or the TTL's). Returns `resume` only when a
+ * plain approval lifts a spent token budget: the stage then carries on with its attempts.
+ */
+async function review(run: StageRun, decision: Extract<StageDecision, { action: 'review' }>): Promise<'settled' | 'resume'> {
   const { stage, state, emit } = run;
   const st = state.stages[stage.name]!;
   const attempt = st.attempts.length;
@@ -469,10 +489,10 @@ async function review(run: StageRun, decision: Extract<StageDecision, { action: 
     const approve = stage.onReviewExpired === 'approve';
     st.review = { reviewer: 'ttl', kind: approve ? 'expired_approve' : 'expired_reject', at: now() };
     emit('ReviewExpired', `${stage.name} review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}; ${approve ? 'approved' : 'rejected'} by policy`, { stage: stage.name, attempt });
-    if (!approve) return settle(run, 'failed', `${stage.name} failed: review expired`, { error: `review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}` });
+    if (!approve) return settled(run, 'failed', `${stage.name} failed: review expired`, { error: `review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}` });
     const artefact = approvedAttempt(st.attempts)?.artefact;
     if (artefact !== undefined) st.artefact = artefact;
-    return settle(run, 'completed', `${stage.name} completed: review expired and policy approves`);
+    return settled(run, 'completed', `${stage.name} completed: review expired and policy approves`);
   }
 
   const { outcome, reviewer } = resolution;
@@ -481,20 +501,30 @@ async function review(run: StageRun, decision: Extract<StageDecision, { action: 
   if (outcome.kind === 'reject') {
     st.review.reason = outcome.reason;
     emit('ReviewResolved', `${stage.name} rejected by ${reviewer}: ${outcome.reason}`, fields);
-    return settle(run, 'failed', `${stage.name} failed: rejected by ${reviewer}`, { error: `rejected by ${reviewer}: ${outcome.reason}` });
+    return settled(run, 'failed', `${stage.name} failed: rejected by ${reviewer}`, { error: `rejected by ${reviewer}: ${outcome.reason}` });
   }
   if (outcome.kind === 'approve_with_edits') {
     st.artefact = outcome.artefact;
     st.summary = outcome.note ?? `edited by ${reviewer}`;
     emit('ReviewResolved', `${stage.name} approved with edits by ${reviewer}${outcome.note ? `: ${outcome.note}` : ''}`, fields);
-    return settle(run, 'completed', `${stage.name} completed with the reviewer's edits`);
+    return settled(run, 'completed', `${stage.name} completed with the reviewer's edits`);
+  }
+  if (decision.reason === 'budget_exhausted' && outcome.attempt === undefined) {
+    state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== stage.name);
+    emit('ReviewResolved', `${stage.name}: ${reviewer} approved spending beyond the token budget`, fields);
+    return 'resume';
   }
   if (outcome.attempt !== undefined) st.review.attempt = outcome.attempt;
   const chosen = approvedAttempt(st.attempts, outcome.attempt);
   if (chosen?.artefact !== undefined) st.artefact = chosen.artefact;
   if (chosen?.outputSummary !== undefined) st.summary = chosen.outputSummary;
   emit('ReviewResolved', `${stage.name} approved by ${reviewer}${outcome.attempt !== undefined ? ` (attempt ${outcome.attempt})` : ''}`, fields);
-  return settle(run, 'completed', `${stage.name} completed after approval`);
+  return settled(run, 'completed', `${stage.name} completed after approval`);
+}
+
+function settled(run: StageRun, status: 'completed' | 'failed' | 'skipped', message: string, extra: Partial<StageState> = {}): 'settled' {
+  settle(run, status, message, extra);
+  return 'settled';
 }
 
 function settle(run: StageRun, status: 'completed' | 'failed' | 'skipped', message: string, extra: Partial<StageState> = {}): void {

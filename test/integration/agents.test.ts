@@ -115,8 +115,11 @@ it('fails the stage at once on a 400, with the API\'s message', async () => {
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
   expect(fake.requests).toHaveLength(1);
-  const { stages } = await h.client.getState(id);
+  const { stages, usage } = await h.client.getState(id);
   expect(stages.summarize!.error).toContain('anthropic 400 invalid_request_error: max_tokens: must be at most 8192');
+  // The failed call is in the log even though the activity failed for good.
+  expect(stages.summarize!.attempts[0]!.calls!.map((c) => [c.status, c.error])).toEqual([['error', expect.stringContaining('anthropic 400')]]);
+  expect(usage!.total).toEqual(expect.objectContaining({ calls: 1, errors: 1 }));
 });
 
 it('times out a slow reply, aborts the request, and retries with timeout feedback', async () => {
@@ -186,11 +189,28 @@ it('escalates to review instead of calling the model once the token budget is sp
   const waiting = await until(id, 'waiting_review');
   expect(fake.requests).toHaveLength(1);
   expect(waiting.pendingReviews[0]).toEqual(
-    expect.objectContaining({ stage: 'summarize', reason: 'budget_exhausted', message: 'token budget spent: 1100 of 1000 tokens used; attempt 2 would call the model again' }),
+    expect.objectContaining({ stage: 'summarize', reason: 'budget_exhausted', message: "token budget spent: 1100 of 1000 tokens used; attempt 2 would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)" }),
   );
   expect(waiting.usage!.total.inputTokens + waiting.usage!.total.outputTokens).toBe(1100);
+  expect(waiting.stages.summarize!.attempts).toHaveLength(1);
+  // Approving lets the stage spend beyond the budget: attempt 2 calls the model.
+  fake.enqueue({ kind: 'tool', input: { summary: 'worth the tokens' } });
+  await h.client.approve(id, 'summarize', { reviewer: 'finance' });
+  expect((await h.client.result(id)).status).toBe('completed');
+  const done = await h.client.getState(id);
+  expect(done.stages.summarize!.attempts).toHaveLength(2);
+  expect(done.stages.summarize!.artefact).toEqual({ summary: 'worth the tokens' });
+  expect(fake.requests).toHaveLength(2);
+});
+
+it('a rejected budget review fails the stage without another call', async () => {
+  fake.enqueue({ kind: 'tool', input: { summary: 'x' }, usage: { input_tokens: 800, output_tokens: 300 } });
+  const id = h.id();
+  await h.client.start(summarize(), { text: 'x' }, { id, tokenBudget: 1000 });
+  await until(id, 'waiting_review');
   await h.client.reject(id, 'summarize', 'over budget');
   expect((await h.client.result(id)).status).toBe('failed');
+  expect(fake.requests).toHaveLength(1);
 });
 
 it('continues one conversation across stages that share a conversation id', async () => {

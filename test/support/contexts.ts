@@ -24,6 +24,7 @@ export function stageContext(overrides: Partial<StageContext> = {}): StageContex
     blobs: new MemoryBlobStore(),
     log: { info: () => undefined, warn: () => undefined },
     heartbeat: () => undefined,
+    previousProgress: undefined,
     agent: () => {
       throw new Error('this test context has no agent');
     },

@@ -34,7 +34,7 @@ import {
   registerDocumentPipeline,
   type ReviewPacket,
 } from '../../src/pipelines/documents';
-import { JUDGE_OUTPUT_SCHEMA, feedbackSection, llmJudge, llmStage, promptVars, registerLlm, renderPrompt } from '../../src/pipelines/llm';
+import { JUDGE_OUTPUT_SCHEMA, feedbackSection, llmJudge, mentionsVariable, llmStage, promptVars, registerLlm, renderPrompt } from '../../src/pipelines/llm';
 
 import { stageContext } from '../support/contexts';
 
@@ -435,5 +435,15 @@ describe('documents-llm pipeline', () => {
     const packet = (await local(finalReview, 'final_review', { cross_reference: crossRef, generate_embeddings: embeddings, build_fts_index: index })) as ReviewPacket;
     expect(packet.concepts.total).toBe(12);
     expect(packet.embeddings.chunks).toBeGreaterThan(0);
+  });
+});
+
+describe('mentionsVariable', () => {
+  it('sees a bare variable, not a property of another one', () => {
+    expect(mentionsVariable('{{ feedback.summary }}', 'feedback')).toBe(true);
+    expect(mentionsVariable('{% if feedback %}retry{% endif %}', 'feedback')).toBe(true);
+    expect(mentionsVariable('Summarize the customer feedback: {{ input.feedback }}', 'feedback')).toBe(false);
+    expect(mentionsVariable('{{ upstream["feedback"] }}', 'feedback')).toBe(false);
+    expect(mentionsVariable('feedback outside any tag', 'feedback')).toBe(false);
   });
 });

@@ -71,7 +71,8 @@ export function renderPrompt(template: string, vars: PromptVars, what = 'prompt'
 
 /** True when a template refers to a variable inside a `{{ }}` or `{% %}` tag (so it handles it itself). */
 export function mentionsVariable(template: string, name: string): boolean {
-  return new RegExp(`\\{[{%](?:(?![}%]\\})[\\s\\S])*?\\b${name}\\b`).test(template);
+  // A bare variable, not a property of another (`input.feedback`, `x["feedback"]` are someone else's).
+  return new RegExp(`\\{[{%](?:(?![}%]\\})[\\s\\S])*?(?<![\\w.$\\["'])${name}\\b`).test(template);
 }
 
 /**

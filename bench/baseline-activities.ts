@@ -1,0 +1,42 @@
+/**
+ * Activities of the raw-Temporal baseline: the same no-op work the Treadle side's `noop` stage does, plus a
+ * judge for the retry loop and a payload producer for the large-artefact scenario.
+ */
+
+/** What every baseline activity returns: a tiny object, like the Treadle `noop` stage's artefact. */
+export interface NoopResult {
+  i: number;
+}
+
+/** Input of the baseline judge: the attempt it judges and how many attempts it rejects first. */
+export interface JudgeInput {
+  attempt: number;
+  rejectFirst: number;
+}
+
+/** A verdict in the shape the samples would use: accepted, or rejected with feedback. */
+export interface JudgeResult {
+  accepted: boolean;
+  feedback?: string;
+}
+
+/** Builds the baseline's activities (samples' dependency-injection style, though they need none). */
+export function createBaselineActivities() {
+  return {
+    async noop(input: { step: number }): Promise<NoopResult> {
+      return { i: input.step };
+    },
+    async judge(input: JudgeInput): Promise<JudgeResult> {
+      return input.attempt <= input.rejectFirst ? { accepted: false, feedback: `attempt ${input.attempt} rejected` } : { accepted: true };
+    },
+    async producePayload(input: { bytes: number }): Promise<{ text: string }> {
+      return { text: 'x'.repeat(input.bytes) };
+    },
+    async consumePayload(input: { text: string }): Promise<NoopResult> {
+      return { i: input.text.length };
+    },
+  };
+}
+
+/** The baseline activity interface, for `proxyActivities` in the baseline workflows. */
+export type BaselineActivities = ReturnType<typeof createBaselineActivities>;

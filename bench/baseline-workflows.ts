@@ -1,0 +1,78 @@
+/**
+ * The raw-Temporal baseline: plain workflows written the way temporalio/samples-typescript writes them
+ * (proxyActivities, a for-loop, Promise.all, a signal plus `condition`). Each benchmark scenario runs one
+ * of these next to the equivalent Treadle work item, on the same server, with the same no-op activities.
+ *
+ * Cases covered: a linear pipeline, a fan-out, a wait for a human's signal, a judge-driven retry loop and a
+ * large payload passed inline between two activities.
+ */
+import { condition, defineQuery, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
+import type * as activities from './baseline-activities';
+
+type Activities = activities.BaselineActivities;
+
+const { noop, judge, consumePayload } = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+});
+
+// One attempt only: a payload over the server's limit fails the same way every time, and the default
+// (unlimited) retry policy would retry it forever.
+const { producePayload } = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: { maximumAttempts: 1 },
+});
+
+/** Approval is fire-and-forget, as in the samples' human-in-the-loop workflows: a signal. */
+export const approveSignal = defineSignal('approve');
+
+/** Whether the workflow is waiting for approval; a query because reading must not change the workflow. */
+export const isWaitingQuery = defineQuery<boolean>('isWaiting');
+
+/** Runs `stages` no-op activities one after another. */
+export async function linearPipeline(input: { stages: number }): Promise<{ steps: number }> {
+  for (let step = 1; step <= input.stages; step++) {
+    await noop({ step });
+  }
+  return { steps: input.stages };
+}
+
+/** One activity, then `width` activities in parallel, then one more. */
+export async function fanOut(input: { width: number }): Promise<{ steps: number }> {
+  await noop({ step: 0 });
+  await Promise.all(Array.from({ length: input.width }, (_, i) => noop({ step: i + 1 })));
+  await noop({ step: input.width + 1 });
+  return { steps: input.width + 2 };
+}
+
+/** One activity, then waits for the approve signal, then one more activity. */
+export async function reviewThenContinue(): Promise<{ approved: boolean }> {
+  let approved = false;
+  let waiting = false;
+  setHandler(approveSignal, () => {
+    approved = true;
+  });
+  setHandler(isWaitingQuery, () => waiting);
+  await noop({ step: 1 });
+  waiting = true;
+  await condition(() => approved);
+  waiting = false;
+  await noop({ step: 2 });
+  return { approved };
+}
+
+/** Does the work, asks the judge, and tries again until the judge accepts or attempts run out. */
+export async function retryLoop(input: { maxAttempts: number; rejectFirst: number }): Promise<{ attempts: number; accepted: boolean }> {
+  for (let attempt = 1; attempt <= input.maxAttempts; attempt++) {
+    await noop({ step: attempt });
+    const verdict = await judge({ attempt, rejectFirst: input.rejectFirst });
+    if (verdict.accepted) return { attempts: attempt, accepted: true };
+  }
+  return { attempts: input.maxAttempts, accepted: false };
+}
+
+/** One activity returns a payload of `bytes` characters; the next receives it as its input. */
+export async function largePayload(input: { bytes: number }): Promise<{ consumed: number }> {
+  const payload = await producePayload({ bytes: input.bytes });
+  const result = await consumePayload(payload);
+  return { consumed: result.i };
+}

@@ -1,0 +1,175 @@
+/**
+ * The benchmark environment: one Temporal dev server tuned as Temporal's own CI tunes it, a Treadle worker
+ * and a baseline worker on separate task queues in this process, clients for both, and a record of the
+ * machine, versions and settings that goes into the results.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { DEFAULT_BLOB_THRESHOLD_BYTES, FileBlobStore } from '../src/activities/blob-store';
+import { TreadleClient } from '../src/client';
+import { startDevServer, type DevServer } from '../src/server/dev-server';
+import { cliVersion } from '../src/server/temporal-cli';
+import { createWorker } from '../src/worker';
+import { createBaselineActivities } from './baseline-activities';
+import { benchRegistry } from './treadle-pipelines';
+
+/** SQLite settings of Temporal's own CI for the dev server: no fsync per write, write-ahead log. */
+export const SQLITE_PRAGMAS = { journal_mode: 'WAL', synchronous: 'OFF' } as const;
+
+const TREADLE_QUEUE = 'bench-treadle';
+const BASELINE_QUEUE = 'bench-baseline';
+
+/** What the results record about where and how they were measured. */
+export interface EnvironmentRecord {
+  machine: { cores: number; cpuModel: string; totalMemoryMiB: number; platform: string; release: string };
+  node: string;
+  temporalSdk: string;
+  server: string;
+  sqlitePragmas: Record<string, string>;
+  /** The resolved worker settings (the same for both workers). */
+  worker: { maxCachedWorkflows: number; maxConcurrentWorkflowTaskExecutions: number | null; maxConcurrentActivityTaskExecutions: number | null; reuseV8Context: boolean };
+  blobThresholdBytes: number;
+}
+
+/** Everything a scenario needs. */
+export interface BenchEnvironment {
+  temporal: Client;
+  treadle: TreadleClient;
+  baselineQueue: string;
+  record: EnvironmentRecord;
+  shutdown(): Promise<void>;
+}
+
+/** Treadle's default: artefacts above this many bytes of JSON go to the blob store. */
+const BLOB_THRESHOLD_BYTES = DEFAULT_BLOB_THRESHOLD_BYTES;
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function sdkVersion(): string {
+  const main = require.resolve('@temporalio/worker');
+  const manifest = path.join(path.dirname(main), '..', 'package.json');
+  return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
+}
+
+const quietBundlerLogger = {
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: (message: string) => process.stderr.write(`${message}\n`),
+  log: () => undefined,
+};
+
+/** Starts the server, bundles both sides' workflows, starts both workers; `shutdown` undoes all of it. */
+export async function startEnvironment(progress: (message: string) => void): Promise<BenchEnvironment> {
+  // Workflow log lines (Treadle logs every event) would flood stdout; warnings still show.
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-'));
+  const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
+  const shutdown = async (): Promise<void> => {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch (error) {
+        process.stderr.write(`bench: cleanup failed: ${(error as Error).message}\n`);
+      }
+    }
+  };
+  try {
+    progress('starting the Temporal dev server and bundling workflows...');
+    const [server, treadleBundle, baselineBundle] = await Promise.all([
+      startDevServer({
+        port: await freePort(),
+        dbFile: path.join(dir, 'temporal.sqlite'),
+        headless: true,
+        allowDownload: false,
+        sqlitePragmas: { ...SQLITE_PRAGMAS },
+        progress,
+      }),
+      bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: quietBundlerLogger }),
+      bundleWorkflowCode({ workflowsPath: require.resolve('./baseline-workflows'), logger: quietBundlerLogger }),
+    ]);
+    cleanups.push(() => server.stop());
+
+    const nativeConnection = await NativeConnection.connect({ address: server.address });
+    cleanups.push(() => nativeConnection.close());
+    const blobs = new FileBlobStore(path.join(dir, 'blobs'));
+    const treadleWorker = await createWorker({
+      connection: nativeConnection,
+      namespace: server.namespace,
+      taskQueue: TREADLE_QUEUE,
+      registry: benchRegistry(),
+      blobs,
+      blobThresholdBytes: BLOB_THRESHOLD_BYTES,
+      workflowBundle: treadleBundle,
+    });
+    const baselineWorker = await Worker.create({
+      connection: nativeConnection,
+      namespace: server.namespace,
+      taskQueue: BASELINE_QUEUE,
+      workflowBundle: baselineBundle,
+      activities: createBaselineActivities(),
+    });
+    for (const worker of [treadleWorker, baselineWorker]) {
+      const running = worker.run();
+      cleanups.push(async () => {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await running;
+      });
+    }
+
+    const connection = await Connection.connect({ address: server.address });
+    cleanups.push(() => connection.close());
+    const temporal = new Client({ connection, namespace: server.namespace });
+    const treadle = new TreadleClient(temporal, { taskQueue: TREADLE_QUEUE, blobs });
+
+    return {
+      temporal,
+      treadle,
+      baselineQueue: BASELINE_QUEUE,
+      record: describeEnvironment(server, treadleWorker),
+      shutdown,
+    };
+  } catch (error) {
+    await shutdown();
+    throw error;
+  }
+}
+
+function describeEnvironment(server: DevServer, worker: Worker): EnvironmentRecord {
+  const cpus = os.cpus();
+  return {
+    machine: {
+      cores: cpus.length,
+      cpuModel: cpus[0]?.model ?? 'unknown',
+      totalMemoryMiB: Math.round(os.totalmem() / 2 ** 20),
+      platform: os.platform(),
+      release: os.release(),
+    },
+    node: process.version,
+    temporalSdk: sdkVersion(),
+    server: cliVersion(server.binary) ?? `unknown (${server.binary})`,
+    sqlitePragmas: { ...SQLITE_PRAGMAS },
+    worker: {
+      maxCachedWorkflows: worker.options.maxCachedWorkflows,
+      maxConcurrentWorkflowTaskExecutions: worker.options.maxConcurrentWorkflowTaskExecutions ?? null,
+      maxConcurrentActivityTaskExecutions: worker.options.maxConcurrentActivityTaskExecutions ?? null,
+      reuseV8Context: worker.options.reuseV8Context ?? false,
+    },
+    blobThresholdBytes: BLOB_THRESHOLD_BYTES,
+  };
+}

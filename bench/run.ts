@@ -1,0 +1,205 @@
+/**
+ * `npm run bench` / `npm run bench:quick`: runs every scenario on Treadle and on the raw-Temporal baseline
+ * against one dev server in this process, prints a table, and writes `bench/results/<mode>.json`.
+ *
+ * Flags: `--quick` (CI size, under two minutes), `--medium`, default full. See BENCHMARKS.md.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { startEnvironment, type BenchEnvironment, type EnvironmentRecord } from './environment';
+import { SIZES, mapLimited, type Row, type ScenarioContext, type Sizes } from './scenario';
+import { baselineSide, treadleSide } from './sides';
+import { fanOut, type FanOutWidthResult } from './scenarios/fan-out';
+import { HISTORY_BYTES_PER_STAGE_GOAL, largeArtefacts, type ArtefactSizeResult } from './scenarios/large-artefacts';
+import { latency, type LatencyResult } from './scenarios/latency';
+import { retryLoop, type RetryLoopResult } from './scenarios/retry-loop';
+import { reviewRoundTrip, type ReviewRoundTripResult } from './scenarios/review-round-trip';
+import { throughput, type ThroughputResult } from './scenarios/throughput';
+import { waitingItems, type WaitingItemsResult } from './scenarios/waiting-items';
+import { round } from './statistics';
+
+/** Goals from the issue. */
+const THROUGHPUT_RATIO_GOAL = 0.9;
+const LATENCY_P50_RATIO_GOAL = 1.2;
+const QUICK_MODE_BUDGET_MS = 120_000;
+/** Items per side run before measuring, so JIT, bundles and connections are warm on both sides. */
+const WARM_UP_ITEMS = 4;
+
+/** Where results go: `bench/results` in the repository (this file runs from `.bench-build/bench`). */
+const RESULTS_DIR = path.resolve(__dirname, '..', '..', 'bench', 'results');
+
+/** A goal and whether this run met it. */
+export interface Goal {
+  goal: string;
+  measured: number | null;
+  target: string;
+  met: boolean;
+}
+
+/** The results file. */
+export interface BenchResults {
+  mode: Sizes['mode'];
+  sizes: Sizes;
+  startedAt: string;
+  durationMs: number;
+  environment: EnvironmentRecord;
+  scenarios: {
+    throughput: ThroughputResult;
+    latency: LatencyResult;
+    retryLoop: RetryLoopResult;
+    reviewRoundTrip: ReviewRoundTripResult;
+    fanOut: FanOutWidthResult[];
+    largeArtefacts: ArtefactSizeResult[];
+    waitingItems: WaitingItemsResult;
+  };
+  goals: Goal[];
+  table: Row[];
+}
+
+function parseMode(argv: string[]): Sizes['mode'] {
+  const known = ['--quick', '--medium', '--full'];
+  const unknown = argv.filter((a) => !known.includes(a));
+  if (unknown.length > 0) throw new Error(`unknown argument(s) ${unknown.join(' ')}; use --quick, --medium or --full`);
+  if (argv.includes('--quick')) return 'quick';
+  if (argv.includes('--medium')) return 'medium';
+  return 'full';
+}
+
+function progress(message: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}
+
+async function warmUp(ctx: ScenarioContext): Promise<void> {
+  progress(`warming up both sides (${WARM_UP_ITEMS} items each)`);
+  for (const side of [ctx.baseline, ctx.treadle]) {
+    await mapLimited(Array.from({ length: WARM_UP_ITEMS }, (_, i) => i), WARM_UP_ITEMS, async (i) => {
+      const id = `${ctx.tag}-warmup-${side.name}-${i}`;
+      await side.startLinear(id, ctx.sizes.stages);
+      await side.result(id);
+    });
+    const id = `${ctx.tag}-warmup-review-${side.name}`;
+    await side.startReview(id);
+    await side.untilWaiting(id);
+    await side.approve(id);
+    await side.result(id);
+  }
+}
+
+function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults['scenarios']): Goal[] {
+  const goals: Goal[] = [
+    {
+      goal: 'throughput: Treadle items/s ÷ baseline items/s',
+      measured: s.throughput.throughputRatio,
+      target: `≥ ${THROUGHPUT_RATIO_GOAL}`,
+      met: (s.throughput.throughputRatio ?? 0) >= THROUGHPUT_RATIO_GOAL,
+    },
+    {
+      goal: 'per-stage scheduling latency p50: Treadle ÷ baseline (sequential items)',
+      measured: s.latency.p50Ratio,
+      target: `≤ ${LATENCY_P50_RATIO_GOAL}`,
+      met: s.latency.p50Ratio !== null && s.latency.p50Ratio <= LATENCY_P50_RATIO_GOAL,
+    },
+    {
+      goal: 'per-stage scheduling latency p50 under throughput load: Treadle ÷ baseline',
+      measured: s.throughput.latencyUnderLoadP50Ratio,
+      target: `≤ ${LATENCY_P50_RATIO_GOAL}`,
+      met: s.throughput.latencyUnderLoadP50Ratio !== null && s.throughput.latencyUnderLoadP50Ratio <= LATENCY_P50_RATIO_GOAL,
+    },
+    ...s.largeArtefacts.map((a) => ({
+      goal: `large artefact ${a.bytes / 1e6} MB: Treadle history bytes per stage`,
+      measured: a.treadle.historyBytesPerStage,
+      target: `< ${HISTORY_BYTES_PER_STAGE_GOAL}`,
+      met: a.treadleUnderGoal,
+    })),
+  ];
+  if (mode === 'quick') goals.push({ goal: 'quick mode wall time (ms)', measured: round(durationMs, 0), target: `< ${QUICK_MODE_BUDGET_MS}`, met: durationMs < QUICK_MODE_BUDGET_MS });
+  return goals;
+}
+
+function printTable(rows: Row[], goals: Goal[]): void {
+  const header: Row = { scenario: 'scenario', metric: 'metric', treadle: 'treadle', baseline: 'baseline', ratio: 'T/B' };
+  const keys = ['scenario', 'metric', 'treadle', 'baseline', 'ratio'] as const;
+  const widths = keys.map((k) => Math.max(...[header, ...rows].map((r) => r[k].length)));
+  const line = (r: Row) => `| ${keys.map((k, i) => r[k].padEnd(widths[i]!)).join(' | ')} |`;
+  const out = [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line), '', 'goals:'];
+  for (const g of goals) out.push(`  ${g.met ? 'met   ' : 'MISSED'} ${g.goal}: ${g.measured ?? '—'} (target ${g.target})`);
+  process.stdout.write(`${out.join('\n')}\n`);
+}
+
+function writeResults(results: BenchResults): string {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const file = path.join(RESULTS_DIR, `${results.mode}.json`);
+  const temp = `${file}.${randomUUID().slice(0, 8)}.tmp`;
+  writeFileSync(temp, `${JSON.stringify(results, null, 2)}\n`);
+  renameSync(temp, file);
+  return file;
+}
+
+async function main(): Promise<void> {
+  const mode = parseMode(process.argv.slice(2));
+  const sizes = SIZES[mode];
+  const startedAt = new Date();
+  const started = performance.now();
+  progress(`mode ${mode}`);
+  let env: BenchEnvironment | undefined;
+  const interrupt = (): void => {
+    progress('interrupted; shutting down');
+    void (env?.shutdown() ?? Promise.resolve()).finally(() => process.exit(130));
+  };
+  process.once('SIGINT', interrupt);
+  process.once('SIGTERM', interrupt);
+  try {
+    env = await startEnvironment(progress);
+    const record = env.record;
+    const ctx: ScenarioContext = {
+      sizes,
+      treadle: treadleSide(env.treadle),
+      baseline: baselineSide(env.temporal, env.baselineQueue),
+      treadleClient: env.treadle,
+      tag: randomUUID().slice(0, 8),
+      progress,
+    };
+    await warmUp(ctx);
+    const rows: Row[] = [];
+    const run = async <T>(scenario: (c: ScenarioContext) => Promise<{ result: T; rows: Row[] }>): Promise<T> => {
+      const { result, rows: scenarioRows } = await scenario(ctx);
+      rows.push(...scenarioRows);
+      return result;
+    };
+    const scenarios: BenchResults['scenarios'] = {
+      throughput: await run(throughput),
+      latency: await run(latency),
+      retryLoop: await run(retryLoop),
+      reviewRoundTrip: await run(reviewRoundTrip),
+      fanOut: await run(fanOut),
+      largeArtefacts: await run(largeArtefacts),
+      // Last: it leaves its items waiting, which would weigh on every scenario after it.
+      waitingItems: await run(waitingItems),
+    };
+    progress('shutting down');
+    await env.shutdown();
+    env = undefined;
+    const durationMs = performance.now() - started;
+    const goals = evaluateGoals(mode, durationMs, scenarios);
+    const results: BenchResults = {
+      mode,
+      sizes,
+      startedAt: startedAt.toISOString(),
+      durationMs: round(durationMs, 0),
+      environment: record,
+      scenarios,
+      goals,
+      table: rows,
+    };
+    printTable(rows, goals);
+    progress(`wrote ${writeResults(results)} (${(durationMs / 1000).toFixed(1)} s)`);
+  } finally {
+    await env?.shutdown();
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench failed: ${(error as Error).stack ?? String(error)}\n`);
+  process.exitCode = 1;
+});

@@ -1,0 +1,139 @@
+/**
+ * What every scenario shares: its inputs (the two sides, sizes, a run tag for unique ids), the rows it adds
+ * to the printed table, and small helpers for running many items with bounded concurrency.
+ */
+import type { WorkflowHandle } from '@temporalio/client';
+import type { TreadleClient } from '../src/client';
+import type { Side } from './sides';
+import { readHistory, type History, type HistorySize } from './history';
+
+/** The sizes of one run mode. */
+export interface Sizes {
+  mode: 'quick' | 'medium' | 'full';
+  throughputItems: number;
+  /** Rounds of the throughput scenario; rounds alternate which side goes first. */
+  throughputRounds: number;
+  stages: number;
+  latencyItems: number;
+  retryItems: number;
+  reviewItems: number;
+  fanOutWidths: number[];
+  fanOutRuns: number;
+  artefactBytes: number[];
+  artefactRuns: number;
+  waitingItems: number;
+}
+
+/** Sizes of each mode; `quick` must finish in under two minutes on a 2-core machine. */
+export const SIZES: Record<Sizes['mode'], Sizes> = {
+  quick: {
+    mode: 'quick',
+    throughputItems: 20,
+    throughputRounds: 2,
+    stages: 10,
+    latencyItems: 6,
+    retryItems: 5,
+    reviewItems: 10,
+    fanOutWidths: [50, 200],
+    fanOutRuns: 1,
+    artefactBytes: [1_000_000, 10_000_000],
+    artefactRuns: 1,
+    waitingItems: 100,
+  },
+  medium: {
+    mode: 'medium',
+    throughputItems: 100,
+    throughputRounds: 2,
+    stages: 10,
+    latencyItems: 20,
+    retryItems: 10,
+    reviewItems: 25,
+    fanOutWidths: [50, 200],
+    fanOutRuns: 2,
+    artefactBytes: [1_000_000, 10_000_000],
+    artefactRuns: 2,
+    waitingItems: 500,
+  },
+  full: {
+    mode: 'full',
+    throughputItems: 200,
+    throughputRounds: 2,
+    stages: 10,
+    latencyItems: 40,
+    retryItems: 20,
+    reviewItems: 50,
+    fanOutWidths: [50, 200],
+    fanOutRuns: 3,
+    artefactBytes: [1_000_000, 10_000_000],
+    artefactRuns: 3,
+    waitingItems: 1000,
+  },
+};
+
+/** One row of the summary table: a metric for Treadle and the baseline, and their ratio. */
+export interface Row {
+  scenario: string;
+  metric: string;
+  treadle: string;
+  baseline: string;
+  ratio: string;
+}
+
+/** What a scenario is given. */
+export interface ScenarioContext {
+  sizes: Sizes;
+  treadle: Side;
+  baseline: Side;
+  /** The Treadle client behind the `treadle` side, for Treadle-only calls (listing reviews). */
+  treadleClient: TreadleClient;
+  /** Unique per run, so workflow ids never collide. */
+  tag: string;
+  progress(message: string): void;
+}
+
+/** A scenario's JSON result and its table rows. */
+export interface ScenarioResult<T> {
+  result: T;
+  rows: Row[];
+}
+
+/** Runs `fn` over `items`, at most `limit` at a time, keeping the results in order. */
+export async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!, i);
+    }
+  });
+  await Promise.all(lanes);
+  return out;
+}
+
+/** Fetches histories and sizes of many executions (not timed: only read after the measured work). */
+export function readHistories(handles: WorkflowHandle[]): Promise<{ history: History; size: HistorySize }[]> {
+  return mapLimited(handles, 16, (h) => readHistory(h));
+}
+
+/** Both sides, in the order round `n` runs them: alternating, so neither always goes first. */
+export function sidesInOrder(ctx: ScenarioContext, n: number): Side[] {
+  return n % 2 === 0 ? [ctx.baseline, ctx.treadle] : [ctx.treadle, ctx.baseline];
+}
+
+/** Formats a number for the table. */
+export function fmt(value: number | null | undefined, unit = ''): string {
+  if (value === null || value === undefined || Number.isNaN(value)) return '—';
+  const text = Math.abs(value) >= 100 ? value.toFixed(0) : Math.abs(value) >= 10 ? value.toFixed(1) : value.toFixed(2);
+  return `${text}${unit}`;
+}
+
+/** Formats a ratio for the table (`×`). */
+export function fmtRatio(value: number | null): string {
+  return value === null ? '—' : `${value.toFixed(2)}×`;
+}
+
+/** Milliseconds since an arbitrary origin, for wall-clock durations. */
+export function nowMs(): number {
+  return performance.now();
+}

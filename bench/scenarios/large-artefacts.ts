@@ -1,0 +1,135 @@
+/**
+ * Large artefacts: a stage produces a 1 MB or 10 MB artefact and the next stage receives it. Treadle
+ * offloads it to the blob store (default threshold) and keeps a reference in the history; the baseline
+ * passes it inline through the activity result and the next activity's input, which Temporal refuses above
+ * its payload limit (~2 MB): the baseline's error is recorded as measured.
+ */
+import { readHistory } from '../history';
+import { median, ratio, round } from '../statistics';
+import { fmt, fmtRatio, nowMs, type ScenarioContext, type ScenarioResult } from '../scenario';
+import type { Side } from '../sides';
+
+/** The goal: history bytes per stage stay under this. */
+export const HISTORY_BYTES_PER_STAGE_GOAL = 10 * 1024;
+const STAGES = 2;
+/** Above this, the baseline is expected to fail: it is tried once, not repeated. */
+const INLINE_LIMIT_BYTES = 2 * 1024 * 1024;
+/** A baseline attempt that neither completes nor fails within this long is reported as stuck. */
+const BASELINE_FAILURE_TIMEOUT_MS = 60_000;
+
+export interface ArtefactSide {
+  ok: boolean;
+  wallMs: number[];
+  medianWallMs: number | null;
+  historyBytes: number | null;
+  historyBytesPerStage: number | null;
+  historyEvents: number | null;
+  /** What failed, word for word, when the side could not pass the payload. */
+  error?: string;
+}
+
+export interface ArtefactSizeResult {
+  bytes: number;
+  treadle: ArtefactSide;
+  baseline: ArtefactSide;
+  /** Treadle's history bytes per stage stay under 10 KiB. */
+  treadleUnderGoal: boolean;
+}
+
+/** The messages of an error and its causes, outermost first. */
+function describeError(error: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  while (current instanceof Error && parts.length < 6) {
+    parts.push(`${current.name}: ${current.message}`);
+    current = (current as { cause?: unknown }).cause;
+  }
+  return parts.join(' ← ');
+}
+
+async function runOnce(side: Side, id: string, bytes: number, timeoutMs?: number): Promise<{ wallMs: number; error?: string }> {
+  const started = nowMs();
+  try {
+    await side.startLarge(id, bytes);
+    const done = side.result(id);
+    if (timeoutMs === undefined) await done;
+    else {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no result within ${timeoutMs / 1000}s`)), timeoutMs);
+      });
+      try {
+        await Promise.race([done, timeout]);
+      } finally {
+        clearTimeout(timer);
+        done.catch(() => undefined);
+      }
+    }
+    return { wallMs: round(nowMs() - started) };
+  } catch (error) {
+    await side.handle(id).terminate('benchmark: payload attempt ended').catch(() => undefined);
+    return { wallMs: round(nowMs() - started), error: describeError(error) };
+  }
+}
+
+async function measure(ctx: ScenarioContext, side: Side, bytes: number, runs: number): Promise<ArtefactSide> {
+  const walls: number[] = [];
+  const sizes: { bytes: number; events: number }[] = [];
+  for (let run = 0; run < runs; run++) {
+    const id = `${ctx.tag}-artefact-${bytes}-${side.name}-${run}`;
+    const inlineTooBig = side.name === 'baseline' && bytes > INLINE_LIMIT_BYTES;
+    const outcome = await runOnce(side, id, bytes, inlineTooBig ? BASELINE_FAILURE_TIMEOUT_MS : undefined);
+    if (outcome.error !== undefined) {
+      const size = await readHistory(side.handle(id)).then((r) => r.size, () => undefined);
+      return {
+        ok: false,
+        wallMs: [outcome.wallMs],
+        medianWallMs: null,
+        historyBytes: size?.bytes ?? null,
+        historyBytesPerStage: null,
+        historyEvents: size?.events ?? null,
+        error: outcome.error,
+      };
+    }
+    walls.push(outcome.wallMs);
+    sizes.push((await readHistory(side.handle(id))).size);
+  }
+  const historyBytes = median(sizes.map((s) => s.bytes));
+  return {
+    ok: true,
+    wallMs: walls,
+    medianWallMs: median(walls),
+    historyBytes,
+    historyBytesPerStage: round(historyBytes / STAGES, 0),
+    historyEvents: median(sizes.map((s) => s.events)),
+  };
+}
+
+/** Runs the large-artefact scenario at every configured size. */
+export async function largeArtefacts(ctx: ScenarioContext): Promise<ScenarioResult<ArtefactSizeResult[]>> {
+  const results: ArtefactSizeResult[] = [];
+  for (const bytes of ctx.sizes.artefactBytes) {
+    const inlinePossible = bytes <= INLINE_LIMIT_BYTES;
+    ctx.progress(`large artefacts: ${bytes / 1e6} MB, ${ctx.sizes.artefactRuns} run(s) treadle, ${inlinePossible ? ctx.sizes.artefactRuns : 1} baseline`);
+    const treadle = await measure(ctx, ctx.treadle, bytes, ctx.sizes.artefactRuns);
+    const baseline = await measure(ctx, ctx.baseline, bytes, inlinePossible ? ctx.sizes.artefactRuns : 1);
+    results.push({ bytes, treadle, baseline, treadleUnderGoal: treadle.ok && (treadle.historyBytesPerStage ?? Infinity) < HISTORY_BYTES_PER_STAGE_GOAL });
+  }
+  return {
+    result: results,
+    rows: results.flatMap((r) => {
+      const name = `large artefact (${r.bytes / 1e6} MB between 2 stages)`;
+      const baselineWall = r.baseline.ok ? fmt(r.baseline.medianWallMs, ' ms') : 'not possible inline';
+      return [
+        { scenario: name, metric: 'wall time', treadle: r.treadle.ok ? fmt(r.treadle.medianWallMs, ' ms') : 'failed', baseline: baselineWall, ratio: fmtRatio(r.baseline.ok && r.treadle.ok ? ratio(r.treadle.medianWallMs!, r.baseline.medianWallMs!) : null) },
+        {
+          scenario: name,
+          metric: 'history bytes per stage',
+          treadle: fmt((r.treadle.historyBytesPerStage ?? Number.NaN) / 1024, ' KiB'),
+          baseline: r.baseline.ok ? fmt((r.baseline.historyBytesPerStage ?? Number.NaN) / 1024, ' KiB') : 'not possible inline',
+          ratio: fmtRatio(r.baseline.ok ? ratio(r.treadle.historyBytesPerStage ?? 0, r.baseline.historyBytesPerStage ?? 0) : null),
+        },
+      ];
+    }),
+  };
+}

@@ -1,0 +1,145 @@
+/**
+ * Many waiting items: N work items waiting for review at once. Reports this process's RSS (it runs both
+ * workers) before and after, and how long `TreadleClient.listPendingReviews()` takes to list them all.
+ * `listPendingReviews` finds the items with one visibility query and then runs one `state` query per item
+ * (16 at a time), so its time grows with N; the visibility query alone is timed too. The same number of
+ * baseline workflows waiting for a signal gives the memory cost of a plain waiting workflow.
+ */
+import { PENDING_REVIEWS_QUERY } from '../../src/model/search-attributes';
+import { reviewPipelineSpec } from '../treadle-pipelines';
+import { ratio, round } from '../statistics';
+import { fmt, fmtRatio, mapLimited, nowMs, type ScenarioContext, type ScenarioResult } from '../scenario';
+import type { Side } from '../sides';
+
+/** Starts in flight at once. */
+const START_CONCURRENCY = 20;
+const LISTING_POLL_MS = 250;
+const LISTING_TIMEOUT_MS = 300_000;
+
+export interface MemorySample {
+  rssMiB: number;
+  heapUsedMiB: number;
+}
+
+export interface WaitingItemsResult {
+  items: number;
+  memory: { before: MemorySample; afterBaseline: MemorySample; afterTreadle: MemorySample };
+  /** RSS growth per waiting item (KiB). */
+  rssPerItemKiB: { treadle: number; baseline: number };
+  /** Wall time to start all items and see each waiting. */
+  startMs: { treadle: number; baseline: number };
+  listing: {
+    /** All items started → first `listPendingReviews` call that returned all of them (polled). */
+    firstCompleteAfterMs: number;
+    /** Duration of that complete call. */
+    firstCompleteCallMs: number;
+    /** One more call once everything is listed. */
+    steadyCallMs: number;
+    /** The visibility query alone (no per-item state queries). */
+    visibilityOnlyMs: number;
+    calls: number;
+    listed: number;
+  };
+}
+
+function memory(): MemorySample {
+  const m = process.memoryUsage();
+  return { rssMiB: round(m.rss / 2 ** 20, 1), heapUsedMiB: round(m.heapUsed / 2 ** 20, 1) };
+}
+
+async function startWaiting(side: Side, ids: string[], confirm: boolean): Promise<number> {
+  const started = nowMs();
+  await mapLimited(ids, START_CONCURRENCY, async (id) => {
+    await side.startReview(id);
+    if (confirm) await side.untilWaiting(id);
+  });
+  return nowMs() - started;
+}
+
+/** Runs the many-waiting-items scenario; run it last, as it leaves the items waiting. */
+export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult<WaitingItemsResult>> {
+  const n = ctx.sizes.waitingItems;
+  const before = memory();
+  ctx.progress(`waiting items: ${n} baseline workflows waiting for a signal`);
+  const baselineStart = await startWaiting(
+    ctx.baseline,
+    Array.from({ length: n }, (_, i) => `${ctx.tag}-waiting-baseline-${i}`),
+    true,
+  );
+  const afterBaseline = memory();
+
+  ctx.progress(`waiting items: ${n} treadle items waiting for review`);
+  const treadleIds = Array.from({ length: n }, (_, i) => `${ctx.tag}-waiting-treadle-${i}`);
+  const treadleStart = await startWaiting(ctx.treadle, treadleIds, false);
+  const client = ctx.treadleClient;
+  const listedFrom = nowMs();
+  let calls = 0;
+  let firstCompleteCallMs = Number.NaN;
+  let listed = 0;
+  for (;;) {
+    const callStarted = nowMs();
+    const listing = await client.listPendingReviews({ pipeline: reviewPipelineSpec.name });
+    const callMs = nowMs() - callStarted;
+    calls++;
+    listed = listing.length;
+    if (listed >= n) {
+      firstCompleteCallMs = callMs;
+      break;
+    }
+    if (nowMs() - listedFrom > LISTING_TIMEOUT_MS) throw new Error(`only ${listed} of ${n} pending reviews listed after ${LISTING_TIMEOUT_MS / 1000}s`);
+    await new Promise((r) => setTimeout(r, LISTING_POLL_MS));
+  }
+  const firstCompleteAfterMs = nowMs() - listedFrom;
+  const afterTreadle = memory();
+
+  const steadyStarted = nowMs();
+  const steady = await client.listPendingReviews({ pipeline: reviewPipelineSpec.name });
+  const steadyCallMs = nowMs() - steadyStarted;
+  if (steady.length !== n) throw new Error(`the steady listing returned ${steady.length} of ${n} pending reviews`);
+
+  const visibilityStarted = nowMs();
+  let visible = 0;
+  for await (const _ of client.client.workflow.list({ query: `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'` })) visible++;
+  const visibilityOnlyMs = nowMs() - visibilityStarted;
+  if (visible !== n) throw new Error(`the visibility query returned ${visible} of ${n} items`);
+
+  const result: WaitingItemsResult = {
+    items: n,
+    memory: { before, afterBaseline, afterTreadle },
+    rssPerItemKiB: {
+      baseline: round(((afterBaseline.rssMiB - before.rssMiB) * 1024) / n, 1),
+      treadle: round(((afterTreadle.rssMiB - afterBaseline.rssMiB) * 1024) / n, 1),
+    },
+    startMs: { treadle: round(treadleStart), baseline: round(baselineStart) },
+    listing: {
+      firstCompleteAfterMs: round(firstCompleteAfterMs),
+      firstCompleteCallMs: round(firstCompleteCallMs),
+      steadyCallMs: round(steadyCallMs),
+      visibilityOnlyMs: round(visibilityOnlyMs),
+      calls,
+      listed,
+    },
+  };
+  const name = `many waiting items (${n})`;
+  return {
+    result,
+    rows: [
+      {
+        scenario: name,
+        metric: 'worker RSS growth per waiting item',
+        treadle: fmt(result.rssPerItemKiB.treadle, ' KiB'),
+        baseline: fmt(result.rssPerItemKiB.baseline, ' KiB'),
+        ratio: fmtRatio(ratio(result.rssPerItemKiB.treadle, result.rssPerItemKiB.baseline)),
+      },
+      { scenario: name, metric: 'process RSS after', treadle: fmt(afterTreadle.rssMiB, ' MiB'), baseline: fmt(afterBaseline.rssMiB, ' MiB'), ratio: '' },
+      {
+        scenario: name,
+        metric: 'listPendingReviews: one call / first complete',
+        treadle: `${fmt(result.listing.steadyCallMs, ' ms')} / ${fmt(result.listing.firstCompleteAfterMs, ' ms')}`,
+        baseline: `visibility list only: ${fmt(result.listing.visibilityOnlyMs, ' ms')}`,
+        ratio: '',
+      },
+    ],
+  };
+}
+

@@ -1,0 +1,105 @@
+/**
+ * The two sides every scenario runs: Treadle work items and raw-Temporal baseline workflows, behind one
+ * interface so each scenario's code (and its measurement) is the same for both.
+ */
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { TreadleClient } from '../src/client';
+import type { WorkItemResult } from '../src/model/state';
+import { reviewSignal } from '../src/workflows/messages';
+import { approveSignal, fanOut, isWaitingQuery, largePayload, linearPipeline, retryLoop, reviewThenContinue } from './baseline-workflows';
+import {
+  fanOutPipelineSpec,
+  largeArtefactPipelineSpec,
+  linearPipelineSpec,
+  retryPipelineSpec,
+  retryScript,
+  reviewPipelineSpec,
+} from './treadle-pipelines';
+
+/** How often a side is polled while waiting for an item to reach its review. */
+const REVIEW_POLL_MS = 20;
+/** Give up waiting for a review after this long: something is broken. */
+const REVIEW_WAIT_TIMEOUT_MS = 120_000;
+
+export type SideName = 'treadle' | 'baseline';
+
+/** What a scenario can ask of a side. Every start uses the given id as the workflow id. */
+export interface Side {
+  name: SideName;
+  startLinear(id: string, stages: number): Promise<void>;
+  startFanOut(id: string, width: number): Promise<void>;
+  startReview(id: string): Promise<void>;
+  startRetry(id: string, rejections: number): Promise<void>;
+  startLarge(id: string, bytes: number): Promise<void>;
+  /** Resolves once the item waits for its review (polled through a query). */
+  untilWaiting(id: string): Promise<void>;
+  /** Approves the waiting review: the Treadle update by default, or the Treadle signal with `via: 'signal'`. */
+  approve(id: string, via?: 'update' | 'signal'): Promise<void>;
+  /** Waits for the item and throws unless it completed successfully. */
+  result(id: string): Promise<void>;
+  handle(id: string): WorkflowHandle;
+}
+
+/** Treadle work items, started and reviewed through `TreadleClient`. */
+export function treadleSide(client: TreadleClient): Side {
+  const start = async (id: string, spec: unknown, input: unknown = null): Promise<void> => {
+    await client.start(spec, input, { id });
+  };
+  return {
+    name: 'treadle',
+    startLinear: (id, stages) => start(id, linearPipelineSpec(stages)),
+    startFanOut: (id, width) => start(id, fanOutPipelineSpec(width)),
+    startReview: (id) => start(id, reviewPipelineSpec),
+    startRetry: (id, rejections) => start(id, retryPipelineSpec(rejections + 1), retryScript(rejections)),
+    startLarge: (id, bytes) => start(id, largeArtefactPipelineSpec(bytes)),
+    untilWaiting: (id) => poll(id, async () => (await client.getState(id)).status === 'waiting_review'),
+    approve: async (id, via = 'update') => {
+      if (via === 'update') await client.approve(id, 'review', { reviewer: 'bench' });
+      else await client.client.workflow.getHandle(id).signal(reviewSignal, { stage: 'review', outcome: { kind: 'approve' }, reviewer: 'bench' });
+    },
+    result: async (id) => {
+      const result: WorkItemResult = await client.result(id);
+      if (result.status !== 'completed') throw new Error(`treadle item ${id} ${result.status}: ${result.error ?? ''}`);
+    },
+    handle: (id) => client.client.workflow.getHandle(id),
+  };
+}
+
+/** Plain workflows from `baseline-workflows.ts` on their own task queue. */
+export function baselineSide(client: Client, taskQueue: string): Side {
+  return {
+    name: 'baseline',
+    startLinear: async (id, stages) => {
+      await client.workflow.start(linearPipeline, { taskQueue, workflowId: id, args: [{ stages }] });
+    },
+    startFanOut: async (id, width) => {
+      await client.workflow.start(fanOut, { taskQueue, workflowId: id, args: [{ width }] });
+    },
+    startReview: async (id) => {
+      await client.workflow.start(reviewThenContinue, { taskQueue, workflowId: id });
+    },
+    startRetry: async (id, rejections) => {
+      await client.workflow.start(retryLoop, { taskQueue, workflowId: id, args: [{ maxAttempts: rejections + 1, rejectFirst: rejections }] });
+    },
+    startLarge: async (id, bytes) => {
+      await client.workflow.start(largePayload, { taskQueue, workflowId: id, args: [{ bytes }] });
+    },
+    untilWaiting: (id) => poll(id, () => client.workflow.getHandle(id).query(isWaitingQuery)),
+    approve: async (id) => {
+      await client.workflow.getHandle(id).signal(approveSignal);
+    },
+    result: async (id) => {
+      await client.workflow.getHandle(id).result();
+    },
+    handle: (id) => client.workflow.getHandle(id),
+  };
+}
+
+async function poll(id: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + REVIEW_WAIT_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, REVIEW_POLL_MS));
+  }
+  throw new Error(`${id} did not reach its review within ${REVIEW_WAIT_TIMEOUT_MS / 1000}s`);
+}

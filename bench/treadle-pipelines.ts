@@ -1,0 +1,86 @@
+/**
+ * The Treadle side of the benchmarks: a registry of no-op implementations and the pipeline specs each
+ * scenario runs. Every stage does no work, so what is measured is the engine.
+ */
+import { Registry } from '../src/activities/registry';
+import { registerScripted } from '../src/pipelines/scripted';
+
+/** Stage names of the linear pipeline: `s01` … `s10`. */
+export function linearStageNames(stages: number): string[] {
+  return Array.from({ length: stages }, (_, i) => `s${String(i + 1).padStart(2, '0')}`);
+}
+
+/**
+ * `noop` (returns a tiny artefact at once), `payload` (an artefact of `with.bytes` characters, for the
+ * large-artefact scenario) and the built-in `scripted` gate, whose verdicts come from the item's `script`.
+ */
+export function benchRegistry(): Registry {
+  return registerScripted(new Registry())
+    .stage('noop', async (ctx) => ({ outcome: 'completed', artefact: { i: ctx.attempt } }))
+    .stage('payload', async (ctx) => {
+      const bytes = (ctx.config as { bytes?: number } | undefined)?.bytes ?? 0;
+      return { outcome: 'completed', artefact: { text: 'x'.repeat(bytes) } };
+    });
+}
+
+/** `stages` no-op stages in a chain. */
+export function linearPipelineSpec(stages: number) {
+  const names = linearStageNames(stages);
+  return {
+    name: `bench-linear-${stages}`,
+    stages: names.map((name, i) => ({ name, run: 'noop', ...(i > 0 ? { depends_on: [names[i - 1]!] } : {}) })),
+  };
+}
+
+/** One stage, `width` stages in parallel after it, and one stage that joins them. */
+export function fanOutPipelineSpec(width: number) {
+  const parallel = Array.from({ length: width }, (_, i) => `p${String(i + 1).padStart(3, '0')}`);
+  return {
+    name: `bench-fan-out-${width}`,
+    stages: [
+      { name: 'start', run: 'noop' },
+      ...parallel.map((name) => ({ name, run: 'noop', depends_on: ['start'] })),
+      { name: 'join', run: 'noop', depends_on: parallel },
+    ],
+  };
+}
+
+/** `review` (policy always: a human signs off) followed by `next`. */
+export const reviewPipelineSpec = {
+  name: 'bench-review',
+  stages: [
+    { name: 'review', run: 'noop', review_policy: 'always' },
+    { name: 'next', run: 'noop', depends_on: ['review'] },
+  ],
+};
+
+/** The stage the retry pipeline retries. */
+export const RETRY_STAGE = 'work';
+
+/** One stage with the scripted gate and a budget of `maxAttempts` attempts, no delay between them. */
+export function retryPipelineSpec(maxAttempts: number) {
+  return {
+    name: 'bench-retry',
+    stages: [{ name: RETRY_STAGE, run: 'noop', gate: 'scripted', retry_budget: { max_attempts: maxAttempts, delay: 0 } }],
+  };
+}
+
+/** The item input that makes the scripted gate reject the first `rejections` attempts, then accept. */
+export function retryScript(rejections: number) {
+  return {
+    script: {
+      [RETRY_STAGE]: [...Array.from({ length: rejections }, (_, i) => ({ verdict: 'rejected', summary: `attempt ${i + 1} rejected` })), { verdict: 'accepted' }],
+    },
+  };
+}
+
+/** `produce` makes an artefact of `bytes` characters; `consume` receives it as its upstream artefact. */
+export function largeArtefactPipelineSpec(bytes: number) {
+  return {
+    name: `bench-large-${bytes}`,
+    stages: [
+      { name: 'produce', run: 'payload', with: { bytes } },
+      { name: 'consume', run: 'noop', depends_on: ['produce'] },
+    ],
+  };
+}
