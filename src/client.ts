@@ -5,6 +5,7 @@
 import {
   Client,
   Connection,
+  ServiceError,
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
@@ -12,7 +13,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
-import { FileBlobStore, resolveArtefact, type BlobStore } from './activities/blob-store';
+import { FileBlobStore, offloadArtefact, resolveArtefact, type BlobStore } from './activities/blob-store';
 import { loadConfig } from './config';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
@@ -52,6 +53,9 @@ export interface ConnectOptions {
   reviewTimeoutMs?: number;
 }
 
+/** Temporal's default limit on one payload; a larger start request is refused by the server. */
+const MAX_INPUT_BYTES = 2 * 1024 * 1024;
+
 /** Reviews are updates, which need a running worker; without one the call would wait forever. */
 const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
 
@@ -65,6 +69,7 @@ export class TreadleClient {
   private readonly known?: KnownImplementations;
   private readonly blobs: BlobStore;
   private readonly reviewTimeoutMs: number;
+  private readonly blobThresholdBytes: number;
 
   constructor(
     readonly client: Client,
@@ -76,6 +81,7 @@ export class TreadleClient {
     if (options.known) this.known = options.known;
     this.blobs = options.blobs ?? new FileBlobStore(config.blobDir);
     this.reviewTimeoutMs = options.reviewTimeoutMs ?? DEFAULT_REVIEW_TIMEOUT_MS;
+    this.blobThresholdBytes = config.blobThresholdBytes;
   }
 
   /** Connects to Temporal (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE` by default). */
@@ -107,6 +113,13 @@ export class TreadleClient {
     }
     const inputProblem = jsonProblem(input);
     if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
+    const inputBytes = Buffer.byteLength(JSON.stringify(input ?? null));
+    if (inputBytes > MAX_INPUT_BYTES) {
+      throw new TreadleError(
+        `the work item input is ${megabytes(inputBytes)}; Temporal refuses payloads over ${megabytes(MAX_INPUT_BYTES)}, so keep large documents outside the input (a file, an object store) and pass a reference`,
+        'invalid_input',
+      );
+    }
     const id = options.id ?? `${validation.spec.name}-${randomUUID().slice(0, 8)}`;
     if (options.tokenBudget !== undefined && options.tokenBudget !== null && !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)) {
       throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`, 'invalid_input');
@@ -130,6 +143,10 @@ export class TreadleClient {
       if (error instanceof WorkflowExecutionAlreadyStartedError) {
         const description = await this.handle(id).describe();
         return { id, runId: description.runId, pipeline: validation.spec.name };
+      }
+      if (error instanceof ServiceError) {
+        // The SDK's message is only "Failed to start Workflow"; the server's reason is in the cause.
+        throw new TreadleError(`could not start work item ${id}: ${error.cause?.message ?? error.message}`, 'failed');
       }
       throw error;
     }
@@ -180,9 +197,14 @@ export class TreadleClient {
     return this.review(id, stage, { kind: 'reject', reason, ...(options.note !== undefined ? { note: options.note } : {}) }, options.reviewer);
   }
 
-  /** Approves with an edited artefact, which downstream stages receive instead of the original. */
-  approveWithEdits(id: string, stage: string, artefact: Json, options: { reviewer?: string; note?: string } = {}): Promise<ReviewAccepted> {
-    return this.review(id, stage, { kind: 'approve_with_edits', artefact, ...(options.note !== undefined ? { note: options.note } : {}) }, options.reviewer);
+  /**
+   * Approves with an edited artefact, which downstream stages receive instead of the original. Edits larger
+   * than the blob threshold go to the blob store and only their reference enters the history, as stage
+   * artefacts do (so the blob store must be one the workers read, e.g. a shared `TREADLE_BLOB_DIR`).
+   */
+  async approveWithEdits(id: string, stage: string, artefact: Json, options: { reviewer?: string; note?: string } = {}): Promise<ReviewAccepted> {
+    const stored = (await offloadArtefact(artefact, this.blobs, this.blobThresholdBytes, `edited ${stage} of ${id}`)) ?? null;
+    return this.review(id, stage, { kind: 'approve_with_edits', artefact: stored, ...(options.note !== undefined ? { note: options.note } : {}) }, options.reviewer);
   }
 
   /**
@@ -291,6 +313,10 @@ function jsonProblem(value: unknown, at = 'input'): string | undefined {
     return undefined;
   }
   return `${at} is ${typeof value}`;
+}
+
+function megabytes(bytes: number): string {
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
 }
 
 function isNotFound(error: unknown): boolean {

@@ -8,7 +8,7 @@ import { TreadleClient, TreadleError } from '../client';
 import { loadConfig } from '../config';
 import type { UsageTotals } from '../engine/usage';
 import type { Json, ReviewOutcome } from '../model/shapes';
-import { CATALOG, findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
+import { CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { cliVersion, resolveTemporalCli, TemporalCliNotFoundError } from '../server/temporal-cli';
 import { DEFAULT_DB_FILE, DEFAULT_PORT, DEFAULT_UI_PORT } from '../server/dev-server';
 import { validatePipeline } from '../model/pipeline';
@@ -17,7 +17,12 @@ import { runDemo, runDev } from './dev';
 import { renderEvent, renderStatus, table } from './render';
 
 const program = new Command();
-program.name('treadle').description('Durable AI-agent work pipelines on Temporal').showHelpAfterError();
+program
+  .name('treadle')
+  .description('Durable AI-agent work pipelines on Temporal')
+  // Usage errors are one line too, like every other failure; --help shows the usage.
+  .configureOutput({ outputError: (text, write) => write(`treadle: ${oneLine(text.replace(/^error: /, ''))} (see treadle --help)\n`) })
+  .showSuggestionAfterError();
 
 const port = (value: string): number => {
   const n = Number(value);
@@ -52,7 +57,7 @@ function readInput(value: string | undefined, fallback: Json): Json {
   try {
     return JSON.parse(value) as Json;
   } catch (error) {
-    throw new TreadleError(`--input is not valid JSON (${(error as Error).message}); pass JSON or @file.json`, 'invalid_input');
+    throw new TreadleError(`--input is not valid JSON (${oneLine((error as Error).message)}); pass JSON or @file.json`, 'invalid_input');
   }
 }
 
@@ -203,7 +208,12 @@ program
       let outcome: ReviewOutcome;
       if (opts.approve) outcome = { kind: 'approve', ...note, ...(opts.attempt !== undefined ? { attempt: opts.attempt } : {}) };
       else if (opts.reject !== undefined) outcome = { kind: 'reject', reason: opts.reject, ...note };
-      else outcome = { kind: 'approve_with_edits', artefact: readJsonFile(opts.edit!), ...note };
+      else {
+        // Through approveWithEdits, so that large edits go to the blob store like stage artefacts.
+        const done = await client.approveWithEdits(id, stage, readJsonFile(opts.edit!), { ...note, ...(opts.reviewer ? { reviewer: opts.reviewer } : {}) });
+        process.stdout.write(`${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
+        return;
+      }
       const done = await client.review(id, stage, outcome, opts.reviewer);
       process.stdout.write(`${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
     }),

@@ -5,6 +5,9 @@
 import { ReviewRequestSchema, type AttemptRecord, type ReviewOutcome } from '../model/shapes';
 import type { WorkItemState } from '../model/state';
 
+/** Inline edits larger than this would bloat the history (and the update carrying them) past safe sizes. */
+export const MAX_INLINE_EDIT_CHARS = 512 * 1024;
+
 /** A review that passed every check, ready to apply. */
 export interface AcceptedReview {
   stage: string;
@@ -31,6 +34,15 @@ export function checkReview(state: WorkItemState, payload: unknown): { ok: true;
       ok: false,
       error: `stage "${stage}" of work item ${state.id} is not waiting for review (it is ${stageState.status}); ${waiting.length ? `waiting: ${waiting.join(', ')}` : 'no stage is waiting for review'}`,
     };
+  }
+  if (outcome.kind === 'approve_with_edits') {
+    const size = JSON.stringify(outcome.artefact).length;
+    if (size > MAX_INLINE_EDIT_CHARS) {
+      return {
+        ok: false,
+        error: `the edited artefact is ${Math.round(size / 1024)} KB of JSON; edits over ${MAX_INLINE_EDIT_CHARS / 1024} KB must be stored in the blob store and passed by reference (TreadleClient.approveWithEdits and "treadle review --edit" do this)`,
+      };
+    }
   }
   if (outcome.kind === 'approve' && outcome.attempt !== undefined) {
     const chosen = stageState.attempts.find((a) => a.attempt === outcome.attempt);

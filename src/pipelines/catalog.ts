@@ -50,7 +50,7 @@ export function readPipelineFile(file: string): unknown {
   try {
     return file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
   } catch (error) {
-    throw new Error(`${file} is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(error as Error).message.split('\n')[0]}`);
+    throw new Error(`${file} is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${oneLine((error as Error).message.split('\n')[0]!.replace(/:\s*$/, ''))}`);
   }
 }
 
@@ -72,6 +72,11 @@ export function readJsonFile(file: string): Json {
   try {
     return JSON.parse(text) as Json;
   } catch (error) {
-    throw new Error(`${file} is not valid JSON: ${(error as Error).message}`);
+    throw new Error(`${file} is not valid JSON: ${oneLine((error as Error).message)}`);
   }
+}
+
+/** Parser messages may quote the input, newlines and all; errors stay on one line. */
+export function oneLine(message: string): string {
+  return message.replace(/\s+/g, ' ').trim();
 }

@@ -1,0 +1,154 @@
+/**
+ * A worker killed (SIGKILL, a separate process) in the middle of a stage. Cases: another worker process
+ * finishes the item; the side effect guarded by the idempotency key (`<workflow id>/<stage>/<attempt>`)
+ * happened once per attempt, the retried execution finding it already done; the attempt history has every
+ * attempt, numbered without gaps; the killed execution shows in Temporal's history as activity attempt 2
+ * after a heartbeat timeout.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { decodeTimeoutType } from '@temporalio/common';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { eventually, testAddress } from '../support/harness';
+import { FileBlobStore } from '../../src/activities/blob-store';
+import { TreadleClient } from '../../src/client';
+import { pipeline } from '../../src/model/builder';
+
+const LEDGER_WORKER = path.join(__dirname, 'fixtures', 'ledger-worker.js');
+/** Temporal notices a dead worker when its heartbeats stop for this long. */
+const HEARTBEAT_TIMEOUT = '2s';
+
+const children: ChildProcess[] = [];
+/** Everything each worker process printed, for failure messages. */
+const outputs = new Map<ChildProcess, string>();
+let connection: Connection;
+let client: TreadleClient;
+let temporal: Client;
+let dir: string;
+const taskQueue = `fault-crash-${Math.random().toString(36).slice(2, 10)}`;
+
+/** Starts a ledger worker process and resolves once it polls (or rejects with its output if it dies first). */
+async function startLedgerWorker(sleepMs: number): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [LEDGER_WORKER], {
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: testAddress(),
+      TREADLE_TASK_QUEUE: taskQueue,
+      TREADLE_BLOB_DIR: path.join(dir, 'blobs'),
+      LEDGER_DIR: dir,
+      LEDGER_SLEEP_MS: String(sleepMs),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  outputs.set(child, '');
+  const collect = (chunk: Buffer): void => void outputs.set(child, outputs.get(child) + chunk.toString());
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', () => {
+      if (outputs.get(child)!.includes('ready')) resolve();
+    });
+    child.once('exit', (code, signal) => reject(new Error(`ledger worker exited (${signal ?? code}) before it was ready:\n${outputs.get(child)}`)));
+  });
+  return child;
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+const ledger = (): string[] => {
+  try {
+    return readFileSync(path.join(dir, 'ledger.log'), 'utf8').split('\n').filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+
+beforeAll(async () => {
+  dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'ledger-'));
+  connection = await Connection.connect({ address: testAddress() });
+  temporal = new Client({ connection });
+  client = new TreadleClient(temporal, { taskQueue, blobs: new FileBlobStore(path.join(dir, 'blobs')) });
+});
+
+afterAll(async () => {
+  // Never leave a worker behind, whatever happened in the test.
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited(child);
+  }
+  await connection?.close();
+});
+
+it('a new worker finishes an item whose worker was killed mid-stage; the side effect happened once', async () => {
+  const id = `crash-${taskQueue}`;
+  const spec = pipeline('ledger')
+    .stage('count', 'ledger')
+    .qualityGate('count', 'scripted')
+    .retryBudget('count', { maxAttempts: 2 })
+    .activityOptions('count', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { initialInterval: '100ms' } });
+  // The gate rejects attempt 1 and accepts attempt 2: two attempts, two keys, one crash in the first.
+  const input = { script: { count: [{ verdict: 'rejected', summary: 'count again' }, {}] } };
+
+  // The first worker would sleep far longer than the test: it is killed while the stage runs.
+  const first = await startLedgerWorker(60_000);
+  await client.start(spec, input, { id });
+  const firstKey = `${id}/count/1`;
+  await eventually(async () => (ledger().includes(firstKey) ? true : undefined), 20_000, `the side effect of ${firstKey}`);
+  expect((await client.getState(id)).stages.count!.status).toBe('running');
+  first.kill('SIGKILL');
+  await exited(first);
+  expect(first.signalCode).toBe('SIGKILL');
+
+  const second = await startLedgerWorker(100);
+  const died = exited(second).then(() => Promise.reject(new Error(`the second worker died:\n${outputs.get(second)}`)));
+  died.catch(() => undefined); // afterAll kills it; only a death before the result matters
+  expect(await Promise.race([client.result(id), died])).toEqual(expect.objectContaining({ status: 'completed' }));
+
+  // One side effect per attempt's key, none repeated by the retried execution.
+  expect(ledger()).toEqual([firstKey, `${id}/count/2`]);
+  expect(readdirSync(dir).filter((f) => f.startsWith('crash-')).sort()).toEqual([firstKey, `${id}/count/2`].map(encodeURIComponent));
+
+  // The attempt history: both attempts, numbered 1 and 2; the first was finished by the second worker,
+  // whose execution found the side effect already done.
+  const state = await client.getState(id);
+  const attempts = state.stages.count!.attempts;
+  expect(attempts.map((a) => a.attempt)).toEqual([1, 2]);
+  expect(attempts[0]).toEqual(
+    expect.objectContaining({
+      artefact: { key: firstKey, sideEffect: 'already_done', execution: 2, pid: second.pid },
+      verdict: { kind: 'rejected', feedback: expect.objectContaining({ summary: 'count again' }) },
+    }),
+  );
+  expect(attempts[1]).toEqual(
+    expect.objectContaining({ artefact: { key: `${id}/count/2`, sideEffect: 'performed', execution: 1, pid: second.pid }, verdict: { kind: 'accepted' } }),
+  );
+  expect(state.stages.count!.artefact).toEqual(attempts[1]!.artefact);
+  expect(state.events.map((e) => e.seq)).toEqual(state.events.map((_, i) => i + 1));
+  expect(state.events.map((e) => e.type)).toEqual([
+    'ItemStarted',
+    'StageStarted',
+    'QualityCheckFailed',
+    'RetryScheduled',
+    'RetryAttempt',
+    'QualityCheckPassed',
+    'StageCompleted',
+    'ItemCompleted',
+  ]);
+
+  // Temporal's view: the first `ledger` activity ran twice (the kill was noticed as a heartbeat timeout),
+  // the second once; no workflow task failed along the way.
+  const history = await temporal.workflow.getHandle(id).fetchHistory();
+  const events = history.events!;
+  const typeOf = (scheduledId: unknown): string | undefined =>
+    events.find((e) => String(e.eventId) === String(scheduledId))?.activityTaskScheduledEventAttributes?.activityType?.name ?? undefined;
+  const started = events
+    .filter((e) => e.activityTaskStartedEventAttributes && typeOf(e.activityTaskStartedEventAttributes.scheduledEventId) === 'ledger')
+    .map((e) => e.activityTaskStartedEventAttributes!);
+  expect(started.map((s) => s.attempt)).toEqual([2, 1]);
+  expect(decodeTimeoutType(started[0]!.lastFailure?.timeoutFailureInfo?.timeoutType)).toBe('HEARTBEAT');
+  expect(events.filter((e) => e.workflowTaskFailedEventAttributes || e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes)).toEqual([]);
+});
