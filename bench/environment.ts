@@ -4,7 +4,7 @@
  * machine, versions and settings that goes into the results.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -26,13 +26,31 @@ const BASELINE_QUEUE = 'bench-baseline';
 /** What the results record about where and how they were measured. */
 export interface EnvironmentRecord {
   machine: { cores: number; cpuModel: string; totalMemoryMiB: number; platform: string; release: string };
+  /** 1/5/15-minute load averages when the run started: other jobs on the machine skew the numbers. */
+  loadAverageAtStart: number[];
   node: string;
   temporalSdk: string;
   server: string;
   sqlitePragmas: Record<string, string>;
   /** The resolved worker settings (the same for both workers). */
-  worker: { maxCachedWorkflows: number; maxConcurrentWorkflowTaskExecutions: number | null; maxConcurrentActivityTaskExecutions: number | null; reuseV8Context: boolean };
+  worker: {
+    maxCachedWorkflows: number;
+    maxConcurrentWorkflowTaskExecutions: number | null;
+    maxConcurrentActivityTaskExecutions: number | null;
+    reuseV8Context: boolean;
+    /** Threads that run workflow code, per worker. */
+    workflowThreadPoolSize: number;
+  };
   blobThresholdBytes: number;
+}
+
+/** A warning the SDK (TypeScript or native side) logged while the benchmark ran. */
+export interface WorkerWarning {
+  at: number;
+  level: string;
+  message: string;
+  /** The native side's structured fields (e.g. the gRPC error of a failed completion). */
+  meta?: Record<string, unknown>;
 }
 
 /** Everything a scenario needs. */
@@ -40,8 +58,27 @@ export interface BenchEnvironment {
   temporal: Client;
   treadle: TreadleClient;
   baselineQueue: string;
+  /** The dev server's process id, for CPU accounting. */
+  serverPid?: number;
+  /** Every warning logged so far, oldest first. */
+  warnings: readonly WorkerWarning[];
   record: EnvironmentRecord;
   shutdown(): Promise<void>;
+}
+
+/** Records SDK warnings and prints them in one line each. */
+function installRuntime(warnings: WorkerWarning[]): void {
+  Runtime.install({
+    // Workflow log lines (Treadle logs every event) would flood stdout; warnings still show.
+    logger: new DefaultLogger('WARN', (entry) => {
+      const meta = entry.meta as Record<string, unknown> | undefined;
+      warnings.push({ at: Date.now(), level: entry.level, message: entry.message, ...(meta ? { meta } : {}) });
+      const detail = meta && Object.keys(meta).length > 0 ? ` ${JSON.stringify(meta).slice(0, 400)}` : '';
+      process.stderr.write(`[sdk ${entry.level}] ${entry.message}${detail}\n`);
+    }),
+    // Native (core) warnings go through the same logger, so scenarios can read them.
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN', other: 'ERROR' }), forward: {} } },
+  });
 }
 
 /** Treadle's default: artefacts above this many bytes of JSON go to the blob store. */
@@ -74,21 +111,27 @@ const quietBundlerLogger = {
   log: () => undefined,
 };
 
-/** Starts the server, bundles both sides' workflows, starts both workers; `shutdown` undoes all of it. */
-export async function startEnvironment(progress: (message: string) => void): Promise<BenchEnvironment> {
-  // Workflow log lines (Treadle logs every event) would flood stdout; warnings still show.
-  Runtime.install({ logger: new DefaultLogger('WARN') });
+/**
+ * Starts the server, bundles both sides' workflows, starts both workers; `shutdown` undoes all of it.
+ * `onWorkerFailure` is called if a worker stops on its own (the scenarios would otherwise wait forever).
+ */
+export async function startEnvironment(progress: (message: string) => void, onWorkerFailure: (error: unknown) => void): Promise<BenchEnvironment> {
+  const warnings: WorkerWarning[] = [];
+  installRuntime(warnings);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-'));
   const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
-  const shutdown = async (): Promise<void> => {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch (error) {
-        process.stderr.write(`bench: cleanup failed: ${(error as Error).message}\n`);
+  let stopped: Promise<void> | undefined;
+  // Idempotent: a failure handler and the normal path may both ask for it.
+  const shutdown = (): Promise<void> =>
+    (stopped ??= (async () => {
+      for (const cleanup of cleanups.reverse()) {
+        try {
+          await cleanup();
+        } catch (error) {
+          process.stderr.write(`bench: cleanup failed: ${(error as Error).message}\n`);
+        }
       }
-    }
-  };
+    })());
   try {
     progress('starting the Temporal dev server and bundling workflows...');
     const [server, treadleBundle, baselineBundle] = await Promise.all([
@@ -105,11 +148,14 @@ export async function startEnvironment(progress: (message: string) => void): Pro
     ]);
     cleanups.push(() => server.stop());
 
-    const nativeConnection = await NativeConnection.connect({ address: server.address });
-    cleanups.push(() => nativeConnection.close());
+    // One connection per worker, as two separate worker processes would have.
+    const treadleConnection = await NativeConnection.connect({ address: server.address });
+    cleanups.push(() => treadleConnection.close());
+    const baselineConnection = await NativeConnection.connect({ address: server.address });
+    cleanups.push(() => baselineConnection.close());
     const blobs = new FileBlobStore(path.join(dir, 'blobs'));
     const treadleWorker = await createWorker({
-      connection: nativeConnection,
+      connection: treadleConnection,
       namespace: server.namespace,
       taskQueue: TREADLE_QUEUE,
       registry: benchRegistry(),
@@ -118,15 +164,25 @@ export async function startEnvironment(progress: (message: string) => void): Pro
       workflowBundle: treadleBundle,
     });
     const baselineWorker = await Worker.create({
-      connection: nativeConnection,
+      connection: baselineConnection,
       namespace: server.namespace,
       taskQueue: BASELINE_QUEUE,
       workflowBundle: baselineBundle,
       activities: createBaselineActivities(),
     });
+    let stopping = false;
     for (const worker of [treadleWorker, baselineWorker]) {
-      const running = worker.run();
+      const running = worker.run().then(
+        () => {
+          if (!stopping) onWorkerFailure(new Error(`the worker on task queue ${worker.options.taskQueue} stopped unexpectedly`));
+        },
+        (error: unknown) => {
+          if (!stopping) onWorkerFailure(error);
+          else throw error;
+        },
+      );
       cleanups.push(async () => {
+        stopping = true;
         if (worker.getState() === 'RUNNING') worker.shutdown();
         await running;
       });
@@ -141,6 +197,8 @@ export async function startEnvironment(progress: (message: string) => void): Pro
       temporal,
       treadle,
       baselineQueue: BASELINE_QUEUE,
+      ...(server.pid !== undefined ? { serverPid: server.pid } : {}),
+      warnings,
       record: describeEnvironment(server, treadleWorker),
       shutdown,
     };
@@ -160,6 +218,7 @@ function describeEnvironment(server: DevServer, worker: Worker): EnvironmentReco
       platform: os.platform(),
       release: os.release(),
     },
+    loadAverageAtStart: os.loadavg().map((l) => Math.round(l * 100) / 100),
     node: process.version,
     temporalSdk: sdkVersion(),
     server: cliVersion(server.binary) ?? `unknown (${server.binary})`,
@@ -169,6 +228,7 @@ function describeEnvironment(server: DevServer, worker: Worker): EnvironmentReco
       maxConcurrentWorkflowTaskExecutions: worker.options.maxConcurrentWorkflowTaskExecutions ?? null,
       maxConcurrentActivityTaskExecutions: worker.options.maxConcurrentActivityTaskExecutions ?? null,
       reuseV8Context: worker.options.reuseV8Context ?? false,
+      workflowThreadPoolSize: worker.options.workflowThreadPoolSize,
     },
     blobThresholdBytes: BLOB_THRESHOLD_BYTES,
   };

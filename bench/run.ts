@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { startEnvironment, type BenchEnvironment, type EnvironmentRecord } from './environment';
 import { SIZES, mapLimited, type Row, type ScenarioContext, type Sizes } from './scenario';
@@ -24,7 +25,7 @@ const THROUGHPUT_RATIO_GOAL = 0.9;
 const LATENCY_P50_RATIO_GOAL = 1.2;
 const QUICK_MODE_BUDGET_MS = 120_000;
 /** Items per side run before measuring, so JIT, bundles and connections are warm on both sides. */
-const WARM_UP_ITEMS = 4;
+const WARM_UP_ITEMS = 20;
 
 /** Where results go: `bench/results` in the repository (this file runs from `.bench-build/bench`). */
 const RESULTS_DIR = path.resolve(__dirname, '..', '..', 'bench', 'results');
@@ -44,6 +45,8 @@ export interface BenchResults {
   startedAt: string;
   durationMs: number;
   environment: EnvironmentRecord;
+  /** 1/5/15-minute load averages when the run ended. */
+  loadAverageAtEnd: number[];
   scenarios: {
     throughput: ThroughputResult;
     latency: LatencyResult;
@@ -150,13 +153,18 @@ async function main(): Promise<void> {
   process.once('SIGINT', interrupt);
   process.once('SIGTERM', interrupt);
   try {
-    env = await startEnvironment(progress);
+    env = await startEnvironment(progress, (error) => {
+      progress(`a worker failed: ${(error as Error).stack ?? String(error)}`);
+      void (env?.shutdown() ?? Promise.resolve()).finally(() => process.exit(1));
+    });
     const record = env.record;
     const ctx: ScenarioContext = {
       sizes,
       treadle: treadleSide(env.treadle),
       baseline: baselineSide(env.temporal, env.baselineQueue),
       treadleClient: env.treadle,
+      ...(env.serverPid !== undefined ? { serverPid: env.serverPid } : {}),
+      warnings: env.warnings,
       tag: randomUUID().slice(0, 8),
       progress,
     };
@@ -188,6 +196,7 @@ async function main(): Promise<void> {
       startedAt: startedAt.toISOString(),
       durationMs: round(durationMs, 0),
       environment: record,
+      loadAverageAtEnd: os.loadavg().map((l) => round(l)),
       scenarios,
       goals,
       table: rows,

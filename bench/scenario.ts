@@ -4,8 +4,9 @@
  */
 import type { WorkflowHandle } from '@temporalio/client';
 import type { TreadleClient } from '../src/client';
+import type { WorkerWarning } from './environment';
 import type { Side } from './sides';
-import { readHistory, type History, type HistorySize } from './history';
+import { readHistory, type History, type HistorySize, type TransitionParts } from './history';
 
 /** The sizes of one run mode. */
 export interface Sizes {
@@ -28,10 +29,10 @@ export interface Sizes {
 export const SIZES: Record<Sizes['mode'], Sizes> = {
   quick: {
     mode: 'quick',
-    throughputItems: 20,
+    throughputItems: 30,
     throughputRounds: 2,
     stages: 10,
-    latencyItems: 6,
+    latencyItems: 8,
     retryItems: 5,
     reviewItems: 10,
     fanOutWidths: [50, 200],
@@ -42,8 +43,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
   },
   medium: {
     mode: 'medium',
-    throughputItems: 100,
-    throughputRounds: 2,
+    throughputItems: 60,
+    throughputRounds: 4,
     stages: 10,
     latencyItems: 20,
     retryItems: 10,
@@ -57,7 +58,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
   full: {
     mode: 'full',
     throughputItems: 200,
-    throughputRounds: 2,
+    throughputRounds: 4,
     stages: 10,
     latencyItems: 40,
     retryItems: 20,
@@ -86,6 +87,10 @@ export interface ScenarioContext {
   baseline: Side;
   /** The Treadle client behind the `treadle` side, for Treadle-only calls (listing reviews). */
   treadleClient: TreadleClient;
+  /** The dev server's process id, for CPU accounting. */
+  serverPid?: number;
+  /** SDK warnings logged so far (the native side's too), oldest first. */
+  warnings: readonly WorkerWarning[];
   /** Unique per run, so workflow ids never collide. */
   tag: string;
   progress(message: string): void;
@@ -130,10 +135,16 @@ export function fmt(value: number | null | undefined, unit = ''): string {
 
 /** Formats a ratio for the table (`×`). */
 export function fmtRatio(value: number | null): string {
-  return value === null ? '—' : `${value.toFixed(2)}×`;
+  if (value === null) return '—';
+  return `${value !== 0 && Math.abs(value) < 0.1 ? value.toPrecision(2) : value.toFixed(2)}×`;
 }
 
 /** Milliseconds since an arbitrary origin, for wall-clock durations. */
 export function nowMs(): number {
   return performance.now();
+}
+
+/** The three main parts of a transition (workflow task queue wait / workflow task / activity queue wait). */
+export function partsText(p: TransitionParts): string {
+  return `${fmt(p.wftQueue)} / ${fmt(p.wftRun)} / ${fmt(p.activityQueue)} ms`;
 }

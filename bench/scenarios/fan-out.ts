@@ -2,7 +2,7 @@
  * Fan-out: one stage, then 50 or 200 stages in parallel, then one stage joining them. Wall time (client:
  * start call → result) and history size.
  */
-import { readHistory } from '../history';
+import { payloadBytesByType, readHistory, workflowTaskTime } from '../history';
 import { median, ratio, round } from '../statistics';
 import { fmt, fmtRatio, nowMs, sidesInOrder, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { SideName } from '../sides';
@@ -12,6 +12,10 @@ export interface FanOutSide {
   medianWallMs: number;
   historyEvents: number;
   historyBytes: number;
+  /** Payload bytes by event type of the last run: where the history bytes go. */
+  payloadBytesByType: Record<string, number>;
+  /** Workflow tasks of the last run and their summed duration (started → completed). */
+  workflowTasks: { count: number; totalMs: number };
 }
 
 export interface FanOutWidthResult {
@@ -28,6 +32,8 @@ export async function fanOut(ctx: ScenarioContext): Promise<ScenarioResult<FanOu
   for (const width of ctx.sizes.fanOutWidths) {
     const walls: Record<SideName, number[]> = { treadle: [], baseline: [] };
     const sizes: Record<SideName, { events: number; bytes: number }[]> = { treadle: [], baseline: [] };
+    const payloads: Record<SideName, Record<string, number>> = { treadle: {}, baseline: {} };
+    const tasks: Record<SideName, { count: number; totalMs: number }> = { treadle: { count: 0, totalMs: 0 }, baseline: { count: 0, totalMs: 0 } };
     ctx.progress(`fan-out: width ${width}, ${ctx.sizes.fanOutRuns} run(s) per side`);
     for (let run = 0; run < ctx.sizes.fanOutRuns; run++) {
       for (const side of sidesInOrder(ctx, run)) {
@@ -36,7 +42,10 @@ export async function fanOut(ctx: ScenarioContext): Promise<ScenarioResult<FanOu
         await side.startFanOut(id, width);
         await side.result(id);
         walls[side.name].push(round(nowMs() - started));
-        sizes[side.name].push((await readHistory(side.handle(id))).size);
+        const { history, size } = await readHistory(side.handle(id));
+        sizes[side.name].push(size);
+        payloads[side.name] = payloadBytesByType(history);
+        tasks[side.name] = workflowTaskTime(history);
       }
     }
     const summarize = (name: SideName): FanOutSide => ({
@@ -44,6 +53,8 @@ export async function fanOut(ctx: ScenarioContext): Promise<ScenarioResult<FanOu
       medianWallMs: median(walls[name]),
       historyEvents: median(sizes[name].map((s) => s.events)),
       historyBytes: median(sizes[name].map((s) => s.bytes)),
+      payloadBytesByType: payloads[name],
+      workflowTasks: tasks[name],
     });
     const treadle = summarize('treadle');
     const baseline = summarize('baseline');
@@ -55,6 +66,13 @@ export async function fanOut(ctx: ScenarioContext): Promise<ScenarioResult<FanOu
       const name = `fan-out (${r.width} parallel stages)`;
       return [
         { scenario: name, metric: 'wall time', treadle: fmt(r.treadle.medianWallMs, ' ms'), baseline: fmt(r.baseline.medianWallMs, ' ms'), ratio: fmtRatio(r.wallRatio) },
+        {
+          scenario: name,
+          metric: 'workflow tasks: count / summed time',
+          treadle: `${r.treadle.workflowTasks.count} / ${fmt(r.treadle.workflowTasks.totalMs, ' ms')}`,
+          baseline: `${r.baseline.workflowTasks.count} / ${fmt(r.baseline.workflowTasks.totalMs, ' ms')}`,
+          ratio: fmtRatio(ratio(r.treadle.workflowTasks.totalMs, r.baseline.workflowTasks.totalMs)),
+        },
         {
           scenario: name,
           metric: 'history events / bytes',

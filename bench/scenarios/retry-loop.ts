@@ -3,7 +3,7 @@
  * stage with the built-in `scripted` gate; baseline: a for-loop calling `noop` then `judge`. Reports history
  * events and bytes per attempt, and the time per item.
  */
-import { eventCounts, readHistory, runDurationMs, schedulingLatencies } from '../history';
+import { eventCounts, payloadBytesByType, readHistory, runDurationMs, schedulingLatencies } from '../history';
 import { distribution, median, ratio, round, type Distribution } from '../statistics';
 import { fmt, fmtRatio, sidesInOrder, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { SideName } from '../sides';
@@ -22,6 +22,7 @@ export interface RetryLoopSide {
   /** Work → judge → next attempt's work: every activity start after a completion. */
   schedulingLatencyMs: Distribution;
   eventsByType: Record<string, number>;
+  payloadBytesByType: Record<string, number>;
 }
 
 export interface RetryLoopResult {
@@ -59,6 +60,7 @@ export async function retryLoop(ctx: ScenarioContext): Promise<ScenarioResult<Re
       itemDurationMs: distribution(read.map((r) => runDurationMs(r.history))),
       schedulingLatencyMs: distribution(read.flatMap((r) => schedulingLatencies(r.history))),
       eventsByType: eventCounts(read[0]!.history),
+      payloadBytesByType: payloadBytesByType(read[0]!.history),
     };
   };
   const treadle = summarize('treadle');

@@ -3,16 +3,21 @@
  * and stage transitions per second from the first start to the last completion. The histories also give
  * the per-stage scheduling latency under that load, and the event counts per item that explain a gap.
  */
-import { activitySpans, eventCounts, schedulingLatencies, runDurationMs } from '../history';
+import { cpuSnapshot, cpuSpent, otherCpuMs, type CpuSnapshot } from '../cpu';
+import { activitySpans, eventCounts, medianParts, payloadBytesByType, schedulingLatencies, runDurationMs, transitionBreakdown, type TransitionParts } from '../history';
 import { distribution, median, ratio, round, type Distribution } from '../statistics';
-import { fmt, fmtRatio, nowMs, readHistories, sidesInOrder, type ScenarioContext, type ScenarioResult } from '../scenario';
+import { fmt, fmtRatio, nowMs, partsText, readHistories, sidesInOrder, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { Side, SideName } from '../sides';
 
 /** One side's throughput over all rounds. */
 export interface ThroughputSide {
   items: number;
   stages: number;
-  rounds: { wallMs: number; itemsPerSecond: number }[];
+  /**
+   * Each round: wall time, items/s, and the cores other jobs on the machine kept busy meanwhile (machine
+   * busy time minus this process and the server, ÷ wall time), which skews wall-clock numbers.
+   */
+  rounds: { wallMs: number; itemsPerSecond: number; otherCores: number | null }[];
   /** Items over the summed wall time of all rounds. */
   itemsPerSecond: number;
   transitionsPerSecond: number;
@@ -20,19 +25,30 @@ export interface ThroughputSide {
   itemDurationMs: Distribution;
   /** Previous activity completed → next activity started, under this load. */
   schedulingLatencyUnderLoadMs: Distribution;
+  /** Median of each part of a transition under load (workflow task queue wait, workflow task, activity queue wait). */
+  transitionPartsMs: TransitionParts;
+  /** CPU milliseconds per work item: this process (workers, clients) and the dev server. */
+  cpuPerItemMs: { process: number; server: number | null };
   historyEventsPerItem: number;
   historyBytesPerItem: number;
   workflowTasksPerItem: number;
   activitiesPerItem: number;
   /** Event counts by type of one item (all items of a side have the same shape). */
   eventsByType: Record<string, number>;
+  /** Payload bytes by event type of the same item: where the history bytes go. */
+  payloadBytesByType: Record<string, number>;
 }
 
 export interface ThroughputResult {
   treadle: ThroughputSide;
   baseline: ThroughputSide;
-  /** Treadle ÷ baseline items per second (goal ≥ 0.9). */
+  /** Treadle ÷ baseline items per second over all rounds (goal ≥ 0.9). */
   throughputRatio: number | null;
+  /** Treadle ÷ baseline items per second of each round (the two sides ran back to back), and their median. */
+  roundRatios: (number | null)[];
+  medianRoundRatio: number | null;
+  /** Baseline ÷ Treadle CPU per item (worker process + server): the throughput ratio a CPU-bound, otherwise idle machine would give. */
+  cpuBoundRatio: number | null;
   /** Treadle ÷ baseline scheduling latency p50 under load. */
   latencyUnderLoadP50Ratio: number | null;
 }
@@ -53,11 +69,14 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
   const { throughputItems: items, throughputRounds: rounds, stages } = ctx.sizes;
   const ids: Record<SideName, string[]> = { treadle: [], baseline: [] };
   const walls: Record<SideName, number[]> = { treadle: [], baseline: [] };
+  const cpu: Record<SideName, CpuSnapshot[]> = { treadle: [], baseline: [] };
   for (let round = 0; round < rounds; round++) {
     for (const side of sidesInOrder(ctx, round)) {
       const roundIds = Array.from({ length: items }, (_, i) => `${ctx.tag}-throughput-${side.name}-r${round}-${i}`);
       ctx.progress(`throughput: ${side.name} round ${round + 1}/${rounds}, ${items} items × ${stages} stages`);
+      const cpuBefore = cpuSnapshot(ctx.serverPid);
       walls[side.name].push(await runRound(side, roundIds, stages));
+      cpu[side.name].push(cpuSpent(cpuBefore, cpuSnapshot(ctx.serverPid)));
       ids[side.name].push(...roundIds);
     }
   }
@@ -68,27 +87,44 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     const totalItems = items * rounds;
     const first = read[0]!;
     const counts = eventCounts(first.history);
+    const serverCpu = cpu[side.name].map((c) => c.serverMs);
+    const sumServer = serverCpu.every((ms) => ms !== null) ? serverCpu.reduce((a, b) => a! + b!, 0)! : null;
     return {
       items,
       stages,
-      rounds: walls[side.name].map((wallMs) => ({ wallMs: round(wallMs), itemsPerSecond: round((items / wallMs) * 1000) })),
+      rounds: walls[side.name].map((wallMs, r) => {
+        const other = otherCpuMs(cpu[side.name][r]!);
+        return { wallMs: round(wallMs), itemsPerSecond: round((items / wallMs) * 1000), otherCores: other === null ? null : round(other / wallMs) };
+      }),
       itemsPerSecond: round((totalItems / totalWall) * 1000),
       transitionsPerSecond: round(((totalItems * stages) / totalWall) * 1000),
       itemDurationMs: distribution(read.map((r) => runDurationMs(r.history))),
       schedulingLatencyUnderLoadMs: distribution(read.flatMap((r) => schedulingLatencies(r.history))),
+      transitionPartsMs: medianParts(read.flatMap((r) => transitionBreakdown(r.history))),
+      cpuPerItemMs: {
+        process: round(cpu[side.name].reduce((a, c) => a + c.processMs, 0) / totalItems),
+        server: sumServer === null ? null : round(sumServer / totalItems),
+      },
       historyEventsPerItem: median(read.map((r) => r.size.events)),
       historyBytesPerItem: median(read.map((r) => r.size.bytes)),
       workflowTasksPerItem: median(read.map((r) => eventCounts(r.history).WorkflowTaskCompleted ?? 0)),
       activitiesPerItem: activitySpans(first.history).length,
       eventsByType: counts,
+      payloadBytesByType: payloadBytesByType(first.history),
     };
   };
   const treadle = await summarize(ctx.treadle);
   const baseline = await summarize(ctx.baseline);
+  const roundRatios = treadle.rounds.map((t, r) => ratio(t.itemsPerSecond, baseline.rounds[r]!.itemsPerSecond));
+  const cpuPerItem = (s: ThroughputSide) => (s.cpuPerItemMs.server === null ? null : s.cpuPerItemMs.process + s.cpuPerItemMs.server);
+  const [treadleCpu, baselineCpu] = [cpuPerItem(treadle), cpuPerItem(baseline)];
   const result: ThroughputResult = {
     treadle,
     baseline,
     throughputRatio: ratio(treadle.itemsPerSecond, baseline.itemsPerSecond),
+    roundRatios,
+    medianRoundRatio: roundRatios.every((r) => r !== null) ? round(median(roundRatios as number[]), 3) : null,
+    cpuBoundRatio: treadleCpu === null || baselineCpu === null ? null : ratio(baselineCpu, treadleCpu),
     latencyUnderLoadP50Ratio: ratio(treadle.schedulingLatencyUnderLoadMs.p50, baseline.schedulingLatencyUnderLoadMs.p50),
   };
   const name = `throughput (${items}×${rounds} items × ${stages} stages)`;
@@ -96,6 +132,20 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     result,
     rows: [
       { scenario: name, metric: 'work items/s', treadle: fmt(treadle.itemsPerSecond), baseline: fmt(baseline.itemsPerSecond), ratio: fmtRatio(result.throughputRatio) },
+      {
+        scenario: name,
+        metric: 'items/s ratio per round (median)',
+        treadle: roundRatios.map((r) => fmtRatio(r)).join(' '),
+        baseline: '',
+        ratio: fmtRatio(result.medianRoundRatio),
+      },
+      {
+        scenario: name,
+        metric: 'cores used by other jobs during rounds',
+        treadle: treadle.rounds.map((r) => fmt(r.otherCores)).join(' '),
+        baseline: baseline.rounds.map((r) => fmt(r.otherCores)).join(' '),
+        ratio: '',
+      },
       {
         scenario: name,
         metric: 'stage transitions/s',
@@ -112,6 +162,20 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
       },
       {
         scenario: name,
+        metric: 'wf task queue / wf task / activity queue p50',
+        treadle: partsText(treadle.transitionPartsMs),
+        baseline: partsText(baseline.transitionPartsMs),
+        ratio: fmtRatio(ratio(treadle.transitionPartsMs.wftRun, baseline.transitionPartsMs.wftRun)),
+      },
+      {
+        scenario: name,
+        metric: 'CPU ms per item: worker process / server',
+        treadle: `${fmt(treadle.cpuPerItemMs.process)} / ${fmt(treadle.cpuPerItemMs.server)}`,
+        baseline: `${fmt(baseline.cpuPerItemMs.process)} / ${fmt(baseline.cpuPerItemMs.server)}`,
+        ratio: fmtRatio(treadleCpu === null || baselineCpu === null ? null : ratio(treadleCpu, baselineCpu)),
+      },
+      {
+        scenario: name,
         metric: 'history events / bytes per item',
         treadle: `${treadle.historyEventsPerItem} / ${fmt(treadle.historyBytesPerItem / 1024, ' KiB')}`,
         baseline: `${baseline.historyEventsPerItem} / ${fmt(baseline.historyBytesPerItem / 1024, ' KiB')}`,
@@ -120,3 +184,4 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     ],
   };
 }
+

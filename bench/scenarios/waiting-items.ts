@@ -131,7 +131,7 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
         baseline: fmt(result.rssPerItemKiB.baseline, ' KiB'),
         ratio: fmtRatio(ratio(result.rssPerItemKiB.treadle, result.rssPerItemKiB.baseline)),
       },
-      { scenario: name, metric: 'process RSS after', treadle: fmt(afterTreadle.rssMiB, ' MiB'), baseline: fmt(afterBaseline.rssMiB, ' MiB'), ratio: '' },
+      { scenario: name, metric: 'process RSS after starting them (cumulative)', treadle: fmt(afterTreadle.rssMiB, ' MiB'), baseline: fmt(afterBaseline.rssMiB, ' MiB'), ratio: '' },
       {
         scenario: name,
         metric: 'listPendingReviews: one call / first complete',

@@ -14,14 +14,15 @@ import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import { defaultAgentProviders, recordingAgent } from '../agents';
 import type {
   ActivityContextBase,
-  CheckImplementationsInput,
-  CheckImplementationsResult,
+  PreparePipelineInput,
+  PreparePipelineResult,
   GateActivityInput,
   GateActivityResult,
   StageActivityInput,
   StageActivityResult,
 } from '../model/state';
-import { CHECK_IMPLEMENTATIONS_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { PREPARE_PIPELINE_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { validatePipeline } from '../model/pipeline';
 
 /** What activities need; tests pass their own. */
 export interface ActivityDependencies {
@@ -44,12 +45,9 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   const activities: Record<string, Activity> = {};
   const names = deps.registry.names();
 
-  activities[CHECK_IMPLEMENTATIONS_ACTIVITY] = async (input: CheckImplementationsInput): Promise<CheckImplementationsResult> => {
-    const problems = [
-      ...input.stages.filter((n) => !names.stages.includes(n)).map((n) => `unknown stage implementation "${n}" (registered: ${names.stages.join(', ')})`),
-      ...input.gates.filter((n) => !names.gates.includes(n)).map((n) => `unknown gate implementation "${n}" (registered: ${names.gates.join(', ')})`),
-    ];
-    return { problems, agentBacked: deps.registry.agentBackedTypes() };
+  activities[PREPARE_PIPELINE_ACTIVITY] = async (input: PreparePipelineInput): Promise<PreparePipelineResult> => {
+    const result = validatePipeline(input.pipeline, names);
+    return result.ok ? { ok: true, spec: result.spec, agentBacked: deps.registry.agentBackedTypes() } : { ok: false, problems: result.problems };
   };
 
   const agents = deps.agents ?? defaultAgentProviders();

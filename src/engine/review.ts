@@ -2,7 +2,8 @@
  * Checking a review against the item's state, shared by the `resolveReview` update's validator (which
  * rejects bad input to the caller) and the `review` signal (which records bad input as an event).
  */
-import { ReviewRequestSchema, type AttemptRecord, type ReviewOutcome } from '../model/shapes';
+import { parseReviewRequest } from '../model/review-request';
+import type { AttemptRecord, ReviewOutcome } from '../model/shapes';
 import type { WorkItemState } from '../model/state';
 
 /** Inline edits larger than this would bloat the history (and the update carrying them) past safe sizes. */
@@ -17,12 +18,9 @@ export interface AcceptedReview {
 
 /** Validates a review payload against the current state; the error names exactly what is wrong. */
 export function checkReview(state: WorkItemState, payload: unknown): { ok: true; review: AcceptedReview } | { ok: false; error: string } {
-  const parsed = ReviewRequestSchema.safeParse(payload);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join('.') || 'review'}: ${i.message}`);
-    return { ok: false, error: `invalid review: ${issues.join('; ')}` };
-  }
-  const { stage, outcome, reviewer } = parsed.data;
+  const parsed = parseReviewRequest(payload);
+  if (!parsed.ok) return { ok: false, error: `invalid review: ${parsed.issues.slice(0, 5).join('; ')}` };
+  const { stage, outcome, reviewer } = parsed.review;
   const stageState = state.stages[stage];
   if (!stageState) {
     const known = Object.keys(state.stages);

@@ -1,7 +1,10 @@
 /** Activity type names shared by the workflow (which schedules them) and the worker (which registers them). */
 
-/** Treadle's own activity that checks a spec's implementation names against the worker's registry. */
-export const CHECK_IMPLEMENTATIONS_ACTIVITY = 'treadle.checkImplementations';
+/**
+ * Treadle's own local activity that validates a spec (every problem at once, implementation names against
+ * the worker's registry) and returns the canonical form, so workflow code never loads the zod schemas.
+ */
+export const PREPARE_PIPELINE_ACTIVITY = 'treadle.preparePipeline';
 
 /** Stage implementations are registered under their own name; gates under `gate:<name>`. */
 export function gateActivityType(gate: string): string {

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { parseDuration } from './duration';
+import type { GateRef } from './gate-ref';
 import { JsonSchema, type Json } from './shapes';
 
 export const REVIEW_POLICIES = ['never', 'always', 'on_escalation', 'on_uncertain', 'on_escalation_or_uncertain'] as const;
@@ -126,16 +127,7 @@ export interface ActivitySettings {
   retry: typeof DEFAULT_ACTIVITY_RETRY;
 }
 
-/** A gate: a registered implementation and its configuration, or all/any of several gates. */
-export type GateRef = { run: string; with?: Json } | { all: GateRef[] } | { any: GateRef[] };
-
-/** Every implementation a gate (composed or not) names, depth first. */
-export function gateLeaves(gate: GateRef | null): { run: string; with?: Json }[] {
-  if (!gate) return [];
-  if ('all' in gate) return gate.all.flatMap(gateLeaves);
-  if ('any' in gate) return gate.any.flatMap(gateLeaves);
-  return [gate];
-}
+export { gateLeaves, type GateRef } from './gate-ref';
 
 /** One stage of the canonical spec. */
 export interface StageSpec {

@@ -128,13 +128,15 @@ export type StageActivityResult = StageOutput & { calls?: CallRecord[] };
 /** A gate's verdict plus the model calls it made. */
 export type GateActivityResult = QualityVerdict & { calls?: CallRecord[] };
 
-/** Input and result of the activity that checks a spec against the worker's registry. */
-export interface CheckImplementationsInput {
-  stages: string[];
-  gates: string[];
+/** Input and result of the local activity that validates a spec against the worker's registry. */
+export interface PreparePipelineInput {
+  pipeline: unknown;
 }
-export interface CheckImplementationsResult {
-  problems: string[];
-  /** Implementations registered as calling models: the token budget applies to stages using them. */
-  agentBacked?: string[];
-}
+export type PreparePipelineResult =
+  | {
+      ok: true;
+      spec: PipelineSpec;
+      /** Implementations registered as calling models: the token budget applies to stages using them. */
+      agentBacked: string[];
+    }
+  | { ok: false; problems: string[] };

@@ -24,14 +24,15 @@ import { approvedAttempt, checkReview, type AcceptedReview } from '../engine/rev
 import { combineVerdicts } from '../engine/gates';
 import { summarizeUsage, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
-import { CHECK_IMPLEMENTATIONS_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { PREPARE_PIPELINE_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { formatDuration } from '../model/duration';
-import { gateLeaves, validatePipeline, type GateRef, type PipelineSpec, type StageSpec } from '../model/pipeline';
+import { gateLeaves, type GateRef } from '../model/gate-ref';
+import type { PipelineSpec, StageSpec } from '../model/pipeline';
 import { TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import type { Artefact, AttemptRecord, CallRecord, EventType, Json, QualityFeedback, QualityVerdict, TreadleEvent } from '../model/shapes';
 import type {
-  CheckImplementationsInput,
-  CheckImplementationsResult,
+  PreparePipelineInput,
+  PreparePipelineResult,
   GateActivityInput,
   GateActivityResult,
   PendingReview,
@@ -46,10 +47,10 @@ import { resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
 // A local activity: it only reads the worker's registry, so it needs no task-queue round trip.
-const checkImplementations = proxyLocalActivities<Record<string, (input: CheckImplementationsInput) => Promise<CheckImplementationsResult>>>({
+const preparePipeline = proxyLocalActivities<Record<string, (input: PreparePipelineInput) => Promise<PreparePipelineResult>>>({
   startToCloseTimeout: '30s',
   retry: { maximumAttempts: 5 },
-})[CHECK_IMPLEMENTATIONS_ACTIVITY]!;
+})[PREPARE_PIPELINE_ACTIVITY]!;
 
 /** Runs one work item through its pipeline. */
 export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
@@ -139,27 +140,19 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   };
 
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
-  const validation = validatePipeline(args.pipeline);
-  if (!validation.ok) {
-    state.problems = validation.problems;
-    return finish(`invalid pipeline spec: ${validation.problems.join('; ')}`);
+  const prepared = await preparePipeline({ pipeline: args.pipeline });
+  if (!prepared.ok) {
+    state.problems = prepared.problems;
+    return finish(`pipeline ${pipelineName} is invalid: ${prepared.problems.join('; ')}`);
   }
-  const spec = validation.spec;
-  const missing = await checkImplementations({
-    stages: [...new Set(spec.stages.map((s) => s.run))],
-    gates: [...new Set(spec.stages.flatMap((s) => gateLeaves(s.gate).map((g) => g.run)))],
-  });
-  if (missing.problems.length > 0) {
-    state.problems = missing.problems;
-    return finish(`pipeline ${spec.name} names implementations this worker does not have: ${missing.problems.join('; ')}`);
-  }
+  const spec = prepared.spec;
   state.spec = spec;
   if (args.tokenBudget !== undefined && args.tokenBudget !== null && !(Number.isInteger(args.tokenBudget) && args.tokenBudget > 0)) {
     state.problems = [`tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(args.tokenBudget)}`];
     return finish(`invalid work item: ${state.problems[0]}`);
   }
   state.tokenBudget = args.tokenBudget !== undefined ? args.tokenBudget : spec.tokenBudget;
-  const agentBacked = new Set(missing.agentBacked ?? []);
+  const agentBacked = new Set(prepared.agentBacked);
   for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [] };
   publish();
 

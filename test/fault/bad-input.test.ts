@@ -185,7 +185,7 @@ describe('the CLI', () => {
     expect(await treadle(['run', '--file', file, '--id', id])).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
     const result = await h.client.result(id);
     expect(result.status).toBe('failed');
-    expect(result.error).toMatch(/^pipeline unknown-run names implementations this worker does not have: unknown stage implementation "scriptd" \(registered: .*bogus.*\); unknown gate implementation "nope"/);
+    expect(result.error).toMatch(/^pipeline unknown-run is invalid: stage a: unknown stage implementation "scriptd" \(did you mean "scripted"\?\) \(registered: .*bogus.*\); stage a: unknown gate implementation "nope"/);
   });
 
   it('a JSON string where the document pipeline expects an object fails its first stage, non-retryably, with a clear message', async () => {
@@ -244,10 +244,10 @@ describe('the client', () => {
     expect(await rejected('t', { kind: 'approve' })).toBe(`invalid_review: review rejected: stage "t" of work item ${waiting} is not waiting for review (it is pending); waiting: s`);
     expect(await rejected('s', { kind: 'reject', reason: '' })).toBe('invalid_review: review rejected: invalid review: outcome.reason: a rejection needs a reason');
     expect(await rejected('s', { kind: 'approve_with_edits' })).toBe('invalid_review: review rejected: invalid review: outcome.artefact: approve_with_edits needs an artefact (the edited output)');
-    expect(await rejected('s', { kind: 'approve', attempt: 0 })).toBe('invalid_review: review rejected: invalid review: outcome.attempt: Too small: expected number to be >=1');
+    expect(await rejected('s', { kind: 'approve', attempt: 0 })).toBe('invalid_review: review rejected: invalid review: outcome.attempt: expected a whole number >= 1, got number 0');
     expect(await rejected('s', { kind: 'maybe' })).toMatch(/^invalid_review: review rejected: invalid review: outcome\.kind: /);
-    expect(await rejected('s', { kind: 'approve', extra: true })).toBe('invalid_review: review rejected: invalid review: outcome: Unrecognized key: "extra"');
-    expect(await rejected('s', { kind: 'approve' }, '')).toBe('invalid_review: review rejected: invalid review: reviewer: Too small: expected string to have >=1 characters');
+    expect(await rejected('s', { kind: 'approve', extra: true })).toBe('invalid_review: review rejected: invalid review: outcome: unknown key "extra" for approve');
+    expect(await rejected('s', { kind: 'approve' }, '')).toBe('invalid_review: review rejected: invalid review: reviewer: expected a non-empty name, got ""');
     const state = await h.client.getState(waiting);
     expect(state.pendingReviews.map((r) => r.stage)).toEqual(['s']);
     // Rejected updates never enter the history.
@@ -262,12 +262,12 @@ describe('the client', () => {
     const state = await until(h, waiting, (s) => s.events.filter((e) => e.type === 'ReviewInputRejected').length === garbage.length, 'to record every garbage signal');
     const rejected = state.events.filter((e) => e.type === 'ReviewInputRejected');
     expect(rejected.map((e) => e.message)).toEqual([
-      'invalid review: review: Invalid input: expected object, received string',
-      'invalid review: review: Invalid input: expected object, received null',
-      'invalid review: review: Invalid input: expected object, received number',
-      'invalid review: outcome: Invalid input: expected object, received undefined',
-      'invalid review: outcome: Invalid input: expected object, received string',
-      'invalid review: stage: Invalid input: expected string, received array',
+      'invalid review: review: expected an object, got "approve"',
+      'invalid review: review: expected an object, got null',
+      'invalid review: review: expected an object, got number 42',
+      'invalid review: outcome: expected an object such as {"kind":"approve"}, got nothing',
+      'invalid review: outcome: expected an object such as {"kind":"approve"}, got "approve"',
+      'invalid review: stage: expected a stage name, got an array',
     ]);
     expect(rejected.map((e) => e.details?.payload)).toEqual(garbage);
     expect(state.status).toBe('waiting_review');

@@ -3,6 +3,7 @@
  * side-effecting imports and nondeterministic globals in src/workflows, and allows them elsewhere.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.join(__dirname, '..', '..');
@@ -45,3 +46,10 @@ it('allows the same code in activities', async () => {
   const ids = await ruleIds('src/activities/index.ts');
   expect(ids.filter((id) => /^no-restricted/.test(id))).toEqual([]);
 }, 30_000);
+
+it('keeps zod out of the workflow bundle (modules there are evaluated again for every execution)', () => {
+  const bundle = readFileSync(process.env.TREADLE_TEST_BUNDLE!, 'utf8');
+  expect(bundle.length).toBeGreaterThan(100_000);
+  expect(bundle).toContain('workItem');
+  expect(bundle).not.toMatch(/node_modules\/zod\//);
+});

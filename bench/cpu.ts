@@ -1,0 +1,67 @@
+/**
+ * CPU time spent by this process (both workers and the clients) and by the dev server process, so a
+ * throughput gap can be split into "more worker work" and "more server work" per item.
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+/** CPU milliseconds consumed so far. `serverMs` and `machineMs` are null where /proc is not available. */
+export interface CpuSnapshot {
+  processMs: number;
+  serverMs: number | null;
+  /** Busy time of all cores together, whoever used them. */
+  machineMs: number | null;
+}
+
+let ticksPerSecond: number | undefined;
+
+function clockTicks(): number {
+  if (ticksPerSecond === undefined) {
+    const out = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
+    const parsed = Number(out.stdout?.trim());
+    ticksPerSecond = out.status === 0 && Number.isFinite(parsed) && parsed > 0 ? parsed : 100;
+  }
+  return ticksPerSecond;
+}
+
+/** utime + stime of a process from /proc/<pid>/stat, in milliseconds. */
+function procCpuMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15 overall.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const utime = Number(fields[11]);
+    const stime = Number(fields[12]);
+    return ((utime + stime) / clockTicks()) * 1000;
+  } catch {
+    return null;
+  }
+}
+
+/** Busy (non-idle, non-iowait) time of all cores from /proc/stat, in milliseconds. */
+function machineBusyMs(): number | null {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+    const [, user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).map(Number);
+    return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) / clockTicks()) * 1000;
+  } catch {
+    return null;
+  }
+}
+
+/** Reads the counters now. */
+export function cpuSnapshot(serverPid: number | undefined): CpuSnapshot {
+  const own = process.cpuUsage();
+  return { processMs: (own.user + own.system) / 1000, serverMs: serverPid === undefined ? null : procCpuMs(serverPid), machineMs: machineBusyMs() };
+}
+
+/** CPU used between two snapshots. */
+export function cpuSpent(from: CpuSnapshot, to: CpuSnapshot): CpuSnapshot {
+  const delta = (a: number | null, b: number | null) => (a === null || b === null ? null : b - a);
+  return { processMs: to.processMs - from.processMs, serverMs: delta(from.serverMs, to.serverMs), machineMs: delta(from.machineMs, to.machineMs) };
+}
+
+/** CPU the rest of the machine (other jobs) used during a span: machine busy time minus ours and the server's. */
+export function otherCpuMs(spent: CpuSnapshot): number | null {
+  return spent.machineMs === null || spent.serverMs === null ? null : Math.max(0, spent.machineMs - spent.processMs - spent.serverMs);
+}
