@@ -56,6 +56,9 @@ export interface ConnectOptions {
 /** Temporal's default limit on one payload; a larger start request is refused by the server. */
 const MAX_INPUT_BYTES = 2 * 1024 * 1024;
 
+/** How long `listPendingReviews` waits for one item's state before listing it from its search attributes. */
+const LISTING_QUERY_DEADLINE_MS = 3_000;
+
 /** Reviews are updates, which need a running worker; without one the call would wait forever. */
 const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
 
@@ -213,16 +216,27 @@ export class TreadleClient {
    */
   async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
     const query = options.pipeline ? `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_REVIEWS_QUERY;
-    const items: { id: string; pipeline: string }[] = [];
+    const items: { id: string; pipeline: string; stages: string[]; since: string }[] = [];
     for await (const execution of this.client.workflow.list({ query })) {
-      if (execution.typedSearchAttributes.get(TreadlePendingReviews)?.length) {
-        items.push({ id: execution.workflowId, pipeline: execution.typedSearchAttributes.get(TreadlePipeline) ?? '' });
+      const stages = execution.typedSearchAttributes.get(TreadlePendingReviews) ?? [];
+      if (stages.length) {
+        items.push({ id: execution.workflowId, pipeline: execution.typedSearchAttributes.get(TreadlePipeline) ?? '', stages, since: execution.startTime.toISOString() });
       }
     }
     const listings: PendingReviewListing[] = [];
     await forEachLimited(items, 16, async (item) => {
-      const state = await this.getState(item.id).catch(() => undefined);
-      for (const review of state?.pendingReviews ?? []) listings.push({ ...review, itemId: item.id, pipeline: state?.pipeline ?? item.pipeline });
+      // The details come from the state query, which needs a worker; an item whose worker is gone is still
+      // listed, from its search attributes, rather than holding up the whole listing.
+      const state = await this.client
+        .withDeadline(Date.now() + LISTING_QUERY_DEADLINE_MS, () => this.handle(item.id).query(stateQuery))
+        .catch(() => undefined);
+      if (state) {
+        for (const review of state.pendingReviews) listings.push({ ...review, itemId: item.id, pipeline: state.pipeline });
+        return;
+      }
+      for (const stage of item.stages) {
+        listings.push({ itemId: item.id, pipeline: item.pipeline, stage, reason: 'unknown', message: 'no worker answered the state query; details unavailable', requestedAt: item.since, attempt: 0 });
+      }
     });
     return listings.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt) || a.itemId.localeCompare(b.itemId));
   }

@@ -11,7 +11,8 @@ export type ItemStatus = 'running' | 'waiting_review' | 'completed' | 'failed' |
 export type StageStatus = 'pending' | 'running' | 'waiting_review' | 'completed' | 'failed' | 'skipped';
 
 /** Why a stage is waiting for a human. */
-export type ReviewReason = 'always' | 'escalated' | 'uncertain' | 'stage_requested' | 'budget_exhausted';
+/** `unknown` only in listings whose item did not answer its state query. */
+export type ReviewReason = 'always' | 'escalated' | 'uncertain' | 'stage_requested' | 'budget_exhausted' | 'unknown';
 
 /** A review a human owes; listed by `treadle reviews` and the `TreadlePendingReviews` search attribute. */
 export interface PendingReview {

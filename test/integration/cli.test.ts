@@ -83,7 +83,7 @@ it('runs the review demo end to end: run, watch, reviews, review, status', async
   expect(json.events.length).toBeGreaterThan(15);
   const artefact = await treadle(['artefact', id, 'draft']);
   expect(JSON.parse(artefact.stdout)).toEqual({ text: 'a better draft' });
-});
+}, 120_000);
 
 it('runs a pipeline file with input from a file, waits, and rejects a review', async () => {
   const spec = write('p.yaml', 'name: cli-file\nstages:\n  - name: only\n    run: scripted\n    review_policy: always\n');

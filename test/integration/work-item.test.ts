@@ -244,6 +244,16 @@ describe('when no worker answers', () => {
     );
     expect(Date.now() - started).toBeLessThan(15_000);
 
+    // Listing still works and names the item, from its search attributes, without waiting on its worker.
+    const listed = await eventually(async () => {
+      const t0 = Date.now();
+      const reviews = await impatient.listPendingReviews();
+      const mine = reviews.find((r) => r.itemId === id);
+      return mine ? { mine, ms: Date.now() - t0 } : undefined;
+    }, 30_000, 'the worker-less item to be listed');
+    expect(listed.mine).toEqual(expect.objectContaining({ stage: 'draft', reason: 'unknown', message: 'no worker answered the state query; details unavailable' }));
+    expect(listed.ms).toBeLessThan(10_000);
+
     // A terminated item never runs its own finish; watch must still stop (a worker on the item's queue
     // answers the state query of the closed execution).
     await h.temporal.workflow.getHandle(id).terminate('operator gave up');
