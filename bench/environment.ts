@@ -6,12 +6,11 @@
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, FileBlobStore } from '../src/activities/blob-store';
 import { TreadleClient } from '../src/client';
-import { startDevServer, type DevServer } from '../src/server/dev-server';
+import { startDevServer, type DevServer, freePort } from '../src/server/dev-server';
 import { cliVersion } from '../src/server/temporal-cli';
 import { createWorker } from '../src/worker';
 import { createBaselineActivities } from './baseline-activities';
@@ -84,17 +83,6 @@ function installRuntime(warnings: WorkerWarning[]): void {
 /** Treadle's default: artefacts above this many bytes of JSON go to the blob store. */
 const BLOB_THRESHOLD_BYTES = DEFAULT_BLOB_THRESHOLD_BYTES;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function sdkVersion(): string {
   const main = require.resolve('@temporalio/worker');

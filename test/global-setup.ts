@@ -4,26 +4,14 @@
  */
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { startDevServer, type DevServer } from '../src/server/dev-server';
+import { startDevServer, type DevServer, freePort } from '../src/server/dev-server';
 
 declare global {
   var __TREADLE_TEST_SERVER__: DevServer | undefined;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export default async function globalSetup(): Promise<void> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-test-'));

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { createServer, type AddressInfo } from 'node:net';
 import { SEARCH_ATTRIBUTE_DEFINITIONS, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { resolveTemporalCli, TemporalCliNotFoundError, type ResolvedBinary } from './temporal-cli';
 
@@ -191,4 +192,17 @@ async function startWithSdkDownload(args: {
   } catch (error) {
     throw new TemporalCliNotFoundError([...args.tried, `the SDK's dev-server download (failed: ${(error as Error).message})`]);
   }
+}
+
+/** A TCP port on 127.0.0.1 that nothing listens on right now (for servers started by tests and benchmarks). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.unref();
+    probe.on('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }

@@ -10,7 +10,6 @@
  * approve_with_edits artefact goes to the blob store through the client, and inline it is refused.
  */
 import { ServiceError } from '@temporalio/client';
-import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, startHarness, type Harness } from '../support/harness';
@@ -20,8 +19,8 @@ import { TreadleError } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import { reviewSignal } from '../../src/workflows/messages';
 import { defaultRegistry } from '../../src/worker';
+import { runTreadle, type CliRun } from '../support/cli';
 
-const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 /** Above Temporal's 2 MB payload limit, below gRPC's 4 MB message limit. */
 const THREE_MB = 3 * 1024 * 1024;
 
@@ -45,22 +44,7 @@ afterAll(async () => {
   await h?.shutdown();
 });
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function treadle(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { ...process.env, TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir, TREADLE_REVIEWER: 'campaign' }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const treadle = (args: string[], env: Record<string, string> = {}): Promise<CliRun> => runTreadle(h, args, { TREADLE_REVIEWER: 'campaign', ...env });
 
 const write = (name: string, content: string): string => {
   const file = path.join(dir, name);

@@ -14,13 +14,12 @@
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { mkdtempSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { eventually } from '../support/harness';
 import { FileBlobStore } from '../../src/activities/blob-store';
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
-import { startDevServer, type DevServer, type DevServerOptions } from '../../src/server/dev-server';
+import { startDevServer, type DevServer, type DevServerOptions, freePort } from '../../src/server/dev-server';
 import type { WorkItemState } from '../../src/model/state';
 import { createWorker } from '../../src/worker';
 
@@ -36,17 +35,6 @@ let connection: Connection | undefined;
 let client: TreadleClient;
 const taskQueue = `fault-restart-${Math.random().toString(36).slice(2, 10)}`;
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.unref();
-    probe.on('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'restart-'));

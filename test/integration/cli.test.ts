@@ -3,13 +3,12 @@
  * status (table and JSON), watch, reviews (table and JSON), review (approve, reject, edit), artefact,
  * validate, and one-line errors for unknown items, stages not waiting, bad input and an unreachable server.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import type { WorkItemState } from '../../src/model/state';
+import { runTreadle, type CliRun } from '../support/cli';
 
-const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 let h: Harness;
 let dir: string;
 beforeAll(async () => {
@@ -20,22 +19,7 @@ afterAll(async () => {
   await h?.shutdown();
 });
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function treadle(args: string[], env: Record<string, string> = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { ...process.env, TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir, TREADLE_REVIEWER: 'cli-user', ...env }, timeout: 60_000 },
-      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+const treadle = (args: string[], env: Record<string, string> = {}): Promise<CliRun> => runTreadle(h, args, { TREADLE_REVIEWER: 'cli-user', ...env });
 
 const write = (name: string, content: string): string => {
   const file = path.join(dir, name);

@@ -4,24 +4,16 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { TreadleClient } from '../../src/client';
 import { eventually } from '../support/harness';
 import { resolveTemporalCli } from '../../src/server/temporal-cli';
+import { freePort } from '../../src/server/dev-server';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'dev-'));
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Spawned {
   child: ChildProcess;
