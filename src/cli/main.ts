@@ -7,7 +7,7 @@ import path from 'node:path';
 import { TreadleClient, TreadleError } from '../client';
 import { loadConfig } from '../config';
 import type { UsageTotals } from '../engine/usage';
-import type { Json, ReviewOutcome } from '../model/shapes';
+import type { Json } from '../model/shapes';
 import { CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { cliVersion, resolveTemporalCli, TemporalCliNotFoundError } from '../server/temporal-cli';
 import { DEFAULT_DB_FILE, DEFAULT_PORT, DEFAULT_UI_PORT } from '../server/dev-server';
@@ -24,11 +24,15 @@ program
   .configureOutput({ outputError: (text, write) => write(`treadle: ${oneLine(text.replace(/^error: /, ''))} (see treadle --help)\n`) })
   .showSuggestionAfterError();
 
-const port = (value: string): number => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1 || n > 65_535) throw new InvalidArgumentError('must be a port number');
-  return n;
-};
+/** A commander argument parser for whole numbers in [min, max], with the message shown otherwise. */
+const wholeNumber =
+  (min: number, message: string, max = Number.MAX_SAFE_INTEGER) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(message);
+    return n;
+  };
+const port = wholeNumber(1, 'must be a port number', 65_535);
 
 /**
  * Specs are checked for structure here; implementation names are checked by the worker that runs the
@@ -120,11 +124,7 @@ program
   .option('-f, --file <file>', 'pipeline file (YAML or JSON)')
   .option('-i, --input <json>', 'work item input: JSON, or @file.json (default: the pipeline\'s sample input)')
   .option('--id <id>', 'work item id (default: generated); starting the same id twice returns the same item')
-  .option('--token-budget <tokens>', 'tokens this item may spend on models; then agent-backed stages escalate to review', (v) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number of tokens above 0');
-    return n;
-  })
+  .option('--token-budget <tokens>', 'tokens this item may spend on models; then agent-backed stages escalate to review', wholeNumber(1, 'must be a whole number of tokens above 0'))
   .option('-w, --wait', 'print events until the item finishes or waits for review, then its status')
   .action(
     action(async (client, name: string | undefined, opts: { file?: string; input?: string; id?: string; wait?: boolean; tokenBudget?: number }) => {
@@ -192,11 +192,7 @@ program
   .option('--approve', 'approve the output (the latest attempt\'s, or --attempt N)')
   .option('--reject <reason>', 'reject: the stage fails and its dependents are skipped')
   .option('--edit <file>', 'approve with the JSON artefact in FILE instead of the output')
-  .option('--attempt <n>', 'with --approve: which attempt\'s output to approve', (v) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number >= 1');
-    return n;
-  })
+  .option('--attempt <n>', 'with --approve: which attempt\'s output to approve', wholeNumber(1, 'must be a whole number >= 1'))
   .option('--note <text>', 'a note recorded with the review')
   .option('--reviewer <name>', 'who reviews (default: $TREADLE_REVIEWER or $USER)')
   .action(
@@ -205,16 +201,11 @@ program
       if (chosen.length !== 1) throw new TreadleError(`give exactly one of --approve, --reject REASON, --edit FILE${chosen.length ? ` (got ${chosen.join(', ')})` : ''}`, 'invalid_input');
       if (opts.attempt !== undefined && !opts.approve) throw new TreadleError('--attempt goes with --approve', 'invalid_input');
       const note = opts.note !== undefined ? { note: opts.note } : {};
-      let outcome: ReviewOutcome;
-      if (opts.approve) outcome = { kind: 'approve', ...note, ...(opts.attempt !== undefined ? { attempt: opts.attempt } : {}) };
-      else if (opts.reject !== undefined) outcome = { kind: 'reject', reason: opts.reject, ...note };
-      else {
-        // Through approveWithEdits, so that large edits go to the blob store like stage artefacts.
-        const done = await client.approveWithEdits(id, stage, readJsonFile(opts.edit!), { ...note, ...(opts.reviewer ? { reviewer: opts.reviewer } : {}) });
-        process.stdout.write(`${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
-        return;
-      }
-      const done = await client.review(id, stage, outcome, opts.reviewer);
+      let done;
+      if (opts.approve) done = await client.review(id, stage, { kind: 'approve', ...note, ...(opts.attempt !== undefined ? { attempt: opts.attempt } : {}) }, opts.reviewer);
+      else if (opts.reject !== undefined) done = await client.review(id, stage, { kind: 'reject', reason: opts.reject, ...note }, opts.reviewer);
+      // Through approveWithEdits, so that large edits go to the blob store like stage artefacts.
+      else done = await client.approveWithEdits(id, stage, readJsonFile(opts.edit!), { ...note, ...(opts.reviewer ? { reviewer: opts.reviewer } : {}) });
       process.stdout.write(`${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
     }),
   );
