@@ -8,7 +8,7 @@ import { bundleWorkflowCode, DefaultLogger, makeTelemetryFilterString, NativeCon
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_BLOB_THRESHOLD_BYTES, FileBlobStore } from '../src/activities/blob-store';
+import { DEFAULT_BLOB_THRESHOLD_BYTES, FileBlobStore } from '../src/storage/blob-store';
 import { TreadleClient } from '../src/client';
 import { startDevServer, type DevServer, freePort } from '../src/server/dev-server';
 import { cliVersion } from '../src/server/temporal-cli';

@@ -13,7 +13,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
-import { FileBlobStore, offloadArtefact, resolveArtefact, type BlobStore } from './activities/blob-store';
+import { FileBlobStore, offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { loadConfig } from './config';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';

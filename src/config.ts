@@ -1,7 +1,7 @@
 /**
  * Configuration from the environment, with the defaults the README's table lists.
  */
-import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './activities/blob-store';
+import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/blob-store';
 
 /** Treadle's settings. */
 export interface TreadleConfig {

@@ -6,7 +6,7 @@ import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import type { AgentProviders } from './agents/providers';
-import { FileBlobStore, type BlobStore } from './activities/blob-store';
+import { FileBlobStore, type BlobStore } from './storage/blob-store';
 import { Registry } from './activities/registry';
 import { loadConfig } from './config';
 import { registerDocumentPipeline } from './pipelines/documents';

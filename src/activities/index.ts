@@ -6,10 +6,10 @@
  */
 import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact, type BlobStore } from './blob-store';
+import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact, type BlobStore } from '../storage/blob-store';
 import type { GateContext, ImplementationContext, Registry, StageContext } from './registry';
 import { CallRecordSchema, QualityVerdictSchema, StageOutputSchema, type CallRecord, type Json } from '../model/shapes';
-import { ConversationStore } from '../agents/conversation';
+import { ConversationStore } from '../storage/conversation';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import { defaultAgentProviders, recordingAgent } from '../agents';
 import type {

@@ -3,7 +3,7 @@
  * names are the activity types seen in the history: stages as registered, gates as `gate:<name>`.
  */
 import type { Agent } from '../agents/types';
-import type { BlobStore } from './blob-store';
+import type { BlobStore } from '../storage/blob-store';
 import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
 import type { ActivityContextBase } from '../model/state';
 

@@ -4,7 +4,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { CallRecordSchema, type CallRecord } from '../model/shapes';
-import type { ConversationStore } from './conversation';
+import type { ConversationStore } from '../storage/conversation';
 import type { Agent, AgentRequest, AgentResult } from './types';
 
 /** The call record a provider attached to a failure (`details[0]`), or undefined when it carries none. */

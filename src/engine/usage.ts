@@ -3,25 +3,9 @@
  * an estimated cost, and the token-budget check.
  */
 import type { CallRecord } from '../model/shapes';
-import type { StageState } from '../model/state';
+import type { StageState, UsageSummary, UsageTotals } from '../model/state';
 
-/** Totals over a set of calls. */
-export interface UsageTotals {
-  calls: number;
-  errors: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  latencyMs: number;
-  /** Estimated from list prices per model; null when a model's price is unknown. */
-  estimatedCostUsd: number | null;
-}
-
-/** Usage of a work item. */
-export interface UsageSummary {
-  total: UsageTotals;
-  stages: Record<string, UsageTotals>;
-}
+export type { UsageSummary, UsageTotals };
 
 /** USD per million tokens (input, output, cache read), by model-name prefix; local providers cost nothing. */
 const PRICES: [prefix: string, input: number, output: number, cacheRead: number][] = [

@@ -3,7 +3,6 @@
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
 import type { PipelineSpec } from './pipeline';
-import type { UsageSummary } from '../engine/usage';
 import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
 
 /** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
@@ -141,3 +140,21 @@ export type PreparePipelineResult =
       agentBacked: string[];
     }
   | { ok: false; problems: string[] };
+
+/** Totals over a set of calls. */
+export interface UsageTotals {
+  calls: number;
+  errors: number;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  latencyMs: number;
+  /** Estimated from list prices per model; null when a model's price is unknown. */
+  estimatedCostUsd: number | null;
+}
+
+/** Usage of a work item. */
+export interface UsageSummary {
+  total: UsageTotals;
+  stages: Record<string, UsageTotals>;
+}

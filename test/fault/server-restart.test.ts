@@ -16,7 +16,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { eventually } from '../support/harness';
-import { FileBlobStore } from '../../src/activities/blob-store';
+import { FileBlobStore } from '../../src/storage/blob-store';
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import { startDevServer, type DevServer, type DevServerOptions, freePort } from '../../src/server/dev-server';

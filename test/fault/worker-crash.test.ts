@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, testAddress } from '../support/harness';
-import { FileBlobStore } from '../../src/activities/blob-store';
+import { FileBlobStore } from '../../src/storage/blob-store';
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 

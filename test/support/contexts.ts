@@ -1,5 +1,5 @@
 /** Hand-made implementation contexts for calling stage and gate implementations directly in unit tests. */
-import { MemoryBlobStore } from '../../src/activities/blob-store';
+import { MemoryBlobStore } from '../../src/storage/blob-store';
 import type { StageContext } from '../../src/activities/registry';
 
 /**

@@ -5,7 +5,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
-import { FileBlobStore } from '../../src/activities/blob-store';
+import { FileBlobStore } from '../../src/storage/blob-store';
 import type { Registry } from '../../src/activities/registry';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';

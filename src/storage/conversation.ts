@@ -3,8 +3,8 @@
  * content-addressed, the id pointing at the latest), so stages sharing an id continue one conversation
  * across activities, workers and retries.
  */
-import type { BlobStore } from '../activities/blob-store';
-import type { AgentMessage } from './types';
+import type { BlobStore } from './blob-store';
+import type { AgentMessage } from '../agents/types';
 
 /** One exchange, tagged with the call that made it so a retried call replaces rather than repeats it. */
 export interface ConversationTurn {
