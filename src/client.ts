@@ -13,15 +13,16 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
-import { FileBlobStore, offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
+import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
+import { createBlobStore } from './storage';
 import { loadConfig } from './config';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
-import { PENDING_REVIEWS_QUERY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
+import { PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
-import type { PendingReview, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
-import { resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
+import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
+import { eventsQuery, resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
 
 /** A Treadle error meant for users: one line that says what went wrong. */
 export class TreadleError extends Error {
@@ -53,11 +54,6 @@ export interface ConnectOptions {
   reviewTimeoutMs?: number;
 }
 
-/** Temporal's default limit on one payload; a larger start request is refused by the server. */
-const MAX_INPUT_BYTES = 2 * 1024 * 1024;
-
-/** How long `listPendingReviews` waits for one item's state before listing it from its search attributes. */
-const LISTING_QUERY_DEADLINE_MS = 3_000;
 
 /** Reviews are updates, which need a running worker; without one the call would wait forever. */
 const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
@@ -82,7 +78,7 @@ export class TreadleClient {
     const config = loadConfig();
     this.taskQueue = options.taskQueue ?? config.taskQueue;
     if (options.known) this.known = options.known;
-    this.blobs = options.blobs ?? new FileBlobStore(config.blobDir);
+    this.blobs = options.blobs ?? createBlobStore(config.blobStore);
     this.reviewTimeoutMs = options.reviewTimeoutMs ?? DEFAULT_REVIEW_TIMEOUT_MS;
     this.blobThresholdBytes = config.blobThresholdBytes;
   }
@@ -116,18 +112,13 @@ export class TreadleClient {
     }
     const inputProblem = jsonProblem(input);
     if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
-    const inputBytes = Buffer.byteLength(JSON.stringify(input ?? null));
-    if (inputBytes > MAX_INPUT_BYTES) {
-      throw new TreadleError(
-        `the work item input is ${megabytes(inputBytes)}; Temporal refuses payloads over ${megabytes(MAX_INPUT_BYTES)}, so keep large documents outside the input (a file, an object store) and pass a reference`,
-        'invalid_input',
-      );
-    }
+    // A large input is stored once, content-addressed; the history carries its reference.
+    const storedInput = (await offloadArtefact((input ?? null) as Json, this.blobs, this.blobThresholdBytes, 'work item input')) ?? null;
     const id = options.id ?? `${validation.spec.name}-${randomUUID().slice(0, 8)}`;
     if (options.tokenBudget !== undefined && options.tokenBudget !== null && !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)) {
       throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`, 'invalid_input');
     }
-    const args: WorkItemInput = { pipeline: raw, input: input as Json, itemId: id, ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}) };
+    const args: WorkItemInput = { pipeline: raw, input: storedInput, itemId: id, ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}) };
     try {
       const handle = await this.client.workflow.start(WORKFLOW_TYPE, {
         taskQueue: this.taskQueue,
@@ -155,9 +146,22 @@ export class TreadleClient {
     }
   }
 
-  /** The work item's full state (the `state` query). */
-  async getState(id: string): Promise<WorkItemState> {
-    return this.call(id, (h) => h.query(stateQuery));
+  /**
+   * The work item's state (the `state` query): stages, attempts, reviews, usage, and one page of events
+   * (`eventsAfter`, `eventLimit`; `eventCount` says how many there are).
+   */
+  async getState(id: string, page: StateQueryArgs = {}): Promise<WorkItemState> {
+    return this.call(id, (h) => h.query(stateQuery, page));
+  }
+
+  /** Every event of a work item, read page by page. */
+  async events(id: string): Promise<TreadleEvent[]> {
+    const out: TreadleEvent[] = [];
+    for (;;) {
+      const page = await this.call(id, (h) => h.query(eventsQuery, { eventsAfter: out.length }));
+      out.push(...page.events);
+      if (page.events.length === 0 || out.length >= page.eventCount) return out;
+    }
   }
 
   /** Resolves a review; rejects with a clear message when the stage is not waiting or the input is bad. */
@@ -211,33 +215,26 @@ export class TreadleClient {
   }
 
   /**
-   * Pending reviews across all work items, found with a visibility query on `TreadlePendingReviews`
-   * (eventually consistent: a review requested a moment ago may take a second to appear).
+   * Pending reviews across all work items, from visibility alone: one listing call reads each waiting item's
+   * search attributes and memo (kept by the workflow), so no item is queried and no worker is needed.
+   * Eventually consistent: a review requested a moment ago may take a second to appear.
    */
   async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
     const query = options.pipeline ? `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_REVIEWS_QUERY;
-    const items: { id: string; pipeline: string; stages: string[]; since: string }[] = [];
+    const listings: PendingReviewListing[] = [];
     for await (const execution of this.client.workflow.list({ query })) {
-      const stages = execution.typedSearchAttributes.get(TreadlePendingReviews) ?? [];
-      if (stages.length) {
-        items.push({ id: execution.workflowId, pipeline: execution.typedSearchAttributes.get(TreadlePipeline) ?? '', stages, since: execution.startTime.toISOString() });
+      const pipeline = execution.typedSearchAttributes.get(TreadlePipeline) ?? '';
+      const memo = execution.memo?.[REVIEWS_MEMO_KEY] as ReviewsMemo | null | undefined;
+      const reviews = memo?.reviews ?? [];
+      for (const review of reviews) listings.push({ ...review, itemId: execution.workflowId, pipeline });
+      // Stages named in the search attribute but not in the memo (a memo cut short, or written by an older
+      // workflow version) are still listed, with what visibility knows.
+      const inMemo = new Set(reviews.map((r) => r.stage));
+      for (const stage of execution.typedSearchAttributes.get(TreadlePendingReviews) ?? []) {
+        if (inMemo.has(stage)) continue;
+        listings.push({ itemId: execution.workflowId, pipeline, stage, reason: 'unknown', message: 'details not in the listing; see treadle status', requestedAt: execution.startTime.toISOString(), attempt: 0 });
       }
     }
-    const listings: PendingReviewListing[] = [];
-    await forEachLimited(items, 16, async (item) => {
-      // The details come from the state query, which needs a worker; an item whose worker is gone is still
-      // listed, from its search attributes, rather than holding up the whole listing.
-      const state = await this.client
-        .withDeadline(Date.now() + LISTING_QUERY_DEADLINE_MS, () => this.handle(item.id).query(stateQuery))
-        .catch(() => undefined);
-      if (state) {
-        for (const review of state.pendingReviews) listings.push({ ...review, itemId: item.id, pipeline: state.pipeline });
-        return;
-      }
-      for (const stage of item.stages) {
-        listings.push({ itemId: item.id, pipeline: item.pipeline, stage, reason: 'unknown', message: 'no worker answered the state query; details unavailable', requestedAt: item.since, attempt: 0 });
-      }
-    });
     return listings.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt) || a.itemId.localeCompare(b.itemId));
   }
 
@@ -258,19 +255,19 @@ export class TreadleClient {
   async watch(id: string, onEvent: (event: TreadleEvent) => void, options: { untilReview?: boolean; afterSeq?: number; signal?: AbortSignal } = {}): Promise<WorkItemState> {
     let seen = options.afterSeq ?? 0;
     for (;;) {
-      const state = await this.getState(id);
-      for (const event of state.events) {
-        if (event.seq > seen) {
-          onEvent(event);
-          seen = event.seq;
-        }
+      // Only new events travel on each poll; the whole state is read once, at the end.
+      const page = await this.call(id, (h) => h.query(eventsQuery, { eventsAfter: seen }));
+      for (const event of page.events) {
+        onEvent(event);
+        seen = event.seq;
       }
-      if (state.status !== 'running' && state.status !== 'waiting_review') return state;
-      if (options.untilReview && state.status === 'waiting_review') return state;
-      if (options.signal?.aborted) return state;
+      if (page.events.length > 0 && seen < page.eventCount) continue;
+      const done = page.status !== 'running' && page.status !== 'waiting_review';
+      if (done || (options.untilReview && page.status === 'waiting_review') || options.signal?.aborted) return this.getState(id, { eventsAfter: seen });
       // Terminated or timed-out executions never reach the workflow's own finish; Temporal knows.
       const execution = (await this.handle(id).describe()).status.name;
       if (execution !== 'RUNNING') {
+        const state = await this.getState(id, { eventsAfter: seen });
         return { ...state, status: execution === 'COMPLETED' ? 'completed' : 'failed', error: state.error ?? `the workflow execution is ${execution.toLowerCase()}` };
       }
       await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
@@ -329,9 +326,6 @@ function jsonProblem(value: unknown, at = 'input'): string | undefined {
   return `${at} is ${typeof value}`;
 }
 
-function megabytes(bytes: number): string {
-  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
-}
 
 function isNotFound(error: unknown): boolean {
   return error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError';
@@ -341,12 +335,5 @@ function defaultReviewer(): string {
   return process.env.TREADLE_REVIEWER || process.env.USER || 'anonymous';
 }
 
-async function forEachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  });
-  await Promise.all(workers);
-}
 
 

@@ -8,7 +8,10 @@ import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact, type BlobStore } from '../storage/blob-store';
 import type { GateContext, ImplementationContext, Registry, StageContext } from './registry';
-import { CallRecordSchema, QualityVerdictSchema, StageOutputSchema, type CallRecord, type Json } from '../model/shapes';
+import { CallRecordSchema, QualityFeedbackSchema, QualityVerdictSchema, StageOutputSchema, isBlobRef, type AttemptRecord, type CallRecord, type Json, type QualityFeedback, type QualityVerdict } from '../model/shapes';
+import { MAX_INLINE_FEEDBACK_BYTES, shortFeedback, truncateText } from '../model/limits';
+import type { GateRef } from '../model/gate-ref';
+import type { PipelineSpec } from '../model/pipeline';
 import { ConversationStore } from '../storage/conversation';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import { defaultAgentProviders, recordingAgent } from '../agents';
@@ -20,8 +23,10 @@ import type {
   GateActivityResult,
   StageActivityInput,
   StageActivityResult,
+  StoreArtefactInput,
+  StoreArtefactResult,
 } from '../model/state';
-import { PREPARE_PIPELINE_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { validatePipeline } from '../model/pipeline';
 
 /** What activities need; tests pass their own. */
@@ -33,6 +38,9 @@ export interface ActivityDependencies {
   /** Agent providers by name (default: anthropic, scripted, claude-code). */
   agents?: AgentProviders;
 }
+
+/** How long a cancelled implementation may take to stop before the cancellation is reported anyway. */
+const CANCEL_GRACE_MS = 10_000;
 
 /** Heartbeat at most this often, and at least three times per heartbeat timeout. */
 const MAX_HEARTBEAT_INTERVAL_MS = 5_000;
@@ -47,8 +55,16 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
 
   activities[PREPARE_PIPELINE_ACTIVITY] = async (input: PreparePipelineInput): Promise<PreparePipelineResult> => {
     const result = validatePipeline(input.pipeline, names);
-    return result.ok ? { ok: true, spec: result.spec, agentBacked: deps.registry.agentBackedTypes() } : { ok: false, problems: result.problems };
+    if (!result.ok) return { ok: false, problems: result.problems };
+    // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
+    return { ok: true, spec: await offloadConfigs(result.spec, deps.blobs, threshold), agentBacked: deps.registry.agentBackedTypes() };
   };
+
+  // Edits that arrived inline (e.g. `temporal workflow signal`) above the threshold are stored once here,
+  // so downstream stages receive a reference rather than the edit in every input.
+  activities[STORE_ARTEFACT_ACTIVITY] = async (input: StoreArtefactInput): Promise<StoreArtefactResult> => ({
+    artefact: (await offloadArtefact(input.artefact, deps.blobs, threshold, input.summary)) ?? null,
+  });
 
   const agents = deps.agents ?? defaultAgentProviders();
 
@@ -56,16 +72,18 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     const impl = deps.registry.getStage(name)!;
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
       supervise(async (supervision) => {
-        const ctx: StageContext = { ...(await baseContext(input, deps.blobs, supervision, agents)), feedback: input.feedback };
+        const ctx: StageContext = { ...(await baseContext(input, deps.blobs, supervision, agents)), feedback: await resolveFeedback(input.feedback, deps.blobs) };
         const parsed = StageOutputSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
         const output = parsed.data;
-        const artefact = await offloadArtefact(output.artefact, deps.blobs, threshold, output.summary);
+        const summary = output.summary !== undefined ? truncateText(output.summary) : undefined;
+        const artefact = await offloadArtefact(output.artefact, deps.blobs, threshold, summary);
+        const rejection = output.rejection !== undefined ? await offloadFeedback(output.rejection, deps.blobs) : undefined;
         return {
           outcome: output.outcome,
           ...(artefact !== undefined ? { artefact } : {}),
-          ...(output.summary !== undefined ? { summary: output.summary } : {}),
-          ...(output.rejection !== undefined ? { rejection: output.rejection } : {}),
+          ...(summary !== undefined ? { summary } : {}),
+          ...(rejection !== undefined ? { rejection } : {}),
           ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}),
         };
       });
@@ -82,7 +100,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
         };
         const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
-        return { ...parsed.data, ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}) };
+        return { ...(await compactVerdict(parsed.data, deps.blobs)), ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}) };
       });
   }
   return activities;
@@ -101,18 +119,19 @@ async function baseContext(
     if (resolved !== undefined) upstream[stage] = resolved;
   }
   const context = Context.current();
+  // Everything large arrives by reference; implementations see it resolved.
+  const itemInput = (await resolveArtefact(input.input, blobs)) ?? null;
+  const config = await resolveArtefact(input.config, blobs);
   return {
     itemId: input.itemId,
     pipeline: input.pipeline,
     stage: input.stage,
     attempt: input.attempt,
     maxAttempts: input.maxAttempts,
-    input: input.input,
-    config: input.config,
+    input: itemInput,
+    config,
     upstream,
-    previousAttempts: await Promise.all(
-      input.previousAttempts.map(async (a) => (a.artefact === undefined ? a : { ...a, artefact: (await resolveArtefact(a.artefact, blobs)) ?? null })),
-    ),
+    previousAttempts: await Promise.all(input.previousAttempts.map((a) => resolveAttempt(a, blobs))),
     signal,
     idempotencyKey: `${context.info.workflowExecution?.workflowId ?? input.itemId}/${input.stage}/${input.attempt}`,
     blobs,
@@ -125,7 +144,7 @@ async function baseContext(
       if (!factory) {
         throw ApplicationFailure.nonRetryable(`unknown agent provider "${name}" (available: ${Object.keys(agents).join(', ')})`, 'UnknownAgent');
       }
-      const agentContext = { itemId: input.itemId, stage: input.stage, attempt: input.attempt, input: input.input, config: input.config };
+      const agentContext = { itemId: input.itemId, stage: input.stage, attempt: input.attempt, input: itemInput, config };
       return recordingAgent(factory(agentContext), { calls, conversations: new ConversationStore(blobs) });
     },
   };
@@ -164,11 +183,20 @@ async function supervise<T>(run: (supervision: Supervision) => Promise<T>): Prom
   const timeout = context.info.heartbeatTimeoutMs;
   const every = Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS);
   const beat = setInterval(beatNow, every);
+  const work = run(supervision);
   try {
-    return await Promise.race([run(supervision), context.cancelled]);
+    return await Promise.race([work, context.cancelled]);
   } catch (error) {
+    if (error instanceof CancelledFailure) {
+      // The attempt timed out or the item was cancelled. The implementation saw the abort signal; wait
+      // (briefly) until it has stopped, so the next attempt never overlaps it, then report the calls it
+      // made, including the one cut off, with the cancellation.
+      const stopped = await Promise.race([work.then(() => true, () => true), new Promise<false>((r) => setTimeout(() => r(false), CANCEL_GRACE_MS))]);
+      if (!stopped) activityLog.warn('implementation did not stop within the grace period after cancellation', { graceMs: CANCEL_GRACE_MS });
+      throw new CancelledFailure(error.message, [{ calls }]);
+    }
     beatNow();
-    if (error instanceof CancelledFailure || !(error instanceof Error)) throw error;
+    if (!(error instanceof Error)) throw error;
     // Every failure carries the calls made so far, so the workflow can log them when Temporal gives up.
     const failure = error instanceof ApplicationFailure ? error : undefined;
     throw ApplicationFailure.create({
@@ -193,4 +221,56 @@ function callsFromHeartbeat(details: { calls?: unknown } | undefined): CallRecor
 function invalidResult(what: string, issues: { path: PropertyKey[]; message: string }[]): ApplicationFailure {
   const first = issues.slice(0, 3).map((i) => `${i.path.map(String).join('.') || 'result'}: ${i.message}`);
   return ApplicationFailure.nonRetryable(`${what} returned an invalid result: ${first.join('; ')}`, 'InvalidImplementationResult');
+}
+
+/** Feedback too long for the history goes to the blob store; the history keeps its short form. */
+export async function offloadFeedback(feedback: QualityFeedback, blobs: BlobStore): Promise<QualityFeedback> {
+  const text = JSON.stringify(feedback);
+  if (Buffer.byteLength(text) <= MAX_INLINE_FEEDBACK_BYTES) return feedback;
+  const stored = await blobs.put(Buffer.from(text), 'application/json', `feedback: ${truncateText(feedback.summary, 120)}`);
+  return shortFeedback(feedback, stored.ref);
+}
+
+/** A verdict as the history keeps it: long feedback by reference, long reasons cut short. */
+async function compactVerdict(verdict: QualityVerdict, blobs: BlobStore): Promise<QualityVerdict> {
+  if (verdict.kind === 'rejected') return { kind: 'rejected', feedback: await offloadFeedback(verdict.feedback, blobs) };
+  if (verdict.kind === 'uncertain') return { kind: 'uncertain', reason: truncateText(verdict.reason, 1_000) };
+  return verdict;
+}
+
+/** The whole feedback behind a short form (the short form itself when the whole was never stored). */
+async function resolveFeedback<T extends QualityFeedback | null | undefined>(feedback: T, blobs: BlobStore): Promise<T> {
+  if (!feedback?.ref) return feedback;
+  const whole = QualityFeedbackSchema.safeParse(JSON.parse((await blobs.get(feedback.ref)).toString('utf8')));
+  return (whole.success ? whole.data : feedback) as T;
+}
+
+/** A previous attempt as implementations see it: artefact and feedback resolved. */
+async function resolveAttempt(attempt: AttemptRecord, blobs: BlobStore): Promise<AttemptRecord> {
+  const out: AttemptRecord = { ...attempt };
+  if (attempt.artefact !== undefined) out.artefact = (await resolveArtefact(attempt.artefact, blobs)) ?? null;
+  if (attempt.feedback) out.feedback = await resolveFeedback(attempt.feedback, blobs);
+  // The workflow sends a rejected verdict's feedback once, as the attempt's feedback.
+  if (attempt.verdict?.kind === 'rejected') out.verdict = { kind: 'rejected', feedback: out.feedback ?? (await resolveFeedback(attempt.verdict.feedback, blobs)) };
+  return out;
+}
+
+/** The spec with every `with:` config larger than the threshold replaced by a blob reference. */
+async function offloadConfigs(spec: PipelineSpec, blobs: BlobStore, threshold: number): Promise<PipelineSpec> {
+  const offload = async (value: Json | undefined, what: string): Promise<Json | undefined> =>
+    value === undefined || isBlobRef(value) ? value : offloadArtefact(value, blobs, threshold, what);
+  const gate = async (ref: GateRef, stage: string): Promise<GateRef> => {
+    if ('run' in ref) return ref.with === undefined ? ref : { run: ref.run, with: (await offload(ref.with, `with: of gate ${ref.run} in stage ${stage}`)) ?? null };
+    if ('all' in ref) return { all: await Promise.all(ref.all.map((g) => gate(g, stage))) };
+    return { any: await Promise.all(ref.any.map((g) => gate(g, stage))) };
+  };
+  const stages = await Promise.all(
+    spec.stages.map(async (stage) => {
+      const out = { ...stage };
+      if (stage.with !== undefined) out.with = (await offload(stage.with, `with: of stage ${stage.name}`)) ?? null;
+      if (stage.gate) out.gate = await gate(stage.gate, stage.name);
+      return out;
+    }),
+  );
+  return { ...spec, stages };
 }

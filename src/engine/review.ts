@@ -3,8 +3,9 @@
  * rejects bad input to the caller) and the `review` signal (which records bad input as an event).
  */
 import { parseReviewRequest } from '../model/review-request';
-import type { AttemptRecord, ReviewOutcome } from '../model/shapes';
-import type { WorkItemState } from '../model/state';
+import { formatDuration } from '../model/duration';
+import type { Artefact, AttemptRecord, Json, ReviewOutcome } from '../model/shapes';
+import type { ReviewReason, ReviewRecord, WorkItemState } from '../model/state';
 
 /** Inline edits larger than this would bloat the history (and the update carrying them) past safe sizes. */
 export const MAX_INLINE_EDIT_CHARS = 512 * 1024;
@@ -21,7 +22,8 @@ export function checkReview(state: WorkItemState, payload: unknown): { ok: true;
   const parsed = parseReviewRequest(payload);
   if (!parsed.ok) return { ok: false, error: `invalid review: ${parsed.issues.slice(0, 5).join('; ')}` };
   const { stage, outcome, reviewer } = parsed.review;
-  const stageState = state.stages[stage];
+  // Stage names are data: only the item's own stages count, never a name inherited from Object.prototype.
+  const stageState = Object.hasOwn(state.stages, stage) ? state.stages[stage] : undefined;
   if (!stageState) {
     const known = Object.keys(state.stages);
     return { ok: false, error: `unknown stage "${stage}" in work item ${state.id} (stages: ${known.join(', ') || 'none'})` };
@@ -57,4 +59,77 @@ export function approvedAttempt(attempts: AttemptRecord[], attempt?: number): At
     if (attempts[i]?.artefact !== undefined) return attempts[i];
   }
   return undefined;
+}
+
+/** What a stage waiting for review must do once a human (or the TTL) has decided. */
+export type ReviewDecision =
+  | { action: 'fail'; error: string; message: string }
+  | { action: 'complete'; artefact?: Artefact; summary?: string; message: string }
+  /** Carry on with the stage's attempts (a spent token budget was waived). */
+  | { action: 'resume' };
+
+/** The event and the stage record a decision leaves behind. */
+export interface ReviewDecided {
+  decision: ReviewDecision;
+  event: { type: 'ReviewResolved' | 'ReviewExpired'; message: string; details: Record<string, Json> };
+  review: ReviewRecord;
+}
+
+/**
+ * Applies a review outcome, or the TTL's expiry (`resolution` undefined), to a stage waiting for review.
+ * Expiry means exactly what the configured action means when a human takes it: `approve` on a spent token
+ * budget lets the stage continue, elsewhere it approves the latest output; `reject` fails the stage.
+ */
+export function decideReview(args: {
+  stage: string;
+  reason: ReviewReason;
+  attempts: AttemptRecord[];
+  resolution: AcceptedReview | undefined;
+  onReviewExpired: 'approve' | 'reject';
+  reviewTtlMs: number | null;
+  at: string;
+}): ReviewDecided {
+  const { stage, attempts, at } = args;
+  const resolution = args.resolution ?? { stage, reviewer: 'ttl', outcome: args.onReviewExpired === 'approve' ? { kind: 'approve' as const } : { kind: 'reject' as const, reason: 'review expired' } };
+  const expired = args.resolution === undefined;
+  const { outcome, reviewer } = resolution;
+  const review: ReviewRecord = expired
+    ? { reviewer: 'ttl', kind: outcome.kind === 'approve' ? 'expired_approve' : 'expired_reject', at }
+    : { reviewer, kind: outcome.kind, at, ...(outcome.note !== undefined ? { note: outcome.note } : {}) };
+  const after = formatDuration(args.reviewTtlMs ?? 0);
+  const event = (message: string): ReviewDecided['event'] =>
+    expired ? { type: 'ReviewExpired', message: `${stage} review expired after ${after}; ${message}`, details: { outcome: review.kind } } : { type: 'ReviewResolved', message, details: { reviewer, outcome: outcome.kind } };
+
+  if (outcome.kind === 'reject') {
+    if (!expired) review.reason = outcome.reason;
+    return {
+      decision: expired
+        ? { action: 'fail', error: `review expired after ${after}`, message: `${stage} failed: review expired` }
+        : { action: 'fail', error: `rejected by ${reviewer}: ${outcome.reason}`, message: `${stage} failed: rejected by ${reviewer}` },
+      event: event(expired ? 'rejected by policy' : `${stage} rejected by ${reviewer}: ${outcome.reason}`),
+      review,
+    };
+  }
+  if (outcome.kind === 'approve_with_edits') {
+    return {
+      decision: { action: 'complete', artefact: outcome.artefact, summary: outcome.note ?? `edited by ${reviewer}`, message: `${stage} completed with the reviewer's edits` },
+      event: event(`${stage} approved with edits by ${reviewer}${outcome.note ? `: ${outcome.note}` : ''}`),
+      review,
+    };
+  }
+  if (args.reason === 'budget_exhausted' && outcome.attempt === undefined) {
+    return { decision: { action: 'resume' }, event: event(expired ? 'approved by policy: the stage continues past the token budget' : `${stage}: ${reviewer} approved spending beyond the token budget`), review };
+  }
+  if (outcome.attempt !== undefined) review.attempt = outcome.attempt;
+  const chosen = approvedAttempt(attempts, outcome.attempt);
+  return {
+    decision: {
+      action: 'complete',
+      ...(chosen?.artefact !== undefined ? { artefact: chosen.artefact } : {}),
+      ...(chosen?.outputSummary !== undefined ? { summary: chosen.outputSummary } : {}),
+      message: expired ? `${stage} completed: review expired and policy approves` : `${stage} completed after approval`,
+    },
+    event: event(expired ? 'approved by policy' : `${stage} approved by ${reviewer}${outcome.attempt !== undefined ? ` (attempt ${outcome.attempt})` : ''}`),
+    review,
+  };
 }

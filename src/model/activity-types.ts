@@ -10,3 +10,6 @@ export const PREPARE_PIPELINE_ACTIVITY = 'treadle.preparePipeline';
 export function gateActivityType(gate: string): string {
   return `gate:${gate}`;
 }
+
+/** Treadle's own local activity that moves an inline artefact above the blob threshold into the blob store. */
+export const STORE_ARTEFACT_ACTIVITY = 'treadle.storeArtefact';

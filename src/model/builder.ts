@@ -63,8 +63,15 @@ export class PipelineBuilder {
   private readonly stages: DraftStage[] = [];
   private readonly problems: string[] = [];
   private description?: string;
+  private parallel?: number;
 
   constructor(private readonly name: string) {}
+
+  /** At most this many stages of one item run at once (`max_parallel`). */
+  maxParallel(stages: number): this {
+    this.parallel = stages;
+    return this;
+  }
 
   /** Describes the pipeline. */
   describe(text: string): this {
@@ -124,6 +131,7 @@ export class PipelineBuilder {
     return {
       name: this.name,
       ...(this.description !== undefined ? { description: this.description } : {}),
+      ...(this.parallel !== undefined ? { maxParallel: this.parallel } : {}),
       stages: this.stages.map((s) => ({ ...s })),
     };
   }

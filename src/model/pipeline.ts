@@ -8,6 +8,8 @@
 import { z } from 'zod';
 import { parseDuration } from './duration';
 import type { GateRef } from './gate-ref';
+import { gateLeaves } from './gate-ref';
+import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
 import { JsonSchema, type Json } from './shapes';
 
 export const REVIEW_POLICIES = ['never', 'always', 'on_escalation', 'on_uncertain', 'on_escalation_or_uncertain'] as const;
@@ -26,6 +28,12 @@ export const DEFAULT_ACTIVITY_RETRY = {
 };
 /** Upper bound on one activity execution when the stage has no attempt timeout. */
 export const DEFAULT_START_TO_CLOSE_MS = 10 * 60_000;
+/**
+ * With an attempt timeout, the workflow's timer ends the attempt and waits for the activity to stop; the
+ * activity's own start-to-close timeout comes this much later, so it never races the timer (a server-side
+ * timeout would retry the activity and lose the calls it made).
+ */
+export const ATTEMPT_CANCEL_MARGIN_MS = 30_000;
 /** Activities heartbeat every few seconds, so a dead worker is noticed within this long. */
 export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 30_000;
 
@@ -108,6 +116,13 @@ const PipelineInput = z
     description: z.string().optional(),
     /** Model tokens (input + output) one work item may spend; then agent-backed stages escalate to review. */
     tokenBudget: z.number().int('must be a whole number of tokens').positive('must be more than 0').nullable().optional(),
+    /** Stages of one item running at once; the rest wait their turn in spec order. */
+    maxParallel: z
+      .number()
+      .int('must be a whole number')
+      .min(1, 'must be at least 1')
+      .max(MAX_PARALLEL_LIMIT, `must be at most ${MAX_PARALLEL_LIMIT} (each running stage holds Temporal activities; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per item)`)
+      .optional(),
     stages: z.array(StageInput).min(1, 'a pipeline needs at least one stage'),
   })
   .strict();
@@ -151,6 +166,8 @@ export interface PipelineSpec {
   description?: string;
   /** Tokens one work item may spend on model calls; null for no limit. */
   tokenBudget: number | null;
+  /** Stages of one item running at once. */
+  maxParallel: number;
   stages: StageSpec[];
 }
 
@@ -188,7 +205,9 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   problems.push(...graphProblems(input));
   if (known) problems.push(...implementationProblems(input, known));
   if (problems.length > 0 || !parsed.success) return { ok: false, problems: dedupe(problems) };
-  return { ok: true, spec: canonical(parsed.data) };
+  const spec = canonical(parsed.data);
+  const limits = limitProblems(spec);
+  return limits.length > 0 ? { ok: false, problems: limits } : { ok: true, spec };
 }
 
 /** Like {@link validatePipeline} but throws a {@link PipelineValidationError}. */
@@ -206,6 +225,7 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
     name: data.name,
     ...(data.description !== undefined ? { description: data.description } : {}),
     tokenBudget: data.tokenBudget ?? null,
+    maxParallel: data.maxParallel ?? DEFAULT_MAX_PARALLEL,
     stages: data.stages.map((stage) => {
       const retry = stage.activity?.retry;
       const spec: StageSpec = {
@@ -224,7 +244,8 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
         onReviewExpired: stage.onReviewExpired,
         activity: {
           startToCloseTimeoutMs:
-            stage.activity?.startToCloseTimeout ?? stage.retryBudget.attemptTimeout ?? DEFAULT_START_TO_CLOSE_MS,
+            stage.activity?.startToCloseTimeout ??
+            (stage.retryBudget.attemptTimeout !== null ? stage.retryBudget.attemptTimeout + ATTEMPT_CANCEL_MARGIN_MS : DEFAULT_START_TO_CLOSE_MS),
           heartbeatTimeoutMs: stage.activity?.heartbeatTimeout ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
           retry: {
             maximumAttempts: retry?.maximumAttempts ?? DEFAULT_ACTIVITY_RETRY.maximumAttempts,
@@ -388,4 +409,43 @@ function dedupe(items: string[]): string[] {
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The most history events one stage can write: per attempt a workflow task, the stage activity, every gate
+ * activity, the attempt timer and the retry delay (three events per task or activity, two per timer), plus
+ * a review (update, workflow task, upserts, TTL timer).
+ */
+export function worstCaseStageEvents(stage: StageSpec): number {
+  const perAttempt = 3 + 3 + 3 * gateLeaves(stage.gate).length + (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) + (stage.retryBudget.delayMs > 0 ? 2 : 0);
+  const review = 12;
+  return stage.retryBudget.maxAttempts * perAttempt + review;
+}
+
+/** The most activities one running stage holds at once: its own, or all its gates in parallel. */
+function activitiesPerStage(stage: StageSpec): number {
+  return Math.max(1, gateLeaves(stage.gate).length);
+}
+
+/**
+ * Limits that no schema can see: a spec whose worst case would pass Temporal's history or pending-activity
+ * limits is refused here, naming the limit and the stages that weigh most, instead of failing mid-run.
+ */
+function limitProblems(spec: PipelineSpec): string[] {
+  const problems: string[] = [];
+  const weights = spec.stages.map((s) => ({ name: s.name, events: worstCaseStageEvents(s) })).sort((a, b) => b.events - a.events);
+  const total = weights.reduce((sum, w) => sum + w.events, 20);
+  if (total > HISTORY_EVENT_BUDGET) {
+    const heaviest = weights.slice(0, 3).map((w) => `${w.name} ${w.events}`).join(', ');
+    problems.push(
+      `the pipeline could write ${total} history events in the worst case (every attempt used); one work item holds at most ${HISTORY_EVENT_BUDGET} (Temporal's limit is ${TEMPORAL_HISTORY_EVENT_LIMIT}): lower max_attempts or split it into several pipelines (heaviest stages: ${heaviest})`,
+    );
+  }
+  const perStage = Math.max(...spec.stages.map(activitiesPerStage));
+  if (spec.maxParallel * perStage > TEMPORAL_PENDING_ACTIVITY_LIMIT) {
+    problems.push(
+      `max_parallel ${spec.maxParallel} with up to ${perStage} activities per running stage could hold ${spec.maxParallel * perStage} activities at once; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per work item: lower max_parallel`,
+    );
+  }
+  return problems;
 }

@@ -18,3 +18,6 @@ export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordLi
 
 /** Visibility query listing every work item with a pending review. */
 export const PENDING_REVIEWS_QUERY = "ExecutionStatus = 'Running' AND TreadlePendingReviews IS NOT NULL";
+
+/** Memo key under which a work item keeps its pending reviews for listings (`ReviewsMemo`). */
+export const REVIEWS_MEMO_KEY = 'treadleReviews';

@@ -47,6 +47,11 @@ export const QualityFeedbackSchema = z.object({
   summary: z.string(),
   failedCriteria: z.array(CriterionResultSchema).default([]),
   guidance: JsonSchema.optional(),
+  /**
+   * Set when the feedback was too long for the history: `sha256:<hex>` of the whole feedback in the blob
+   * store, while `summary` and `failedCriteria` here are shortened. Activities hand implementations the whole.
+   */
+  ref: z.string().regex(/^sha256:[0-9a-f]{64}$/).optional(),
 });
 export type QualityFeedback = z.infer<typeof QualityFeedbackSchema>;
 

@@ -38,6 +38,8 @@ export interface ReviewRecord {
 /** One stage's state in the `state` query. */
 export interface StageState {
   status: StageStatus;
+  /** The stage's retry budget (attempts allowed, the first included). */
+  maxAttempts?: number;
   attempts: AttemptRecord[];
   /** The stage's final artefact (the edited one after approve_with_edits). */
   artefact?: Artefact;
@@ -57,13 +59,18 @@ export interface WorkItemState {
   status: ItemStatus;
   stages: Record<string, StageState>;
   pendingReviews: PendingReview[];
+  /**
+   * A page of the event stream: events after the query's `eventsAfter` (default 0), at most its
+   * `eventLimit` (default {@link DEFAULT_EVENT_PAGE}); `eventCount` says how many there are in all.
+   */
   events: TreadleEvent[];
+  /** The number of events the item has emitted (the seq of the latest). */
+  eventCount: number;
   startedAt: string;
   completedAt?: string;
   /** Why the item failed (a stage failure, or an invalid spec with every problem). */
   error?: string;
   problems?: string[];
-  spec?: PipelineSpec;
   /** Model usage per stage and in total (derived from the attempts' call records when queried). */
   usage?: UsageSummary;
   /** The token budget in force (the item's own, else the pipeline's); null for none. */
@@ -74,7 +81,10 @@ export interface WorkItemState {
 export interface WorkItemInput {
   /** The pipeline spec in any accepted form; the workflow validates it. */
   pipeline: unknown;
-  /** The work item's payload, given to every stage. */
+  /**
+   * The work item's payload, given to every stage: inline JSON when small, else a blob reference that the
+   * client stored (`TreadleClient.start` does this above the blob threshold) and activities resolve.
+   */
   input?: Json;
   /** Defaults to the workflow id. */
   itemId?: string;
@@ -87,7 +97,7 @@ export interface WorkItemResult {
   id: string;
   pipeline: string;
   status: 'completed' | 'failed';
-  /** Final artefacts of completed stages. */
+  /** Final artefacts of completed stages (small ones inline, others as blob references). */
   artefacts: Record<string, Artefact>;
   failedStages: string[];
   error?: string;
@@ -100,12 +110,13 @@ export interface ActivityContextBase {
   stage: string;
   attempt: number;
   maxAttempts: number;
-  /** The work item's payload. */
+  /** The work item's payload: inline JSON or a blob reference (activities resolve it). */
   input: Json;
   /** The implementation's configuration from the spec (`with:`). */
   config?: Json;
   /** Final artefacts of the stage's dependencies, possibly blob references. */
   upstream: Record<string, Artefact>;
+  /** This stage's earlier attempts as compact records: artefacts and long feedback by reference, no calls. */
   previousAttempts: AttemptRecord[];
 }
 
@@ -157,4 +168,36 @@ export interface UsageTotals {
 export interface UsageSummary {
   total: UsageTotals;
   stages: Record<string, UsageTotals>;
+}
+
+/** Events one `state` query returns unless it asks for another page size. */
+export const DEFAULT_EVENT_PAGE = 500;
+
+/** Arguments of the `state` query: which page of events to return. */
+export interface StateQueryArgs {
+  /** Return only events whose seq is greater than this (default 0). */
+  eventsAfter?: number;
+  /** At most this many events (default {@link DEFAULT_EVENT_PAGE}). */
+  eventLimit?: number;
+}
+
+/**
+ * What the workflow keeps in its memo for listings (one visibility call lists every pending review with
+ * its details, no query per item): the pending reviews, each message cut short.
+ */
+export interface ReviewsMemo {
+  pipeline: string;
+  reviews: PendingReview[];
+  /** Reviews left out to keep the memo small (the `state` query has them all). */
+  omitted: number;
+}
+
+/** Input and result of the local activity that stores a large inline artefact (a reviewer's edit). */
+export interface StoreArtefactInput {
+  artefact: Json;
+  summary: string;
+}
+export interface StoreArtefactResult {
+  /** A blob reference, or the artefact itself when it is under the threshold. */
+  artefact: Json;
 }

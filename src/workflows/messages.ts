@@ -3,7 +3,8 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { ReviewRequest } from '../model/shapes';
-import type { WorkItemState } from '../model/state';
+import type { ItemStatus, PendingReview, StateQueryArgs, WorkItemState } from '../model/state';
+import type { TreadleEvent } from '../model/shapes';
 
 /**
  * Fire-and-forget review, friendly to `temporal workflow signal`. A signal cannot answer, so invalid input
@@ -25,5 +26,20 @@ export interface ReviewAccepted {
  */
 export const resolveReviewUpdate = defineUpdate<ReviewAccepted, [ReviewRequest]>('resolveReview');
 
-/** The whole state for UIs and CLIs; a query because reading must never change the item. */
-export const stateQuery = defineQuery<WorkItemState>('state');
+/**
+ * The state for UIs and CLIs, with one page of events (`{ eventsAfter, eventLimit }`); a query because
+ * reading must never change the item.
+ */
+export const stateQuery = defineQuery<WorkItemState, [StateQueryArgs?]>('state');
+
+/** What `events` answers: the status and the events after a sequence number, without the stages. */
+export interface EventsPage {
+  status: ItemStatus;
+  eventCount: number;
+  events: TreadleEvent[];
+  pendingReviews: PendingReview[];
+  error?: string;
+}
+
+/** New events only, for `watch`: cheap to ask for every half second whatever the item's size. */
+export const eventsQuery = defineQuery<EventsPage, [StateQueryArgs?]>('events');

@@ -5,9 +5,11 @@
  * attributes and the Web UI details current. Decisions come from the pure functions in `src/engine`.
  */
 import {
+  ActivityCancellationType,
   ActivityFailure,
   ApplicationFailure,
   CancellationScope,
+  CancelledFailure,
   condition,
   isCancellation,
   log,
@@ -16,19 +18,21 @@ import {
   setCurrentDetails,
   setHandler,
   sleep,
+  upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
-import { approvedAttempt, checkReview, type AcceptedReview } from '../engine/review';
+import { checkReview, decideReview, type AcceptedReview } from '../engine/review';
 import { combineVerdicts } from '../engine/gates';
 import { summarizeUsage, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
-import { PREPARE_PIPELINE_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
-import { TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
+import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import type { Artefact, AttemptRecord, CallRecord, EventType, Json, QualityFeedback, QualityVerdict, TreadleEvent } from '../model/shapes';
 import type {
   PreparePipelineInput,
@@ -39,18 +43,35 @@ import type {
   StageActivityInput,
   StageActivityResult,
   StageState,
+  StateQueryArgs,
+  StoreArtefactInput,
+  StoreArtefactResult,
+  ReviewsMemo,
   WorkItemInput,
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
+import { DEFAULT_EVENT_PAGE } from '../model/state';
+import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
 // A local activity: it only reads the worker's registry, so it needs no task-queue round trip.
-const preparePipeline = proxyLocalActivities<Record<string, (input: PreparePipelineInput) => Promise<PreparePipelineResult>>>({
+const treadleLocal = proxyLocalActivities<{
+  [PREPARE_PIPELINE_ACTIVITY]: (input: PreparePipelineInput) => Promise<PreparePipelineResult>;
+  [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult>;
+}>({
   startToCloseTimeout: '30s',
   retry: { maximumAttempts: 5 },
-})[PREPARE_PIPELINE_ACTIVITY]!;
+});
+const preparePipeline = treadleLocal[PREPARE_PIPELINE_ACTIVITY];
+const storeArtefact = treadleLocal[STORE_ARTEFACT_ACTIVITY];
+
+/** Reviews kept in the memo; the `state` query lists them all. */
+const MEMO_REVIEWS = 20;
+/** Visibility limits each search attribute value (2 KB by default); the stage list stays under this. */
+const PENDING_REVIEWS_ATTRIBUTE_BYTES = 1_500;
+/** Stage rows in the Web UI's current details; the rest are counted. */
+const DETAIL_ROWS = 30;
 
 /** Runs one work item through its pipeline. */
 export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
@@ -62,17 +83,21 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     id: itemId,
     pipeline: pipelineName,
     status: 'running',
-    stages: {},
+    // Stage names are data: a null-prototype record, so "constructor" is a stage like any other.
+    stages: Object.create(null) as Record<string, StageState>,
     pendingReviews: [],
     events: [],
+    eventCount: 0,
     startedAt: now(),
   };
-  const resolutions: Record<string, AcceptedReview | undefined> = {};
+  const resolutions = new Map<string, AcceptedReview>();
   let changed = false;
+  let settledStatus = false;
 
   const emit = (type: EventType, message: string, fields: Partial<TreadleEvent> = {}): void => {
     const event: TreadleEvent = { seq: state.events.length + 1, type, itemId, at: now(), message, ...fields };
     state.events.push(event);
+    state.eventCount = event.seq;
     log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt });
   };
 
@@ -81,12 +106,14 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     // Removing the pending entry here (not when the runner wakes) makes a second review of the same stage
     // in the same activation fail validation instead of overwriting the first.
     state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== review.stage);
-    resolutions[review.stage] = review;
+    resolutions.set(review.stage, review);
+    changed = true;
   };
   setHandler(reviewSignal, (payload) => {
     const checked = checkReview(state, payload);
     if (checked.ok) deliver(checked.review);
-    else emit('ReviewInputRejected', checked.error, { details: { payload: (payload ?? null) as Json } });
+    // What was wrong, never the payload itself: a rejected 500 KB edit must not live in every query.
+    else emit('ReviewInputRejected', truncateText(checked.error), { ...stageOf(payload), details: describePayload(payload) });
   });
   setHandler(
     resolveReviewUpdate,
@@ -104,15 +131,25 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
     },
   );
-  setHandler(stateQuery, () => ({ ...state, usage: summarizeUsage(state.stages) }), {
-    description: 'The work item: status, stages, attempts, pending reviews, events, model usage.',
+  setHandler(stateQuery, (args?: StateQueryArgs) => pageOfState(state, args), {
+    description: 'The work item: status, stages, attempts, pending reviews, model usage, and a page of events ({eventsAfter, eventLimit}).',
   });
+  setHandler(
+    eventsQuery,
+    (args?: StateQueryArgs) => {
+      return { status: state.status, eventCount: state.eventCount, events: eventPage(state.events, args), pendingReviews: state.pendingReviews, ...(state.error ? { error: state.error } : {}) };
+    },
+    { description: 'Status, pending reviews and a page of events ({eventsAfter, eventLimit}), without the stages.' },
+  );
 
   // Each upsert is a command and a history event, so only changes are upserted.
+  // Called once per activation by the main loop (and at the end), never per stage: its cost grows with the
+  // number of stages, and each upsert is a history event.
   let published: string | undefined;
+  let publishedReviews: string | undefined;
   const publish = (): void => {
-    state.status = state.spec ? itemStatus(state.stages) : state.status;
-    const waiting = state.pendingReviews.map((r) => r.stage);
+    if (!settledStatus) state.status = itemStatus(state.stages);
+    const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
     const current = JSON.stringify([state.status, waiting]);
     if (current !== published) {
       upsertSearchAttributes([
@@ -121,6 +158,12 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
         { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
       ]);
       published = current;
+    }
+    const memo = reviewsMemo(state);
+    const memoText = JSON.stringify(memo);
+    if (memoText !== publishedReviews && (publishedReviews !== undefined || memo !== null)) {
+      upsertMemo({ [REVIEWS_MEMO_KEY]: memo });
+      publishedReviews = memoText;
     }
     setCurrentDetails(renderDetails(state));
   };
@@ -131,10 +174,11 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     const failedStages = Object.entries(state.stages).filter(([, s]) => s.status === 'failed').map(([name]) => name);
     const failed = error !== undefined || failedStages.length > 0;
     state.status = failed ? 'failed' : 'completed';
+    settledStatus = true;
     if (failed && state.error === undefined) state.error = `stage${failedStages.length > 1 ? 's' : ''} failed: ${failedStages.join(', ')}`;
     emit(failed ? 'ItemFailed' : 'ItemCompleted', failed ? `work item failed: ${state.error}` : 'work item completed');
     publish();
-    const artefacts: Record<string, Artefact> = {};
+    const artefacts: Record<string, Artefact> = Object.create(null) as Record<string, Artefact>;
     for (const [name, s] of Object.entries(state.stages)) if (s.status === 'completed' && s.artefact !== undefined) artefacts[name] = s.artefact;
     return { id: itemId, pipeline: state.pipeline, status: state.status === 'failed' ? 'failed' : 'completed', artefacts, failedStages, ...(state.error ? { error: state.error } : {}) };
   };
@@ -146,21 +190,21 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     return finish(`pipeline ${pipelineName} is invalid: ${prepared.problems.join('; ')}`);
   }
   const spec = prepared.spec;
-  state.spec = spec;
   if (args.tokenBudget !== undefined && args.tokenBudget !== null && !(Number.isInteger(args.tokenBudget) && args.tokenBudget > 0)) {
     state.problems = [`tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(args.tokenBudget)}`];
     return finish(`invalid work item: ${state.problems[0]}`);
   }
   state.tokenBudget = args.tokenBudget !== undefined ? args.tokenBudget : spec.tokenBudget;
   const agentBacked = new Set(prepared.agentBacked);
-  for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [] };
+  for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [], maxAttempts: stage.retryBudget.maxAttempts };
+  const stageByName = new Map(spec.stages.map((s) => [s.name, s]));
   publish();
 
   // Runner promises never reject: a cancellation is kept and rethrown by the loop below, and any other
   // error (an engine bug) fails its stage instead of failing workflow tasks forever.
   let cancellation: unknown;
   const runner = (stage: StageSpec): Promise<void> =>
-    runStage({ stage, spec, state, input, itemId, emit, publish, resolutions, usesAgent: usesAgent(stage, agentBacked) })
+    runStage({ stage, spec, state, input, itemId, emit, touch: () => (changed = true), resolutions, usesAgent: usesAgent(stage, agentBacked) })
       .catch((error: unknown) => {
         if (isCancellation(error)) cancellation ??= error;
         else if (!['completed', 'failed', 'skipped'].includes(state.stages[stage.name]!.status)) {
@@ -180,10 +224,13 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
         emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
         changed = true;
       }
-      for (const name of readyStages(spec, state.stages)) {
-        const stage = spec.stages.find((s) => s.name === name)!;
+      // At most max_parallel stages run at once, so no width of pipeline floods one activation or passes
+      // Temporal's pending-activity limit; the rest start in spec order as others settle.
+      let free = spec.maxParallel - Object.values(state.stages).filter((s) => s.status === 'running').length;
+      for (const name of free > 0 ? readyStages(spec, state.stages) : []) {
+        if (free-- <= 0) break;
         state.stages[name]!.status = 'running';
-        void runner(stage);
+        void runner(stageByName.get(name)!);
       }
       publish();
       if (allSettled(state.stages)) break;
@@ -195,14 +242,12 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     if (!isCancellation(error)) throw error;
     // Cancelled from outside (temporal workflow cancel): record it where UIs and listings look, then end.
     state.status = 'cancelled';
+    settledStatus = true;
     state.error = 'work item cancelled';
     state.completedAt = now();
     state.pendingReviews = [];
     emit('ItemFailed', 'work item cancelled');
-    upsertSearchAttributes([
-      { key: TreadleStatus, value: 'cancelled' },
-      { key: TreadlePendingReviews, value: null },
-    ]);
+    publish();
     throw error;
   }
   return finish();
@@ -215,8 +260,9 @@ interface StageRun {
   input: Json;
   itemId: string;
   emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
-  publish: () => void;
-  resolutions: Record<string, AcceptedReview | undefined>;
+  /** Wakes the main loop, which publishes status, reviews and details once per activation. */
+  touch: () => void;
+  resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */
   usesAgent: boolean;
 }
@@ -245,15 +291,16 @@ async function runStage(run: StageRun): Promise<void> {
       }
     }
     const record: AttemptRecord = { attempt, startedAt: now() };
-    const previousAttempts = st.attempts.slice();
+    // Compact records: artefacts and long feedback are references already; the call log stays here.
+    const previousAttempts = st.attempts.map(compactAttempt);
     st.attempts.push(record);
-    run.publish();
+    run.touch();
     let outcome: AttemptOutcome;
     try {
       outcome = await runAttempt(run, record, previousAttempts, feedback);
     } catch (error) {
       if (isCancellation(error)) throw error;
-      const message = describeFailure(error);
+      const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
       addCalls(record, callsOfFailure(error));
       record.completedAt = now();
       record.error = message;
@@ -291,6 +338,7 @@ async function runStage(run: StageRun): Promise<void> {
         });
         continue;
       case 'review':
+        // Only a token-budget review can resume a stage, and that one is requested above.
         await review(run, decision);
         return;
     }
@@ -355,6 +403,7 @@ async function runAttempt(run: StageRun, record: AttemptRecord, previousAttempts
   } catch (error) {
     if (timedOut && isCancellation(error) && !CancellationScope.current().consideredCancelled) {
       record.timedOut = true;
+      addCalls(record, callsOfFailure(error));
       return { kind: 'timed_out', afterMs: timeoutMs };
     }
     throw error;
@@ -374,6 +423,9 @@ function activityOptions(stage: StageSpec, attempt: number, what: string) {
       nonRetryableErrorTypes: activity.retry.nonRetryableErrorTypes,
     },
     summary: `${stage.name} · ${what}attempt ${attempt}/${stage.retryBudget.maxAttempts}`,
+    // A timed-out attempt ends only once its activity has stopped: attempts of a stage never overlap (one
+    // conversation, one working directory), and the calls it made come back with the cancellation.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   };
 }
 
@@ -412,10 +464,13 @@ function describeGate(gate: GateRef): string {
   return 'all' in gate ? `all(${gate.all.map(describeGate).join(', ')})` : `any(${gate.any.map(describeGate).join(', ')})`;
 }
 
-/** The calls a failed activity reported (the dispatcher puts `{ calls }` in every failure's details). */
+/**
+ * The calls a failed or cancelled activity reported: the dispatcher puts `{ calls }` in the details of
+ * every failure and of the cancellation it acknowledges.
+ */
 function callsOfFailure(error: unknown): CallRecord[] | undefined {
   const cause = error instanceof ActivityFailure ? error.cause : undefined;
-  const first = cause instanceof ApplicationFailure ? (cause.details?.[0] as { calls?: unknown } | undefined) : undefined;
+  const first = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? (cause.details?.[0] as { calls?: unknown } | undefined) : undefined;
   return Array.isArray(first?.calls) ? (first.calls as CallRecord[]) : undefined;
 }
 
@@ -454,65 +509,54 @@ function recordVerdictEvents(run: StageRun, record: AttemptRecord, outcome: Atte
 }
 
 /**
- * Hands the stage to a human and applies their decision (or the TTL's). Returns `resume` only when a
- * plain approval lifts a spent token budget: the stage then carries on with its attempts.
+ * Hands the stage to a human and applies their decision, or the TTL's (engine `decideReview`). Returns
+ * `resume` only when approval lifts a spent token budget: the stage then carries on with its attempts.
  */
 async function review(run: StageRun, decision: Extract<StageDecision, { action: 'review' }>): Promise<'settled' | 'resume'> {
   const { stage, state, emit } = run;
   const st = state.stages[stage.name]!;
   const attempt = st.attempts.length;
   if (decision.escalated) emit('Escalated', `${stage.name} escalated to review: ${decision.message}`, { stage: stage.name, attempt, details: { reason: decision.reason } });
-  const pending: PendingReview = { stage: stage.name, reason: decision.reason, message: decision.message, requestedAt: now(), attempt };
+  const pending: PendingReview = { stage: stage.name, reason: decision.reason, message: truncateText(decision.message), requestedAt: now(), attempt };
   if (stage.reviewTtlMs !== null) pending.expiresAt = new Date(Date.now() + stage.reviewTtlMs).toISOString();
   state.pendingReviews.push(pending);
   st.status = 'waiting_review';
   emit('ReviewRequested', `${stage.name} waits for review: ${decision.message}`, { stage: stage.name, attempt, details: { reason: decision.reason } });
-  run.publish();
+  run.touch();
 
-  const arrived = () => run.resolutions[stage.name] !== undefined;
+  const arrived = () => run.resolutions.has(stage.name);
   if (stage.reviewTtlMs === null) await condition(arrived);
   else await condition(arrived, stage.reviewTtlMs, { summary: `${stage.name} · review TTL` });
-  const resolution = run.resolutions[stage.name];
-  delete run.resolutions[stage.name];
-  st.status = 'running';
-
   // A review that arrived wins even if the TTL timer fired in the same activation.
-  if (!resolution) {
-    state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== stage.name);
-    const approve = stage.onReviewExpired === 'approve';
-    st.review = { reviewer: 'ttl', kind: approve ? 'expired_approve' : 'expired_reject', at: now() };
-    emit('ReviewExpired', `${stage.name} review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}; ${approve ? 'approved' : 'rejected'} by policy`, { stage: stage.name, attempt });
-    if (!approve) return settled(run, 'failed', `${stage.name} failed: review expired`, { error: `review expired after ${formatDuration(stage.reviewTtlMs ?? 0)}` });
-    const artefact = approvedAttempt(st.attempts)?.artefact;
-    if (artefact !== undefined) st.artefact = artefact;
-    return settled(run, 'completed', `${stage.name} completed: review expired and policy approves`);
-  }
+  const resolution = run.resolutions.get(stage.name);
+  run.resolutions.delete(stage.name);
+  state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== stage.name);
+  st.status = 'running';
+  run.touch();
 
-  const { outcome, reviewer } = resolution;
-  st.review = { reviewer, kind: outcome.kind, at: now(), ...(outcome.note !== undefined ? { note: outcome.note } : {}) };
-  const fields = { stage: stage.name, attempt, details: { reviewer, outcome: outcome.kind } as Record<string, Json> };
-  if (outcome.kind === 'reject') {
-    st.review.reason = outcome.reason;
-    emit('ReviewResolved', `${stage.name} rejected by ${reviewer}: ${outcome.reason}`, fields);
-    return settled(run, 'failed', `${stage.name} failed: rejected by ${reviewer}`, { error: `rejected by ${reviewer}: ${outcome.reason}` });
-  }
-  if (outcome.kind === 'approve_with_edits') {
-    st.artefact = outcome.artefact;
-    st.summary = outcome.note ?? `edited by ${reviewer}`;
-    emit('ReviewResolved', `${stage.name} approved with edits by ${reviewer}${outcome.note ? `: ${outcome.note}` : ''}`, fields);
-    return settled(run, 'completed', `${stage.name} completed with the reviewer's edits`);
-  }
-  if (decision.reason === 'budget_exhausted' && outcome.attempt === undefined) {
-    state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== stage.name);
-    emit('ReviewResolved', `${stage.name}: ${reviewer} approved spending beyond the token budget`, fields);
-    return 'resume';
-  }
-  if (outcome.attempt !== undefined) st.review.attempt = outcome.attempt;
-  const chosen = approvedAttempt(st.attempts, outcome.attempt);
-  if (chosen?.artefact !== undefined) st.artefact = chosen.artefact;
-  if (chosen?.outputSummary !== undefined) st.summary = chosen.outputSummary;
-  emit('ReviewResolved', `${stage.name} approved by ${reviewer}${outcome.attempt !== undefined ? ` (attempt ${outcome.attempt})` : ''}`, fields);
-  return settled(run, 'completed', `${stage.name} completed after approval`);
+  const decided = decideReview({
+    stage: stage.name,
+    reason: decision.reason,
+    attempts: st.attempts,
+    resolution,
+    onReviewExpired: stage.onReviewExpired,
+    reviewTtlMs: stage.reviewTtlMs,
+    at: now(),
+  });
+  st.review = decided.review;
+  emit(decided.event.type, decided.event.message, { stage: stage.name, attempt, details: decided.event.details });
+  const outcome = decided.decision;
+  if (outcome.action === 'resume') return 'resume';
+  if (outcome.action === 'fail') return settled(run, 'failed', outcome.message, { error: outcome.error });
+  if (outcome.artefact !== undefined) st.artefact = await storedArtefact(outcome.artefact, `${stage.name} as approved`);
+  if (outcome.summary !== undefined) st.summary = truncateText(outcome.summary);
+  return settled(run, 'completed', outcome.message);
+}
+
+/** An artefact ready to travel to dependents: inline ones above the threshold are stored once, here. */
+async function storedArtefact(artefact: Artefact, summary: string): Promise<Artefact> {
+  if (isReference(artefact) || JSON.stringify(artefact).length <= INLINE_ARTEFACT_CHARS) return artefact;
+  return (await storeArtefact({ artefact, summary })).artefact;
 }
 
 function settled(run: StageRun, status: 'completed' | 'failed' | 'skipped', message: string, extra: Partial<StageState> = {}): 'settled' {
@@ -546,12 +590,21 @@ function describeFailure(error: unknown): string {
 
 /** A Markdown summary for the Web UI's "current details". */
 function renderDetails(state: WorkItemState): string {
-  const rows = Object.entries(state.stages).map(([name, s]) => {
+  const entries = Object.entries(state.stages);
+  // Wide pipelines: the stages in motion first, then the rest, at most DETAIL_ROWS rows and a count.
+  const order = (s: StageState): number => (s.status === 'waiting_review' ? 0 : s.status === 'running' ? 1 : s.status === 'failed' ? 2 : 3);
+  const shown = entries.length > DETAIL_ROWS ? entries.slice().sort((a, b) => order(a[1]) - order(b[1])).slice(0, DETAIL_ROWS) : entries;
+  const rows = shown.map(([name, s]) => {
     const last = s.attempts[s.attempts.length - 1];
     const verdict = last?.verdict ? last.verdict.kind : last?.timedOut ? 'timed out' : '';
     return `| ${name} | ${s.status} | ${s.attempts.length} | ${verdict} |`;
   });
-  const reviews = state.pendingReviews.map((r) => `- **${r.stage}**: ${r.message}`);
+  if (entries.length > shown.length) {
+    const counts = new Map<string, number>();
+    for (const [, s] of entries) counts.set(s.status, (counts.get(s.status) ?? 0) + 1);
+    rows.push(`| … ${entries.length - shown.length} more | ${[...counts].map(([k, n]) => `${n} ${k}`).join(', ')} | | |`);
+  }
+  const reviews = state.pendingReviews.slice(0, DETAIL_ROWS).map((r) => `- **${r.stage}**: ${r.message}`);
   return [
     `**${state.pipeline}** · ${state.status}`,
     '',
@@ -570,4 +623,70 @@ function readName(pipeline: unknown): string {
 
 function now(): string {
   return new Date().toISOString();
+}
+
+/** Artefacts whose JSON is longer travel by reference (the worker's blob threshold is the usual cut). */
+const INLINE_ARTEFACT_CHARS = 2_048;
+
+function isReference(value: Artefact): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string' && value.ref.startsWith('sha256:') && typeof value.bytes === 'number';
+}
+
+/** What the `state` query answers: everything but the event stream, of which one page. */
+function pageOfState(state: WorkItemState, args: StateQueryArgs | undefined): WorkItemState {
+  return { ...state, events: eventPage(state.events, args), usage: summarizeUsage(state.stages) };
+}
+
+/** The events after `eventsAfter`, at most `eventLimit` of them (seq is the index + 1, so a page is a slice). */
+function eventPage(events: TreadleEvent[], args: StateQueryArgs | undefined): TreadleEvent[] {
+  const after = Math.max(0, Math.floor(Number(args?.eventsAfter ?? 0)) || 0);
+  const limit = Math.max(1, Math.floor(Number(args?.eventLimit ?? DEFAULT_EVENT_PAGE)) || DEFAULT_EVENT_PAGE);
+  return events.slice(after, after + limit);
+}
+
+/** The pending reviews for listings: the first few, messages short, and how many were left out. */
+function reviewsMemo(state: WorkItemState): ReviewsMemo | null {
+  if (state.pendingReviews.length === 0) return null;
+  const reviews = state.pendingReviews.slice(0, MEMO_REVIEWS).map((r) => ({ ...r, message: truncateText(r.message, 200) }));
+  return { pipeline: state.pipeline, reviews, omitted: state.pendingReviews.length - reviews.length };
+}
+
+/** As many waiting stage names as fit in one search attribute value. */
+function attributeStages(stages: string[]): string[] {
+  const out: string[] = [];
+  let bytes = 2;
+  for (const stage of stages) {
+    bytes += stage.length + 3;
+    if (bytes > PENDING_REVIEWS_ATTRIBUTE_BYTES) break;
+    out.push(stage);
+  }
+  return out;
+}
+
+/** The stage a rejected review payload named, if it named one. */
+function stageOf(payload: unknown): { stage?: string } {
+  const stage = typeof payload === 'object' && payload !== null ? (payload as { stage?: unknown }).stage : undefined;
+  return typeof stage === 'string' ? { stage: truncateText(stage, 100) } : {};
+}
+
+/** A rejected review payload described by its shape: outcome kind and size, never its content. */
+function describePayload(payload: unknown): Record<string, Json> {
+  const outcome = typeof payload === 'object' && payload !== null ? (payload as { outcome?: { kind?: unknown } }).outcome : undefined;
+  const kind = typeof outcome?.kind === 'string' ? truncateText(outcome.kind, 40) : null;
+  let bytes = 0;
+  try {
+    bytes = JSON.stringify(payload ?? null).length;
+  } catch {
+    bytes = -1;
+  }
+  return { outcomeKind: kind, payloadBytes: bytes };
+}
+
+/**
+ * An earlier attempt as the next activities receive it: no call log, and a rejected verdict's feedback only
+ * once (in `feedback`; the activity puts it back into the verdict).
+ */
+function compactAttempt({ calls: _calls, ...record }: AttemptRecord): AttemptRecord {
+  if (record.verdict?.kind === 'rejected' && record.feedback) return { ...record, verdict: { kind: 'rejected', feedback: { summary: '', failedCriteria: [] } } };
+  return record;
 }

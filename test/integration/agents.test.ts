@@ -125,12 +125,35 @@ it('fails the stage at once on a 400, with the API\'s message', async () => {
 it('times out a slow reply, aborts the request, and retries with timeout feedback', async () => {
   fake.enqueue({ kind: 'slow', delayMs: 20_000, then: { kind: 'tool', input: { summary: 'too late' } } }, { kind: 'tool', input: { summary: 'In time this time.' } });
   const id = h.id();
-  await h.client.start(summarize({ retry_budget: { max_attempts: 2, attempt_timeout: '1500ms' } }), { text: 'x' }, { id });
+  await h.client.start(summarize({ retry_budget: { max_attempts: 2, attempt_timeout: '3s' } }), { text: 'x' }, { id });
   expect((await h.client.result(id)).status).toBe('completed');
-  const { stages } = await h.client.getState(id);
-  expect(stages.summarize!.attempts[0]).toEqual(expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: 'attempt timed out after 1.5s' }) }));
+  const { stages, usage } = await h.client.getState(id);
+  expect(stages.summarize!.attempts[0]).toEqual(expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: 'attempt timed out after 3s' }) }));
   expect(stages.summarize!.artefact).toEqual({ summary: 'In time this time.' });
-  expect(userPrompt(1)).toContain('attempt timed out after 1.5s');
+  expect(userPrompt(1)).toContain('attempt timed out after 3s');
+  // The call the timeout cut off is in the attempt's call log and in the usage (the budget counts it).
+  expect(stages.summarize!.attempts[0]!.calls!.map((c) => [c.correlationId, c.status])).toEqual([[`${id}/summarize/1`, 'timeout']]);
+  expect(usage!.total.calls).toBe(2);
+  // Attempts never overlap: attempt 2 is scheduled only after attempt 1's activity acknowledged the cancellation.
+  const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+  const cancelled = history.events!.find((e) => e.activityTaskCanceledEventAttributes)!;
+  const scheduled = history.events!.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'llm');
+  expect(cancelled).toBeDefined();
+  expect(scheduled).toHaveLength(2);
+  expect(Number(String(scheduled[1]!.eventId))).toBeGreaterThan(Number(String(cancelled.eventId)));
+});
+
+it('an expired budget review whose policy approves lets the stage continue, as approval would', async () => {
+  fake.enqueue({ kind: 'tool', input: { summary: 'x' }, usage: { input_tokens: 800, output_tokens: 300 } }, { kind: 'tool', input: { summary: 'after the budget' } });
+  const id = h.id();
+  await h.client.start(summarize({ review_ttl: '1s', on_review_expired: 'approve' }), { text: 'x' }, { id, tokenBudget: 1000 });
+  expect((await h.client.result(id)).status).toBe('completed');
+  const { stages, events } = await h.client.getState(id);
+  expect(events.map((e) => e.type)).toContain('ReviewExpired');
+  // Expiry approved spending more: the stage ran attempt 2 and completed with its output.
+  expect(fake.requests).toHaveLength(2);
+  expect(stages.summarize!.attempts).toHaveLength(2);
+  expect(stages.summarize!.artefact).toEqual({ summary: 'after the budget' });
 });
 
 it('an llm-judge gate rejects with per-criterion feedback and escalates when the budget is spent', async () => {

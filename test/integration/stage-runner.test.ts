@@ -192,13 +192,13 @@ describe('uncertain verdicts', () => {
 describe('attempt timeout and mechanical failures', () => {
   it('turns a timed-out attempt into a failed attempt with feedback and retries', async () => {
     const id = h.id();
-    const spec = draftPublish({ maxAttempts: 2, attemptTimeout: '1s' });
+    const spec = draftPublish({ maxAttempts: 2, attemptTimeout: '3s' });
     await h.client.start(spec, { script: { draft: [{ sleepMs: 20_000 }, { verdict: 'accepted' }] } }, { id });
     expect((await h.client.result(id)).status).toBe('completed');
     const state = await h.client.getState(id);
     const [first, second] = state.stages.draft!.attempts;
-    expect(first).toEqual(expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: 'attempt timed out after 1s' }) }));
-    expect((second!.artefact as { feedback: { summary: string } }).feedback.summary).toBe('attempt timed out after 1s');
+    expect(first).toEqual(expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: 'attempt timed out after 3s' }) }));
+    expect((second!.artefact as { feedback: { summary: string } }).feedback.summary).toBe('attempt timed out after 3s');
     expect(eventsOf(state, 'draft').map((e) => e.type)).toContain('AttemptTimedOut');
   });
 

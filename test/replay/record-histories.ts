@@ -20,7 +20,10 @@ afterAll(async () => {
 it.each(SCENARIOS.map((s) => [s.name, s] as const))('records %s', async (name, scenario) => {
   const id = `replay-${name}`;
   await scenario.run(h, `${id}-${h.taskQueue}`);
-  const history = await h.temporal.workflow.getHandle(`${id}-${h.taskQueue}`).fetchHistory();
+  const handle = h.temporal.workflow.getHandle(`${id}-${h.taskQueue}`);
+  expect((await h.client.getState(`${id}-${h.taskQueue}`)).status).toBe(scenario.expected);
+  const history = await handle.fetchHistory();
+  if (scenario.expected === 'waiting_review') await handle.terminate('recorded');
   const file = path.join(__dirname, 'histories', `${name}.json`);
   writeFileSync(file, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
   expect(history.events!.length).toBeGreaterThan(10);

@@ -5,9 +5,11 @@
 import type { Harness } from './harness';
 import { pipeline } from '../../src/model/builder';
 
-/** A named scenario: starts an item, drives its reviews, and waits for the result. */
+/** A named scenario: starts an item, drives its reviews, and waits for the result (or for a review). */
 export interface Scenario {
   name: string;
+  /** The one right status when `run` returns. */
+  expected: 'completed' | 'failed' | 'waiting_review';
   run(h: Harness, id: string): Promise<void>;
 }
 
@@ -24,6 +26,7 @@ const waitForReview = async (h: Harness, id: string, stage: string): Promise<voi
 export const SCENARIOS: Scenario[] = [
   {
     name: 'retry-escalate-edit-parallel',
+    expected: 'completed',
     async run(h, id) {
       const spec = pipeline('replay-main')
         .stage('draft', 'scripted')
@@ -47,6 +50,7 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'timeout-mechanical-reject',
+    expected: 'failed',
     async run(h, id) {
       const spec = pipeline('replay-faults')
         .stage('slow', 'scripted')
@@ -55,7 +59,7 @@ export const SCENARIOS: Scenario[] = [
         .stage('never', 'scripted', { dependsOn: ['judged'] })
         .qualityGate('slow', 'scripted')
         .qualityGate('judged', 'scripted')
-        .retryBudget('slow', { maxAttempts: 2, attemptTimeout: '1s' })
+        .retryBudget('slow', { maxAttempts: 2, attemptTimeout: '3s' })
         .activityOptions('flaky', { retry: { initialInterval: '100ms', maximumAttempts: 3 } })
         .reviewPolicy('judged', 'on_uncertain');
       const script = { slow: [{ sleepMs: 10_000 }, {}], flaky: [{ error: 'transient', errorTimes: 1 }], judged: [{ verdict: 'uncertain', summary: 'a human should look' }] };
@@ -65,6 +69,47 @@ export const SCENARIOS: Scenario[] = [
       await handle.signal('review', { stage: 'ghost', outcome: { kind: 'approve' } });
       await h.client.reject(id, 'judged', 'not good', { reviewer: 'replay' });
       await h.client.result(id);
+    },
+  },
+  {
+    // TTL expiry both ways, a composed gate, a stage named like an Object.prototype property, a large
+    // artefact by reference, and a budget review (scripted agent) approved to continue.
+    name: 'ttl-composed-budget-blobs',
+    // `optional` expires under on_review_expired: reject, so the item fails; everything else completes.
+    expected: 'failed',
+    async run(h, id) {
+      const spec = {
+        name: 'replay-more',
+        max_parallel: 2,
+        token_budget: 5,
+        stages: [
+          { name: 'constructor', run: 'scripted', gate: { all: ['scripted', { any: ['scripted', 'scripted'] }] } },
+          { name: 'expires', run: 'scripted', review_policy: 'always', review_ttl: '1s', on_review_expired: 'approve', depends_on: ['constructor'] },
+          { name: 'optional', run: 'scripted', review_policy: 'always', review_ttl: '1s', on_review_expired: 'reject' },
+          { name: 'ask', run: 'llm', agent: 'scripted', with: { prompt: 'Say {{ input.word }}', output_schema: { type: 'object', properties: { said: { type: 'string' } }, required: ['said'] } }, gate: 'scripted', retry_budget: { max_attempts: 2 }, depends_on: ['expires'] },
+        ],
+      };
+      const script = { constructor: [{ outputBytes: 40_000 }], ask: [{ verdict: 'rejected', summary: 'say it louder' }, { verdict: 'accepted' }] };
+      await h.client.start(spec, { script, word: 'hello', agent_replies: { ask: [{ said: 'hello' }, { said: 'HELLO' }] } }, { id });
+      await waitForReview(h, id, 'ask');
+      await h.client.approve(id, 'ask', { reviewer: 'replay' });
+      await h.client.result(id).catch(() => undefined);
+    },
+  },
+  {
+    // Recorded while the item waits for review: a deploy must not break items that wait for days.
+    name: 'waiting-for-review',
+    expected: 'waiting_review',
+    async run(h, id) {
+      const spec = pipeline('replay-waiting')
+        .stage('draft', 'scripted')
+        .stage('publish', 'scripted', { dependsOn: ['draft'] })
+        .qualityGate('draft', 'scripted')
+        .retryBudget('draft', { maxAttempts: 2, onExhausted: 'escalate' })
+        .reviewTtl('draft', '30d');
+      await h.client.start(spec, { script: { draft: [{ verdict: 'rejected', summary: 'no' }, { verdict: 'rejected', summary: 'still no' }] } }, { id });
+      await waitForReview(h, id, 'draft');
+      await h.temporal.workflow.getHandle(id).signal('review', { stage: 'draft', outcome: { kind: 'reject' } });
     },
   },
 ];

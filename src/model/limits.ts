@@ -1,0 +1,50 @@
+/**
+ * Size and scale limits that keep a work item's history small and every workflow activation bounded
+ * (README "Limits"). Everything here is plain data and pure functions, shared by workflows and activities.
+ */
+import type { QualityFeedback } from './shapes';
+
+/** Temporal terminates an execution whose history passes this many events. */
+export const TEMPORAL_HISTORY_EVENT_LIMIT = 51_200;
+/** Treadle refuses specs whose worst case passes this, leaving room for reviews, signals and upserts. */
+export const HISTORY_EVENT_BUDGET = 40_000;
+/** Temporal fails workflow tasks that hold more pending activities than this. */
+export const TEMPORAL_PENDING_ACTIVITY_LIMIT = 2_000;
+/** Stages of one item running at once unless the spec says `max_parallel`. */
+export const DEFAULT_MAX_PARALLEL = 50;
+/** The largest `max_parallel` accepted: with gates, each running stage may hold several activities. */
+export const MAX_PARALLEL_LIMIT = 500;
+
+/** One-line texts (summaries, messages, errors) kept in history and state are cut to this many characters. */
+export const MAX_TEXT_CHARS = 500;
+/** Longer errors are cut to this many characters. */
+export const MAX_ERROR_CHARS = 2_000;
+/** Feedback whose JSON is longer goes to the blob store; the history keeps a short form and the reference. */
+export const MAX_INLINE_FEEDBACK_BYTES = 1_024;
+/** Failed criteria kept in the short form of long feedback. */
+const SHORT_FEEDBACK_CRITERIA = 3;
+
+/** `text` cut to `max` characters, with an ellipsis and the original length when cut. */
+export function truncateText(text: string, max = MAX_TEXT_CHARS): string {
+  if (text.length <= max) return text;
+  const note = `… (${text.length} chars)`;
+  return text.slice(0, Math.max(0, max - note.length)) + note;
+}
+
+/**
+ * The short form of feedback too long for the history: summary and the first failed criteria, cut short,
+ * pointing at the whole feedback stored under `ref`.
+ */
+export function shortFeedback(feedback: QualityFeedback, ref: string): QualityFeedback {
+  const failed = feedback.failedCriteria.filter((c) => !c.passed);
+  return {
+    summary: truncateText(feedback.summary, 300),
+    failedCriteria: failed.slice(0, SHORT_FEEDBACK_CRITERIA).map((c) => ({
+      name: truncateText(c.name, 80),
+      expected: truncateText(c.expected, 80),
+      actual: truncateText(c.actual, 80),
+      passed: false,
+    })),
+    ref,
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * Defects found in review, each pinned by a test on the real server:
+ * - stage names that are Object.prototype names (`constructor`, `toString`) are data like any other;
+ * - an invalid token budget given straight to the workflow fails the item (status `failed`, not `completed`);
+ * - a spec too big for one history is refused before it starts, naming the limit;
+ * - a pipeline wider than `max_parallel` runs every stage, never more than `max_parallel` at once.
+ */
+import { Registry } from '../../src/activities/registry';
+import { pipeline } from '../../src/model/builder';
+import { validatePipeline } from '../../src/model/pipeline';
+import { defaultRegistry } from '../../src/worker';
+import { eventually, startHarness, type Harness } from '../support/harness';
+
+let running = 0;
+let peak = 0;
+let h: Harness;
+beforeAll(async () => {
+  const registry = defaultRegistry().merge(
+    new Registry().stage('count-parallel', async () => {
+      running += 1;
+      peak = Math.max(peak, running);
+      await new Promise((r) => setTimeout(r, 150));
+      running -= 1;
+      return { outcome: 'completed', artefact: null };
+    }),
+  );
+  h = await startHarness({ registry });
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+it('runs and reviews stages named constructor and toString', async () => {
+  const spec = pipeline('proto-names').stage('constructor', 'scripted').stage('toString', 'scripted').dependency('toString', 'constructor').reviewPolicy('constructor', 'always');
+  const id = h.id();
+  await h.client.start(spec, null, { id });
+  const waiting = await eventually(async () => {
+    const s = await h.client.getState(id);
+    return s.status === 'waiting_review' ? s : undefined;
+  }, 30_000, 'the review of constructor');
+  expect(waiting.pendingReviews.map((r) => r.stage)).toEqual(['constructor']);
+  const listed = await eventually(async () => (await h.client.listPendingReviews()).find((r) => r.itemId === id), 20_000, 'the listing');
+  expect(listed.stage).toBe('constructor');
+  // Asking about a stage that does not exist (but is a property of every object) is still "unknown".
+  await expect(h.client.approve(id, 'hasOwnProperty')).rejects.toThrow(`review rejected: unknown stage "hasOwnProperty" in work item ${id}`);
+  await h.client.approve(id, 'constructor', { reviewer: 'ann' });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  expect(Object.keys(result.artefacts).sort()).toEqual(['constructor', 'toString']);
+  const state = await h.client.getState(id);
+  expect(state.stages['constructor']!.status).toBe('completed');
+  expect(state.stages['toString']!.status).toBe('completed');
+});
+
+it('fails an item whose token budget is invalid, with status failed', async () => {
+  const id = h.id();
+  const handle = await h.temporal.workflow.start('workItem', {
+    taskQueue: h.taskQueue,
+    workflowId: id,
+    args: [{ pipeline: pipeline('bad-budget').stage('only', 'scripted').toJSON(), input: null, tokenBudget: -5 }],
+  });
+  const result = (await handle.result()) as { status: string; error: string };
+  expect(result.status).toBe('failed');
+  expect(result.error).toBe('invalid work item: tokenBudget must be a whole number of tokens above 0 or null, got -5');
+  const state = await h.client.getState(id);
+  expect(state.status).toBe('failed');
+  expect(state.events.map((e) => e.type)).toEqual(['ItemStarted', 'ItemFailed']);
+});
+
+it('refuses a spec whose worst case passes the history limit, naming the limit and the heaviest stages', () => {
+  let p = pipeline('too-big');
+  for (let i = 0; i < 40; i++) p = p.stage(`s${i}`, 'scripted').qualityGate(`s${i}`, 'scripted').retryBudget(`s${i}`, { maxAttempts: 100, attemptTimeout: '1m', delay: '1s' });
+  const result = validatePipeline(p.toJSON());
+  expect(result.ok).toBe(false);
+  expect(!result.ok && result.problems).toEqual([
+    expect.stringMatching(/^the pipeline could write 5\d{4} history events in the worst case \(every attempt used\); one work item holds at most 40000 \(Temporal's limit is 51200\): lower max_attempts or split it into several pipelines \(heaviest stages: s0 1\d{3}, s1 1\d{3}, s2 1\d{3}\)$/),
+  ]);
+  const wide = validatePipeline({ name: 'wide', max_parallel: 900, stages: [{ name: 'a', run: 'scripted', gate: { all: ['scripted', 'scripted', 'scripted'] } }] });
+  expect(wide.ok).toBe(false);
+  expect(!wide.ok && wide.problems).toEqual(['max_parallel: must be at most 500 (each running stage holds Temporal activities; Temporal allows 2000 per item)']);
+});
+
+it('runs 300 independent stages with at most max_parallel at once', async () => {
+  let p = pipeline('wide').maxParallel(20);
+  for (let i = 0; i < 300; i++) p = p.stage(`w${i}`, 'count-parallel');
+  const id = h.id();
+  peak = 0;
+  await h.client.start(p, null, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  expect(Object.keys(result.artefacts)).toHaveLength(300);
+  expect(peak).toBeLessThanOrEqual(20);
+  expect(peak).toBeGreaterThan(1);
+}, 180_000);
