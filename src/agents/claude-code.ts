@@ -1,16 +1,25 @@
 /**
  * The `claude-code` provider: runs the Claude Code CLI headless (`claude -p <prompt> --output-format json`)
  * as a child process, one process per call. Conversations continue through the CLI's own sessions
- * (`--resume <session_id>`) when this process has seen the conversation before, and through a transcript
+ * (`--resume <session_id>`) when the stored conversation's latest turn carries one (the conversation store
+ * keeps session ids with the turns, so every worker sees them), and through a transcript
  * preamble otherwise, so a retry on another worker still carries the whole conversation.
+ *
+ * The CLI acts on its working directory with its tools, so it never runs in the worker's: each attempt gets
+ * its own directory under a work root ({@link attemptWorkDir}), removed after each call unless kept. Nor does
+ * it inherit the worker's environment (which may hold any secret): it gets only the variables on an
+ * allow-list ({@link CLAUDE_CODE_ENV_ALLOW_LIST} plus `TREADLE_CLAUDE_ENV`) and the agent's own `env`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync, rmdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { compileOutputSchema, validateReply } from './output-schema';
 import { NO_USAGE, startCallRecord } from './call-record';
-import type { AgentProviderFactory } from './providers';
+import type { AgentContext, AgentProviderFactory } from './providers';
 import type { Agent, AgentMessage, AgentRequest, AgentResult, AgentUsage, CallRecord } from './types';
 
 /** The provider name in the call log and in pipeline specs. */
@@ -50,17 +59,35 @@ export interface ClaudeCodeSessions {
 export interface ClaudeCodeAgentOptions {
   /** The executable; default `CLAUDE_CODE_BIN`, else `claude` looked up on PATH. */
   command?: string;
-  /** Working directory of the CLI (its tools act there, and its sessions are stored per directory). */
+  /**
+   * An existing working directory for the CLI, used as it is (never created or removed). Without it, calls
+   * run in directories created under `workRoot`: the attempt's ({@link attemptWorkDir}) when `attempt` is
+   * given, else a fresh one per call; removed after each call unless `keepWorkDirs`.
+   */
   cwd?: string;
+  /** Root of the working directories; default {@link claudeCodeWorkRoot}(). Must be private to this user. */
+  workRoot?: string;
+  /** The attempt this agent serves (the factory's agents): its calls share the attempt's directory. */
+  attempt?: Pick<AgentContext, 'itemId' | 'stage' | 'attempt'>;
+  /** Keep working directories after their calls; default `TREADLE_KEEP_WORK_DIRS` (`1` or `true`). */
+  keepWorkDirs?: boolean;
+  /**
+   * Names of the worker's environment variables the CLI may see (`NAME`, or `PREFIX_*`); default
+   * {@link CLAUDE_CODE_ENV_ALLOW_LIST} plus the names in `TREADLE_CLAUDE_ENV`.
+   */
+  envAllowList?: readonly string[];
   /** Kills the CLI after this long and fails the call retryably (`ClaudeCodeTimeout`); none by default. */
   timeoutMs?: number;
   /** Appended to every invocation, e.g. `['--allowedTools', 'Read']`. */
   extraArgs?: string[];
-  /** Environment variables for the CLI, over this process's own. */
+  /** Environment variables for the CLI, over the allowed ones from this process's environment. */
   env?: NodeJS.ProcessEnv;
-  /** A session to resume when the request's conversation has none in `sessions` (or has no id). */
+  /** A session to resume when neither the request nor `sessions` names one. */
   resumeSessionId?: string;
-  /** Session ids by conversation id; default a fresh in-memory map per agent. */
+  /**
+   * Session ids by conversation id, for callers that keep their own. None by default: the session comes with
+   * the request (`resumeSessionId`), from the stored conversation, which every worker shares.
+   */
   sessions?: ClaudeCodeSessions;
   /** Default {@link CLAUDE_CODE_HEARTBEAT_INTERVAL_MS}; shorter in tests. */
   heartbeatIntervalMs?: number;
@@ -109,15 +136,15 @@ interface Invocation {
 export class ClaudeCodeAgent implements Agent {
   readonly provider = CLAUDE_CODE_PROVIDER;
   private readonly command: string;
-  private readonly sessions: ClaudeCodeSessions;
+  private readonly sessions: ClaudeCodeSessions | undefined;
 
   constructor(private readonly options: ClaudeCodeAgentOptions = {}) {
     this.command = options.command ?? process.env.CLAUDE_CODE_BIN ?? 'claude';
-    this.sessions = options.sessions ?? new Map<string, string>();
+    this.sessions = options.sessions;
   }
 
   /** Runs one call; see the class comment for how failures are thrown. */
-  async run(request: AgentRequest): Promise<AgentResult> {
+  async run(request: ClaudeCodeRequest): Promise<AgentResult> {
     const callRecord = startCallRecord(request, CLAUDE_CODE_PROVIDER, request.model ?? CLAUDE_CODE_DEFAULT_MODEL);
     const invalidRequest = (message: string): ApplicationFailure =>
       ApplicationFailure.nonRetryable(message, 'InvalidAgentRequest', callRecord('error', NO_USAGE, message));
@@ -131,23 +158,34 @@ export class ClaudeCodeAgent implements Agent {
     const split = splitConversation(request.messages);
     if (!split) throw invalidRequest('a claude-code request must end with a user message');
 
-    const resumeSessionId = (request.conversationId === undefined ? undefined : this.sessions.get(request.conversationId)) ?? this.options.resumeSessionId;
-    const invocation = buildInvocation(request, split, resumeSessionId, this.options.extraArgs ?? []);
-
     if (request.signal?.aborted) throw cancelled(callRecord('error', NO_USAGE, 'cancelled'));
-    const outcome = await runCli(this.command, invocation, {
-      cwd: this.options.cwd,
-      env: this.options.env,
+    const workDir = this.acquireWorkDir((message) => callRecord('error', NO_USAGE, message));
+    let resumeSessionId =
+      resumableHere(request.resumeSessionId, workDir.path) ?? (request.conversationId === undefined ? undefined : this.sessions?.get(request.conversationId)) ?? this.options.resumeSessionId;
+    const invocation = buildInvocation(request, split, resumeSessionId, this.options.extraArgs ?? []);
+    const cliOptions = {
+      cwd: workDir.path,
+      env: cliEnvironment(process.env, this.options.envAllowList ?? claudeCodeEnvAllowList(), this.options.env),
       signal: request.signal,
       timeoutMs: this.options.timeoutMs,
       heartbeat: request.heartbeat,
       heartbeatIntervalMs: this.options.heartbeatIntervalMs ?? CLAUDE_CODE_HEARTBEAT_INTERVAL_MS,
-    });
+    };
+    let outcome = await runCli(this.command, invocation, cliOptions);
+    if (resumeSessionId !== undefined && sessionNotResumed(outcome)) {
+      // The CLI no longer has the session (its files were removed, or it was never made here): send the whole
+      // transcript instead.
+      if (request.conversationId !== undefined) this.sessions?.delete?.(request.conversationId);
+      resumeSessionId = undefined;
+      outcome = await runCli(this.command, buildInvocation(request, split, undefined, this.options.extraArgs ?? []), cliOptions);
+    }
+    // The reply is the call's only product: nothing the CLI left in its directory is needed any more.
+    workDir.release();
 
     const fail = (type: string, message: string, usage: AgentUsage = NO_USAGE): ApplicationFailure => {
       // A resumed session that keeps failing (e.g. deleted, or stored under another cwd) must not fail every
       // retry: forget it so the next attempt sends the whole transcript instead.
-      if (resumeSessionId !== undefined && request.conversationId !== undefined) this.sessions.delete?.(request.conversationId);
+      if (resumeSessionId !== undefined && request.conversationId !== undefined) this.sessions?.delete?.(request.conversationId);
       return ApplicationFailure.create({ message, type, nonRetryable: false, details: [callRecord(type === 'ClaudeCodeTimeout' ? 'timeout' : 'error', usage, message)] });
     };
 
@@ -180,7 +218,8 @@ export class ClaudeCodeAgent implements Agent {
     }
     if (result.result === undefined) throw fail('ClaudeCodeOutputError', 'claude printed a result without its `result` text', usage);
 
-    if (request.conversationId !== undefined && result.session_id !== undefined) this.sessions.set(request.conversationId, result.session_id);
+    if (request.conversationId !== undefined && result.session_id !== undefined) this.sessions?.set(request.conversationId, result.session_id);
+    if (result.session_id !== undefined) rememberSessionHere(result.session_id, cliOptions.cwd);
     const reply: AgentResult = { text: result.result, usage, call: callRecord('success', usage) };
     if (result.session_id !== undefined) reply.sessionId = result.session_id;
     if (schema) {
@@ -189,6 +228,26 @@ export class ClaudeCodeAgent implements Agent {
       else reply.invalidOutput = { issues: validated.issues, raw: result.result };
     }
     return reply;
+  }
+
+  /**
+   * The working directory of one call: `cwd` as given; else the attempt's directory, created (and removed on
+   * release unless kept, once no other call of this process runs in it); else a fresh one under the root.
+   * A directory that cannot be created is a worker configuration error: non-retryable `InvalidAgentConfig`.
+   */
+  private acquireWorkDir(call: (message: string) => CallRecord): WorkDirLease {
+    if (this.options.cwd !== undefined) return { path: this.options.cwd, release: () => undefined };
+    const keep = this.options.keepWorkDirs ?? claudeCodeKeepWorkDirs();
+    const root = this.options.workRoot ?? claudeCodeWorkRoot();
+    try {
+      ensurePrivateRoot(root);
+      if (this.options.attempt !== undefined) return leaseWorkDir(attemptWorkDir(root, this.options.attempt), keep);
+      const fresh = mkdtempSync(path.join(root, 'call-'));
+      return { path: fresh, release: () => (keep ? undefined : removeQuietly(fresh)) };
+    } catch (error) {
+      const message = oneLine(`cannot create a working directory for claude: ${(error as Error).message}`);
+      throw ApplicationFailure.nonRetryable(message, 'InvalidAgentConfig', call(message));
+    }
   }
 
   /** Maps a failure to start the CLI: missing or unusable CLI and bad arguments are not worth retrying. */
@@ -208,11 +267,42 @@ export class ClaudeCodeAgent implements Agent {
   }
 }
 
-/** Factory-built agents live for one attempt; this map lets the next attempt resume the same session. */
-const processSessions = new Map<string, string>();
+/**
+ * Builds a {@link ClaudeCodeAgent} with default options. It keeps no sessions of its own: they are stored with
+ * the conversation and arrive as `request.resumeSessionId` (only while the latest turn is theirs).
+ */
+export const claudeCodeAgentFactory: AgentProviderFactory = (ctx) => new ClaudeCodeAgent({ attempt: ctx });
 
-/** Builds a {@link ClaudeCodeAgent} with default options; sessions are shared by every call in this process. */
-export const claudeCodeAgentFactory: AgentProviderFactory = () => new ClaudeCodeAgent({ sessions: processSessions });
+/**
+ * A request as the conversation store hands it on: `resumeSessionId` is the claude-code session of the stored
+ * conversation's latest turn, which has seen exactly the earlier messages. (Belongs on `AgentRequest`.)
+ */
+export type ClaudeCodeRequest = AgentRequest & { resumeSessionId?: string };
+
+/**
+ * Where the sessions this process made live (session id → working directory). The CLI keeps a session on the
+ * machine and under the directory that made it, so a stored session can be resumed only there; elsewhere the
+ * call sends the transcript at once rather than a `--resume` bound to fail. This says where, never which: the
+ * session to continue always comes from the stored conversation. Oldest entries go first past the cap.
+ */
+const sessionsMadeHere = new Map<string, string>();
+const MAX_SESSIONS_REMEMBERED = 10_000;
+
+function rememberSessionHere(sessionId: string, cwd: string): void {
+  sessionsMadeHere.delete(sessionId);
+  sessionsMadeHere.set(sessionId, cwd);
+  if (sessionsMadeHere.size > MAX_SESSIONS_REMEMBERED) sessionsMadeHere.delete(sessionsMadeHere.keys().next().value!);
+}
+
+/** The stored session when the CLI can resume it from `cwd` in this process, else undefined. */
+function resumableHere(sessionId: string | undefined, cwd: string): string | undefined {
+  return sessionId !== undefined && sessionsMadeHere.get(sessionId) === cwd ? sessionId : undefined;
+}
+
+/** A resumed call that exited with an error and printed no result: the CLI could not load the session. */
+function sessionNotResumed(outcome: CliOutcome): boolean {
+  return outcome.kind === 'exited' && outcome.code !== 0 && !parseCliOutput(outcome.stdout).ok;
+}
 
 /** The last user message and everything before it; undefined when the conversation does not end with the user. */
 function splitConversation(messages: AgentMessage[]): { earlier: AgentMessage[]; last: string } | undefined {
@@ -259,8 +349,9 @@ function runCli(
   command: string,
   invocation: Invocation,
   options: {
-    cwd: string | undefined;
-    env: NodeJS.ProcessEnv | undefined;
+    cwd: string;
+    /** The CLI's whole environment (nothing is inherited). */
+    env: NodeJS.ProcessEnv;
     signal: AbortSignal | undefined;
     timeoutMs: number | undefined;
     heartbeat: (() => void) | undefined;
@@ -272,7 +363,7 @@ function runCli(
     try {
       child = spawn(command, invocation.args, {
         cwd: options.cwd,
-        env: options.env ? { ...process.env, ...options.env } : process.env,
+        env: options.env,
         stdio: [invocation.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
       });
     } catch (error) {
@@ -417,4 +508,164 @@ function oneLine(text: string): string {
 
 function excerpt(text: string): string {
   return JSON.stringify(text.trim().slice(0, 120));
+}
+
+// ---- Working directories and environment: what the CLI may touch and see -------------------------------
+
+/** Environment variable naming the root of the working directories. */
+export const WORK_DIR_ENV = 'TREADLE_WORK_DIR';
+/** Environment variable that keeps working directories after their calls (`1` or `true`). */
+export const KEEP_WORK_DIRS_ENV = 'TREADLE_KEEP_WORK_DIRS';
+/** Environment variable adding names (comma-separated, `PREFIX_*` allowed) to the CLI's environment allow-list. */
+export const CLAUDE_ENV_ENV = 'TREADLE_CLAUDE_ENV';
+
+/**
+ * The worker's environment variables the CLI sees by default: what a process needs to run (PATH, HOME, user,
+ * locale, time zone, temp folder, shell for its Bash tool), Claude's own settings and credentials
+ * (`ANTHROPIC_*`, `CLAUDE_CODE_*`, `CLAUDE_CONFIG_DIR`), and the proxy and CA settings needed to reach the API.
+ */
+export const CLAUDE_CODE_ENV_ALLOW_LIST: readonly string[] = [
+  'PATH',
+  'HOME',
+  'USER',
+  'LOGNAME',
+  'SHELL',
+  'LANG',
+  'LANGUAGE',
+  'LC_*',
+  'TZ',
+  'TMPDIR',
+  'ANTHROPIC_*',
+  'CLAUDE_CODE_*',
+  'CLAUDE_CONFIG_DIR',
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'NO_PROXY',
+  'http_proxy',
+  'https_proxy',
+  'no_proxy',
+  'NODE_EXTRA_CA_CERTS',
+];
+
+/** The root of the working directories: `TREADLE_WORK_DIR`, else `treadle-work` in the system temp folder. */
+export function claudeCodeWorkRoot(env: NodeJS.ProcessEnv = process.env): string {
+  // Outside any project by default: the CLI looks for CLAUDE.md, settings and git repositories in the
+  // parents of its working directory, and must not find the worker's.
+  return path.resolve(env[WORK_DIR_ENV] || path.join(os.tmpdir(), 'treadle-work'));
+}
+
+/** Whether working directories are kept after their calls: `TREADLE_KEEP_WORK_DIRS` is `1` or `true`. */
+export function claudeCodeKeepWorkDirs(env: NodeJS.ProcessEnv = process.env): boolean {
+  return /^(1|true|yes)$/i.test(env[KEEP_WORK_DIRS_ENV] ?? '');
+}
+
+/** The default allow-list plus the names in `TREADLE_CLAUDE_ENV`. */
+export function claudeCodeEnvAllowList(env: NodeJS.ProcessEnv = process.env): string[] {
+  const extra = (env[CLAUDE_ENV_ENV] ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  return [...CLAUDE_CODE_ENV_ALLOW_LIST, ...extra];
+}
+
+/**
+ * The CLI's whole environment: the variables of `from` whose names the allow-list matches (a name exactly,
+ * or a `PREFIX_*` pattern by prefix), then `extra` over them.
+ */
+export function cliEnvironment(from: NodeJS.ProcessEnv, allowList: readonly string[], extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const names = new Set(allowList.filter((name) => !name.endsWith('*')));
+  const prefixes = allowList.filter((name) => name.endsWith('*')).map((name) => name.slice(0, -1));
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(from)) {
+    if (value !== undefined && (names.has(name) || prefixes.some((prefix) => name.startsWith(prefix)))) env[name] = value;
+  }
+  for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value;
+  return env;
+}
+
+/**
+ * The working directory of an attempt: `<root>/<item>/<stage>/attempt-<n>`, shared by the attempt's calls
+ * (its stage's and its gate's). Item ids and stage names become safe folder names: other characters turn
+ * into `_`, and a name that had to change gets a short hash so that two names never share a folder.
+ */
+export function attemptWorkDir(root: string, ctx: Pick<AgentContext, 'itemId' | 'stage' | 'attempt'>): string {
+  return path.join(root, folderName(ctx.itemId), folderName(ctx.stage), `attempt-${ctx.attempt}`);
+}
+
+/** At most this many characters of a name are kept in a folder name. */
+const MAX_FOLDER_NAME_CHARS = 80;
+
+function folderName(name: string): string {
+  const safe = name.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/^\.+/, '_').slice(0, MAX_FOLDER_NAME_CHARS);
+  if (safe === name && safe !== '') return safe;
+  return `${safe}-${createHash('sha256').update(name).digest('hex').slice(0, 8)}`;
+}
+
+/** A working directory lent to one call; `release` when the call is over. */
+interface WorkDirLease {
+  path: string;
+  release(): void;
+}
+
+/** Calls of this process running in each owned working directory, so one call never removes another's. */
+const callsInWorkDir = new Map<string, number>();
+
+/**
+ * Creates the root if needed and checks that it is a directory of this user that no one else can write to:
+ * in a shared temp folder, someone else could otherwise plant a symlink that leads the CLI elsewhere.
+ */
+function ensurePrivateRoot(root: string): void {
+  mkdirSync(root, { recursive: true, mode: 0o700 });
+  const stat = lstatSync(root);
+  const uid = process.getuid?.();
+  if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid) || (stat.mode & 0o022) !== 0) {
+    throw new Error(`${root} must be a directory of this user that no one else can write to (set ${WORK_DIR_ENV} to another one)`);
+  }
+}
+
+/** Creates (if needed) and lends an attempt's working directory. */
+function leaseWorkDir(dir: string, keep: boolean): WorkDirLease {
+  for (let tries = 1; ; tries++) {
+    try {
+      mkdirSync(dir, { recursive: true, mode: 0o700 });
+      break;
+    } catch (error) {
+      // Another worker process on this machine may have just removed an empty parent on the way.
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || tries >= 3) throw error;
+    }
+  }
+  callsInWorkDir.set(dir, (callsInWorkDir.get(dir) ?? 0) + 1);
+  let released = false;
+  return {
+    path: dir,
+    release: () => {
+      if (released) return;
+      released = true;
+      const left = (callsInWorkDir.get(dir) ?? 1) - 1;
+      if (left > 0) {
+        callsInWorkDir.set(dir, left);
+        return;
+      }
+      callsInWorkDir.delete(dir);
+      if (keep) return;
+      removeQuietly(dir);
+      // Leave no empty item and stage folders behind (a folder still in use is not empty and stays).
+      for (const parent of [path.dirname(dir), path.dirname(path.dirname(dir))]) {
+        try {
+          rmdirSync(parent);
+        } catch {
+          break;
+        }
+      }
+    },
+  };
+}
+
+/** Removes a directory tree; a failure to clean up is not the call's failure. */
+function removeQuietly(dir: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 2 });
+  } catch {
+    /* left for the operator; the next call of the attempt recreates or reuses it */
+  }
 }

@@ -4,15 +4,20 @@
  *
  * Canned replies are looked up by key — the stage name, or `<stage>.gate` for a gate's calls — in, first
  * match wins: the work item input's `agent_replies: { <key>: [reply, ...] }`, then the JSON file named by
- * the implementation config's `replies_file` (same map, resolved against the process cwd). Attempt n uses
- * reply n and the last reply repeats. Without a canned reply the agent answers a minimal value generated
+ * the implementation config's `replies_file` (same map). Attempt n uses reply n and the last reply repeats.
+ *
+ * `replies_file` comes from the spec, which anyone who can start a work item can write, so it is read only
+ * from the worker's replies folders ({@link repliesFolders}: `TREADLE_REPLIES_DIR`, default `replies/` in
+ * the worker's working directory). A relative path is resolved against the first folder; the path, symlinks
+ * followed, must stay inside one of them, so `..`, absolute paths and symlinks leading elsewhere are refused
+ * before anything outside is read. Without a canned reply the agent answers a minimal value generated
  * from the request's `outputSchema`, or `scripted reply to: <the last user message>`.
  *
  * A reply is a string (the reply text, parsed as JSON when a schema is given), any other JSON (structured
  * output, validated against the schema: a reply that does not match comes back as `invalidOutput`, which is
  * how tests script malformed replies), or `{ "$reply": { text?, output?, inputTokens?, outputTokens? } }`.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
@@ -50,11 +55,31 @@ const RepliesSchema = z.record(z.string(), z.array(JsonSchema).min(1, 'needs at 
 /** Canned replies by stage (or `<stage>.gate`), one per attempt. */
 export type AgentReplies = z.infer<typeof RepliesSchema>;
 
+/** Environment variable listing the folders `replies_file` may be read from (separated by `path.delimiter`). */
+export const REPLIES_DIR_ENV = 'TREADLE_REPLIES_DIR';
+/** The replies folder when {@link REPLIES_DIR_ENV} is not set, relative to the worker's working directory. */
+export const DEFAULT_REPLIES_DIR = 'replies';
+
+/** The folders `replies_file` may be read from, as absolute paths: {@link REPLIES_DIR_ENV}, else `./replies`. */
+export function repliesFolders(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): string[] {
+  const listed = (env[REPLIES_DIR_ENV] ?? '').split(path.delimiter).filter((folder) => folder.trim() !== '');
+  return (listed.length > 0 ? listed : [DEFAULT_REPLIES_DIR]).map((folder) => path.resolve(cwd, folder));
+}
+
+/** Options of a {@link ScriptedAgent}. */
+export interface ScriptedAgentOptions {
+  /** Folders `replies_file` may be read from; default {@link repliesFolders}(). */
+  repliesFolders?: string[];
+}
+
 /** A deterministic agent answering canned or schema-derived replies; see the module comment. */
 export class ScriptedAgent implements Agent {
   readonly provider = SCRIPTED_PROVIDER;
 
-  constructor(private readonly ctx: AgentContext) {}
+  constructor(
+    private readonly ctx: AgentContext,
+    private readonly options: ScriptedAgentOptions = {},
+  ) {}
 
   /** Answers the reply for this attempt; never calls out, never sleeps. */
   async run(request: AgentRequest): Promise<AgentResult> {
@@ -80,7 +105,7 @@ export class ScriptedAgent implements Agent {
   /** The canned reply for this call, else the default one. */
   private replyFor(request: AgentRequest): FullReply {
     const key = replyKey(this.ctx.stage, request.correlationId);
-    const replies = inputReplies(this.ctx.input)?.[key] ?? fileReplies(this.ctx.config)?.[key];
+    const replies = inputReplies(this.ctx.input)?.[key] ?? fileReplies(this.ctx.config, this.options.repliesFolders ?? repliesFolders())?.[key];
     if (replies) return normaliseReply(replies[Math.min(this.ctx.attempt, replies.length) - 1]!, key);
     if (request.outputSchema !== undefined) return { output: exampleOf(request.outputSchema) };
     const lastUser = [...request.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
@@ -102,21 +127,64 @@ function inputReplies(input: Json): AgentReplies | undefined {
   return parseReplies(input.agent_replies, 'agent_replies in the work item input', 'InvalidInput');
 }
 
-function fileReplies(config: Json | undefined): AgentReplies | undefined {
+function fileReplies(config: Json | undefined, folders: string[]): AgentReplies | undefined {
   if (typeof config !== 'object' || config === null || Array.isArray(config) || config.replies_file === undefined) return undefined;
   const file = config.replies_file;
   if (typeof file !== 'string' || file.length === 0) {
     throw ApplicationFailure.nonRetryable('replies_file must be the path of a JSON file of canned agent replies', 'InvalidConfig');
   }
-  const resolved = path.resolve(process.cwd(), file);
+  const resolved = allowedRepliesFile(file, folders);
   let parsed: unknown;
   try {
+    // A device or a fifo in the folder must not block the worker.
+    if (!statSync(resolved).isFile()) throw new Error('not a regular file');
     parsed = JSON.parse(readFileSync(resolved, 'utf8'));
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
     throw ApplicationFailure.nonRetryable(`cannot read replies_file ${resolved}: ${reason}`, 'InvalidConfig');
   }
   return parseReplies(parsed, `replies_file ${resolved}`, 'InvalidConfig');
+}
+
+/**
+ * The real path of a `replies_file` inside one of the folders, else a non-retryable `InvalidConfig`. The
+ * path is checked before the file system is touched (so nothing outside is even looked up) and again with
+ * symlinks resolved (so a link inside a folder cannot lead out of it).
+ */
+function allowedRepliesFile(file: string, folders: string[]): string {
+  const refuse = (): ApplicationFailure =>
+    ApplicationFailure.nonRetryable(
+      `replies_file ${JSON.stringify(file)} is outside the folders replies may be read from (${folders.join(', ')}); put the file there or add its folder to ${REPLIES_DIR_ENV}`,
+      'InvalidConfig',
+    );
+  const [first] = folders;
+  if (first === undefined) throw refuse();
+  const resolved = path.resolve(first, file);
+  if (!folders.some((folder) => isInside(resolved, folder))) throw refuse();
+  let real: string;
+  try {
+    real = realpathSync(resolved);
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw ApplicationFailure.nonRetryable(`cannot read replies_file ${resolved}: ${reason}`, 'InvalidConfig');
+  }
+  if (!folders.some((folder) => isInside(real, realFolder(folder)))) throw refuse();
+  return real;
+}
+
+/** A folder's real path; the folder as given when it does not exist (nothing can be inside it then). */
+function realFolder(folder: string): string {
+  try {
+    return realpathSync(folder);
+  } catch {
+    return folder;
+  }
+}
+
+/** True when `file` is strictly below `folder` (both absolute). */
+function isInside(file: string, folder: string): boolean {
+  const relative = path.relative(folder, file);
+  return relative !== '' && relative !== '..' && !relative.startsWith(`..${path.sep}`) && !path.isAbsolute(relative);
 }
 
 function parseReplies(value: unknown, where: string, failureType: string): AgentReplies {

@@ -20,6 +20,8 @@ interface Invocation {
   argv: string[];
   pid: number;
   stdin: string | null;
+  cwd: string;
+  env: Record<string, string>;
 }
 
 let workDir: string;
@@ -38,7 +40,8 @@ afterEach(() => {
 /** An agent running the fake CLI in the given mode, and the invocations it recorded. */
 function fakeAgent(env: Record<string, string> = {}, options: ClaudeCodeAgentOptions = {}): { agent: ClaudeCodeAgent; invocations: () => Invocation[] } {
   const record = join(workDir, 'invocations.jsonl');
-  const agent = new ClaudeCodeAgent({ command: FAKE_CLAUDE, ...options, env: { FAKE_CLAUDE_RECORD: record, ...env } });
+  // Working directories go under this test's folder; their isolation is tested in security-claude-code.test.ts.
+  const agent = new ClaudeCodeAgent({ command: FAKE_CLAUDE, workRoot: join(workDir, 'work'), ...options, env: { FAKE_CLAUDE_RECORD: record, ...env } });
   const invocations = (): Invocation[] =>
     existsSync(record)
       ? readFileSync(record, 'utf8')

@@ -1,13 +1,15 @@
 /**
  * The `llm` stage, the `llm-judge` gate and the scripted agent, called directly with hand-made contexts
  * whose `agent()` is a ScriptedAgent (no Temporal). Cases:
- * - templates: variables, the feedback alias, `tojson`, a syntax error → InvalidTemplate naming the stage;
+ * - templates (Liquid): variables, the feedback alias, `tojson`, Jinja-like truthiness, a syntax error →
+ *   InvalidTemplate naming the stage, a template in the config that does not parse → InvalidConfig;
  * - llm stage: structured and text replies, request fields, a malformed reply → `rejection` quoting the
  *   issue, the feedback section appended on attempt 2 (and not when the template handles feedback), a bad
  *   config → InvalidConfig listing every problem;
  * - llm-judge: accepted, rejected (failed and omitted criteria), uncertain, malformed reply → uncertain;
  * - scripted agent: reply by attempt (the last repeats), `$reply`, usage and call record, the default
- *   schema-derived reply validates, replies_file, bad agent_replies;
+ *   schema-derived reply validates, replies_file inside the replies folder, bad agent_replies (escapes from
+ *   the folder: security-replies-file.test.ts);
  * - documents-llm: the YAML validates against the registered implementations, and report-llm.json's
  *   replies drive pdf_to_markdown through the real markdown_quality gate (reject, then accept), then the
  *   concept graph through concept_graph and the local downstream stages.
@@ -96,21 +98,31 @@ describe('prompt templates', () => {
       ['draft item-1 2/3 on queues', '{"parts":["a","b"]}', '1 of 2 criteria not met: tone; tone=chatty', '[] null'].join('\n'),
     );
     expect(renderPrompt('{{ feedback | tojson }}', promptVars(ctx, null))).toBe('null');
+    expect(renderPrompt('{{ upstream.outline | tojson: 2 }}', promptVars(ctx, null))).toBe('{\n  "parts": [\n    "a",\n    "b"\n  ]\n}');
   });
 
-  it('fails non-retryably as InvalidTemplate, naming the stage and the nunjucks message', async () => {
+  it('treats empty strings, 0 and null as false in conditions, as Jinja did', () => {
+    const ctx = makeContext({ input: { empty: '', zero: 0, text: 'x', list: [] } });
+    const template = '{% if input.empty %}E{% endif %}{% if input.zero %}Z{% endif %}{% if input.missing %}M{% endif %}{% if input.text %}T{% endif %}{{ attempt | minus: 1 }}';
+    expect(renderPrompt(template, promptVars(ctx, null))).toBe('T0');
+  });
+
+  it('fails non-retryably as InvalidTemplate, naming the stage and the engine message with its position', async () => {
     const ctx = makeContext({ stage: 'summarise' });
     const failure = await failureOf(() => renderPrompt('Hello {{ input.name ', promptVars(ctx, null)));
     expect(failure.type).toBe('InvalidTemplate');
     expect(failure.nonRetryable).toBe(true);
-    expect(failure.message).toMatch(/^summarise: the prompt template is invalid: .*expected variable end/);
+    expect(failure.message).toMatch(/^summarise: the prompt template is invalid: output "\{\{ input\.name " not closed, line:1, col:7$/);
   });
 
-  it('the llm stage reports a broken system template as InvalidTemplate too', async () => {
-    const ctx = makeContext({ config: { prompt: 'hi', system: '{% if %}' } });
+  it('the llm stage reports a system template that does not parse as InvalidConfig, before calling the agent', async () => {
+    const ctx = makeContext({ config: { prompt: 'hi {{ input | nosuchfilter }}', system: '{% if %}' } });
     const failure = await failureOf(() => llmStage(ctx));
-    expect(failure.type).toBe('InvalidTemplate');
-    expect(failure.message).toContain('draft: the system template is invalid');
+    expect(failure).toMatchObject({ type: 'InvalidConfig', nonRetryable: true });
+    expect(failure.message).toContain('draft: the with: configuration of llm is invalid (2 problems)');
+    expect(failure.message).toContain('prompt: the prompt template does not parse: undefined filter: nosuchfilter');
+    expect(failure.message).toContain('system: the system template does not parse:');
+    expect(ctx.requests).toEqual([]);
   });
 });
 
@@ -348,16 +360,17 @@ describe('scripted agent', () => {
       writeFileSync(path.join(dir, 'replies.json'), JSON.stringify({ draft: ['from the file'] }));
     });
     afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    const fileAgent = (input: Json, file: string) => new ScriptedAgent({ itemId: 'item-1', stage: 'draft', attempt: 1, input, config: { replies_file: file } }, { repliesFolders: [dir] });
 
-    it('reads replies from the file, relative to the cwd, when the input has none for the stage', async () => {
-      const file = path.relative(process.cwd(), path.join(dir, 'replies.json'));
-      expect((await agentFor(1, { agent_replies: { other: ['x'] } }, { replies_file: file }).run(request())).text).toBe('from the file');
-      expect((await agentFor(1, { agent_replies: { draft: ['from the input'] } }, { replies_file: file }).run(request())).text).toBe('from the input');
+    it('reads replies from the file, relative to the replies folder, when the input has none for the stage', async () => {
+      expect((await fileAgent({ agent_replies: { other: ['x'] } }, 'replies.json').run(request())).text).toBe('from the file');
+      expect((await fileAgent({ agent_replies: { draft: ['from the input'] } }, 'replies.json').run(request())).text).toBe('from the input');
+      expect((await fileAgent(null, path.join(dir, 'replies.json')).run(request())).text).toBe('from the file');
     });
 
     it('fails non-retryably on a missing file or a bad reply map', async () => {
-      const missing = await failureOf(() => agentFor(1, null, { replies_file: path.join(dir, 'nope.json') }).run(request()));
-      expect(missing).toMatchObject({ type: 'InvalidConfig', nonRetryable: true, message: expect.stringContaining('ENOENT') });
+      const missing = await failureOf(() => fileAgent(null, 'nope.json').run(request()));
+      expect(missing).toMatchObject({ type: 'InvalidConfig', nonRetryable: true, message: `cannot read replies_file ${path.join(dir, 'nope.json')}: ENOENT` });
       const bad = await failureOf(() => agentFor(1, { agent_replies: { draft: [] } }).run(request()));
       expect(bad).toMatchObject({ type: 'InvalidInput', message: expect.stringContaining('draft: needs at least one reply') });
     });
@@ -445,5 +458,10 @@ describe('mentionsVariable', () => {
     expect(mentionsVariable('Summarize the customer feedback: {{ input.feedback }}', 'feedback')).toBe(false);
     expect(mentionsVariable('{{ upstream["feedback"] }}', 'feedback')).toBe(false);
     expect(mentionsVariable('feedback outside any tag', 'feedback')).toBe(false);
+    expect(mentionsVariable('{{ input.text | append: feedback.summary }}', 'feedback')).toBe(true);
+    expect(mentionsVariable('{%- unless feedback -%}first try{%- endunless -%}', 'feedback')).toBe(true);
+    // A variable the template assigns itself is not the attempt's feedback.
+    expect(mentionsVariable("{% assign feedback = 'none' %}{{ feedback }}", 'feedback')).toBe(false);
+    expect(mentionsVariable('{{ feedback', 'feedback')).toBe(false);
   });
 });

@@ -1,17 +1,28 @@
 /**
  * The `with:` configurations of the `llm` stage and the `llm-judge` gate. A configuration that does not fit
- * is a spec error no retry can fix: it fails non-retryably as `InvalidConfig`, listing every problem.
+ * (a template that does not parse included) is a spec error no retry can fix: it fails non-retryably as
+ * `InvalidConfig`, listing every problem. {@link llmStageConfigProblems} and {@link llmJudgeConfigProblems}
+ * run the same checks when a spec is validated, before anything runs.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { ImplementationContext } from '../../activities/registry';
 import { compileOutputSchema } from '../../agents/output-schema';
 import { JsonSchema, type Json } from '../../model/shapes';
+import { templateProblem } from './template';
 
 /** Failure type of a `with:` configuration that does not fit the implementation. */
 export const INVALID_CONFIG = 'InvalidConfig';
 
-const template = (what: string) => z.string({ error: `${what} must be a template string` }).min(1, `${what} must not be empty`);
+/** A Liquid template that parses; `message` is the error when the value is missing or not a string. */
+const template = (what: string, message = `${what} must be a template string`) =>
+  z
+    .string({ error: message })
+    .min(1, `${what} must not be empty`)
+    .superRefine((text, ctx) => {
+      const problem = text.length === 0 ? undefined : templateProblem(text);
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `the ${what} template does not parse: ${problem}` });
+    });
 
 /** Settings both implementations share: how to reach the model. */
 const AgentSettings = {
@@ -26,7 +37,7 @@ const AgentSettings = {
 /** `with:` of the `llm` stage. */
 export const LlmStageConfigSchema = z
   .object({
-    prompt: z.string({ error: 'prompt is required: the template of the user message' }).min(1, 'prompt must not be empty'),
+    prompt: template('prompt', 'prompt is required: the template of the user message'),
     ...AgentSettings,
     /** JSON Schema of the structured reply; the artefact is the reply when given, `{ text }` otherwise. */
     output_schema: z.record(z.string(), JsonSchema, { error: 'output_schema must be a JSON Schema object' }).optional(),
@@ -61,6 +72,21 @@ export const LlmJudgeConfigSchema = z
   })
   .strict();
 export type LlmJudgeConfig = z.output<typeof LlmJudgeConfigSchema>;
+
+/** Every problem of an `llm` stage's `with:` config (`path: message`); empty when it is valid. */
+export function llmStageConfigProblems(config: Json | undefined): string[] {
+  return configProblems(LlmStageConfigSchema, config);
+}
+
+/** Every problem of an `llm-judge` gate's `with:` config (`path: message`); empty when it is valid. */
+export function llmJudgeConfigProblems(config: Json | undefined): string[] {
+  return configProblems(LlmJudgeConfigSchema, config);
+}
+
+function configProblems(schema: z.ZodType, config: Json | undefined): string[] {
+  const parsed = schema.safeParse(config ?? {});
+  return parsed.success ? [] : parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
+}
 
 /** Parses an implementation's `with:` config; throws `InvalidConfig` listing every problem. */
 export function readLlmConfig<T extends z.ZodType>(ctx: Pick<ImplementationContext, 'config' | 'stage'>, schema: T, implementation: string): z.output<T> {

@@ -14,5 +14,27 @@ export function registerLlm(registry: Registry): Registry {
 
 export { LLM_STAGE, llmStage, llmRequest, schemaRejection } from './stage';
 export { LLM_JUDGE_GATE, llmJudge, judgeRequest, judgeVerdict, JUDGE_OUTPUT_SCHEMA, MAX_JUDGED_OUTPUT_CHARS, NOT_ASSESSED, type JudgeReply } from './judge';
-export { LlmStageConfigSchema, LlmJudgeConfigSchema, readLlmConfig, INVALID_CONFIG, type LlmStageConfig, type LlmJudgeConfig } from './config';
-export { renderPrompt, promptVars, feedbackSection, mentionsVariable, INVALID_TEMPLATE, type PromptVars, type TemplateFeedback } from './template';
+export {
+  LlmStageConfigSchema,
+  LlmJudgeConfigSchema,
+  readLlmConfig,
+  llmStageConfigProblems,
+  llmJudgeConfigProblems,
+  INVALID_CONFIG,
+  type LlmStageConfig,
+  type LlmJudgeConfig,
+} from './config';
+export {
+  renderPrompt,
+  promptVars,
+  feedbackSection,
+  mentionsVariable,
+  templateProblem,
+  INVALID_TEMPLATE,
+  MAX_TEMPLATE_CHARS,
+  MAX_RENDERED_CHARS,
+  TEMPLATE_RENDER_LIMIT_MS,
+  TEMPLATE_MEMORY_LIMIT,
+  type PromptVars,
+  type TemplateFeedback,
+} from './template';
