@@ -21,7 +21,6 @@ export default async function globalSetup(): Promise<void> {
       dbFile: path.join(dir, 'temporal.sqlite'),
       headless: true,
       allowDownload: false,
-      sqlitePragmas: { journal_mode: 'WAL', synchronous: 'OFF' },
       progress: (m) => process.stderr.write(`[global-setup] ${m}\n`),
     }),
     bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: quietLogger() }),

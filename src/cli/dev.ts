@@ -11,6 +11,7 @@ import type { Json, ReviewOutcome } from '../model/shapes';
 import type { PendingReview, WorkItemState } from '../model/state';
 import { findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { startDevServer, type DevServer } from '../server/dev-server';
+import { temporalAnswers } from '../server/probes';
 import { ensureSearchAttributes } from '../server/search-attributes';
 import { connectWorker, createWorker, defaultRegistry } from '../worker';
 import { renderEvent, renderStatus } from './render';
@@ -28,21 +29,6 @@ interface Running {
   stop(): Promise<void>;
 }
 
-/** Is a Temporal server already answering here? */
-async function answers(address: string): Promise<boolean> {
-  try {
-    const connection = await Connection.connect({ address, connectTimeout: 1_000 });
-    try {
-      await connection.workflowService.getSystemInfo({});
-      return true;
-    } finally {
-      await connection.close();
-    }
-  } catch {
-    return false;
-  }
-}
-
 /** Starts (or reuses) the server and starts a worker; nothing is left running if a step fails. */
 async function bringUp(opts: DevOptions): Promise<Running> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -53,7 +39,7 @@ async function bringUp(opts: DevOptions): Promise<Running> {
   const local = `127.0.0.1:${opts.port}`;
   if (config.addressFromEnv) {
     say(`Using the Temporal server at ${address} (TEMPORAL_ADDRESS); no server started.`);
-  } else if (await answers(local)) {
+  } else if (await temporalAnswers(local)) {
     address = local;
     uiUrl = `http://localhost:${opts.uiPort}`;
     say(`A Temporal server already answers at ${local}; using it.`);

@@ -1,15 +1,18 @@
 /**
  * Starts a real Temporal dev server (the CLI's `server start-dev`) persisted to SQLite, with Treadle's
  * search attributes registered, and stops it cleanly. Used by `treadle dev`, the tests and the benchmarks,
- * so all three run the same server the same way.
+ * so all three run the same server the same way: under a watchdog that stops it when the starting process
+ * ends however it ends (./watchdog.ts), with the SQLite pragmas of ./sqlite-pragmas.ts, and declared ready
+ * only when it answers, never killed while it is alive and still starting.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
 import { createServer, type AddressInfo } from 'node:net';
 import { SEARCH_ATTRIBUTE_DEFINITIONS, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
+import { portAccepts, probeTemporal } from './probes';
+import { resolveSqlitePragmas, sqlitePragmaArgs } from './sqlite-pragmas';
 import { resolveTemporalCli, TemporalCliNotFoundError, type ResolvedBinary } from './temporal-cli';
+import { startWatched, type WatchedProcess } from './watchdog';
 
 /** Options for {@link startDevServer}. */
 export interface DevServerOptions {
@@ -21,7 +24,10 @@ export interface DevServerOptions {
   namespace?: string;
   /** No Web UI (tests). */
   headless?: boolean;
-  /** Extra `--sqlite-pragma` settings, e.g. `{ journal_mode: 'WAL', synchronous: 'OFF' }`. */
+  /**
+   * `--sqlite-pragma` settings over the defaults (`journal_mode=WAL`, `synchronous=NORMAL`) and over
+   * `TREADLE_SQLITE_PRAGMAS`, e.g. `{ synchronous: 'OFF' }` for benchmarks.
+   */
   sqlitePragmas?: Record<string, string>;
   /** Where the server's own log goes (default: next to the database). */
   logFile?: string;
@@ -29,7 +35,10 @@ export interface DevServerOptions {
   allowBuild?: boolean;
   /** Fall back to the SDK's download of a dev server when no binary can be found or built (default true). */
   allowDownload?: boolean;
-  /** How long to wait for the server to answer (default 60 s). */
+  /**
+   * How long a server that is alive may take to answer before Treadle gives up and stops it (default
+   * `TREADLE_SERVER_START_TIMEOUT` seconds, else 5 minutes). A server that exits fails the start at once.
+   */
   readyTimeoutMs?: number;
   progress?: (message: string) => void;
 }
@@ -41,6 +50,8 @@ export interface DevServer {
   uiUrl?: string;
   dbFile: string;
   binary: string;
+  /** The SQLite pragmas it runs with. */
+  sqlitePragmas: Record<string, string>;
   /** The server process, when Treadle started it itself. */
   pid?: number;
   stop(): Promise<void>;
@@ -49,75 +60,68 @@ export interface DevServer {
 export const DEFAULT_PORT = 7233;
 export const DEFAULT_UI_PORT = 8233;
 export const DEFAULT_DB_FILE = path.join('.treadle', 'temporal.sqlite');
-const STOP_GRACE_MS = 10_000;
+/** The environment variable for {@link DevServerOptions.readyTimeoutMs}, in seconds. */
+export const SERVER_START_TIMEOUT_ENV = 'TREADLE_SERVER_START_TIMEOUT';
+/** Generous: a cold machine, a first SQLite migration and a loaded CI box all fit. */
+export const DEFAULT_READY_TIMEOUT_MS = 5 * 60_000;
+const PROBE_INTERVAL_MS = 250;
+const PROBE_TIMEOUT_MS = 2_000;
+/** Quiet while a normal start takes its second or two; then say what we wait for, now and then. */
+const FIRST_PROGRESS_AFTER_MS = 5_000;
+const PROGRESS_EVERY_MS = 15_000;
 
-/** Starts the server and resolves once it answers gRPC calls. */
+/** Starts the server and resolves once it answers gRPC calls for `namespace`. */
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
   const port = options.port ?? DEFAULT_PORT;
   const uiPort = options.uiPort ?? DEFAULT_UI_PORT;
   const namespace = options.namespace ?? 'default';
   const dbFile = path.resolve(options.dbFile ?? DEFAULT_DB_FILE);
+  const sqlitePragmas = resolveSqlitePragmas(options.sqlitePragmas);
+  const readyTimeoutMs = options.readyTimeoutMs ?? readyTimeoutFromEnv();
   mkdirSync(path.dirname(dbFile), { recursive: true });
   const progress = options.progress ?? ((m: string) => process.stderr.write(`${m}\n`));
+  // Probe where a client on this machine would connect (a server bound to every interface answers on loopback).
+  const address = `${connectableHost(ip)}:${port}`;
+  if (await portAccepts(connectableHost(ip), port)) {
+    throw new Error(`cannot start a Temporal dev server on ${address}: another process already listens there (stop it, or choose another port)`);
+  }
 
   const { binary, tried } = await resolveTemporalCli({ allowBuild: options.allowBuild ?? true, progress });
   if (!binary) {
     if (options.allowDownload === false) throw new TemporalCliNotFoundError(tried);
-    return startWithSdkDownload({ ip, port, uiPort, namespace, dbFile, headless: options.headless ?? false, progress, tried });
+    return startWithSdkDownload({ ip, port, uiPort, namespace, dbFile, headless: options.headless ?? false, sqlitePragmas, progress, tried });
   }
 
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--db-filename', dbFile, '--namespace', namespace, '--log-level', 'warn'];
   if (options.headless) args.push('--headless');
   else args.push('--ui-port', String(uiPort));
   for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS)) args.push('--search-attribute', `${key}=${type}`);
-  for (const [key, value] of Object.entries(options.sqlitePragmas ?? {})) args.push('--sqlite-pragma', `${key}=${value}`);
+  args.push(...sqlitePragmaArgs(sqlitePragmas));
 
   const logFile = options.logFile ?? `${dbFile}.log`;
-  const log = createWriteStream(logFile, { flags: 'a' });
-  const child = spawn(binary.path, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let tail = '';
-  const capture = (chunk: Buffer): void => {
-    log.write(chunk);
-    tail = (tail + chunk.toString()).slice(-4_000);
-  };
-  child.stdout!.on('data', capture);
-  child.stderr!.on('data', capture);
-  let exited: string | undefined;
-  child.on('error', (error) => {
-    exited = `could not be started: ${error.message}`;
-  });
-  child.on('exit', (code, signal) => {
-    exited = `exited with ${signal ?? `code ${code}`}`;
-  });
-  // Never leave a server behind: if this process exits without stop(), the server goes with it.
-  const killOnExit = (): void => {
-    if (exited === undefined) child.kill('SIGKILL');
-  };
-  process.once('exit', killOnExit);
-
-  const address = `${ip}:${port}`;
+  const server = startWatched({ command: binary.path, args, logFile });
   try {
-    await waitUntilReady(address, namespace, options.readyTimeoutMs ?? 60_000, () => exited);
+    // The hint names the variable only when the variable (or its default) set the deadline.
+    const hint = options.readyTimeoutMs === undefined ? `; raise ${SERVER_START_TIMEOUT_ENV} (seconds) if this machine is slow` : '';
+    await waitUntilReady({ server, address, namespace, timeoutMs: readyTimeoutMs, hint, logFile, progress });
   } catch (error) {
-    child.kill('SIGKILL');
-    process.removeListener('exit', killOnExit);
-    log.end();
-    const detail = tail.trim().split('\n').slice(-5).join('\n    ');
-    throw new Error(`the Temporal dev server (${describe(binary)}) did not start on ${address}: ${(error as Error).message}${detail ? `\n    ${detail}` : ''}\n    (full log: ${logFile})`);
+    await server.stop();
+    const detail = server.logTail();
+    throw new Error(
+      `the Temporal dev server (${describe(binary)}) did not start on ${address}: ${(error as Error).message}${detail ? `\n    ${detail.split('\n').join('\n    ')}` : ''}\n    (full log: ${logFile})`,
+    );
   }
+  const pid = await server.started;
   return {
     address,
     namespace,
     ...(options.headless ? {} : { uiUrl: `http://${ip === '0.0.0.0' ? 'localhost' : ip}:${uiPort}` }),
     dbFile,
     binary: binary.path,
-    ...(child.pid !== undefined ? { pid: child.pid } : {}),
-    stop: () =>
-      stopChild(child, () => exited !== undefined).finally(() => {
-        process.removeListener('exit', killOnExit);
-        log.end();
-      }),
+    sqlitePragmas,
+    pid,
+    stop: () => server.stop(),
   };
 }
 
@@ -125,35 +129,60 @@ function describe(binary: ResolvedBinary): string {
   return `${binary.path}, from ${binary.source}`;
 }
 
-async function waitUntilReady(address: string, namespace: string, timeoutMs: number, exited: () => string | undefined): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError = 'no answer';
-  while (Date.now() < deadline) {
-    const gone = exited();
-    if (gone) throw new Error(`the server process ${gone}`);
-    try {
-      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
-      try {
-        await connection.workflowService.describeNamespace({ namespace });
-        return;
-      } finally {
-        await connection.close();
-      }
-    } catch (error) {
-      lastError = (error as Error).message;
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`no answer within ${Math.round(timeoutMs / 1000)}s (last error: ${lastError})`);
+function connectableHost(ip: string): string {
+  if (ip === '0.0.0.0') return '127.0.0.1';
+  if (ip === '::') return '::1';
+  return ip;
 }
 
-async function stopChild(child: ChildProcess, hasExited: () => boolean): Promise<void> {
-  if (hasExited()) return;
-  const done = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-  await done;
-  clearTimeout(timer);
+function readyTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env[SERVER_START_TIMEOUT_ENV];
+  if (text === undefined || text === '') return DEFAULT_READY_TIMEOUT_MS;
+  const seconds = Number(text);
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new Error(`${SERVER_START_TIMEOUT_ENV} must be a positive number of seconds, got "${text}"`);
+  return seconds * 1_000;
+}
+
+/**
+ * Waits until the server answers `DescribeNamespace`, saying now and then what it waits for. Fails at once
+ * when the server process is gone, and after `timeoutMs` otherwise (the caller then stops the server).
+ */
+async function waitUntilReady(args: {
+  server: WatchedProcess;
+  address: string;
+  namespace: string;
+  timeoutMs: number;
+  hint: string;
+  logFile: string;
+  progress: (message: string) => void;
+}): Promise<void> {
+  const { server, address, namespace, timeoutMs, hint, logFile, progress } = args;
+  const started = Date.now();
+  let nextProgress = started + FIRST_PROGRESS_AFTER_MS;
+  let lastReason = 'no answer yet';
+  for (;;) {
+    const gone = server.exited();
+    if (gone) throw new Error(`the server process ${gone}${gone.startsWith('exited') ? ' before it answered' : ''}`);
+    const probe = await probeTemporal(address, namespace, PROBE_TIMEOUT_MS);
+    if (probe.ok) return;
+    lastReason = probe.reason;
+    const now = Date.now();
+    if (now - started >= timeoutMs) {
+      throw new Error(`no answer within ${seconds(timeoutMs)} although the process is alive (last: ${lastReason})${hint}`);
+    }
+    if (now >= nextProgress) {
+      const pid = server.pid();
+      progress(
+        `Waiting for the Temporal dev server${pid ? ` (pid ${pid})` : ''} to answer on ${address}: ${seconds(now - started)} so far, giving up after ${seconds(timeoutMs)} (last: ${lastReason}); its log: ${logFile}`,
+      );
+      nextProgress = now + PROGRESS_EVERY_MS;
+    }
+    await new Promise((r) => setTimeout(r, PROBE_INTERVAL_MS));
+  }
+}
+
+function seconds(ms: number): string {
+  return `${Math.round(ms / 1000)}s`;
 }
 
 async function startWithSdkDownload(args: {
@@ -163,6 +192,7 @@ async function startWithSdkDownload(args: {
   namespace: string;
   dbFile: string;
   headless: boolean;
+  sqlitePragmas: Record<string, string>;
   progress: (m: string) => void;
   tried: string[];
 }): Promise<DevServer> {
@@ -179,6 +209,7 @@ async function startWithSdkDownload(args: {
         dbFilename: args.dbFile,
         namespace: args.namespace,
         searchAttributes: [TreadlePipeline, TreadleStatus, TreadlePendingReviews],
+        extraArgs: sqlitePragmaArgs(args.sqlitePragmas),
       },
     });
     return {
@@ -187,6 +218,7 @@ async function startWithSdkDownload(args: {
       ...(args.headless ? {} : { uiUrl: `http://${args.ip}:${args.uiPort}` }),
       dbFile: args.dbFile,
       binary: 'SDK download',
+      sqlitePragmas: args.sqlitePragmas,
       stop: () => env.teardown(),
     };
   } catch (error) {
