@@ -1,7 +1,8 @@
 /**
  * Configuration from the environment, with the defaults the README's table lists.
  */
-import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/blob-store';
+import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
+import type { BlobStoreSettings } from './storage';
 
 /** Treadle's settings. */
 export interface TreadleConfig {
@@ -12,6 +13,8 @@ export interface TreadleConfig {
   taskQueue: string;
   blobDir: string;
   blobThresholdBytes: number;
+  /** Which blob store workers, clients and the CLI use (`TREADLE_BLOB_STORE`, `TREADLE_S3_*`). */
+  blobStore: BlobStoreSettings;
 }
 
 export const DEFAULT_ADDRESS = 'localhost:7233';
@@ -32,5 +35,63 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
     taskQueue: env.TREADLE_TASK_QUEUE || DEFAULT_TASK_QUEUE,
     blobDir: env.TREADLE_BLOB_DIR || DEFAULT_BLOB_DIR,
     blobThresholdBytes,
+    blobStore: blobStoreSettings(env),
   };
+}
+
+/** Key prefix in the bucket when `TREADLE_S3_PREFIX` is unset. */
+export const DEFAULT_S3_PREFIX = 'treadle/';
+
+/**
+ * The blob store settings: `TREADLE_BLOB_STORE=file|s3`, by default `s3` when `TREADLE_S3_BUCKET` is set and
+ * `file` otherwise. Credentials are not read here: the AWS SDK's default chain finds them.
+ */
+function blobStoreSettings(env: NodeJS.ProcessEnv): BlobStoreSettings {
+  const bucket = env.TREADLE_S3_BUCKET?.trim() ?? '';
+  const kind = env.TREADLE_BLOB_STORE?.trim() || (bucket ? 's3' : 'file');
+  if (kind === 'file') return { kind, dir: env.TREADLE_BLOB_DIR || DEFAULT_BLOB_DIR };
+  if (kind !== 's3') throw new Error(`TREADLE_BLOB_STORE must be "file" or "s3", got "${kind}"`);
+
+  if (!bucket) throw new Error('TREADLE_BLOB_STORE=s3 needs TREADLE_S3_BUCKET, the name of the bucket to keep blobs in');
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(bucket)) {
+    throw new Error(`TREADLE_S3_BUCKET must be a bare bucket name (put any folder in TREADLE_S3_PREFIX), got "${bucket}"`);
+  }
+  const settings: BlobStoreSettings = { kind, bucket, prefix: s3Prefix(env.TREADLE_S3_PREFIX) };
+
+  const endpoint = env.TREADLE_S3_ENDPOINT?.trim();
+  if (endpoint) {
+    let url: URL | undefined;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      url = undefined;
+    }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+      throw new Error(`TREADLE_S3_ENDPOINT must be an http(s) URL such as http://minio:9000, got "${endpoint}"`);
+    }
+    settings.endpoint = endpoint;
+  }
+  // An S3-compatible server usually ignores the region, but the SDK refuses to sign without one.
+  const region = env.TREADLE_S3_REGION?.trim() || env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || (endpoint ? 'us-east-1' : undefined);
+  if (region) settings.region = region;
+
+  const pathStyle = env.TREADLE_S3_FORCE_PATH_STYLE?.trim().toLowerCase();
+  if (pathStyle === undefined || pathStyle === '') {
+    // MinIO and most S3-compatible servers want path-style URLs; AWS itself wants virtual-hosted ones.
+    settings.forcePathStyle = Boolean(endpoint);
+  } else if (pathStyle === 'true' || pathStyle === '1') {
+    settings.forcePathStyle = true;
+  } else if (pathStyle === 'false' || pathStyle === '0') {
+    settings.forcePathStyle = false;
+  } else {
+    throw new Error(`TREADLE_S3_FORCE_PATH_STYLE must be true or false, got "${env.TREADLE_S3_FORCE_PATH_STYLE}"`);
+  }
+  return settings;
+}
+
+/** `TREADLE_S3_PREFIX` without a leading slash and with a trailing one, so keys are `<prefix>blobs/...`. */
+function s3Prefix(value: string | undefined): string {
+  if (value === undefined) return DEFAULT_S3_PREFIX;
+  const trimmed = value.trim().replace(/^\/+/, '');
+  return trimmed === '' || trimmed.endsWith('/') ? trimmed : `${trimmed}/`;
 }

@@ -6,7 +6,8 @@ import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import type { AgentProviders } from './agents/providers';
-import { FileBlobStore, type BlobStore } from './storage/blob-store';
+import type { BlobStore } from './storage/blob-store';
+import { createBlobStore } from './storage';
 import { Registry } from './activities/registry';
 import { loadConfig } from './config';
 import { registerDocumentPipeline } from './pipelines/documents';
@@ -39,7 +40,7 @@ export interface TreadleWorkerOptions {
 export async function createWorker(options: TreadleWorkerOptions): Promise<Worker> {
   const config = loadConfig();
   const registry = options.registry ?? defaultRegistry();
-  const blobs = options.blobs ?? new FileBlobStore(config.blobDir);
+  const blobs = options.blobs ?? createBlobStore(config.blobStore);
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? config.namespace,

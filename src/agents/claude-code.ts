@@ -1,9 +1,9 @@
 /**
  * The `claude-code` provider: runs the Claude Code CLI headless (`claude -p <prompt> --output-format json`)
  * as a child process, one process per call. Conversations continue through the CLI's own sessions
- * (`--resume <session_id>`) when the stored conversation's latest turn carries one (the conversation store
- * keeps session ids with the turns, so every worker sees them), and through a transcript
- * preamble otherwise, so a retry on another worker still carries the whole conversation.
+ * (`--resume <session_id>`) when the stored conversation's latest turn carries one that the CLI has here (made
+ * by this process in this directory; the conversation store keeps session ids with the turns), and through a
+ * transcript preamble otherwise, so a retry on another worker still carries the whole conversation.
  *
  * The CLI acts on its working directory with its tools, so it never runs in the worker's: each attempt gets
  * its own directory under a work root ({@link attemptWorkDir}), removed after each call unless kept. Nor does
@@ -277,7 +277,7 @@ export const claudeCodeAgentFactory: AgentProviderFactory = (ctx) => new ClaudeC
  * A request as the conversation store hands it on: `resumeSessionId` is the claude-code session of the stored
  * conversation's latest turn, which has seen exactly the earlier messages. (Belongs on `AgentRequest`.)
  */
-export type ClaudeCodeRequest = AgentRequest & { resumeSessionId?: string };
+export type ClaudeCodeRequest = AgentRequest;
 
 /**
  * Where the sessions this process made live (session id → working directory). The CLI keeps a session on the

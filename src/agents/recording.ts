@@ -21,10 +21,10 @@ export function recordingAgent(inner: Agent, deps: { calls: CallRecord[]; conver
   return {
     provider: inner.provider,
     async run(request: AgentRequest): Promise<AgentResult> {
-      const history = request.conversationId ? await deps.conversations.messages(request.conversationId, request.correlationId) : [];
+      const context = request.conversationId ? await deps.conversations.context(request.conversationId, { except: request.correlationId, provider: inner.provider }) : undefined;
       let result: AgentResult;
       try {
-        result = await inner.run({ ...request, messages: [...history, ...request.messages] });
+        result = await inner.run({ ...request, messages: [...(context?.messages ?? []), ...request.messages], ...(context?.resumeSessionId !== undefined ? { resumeSessionId: context.resumeSessionId } : {}) });
       } catch (error) {
         const call = callRecordOf(error);
         if (call) deps.calls.push(call);
@@ -33,7 +33,8 @@ export function recordingAgent(inner: Agent, deps: { calls: CallRecord[]; conver
       deps.calls.push(result.call);
       if (request.conversationId) {
         const reply = result.output !== undefined ? JSON.stringify(result.output) : result.text;
-        await deps.conversations.append(request.conversationId, { correlationId: request.correlationId, messages: [...request.messages, { role: 'assistant', content: reply }] });
+        const session = result.sessionId !== undefined ? { session: { provider: inner.provider, id: result.sessionId } } : {};
+        await deps.conversations.append(request.conversationId, { correlationId: request.correlationId, messages: [...request.messages, { role: 'assistant', content: reply }], ...session }, context);
       }
       return result;
     },

@@ -27,6 +27,8 @@ export interface AgentRequest {
    * appended (so stages sharing an id hold one conversation across activities and retries).
    */
   conversationId?: string;
+  /** A provider session that holds exactly the stored messages of `conversationId` (claude-code's `--resume`), set by the recording agent from the conversation's latest turn. */
+  resumeSessionId?: string;
   /** Ties the call to its work item, stage and attempt in the call log (`<item>/<stage>/<attempt>`). */
   correlationId: string;
   /** Aborted when the attempt times out or the item is cancelled. */

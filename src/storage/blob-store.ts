@@ -1,22 +1,40 @@
 /**
  * Content-addressed blob store (DESIGN.md principle 4): large artefacts live here and only a
- * `sha256:<hex>` reference enters the workflow history. The default store is a folder of files.
+ * `sha256:<hex>` reference enters the workflow history. The default store is a folder of files; the
+ * S3-compatible one (`s3-blob-store.ts`) serves workers on several machines.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
+import { link, mkdir, open, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { DEFAULT_BLOB_DIR } from './defaults';
 import { isBlobRef, type Artefact, type BlobRef, type Json } from '../model/shapes';
 
-/** Where blobs live; implement it to put them in S3, GCS, a database... */
+/**
+ * Where blobs live; implement it to put them in S3, GCS, a database... Blobs are immutable and addressed by
+ * their sha256; names (e.g. a conversation id) are the only mutable state, and change by compare-and-swap.
+ */
 export interface BlobStore {
   /** Stores bytes under their sha256 and returns the reference; storing the same bytes twice is a no-op. */
   put(bytes: Buffer, mediaType: string, summary: string): Promise<BlobRef>;
   /** Reads the bytes behind a reference; throws {@link BlobNotFoundError} when absent. */
   get(ref: string): Promise<Buffer>;
-  /** Points a name (e.g. a conversation id) at a reference, replacing what it pointed at. */
+  /** Points a name at a reference, whatever it pointed at (last writer wins; prefer {@link compareAndSetName}). */
   setName(name: string, ref: string): Promise<void>;
   /** The reference a name points at, or undefined. */
   getName(name: string): Promise<string | undefined>;
+  /**
+   * Points `name` at `next` only if it points at `expected` now (`undefined`: only if it points nowhere), and
+   * says whether it did. Atomic across processes and machines sharing the store: of concurrent callers that
+   * expect the same value, at most one gets `true`; the others re-read and try again.
+   */
+  compareAndSetName(name: string, expected: string | undefined, next: string): Promise<boolean>;
+}
+
+/** `sha256:<hex>` → `<hex>`; throws on anything else. */
+export function blobHex(ref: string): string {
+  const match = /^sha256:([0-9a-f]{64})$/.exec(ref);
+  if (!match) throw new Error(`not a blob reference: ${ref}`);
+  return match[1]!;
 }
 
 /** The blob behind a reference is not in the store. */
@@ -27,10 +45,15 @@ export class BlobNotFoundError extends Error {
   }
 }
 
-/** Default blob folder, relative to the working directory. */
-export const DEFAULT_BLOB_DIR = path.join('.treadle', 'blobs');
+export { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './defaults';
 
-/** Blobs as files `<dir>/<first two hex>/<rest>`, written atomically. */
+/**
+ * Blobs as files `<dir>/<first two hex>/<rest>`, written atomically. A name is a folder of numbered versions
+ * `<dir>/pointers/<sha256 of name>/<n>`, the highest one current. A compare-and-swap that read version `n`
+ * creates `n+1` with link(2), which fails if the file exists, so of two writers (in any processes on any
+ * machines sharing the folder over a filesystem with POSIX link semantics) exactly one wins. Versions are
+ * never deleted: deleting one could let a slow writer recreate it and "win" behind the current version.
+ */
 export class FileBlobStore implements BlobStore {
   constructor(readonly dir: string = process.env.TREADLE_BLOB_DIR ?? DEFAULT_BLOB_DIR) {}
 
@@ -51,37 +74,84 @@ export class FileBlobStore implements BlobStore {
   }
 
   async get(ref: string): Promise<Buffer> {
-    const match = /^sha256:([0-9a-f]{64})$/.exec(ref);
-    if (!match) throw new Error(`not a blob reference: ${ref}`);
+    const hex = blobHex(ref);
     try {
-      return await readFile(this.fileFor(match[1]!));
+      return await readFile(this.fileFor(hex));
     } catch {
       throw new BlobNotFoundError(ref, this.dir);
     }
   }
 
   async setName(name: string, ref: string): Promise<void> {
-    const file = this.nameFile(name);
-    await mkdir(path.dirname(file), { recursive: true });
-    const temp = `${file}.${randomUUID()}.tmp`;
-    await writeFile(temp, JSON.stringify({ name, ref }));
-    await rename(temp, file);
+    for (;;) {
+      const current = await this.currentVersion(name);
+      if (await this.createVersion(name, current.version + 1, ref)) return;
+    }
   }
 
   async getName(name: string): Promise<string | undefined> {
+    return (await this.currentVersion(name)).ref;
+  }
+
+  async compareAndSetName(name: string, expected: string | undefined, next: string): Promise<boolean> {
+    const current = await this.currentVersion(name);
+    if (current.ref !== expected) return false;
+    return this.createVersion(name, current.version + 1, next);
+  }
+
+  /** The highest version of a name and its reference; version 0 is "unset" (or a pre-versioning pointer file). */
+  private async currentVersion(name: string): Promise<{ version: number; ref: string | undefined }> {
+    const folder = this.pointerFolder(name);
+    let entries: string[];
+    try {
+      entries = await readdir(folder);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      entries = [];
+    }
+    const version = entries.filter((e) => /^[0-9]+$/.test(e)).reduce((max, e) => Math.max(max, Number(e)), 0);
+    if (version === 0) return { version: 0, ref: await this.legacyName(name) };
+    return { version, ref: parsePointer(await readFile(path.join(folder, String(version)), 'utf8'), name) };
+  }
+
+  /** Creates version `version` of a name, complete and synced before it becomes visible; false if it exists. */
+  private async createVersion(name: string, version: number, ref: string): Promise<boolean> {
+    const folder = this.pointerFolder(name);
+    await mkdir(folder, { recursive: true });
+    const temp = path.join(folder, `.${randomUUID()}.tmp`);
+    const handle = await open(temp, 'wx');
+    try {
+      await handle.writeFile(JSON.stringify({ name, ref }));
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    try {
+      await link(temp, path.join(folder, String(version)));
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw error;
+    } finally {
+      await unlink(temp);
+    }
+  }
+
+  /** A pointer written before names were versioned (`<dir>/names/<sha256 of name>`), read as version 0. */
+  private async legacyName(name: string): Promise<string | undefined> {
     let text: string;
     try {
-      text = await readFile(this.nameFile(name), 'utf8');
+      text = await readFile(path.join(this.dir, 'names', nameHash(name)), 'utf8');
     } catch (error) {
       // Only "no such name" means new; any other failure must not pass for an empty history.
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;
     }
-    return (JSON.parse(text) as { ref: string }).ref;
+    return parsePointer(text, name);
   }
 
-  private nameFile(name: string): string {
-    return path.join(this.dir, 'names', createHash('sha256').update(name).digest('hex'));
+  private pointerFolder(name: string): string {
+    return path.join(this.dir, 'pointers', nameHash(name));
   }
 
   private fileFor(hex: string): string {
@@ -89,8 +159,23 @@ export class FileBlobStore implements BlobStore {
   }
 }
 
-/** Artefacts whose JSON is larger than this go to the blob store (override: `TREADLE_BLOB_THRESHOLD`). */
-export const DEFAULT_BLOB_THRESHOLD_BYTES = 16 * 1024;
+/** Names are hashed into file and object keys: any string is a valid name, and none can escape the store. */
+export function nameHash(name: string): string {
+  return createHash('sha256').update(name).digest('hex');
+}
+
+/** Reads a stored pointer `{ name, ref }`; throws naming the pointer when it is not one. */
+export function parsePointer(text: string, name: string): string {
+  let ref: unknown;
+  try {
+    ref = (JSON.parse(text) as { ref?: unknown }).ref;
+  } catch {
+    ref = undefined;
+  }
+  if (typeof ref !== 'string') throw new Error(`the stored pointer for name "${name}" is not {name, ref} JSON`);
+  return ref;
+}
+
 
 /** Replaces an artefact by a blob reference when its JSON exceeds the threshold. */
 export async function offloadArtefact(artefact: Artefact | undefined, blobs: BlobStore, thresholdBytes: number, summary?: string): Promise<Artefact | undefined> {
@@ -126,6 +211,7 @@ export class MemoryBlobStore implements BlobStore {
   }
 
   async get(ref: string): Promise<Buffer> {
+    blobHex(ref);
     const bytes = this.blobs.get(ref);
     if (!bytes) throw new BlobNotFoundError(ref, 'memory');
     return bytes;
@@ -137,5 +223,12 @@ export class MemoryBlobStore implements BlobStore {
 
   async getName(name: string): Promise<string | undefined> {
     return this.names.get(name);
+  }
+
+  // No await between the read and the write: a JavaScript turn is atomic, so this is a true CAS.
+  async compareAndSetName(name: string, expected: string | undefined, next: string): Promise<boolean> {
+    if (this.names.get(name) !== expected) return false;
+    this.names.set(name, next);
+    return true;
   }
 }

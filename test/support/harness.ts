@@ -5,18 +5,18 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, type Worker, type WorkerOptions } from '@temporalio/worker';
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
-import { FileBlobStore } from '../../src/storage/blob-store';
+import { FileBlobStore, type BlobStore } from '../../src/storage/blob-store';
 import type { Registry } from '../../src/activities/registry';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';
 import { createWorker, defaultRegistry } from '../../src/worker';
 
 /** A running worker and a client bound to its task queue. */
-export interface Harness {
+export interface Harness<B extends BlobStore = FileBlobStore> {
   client: TreadleClient;
   temporal: Client;
   taskQueue: string;
-  blobs: FileBlobStore;
+  blobs: B;
   worker: Worker;
   address: string;
   /** Unique work item id for this test. */
@@ -25,7 +25,9 @@ export interface Harness {
 }
 
 /** Options for {@link startHarness}. */
-export interface HarnessOptions {
+export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
+  /** The blob store of the worker and the client; default a FileBlobStore in a fresh temporary folder. */
+  blobs?: B;
   registry?: Registry;
   blobThresholdBytes?: number;
   worker?: Partial<WorkerOptions>;
@@ -41,10 +43,11 @@ export function testAddress(): string {
 }
 
 /** Starts a worker on a fresh task queue and returns a client for it. */
-export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+export async function startHarness<B extends BlobStore = FileBlobStore>(options: HarnessOptions<B> = {}): Promise<Harness<B>> {
   const address = testAddress();
   const taskQueue = options.taskQueue ?? `test-${Math.random().toString(36).slice(2, 10)}`;
-  const blobs = new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-')));
+  // Without `blobs`, B is its default, FileBlobStore.
+  const blobs = options.blobs ?? (new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-'))) as BlobStore as B);
   const nativeConnection = await NativeConnection.connect({ address });
   const worker = await createWorker({
     connection: nativeConnection,

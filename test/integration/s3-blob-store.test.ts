@@ -1,0 +1,290 @@
+/**
+ * The S3 blob store with the real AWS SDK client against s3rver (a real S3-protocol server on a free
+ * 127.0.0.1 port, data in a temporary folder), and a real work item whose worker keeps its blobs there.
+ *
+ * s3rver does not implement conditional writes: it accepts a PutObject whose If-None-Match / If-Match
+ * fails. So:
+ * - against s3rver itself: blobs (1 MB round trip, dedupe, corruption detected, missing bucket named),
+ *   names, selection through the configuration with credentials from the AWS environment variables,
+ *   and the store *refusing* compare-and-swap with a one-line error once its probe sees the writes ignored;
+ * - against s3rver behind a small proxy in this file that evaluates If-None-Match / If-Match against
+ *   s3rver's current ETag (HEAD) before forwarding, one PUT per key at a time, as S3 does: the whole
+ *   BlobStore contract, including concurrent compare-and-swap and concurrent conversation appends, and the
+ *   headers the store sends. This proves Treadle's side (the conditions it asks for, how it reads 412 and
+ *   409, its retries); the atomicity itself is the server's guarantee, which s3rver cannot show.
+ * - a work item with a 1 MB input and 1 MB artefacts through a worker and a client that share only s3rver:
+ *   the blobs are in the bucket and the history stays small.
+ */
+import { S3Client, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import http, { type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { TreadleClient } from '../../src/client';
+import { loadConfig } from '../../src/config';
+import { pipeline } from '../../src/model/builder';
+import { isBlobRef } from '../../src/model/shapes';
+import { createBlobStore } from '../../src/storage';
+import { BlobNotFoundError } from '../../src/storage/blob-store';
+import { ConditionalWritesUnsupportedError, S3BlobStore } from '../../src/storage/s3-blob-store';
+import { describeBlobStoreContract } from '../support/blob-store-contract';
+import { startHarness, type Harness } from '../support/harness';
+
+// s3rver ships no types.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const S3rver = require('s3rver') as new (options: Record<string, unknown>) => { run(): Promise<AddressInfo>; close(): Promise<void> };
+
+const BUCKET = 'treadle-test';
+const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
+const MB = 1024 * 1024;
+
+let dataDir: string;
+let s3rver: { run(): Promise<AddressInfo>; close(): Promise<void> };
+let endpoint: string;
+let proxy: ConditionalWriteProxy;
+let raw: S3Client;
+const stores: S3BlobStore[] = [];
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(path.join(tmpdir(), 'treadle-s3rver-'));
+  s3rver = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dataDir, configureBuckets: [{ name: BUCKET }] });
+  const { port } = await s3rver.run();
+  endpoint = `http://127.0.0.1:${port}`;
+  proxy = await startConditionalWriteProxy(port);
+  raw = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: CREDENTIALS });
+});
+afterAll(async () => {
+  await Promise.all(stores.map((s) => s.close()));
+  raw?.destroy();
+  await proxy?.close();
+  await s3rver?.close();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** A store on its own prefix, straight to s3rver or through the conditional-write proxy. */
+function s3Store(via: 's3rver' | 'proxy' = 's3rver', prefix = `run-${randomUUID()}/`): S3BlobStore {
+  const store = new S3BlobStore({ bucket: BUCKET, prefix, endpoint: via === 'proxy' ? proxy.endpoint : endpoint, region: 'us-east-1', forcePathStyle: true, credentials: CREDENTIALS });
+  stores.push(store);
+  return store;
+}
+
+async function keysUnder(prefix: string): Promise<string[]> {
+  const listed = await raw.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: prefix }));
+  return (listed.Contents ?? []).map((o) => o.Key!).sort();
+}
+
+describe('S3BlobStore against s3rver', () => {
+  it('round-trips a 1 MB blob under <prefix>blobs/<hex>, and stores the same bytes once', async () => {
+    const store = s3Store('proxy');
+    const bytes = Buffer.alloc(MB, 'treadle');
+    const hex = createHash('sha256').update(bytes).digest('hex');
+    expect(await store.put(bytes, 'application/octet-stream', '1 MB')).toEqual({ ref: `sha256:${hex}`, bytes: MB, mediaType: 'application/octet-stream', summary: '1 MB' });
+    const puts = () => proxy.requests.filter((r) => r.method === 'PUT' && r.path.includes(store.prefix)).length;
+    expect(puts()).toBe(1);
+    await store.put(Buffer.from(bytes), 'application/octet-stream', 'again');
+    expect(puts()).toBe(1);
+    expect((await store.get(`sha256:${hex}`)).equals(bytes)).toBe(true);
+    expect(await keysUnder(store.prefix)).toEqual([`${store.prefix}blobs/${hex}`]);
+  });
+
+  it('reads and writes names, and says so when a blob is missing or its bytes are not the blob', async () => {
+    const store = s3Store();
+    await store.setName('conversation:x', 'sha256:aa');
+    expect(await store.getName('conversation:x')).toBe('sha256:aa');
+    expect(await store.getName('conversation:y')).toBeUndefined();
+    const missing = `sha256:${'0'.repeat(64)}`;
+    await expect(store.get(missing)).rejects.toThrow(new BlobNotFoundError(missing, store.where));
+    const { ref } = await store.put(Buffer.from('the real bytes'), 'text/plain', 'x');
+    await raw.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${store.prefix}blobs/${ref.slice(7)}`, Body: 'tampered' }));
+    await expect(store.get(ref)).rejects.toThrow(`blob ${ref} in ${store.where} is corrupt: its bytes hash to sha256:${createHash('sha256').update('tampered').digest('hex')}`);
+  });
+
+  it('names a missing bucket in one line', async () => {
+    const store = new S3BlobStore({ bucket: 'no-such-bucket', endpoint, region: 'us-east-1', forcePathStyle: true, credentials: CREDENTIALS });
+    stores.push(store);
+    const failure = await store.put(Buffer.from('x'), 'text/plain', 'x').then(
+      () => undefined,
+      (error: Error) => error,
+    );
+    expect(failure?.message).toMatch(/^S3 PUT s3:\/\/no-such-bucket\/blobs\/[0-9a-f]{64} at http:\/\/127\.0\.0\.1:\d+ failed: the bucket "no-such-bucket" does not exist$/);
+  });
+
+  it('refuses compare-and-swap on s3rver, which ignores conditional writes, rather than losing updates silently', async () => {
+    const store = s3Store();
+    await expect(store.compareAndSetName('conversation:x', undefined, 'sha256:aa')).rejects.toThrow(new ConditionalWritesUnsupportedError(store.where));
+    expect(await store.getName('conversation:x')).toBeUndefined();
+  });
+
+  it('is what TREADLE_BLOB_STORE=s3 selects, with credentials from the AWS environment variables', async () => {
+    const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+    process.env.AWS_ACCESS_KEY_ID = CREDENTIALS.accessKeyId;
+    process.env.AWS_SECRET_ACCESS_KEY = CREDENTIALS.secretAccessKey;
+    try {
+      const prefix = `config-${randomUUID()}`;
+      const config = loadConfig({ TREADLE_BLOB_STORE: 's3', TREADLE_S3_BUCKET: BUCKET, TREADLE_S3_PREFIX: prefix, TREADLE_S3_ENDPOINT: endpoint });
+      const store = createBlobStore(config.blobStore);
+      expect(store).toBeInstanceOf(S3BlobStore);
+      stores.push(store as S3BlobStore);
+      const { ref } = await store.put(Buffer.from('via configuration'), 'text/plain', 'x');
+      expect((await store.get(ref)).toString()).toBe('via configuration');
+      expect(await keysUnder(`${prefix}/`)).toEqual([`${prefix}/blobs/${ref.slice(7)}`]);
+    } finally {
+      for (const [name, value] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+});
+
+describeBlobStoreContract('S3BlobStore (s3rver behind the conditional-write proxy)', () => s3Store('proxy'));
+
+describe('S3BlobStore compare-and-swap on the wire', () => {
+  it('creates with If-None-Match: *, replaces with If-Match: <the ETag it read>, and reads 412 as "lost"', async () => {
+    const store = s3Store('proxy');
+    const key = `/${BUCKET}/${store.prefix}names/${createHash('sha256').update('conversation:w').digest('hex')}`;
+    const writes = () => proxy.requests.filter((r) => r.method === 'PUT' && r.path === key);
+
+    expect(await store.compareAndSetName('conversation:w', undefined, 'sha256:aa')).toBe(true);
+    expect(writes()).toEqual([expect.objectContaining({ ifNoneMatch: '*', ifMatch: undefined, status: 200 })]);
+    const etag = writes()[0]!.responseEtag;
+
+    expect(await store.compareAndSetName('conversation:w', 'sha256:aa', 'sha256:bb')).toBe(true);
+    expect(writes()[1]).toEqual(expect.objectContaining({ ifMatch: etag, ifNoneMatch: undefined, status: 200 }));
+
+    // Another writer replaces the pointer between this store's read and its write: the write must lose.
+    const other = s3Store('proxy', store.prefix);
+    proxy.beforeConditionalPut = () => other.setName('conversation:w', 'sha256:other');
+    expect(await store.compareAndSetName('conversation:w', 'sha256:bb', 'sha256:cc')).toBe(false);
+    const [, second, lost, interloper] = writes();
+    expect(lost).toEqual(expect.objectContaining({ ifMatch: second!.responseEtag, status: 412 }));
+    expect(interloper).toEqual(expect.objectContaining({ ifMatch: undefined, ifNoneMatch: undefined, status: 200 }));
+    expect(await store.getName('conversation:w')).toBe('sha256:other');
+  });
+});
+
+describe('a work item whose worker keeps its blobs in s3rver', () => {
+  let h: Harness<S3BlobStore>;
+  let prefix: string;
+  beforeAll(async () => {
+    prefix = `item-${randomUUID()}/`;
+    h = await startHarness({ blobs: s3Store('s3rver', prefix) });
+  });
+  afterAll(async () => {
+    await h?.shutdown();
+  });
+
+  it('moves a 1 MB input and 1 MB artefacts by reference through the bucket; the history stays small', async () => {
+    const id = h.id('s3');
+    // A client with its own store object: it shares nothing with the worker but the bucket.
+    const client = new TreadleClient(h.temporal, { taskQueue: h.taskQueue, blobs: s3Store('s3rver', prefix) });
+    const doc = 'd'.repeat(MB);
+    const spec = pipeline('s3-draft-publish').stage('draft', 'scripted').stage('publish', 'scripted').dependency('publish', 'draft');
+    await client.start(spec, { doc, script: { draft: [{ outputBytes: MB }] } }, { id });
+    expect((await client.result(id)).status).toBe('completed');
+
+    const state = await client.getState(id);
+    const draftRef = state.stages.draft!.artefact;
+    const publishRef = state.stages.publish!.artefact;
+    expect(isBlobRef(draftRef) && isBlobRef(publishRef)).toBe(true);
+    const draft = (await client.readArtefact(draftRef)) as { text: string };
+    expect(draft.text).toHaveLength(MB);
+    // publish received draft's artefact, resolved from the bucket by the worker.
+    expect(((await client.readArtefact(publishRef)) as { upstream: { draft: { text: string } } }).upstream.draft.text).toBe(draft.text);
+
+    const keys = await keysUnder(prefix);
+    const hexOf = (ref: unknown) => (ref as { ref: string }).ref.slice('sha256:'.length);
+    const inputHex = createHash('sha256').update(JSON.stringify({ doc, script: { draft: [{ outputBytes: MB }] } })).digest('hex');
+    expect(keys).toEqual(expect.arrayContaining([`${prefix}blobs/${inputHex}`, `${prefix}blobs/${hexOf(draftRef)}`, `${prefix}blobs/${hexOf(publishRef)}`]));
+
+    const description = await h.temporal.workflow.getHandle(id).describe();
+    expect(description.historySize).toBeLessThan(40 * 1024);
+  });
+});
+
+/** One request the proxy saw, with the conditions it carried and what came of it. */
+interface SeenRequest {
+  method: string;
+  path: string;
+  ifMatch: string | undefined;
+  ifNoneMatch: string | undefined;
+  status?: number;
+  responseEtag?: string;
+}
+
+interface ConditionalWriteProxy {
+  endpoint: string;
+  requests: SeenRequest[];
+  /** Runs once, when the next conditional PUT arrives, before it is queued (to stage a race). */
+  beforeConditionalPut: (() => Promise<void>) | undefined;
+  close(): Promise<void>;
+}
+
+/**
+ * Forwards everything to s3rver; a PUT with If-None-Match / If-Match is first checked against the object's
+ * current ETag (HEAD to s3rver) and refused as S3 refuses it: 412 PreconditionFailed, or 404 NoSuchKey for
+ * If-Match on a missing key. Requests to one key run one at a time, so check and write are atomic, and
+ * writes are atomic to readers, as in S3.
+ */
+async function startConditionalWriteProxy(upstreamPort: number): Promise<ConditionalWriteProxy> {
+  const queues = new Map<string, Promise<unknown>>();
+  const requestTo = (method: string, pathAndQuery: string, headers: IncomingHttpHeaders, body?: Buffer) =>
+    new Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+      const upstream = http.request({ host: '127.0.0.1', port: upstreamPort, method, path: pathAndQuery, headers }, (response) => {
+        const chunks: Buffer[] = [];
+        response.on('data', (c: Buffer) => chunks.push(c));
+        response.on('end', () => resolve({ status: response.statusCode ?? 502, headers: response.headers, body: Buffer.concat(chunks) }));
+      });
+      upstream.on('error', reject);
+      upstream.end(body);
+    });
+  const refuse = (status: number, code: string): { status: number; headers: IncomingHttpHeaders; body: Buffer } => ({
+    status,
+    headers: { 'content-type': 'application/xml' },
+    body: Buffer.from(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${code}</Message></Error>`),
+  });
+  const unquote = (etag: string | undefined) => etag?.replace(/^"|"$/g, '');
+
+  const state: ConditionalWriteProxy = { endpoint: '', requests: [], beforeConditionalPut: undefined, close: async () => undefined };
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const pathname = new URL(req.url!, 'http://proxy').pathname;
+      const seen: SeenRequest = { method: req.method!, path: pathname, ifMatch: req.headers['if-match'], ifNoneMatch: req.headers['if-none-match'] };
+      state.requests.push(seen);
+      const conditional = req.method === 'PUT' && (seen.ifMatch !== undefined || seen.ifNoneMatch !== undefined);
+      const handle = async () => {
+        if (conditional) {
+          const head = await requestTo('HEAD', pathname, {});
+          const current = head.status === 200 ? unquote(head.headers.etag as string | undefined) : undefined;
+          if (seen.ifNoneMatch === '*' && current !== undefined) return refuse(412, 'PreconditionFailed');
+          if (seen.ifMatch !== undefined && current === undefined) return refuse(404, 'NoSuchKey');
+          if (seen.ifMatch !== undefined && unquote(seen.ifMatch) !== current) return refuse(412, 'PreconditionFailed');
+        }
+        return requestTo(req.method!, req.url!, req.headers, body);
+      };
+      const run = async () => {
+        const result = await handle().catch((error: Error) => ({ ...refuse(502, 'BadGateway'), body: Buffer.from(error.message) }));
+        seen.status = result.status;
+        if (typeof result.headers.etag === 'string') seen.responseEtag = result.headers.etag;
+        res.writeHead(result.status, result.headers);
+        res.end(result.body);
+      };
+      // Requests to one key run one at a time: a condition cannot be overtaken between check and write, and
+      // a read never sees a write half done (s3rver writes objects in place; S3 never shows a partial one).
+      const enqueue = () => queues.set(pathname, (queues.get(pathname) ?? Promise.resolve()).then(run, run));
+      const hook = conditional ? state.beforeConditionalPut : undefined;
+      state.beforeConditionalPut = conditional ? undefined : state.beforeConditionalPut;
+      if (hook) void hook().then(enqueue, enqueue);
+      else enqueue();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  state.close = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  return state;
+}
