@@ -11,6 +11,7 @@ import path from 'node:path';
 import { startEnvironment, type BenchEnvironment, type EnvironmentRecord } from './environment';
 import { SIZES, mapLimited, type Row, type ScenarioContext, type Sizes } from './scenario';
 import { baselineSide, treadleSide } from './sides';
+import { CLI_START_GOAL_MS, cliStart, type CliStartResult } from './scenarios/cli-start';
 import { fanOut, type FanOutWidthResult } from './scenarios/fan-out';
 import { HISTORY_BYTES_PER_STAGE_GOAL, largeArtefacts, type ArtefactSizeResult } from './scenarios/large-artefacts';
 import { latency, type LatencyResult } from './scenarios/latency';
@@ -55,6 +56,7 @@ export interface BenchResults {
     fanOut: FanOutWidthResult[];
     largeArtefacts: ArtefactSizeResult[];
     waitingItems: WaitingItemsResult;
+    cliStart: CliStartResult;
   };
   goals: Goal[];
   table: Row[];
@@ -115,6 +117,7 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
       target: `< ${HISTORY_BYTES_PER_STAGE_GOAL}`,
       met: a.treadleUnderGoal,
     })),
+    ...s.cliStart.commands.map((c) => ({ goal: `CLI start: ${c.command}, median ms`, measured: c.startMs.p50, target: `< ${CLI_START_GOAL_MS}`, met: c.underGoal })),
   ];
   if (mode === 'quick') goals.push({ goal: 'quick mode wall time (ms)', measured: round(durationMs, 0), target: `< ${QUICK_MODE_BUDGET_MS}`, met: durationMs < QUICK_MODE_BUDGET_MS });
   return goals;
@@ -176,6 +179,8 @@ async function main(): Promise<void> {
       return result;
     };
     const scenarios: BenchResults['scenarios'] = {
+      // First, while no work items are in flight: it measures the wall time of short processes.
+      cliStart: await run(cliStart),
       throughput: await run(throughput),
       latency: await run(latency),
       retryLoop: await run(retryLoop),

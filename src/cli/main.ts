@@ -1,20 +1,38 @@
 /**
  * The `treadle` command. Every failure prints one line, `treadle: <what went wrong>`, and exits 1.
+ *
+ * Start time (issue 7): at load this file reads only commander and the pipeline catalog; each command loads
+ * what it needs when it runs (`load` below), so `--help`, `pipelines`, `validate` and `server-binary` never
+ * load the Temporal SDK. `bench/scenarios/cli-start.ts` measures it.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { TreadleClient, TreadleError } from '../client';
-import { loadConfig } from '../config';
+import type * as ClientModule from '../client';
+import type * as ConfigModule from '../config';
+import type * as PipelineModule from '../model/pipeline';
+import type * as TemporalCliModule from '../server/temporal-cli';
+import type * as WorkerModule from '../worker';
+import type * as DevModule from './dev';
+import type { TreadleClient } from '../client';
 import type { UsageTotals } from '../engine/usage';
+import { gateLeaves } from '../model/gate-ref';
 import type { Json } from '../model/shapes';
-import { CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
-import { cliVersion, resolveTemporalCli, TemporalCliNotFoundError } from '../server/temporal-cli';
-import { DEFAULT_DB_FILE, DEFAULT_PORT, DEFAULT_UI_PORT } from '../server/dev-server';
-import { validatePipeline } from '../model/pipeline';
-import { defaultRegistry, runWorker } from '../worker';
-import { runDemo, runDev } from './dev';
+import { BUILT_IN_IMPLEMENTATIONS, CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { renderEvent, renderStatus, table } from './render';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
+   `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more. */
+/** The modules commands load when they run: the SDK client and worker, the dev server, zod (validation). */
+const load = {
+  client: (): typeof ClientModule => require('../client'),
+  config: (): typeof ConfigModule => require('../config'),
+  dev: (): typeof DevModule => require('./dev'),
+  pipeline: (): typeof PipelineModule => require('../model/pipeline'),
+  temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
+  worker: (): typeof WorkerModule => require('../worker'),
+};
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 const program = new Command();
 program
@@ -34,18 +52,10 @@ const wholeNumber =
   };
 const port = wholeNumber(1, 'must be a port number', 65_535);
 
-/**
- * Specs are checked for structure here; implementation names are checked by the worker that runs the
- * item, which may have registered more than the built-ins (the item then fails listing the unknown names).
- */
-async function connect(): Promise<TreadleClient> {
-  return TreadleClient.connect();
-}
-
-/** Runs an action with one client and turns every error into one line. */
-function action<A extends unknown[]>(fn: (client: TreadleClient, ...args: A) => Promise<void>): (...args: A) => Promise<void> {
+/** Runs an action with one connected client, closed afterwards (errors become one line in the catch at the end). */
+function withClient<A extends unknown[]>(fn: (client: TreadleClient, ...args: A) => Promise<void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
-    const client = await connect();
+    const client = await load.client().TreadleClient.connect();
     try {
       await fn(client, ...args);
     } finally {
@@ -61,38 +71,104 @@ function readInput(value: string | undefined, fallback: Json): Json {
   try {
     return JSON.parse(value) as Json;
   } catch (error) {
-    throw new TreadleError(`--input is not valid JSON (${oneLine((error as Error).message)}); pass JSON or @file.json`, 'invalid_input');
+    throw new Error(`--input is not valid JSON (${oneLine((error as Error).message)}); pass JSON or @file.json`);
   }
 }
 
-program
-  .command('dev')
-  .description('start a Temporal dev server (SQLite under .treadle/) and a worker in one process')
-  .addOption(new Option('--port <port>', 'gRPC port').argParser(port).default(DEFAULT_PORT))
-  .addOption(new Option('--ui-port <port>', 'Web UI port').argParser(port).default(DEFAULT_UI_PORT))
-  .option('--db <file>', 'SQLite file', DEFAULT_DB_FILE)
-  .action(async (opts: { port: number; uiPort: number; db: string }) => runDev(opts));
+/** Problems as the indented list every multi-problem error uses. */
+const listed = (problems: string[]): string => problems.map((p) => `  - ${p}`).join('\n');
 
-program
-  .command('demo')
+/**
+ * Checks a spec before `run` starts it. Structural problems always refuse. Implementations Treadle does not
+ * ship refuse too, unless `customWorker` says the worker registers them: then the names are returned, for
+ * the worker's own check (the item's prepare step) to confirm.
+ */
+function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
+  const { validatePipeline } = load.pipeline();
+  const known = BUILT_IN_IMPLEMENTATIONS;
+  const full = validatePipeline(spec, known);
+  if (full.ok) return [];
+  const structure = validatePipeline(spec);
+  if (!structure.ok) throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(full.problems)}`);
+  const unknown = [
+    ...structure.spec.stages.filter((s) => !known.stages.includes(s.run)).map((s) => `${s.run} (stage)`),
+    ...structure.spec.stages.flatMap((s) => gateLeaves(s.gate)).filter((g) => !known.gates.includes(g.run)).map((g) => `${g.run} (gate)`),
+  ];
+  if (!customWorker) {
+    throw new Error(
+      `pipeline ${structure.spec.name} names implementations Treadle does not ship:\n${listed(full.problems)}\n` +
+        'If your worker registers them, add --custom-worker: the item starts and the worker checks them before its first stage.',
+    );
+  }
+  return [...new Set(unknown)];
+}
+
+function specName(spec: unknown): string {
+  const name = typeof spec === 'object' && spec !== null ? (spec as { name?: unknown }).name : undefined;
+  return typeof name === 'string' ? name : '(unnamed)';
+}
+
+/** How long `run --custom-worker` waits for the worker's verdict on implementations Treadle does not ship. */
+const WORKER_VERDICT_WAIT_MS = 10_000;
+/** Between state queries while waiting for that verdict. */
+const WORKER_VERDICT_POLL_MS = 200;
+
+/**
+ * Waits for the item's prepare step, which checks the spec against the worker's real registry: returns
+ * once the worker accepted it (its stages appear in the state), throws the worker's problems when it refused
+ * (the item has then failed), and warns when no worker answered in time (the item stays started).
+ */
+async function awaitWorkerVerdict(client: TreadleClient, id: string, unconfirmed: string[]): Promise<void> {
+  const deadline = Date.now() + WORKER_VERDICT_WAIT_MS;
+  while (Date.now() < deadline) {
+    // A query needs a worker; without one it would block, so it gets the time left and no more.
+    const state = await client.client.withDeadline(deadline, () => client.getState(id)).catch(() => undefined);
+    if (state?.problems?.length) throw new Error(`the worker refused pipeline ${state.pipeline}, so work item ${id} failed at once:\n${listed(state.problems)}`);
+    if (state && Object.keys(state.stages).length > 0) return;
+    if (state && state.status !== 'running') throw new Error(`work item ${id} ended before its first stage: ${state.error ?? state.status}`);
+    await new Promise((r) => setTimeout(r, WORKER_VERDICT_POLL_MS));
+  }
+  process.stderr.write(
+    `treadle: warning: no worker on task queue ${client.taskQueue} checked ${unconfirmed.join(', ')} within ${WORKER_VERDICT_WAIT_MS / 1000}s; ` +
+      `work item ${id} is started and fails at once if its worker lacks them\n`,
+  );
+}
+
+/**
+ * Defaults of the `dev` / `demo` flags: the same as the dev server's own (`server/dev-server.ts`), written out
+ * because that module loads the Temporal client and `--help` should not; the CLI test checks they agree.
+ */
+const DEV_DEFAULTS = { port: 7233, uiPort: 8233, db: path.join('.treadle', 'temporal.sqlite') } as const;
+
+/** The dev server's flags, shared by `dev` and `demo`. */
+function withServerOptions(command: Command): Command {
+  return command
+    .addOption(new Option('--port <port>', 'gRPC port').argParser(port).default(DEV_DEFAULTS.port))
+    .addOption(new Option('--ui-port <port>', 'Web UI port').argParser(port).default(DEV_DEFAULTS.uiPort))
+    .option('--db <file>', 'SQLite file', DEV_DEFAULTS.db);
+}
+
+withServerOptions(program.command('dev'))
+  .description('start a Temporal dev server (SQLite under .treadle/) and a worker in one process')
+  .action(async (opts: { port: number; uiPort: number; db: string }) => load.dev().runDev(opts));
+
+withServerOptions(program.command('demo'))
   .description('the five-minute tour: server, worker, and the review-demo work item, with review prompts in this terminal')
-  .addOption(new Option('--port <port>', 'gRPC port').argParser(port).default(DEFAULT_PORT))
-  .addOption(new Option('--ui-port <port>', 'Web UI port').argParser(port).default(DEFAULT_UI_PORT))
-  .option('--db <file>', 'SQLite file', DEFAULT_DB_FILE)
   .option('--exit', 'stop the server when the item finishes instead of keeping the Web UI up')
-  .action(async (opts: { port: number; uiPort: number; db: string; exit?: boolean }) => runDemo(opts));
+  .action(async (opts: { port: number; uiPort: number; db: string; exit?: boolean }) => load.dev().runDemo(opts));
 
 program
   .command('worker')
   .description('run a worker against TEMPORAL_ADDRESS (default localhost:7233)')
   .action(async () => {
-    await runWorker();
+    await load.worker().runWorker();
   });
 
 program
   .command('server-binary')
   .description('find the Temporal CLI (building it once with go install when missing) and print its path')
   .action(async () => {
+    const { cliVersion, resolveTemporalCli, TemporalCliNotFoundError } = load.temporalCli();
     const { binary, tried } = await resolveTemporalCli();
     if (!binary) throw new TemporalCliNotFoundError(tried);
     process.stdout.write(`${binary.path}\n`);
@@ -109,13 +185,10 @@ program
 program
   .command('validate <file>')
   .description('validate a pipeline file against the built-in implementations, listing every problem')
-  .action(async (file: string) => {
-    const result = validatePipeline(readPipelineFile(file), defaultRegistry().names());
-    if (result.ok) {
-      process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
-      return;
-    }
-    throw new TreadleError(`${file} is invalid:\n${result.problems.map((p) => `  - ${p}`).join('\n')}`, 'invalid_pipeline', result.problems);
+  .action((file: string) => {
+    const result = load.pipeline().validatePipeline(readPipelineFile(file), BUILT_IN_IMPLEMENTATIONS);
+    if (!result.ok) throw new Error(`${file} is invalid:\n${listed(result.problems)}`);
+    process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
   });
 
 program
@@ -125,15 +198,19 @@ program
   .option('-i, --input <json>', 'work item input: JSON, or @file.json (default: the pipeline\'s sample input)')
   .option('--id <id>', 'work item id (default: generated); starting the same id twice returns the same item')
   .option('--token-budget <tokens>', 'tokens this item may spend on models; then agent-backed stages escalate to review', wholeNumber(1, 'must be a whole number of tokens above 0'))
+  .option('--custom-worker', 'the pipeline names implementations your worker registers beyond the built-ins: start anyway and report the worker\'s check of them')
   .option('-w, --wait', 'print events until the item finishes or waits for review, then its status')
-  .action(
-    action(async (client, name: string | undefined, opts: { file?: string; input?: string; id?: string; wait?: boolean; tokenBudget?: number }) => {
-      if (!name && !opts.file) throw new TreadleError('name a built-in pipeline or pass --file pipeline.yaml', 'invalid_input');
-      if (name && opts.file) throw new TreadleError('give a pipeline name or --file, not both', 'invalid_input');
-      const entry = name ? findPipeline(name) : undefined;
-      const spec = readPipelineFile(entry ? entry.specFile : path.resolve(opts.file!));
-      const input = readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null);
+  .action(async (name: string | undefined, opts: { file?: string; input?: string; id?: string; wait?: boolean; tokenBudget?: number; customWorker?: boolean }) => {
+    if (!name && !opts.file) throw new Error('name a built-in pipeline or pass --file pipeline.yaml');
+    if (name && opts.file) throw new Error('give a pipeline name or --file, not both');
+    const entry = name ? findPipeline(name) : undefined;
+    const spec = readPipelineFile(entry ? entry.specFile : path.resolve(opts.file!));
+    const input = readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null);
+    // Checked before connecting: a bad spec is reported with no server, and no work item is created.
+    const unconfirmed = checkBeforeStart(spec, opts.customWorker === true);
+    await withClient(async (client) => {
       const started = await client.start(spec, input, { ...(opts.id ? { id: opts.id } : {}), ...(opts.tokenBudget !== undefined ? { tokenBudget: opts.tokenBudget } : {}) });
+      if (unconfirmed.length > 0) await awaitWorkerVerdict(client, started.id, unconfirmed);
       if (!opts.wait) {
         process.stdout.write(`${started.id}\n`);
         return;
@@ -141,15 +218,15 @@ program
       process.stdout.write(`started ${started.id}\n`);
       const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
       process.stdout.write(`\n${renderStatus(state)}\n`);
-    }),
-  );
+    })();
+  });
 
 program
   .command('status <id>')
   .description('a work item\'s stages, attempts and pending reviews')
   .option('--json', 'the full state as JSON')
   .action(
-    action(async (client, id: string, opts: { json?: boolean }) => {
+    withClient(async (client, id: string, opts: { json?: boolean }) => {
       const state = await client.getState(id);
       process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${renderStatus(state)}\n`);
     }),
@@ -159,7 +236,7 @@ program
   .command('watch <id>')
   .description('print events as they happen until the item finishes or waits for review')
   .action(
-    action(async (client, id: string) => {
+    withClient(async (client, id: string) => {
       const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
       process.stdout.write(`${state.id} is ${state.status}\n`);
     }),
@@ -171,7 +248,7 @@ program
   .option('--json', 'as JSON')
   .option('--pipeline <name>', 'only this pipeline\'s items')
   .action(
-    action(async (client, opts: { json?: boolean; pipeline?: string }) => {
+    withClient(async (client, opts: { json?: boolean; pipeline?: string }) => {
       const reviews = await client.listPendingReviews(opts.pipeline ? { pipeline: opts.pipeline } : {});
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(reviews, null, 2)}\n`);
@@ -196,10 +273,10 @@ program
   .option('--note <text>', 'a note recorded with the review')
   .option('--reviewer <name>', 'who reviews (default: $TREADLE_REVIEWER or $USER)')
   .action(
-    action(async (client, id: string, stage: string, opts: { approve?: boolean; reject?: string; edit?: string; attempt?: number; note?: string; reviewer?: string }) => {
+    withClient(async (client, id: string, stage: string, opts: { approve?: boolean; reject?: string; edit?: string; attempt?: number; note?: string; reviewer?: string }) => {
       const chosen = [opts.approve ? '--approve' : '', opts.reject !== undefined ? '--reject' : '', opts.edit !== undefined ? '--edit' : ''].filter(Boolean);
-      if (chosen.length !== 1) throw new TreadleError(`give exactly one of --approve, --reject REASON, --edit FILE${chosen.length ? ` (got ${chosen.join(', ')})` : ''}`, 'invalid_input');
-      if (opts.attempt !== undefined && !opts.approve) throw new TreadleError('--attempt goes with --approve', 'invalid_input');
+      if (chosen.length !== 1) throw new Error(`give exactly one of --approve, --reject REASON, --edit FILE${chosen.length ? ` (got ${chosen.join(', ')})` : ''}`);
+      if (opts.attempt !== undefined && !opts.approve) throw new Error('--attempt goes with --approve');
       const note = opts.note !== undefined ? { note: opts.note } : {};
       let done;
       if (opts.approve) done = await client.review(id, stage, { kind: 'approve', ...note, ...(opts.attempt !== undefined ? { attempt: opts.attempt } : {}) }, opts.reviewer);
@@ -215,7 +292,7 @@ program
   .description('model calls, tokens and estimated cost of a work item, per stage and in total')
   .option('--json', 'as JSON: { total: {...}, stages: { <name>: {...} } }')
   .action(
-    action(async (client, id: string, opts: { json?: boolean }) => {
+    withClient(async (client, id: string, opts: { json?: boolean }) => {
       const usage = await client.usage(id);
       if (opts.json) {
         process.stdout.write(`${JSON.stringify(usage, null, 2)}\n`);
@@ -232,7 +309,7 @@ program
   .command('result <id>')
   .description('wait for a work item to finish and print its result as JSON')
   .action(
-    action(async (client, id: string) => {
+    withClient(async (client, id: string) => {
       process.stdout.write(`${JSON.stringify(await client.result(id), null, 2)}\n`);
     }),
   );
@@ -241,11 +318,11 @@ program
   .command('artefact <id> <stage>')
   .description('print a stage\'s final artefact as JSON, read from the blob store when it was offloaded')
   .action(
-    action(async (client, id: string, stage: string) => {
+    withClient(async (client, id: string, stage: string) => {
       const state = await client.getState(id);
       const st = state.stages[stage];
-      if (!st) throw new TreadleError(`work item ${id} has no stage "${stage}" (stages: ${Object.keys(state.stages).join(', ')})`, 'invalid_input');
-      if (st.artefact === undefined) throw new TreadleError(`stage ${stage} of ${id} has no artefact (it is ${st.status})`, 'invalid_input');
+      if (!st) throw new Error(`work item ${id} has no stage "${stage}" (stages: ${Object.keys(state.stages).join(', ')})`);
+      if (st.artefact === undefined) throw new Error(`stage ${stage} of ${id} has no artefact (it is ${st.status})`);
       process.stdout.write(`${JSON.stringify(await client.readArtefact(st.artefact), null, 2)}\n`);
     }),
   );
@@ -253,7 +330,7 @@ program
 program.addHelpText('after', () => {
   let address: string;
   try {
-    address = loadConfig().address;
+    address = load.config().loadConfig().address;
   } catch (error) {
     address = `configuration error: ${(error as Error).message}`;
   }

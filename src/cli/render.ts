@@ -1,8 +1,18 @@
 /**
  * Text rendering for the CLI: the stage table, pending reviews and event lines.
  */
-import { isBlobRef, type TreadleEvent } from '../model/shapes';
+import type * as Shapes from '../model/shapes';
+import type { BlobRef, TreadleEvent } from '../model/shapes';
 import type { PendingReview, StageState, WorkItemState } from '../model/state';
+
+/**
+ * Whether an artefact is a blob reference. `model/shapes` loads zod (~60 ms), which `treadle pipelines`
+ * (a table, nothing else) should not pay for, so it is loaded here, on the first status rendered.
+ */
+function isBlobRef(value: unknown): value is BlobRef {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- deliberate lazy load, see above
+  return (require('../model/shapes') as typeof Shapes).isBlobRef(value);
+}
 
 /** Pads cells into aligned columns. */
 export function table(header: string[], rows: string[][]): string {
@@ -32,7 +42,7 @@ function artefactCell(stage: StageState): string {
 /** The readable status of a work item. */
 export function renderStatus(state: WorkItemState): string {
   const rows = Object.entries(state.stages).map(([name, s]) => {
-    const max = state.spec?.stages.find((x) => x.name === name)?.retryBudget.maxAttempts ?? 1;
+    const max = s.maxAttempts ?? 1;
     return [name, s.status, `${s.attempts.length}/${max}`, lastVerdict(s), artefactCell(s)];
   });
   const out = [`${state.id} · pipeline ${state.pipeline} · ${state.status}`];

@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import YAML from 'yaml';
+import type * as Yaml from 'yaml';
+import type { KnownImplementations } from '../model/pipeline';
 import type { Json } from '../model/shapes';
 
 /** A pipeline shipped with Treadle. */
@@ -39,6 +40,16 @@ export const CATALOG: CatalogEntry[] = [
   },
 ];
 
+/**
+ * The implementation names `defaultRegistry()` registers (what `treadle worker` runs), written out so that
+ * the CLI checks specs without loading the implementations and the Temporal SDK behind them (~60 ms and
+ * more; issue 7). test/integration/cli.test.ts fails when the two disagree.
+ */
+export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
+  stages: ['build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted'],
+  gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
+};
+
 /** Reads a pipeline file (YAML or JSON) into the raw spec; validation happens later, listing every problem. */
 export function readPipelineFile(file: string): unknown {
   let text: string;
@@ -48,10 +59,16 @@ export function readPipelineFile(file: string): unknown {
     throw new Error(`cannot read pipeline file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
   try {
-    return file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
+    return file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
   } catch (error) {
     throw new Error(`${file} is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${oneLine((error as Error).message.split('\n')[0]!.replace(/:\s*$/, ''))}`);
   }
+}
+
+/** The YAML parser (~35 ms to load), loaded by the first YAML file read rather than by every CLI command. */
+function parseYaml(text: string): unknown {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- deliberate lazy load, see above
+  return (require('yaml') as typeof Yaml).parse(text);
 }
 
 /** Finds a built-in pipeline by name, with an error listing the names. */

@@ -163,10 +163,15 @@ describe('the CLI', () => {
     expect(started).toEqual([waiting]);
   });
 
-  it('a pipeline naming implementations the worker lacks starts and fails with the names, not a broken workflow', async () => {
+  it('a pipeline naming implementations Treadle does not ship is refused before starting; with --custom-worker the worker lists what it lacks', async () => {
     const file = write('unknown-run.yaml', 'name: unknown-run\nstages:\n  - name: a\n    run: scriptd\n    gate: nope\n');
     const id = h.id('unknown-impl');
-    expect(await treadle(['run', '--file', file, '--id', id])).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
+    const refused = await treadle(['run', '--file', file, '--id', id]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/^treadle: pipeline unknown-run names implementations Treadle does not ship:\n/);
+    const run = await treadle(['run', '--file', file, '--id', id, '--custom-worker']);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(new RegExp(`^treadle: the worker refused pipeline unknown-run, so work item ${id} failed at once:\\n  - stage a: unknown stage implementation "scriptd" \\(did you mean "scripted"\\?\\) \\(registered: .*bogus.*\\)`));
     const result = await h.client.result(id);
     expect(result.status).toBe('failed');
     expect(result.error).toMatch(/^pipeline unknown-run is invalid: stage a: unknown stage implementation "scriptd" \(did you mean "scripted"\?\) \(registered: .*bogus.*\); stage a: unknown gate implementation "nope"/);

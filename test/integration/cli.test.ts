@@ -1,12 +1,18 @@
 /**
  * The `treadle` command (built output, as users run it) against the test server: run, run --wait,
  * status (table and JSON), watch, reviews (table and JSON), review (approve, reject, edit), artefact,
- * validate, and one-line errors for unknown items, stages not waiting, bad input and an unreachable server.
+ * validate, and one-line errors for unknown items, stages not waiting, bad input and an unreachable server;
+ * `run --file` with implementations Treadle does not ship: refused before starting, or with --custom-worker
+ * the worker's verdict (refused, accepted, or a warning when no worker answers); the CLI's copies of the
+ * built-in names and the dev server defaults agree with the originals.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import type { WorkItemState } from '../../src/model/state';
+import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
+import { DEFAULT_DB_FILE, DEFAULT_PORT, DEFAULT_UI_PORT } from '../../src/server/dev-server';
+import { defaultRegistry } from '../../src/worker';
 import { runTreadle, type CliRun } from '../support/cli';
 
 let h: Harness;
@@ -127,15 +133,102 @@ it('validates pipeline files, listing every problem', async () => {
   expect(good.stdout).toMatch(/pipeline review-demo is valid \(4 stages\)/);
 });
 
-it('starts pipelines naming implementations only the worker knows; the worker lists what it lacks', async () => {
-  const spec = write('custom.yaml', 'name: custom\nstages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n');
-  const id = h.id('cli');
-  const run = await treadle(['run', '--file', spec, '--id', id]);
-  expect(run).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
-  const result = JSON.parse((await treadle(['result', id])).stdout);
-  expect(result.status).toBe('failed');
-  expect(result.error).toContain('unknown stage implementation "my_summarizer"');
-  expect(result.error).toContain('unknown gate implementation "my_judge"');
+describe('run --file with implementations Treadle does not ship', () => {
+  const customSpec = (): string => write('custom.yaml', 'name: custom\nstages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n');
+  const unknownProblems = [
+    '  - stage summarize: unknown stage implementation "my_summarizer" (registered: build_fts_index, cross_reference, extract_concepts, final_review, generate_embeddings, llm, pdf_to_markdown, scripted)',
+    '  - stage summarize: unknown gate implementation "my_judge" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
+  ];
+
+  it('refuses before starting (and before connecting), listing every unknown name and the flag that proceeds', async () => {
+    const spec = customSpec();
+    const id = h.id('cli');
+    const expected = {
+      code: 1,
+      stdout: '',
+      stderr: [
+        'treadle: pipeline custom names implementations Treadle does not ship:',
+        ...unknownProblems,
+        'If your worker registers them, add --custom-worker: the item starts and the worker checks them before its first stage.',
+        '',
+      ].join('\n'),
+    };
+    expect(await treadle(['run', '--file', spec, '--id', id])).toEqual(expected);
+    await expect(h.client.getState(id)).rejects.toThrow(`unknown work item "${id}"`);
+    // No server is needed to find out.
+    expect(await treadle(['run', '--file', spec, '--id', id], { TEMPORAL_ADDRESS: '127.0.0.1:1' })).toEqual(expected);
+  });
+
+  it('lists structural problems and unknown names together, with or without --custom-worker', async () => {
+    const spec = write('broken.yaml', 'name: broken\nstages:\n  - name: a\n    run: my_summarizer\n    depends_on: [nowhere]\n');
+    for (const flags of [[], ['--custom-worker']]) {
+      const run = await treadle(['run', '--file', spec, ...flags]);
+      expect(run).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: [
+          'treadle: pipeline broken is invalid:',
+          '  - stage a: depends on unknown stage "nowhere"',
+          '  - stage a: unknown stage implementation "my_summarizer" (registered: build_fts_index, cross_reference, extract_concepts, final_review, generate_embeddings, llm, pdf_to_markdown, scripted)',
+          '',
+        ].join('\n'),
+      });
+    }
+  });
+
+  it('with --custom-worker, reports the worker refusing names it lacks', async () => {
+    const id = h.id('cli');
+    const run = await treadle(['run', '--file', customSpec(), '--id', id, '--custom-worker']);
+    expect(run).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: [`treadle: the worker refused pipeline custom, so work item ${id} failed at once:`, ...unknownProblems, ''].join('\n'),
+    });
+    expect(await h.client.result(id)).toEqual(expect.objectContaining({ status: 'failed', failedStages: [] }));
+  });
+
+  it('with --custom-worker, starts the item when its worker registers the names', async () => {
+    const registry = defaultRegistry()
+      .stage('my_summarizer', async (ctx) => ({ outcome: 'completed', artefact: { summary: String(ctx.input).slice(0, 5) } }))
+      .gate('my_judge', async () => ({ kind: 'accepted' }));
+    const custom = await startHarness({ registry });
+    try {
+      const id = custom.id('cli');
+      const run = await runTreadle(custom, ['run', '--file', customSpec(), '--id', id, '--input', '"hello world"', '--custom-worker']);
+      expect(run).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
+      const result = await custom.client.result(id);
+      expect(result).toEqual(expect.objectContaining({ status: 'completed', artefacts: { summarize: { summary: 'hello' } } }));
+    } finally {
+      await custom.shutdown();
+    }
+  });
+
+  it('with --custom-worker and no worker to ask, starts the item and warns that nothing checked the names', async () => {
+    const queue = `no-worker-${h.taskQueue}`;
+    const id = h.id('cli');
+    const run = await treadle(['run', '--file', customSpec(), '--id', id, '--custom-worker'], { TREADLE_TASK_QUEUE: queue });
+    expect(run).toEqual({
+      code: 0,
+      stdout: `${id}\n`,
+      stderr: `treadle: warning: no worker on task queue ${queue} checked my_summarizer (stage), my_judge (gate) within 10s; work item ${id} is started and fails at once if its worker lacks them\n`,
+    });
+    const handle = h.temporal.workflow.getHandle(id);
+    expect((await handle.describe()).taskQueue).toBe(queue);
+    await handle.terminate('test cleanup: no worker polls this task queue');
+  }, 60_000);
+});
+
+it('checks specs against the names the default worker registers', () => {
+  expect(BUILT_IN_IMPLEMENTATIONS).toEqual(defaultRegistry().names());
+});
+
+it('offers the dev server\'s own defaults as the dev and demo flags', async () => {
+  for (const command of ['dev', 'demo']) {
+    const help = await treadle([command, '--help']);
+    expect(help.stdout).toContain(`--port <port>     gRPC port (default: ${DEFAULT_PORT})`);
+    expect(help.stdout).toContain(`--ui-port <port>  Web UI port (default: ${DEFAULT_UI_PORT})`);
+    expect(help.stdout).toContain(`--db <file>       SQLite file (default: ${JSON.stringify(DEFAULT_DB_FILE)})`);
+  }
 });
 
 it('prints a configuration error as one line', async () => {

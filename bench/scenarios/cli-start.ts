@@ -1,0 +1,90 @@
+/**
+ * CLI start (issue 7): wall time from spawning `node bin/treadle.js <command>` to its exit, for the commands
+ * that never talk to the server (`pipelines`, `--help`, `validate` on a catalog spec). The baseline column
+ * is a bare Node start (`node -e 0`) measured the same way, so T/B is what the CLI adds to Node itself.
+ * Commands run round-robin, one at a time, so a burst of load on the machine weighs on all of them alike.
+ * The CLI runs from `lib/` (`npm run build`), which this benchmark does not build.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { distribution, ratio, type Distribution } from '../statistics';
+import { fmt, fmtRatio, nowMs, type ScenarioContext, type ScenarioResult } from '../scenario';
+
+/** The goal: each measured command's median start-to-exit time stays under this. */
+export const CLI_START_GOAL_MS = 300;
+/** Runs of each command: enough for a stable median, a few seconds in all. */
+const RUNS = { quick: 7, medium: 11, full: 15 } as const;
+/** A start that takes longer than this is a hang, not a measurement. */
+const RUN_TIMEOUT_MS = 30_000;
+
+/** The repository (this file runs from `.bench-build/bench/scenarios`). */
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+const BIN = path.join(ROOT, 'bin', 'treadle.js');
+
+/** The commands measured, by the label the table and the goals use. */
+const COMMANDS: Record<string, string[]> = {
+  'treadle pipelines': ['pipelines'],
+  'treadle --help': ['--help'],
+  'treadle validate review-demo.yaml': ['validate', path.join(ROOT, 'examples', 'review-demo.yaml')],
+};
+
+export interface CliStartCommand {
+  command: string;
+  startMs: Distribution;
+  /** Median ÷ the median bare Node start. */
+  ratioToNode: number | null;
+  underGoal: boolean;
+}
+
+export interface CliStartResult {
+  runs: number;
+  /** `node -e 0`, the floor no CLI can go under. */
+  nodeStartMs: Distribution;
+  commands: CliStartCommand[];
+}
+
+/** Spawns one process and returns its wall time; a failure is an error, not a fast sample. */
+function timeOnce(args: string[]): number {
+  const started = nowMs();
+  const run = spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: RUN_TIMEOUT_MS });
+  const elapsed = nowMs() - started;
+  if (run.status !== 0) throw new Error(`node ${args.join(' ')} exited ${run.status ?? run.signal}: ${run.stderr.trim() || run.error?.message}`);
+  return elapsed;
+}
+
+/** Fails early when the CLI is not built, and warns when the build is older than the CLI's source. */
+function checkBuild(ctx: ScenarioContext): void {
+  const built = path.join(ROOT, 'lib', 'cli', 'main.js');
+  if (!existsSync(built)) throw new Error(`CLI start needs the built CLI (${built}); run "npm run build" first`);
+  const source = path.join(ROOT, 'src', 'cli', 'main.ts');
+  if (existsSync(source) && statSync(source).mtimeMs > statSync(built).mtimeMs) ctx.progress('CLI start: lib/ is older than src/cli/main.ts; measuring the old build (run "npm run build")');
+}
+
+/** Runs the CLI start scenario. */
+export async function cliStart(ctx: ScenarioContext): Promise<ScenarioResult<CliStartResult>> {
+  checkBuild(ctx);
+  const runs = RUNS[ctx.sizes.mode];
+  ctx.progress(`CLI start: ${runs} runs each of node -e 0 and ${Object.keys(COMMANDS).join(', ')}`);
+  const samples: Record<string, number[]> = { node: [] };
+  for (const label of Object.keys(COMMANDS)) samples[label] = [];
+  // One unmeasured round first: the file system cache, not Treadle, would otherwise pay the first start.
+  for (let round = -1; round < runs; round++) {
+    const node = timeOnce(['-e', '0']);
+    if (round >= 0) samples.node!.push(node);
+    for (const [label, args] of Object.entries(COMMANDS)) {
+      const ms = timeOnce([BIN, ...args]);
+      if (round >= 0) samples[label]!.push(ms);
+    }
+  }
+  const nodeStartMs = distribution(samples.node!);
+  const commands = Object.keys(COMMANDS).map((command): CliStartCommand => {
+    const startMs = distribution(samples[command]!);
+    return { command, startMs, ratioToNode: ratio(startMs.p50, nodeStartMs.p50), underGoal: startMs.p50 < CLI_START_GOAL_MS };
+  });
+  const scenario = `CLI start (median of ${runs}; baseline: node -e 0)`;
+  return {
+    result: { runs, nodeStartMs, commands },
+    rows: commands.map((c) => ({ scenario, metric: c.command, treadle: fmt(c.startMs.p50, ' ms'), baseline: fmt(nodeStartMs.p50, ' ms'), ratio: fmtRatio(c.ratioToNode) })),
+  };
+}
