@@ -15,6 +15,7 @@ import {
 import { randomUUID } from 'node:crypto';
 import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
+import { treadleExternalStorage } from './storage/external-storage';
 import { loadConfig } from './config';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
@@ -95,8 +96,10 @@ export class TreadleClient {
       throw new TreadleError(`cannot reach the Temporal server at ${address}: ${(error as Error).message.split('\n')[0]} (start one with "treadle dev" or set TEMPORAL_ADDRESS)`, 'unreachable');
     }
     const { address: _address, namespace, ...rest } = options;
-    const client = new Client({ connection, namespace: namespace ?? config.namespace });
-    return new TreadleClient(client, rest, connection);
+    // Payloads the worker offloaded (ExternalStorage, over 256 KiB) are read back from the same blob store.
+    const blobs = rest.blobs ?? createBlobStore(config.blobStore);
+    const client = new Client({ connection, namespace: namespace ?? config.namespace, dataConverter: { externalStorage: treadleExternalStorage(blobs) } });
+    return new TreadleClient(client, { ...rest, blobs }, connection);
   }
 
   /**

@@ -8,6 +8,7 @@ import { createActivities } from './activities';
 import type { AgentProviders } from './agents/providers';
 import type { BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
+import { treadleExternalStorage } from './storage/external-storage';
 import { Registry } from './activities/registry';
 import { loadConfig } from './config';
 import { registerDocumentPipeline } from './pipelines/documents';
@@ -52,6 +53,9 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
       ...(options.agents ? { agents: options.agents } : {}),
     }),
+    // The safety net under Treadle's own references: any payload that still reaches 256 KiB (a large spec,
+    // an inline edit, a big query answer) travels through the same blob store by reference.
+    dataConverter: { externalStorage: treadleExternalStorage(blobs) },
     ...options.worker,
   });
 }

@@ -9,7 +9,7 @@
  * Oversized payloads: a 3 MB input is refused before starting, naming the size and the limit; a 3 MB
  * approve_with_edits artefact goes to the blob store through the client, and inline it is refused.
  */
-import { ServiceError } from '@temporalio/client';
+import { Client, ServiceError } from '@temporalio/client';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, startHarness, type Harness } from '../support/harness';
@@ -190,13 +190,17 @@ describe('the CLI', () => {
     await expectOneNonRetryableFailure(id, 'pdf_to_markdown', 'InvalidInput', message);
   });
 
-  it('a 3 MB work item input is refused before anything starts, with the size and the limit', async () => {
+  it('a 3 MB work item input (over Temporal\'s 2 MB payload limit) is stored once and travels by reference', async () => {
     const id = h.id('big-input');
     const run = await treadle(['run', 'review-demo', '--input', `@${write('big-input.json', bigText())}`, '--id', id]);
-    const message = 'the work item input is 3.0 MB; Temporal refuses payloads over 2.0 MB, so keep large documents outside the input (a file, an object store) and pass a reference';
-    expect(run).toEqual({ code: 1, stdout: '', stderr: `treadle: ${message}\n` });
-    await expect(h.client.start(waitingSpec(), { text: 'x'.repeat(THREE_MB) }, { id })).rejects.toThrow(new TreadleError(message, 'invalid_input'));
-    await expect(h.client.getState(id)).rejects.toThrow(new TreadleError(`unknown work item "${id}" in namespace default`, 'not_found'));
+    expect(run).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
+    const started = (await h.temporal.workflow.getHandle(id).fetchHistory()).events![0]!.workflowExecutionStartedEventAttributes!;
+    const args = JSON.parse(Buffer.from(started.input!.payloads![0]!.data!).toString()) as { input: unknown };
+    expect(isBlobRef(args.input)).toBe(true);
+    expect((args.input as { bytes: number }).bytes).toBeGreaterThan(THREE_MB);
+    await eventually(async () => ((await h.client.getState(id)).status !== 'running' ? true : undefined), 30_000, 'the big item to settle');
+    expect((await h.temporal.workflow.getHandle(id).describe()).historySize).toBeLessThan(64 * 1024);
+    await h.temporal.workflow.getHandle(id).terminate('test over');
   });
 });
 
@@ -258,16 +262,26 @@ describe('the client', () => {
       'invalid review: outcome: expected an object such as {"kind":"approve"}, got "approve"',
       'invalid review: stage: expected a stage name, got an array',
     ]);
-    expect(rejected.map((e) => e.details?.payload)).toEqual(garbage);
+    // Recorded by what was wrong, the outcome kind and the size, never the payload itself.
+    expect(rejected.map((e) => e.details)).toEqual(garbage.map((g, i) => ({ outcomeKind: i === 5 ? 'approve' : null, payloadBytes: JSON.stringify(g).length })));
     expect(state.status).toBe('waiting_review');
     expect(state.pendingReviews.map((r) => r.stage)).toEqual(['s']);
 
-    // The server's payload limit guards signals (unlike updates, below): refused before the workflow sees it.
-    const big = await handle.signal(reviewSignal, { stage: 's', outcome: { kind: 'approve_with_edits', artefact: { text: 'x'.repeat(THREE_MB) } } }).catch((e: unknown) => e);
+    // Without Treadle's claim-check, the server's payload limit guards signals: refused before the workflow sees it.
+    const plain = new Client({ connection: h.temporal.connection }).workflow.getHandle(waiting);
+    const big = await plain.signal(reviewSignal, { stage: 's', outcome: { kind: 'approve_with_edits', artefact: { text: 'x'.repeat(THREE_MB) } } }).catch((e: unknown) => e);
     expect(big).toBeInstanceOf(ServiceError);
     expect((big as Error).message).toBe('Failed to signal Workflow');
     expect(((big as Error).cause as Error | undefined)?.message).toBe('3 INVALID_ARGUMENT: Blob data size exceeds limit.');
     expect((await h.client.getState(waiting)).pendingReviews.map((r) => r.stage)).toEqual(['s']);
+    // Through the claim-check it reaches the workflow, which refuses an inline edit that large, by its size.
+    await handle.signal(reviewSignal, { stage: 's', outcome: { kind: 'approve_with_edits', artefact: { text: 'x'.repeat(THREE_MB) } } });
+    const after = await until(h, waiting, (s) => s.events.filter((e) => e.type === 'ReviewInputRejected').length === garbage.length + 1, 'to record the 3 MB signal');
+    const last = after.events.filter((e) => e.type === 'ReviewInputRejected').pop()!;
+    expect(last.message).toMatch(/^the edited artefact is 3072 KB of JSON; edits over 512 KB must be stored in the blob store/);
+    expect(last.details!.payloadBytes as number).toBeGreaterThan(THREE_MB);
+    expect(JSON.stringify(after).length).toBeLessThan(64 * 1024);
+    expect(after.pendingReviews.map((r) => r.stage)).toEqual(['s']);
   });
 
   it('a stage implementation returning an invalid result fails its stage non-retryably', async () => {

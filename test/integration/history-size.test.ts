@@ -7,6 +7,7 @@
  *   to be terminated for history size), against the same run with a 1 KB document;
  * - a join of 20 stages that each produce 1 MB;
  * - a 1 MB `with:` config, and a 3 MB input (over Temporal's 2 MB payload limit, so it must travel by reference);
+ *   the spec carrying that config is itself over 256 KiB and goes through the claim-check (ExternalStorage);
  * - a 400 KB edit sent inline by signal (as `temporal workflow signal` would) reaches dependents by reference;
  * - a rejected 500 KB review signal is recorded by its size, never copied into the event list;
  * - the `state` query pages events, and `watch` reads only new ones.
@@ -119,9 +120,12 @@ it('takes a 3 MB input and a 1 MB with: config by reference', async () => {
   const output = (await h.client.readArtefact((await h.client.getState(id)).stages.only!.artefact)) as { text: string; configChars: number };
   expect(output.text.length).toBeGreaterThan(3 * 1024 * 1024);
   expect(output.configChars).toBe(JSON.stringify(config).length);
-  // The spec itself is the input of the run (once): the config counts there, and nowhere else.
+  // The spec (with its 1 MB config) is the run's input: over 256 KiB, so the claim-check stores it; the
+  // prepare step stores the config, so activities get a reference.
   const { bytes } = await historyBytes(id);
-  expect(bytes).toBeLessThan(1024 * 1024 + 40 * 1024);
+  expect(bytes).toBeLessThan(40 * 1024);
+  const started = (await h.temporal.workflow.getHandle(id).fetchHistory()).events![0]!.workflowExecutionStartedEventAttributes!;
+  expect(started.input!.payloads![0]!.metadata!.messageType && Buffer.from(started.input!.payloads![0]!.metadata!.messageType).toString()).toBe('temporal.api.sdk.v1.ExternalStorageReference');
 });
 
 it('stores an inline edit sent by signal once, and records a rejected signal by its size only', async () => {

@@ -10,6 +10,7 @@ import type { Registry } from '../../src/activities/registry';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';
 import { createWorker, defaultRegistry } from '../../src/worker';
+import { treadleExternalStorage } from '../../src/storage/external-storage';
 
 /** A running worker and a client bound to its task queue. */
 export interface Harness<B extends BlobStore = FileBlobStore> {
@@ -61,7 +62,8 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(options:
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });
-  const temporal = new Client({ connection });
+  // The same claim-check the worker uses, so payloads it offloaded (over 256 KiB) read back here too.
+  const temporal = new Client({ connection, dataConverter: { externalStorage: treadleExternalStorage(blobs) } });
   const client = new TreadleClient(temporal, { taskQueue, blobs });
   let counter = 0;
   return {

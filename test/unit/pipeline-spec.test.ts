@@ -78,7 +78,8 @@ stages:
   );
   expect(yaml).toEqual({ ok: true, spec: built });
   expect(built.stages[0]!.retryBudget).toEqual({ maxAttempts: 3, delayMs: 0, attemptTimeoutMs: 30_000, onExhausted: 'escalate' });
-  expect(built.stages[0]!.activity.startToCloseTimeoutMs).toBe(30_000);
+  // The activity's own timeout comes after the attempt timer, which cancels and waits for it.
+  expect(built.stages[0]!.activity.startToCloseTimeoutMs).toBe(30_000 + 30_000);
   expect(built.stages[1]).toEqual(expect.objectContaining({ dependsOn: ['draft'], reviewPolicy: 'always', gate: null }));
 });
 
