@@ -6,6 +6,7 @@ import type { Agent } from '../agents/types';
 import type { BlobStore } from '../storage/blob-store';
 import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
 import type { ActivityContextBase } from '../model/state';
+import type { KnownImplementations } from '../model/pipeline';
 
 /** Logging surface handed to implementations (the activity logger in a worker). */
 export interface ImplementationLogger {
@@ -68,6 +69,12 @@ const RESERVED = /^(treadle\.|gate:)/;
 export interface ImplementationOptions {
   /** The implementation calls models (through `ctx.agent()`): the work item's token budget applies to it. */
   usesAgent?: boolean;
+  /**
+   * Checks a `with:` config when a spec is validated (the worker's prepare step, `treadle validate`), so
+   * a bad config (e.g. a template that does not parse) is refused before anything runs; one `path: message`
+   * per problem.
+   */
+  checkConfig?: (config: Json | undefined) => string[];
 }
 
 /** Implementations by name. */
@@ -75,12 +82,15 @@ export class Registry {
   private readonly stageImpls = new Map<string, StageImplementation>();
   private readonly gateImpls = new Map<string, GateImplementation>();
   private readonly agentBacked = new Set<string>();
+  /** Config checks by activity type (stages by name, gates as `gate:<name>`). */
+  private readonly checks = new Map<string, (config: Json | undefined) => string[]>();
 
   /** Registers a stage implementation; names are unique. */
   stage(name: string, impl: StageImplementation, options: ImplementationOptions = {}): this {
     this.claim(name, this.stageImpls, 'stage');
     this.stageImpls.set(name, impl);
     if (options.usesAgent) this.agentBacked.add(name);
+    if (options.checkConfig) this.checks.set(name, options.checkConfig);
     return this;
   }
 
@@ -89,13 +99,18 @@ export class Registry {
     this.claim(name, this.gateImpls, 'gate');
     this.gateImpls.set(name, impl);
     if (options.usesAgent) this.agentBacked.add(`gate:${name}`);
+    if (options.checkConfig) this.checks.set(`gate:${name}`, options.checkConfig);
     return this;
   }
 
   /** Adds every implementation of another registry. */
   merge(other: Registry): this {
-    for (const [name, impl] of other.stageImpls) this.stage(name, impl, { usesAgent: other.agentBacked.has(name) });
-    for (const [name, impl] of other.gateImpls) this.gate(name, impl, { usesAgent: other.agentBacked.has(`gate:${name}`) });
+    const options = (type: string): ImplementationOptions => {
+      const checkConfig = other.checks.get(type);
+      return { usesAgent: other.agentBacked.has(type), ...(checkConfig ? { checkConfig } : {}) };
+    };
+    for (const [name, impl] of other.stageImpls) this.stage(name, impl, options(name));
+    for (const [name, impl] of other.gateImpls) this.gate(name, impl, options(`gate:${name}`));
     return this;
   }
 
@@ -107,9 +122,13 @@ export class Registry {
     return this.gateImpls.get(name);
   }
 
-  /** Registered names, for validating specs. */
-  names(): { stages: string[]; gates: string[] } {
-    return { stages: [...this.stageImpls.keys()].sort(), gates: [...this.gateImpls.keys()].sort() };
+  /** Registered names and config checks, for validating specs. */
+  names(): { stages: string[]; gates: string[]; checkConfig: NonNullable<KnownImplementations['checkConfig']> } {
+    return {
+      stages: [...this.stageImpls.keys()].sort(),
+      gates: [...this.gateImpls.keys()].sort(),
+      checkConfig: (kind, name, config) => this.checks.get(kind === 'gate' ? `gate:${name}` : name)?.(config) ?? [],
+    };
   }
 
   /** Activity types of the implementations that call models (stages by name, gates as `gate:<name>`). */

@@ -175,6 +175,8 @@ export interface PipelineSpec {
 export interface KnownImplementations {
   stages: readonly string[];
   gates: readonly string[];
+  /** The implementation's own check of its `with:` config (`path: message` per problem), when it has one. */
+  checkConfig?: (kind: 'stage' | 'gate', implementation: string, config: Json | undefined) => string[];
 }
 
 export type ValidationResult = { ok: true; spec: PipelineSpec } | { ok: false; problems: string[] };
@@ -206,8 +208,8 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   if (known) problems.push(...implementationProblems(input, known));
   if (problems.length > 0 || !parsed.success) return { ok: false, problems: dedupe(problems) };
   const spec = canonical(parsed.data);
-  const limits = limitProblems(spec);
-  return limits.length > 0 ? { ok: false, problems: limits } : { ok: true, spec };
+  const later = [...(known?.checkConfig ? configProblems(spec, known.checkConfig) : []), ...limitProblems(spec)];
+  return later.length > 0 ? { ok: false, problems: later } : { ok: true, spec };
 }
 
 /** Like {@link validatePipeline} but throws a {@link PipelineValidationError}. */
@@ -448,4 +450,14 @@ function limitProblems(spec: PipelineSpec): string[] {
     );
   }
   return problems;
+}
+
+/** Every stage's and gate's `with:` config, checked by its implementation. */
+function configProblems(spec: PipelineSpec, check: NonNullable<KnownImplementations['checkConfig']>): string[] {
+  const problems: string[] = [];
+  for (const stage of spec.stages) {
+    for (const p of check('stage', stage.run, stage.with)) problems.push(`stage ${stage.name}: with.${p}`);
+    for (const gate of gateLeaves(stage.gate)) for (const p of check('gate', gate.run, gate.with)) problems.push(`stage ${stage.name}: gate ${gate.run}: with.${p}`);
+  }
+  return dedupe(problems);
 }

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type * as Yaml from 'yaml';
+import type * as LlmConfigModule from './llm/config';
 import type { KnownImplementations } from '../model/pipeline';
 import type { Json } from '../model/shapes';
 
@@ -48,6 +49,13 @@ export const CATALOG: CatalogEntry[] = [
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
   stages: ['build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted'],
   gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
+  // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
+  checkConfig: (kind, name, config) => {
+    if (!(kind === 'stage' && name === 'llm') && !(kind === 'gate' && name === 'llm-judge')) return [];
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
+    const checks = require('./llm/config') as typeof LlmConfigModule;
+    return kind === 'stage' ? checks.llmStageConfigProblems(config) : checks.llmJudgeConfigProblems(config);
+  },
 };
 
 /** Reads a pipeline file (YAML or JSON) into the raw spec; validation happens later, listing every problem. */

@@ -92,3 +92,18 @@ it('runs 300 independent stages with at most max_parallel at once', async () => 
   expect(peak).toBeLessThanOrEqual(20);
   expect(peak).toBeGreaterThan(1);
 }, 180_000);
+
+it('refuses an llm template that does not parse when the spec is validated, before anything runs', async () => {
+  const spec = {
+    name: 'bad-template',
+    stages: [{ name: 'ask', run: 'llm', agent: 'scripted', with: { prompt: 'Hello {% if input.x %}unclosed' }, gate: { run: 'llm-judge', with: { criteria: ['c'], prompt: '{{ output | no_such_filter }}' } } }],
+  };
+  const id = h.id('template');
+  const handle = await h.temporal.workflow.start('workItem', { taskQueue: h.taskQueue, workflowId: id, args: [{ pipeline: spec, input: null }] });
+  const result = (await handle.result()) as { status: string; error: string };
+  expect(result.status).toBe('failed');
+  expect(result.error).toMatch(/^pipeline bad-template is invalid: stage ask: with\.prompt: .*; stage ask: gate llm-judge: with\.prompt: .*no_such_filter/);
+  // Nothing ran: the only activity was the prepare step.
+  const history = await handle.fetchHistory();
+  expect(history.events!.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
+});

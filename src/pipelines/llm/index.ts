@@ -6,10 +6,16 @@
 import type { Registry } from '../../activities/registry';
 import { LLM_JUDGE_GATE, llmJudge } from './judge';
 import { LLM_STAGE, llmStage } from './stage';
+import { llmJudgeConfigProblems, llmStageConfigProblems } from './config';
 
-/** Registers the `llm` stage and the `llm-judge` gate as agent-backed (the token budget applies); returns the registry. */
+/**
+ * Registers the `llm` stage and the `llm-judge` gate as agent-backed (the token budget applies), with their
+ * config checks (a template that does not parse is refused when the spec is validated); returns the registry.
+ */
 export function registerLlm(registry: Registry): Registry {
-  return registry.stage(LLM_STAGE, llmStage, { usesAgent: true }).gate(LLM_JUDGE_GATE, llmJudge, { usesAgent: true });
+  return registry
+    .stage(LLM_STAGE, llmStage, { usesAgent: true, checkConfig: llmStageConfigProblems })
+    .gate(LLM_JUDGE_GATE, llmJudge, { usesAgent: true, checkConfig: llmJudgeConfigProblems });
 }
 
 export { LLM_STAGE, llmStage, llmRequest, schemaRejection } from './stage';
