@@ -3,7 +3,9 @@
  * - stage names that are Object.prototype names (`constructor`, `toString`) are data like any other;
  * - an invalid token budget given straight to the workflow fails the item (status `failed`, not `completed`);
  * - a spec too big for one history is refused before it starts, naming the limit;
- * - a pipeline wider than `max_parallel` runs every stage, never more than `max_parallel` at once.
+ * - a pipeline wider than `max_parallel` runs every stage, never more than `max_parallel` at once, and the
+ *   2,100-stage spec that used to wedge a worker runs with no failed workflow task;
+ * - a prompt template that does not parse is refused at validation.
  */
 import { Registry } from '../../src/activities/registry';
 import { pipeline } from '../../src/model/builder';
@@ -107,3 +109,19 @@ it('refuses an llm template that does not parse when the spec is validated, befo
   const history = await handle.fetchHistory();
   expect(history.events!.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
 });
+
+it('runs the 2,100-stage pipeline that used to wedge its worker, with no failed workflow task', async () => {
+  let p = pipeline('very-wide');
+  for (let i = 0; i < 2100; i++) p = p.stage(`s${i}`, 'scripted');
+  const id = h.id('very-wide');
+  await h.client.start(p, null, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  expect(Object.keys(result.artefacts)).toHaveLength(2100);
+  const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+  expect(history.events!.filter((e) => e.workflowTaskFailedEventAttributes || e.workflowTaskTimedOutEventAttributes)).toEqual([]);
+  // The state query answers one page of the item's thousands of events.
+  const state = await h.client.getState(id, { eventLimit: 10 });
+  expect(state.events).toHaveLength(10);
+  expect(state.eventCount).toBeGreaterThan(4200);
+}, 300_000);
