@@ -21,6 +21,7 @@ import type {
   PreparePipelineResult,
   GateActivityInput,
   GateActivityResult,
+  PreviousAttempts,
   StageActivityInput,
   StageActivityResult,
   StoreArtefactInput,
@@ -72,7 +73,10 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     const impl = deps.registry.getStage(name)!;
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
       supervise(async (supervision) => {
-        const ctx: StageContext = { ...(await baseContext(input, deps.blobs, supervision, agents)), feedback: await resolveFeedback(input.feedback, deps.blobs) };
+        // The earlier attempts, stored as one log so the next attempt's input names it instead of carrying them.
+        const before = await readAttemptLog(input.previousAttempts, deps.blobs);
+        const previousLog = before.length > 0 ? (await deps.blobs.put(Buffer.from(JSON.stringify(before)), 'application/json', `${before.length} earlier attempts of ${input.stage}`)).ref : null;
+        const ctx: StageContext = { ...(await baseContext(input, before, deps.blobs, supervision, agents)), feedback: await resolveFeedback(input.feedback, deps.blobs) };
         const parsed = StageOutputSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
         const output = parsed.data;
@@ -84,6 +88,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
           ...(artefact !== undefined ? { artefact } : {}),
           ...(summary !== undefined ? { summary } : {}),
           ...(rejection !== undefined ? { rejection } : {}),
+          previousLog,
           ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}),
         };
       });
@@ -95,7 +100,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
       supervise(async (supervision) => {
         const artefact = await resolveArtefact(input.output.artefact, deps.blobs);
         const ctx: GateContext = {
-          ...(await baseContext(input, deps.blobs, supervision, agents)),
+          ...(await baseContext(input, await readAttemptLog(input.previousAttempts, deps.blobs), deps.blobs, supervision, agents)),
           output: { ...input.output, ...(artefact !== undefined ? { artefact } : {}) },
         };
         const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
@@ -108,6 +113,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
 
 async function baseContext(
   input: ActivityContextBase & { agent?: string },
+  previousAttempts: AttemptRecord[],
   blobs: BlobStore,
   supervision: Supervision,
   agents: AgentProviders,
@@ -131,7 +137,7 @@ async function baseContext(
     input: itemInput,
     config,
     upstream,
-    previousAttempts: await Promise.all(input.previousAttempts.map((a) => resolveAttempt(a, blobs))),
+    previousAttempts: await Promise.all(previousAttempts.map((a) => resolveAttempt(a, blobs))),
     signal,
     idempotencyKey: `${context.info.workflowExecution?.workflowId ?? input.itemId}/${input.stage}/${input.attempt}`,
     blobs,
@@ -273,4 +279,14 @@ async function offloadConfigs(spec: PipelineSpec, blobs: BlobStore, threshold: n
     }),
   );
   return { ...spec, stages };
+}
+
+/**
+ * The compact records of a stage's earlier attempts: the stored log followed by the recent records. A plain
+ * array is what workflows started before the log existed send.
+ */
+async function readAttemptLog(previous: PreviousAttempts | AttemptRecord[], blobs: BlobStore): Promise<AttemptRecord[]> {
+  if (Array.isArray(previous)) return previous;
+  const logged = previous.log ? (JSON.parse((await blobs.get(previous.log)).toString('utf8')) as AttemptRecord[]) : [];
+  return [...logged, ...previous.recent];
 }

@@ -116,8 +116,19 @@ export interface ActivityContextBase {
   config?: Json;
   /** Final artefacts of the stage's dependencies, possibly blob references. */
   upstream: Record<string, Artefact>;
-  /** This stage's earlier attempts as compact records: artefacts and long feedback by reference, no calls. */
-  previousAttempts: AttemptRecord[];
+  /** This stage's earlier attempts: a stored log plus the latest records (see {@link PreviousAttempts}). */
+  previousAttempts: PreviousAttempts;
+}
+
+/**
+ * A stage's earlier attempts as activities receive them, in a size that does not grow with their number:
+ * `log` is the blob reference of a JSON array of compact records (artefacts and long feedback by reference,
+ * no call log) that the previous stage activity stored, and `recent` the records not in it yet (usually
+ * none or one). Activities hand implementations the whole list, resolved.
+ */
+export interface PreviousAttempts {
+  log: string | null;
+  recent: AttemptRecord[];
 }
 
 /** Input of a stage activity (seed 000 `StageContext`). */
@@ -135,7 +146,11 @@ export interface GateActivityInput extends ActivityContextBase {
 }
 
 /** A stage's output plus the model calls the activity made (also across its mechanical retries). */
-export type StageActivityResult = StageOutput & { calls?: CallRecord[] };
+export type StageActivityResult = StageOutput & {
+  calls?: CallRecord[];
+  /** The log of this stage's attempts before this one, as stored by the activity (null for a first attempt). */
+  previousLog?: string | null;
+};
 /** A gate's verdict plus the model calls it made. */
 export type GateActivityResult = QualityVerdict & { calls?: CallRecord[] };
 

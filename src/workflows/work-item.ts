@@ -40,6 +40,7 @@ import type {
   GateActivityInput,
   GateActivityResult,
   PendingReview,
+  PreviousAttempts,
   StageActivityInput,
   StageActivityResult,
   StageState,
@@ -278,6 +279,9 @@ async function runStage(run: StageRun): Promise<void> {
   let attempt = 1;
   let feedback: QualityFeedback | null = null;
   let budgetWaived = false;
+  // Earlier attempts travel as a stored log plus the records not in it yet, so an activity's input does not
+  // grow with the number of attempts; each stage activity stores the log it was given and names it.
+  const log: AttemptLog = { ref: null, count: 0 };
   for (;;) {
     const budget = state.tokenBudget ?? null;
     if (run.usesAgent && budget !== null && !budgetWaived) {
@@ -291,13 +295,11 @@ async function runStage(run: StageRun): Promise<void> {
       }
     }
     const record: AttemptRecord = { attempt, startedAt: now() };
-    // Compact records: artefacts and long feedback are references already; the call log stays here.
-    const previousAttempts = st.attempts.map(compactAttempt);
     st.attempts.push(record);
     run.touch();
     let outcome: AttemptOutcome;
     try {
-      outcome = await runAttempt(run, record, previousAttempts, feedback);
+      outcome = await runAttempt(run, record, log, feedback);
     } catch (error) {
       if (isCancellation(error)) throw error;
       const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
@@ -346,8 +348,21 @@ async function runStage(run: StageRun): Promise<void> {
 }
 
 /** One attempt: execute, then judge, inside the attempt timeout when the budget sets one. */
-async function runAttempt(run: StageRun, record: AttemptRecord, previousAttempts: AttemptRecord[], feedback: QualityFeedback | null): Promise<AttemptOutcome> {
+/** Where a stage's attempt log stands: its blob reference and how many attempts it holds. */
+interface AttemptLog {
+  ref: string | null;
+  count: number;
+}
+
+/** The earlier attempts of this one, as activities receive them: the log plus the compact records after it. */
+function previousOf(attempts: AttemptRecord[], log: AttemptLog, attempt: number): PreviousAttempts {
+  return { log: log.ref, recent: attempts.slice(log.count, attempt - 1).map(compactAttempt) };
+}
+
+async function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedback: QualityFeedback | null): Promise<AttemptOutcome> {
   const { stage, state } = run;
+  const attempts = state.stages[stage.name]!.attempts;
+  const previousAttempts = previousOf(attempts, log, record.attempt);
   const base = {
     itemId: run.itemId,
     pipeline: run.spec.name,
@@ -361,8 +376,9 @@ async function runAttempt(run: StageRun, record: AttemptRecord, previousAttempts
   };
   const agent = stage.agent !== undefined ? { agent: stage.agent } : {};
   const work = async (): Promise<AttemptOutcome> => {
-    const { calls, ...output } = await stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+    const { calls, previousLog, ...output } = await stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
     addCalls(record, calls);
+    if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
     if (output.artefact !== undefined) record.artefact = output.artefact;
     if (output.summary !== undefined) record.outputSummary = output.summary;
     if (output.rejection) {
@@ -371,7 +387,8 @@ async function runAttempt(run: StageRun, record: AttemptRecord, previousAttempts
       return { kind: 'output', output, verdict: record.verdict };
     }
     if (!stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
-    const { config: _stageConfig, ...shared } = base;
+    const { config: _stageConfig, previousAttempts: _before, ...rest } = base;
+    const shared = { ...rest, previousAttempts: previousOf(attempts, log, record.attempt) };
     const judge = (gate: { run: string; with?: Json }) =>
       gateActivity(stage, gate.run, record.attempt)({ ...shared, ...agent, ...(gate.with !== undefined ? { config: gate.with } : {}), output } satisfies GateActivityInput);
     const verdict = await evaluateGate(stage.gate, judge, record);

@@ -4,7 +4,8 @@
  *
  * Cases:
  * - a 1 MB document through ten gated stages, each rejected twice with 20 KB of feedback (the run that used
- *   to be terminated for history size), against the same run with a 1 KB document;
+ *   to be terminated for history size), against the same run with a 16 KB document;
+ * - one stage taking twenty attempts: an activity's input does not grow with the attempts before it;
  * - a join of 20 stages that each produce 1 MB;
  * - a 1 MB `with:` config, and a 3 MB input (over Temporal's 2 MB payload limit, so it must travel by reference);
  *   the spec carrying that config is itself over 256 KiB and goes through the claim-check (ExternalStorage);
@@ -168,4 +169,30 @@ it('pages events in the state query and watches only new ones', async () => {
   const seen: number[] = [];
   await h.client.watch(id, (e) => seen.push(e.seq), { afterSeq: all.length - 3 });
   expect(seen).toEqual([all.length - 2, all.length - 1, all.length]);
+});
+
+it('grows by a bounded amount per attempt however many attempts a stage takes', async () => {
+  // One stage, twenty attempts, each a 1 MB artefact rejected with 20 KB of feedback (accepted at 20).
+  const registry = new Registry().gate('reject-until-20', async (ctx) =>
+    ctx.attempt >= 20 ? { kind: 'accepted' } : { kind: 'rejected', feedback: { summary: `attempt ${ctx.attempt}: ${'too vague; '.repeat(2000)}`, failedCriteria: [] } },
+  );
+  const many = await startHarness({ registry: bigRegistry().merge(registry) });
+  try {
+    const id = many.id('many');
+    const spec = pipeline('many-attempts').stage('only', 'copy-doc').qualityGate('only', 'reject-until-20').retryBudget('only', { maxAttempts: 20 });
+    await many.client.start(spec, { doc: 'm'.repeat(1024 * 1024) }, { id });
+    expect((await many.client.result(id)).status).toBe('completed');
+    const history = await many.temporal.workflow.getHandle(id).fetchHistory();
+    // Bytes of the stage activity's input per attempt: what the previous attempts add to it.
+    const inputs = history.events!.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'copy-doc').map((e) => e.activityTaskScheduledEventAttributes!.input!.payloads![0]!.data!.length);
+    expect(inputs).toHaveLength(20);
+    process.stdout.write(`stage input bytes by attempt: ${inputs.join(' ')}\n`);
+    const { bytes } = await many.temporal.workflow.getHandle(id).describe().then((d) => ({ bytes: d.historySize ?? Number.NaN }));
+    process.stdout.write(`history of 20 attempts: ${bytes} bytes\n`);
+    expect(bytes).toBeLessThan(20 * 10 * 1024);
+    // From the third attempt on, the input stays the same size: the log is named, not carried.
+    expect(inputs[19]!).toBeLessThan(inputs[2]! + 100);
+  } finally {
+    await many.shutdown();
+  }
 });
