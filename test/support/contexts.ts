@@ -1,4 +1,5 @@
 /** Hand-made implementation contexts for calling stage and gate implementations directly in unit tests. */
+import { ApplicationFailure } from '@temporalio/common';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import type { StageContext } from '../../src/activities/registry';
 
@@ -31,4 +32,15 @@ export function stageContext(overrides: Partial<StageContext> = {}): StageContex
     feedback: null,
     ...overrides,
   };
+}
+
+/** Runs a function expected to throw an ApplicationFailure and returns it (anything else is rethrown). */
+export async function failureOf(run: () => unknown): Promise<ApplicationFailure> {
+  try {
+    await run();
+  } catch (error) {
+    if (error instanceof ApplicationFailure) return error;
+    throw error;
+  }
+  throw new Error('expected an ApplicationFailure');
 }

@@ -17,7 +17,6 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
 import YAML from 'yaml';
 import { Registry, type GateContext, type GateImplementation, type StageContext, type StageImplementation } from '../../src/activities/registry';
 import { compileOutputSchema, validateValue } from '../../src/agents/output-schema';
@@ -38,7 +37,7 @@ import {
 } from '../../src/pipelines/documents';
 import { JUDGE_OUTPUT_SCHEMA, feedbackSection, llmJudge, mentionsVariable, llmStage, promptVars, registerLlm, renderPrompt } from '../../src/pipelines/llm';
 
-import { stageContext } from '../support/contexts';
+import { stageContext, failureOf } from '../support/contexts';
 
 const EXAMPLES = path.join(__dirname, '..', '..', 'examples', 'documents');
 
@@ -64,17 +63,6 @@ function makeContext(overrides: Overrides = {}): StageContext & { requests: Agen
 function makeGateContext(output: StageOutput, overrides: Overrides = {}): GateContext & { requests: AgentRequest[] } {
   const { feedback: _feedback, ...base } = makeContext(overrides);
   return { ...base, output };
-}
-
-/** Runs a function expected to throw an ApplicationFailure and returns it. */
-async function failureOf(run: () => unknown): Promise<ApplicationFailure> {
-  try {
-    await run();
-  } catch (error) {
-    if (error instanceof ApplicationFailure) return error;
-    throw error;
-  }
-  throw new Error('expected an ApplicationFailure');
 }
 
 const FEEDBACK: QualityFeedback = {

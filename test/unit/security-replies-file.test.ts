@@ -9,11 +9,11 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
+import type { ApplicationFailure } from '@temporalio/common';
 import { REPLIES_DIR_ENV, ScriptedAgent, repliesFolders, scriptedAgentFactory } from '../../src/agents/scripted';
 import type { AgentRequest } from '../../src/agents/types';
 import { llmStage } from '../../src/pipelines/llm';
-import { stageContext } from '../support/contexts';
+import { stageContext, failureOf } from '../support/contexts';
 
 let root: string;
 let folder: string;
@@ -33,16 +33,6 @@ afterEach(() => rmSync(root, { recursive: true, force: true }));
 const request: AgentRequest = { messages: [{ role: 'user', content: 'hi' }], correlationId: 'item-1/draft/1' };
 const agentReading = (file: string, folders = [folder]) =>
   new ScriptedAgent({ itemId: 'item-1', stage: 'draft', attempt: 1, input: null, config: { replies_file: file } }, { repliesFolders: folders });
-
-async function failureOf(run: () => Promise<unknown>): Promise<ApplicationFailure> {
-  try {
-    await run();
-  } catch (error) {
-    if (error instanceof ApplicationFailure) return error;
-    throw error;
-  }
-  throw new Error('expected an ApplicationFailure');
-}
 
 function expectRefused(failure: ApplicationFailure, file: string): void {
   expect(failure).toMatchObject({ type: 'InvalidConfig', nonRetryable: true });

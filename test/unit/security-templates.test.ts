@@ -17,7 +17,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
+import type { ApplicationFailure } from '@temporalio/common';
 import type { Agent, AgentRequest, AgentResult } from '../../src/agents/types';
 import { ScriptedAgent } from '../../src/agents/scripted';
 import type { Json, StageOutput } from '../../src/model/shapes';
@@ -32,7 +32,7 @@ import {
   promptVars,
   renderPrompt,
 } from '../../src/pipelines/llm';
-import { stageContext } from '../support/contexts';
+import { stageContext, failureOf } from '../support/contexts';
 
 let dir: string;
 let marker: string;
@@ -69,16 +69,6 @@ const INPUT = { text: 'hello', list: [{ name: 'a' }, { name: 'b' }], path: '/etc
 function context(config: Json, input: Json = INPUT, upstream: Record<string, Json> = {}) {
   const agent = new RecordingAgent();
   return { ctx: { ...stageContext({ stage: 'draft', config, input, upstream }), agent: () => agent }, requests: agent.requests };
-}
-
-async function failureOf(run: () => unknown): Promise<ApplicationFailure> {
-  try {
-    await run();
-  } catch (error) {
-    if (error instanceof ApplicationFailure) return error;
-    throw error;
-  }
-  throw new Error('expected an ApplicationFailure');
 }
 
 /** Renders a prompt as the llm stage would, returning the text the model would get. */
