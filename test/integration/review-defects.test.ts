@@ -10,6 +10,7 @@
 import { Registry } from '../../src/activities/registry';
 import { pipeline } from '../../src/model/builder';
 import { validatePipeline } from '../../src/model/pipeline';
+import { TreadlePendingReviews } from '../../src/model/search-attributes';
 import { defaultRegistry } from '../../src/worker';
 import { eventually, startHarness, type Harness } from '../support/harness';
 
@@ -125,3 +126,32 @@ it('runs the 2,100-stage pipeline that used to wedge its worker, with no failed 
   expect(state.events).toHaveLength(10);
   expect(state.eventCount).toBeGreaterThan(4200);
 }, 300_000);
+
+it('keeps TreadlePendingReviews within the server\'s size limit when sixty long-named stages wait at once', async () => {
+  let p = pipeline('many-reviews');
+  const names = Array.from({ length: 60 }, (_, i) => `review-${String(i).padStart(2, '0')}-${'x'.repeat(50)}`);
+  for (const name of names) p = p.stage(name, 'scripted').reviewPolicy(name, 'always');
+  const id = h.id('many-reviews');
+  await h.client.start(p, null, { id });
+  const state = await eventually(async () => {
+    const s = await h.client.getState(id);
+    return s.pendingReviews.length === 60 ? s : undefined;
+  }, 60_000, 'sixty reviews');
+  expect(state.status).toBe('waiting_review');
+  const description = await h.temporal.workflow.getHandle(id).describe();
+  const listed = description.typedSearchAttributes.get(TreadlePendingReviews)!;
+  expect(JSON.stringify(listed).length).toBeLessThanOrEqual(1_500);
+  expect(listed.length).toBeGreaterThan(10);
+  // The first to wait are named, in the order they asked.
+  expect(listed).toEqual(state.pendingReviews.slice(0, listed.length).map((r) => r.stage));
+  // No workflow task failed on the way (a refused upsert would fail every task).
+  const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+  expect(history.events!.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
+  // Listings give the first twenty with details, the rest the attribute holds by name; status has them all.
+  const rows = await eventually(async () => {
+    const all = (await h.client.listPendingReviews()).filter((r) => r.itemId === id);
+    return all.length === listed.length ? all : undefined;
+  }, 20_000, 'the listing');
+  expect(rows.filter((r) => r.reason === 'always')).toHaveLength(20);
+  await h.temporal.workflow.getHandle(id).terminate('test over');
+}, 120_000);
