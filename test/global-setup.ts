@@ -3,7 +3,7 @@
  * uses, never downloading) and bundles the workflow code once; tests connect to it through env vars.
  */
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startDevServer, type DevServer, freePort } from '../src/server/dev-server';
@@ -12,8 +12,15 @@ declare global {
   var __TREADLE_TEST_SERVER__: DevServer | undefined;
 }
 
+const ROOT = path.join(__dirname, '..');
 
-export default async function globalSetup(): Promise<void> {
+/** The part of jest's global config this setup reads: the test paths the run was given. */
+interface RunSelection {
+  testPathPatterns?: { patterns?: readonly string[] };
+}
+
+export default async function globalSetup(globalConfig?: RunSelection): Promise<void> {
+  if (!unitTestsOnly(globalConfig)) ensureBuildIsCurrent();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-test-'));
   const [server, bundle] = await Promise.all([
     startDevServer({
@@ -37,4 +44,50 @@ export default async function globalSetup(): Promise<void> {
 function quietLogger() {
   const noop = (): void => undefined;
   return { trace: noop, debug: noop, info: noop, warn: noop, error: (m: string) => process.stderr.write(`${m}\n`), log: noop };
+}
+
+/**
+ * The CLI, bad-input, server-lifetime, dev-command and agents tests run the build output (lib/), as users
+ * do; `npm test` builds first, `npx jest` does not. Stop before anything starts when lib/ is missing or
+ * older than src/, instead of testing old code.
+ */
+function ensureBuildIsCurrent(): void {
+  const source = newestFile(path.join(ROOT, 'src'));
+  const build = newestFile(path.join(ROOT, 'lib'));
+  if (!source) return;
+  if (!build) throw new Error('lib/ is missing: the CLI tests run the build output. Run "npm run build" first (npm test builds before it runs jest).');
+  if (source.mtimeMs > build.mtimeMs) {
+    throw new Error(
+      `lib/ is older than src/ (${path.relative(ROOT, source.file)} changed after the last build): the CLI tests would run old code. ` +
+        'Run "npm run build" first (npm test builds before it runs jest).',
+    );
+  }
+}
+
+/** The most recently modified file under `dir`, or undefined when there is none. */
+function newestFile(dir: string): { file: string; mtimeMs: number } | undefined {
+  let newest: { file: string; mtimeMs: number } | undefined;
+  let entries;
+  try {
+    entries = readdirSync(dir, { recursive: true, withFileTypes: true });
+  } catch {
+    return undefined;
+  }
+  for (const entry of entries) {
+    if (!entry.isFile()) continue;
+    const file = path.join(entry.parentPath, entry.name);
+    const { mtimeMs } = statSync(file);
+    if (!newest || mtimeMs > newest.mtimeMs) newest = { file, mtimeMs };
+  }
+  return newest;
+}
+
+/** True when every path the run was given lies under test/unit/: those tests never load lib/. */
+function unitTestsOnly(globalConfig: RunSelection | undefined): boolean {
+  const unit = path.join(ROOT, 'test', 'unit');
+  const patterns = globalConfig?.testPathPatterns?.patterns ?? [];
+  return patterns.length > 0 && patterns.every((pattern) => {
+    const absolute = path.resolve(ROOT, pattern);
+    return absolute === unit || absolute.startsWith(`${unit}${path.sep}`);
+  });
 }

@@ -5,7 +5,8 @@
  * 3 MB), command-line usage errors, reviews (unknown stage, stage not waiting, empty reason, edits without an
  * artefact, no such attempt, empty reviewer), signals with garbage payloads, and a stage implementation
  * returning an invalid result. Each gets a specific message; afterwards no workflow on the task queue has a
- * failed workflow task and the items waiting for review still wait and can be answered.
+ * failed workflow task, and the item that waited for review through it all is approved and completes (so
+ * nothing is left waiting in the shared namespace).
  * Oversized payloads: a 3 MB input is refused before starting, naming the size and the limit; a 3 MB
  * approve_with_edits artefact goes to the blob store through the client, and inline it is refused.
  */
@@ -41,6 +42,12 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // Whatever failed, leave nothing running in the shared namespace: listings in later tests see every item.
+  if (h) {
+    for await (const e of h.temporal.workflow.list({ query: `TaskQueue = '${h.taskQueue}' AND ExecutionStatus = 'Running'` })) {
+      await h.temporal.workflow.getHandle(e.workflowId).terminate('bad-input campaign over').catch(() => undefined);
+    }
+  }
   await h?.shutdown();
 });
 
@@ -319,5 +326,24 @@ describe('a 3 MB approve_with_edits artefact', () => {
     const history = await h.temporal.workflow.getHandle(id).fetchHistory();
     expect(history.events!.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
     expect(Buffer.byteLength(JSON.stringify(history))).toBeLessThan(100 * 1024);
+  });
+});
+
+describe('afterwards', () => {
+  it('no workflow on the task queue has a failed workflow task, and the item that waited all along is answered and completes', async () => {
+    const ids: string[] = [];
+    for await (const e of h.temporal.workflow.list({ query: `TaskQueue = '${h.taskQueue}'` })) ids.push(e.workflowId);
+    expect(ids).toContain(waiting);
+    const failedTasks = await Promise.all(
+      ids.map(async (id) => ({ id, failedTasks: (await h.temporal.workflow.getHandle(id).fetchHistory()).events!.filter((e) => e.workflowTaskFailedEventAttributes).length })),
+    );
+    expect(failedTasks).toEqual(ids.map((id) => ({ id, failedTasks: 0 })));
+
+    expect((await h.client.getState(waiting)).pendingReviews.map((r) => r.stage)).toEqual(['s']);
+    await h.client.approve(waiting, 's', { reviewer: 'campaign' });
+    expect(await h.client.result(waiting)).toEqual(expect.objectContaining({ id: waiting, status: 'completed', failedStages: [] }));
+    const state = await h.client.getState(waiting);
+    expect(state.stages.s!.review).toEqual(expect.objectContaining({ kind: 'approve', reviewer: 'campaign' }));
+    expect(state.stages.t!.status).toBe('completed');
   });
 });

@@ -7,15 +7,17 @@
  * pipeline's LLM variant with the scripted agent and with the fake server.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AnthropicAgent } from '../../src/agents/anthropic';
 import { defaultAgentProviders } from '../../src/agents';
+import { promptHash } from '../../src/agents/prompt-hash';
 import { pipeline } from '../../src/model/builder';
 import type { WorkItemState } from '../../src/model/state';
 import { readPipelineFile } from '../../src/pipelines/catalog';
 import { startFakeAnthropic, type FakeAnthropic } from '../support/fake-anthropic';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { ATTEMPT_TIMEOUT, ATTEMPT_TIMEOUT_TEXT, FAR_TOO_SLOW_MS, PROMPT_CANCELLATION } from '../support/attempt-timeout';
 
 let fake: FakeAnthropic;
 let h: Harness;
@@ -23,6 +25,7 @@ beforeAll(async () => {
   fake = await startFakeAnthropic();
   h = await startHarness({
     agents: { ...defaultAgentProviders(), anthropic: () => new AnthropicAgent({ apiKey: 'test-key', baseURL: fake.baseURL }) },
+    worker: PROMPT_CANCELLATION,
   });
 });
 afterAll(async () => {
@@ -50,6 +53,18 @@ const userPrompt = (i: number): string => {
   const body = fake.requests[i]!.body as { messages: { content: string }[] };
   return body.messages.map((m) => m.content).join('\n');
 };
+/** Every string in a history, payloads decoded: what anyone who can read the history sees. */
+const textOf = (value: unknown): string => {
+  if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
+  if (typeof value === 'string') return value;
+  if (value !== null && typeof value === 'object') return Object.values(value).map(textOf).join('\n');
+  return '';
+};
+/** The contents of every file under a blob store's folder. */
+const storedTexts = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => readFileSync(path.join(entry.parentPath, entry.name), 'utf8'));
 const until = (id: string, status: WorkItemState['status']) =>
   eventually(async () => {
     const s = await h.client.getState(id);
@@ -70,8 +85,14 @@ it('calls the model with the rendered prompt and a forced schema tool, and logs 
   expect(userPrompt(0)).toContain('Summarize for an engineer: Temporal keeps agent pipelines alive.');
   const [call] = state.stages.summarize!.attempts[0]!.calls!;
   expect(call).toEqual(expect.objectContaining({ correlationId: `${id}/summarize/1`, provider: 'anthropic', model: 'claude-sonnet-4-6', inputTokens: 120, outputTokens: 30, status: 'success' }));
-  expect(call!.promptHash).toMatch(/^sha256:[0-9a-f]{64}$/);
-  expect(JSON.stringify(state)).not.toContain('Temporal keeps agent pipelines alive.'.repeat(1) + '"promptHash');
+  // The call log keeps the hash of what was sent, never the prompt: not in the state, the history or the blob store.
+  const sent = 'Summarize for an engineer: Temporal keeps agent pipelines alive.';
+  expect(call!.promptHash).toBe(promptHash({ model: 'claude-sonnet-4-6', messages: [{ role: 'user', content: userPrompt(0) }], outputSchema: SCHEMA }));
+  const history = textOf(await h.temporal.workflow.getHandle(id).fetchHistory());
+  expect(history).toContain(call!.promptHash);
+  expect(history).not.toContain(sent);
+  expect(JSON.stringify(state)).not.toContain(sent);
+  expect(storedTexts(h.blobs.dir).filter((text) => text.includes(sent))).toEqual([]);
   expect(state.usage!.total).toEqual(expect.objectContaining({ calls: 1, inputTokens: 120, outputTokens: 30, estimatedCostUsd: 0.00081 }));
 });
 
@@ -123,14 +144,15 @@ it('fails the stage at once on a 400, with the API\'s message', async () => {
 });
 
 it('times out a slow reply, aborts the request, and retries with timeout feedback', async () => {
-  fake.enqueue({ kind: 'slow', delayMs: 20_000, then: { kind: 'tool', input: { summary: 'too late' } } }, { kind: 'tool', input: { summary: 'In time this time.' } });
+  fake.enqueue({ kind: 'slow', delayMs: FAR_TOO_SLOW_MS, then: { kind: 'tool', input: { summary: 'too late' } } }, { kind: 'tool', input: { summary: 'In time this time.' } });
   const id = h.id();
-  await h.client.start(summarize({ retry_budget: { max_attempts: 2, attempt_timeout: '3s' } }), { text: 'x' }, { id });
+  await h.client.start(summarize({ retry_budget: { max_attempts: 2, attempt_timeout: ATTEMPT_TIMEOUT } }), { text: 'x' }, { id });
   expect((await h.client.result(id)).status).toBe('completed');
   const { stages, usage } = await h.client.getState(id);
-  expect(stages.summarize!.attempts[0]).toEqual(expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: 'attempt timed out after 3s' }) }));
+  expect(stages.summarize!.attempts[0]).toEqual(expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: ATTEMPT_TIMEOUT_TEXT }) }));
+  expect(stages.summarize!.attempts[1]!.timedOut).toBeUndefined();
   expect(stages.summarize!.artefact).toEqual({ summary: 'In time this time.' });
-  expect(userPrompt(1)).toContain('attempt timed out after 3s');
+  expect(userPrompt(1)).toContain(ATTEMPT_TIMEOUT_TEXT);
   // The call the timeout cut off is in the attempt's call log and in the usage (the budget counts it).
   expect(stages.summarize!.attempts[0]!.calls!.map((c) => [c.correlationId, c.status])).toEqual([[`${id}/summarize/1`, 'timeout']]);
   expect(usage!.total.calls).toBe(2);
@@ -141,7 +163,7 @@ it('times out a slow reply, aborts the request, and retries with timeout feedbac
   expect(cancelled).toBeDefined();
   expect(scheduled).toHaveLength(2);
   expect(Number(String(scheduled[1]!.eventId))).toBeGreaterThan(Number(String(cancelled.eventId)));
-});
+}, 90_000);
 
 it('an expired budget review whose policy approves lets the stage continue, as approval would', async () => {
   fake.enqueue({ kind: 'tool', input: { summary: 'x' }, usage: { input_tokens: 800, output_tokens: 300 } }, { kind: 'tool', input: { summary: 'after the budget' } });

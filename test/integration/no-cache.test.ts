@@ -3,11 +3,12 @@
  * whole history from the start, so any nondeterminism in the workflow shows up as a failure here.
  */
 import { startHarness, type Harness } from '../support/harness';
-import { SCENARIOS } from '../support/scenarios';
+import { SCENARIOS, SCENARIO_TEST_MS } from '../support/scenarios';
+import { PROMPT_CANCELLATION } from '../support/attempt-timeout';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ worker: { maxCachedWorkflows: 0 } });
+  h = await startHarness({ worker: { maxCachedWorkflows: 0, ...PROMPT_CANCELLATION } });
 });
 afterAll(async () => {
   await h?.shutdown();
@@ -22,4 +23,4 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))('%s finishes with every task
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
   expect(history.events!.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
   expect(state.events.map((e) => e.seq)).toEqual(state.events.map((_, i) => i + 1));
-});
+}, SCENARIO_TEST_MS);

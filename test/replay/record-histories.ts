@@ -7,11 +7,12 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { startHarness, type Harness } from '../support/harness';
-import { SCENARIOS } from '../support/scenarios';
+import { SCENARIOS, SCENARIO_TEST_MS } from '../support/scenarios';
+import { PROMPT_CANCELLATION } from '../support/attempt-timeout';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startHarness({ worker: PROMPT_CANCELLATION });
 });
 afterAll(async () => {
   await h?.shutdown();
@@ -27,4 +28,4 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))('records %s', async (name, s
   const file = path.join(__dirname, 'histories', `${name}.json`);
   writeFileSync(file, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
   expect(history.events!.length).toBeGreaterThan(10);
-});
+}, SCENARIO_TEST_MS);

@@ -4,17 +4,26 @@
  */
 import type { Harness } from './harness';
 import { pipeline } from '../../src/model/builder';
+import { ATTEMPT_TIMEOUT, FAR_TOO_SLOW_MS } from './attempt-timeout';
+
+/**
+ * How long a scenario waits for a stage to ask for review: several attempts, one of them timed out, with
+ * every task replayed in the no-cache run on a loaded machine.
+ */
+export const REVIEW_WAIT_MS = 90_000;
+/** A jest timeout that covers any one scenario, waits for review included. */
+export const SCENARIO_TEST_MS = 2 * REVIEW_WAIT_MS;
 
 /** A named scenario: starts an item, drives its reviews, and waits for the result (or for a review). */
 export interface Scenario {
   name: string;
   /** The one right status when `run` returns. */
-  expected: 'completed' | 'failed' | 'waiting_review';
+  expected: 'completed' | 'failed' | 'waiting_review' | 'cancelled';
   run(h: Harness, id: string): Promise<void>;
 }
 
 const waitForReview = async (h: Harness, id: string, stage: string): Promise<void> => {
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + REVIEW_WAIT_MS;
   while (Date.now() < deadline) {
     const state = await h.client.getState(id);
     if (state.pendingReviews.some((r) => r.stage === stage)) return;
@@ -59,10 +68,10 @@ export const SCENARIOS: Scenario[] = [
         .stage('never', 'scripted', { dependsOn: ['judged'] })
         .qualityGate('slow', 'scripted')
         .qualityGate('judged', 'scripted')
-        .retryBudget('slow', { maxAttempts: 2, attemptTimeout: '3s' })
+        .retryBudget('slow', { maxAttempts: 2, attemptTimeout: ATTEMPT_TIMEOUT })
         .activityOptions('flaky', { retry: { initialInterval: '100ms', maximumAttempts: 3 } })
         .reviewPolicy('judged', 'on_uncertain');
-      const script = { slow: [{ sleepMs: 10_000 }, {}], flaky: [{ error: 'transient', errorTimes: 1 }], judged: [{ verdict: 'uncertain', summary: 'a human should look' }] };
+      const script = { slow: [{ sleepMs: FAR_TOO_SLOW_MS }, {}], flaky: [{ error: 'transient', errorTimes: 1 }], judged: [{ verdict: 'uncertain', summary: 'a human should look' }] };
       await h.client.start(spec, { script }, { id });
       await waitForReview(h, id, 'judged');
       const handle = h.temporal.workflow.getHandle(id);
@@ -94,6 +103,24 @@ export const SCENARIOS: Scenario[] = [
       await waitForReview(h, id, 'ask');
       await h.client.approve(id, 'ask', { reviewer: 'replay' });
       await h.client.result(id).catch(() => undefined);
+    },
+  },
+  {
+    // Cancelled while one stage runs (its activity is cancelled and the workflow waits for it to stop)
+    // and another waits for review.
+    name: 'cancelled-running-and-waiting',
+    expected: 'cancelled',
+    async run(h, id) {
+      const spec = pipeline('replay-cancelled')
+        .stage('slow', 'scripted')
+        .stage('check', 'scripted')
+        .stage('after', 'scripted', { dependsOn: ['slow', 'check'] })
+        .reviewPolicy('check', 'always');
+      await h.client.start(spec, { script: { slow: [{ sleepMs: FAR_TOO_SLOW_MS }] } }, { id });
+      await waitForReview(h, id, 'check');
+      const handle = h.temporal.workflow.getHandle(id);
+      await handle.cancel();
+      await handle.result().catch(() => undefined);
     },
   },
   {
