@@ -21,6 +21,9 @@ export function defaultRegistry(): Registry {
   return registerDocumentPipeline(registerLlm(registerScripted(new Registry())));
 }
 
+/** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
+const HEARTBEAT_THROTTLE = '1s';
+
 /** Options for {@link createWorker}. */
 export interface TreadleWorkerOptions {
   connection: NativeConnection;
@@ -56,6 +59,11 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     // The safety net under Treadle's own references: any payload that still reaches 256 KiB (a large spec,
     // an inline edit, a big query answer) travels through the same blob store by reference.
     dataConverter: { externalStorage: treadleExternalStorage(blobs) },
+    // Core throttles heartbeats to 0.8 × the heartbeat timeout (24 s by default), and a cancellation (an
+    // attempt timeout) reaches an activity only with a heartbeat's answer: unthrottled, an attempt ends
+    // within one heartbeat interval (5 s at most) of its timeout instead of up to 24 s later.
+    maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
+    defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     ...options.worker,
   });
 }
