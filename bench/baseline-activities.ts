@@ -29,7 +29,7 @@ export function createBaselineActivities() {
     async judge(input: JudgeInput): Promise<JudgeResult> {
       return input.attempt <= input.rejectFirst ? { accepted: false, feedback: `attempt ${input.attempt} rejected` } : { accepted: true };
     },
-    async producePayload(input: { bytes: number }): Promise<{ text: string }> {
+    async producePayload(input: { bytes: number; document?: string }): Promise<{ text: string }> {
       return { text: 'x'.repeat(input.bytes) };
     },
     async consumePayload(input: { text: string }): Promise<NoopResult> {

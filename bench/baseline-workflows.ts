@@ -70,9 +70,12 @@ export async function retryLoop(input: { maxAttempts: number; rejectFirst: numbe
   return { attempts: input.maxAttempts, accepted: false };
 }
 
-/** One activity returns a payload of `bytes` characters; the next receives it as its input. */
-export async function largePayload(input: { bytes: number }): Promise<{ consumed: number }> {
-  const payload = await producePayload({ bytes: input.bytes });
+/**
+ * The workflow's input is a document; one activity receives it and returns a payload of `bytes` characters;
+ * the next receives that as its input.
+ */
+export async function largePayload(input: { bytes: number; document?: string }): Promise<{ consumed: number }> {
+  const payload = await producePayload({ bytes: input.bytes, ...(input.document !== undefined ? { document: input.document } : {}) });
   const result = await consumePayload(payload);
   return { consumed: result.i };
 }

@@ -4,7 +4,7 @@
  * machine, versions and settings that goes into the results.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -30,6 +30,7 @@ export interface EnvironmentRecord {
   node: string;
   temporalSdk: string;
   server: string;
+  /** The SQLite pragmas the dev server actually ran with (`server.sqlitePragmas`). */
   sqlitePragmas: Record<string, string>;
   /** The resolved worker settings (the same for both workers). */
   worker: {
@@ -55,6 +56,11 @@ export interface WorkerWarning {
 /** Everything a scenario needs. */
 export interface BenchEnvironment {
   temporal: Client;
+  /**
+   * The same server through a connection that never retries: the client's default retries a refused
+   * oversized start (RESOURCE_EXHAUSTED) for about 40 s before giving up with the same error.
+   */
+  temporalWithoutRetries: Client;
   treadle: TreadleClient;
   baselineQueue: string;
   /** The dev server's process id, for CPU accounting. */
@@ -62,6 +68,8 @@ export interface BenchEnvironment {
   /** Every warning logged so far, oldest first. */
   warnings: readonly WorkerWarning[];
   record: EnvironmentRecord;
+  /** Treadle's prebundled workflows, for scenarios that start workers of their own. */
+  treadleBundle: WorkflowBundle;
   shutdown(): Promise<void>;
 }
 
@@ -90,7 +98,8 @@ function sdkVersion(): string {
   return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
 }
 
-const quietBundlerLogger = {
+/** Bundler logging: errors only. */
+export const quietBundlerLogger = {
   trace: () => undefined,
   debug: () => undefined,
   info: () => undefined,
@@ -179,15 +188,20 @@ export async function startEnvironment(progress: (message: string) => void, onWo
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
     const temporal = new Client({ connection, namespace: server.namespace });
+    const noRetryConnection = await Connection.connect({ address: server.address, interceptors: [] });
+    cleanups.push(() => noRetryConnection.close());
+    const temporalWithoutRetries = new Client({ connection: noRetryConnection, namespace: server.namespace });
     const treadle = new TreadleClient(temporal, { taskQueue: TREADLE_QUEUE, blobs });
 
     return {
       temporal,
+      temporalWithoutRetries,
       treadle,
       baselineQueue: BASELINE_QUEUE,
       ...(server.pid !== undefined ? { serverPid: server.pid } : {}),
       warnings,
       record: describeEnvironment(server, treadleWorker),
+      treadleBundle,
       shutdown,
     };
   } catch (error) {
@@ -210,7 +224,7 @@ function describeEnvironment(server: DevServer, worker: Worker): EnvironmentReco
     node: process.version,
     temporalSdk: sdkVersion(),
     server: cliVersion(server.binary) ?? `unknown (${server.binary})`,
-    sqlitePragmas: { ...SQLITE_PRAGMAS },
+    sqlitePragmas: { ...server.sqlitePragmas },
     worker: {
       maxCachedWorkflows: worker.options.maxCachedWorkflows,
       maxConcurrentWorkflowTaskExecutions: worker.options.maxConcurrentWorkflowTaskExecutions ?? null,

@@ -23,6 +23,9 @@ export interface Sizes {
   artefactBytes: number[];
   artefactRuns: number;
   waitingItems: number;
+  /** Server settings: items at once on each of the three dev servers, and rounds of them (0: not run). */
+  serverItemsAtOnce: number;
+  serverRounds: number;
 }
 
 /** Sizes of each mode; `quick` must finish in under two minutes on a 2-core machine. */
@@ -37,9 +40,12 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     reviewItems: 10,
     fanOutWidths: [50, 200],
     fanOutRuns: 1,
-    artefactBytes: [1_000_000, 10_000_000],
+    artefactBytes: [1_000, 1_000_000, 10_000_000],
     artefactRuns: 1,
     waitingItems: 100,
+    // Three more servers would not fit CI's budget; `--medium` and the full run measure them.
+    serverItemsAtOnce: 60,
+    serverRounds: 0,
   },
   medium: {
     mode: 'medium',
@@ -51,9 +57,11 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     reviewItems: 25,
     fanOutWidths: [50, 200],
     fanOutRuns: 2,
-    artefactBytes: [1_000_000, 10_000_000],
+    artefactBytes: [1_000, 1_000_000, 10_000_000],
     artefactRuns: 2,
     waitingItems: 500,
+    serverItemsAtOnce: 60,
+    serverRounds: 1,
   },
   full: {
     mode: 'full',
@@ -65,9 +73,11 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     reviewItems: 50,
     fanOutWidths: [50, 200],
     fanOutRuns: 3,
-    artefactBytes: [1_000_000, 10_000_000],
+    artefactBytes: [1_000, 1_000_000, 10_000_000],
     artefactRuns: 3,
     waitingItems: 1000,
+    serverItemsAtOnce: 60,
+    serverRounds: 2,
   },
 };
 

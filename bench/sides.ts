@@ -30,6 +30,7 @@ export interface Side {
   startFanOut(id: string, width: number): Promise<void>;
   startReview(id: string): Promise<void>;
   startRetry(id: string, rejections: number): Promise<void>;
+  /** An item whose input is a document of `bytes` characters and whose first stage makes an artefact as large. */
   startLarge(id: string, bytes: number): Promise<void>;
   /** Resolves once the item waits for its review (polled through a query). */
   untilWaiting(id: string): Promise<void>;
@@ -51,7 +52,7 @@ export function treadleSide(client: TreadleClient): Side {
     startFanOut: (id, width) => start(id, fanOutPipelineSpec(width)),
     startReview: (id) => start(id, reviewPipelineSpec),
     startRetry: (id, rejections) => start(id, retryPipelineSpec(rejections + 1), retryScript(rejections)),
-    startLarge: (id, bytes) => start(id, largeArtefactPipelineSpec(bytes)),
+    startLarge: (id, bytes) => start(id, largeArtefactPipelineSpec(bytes), { document: payloadText(bytes) }),
     untilWaiting: (id) => poll(id, async () => (await client.getState(id)).status === 'waiting_review'),
     approve: async (id, via = 'update') => {
       if (via === 'update') await client.approve(id, 'review', { reviewer: 'bench' });
@@ -65,8 +66,11 @@ export function treadleSide(client: TreadleClient): Side {
   };
 }
 
-/** Plain workflows from `baseline-workflows.ts` on their own task queue. */
-export function baselineSide(client: Client, taskQueue: string): Side {
+/**
+ * Plain workflows from `baseline-workflows.ts` on their own task queue. Large payloads start through
+ * `startClient` when given (a client that does not retry, so an oversized start fails at once).
+ */
+export function baselineSide(client: Client, taskQueue: string, startClient: Client = client): Side {
   return {
     name: 'baseline',
     startLinear: async (id, stages) => {
@@ -82,7 +86,7 @@ export function baselineSide(client: Client, taskQueue: string): Side {
       await client.workflow.start(retryLoop, { taskQueue, workflowId: id, args: [{ maxAttempts: rejections + 1, rejectFirst: rejections }] });
     },
     startLarge: async (id, bytes) => {
-      await client.workflow.start(largePayload, { taskQueue, workflowId: id, args: [{ bytes }] });
+      await startClient.workflow.start(largePayload, { taskQueue, workflowId: id, args: [{ bytes, document: payloadText(bytes) }] });
     },
     untilWaiting: (id) => poll(id, () => client.workflow.getHandle(id).query(isWaitingQuery)),
     approve: async (id) => {
@@ -93,6 +97,11 @@ export function baselineSide(client: Client, taskQueue: string): Side {
     },
     handle: (id) => client.workflow.getHandle(id),
   };
+}
+
+/** The document of the large-payload scenario: `bytes` characters. */
+function payloadText(bytes: number): string {
+  return 'd'.repeat(bytes);
 }
 
 async function poll(id: string, check: () => Promise<boolean>): Promise<void> {

@@ -74,7 +74,10 @@ export function retryScript(rejections: number) {
   };
 }
 
-/** `produce` makes an artefact of `bytes` characters; `consume` receives it as its upstream artefact. */
+/**
+ * `produce` makes an artefact of `bytes` characters; `consume` receives it as its upstream artefact. Both
+ * receive the item's input (the large-payload scenario passes a document as large as the artefact).
+ */
 export function largeArtefactPipelineSpec(bytes: number) {
   return {
     name: `bench-large-${bytes}`,

@@ -1,19 +1,23 @@
 /**
  * Many waiting items: N work items waiting for review at once. Reports this process's RSS (it runs both
  * workers) before and after, and how long `TreadleClient.listPendingReviews()` takes to list them all.
- * `listPendingReviews` finds the items with one visibility query and then runs one `state` query per item
- * (16 at a time), so its time grows with N; the visibility query alone is timed too. The same number of
+ * `listPendingReviews` is one visibility listing that reads each item's `treadleReviews` memo (no query to
+ * any item, no worker needed); the bare visibility listing is timed too, as the floor. The same number of
  * baseline workflows waiting for a signal gives the memory cost of a plain waiting workflow.
  */
 import { PENDING_REVIEWS_QUERY } from '../../src/model/search-attributes';
 import { reviewPipelineSpec } from '../treadle-pipelines';
-import { ratio, round } from '../statistics';
+import { median, ratio, round } from '../statistics';
 import { fmt, fmtRatio, mapLimited, nowMs, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { Side } from '../sides';
 
+/** The goal (issue 7): listing 1,000 waiting reviews takes less than this. */
+export const LISTING_GOAL_MS = 300;
 /** Starts in flight at once. */
 const START_CONCURRENCY = 20;
 const LISTING_POLL_MS = 250;
+/** Listing calls timed once everything is listed; the median is reported. */
+const STEADY_CALLS = 5;
 const LISTING_TIMEOUT_MS = 300_000;
 
 export interface MemorySample {
@@ -33,9 +37,9 @@ export interface WaitingItemsResult {
     firstCompleteAfterMs: number;
     /** Duration of that complete call. */
     firstCompleteCallMs: number;
-    /** One more call once everything is listed. */
+    /** Median of a few more calls once everything is listed. */
     steadyCallMs: number;
-    /** The visibility query alone (no per-item state queries). */
+    /** The visibility listing alone (the same call, without reading the memos into listings). */
     visibilityOnlyMs: number;
     calls: number;
     listed: number;
@@ -92,16 +96,23 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
   const firstCompleteAfterMs = nowMs() - listedFrom;
   const afterTreadle = memory();
 
-  const steadyStarted = nowMs();
-  const steady = await client.listPendingReviews({ pipeline: reviewPipelineSpec.name });
-  const steadyCallMs = nowMs() - steadyStarted;
-  if (steady.length !== n) throw new Error(`the steady listing returned ${steady.length} of ${n} pending reviews`);
+  // Median of a few calls each, alternating: one call is at the mercy of whatever else the machine does.
+  const steadyCalls: number[] = [];
+  const visibilityCalls: number[] = [];
+  for (let call = 0; call < STEADY_CALLS; call++) {
+    const steadyStarted = nowMs();
+    const steady = await client.listPendingReviews({ pipeline: reviewPipelineSpec.name });
+    steadyCalls.push(nowMs() - steadyStarted);
+    if (steady.length !== n) throw new Error(`the steady listing returned ${steady.length} of ${n} pending reviews`);
 
-  const visibilityStarted = nowMs();
-  let visible = 0;
-  for await (const _ of client.client.workflow.list({ query: `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'` })) visible++;
-  const visibilityOnlyMs = nowMs() - visibilityStarted;
-  if (visible !== n) throw new Error(`the visibility query returned ${visible} of ${n} items`);
+    const visibilityStarted = nowMs();
+    let visible = 0;
+    for await (const _ of client.client.workflow.list({ query: `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'` })) visible++;
+    visibilityCalls.push(nowMs() - visibilityStarted);
+    if (visible !== n) throw new Error(`the visibility query returned ${visible} of ${n} items`);
+  }
+  const steadyCallMs = median(steadyCalls);
+  const visibilityOnlyMs = median(visibilityCalls);
 
   const result: WaitingItemsResult = {
     items: n,
@@ -134,7 +145,7 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
       { scenario: name, metric: 'process RSS after starting them (cumulative)', treadle: fmt(afterTreadle.rssMiB, ' MiB'), baseline: fmt(afterBaseline.rssMiB, ' MiB'), ratio: '' },
       {
         scenario: name,
-        metric: 'listPendingReviews: one call / first complete',
+        metric: 'listPendingReviews: median call / first complete',
         treadle: `${fmt(result.listing.steadyCallMs, ' ms')} / ${fmt(result.listing.firstCompleteAfterMs, ' ms')}`,
         baseline: `visibility list only: ${fmt(result.listing.visibilityOnlyMs, ' ms')}`,
         ratio: '',

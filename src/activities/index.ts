@@ -6,9 +6,9 @@
  */
 import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact, type BlobStore } from '../storage/blob-store';
+import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact as resolveStored, type BlobStore } from '../storage/blob-store';
 import type { GateContext, ImplementationContext, Registry, StageContext } from './registry';
-import { CallRecordSchema, QualityFeedbackSchema, QualityVerdictSchema, StageOutputSchema, isBlobRef, type AttemptRecord, type CallRecord, type Json, type QualityFeedback, type QualityVerdict } from '../model/shapes';
+import { CallRecordSchema, QualityFeedbackSchema, QualityVerdictSchema, StageOutputSchema, isBlobRef, type AttemptRecord, type CallRecord, type Json, type QualityFeedback, type QualityVerdict, type StageOutput } from '../model/shapes';
 import { MAX_INLINE_FEEDBACK_BYTES, shortFeedback, truncateText } from '../model/limits';
 import type { GateRef } from '../model/gate-ref';
 import type { PipelineSpec } from '../model/pipeline';
@@ -77,7 +77,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
         const before = await readAttemptLog(input.previousAttempts, deps.blobs);
         const previousLog = before.length > 0 ? (await deps.blobs.put(Buffer.from(JSON.stringify(before)), 'application/json', `${before.length} earlier attempts of ${input.stage}`)).ref : null;
         const ctx: StageContext = { ...(await baseContext(input, before, deps.blobs, supervision, agents)), feedback: await resolveFeedback(input.feedback, deps.blobs) };
-        const parsed = StageOutputSchema.safeParse(await impl(ctx));
+        const parsed = parseStageOutput(await impl(ctx));
         if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
         const output = parsed.data;
         const summary = output.summary !== undefined ? truncateText(output.summary) : undefined;
@@ -227,6 +227,63 @@ function callsFromHeartbeat(details: { calls?: unknown } | undefined): CallRecor
 function invalidResult(what: string, issues: { path: PropertyKey[]; message: string }[]): ApplicationFailure {
   const first = issues.slice(0, 3).map((i) => `${i.path.map(String).join('.') || 'result'}: ${i.message}`);
   return ApplicationFailure.nonRetryable(`${what} returned an invalid result: ${first.join('; ')}`, 'InvalidImplementationResult');
+}
+
+/**
+ * The blob store's `resolveArtefact`, minus its schema check for the values that cannot be references
+ * (inline artefacts, `null` inputs): that check runs zod on the worker's main thread for every input,
+ * upstream artefact and config of every activity.
+ */
+function resolveArtefact(value: Json | undefined, blobs: BlobStore): Promise<Json | undefined> | Json | undefined {
+  const mayBeReference = typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string';
+  return mayBeReference ? resolveStored(value, blobs) : value;
+}
+
+/** Nesting deeper than this goes through zod (which recurses as deep as it must). */
+const FAST_JSON_DEPTH = 32;
+
+/**
+ * `StageOutputSchema.safeParse`, with a fast path for what implementations nearly always return: a known
+ * outcome (or none), a plain JSON artefact and a string summary. Anything else (a rejection, unknown keys,
+ * values JSON cannot carry, unusual objects) goes through zod, so what is refused and why stays the schema's.
+ */
+function parseStageOutput(value: unknown): { success: true; data: StageOutput } | ReturnType<typeof StageOutputSchema.safeParse> {
+  if (!isPlainObject(value)) return StageOutputSchema.safeParse(value);
+  const { outcome, artefact, summary, ...rest } = value as Record<string, unknown>;
+  const plain =
+    Reflect.ownKeys(rest).length === 0 &&
+    (outcome === undefined || STAGE_OUTCOMES.has(outcome as string)) &&
+    (summary === undefined || typeof summary === 'string') &&
+    (artefact === undefined || isPlainJson(artefact, 0));
+  if (!plain) return StageOutputSchema.safeParse(value);
+  const data: StageOutput = { outcome: (outcome ?? 'completed') as StageOutput['outcome'] };
+  if (artefact !== undefined) data.artefact = artefact as Json;
+  if (summary !== undefined) data.summary = summary as string;
+  return { success: true, data };
+}
+
+const STAGE_OUTCOMES = new Set<string>(StageOutputSchema.shape.outcome.unwrap().options);
+
+function isPlainObject(value: unknown): value is object {
+  if (typeof value !== 'object' || value === null) return false;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** True only for values `JsonSchema` surely accepts unchanged: finite numbers, dense arrays, plain objects. */
+function isPlainJson(value: unknown, depth: number): boolean {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (depth >= FAST_JSON_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!isPlainJson(value[i], depth + 1)) return false;
+    return true;
+  }
+  if (!isPlainObject(value)) return false;
+  for (const key of Reflect.ownKeys(value)) {
+    if (typeof key !== 'string' || key === '__proto__' || !isPlainJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+  }
+  return true;
 }
 
 /** Feedback too long for the history goes to the blob store; the history keeps its short form. */

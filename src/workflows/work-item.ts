@@ -201,29 +201,32 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const stageByName = new Map(spec.stages.map((s) => [s.name, s]));
   publish();
 
-  // Runner promises never reject: a cancellation is kept and rethrown by the loop below, and any other
-  // error (an engine bug) fails its stage instead of failing workflow tasks forever.
+  // A runner never rejects: a cancellation is kept and rethrown by the loop below, and any other
+  // error (an engine bug) fails its stage instead of failing workflow tasks forever. One `then` rather than
+  // a .catch().finally() chain: the SDK records a stack trace for every promise a workflow creates.
   let cancellation: unknown;
-  const runner = (stage: StageSpec): Promise<void> =>
-    runStage({ stage, spec, state, input, itemId, emit, touch: () => (changed = true), resolutions, usesAgent: usesAgent(stage, agentBacked) })
-      .catch((error: unknown) => {
-        if (isCancellation(error)) cancellation ??= error;
-        else if (!['completed', 'failed', 'skipped'].includes(state.stages[stage.name]!.status)) {
-          const message = `internal error in the stage runner: ${describeFailure(error)}`;
-          Object.assign(state.stages[stage.name]!, { status: 'failed', error: message, completedAt: now() });
-          emit('StageFailed', `${stage.name} failed: ${message}`, { stage: stage.name });
-        }
-      })
-      .finally(() => {
-        changed = true;
-      });
+  const touch = (): void => {
+    changed = true;
+  };
+  const runner = (stage: StageSpec): void => {
+    void runStage({ stage, spec, state, input, itemId, emit, touch, resolutions, usesAgent: usesAgent(stage, agentBacked) }).then(touch, (error: unknown) => {
+      if (isCancellation(error)) cancellation ??= error;
+      else if (!['completed', 'failed', 'skipped'].includes(state.stages[stage.name]!.status)) {
+        const message = `internal error in the stage runner: ${describeFailure(error)}`;
+        Object.assign(state.stages[stage.name]!, { status: 'failed', error: message, completedAt: now() });
+        emit('StageFailed', `${stage.name} failed: ${message}`, { stage: stage.name });
+      }
+      touch();
+    });
+  };
 
   try {
     for (;;) {
+      let skipped = false;
       for (const { stage, because } of stagesToSkip(spec, state.stages)) {
         state.stages[stage] = { ...state.stages[stage]!, status: 'skipped', skipReason: 'upstream_failed', error: `dependency ${because} did not complete` };
         emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
-        changed = true;
+        skipped = true;
       }
       // At most max_parallel stages run at once, so no width of pipeline floods one activation or passes
       // Temporal's pending-activity limit; the rest start in spec order as others settle.
@@ -231,8 +234,11 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       for (const name of free > 0 ? readyStages(spec, state.stages) : []) {
         if (free-- <= 0) break;
         state.stages[name]!.status = 'running';
-        void runner(stageByName.get(name)!);
+        runner(stageByName.get(name)!);
       }
+      // The runners just started touched the state before their first await; the publish below covers
+      // that, so only skips (whose dependents may be skipped in turn) call for another pass at once.
+      changed = skipped;
       publish();
       if (allSettled(state.stages)) break;
       await condition(() => changed || cancellation !== undefined);
@@ -347,7 +353,6 @@ async function runStage(run: StageRun): Promise<void> {
   }
 }
 
-/** One attempt: execute, then judge, inside the attempt timeout when the budget sets one. */
 /** Where a stage's attempt log stands: its blob reference and how many attempts it holds. */
 interface AttemptLog {
   ref: string | null;
@@ -359,7 +364,11 @@ function previousOf(attempts: AttemptRecord[], log: AttemptLog, attempt: number)
   return { log: log.ref, recent: attempts.slice(log.count, attempt - 1).map(compactAttempt) };
 }
 
-async function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedback: QualityFeedback | null): Promise<AttemptOutcome> {
+/**
+ * One attempt: execute, then judge, inside the attempt timeout when the budget sets one. Not itself async:
+ * without a timeout it hands back the work's own promise instead of wrapping it in another one.
+ */
+function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedback: QualityFeedback | null): Promise<AttemptOutcome> {
   const { stage, state } = run;
   const attempts = state.stages[stage.name]!.attempts;
   const previousAttempts = previousOf(attempts, log, record.attempt);
@@ -397,7 +406,11 @@ async function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog,
   };
   const timeoutMs = stage.retryBudget.attemptTimeoutMs;
   if (timeoutMs === null) return work();
-  // CancellationScope.withTimeout, but with a timer the Web UI can name.
+  return withAttemptTimeout(stage, record, timeoutMs, work);
+}
+
+/** CancellationScope.withTimeout, but with a timer the Web UI can name; a timeout is an outcome, not an error. */
+async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, timeoutMs: number, work: () => Promise<AttemptOutcome>): Promise<AttemptOutcome> {
   const attemptScope = new CancellationScope();
   let timedOut = false;
   try {
