@@ -414,7 +414,7 @@ async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, timeo
   const attemptScope = new CancellationScope();
   let timedOut = false;
   try {
-    return await attemptScope.run(async () => {
+    const outcome = await attemptScope.run(async () => {
       const timerScope = new CancellationScope();
       const summary = `${stage.name} · attempt ${record.attempt} timeout`;
       void timerScope.run(() => sleep(timeoutMs, { summary })).then(
@@ -430,6 +430,13 @@ async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, timeo
         if (!timerScope.consideredCancelled) timerScope.cancel();
       }
     });
+    // The timer fired but the work finished before its cancellation reached it: the attempt still ran past
+    // its timeout, as a gated stage's would (its gate is cancelled). Its output stays on the record.
+    if (timedOut && !CancellationScope.current().consideredCancelled) {
+      record.timedOut = true;
+      return { kind: 'timed_out', afterMs: timeoutMs };
+    }
+    return outcome;
   } catch (error) {
     if (timedOut && isCancellation(error) && !CancellationScope.current().consideredCancelled) {
       record.timedOut = true;
