@@ -253,12 +253,20 @@ export class TreadleClient {
 
   /**
    * Calls `onEvent` for each new event until the item finishes or (with `untilReview`) waits for review.
-   * Returns the last state read.
+   * Returns the last state read; its `events` are the last ones delivered, and every event up to its
+   * `eventCount` has been delivered once.
    */
   async watch(id: string, onEvent: (event: TreadleEvent) => void, options: { untilReview?: boolean; afterSeq?: number; signal?: AbortSignal } = {}): Promise<WorkItemState> {
     let seen = options.afterSeq ?? 0;
+    // The whole state is read once, at the end; events that arrived since the last poll are delivered too,
+    // so every event up to the returned state's `eventCount` has been seen exactly once.
+    const finalState = async (): Promise<WorkItemState> => {
+      const state = await this.getState(id, { eventsAfter: seen });
+      for (const event of state.events) onEvent(event);
+      return state;
+    };
     for (;;) {
-      // Only new events travel on each poll; the whole state is read once, at the end.
+      // Only new events travel on each poll.
       const page = await this.call(id, (h) => h.query(eventsQuery, { eventsAfter: seen }));
       for (const event of page.events) {
         onEvent(event);
@@ -266,11 +274,11 @@ export class TreadleClient {
       }
       if (page.events.length > 0 && seen < page.eventCount) continue;
       const done = page.status !== 'running' && page.status !== 'waiting_review';
-      if (done || (options.untilReview && page.status === 'waiting_review') || options.signal?.aborted) return this.getState(id, { eventsAfter: seen });
+      if (done || (options.untilReview && page.status === 'waiting_review') || options.signal?.aborted) return finalState();
       // Terminated or timed-out executions never reach the workflow's own finish; Temporal knows.
       const execution = (await this.handle(id).describe()).status.name;
       if (execution !== 'RUNNING') {
-        const state = await this.getState(id, { eventsAfter: seen });
+        const state = await finalState();
         return { ...state, status: execution === 'COMPLETED' ? 'completed' : 'failed', error: state.error ?? `the workflow execution is ${execution.toLowerCase()}` };
       }
       await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));

@@ -136,7 +136,7 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
     let seen = 0;
     for (;;) {
       const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true, afterSeq: seen });
-      seen = state.events[state.events.length - 1]?.seq ?? seen;
+      seen = state.eventCount;
       if (state.status === 'completed' || state.status === 'failed') {
         process.stdout.write(`\n${renderStatus(state)}\n`);
         break;

@@ -124,6 +124,7 @@ describe('document pipeline spec', () => {
   it('registers every implementation the spec names', () => {
     const registry = registerDocumentPipeline(new Registry());
     expect(registry.names()).toEqual({
+      checkConfig: expect.any(Function),
       stages: ['build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'pdf_to_markdown'],
       gates: ['concept_graph', 'markdown_quality'],
     });
