@@ -15,6 +15,7 @@
  * The slow stages are held open by the test, not by sleeps, so "finishes during the outage" and "still runs
  * when the server is back" hold however slow the machine is.
  */
+import { isAlive } from '../support/processes';
 import { Client, Connection } from '@temporalio/client';
 import { decodeTimeoutType } from '@temporalio/common';
 import { NativeConnection, type Worker } from '@temporalio/worker';
@@ -114,15 +115,6 @@ async function crash(server: DevServer): Promise<void> {
   await eventually(async () => (isAlive(pid) ? undefined : true), 10_000, `the Temporal process ${pid} to die`);
   // Its watchdog saw it die and exited: nothing is left to stop, this only waits for the watchdog to be gone.
   await server.stop();
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 describe.each([

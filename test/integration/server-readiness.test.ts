@@ -8,6 +8,7 @@
  *   not left behind;
  * - a port that is already taken is reported before anything is started.
  */
+import { isAlive } from '../support/processes';
 import { Connection } from '@temporalio/client';
 import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -49,15 +50,6 @@ function withFakeCli<T>(name: string, script: string, fn: () => Promise<T>): Pro
   writeFileSync(file, `#!/bin/sh\n${script}\n`);
   chmodSync(file, 0o755);
   return withEnv('TEMPORAL_CLI', file, fn);
-}
-
-function gone(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch {
-    return true;
-  }
 }
 
 /** A listener that accepts and drops every connection, counting them: each is one gRPC connection attempt. */
@@ -154,7 +146,7 @@ it('stops a server that is alive but never answers once TREADLE_SERVER_START_TIM
     new RegExp(`did not start on 127\\.0\\.0\\.1:${port}: no answer within 3s although the process is alive \\(last: nothing listens on 127\\.0\\.0\\.1:${port} yet\\); raise TREADLE_SERVER_START_TIMEOUT \\(seconds\\) if this machine is slow`),
   );
   const pid = Number(readFileSync(pidFile, 'utf8'));
-  expect(gone(pid)).toBe(true);
+  expect(isAlive(pid)).toBe(false);
 }, 30_000);
 
 it('reports a port that another process holds before starting anything', async () => {

@@ -4,6 +4,7 @@
  * preamble, structured output (parsed and invalid), usage and the call record, and the failure mapping
  * (not installed, non-zero exit, is_error, unreadable stdout, timeout, cancellation), plus heartbeats.
  */
+import { isAlive } from '../support/processes';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,15 +77,6 @@ async function waitFor<T>(probe: () => T | undefined, timeoutMs = 5_000): Promis
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error('timed out waiting');
     await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
 
