@@ -76,6 +76,8 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
         // The earlier attempts, stored as one log so the next attempt's input names it instead of carrying them.
         const before = await readAttemptLog(input.previousAttempts, deps.blobs);
         const previousLog = before.length > 0 ? (await deps.blobs.put(Buffer.from(JSON.stringify(before)), 'application/json', `${before.length} earlier attempts of ${input.stage}`)).ref : null;
+        // Also reported if the attempt is cut off, so the next attempt names the log instead of carrying it.
+        if (previousLog !== null) supervision.report.previousLog = previousLog;
         const ctx: StageContext = { ...(await baseContext(input, before, deps.blobs, supervision, agents)), feedback: await resolveFeedback(input.feedback, deps.blobs) };
         const parsed = parseStageOutput(await impl(ctx));
         if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
@@ -169,6 +171,8 @@ interface Supervision {
   /** What the previous execution of this activity last reported with `heartbeat(details)`. */
   previousProgress: unknown;
   heartbeat(details?: unknown): void;
+  /** Reported with a failure or a cancellation next to the calls (the stage activity's `previousLog`). */
+  report: Record<string, Json>;
 }
 
 async function supervise<T>(run: (supervision: Supervision) => Promise<T>): Promise<T> {
@@ -181,6 +185,7 @@ async function supervise<T>(run: (supervision: Supervision) => Promise<T>): Prom
     signal: context.cancellationSignal,
     calls,
     previousProgress: previous?.progress,
+    report: {},
     heartbeat: (details?: unknown) => {
       if (details !== undefined) progress = details;
       beatNow();
@@ -199,7 +204,7 @@ async function supervise<T>(run: (supervision: Supervision) => Promise<T>): Prom
       // made, including the one cut off, with the cancellation.
       const stopped = await Promise.race([work.then(() => true, () => true), new Promise<false>((r) => setTimeout(() => r(false), CANCEL_GRACE_MS))]);
       if (!stopped) activityLog.warn('implementation did not stop within the grace period after cancellation', { graceMs: CANCEL_GRACE_MS });
-      throw new CancelledFailure(error.message, [{ calls }]);
+      throw new CancelledFailure(error.message, [{ calls, ...supervision.report }]);
     }
     beatNow();
     if (!(error instanceof Error)) throw error;
@@ -209,7 +214,7 @@ async function supervise<T>(run: (supervision: Supervision) => Promise<T>): Prom
       message: error.message,
       type: failure?.type ?? error.name,
       nonRetryable: failure?.nonRetryable === true,
-      details: [{ calls }],
+      details: [{ calls, ...supervision.report }],
       ...(failure?.nextRetryDelay ? { nextRetryDelay: failure.nextRetryDelay } : {}),
       cause: error,
     });

@@ -406,11 +406,11 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
   };
   const timeoutMs = stage.retryBudget.attemptTimeoutMs;
   if (timeoutMs === null) return work();
-  return withAttemptTimeout(stage, record, timeoutMs, work);
+  return withAttemptTimeout(stage, record, log, timeoutMs, work);
 }
 
 /** CancellationScope.withTimeout, but with a timer the Web UI can name; a timeout is an outcome, not an error. */
-async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, timeoutMs: number, work: () => Promise<AttemptOutcome>): Promise<AttemptOutcome> {
+async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, log: AttemptLog, timeoutMs: number, work: () => Promise<AttemptOutcome>): Promise<AttemptOutcome> {
   const attemptScope = new CancellationScope();
   let timedOut = false;
   try {
@@ -438,9 +438,13 @@ async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, timeo
     }
     return outcome;
   } catch (error) {
-    if (timedOut && isCancellation(error) && !CancellationScope.current().consideredCancelled) {
+    // Once the timer fired, whatever ended the attempt (its cancellation, or a worker that died while it was
+    // being cancelled and so a heartbeat timeout) is the timeout, unless the item itself was cancelled.
+    if (timedOut && !CancellationScope.current().consideredCancelled) {
       record.timedOut = true;
       addCalls(record, callsOfFailure(error));
+      const previousLog = detailsOfFailure(error)?.previousLog;
+      if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
       return { kind: 'timed_out', afterMs: timeoutMs };
     }
     throw error;
@@ -492,7 +496,18 @@ async function evaluateGate(
   }
   const mode = 'all' in gate ? 'all' : 'any';
   const parts = 'all' in gate ? gate.all : gate.any;
-  const verdicts = await Promise.all(parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(part, judge, record) })));
+  // Every gate settles before the attempt ends, so a cancelled or failed gate never leaves a sibling running
+  // into the next attempt, and every gate's calls reach the log.
+  const settled = await Promise.allSettled(parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(part, judge, record) })));
+  const verdicts: { gate: string; verdict: QualityVerdict }[] = [];
+  let failure: { error: unknown } | undefined;
+  for (const result of settled) {
+    if (result.status === 'fulfilled') verdicts.push(result.value);
+    // The error rethrown carries its calls to whoever catches it; the other failures' calls are logged here.
+    else if (failure) addCalls(record, callsOfFailure(result.reason));
+    else failure = { error: result.reason };
+  }
+  if (failure) throw failure.error;
   return combineVerdicts(mode, verdicts);
 }
 
@@ -506,9 +521,15 @@ function describeGate(gate: GateRef): string {
  * every failure and of the cancellation it acknowledges.
  */
 function callsOfFailure(error: unknown): CallRecord[] | undefined {
+  const calls = detailsOfFailure(error)?.calls;
+  return Array.isArray(calls) ? (calls as CallRecord[]) : undefined;
+}
+
+/** What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`. */
+function detailsOfFailure(error: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
   const cause = error instanceof ActivityFailure ? error.cause : undefined;
-  const first = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? (cause.details?.[0] as { calls?: unknown } | undefined) : undefined;
-  return Array.isArray(first?.calls) ? (first.calls as CallRecord[]) : undefined;
+  const first = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined;
+  return typeof first === 'object' && first !== null ? (first as { calls?: unknown; previousLog?: unknown }) : undefined;
 }
 
 function addCalls(record: AttemptRecord, calls: CallRecord[] | undefined): void {
