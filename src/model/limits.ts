@@ -15,6 +15,12 @@ export const DEFAULT_MAX_PARALLEL = 50;
 /** The largest `max_parallel` accepted: with gates, each running stage may hold several activities. */
 export const MAX_PARALLEL_LIMIT = 500;
 
+/**
+ * Artefacts, inputs, edits and configs whose JSON is larger go to the blob store (override:
+ * `TREADLE_BLOB_THRESHOLD`); the workflow uses it to skip storing an edit that is small anyway.
+ */
+export const DEFAULT_BLOB_THRESHOLD_BYTES = 2 * 1024;
+
 /** One-line texts (summaries, messages, errors) kept in history and state are cut to this many characters. */
 export const MAX_TEXT_CHARS = 500;
 /** Longer errors are cut to this many characters. */

@@ -7,5 +7,4 @@ import path from 'node:path';
 /** Default blob folder, relative to the working directory. */
 export const DEFAULT_BLOB_DIR = path.join('.treadle', 'blobs');
 
-/** Artefacts whose JSON is larger than this go to the blob store (override: `TREADLE_BLOB_THRESHOLD`). */
-export const DEFAULT_BLOB_THRESHOLD_BYTES = 2 * 1024;
+export { DEFAULT_BLOB_THRESHOLD_BYTES } from '../model/limits';

@@ -28,7 +28,7 @@ import { combineVerdicts } from '../engine/gates';
 import { summarizeUsage, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
-import { MAX_ERROR_CHARS, truncateText } from '../model/limits';
+import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
@@ -613,7 +613,7 @@ async function review(run: StageRun, decision: Extract<StageDecision, { action: 
 
 /** An artefact ready to travel to dependents: inline ones above the threshold are stored once, here. */
 async function storedArtefact(artefact: Artefact, summary: string): Promise<Artefact> {
-  if (isReference(artefact) || JSON.stringify(artefact).length <= INLINE_ARTEFACT_CHARS) return artefact;
+  if (isReference(artefact) || JSON.stringify(artefact).length <= DEFAULT_BLOB_THRESHOLD_BYTES) return artefact;
   return (await storeArtefact({ artefact, summary })).artefact;
 }
 
@@ -683,9 +683,7 @@ function now(): string {
   return new Date().toISOString();
 }
 
-/** Artefacts whose JSON is longer travel by reference (the worker's blob threshold is the usual cut). */
-const INLINE_ARTEFACT_CHARS = 2_048;
-
+/** A blob reference by shape; `isBlobRef` in model/shapes says the same with zod, which workflow code does not load. */
 function isReference(value: Artefact): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string' && value.ref.startsWith('sha256:') && typeof value.bytes === 'number';
 }

@@ -5,7 +5,7 @@
  * - a stage activity cut off by its timeout still names the attempt log it stored, so the next attempt's
  *   input stays the same size however many attempts timed out before it.
  */
-import { Registry } from '../../src/activities/registry';
+import { Registry, type GateImplementation } from '../../src/activities/registry';
 import { pipeline } from '../../src/model/builder';
 import { defaultRegistry } from '../../src/worker';
 import { startHarness, type Harness } from '../support/harness';
@@ -21,6 +21,17 @@ function untilAborted(signal: AbortSignal, lingerMs: number): Promise<void> {
   });
 }
 
+/** A gate that accepts, except on attempt 1, where it waits for the abort and stops `lingerMs` after it. */
+function hangingGate(what: string, lingerMs: number): GateImplementation {
+  return async (ctx) => {
+    if (ctx.attempt > 1) return { kind: 'accepted' };
+    const start = Date.now();
+    await untilAborted(ctx.signal, lingerMs);
+    ledger.push({ what, attempt: ctx.attempt, start, end: Date.now() });
+    return { kind: 'accepted' };
+  };
+}
+
 let h: Harness;
 beforeAll(async () => {
   const registry = defaultRegistry().merge(
@@ -34,20 +45,8 @@ beforeAll(async () => {
         return { outcome: 'completed', artefact: { attempt: ctx.attempt, previous: ctx.previousAttempts.length } };
       })
       // Both gates hang on attempt 1; on abort, "fast" stops at once and "slow" only after 2 s.
-      .gate('fast', async (ctx) => {
-        if (ctx.attempt > 1) return { kind: 'accepted' };
-        const start = Date.now();
-        await untilAborted(ctx.signal, 0);
-        ledger.push({ what: 'fast', attempt: ctx.attempt, start, end: Date.now() });
-        return { kind: 'accepted' };
-      })
-      .gate('slow', async (ctx) => {
-        if (ctx.attempt > 1) return { kind: 'accepted' };
-        const start = Date.now();
-        await untilAborted(ctx.signal, 2_000);
-        ledger.push({ what: 'slow', attempt: ctx.attempt, start, end: Date.now() });
-        return { kind: 'accepted' };
-      }),
+      .gate('fast', hangingGate('fast', 0))
+      .gate('slow', hangingGate('slow', 2_000)),
   );
   h = await startHarness({ registry });
 });

@@ -106,8 +106,7 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
-    // Cancelled while one stage runs (its activity is cancelled and the workflow waits for it to stop)
-    // and another waits for review.
+    // Cancelled while one stage runs (its activity is sent a cancellation) and another waits for review.
     name: 'cancelled-running-and-waiting',
     expected: 'cancelled',
     async run(h, id) {
