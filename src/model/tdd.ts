@@ -1,0 +1,231 @@
+/**
+ * The V3 TDD protocol's shapes (seed 001 "Shared Types" and every node's `oneOf` exit), as zod schemas for
+ * the places that parse untrusted data (agent replies, spec files, the client), and as types for the
+ * workflow, which imports no zod (see review-request.ts for why).
+ *
+ * An exit is the seed's `oneOf` written flat with its name in `exit`: the seed's
+ *
+ *     - TestsPassed: { commitHash, iterations, passedTests }
+ *
+ * is the reply `{"exit": "TestsPassed", "commitHash": "…", "iterations": 2, "passedTests": ["…"]}`. One
+ * discriminated union per node; every field typed as the seed's shared types say (`Int` is a whole number,
+ * `Maybe X` an optional field that may also be null, `FilePath` a relative path inside the worktree).
+ */
+import { z } from 'zod';
+
+/** A path relative to the node's worktree: no absolute paths, no `..`, no NUL (checked again on disk). */
+export const FilePathSchema = z
+  .string()
+  .min(1, 'a file path is needed')
+  .max(500)
+  .refine((p) => !p.startsWith('/') && !/^[A-Za-z]:[\\/]/.test(p) && !p.includes('\0') && !p.split(/[\\/]/).includes('..'), {
+    message: 'must be a relative path inside the worktree (no leading "/", no "..")',
+  });
+const Text = z.string();
+const Int = z.number().int();
+/** The seed's `Maybe X`: absent or null. */
+const maybe = <T extends z.ZodType>(schema: T) => schema.nullish();
+
+export const CriterionSchema = z.object({ id: z.string().min(1), text: Text });
+export const ConstraintsSchema = z.object({ time: maybe(Text), space: maybe(Text) });
+export const PlannedTestSchema = z.object({ criterionId: Text, plannedTestName: Text, approach: Text });
+export const CritiqueSchema = z.object({ file: FilePathSchema, line: Int, issue: Text, requiredFix: Text });
+export const ImpactLevelSchema = z.enum(['Trivial', 'Additive', 'Breaking']);
+export const ChangeEntrySchema = z.object({
+  symbol: Text,
+  changeType: z.enum(['SignatureChange', 'NewExport', 'RemovedExport', 'BehaviorChange']),
+  reason: Text,
+});
+export const NodeInfoSchema = z.object({ nodeId: Text, branch: Text });
+export const CoverageReportSchema = z.object({
+  criteriaWithTests: z.array(z.tuple([Text, Text])),
+  criteriaMissing: z.array(Text),
+});
+const mergeCompleteFields = { mergeCommit: Text, author: Text, impactLevel: ImpactLevelSchema, changes: z.array(ChangeEntrySchema) };
+export const MergeCompleteSchema = z.object(mergeCompleteFields);
+export const MergeEventSchema = z.object({ author: Text, impactLevel: ImpactLevelSchema, changes: z.array(ChangeEntrySchema) });
+const initWorkFields = { scaffoldCommit: Text, interfaceFile: FilePathSchema, contractSuite: FilePathSchema, testPlan: z.array(PlannedTestSchema) };
+export const InitWorkPayloadSchema = z.object(initWorkFields);
+const testsReadyFields = { testsCommit: Text, testFiles: z.array(FilePathSchema), pendingCriteria: z.array(Text) };
+export const TestsReadyPayloadSchema = z.object(testsReadyFields);
+const implResultFields = { commitHash: Text, iterations: Int, passedTests: z.array(Text) };
+export const ImplResultSchema = z.object(implResultFields);
+const approvalFields = { signOff: Text, coverageReport: CoverageReportSchema };
+export const TDDApprovalSchema = z.object(approvalFields);
+export const AdaptationSchema = z.object({ symbol: Text, change: Text, reason: Text });
+
+/** The seed's `Spec`. */
+export const SpecSchema = z.object({
+  id: z
+    .string()
+    .min(1)
+    .max(60)
+    .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, 'letters, digits, "_" and "-" only (it names branches and workflow ids)'),
+  description: Text.min(1, 'describe what to build'),
+  acceptanceCriteria: z.array(CriterionSchema).min(1, 'at least one acceptance criterion'),
+  targetPath: FilePathSchema,
+  testPath: FilePathSchema,
+  complexityConstraints: maybe(ConstraintsSchema),
+});
+export const ChildSpecSchema = SpecSchema.omit({ complexityConstraints: true });
+export const InterfaceFileSchema = z.object({ path: FilePathSchema, exports: z.array(Text) });
+export const ParentContextSchema = z.object({ interface: Text, assignedCriteria: Text });
+
+/** Scaffold's exit. */
+export const ScaffoldExitSchema = z.discriminatedUnion('exit', [
+  z.object({ exit: z.literal('InitWork'), ...initWorkFields, childSpecs: maybe(z.array(ChildSpecSchema)), interfaces: maybe(z.array(InterfaceFileSchema)) }),
+  z.object({ exit: z.literal('ClarificationNeeded'), question: Text, ambiguityReference: Text, specSentence: Text }),
+]);
+/** TDDWriteTests' exit. */
+export const TDDWriteTestsExitSchema = z.discriminatedUnion('exit', [
+  z.object({ exit: z.literal('TestsReady'), ...testsReadyFields }),
+  z.object({ exit: z.literal('InvalidScaffold'), missingType: Text, expectedLocation: FilePathSchema }),
+]);
+/** TDDReviewImpl's exit. */
+export const TDDReviewImplExitSchema = z.discriminatedUnion('exit', [
+  z.object({ exit: z.literal('Approved'), ...approvalFields }),
+  z.object({ exit: z.literal('MoreTests'), critiques: z.array(CritiqueSchema), additionalTests: z.array(PlannedTestSchema) }),
+  z.object({ exit: z.literal('Reject'), reason: Text, missingCriteria: z.array(Text) }),
+]);
+/** Impl's exit. */
+export const ImplExitSchema = z.discriminatedUnion('exit', [
+  z.object({ exit: z.literal('TestsPassed'), ...implResultFields }),
+  z.object({ exit: z.literal('RequestRetry'), diagnosis: Text, strategyFrom: Text, strategyTo: Text, failingTests: z.array(Text) }),
+  z.object({ exit: z.literal('BlockedDependency'), missingSymbol: Text, expectedImportPath: FilePathSchema }),
+  z.object({ exit: z.literal('SpecAmbiguity'), specSentence: Text, contradictionTrace: Text, question: Text }),
+  z.object({ exit: z.literal('Stuck'), diagnosis: Text, recommendation: Text, attempts: Int }),
+]);
+/** Merger's exit. */
+export const MergerExitSchema = z.discriminatedUnion('exit', [
+  z.object({ exit: z.literal('MergeComplete'), ...mergeCompleteFields }),
+  z.object({
+    exit: z.literal('MergeRejected'),
+    reason: z.enum(['ContractViolation', 'BuildFailure', 'IntegrationFailure']),
+    details: Text,
+    failingTests: z.array(Text),
+  }),
+]);
+/** Rebaser's exit. */
+export const RebaserExitSchema = z.discriminatedUnion('exit', [
+  z.object({ exit: z.literal('RebaseClean'), newBase: Text }),
+  z.object({ exit: z.literal('RebaseAdapted'), newBase: Text, adaptations: z.array(AdaptationSchema) }),
+  z.object({ exit: z.literal('RebaseConflict'), conflictFile: FilePathSchema, ourChange: Text, theirChange: Text, whyUnresolvable: Text }),
+]);
+
+export type Criterion = z.infer<typeof CriterionSchema>;
+export type PlannedTest = z.infer<typeof PlannedTestSchema>;
+export type Critique = z.infer<typeof CritiqueSchema>;
+export type ImpactLevel = z.infer<typeof ImpactLevelSchema>;
+export type ChangeEntry = z.infer<typeof ChangeEntrySchema>;
+export type NodeInfo = z.infer<typeof NodeInfoSchema>;
+export type MergeComplete = z.infer<typeof MergeCompleteSchema>;
+export type MergeEvent = z.infer<typeof MergeEventSchema>;
+export type InitWorkPayload = z.infer<typeof InitWorkPayloadSchema>;
+export type TestsReadyPayload = z.infer<typeof TestsReadyPayloadSchema>;
+export type ImplResult = z.infer<typeof ImplResultSchema>;
+export type TDDApproval = z.infer<typeof TDDApprovalSchema>;
+export type Spec = z.infer<typeof SpecSchema>;
+export type ChildSpec = z.infer<typeof ChildSpecSchema>;
+export type ParentContext = z.infer<typeof ParentContextSchema>;
+export type ScaffoldExit = z.infer<typeof ScaffoldExitSchema>;
+export type TDDWriteTestsExit = z.infer<typeof TDDWriteTestsExitSchema>;
+export type TDDReviewImplExit = z.infer<typeof TDDReviewImplExitSchema>;
+export type ImplExit = z.infer<typeof ImplExitSchema>;
+export type MergerExit = z.infer<typeof MergerExitSchema>;
+export type RebaserExit = z.infer<typeof RebaserExitSchema>;
+
+/** The graph's agent nodes (Fork and ImplBarrier are workflow code, not calls). */
+export const TDD_NODES = ['scaffold', 'tddWriteTests', 'impl', 'tddReviewImpl', 'merger', 'rebaser'] as const;
+export type TddNodeName = (typeof TDD_NODES)[number];
+
+/** Each node's exit schema. */
+export const EXIT_SCHEMAS = {
+  scaffold: ScaffoldExitSchema,
+  tddWriteTests: TDDWriteTestsExitSchema,
+  impl: ImplExitSchema,
+  tddReviewImpl: TDDReviewImplExitSchema,
+  merger: MergerExitSchema,
+  rebaser: RebaserExitSchema,
+} as const satisfies Record<TddNodeName, z.ZodType>;
+
+/** Any node's exit. */
+export type NodeExit = ScaffoldExit | TDDWriteTestsExit | ImplExit | TDDReviewImplExit | MergerExit | RebaserExit;
+export type ExitName = NodeExit['exit'];
+
+// ---------------------------------------------------------------------------------------------------------
+// Treadle's settings around the seed's Spec
+
+export { MAX_IMPL_ATTEMPTS } from './tdd-node';
+/** The seed's nudge: no decision after this long → one re-prompt with the reminder. */
+export const DEFAULT_NUDGE_TIMEOUT_MS = 60_000;
+/** The seed's reminder, word for word. */
+export const NUDGE_REMINDER = 'REMINDER: Emit a decision to complete this phase';
+
+export const TDD_LIMITS = {
+  /** Tree depth: the root is depth 0. */
+  maxDepth: { default: 3, max: 6 },
+  /** Children one Scaffold may spawn. */
+  maxChildren: { default: 8, max: 32 },
+  /** MoreTests rounds before the node escalates instead of writing more tests. */
+  maxReviewRounds: { default: 3, max: 10 },
+  /** Times a node may return to Scaffold (BlockedDependency, SpecAmbiguity, InvalidScaffold, RebaseConflict). */
+  maxScaffoldRuns: { default: 4, max: 10 },
+  /** Malformed replies re-prompted with feedback within one node call. */
+  maxInvalidReplies: { default: 2, max: 5 },
+} as const;
+
+const limit = (l: { default: number; max: number }) => z.number().int().min(1).max(l.max).default(l.default);
+
+/** Treadle's settings for a tree; `tdd:` in a spec file. */
+export const TddSettingsSchema = z
+  .object({
+    /** argv of the test command, checked against the worker's allow-list (`TREADLE_TDD_TEST_COMMANDS`). */
+    testCommand: z.array(z.string().min(1)).min(1).default(['node', '--test']),
+    /** Test runs stop after this many seconds. */
+    testTimeoutSeconds: z.number().int().min(1).max(3_600).default(120),
+    /** Agent provider: `scripted`, `anthropic` or `claude-code` (default: the worker's default agent). */
+    agent: z.string().optional(),
+    model: z.string().optional(),
+    /** Seconds without a decision before the seed's reminder is sent once. */
+    nudgeTimeoutSeconds: z.number().int().min(1).max(3_600).default(DEFAULT_NUDGE_TIMEOUT_MS / 1000),
+    /** How long a clarification or `Stuck` escalation waits for a human (e.g. 86400); absent: forever. */
+    humanTtlSeconds: z.number().int().min(1).optional(),
+    maxDepth: limit(TDD_LIMITS.maxDepth),
+    maxChildren: limit(TDD_LIMITS.maxChildren),
+    maxReviewRounds: limit(TDD_LIMITS.maxReviewRounds),
+    maxScaffoldRuns: limit(TDD_LIMITS.maxScaffoldRuns),
+    maxInvalidReplies: limit(TDD_LIMITS.maxInvalidReplies),
+    /** Branch the tree starts from (default: the repository's current branch). */
+    baseBranch: z.string().optional(),
+    /** Branch the root merges into (default `treadle/<spec id>`, made from the base branch). */
+    targetBranch: z.string().optional(),
+  })
+  .strict();
+export type TddSettings = z.infer<typeof TddSettingsSchema>;
+
+/** A spec file for `treadle tdd`: the seed's Spec plus Treadle's `tdd:` settings. */
+export const TddSpecFileSchema = SpecSchema.extend({ tdd: TddSettingsSchema.default(TddSettingsSchema.parse({})) }).strict();
+export type TddSpecFile = z.infer<typeof TddSpecFileSchema>;
+
+/** Every problem of a spec file at once, each naming its field. */
+export function validateTddSpec(raw: unknown): { ok: true; spec: TddSpecFile } | { ok: false; problems: string[] } {
+  const parsed = TddSpecFileSchema.safeParse(raw);
+  const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(spec)'}: ${i.message}`);
+  // The cross-field checks read the raw file, so they are listed with the field problems, not after a fix.
+  const file = (typeof raw === 'object' && raw !== null ? raw : {}) as { acceptanceCriteria?: unknown; targetPath?: unknown; testPath?: unknown };
+  const ids = Array.isArray(file.acceptanceCriteria) ? file.acceptanceCriteria.map((c) => (typeof c === 'object' && c !== null ? (c as { id?: unknown }).id : undefined)).filter((id): id is string => typeof id === 'string') : [];
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push(`acceptanceCriteria: criterion id "${id}" appears more than once`);
+  if (typeof file.testPath === 'string' && file.testPath === file.targetPath) problems.push('testPath: must differ from targetPath');
+  return parsed.success && problems.length === 0 ? { ok: true, spec: parsed.data } : { ok: false, problems };
+}
+
+/** Problems with the child specs a Scaffold returned, against the tree's limits (depth of the new children). */
+export function checkChildSpecs(children: readonly ChildSpec[], options: { depth: number; maxDepth: number; maxChildren: number }): string[] {
+  const problems: string[] = [];
+  if (children.length === 0) return problems;
+  if (options.depth + 1 > options.maxDepth) problems.push(`childSpecs: this node is at depth ${options.depth} and the tree's maxDepth is ${options.maxDepth}; implement it directly, without children`);
+  if (children.length > options.maxChildren) problems.push(`childSpecs: ${children.length} children, the tree's maxChildren is ${options.maxChildren}; group the work into fewer children`);
+  const ids = children.map((c) => c.id);
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push(`childSpecs: child id "${id}" appears more than once`);
+  return problems;
+}
