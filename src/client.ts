@@ -24,6 +24,8 @@ import { PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadlePendingReviews, Treadle
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
 import { eventsQuery, resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
+import { validateTddSpec } from './model/tdd';
+import type { NodeContext, TddNodeInput, TddNodeResult, TddNodeState } from './model/tdd-node';
 
 /** A Treadle error meant for users: one line that says what went wrong. */
 export class TreadleError extends Error {
@@ -60,6 +62,7 @@ export interface ConnectOptions {
 const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
 
 const WORKFLOW_TYPE = 'workItem';
+const TDD_WORKFLOW_TYPE = 'tddNode';
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
 const WATCH_INTERVAL_MS = 500;
 
@@ -147,6 +150,65 @@ export class TreadleClient {
       }
       throw error;
     }
+  }
+
+  /**
+   * Starts a V3 TDD tree (seed 001) on a git repository: the root `tddNode` workflow, whose children appear
+   * under it. `spec` is a spec file's content (the seed's Spec plus `tdd:` settings), validated first with
+   * every problem listed. `repo` is a path on the workers (they refuse one outside `TREADLE_TDD_REPOS`).
+   * `replies` are scripted agent replies (`{ "<spec id>.<node>": [reply, ...] }`), stored by reference.
+   * Idempotent like {@link start}: the id defaults to `tdd-<spec id>`.
+   */
+  async startTdd(spec: unknown, options: { repo: string; id?: string; replies?: Json }): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
+    const checked = validateTddSpec(spec);
+    if (!checked.ok) throw new TreadleError(`TDD spec is invalid:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`, 'invalid_pipeline', checked.problems);
+    const { tdd: settings, ...seedSpec } = checked.spec;
+    const id = options.id ?? `tdd-${seedSpec.id}`;
+    const put = async (value: unknown, summary: string): Promise<string> => (await this.blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary)).ref;
+    const context: NodeContext = { spec: seedSpec, parentContext: null };
+    const targetBranch = settings.targetBranch ?? `treadle/${seedSpec.id}`;
+    const input: TddNodeInput = {
+      treeId: id,
+      nodePath: seedSpec.id,
+      specId: seedSpec.id,
+      contextRef: await put(context, `TDD spec ${seedSpec.id}`),
+      repo: options.repo,
+      base: settings.baseBranch ?? 'HEAD',
+      mergeInto: targetBranch,
+      depth: 0,
+      settings,
+      readOnly: [],
+      ...(options.replies !== undefined ? { repliesRef: await put(options.replies, `scripted replies for ${seedSpec.id}`) } : {}),
+    };
+    try {
+      const handle = await this.client.workflow.start(TDD_WORKFLOW_TYPE, {
+        taskQueue: this.taskQueue,
+        workflowId: id,
+        args: [input],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        typedSearchAttributes: [
+          { key: TreadlePipeline, value: 'tdd' },
+          { key: TreadleStatus, value: 'running' },
+        ],
+        staticSummary: `TDD ${seedSpec.id}: ${seedSpec.acceptanceCriteria.length} criteria → ${targetBranch}`,
+      });
+      return { id, runId: handle.firstExecutionRunId, branch: `tdd/${seedSpec.id}`, targetBranch };
+    } catch (error) {
+      if (error instanceof WorkflowExecutionAlreadyStartedError) return { id, runId: (await this.handle(id).describe()).runId, branch: `tdd/${seedSpec.id}`, targetBranch };
+      if (error instanceof ServiceError) throw new TreadleError(`could not start TDD tree ${id}: ${error.cause?.message ?? error.message}`, 'failed');
+      throw error;
+    }
+  }
+
+  /** A TDD node's state (the `state` query of a `tddNode` workflow). */
+  async getTddState(id: string, page: StateQueryArgs = {}): Promise<TddNodeState> {
+    return this.call(id, (h) => h.query(stateQuery, page)) as unknown as Promise<TddNodeState>;
+  }
+
+  /** Waits for a TDD node to finish: its MergeComplete (by reference) or why it failed. */
+  async tddResult(id: string): Promise<TddNodeResult> {
+    return this.call(id, (h) => h.result() as Promise<TddNodeResult>);
   }
 
   /**

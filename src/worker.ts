@@ -5,6 +5,8 @@
 import { Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
+import { createTddActivities } from './activities/tdd';
+import { defaultAgentProviders } from './agents';
 import type { AgentProviders } from './agents/providers';
 import type { BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
@@ -50,12 +52,16 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     namespace: options.namespace ?? config.namespace,
     taskQueue: options.taskQueue ?? config.taskQueue,
     ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
-    activities: createActivities({
-      registry,
-      blobs,
-      blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
-      ...(options.agents ? { agents: options.agents } : {}),
-    }),
+    activities: {
+      ...createActivities({
+        registry,
+        blobs,
+        blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+        ...(options.agents ? { agents: options.agents } : {}),
+      }),
+      // TDD trees (seed 001): node calls and git worktrees.
+      ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders() }),
+    },
     // The safety net under Treadle's own references: any payload that still reaches 256 KiB (a large spec,
     // an inline edit, a big query answer) travels through the same blob store by reference.
     dataConverter: { externalStorage: treadleExternalStorage(blobs) },

@@ -19,7 +19,8 @@ import type { UsageTotals } from '../engine/usage';
 import { gateLeaves } from '../model/gate-ref';
 import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
-import { renderEvent, renderStatus, table } from './render';
+import { renderEvent, renderStatus, renderTddStatus, table } from './render';
+import type { TddNodeState } from '../model/tdd-node';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
    `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more. */
@@ -222,13 +223,36 @@ program
   });
 
 program
+  .command('tdd <spec>')
+  .description('start a V3 TDD tree (seed 001) on a git repository: a spec file (YAML or JSON), the repository its workers use')
+  .requiredOption('-r, --repo <path>', 'the git repository (a path on the workers; they allow only TREADLE_TDD_REPOS)')
+  .option('--replies <file>', 'scripted agent replies, YAML or JSON: { "<spec id>.<node>": [reply, ...] } (offline runs)')
+  .option('--id <id>', 'workflow id of the root node (default tdd-<spec id>); starting the same id twice returns the same tree')
+  .option('-w, --wait', 'print the root\'s events until it finishes or waits for a human, then its status')
+  .action(async (file: string, opts: { repo: string; replies?: string; id?: string; wait?: boolean }) => {
+    const spec = readPipelineFile(path.resolve(file));
+    const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
+    await withClient(async (client) => {
+      const started = await client.startTdd(spec, { repo: path.resolve(opts.repo), ...(opts.id ? { id: opts.id } : {}), ...(replies !== undefined ? { replies } : {}) });
+      if (!opts.wait) {
+        process.stdout.write(`${started.id}\n`);
+        return;
+      }
+      process.stdout.write(`started ${started.id}: branch ${started.branch}, merges into ${started.targetBranch}\n`);
+      await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
+      process.stdout.write(`\n${renderTddStatus(await client.getTddState(started.id))}\n`);
+    })();
+  });
+
+program
   .command('status <id>')
   .description('a work item\'s stages, attempts and pending reviews')
   .option('--json', 'the full state as JSON')
   .action(
     withClient(async (client, id: string, opts: { json?: boolean }) => {
       const state = await client.getState(id);
-      process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${renderStatus(state)}\n`);
+      const text = (state as unknown as { kind?: string }).kind === 'tdd' ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state);
+      process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${text}\n`);
     }),
   );
 

@@ -1,6 +1,7 @@
 /**
  * Text rendering for the CLI: the stage table, pending reviews and event lines.
  */
+import type { TddNodeState } from '../model/tdd-node';
 import type * as Shapes from '../model/shapes';
 import type { BlobRef, TreadleEvent } from '../model/shapes';
 import type { PendingReview, StageState, WorkItemState } from '../model/state';
@@ -67,4 +68,20 @@ export function renderPendingReviews(id: string, reviews: PendingReview[]): stri
 /** One event as a line: time, sequence, type, message. */
 export function renderEvent(event: TreadleEvent): string {
   return `${event.at.slice(11, 23)}  #${String(event.seq).padStart(3)}  ${event.type.padEnd(20)} ${event.message}`;
+}
+
+/** A TDD node's status: phase, counters, memory, children and the latest exit of each graph node. */
+export function renderTddStatus(state: TddNodeState): string {
+  const lines = [
+    `${state.nodePath}: ${state.status} (phase ${state.phase}, branch ${state.branch}, depth ${state.depth})`,
+    `impl attempt ${state.counters.implAttempt}, review rounds ${state.counters.reviewRounds}, scaffold runs ${state.counters.scaffoldRuns}`,
+    `covered criteria: ${state.memory.tdd.coveredCriteria.join(', ') || '-'}; passing tests: ${state.memory.impl.passedTests.length}`,
+  ];
+  const exits = Object.entries(state.exits);
+  if (exits.length > 0) lines.push('', table(['NODE', 'EXIT', 'SUMMARY'], exits.map(([node, e]) => [node, e.exit, e.summary])));
+  if (state.children.length > 0) lines.push('', table(['CHILD', 'WORKFLOW', 'STATUS', 'MERGE'], state.children.map((c) => [c.id, c.workflowId, c.status, c.mergeCommit?.slice(0, 10) ?? c.error ?? ''])));
+  if (state.human) lines.push('', `waiting for a human (${state.human.reason}): ${state.human.message}`);
+  if (state.merge) lines.push('', `merged as ${state.merge.mergeCommit}`);
+  if (state.error) lines.push('', `error: ${state.error}`);
+  return lines.join('\n');
 }

@@ -13,3 +13,8 @@ export function gateActivityType(gate: string): string {
 
 /** Treadle's own local activity that moves an inline artefact above the blob threshold into the blob store. */
 export const STORE_ARTEFACT_ACTIVITY = 'treadle.storeArtefact';
+
+/** One call of a TDD graph node (Scaffold, TDDWriteTests, Impl, TDDReviewImpl, Merger, Rebaser). */
+export const TDD_NODE_ACTIVITY = 'treadle.tddNode';
+/** Makes (or finds) a TDD node's git worktree. */
+export const TDD_WORKTREE_ACTIVITY = 'treadle.tddWorktree';

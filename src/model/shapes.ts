@@ -167,6 +167,14 @@ export const EVENT_TYPES = [
   'ReviewInputRejected',
   'ItemCompleted',
   'ItemFailed',
+  // TDD nodes (seed 001)
+  'NodeExit',
+  'NodeRouted',
+  'ChildStarted',
+  'ChildSettled',
+  'MergeRequested',
+  'MergeGranted',
+  'SiblingMerged',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

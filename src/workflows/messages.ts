@@ -43,3 +43,47 @@ export interface EventsPage {
 
 /** New events only, for `watch`: cheap to ask for every half second whatever the item's size. */
 export const eventsQuery = defineQuery<EventsPage, [StateQueryArgs?]>('events');
+
+// ---------------------------------------------------------------------------------------------------------
+// TDD nodes (seed 001): the merge handshake between a child and its parent, and the sibling broadcast.
+
+/** A child asks its parent to judge and then take its merge (the parent's worktree is the parent's). */
+export interface MergeRequest {
+  nodePath: string;
+  workflowId: string;
+  specId: string;
+  branch: string;
+  /** The child's `TestsPassed` (ImplResult) and context, for the parent's judge. */
+  implResultRef: string;
+  contextRef: string;
+}
+export const mergeRequestSignal = defineSignal<[MergeRequest]>('tddMergeRequest');
+
+/** The parent's answer: merge now into this worktree, or go back to TDDWriteTests with the judge's critiques. */
+export type MergeGrant =
+  | { granted: true; parentNodeId: string; parentBranch: string; parentWorktree: string }
+  | { granted: false; reason: string; critiquesRef?: string };
+export const mergeGrantSignal = defineSignal<[MergeGrant]>('tddMergeGrant');
+
+/** The child's merger finished (either way); the parent's worktree is free again. */
+export interface MergeDone {
+  nodePath: string;
+  merged: boolean;
+  mergeCommit?: string;
+  mergeRef?: string;
+  impactLevel?: 'Trivial' | 'Additive' | 'Breaking';
+  changesRef?: string;
+  summary: string;
+}
+export const mergeDoneSignal = defineSignal<[MergeDone]>('tddMergeDone');
+
+/** A sibling merged into the parent's branch: rebase at the next safe point. */
+export interface SiblingMerged {
+  author: string;
+  impactLevel: 'Trivial' | 'Additive' | 'Breaking';
+  /** The MergeEvent (author, impact, changes) in the blob store. */
+  mergeEventRef: string;
+  parentBranch: string;
+  newParentHead: string;
+}
+export const siblingMergedSignal = defineSignal<[SiblingMerged]>('tddSiblingMerged');

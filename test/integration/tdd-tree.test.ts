@@ -1,0 +1,107 @@
+/**
+ * The V3 TDD tree (seed 001) end to end on the real server and a real git repository: the shipped example
+ * (`examples/tdd/textkit.yaml` with its scripted replies) runs a parent and two children that scaffold,
+ * write red tests, implement until green, get reviewed, merge (the parent judging each child first) and
+ * rebase. The proof is in git: the branches' logs and a passing `node --test` on the merged result.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { initRepository } from '../../src/activities/git';
+import type { Json, TreadleEvent } from '../../src/model/shapes';
+import type { TddNodeState } from '../../src/model/tdd-node';
+import { startHarness, type Harness } from '../support/harness';
+
+const EXAMPLE = path.join(__dirname, '..', '..', 'examples', 'tdd');
+const spec = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.yaml'), 'utf8')) as Json;
+const replies = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.replies.yaml'), 'utf8')) as Json;
+
+let h: Harness;
+let root: string;
+const previousRepos = process.env.TREADLE_TDD_REPOS;
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-tree-'));
+  process.env.TREADLE_TDD_REPOS = root;
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.shutdown();
+  if (previousRepos === undefined) delete process.env.TREADLE_TDD_REPOS;
+  else process.env.TREADLE_TDD_REPOS = previousRepos;
+  rmSync(root, { recursive: true, force: true });
+});
+
+function gitIn(repo: string, ...args: string[]): string {
+  return execFileSync('git', args, { cwd: repo, encoding: 'utf8' }).trim();
+}
+
+async function nodeEvents(id: string): Promise<TreadleEvent[]> {
+  return h.client.events(id);
+}
+
+async function historyBytes(id: string): Promise<number> {
+  const description = await h.temporal.workflow.getHandle(id).describe();
+  return Number(description.raw.workflowExecutionInfo?.historySizeBytes ?? 0);
+}
+
+test('the example tree: children merge into the parent, the parent into the target branch, and node --test passes', async () => {
+  const repo = path.join(root, 'textkit');
+  await initRepository(repo, { 'README.md': '# textkit\n' });
+  const id = h.id('tdd-textkit');
+  const started = await h.client.startTdd(spec, { repo, id, replies });
+  expect(started.targetBranch).toBe('treadle/textkit');
+
+  const result = await h.client.tddResult(id);
+  expect(result).toMatchObject({ status: 'merged', nodePath: 'textkit', branch: 'tdd/textkit' });
+
+  // git: the children were squash-merged into the parent's branch, the parent into the target branch.
+  const parentLog = gitIn(repo, 'log', '--format=%s', 'tdd/textkit');
+  expect(parentLog).toContain('feat(tokenizer): implement');
+  expect(parentLog).toContain('feat(formatter): implement');
+  const targetLog = gitIn(repo, 'log', '--format=%s', 'treadle/textkit');
+  expect(targetLog.split('\n')[0]).toBe('feat(textkit): implement');
+  expect(gitIn(repo, 'rev-parse', 'treadle/textkit')).toBe(result.mergeCommit);
+
+  // The merged library works: a fresh checkout of the target branch passes its whole test suite.
+  const checkout = path.join(root, 'checkout');
+  gitIn(repo, 'worktree', 'add', '--detach', checkout, 'treadle/textkit');
+  const run = execFileSync('node', ['--test'], { cwd: checkout, encoding: 'utf8' });
+  expect(run).toMatch(/# pass 9/);
+  expect(run).toMatch(/# fail 0/);
+
+  // The parent's story: red tests, one Impl retry, one MoreTests round, both children judged and merged.
+  const events = await nodeEvents(id);
+  const exits = events.filter((e) => e.type === 'NodeExit').map((e) => `${e.stage}:${String(e.details?.exit)}`);
+  expect(exits).toEqual([
+    'scaffold:InitWork',
+    'tddWriteTests:TestsReady',
+    'tddReviewImpl:Approved', // judging the first child
+    'tddReviewImpl:Approved', // judging the second
+    'impl:RequestRetry',
+    'impl:TestsPassed',
+    'tddReviewImpl:MoreTests',
+    'tddWriteTests:TestsReady',
+    'impl:TestsPassed',
+    'tddReviewImpl:Approved',
+    'merger:MergeComplete',
+  ]);
+  const red = events.find((e) => e.type === 'NodeExit' && e.stage === 'tddWriteTests');
+  expect(String(red?.details?.tests)).toMatch(/0 passed, 2 failed/);
+  const state = await h.client.getTddState(id);
+  expect(state.children.map((c) => [c.id, c.status])).toEqual([
+    ['tokenizer', 'merged'],
+    ['formatter', 'merged'],
+  ]);
+  expect(state.memory.tdd.coveredCriteria).toEqual(['TK1', 'TK2']);
+
+  // Exactly one child rebased: the one that merged second, onto its sibling's merge.
+  const childStates: TddNodeState[] = await Promise.all(state.children.map((c) => h.client.getTddState(c.workflowId)));
+  const rebases = childStates.map((c) => c.counters.calls.rebaser ?? 0);
+  expect(rebases.sort()).toEqual([0, 1]);
+
+  // Small history: the envelope pattern keeps files, diffs and test output out of it.
+  for (const nodeId of [id, ...state.children.map((c) => c.workflowId)]) expect(await historyBytes(nodeId)).toBeLessThan(80_000);
+}, 240_000);
