@@ -24,8 +24,8 @@ import { PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadlePendingReviews, Treadle
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
 import { eventsQuery, resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
-import { validateTddSpec } from './model/tdd';
-import type { NodeContext, TddNodeInput, TddNodeResult, TddNodeState } from './model/tdd-node';
+import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './model/tdd';
+import type { NodeContext, TddNodeResult, TddNodeState } from './model/tdd-node';
 
 /** A Treadle error meant for users: one line that says what went wrong. */
 export class TreadleError extends Error {
@@ -162,24 +162,17 @@ export class TreadleClient {
   async startTdd(spec: unknown, options: { repo: string; id?: string; replies?: Json }): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
     const checked = validateTddSpec(spec);
     if (!checked.ok) throw new TreadleError(`TDD spec is invalid:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`, 'invalid_pipeline', checked.problems);
-    const { tdd: settings, ...seedSpec } = checked.spec;
+    const seedSpec = seedSpecOf(checked.spec);
     const id = options.id ?? `tdd-${seedSpec.id}`;
     const put = async (value: unknown, summary: string): Promise<string> => (await this.blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary)).ref;
     const context: NodeContext = { spec: seedSpec, parentContext: null };
-    const targetBranch = settings.targetBranch ?? `treadle/${seedSpec.id}`;
-    const input: TddNodeInput = {
+    const targetBranch = tddTargetBranch(checked.spec);
+    const input = tddRootInput(checked.spec, {
       treeId: id,
-      nodePath: seedSpec.id,
-      specId: seedSpec.id,
-      contextRef: await put(context, `TDD spec ${seedSpec.id}`),
       repo: options.repo,
-      base: settings.baseBranch ?? 'HEAD',
-      mergeInto: targetBranch,
-      depth: 0,
-      settings,
-      readOnly: [],
+      contextRef: await put(context, `TDD spec ${seedSpec.id}`),
       ...(options.replies !== undefined ? { repliesRef: await put(options.replies, `scripted replies for ${seedSpec.id}`) } : {}),
-    };
+    });
     try {
       const handle = await this.client.workflow.start(TDD_WORKFLOW_TYPE, {
         taskQueue: this.taskQueue,

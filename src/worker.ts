@@ -16,11 +16,12 @@ import { loadConfig } from './config';
 import { registerDocumentPipeline } from './pipelines/documents';
 import { registerLlm } from './pipelines/llm';
 import { registerScripted } from './pipelines/scripted';
+import { registerTdd } from './pipelines/tdd';
 import { ensureSearchAttributes } from './server/search-attributes';
 
-/** The built-in implementations: `scripted`, `llm` / `llm-judge`, and the document pipeline's stages and gates. */
+/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
-  return registerDocumentPipeline(registerLlm(registerScripted(new Registry())));
+  return registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))));
 }
 
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */

@@ -35,9 +35,10 @@ import { commitAll, diffText, ensureWorktree, git, headCommit, MergeConflictErro
 import { applyFileWrites, readFileInside } from './worktree-files';
 import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from './test-command';
 import { invalidReplyFeedback, nudgeMessage, parseNodeReply, renderNodeTemplate, replyInstructions } from './tdd-prompts';
-import { checkChildSpecs, type ChildSpec, type Critique, type InitWorkPayload, type MergeComplete, type MergeEvent, type NodeExit, type PlannedTest, type TDDApproval, type TestsReadyPayload, type ImplResult } from '../model/tdd';
-import type { NodeContext, TddEnvelope, TddNodeCallInput, TddNodeCallResult, TddWorktreeInput, TddWorktreeResult } from '../model/tdd-node';
-import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
+import { checkChildSpecs, checkTddStageConfig, seedSpecOf, tddRootInput, TddStageConfigSchema, validateTddSpec, type ChildSpec, type Critique, type InitWorkPayload, type MergeComplete, type MergeEvent, type NodeExit, type PlannedTest, type TDDApproval, type TestsReadyPayload, type ImplResult } from '../model/tdd';
+import type { NodeContext, TddEnvelope, TddNodeCallInput, TddNodeCallResult, TddNodeInput, TddPrepareInput, TddWorktreeInput, TddWorktreeResult } from '../model/tdd-node';
+import { TDD_NODE_ACTIVITY, TDD_PREPARE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
+import { resolveArtefact } from '../storage/blob-store';
 import { truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
 
@@ -81,6 +82,16 @@ export function createTddActivities(deps: TddActivityDependencies): Record<strin
       return { worktree: made.path, head: made.head };
     },
     [TDD_NODE_ACTIVITY]: async (input: TddNodeCallInput): Promise<TddNodeCallResult> => supervise((supervision) => runNodeCall(input, deps, env, supervision)),
+    // A `tdd` stage of an ordinary pipeline: its config becomes the root node's input, stored by reference.
+    [TDD_PREPARE_ACTIVITY]: async (input: TddPrepareInput): Promise<TddNodeInput> => {
+      const config = (await resolveArtefact(input.config as Json, deps.blobs)) ?? null;
+      const problems = checkTddStageConfig(config);
+      if (problems.length > 0) throw ApplicationFailure.nonRetryable(`invalid tdd stage: ${problems.join('; ')}`, 'InvalidConfig');
+      const { spec, repo, replies } = TddStageConfigSchema.parse(config);
+      const checked = validateTddSpec(spec);
+      if (!checked.ok) throw ApplicationFailure.nonRetryable(`invalid tdd spec: ${checked.problems.join('; ')}`, 'InvalidConfig');
+      return tddRootInput(checked.spec, { treeId: input.treeId, repo, contextRef: await storeJson(deps.blobs, { spec: seedSpecOf(checked.spec), parentContext: null }, `TDD spec ${checked.spec.id}`), ...(replies ? { repliesRef: await storeJson(deps.blobs, replies, `scripted replies for ${checked.spec.id}`) } : {}) });
+    },
   };
 }
 
@@ -450,6 +461,7 @@ async function ownTests(ctx: NodeRun): Promise<string[]> {
 }
 
 async function finish(ctx: NodeRun, checked: Extract<Checked, { ok: true }>, counts: { nudged: boolean; invalidReplies: number; agentCalls: number }): Promise<TddNodeCallResult> {
+  const exitText = JSON.stringify(checked.exit);
   const exitRef = await storeJson(ctx.blobs, checked.exit, `${ctx.input.node} exit ${checked.exit.exit} of ${ctx.input.nodePath}`);
   const testRun = checked.testRun
     ? { passed: checked.testRun.passed, summary: checked.testRun.summary, outputRef: (await ctx.blobs.put(Buffer.from(checked.testRun.output), 'text/plain', `test output: ${checked.testRun.summary}`)).ref }
@@ -457,6 +469,7 @@ async function finish(ctx: NodeRun, checked: Extract<Checked, { ok: true }>, cou
   return {
     exit: checked.exit.exit,
     exitRef,
+    exitBytes: Buffer.byteLength(exitText),
     summary: truncateText(checked.summary),
     ...(checked.commit ? { commit: checked.commit } : {}),
     envelope: checked.envelope,

@@ -18,3 +18,5 @@ export const STORE_ARTEFACT_ACTIVITY = 'treadle.storeArtefact';
 export const TDD_NODE_ACTIVITY = 'treadle.tddNode';
 /** Makes (or finds) a TDD node's git worktree. */
 export const TDD_WORKTREE_ACTIVITY = 'treadle.tddWorktree';
+/** Turns a `tdd` stage's config into the root node's input (spec and replies stored by reference). */
+export const TDD_PREPARE_ACTIVITY = 'treadle.tddPrepare';

@@ -10,6 +10,9 @@ import type { PendingReview } from './state';
 /** The seed's retry protocol: attempts per Impl invocation (here, not in tdd.ts, which loads zod: workflows import it). */
 export const MAX_IMPL_ATTEMPTS = 5;
 
+/** The stage implementation name of a TDD tree inside an ordinary pipeline (`run: tdd`). */
+export const TDD_STAGE = 'tdd';
+
 /** Why a node waits for a human. */
 export type HumanReason = 'clarification' | 'stuck' | 'review_rejected';
 
@@ -88,8 +91,9 @@ export interface TddNodeCallInput {
 export interface TddNodeCallResult {
   /** The exit, or `NoDecision` when the agent gave no valid decision after the re-prompts allowed. */
   exit: ExitName | 'NoDecision';
-  /** The whole exit (with the real commit hashes) in the blob store. */
+  /** The whole exit (with the real commit hashes) in the blob store, and its size. */
   exitRef: string;
+  exitBytes?: number;
   /** One line for events and the Web UI. */
   summary: string;
   /** The commit the call made or found, if any. */
@@ -165,7 +169,7 @@ export interface TddNodeState {
   human?: { reason: HumanReason; message: string };
   events: TreadleEvent[];
   eventCount: number;
-  merge?: { mergeCommit: string; ref: string };
+  merge?: { mergeCommit: string; ref: string; bytes?: number };
   error?: string;
   startedAt: string;
   completedAt?: string;
@@ -177,8 +181,9 @@ export interface TddNodeResult {
   specId: string;
   status: 'merged' | 'failed';
   mergeCommit?: string;
-  /** The whole MergeComplete in the blob store. */
+  /** The whole MergeComplete in the blob store, and its size. */
   mergeRef?: string;
+  mergeBytes?: number;
   branch: string;
   error?: string;
 }
@@ -192,4 +197,12 @@ export interface TddWorktreeInput {
 export interface TddWorktreeResult {
   worktree: string;
   head: string;
+}
+
+/** Input of the activity that prepares a `tdd` stage's tree. */
+export interface TddPrepareInput {
+  /** The stage's `with:` (possibly a blob reference, when large). */
+  config: unknown;
+  /** The child workflow's id, which is the tree's id. */
+  treeId: string;
 }

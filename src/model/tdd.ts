@@ -12,6 +12,7 @@
  * `Maybe X` an optional field that may also be null, `FilePath` a relative path inside the worktree).
  */
 import { z } from 'zod';
+import type { TddNodeInput } from './tdd-node';
 
 /** A path relative to the node's worktree: no absolute paths, no `..`, no NUL (checked again on disk). */
 export const FilePathSchema = z
@@ -228,4 +229,57 @@ export function checkChildSpecs(children: readonly ChildSpec[], options: { depth
   const ids = children.map((c) => c.id);
   for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push(`childSpecs: child id "${id}" appears more than once`);
   return problems;
+}
+
+export { TDD_STAGE } from './tdd-node';
+
+/** `with:` of a `tdd` stage: the tree's spec file, the repository on the workers, scripted replies (offline). */
+export const TddStageConfigSchema = z
+  .object({
+    spec: z.unknown(),
+    repo: z.string().min(1).refine((p) => p.startsWith('/'), 'must be an absolute path on the workers'),
+    replies: z.record(z.string(), z.array(z.unknown())).optional(),
+  })
+  .strict();
+
+/** Every problem of a `tdd` stage's `with:`, spec problems prefixed with `spec.`. */
+export function checkTddStageConfig(config: unknown): string[] {
+  const parsed = TddStageConfigSchema.safeParse(config ?? {});
+  const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.') || 'with'}: ${i.message}`);
+  const spec = (config as { spec?: unknown } | null | undefined)?.spec;
+  if (spec === undefined) problems.push('spec: a tdd stage needs the tree\'s spec (the same fields as a `treadle tdd` spec file)');
+  else {
+    const checked = validateTddSpec(spec);
+    if (!checked.ok) problems.push(...checked.problems.map((p) => `spec.${p}`));
+  }
+  return [...new Set(problems)];
+}
+
+/** The seed's Spec of a spec file (without Treadle's `tdd:` settings). */
+export function seedSpecOf(file: TddSpecFile): Spec {
+  const { tdd: _settings, ...spec } = file;
+  return spec;
+}
+
+/** The root node's input for a validated spec file; the spec (and replies) are already stored by reference. */
+export function tddRootInput(file: TddSpecFile, where: { treeId: string; repo: string; contextRef: string; repliesRef?: string }): TddNodeInput {
+  const settings = file.tdd;
+  return {
+    treeId: where.treeId,
+    nodePath: file.id,
+    specId: file.id,
+    contextRef: where.contextRef,
+    repo: where.repo,
+    base: settings.baseBranch ?? 'HEAD',
+    mergeInto: tddTargetBranch(file),
+    depth: 0,
+    settings,
+    readOnly: [],
+    ...(where.repliesRef ? { repliesRef: where.repliesRef } : {}),
+  };
+}
+
+/** Where the root merges: `tdd.targetBranch`, else `treadle/<spec id>`. */
+export function tddTargetBranch(file: TddSpecFile): string {
+  return file.tdd.targetBranch ?? `treadle/${file.id}`;
 }

@@ -482,7 +482,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
           route = noDecision('merger', r);
           break;
         }
-        if (r.exit === 'MergeComplete') state.merge = { mergeCommit: r.envelope.mergeCommit!, ref: r.exitRef };
+        if (r.exit === 'MergeComplete') state.merge = { mergeCommit: r.envelope.mergeCommit!, ref: r.exitRef, ...(r.exitBytes !== undefined ? { bytes: r.exitBytes } : {}) };
         route = afterMerger(signalOf<MergerExit>(r), counters());
         break;
       }
@@ -498,7 +498,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       case 'exit':
         result =
           route.status === 'merged' && state.merge
-            ? { nodePath: input.nodePath, specId: input.specId, status: 'merged', mergeCommit: state.merge.mergeCommit, mergeRef: state.merge.ref, branch }
+            ? { nodePath: input.nodePath, specId: input.specId, status: 'merged', mergeCommit: state.merge.mergeCommit, mergeRef: state.merge.ref, ...(state.merge.bytes !== undefined ? { mergeBytes: state.merge.bytes } : {}), branch }
             : { nodePath: input.nodePath, specId: input.specId, status: 'failed', branch, error: route.because };
         break;
     }

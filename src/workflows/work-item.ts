@@ -11,6 +11,7 @@ import {
   CancellationScope,
   CancelledFailure,
   condition,
+  executeChild,
   isCancellation,
   log,
   proxyActivities,
@@ -27,7 +28,10 @@ import { checkReview, decideReview, type AcceptedReview } from '../engine/review
 import { combineVerdicts } from '../engine/gates';
 import { summarizeUsage, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
-import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, TDD_PREPARE_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { TDD_STAGE } from '../model/tdd-node';
+import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
+import { tddNode } from './tdd-node';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
@@ -65,6 +69,7 @@ const treadleLocal = proxyLocalActivities<{
   retry: { maximumAttempts: 5 },
 });
 const preparePipeline = treadleLocal[PREPARE_PIPELINE_ACTIVITY];
+const tddPrepare = proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] } })[TDD_PREPARE_ACTIVITY];
 const storeArtefact = treadleLocal[STORE_ARTEFACT_ACTIVITY];
 
 /** Reviews kept in the memo; the `state` query lists them all. */
@@ -384,8 +389,11 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
     ...(stage.with !== undefined ? { config: stage.with } : {}),
   };
   const agent = stage.agent !== undefined ? { agent: stage.agent } : {};
+  // Not async: the usual path hands back the activity's own promise (every workflow promise costs, see BENCHMARKS.md).
+  const execute = (): Promise<StageActivityResult> =>
+    stage.run === TDD_STAGE ? runTddTree(run, record.attempt) : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
   const work = async (): Promise<AttemptOutcome> => {
-    const { calls, previousLog, ...output } = await stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+    const { calls, previousLog, ...output } = await execute();
     addCalls(record, calls);
     if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
     if (output.artefact !== undefined) record.artefact = output.artefact;
@@ -468,6 +476,19 @@ function activityOptions(stage: StageSpec, attempt: number, what: string) {
     // conversation, one working directory), and the calls it made come back with the cancellation.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   };
+}
+
+/**
+ * A `tdd` stage's attempt: the TDD tree as a child workflow (its own history and Web UI page, under this
+ * item), its root's `MergeComplete` as the artefact, by reference. A tree that fails fails the attempt.
+ */
+async function runTddTree(run: StageRun, attempt: number): Promise<StageActivityResult> {
+  const treeId = `${workflowInfo().workflowId}.${run.stage.name}.${attempt}`;
+  const input = await tddPrepare({ config: run.stage.with ?? null, treeId });
+  const result = await executeChild(tddNode, { workflowId: treeId, args: [input] });
+  if (result.status !== 'merged' || !result.mergeRef) throw ApplicationFailure.nonRetryable(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed');
+  const summary = truncateText(`${result.nodePath} merged as ${result.mergeCommit?.slice(0, 10) ?? '?'} into ${input.mergeInto}`);
+  return { outcome: 'completed', artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary }, summary, previousLog: null };
 }
 
 function stageActivity(stage: StageSpec, attempt: number): (input: StageActivityInput) => Promise<StageActivityResult> {

@@ -105,3 +105,45 @@ test('the example tree: children merge into the parent, the parent into the targ
   // Small history: the envelope pattern keeps files, diffs and test output out of it.
   for (const nodeId of [id, ...state.children.map((c) => c.workflowId)]) expect(await historyBytes(nodeId)).toBeLessThan(80_000);
 }, 240_000);
+
+test('a tdd stage in an ordinary pipeline: the tree runs as a child workflow and its MergeComplete is the artefact', async () => {
+  const repo = path.join(root, 'textkit-stage');
+  await initRepository(repo, { 'README.md': '# textkit\n' });
+  const id = h.id('with-tdd');
+  const pipelineSpec = {
+    name: 'plan-and-build',
+    stages: [
+      { name: 'plan', run: 'scripted', with: { artefact: { plan: 'textkit: tokenizer + formatter' } } },
+      { name: 'build', run: 'tdd', dependsOn: ['plan'], with: { spec, repo, replies } },
+    ],
+  };
+  await h.client.start(pipelineSpec, null, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+
+  const artefact = (await h.client.readArtefact(result.artefacts.build)) as { exit: string; mergeCommit: string; author: string; changes: unknown[] };
+  expect(artefact).toMatchObject({ exit: 'MergeComplete', author: 'textkit', impactLevel: 'Additive' });
+  expect(artefact.mergeCommit).toBe(gitIn(repo, 'rev-parse', 'treadle/textkit'));
+
+  // The tree is a child of the work item: it has its own history, and its children theirs.
+  const tree = await h.temporal.workflow.getHandle(`${id}.build.1`).describe();
+  expect(tree.type).toBe('tddNode');
+  expect(tree.parentExecution?.workflowId).toBe(id);
+  expect((await h.temporal.workflow.getHandle(`${id}.build.1.tokenizer`).describe()).parentExecution?.workflowId).toBe(`${id}.build.1`);
+}, 240_000);
+
+test('a tdd stage whose config is wrong is refused by the worker before anything runs, every problem listed', async () => {
+  const id = h.id('bad-tdd');
+  await h.client.start({ name: 'bad-tdd', stages: [{ name: 'build', run: 'tdd', with: { spec: { id: 'x y', acceptanceCriteria: [] }, repo: 'relative/path' } }] }, null, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  const problems = (await h.client.getState(id)).problems ?? [];
+  expect(problems).toEqual(
+    expect.arrayContaining([
+      expect.stringMatching(/build.*repo: must be an absolute path/),
+      expect.stringMatching(/build.*spec\.id: letters, digits/),
+      expect.stringMatching(/build.*spec\.description/),
+      expect.stringMatching(/build.*spec\.acceptanceCriteria: at least one acceptance criterion/),
+    ]),
+  );
+});
