@@ -29,3 +29,13 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))('records %s', async (name, s
   writeFileSync(file, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
   expect(history.events!.length).toBeGreaterThan(10);
 }, SCENARIO_TEST_MS);
+
+// A TDD tree (seed 001): the root (children, merge handshake, retry, MoreTests) and a child that rebased.
+it('records tdd-tree', async () => {
+  const { recordTddTree } = await import('../support/tdd-recording');
+  const histories = await recordTddTree(h);
+  for (const [name, history] of Object.entries(histories)) {
+    writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
+    expect(history.events!.length).toBeGreaterThan(20);
+  }
+}, SCENARIO_TEST_MS);

@@ -1,0 +1,34 @@
+/**
+ * Runs the shipped TDD example (examples/tdd) once and returns the histories worth replaying: the root node
+ * and the child that rebased onto its sibling's merge.
+ */
+import type { temporal } from '@temporalio/proto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { initRepository } from '../../src/activities/git';
+import type { Json } from '../../src/model/shapes';
+import type { Harness } from './harness';
+
+const EXAMPLE = path.join(__dirname, '..', '..', 'examples', 'tdd');
+
+export async function recordTddTree(h: Harness): Promise<Record<string, temporal.api.history.v1.IHistory>> {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'tdd-record-'));
+  process.env.TREADLE_TDD_REPOS = root;
+  const repo = path.join(root, 'textkit');
+  await initRepository(repo, { 'README.md': '# textkit\n' });
+  const spec = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.yaml'), 'utf8')) as Json;
+  const replies = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.replies.yaml'), 'utf8')) as Json;
+  const id = `replay-tdd-${h.taskQueue}`;
+  await h.client.startTdd(spec, { repo, id, replies });
+  const result = await h.client.tddResult(id);
+  if (result.status !== 'merged') throw new Error(`the example tree did not merge: ${result.error}`);
+  const state = await h.client.getTddState(id);
+  const rebased = (await Promise.all(state.children.map(async (c) => ({ c, s: await h.client.getTddState(c.workflowId) })))).find((x) => (x.s.counters.calls.rebaser ?? 0) > 0);
+  if (!rebased) throw new Error('no child rebased');
+  return {
+    'tdd-root': await h.temporal.workflow.getHandle(id).fetchHistory(),
+    'tdd-child-rebased': await h.temporal.workflow.getHandle(rebased.c.workflowId).fetchHistory(),
+  };
+}
