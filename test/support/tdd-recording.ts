@@ -1,6 +1,6 @@
 /**
  * Runs the shipped TDD example (examples/tdd) once and returns the histories worth replaying: the root node
- * and the child that rebased onto its sibling's merge.
+ * and the child that rebased onto its sibling's merge, each under its workflow id (the replay test's name for it).
  */
 import type { temporal } from '@temporalio/proto';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -20,7 +20,8 @@ export async function recordTddTree(h: Harness): Promise<Record<string, temporal
   await initRepository(repo, { 'README.md': '# textkit\n' });
   const spec = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.yaml'), 'utf8')) as Json;
   const replies = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.replies.yaml'), 'utf8')) as Json;
-  const id = `replay-tdd-${h.taskQueue}`;
+  // The replay test replays each file under its name as the workflow id, and children's ids derive from it.
+  const id = 'tdd-root';
   await h.client.startTdd(spec, { repo, id, replies });
   const result = await h.client.tddResult(id);
   if (result.status !== 'merged') throw new Error(`the example tree did not merge: ${result.error}`);
@@ -28,7 +29,7 @@ export async function recordTddTree(h: Harness): Promise<Record<string, temporal
   const rebased = (await Promise.all(state.children.map(async (c) => ({ c, s: await h.client.getTddState(c.workflowId) })))).find((x) => (x.s.counters.calls.rebaser ?? 0) > 0);
   if (!rebased) throw new Error('no child rebased');
   return {
-    'tdd-root': await h.temporal.workflow.getHandle(id).fetchHistory(),
-    'tdd-child-rebased': await h.temporal.workflow.getHandle(rebased.c.workflowId).fetchHistory(),
+    [id]: await h.temporal.workflow.getHandle(id).fetchHistory(),
+    [rebased.c.workflowId]: await h.temporal.workflow.getHandle(rebased.c.workflowId).fetchHistory(),
   };
 }
