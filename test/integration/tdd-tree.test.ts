@@ -5,7 +5,7 @@
  * rebase. The proof is in git: the branches' logs and a passing `node --test` on the merged result.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
@@ -13,6 +13,7 @@ import { initRepository } from '../../src/activities/git';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import type { TddNodeState } from '../../src/model/tdd-node';
 import { startHarness, type Harness } from '../support/harness';
+import { runTreadle } from '../support/cli';
 
 const EXAMPLE = path.join(__dirname, '..', '..', 'examples', 'tdd');
 const spec = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.yaml'), 'utf8')) as Json;
@@ -147,3 +148,33 @@ test('a tdd stage whose config is wrong is refused by the worker before anything
     ]),
   );
 });
+
+test('treadle tdd --wait and treadle status, as users run them; a bad spec file is refused with every problem', async () => {
+  const repo = path.join(root, 'textkit-cli');
+  await initRepository(repo, { 'README.md': '# textkit\n' });
+  const id = h.id('tdd-cli');
+  const run = await runTreadle(h, ['tdd', path.join(EXAMPLE, 'textkit.yaml'), '--repo', repo, '--replies', path.join(EXAMPLE, 'textkit.replies.yaml'), '--id', id, '--wait']);
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  expect(run.stdout).toContain(`started ${id}: branch tdd/textkit, merges into treadle/textkit`);
+  expect(run.stdout).toMatch(/NodeExit\s+impl: RequestRetry/);
+  expect(run.stdout).toMatch(/NodeExit\s+merger: MergeComplete/);
+  expect(run.stdout).toMatch(/textkit: merged \(phase done, branch tdd\/textkit, depth 0\)/);
+
+  const status = await runTreadle(h, ['status', id]);
+  expect(status.code).toBe(0);
+  expect(status.stdout).toMatch(new RegExp(`tokenizer\\s+${id}\\.tokenizer\\s+merged`));
+  expect(status.stdout).toMatch(new RegExp(`formatter\\s+${id}\\.formatter\\s+merged`));
+  expect(status.stdout).toMatch(/impl\s+TestsPassed/);
+  expect(status.stdout).toMatch(/merged as [0-9a-f]{40}/);
+
+  const bad = path.join(root, 'bad.yaml');
+  writeFileSync(bad, 'id: has space\ndescription: ""\nacceptanceCriteria: []\ntargetPath: /etc/passwd\ntestPath: t.js\n');
+  const refused = await runTreadle(h, ['tdd', bad, '--repo', repo]);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(/TDD spec is invalid/);
+  expect(refused.stderr).toMatch(/- id: letters, digits/);
+  expect(refused.stderr).toMatch(/- description: describe what to build/);
+  expect(refused.stderr).toMatch(/- acceptanceCriteria: at least one acceptance criterion/);
+  expect(refused.stderr).toMatch(/- targetPath: must be a relative path/);
+}, 240_000);
