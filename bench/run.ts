@@ -20,6 +20,7 @@ import { reviewRoundTrip, type ReviewRoundTripResult } from './scenarios/review-
 import { serverSettings, type ServerSettingsResult } from './scenarios/server-settings';
 import { throughput, type ThroughputResult } from './scenarios/throughput';
 import { LISTING_GOAL_MS, waitingItems, type WaitingItemsResult } from './scenarios/waiting-items';
+import { tddTree, type TddTreeResult } from './scenarios/tdd-tree';
 import { round } from './statistics';
 
 /** Goals from the issue. */
@@ -57,6 +58,7 @@ export interface BenchResults {
     fanOut: FanOutWidthResult[];
     largeArtefacts: ArtefactSizeResult[];
     waitingItems: WaitingItemsResult;
+    tddTree: TddTreeResult;
     cliStart: CliStartResult;
     /** Null in quick mode (three more servers would not fit CI's budget). */
     serverSettings: ServerSettingsResult | null;
@@ -196,6 +198,7 @@ async function main(): Promise<void> {
       reviewRoundTrip: await run(reviewRoundTrip),
       fanOut: await run(fanOut),
       largeArtefacts: await run(largeArtefacts),
+      tddTree: await run(tddTree),
       // Last: it leaves its items waiting, which would weigh on every scenario after it.
       waitingItems: await run(waitingItems),
     };

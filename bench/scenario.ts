@@ -26,6 +26,8 @@ export interface Sizes {
   /** Server settings: items at once on each of the three dev servers, and rounds of them (0: not run). */
   serverItemsAtOnce: number;
   serverRounds: number;
+  /** Children of the wide TDD tree. */
+  tddWidth: number;
 }
 
 /** Sizes of each mode; `quick` must finish in under two minutes on a 2-core machine. */
@@ -46,6 +48,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     // Three more servers would not fit CI's budget; `--medium` and the full run measure them.
     serverItemsAtOnce: 60,
     serverRounds: 0,
+    tddWidth: 4,
   },
   medium: {
     mode: 'medium',
@@ -62,6 +65,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     waitingItems: 500,
     serverItemsAtOnce: 60,
     serverRounds: 1,
+    tddWidth: 10,
   },
   full: {
     mode: 'full',
@@ -78,6 +82,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     waitingItems: 1000,
     serverItemsAtOnce: 60,
     serverRounds: 2,
+    tddWidth: 20,
   },
 };
 

@@ -326,8 +326,11 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     await serveMergeRequests();
     // A sibling merged: rebase before the next step (the seed pauses Impl/TDD while rebasing).
     if (siblingMerges.length > 0 && route.to !== 'exit') {
-      const event = siblingMerges.shift()!;
-      emit('SiblingMerged', `sibling ${event.author} merged (${event.impactLevel}); rebasing onto ${event.newParentHead.slice(0, 10)}`, { stage: 'rebaser' });
+      // Several merges since the last step: one rebase onto the newest head covers them all.
+      const events = siblingMerges.splice(0);
+      const event = events[events.length - 1]!;
+      for (const e of events) emit('SiblingMerged', `sibling ${e.author} merged (${e.impactLevel}) at ${e.newParentHead.slice(0, 10)}`, { stage: 'rebaser' });
+      if (events.length > 1) note = `Siblings merged since your last step: ${events.map((e) => `${e.author} (${e.impactLevel})`).join(', ')}; the MergeEvent below is the latest.`;
       const rebased = await call('rebaser', { rebase: { parentBranch: event.parentBranch, newParentHead: event.newParentHead }, refs: { ...refs, ...(event.mergeEventRef ? { mergeEvent: event.mergeEventRef } : {}) } });
       if (rebased.exit === 'NoDecision') route = noDecision('rebaser', rebased);
       else {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { startHarness, type Harness } from '../support/harness';
 import { SCENARIOS, SCENARIO_TEST_MS } from '../support/scenarios';
 import { PROMPT_CANCELLATION } from '../support/attempt-timeout';
+import { recordTddTree } from '../support/tdd-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -32,7 +33,6 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))('records %s', async (name, s
 
 // A TDD tree (seed 001): the root (children, merge handshake, retry, MoreTests) and a child that rebased.
 it('records tdd-tree', async () => {
-  const { recordTddTree } = await import('../support/tdd-recording');
   const histories = await recordTddTree(h);
   for (const [name, history] of Object.entries(histories)) {
     writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
