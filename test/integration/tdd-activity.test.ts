@@ -1,0 +1,90 @@
+/**
+ * The TDD node activity under Temporal's retries: an activity that runs again with the same input (a worker
+ * crash after the commit, a lost completion) finds its commit instead of making a second one, and a
+ * Merger run again merges once. Real git, real test runs, the real activity function in Temporal's mock
+ * activity environment.
+ */
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createTddActivities } from '../../src/activities/tdd';
+import { initRepository } from '../../src/activities/git';
+import { scriptedAgentFactory } from '../../src/agents/scripted';
+import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../src/model/activity-types';
+import { TddSettingsSchema } from '../../src/model/tdd';
+import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/model/tdd-node';
+import { MemoryBlobStore } from '../../src/storage/blob-store';
+
+let root: string;
+beforeAll(() => {
+  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-activity-'));
+});
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const git = (cwd: string, ...args: string[]): string => execFileSync('git', args, { cwd, encoding: 'utf8' }).trim();
+
+test('a node call run twice with the same input commits once; a merger run twice merges once', async () => {
+  const repo = path.join(root, 'calc');
+  await initRepository(repo, { 'README.md': '# calc\n' });
+  const blobs = new MemoryBlobStore();
+  const activities = createTddActivities({ blobs, agents: { scripted: scriptedAgentFactory }, env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' } }) as unknown as {
+    [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
+    [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
+  };
+  const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'tdd-calc', runId: 'run-1' } });
+  const node = await env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch: 'tdd/calc', base: 'HEAD' });
+  const target = await env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch: 'treadle/calc', base: 'HEAD' });
+
+  const spec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(1, 2) is 3' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
+  const contextRef = (await blobs.put(Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)), 'application/json', 'spec')).ref;
+  const test = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('A1', () => assert.equal(require('../src/add').add(1, 2), 3));\n`;
+  const replies = {
+    'calc.scaffold': [{ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/add.js', contractSuite: 'test/add.test.js', testPlan: [], files: { 'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n", 'test/add.test.js': test } }],
+    'calc.merger': [{ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [] }],
+  };
+  const repliesRef = (await blobs.put(Buffer.from(JSON.stringify(replies)), 'application/json', 'replies')).ref;
+  const base = {
+    treeId: 'tdd-calc',
+    nodePath: 'calc',
+    specId: 'calc',
+    contextRef,
+    repo,
+    worktree: node.worktree,
+    branch: 'tdd/calc',
+    settings: TddSettingsSchema.parse({}),
+    readOnly: [],
+    repliesRef,
+    conversationId: 'tdd:calc',
+    refs: {},
+  };
+  const scaffold: TddNodeCallInput = { ...base, node: 'scaffold', callIndex: 0 };
+  const first = await env.run(activities[TDD_NODE_ACTIVITY], scaffold);
+  const commits = git(repo, 'rev-list', '--count', 'tdd/calc');
+  // Temporal retries the same input after, say, a crash before the completion reached the server.
+  const again = await env.run(activities[TDD_NODE_ACTIVITY], scaffold);
+  expect(first.exit).toBe('InitWork');
+  expect(again.commit).toBe(first.commit);
+  expect(git(repo, 'rev-list', '--count', 'tdd/calc')).toBe(commits);
+  expect(git(repo, 'log', '-1', '--format=%B', 'tdd/calc')).toContain('Treadle-Op: tdd-calc/scaffold/0/0');
+
+  // Make the tests pass, then merge twice with the same input: one squash merge on the target branch.
+  execFileSync('sh', ['-c', "printf 'module.exports = { add: (a, b) => a + b };\\n' > src/add.js && git add -A && git -c user.name=t -c user.email=t@t commit -qm impl"], { cwd: node.worktree });
+  const merger: TddNodeCallInput = {
+    ...base,
+    node: 'merger',
+    callIndex: 0,
+    refs: { scaffold: first.exitRef },
+    merge: { parentNodeId: 'treadle/calc', parentBranch: 'treadle/calc', parentWorktree: target.worktree },
+  };
+  const approval = (await blobs.put(Buffer.from(JSON.stringify({ signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } })), 'application/json', 'approval')).ref;
+  merger.refs.approval = approval;
+  const merged = await env.run(activities[TDD_NODE_ACTIVITY], merger);
+  const mergedAgain = await env.run(activities[TDD_NODE_ACTIVITY], merger);
+  expect(merged.exit).toBe('MergeComplete');
+  expect(mergedAgain.envelope.mergeCommit).toBe(merged.envelope.mergeCommit);
+  const targetLog = git(repo, 'log', '--format=%s', 'treadle/calc').split('\n');
+  expect(targetLog.filter((s) => s === 'feat(calc): implement')).toHaveLength(1);
+  expect(git(repo, 'rev-parse', 'treadle/calc')).toBe(merged.envelope.mergeCommit);
+});
