@@ -34,8 +34,10 @@ test('a node call run twice with the same input commits once; a merger run twice
     [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
   };
   const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'tdd-calc', runId: 'run-1' } });
-  const node = await env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch: 'tdd/calc', base: 'HEAD' });
-  const target = await env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch: 'treadle/calc', base: 'HEAD' });
+  const worktree = (branch: string) => env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch, base: 'HEAD' }) as Promise<TddWorktreeResult>;
+  const call = (input: TddNodeCallInput) => env.run(activities[TDD_NODE_ACTIVITY], input) as Promise<TddNodeCallResult>;
+  const node = await worktree('tdd/calc');
+  const target = await worktree('treadle/calc');
 
   const spec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(1, 2) is 3' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
   const contextRef = (await blobs.put(Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)), 'application/json', 'spec')).ref;
@@ -60,10 +62,10 @@ test('a node call run twice with the same input commits once; a merger run twice
     refs: {},
   };
   const scaffold: TddNodeCallInput = { ...base, node: 'scaffold', callIndex: 0 };
-  const first = await env.run(activities[TDD_NODE_ACTIVITY], scaffold);
+  const first = await call(scaffold);
   const commits = git(repo, 'rev-list', '--count', 'tdd/calc');
   // Temporal retries the same input after, say, a crash before the completion reached the server.
-  const again = await env.run(activities[TDD_NODE_ACTIVITY], scaffold);
+  const again = await call(scaffold);
   expect(first.exit).toBe('InitWork');
   expect(again.commit).toBe(first.commit);
   expect(git(repo, 'rev-list', '--count', 'tdd/calc')).toBe(commits);
@@ -80,8 +82,8 @@ test('a node call run twice with the same input commits once; a merger run twice
   };
   const approval = (await blobs.put(Buffer.from(JSON.stringify({ signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } })), 'application/json', 'approval')).ref;
   merger.refs.approval = approval;
-  const merged = await env.run(activities[TDD_NODE_ACTIVITY], merger);
-  const mergedAgain = await env.run(activities[TDD_NODE_ACTIVITY], merger);
+  const merged = await call(merger);
+  const mergedAgain = await call(merger);
   expect(merged.exit).toBe('MergeComplete');
   expect(mergedAgain.envelope.mergeCommit).toBe(merged.envelope.mergeCommit);
   const targetLog = git(repo, 'log', '--format=%s', 'treadle/calc').split('\n');
