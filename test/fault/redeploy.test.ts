@@ -14,7 +14,9 @@ import { draftPublish } from '../support/pipelines';
 
 const HISTORIES = path.join(__dirname, '..', 'replay', 'histories');
 const files = readdirSync(HISTORIES).filter((f) => f.endsWith('.json'));
-const histories = () => files.map((file) => ({ workflowId: file, history: JSON.parse(readFileSync(path.join(HISTORIES, file), 'utf8')) as unknown }));
+// Each file's name is the workflow id it ran under (a TDD node derives its children's ids from it).
+const idOf = (file: string): string => file.replace(/\.json$/, '');
+const histories = () => files.map((file) => ({ workflowId: idOf(file), history: JSON.parse(readFileSync(path.join(HISTORIES, file), 'utf8')) as unknown }));
 
 const quiet = { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, log: () => undefined, error: (m: string) => process.stderr.write(`${m}\n`) };
 let compatible: string;
@@ -40,12 +42,12 @@ it('has recorded histories to replay', () => {
 it('every recorded history replays against the compatible variant', async () => {
   const results: { workflowId: string; error?: unknown }[] = [];
   for await (const result of Worker.runReplayHistories({ workflowBundle: { code: compatible } }, histories())) results.push(result);
-  expect(results.map((r) => ({ file: r.workflowId, error: r.error }))).toEqual(files.map((file) => ({ file, error: undefined })));
+  expect(results.map((r) => ({ file: r.workflowId, error: r.error }))).toEqual(files.map((file) => ({ file: idOf(file), error: undefined })));
 });
 
 it.each(files)('the incompatible variant fails the replay of %s with a nondeterminism error', async (file) => {
   const history = JSON.parse(readFileSync(path.join(HISTORIES, file), 'utf8')) as unknown;
-  const error = await Worker.runReplayHistory({ workflowBundle: { code: incompatible } }, history, file).then(
+  const error = await Worker.runReplayHistory({ workflowBundle: { code: incompatible } }, history, idOf(file)).then(
     () => undefined,
     (e: unknown) => e,
   );
