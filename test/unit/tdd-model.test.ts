@@ -11,6 +11,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { SAMPLE_EXITS, exitNamesOf } from '../support/tdd-exits';
 import {
   CoverageReportSchema,
   EXIT_SCHEMAS,
@@ -22,7 +23,6 @@ import {
   validateTddSpec,
   type ChildSpec,
   type ExitName,
-  type NodeExit,
   type TddNodeName,
 } from '../../src/model/tdd';
 
@@ -250,37 +250,11 @@ describe('checkChildSpecs', () => {
 // ---------------------------------------------------------------------------------------------------------
 // Exit schemas
 
-type ExitOf<N extends ExitName> = Extract<NodeExit, { exit: N }>;
-
-const plannedTest = { criterionId: 'TK1', plannedTestName: 'TK1: wordCount counts words', approach: 'a sentence with extra spaces' };
-
-/** A valid reply of every exit; the mapped type makes a missing exit a type error. */
-const VALID_REPLIES: { [N in ExitName]: ExitOf<N> } = {
-  InitWork: { exit: 'InitWork', scaffoldCommit: 'a1b2c3', interfaceFile: 'src/textkit.js', contractSuite: 'test/contract.test.js', testPlan: [plannedTest] },
-  ClarificationNeeded: { exit: 'ClarificationNeeded', question: 'Does a hyphen split words?', ambiguityReference: 'TK1', specSentence: 'the number of words' },
-  TestsReady: { exit: 'TestsReady', testsCommit: 'b2c3d4', testFiles: ['test/textkit.test.js'], pendingCriteria: ['TK1'] },
-  InvalidScaffold: { exit: 'InvalidScaffold', missingType: 'Token', expectedLocation: 'src/textkit.js' },
-  TestsPassed: { exit: 'TestsPassed', commitHash: 'c3d4e5', iterations: 2, passedTests: ['TK1: wordCount counts words'] },
-  RequestRetry: { exit: 'RequestRetry', diagnosis: 'off by one', strategyFrom: 'split on " "', strategyTo: 'split on /\\s+/', failingTests: ['TK1'] },
-  BlockedDependency: { exit: 'BlockedDependency', missingSymbol: 'tokenize', expectedImportPath: 'src/tokenizer.js' },
-  SpecAmbiguity: { exit: 'SpecAmbiguity', specSentence: 'single spaces', contradictionTrace: 'TK2 vs contract', question: 'Trim?' },
-  Stuck: { exit: 'Stuck', diagnosis: 'contradiction', recommendation: 'drop TK2', attempts: 5 },
-  Approved: { exit: 'Approved', signOff: 'LGTM', coverageReport: { criteriaWithTests: [['TK1', 'TK1: wordCount counts words']], criteriaMissing: [] } },
-  MoreTests: { exit: 'MoreTests', critiques: [{ file: 'src/textkit.js', line: 12, issue: 'empty input', requiredFix: 'test ""' }], additionalTests: [plannedTest] },
-  Reject: { exit: 'Reject', reason: 'reimplements the tokenizer', missingCriteria: ['TK2'] },
-  MergeComplete: { exit: 'MergeComplete', mergeCommit: 'd4e5f6', author: 'textkit.tokenizer', impactLevel: 'Breaking', changes: [{ symbol: 'tokenize', changeType: 'SignatureChange', reason: 'returns tokens' }] },
-  MergeRejected: { exit: 'MergeRejected', reason: 'BuildFailure', details: 'syntax error', failingTests: [] },
-  RebaseClean: { exit: 'RebaseClean', newBase: 'e5f6a7' },
-  RebaseAdapted: { exit: 'RebaseAdapted', newBase: 'e5f6a7', adaptations: [{ symbol: 'tokenize', change: 'import path', reason: 'moved' }] },
-  RebaseConflict: { exit: 'RebaseConflict', conflictFile: 'src/textkit.js', ourChange: 'a', theirChange: 'b', whyUnresolvable: 'logic' },
-};
+const VALID_REPLIES = SAMPLE_EXITS;
 
 /** The `Maybe` fields of exits (absent or null); every other field is required. */
 const MAYBE_FIELDS: Partial<Record<ExitName, string[]>> = { InitWork: ['childSpecs', 'interfaces'] };
 
-function exitNamesOf(node: TddNodeName): ExitName[] {
-  return EXIT_SCHEMAS[node].options.flatMap((option) => [...option.shape.exit.values]);
-}
 const EVERY_EXIT = TDD_NODES.flatMap((node) => exitNamesOf(node).map((exit) => ({ node, exit })));
 const reply = (exit: ExitName): Record<string, unknown> => structuredClone(VALID_REPLIES[exit]) as Record<string, unknown>;
 /** A value of another type than `value`'s. */
