@@ -511,7 +511,11 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     lastRoute = described;
   }
 
-  // A parent never ends while a child may still ask it to merge.
+  // A parent that failed stops its running children (they could only wait for a merge it will never take);
+  // either way it ends only once every child has settled, so none is left asking it to merge.
+  if (result.status === 'failed') {
+    for (const child of state.children) if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel();
+  }
   while (state.children.some((c) => c.status === 'running')) {
     await condition(() => mergeRequests.length > 0 || !state.children.some((c) => c.status === 'running'));
     for (const request of mergeRequests.splice(0)) {

@@ -178,3 +178,45 @@ test('treadle tdd --wait and treadle status, as users run them; a bad spec file 
   expect(refused.stderr).toMatch(/- acceptanceCriteria: at least one acceptance criterion/);
   expect(refused.stderr).toMatch(/- targetPath: must be a relative path/);
 }, 240_000);
+
+test('a parent that fails cancels its running children instead of leaving them waiting to merge', async () => {
+  const repo = path.join(root, 'failing-parent');
+  await initRepository(repo, { 'README.md': '# failing\n' });
+  const id = h.id('tdd-fail');
+  const stub = (name: string) => `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
+  const redTest = (name: string, file: string) => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('${name}', () => assert.equal(require('../src/${file}').${name}(), 1));\n`;
+  const contract = (name: string, file: string) => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('exports ${name}', () => assert.equal(typeof require('../../src/${file}').${name}, 'function'));\n`;
+  const failingSpec = {
+    id: 'parent',
+    description: 'a parent whose test writer never decides',
+    acceptanceCriteria: [{ id: 'P1', text: 'p() is 1' }],
+    targetPath: 'src/parent.js',
+    testPath: 'test/parent.test.js',
+    tdd: { humanTtlSeconds: 1, maxInvalidReplies: 1 },
+  };
+  const failingReplies = {
+    'parent.scaffold': [
+      {
+        exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/parent.js', contractSuite: 'test/contract/parent.test.js', testPlan: [],
+        childSpecs: [{ id: 'kid', description: 'k() is 1', acceptanceCriteria: [{ id: 'K1', text: 'k() is 1' }], targetPath: 'src/kid.js', testPath: 'test/kid.test.js' }],
+        files: { 'src/parent.js': stub('p'), 'test/contract/parent.test.js': contract('p', 'parent') },
+      },
+    ],
+    'parent.tddWriteTests': ['Still thinking about which tests to write.'],
+    'kid.scaffold': [{ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/kid.js', contractSuite: 'test/contract/kid.test.js', testPlan: [], files: { 'src/kid.js': stub('k'), 'test/contract/kid.test.js': contract('k', 'kid') } }],
+    'kid.tddWriteTests': [{ exit: 'TestsReady', testsCommit: '', testFiles: ['test/kid.test.js'], pendingCriteria: ['K1'], files: { 'test/kid.test.js': redTest('k', 'kid') } }],
+    'kid.impl': [{ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['k'], files: { 'src/kid.js': "module.exports = { k: () => 1 };\n" } }],
+    'kid.tddReviewImpl': [{ exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [], criteriaMissing: [] } }],
+  };
+  await h.client.startTdd(failingSpec, { repo, id, replies: failingReplies });
+  const result = await h.client.tddResult(id);
+  expect(result.status).toBe('failed');
+  expect(result.error).toMatch(/nobody answered before the wait expired/);
+  const events = await nodeEvents(id);
+  // The reminder, then the malformed-reply feedback, then no decision: a human is asked, nobody answers.
+  expect(events.find((e) => e.type === 'NodeExit' && e.stage === 'tddWriteTests')?.details).toMatchObject({ exit: 'NoDecision', nudged: true, invalidReplies: 2 });
+  expect(events.some((e) => e.type === 'ReviewExpired')).toBe(true);
+  const kid = await h.temporal.workflow.getHandle(`${id}.kid`).describe();
+  expect(kid.status.name).toBe('CANCELLED');
+  expect((await h.client.getTddState(id)).children).toEqual([expect.objectContaining({ id: 'kid', status: 'failed' })]);
+}, 120_000);
