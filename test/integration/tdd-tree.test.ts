@@ -12,7 +12,7 @@ import { parse as parseYaml } from 'yaml';
 import { initRepository } from '../../src/activities/git';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import type { TddNodeState } from '../../src/model/tdd-node';
-import { startHarness, type Harness } from '../support/harness';
+import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 
 const EXAMPLE = path.join(__dirname, '..', '..', 'examples', 'tdd');
@@ -219,4 +219,35 @@ test('a parent that fails cancels its running children instead of leaving them w
   const kid = await h.temporal.workflow.getHandle(`${id}.kid`).describe();
   expect(kid.status.name).toBe('CANCELLED');
   expect((await h.client.getTddState(id)).children).toEqual([expect.objectContaining({ id: 'kid', status: 'failed' })]);
+}, 120_000);
+
+test('ClarificationNeeded waits in the review queue; the answer reruns Scaffold and the leaf merges', async () => {
+  const repo = path.join(root, 'calc');
+  await initRepository(repo, { 'README.md': '# calc\n' });
+  const id = h.id('tdd-calc');
+  const file = (body: string) => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
+  const calcSpec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
+  const calcReplies = {
+    'calc.scaffold': [
+      { exit: 'ClarificationNeeded', question: 'Integers only, or floats too?', ambiguityReference: 'A1', specSentence: 'add(a, b) is their sum' },
+      {
+        exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/add.js', contractSuite: 'test/contract/add.test.js', testPlan: [],
+        files: { 'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n", 'test/contract/add.test.js': file("test('exports add', () => assert.equal(typeof require('../../src/add').add, 'function'));") },
+      },
+    ],
+    'calc.tddWriteTests': [{ exit: 'TestsReady', testsCommit: '', testFiles: ['test/add.test.js'], pendingCriteria: ['A1'], files: { 'test/add.test.js': file("test('A1', () => assert.equal(require('../src/add').add(2, 3), 5));") } }],
+    'calc.impl': [{ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['A1'], files: { 'src/add.js': 'module.exports = { add: (a, b) => a + b };\n' } }],
+    'calc.tddReviewImpl': [{ exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } }],
+    'calc.merger': [{ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [] }],
+  };
+  await h.client.startTdd(calcSpec, { repo, id, replies: calcReplies });
+  const listed = await eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id));
+  expect(listed).toMatchObject({ stage: 'scaffold', pipeline: 'tdd', message: expect.stringContaining('Integers only, or floats too?') });
+  await expect(h.client.review(id, 'impl', { kind: 'approve' })).rejects.toThrow(/impl/);
+  await h.client.review(id, 'scaffold', { kind: 'approve_with_edits', artefact: 'integers only' });
+  const result = await h.client.tddResult(id);
+  expect(result.status).toBe('merged');
+  const exits = (await nodeEvents(id)).filter((e) => e.type === 'NodeExit').map((e) => `${e.stage}:${String(e.details?.exit)}`);
+  expect(exits.slice(0, 2)).toEqual(['scaffold:ClarificationNeeded', 'scaffold:InitWork']);
+  expect(gitIn(repo, 'log', '-1', '--format=%s', 'treadle/calc')).toBe('feat(calc): implement');
 }, 120_000);
