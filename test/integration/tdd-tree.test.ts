@@ -240,7 +240,7 @@ test('ClarificationNeeded waits in the review queue; the answer reruns Scaffold 
     'calc.tddReviewImpl': [{ exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } }],
     'calc.merger': [{ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [] }],
   };
-  await h.client.startTdd(calcSpec, { repo, id, replies: calcReplies });
+  await h.client.startTdd(calcSpec, { repo, id, replies: calcReplies as Json });
   const listed = await eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id));
   expect(listed).toMatchObject({ stage: 'scaffold', pipeline: 'tdd', message: expect.stringContaining('Integers only, or floats too?') });
   await expect(h.client.review(id, 'impl', { kind: 'approve' })).rejects.toThrow(/impl/);
