@@ -227,7 +227,7 @@ test('ClarificationNeeded waits in the review queue; the answer reruns Scaffold 
   const id = h.id('tdd-calc');
   const file = (body: string) => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
   const calcSpec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
-  const calcReplies = {
+  const calcReplies: Record<string, Json[]> = {
     'calc.scaffold': [
       { exit: 'ClarificationNeeded', question: 'Integers only, or floats too?', ambiguityReference: 'A1', specSentence: 'add(a, b) is their sum' },
       {
@@ -240,7 +240,7 @@ test('ClarificationNeeded waits in the review queue; the answer reruns Scaffold 
     'calc.tddReviewImpl': [{ exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } }],
     'calc.merger': [{ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [] }],
   };
-  await h.client.startTdd(calcSpec, { repo, id, replies: calcReplies as Json });
+  await h.client.startTdd(calcSpec, { repo, id, replies: calcReplies });
   const listed = await eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id));
   expect(listed).toMatchObject({ stage: 'scaffold', pipeline: 'tdd', message: expect.stringContaining('Integers only, or floats too?') });
   await expect(h.client.review(id, 'impl', { kind: 'approve' })).rejects.toThrow(/impl/);
