@@ -8,9 +8,11 @@
  * What the 1.24 worker does (found here, asserted below from the history): it survives. While the server is
  * down its polls and heartbeats fail and are retried (Core prints `tcp connect error` warnings); it stays
  * RUNNING and polls the restarted server on its own, through the same NativeConnection. An activity that
- * finished during the outage cannot report it: once the server is back, the activity's heartbeat timeout
- * fires and Temporal runs it again (Core later drops the first execution's result, "Activity not found on
- * completion"). That is a mechanical retry: one scheduled activity, one quality attempt.
+ * finished during the outage cannot report it: Core retries the completion call for at most 10 s (its
+ * default client retry policy), then drops the result; once the server is back, the activity's heartbeat
+ * timeout fires and Temporal runs it again. That is a mechanical retry: one scheduled activity, one quality
+ * attempt. (With a shorter outage the retried completion and the heartbeat timeout race on the restarted
+ * server, and either may win; CI saw both. The outage is therefore longer than Core's retry window.)
  *
  * The slow stages are held open by the test, not by sleeps, so "finishes during the outage" and "still runs
  * when the server is back" hold however slow the machine is.
@@ -29,8 +31,11 @@ import { startDevServer, type DevServer, type DevServerOptions, freePort } from 
 import type { WorkItemState } from '../../src/model/state';
 import { createWorker, defaultRegistry } from '../../src/worker';
 
-/** Long enough that heartbeats fail and the heartbeat timeout (1 s) is due when the server comes back. */
-const OUTAGE_MS = 3_000;
+/**
+ * Long enough that heartbeats fail, the heartbeat timeout (1 s) is due when the server comes back, and Core
+ * has given up retrying the completion of the activity that finished in the outage (10 s at most).
+ */
+const OUTAGE_MS = 13_000;
 /** Two server starts, a graceful stop of up to 10 s, and the items' work, on a loaded machine. */
 const RESTART_TEST_MS = 180_000;
 
