@@ -18,7 +18,9 @@
  */
 import {
   ApplicationFailure,
+  CancellationScope,
   condition,
+  isCancellation,
   getExternalWorkflowHandle,
   proxyActivities,
   setCurrentDetails,
@@ -37,7 +39,8 @@ import { MAX_IMPL_ATTEMPTS, type HumanReason, type TddChildState, type TddNodeCa
 import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { truncateText } from '../model/limits';
 import type { EventType, TreadleEvent } from '../model/shapes';
-import { DEFAULT_EVENT_PAGE, type StateQueryArgs, type WorkItemState } from '../model/state';
+import type { StateQueryArgs, WorkItemState } from '../model/state';
+import { describeFailure, eventPage, now } from './common';
 import {
   eventsQuery,
   mergeDoneSignal,
@@ -102,7 +105,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
   // Messages. Registered before the first await so that none is dropped.
   let humanAnswer: HumanAnswer | undefined;
   const answerReview = (payload: unknown): { ok: true; stage: string; outcome: string; reviewer: string } | { ok: false; error: string } => {
-    const checked = checkReview(asReviewState(state), payload);
+    const checked = checkReview(asReviewState(state, info.workflowId), payload);
     if (!checked.ok) return checked;
     const outcome = checked.review.outcome;
     humanAnswer =
@@ -125,7 +128,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     },
     {
       validator: (payload) => {
-        const checked = checkReview(asReviewState(state), payload);
+        const checked = checkReview(asReviewState(state, info.workflowId), payload);
         if (!checked.ok) throw new Error(checked.error);
       },
     },
@@ -179,356 +182,379 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     maxScaffoldRuns: settings.maxScaffoldRuns,
   });
 
-  emit('ItemStarted', `TDD node ${input.nodePath} started on ${branch} (depth ${input.depth})`);
-  publish();
-  const worktree = await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch, base: input.base });
-  state.worktree = worktree.worktree;
-  const baseCommit = worktree.head;
-  // The root merges into the tree's target branch, in a worktree of its own; children into their parent's.
-  const rootTarget = input.parentWorkflowId === undefined ? await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch: input.mergeInto, base: input.base }) : undefined;
-
-  // What earlier nodes produced, by reference.
-  const refs: TddNodeCallInput['refs'] = {};
-  let note: string | undefined;
-  let scaffolded = false;
-  let implementationExists = false;
-  const childHandles = new Map<string, ChildWorkflowHandle<typeof tddNode>>();
-
-  const call = async (node: TddNodeName, extra: Partial<TddNodeCallInput> = {}): Promise<TddNodeCallResult> => {
-    state.phase = node;
-    const callIndex = state.counters.calls[node] ?? 0;
-    state.counters.calls[node] = callIndex + 1;
+  try {
+    emit('ItemStarted', `TDD node ${input.nodePath} started on ${branch} (depth ${input.depth})`);
     publish();
-    const result = await tdd[TDD_NODE_ACTIVITY]({
-      node,
-      treeId: input.treeId,
-      nodePath: input.nodePath,
-      specId: input.specId,
-      contextRef: input.contextRef,
-      repo: input.repo,
-      worktree: worktree.worktree,
-      branch,
-      settings,
-      readOnly: input.readOnly,
-      ...(input.repliesRef ? { repliesRef: input.repliesRef } : {}),
-      callIndex,
-      replyIndex: state.counters.agentCalls[node] ?? 0,
-      conversationId,
-      refs: { ...refs },
-      baseCommit,
-      implementationExists,
-      ...(note !== undefined ? { note } : {}),
-      ...extra,
-    });
-    note = undefined;
-    state.counters.agentCalls[node] = (state.counters.agentCalls[node] ?? 0) + result.agentCalls;
-    state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
-    emit('NodeExit', `${node}: ${result.summary}`, {
-      stage: node,
-      details: { exit: result.exit, ref: result.exitRef, ...(result.commit ? { commit: result.commit } : {}), ...(result.testRun ? { tests: result.testRun.summary } : {}), calls: result.calls.length, nudged: result.nudged, invalidReplies: result.invalidReplies },
-    });
-    return result;
-  };
+    const worktree = await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch, base: input.base });
+    state.worktree = worktree.worktree;
+    const baseCommit = worktree.head;
+    // The root merges into the tree's target branch, in a worktree of its own; children into their parent's.
+    const rootTarget = input.parentWorkflowId === undefined ? await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch: input.mergeInto, base: input.base }) : undefined;
 
-  /** A node that gave no valid decision is stuck: a human decides. */
-  const noDecision = (node: TddNodeName, result: TddNodeCallResult): TddRoute => ({ to: 'human', reason: 'stuck', message: `${node} gave no valid decision: ${result.envelope.message ?? result.summary}` });
+    // What earlier nodes produced, by reference.
+    const refs: TddNodeCallInput['refs'] = {};
+    let note: string | undefined;
+    let scaffolded = false;
+    let implementationExists = false;
+    const childHandles = new Map<string, ChildWorkflowHandle<typeof tddNode>>();
 
-  const waitForHuman = async (reason: HumanReason, message: string, stage: string): Promise<HumanAnswer> => {
-    state.phase = 'human';
-    state.status = 'waiting_review';
-    state.human = { reason, message: truncateText(message, 1_000) };
-    const expiresAt = settings.humanTtlSeconds ? new Date(Date.now() + settings.humanTtlSeconds * 1000).toISOString() : undefined;
-    state.pendingReviews = [{ stage, reason: 'escalated', message: truncateText(`${reason}: ${message}`, 500), requestedAt: now(), attempt: state.counters.implAttempt, ...(expiresAt ? { expiresAt } : {}) }];
-    humanAnswer = undefined;
-    emit('ReviewRequested', `${stage} waits for a human (${reason}): ${message}`, { stage });
-    publish();
-    const answered = settings.humanTtlSeconds ? await condition(() => humanAnswer !== undefined, settings.humanTtlSeconds * 1000) : await condition(() => humanAnswer !== undefined).then(() => true);
-    const given = humanAnswer as HumanAnswer | undefined; // set by the handlers while we waited
-    const answer: HumanAnswer = answered && given ? given : { kind: 'expired' };
-    state.pendingReviews = [];
-    state.human = undefined;
-    state.status = 'running';
-    emit(answer.kind === 'expired' ? 'ReviewExpired' : 'ReviewResolved', answer.kind === 'expired' ? `${stage}: nobody answered in time` : answer.kind === 'abort' ? `${stage}: aborted: ${answer.reason}` : `${stage}: answered`, { stage });
-    return answer;
-  };
+    const call = async (node: TddNodeName, extra: Partial<TddNodeCallInput> = {}): Promise<TddNodeCallResult> => {
+      // A note (a human's answer, a route's reason) is for the step the route goes to; a rebase or the judging
+      // of a child's merge in between neither sees it nor uses it up.
+      const readsNote = node !== 'rebaser' && extra.judge === undefined;
+      state.phase = node;
+      const callIndex = state.counters.calls[node] ?? 0;
+      state.counters.calls[node] = callIndex + 1;
+      publish();
+      const result = await tdd[TDD_NODE_ACTIVITY]({
+        node,
+        treeId: input.treeId,
+        nodePath: input.nodePath,
+        specId: input.specId,
+        contextRef: input.contextRef,
+        repo: input.repo,
+        worktree: worktree.worktree,
+        branch,
+        settings,
+        readOnly: input.readOnly,
+        ...(input.repliesRef ? { repliesRef: input.repliesRef } : {}),
+        callIndex,
+        replyIndex: state.counters.agentCalls[node] ?? 0,
+        conversationId,
+        refs: { ...refs },
+        baseCommit,
+        implementationExists,
+        ...(readsNote && note !== undefined ? { note } : {}),
+        ...extra,
+      });
+      if (readsNote) note = undefined;
+      state.counters.agentCalls[node] = (state.counters.agentCalls[node] ?? 0) + result.agentCalls;
+      state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
+      emit('NodeExit', `${node}: ${result.summary}`, {
+        stage: node,
+        details: { exit: result.exit, ref: result.exitRef, ...(result.commit ? { commit: result.commit } : {}), ...(result.testRun ? { tests: result.testRun.summary } : {}), calls: result.calls.length, nudged: result.nudged, invalidReplies: result.invalidReplies },
+      });
+      return result;
+    };
 
-  /**
-   * The parent's side of the merge handshake, run only while this node's own worktree is idle: judge the
-   * first waiting child's diff, then let it merge and wait until it is done.
-   */
-  const serveMergeRequests = async (): Promise<void> => {
-    while (mergeRequests.length > 0) {
-      const request = mergeRequests.shift()!;
-      const child = state.children.find((c) => c.id === request.specId);
-      if (!child || child.status !== 'running') continue;
-      emit('MergeRequested', `child ${request.nodePath} asks to merge`, { stage: 'merger', details: { child: request.nodePath } });
-      const judged = await call('tddReviewImpl', { judge: { childNodePath: request.nodePath, childBranch: request.branch, childContextRef: request.contextRef }, refs: { ...refs, implResult: request.implResultRef } });
-      const handle = getExternalWorkflowHandle(request.workflowId);
-      if (judged.exit !== 'Approved') {
-        // Parent-as-judge: a contract failure sends the child back to its TDDWriteTests.
-        await handle.signal(mergeGrantSignal, { granted: false, reason: judged.summary, critiquesRef: judged.exitRef });
+    /** A node that gave no valid decision is stuck: a human decides. */
+    const noDecision = (node: TddNodeName, result: TddNodeCallResult): TddRoute => ({ to: 'human', reason: 'stuck', message: `${node} gave no valid decision: ${result.envelope.message ?? result.summary}` });
+
+    const waitForHuman = async (reason: HumanReason, message: string, stage: string): Promise<HumanAnswer> => {
+      state.phase = 'human';
+      state.status = 'waiting_review';
+      state.human = { reason, message: truncateText(message, 1_000) };
+      const expiresAt = settings.humanTtlSeconds ? new Date(Date.now() + settings.humanTtlSeconds * 1000).toISOString() : undefined;
+      state.pendingReviews = [{ stage, reason: 'escalated', message: truncateText(`${reason}: ${message}`, 500), requestedAt: now(), attempt: state.counters.implAttempt, ...(expiresAt ? { expiresAt } : {}) }];
+      humanAnswer = undefined;
+      emit('ReviewRequested', `${stage} waits for a human (${reason}): ${message}`, { stage });
+      publish();
+      const answered = settings.humanTtlSeconds ? await condition(() => humanAnswer !== undefined, settings.humanTtlSeconds * 1000) : await condition(() => humanAnswer !== undefined).then(() => true);
+      const given = humanAnswer as HumanAnswer | undefined; // set by the handlers while we waited
+      const answer: HumanAnswer = answered && given ? given : { kind: 'expired' };
+      state.pendingReviews = [];
+      state.human = undefined;
+      state.status = 'running';
+      emit(answer.kind === 'expired' ? 'ReviewExpired' : 'ReviewResolved', answer.kind === 'expired' ? `${stage}: nobody answered in time` : answer.kind === 'abort' ? `${stage}: aborted: ${answer.reason}` : `${stage}: answered`, { stage });
+      return answer;
+    };
+
+    /**
+     * The parent's side of the merge handshake, run only while this node's own worktree is idle: judge the
+     * first waiting child's diff, then let it merge and wait until it is done.
+     */
+    const serveMergeRequests = async (): Promise<void> => {
+      while (mergeRequests.length > 0) {
+        const request = mergeRequests.shift()!;
+        const child = state.children.find((c) => c.id === request.specId);
+        if (!child || child.status !== 'running') continue;
+        emit('MergeRequested', `child ${request.nodePath} asks to merge`, { stage: 'merger', details: { child: request.nodePath } });
+        const judged = await call('tddReviewImpl', { judge: { childNodePath: request.nodePath, childBranch: request.branch, childContextRef: request.contextRef }, refs: { ...refs, implResult: request.implResultRef } });
+        const handle = getExternalWorkflowHandle(request.workflowId);
+        if (judged.exit !== 'Approved') {
+          // Parent-as-judge: a contract failure sends the child back to its TDDWriteTests.
+          await handle.signal(mergeGrantSignal, { granted: false, reason: judged.summary, critiquesRef: judged.exitRef });
+          continue;
+        }
+        mergeDone = undefined;
+        await handle.signal(mergeGrantSignal, { granted: true, parentNodeId: input.nodePath, parentBranch: branch, parentWorktree: worktree.worktree });
+        emit('MergeGranted', `child ${request.nodePath} merges into ${branch}`, { stage: 'merger' });
+        publish();
+        await condition(() => (mergeDone !== undefined && mergeDone.nodePath === request.nodePath) || child.status !== 'running');
+        const done: MergeDone = mergeDone ?? { nodePath: request.nodePath, merged: false, summary: `child ${request.nodePath} ended while merging` };
+        mergeDone = undefined;
+        if (done.merged) {
+          child.status = 'merged';
+          child.mergeCommit = done.mergeCommit;
+          child.mergeRef = done.mergeRef;
+          emit('ChildSettled', `child ${request.nodePath} merged: ${done.summary}`, { stage: 'merger' });
+          for (const other of state.children) {
+            if (other.status !== 'running' || other.id === child.id) continue;
+            await getExternalWorkflowHandle(other.workflowId).signal(siblingMergedSignal, {
+              author: request.nodePath,
+              impactLevel: done.impactLevel ?? 'Additive',
+              mergeEventRef: done.changesRef ?? '',
+              parentBranch: branch,
+              newParentHead: done.mergeCommit ?? branch,
+            });
+          }
+          // The others rebase onto this merge first and then ask again.
+          mergeRequests.splice(0);
+        }
+      }
+    };
+
+    /** Children reported by their results too (a child that fails never asks to merge). */
+    const watchChild = (child: TddChildState, handle: ChildWorkflowHandle<typeof tddNode>): void => {
+      void handle.result().then(
+        (result) => {
+          if (result.status === 'merged') {
+            child.status = 'merged';
+            child.mergeCommit ??= result.mergeCommit;
+            child.mergeRef ??= result.mergeRef;
+          } else {
+            child.status = 'failed';
+            child.error = result.error ?? 'failed';
+            emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
+          }
+        },
+        (error: unknown) => {
+          child.status = 'failed';
+          child.error = describeFailure(error);
+          emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
+        },
+      );
+    };
+
+    let route: TddRoute = { to: 'scaffold', because: 'start' };
+    let lastRoute = '';
+    let result: TddNodeResult | undefined;
+    while (result === undefined) {
+      await serveMergeRequests();
+      // A sibling merged: rebase before the next step (the seed pauses Impl/TDD while rebasing).
+      if (siblingMerges.length > 0 && route.to !== 'exit') {
+        // Several merges since the last step: one rebase onto the newest head covers them all.
+        const events = siblingMerges.splice(0);
+        const event = events[events.length - 1]!;
+        for (const e of events) emit('SiblingMerged', `sibling ${e.author} merged (${e.impactLevel}) at ${e.newParentHead.slice(0, 10)}`, { stage: 'rebaser' });
+        const several = events.length > 1 ? { note: `Siblings merged since your last step: ${events.map((e) => `${e.author} (${e.impactLevel})`).join(', ')}; the MergeEvent below is the latest.` } : {};
+        const rebased = await call('rebaser', { rebase: { parentBranch: event.parentBranch, newParentHead: event.newParentHead }, refs: { ...refs, ...(event.mergeEventRef ? { mergeEvent: event.mergeEventRef } : {}) }, ...several });
+        if (rebased.exit === 'NoDecision') route = noDecision('rebaser', rebased);
+        else {
+          const next = afterRebaser(signalOf<RebaserExit>(rebased), counters(), scaffolded);
+          if (next.to !== 'tddWriteTests' || route.to === 'tddWriteTests' || route.to === 'barrier' || route.to === 'impl' || route.to === 'tddReviewImpl' || route.to === 'merger') route = next;
+        }
+        emit('NodeRouted', `rebaser → ${describeRoute(route)}`, { stage: 'rebaser' });
         continue;
       }
-      mergeDone = undefined;
-      await handle.signal(mergeGrantSignal, { granted: true, parentNodeId: input.nodePath, parentBranch: branch, parentWorktree: worktree.worktree });
-      emit('MergeGranted', `child ${request.nodePath} merges into ${branch}`, { stage: 'merger' });
-      publish();
-      await condition(() => (mergeDone !== undefined && mergeDone.nodePath === request.nodePath) || child.status !== 'running');
-      const done: MergeDone = mergeDone ?? { nodePath: request.nodePath, merged: false, summary: `child ${request.nodePath} ended while merging` };
-      mergeDone = undefined;
-      if (done.merged) {
-        child.status = 'merged';
-        child.mergeCommit = done.mergeCommit;
-        child.mergeRef = done.mergeRef;
-        emit('ChildSettled', `child ${request.nodePath} merged: ${done.summary}`, { stage: 'merger' });
-        for (const other of state.children) {
-          if (other.status !== 'running' || other.id === child.id) continue;
-          await getExternalWorkflowHandle(other.workflowId).signal(siblingMergedSignal, {
-            author: request.nodePath,
-            impactLevel: done.impactLevel ?? 'Additive',
-            mergeEventRef: done.changesRef ?? '',
-            parentBranch: branch,
-            newParentHead: done.mergeCommit ?? branch,
-          });
-        }
-        // The others rebase onto this merge first and then ask again.
-        mergeRequests.splice(0);
-      }
-    }
-  };
-
-  /** Children reported by their results too (a child that fails never asks to merge). */
-  const watchChild = (child: TddChildState, handle: ChildWorkflowHandle<typeof tddNode>): void => {
-    void handle.result().then(
-      (result) => {
-        if (result.status === 'merged') {
-          child.status = 'merged';
-          child.mergeCommit ??= result.mergeCommit;
-          child.mergeRef ??= result.mergeRef;
-        } else {
-          child.status = 'failed';
-          child.error = result.error ?? 'failed';
-          emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
-        }
-      },
-      (error: unknown) => {
-        child.status = 'failed';
-        child.error = error instanceof Error ? error.message : String(error);
-        emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
-      },
-    );
-  };
-
-  let route: TddRoute = { to: 'scaffold', because: 'start' };
-  let lastRoute = '';
-  let result: TddNodeResult | undefined;
-  while (result === undefined) {
-    await serveMergeRequests();
-    // A sibling merged: rebase before the next step (the seed pauses Impl/TDD while rebasing).
-    if (siblingMerges.length > 0 && route.to !== 'exit') {
-      // Several merges since the last step: one rebase onto the newest head covers them all.
-      const events = siblingMerges.splice(0);
-      const event = events[events.length - 1]!;
-      for (const e of events) emit('SiblingMerged', `sibling ${e.author} merged (${e.impactLevel}) at ${e.newParentHead.slice(0, 10)}`, { stage: 'rebaser' });
-      if (events.length > 1) note = `Siblings merged since your last step: ${events.map((e) => `${e.author} (${e.impactLevel})`).join(', ')}; the MergeEvent below is the latest.`;
-      const rebased = await call('rebaser', { rebase: { parentBranch: event.parentBranch, newParentHead: event.newParentHead }, refs: { ...refs, ...(event.mergeEventRef ? { mergeEvent: event.mergeEventRef } : {}) } });
-      if (rebased.exit === 'NoDecision') route = noDecision('rebaser', rebased);
-      else {
-        const next = afterRebaser(signalOf<RebaserExit>(rebased), counters(), scaffolded);
-        if (next.to !== 'tddWriteTests' || route.to === 'tddWriteTests' || route.to === 'barrier' || route.to === 'impl' || route.to === 'tddReviewImpl' || route.to === 'merger') route = next;
-      }
-      emit('NodeRouted', `rebaser → ${describeRoute(route)}`, { stage: 'rebaser' });
-      continue;
-    }
-    switch (route.to) {
-      case 'scaffold': {
-        state.counters.scaffoldRuns++;
-        if (route.because !== 'start') note ??= `Scaffold runs again: ${route.because}`;
-        const r = await call('scaffold');
-        if (r.exit === 'NoDecision') {
-          route = noDecision('scaffold', r);
-          break;
-        }
-        if (r.exit === 'InitWork') {
-          refs.scaffold = r.exitRef;
-          scaffolded = true;
-          for (const spec of r.envelope.children ?? []) {
-            if (state.children.some((c) => c.id === spec.id)) continue;
-            const workflowId = `${info.workflowId}.${spec.id}`;
-            const handle = await startChild(tddNode, {
-              workflowId,
-              args: [
-                {
-                  treeId: input.treeId,
-                  nodePath: `${input.nodePath}.${spec.id}`,
-                  specId: spec.id,
-                  contextRef: spec.contextRef,
-                  repo: input.repo,
-                  // From the scaffold commit, not the moving branch: the parent's own (red) tests are not the child's.
-                  base: r.commit ?? branch,
-                  mergeInto: branch,
-                  depth: input.depth + 1,
-                  settings,
-                  readOnly: spec.readOnly,
-                  ...(input.repliesRef ? { repliesRef: input.repliesRef } : {}),
-                  parentWorkflowId: info.workflowId,
-                },
-              ],
-            });
-            const child: TddChildState = { id: spec.id, workflowId, status: 'running' };
-            state.children.push(child);
-            childHandles.set(spec.id, handle);
-            watchChild(child, handle);
-            emit('ChildStarted', `child ${input.nodePath}.${spec.id} started (${workflowId})`, { stage: 'scaffold' });
-          }
-        }
-        route = afterScaffold(signalOf<ScaffoldExit>(r));
-        break;
-      }
-      case 'fork':
-        // Fork: TDDWriteTests now; ImplBarrier is the wait below, children already run as child workflows.
-        route = { to: 'tddWriteTests', because: 'fork' };
-        break;
-      case 'tddWriteTests': {
-        if (route.because !== 'fork') note ??= route.because;
-        const r = await call('tddWriteTests', { coveredCriteria: state.memory.tdd.coveredCriteria });
-        if (r.exit === 'NoDecision') {
-          route = noDecision('tddWriteTests', r);
-          break;
-        }
-        if (r.exit === 'TestsReady') {
-          refs.testsReady = r.exitRef;
-          state.memory.tdd.pendingTests = r.envelope.testFiles ?? [];
-          state.memory.tdd.coveredCriteria = unique([...state.memory.tdd.coveredCriteria, ...(r.envelope.pendingCriteria ?? [])]);
-        }
-        route = afterWriteTests(signalOf<TDDWriteTestsExit>(r), counters());
-        break;
-      }
-      case 'barrier': {
-        state.phase = 'barrier';
-        publish();
-        await condition(() => barrierReady(true, state.children).ready || mergeRequests.length > 0 || siblingMerges.length > 0);
-        if (!barrierReady(true, state.children).ready) break; // serve the request or rebase, then wait again
-        refs.childMerges = state.children.filter((c) => c.status === 'merged' && c.mergeRef).map((c) => c.mergeRef!);
-        const failed = state.children.filter((c) => c.status === 'failed');
-        if (failed.length > 0) note ??= `Child failures: ${failed.map((c) => `${c.id} (${c.error ?? 'failed'})`).join('; ')}. Their subsystems are not available.`;
-        // The seed's ImplBarrier hands Impl `attemptCount = 1` each time it opens.
-        route = { to: 'impl', attempt: 1, because: 'barrier' };
-        break;
-      }
-      case 'impl': {
-        state.counters.implAttempt = route.attempt;
-        if (route.because !== 'barrier') note ??= route.because;
-        const r = await call('impl', { attemptCount: route.attempt });
-        if (r.exit === 'NoDecision') {
-          route = noDecision('impl', r);
-          break;
-        }
-        state.memory.impl.attemptHistory.push({ strategy: `attempt ${route.attempt}`, outcome: truncateText(r.exit === 'TestsPassed' ? 'passed' : `failed: ${r.envelope.message ?? r.exit}`, 200) });
-        if (r.exit === 'TestsPassed') {
-          refs.implResult = r.exitRef;
-          implementationExists = true;
-          state.memory.impl.passedTests = r.envelope.passedTests ?? [];
-        }
-        route = afterImpl(signalOf<ImplExit>(r), counters());
-        break;
-      }
-      case 'tddReviewImpl': {
-        const r = await call('tddReviewImpl');
-        if (r.exit === 'NoDecision') {
-          route = noDecision('tddReviewImpl', r);
-          break;
-        }
-        route = afterReview(signalOf<TDDReviewImplExit>(r), counters());
-        if (r.exit === 'Approved') refs.approval = r.exitRef;
-        if (r.exit === 'MoreTests') {
-          state.counters.reviewRounds++;
-          refs.critiques = r.exitRef;
-        }
-        break;
-      }
-      case 'merger': {
-        let target: TddNodeCallInput['merge'];
-        if (rootTarget) {
-          target = { parentNodeId: input.mergeInto, parentBranch: input.mergeInto, parentWorktree: rootTarget.worktree };
-        } else {
-          // Ask the parent; meanwhile a sibling's merge may arrive and is rebased onto first.
-          grant = undefined;
-          await getExternalWorkflowHandle(input.parentWorkflowId!).signal(mergeRequestSignal, { nodePath: input.nodePath, workflowId: info.workflowId, specId: input.specId, branch, implResultRef: refs.implResult!, contextRef: input.contextRef });
-          state.phase = 'merger';
-          publish();
-          // A sibling that merges first makes this node rebase (and ask again) instead: its parent drops the request.
-          await condition(() => grant !== undefined || siblingMerges.length > 0);
-          const answer = grant as MergeGrant | undefined; // set by the handler while we waited
-          if (answer === undefined) break;
-          grant = undefined;
-          if (!answer.granted) {
-            state.counters.reviewRounds++;
-            if (answer.critiquesRef) refs.critiques = answer.critiquesRef;
-            route = state.counters.reviewRounds > settings.maxReviewRounds ? { to: 'human', reason: 'stuck', message: `the parent's judge refused the merge ${state.counters.reviewRounds} times: ${answer.reason}` } : { to: 'tddWriteTests', because: `the parent's judge refused the merge: ${answer.reason}` };
+      switch (route.to) {
+        case 'scaffold': {
+          state.counters.scaffoldRuns++;
+          if (route.because !== 'start') note ??= `Scaffold runs again: ${route.because}`;
+          const r = await call('scaffold');
+          if (r.exit === 'NoDecision') {
+            route = noDecision('scaffold', r);
             break;
           }
-          target = { parentNodeId: answer.parentNodeId, parentBranch: answer.parentBranch, parentWorktree: answer.parentWorktree };
-        }
-        const r = await call('merger', { merge: target });
-        if (!rootTarget) {
-          await getExternalWorkflowHandle(input.parentWorkflowId!).signal(mergeDoneSignal, {
-            nodePath: input.nodePath,
-            merged: r.exit === 'MergeComplete',
-            ...(r.envelope.mergeCommit ? { mergeCommit: r.envelope.mergeCommit, mergeRef: r.exitRef } : {}),
-            ...(r.envelope.impactLevel ? { impactLevel: r.envelope.impactLevel } : {}),
-            ...(r.envelope.changesRef ? { changesRef: r.envelope.changesRef } : {}),
-            summary: r.summary,
-          });
-        }
-        if (r.exit === 'NoDecision') {
-          route = noDecision('merger', r);
+          if (r.exit === 'InitWork') {
+            refs.scaffold = r.exitRef;
+            scaffolded = true;
+            for (const spec of r.envelope.children ?? []) {
+              if (state.children.some((c) => c.id === spec.id)) continue;
+              const workflowId = `${info.workflowId}.${spec.id}`;
+              const handle = await startChild(tddNode, {
+                workflowId,
+                args: [
+                  {
+                    treeId: input.treeId,
+                    nodePath: `${input.nodePath}.${spec.id}`,
+                    specId: spec.id,
+                    contextRef: spec.contextRef,
+                    repo: input.repo,
+                    // From the scaffold commit, not the moving branch: the parent's own (red) tests are not the child's.
+                    base: r.commit ?? branch,
+                    mergeInto: branch,
+                    depth: input.depth + 1,
+                    settings,
+                    readOnly: spec.readOnly,
+                    ...(input.repliesRef ? { repliesRef: input.repliesRef } : {}),
+                    parentWorkflowId: info.workflowId,
+                  },
+                ],
+              });
+              const child: TddChildState = { id: spec.id, workflowId, status: 'running' };
+              state.children.push(child);
+              childHandles.set(spec.id, handle);
+              watchChild(child, handle);
+              emit('ChildStarted', `child ${input.nodePath}.${spec.id} started (${workflowId})`, { stage: 'scaffold' });
+            }
+          }
+          route = afterScaffold(signalOf<ScaffoldExit>(r));
           break;
         }
-        if (r.exit === 'MergeComplete') state.merge = { mergeCommit: r.envelope.mergeCommit!, ref: r.exitRef, ...(r.exitBytes !== undefined ? { bytes: r.exitBytes } : {}) };
-        route = afterMerger(signalOf<MergerExit>(r), counters());
-        break;
+        case 'fork':
+          // Fork: TDDWriteTests now; ImplBarrier is the wait below, children already run as child workflows.
+          route = { to: 'tddWriteTests', because: 'fork' };
+          break;
+        case 'tddWriteTests': {
+          if (route.because !== 'fork') note ??= route.because;
+          const r = await call('tddWriteTests', { coveredCriteria: state.memory.tdd.coveredCriteria });
+          if (r.exit === 'NoDecision') {
+            route = noDecision('tddWriteTests', r);
+            break;
+          }
+          if (r.exit === 'TestsReady') {
+            refs.testsReady = r.exitRef;
+            state.memory.tdd.pendingTests = r.envelope.testFiles ?? [];
+            state.memory.tdd.coveredCriteria = unique([...state.memory.tdd.coveredCriteria, ...(r.envelope.pendingCriteria ?? [])]);
+          }
+          route = afterWriteTests(signalOf<TDDWriteTestsExit>(r), counters());
+          break;
+        }
+        case 'barrier': {
+          state.phase = 'barrier';
+          publish();
+          await condition(() => barrierReady(true, state.children).ready || mergeRequests.length > 0 || siblingMerges.length > 0);
+          if (!barrierReady(true, state.children).ready) break; // serve the request or rebase, then wait again
+          refs.childMerges = state.children.filter((c) => c.status === 'merged' && c.mergeRef).map((c) => c.mergeRef!);
+          const failed = state.children.filter((c) => c.status === 'failed');
+          if (failed.length > 0) note ??= `Child failures: ${failed.map((c) => `${c.id} (${c.error ?? 'failed'})`).join('; ')}. Their subsystems are not available.`;
+          // The seed's ImplBarrier hands Impl `attemptCount = 1` each time it opens.
+          route = { to: 'impl', attempt: 1, because: 'barrier' };
+          break;
+        }
+        case 'impl': {
+          state.counters.implAttempt = route.attempt;
+          if (route.because !== 'barrier') note ??= route.because;
+          const r = await call('impl', { attemptCount: route.attempt });
+          if (r.exit === 'NoDecision') {
+            route = noDecision('impl', r);
+            break;
+          }
+          state.memory.impl.attemptHistory.push({ strategy: `attempt ${route.attempt}`, outcome: truncateText(r.exit === 'TestsPassed' ? 'passed' : `failed: ${r.envelope.message ?? r.exit}`, 200) });
+          if (r.exit === 'TestsPassed') {
+            refs.implResult = r.exitRef;
+            implementationExists = true;
+            state.memory.impl.passedTests = r.envelope.passedTests ?? [];
+          }
+          route = afterImpl(signalOf<ImplExit>(r), counters());
+          break;
+        }
+        case 'tddReviewImpl': {
+          const r = await call('tddReviewImpl');
+          if (r.exit === 'NoDecision') {
+            route = noDecision('tddReviewImpl', r);
+            break;
+          }
+          route = afterReview(signalOf<TDDReviewImplExit>(r), counters());
+          if (r.exit === 'Approved') refs.approval = r.exitRef;
+          if (r.exit === 'MoreTests') {
+            state.counters.reviewRounds++;
+            refs.critiques = r.exitRef;
+          }
+          break;
+        }
+        case 'merger': {
+          let target: TddNodeCallInput['merge'];
+          if (rootTarget) {
+            target = { parentNodeId: input.mergeInto, parentBranch: input.mergeInto, parentWorktree: rootTarget.worktree };
+          } else {
+            // Ask the parent; meanwhile a sibling's merge may arrive and is rebased onto first.
+            grant = undefined;
+            await getExternalWorkflowHandle(input.parentWorkflowId!).signal(mergeRequestSignal, { nodePath: input.nodePath, workflowId: info.workflowId, specId: input.specId, branch, implResultRef: refs.implResult!, contextRef: input.contextRef });
+            state.phase = 'merger';
+            publish();
+            // A sibling that merges first makes this node rebase (and ask again) instead: its parent drops the request.
+            await condition(() => grant !== undefined || siblingMerges.length > 0);
+            const answer = grant as MergeGrant | undefined; // set by the handler while we waited
+            if (answer === undefined) break;
+            grant = undefined;
+            if (!answer.granted) {
+              state.counters.reviewRounds++;
+              if (answer.critiquesRef) refs.critiques = answer.critiquesRef;
+              route = state.counters.reviewRounds > settings.maxReviewRounds ? { to: 'human', reason: 'stuck', message: `the parent's judge refused the merge ${state.counters.reviewRounds} times: ${answer.reason}` } : { to: 'tddWriteTests', because: `the parent's judge refused the merge: ${answer.reason}` };
+              break;
+            }
+            target = { parentNodeId: answer.parentNodeId, parentBranch: answer.parentBranch, parentWorktree: answer.parentWorktree };
+          }
+          const r = await call('merger', { merge: target });
+          if (!rootTarget) {
+            await getExternalWorkflowHandle(input.parentWorkflowId!).signal(mergeDoneSignal, {
+              nodePath: input.nodePath,
+              merged: r.exit === 'MergeComplete',
+              ...(r.envelope.mergeCommit ? { mergeCommit: r.envelope.mergeCommit, mergeRef: r.exitRef } : {}),
+              ...(r.envelope.impactLevel ? { impactLevel: r.envelope.impactLevel } : {}),
+              ...(r.envelope.changesRef ? { changesRef: r.envelope.changesRef } : {}),
+              summary: r.summary,
+            });
+          }
+          if (r.exit === 'NoDecision') {
+            route = noDecision('merger', r);
+            break;
+          }
+          if (r.exit === 'MergeComplete') state.merge = { mergeCommit: r.envelope.mergeCommit!, ref: r.exitRef, ...(r.exitBytes !== undefined ? { bytes: r.exitBytes } : {}) };
+          route = afterMerger(signalOf<MergerExit>(r), counters());
+          break;
+        }
+        case 'human': {
+          const stage = route.reason === 'clarification' ? 'scaffold' : route.reason === 'review_rejected' ? 'tddReviewImpl' : 'impl';
+          const answer = await waitForHuman(route.reason, route.message, stage);
+          const next = afterHuman(route.reason, answer, { testsReady: refs.testsReady !== undefined });
+          if (answer.kind === 'answer') state.counters.scaffoldRuns = 0;
+          if (answer.kind === 'answer') note = `${route.reason === 'clarification' ? 'Answer to your question' : 'Guidance from a human'}: ${answer.text}`;
+          route = next;
+          break;
+        }
+        case 'exit':
+          result =
+            route.status === 'merged' && state.merge
+              ? { nodePath: input.nodePath, specId: input.specId, status: 'merged', mergeCommit: state.merge.mergeCommit, mergeRef: state.merge.ref, ...(state.merge.bytes !== undefined ? { mergeBytes: state.merge.bytes } : {}), branch }
+              : { nodePath: input.nodePath, specId: input.specId, status: 'failed', branch, error: route.because };
+          break;
       }
-      case 'human': {
-        const stage = route.reason === 'clarification' ? 'scaffold' : route.reason === 'review_rejected' ? 'tddReviewImpl' : 'impl';
-        const answer = await waitForHuman(route.reason, route.message, stage);
-        const next = afterHuman(route.reason, answer, { testsReady: refs.testsReady !== undefined });
-        if (answer.kind === 'answer') state.counters.scaffoldRuns = 0;
-        if (answer.kind === 'answer') note = `${route.reason === 'clarification' ? 'Answer to your question' : 'Guidance from a human'}: ${answer.text}`;
-        route = next;
-        break;
-      }
-      case 'exit':
-        result =
-          route.status === 'merged' && state.merge
-            ? { nodePath: input.nodePath, specId: input.specId, status: 'merged', mergeCommit: state.merge.mergeCommit, mergeRef: state.merge.ref, ...(state.merge.bytes !== undefined ? { mergeBytes: state.merge.bytes } : {}), branch }
-            : { nodePath: input.nodePath, specId: input.specId, status: 'failed', branch, error: route.because };
-        break;
+      // One event per change of route (a barrier that only served a child's merge request is no news).
+      const described = describeRoute(route);
+      if (result === undefined && described !== lastRoute) emit('NodeRouted', `→ ${described}`, { stage: state.phase });
+      lastRoute = described;
     }
-    // One event per change of route (a barrier that only served a child's merge request is no news).
-    const described = describeRoute(route);
-    if (result === undefined && described !== lastRoute) emit('NodeRouted', `→ ${described}`, { stage: state.phase });
-    lastRoute = described;
-  }
 
-  // A parent that failed stops its running children (they could only wait for a merge it will never take);
-  // either way it ends only once every child has settled, so none is left asking it to merge.
-  if (result.status === 'failed') {
-    for (const child of state.children) if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel();
-  }
-  while (state.children.some((c) => c.status === 'running')) {
-    await condition(() => mergeRequests.length > 0 || !state.children.some((c) => c.status === 'running'));
-    for (const request of mergeRequests.splice(0)) {
-      await getExternalWorkflowHandle(request.workflowId).signal(mergeGrantSignal, { granted: false, reason: `the parent ${input.nodePath} has finished (${result.status})` });
+    // A parent that failed stops its running children (they could only wait for a merge it will never take);
+    // either way it ends only once every child has settled, so none is left asking it to merge.
+    if (result.status === 'failed') {
+      for (const child of state.children) if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel();
     }
+    while (state.children.some((c) => c.status === 'running')) {
+      await condition(() => mergeRequests.length > 0 || !state.children.some((c) => c.status === 'running'));
+      for (const request of mergeRequests.splice(0)) {
+        await getExternalWorkflowHandle(request.workflowId).signal(mergeGrantSignal, { granted: false, reason: `the parent ${input.nodePath} has finished (${result.status})` });
+      }
+    }
+    state.status = result.status;
+    state.phase = 'done';
+    if (result.error) state.error = result.error;
+    state.completedAt = now();
+    emit(result.status === 'merged' ? 'ItemCompleted' : 'ItemFailed', result.status === 'merged' ? `${input.nodePath} merged as ${result.mergeCommit?.slice(0, 10)}` : `${input.nodePath} failed: ${result.error}`);
+    publish();
+    return result;
+  } catch (error) {
+    // A node that cannot go on (its worker refuses the repository or the test command, an activity failed for
+    // good, the node was cancelled) still ends where users look: failed, with the event and its status
+    // published; its running children are stopped, as when it fails by the graph.
+    state.status = 'failed';
+    state.phase = 'done';
+    state.pendingReviews = [];
+    state.error = isCancellation(error) ? 'cancelled' : describeFailure(error);
+    state.completedAt = now();
+    emit('ItemFailed', `${input.nodePath} failed: ${state.error}`);
+    await CancellationScope.nonCancellable(async () => {
+      publish();
+      for (const child of state.children) {
+        // A child that ended meanwhile cannot be cancelled: nothing left to stop.
+        if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel().catch(() => undefined);
+      }
+    });
+    throw error;
   }
-  state.status = result.status;
-  state.phase = 'done';
-  if (result.error) state.error = result.error;
-  state.completedAt = now();
-  emit(result.status === 'merged' ? 'ItemCompleted' : 'ItemFailed', result.status === 'merged' ? `${input.nodePath} merged as ${result.mergeCommit?.slice(0, 10)}` : `${input.nodePath} failed: ${result.error}`);
-  publish();
-  return result;
 }
 
 /** A call's result as routing reads it: the exit's name and the call's one-line summary. */
@@ -552,11 +578,19 @@ function describeRoute(route: TddRoute): string {
   }
 }
 
-/** What `checkReview` reads: the pending reviews, as a work item has them. */
-function asReviewState(state: TddNodeState): Parameters<typeof checkReview>[0] {
+/** The graph nodes a human may be asked about (clarification, review rejected, stuck). */
+const HUMAN_STAGES = ['scaffold', 'tddReviewImpl', 'impl'] as const;
+
+/**
+ * What `checkReview` reads, as a work item has it: the node's workflow id, and every stage a human may
+ * answer for, waiting or not, so that a review of a node that is not waiting says what the node is doing.
+ */
+function asReviewState(state: TddNodeState, workflowId: string): Parameters<typeof checkReview>[0] {
   const stages = Object.create(null) as Record<string, { status: string; attempts: unknown[] }>;
+  const doing = state.status === 'running' ? `running ${state.phase}` : state.status === 'waiting_review' ? 'idle' : state.status;
+  for (const stage of HUMAN_STAGES) stages[stage] = { status: doing, attempts: [] };
   for (const review of state.pendingReviews) stages[review.stage] = { status: 'waiting_review', attempts: [] };
-  return { ...state, stages, pendingReviews: state.pendingReviews } as unknown as Parameters<typeof checkReview>[0];
+  return { ...state, id: `${workflowId} (TDD node ${state.nodePath})`, stages, pendingReviews: state.pendingReviews } as unknown as Parameters<typeof checkReview>[0];
 }
 
 function renderDetails(state: TddNodeState): string {
@@ -571,16 +605,6 @@ function renderDetails(state: TddNodeState): string {
   return lines.join('\n');
 }
 
-function eventPage(events: TreadleEvent[], args: StateQueryArgs | undefined): TreadleEvent[] {
-  const after = Math.max(0, Math.floor(Number(args?.eventsAfter ?? 0)) || 0);
-  const limit = Math.max(1, Math.floor(Number(args?.eventLimit ?? DEFAULT_EVENT_PAGE)) || DEFAULT_EVENT_PAGE);
-  return events.slice(after, after + limit);
-}
-
 function unique(items: string[]): string[] {
   return [...new Set(items)];
-}
-
-function now(): string {
-  return new Date().toISOString();
 }

@@ -32,6 +32,7 @@ import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, TDD_PREPARE_ACTIVIT
 import { TDD_STAGE } from '../model/tdd-node';
 import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
+import { describeFailure, eventPage, now } from './common';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
@@ -56,7 +57,6 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { DEFAULT_EVENT_PAGE } from '../model/state';
 import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
@@ -659,14 +659,6 @@ function upstreamArtefacts(stage: StageSpec, state: WorkItemState): Record<strin
   return out;
 }
 
-function describeFailure(error: unknown): string {
-  // ActivityFailure only says which activity failed; the message users need is its cause's (the failure
-  // the implementation threw), not anything deeper, which would be a provider's raw error.
-  let cause: unknown = error;
-  while (cause instanceof ActivityFailure && cause.cause) cause = cause.cause;
-  return cause instanceof Error ? cause.message : String(error);
-}
-
 /** A Markdown summary for the Web UI's "current details". */
 function renderDetails(state: WorkItemState): string {
   const entries = Object.entries(state.stages);
@@ -700,10 +692,6 @@ function readName(pipeline: unknown): string {
     : '(unnamed)';
 }
 
-function now(): string {
-  return new Date().toISOString();
-}
-
 /** A blob reference by shape; `isBlobRef` in model/shapes says the same with zod, which workflow code does not load. */
 function isReference(value: Artefact): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string' && value.ref.startsWith('sha256:') && typeof value.bytes === 'number';
@@ -712,13 +700,6 @@ function isReference(value: Artefact): boolean {
 /** What the `state` query answers: everything but the event stream, of which one page. */
 function pageOfState(state: WorkItemState, args: StateQueryArgs | undefined): WorkItemState {
   return { ...state, events: eventPage(state.events, args), usage: summarizeUsage(state.stages) };
-}
-
-/** The events after `eventsAfter`, at most `eventLimit` of them (seq is the index + 1, so a page is a slice). */
-function eventPage(events: TreadleEvent[], args: StateQueryArgs | undefined): TreadleEvent[] {
-  const after = Math.max(0, Math.floor(Number(args?.eventsAfter ?? 0)) || 0);
-  const limit = Math.max(1, Math.floor(Number(args?.eventLimit ?? DEFAULT_EVENT_PAGE)) || DEFAULT_EVENT_PAGE);
-  return events.slice(after, after + limit);
 }
 
 /** The pending reviews for listings: the first few, messages short, and how many were left out. */

@@ -243,7 +243,8 @@ test('ClarificationNeeded waits in the review queue; the answer reruns Scaffold 
   await h.client.startTdd(calcSpec, { repo, id, replies: calcReplies });
   const listed = await eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id));
   expect(listed).toMatchObject({ stage: 'scaffold', pipeline: 'tdd', message: expect.stringContaining('Integers only, or floats too?') });
-  await expect(h.client.review(id, 'impl', { kind: 'approve' })).rejects.toThrow(/impl/);
+  // A review of a graph node that is not waiting names the node and what is waiting.
+  await expect(h.client.review(id, 'impl', { kind: 'approve' })).rejects.toThrow(`stage "impl" of work item ${id} (TDD node calc) is not waiting for review (it is idle); waiting: scaffold`);
   await h.client.review(id, 'scaffold', { kind: 'approve_with_edits', artefact: 'integers only' });
   const result = await h.client.tddResult(id);
   expect(result.status).toBe('merged');

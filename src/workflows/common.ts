@@ -1,0 +1,30 @@
+/**
+ * Helpers every Treadle workflow uses (work items, TDD nodes, and the stage kinds to come): workflow-safe,
+ * no activities, no zod.
+ */
+import { ActivityFailure, ChildWorkflowFailure } from '@temporalio/workflow';
+import { DEFAULT_EVENT_PAGE, type StateQueryArgs } from '../model/state';
+import type { TreadleEvent } from '../model/shapes';
+
+/** Workflow time (deterministic: the SDK replaces `Date` in workflow code). */
+export function now(): string {
+  return new Date().toISOString();
+}
+
+/** The events after `eventsAfter`, at most `eventLimit` of them (seq is the index + 1, so a page is a slice). */
+export function eventPage(events: TreadleEvent[], args: StateQueryArgs | undefined): TreadleEvent[] {
+  const after = Math.max(0, Math.floor(Number(args?.eventsAfter ?? 0)) || 0);
+  const limit = Math.max(1, Math.floor(Number(args?.eventLimit ?? DEFAULT_EVENT_PAGE)) || DEFAULT_EVENT_PAGE);
+  return events.slice(after, after + limit);
+}
+
+/**
+ * What went wrong, for users. ActivityFailure and ChildWorkflowFailure only say which activity or child
+ * failed; the message users need is their cause's (the failure the implementation threw), not anything
+ * deeper, which would be a provider's raw error.
+ */
+export function describeFailure(error: unknown): string {
+  let cause: unknown = error;
+  while ((cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) && cause.cause) cause = cause.cause;
+  return cause instanceof Error ? cause.message : String(error);
+}
