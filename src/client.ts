@@ -20,10 +20,11 @@ import { loadConfig } from './config';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
-import { PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
+import { PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
+import { APPROVALS_MEMO_KEY, type ApprovalDecided, type ApprovalDecision, type ApprovalRequest, type ApprovalsMemo } from './model/approvals';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
-import { eventsQuery, resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
+import { decideApprovalUpdate, eventsQuery, resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './model/tdd';
 import type { NodeContext, TddNodeResult, TddNodeState } from './model/tdd-node';
 
@@ -44,6 +45,9 @@ export interface PendingReviewListing extends PendingReview {
   itemId: string;
   pipeline: string;
 }
+
+/** A pending approval request across work items (no payload: {@link TreadleClient.getApproval} has it). */
+export type ApprovalListing = ApprovalsMemo['requests'][number] & { pipeline: string };
 
 /** Options for {@link TreadleClient.connect}. */
 export interface ConnectOptions {
@@ -294,6 +298,58 @@ export class TreadleClient {
       }
     }
     return listings.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt) || a.itemId.localeCompare(b.itemId));
+  }
+
+  /**
+   * Pending approval requests across all work items, from visibility alone (one listing call: each waiting
+   * item's memo carries its first 50 requests; `treadle status` shows all). Payloads are left out: read
+   * them with {@link getApproval}. Eventually consistent, like {@link listPendingReviews}.
+   */
+  async listApprovals(options: { pipeline?: string } = {}): Promise<ApprovalListing[]> {
+    const query = options.pipeline ? `${PENDING_APPROVALS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_APPROVALS_QUERY;
+    const listings: ApprovalListing[] = [];
+    for await (const execution of this.client.workflow.list({ query })) {
+      const pipeline = execution.typedSearchAttributes.get(TreadlePipeline) ?? '';
+      const memo = execution.memo?.[APPROVALS_MEMO_KEY] as ApprovalsMemo | null | undefined;
+      for (const request of memo?.requests ?? []) if (request.status === 'pending') listings.push({ ...request, pipeline });
+    }
+    return listings.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+  }
+
+  /** The work item holding a pending approval request, found in visibility by the request's id. */
+  private async approvalItem(id: string): Promise<string> {
+    if (!/^ap-[a-z2-9]{10}$/.test(id)) throw new TreadleError(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`, 'invalid_review');
+    for await (const execution of this.client.workflow.list({ query: `TreadleApprovals = '${id}'`, pageSize: 2 })) return execution.workflowId;
+    throw new TreadleError(`no pending approval request ${id}: it was decided, expired, or never existed (treadle approve list shows the pending ones)`, 'not_found');
+  }
+
+  /** A pending approval request with its payload resolved (for reviewing it). */
+  async getApproval(id: string): Promise<ApprovalRequest> {
+    const itemId = await this.approvalItem(id);
+    const state = await this.getState(itemId, { eventLimit: 1 });
+    const request = state.approvals?.find((r) => r.id === id);
+    if (!request) throw new TreadleError(`work item ${itemId} has no approval request ${id}`, 'not_found');
+    return { ...request, payload: (await resolveArtefact(request.payload, this.blobs)) ?? null };
+  }
+
+  /**
+   * Approves or rejects a pending approval request by id. A request already decided (or expired), or an id
+   * no item has, is refused with a clear message and nothing enters the history.
+   */
+  async decideApproval(id: string, decision: 'approve' | 'reject', options: { by?: string; reason?: string } = {}): Promise<ApprovalDecided> {
+    const itemId = await this.approvalItem(id);
+    const payload: ApprovalDecision = { id, decision, by: options.by ?? defaultReviewer(), ...(options.reason !== undefined ? { reason: options.reason } : {}) };
+    return this.call(itemId, async (h) => {
+      try {
+        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () => h.executeUpdate(decideApprovalUpdate, { args: [payload] }));
+      } catch (error) {
+        if (error instanceof WorkflowUpdateFailedError) throw new TreadleError(`decision refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
+        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || (error as { name?: string }).name === 'AbortError') {
+          throw new TreadleError(`no worker accepted the decision on ${id} (work item ${itemId}) within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue}?`, 'unreachable');
+        }
+        throw error;
+      }
+    });
   }
 
   /** Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total. */

@@ -3,9 +3,11 @@
  * gate implementation. Run it with `treadle worker` (or `node lib/worker.js`).
  */
 import { Connection } from '@temporalio/client';
+import { createHash } from 'node:crypto';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { createTddActivities } from './activities/tdd';
+import { createApprovalActivities, type ActionCatalog } from './activities/approvals';
 import { defaultAgentProviders } from './agents';
 import type { AgentProviders } from './agents/providers';
 import type { BlobStore } from './storage/blob-store';
@@ -17,11 +19,29 @@ import { registerDocumentPipeline } from './pipelines/documents';
 import { registerLlm } from './pipelines/llm';
 import { registerScripted } from './pipelines/scripted';
 import { registerTdd } from './pipelines/tdd';
+import { registerApproval } from './pipelines/approval';
 import { ensureSearchAttributes } from './server/search-attributes';
 
-/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, and the document pipeline's stages and gates. */
+/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `approval`, and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
-  return registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))));
+  return registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry())))));
+}
+
+// TEMPORARY until src/approvals lands (this session): no action types, and the seed's key formula.
+function defaultApprovalActions(): ActionCatalog {
+  return {
+    validatePayload: (type) => [`unknown action type "${type}" (known: none)`],
+    summarize: (type) => type,
+    execute: () => Promise.reject(new Error('no action types registered')),
+  };
+}
+function canonicalInputHash(value: unknown): string {
+  const canonical = (v: unknown): string =>
+    Array.isArray(v) ? `[${v.map(canonical).join(',')}]` : v !== null && typeof v === 'object' ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}` : JSON.stringify(v);
+  return createHash('sha256').update(canonical(value)).digest('hex');
+}
+function seedIdempotencyKey(runId: string, step: string, inputHash: string): string {
+  return createHash('sha256').update(runId + step + inputHash).digest('hex');
 }
 
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
@@ -37,6 +57,8 @@ export interface TreadleWorkerOptions {
   blobThresholdBytes?: number;
   /** Agent providers by name (default: anthropic, scripted, claude-code). */
   agents?: AgentProviders;
+  /** The action types approval stages may request (default: the seed's five examples, on the local task list). */
+  approvalActions?: ActionCatalog;
   /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
@@ -62,6 +84,14 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       }),
       // TDD trees (seed 001): node calls and git worktrees.
       ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders() }),
+      // Approval stages (seed 003): requests made and approved actions executed, idempotently.
+      ...createApprovalActivities({
+        blobs,
+        actions: options.approvalActions ?? defaultApprovalActions(),
+        blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+        idempotencyKey: seedIdempotencyKey,
+        inputHash: canonicalInputHash,
+      }),
     },
     // The safety net under Treadle's own references: any payload that still reaches 256 KiB (a large spec,
     // an inline edit, a big query answer) travels through the same blob store by reference.
@@ -100,7 +130,7 @@ async function registerSearchAttributes(address: string, namespace: string): Pro
       await connection.close();
     }
   } catch (error) {
-    process.stderr.write(`treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews needs TreadlePipeline, TreadleStatus, TreadlePendingReviews\n`);
+    process.stderr.write(`treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews and approvals needs TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals\n`);
   }
 }
 

@@ -47,5 +47,6 @@ export function itemStatus(stages: Stages): ItemStatus {
   const all = Object.values(stages);
   if (allSettled(stages)) return all.some((s) => s.status === 'failed') ? 'failed' : 'completed';
   if (all.some((s) => s.status === 'running')) return 'running';
-  return all.some((s) => s.status === 'waiting_review') ? 'waiting_review' : 'running';
+  if (all.some((s) => s.status === 'waiting_review')) return 'waiting_review';
+  return all.some((s) => s.status === 'waiting_approval') ? 'waiting_approval' : 'running';
 }

@@ -92,11 +92,27 @@ const ActivityInput = z
   })
   .strict();
 
+/** Seed 003's step types; `tdd` and the kinds still to come are named by `run:`. */
+export const STEP_TYPES = ['deterministic', 'llm', 'approval', 'fan_out'] as const;
+export type StepType = (typeof STEP_TYPES)[number];
+/** The implementation a step type runs when the stage names none. */
+const TYPE_DEFAULT_RUN: Partial<Record<StepType, string>> = { llm: 'llm', approval: 'approval', fan_out: 'fan_out' };
+/** Implementations that are a step type of their own: `type: deterministic` cannot run them. */
+const KIND_RUNS: Record<string, StepType> = { llm: 'llm', approval: 'approval', fan_out: 'fan_out' };
+
 const StageInput = z
   .object({
     name,
     description: z.string().optional(),
-    run: implName,
+    /** Seed 003's step type; it implies `run:` for llm, approval and fan_out. */
+    type: z.enum(STEP_TYPES).optional(),
+    run: implName.optional(),
+    /** Seed 003's retry policy: the step's activity is retried this many times after its first try... */
+    maxRetries: z.number().int('must be a whole number').min(0, 'must be 0 or more').optional(),
+    /** ...waiting this many seconds before the first retry... */
+    backoffSeconds: z.number().positive('must be more than 0').optional(),
+    /** ...and this factor longer before each next one (default 2). */
+    backoffCoefficient: z.number().min(1, 'must be at least 1').optional(),
     with: JsonSchema.optional(),
     /** Agent provider for this stage's implementations (anthropic, scripted, claude-code, ...). */
     agent: z.string().min(1).optional(),
@@ -108,7 +124,19 @@ const StageInput = z
     onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
     activity: ActivityInput.optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((stage, ctx) => {
+    if (stage.run === undefined && (stage.type === undefined || TYPE_DEFAULT_RUN[stage.type] === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['run'], message: stage.type === 'deterministic' ? 'a deterministic step must name its implementation (run: <name>)' : 'must name a registered implementation (or give the step a type: llm, approval, fan_out)' });
+    }
+    if (stage.type !== undefined && stage.run !== undefined) {
+      const kind = KIND_RUNS[stage.run];
+      if (stage.type === 'deterministic' && kind !== undefined) ctx.addIssue({ code: 'custom', path: ['type'], message: `run: ${stage.run} is a step type of its own (type: ${kind}), not deterministic` });
+      else if (stage.type !== 'deterministic' && stage.type !== 'llm' && stage.run !== TYPE_DEFAULT_RUN[stage.type]) ctx.addIssue({ code: 'custom', path: ['type'], message: `type ${stage.type} runs "${TYPE_DEFAULT_RUN[stage.type]}", not "${stage.run}"; drop run: or the type` });
+    }
+    const seedRetry = stage.maxRetries !== undefined || stage.backoffSeconds !== undefined || stage.backoffCoefficient !== undefined;
+    if (seedRetry && stage.activity?.retry !== undefined) ctx.addIssue({ code: 'custom', path: ['maxRetries'], message: 'give the retry policy once: max_retries/backoff_seconds/backoff_coefficient, or activity.retry' });
+  });
 
 const PipelineInput = z
   .object({
@@ -148,6 +176,8 @@ export { gateLeaves, type GateRef } from './gate-ref';
 export interface StageSpec {
   name: string;
   description?: string;
+  /** Seed 003's step type: given, or derived from `run` (llm, approval, fan_out; everything else deterministic). */
+  type: StepType;
   run: string;
   with?: Json;
   agent?: string;
@@ -229,10 +259,12 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
     tokenBudget: data.tokenBudget ?? null,
     maxParallel: data.maxParallel ?? DEFAULT_MAX_PARALLEL,
     stages: data.stages.map((stage) => {
-      const retry = stage.activity?.retry;
+      const run = stage.run ?? TYPE_DEFAULT_RUN[stage.type!]!;
+      const retry = stage.activity?.retry ?? seedRetry(stage);
       const spec: StageSpec = {
         name: stage.name,
-        run: stage.run,
+        type: stage.type ?? KIND_RUNS[run] ?? 'deterministic',
+        run,
         gate: stage.gate ?? null,
         dependsOn: stage.dependsOn,
         retryBudget: {
@@ -266,6 +298,16 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
   };
 }
 
+/** Seed 003's retry names as Temporal's retry policy (`max_retries` retries after the first try). */
+function seedRetry(stage: { maxRetries?: number; backoffSeconds?: number; backoffCoefficient?: number }): z.output<typeof ActivityInput>['retry'] {
+  if (stage.maxRetries === undefined && stage.backoffSeconds === undefined && stage.backoffCoefficient === undefined) return undefined;
+  return {
+    ...(stage.maxRetries !== undefined ? { maximumAttempts: stage.maxRetries + 1 } : {}),
+    ...(stage.backoffSeconds !== undefined ? { initialInterval: Math.round(stage.backoffSeconds * 1000) } : {}),
+    ...(stage.backoffCoefficient !== undefined ? { backoffCoefficient: stage.backoffCoefficient } : {}),
+  };
+}
+
 /** Graph checks run on whatever parts of the input are readable, so they report alongside schema errors. */
 function graphProblems(input: unknown): string[] {
   if (!isRecord(input) || !Array.isArray(input.stages)) return [];
@@ -296,8 +338,9 @@ function implementationProblems(input: unknown, known: KnownImplementations): st
   for (const stage of input.stages as unknown[]) {
     if (!isRecord(stage)) continue;
     const label = typeof stage.name === 'string' ? stage.name : '?';
-    if (typeof stage.run === 'string' && stage.run && !known.stages.includes(stage.run)) {
-      problems.push(`stage ${label}: unknown stage implementation "${stage.run}"${suggest(stage.run, known.stages)} (registered: ${known.stages.join(', ') || 'none'})`);
+    const run = typeof stage.run === 'string' ? stage.run : typeof stage.type === 'string' ? TYPE_DEFAULT_RUN[stage.type as StepType] : undefined;
+    if (run && !known.stages.includes(run)) {
+      problems.push(`stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)} (registered: ${known.stages.join(', ') || 'none'})`);
     }
     for (const gate of rawGateNames(stage.gate)) {
       if (!known.gates.includes(gate)) {

@@ -9,12 +9,21 @@ export const TreadleStatus = defineSearchAttributeKey('TreadleStatus', SearchAtt
 /** The stages of an item that wait for a human; absent when none do. */
 export const TreadlePendingReviews = defineSearchAttributeKey('TreadlePendingReviews', SearchAttributeType.KEYWORD_LIST);
 
+/** The ids of an item's pending approval requests (the first {@link MAX_APPROVAL_IDS_ATTRIBUTE}); absent when none. */
+export const TreadleApprovals = defineSearchAttributeKey('TreadleApprovals', SearchAttributeType.KEYWORD_LIST);
+/** Ids kept in the attribute (visibility limits a value to 2 KB); the rest are found through the state query. */
+export const MAX_APPROVAL_IDS_ATTRIBUTE = 100;
+
 /** `name=Type` pairs as `temporal server start-dev --search-attribute` takes them. */
 export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordList'> = {
   TreadlePipeline: 'Keyword',
   TreadleStatus: 'Keyword',
   TreadlePendingReviews: 'KeywordList',
+  TreadleApprovals: 'KeywordList',
 };
+
+/** Visibility query listing every work item with a pending approval request. */
+export const PENDING_APPROVALS_QUERY = "ExecutionStatus = 'Running' AND TreadleApprovals IS NOT NULL";
 
 /** Visibility query listing every work item with a pending review. */
 export const PENDING_REVIEWS_QUERY = "ExecutionStatus = 'Running' AND TreadlePendingReviews IS NOT NULL";

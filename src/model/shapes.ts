@@ -175,6 +175,13 @@ export const EVENT_TYPES = [
   'MergeRequested',
   'MergeGranted',
   'SiblingMerged',
+  // Approval requests (seed 003)
+  'ApprovalRequested',
+  'ApprovalEscalated',
+  'ApprovalDecided',
+  'ApprovalExpired',
+  'ApprovalExecuted',
+  'ApprovalInputRejected',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

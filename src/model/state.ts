@@ -2,12 +2,14 @@
  * Workflow and activity inputs and outputs, and the work item state served by the `state` query.
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
+import type { ApprovalRequest } from './approvals';
 import type { PipelineSpec } from './pipeline';
 import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
 
 /** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
-export type ItemStatus = 'running' | 'waiting_review' | 'completed' | 'failed' | 'cancelled';
-export type StageStatus = 'pending' | 'running' | 'waiting_review' | 'completed' | 'failed' | 'skipped';
+export type ItemStatus = 'running' | 'waiting_review' | 'waiting_approval' | 'completed' | 'failed' | 'cancelled';
+/** `waiting_approval`: an approval stage whose requests wait for decisions (seed 003). */
+export type StageStatus = 'pending' | 'running' | 'waiting_review' | 'waiting_approval' | 'completed' | 'failed' | 'skipped';
 
 /** Why a stage is waiting for a human. */
 /** `unknown` only in listings whose item did not answer its state query. */
@@ -75,6 +77,8 @@ export interface WorkItemState {
   usage?: UsageSummary;
   /** The token budget in force (the item's own, else the pipeline's); null for none. */
   tokenBudget?: number | null;
+  /** Approval requests of the item's approval stages, pending and decided, in the order they were made. */
+  approvals?: ApprovalRequest[];
 }
 
 /** Input of the `workItem` workflow. */

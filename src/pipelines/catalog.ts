@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type * as Yaml from 'yaml';
+import type * as ApprovalConfigModule from '../model/approval-config';
 import type * as TddModule from '../model/tdd';
 import type * as LlmConfigModule from './llm/config';
 import type { KnownImplementations } from '../model/pipeline';
@@ -48,10 +49,14 @@ export const CATALOG: CatalogEntry[] = [
  * more; issue 7). test/integration/cli.test.ts fails when the two disagree.
  */
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
-  stages: ['build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted', 'tdd'],
+  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted', 'tdd'],
   gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
   // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
   checkConfig: (kind, name, config) => {
+    if (kind === 'stage' && name === 'approval') {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
+      return (require('../model/approval-config') as typeof ApprovalConfigModule).checkApprovalStageConfig(config);
+    }
     if (kind === 'stage' && name === 'tdd') {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
       return (require('../model/tdd') as typeof TddModule).checkTddStageConfig(config);

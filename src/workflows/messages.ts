@@ -2,6 +2,7 @@
  * Messages of the `workItem` workflow. Wire names equal the constants' stems (STYLE.md).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ApprovalDecided, ApprovalDecision } from '../model/approvals';
 import type { ReviewRequest } from '../model/shapes';
 import type { ItemStatus, PendingReview, StateQueryArgs, WorkItemState } from '../model/state';
 import type { TreadleEvent } from '../model/shapes';
@@ -43,6 +44,18 @@ export interface EventsPage {
 
 /** New events only, for `watch`: cheap to ask for every half second whatever the item's size. */
 export const eventsQuery = defineQuery<EventsPage, [StateQueryArgs?]>('events');
+
+// ---------------------------------------------------------------------------------------------------------
+// Approval requests (seed 003): decided by id.
+
+/**
+ * Fire-and-forget decision, friendly to `temporal workflow signal --name approval --input '{"id": …,
+ * "decision": "approve"}'`; an invalid one is recorded as an `ApprovalInputRejected` event and changes nothing.
+ */
+export const approvalSignal = defineSignal<[ApprovalDecision]>('approval');
+
+/** Validated decision: a stale or double decision is refused to the caller and never enters history. */
+export const decideApprovalUpdate = defineUpdate<ApprovalDecided, [ApprovalDecision]>('decideApproval');
 
 // ---------------------------------------------------------------------------------------------------------
 // TDD nodes (seed 001): the merge handshake between a child and its parent, and the sibling broadcast.

@@ -33,11 +33,13 @@ import { TDD_STAGE } from '../model/tdd-node';
 import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
 import { describeFailure, eventPage, now } from './common';
+import { applyDecision, runApprovalStage } from './approval-stage';
+import { APPROVAL_STAGE, APPROVALS_MEMO_KEY, checkApprovalDecision, type ApprovalsMemo } from '../model/approvals';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
-import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
+import { MAX_APPROVAL_IDS_ATTRIBUTE, REVIEWS_MEMO_KEY, TreadleApprovals, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import type { Artefact, AttemptRecord, CallRecord, EventType, Json, QualityFeedback, QualityVerdict, TreadleEvent } from '../model/shapes';
 import type {
   PreparePipelineInput,
@@ -57,7 +59,7 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
+import { approvalSignal, decideApprovalUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
 // A local activity: it only reads the worker's registry, so it needs no task-queue round trip.
@@ -137,6 +139,38 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
     },
   );
+  // Approval requests (seed 003): decided by id, by update (validated) or signal.
+  const decideApproval = (payload: unknown): ReturnType<typeof checkApprovalDecision> => {
+    const checked = checkApprovalDecision(state.approvals ?? [], itemId, payload);
+    if (!checked.ok) return checked;
+    const by = checked.decision.by ?? 'anonymous';
+    applyDecision(checked.request, checked.decision.decision, by, checked.decision.reason);
+    emit('ApprovalDecided', `${checked.request.step}: approval ${checked.request.id} ${checked.request.status} by ${by}${checked.decision.reason ? `: ${checked.decision.reason}` : ''}`, {
+      stage: checked.request.step,
+      details: { id: checked.request.id, status: checked.request.status, by },
+    });
+    changed = true;
+    return checked;
+  };
+  setHandler(approvalSignal, (payload) => {
+    const decided = decideApproval(payload);
+    if (!decided.ok) emit('ApprovalInputRejected', truncateText(decided.error), { details: describePayload(payload) });
+  });
+  setHandler(
+    decideApprovalUpdate,
+    (payload) => {
+      const decided = decideApproval(payload);
+      if (!decided.ok) throw ApplicationFailure.nonRetryable(decided.error, 'InvalidDecision');
+      return { id: decided.request.id, itemId, step: decided.request.step, status: decided.request.status as 'approved' | 'rejected', decidedBy: decided.request.decidedBy! };
+    },
+    {
+      validator: (payload) => {
+        const checked = checkApprovalDecision(state.approvals ?? [], itemId, payload);
+        if (!checked.ok) throw new Error(checked.error);
+      },
+      description: 'Approve or reject a pending approval request by id: {id, decision: "approve" | "reject", by?, reason?}.',
+    },
+  );
   setHandler(stateQuery, (args?: StateQueryArgs) => pageOfState(state, args), {
     description: 'The work item: status, stages, attempts, pending reviews, model usage, and a page of events ({eventsAfter, eventLimit}).',
   });
@@ -153,17 +187,29 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   // number of stages, and each upsert is a history event.
   let published: string | undefined;
   let publishedReviews: string | undefined;
+  let publishedApprovals: string | undefined;
   const publish = (): void => {
     if (!settledStatus) state.status = itemStatus(state.stages);
     const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
-    const current = JSON.stringify([state.status, waiting]);
+    const approvalIds = (state.approvals ?? []).filter((r) => r.status === 'pending').slice(0, MAX_APPROVAL_IDS_ATTRIBUTE).map((r) => r.id);
+    const current = JSON.stringify([state.status, waiting, approvalIds]);
     if (current !== published) {
       upsertSearchAttributes([
         ...(published === undefined ? [{ key: TreadlePipeline, value: state.pipeline }] : []),
         { key: TreadleStatus, value: state.status },
         { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
+        // Only once an item has had approvals: items without any never carry the attribute.
+        ...(approvalIds.length > 0 || state.approvals !== undefined ? [{ key: TreadleApprovals, value: approvalIds.length > 0 ? approvalIds : null }] : []),
       ]);
       published = current;
+    }
+    if (state.approvals !== undefined) {
+      const approvalsMemo = approvalsMemoOf(state);
+      const approvalsText = JSON.stringify(approvalsMemo);
+      if (approvalsText !== publishedApprovals) {
+        upsertMemo({ [APPROVALS_MEMO_KEY]: approvalsMemo });
+        publishedApprovals = approvalsText;
+      }
     }
     const memo = reviewsMemo(state);
     const memoText = JSON.stringify(memo);
@@ -391,7 +437,11 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
   const agent = stage.agent !== undefined ? { agent: stage.agent } : {};
   // Not async: the usual path hands back the activity's own promise (every workflow promise costs, see BENCHMARKS.md).
   const execute = (): Promise<StageActivityResult> =>
-    stage.run === TDD_STAGE ? runTddTree(run, record.attempt) : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+    stage.run === TDD_STAGE
+      ? runTddTree(run, record.attempt)
+      : stage.run === APPROVAL_STAGE
+        ? runApprovalStage({ itemId: run.itemId, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch })
+        : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
   const work = async (): Promise<AttemptOutcome> => {
     const { calls, previousLog, ...output } = await execute();
     addCalls(record, calls);
@@ -700,6 +750,16 @@ function isReference(value: Artefact): boolean {
 /** What the `state` query answers: everything but the event stream, of which one page. */
 function pageOfState(state: WorkItemState, args: StateQueryArgs | undefined): WorkItemState {
   return { ...state, events: eventPage(state.events, args), usage: summarizeUsage(state.stages) };
+}
+
+/** Approval requests kept in the memo for listings; the `state` query has them all. */
+const MEMO_APPROVALS = 50;
+
+/** The pending approval requests for listings (payloads and results left out), or null when none waits. */
+function approvalsMemoOf(state: WorkItemState): ApprovalsMemo | null {
+  const pending = (state.approvals ?? []).filter((r) => r.status === 'pending');
+  if (pending.length === 0) return null;
+  return { pipeline: state.pipeline, requests: pending.slice(0, MEMO_APPROVALS).map(({ payload: _payload, result: _result, ...rest }) => rest), omitted: Math.max(0, pending.length - MEMO_APPROVALS) };
 }
 
 /** The pending reviews for listings: the first few, messages short, and how many were left out. */

@@ -7,6 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { FileBlobStore, type BlobStore } from '../../src/storage/blob-store';
 import type { Registry } from '../../src/activities/registry';
+import type { ActionCatalog } from '../../src/activities/approvals';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';
 import { createWorker, defaultRegistry } from '../../src/worker';
@@ -33,6 +34,8 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
   blobThresholdBytes?: number;
   worker?: Partial<WorkerOptions>;
   agents?: AgentProviders;
+  /** The action types approval stages may request (default: the worker's). */
+  approvalActions?: ActionCatalog;
   /** Reuse a task queue (e.g. to serve items another harness started); default: a fresh one. */
   taskQueue?: string;
 }
@@ -59,6 +62,7 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(options:
     workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE! },
     ...(options.worker ? { worker: options.worker } : {}),
     ...(options.agents ? { agents: options.agents } : {}),
+    ...(options.approvalActions ? { approvalActions: options.approvalActions } : {}),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });

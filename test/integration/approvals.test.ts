@@ -1,0 +1,164 @@
+/**
+ * The approval stage kind (seed 003) on the real server: requests made from an upstream artefact, listed
+ * from visibility, decided by id (approve, reject with skip and with stop), expired after their TTL,
+ * escalated and then decided by the escalation's default; stale and double decisions refused without
+ * entering history; the approved action executed once per idempotency key.
+ */
+import type { ActionCatalog } from '../../src/activities/approvals';
+import { pipeline } from '../../src/model/builder';
+import type { ApprovalStageArtefact } from '../../src/model/approvals';
+import type { Json } from '../../src/model/shapes';
+import { resolveArtefact } from '../../src/storage/blob-store';
+import { eventually, startHarness, type Harness } from '../support/harness';
+
+/** A test action type: `note` records its title, once per idempotency key; a title "explode" fails for good. */
+const executed = new Map<string, Json>();
+let executions = 0;
+const catalog: ActionCatalog = {
+  validatePayload: (type, payload) => {
+    if (type !== 'note') return [`unknown action type "${type}" (known: note)`];
+    const title = (payload as { title?: unknown } | null)?.title;
+    return typeof title === 'string' && title !== '' ? [] : ['title: must be a non-empty string'];
+  },
+  summarize: (_type, payload) => `note "${(payload as { title: string }).title}"`,
+  execute: async (_type, payload, { idempotencyKey }) => {
+    executions++;
+    if ((payload as { title: string }).title === 'explode') throw new Error('the note service refused it');
+    if (!executed.has(idempotencyKey)) executed.set(idempotencyKey, { noted: (payload as { title: string }).title });
+    return executed.get(idempotencyKey)!;
+  },
+};
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness({ approvalActions: catalog });
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+function approvalPipeline(name: string, approval: Record<string, Json>) {
+  return pipeline(name)
+    .stage('draft', 'scripted')
+    .stage('approve', 'approval', { dependsOn: ['draft'], with: { action: 'note', items: 'notes', ...approval } })
+    .stage('after', 'scripted', { dependsOn: ['approve'] });
+}
+const draftOf = (titles: string[]): Json => ({ script: { draft: [{ output: { notes: titles.map((title) => ({ title, source: `meeting about ${title}` })) } }] } });
+
+async function pendingOf(id: string, count: number) {
+  return eventually(async () => {
+    const listed = (await h.client.listApprovals()).filter((r) => r.itemId === id);
+    return listed.length === count ? listed : undefined;
+  }, 30_000, `${count} pending approvals of ${id}`);
+}
+
+async function artefactOf(id: string): Promise<ApprovalStageArtefact> {
+  const state = await h.client.getState(id);
+  return (await resolveArtefact(state.stages['approve']!.artefact, h.blobs)) as unknown as ApprovalStageArtefact;
+}
+
+it('lists requests from visibility, approves and rejects them by id, refuses double and unknown decisions, and runs each approved action once', async () => {
+  const id = h.id('approve');
+  executions = 0;
+  await h.client.start(approvalPipeline(`approvals-${h.taskQueue}`, { context: 'From the weekly meeting', context_field: 'source', reviewers: 'team' }), draftOf(['write the report', 'book the room']), { id });
+  const listed = await pendingOf(id, 2);
+  const bySummary = new Map(listed.map((r) => [r.summary, r]));
+  for (const title of ['write the report', 'book the room']) {
+    expect(bySummary.get(`note "${title}"`)).toMatchObject({ step: 'approve', actionType: 'note', context: `From the weekly meeting — meeting about ${title}`, reviewers: 'team', status: 'pending' });
+  }
+  for (const r of listed) expect(r.id).toMatch(/^ap-[a-z2-9]{10}$/);
+  expect(new Set(listed.map((r) => r.id)).size).toBe(2);
+
+  const state = await h.client.getState(id);
+  expect(state.status).toBe('waiting_approval');
+  expect(state.stages['approve']!.status).toBe('waiting_approval');
+  const [report, room] = [bySummary.get('note "write the report"'), bySummary.get('note "book the room"')];
+  expect((await h.client.getApproval(report!.id)).payload).toEqual({ title: 'write the report', source: 'meeting about write the report' });
+
+  const before = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!.length;
+  await expect(h.client.decideApproval('ap-2222222222', 'approve')).rejects.toThrow('no pending approval request ap-2222222222');
+  await expect(h.client.decideApproval('not-an-id', 'approve')).rejects.toThrow('"not-an-id" is not an approval id');
+  expect(await h.client.decideApproval(report!.id, 'approve', { by: 'ann' })).toEqual({ id: report!.id, itemId: id, step: 'approve', status: 'approved', decidedBy: 'ann' });
+  // Visibility may still list it for a moment; the workflow refuses the second decision either way.
+  await expect(h.client.decideApproval(report!.id, 'reject', { by: 'bob' })).rejects.toThrow(new RegExp(`(approval request ${report!.id} is already approved \\(by ann|no pending approval request ${report!.id})`));
+  await h.client.decideApproval(room!.id, 'reject', { by: 'bob', reason: 'no budget' });
+
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  const artefact = await artefactOf(id);
+  expect(artefact).toMatchObject({ approved: 1, rejected: 1, expired: 0 });
+  expect(executions).toBe(1);
+  expect(artefact.requests.find((r) => r.id === report!.id)).toMatchObject({ status: 'approved', decidedBy: 'ann', result: { noted: 'write the report' } });
+  expect(artefact.requests.find((r) => r.id === room!.id)).toMatchObject({ status: 'rejected', decidedBy: 'bob', reason: 'no budget' });
+  const done = await h.client.getState(id);
+  expect(done.stages['after']!.status).toBe('completed');
+  expect(done.approvals!.map((r) => r.status).sort()).toEqual(['approved', 'rejected']);
+  // Two decisions became two updates; the refused ones left no trace in the history.
+  const history = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!;
+  expect(history.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).length).toBe(2);
+  expect(history.length).toBeGreaterThan(before);
+  expect(history.filter((e) => e.workflowExecutionUpdateRejectedEventAttributes).length).toBe(0);
+}, 90_000);
+
+it('with on_reject: stop, a rejection stops the stage and fails the run; the other pending request ends with it', async () => {
+  const id = h.id('stop');
+  await h.client.start(approvalPipeline(`approvals-stop-${h.taskQueue}`, { on_reject: 'stop' }), draftOf(['one', 'two']), { id });
+  const [first] = await pendingOf(id, 2);
+  await h.client.decideApproval(first!.id, 'reject', { by: 'cat', reason: 'not now' });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  expect(result.failedStages).toEqual(['approve']);
+  expect(result.error).toContain('approve');
+  const state = await h.client.getState(id);
+  expect(state.stages['approve']!.error).toContain(`approval ${first!.id} (note) was rejected by cat: not now; the stage stops on rejection`);
+  expect(state.stages['after']!.status).toBe('skipped');
+  expect(state.approvals!.map((r) => [r.status, r.decidedBy])).toEqual(expect.arrayContaining([['rejected', 'cat'], ['rejected', 'treadle']]));
+}, 90_000);
+
+it('expires requests after their TTL (treated as rejected: the step is skipped and the run goes on)', async () => {
+  const id = h.id('expire');
+  await h.client.start(approvalPipeline(`approvals-expire-${h.taskQueue}`, { ttl: '2s' }), draftOf(['late']), { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  const state = await h.client.getState(id);
+  expect(state.stages['approve']!.status).toBe('skipped');
+  expect(state.stages['after']!.status).toBe('completed');
+  expect(state.approvals![0]).toMatchObject({ status: 'expired', decidedBy: 'treadle' });
+  expect(state.events.map((e) => e.type)).toContain('ApprovalExpired');
+}, 60_000);
+
+it('escalates after the TTL to the escalation group, then applies its default decision', async () => {
+  const id = h.id('escalate');
+  await h.client.start(approvalPipeline(`approvals-escalate-${h.taskQueue}`, { ttl: '1s', reviewers: 'team', escalation: { to: 'leads', ttl: '2s', default: 'approve' } }), draftOf(['urgent']), { id });
+  const escalated = await eventually(async () => (await h.client.listApprovals()).find((r) => r.itemId === id && r.escalated), 30_000, 'the escalation to show in the listing');
+  expect(escalated.reviewers).toBe('leads');
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  const artefact = await artefactOf(id);
+  expect(artefact.requests[0]).toMatchObject({ status: 'approved', decidedBy: 'treadle', result: { noted: 'urgent' } });
+  const types = (await h.client.getState(id)).events.map((e) => e.type);
+  expect(types.indexOf('ApprovalEscalated')).toBeLessThan(types.indexOf('ApprovalDecided'));
+}, 60_000);
+
+it('refuses invalid payloads when the requests are made, listing every problem, and makes no request', async () => {
+  const id = h.id('invalid');
+  await h.client.start(approvalPipeline(`approvals-invalid-${h.taskQueue}`, {}), { script: { draft: [{ output: { notes: [{ title: 'ok' }, { title: '' }, {}] } }] } }, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  const state = await h.client.getState(id);
+  expect(state.stages['approve']!.error).toBe('approve cannot make its approval requests (2 problems): draft.notes[1]: title: must be a non-empty string; draft.notes[2]: title: must be a non-empty string');
+  expect(state.approvals ?? []).toEqual([]);
+}, 60_000);
+
+it('a decision by signal works for temporal CLI users; an invalid one is recorded and changes nothing', async () => {
+  const id = h.id('signal');
+  await h.client.start(approvalPipeline(`approvals-signal-${h.taskQueue}`, {}), draftOf(['by signal']), { id });
+  const [request] = await pendingOf(id, 1);
+  const handle = h.temporal.workflow.getHandle(id);
+  await handle.signal('approval', { id: request!.id, decision: 'maybe' });
+  await handle.signal('approval', { id: request!.id, decision: 'approve', by: 'cli-user' });
+  expect((await h.client.result(id)).status).toBe('completed');
+  const state = await h.client.getState(id);
+  expect(state.approvals![0]).toMatchObject({ status: 'approved', decidedBy: 'cli-user' });
+  expect(state.events.find((e) => e.type === 'ApprovalInputRejected')?.message).toBe('invalid decision: decision: must be "approve" or "reject", got "maybe"');
+}, 60_000);
