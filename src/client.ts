@@ -12,7 +12,7 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
@@ -44,6 +44,21 @@ export class TreadleError extends Error {
 export interface PendingReviewListing extends PendingReview {
   itemId: string;
   pipeline: string;
+}
+
+/**
+ * The default id of a work item: `<pipeline>-<first 16 hex of sha256(canonical input)>`, so the same input
+ * names the same run (seed 003: a run is found by its pipeline and input hash).
+ */
+export function runIdFor(pipeline: string, input: Json): string {
+  return `${pipeline}-${createHash('sha256').update(canonicalJson(input)).digest('hex').slice(0, 16)}`;
+}
+
+/** JSON with object keys sorted, so equal values hash equally however their keys were ordered. */
+export function canonicalJson(value: Json): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k]!)}`).join(',')}}`;
+  return JSON.stringify(value);
 }
 
 /** A pending approval request across work items (no payload: {@link TreadleClient.getApproval} has it). */
@@ -111,9 +126,11 @@ export class TreadleClient {
 
   /**
    * Starts a work item, or returns the existing one with the same id (idempotent: the same id never
-   * starts twice, even after the first run finished). The spec is validated first, listing every problem.
+   * starts twice, even after the first run finished; `existing` says so). Without an id, the id is the
+   * pipeline's name and a hash of the input (seed 003's `input_hash`), so starting the same input again
+   * returns the run it started. The spec is validated first, listing every problem.
    */
-  async start(pipeline: unknown, input: unknown = null, options: { id?: string; tokenBudget?: number | null } = {}): Promise<{ id: string; runId: string; pipeline: string }> {
+  async start(pipeline: unknown, input: unknown = null, options: { id?: string; tokenBudget?: number | null } = {}): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
     const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
     const validation = validatePipeline(raw, this.known);
     if (!validation.ok) {
@@ -124,7 +141,7 @@ export class TreadleClient {
     if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
     // A large input is stored once, content-addressed; the history carries its reference.
     const storedInput = (await offloadArtefact((input ?? null) as Json, this.blobs, this.blobThresholdBytes, 'work item input')) ?? null;
-    const id = options.id ?? `${validation.spec.name}-${randomUUID().slice(0, 8)}`;
+    const id = options.id ?? runIdFor(validation.spec.name, (input ?? null) as Json);
     if (options.tokenBudget !== undefined && options.tokenBudget !== null && !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)) {
       throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`, 'invalid_input');
     }
@@ -134,7 +151,8 @@ export class TreadleClient {
         taskQueue: this.taskQueue,
         workflowId: id,
         args: [args],
-        workflowIdConflictPolicy: 'USE_EXISTING',
+        // A running or finished run with this id is the answer: the start fails, and the catch below returns it.
+        workflowIdConflictPolicy: 'FAIL',
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         typedSearchAttributes: [
           { key: TreadlePipeline, value: validation.spec.name },
@@ -142,11 +160,11 @@ export class TreadleClient {
         ],
         staticSummary: `${validation.spec.name}: ${validation.spec.stages.length} stages`,
       });
-      return { id, runId: handle.firstExecutionRunId, pipeline: validation.spec.name };
+      return { id, runId: handle.firstExecutionRunId, pipeline: validation.spec.name, existing: false };
     } catch (error) {
       if (error instanceof WorkflowExecutionAlreadyStartedError) {
         const description = await this.handle(id).describe();
-        return { id, runId: description.runId, pipeline: validation.spec.name };
+        return { id, runId: description.runId, pipeline: validation.spec.name, existing: true };
       }
       if (error instanceof ServiceError) {
         // The SDK's message is only "Failed to start Workflow"; the server's reason is in the cause.

@@ -197,7 +197,7 @@ program
   .description('start a work item on a built-in pipeline or a pipeline file; prints the work item id')
   .option('-f, --file <file>', 'pipeline file (YAML or JSON)')
   .option('-i, --input <json>', 'work item input: JSON, or @file.json (default: the pipeline\'s sample input)')
-  .option('--id <id>', 'work item id (default: generated); starting the same id twice returns the same item')
+  .option('--id <id>', 'work item id (default: <pipeline>-<hash of the input>, so the same input returns the run it started); starting the same id twice returns the same item')
   .option('--token-budget <tokens>', 'tokens this item may spend on models; then agent-backed stages escalate to review', wholeNumber(1, 'must be a whole number of tokens above 0'))
   .option('--custom-worker', 'the pipeline names implementations your worker registers beyond the built-ins: start anyway and report the worker\'s check of them')
   .option('-w, --wait', 'print events until the item finishes or waits for review, then its status')
@@ -211,6 +211,7 @@ program
     const unconfirmed = checkBeforeStart(spec, opts.customWorker === true);
     await withClient(async (client) => {
       const started = await client.start(spec, input, { ...(opts.id ? { id: opts.id } : {}), ...(opts.tokenBudget !== undefined ? { tokenBudget: opts.tokenBudget } : {}) });
+      if (started.existing) process.stderr.write(`treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`);
       if (unconfirmed.length > 0) await awaitWorkerVerdict(client, started.id, unconfirmed);
       if (!opts.wait) {
         process.stdout.write(`${started.id}\n`);

@@ -54,7 +54,13 @@ export const ApprovalStageConfigSchema = z
 /** Problems with an approval stage's `with:`, each `path: message`; none when it is valid. */
 export function checkApprovalStageConfig(config: unknown): string[] {
   const parsed = ApprovalStageConfigSchema.safeParse(config ?? {});
-  return parsed.success ? [] : [...new Set(parsed.error.issues.map((i) => `${i.path.join('.') || 'with'}: ${i.message}`))];
+  if (parsed.success) return [];
+  const problems = parsed.error.issues.flatMap((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => `${[...issue.path, key].join('.')}: unknown setting (an approval stage takes ${issue.path.length === 0 ? Object.keys(ApprovalStageConfigSchema.shape).join(', ') : 'to, ttl, default'})`)
+      : [`${issue.path.join('.') || '(the whole with:)'}: ${issue.message}`],
+  );
+  return [...new Set(problems)];
 }
 
 /** The canonical config; throws with every problem when it is invalid (validate first). */

@@ -3,6 +3,7 @@ import YAML from 'yaml';
 import { pipeline } from '../../src/model/builder';
 import { formatDuration, parseDuration } from '../../src/model/duration';
 import { PipelineValidationError, validatePipeline } from '../../src/model/pipeline';
+import { checkApprovalStageConfig } from '../../src/model/approval-config';
 
 const known = { stages: ['scripted', 'llm'], gates: ['scripted'] };
 
@@ -135,4 +136,91 @@ it('a canonical spec validates to itself, so built specs can be started and re-v
     .build();
   expect(validatePipeline(spec, known)).toEqual({ ok: true, spec });
   expect(validatePipeline(JSON.parse(JSON.stringify(spec)))).toEqual({ ok: true, spec });
+});
+
+describe('seed 003 step types and retry names', () => {
+  const withApproval = { stages: ['scripted', 'llm', 'approval'], gates: ['scripted'] };
+
+  it('derives the type from run, and run from the type', () => {
+    const result = validatePipeline(
+      YAML.parse(`
+name: typed
+stages:
+  - { name: fetch, run: scripted }
+  - { name: classify, type: llm, depends_on: [fetch], with: { prompt: "Classify {{ input }}" } }
+  - { name: approve, type: approval, depends_on: [classify] }
+  - { name: route, type: deterministic, run: scripted, depends_on: [approve] }
+`),
+      withApproval,
+    );
+    expect(result.ok).toBe(true);
+    const spec = (result as { spec: { stages: { name: string; type: string; run: string }[] } }).spec;
+    expect(spec.stages.map((s) => [s.name, s.type, s.run])).toEqual([
+      ['fetch', 'deterministic', 'scripted'],
+      ['classify', 'llm', 'llm'],
+      ['approve', 'approval', 'approval'],
+      ['route', 'deterministic', 'scripted'],
+    ]);
+  });
+
+  it('lists every contradiction between type and run, and a missing run', () => {
+    const result = validatePipeline(
+      {
+        name: 'contradictions',
+        stages: [
+          { name: 'a', type: 'deterministic' },
+          { name: 'b', type: 'deterministic', run: 'approval' },
+          { name: 'c', type: 'approval', run: 'scripted' },
+          { name: 'd', type: 'sometimes', run: 'scripted' },
+          { name: 'e' },
+        ],
+      },
+      withApproval,
+    );
+    expect(result.ok).toBe(false);
+    expect((result as { problems: string[] }).problems).toEqual(
+      expect.arrayContaining([
+        'stages[0] (a).run: a deterministic step must name its implementation (run: <name>)',
+        'stages[1] (b).type: run: approval is a step type of its own (type: approval), not deterministic',
+        'stages[2] (c).type: type approval runs "approval", not "scripted"; drop run: or the type',
+        'stages[4] (e).run: must name a registered implementation (or give the step a type: llm, approval, fan_out)',
+      ]),
+    );
+    expect((result as { problems: string[] }).problems.some((p) => p.startsWith('stages[3] (d).type:'))).toBe(true);
+  });
+
+  it('maps max_retries, backoff_seconds and backoff_coefficient onto the activity retry policy', () => {
+    const result = validatePipeline({ name: 'retries', stages: [{ name: 'send', run: 'scripted', max_retries: 3, backoff_seconds: 0.5, backoff_coefficient: 3 }, { name: 'plain', run: 'scripted' }] }, withApproval);
+    expect(result.ok).toBe(true);
+    const [send, plain] = (result as { spec: { stages: { activity: { retry: Record<string, unknown> } }[] } }).spec.stages;
+    expect(send!.activity.retry).toMatchObject({ maximumAttempts: 4, initialIntervalMs: 500, backoffCoefficient: 3 });
+    expect(plain!.activity.retry).toMatchObject({ maximumAttempts: 5, initialIntervalMs: 1_000, backoffCoefficient: 2 });
+  });
+
+  it('refuses a retry policy given twice, and bad values', () => {
+    const result = validatePipeline(
+      { name: 'twice', stages: [{ name: 'a', run: 'scripted', max_retries: 1, activity: { retry: { maximum_attempts: 2 } } }, { name: 'b', run: 'scripted', max_retries: -1, backoff_seconds: 0, backoff_coefficient: 0.5 }] },
+      withApproval,
+    );
+    expect((result as { problems: string[] }).problems).toEqual(
+      expect.arrayContaining([
+        'stages[0] (a).max_retries: give the retry policy once: max_retries/backoff_seconds/backoff_coefficient, or activity.retry',
+        'stages[1] (b).max_retries: must be 0 or more',
+        'stages[1] (b).backoff_seconds: must be more than 0',
+        'stages[1] (b).backoff_coefficient: must be at least 1',
+      ]),
+    );
+  });
+
+  it('checks an approval stage\'s config, listing every problem', () => {
+    const known = { ...withApproval, checkConfig: (_kind: 'stage' | 'gate', name: string, config: unknown) => (name === 'approval' ? checkApprovalStageConfig(config) : []) };
+    const result = validatePipeline({ name: 'bad-approval', stages: [{ name: 'a', type: 'approval', with: { ttl: 'soon', on_reject: 'maybe', escalation: { to: 'leads', ttl: '1h', default: 'approve' }, extra: 1 } }] }, known);
+    expect((result as { problems: string[] }).problems.sort()).toEqual([
+      'stage a: with.extra: unknown setting (an approval stage takes action, from, items, context, context_field, ttl, on_reject, escalation, reviewers)',
+      'stage a: with.on_reject: Invalid option: expected one of "skip"|"stop"',
+      'stage a: with.ttl: "soon" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)',
+    ]);
+    const noTtl = validatePipeline({ name: 'no-ttl', stages: [{ name: 'a', type: 'approval', with: { escalation: { to: 'leads', ttl: '1h', default: 'reject' } } }] }, known);
+    expect((noTtl as { problems: string[] }).problems).toEqual(['stage a: with.escalation: needs a ttl: the request escalates when its ttl has passed']);
+  });
 });

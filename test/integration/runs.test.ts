@@ -1,0 +1,71 @@
+/**
+ * Seed 003's run contract on the real server: a run's id derives from its pipeline and input, so starting
+ * the same input again returns the run it started (running or finished); the seed's retry names become the
+ * stage activity's retry policy, and exhausted retries fail the run with the error recorded.
+ */
+import { pipeline } from '../../src/model/builder';
+import { runIdFor } from '../../src/client';
+import { eventually, startHarness, type Harness } from '../support/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+it('derives the run id from the pipeline and the input; the same input returns the same run, before and after it finished', async () => {
+  const name = `dup-${h.taskQueue}`;
+  const spec = pipeline(name).stage('work', 'scripted').stage('after', 'scripted', { dependsOn: ['work'] }).reviewPolicy('work', 'always');
+  const input = { b: 2, a: [1, { y: 'x', x: 'y' }] };
+  const first = await h.client.start(spec, input);
+  expect(first).toMatchObject({ id: runIdFor(name, input), pipeline: name, existing: false });
+  expect(first.id).toMatch(new RegExp(`^${name}-[0-9a-f]{16}$`));
+  // Key order does not make another input.
+  const again = await h.client.start(spec, { a: [1, { x: 'y', y: 'x' }], b: 2 });
+  expect(again).toEqual({ ...first, existing: true });
+  const other = await h.client.start(spec, { ...input, b: 3 });
+  expect(other.id).not.toBe(first.id);
+  expect(other.existing).toBe(false);
+
+  await eventually(async () => ((await h.client.getState(first.id)).status === 'waiting_review' ? true : undefined), 30_000, 'the review');
+  await h.client.approve(first.id, 'work');
+  expect((await h.client.result(first.id)).status).toBe('completed');
+  const afterwards = await h.client.start(spec, input);
+  expect(afterwards).toEqual({ ...first, existing: true });
+  // One run: nothing was started the second and third time.
+  const runs = [];
+  for await (const execution of h.temporal.workflow.list({ query: `WorkflowId = '${first.id}'` })) runs.push(execution.runId);
+  expect(runs).toEqual([first.runId]);
+}, 60_000);
+
+it('retries a step as max_retries and backoff say, and fails the run with the error once they are spent', async () => {
+  const name = `retries-${h.taskQueue}`;
+  const spec = {
+    name,
+    stages: [
+      { name: 'flaky', run: 'scripted', max_retries: 3, backoff_seconds: 0.2, backoff_coefficient: 2 },
+      { name: 'broken', run: 'scripted', max_retries: 1, backoff_seconds: 0.1 },
+    ],
+  };
+  const id = h.id('retries');
+  await h.client.start(spec, { script: { flaky: [{ error: 'the service hiccuped', errorTimes: 2 }], broken: [{ error: 'the service is down' }] } }, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  expect(result.failedStages).toEqual(['broken']);
+  const state = await h.client.getState(id);
+  expect(state.stages['flaky']!.status).toBe('completed');
+  expect(state.stages['broken']!.error).toContain('the service is down');
+
+  const events = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!;
+  // The stage is named in the activity's summary ("flaky · attempt 1/1").
+  const scheduled = (stage: string) => events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'scripted' && Buffer.from(e.userMetadata?.summary?.data ?? new Uint8Array()).toString().includes(`${stage} ·`));
+  const flaky = scheduled('flaky')!.activityTaskScheduledEventAttributes!;
+  expect(flaky.retryPolicy).toMatchObject({ maximumAttempts: 4, backoffCoefficient: 2 });
+  expect(Number(flaky.retryPolicy!.initialInterval!.nanos) / 1e6 + Number(flaky.retryPolicy!.initialInterval!.seconds ?? 0) * 1000).toBe(200);
+  const attemptOf = (e: (typeof events)[number] | undefined) => events.find((s) => String(s.activityTaskStartedEventAttributes?.scheduledEventId) === String(e?.eventId))?.activityTaskStartedEventAttributes?.attempt;
+  // Two failures then success: the third try; the broken step tried twice (max_retries 1) and gave up.
+  expect(attemptOf(scheduled('flaky'))).toBe(3);
+  expect(attemptOf(scheduled('broken'))).toBe(2);
+}, 60_000);
