@@ -20,11 +20,13 @@ import { registerLlm } from './pipelines/llm';
 import { registerScripted } from './pipelines/scripted';
 import { registerTdd } from './pipelines/tdd';
 import { registerApproval } from './pipelines/approval';
+import { registerFanOut } from './pipelines/fan-out';
+import { createFanOutActivities } from './activities/fan-out';
 import { ensureSearchAttributes } from './server/search-attributes';
 
-/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `approval`, and the document pipeline's stages and gates. */
+/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `approval`, `fan_out`, and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
-  return registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry())))));
+  return registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))))));
 }
 
 // TEMPORARY until src/approvals lands (this session): no action types, and the seed's key formula.
@@ -84,6 +86,8 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       }),
       // TDD trees (seed 001): node calls and git worktrees.
       ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders() }),
+      // Fan-outs: the children's pipeline and elements, by reference.
+      ...createFanOutActivities({ blobs, known: registry.names() }),
       // Approval stages (seed 003): requests made and approved actions executed, idempotently.
       ...createApprovalActivities({
         blobs,

@@ -20,6 +20,7 @@ import { parseApprovalStageConfig } from '../model/approval-config';
 import { truncateText } from '../model/limits';
 import type { Artefact, Json } from '../model/shapes';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact, type BlobStore } from '../storage/blob-store';
+import { isRecord, resolveList, valueAt } from './sources';
 
 /** What the approval activities need of the action registry (`src/approvals`). */
 export interface ActionCatalog {
@@ -54,7 +55,7 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
     } catch (error) {
       return { ok: false, problems: [(error as Error).message] };
     }
-    const source = await sourceOf(input, config, deps.blobs);
+    const source = await resolveList(config, input.upstream, input.input, deps.blobs);
     if ('problem' in source) return { ok: false, problems: [source.problem] };
     const elements = source.elements;
     if (elements.length > MAX_APPROVAL_REQUESTS) return { ok: false, problems: [`${source.label} has ${elements.length} elements; an approval stage takes at most ${MAX_APPROVAL_REQUESTS} (split the list, or batch them with batch_create_tasks)`] };
@@ -127,34 +128,6 @@ function base32(bytes: Buffer): string {
   return out;
 }
 
-/** The list the requests are made from: the `items` path in the `from` artefact (or the item's input). */
-async function sourceOf(input: ApprovalCreateInput, config: ApprovalStageConfig, blobs: BlobStore): Promise<{ elements: Json[]; label: string } | { problem: string }> {
-  const deps = Object.keys(input.upstream);
-  let root: Json;
-  let label: string;
-  if (config.from !== undefined) {
-    if (!(config.from in input.upstream)) return { problem: `from: stage "${config.from}" is not among the stage's dependencies (${deps.join(', ') || 'none'}); add it to depends_on` };
-    root = (await resolveArtefact(input.upstream[config.from] as Artefact, blobs)) ?? null;
-    label = config.from;
-  } else if (deps.length === 1) {
-    root = (await resolveArtefact(input.upstream[deps[0]!] as Artefact, blobs)) ?? null;
-    label = deps[0]!;
-  } else if (deps.length === 0) {
-    root = (await resolveArtefact(input.input as Artefact, blobs)) ?? null;
-    label = 'input';
-  } else {
-    return { problem: `from: the stage depends on ${deps.join(', ')}; say which one holds the actions` };
-  }
-  if (config.items !== undefined) {
-    let cursor: Json | undefined = root;
-    for (const key of config.items.split('.')) cursor = isRecord(cursor) ? cursor[key] : undefined;
-    label = `${label}.${config.items}`;
-    if (!Array.isArray(cursor)) return { problem: `items: ${label} is ${cursor === undefined ? 'missing' : `not a list (${typeof cursor})`}` };
-    return { elements: cursor, label };
-  }
-  return { elements: Array.isArray(root) ? root : root === null ? [] : [root], label };
-}
-
 function actionOf(element: Json, config: ApprovalStageConfig): { type: string; payload: Json; fixed: boolean } | { problem: string } {
   if (config.action !== undefined) return { type: config.action, payload: element, fixed: true };
   if (!isRecord(element)) return { problem: 'must be an object {action_type, payload, context?} (or set `action:` on the stage)' };
@@ -168,15 +141,10 @@ function contextOf(element: Json, config: ApprovalStageConfig): string | null {
   let own: Json | undefined;
   if (isRecord(element)) {
     if (config.contextField !== undefined) {
-      own = element;
-      for (const key of config.contextField.split('.')) own = isRecord(own) ? own[key] : undefined;
+      own = valueAt(element, config.contextField);
     } else if (config.action === undefined) own = element.context;
   }
   const ownText = own === undefined || own === null ? undefined : typeof own === 'string' ? own : JSON.stringify(own);
   const parts = [config.context, ownText].filter((p): p is string => typeof p === 'string' && p !== '');
   return parts.length > 0 ? truncateText(parts.join(' — '), 1_000) : null;
-}
-
-function isRecord(value: Json | undefined): value is Record<string, Json> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

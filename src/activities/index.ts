@@ -8,7 +8,7 @@ import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact as resolveStored, type BlobStore } from '../storage/blob-store';
 import type { GateContext, ImplementationContext, Registry, StageContext } from './registry';
-import { QualityFeedbackSchema, QualityVerdictSchema, StageOutputSchema, isBlobRef, type AttemptRecord, type Json, type QualityFeedback, type QualityVerdict, type StageOutput } from '../model/shapes';
+import { QualityFeedbackSchema, QualityVerdictSchema, StageOutputSchema, isBlobRef, type Artefact, type AttemptRecord, type Json, type QualityFeedback, type QualityVerdict, type StageOutput } from '../model/shapes';
 import { MAX_INLINE_FEEDBACK_BYTES, shortFeedback, truncateText } from '../model/limits';
 import type { GateRef } from '../model/gate-ref';
 import type { PipelineSpec } from '../model/pipeline';
@@ -50,7 +50,9 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   const names = deps.registry.names();
 
   activities[PREPARE_PIPELINE_ACTIVITY] = async (input: PreparePipelineInput): Promise<PreparePipelineResult> => {
-    const result = validatePipeline(input.pipeline, names);
+    // A fan-out's children name their one-stage pipeline by reference: it is stored once for all of them.
+    const raw = isBlobRef(input.pipeline) ? await resolveStored(input.pipeline as Artefact, deps.blobs) : input.pipeline;
+    const result = validatePipeline(raw, names);
     if (!result.ok) return { ok: false, problems: result.problems };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
     return { ok: true, spec: await offloadConfigs(result.spec, deps.blobs, threshold), agentBacked: deps.registry.agentBackedTypes() };

@@ -53,7 +53,8 @@ export function decideAfterAttempt(args: {
   const { output, verdict } = outcome;
   if (output.outcome === 'skipped') return { action: 'skip' };
   if (output.outcome === 'fan_out') {
-    return { action: 'fail', reason: 'the stage returned fan_out, which only TDD-node workflows handle; a workItem stage must return completed, skipped or awaiting_review' };
+    // The stage runner fans out before the policy sees the attempt; a fan_out here is one a fan-out returned.
+    return { action: 'fail', reason: 'a fan-out element returned fan_out again; nest fan-outs through a pipeline of their own' };
   }
   if (output.outcome === 'awaiting_review') {
     return { action: 'review', reason: 'stage_requested', message: 'the stage asked for review', escalated: false };

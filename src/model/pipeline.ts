@@ -11,6 +11,8 @@ import type { GateRef } from './gate-ref';
 import { gateLeaves } from './gate-ref';
 import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
 import { JsonSchema, type Json } from './shapes';
+import { FAN_OUT_STAGE, MAX_FAN_OUT_ITEMS } from './fan-out';
+import { checkFanOut } from './fan-out-config';
 
 export const REVIEW_POLICIES = ['never', 'always', 'on_escalation', 'on_uncertain', 'on_escalation_or_uncertain'] as const;
 export type ReviewPolicy = (typeof REVIEW_POLICIES)[number];
@@ -238,7 +240,7 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   if (known) problems.push(...implementationProblems(input, known));
   if (problems.length > 0 || !parsed.success) return { ok: false, problems: dedupe(problems) };
   const spec = canonical(parsed.data);
-  const later = [...(known?.checkConfig ? configProblems(spec, known.checkConfig) : []), ...limitProblems(spec)];
+  const later = [...(known?.checkConfig ? configProblems(spec, known.checkConfig) : []), ...fanOutProblems(spec, known), ...limitProblems(spec)];
   return later.length > 0 ? { ok: false, problems: later } : { ok: true, spec };
 }
 
@@ -462,7 +464,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * a review (update, workflow task, upserts, TTL timer).
  */
 export function worstCaseStageEvents(stage: StageSpec): number {
-  const perAttempt = 3 + 3 + 3 * gateLeaves(stage.gate).length + (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) + (stage.retryBudget.delayMs > 0 ? 2 : 0);
+  // A fan-out holds a prepare activity and three events per child (initiated, started, closed), at most MAX_FAN_OUT_ITEMS.
+  const fanOut = stage.run === FAN_OUT_STAGE ? 3 + 3 * MAX_FAN_OUT_ITEMS : 0;
+  const perAttempt = 3 + 3 + 3 * gateLeaves(stage.gate).length + (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) + (stage.retryBudget.delayMs > 0 ? 2 : 0) + fanOut;
   const review = 12;
   return stage.retryBudget.maxAttempts * perAttempt + review;
 }
@@ -491,6 +495,20 @@ function limitProblems(spec: PipelineSpec): string[] {
     problems.push(
       `max_parallel ${spec.maxParallel} with up to ${perStage} activities per running stage could hold ${spec.maxParallel * perStage} activities at once; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per work item: lower max_parallel`,
     );
+  }
+  return problems;
+}
+
+/** A fan_out stage's config, its element stage checked as a one-stage pipeline against the same implementations. */
+function fanOutProblems(spec: PipelineSpec, known: KnownImplementations | undefined): string[] {
+  const problems: string[] = [];
+  for (const stage of spec.stages) {
+    if (stage.run !== FAN_OUT_STAGE) continue;
+    const checked = checkFanOut(stage.with, (raw) => {
+      const result = validatePipeline(raw, known);
+      return result.ok ? [] : result.problems;
+    });
+    if (!checked.ok) problems.push(...checked.problems.map((p) => `stage ${stage.name}: with.${p}`));
   }
   return problems;
 }

@@ -182,6 +182,10 @@ export const EVENT_TYPES = [
   'ApprovalExpired',
   'ApprovalExecuted',
   'ApprovalInputRejected',
+  // Fan-outs (seed 000 FanOut, seed 003 fan_out)
+  'FanOutStarted',
+  'FanOutItemFailed',
+  'FanOutCompleted',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

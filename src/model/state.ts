@@ -3,6 +3,7 @@
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
 import type { ApprovalRequest } from './approvals';
+import type { FanOutProgress } from './fan-out';
 import type { PipelineSpec } from './pipeline';
 import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
 
@@ -50,6 +51,8 @@ export interface StageState {
   /** Why the stage failed or was skipped. */
   error?: string;
   skipReason?: 'outcome' | 'upstream_failed';
+  /** A fan-out's progress over its elements (a `fan_out` stage, or a stage that returned `fan_out`). */
+  fanOut?: FanOutProgress;
   startedAt?: string;
   completedAt?: string;
 }
@@ -83,8 +86,10 @@ export interface WorkItemState {
 
 /** Input of the `workItem` workflow. */
 export interface WorkItemInput {
-  /** The pipeline spec in any accepted form; the workflow validates it. */
+  /** The pipeline spec in any accepted form, or a blob reference to one; the workflow validates it. */
   pipeline: unknown;
+  /** The pipeline's name, when `pipeline` is a reference (a fan-out's children). */
+  pipelineName?: string;
   /**
    * The work item's payload, given to every stage: inline JSON when small, else a blob reference that the
    * client stored (`TreadleClient.start` does this above the blob threshold) and activities resolve.
@@ -105,6 +110,8 @@ export interface WorkItemResult {
   artefacts: Record<string, Artefact>;
   failedStages: string[];
   error?: string;
+  /** Why each failed stage failed. */
+  stageErrors?: Record<string, string>;
 }
 
 /** Fields shared by stage and gate activity inputs. */

@@ -49,7 +49,7 @@ export const CATALOG: CatalogEntry[] = [
  * more; issue 7). test/integration/cli.test.ts fails when the two disagree.
  */
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
-  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted', 'tdd'],
+  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'fan_out', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted', 'tdd'],
   gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
   // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
   checkConfig: (kind, name, config) => {

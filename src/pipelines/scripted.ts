@@ -5,7 +5,8 @@
  * last step repeats. A step may hold `verdict` (accepted | rejected | uncertain, default accepted),
  * `summary`, `criteria` (the failed criteria of the feedback), `sleepMs` (the stage sleeps, honouring
  * cancellation), `error` (the stage throws a retryable error; `errorTimes` limits it to the first n
- * activity executions), `outcome` (completed | skipped | awaiting_review), `output` (the artefact) and
+ * activity executions), `outcome` (completed | skipped | awaiting_review | fan_out, whose `output` is
+ * `{items, stage, max_concurrent?, on_item_failure?}`), `output` (the artefact) and
  * `outputBytes` (an artefact of about that size, for blob-store tests). With no `output`, the artefact
  * is `{ stage, attempt, feedback, upstream }`, so the threading of feedback and upstream artefacts shows.
  */
@@ -30,7 +31,7 @@ export const ScriptStepSchema = z
     sleepMs: z.number().int().nonnegative().optional(),
     error: z.string().optional(),
     errorTimes: z.number().int().positive().optional(),
-    outcome: z.enum(['completed', 'skipped', 'awaiting_review']).default('completed'),
+    outcome: z.enum(['completed', 'skipped', 'awaiting_review', 'fan_out']).default('completed'),
     output: JsonSchema.optional(),
     outputBytes: z.number().int().positive().max(64 * 1024 * 1024).optional(),
   })

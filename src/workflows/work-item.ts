@@ -34,6 +34,8 @@ import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
 import { describeFailure, eventPage, now } from './common';
 import { applyDecision, runApprovalStage } from './approval-stage';
+import { runFanOut, type FanOutRun } from './fan-out-stage';
+import { FAN_OUT_STAGE } from '../model/fan-out';
 import { APPROVAL_STAGE, APPROVALS_MEMO_KEY, checkApprovalDecision, type ApprovalsMemo } from '../model/approvals';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
@@ -86,7 +88,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const info = workflowInfo();
   const itemId = args.itemId ?? info.workflowId;
   const input: Json = args.input ?? null;
-  const pipelineName = readName(args.pipeline);
+  const pipelineName = args.pipelineName ?? readName(args.pipeline);
   const state: WorkItemState = {
     id: itemId,
     pipeline: pipelineName,
@@ -232,7 +234,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     publish();
     const artefacts: Record<string, Artefact> = Object.create(null) as Record<string, Artefact>;
     for (const [name, s] of Object.entries(state.stages)) if (s.status === 'completed' && s.artefact !== undefined) artefacts[name] = s.artefact;
-    return { id: itemId, pipeline: state.pipeline, status: state.status === 'failed' ? 'failed' : 'completed', artefacts, failedStages, ...(state.error ? { error: state.error } : {}) };
+    const stageErrors: Record<string, string> = Object.create(null) as Record<string, string>;
+    for (const name of failedStages) stageErrors[name] = state.stages[name]!.error ?? 'failed';
+    return { id: itemId, pipeline: state.pipeline, status: state.status === 'failed' ? 'failed' : 'completed', artefacts, failedStages, ...(state.error ? { error: state.error } : {}), ...(failedStages.length > 0 ? { stageErrors } : {}) };
   };
 
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
@@ -441,9 +445,14 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
       ? runTddTree(run, record.attempt)
       : stage.run === APPROVAL_STAGE
         ? runApprovalStage({ itemId: run.itemId, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch })
-        : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+        : stage.run === FAN_OUT_STAGE
+          ? runFanOut(fanOutRun)
+          : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+  const fanOutRun: FanOutRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch };
   const work = async (): Promise<AttemptOutcome> => {
-    const { calls, previousLog, ...output } = await execute();
+    const executed = await execute();
+    // Seed 000's FanOut outcome: the stage's artefact names the elements and the stage each one runs.
+    const { calls, previousLog, ...output } = executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE ? { ...(await runFanOut(fanOutRun, executed.artefact)), calls: executed.calls } : executed;
     addCalls(record, calls);
     if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
     if (output.artefact !== undefined) record.artefact = output.artefact;

@@ -1,0 +1,128 @@
+/**
+ * The `fan_out` stage kind and seed 000's `fan_out` outcome on the real server: each element a child work
+ * item, at most `max_concurrent` at once, results in input order, a failed element reported without losing
+ * the others (or failing the stage), and the parent's history small however large the elements are.
+ */
+import { pipeline } from '../../src/model/builder';
+import type { FanOutArtefact } from '../../src/model/fan-out';
+import { TreadlePipeline } from '../../src/model/search-attributes';
+import type { Json } from '../../src/model/shapes';
+import { resolveArtefact } from '../../src/storage/blob-store';
+import { startHarness, type Harness } from '../support/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+/** An element whose `classify` stage answers with its label (or fails, for "broken"), after a short sleep. */
+const email = (subject: string, extra: Record<string, Json> = {}): Json => ({
+  subject,
+  ...extra,
+  script: { classify: [subject === 'broken' ? { error: 'cannot classify this one' } : { sleepMs: 300, output: { subject, label: `label of ${subject}` } }] },
+});
+
+function triage(name: string, fanOut: Record<string, Json>) {
+  return pipeline(name)
+    .stage('extract', 'scripted')
+    .stage('classify', 'fan_out', { dependsOn: ['extract'], with: { items: 'emails', stage: { run: 'scripted', max_retries: 0 }, ...fanOut } })
+    .stage('route', 'scripted', { dependsOn: ['classify'] });
+}
+
+async function fanOutArtefact(id: string): Promise<FanOutArtefact> {
+  const state = await h.client.getState(id);
+  return (await resolveArtefact(state.stages['classify']!.artefact, h.blobs)) as unknown as FanOutArtefact;
+}
+
+it('runs each element as a child work item, at most max_concurrent at once, results in input order, a failure reported without losing the others', async () => {
+  const name = `triage-${h.taskQueue}`;
+  const subjects = ['invoice', 'meeting', 'broken', 'lunch', 'report', 'travel'];
+  const id = h.id('fan');
+  await h.client.start(triage(name, { max_concurrent: 2 }), { script: { extract: [{ output: { emails: subjects.map((s) => email(s)) } }] } }, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  const artefact = await fanOutArtefact(id);
+  expect(artefact).toMatchObject({ completed: 5, failed: 1 });
+  expect(artefact.results.map((r) => [r.index, r.id, r.status])).toEqual(subjects.map((s, i) => [i, `${id}.classify.1.${i}`, s === 'broken' ? 'failed' : 'completed']));
+  for (const [i, r] of artefact.results.entries()) {
+    if (r.status === 'completed') expect(r.artefact).toEqual({ subject: subjects[i], label: `label of ${subjects[i]}` });
+    else expect(r.error).toContain('cannot classify this one');
+  }
+  const state = await h.client.getState(id);
+  expect(state.stages['classify']!.fanOut).toEqual({ total: 6, running: 0, completed: 5, failed: 1 });
+  expect(state.stages['route']!.status).toBe('completed');
+  expect(state.events.filter((e) => e.type === 'FanOutItemFailed').map((e) => e.details?.index)).toEqual([2]);
+
+  // Each element is a work item of its own: the element pipeline, its own status; never more than 2 ran at once.
+  const spans: [number, number][] = [];
+  for (const r of artefact.results) {
+    const child = await h.temporal.workflow.getHandle(r.id).describe();
+    expect(child.parentExecution?.workflowId).toBe(id);
+    expect(child.typedSearchAttributes.get(TreadlePipeline)).toBe(`${name}.classify`);
+    spans.push([child.startTime.getTime(), child.closeTime!.getTime()]);
+  }
+  const overlapAt = (t: number) => spans.filter(([s, e]) => s <= t && t < e).length;
+  expect(Math.max(...spans.map(([s]) => overlapAt(s)))).toBeLessThanOrEqual(2);
+  expect(Math.max(...spans.map(([s]) => overlapAt(s)))).toBe(2);
+}, 90_000);
+
+it('with on_item_failure: fail, a failed element fails the stage after the others finished', async () => {
+  const id = h.id('fan-fail');
+  await h.client.start(triage(`triage-fail-${h.taskQueue}`, { on_item_failure: 'fail' }), { script: { extract: [{ output: { emails: [email('a'), email('broken'), email('b')] } }] } }, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  const state = await h.client.getState(id);
+  expect(state.stages['classify']!.error).toMatch(/^1 of 3 elements failed \(on_item_failure: fail\): 1: .*cannot classify this one/);
+  expect(state.stages['classify']!.fanOut).toEqual({ total: 3, running: 0, completed: 2, failed: 1 });
+  expect(state.stages['route']!.status).toBe('skipped');
+}, 60_000);
+
+it('fans out when a stage returns seed 000\'s fan_out outcome, with the list and the element stage in its artefact', async () => {
+  const id = h.id('outcome');
+  const spec = pipeline(`outcome-${h.taskQueue}`).stage('split', 'scripted').stage('after', 'scripted', { dependsOn: ['split'] });
+  const items = ['x', 'y', 'z'].map((s) => ({ name: s, script: { split: [{ output: { upper: s.toUpperCase() } }] } }));
+  await h.client.start(spec, { script: { split: [{ outcome: 'fan_out', output: { items, stage: { run: 'scripted' }, max_concurrent: 3 } }] } }, { id });
+  expect(await h.client.result(id)).toEqual(expect.objectContaining({ status: 'completed' }));
+  const state = await h.client.getState(id);
+  const artefact = (await resolveArtefact(state.stages['split']!.artefact, h.blobs)) as unknown as FanOutArtefact;
+  expect(artefact.results.map((r) => r.artefact)).toEqual([{ upper: 'X' }, { upper: 'Y' }, { upper: 'Z' }]);
+  expect(state.stages['after']!.status).toBe('completed');
+}, 60_000);
+
+it('refuses a fan_out whose element stage is invalid, listing every problem before anything starts', async () => {
+  const spec = pipeline('bad-fan').stage('extract', 'scripted').stage('classify', 'fan_out', { dependsOn: ['extract'], with: { stage: { run: 'scriptd', retry_budget: { max_attempts: 0 } }, max_concurrent: 0, extra: true } });
+  await expect(h.client.start(spec, null)).rejects.toThrow(
+    [
+      'pipeline bad-fan is invalid:',
+      '  - stage classify: with.max_concurrent: must be at least 1',
+      '  - stage classify: with.extra: unknown setting (a fan_out takes from, items, stage, max_concurrent, on_item_failure)',
+    ].join('\n'),
+  );
+  const inner = pipeline('bad-inner').stage('extract', 'scripted').stage('classify', 'fan_out', { dependsOn: ['extract'], with: { stage: { run: 'scriptd', retry_budget: { max_attempts: 0 } } } });
+  await expect(h.client.start(inner, null)).rejects.toThrow(
+    ['pipeline bad-inner is invalid:', '  - stage classify: with.stage.retry_budget.max_attempts: must be at least 1 (it includes the first attempt)'].join('\n'),
+  );
+  // The client knows no implementations; the worker checks the element stage's against its own, before any stage runs.
+  const unknown = pipeline(`unknown-inner-${h.taskQueue}`).stage('extract', 'scripted').stage('classify', 'fan_out', { dependsOn: ['extract'], with: { stage: { run: 'scriptd' } } });
+  const id = h.id('unknown-inner');
+  await h.client.start(unknown, null, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  expect(result.error).toContain('stage classify: with.stage: unknown stage implementation "scriptd" (did you mean "scripted"?)');
+  expect((await h.client.getState(id)).stages).toEqual({});
+}, 30_000);
+
+it('keeps the parent history small however large the elements: they travel to their children by reference', async () => {
+  const id = h.id('large');
+  const big = 'x'.repeat(50_000);
+  const emails = Array.from({ length: 20 }, (_, i) => ({ subject: `mail ${i}`, body: big, script: { classify: [{ output: { n: i } }] } }));
+  await h.client.start(triage(`triage-large-${h.taskQueue}`, { max_concurrent: 5 }), { script: { extract: [{ output: { emails } }] } }, { id });
+  expect((await h.client.result(id)).status).toBe('completed');
+  const description = await h.temporal.workflow.getHandle(id).describe();
+  // 20 elements of 50 KB: 1 MB of elements, and the parent's history holds references only.
+  expect(description.historySize).toBeLessThan(60_000);
+  expect((await fanOutArtefact(id)).results.map((r) => r.artefact)).toEqual(emails.map((_, i) => ({ n: i })));
+}, 90_000);
