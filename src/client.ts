@@ -21,7 +21,7 @@ import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
 import { PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
-import { APPROVALS_MEMO_KEY, type ApprovalDecided, type ApprovalDecision, type ApprovalRequest, type ApprovalsMemo } from './model/approvals';
+import { APPROVAL_ID_PATTERN, APPROVALS_MEMO_KEY, type ApprovalDecided, type ApprovalDecision, type ApprovalRequest, type ApprovalsMemo } from './model/approvals';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
 import { decideApprovalUpdate, eventsQuery, resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
@@ -336,7 +336,7 @@ export class TreadleClient {
 
   /** The work item holding a pending approval request, found in visibility by the request's id. */
   private async approvalItem(id: string): Promise<string> {
-    if (!/^ap-[a-z2-9]{10}$/.test(id)) throw new TreadleError(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`, 'invalid_review');
+    if (!APPROVAL_ID_PATTERN.test(id)) throw new TreadleError(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`, 'invalid_review');
     for await (const execution of this.client.workflow.list({ query: `TreadleApprovals = '${id}'`, pageSize: 2 })) return execution.workflowId;
     throw new TreadleError(`no pending approval request ${id}: it was decided, expired, or never existed (treadle approve list shows the pending ones)`, 'not_found');
   }

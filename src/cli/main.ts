@@ -20,6 +20,7 @@ import { gateLeaves } from '../model/gate-ref';
 import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { renderEvent, renderStatus, renderTddStatus, table } from './render';
+import { registerApproveCommands } from './approve';
 import type { TddNodeState } from '../model/tdd-node';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
@@ -41,7 +42,9 @@ program
   .description('Durable AI-agent work pipelines on Temporal')
   // Usage errors are one line too, like every other failure; --help shows the usage.
   .configureOutput({ outputError: (text, write) => write(`treadle: ${oneLine(text.replace(/^error: /, ''))} (see treadle --help)\n`) })
-  .showSuggestionAfterError();
+  .showSuggestionAfterError()
+  // Options after a subcommand belong to it (`approve batch --by x`, where `approve` has a --by of its own).
+  .enablePositionalOptions();
 
 /** A commander argument parser for whole numbers in [min, max], with the message shown otherwise. */
 const wholeNumber =
@@ -351,6 +354,8 @@ program
       process.stdout.write(`${JSON.stringify(await client.readArtefact(st.artefact), null, 2)}\n`);
     }),
   );
+
+registerApproveCommands(program, withClient);
 
 program.addHelpText('after', () => {
   let address: string;

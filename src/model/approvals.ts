@@ -12,6 +12,9 @@ import type { Json } from './shapes';
 /** The stage implementation name of the approval stage kind (`run: approval`, or `type: approval`). */
 export const APPROVAL_STAGE = 'approval';
 
+/** What approval ids look like: `ap-` and ten characters of a base32 alphabet without l, o, 0 and 1. */
+export const APPROVAL_ID_PATTERN = /^ap-[a-km-np-z2-9]{10}$/;
+
 /** Seed 003's statuses. `expired`: nobody decided within the TTL; treated as rejected. */
 export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
 

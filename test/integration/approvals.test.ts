@@ -9,7 +9,10 @@ import { pipeline } from '../../src/model/builder';
 import type { ApprovalStageArtefact } from '../../src/model/approvals';
 import type { Json } from '../../src/model/shapes';
 import { resolveArtefact } from '../../src/storage/blob-store';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { runTreadle } from '../support/cli';
 
 /** A test action type: `note` records its title, once per idempotency key; a title "explode" fails for good. */
 const executed = new Map<string, Json>();
@@ -162,3 +165,60 @@ it('a decision by signal works for temporal CLI users; an invalid one is recorde
   expect(state.approvals![0]).toMatchObject({ status: 'approved', decidedBy: 'cli-user' });
   expect(state.events.find((e) => e.type === 'ApprovalInputRejected')?.message).toBe('invalid decision: decision: must be "approve" or "reject", got "maybe"');
 }, 60_000);
+
+describe('the approve commands', () => {
+  /** `treadle approve batch` in a real pseudo-terminal (util-linux `script`), answering each prompt as it appears. */
+  function batchInTerminal(answers: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+    const command = [process.execPath, path.join(__dirname, '..', '..', 'bin', 'treadle.js'), 'approve', 'batch', '--by', 'tty-user'].map((a) => `'${a}'`).join(' ');
+    const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...env } });
+    let output = '';
+    let prompts = 0;
+    const pending = [...answers];
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      // Each prompt (and the reason prompt after a rejection) gets the next answer once it is on screen.
+      const seen = (output.match(/\[a\]pprove, \[r\]eject, \[s\]kip, \[q\]uit\? |reason \(optional\): /g) ?? []).length;
+      while (prompts < seen && pending.length > 0) {
+        prompts++;
+        child.stdin.write(`${pending.shift()}\r`);
+      }
+    });
+    return new Promise((resolve) => child.on('close', (code) => resolve({ code, output })));
+  }
+
+  it('lists, approves and rejects by id, and reviews every pending request in turn in a terminal', async () => {
+    const id = h.id('cli');
+    await h.client.start(approvalPipeline(`approvals-cli-${h.taskQueue}`, { reviewers: 'ops', context: 'Quarterly planning' }), draftOf(['alpha', 'beta', 'gamma', 'delta']), { id });
+    const listed = await pendingOf(id, 4);
+    const list = await runTreadle(h, ['approve', 'list', '--pipeline', `approvals-cli-${h.taskQueue}`]);
+    expect(list.code).toBe(0);
+    expect(list.stdout.split('\n')[0]).toMatch(/^ID +ITEM +STEP +ACTION +REVIEWERS +EXPIRES +WHAT$/);
+    for (const r of listed) expect(list.stdout).toContain(`${r.id}  ${id}`);
+
+    const [first, second, third, fourth] = listed;
+    expect(await runTreadle(h, ['approve', first!.id, '--by', 'dee'])).toEqual({ code: 0, stdout: `${first!.id} (approve of ${id}): approved by dee\n`, stderr: '' });
+    const again = await runTreadle(h, ['approve', 'reject', first!.id, '--reason', 'changed my mind']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(new RegExp(`^treadle: (decision refused: approval request ${first!.id} is already approved \\(by dee|no pending approval request ${first!.id})`));
+
+    // The batch lists from visibility, which may lag a decision by a moment: wait until the first is gone.
+    await eventually(async () => ((await h.client.listApprovals()).some((r) => r.id === first!.id) ? undefined : true), 20_000, 'the listing to drop the decided request');
+    const batch = await batchInTerminal(['a', 'r', 'not this quarter', 's'], { TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir });
+    expect(batch.code).toBe(0);
+    expect(batch.output).toContain(`[1/3] ${second!.id} · approve of ${id} · note · for ops`);
+    expect(batch.output).toContain('context: Quarterly planning');
+    expect(batch.output).toContain('"title":');
+    expect(batch.output).toContain('1 approved, 1 rejected, 1 skipped');
+    const state = await h.client.getState(id);
+    const byId = new Map(state.approvals!.map((r) => [r.id, r]));
+    expect(byId.get(second!.id)).toMatchObject({ status: 'approved', decidedBy: 'tty-user' });
+    expect(byId.get(third!.id)).toMatchObject({ status: 'rejected', decidedBy: 'tty-user', reason: 'not this quarter' });
+    expect(byId.get(fourth!.id)).toMatchObject({ status: 'pending' });
+
+    expect(await runTreadle(h, ['approve', 'reject', fourth!.id, '--by', 'eve', '--reason', 'duplicate'])).toEqual({ code: 0, stdout: `${fourth!.id} (approve of ${id}): rejected by eve\n`, stderr: '' });
+    expect((await h.client.result(id)).status).toBe('completed');
+    // Without a terminal the batch refuses rather than waiting on a pipe.
+    const piped = await runTreadle(h, ['approve', 'batch']);
+    expect(piped).toMatchObject({ code: 1, stderr: 'treadle: approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>\n' });
+  }, 120_000);
+});

@@ -1,0 +1,126 @@
+/**
+ * `treadle approve`, named as seed 003 names it: `approve list`, `approve <id>`, `approve reject <id>
+ * [--reason]`, and `approve batch` (interactive: each pending request with its context and payload;
+ * approve, reject, skip or quit). Listing is one visibility call; decisions go through the validated update.
+ */
+import type { Command } from 'commander';
+import { createInterface } from 'node:readline/promises';
+import type { ApprovalListing, TreadleClient } from '../client';
+import { table } from './render';
+import { APPROVAL_ID_PATTERN } from '../model/approvals';
+
+type WithClient = <A extends unknown[]>(fn: (client: TreadleClient, ...args: A) => Promise<void>) => (...args: A) => Promise<void>;
+
+export function registerApproveCommands(program: Command, withClient: WithClient): void {
+  const approve = program
+    .command('approve')
+    .description('approval requests (seed 003): approve <id>, or approve list | reject <id> | batch')
+    .argument('[id]', 'the approval request to approve (ap-…)')
+    // `approve reject <id> --by x`: options after a subcommand are the subcommand's, not approve's own --by.
+    .enablePositionalOptions()
+    .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
+    .action(async (id: string | undefined, opts: { by?: string }) => {
+      // Checked before connecting: a mistyped command fails at once, without a server.
+      if (id === undefined) throw new Error('name the request to approve (treadle approve <id>), or use approve list | reject <id> | batch');
+      checkId(id);
+      await withClient(async (client) => {
+        const decided = await client.decideApproval(id, 'approve', opts.by !== undefined ? { by: opts.by } : {});
+        process.stdout.write(`${decided.id} (${decided.step} of ${decided.itemId}): approved by ${decided.decidedBy}\n`);
+      })();
+    });
+
+  approve
+    .command('list')
+    .description('pending approval requests across all work items')
+    .option('--json', 'as JSON')
+    .option('--pipeline <name>', 'only this pipeline\'s items')
+    .action(
+      withClient(async (client, opts: { json?: boolean; pipeline?: string }) => {
+        const requests = await client.listApprovals(opts.pipeline ? { pipeline: opts.pipeline } : {});
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify(requests, null, 2)}\n`);
+          return;
+        }
+        if (requests.length === 0) {
+          process.stdout.write('no pending approval requests\n');
+          return;
+        }
+        const rows = requests.map((r) => [r.id, r.itemId, r.step, r.actionType, r.reviewers ?? '', expiry(r), r.summary]);
+        process.stdout.write(`${table(['ID', 'ITEM', 'STEP', 'ACTION', 'REVIEWERS', 'EXPIRES', 'WHAT'], rows)}\n`);
+      }),
+    );
+
+  approve
+    .command('reject <id>')
+    .description('reject a pending approval request (the step goes on without it, or stops, as it configures)')
+    .option('--reason <text>', 'why, recorded with the decision')
+    .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
+    .action(async (id: string, opts: { reason?: string; by?: string }) => {
+      checkId(id);
+      await withClient(async (client) => {
+        const decided = await client.decideApproval(id, 'reject', { ...(opts.by !== undefined ? { by: opts.by } : {}), ...(opts.reason !== undefined ? { reason: opts.reason } : {}) });
+        process.stdout.write(`${decided.id} (${decided.step} of ${decided.itemId}): rejected by ${decided.decidedBy}\n`);
+      })();
+    });
+
+  approve
+    .command('batch')
+    .description('review every pending request in turn: [a]pprove, [r]eject, [s]kip, [q]uit')
+    .option('--pipeline <name>', 'only this pipeline\'s items')
+    .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
+    .action(
+      withClient(async (client, opts: { pipeline?: string; by?: string }) => {
+        if (!process.stdin.isTTY) throw new Error('approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>');
+        const requests = await client.listApprovals(opts.pipeline ? { pipeline: opts.pipeline } : {});
+        if (requests.length === 0) {
+          process.stdout.write('no pending approval requests\n');
+          return;
+        }
+        const rl = createInterface({ input: process.stdin, output: process.stdout });
+        const tally = { approved: 0, rejected: 0, skipped: 0, refused: 0 };
+        const by = opts.by !== undefined ? { by: opts.by } : {};
+        try {
+          for (const [index, listed] of requests.entries()) {
+            const request = await client.getApproval(listed.id).catch(() => undefined);
+            process.stdout.write(`\n[${index + 1}/${requests.length}] ${listed.id} · ${listed.step} of ${listed.itemId} · ${listed.actionType}${listed.reviewers ? ` · for ${listed.reviewers}` : ''} · ${expiry(listed)}\n`);
+            process.stdout.write(`  ${listed.summary}\n`);
+            if (listed.context) process.stdout.write(`  context: ${listed.context}\n`);
+            if (request === undefined) {
+              process.stdout.write('  (decided meanwhile; skipped)\n');
+              tally.skipped++;
+              continue;
+            }
+            process.stdout.write(`  payload: ${JSON.stringify(request.payload, null, 2).split('\n').join('\n  ')}\n`);
+            let answer = '';
+            while (!['a', 'r', 's', 'q'].includes(answer)) answer = (await rl.question('[a]pprove, [r]eject, [s]kip, [q]uit? ')).trim().toLowerCase().slice(0, 1);
+            if (answer === 'q') break;
+            if (answer === 's') {
+              tally.skipped++;
+              continue;
+            }
+            const reason = answer === 'r' ? (await rl.question('reason (optional): ')).trim() : '';
+            try {
+              const decided = await client.decideApproval(listed.id, answer === 'a' ? 'approve' : 'reject', { ...by, ...(reason ? { reason } : {}) });
+              process.stdout.write(`  ${decided.status} by ${decided.decidedBy}\n`);
+              tally[decided.status]++;
+            } catch (error) {
+              // Someone else decided it, or it expired: say so and go on with the next one.
+              process.stdout.write(`  not recorded: ${(error as Error).message}\n`);
+              tally.refused++;
+            }
+          }
+        } finally {
+          rl.close();
+        }
+        process.stdout.write(`\n${tally.approved} approved, ${tally.rejected} rejected, ${tally.skipped} skipped${tally.refused ? `, ${tally.refused} refused` : ''}\n`);
+      }),
+    );
+}
+
+function checkId(id: string): void {
+  if (!APPROVAL_ID_PATTERN.test(id)) throw new Error(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`);
+}
+
+function expiry(request: ApprovalListing): string {
+  return request.expiresAt ? `expires ${request.expiresAt.slice(0, 19).replace('T', ' ')}` : 'no expiry';
+}
