@@ -12,7 +12,8 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import type { TreadleTracing } from './tracing';
 import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
@@ -20,7 +21,7 @@ import { loadConfig } from './config';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
-import { PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
+import { PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadleCorrelationId, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
 import { APPROVAL_ID_PATTERN, APPROVALS_MEMO_KEY, type ApprovalDecided, type ApprovalDecision, type ApprovalRequest, type ApprovalsMemo } from './model/approvals';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
@@ -74,6 +75,8 @@ export interface ConnectOptions {
   blobs?: BlobStore;
   /** How long a review waits for a worker to accept it (default 15 s). */
   reviewTimeoutMs?: number;
+  /** OpenTelemetry tracing (see `tracing.ts`): starts become the root span of each work item's trace. */
+  tracing?: TreadleTracing;
 }
 
 
@@ -120,7 +123,12 @@ export class TreadleClient {
     const { address: _address, namespace, ...rest } = options;
     // Payloads the worker offloaded (ExternalStorage, over 256 KiB) are read back from the same blob store.
     const blobs = rest.blobs ?? createBlobStore(config.blobStore);
-    const client = new Client({ connection, namespace: namespace ?? config.namespace, dataConverter: { externalStorage: treadleExternalStorage(blobs) } });
+    const client = new Client({
+      connection,
+      namespace: namespace ?? config.namespace,
+      dataConverter: { externalStorage: treadleExternalStorage(blobs) },
+      ...(options.tracing ? { plugins: [options.tracing.plugin] } : {}),
+    });
     return new TreadleClient(client, { ...rest, blobs }, connection);
   }
 
@@ -145,7 +153,9 @@ export class TreadleClient {
     if (options.tokenBudget !== undefined && options.tokenBudget !== null && !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)) {
       throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`, 'invalid_input');
     }
-    const args: WorkItemInput = { pipeline: raw, input: storedInput, itemId: id, ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}) };
+    // Seed 003's correlation id: a UUID per run, on every activity, model call record and log line.
+    const correlationId = randomUUID();
+    const args: WorkItemInput = { pipeline: raw, input: storedInput, itemId: id, correlationId, ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}) };
     try {
       const handle = await this.client.workflow.start(WORKFLOW_TYPE, {
         taskQueue: this.taskQueue,
@@ -157,6 +167,7 @@ export class TreadleClient {
         typedSearchAttributes: [
           { key: TreadlePipeline, value: validation.spec.name },
           { key: TreadleStatus, value: 'running' },
+          { key: TreadleCorrelationId, value: correlationId },
         ],
         staticSummary: `${validation.spec.name}: ${validation.spec.stages.length} stages`,
       });

@@ -4,6 +4,8 @@
  */
 import { Connection } from '@temporalio/client';
 import { createHash } from 'node:crypto';
+import { correlationInterceptors } from './observability';
+import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { createTddActivities } from './activities/tdd';
@@ -61,6 +63,11 @@ export interface TreadleWorkerOptions {
   agents?: AgentProviders;
   /** The action types approval stages may request (default: the seed's five examples, on the local task list). */
   approvalActions?: ActionCatalog;
+  /**
+   * OpenTelemetry tracing (`createTracing`, or `tracingFromEnv` for `treadle worker`). A prebuilt bundle
+   * must include `WORKFLOW_TRACING_MODULE` as a workflow interceptor module for workflow spans.
+   */
+  tracing?: TreadleTracing;
   /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
@@ -106,6 +113,9 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     ...options.worker,
+    // The work item's correlation id on every activity log line (and span).
+    interceptors: { ...options.worker?.interceptors, activity: [...(options.worker?.interceptors?.activity ?? []), correlationInterceptors] },
+    ...(options.tracing ? { plugins: [...(options.worker?.plugins ?? []), options.tracing.plugin] } : {}),
   });
 }
 
@@ -114,11 +124,13 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const config = loadConfig();
   const connection = options.connection ?? (await connectWorker(config.address));
   await registerSearchAttributes(config.address, options.namespace ?? config.namespace);
-  const worker = await createWorker({ ...options, connection });
-  process.stderr.write(`treadle worker: task queue ${config.taskQueue} on ${config.address} (namespace ${config.namespace})\n`);
+  const tracing = options.tracing ?? tracingFromEnv();
+  const worker = await createWorker({ ...options, connection, ...(tracing ? { tracing } : {}) });
+  process.stderr.write(`treadle worker: task queue ${config.taskQueue} on ${config.address} (namespace ${config.namespace})${tracing ? ', tracing to OTLP' : ''}\n`);
   try {
     await worker.run();
   } finally {
+    await tracing?.shutdown();
     await connection.close();
   }
 }
@@ -134,7 +146,7 @@ async function registerSearchAttributes(address: string, namespace: string): Pro
       await connection.close();
     }
   } catch (error) {
-    process.stderr.write(`treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews and approvals needs TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals\n`);
+    process.stderr.write(`treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews and approvals needs TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId\n`);
   }
 }
 

@@ -150,7 +150,7 @@ async function baseContext(
         throw ApplicationFailure.nonRetryable(`unknown agent provider "${name}" (available: ${Object.keys(agents).join(', ')})`, 'UnknownAgent');
       }
       const agentContext = { itemId: input.itemId, stage: input.stage, attempt: input.attempt, input: itemInput, config };
-      return recordingAgent(factory(agentContext), { calls, conversations: new ConversationStore(blobs) });
+      return recordingAgent(factory(agentContext), { calls, conversations: new ConversationStore(blobs), ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}) });
     },
   };
 }

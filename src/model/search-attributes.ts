@@ -9,6 +9,9 @@ export const TreadleStatus = defineSearchAttributeKey('TreadleStatus', SearchAtt
 /** The stages of an item that wait for a human; absent when none do. */
 export const TreadlePendingReviews = defineSearchAttributeKey('TreadlePendingReviews', SearchAttributeType.KEYWORD_LIST);
 
+/** The work item's correlation id (seed 003): a UUID made at start, on every activity, call record and log line. */
+export const TreadleCorrelationId = defineSearchAttributeKey('TreadleCorrelationId', SearchAttributeType.KEYWORD);
+
 /** The ids of an item's pending approval requests (the first {@link MAX_APPROVAL_IDS_ATTRIBUTE}); absent when none. */
 export const TreadleApprovals = defineSearchAttributeKey('TreadleApprovals', SearchAttributeType.KEYWORD_LIST);
 /** Ids kept in the attribute (visibility limits a value to 2 KB); the rest are found through the state query. */
@@ -20,6 +23,7 @@ export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordLi
   TreadleStatus: 'Keyword',
   TreadlePendingReviews: 'KeywordList',
   TreadleApprovals: 'KeywordList',
+  TreadleCorrelationId: 'Keyword',
 };
 
 /** Visibility query listing every work item with a pending approval request. */

@@ -79,6 +79,8 @@ export const CallRecordSchema = z.object({
   error: z.string().optional(),
   /** ISO time the call started. */
   at: z.string(),
+  /** The work item's correlation id (seed 003), linking the call to its run across the call log. */
+  runCorrelationId: z.string().optional(),
 });
 export type CallRecord = z.infer<typeof CallRecordSchema>;
 

@@ -61,6 +61,8 @@ export interface StageState {
 export interface WorkItemState {
   id: string;
   pipeline: string;
+  /** Seed 003's correlation id: on every activity, model call record and log line of the item. */
+  correlationId?: string;
   status: ItemStatus;
   stages: Record<string, StageState>;
   pendingReviews: PendingReview[];
@@ -90,6 +92,8 @@ export interface WorkItemInput {
   pipeline: unknown;
   /** The pipeline's name, when `pipeline` is a reference (a fan-out's children). */
   pipelineName?: string;
+  /** Seed 003's correlation id (a UUID); made by the workflow when the starter gave none. */
+  correlationId?: string;
   /**
    * The work item's payload, given to every stage: inline JSON when small, else a blob reference that the
    * client stored (`TreadleClient.start` does this above the blob threshold) and activities resolve.
@@ -117,6 +121,8 @@ export interface WorkItemResult {
 /** Fields shared by stage and gate activity inputs. */
 export interface ActivityContextBase {
   itemId: string;
+  /** The work item's correlation id (seed 003). */
+  correlationId?: string;
   pipeline: string;
   stage: string;
   attempt: number;

@@ -8,7 +8,7 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
-import { SEARCH_ATTRIBUTE_DEFINITIONS, TreadleApprovals, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
+import { SEARCH_ATTRIBUTE_DEFINITIONS, TreadleApprovals, TreadleCorrelationId, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { portAccepts, probeTemporal } from './probes';
 import { resolveSqlitePragmas, sqlitePragmaArgs } from './sqlite-pragmas';
 import { resolveTemporalCli, TemporalCliNotFoundError, type ResolvedBinary } from './temporal-cli';
@@ -208,7 +208,7 @@ async function startWithSdkDownload(args: {
         uiPort: args.uiPort,
         dbFilename: args.dbFile,
         namespace: args.namespace,
-        searchAttributes: [TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals],
+        searchAttributes: [TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId],
         extraArgs: sqlitePragmaArgs(args.sqlitePragmas),
       },
     });

@@ -54,7 +54,9 @@ export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<Sta
   const results: FanOutItemResult[] = new Array<FanOutItemResult>(total);
   const runOne = async (index: number): Promise<void> => {
     const id = `${run.itemId}.${stage.name}.${run.attempt}.${index}`;
-    const args: WorkItemInput = { pipeline: prepared.pipeline, pipelineName: prepared.pipelineName, input: prepared.elements[index]!, itemId: id };
+    // The elements are part of this run: they share its correlation id.
+    const correlation = run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {};
+    const args: WorkItemInput = { pipeline: prepared.pipeline, pipelineName: prepared.pipelineName, input: prepared.elements[index]!, itemId: id, ...correlation };
     progress.running++;
     run.touch();
     try {

@@ -22,6 +22,7 @@ import {
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
+  uuid4,
 } from '@temporalio/workflow';
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
 import { checkReview, decideReview, type AcceptedReview } from '../engine/review';
@@ -89,9 +90,13 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const itemId = args.itemId ?? info.workflowId;
   const input: Json = args.input ?? null;
   const pipelineName = args.pipelineName ?? readName(args.pipeline);
+  // The starter's correlation id (TreadleClient.start makes one and sets the search attribute), else one made
+  // here, deterministically (uuid4 is replay-safe), for items started by other means.
+  const correlationId = args.correlationId ?? uuid4();
   const state: WorkItemState = {
     id: itemId,
     pipeline: pipelineName,
+    correlationId,
     status: 'running',
     // Stage names are data: a null-prototype record, so "constructor" is a stage like any other.
     stages: Object.create(null) as Record<string, StageState>,
@@ -108,7 +113,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     const event: TreadleEvent = { seq: state.events.length + 1, type, itemId, at: now(), message, ...fields };
     state.events.push(event);
     state.eventCount = event.seq;
-    log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt });
+    log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt, correlationId });
   };
 
   // Handlers are registered before the first await, so no message is ever dropped.
@@ -429,6 +434,7 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
   const previousAttempts = previousOf(attempts, log, record.attempt);
   const base = {
     itemId: run.itemId,
+    ...(state.correlationId !== undefined ? { correlationId: state.correlationId } : {}),
     pipeline: run.spec.name,
     stage: stage.name,
     attempt: record.attempt,
