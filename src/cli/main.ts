@@ -13,6 +13,7 @@ import type * as ConfigModule from '../config';
 import type * as PipelineModule from '../model/pipeline';
 import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
+import type * as TracingModule from '../tracing';
 import type * as DevModule from './dev';
 import type { TreadleClient } from '../client';
 import type { UsageTotals } from '../engine/usage';
@@ -33,6 +34,7 @@ const load = {
   pipeline: (): typeof PipelineModule => require('../model/pipeline'),
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
   worker: (): typeof WorkerModule => require('../worker'),
+  tracing: (): typeof TracingModule => require('../tracing'),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 
@@ -59,11 +61,14 @@ const port = wholeNumber(1, 'must be a port number', 65_535);
 /** Runs an action with one connected client, closed afterwards (errors become one line in the catch at the end). */
 function withClient<A extends unknown[]>(fn: (client: TreadleClient, ...args: A) => Promise<void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
-    const client = await load.client().TreadleClient.connect();
+    // With OTEL_EXPORTER_OTLP_ENDPOINT set, a start is the root span of the item's trace (loaded only then).
+    const tracing = process.env.OTEL_EXPORTER_OTLP_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? load.tracing().tracingFromEnv() : undefined;
+    const client = await load.client().TreadleClient.connect(tracing ? { tracing } : {});
     try {
       await fn(client, ...args);
     } finally {
       await client.close();
+      await tracing?.shutdown();
     }
   };
 }
