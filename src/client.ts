@@ -14,6 +14,7 @@ import {
 } from '@temporalio/client';
 import { createHash, randomUUID } from 'node:crypto';
 import type { TreadleTracing } from './tracing';
+import { audit, type AuditEntry } from './audit';
 import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
@@ -379,6 +380,20 @@ export class TreadleClient {
         throw error;
       }
     });
+  }
+
+  /**
+   * The audit of a run (seed 003): steps, attempts, reviews, approvals and model calls in time order, read
+   * from the workflow history (no worker needed, finished runs too). A correlation id covers the run and
+   * its fan-out elements.
+   */
+  async audit(idOrCorrelation: string): Promise<AuditEntry[]> {
+    try {
+      return await audit(this.client, idOrCorrelation);
+    } catch (error) {
+      if (isNotFound(error)) throw new TreadleError(`unknown work item "${idOrCorrelation}" in namespace ${this.client.options.namespace}`, 'not_found');
+      throw error;
+    }
   }
 
   /** Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total. */

@@ -362,6 +362,23 @@ program
 
 registerApproveCommands(program, withClient);
 
+program
+  .command('audit <id>')
+  .description('a run\'s steps, attempts, reviews, approvals and model calls in order, from its history (a work item id, or a correlation id for the run and its fan-out elements)')
+  .option('--json', 'as JSON lines: {at, workflowId, kind, step?, attempt?, message}')
+  .action(
+    withClient(async (client, id: string, opts: { json?: boolean }) => {
+      const entries = await client.audit(id);
+      if (opts.json) {
+        for (const entry of entries) process.stdout.write(`${JSON.stringify(entry)}\n`);
+        return;
+      }
+      const several = new Set(entries.map((e) => e.workflowId)).size > 1;
+      const rows = entries.map((e) => [e.at.slice(0, 23).replace('T', ' '), ...(several ? [e.workflowId] : []), e.kind, e.step ? `${e.step}${e.attempt ? `#${e.attempt}` : ''}` : '', e.message]);
+      process.stdout.write(`${table(['TIME', ...(several ? ['RUN'] : []), 'KIND', 'STEP', 'WHAT'], rows)}\n`);
+    }),
+  );
+
 program.addHelpText('after', () => {
   let address: string;
   try {

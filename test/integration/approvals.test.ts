@@ -222,3 +222,44 @@ describe('the approve commands', () => {
     expect(piped).toMatchObject({ code: 1, stderr: 'treadle: approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>\n' });
   }, 120_000);
 });
+
+it('audits a run from its history: steps, attempts, model calls, approval requests, decisions and actions, in order', async () => {
+  const id = h.id('audit');
+  const raw = {
+    name: `audited-${h.taskQueue}`,
+    stages: [
+      { name: 'draft', run: 'scripted' },
+      { name: 'summarize', type: 'llm', agent: 'scripted', depends_on: ['draft'], with: { prompt: 'Summarize {{ upstream.draft.notes[0].title }}' } },
+      { name: 'approve', type: 'approval', depends_on: ['draft', 'summarize'], with: { action: 'note', from: 'draft', items: 'notes' } },
+    ],
+  };
+  await h.client.start(raw, { ...(draftOf(['ship it']) as Record<string, Json>), agent_replies: { summarize: ['one note to ship'] } }, { id });
+  const [request] = await pendingOf(id, 1);
+  await h.client.decideApproval(request!.id, 'approve', { by: 'ann', reason: 'looks right' });
+  expect((await h.client.result(id)).status).toBe('completed');
+
+  const entries = await h.client.audit(id);
+  const lines = entries.map((e) => `${e.kind}|${e.step ?? ''}|${e.message}`);
+  const at = (pattern: RegExp) => lines.findIndex((l) => pattern.test(l));
+  const order = [
+    /^run\|\|started: workItem of pipeline audited-.* \(correlation [0-9a-f-]{36}\)$/,
+    /^step\|draft\|draft attempt 1 \(scripted\) completed/,
+    /^model_call\|summarize\|scripted\/scripted: success, \d+ in \+ \d+ out tokens, \d+ ms, prompt sha256:/,
+    /^step\|summarize\|summarize attempt 1 \(llm\) completed/,
+    new RegExp(`^approval\\|approve\\|${request!.id} requested: note: note "ship it"$`),
+    new RegExp(`^approval\\|\\|${request!.id} approved by ann: looks right \\(update\\)$`),
+    new RegExp(`^approval\\|approve\\|${request!.id} executed: note done: `),
+    /^run\|\|finished: completed$/,
+  ];
+  const positions = order.map(at);
+  expect(positions.every((p) => p >= 0)).toBe(true);
+  expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+
+  // By correlation id, from the CLI.
+  const correlationId = (await h.client.getState(id)).correlationId!;
+  const cli = await runTreadle(h, ['audit', correlationId]);
+  expect(cli.code).toBe(0);
+  expect(cli.stdout.split('\n')[0]).toMatch(/^TIME +KIND +STEP +WHAT$/);
+  expect(cli.stdout).toContain(`${request!.id} approved by ann: looks right (update)`);
+  expect(await runTreadle(h, ['audit', '00000000-0000-4000-8000-000000000000'])).toMatchObject({ code: 1, stderr: 'treadle: no run has correlation id 00000000-0000-4000-8000-000000000000\n' });
+}, 60_000);

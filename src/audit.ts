@@ -1,0 +1,205 @@
+/**
+ * The audit view of a run (seed 003 "Audit Log"): its steps, attempts, reviews, approvals and model calls in
+ * order, read from the workflow history — the durable record, which needs no worker and outlives the run —
+ * not from a copy kept elsewhere. A correlation id names the run and the fan-out elements that share it.
+ */
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
+import { TreadleCorrelationId } from './model/search-attributes';
+
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+type Payload = temporal.api.common.v1.IPayload;
+
+/** One line of the audit: when, which run, what kind of entry, and what happened. */
+export interface AuditEntry {
+  at: string;
+  workflowId: string;
+  kind: 'run' | 'step' | 'model_call' | 'review' | 'approval' | 'child';
+  /** The step (stage) it concerns, when it concerns one. */
+  step?: string;
+  attempt?: number;
+  message: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The workflow ids an audit covers: the run itself, or every run with that correlation id. */
+export async function auditTargets(client: Client, idOrCorrelation: string): Promise<string[]> {
+  if (!UUID.test(idOrCorrelation)) return [idOrCorrelation];
+  const ids: string[] = [];
+  for await (const execution of client.workflow.list({ query: `${TreadleCorrelationId.name} = '${idOrCorrelation}'` })) ids.push(execution.workflowId);
+  if (ids.length === 0) throw new Error(`no run has correlation id ${idOrCorrelation}`);
+  return ids.sort();
+}
+
+/** The audit of the runs, merged in time order. */
+export async function audit(client: Client, idOrCorrelation: string): Promise<AuditEntry[]> {
+  const entries: AuditEntry[] = [];
+  for (const workflowId of await auditTargets(client, idOrCorrelation)) {
+    const history = await client.workflow.getHandle(workflowId).fetchHistory();
+    entries.push(...auditHistory(workflowId, history.events ?? []));
+  }
+  // Stable: entries of one history keep their order when times tie.
+  return entries.map((e, i) => ({ e, i })).sort((a, b) => a.e.at.localeCompare(b.e.at) || a.i - b.i).map(({ e }) => e);
+}
+
+/** The audit entries one history holds. */
+export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditEntry[] {
+  const out: AuditEntry[] = [];
+  const scheduled = new Map<string, { type: string; step?: string; attempt?: number; input: unknown }>();
+  const add = (event: HistoryEvent, entry: Omit<AuditEntry, 'at' | 'workflowId'>): void => {
+    out.push({ at: timeOf(event), workflowId, ...entry });
+  };
+  for (const event of events) {
+    const started = event.workflowExecutionStartedEventAttributes;
+    if (started) {
+      const input = decode(started.input?.payloads?.[0]) as { pipelineName?: string; pipeline?: { name?: string }; correlationId?: string } | undefined;
+      const name = input?.pipelineName ?? input?.pipeline?.name ?? started.workflowType?.name ?? '?';
+      add(event, { kind: 'run', message: `started: ${started.workflowType?.name} of pipeline ${name}${input?.correlationId ? ` (correlation ${input.correlationId})` : ''}` });
+      continue;
+    }
+    const scheduledAttrs = event.activityTaskScheduledEventAttributes;
+    if (scheduledAttrs) {
+      const summary = text(decode(event.userMetadata?.summary));
+      const match = summary !== undefined ? /^(.+?) · .*?attempt (\d+)/.exec(summary) : null;
+      const input = decode(scheduledAttrs.input?.payloads?.[0]) as { stage?: string; attempt?: number; step?: string } | undefined;
+      scheduled.set(String(event.eventId), {
+        type: scheduledAttrs.activityType?.name ?? '?',
+        ...(match ? { step: match[1]!, attempt: Number(match[2]) } : input?.stage ? { step: input.stage, ...(input.attempt ? { attempt: input.attempt } : {}) } : input?.step ? { step: input.step } : {}),
+        input,
+      });
+      continue;
+    }
+    const completed = event.activityTaskCompletedEventAttributes;
+    if (completed) {
+      const activity = scheduled.get(String(completed.scheduledEventId));
+      if (activity) auditActivityResult(activity, decode(completed.result?.payloads?.[0]), (entry) => add(event, entry));
+      continue;
+    }
+    const failed = event.activityTaskFailedEventAttributes;
+    if (failed) {
+      const activity = scheduled.get(String(failed.scheduledEventId));
+      const details = decode(failed.failure?.applicationFailureInfo?.details?.payloads?.[0]) as { calls?: unknown[] } | undefined;
+      for (const call of details?.calls ?? []) add(event, modelCall(activity, call));
+      add(event, { kind: 'step', ...where(activity), message: `${label(activity)} failed: ${failed.failure?.message ?? '?'}` });
+      continue;
+    }
+    const timedOut = event.activityTaskTimedOutEventAttributes;
+    if (timedOut) {
+      const activity = scheduled.get(String(timedOut.scheduledEventId));
+      add(event, { kind: 'step', ...where(activity), message: `${label(activity)} timed out: ${timedOut.failure?.message ?? '?'}` });
+      continue;
+    }
+    const accepted = event.workflowExecutionUpdateAcceptedEventAttributes;
+    if (accepted) {
+      const name = accepted.acceptedRequest?.input?.name;
+      const arg = decode(accepted.acceptedRequest?.input?.args?.payloads?.[0]);
+      if (name) add(event, decision(name, arg, 'update'));
+      continue;
+    }
+    const signaled = event.workflowExecutionSignaledEventAttributes;
+    if (signaled && (signaled.signalName === 'review' || signaled.signalName === 'approval')) {
+      add(event, decision(signaled.signalName === 'review' ? 'resolveReview' : 'decideApproval', decode(signaled.input?.payloads?.[0]), 'signal'));
+      continue;
+    }
+    const child = event.startChildWorkflowExecutionInitiatedEventAttributes;
+    if (child) {
+      add(event, { kind: 'child', message: `child ${child.workflowType?.name} ${child.workflowId} started` });
+      continue;
+    }
+    const childDone = event.childWorkflowExecutionCompletedEventAttributes ?? event.childWorkflowExecutionFailedEventAttributes;
+    if (childDone) {
+      const result = decode(event.childWorkflowExecutionCompletedEventAttributes?.result?.payloads?.[0]) as { status?: string } | undefined;
+      add(event, { kind: 'child', message: `child ${childDone.workflowExecution?.workflowId} ${event.childWorkflowExecutionFailedEventAttributes ? 'failed' : (result?.status ?? 'completed')}` });
+      continue;
+    }
+    const done = event.workflowExecutionCompletedEventAttributes;
+    if (done) {
+      const result = decode(done.result?.payloads?.[0]) as { status?: string; error?: string } | undefined;
+      add(event, { kind: 'run', message: `finished: ${result?.status ?? 'completed'}${result?.error ? ` (${result.error})` : ''}` });
+      continue;
+    }
+    if (event.workflowExecutionFailedEventAttributes) add(event, { kind: 'run', message: `failed: ${event.workflowExecutionFailedEventAttributes.failure?.message ?? '?'}` });
+    else if (event.workflowExecutionCanceledEventAttributes) add(event, { kind: 'run', message: 'cancelled' });
+    else if (event.workflowExecutionTerminatedEventAttributes) add(event, { kind: 'run', message: `terminated: ${event.workflowExecutionTerminatedEventAttributes.reason ?? ''}` });
+  }
+  return out;
+}
+
+type Activity = { type: string; step?: string; attempt?: number; input: unknown };
+
+function auditActivityResult(activity: Activity, result: unknown, add: (entry: Omit<AuditEntry, 'at' | 'workflowId'>) => void): void {
+  const r = (result ?? {}) as Record<string, unknown>;
+  for (const call of Array.isArray(r.calls) ? r.calls : []) add(modelCall(activity, call));
+  switch (activity.type) {
+    case 'treadle.approvalCreate': {
+      const requests = Array.isArray(r.requests) ? (r.requests as { id: string; actionType: string; summary: string }[]) : [];
+      if (r.ok === false) add({ kind: 'approval', ...where(activity), message: `approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}` });
+      for (const request of requests) add({ kind: 'approval', ...where(activity), message: `${request.id} requested: ${request.actionType}: ${request.summary}` });
+      return;
+    }
+    case 'treadle.approvalExecute': {
+      const input = activity.input as { id?: string } | undefined;
+      add({ kind: 'approval', ...where(activity), message: `${input?.id ?? '?'} executed: ${String(r.summary ?? '')}` });
+      return;
+    }
+    case 'treadle.fanOutPrepare':
+      add({ kind: 'step', ...where(activity), message: r.ok === false ? `fan-out refused: ${(r.problems as string[] | undefined)?.join('; ')}` : `fans out over ${Array.isArray(r.elements) ? r.elements.length : '?'} elements` });
+      return;
+    case 'treadle.preparePipeline':
+      add({ kind: 'run', message: r.ok === false ? `pipeline refused: ${(r.problems as string[] | undefined)?.join('; ')}` : 'pipeline validated' });
+      return;
+    default:
+      if (activity.type.startsWith('gate:')) {
+        const kind = typeof r.kind === 'string' ? r.kind : '?';
+        add({ kind: 'step', ...where(activity), message: `gate ${activity.type.slice(5)}: ${kind}${kind === 'rejected' ? `: ${String((r.feedback as { summary?: string } | undefined)?.summary ?? '')}` : kind === 'uncertain' ? `: ${String(r.reason ?? '')}` : ''}` });
+      } else {
+        add({ kind: 'step', ...where(activity), message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}` });
+      }
+  }
+}
+
+function modelCall(activity: Activity | undefined, raw: unknown): Omit<AuditEntry, 'at' | 'workflowId'> {
+  const c = (raw ?? {}) as { provider?: string; model?: string; inputTokens?: number; outputTokens?: number; latencyMs?: number; status?: string; error?: string; promptHash?: string };
+  return {
+    kind: 'model_call',
+    ...where(activity),
+    message: `${c.provider}/${c.model}: ${c.status}${c.error ? ` (${c.error})` : ''}, ${c.inputTokens ?? 0} in + ${c.outputTokens ?? 0} out tokens, ${Math.round(c.latencyMs ?? 0)} ms, prompt ${String(c.promptHash ?? '').slice(0, 19)}`,
+  };
+}
+
+function decision(name: string, arg: unknown, via: 'update' | 'signal'): Omit<AuditEntry, 'at' | 'workflowId'> {
+  const a = (arg ?? {}) as { stage?: string; reviewer?: string; outcome?: { kind?: string; reason?: string }; id?: string; decision?: string; by?: string; reason?: string };
+  if (name === 'decideApproval') return { kind: 'approval', message: `${a.id} ${a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})` };
+  if (name === 'resolveReview') return { kind: 'review', ...(a.stage ? { step: a.stage } : {}), message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})` };
+  return { kind: 'run', message: `${name} (${via})` };
+}
+
+function where(activity: Activity | undefined): Pick<AuditEntry, 'step' | 'attempt'> {
+  return { ...(activity?.step !== undefined ? { step: activity.step } : {}), ...(activity?.attempt !== undefined ? { attempt: activity.attempt } : {}) };
+}
+
+function label(activity: Activity | undefined): string {
+  if (!activity) return 'activity';
+  return activity.step ? `${activity.step}${activity.attempt ? ` attempt ${activity.attempt}` : ''} (${activity.type})` : activity.type;
+}
+
+function decode(payload: Payload | null | undefined): unknown {
+  if (!payload) return undefined;
+  try {
+    return defaultPayloadConverter.fromPayload(payload as Parameters<typeof defaultPayloadConverter.fromPayload>[0]);
+  } catch {
+    return undefined; // stored externally (a claim-check reference) or not JSON: the audit says what it can
+  }
+}
+
+function text(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+function timeOf(event: HistoryEvent): string {
+  const t = event.eventTime;
+  if (!t) return '';
+  return new Date(Number(t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6)).toISOString();
+}
