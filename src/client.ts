@@ -396,6 +396,17 @@ export class TreadleClient {
     }
   }
 
+  /**
+   * The item's activities that Temporal is retrying (a second or later try after a failure), as the server
+   * reports them: seed 003's `retrying`, below the stage's own attempts.
+   */
+  async activityRetries(id: string): Promise<{ activityType: string; attempt: number; lastFailure?: string }[]> {
+    const description = await this.call(id, (h) => h.describe());
+    return (description.raw.pendingActivities ?? [])
+      .filter((a) => (a.attempt ?? 1) > 1)
+      .map((a) => ({ activityType: a.activityType?.name ?? '?', attempt: a.attempt ?? 1, ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}) }));
+  }
+
   /** Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total. */
   async usage(id: string): Promise<UsageSummary> {
     return (await this.getState(id)).usage ?? summarizeUsage({});

@@ -260,7 +260,9 @@ program
   .action(
     withClient(async (client, id: string, opts: { json?: boolean }) => {
       const state = await client.getState(id);
-      const text = (state as unknown as { kind?: string }).kind === 'tdd' ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state);
+      const tdd = (state as unknown as { kind?: string }).kind === 'tdd';
+      const retries = !tdd && !opts.json && (state.status === 'running' || state.status === 'waiting_review' || state.status === 'waiting_approval') ? await client.activityRetries(id) : [];
+      const text = tdd ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state, retries);
       process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${text}\n`);
     }),
   );

@@ -5,6 +5,7 @@ import type { TddNodeState } from '../model/tdd-node';
 import type * as Shapes from '../model/shapes';
 import type { BlobRef, TreadleEvent } from '../model/shapes';
 import type { PendingReview, StageState, WorkItemState } from '../model/state';
+import type { ApprovalRequest } from '../model/approvals';
 
 /**
  * Whether an artefact is a blob reference. `model/shapes` loads zod (~60 ms), which `treadle pipelines`
@@ -40,18 +41,46 @@ function artefactCell(stage: StageState): string {
   return text.length > 40 ? `${text.slice(0, 39)}…` : text;
 }
 
-/** The readable status of a work item. */
-export function renderStatus(state: WorkItemState): string {
+/** A stage's status in seed 003's words: a stage running a second or later attempt is `retrying`. */
+export function displayStatus(stage: StageState): string {
+  return stage.status === 'running' && stage.attempts.length > 1 ? 'retrying' : stage.status;
+}
+
+/** A step that runs again at Temporal's level (its activity failed and is retried): what the server says. */
+export interface ActivityRetry {
+  activityType: string;
+  attempt: number;
+  lastFailure?: string;
+}
+
+/** The readable status of a work item; `retries` are its activities on a second or later try. */
+export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []): string {
   const rows = Object.entries(state.stages).map(([name, s]) => {
     const max = s.maxAttempts ?? 1;
-    return [name, s.status, `${s.attempts.length}/${max}`, lastVerdict(s), artefactCell(s)];
+    const progress = s.fanOut ? `${s.fanOut.completed + s.fanOut.failed}/${s.fanOut.total} elements done${s.fanOut.failed ? `, ${s.fanOut.failed} failed` : ''}` : '';
+    return [name, displayStatus(s), `${s.attempts.length}/${max}`, lastVerdict(s) || progress, artefactCell(s)];
   });
   const out = [`${state.id} · pipeline ${state.pipeline} · ${state.status}`];
   if (state.error) out.push(`error: ${state.error}`);
   for (const problem of state.problems ?? []) out.push(`  - ${problem}`);
   if (rows.length) out.push('', table(['STAGE', 'STATUS', 'ATTEMPTS', 'LAST VERDICT', 'ARTEFACT'], rows));
   if (state.pendingReviews.length) out.push('', renderPendingReviews(state.id, state.pendingReviews));
+  if (state.approvals?.length) out.push('', renderApprovals(state.approvals));
+  if (retries.length) out.push('', 'Retrying (Temporal activity retries):', ...retries.map((r) => `  ${r.activityType}: try ${r.attempt}${r.lastFailure ? `, last failure: ${r.lastFailure}` : ''}`));
   return out.join('\n');
+}
+
+/** An item's approval requests: pending first, each with what decides it. */
+export function renderApprovals(requests: ApprovalRequest[]): string {
+  const rank = (r: ApprovalRequest): number => (r.status === 'pending' ? 0 : 1);
+  const sorted = requests.slice().sort((a, b) => rank(a) - rank(b));
+  const rows = sorted.map((r) => [r.id, r.step, r.actionType, r.status + (r.escalated && r.status === 'pending' ? ` (escalated to ${r.reviewers})` : ''), r.decidedBy ?? '', r.error ? `action failed: ${r.error}` : r.summary]);
+  const pending = sorted.filter((r) => r.status === 'pending');
+  return [
+    'Approval requests:',
+    table(['ID', 'STEP', 'ACTION', 'STATUS', 'BY', 'WHAT'], rows),
+    ...(pending.length ? [`  treadle approve <id> | treadle approve reject <id> --reason TEXT | treadle approve batch`] : []),
+  ].join('\n');
 }
 
 /** Pending reviews of one item, with the commands that answer them. */

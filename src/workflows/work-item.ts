@@ -733,7 +733,10 @@ function renderDetails(state: WorkItemState): string {
   const rows = shown.map(([name, s]) => {
     const last = s.attempts[s.attempts.length - 1];
     const verdict = last?.verdict ? last.verdict.kind : last?.timedOut ? 'timed out' : '';
-    return `| ${name} | ${s.status} | ${s.attempts.length} | ${verdict} |`;
+    // Seed 003's words: a stage on its second or later attempt is retrying; a fan-out shows its progress.
+    const status = s.status === 'running' && s.attempts.length > 1 ? 'retrying' : s.status;
+    const progress = s.fanOut ? ` (${s.fanOut.completed + s.fanOut.failed}/${s.fanOut.total} elements)` : '';
+    return `| ${name} | ${status}${progress} | ${s.attempts.length} | ${verdict} |`;
   });
   if (entries.length > shown.length) {
     const counts = new Map<string, number>();
@@ -741,6 +744,9 @@ function renderDetails(state: WorkItemState): string {
     rows.push(`| … ${entries.length - shown.length} more | ${[...counts].map(([k, n]) => `${n} ${k}`).join(', ')} | | |`);
   }
   const reviews = state.pendingReviews.slice(0, DETAIL_ROWS).map((r) => `- **${r.stage}**: ${r.message}`);
+  const approvals = (state.approvals ?? []).filter((r) => r.status === 'pending');
+  const approvalLines = approvals.slice(0, DETAIL_ROWS).map((r) => `- \`${r.id}\` **${r.step}** ${r.actionType}: ${r.summary}${r.escalated ? ` (escalated to ${r.reviewers})` : ''}`);
+  if (approvals.length > DETAIL_ROWS) approvalLines.push(`- … ${approvals.length - DETAIL_ROWS} more`);
   return [
     `**${state.pipeline}** · ${state.status}`,
     '',
@@ -748,6 +754,7 @@ function renderDetails(state: WorkItemState): string {
     '|---|---|---|---|',
     ...rows,
     ...(reviews.length ? ['', 'Waiting for review:', ...reviews] : []),
+    ...(approvalLines.length ? ['', 'Waiting for approval (treadle approve <id>):', ...approvalLines] : []),
   ].join('\n');
 }
 

@@ -195,6 +195,11 @@ describe('the approve commands', () => {
     expect(list.stdout.split('\n')[0]).toMatch(/^ID +ITEM +STEP +ACTION +REVIEWERS +EXPIRES +WHAT$/);
     for (const r of listed) expect(list.stdout).toContain(`${r.id}  ${id}`);
 
+    const status = await runTreadle(h, ['status', id]);
+    expect(status.stdout).toMatch(/approve +waiting_approval +1\/1/);
+    expect(status.stdout).toContain('Approval requests:');
+    for (const r of listed) expect(status.stdout).toMatch(new RegExp(`${r.id} +approve +note +pending`));
+
     const [first, second, third, fourth] = listed;
     expect(await runTreadle(h, ['approve', first!.id, '--by', 'dee'])).toEqual({ code: 0, stdout: `${first!.id} (approve of ${id}): approved by dee\n`, stderr: '' });
     const again = await runTreadle(h, ['approve', 'reject', first!.id, '--reason', 'changed my mind']);

@@ -6,6 +6,7 @@
 import { pipeline } from '../../src/model/builder';
 import { runIdFor } from '../../src/client';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { runTreadle } from '../support/cli';
 
 let h: Harness;
 beforeAll(async () => {
@@ -68,4 +69,24 @@ it('retries a step as max_retries and backoff say, and fails the run with the er
   // Two failures then success: the third try; the broken step tried twice (max_retries 1) and gave up.
   expect(attemptOf(scheduled('flaky'))).toBe(3);
   expect(attemptOf(scheduled('broken'))).toBe(2);
+}, 60_000);
+
+it('shows seed 003\'s status words: a stage on its second attempt is retrying, and an activity Temporal retries is listed with its last failure', async () => {
+  const spec = {
+    name: `words-${h.taskQueue}`,
+    stages: [
+      // Rejected once by its gate, then a slow second attempt: the stage is retrying meanwhile.
+      { name: 'draft', run: 'scripted', gate: 'scripted', retry_budget: { max_attempts: 2 } },
+      // Fails three times with a long backoff: Temporal is retrying its activity meanwhile.
+      { name: 'send', run: 'scripted', max_retries: 5, backoff_seconds: 3 },
+    ],
+  };
+  const id = h.id('words');
+  await h.client.start(spec, { script: { draft: [{ verdict: 'rejected', summary: 'too short' }, { sleepMs: 8_000 }], send: [{ error: 'the mail server is down', errorTimes: 2 }] } }, { id });
+  const status = await eventually(async () => {
+    const run = await runTreadle(h, ['status', id]);
+    return run.stdout.includes('Retrying (Temporal activity retries):') && /draft +retrying +2\/2/.test(run.stdout) ? run : undefined;
+  }, 30_000, 'both kinds of retry to show');
+  expect(status.stdout).toMatch(/scripted: try [23], last failure: the mail server is down/);
+  expect((await h.client.result(id)).status).toBe('completed');
 }, 60_000);
