@@ -23,12 +23,13 @@ import { registerScripted } from './pipelines/scripted';
 import { registerTdd } from './pipelines/tdd';
 import { registerApproval } from './pipelines/approval';
 import { registerFanOut } from './pipelines/fan-out';
+import { registerTriage } from './pipelines/triage';
 import { createFanOutActivities } from './activities/fan-out';
 import { ensureSearchAttributes } from './server/search-attributes';
 
 /** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `approval`, `fan_out`, and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
-  return registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))))));
+  return registerTriage(registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry())))))));
 }
 
 // TEMPORARY until src/approvals lands (this session): no action types, and the seed's key formula.

@@ -41,6 +41,12 @@ export const CATALOG: CatalogEntry[] = [
     specFile: path.join(EXAMPLES_DIR, 'documents', 'pipeline-llm.yaml'),
     sampleInputFile: path.join(EXAMPLES_DIR, 'documents', 'report-llm.json'),
   },
+  {
+    name: 'email-triage',
+    description: 'seed 003: extract, classify (fan-out), dedup and route an inbox, then approve the tasks, meetings and replies to make (scripted replies offline)',
+    specFile: path.join(EXAMPLES_DIR, 'triage', 'pipeline.yaml'),
+    sampleInputFile: path.join(EXAMPLES_DIR, 'triage', 'inbox.json'),
+  },
 ];
 
 /**
@@ -49,7 +55,7 @@ export const CATALOG: CatalogEntry[] = [
  * more; issue 7). test/integration/cli.test.ts fails when the two disagree.
  */
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
-  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'fan_out', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted', 'tdd'],
+  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'fan_out', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted', 'tdd', 'triage_dedup', 'triage_route'],
   gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
   // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
   checkConfig: (kind, name, config) => {
