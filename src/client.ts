@@ -15,6 +15,7 @@ import {
 import { createHash, randomUUID } from 'node:crypto';
 import type { TreadleTracing } from './tracing';
 import { audit, type AuditEntry } from './audit';
+import { canonicalJson } from './approvals/idempotency';
 import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
@@ -54,13 +55,6 @@ export interface PendingReviewListing extends PendingReview {
  */
 export function runIdFor(pipeline: string, input: Json): string {
   return `${pipeline}-${createHash('sha256').update(canonicalJson(input)).digest('hex').slice(0, 16)}`;
-}
-
-/** JSON with object keys sorted, so equal values hash equally however their keys were ordered. */
-export function canonicalJson(value: Json): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k]!)}`).join(',')}}`;
-  return JSON.stringify(value);
 }
 
 /** A pending approval request across work items (no payload: {@link TreadleClient.getApproval} has it). */

@@ -3,7 +3,7 @@
  * gate implementation. Run it with `treadle worker` (or `node lib/worker.js`).
  */
 import { Connection } from '@temporalio/client';
-import { createHash } from 'node:crypto';
+import { idempotencyKey, inputHash } from './approvals/idempotency';
 import { correlationInterceptors } from './observability';
 import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -32,7 +32,7 @@ export function defaultRegistry(): Registry {
   return registerTriage(registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry())))))));
 }
 
-// TEMPORARY until src/approvals lands (this session): no action types, and the seed's key formula.
+// TEMPORARY until src/approvals/actions lands (this session): no action types.
 function defaultApprovalActions(): ActionCatalog {
   return {
     validatePayload: (type) => [`unknown action type "${type}" (known: none)`],
@@ -40,15 +40,6 @@ function defaultApprovalActions(): ActionCatalog {
     execute: () => Promise.reject(new Error('no action types registered')),
   };
 }
-function canonicalInputHash(value: unknown): string {
-  const canonical = (v: unknown): string =>
-    Array.isArray(v) ? `[${v.map(canonical).join(',')}]` : v !== null && typeof v === 'object' ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}` : JSON.stringify(v);
-  return createHash('sha256').update(canonical(value)).digest('hex');
-}
-function seedIdempotencyKey(runId: string, step: string, inputHash: string): string {
-  return createHash('sha256').update(runId + step + inputHash).digest('hex');
-}
-
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
 const HEARTBEAT_THROTTLE = '1s';
 
@@ -101,8 +92,8 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         blobs,
         actions: options.approvalActions ?? defaultApprovalActions(),
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
-        idempotencyKey: seedIdempotencyKey,
-        inputHash: canonicalInputHash,
+        idempotencyKey,
+        inputHash,
       }),
     },
     // The safety net under Treadle's own references: any payload that still reaches 256 KiB (a large spec,

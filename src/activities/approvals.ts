@@ -5,6 +5,7 @@
  * validating the payload again first and passing the idempotency key, so a retried activity or a worker
  * that crashed after the action ran never runs it twice.
  */
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import {
@@ -41,6 +42,9 @@ export interface ApprovalActivityDependencies {
   /** The hash of an action's input (canonical JSON). */
   inputHash: (value: Json) => string;
 }
+
+/** How often an executing action heartbeats. */
+const HEARTBEAT_EVERY_MS = 1_000;
 
 /** At most this many requests per stage attempt: each is a row in the item's state and in listings. */
 export const MAX_APPROVAL_REQUESTS = 1_000;
@@ -94,7 +98,16 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
     // Validated again: the action registry may have changed since the request was made (a redeploy).
     const invalid = deps.actions.validatePayload(input.actionType, payload);
     if (invalid.length > 0) throw ApplicationFailure.nonRetryable(`approval ${input.id}: the ${input.actionType} payload is no longer valid: ${invalid.join('; ')}`, 'InvalidPayload');
-    const result = await deps.actions.execute(input.actionType, payload, { idempotencyKey: input.idempotencyKey });
+    // Heartbeats while the action runs, so a worker that dies mid-action is noticed within the heartbeat
+    // timeout and the action runs again elsewhere (where its idempotency key makes the repeat a no-op).
+    const context = Context.current();
+    const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+    let result: Json;
+    try {
+      result = await deps.actions.execute(input.actionType, payload, { idempotencyKey: input.idempotencyKey, signal: context.cancellationSignal });
+    } finally {
+      clearInterval(beat);
+    }
     const summary = truncateText(`${input.actionType} done: ${typeof result === 'string' ? result : JSON.stringify(result)}`, 200);
     return { result: (await offloadArtefact(result as Artefact, deps.blobs, threshold, summary)) ?? null, summary };
   };

@@ -30,6 +30,7 @@ import type {
 } from '../model/state';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { validatePipeline } from '../model/pipeline';
+import { idempotencyKey as seedIdempotencyKey, inputHash } from '../approvals/idempotency';
 
 /** What activities need; tests pass their own. */
 export interface ActivityDependencies {
@@ -139,6 +140,8 @@ async function baseContext(
     previousAttempts: await Promise.all(previousAttempts.map((a) => resolveAttempt(a, blobs))),
     signal,
     idempotencyKey: `${context.info.workflowExecution?.workflowId ?? input.itemId}/${input.stage}/${input.attempt}`,
+    // Over the references as they came: blobs are content-addressed, so a reference stands for its content.
+    stepKey: seedIdempotencyKey(input.itemId, input.stage, inputHash({ input: input.input, upstream: input.upstream, config: input.config ?? null })),
     blobs,
     log: activityLog,
     heartbeat: supervision.heartbeat,

@@ -28,8 +28,14 @@ export interface ImplementationContext extends Omit<ActivityContextBase, 'upstre
   previousAttempts: AttemptRecord[];
   /** Aborted when the attempt times out or the work item is cancelled. */
   signal: AbortSignal;
-  /** `<workflow id>/<stage>/<attempt>`: use it to make external side effects happen once. */
+  /** `<workflow id>/<stage>/<attempt>`: use it to make external side effects happen once per attempt. */
   idempotencyKey: string;
+  /**
+   * Seed 003's key, `sha256(runId + step + inputHash)`: the same for every attempt and re-run of this step with
+   * the same input (the item's input, the upstream artefacts and the config), so a side effect keyed by it
+   * happens once per run and input, however often the step runs.
+   */
+  stepKey: string;
   blobs: BlobStore;
   log: ImplementationLogger;
   /**

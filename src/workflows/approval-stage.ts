@@ -174,6 +174,7 @@ function executeActivity(stage: StageSpec): (input: ApprovalExecuteInput) => Pro
   const { activity } = stage;
   return proxyActivities<{ [APPROVAL_EXECUTE_ACTIVITY]: (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult> }>({
     startToCloseTimeout: activity.startToCloseTimeoutMs,
+    heartbeatTimeout: activity.heartbeatTimeoutMs,
     retry: {
       maximumAttempts: activity.retry.maximumAttempts,
       initialInterval: activity.retry.initialIntervalMs,

@@ -5,12 +5,21 @@
  */
 import { pipeline } from '../../src/model/builder';
 import { runIdFor } from '../../src/client';
+import { Registry } from '../../src/activities/registry';
+import { defaultRegistry } from '../../src/worker';
+import { idempotencyKey, inputHash } from '../../src/approvals/idempotency';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 
+/** Every key the `keyed` stage saw, by work item. */
+const keys = new Map<string, { stepKey: string; idempotencyKey: string }[]>();
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness();
+  const keyed = new Registry().stage('keyed', async (ctx) => {
+    keys.set(ctx.itemId, [...(keys.get(ctx.itemId) ?? []), { stepKey: ctx.stepKey, idempotencyKey: ctx.idempotencyKey }]);
+    return { outcome: 'completed', artefact: { attempt: ctx.attempt } };
+  });
+  h = await startHarness({ registry: defaultRegistry().merge(keyed) });
 });
 afterAll(async () => {
   await h?.shutdown();
@@ -89,4 +98,21 @@ it('shows seed 003\'s status words: a stage on its second attempt is retrying, a
   }, 30_000, 'both kinds of retry to show');
   expect(status.stdout).toMatch(/scripted: try [23], last failure: the mail server is down/);
   expect((await h.client.result(id)).status).toBe('completed');
+}, 60_000);
+
+it('gives each step seed 003\'s key, sha256(runId + step + inputHash): the same on every attempt, another for another run or input', async () => {
+  const spec = (name: string) => ({ name, stages: [{ name: 'write', run: 'keyed', gate: 'scripted', retry_budget: { max_attempts: 2 } }] });
+  const input = { script: { write: [{ verdict: 'rejected', summary: 'again' }, {}] }, note: 'x' };
+  const a = h.id('key-a');
+  const b = h.id('key-b');
+  await h.client.start(spec(`keys-${h.taskQueue}`), input, { id: a });
+  await h.client.start(spec(`keys-${h.taskQueue}`), input, { id: b });
+  expect((await h.client.result(a)).status).toBe('completed');
+  expect((await h.client.result(b)).status).toBe('completed');
+  const [first, second] = keys.get(a)!;
+  // Two attempts: each its own attempt key, one step key.
+  expect(first!.idempotencyKey).not.toBe(second!.idempotencyKey);
+  expect(second!.stepKey).toBe(first!.stepKey);
+  expect(first!.stepKey).toBe(idempotencyKey(a, 'write', inputHash({ input, upstream: {}, config: null })));
+  expect(keys.get(b)![0]!.stepKey).not.toBe(first!.stepKey);
 }, 60_000);

@@ -22,6 +22,7 @@ export function stageContext(overrides: Partial<StageContext> = {}): StageContex
     previousAttempts: [],
     signal: new AbortController().signal,
     idempotencyKey: `item-1/${stage}/${attempt}`,
+    stepKey: `step-key-of-item-1-${stage}`,
     blobs: new MemoryBlobStore(),
     log: { info: () => undefined, warn: () => undefined },
     heartbeat: () => undefined,
