@@ -412,7 +412,8 @@ export class TreadleClient {
   }
 
   /**
-   * Calls `onEvent` for each new event until the item finishes or (with `untilReview`) waits for review.
+   * Calls `onEvent` for each new event until the item finishes or (with `untilReview`) waits for a human
+   * (a review or an approval).
    * Returns the last state read; its `events` are the last ones delivered, and every event up to its
    * `eventCount` has been delivered once.
    */
@@ -433,8 +434,9 @@ export class TreadleClient {
         seen = event.seq;
       }
       if (page.events.length > 0 && seen < page.eventCount) continue;
-      const done = page.status !== 'running' && page.status !== 'waiting_review';
-      if (done || (options.untilReview && page.status === 'waiting_review') || options.signal?.aborted) return finalState();
+      const waiting = page.status === 'waiting_review' || page.status === 'waiting_approval';
+      const done = page.status !== 'running' && !waiting;
+      if (done || (options.untilReview && waiting) || options.signal?.aborted) return finalState();
       // Terminated or timed-out executions never reach the workflow's own finish; Temporal knows.
       const execution = (await this.handle(id).describe()).status.name;
       if (execution !== 'RUNNING') {

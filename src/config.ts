@@ -1,6 +1,7 @@
 /**
  * Configuration from the environment, with the defaults the README's table lists.
  */
+import path from 'node:path';
 import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
 import type { BlobStoreSettings } from './storage';
 
@@ -15,11 +16,15 @@ export interface TreadleConfig {
   blobThresholdBytes: number;
   /** Which blob store workers, clients and the CLI use (`TREADLE_BLOB_STORE`, `TREADLE_S3_*`). */
   blobStore: BlobStoreSettings;
+  /** The local task list the example approval actions write to (`TREADLE_TASKS_FILE`); relative to the working directory. */
+  tasksFile: string;
 }
 
 export const DEFAULT_ADDRESS = 'localhost:7233';
 export const DEFAULT_NAMESPACE = 'default';
 export const DEFAULT_TASK_QUEUE = 'treadle';
+/** The example approval actions' task list when `TREADLE_TASKS_FILE` is unset, relative to the working directory. */
+export const DEFAULT_TASKS_FILE = path.join('.treadle', 'tasks.json');
 
 /** Reads the configuration; throws naming the variable when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig {
@@ -36,6 +41,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
     blobDir: env.TREADLE_BLOB_DIR || DEFAULT_BLOB_DIR,
     blobThresholdBytes,
     blobStore: blobStoreSettings(env),
+    tasksFile: env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE,
   };
 }
 

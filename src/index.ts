@@ -1,5 +1,5 @@
 /** Treadle's public API. */
-export { TreadleClient, TreadleError, type PendingReviewListing, type ConnectOptions } from './client';
+export { TreadleClient, TreadleError, runIdFor, type PendingReviewListing, type ApprovalListing, type ConnectOptions } from './client';
 export { createWorker, runWorker, defaultRegistry, type TreadleWorkerOptions } from './worker';
 export { Registry, type StageImplementation, type GateImplementation, type StageContext, type GateContext } from './activities/registry';
 export { FileBlobStore, type BlobStore } from './storage/blob-store';
@@ -8,3 +8,9 @@ export { validatePipeline, parsePipeline, PipelineValidationError, type Pipeline
 export * from './model/shapes';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';
+export { defaultActionRegistry, defineActionType, ActionRegistry, type ActionType, type ActionContext } from './approvals/actions';
+export { TaskList } from './approvals/task-list';
+export { idempotencyKey, inputHash } from './approvals/idempotency';
+export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './model/approvals';
+export { createTracing, tracingFromEnv, WORKFLOW_TRACING_MODULE, type TreadleTracing } from './tracing';
+export type { AuditEntry } from './audit';

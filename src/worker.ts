@@ -4,6 +4,7 @@
  */
 import { Connection } from '@temporalio/client';
 import { idempotencyKey, inputHash } from './approvals/idempotency';
+import { defaultActionRegistry } from './approvals/actions';
 import { correlationInterceptors } from './observability';
 import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -32,14 +33,6 @@ export function defaultRegistry(): Registry {
   return registerTriage(registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry())))))));
 }
 
-// TEMPORARY until src/approvals/actions lands (this session): no action types.
-function defaultApprovalActions(): ActionCatalog {
-  return {
-    validatePayload: (type) => [`unknown action type "${type}" (known: none)`],
-    summarize: (type) => type,
-    execute: () => Promise.reject(new Error('no action types registered')),
-  };
-}
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
 const HEARTBEAT_THROTTLE = '1s';
 
@@ -90,7 +83,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       // Approval stages (seed 003): requests made and approved actions executed, idempotently.
       ...createApprovalActivities({
         blobs,
-        actions: options.approvalActions ?? defaultApprovalActions(),
+        actions: options.approvalActions ?? defaultActionRegistry(),
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
         idempotencyKey,
         inputHash,

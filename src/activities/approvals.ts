@@ -75,7 +75,10 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
       }
       const invalid = deps.actions.validatePayload(action.type, action.payload);
       if (invalid.length > 0) {
-        problems.push(...invalid.map((p) => `${where}${action.fixed ? '' : '.payload'}${p.startsWith('payload') ? p.slice('payload'.length) : `: ${p}`}`));
+        // An unknown type is the stage's `action:` (once) or the element's `action_type`; the rest name payload fields.
+        const unknown = invalid.find((p) => p.startsWith('action_type:'));
+        if (unknown !== undefined && action.fixed) return { ok: false, problems: [`with.action: ${unknown.slice('action_type:'.length).trim()}`] };
+        problems.push(...invalid.map((p) => (p.startsWith('action_type:') ? `${where}.${p}` : `${where}${action.fixed ? '' : '.payload'}${p.startsWith('payload') ? p.slice('payload'.length) : `: ${p}`}`)));
         continue;
       }
       const summary = truncateText(deps.actions.summarize(action.type, action.payload), 200);
@@ -105,6 +108,11 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
     let result: Json;
     try {
       result = await deps.actions.execute(input.actionType, payload, { idempotencyKey: input.idempotencyKey, signal: context.cancellationSignal });
+    } catch (error) {
+      // An action that says retrying cannot help (an unknown task, a conflicting key) fails for good.
+      const refusal = error as { nonRetryable?: unknown; type?: unknown; message?: unknown };
+      if (refusal?.nonRetryable === true) throw ApplicationFailure.nonRetryable(`approval ${input.id}: ${String(refusal.message)}`, typeof refusal.type === 'string' ? refusal.type : 'ActionFailed');
+      throw error;
     } finally {
       clearInterval(beat);
     }
