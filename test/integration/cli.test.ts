@@ -103,7 +103,7 @@ it('prints one clear line and exits 1 on every kind of error', async () => {
     [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE'],
     [['review', id, 's', '--approve', '--reject', 'x'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)'],
     [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT'],
-    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm; or pass --file pipeline.yaml)'],
+    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm, email-triage; or pass --file pipeline.yaml)'],
     [['run', 'review-demo', '--input', '{bad'], 'treadle: --input is not valid JSON (Expected property name'],
     [['status', 'x'], 'treadle: cannot reach the Temporal server at 127.0.0.1:1: ', { TEMPORAL_ADDRESS: '127.0.0.1:1' }],
   ];

@@ -169,7 +169,7 @@ it('treadle dev reuses a plain Temporal server already on the port and registers
   const dev = start(['dev', '--port', String(port)], { TREADLE_TASK_QUEUE: 'reuse-test', TREADLE_BLOB_DIR: path.join(dir, 'reuse-blobs') });
   await ready(dev, 'treadle dev on the plain server');
   expect(dev.output().stderr).toContain(`A Temporal server already answers at ${address}; using it.`);
-  expect(dev.output().stderr).toContain('Registered search attributes TreadlePipeline, TreadleStatus, TreadlePendingReviews in namespace default.');
+  expect(dev.output().stderr).toContain('Registered search attributes TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId in namespace default.');
   const { client, close } = await clientFor(address, 'reuse-test');
   await client.start(PIPELINE, null, { id: 'on-plain-server' });
   const listed = await eventually(async () => {
