@@ -18,6 +18,8 @@ export interface TreadleConfig {
   blobStore: BlobStoreSettings;
   /** The local task list the example approval actions write to (`TREADLE_TASKS_FILE`); relative to the working directory. */
   tasksFile: string;
+  /** The cross-run call log's SQLite file (`TREADLE_CALL_LOG`; `off` for none), relative to the working directory. */
+  callLog: string | null;
 }
 
 export const DEFAULT_ADDRESS = 'localhost:7233';
@@ -42,7 +44,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
     blobThresholdBytes,
     blobStore: blobStoreSettings(env),
     tasksFile: env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE,
+    callLog: callLogOf(env.TREADLE_CALL_LOG),
   };
+}
+
+/** The call log when `TREADLE_CALL_LOG` is unset, relative to the working directory. */
+export const DEFAULT_CALL_LOG = path.join('.treadle', 'calls.sqlite');
+
+function callLogOf(value: string | undefined): string | null {
+  const given = value?.trim();
+  if (!given) return DEFAULT_CALL_LOG;
+  return ['off', 'none', 'false', '0'].includes(given.toLowerCase()) ? null : given;
 }
 
 /** Key prefix in the bucket when `TREADLE_S3_PREFIX` is unset. */

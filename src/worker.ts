@@ -11,6 +11,7 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import { createActivities } from './activities';
 import { createTddActivities } from './activities/tdd';
 import { createApprovalActivities, type ActionCatalog } from './activities/approvals';
+import { SqliteCallLog, type CallLog } from './storage/call-log';
 import { defaultAgentProviders } from './agents';
 import type { AgentProviders } from './agents/providers';
 import type { BlobStore } from './storage/blob-store';
@@ -46,6 +47,8 @@ export interface TreadleWorkerOptions {
   blobThresholdBytes?: number;
   /** Agent providers by name (default: anthropic, scripted, claude-code). */
   agents?: AgentProviders;
+  /** The cross-run call log (default: the SQLite file `TREADLE_CALL_LOG`; null for none). */
+  callLog?: CallLog | null;
   /** The action types approval stages may request (default: the seed's five examples, on the local task list). */
   approvalActions?: ActionCatalog;
   /**
@@ -64,6 +67,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
   const config = loadConfig();
   const registry = options.registry ?? defaultRegistry();
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
+  const callLog = options.callLog !== undefined ? (options.callLog ?? undefined) : config.callLog !== null ? new SqliteCallLog(config.callLog) : undefined;
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? config.namespace,
@@ -75,9 +79,10 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         blobs,
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
         ...(options.agents ? { agents: options.agents } : {}),
+        ...(callLog ? { callLog } : {}),
       }),
       // TDD trees (seed 001): node calls and git worktrees.
-      ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders() }),
+      ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
       // Fan-outs: the children's pipeline and elements, by reference.
       ...createFanOutActivities({ blobs, known: registry.names() }),
       // Approval stages (seed 003): requests made and approved actions executed, idempotently.

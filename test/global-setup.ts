@@ -38,6 +38,8 @@ export default async function globalSetup(globalConfig?: RunSelection): Promise<
   process.env.TREADLE_TEST_ADDRESS = server.address;
   process.env.TREADLE_TEST_BUNDLE = bundlePath;
   process.env.TREADLE_TEST_DIR = dir;
+  // Every worker of the run logs its model calls here, not in the project's .treadle/ folder.
+  process.env.TREADLE_CALL_LOG = path.join(dir, 'calls.sqlite');
   process.env.TREADLE_TEST_DB = server.dbFile;
 }
 

@@ -13,6 +13,7 @@ import { MAX_INLINE_FEEDBACK_BYTES, shortFeedback, truncateText } from '../model
 import type { GateRef } from '../model/gate-ref';
 import type { PipelineSpec } from '../model/pipeline';
 import { ConversationStore } from '../storage/conversation';
+import { callLogWriter, type CallLog } from '../storage/call-log';
 import { supervise, type Supervision } from './supervision';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import { defaultAgentProviders, recordingAgent } from '../agents';
@@ -40,6 +41,8 @@ export interface ActivityDependencies {
   blobThresholdBytes?: number;
   /** Agent providers by name (default: anthropic, scripted, claude-code). */
   agents?: AgentProviders;
+  /** The cross-run call log every model call is appended to (none: only the items' own records). */
+  callLog?: CallLog;
 }
 
 type Activity = (input: never) => Promise<unknown>;
@@ -91,7 +94,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
           previousLog,
           ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}),
         };
-      });
+      }, callLogWriter(deps.callLog, input));
   }
 
   for (const name of names.gates) {
@@ -106,7 +109,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
         const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
         return { ...(await compactVerdict(parsed.data, deps.blobs)), ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}) };
-      });
+      }, callLogWriter(deps.callLog, input));
   }
   return activities;
 }

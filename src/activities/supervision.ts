@@ -29,7 +29,11 @@ export interface Supervision {
   report: Record<string, Json>;
 }
 
-export async function supervise<T>(run: (supervision: Supervision) => Promise<T>): Promise<T> {
+/**
+ * `onCalls` gets the calls when the body ends, however it ends (the cross-run call log); what it throws is
+ * logged, never the activity's failure.
+ */
+export async function supervise<T>(run: (supervision: Supervision) => Promise<T>, onCalls?: (calls: CallRecord[]) => void): Promise<T> {
   const context = Context.current();
   const previous = context.info.heartbeatDetails as { calls?: unknown; progress?: unknown } | undefined;
   const calls: CallRecord[] = callsFromHeartbeat(previous);
@@ -74,6 +78,13 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
     });
   } finally {
     clearInterval(beat);
+    if (onCalls && calls.length > 0) {
+      try {
+        onCalls(calls);
+      } catch (error) {
+        activityLog.warn('could not write the call log', { error: (error as Error).message });
+      }
+    }
   }
 }
 

@@ -27,6 +27,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
 import type { BlobStore } from '../storage/blob-store';
 import { ConversationStore } from '../storage/conversation';
+import { callLogWriter, type CallLog } from '../storage/call-log';
 import { recordingAgent } from '../agents';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import type { AgentMessage } from '../agents/types';
@@ -55,6 +56,8 @@ export interface TddActivityDependencies {
   blobs: BlobStore;
   agents: AgentProviders;
   env?: NodeJS.ProcessEnv;
+  /** The cross-run call log (see `storage/call-log.ts`). */
+  callLog?: CallLog;
 }
 
 /** The repository roots TDD trees may use: `TREADLE_TDD_REPOS`, else the worker's working directory. */
@@ -81,7 +84,8 @@ export function createTddActivities(deps: TddActivityDependencies): Record<strin
       const made = await ensureWorktree({ repo: input.repo, worktreesDir: path.join(commonDir, 'treadle-worktrees'), branch: input.branch, base: input.base });
       return { worktree: made.path, head: made.head };
     },
-    [TDD_NODE_ACTIVITY]: async (input: TddNodeCallInput): Promise<TddNodeCallResult> => supervise((supervision) => runNodeCall(input, deps, env, supervision)),
+    [TDD_NODE_ACTIVITY]: async (input: TddNodeCallInput): Promise<TddNodeCallResult> =>
+      supervise((supervision) => runNodeCall(input, deps, env, supervision), callLogWriter(deps.callLog, { pipeline: 'tdd', stage: `${input.nodePath}.${input.node}` })),
     // A `tdd` stage of an ordinary pipeline: its config becomes the root node's input, stored by reference.
     [TDD_PREPARE_ACTIVITY]: async (input: TddPrepareInput): Promise<TddNodeInput> => {
       const config = (await resolveArtefact(input.config as Json, deps.blobs)) ?? null;

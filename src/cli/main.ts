@@ -22,6 +22,7 @@ import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { renderEvent, renderStatus, renderTddStatus, table } from './render';
 import { registerApproveCommands } from './approve';
+import { registerCallsCommand } from './calls';
 import type { TddNodeState } from '../model/tdd-node';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
@@ -363,6 +364,7 @@ program
   );
 
 registerApproveCommands(program, withClient);
+registerCallsCommand(program);
 
 program
   .command('audit <id>')

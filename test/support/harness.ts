@@ -8,6 +8,7 @@ import path from 'node:path';
 import { FileBlobStore, type BlobStore } from '../../src/storage/blob-store';
 import type { Registry } from '../../src/activities/registry';
 import type { ActionCatalog } from '../../src/activities/approvals';
+import type { CallLog } from '../../src/storage/call-log';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';
 import { createWorker, defaultRegistry } from '../../src/worker';
@@ -34,6 +35,8 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
   blobThresholdBytes?: number;
   worker?: Partial<WorkerOptions>;
   agents?: AgentProviders;
+  /** The cross-run call log (default: the worker's, `TREADLE_CALL_LOG`, which the test setup points at its folder). */
+  callLog?: CallLog | null;
   /** The action types approval stages may request (default: the worker's). */
   approvalActions?: ActionCatalog;
   /** Reuse a task queue (e.g. to serve items another harness started); default: a fresh one. */
@@ -63,6 +66,7 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(options:
     ...(options.worker ? { worker: options.worker } : {}),
     ...(options.agents ? { agents: options.agents } : {}),
     ...(options.approvalActions ? { approvalActions: options.approvalActions } : {}),
+    ...(options.callLog !== undefined ? { callLog: options.callLog } : {}),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });
