@@ -6,7 +6,7 @@
  * Cases covered: a linear pipeline, a fan-out, a wait for a human's signal, a judge-driven retry loop and a
  * large payload passed inline between two activities.
  */
-import { condition, defineQuery, defineSignal, proxyActivities, setHandler } from '@temporalio/workflow';
+import { condition, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type * as activities from './baseline-activities';
 
 type Activities = activities.BaselineActivities;
@@ -78,4 +78,29 @@ export async function largePayload(input: { bytes: number; document?: string }):
   const payload = await producePayload({ bytes: input.bytes, ...(input.document !== undefined ? { document: input.document } : {}) });
   const result = await consumePayload(payload);
   return { consumed: result.i };
+}
+
+/** One element of {@link fanOutChildren}: a child workflow running one no-op activity. */
+export async function fanOutElement(input: { step: number }): Promise<{ i: number }> {
+  return noop({ step: input.step });
+}
+
+/**
+ * The samples' child-workflow fan-out: one activity makes the list, then one child workflow per element,
+ * at most `concurrency` at once, results kept in input order.
+ */
+export async function fanOutChildren(input: { count: number; concurrency: number }): Promise<{ results: { i: number }[] }> {
+  await noop({ step: 0 });
+  const elements = Array.from({ length: input.count }, (_, i) => i);
+  const results = new Array<{ i: number }>(input.count);
+  const parent = workflowInfo().workflowId;
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < elements.length) {
+      const i = next++;
+      results[i] = await executeChild(fanOutElement, { workflowId: `${parent}.${i}`, args: [{ step: i }] });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(input.concurrency, elements.length) }, lane));
+  return { results };
 }

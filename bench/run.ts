@@ -13,6 +13,7 @@ import { SIZES, mapLimited, type Row, type ScenarioContext, type Sizes } from '.
 import { baselineSide, treadleSide } from './sides';
 import { CLI_START_GOAL_MS, cliStart, type CliStartResult } from './scenarios/cli-start';
 import { fanOut, type FanOutWidthResult } from './scenarios/fan-out';
+import { fanOutItems, type FanOutItemsResult } from './scenarios/fan-out-items';
 import { HISTORY_BYTES_PER_ATTEMPT_GOAL, largeArtefacts, sizeLabel, type ArtefactSizeResult } from './scenarios/large-artefacts';
 import { latency, type LatencyResult } from './scenarios/latency';
 import { retryLoop, type RetryLoopResult } from './scenarios/retry-loop';
@@ -56,6 +57,7 @@ export interface BenchResults {
     retryLoop: RetryLoopResult;
     reviewRoundTrip: ReviewRoundTripResult;
     fanOut: FanOutWidthResult[];
+    fanOutItems: FanOutItemsResult;
     largeArtefacts: ArtefactSizeResult[];
     waitingItems: WaitingItemsResult;
     tddTree: TddTreeResult;
@@ -155,7 +157,9 @@ function writeResults(results: BenchResults): string {
 
 async function main(): Promise<void> {
   const mode = parseMode(process.argv.slice(2));
-  const sizes = SIZES[mode];
+  // TREADLE_BENCH_FAN_OUT_ITEMS runs the fan-out-over-items scenario at another size (1,000 in a quick run).
+  const items = Number(process.env.TREADLE_BENCH_FAN_OUT_ITEMS ?? '');
+  const sizes = Number.isInteger(items) && items > 0 ? { ...SIZES[mode], fanOutItems: items } : SIZES[mode];
   const startedAt = new Date();
   const started = performance.now();
   progress(`mode ${mode}`);
@@ -197,6 +201,7 @@ async function main(): Promise<void> {
       retryLoop: await run(retryLoop),
       reviewRoundTrip: await run(reviewRoundTrip),
       fanOut: await run(fanOut),
+      fanOutItems: await run(fanOutItems),
       largeArtefacts: await run(largeArtefacts),
       tddTree: await run(tddTree),
       // Last: it leaves its items waiting, which would weigh on every scenario after it.

@@ -28,6 +28,9 @@ export interface Sizes {
   serverRounds: number;
   /** Children of the wide TDD tree. */
   tddWidth: number;
+  /** Elements of the fan-out stage (one child workflow each) and how many run at once. */
+  fanOutItems: number;
+  fanOutConcurrency: number;
 }
 
 /** Sizes of each mode; `quick` must finish in under two minutes on a 2-core machine. */
@@ -49,6 +52,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     serverItemsAtOnce: 60,
     serverRounds: 0,
     tddWidth: 4,
+    fanOutItems: 100,
+    fanOutConcurrency: 50,
   },
   medium: {
     mode: 'medium',
@@ -66,6 +71,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     serverItemsAtOnce: 60,
     serverRounds: 1,
     tddWidth: 10,
+    fanOutItems: 1_000,
+    fanOutConcurrency: 50,
   },
   full: {
     mode: 'full',
@@ -83,6 +90,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     serverItemsAtOnce: 60,
     serverRounds: 2,
     tddWidth: 20,
+    fanOutItems: 1_000,
+    fanOutConcurrency: 50,
   },
 };
 

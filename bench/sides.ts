@@ -6,8 +6,9 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { TreadleClient } from '../src/client';
 import type { WorkItemResult } from '../src/model/state';
 import { reviewSignal } from '../src/workflows/messages';
-import { approveSignal, fanOut, isWaitingQuery, largePayload, linearPipeline, retryLoop, reviewThenContinue } from './baseline-workflows';
+import { approveSignal, fanOut, fanOutChildren, isWaitingQuery, largePayload, linearPipeline, retryLoop, reviewThenContinue } from './baseline-workflows';
 import {
+  fanOutItemsPipelineSpec,
   fanOutPipelineSpec,
   largeArtefactPipelineSpec,
   linearPipelineSpec,
@@ -28,6 +29,10 @@ export interface Side {
   name: SideName;
   startLinear(id: string, stages: number): Promise<void>;
   startFanOut(id: string, width: number): Promise<void>;
+  /** A fan-out over `count` elements, each a child workflow, `concurrency` at once. */
+  startFanOutItems(id: string, count: number, concurrency: number): Promise<void>;
+  /** The workflow id of element `index` of a {@link startFanOutItems} item. */
+  elementId(id: string, index: number): string;
   startReview(id: string): Promise<void>;
   startRetry(id: string, rejections: number): Promise<void>;
   /** An item whose input is a document of `bytes` characters and whose first stage makes an artefact as large. */
@@ -50,6 +55,8 @@ export function treadleSide(client: TreadleClient): Side {
     name: 'treadle',
     startLinear: (id, stages) => start(id, linearPipelineSpec(stages)),
     startFanOut: (id, width) => start(id, fanOutPipelineSpec(width)),
+    startFanOutItems: (id, count, concurrency) => start(id, fanOutItemsPipelineSpec(count, concurrency)),
+    elementId: (id, index) => `${id}.each.1.${index}`,
     startReview: (id) => start(id, reviewPipelineSpec),
     startRetry: (id, rejections) => start(id, retryPipelineSpec(rejections + 1), retryScript(rejections)),
     startLarge: (id, bytes) => start(id, largeArtefactPipelineSpec(bytes), { document: payloadText(bytes) }),
@@ -79,6 +86,10 @@ export function baselineSide(client: Client, taskQueue: string, startClient: Cli
     startFanOut: async (id, width) => {
       await client.workflow.start(fanOut, { taskQueue, workflowId: id, args: [{ width }] });
     },
+    startFanOutItems: async (id, count, concurrency) => {
+      await client.workflow.start(fanOutChildren, { taskQueue, workflowId: id, args: [{ count, concurrency }] });
+    },
+    elementId: (id, index) => `${id}.${index}`,
     startReview: async (id) => {
       await client.workflow.start(reviewThenContinue, { taskQueue, workflowId: id });
     },

@@ -4,6 +4,7 @@
  */
 import { Registry } from '../src/activities/registry';
 import { registerScripted } from '../src/pipelines/scripted';
+import { registerFanOut } from '../src/pipelines/fan-out';
 
 /** Stage names of the linear pipeline: `s01` … `s10`. */
 export function linearStageNames(stages: number): string[] {
@@ -15,7 +16,8 @@ export function linearStageNames(stages: number): string[] {
  * large-artefact scenario) and the built-in `scripted` gate, whose verdicts come from the item's `script`.
  */
 export function benchRegistry(): Registry {
-  return registerScripted(new Registry())
+  return registerFanOut(registerScripted(new Registry()))
+    .stage('items', async (ctx) => ({ outcome: 'completed', artefact: { items: Array.from({ length: (ctx.config as { count: number }).count }, (_, i) => i) } }))
     .stage('noop', async (ctx) => ({ outcome: 'completed', artefact: { i: ctx.attempt } }))
     .stage('payload', async (ctx) => {
       const bytes = (ctx.config as { bytes?: number } | undefined)?.bytes ?? 0;
@@ -41,6 +43,17 @@ export function fanOutPipelineSpec(width: number) {
       { name: 'start', run: 'noop' },
       ...parallel.map((name) => ({ name, run: 'noop', depends_on: ['start'] })),
       { name: 'join', run: 'noop', depends_on: parallel },
+    ],
+  };
+}
+
+/** A list of `count` elements, then a `fan_out` stage running the `noop` stage once per element, `concurrency` at once. */
+export function fanOutItemsPipelineSpec(count: number, concurrency: number) {
+  return {
+    name: `bench-fan-out-items-${count}`,
+    stages: [
+      { name: 'list', run: 'items', with: { count } },
+      { name: 'each', type: 'fan_out', depends_on: ['list'], with: { items: 'items', stage: { run: 'noop' }, max_concurrent: concurrency } },
     ],
   };
 }
