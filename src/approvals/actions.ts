@@ -9,6 +9,7 @@
  * No Temporal imports: the approval activities call this through their `ActionCatalog` interface.
  */
 import { z } from 'zod';
+import { closest } from '../model/suggest';
 import { loadConfig } from '../config';
 import type { Json } from '../model/shapes';
 import { InvalidPayload, UnknownActionType } from './errors';
@@ -463,26 +464,3 @@ function fieldsAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
   return shape?.type === 'object' && shape.shape ? Object.keys(shape.shape) : [];
 }
 
-/** The candidate within two edits of `word`, if any. */
-function closest(word: string, candidates: readonly string[]): string | undefined {
-  let best: { name: string; distance: number } | undefined;
-  for (const name of candidates) {
-    const distance = editDistance(name, word);
-    if (distance <= 2 && (!best || distance < best.distance)) best = { name, distance };
-  }
-  return best?.name;
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let previous = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const current = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
-      previous = current;
-    }
-  }
-  return row[b.length]!;
-}

@@ -13,6 +13,7 @@ import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORA
 import { JsonSchema, type Json } from './shapes';
 import { FAN_OUT_STAGE, MAX_FAN_OUT_ITEMS } from './fan-out';
 import { checkFanOut } from './fan-out-config';
+import { closest } from './suggest';
 
 export const REVIEW_POLICIES = ['never', 'always', 'on_escalation', 'on_uncertain', 'on_escalation_or_uncertain'] as const;
 export type ReviewPolicy = (typeof REVIEW_POLICIES)[number];
@@ -432,23 +433,10 @@ function snake(key: string): string {
 }
 
 function suggest(word: string, candidates: readonly string[]): string {
-  const close = candidates.find((c) => editDistance(c, word) <= 2);
+  const close = closest(word, candidates);
   return close ? ` (did you mean "${close}"?)` : '';
 }
 
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let previous = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const current = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, previous + (a[i - 1] === b[j - 1] ? 0 : 1));
-      previous = current;
-    }
-  }
-  return row[b.length]!;
-}
 
 function dedupe(items: string[]): string[] {
   return [...new Set(items)];

@@ -25,9 +25,9 @@ import {
 import { STORE_ARTEFACT_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
 import type { StageSpec } from '../model/pipeline';
-import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
-import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult, WorkItemState } from '../model/state';
-import { describeFailure, now } from './common';
+import type { Artefact, Json } from '../model/shapes';
+import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../model/state';
+import { describeFailure, now, retryPolicyOf, type StageKindRun } from './common';
 
 const approvals = proxyActivities<{
   [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
@@ -35,16 +35,7 @@ const approvals = proxyActivities<{
 const store = proxyActivities<{ [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult> }>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5 } });
 
 /** What an approval attempt needs of its work item. */
-export interface ApprovalRun {
-  itemId: string;
-  stage: StageSpec;
-  attempt: number;
-  input: Json;
-  upstream: Record<string, Artefact>;
-  state: WorkItemState;
-  emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
-  touch: () => void;
-}
+export type ApprovalRun = StageKindRun;
 
 /** Who decided when nobody did. */
 const TREADLE = 'treadle';
@@ -175,13 +166,7 @@ function executeActivity(stage: StageSpec): (input: ApprovalExecuteInput) => Pro
   return proxyActivities<{ [APPROVAL_EXECUTE_ACTIVITY]: (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult> }>({
     startToCloseTimeout: activity.startToCloseTimeoutMs,
     heartbeatTimeout: activity.heartbeatTimeoutMs,
-    retry: {
-      maximumAttempts: activity.retry.maximumAttempts,
-      initialInterval: activity.retry.initialIntervalMs,
-      backoffCoefficient: activity.retry.backoffCoefficient,
-      maximumInterval: activity.retry.maximumIntervalMs,
-      nonRetryableErrorTypes: ['InvalidPayload', 'UnknownActionType', ...activity.retry.nonRetryableErrorTypes],
-    },
+    retry: retryPolicyOf(activity, ['InvalidPayload', 'UnknownActionType', 'UnknownTask', 'IdempotencyConflict']),
     summary: `${stage.name} · execute approved action`,
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   })[APPROVAL_EXECUTE_ACTIVITY];

@@ -3,8 +3,9 @@
  * no activities, no zod.
  */
 import { ActivityFailure, ChildWorkflowFailure } from '@temporalio/workflow';
-import { DEFAULT_EVENT_PAGE, type StateQueryArgs } from '../model/state';
-import type { TreadleEvent } from '../model/shapes';
+import { DEFAULT_EVENT_PAGE, type StateQueryArgs, type WorkItemState } from '../model/state';
+import type { ActivitySettings, StageSpec } from '../model/pipeline';
+import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
 
 /** Workflow time (deterministic: the SDK replaces `Date` in workflow code). */
 export function now(): string {
@@ -27,4 +28,29 @@ export function describeFailure(error: unknown): string {
   let cause: unknown = error;
   while ((cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) && cause.cause) cause = cause.cause;
   return cause instanceof Error ? cause.message : String(error);
+}
+
+/** A stage's activity settings as Temporal's retry policy; `nonRetryable` adds error types retrying cannot help. */
+export function retryPolicyOf(activity: ActivitySettings, nonRetryable: readonly string[] = []) {
+  return {
+    maximumAttempts: activity.retry.maximumAttempts,
+    initialInterval: activity.retry.initialIntervalMs,
+    backoffCoefficient: activity.retry.backoffCoefficient,
+    maximumInterval: activity.retry.maximumIntervalMs,
+    nonRetryableErrorTypes: [...nonRetryable, ...activity.retry.nonRetryableErrorTypes],
+  };
+}
+
+/** What a stage kind run inside the work item (approval, fan_out) needs of it for one attempt. */
+export interface StageKindRun {
+  itemId: string;
+  pipeline: string;
+  stage: StageSpec;
+  attempt: number;
+  input: Json;
+  upstream: Record<string, Artefact>;
+  state: WorkItemState;
+  emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
+  /** Wakes the work item's main loop, which publishes status, listings and details. */
+  touch: () => void;
 }

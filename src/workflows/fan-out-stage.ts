@@ -9,10 +9,9 @@ import { ApplicationFailure, executeChild, isCancellation, proxyActivities } fro
 import { FAN_OUT_PREPARE_ACTIVITY, type FanOutArtefact, type FanOutItemResult, type FanOutPrepareInput, type FanOutPrepareResult } from '../model/fan-out';
 import { STORE_ARTEFACT_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
-import type { StageSpec } from '../model/pipeline';
-import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
-import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult, WorkItemInput, WorkItemResult, WorkItemState } from '../model/state';
-import { describeFailure } from './common';
+import type { Artefact, Json } from '../model/shapes';
+import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult, WorkItemInput, WorkItemResult } from '../model/state';
+import { describeFailure, type StageKindRun } from './common';
 
 const activities = proxyActivities<{
   [FAN_OUT_PREPARE_ACTIVITY]: (input: FanOutPrepareInput) => Promise<FanOutPrepareResult>;
@@ -20,17 +19,7 @@ const activities = proxyActivities<{
 }>({ startToCloseTimeout: '5m', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] } });
 
 /** What a fan-out attempt needs of its work item. */
-export interface FanOutRun {
-  itemId: string;
-  pipeline: string;
-  stage: StageSpec;
-  attempt: number;
-  input: Json;
-  upstream: Record<string, Artefact>;
-  state: WorkItemState;
-  emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
-  touch: () => void;
-}
+export type FanOutRun = StageKindRun;
 
 /** One fan-out; `outcome` is the artefact of a stage that returned `fan_out` (else the stage's config applies). */
 export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<StageActivityResult> {

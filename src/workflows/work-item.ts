@@ -33,9 +33,9 @@ import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, TDD_PREPARE_ACTIVIT
 import { TDD_STAGE } from '../model/tdd-node';
 import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
-import { describeFailure, eventPage, now } from './common';
+import { describeFailure, eventPage, now, retryPolicyOf, type StageKindRun } from './common';
 import { applyDecision, runApprovalStage } from './approval-stage';
-import { runFanOut, type FanOutRun } from './fan-out-stage';
+import { runFanOut } from './fan-out-stage';
 import { FAN_OUT_STAGE } from '../model/fan-out';
 import { APPROVAL_STAGE, APPROVALS_MEMO_KEY, checkApprovalDecision, type ApprovalsMemo } from '../model/approvals';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
@@ -450,15 +450,15 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
     stage.run === TDD_STAGE
       ? runTddTree(run, record.attempt)
       : stage.run === APPROVAL_STAGE
-        ? runApprovalStage({ itemId: run.itemId, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch })
+        ? runApprovalStage(kindRun)
         : stage.run === FAN_OUT_STAGE
-          ? runFanOut(fanOutRun)
+          ? runFanOut(kindRun)
           : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
-  const fanOutRun: FanOutRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch };
+  const kindRun: StageKindRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch };
   const work = async (): Promise<AttemptOutcome> => {
     const executed = await execute();
     // Seed 000's FanOut outcome: the stage's artefact names the elements and the stage each one runs.
-    const { calls, previousLog, ...output } = executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE ? { ...(await runFanOut(fanOutRun, executed.artefact)), calls: executed.calls } : executed;
+    const { calls, previousLog, ...output } = executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed;
     addCalls(record, calls);
     if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
     if (output.artefact !== undefined) record.artefact = output.artefact;
@@ -529,13 +529,7 @@ function activityOptions(stage: StageSpec, attempt: number, what: string) {
   return {
     startToCloseTimeout: activity.startToCloseTimeoutMs,
     heartbeatTimeout: activity.heartbeatTimeoutMs,
-    retry: {
-      maximumAttempts: activity.retry.maximumAttempts,
-      initialInterval: activity.retry.initialIntervalMs,
-      backoffCoefficient: activity.retry.backoffCoefficient,
-      maximumInterval: activity.retry.maximumIntervalMs,
-      nonRetryableErrorTypes: activity.retry.nonRetryableErrorTypes,
-    },
+    retry: retryPolicyOf(activity),
     summary: `${stage.name} · ${what}attempt ${attempt}/${stage.retryBudget.maxAttempts}`,
     // A timed-out attempt ends only once its activity has stopped: attempts of a stage never overlap (one
     // conversation, one working directory), and the calls it made come back with the cancellation.
