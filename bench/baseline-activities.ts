@@ -1,6 +1,7 @@
 /**
  * Activities of the raw-Temporal baseline: the same no-op work the Treadle side's `noop` stage does, plus a
- * judge for the retry loop and a payload producer for the large-artefact scenario.
+ * judge for the retry loop, a payload producer for the large-artefact scenario and a list maker for the
+ * fan-out over items.
  */
 
 /** What every baseline activity returns: a tiny object, like the Treadle `noop` stage's artefact. */
@@ -34,6 +35,10 @@ export function createBaselineActivities() {
     },
     async consumePayload(input: { text: string }): Promise<NoopResult> {
       return { i: input.text.length };
+    },
+    /** The list a fan-out runs over, `0 … count-1`, like the Treadle side's `items` stage artefact. */
+    async listElements(input: { count: number }): Promise<{ items: number[] }> {
+      return { items: Array.from({ length: input.count }, (_, i) => i) };
     },
   };
 }

@@ -3,15 +3,15 @@
  * (proxyActivities, a for-loop, Promise.all, a signal plus `condition`). Each benchmark scenario runs one
  * of these next to the equivalent Treadle work item, on the same server, with the same no-op activities.
  *
- * Cases covered: a linear pipeline, a fan-out, a wait for a human's signal, a judge-driven retry loop and a
- * large payload passed inline between two activities.
+ * Cases covered: a linear pipeline, a fan-out, a wait for a human's signal, a judge-driven retry loop, a
+ * large payload passed inline between two activities, and a fan-out of child workflows over a list.
  */
 import { condition, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type * as activities from './baseline-activities';
 
 type Activities = activities.BaselineActivities;
 
-const { noop, judge, consumePayload } = proxyActivities<Activities>({
+const { noop, judge, consumePayload, listElements } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
 });
 
@@ -90,17 +90,17 @@ export async function fanOutElement(input: { step: number }): Promise<{ i: numbe
  * at most `concurrency` at once, results kept in input order.
  */
 export async function fanOutChildren(input: { count: number; concurrency: number }): Promise<{ results: { i: number }[] }> {
-  await noop({ step: 0 });
-  const elements = Array.from({ length: input.count }, (_, i) => i);
-  const results = new Array<{ i: number }>(input.count);
+  const { items } = await listElements({ count: input.count });
+  const results = new Array<{ i: number }>(items.length);
   const parent = workflowInfo().workflowId;
   let next = 0;
+  // `concurrency` lanes, each starting the next element's child when its last one is done.
   const lane = async (): Promise<void> => {
-    while (next < elements.length) {
+    while (next < items.length) {
       const i = next++;
-      results[i] = await executeChild(fanOutElement, { workflowId: `${parent}.${i}`, args: [{ step: i }] });
+      results[i] = await executeChild(fanOutElement, { workflowId: `${parent}.${i}`, args: [{ step: items[i]! }] });
     }
   };
-  await Promise.all(Array.from({ length: Math.min(input.concurrency, elements.length) }, lane));
+  await Promise.all(Array.from({ length: Math.min(input.concurrency, items.length) }, lane));
   return { results };
 }

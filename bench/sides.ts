@@ -4,10 +4,12 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { TreadleClient } from '../src/client';
+import type { FanOutArtefact } from '../src/model/fan-out';
 import type { WorkItemResult } from '../src/model/state';
 import { reviewSignal } from '../src/workflows/messages';
 import { approveSignal, fanOut, fanOutChildren, isWaitingQuery, largePayload, linearPipeline, retryLoop, reviewThenContinue } from './baseline-workflows';
 import {
+  FAN_OUT_ITEMS_STAGE,
   fanOutItemsPipelineSpec,
   fanOutPipelineSpec,
   largeArtefactPipelineSpec,
@@ -33,6 +35,12 @@ export interface Side {
   startFanOutItems(id: string, count: number, concurrency: number): Promise<void>;
   /** The workflow id of element `index` of a {@link startFanOutItems} item. */
   elementId(id: string, index: number): string;
+  /**
+   * Waits for a {@link startFanOutItems} item and throws unless all `count` elements completed and came back
+   * in input order (a Treadle fan-out reports failed elements in a completed stage, so the item's status is
+   * not enough).
+   */
+  fanOutItemsResult(id: string, count: number): Promise<void>;
   startReview(id: string): Promise<void>;
   startRetry(id: string, rejections: number): Promise<void>;
   /** An item whose input is a document of `bytes` characters and whose first stage makes an artefact as large. */
@@ -56,7 +64,16 @@ export function treadleSide(client: TreadleClient): Side {
     startLinear: (id, stages) => start(id, linearPipelineSpec(stages)),
     startFanOut: (id, width) => start(id, fanOutPipelineSpec(width)),
     startFanOutItems: (id, count, concurrency) => start(id, fanOutItemsPipelineSpec(count, concurrency)),
-    elementId: (id, index) => `${id}.each.1.${index}`,
+    elementId: (id, index) => `${id}.${FAN_OUT_ITEMS_STAGE}.1.${index}`,
+    fanOutItemsResult: async (id, count) => {
+      const result = await client.result(id);
+      if (result.status !== 'completed') throw new Error(`treadle item ${id} ${result.status}: ${result.error ?? ''}`);
+      const fanOut = (await client.readArtefact(result.artefacts[FAN_OUT_ITEMS_STAGE])) as FanOutArtefact | undefined;
+      const inOrder = fanOut?.results.every((r, i) => r.index === i && r.status === 'completed') ?? false;
+      if (fanOut?.completed !== count || fanOut.results.length !== count || !inOrder) {
+        throw new Error(`treadle item ${id}: ${fanOut?.completed ?? 0} of ${count} elements completed (${fanOut?.failed ?? '?'} failed)${inOrder ? '' : ', not in input order'}`);
+      }
+    },
     startReview: (id) => start(id, reviewPipelineSpec),
     startRetry: (id, rejections) => start(id, retryPipelineSpec(rejections + 1), retryScript(rejections)),
     startLarge: (id, bytes) => start(id, largeArtefactPipelineSpec(bytes), { document: payloadText(bytes) }),
@@ -90,6 +107,10 @@ export function baselineSide(client: Client, taskQueue: string, startClient: Cli
       await client.workflow.start(fanOutChildren, { taskQueue, workflowId: id, args: [{ count, concurrency }] });
     },
     elementId: (id, index) => `${id}.${index}`,
+    fanOutItemsResult: async (id, count) => {
+      const { results } = await client.workflow.getHandle<typeof fanOutChildren>(id).result();
+      if (results.length !== count || !results.every((r, i) => r.i === i)) throw new Error(`baseline fan-out ${id}: ${results.length} results for ${count} elements, or not in input order`);
+    },
     startReview: async (id) => {
       await client.workflow.start(reviewThenContinue, { taskQueue, workflowId: id });
     },

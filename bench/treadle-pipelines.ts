@@ -13,7 +13,8 @@ export function linearStageNames(stages: number): string[] {
 
 /**
  * `noop` (returns a tiny artefact at once), `payload` (an artefact of `with.bytes` characters, for the
- * large-artefact scenario) and the built-in `scripted` gate, whose verdicts come from the item's `script`.
+ * large-artefact scenario), `items` (`{items: [0 … with.count-1]}`, the list of the fan-out over items),
+ * the `fan_out` stage kind, and the built-in `scripted` gate, whose verdicts come from the item's `script`.
  */
 export function benchRegistry(): Registry {
   return registerFanOut(registerScripted(new Registry()))
@@ -47,13 +48,16 @@ export function fanOutPipelineSpec(width: number) {
   };
 }
 
+/** The fan-out stage of {@link fanOutItemsPipelineSpec}; its children are `<item>.each.1.<index>`. */
+export const FAN_OUT_ITEMS_STAGE = 'each';
+
 /** A list of `count` elements, then a `fan_out` stage running the `noop` stage once per element, `concurrency` at once. */
 export function fanOutItemsPipelineSpec(count: number, concurrency: number) {
   return {
     name: `bench-fan-out-items-${count}`,
     stages: [
       { name: 'list', run: 'items', with: { count } },
-      { name: 'each', type: 'fan_out', depends_on: ['list'], with: { items: 'items', stage: { run: 'noop' }, max_concurrent: concurrency } },
+      { name: FAN_OUT_ITEMS_STAGE, type: 'fan_out', depends_on: ['list'], with: { items: 'items', stage: { run: 'noop' }, max_concurrent: concurrency } },
     ],
   };
 }
