@@ -20,6 +20,7 @@ import {
   RequestTimeoutError,
 } from '@anthropic-ai/sdk';
 import { ApplicationFailure, CancelledFailure, TemporalFailure } from '@temporalio/common';
+import { failureDetails } from './call-record';
 import type { CallRecord } from './types';
 
 /** Failure type of a request the API refused (400, 401, 403, 404, 413, 422, …): retrying cannot help. */
@@ -45,15 +46,16 @@ const MAX_QUOTED_MESSAGE = 500;
  * - other 429, 408, 409, 5xx, 529 → retryable `AnthropicRetryable`, `nextRetryDelay` from `retry-after-ms` /
  *   `retry-after` when the API sent one (else Temporal's backoff applies);
  * - any other 4xx, or a request the SDK refused to send → non-retryable `AnthropicRequestError`.
- * A Temporal failure passes through unchanged (it is already mapped).
+ * A Temporal failure passes through unchanged (it is already mapped). `earlierCalls`, the request's calls
+ * before this one (rounds of a tool loop), ride along after the failed call (`failureDetails`).
  */
-export function mapAnthropicError(error: unknown, call: CallRecord): Error {
+export function mapAnthropicError(error: unknown, call: CallRecord, earlierCalls: readonly CallRecord[] = []): Error {
   if (error instanceof TemporalFailure) return error;
-  const failed = (status: CallRecord['status'], message: string): CallRecord => ({ ...call, status, error: message });
+  const failed = (status: CallRecord['status'], message: string): unknown[] => failureDetails({ ...call, status, error: message }, earlierCalls);
 
   if (error instanceof APIUserAbortError) {
     const message = 'anthropic call aborted: the attempt timed out or the work item was cancelled';
-    return new CancelledFailure(message, [failed('timeout', message)], error);
+    return new CancelledFailure(message, failed('timeout', message), error);
   }
   if (error instanceof APIConnectionTimeoutError) {
     const message = `anthropic timeout: ${causeChain(error)}`;
@@ -65,8 +67,7 @@ export function mapAnthropicError(error: unknown, call: CallRecord): Error {
   }
   if (error instanceof APIError) {
     const message = describeStatusError(error);
-    const record = failed('error', message);
-    const details = [record];
+    const details = failed('error', message);
     if (error instanceof RateLimitError && isSpendLimit(error)) {
       return ApplicationFailure.create({ message, type: ANTHROPIC_SPEND_LIMIT, nonRetryable: true, details, cause: error });
     }
@@ -76,18 +77,18 @@ export function mapAnthropicError(error: unknown, call: CallRecord): Error {
     // InternalServerError covers every 5xx, OverloadedError (529) included; 408 and 409 are transient too
     // (the SDK's own retry policy retries them); an APIError without a status is not the request's fault.
     if (error.status === undefined || error instanceof RateLimitError || error instanceof InternalServerError || error instanceof RequestTimeoutError || error instanceof ConflictError) {
-      return retryable(message, record, error, retryAfterMs(error.headers));
+      return retryable(message, details, error, retryAfterMs(error.headers));
     }
     return ApplicationFailure.create({ message, type: ANTHROPIC_REQUEST_ERROR, nonRetryable: true, details, cause: error });
   }
   if (error instanceof AnthropicError) {
     // Raised before sending, e.g. a max_tokens too large for a non-streaming call: the request itself is wrong.
     const message = oneLine(`anthropic request refused by the SDK: ${error.message}`);
-    return ApplicationFailure.create({ message, type: ANTHROPIC_REQUEST_ERROR, nonRetryable: true, details: [failed('error', message)], cause: error });
+    return ApplicationFailure.create({ message, type: ANTHROPIC_REQUEST_ERROR, nonRetryable: true, details: failed('error', message), cause: error });
   }
   const cause = error instanceof Error ? error : new Error(String(error));
   const message = oneLine(`anthropic call failed: ${cause.message}`);
-  return ApplicationFailure.create({ message, type: cause.name, nonRetryable: false, details: [failed('error', message)], cause });
+  return ApplicationFailure.create({ message, type: cause.name, nonRetryable: false, details: failed('error', message), cause });
 }
 
 /** Failures from every provider carry their call record the same way; read it with `callRecordOf`. */
@@ -109,8 +110,8 @@ export function retryAfterMs(headers: Headers | undefined, now: number = Date.no
   return Number.isFinite(delay) && delay > 0 ? Math.round(delay) : undefined;
 }
 
-function retryable(message: string, call: CallRecord, cause: Error, nextRetryDelay?: number): ApplicationFailure {
-  return ApplicationFailure.create({ message, type: ANTHROPIC_RETRYABLE, nonRetryable: false, details: [call], cause, nextRetryDelay });
+function retryable(message: string, details: unknown[], cause: Error, nextRetryDelay?: number): ApplicationFailure {
+  return ApplicationFailure.create({ message, type: ANTHROPIC_RETRYABLE, nonRetryable: false, details, cause, nextRetryDelay });
 }
 
 function isSpendLimit(error: APIError): boolean {

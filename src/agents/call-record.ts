@@ -21,3 +21,12 @@ export function startCallRecord(request: AgentRequest, provider: string, model: 
     ...(error === undefined ? {} : { error }),
   });
 }
+
+/**
+ * The details of a failure that ends a request after several model calls: the failed call's record first
+ * (`details[0]`, where every provider puts it), then `{ earlierCalls }`, the request's calls before it, so
+ * none of them is lost from the call log (`callRecordsOf` reads both back).
+ */
+export function failureDetails(failed: CallRecord | undefined, earlierCalls: readonly CallRecord[] = []): unknown[] {
+  return [...(failed ? [failed] : []), ...(earlierCalls.length > 0 ? [{ earlierCalls: [...earlierCalls] }] : [])];
+}

@@ -5,8 +5,9 @@
  * by this process in this directory; the conversation store keeps session ids with the turns), and through a
  * transcript preamble otherwise, so a retry on another worker still carries the whole conversation.
  *
- * The CLI acts on its working directory with its tools, so it never runs in the worker's: each attempt gets
- * its own directory under a work root ({@link attemptWorkDir}), removed after each call unless kept. Nor does
+ * The CLI acts on its working directory with its tools, so it never runs in the worker's: a request's
+ * `workdir` (a TDD node's worktree) is used as it is, else each attempt gets its own directory under a work
+ * root ({@link attemptWorkDir}), removed after each call unless kept. Nor does
  * it inherit the worker's environment (which may hold any secret): it gets only the variables on an
  * allow-list ({@link CLAUDE_CODE_ENV_ALLOW_LIST} plus `TREADLE_CLAUDE_ENV`) and the agent's own `env`.
  */
@@ -159,7 +160,7 @@ export class ClaudeCodeAgent implements Agent {
     if (!split) throw invalidRequest('a claude-code request must end with a user message');
 
     if (request.signal?.aborted) throw cancelled(callRecord('error', NO_USAGE, 'cancelled'));
-    const workDir = this.acquireWorkDir((message) => callRecord('error', NO_USAGE, message));
+    const workDir = this.acquireWorkDir(request.workdir, (message) => callRecord('error', NO_USAGE, message));
     let resumeSessionId =
       resumableHere(request.resumeSessionId, workDir.path) ?? (request.conversationId === undefined ? undefined : this.sessions?.get(request.conversationId)) ?? this.options.resumeSessionId;
     const invocation = buildInvocation(request, split, resumeSessionId, this.options.extraArgs ?? []);
@@ -195,7 +196,7 @@ export class ClaudeCodeAgent implements Agent {
       case 'timed-out':
         throw fail('ClaudeCodeTimeout', `claude did not finish within ${this.options.timeoutMs} ms and was killed`);
       case 'spawn-failed':
-        throw this.spawnFailure(outcome, (message) => callRecord('error', NO_USAGE, message));
+        throw this.spawnFailure(outcome, workDir, (message) => callRecord('error', NO_USAGE, message));
       case 'exited':
         break;
     }
@@ -220,7 +221,8 @@ export class ClaudeCodeAgent implements Agent {
 
     if (request.conversationId !== undefined && result.session_id !== undefined) this.sessions?.set(request.conversationId, result.session_id);
     if (result.session_id !== undefined) rememberSessionHere(result.session_id, cliOptions.cwd);
-    const reply: AgentResult = { text: result.result, usage, call: callRecord('success', usage) };
+    const call = callRecord('success', usage);
+    const reply: AgentResult = { text: result.result, usage, call, calls: [call] };
     if (result.session_id !== undefined) reply.sessionId = result.session_id;
     if (schema) {
       const validated = validateReply(result.result, schema);
@@ -231,19 +233,21 @@ export class ClaudeCodeAgent implements Agent {
   }
 
   /**
-   * The working directory of one call: `cwd` as given; else the attempt's directory, created (and removed on
+   * The working directory of one call: the request's `workdir`, else `cwd`, as given (the caller owns them:
+   * never created or removed); else the attempt's directory, created (and removed on
    * release unless kept, once no other call of this process runs in it); else a fresh one under the root.
    * A directory that cannot be created is a worker configuration error: non-retryable `InvalidAgentConfig`.
    */
-  private acquireWorkDir(call: (message: string) => CallRecord): WorkDirLease {
-    if (this.options.cwd !== undefined) return { path: this.options.cwd, release: () => undefined };
+  private acquireWorkDir(workdir: string | undefined, call: (message: string) => CallRecord): WorkDirLease {
+    const given = workdir ?? this.options.cwd;
+    if (given !== undefined) return { path: given, given: true, release: () => undefined };
     const keep = this.options.keepWorkDirs ?? claudeCodeKeepWorkDirs();
     const root = this.options.workRoot ?? claudeCodeWorkRoot();
     try {
       ensurePrivateRoot(root);
       if (this.options.attempt !== undefined) return leaseWorkDir(attemptWorkDir(root, this.options.attempt), keep);
       const fresh = mkdtempSync(path.join(root, 'call-'));
-      return { path: fresh, release: () => (keep ? undefined : removeQuietly(fresh)) };
+      return { path: fresh, given: false, release: () => (keep ? undefined : removeQuietly(fresh)) };
     } catch (error) {
       const message = oneLine(`cannot create a working directory for claude: ${(error as Error).message}`);
       throw ApplicationFailure.nonRetryable(message, 'InvalidAgentConfig', call(message));
@@ -251,12 +255,12 @@ export class ClaudeCodeAgent implements Agent {
   }
 
   /** Maps a failure to start the CLI: missing or unusable CLI and bad arguments are not worth retrying. */
-  private spawnFailure(outcome: Extract<CliOutcome, { kind: 'spawn-failed' }>, call: (message: string) => CallRecord): ApplicationFailure {
+  private spawnFailure(outcome: Extract<CliOutcome, { kind: 'spawn-failed' }>, workDir: WorkDirLease, call: (message: string) => CallRecord): ApplicationFailure {
     const { error } = outcome;
     const nonRetryable = (type: string, message: string): ApplicationFailure => ApplicationFailure.nonRetryable(message, type, call(message));
     // spawn reports a missing cwd as ENOENT too; say which one is missing.
-    if (error.code === 'ENOENT' && this.options.cwd !== undefined && !existsSync(this.options.cwd)) {
-      return nonRetryable('InvalidAgentConfig', `the working directory for claude does not exist: ${this.options.cwd}`);
+    if (error.code === 'ENOENT' && workDir.given && !existsSync(workDir.path)) {
+      return nonRetryable('InvalidAgentConfig', `the working directory for claude does not exist: ${workDir.path}`);
     }
     if (error.code === 'ENOENT') return nonRetryable('AgentUnavailable', NOT_INSTALLED_MESSAGE);
     if (error.code === 'EACCES') return nonRetryable('AgentUnavailable', oneLine(`the Claude Code CLI (${this.command}) is not executable: ${error.message}`));
@@ -604,6 +608,8 @@ function folderName(name: string): string {
 /** A working directory lent to one call; `release` when the call is over. */
 interface WorkDirLease {
   path: string;
+  /** The caller's directory (the request's `workdir` or the `cwd` option), not one made here. */
+  given: boolean;
   release(): void;
 }
 
@@ -638,6 +644,7 @@ function leaseWorkDir(dir: string, keep: boolean): WorkDirLease {
   let released = false;
   return {
     path: dir,
+    given: false,
     release: () => {
       if (released) return;
       released = true;

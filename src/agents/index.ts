@@ -9,7 +9,7 @@ import { scriptedAgentFactory } from './scripted';
 
 export * from './types';
 export { defaultAgentName, type AgentContext, type AgentProviderFactory, type AgentProviders } from './providers';
-export { recordingAgent, callRecordOf } from './recording';
+export { recordingAgent, callRecordOf, callRecordsOf } from './recording';
 export { ConversationStore } from '../storage/conversation';
 
 /** anthropic (needs ANTHROPIC_API_KEY), scripted (offline), claude-code (needs the `claude` CLI). */

@@ -1,6 +1,7 @@
 /**
- * Wraps a provider so that every call lands in the attempt's call log and conversations continue: stored
- * messages of `conversationId` are prepended, and the exchange is appended after the call.
+ * Wraps a provider so that every model call (each round of a tool loop too) lands in the attempt's call log
+ * and conversations continue: stored messages of `conversationId` are prepended, and the exchange is
+ * appended after the call.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { CallRecordSchema, type CallRecord } from '../model/shapes';
@@ -18,6 +19,26 @@ export function callRecordOf(error: unknown): CallRecord | undefined {
 }
 
 /**
+ * Every call record a failure carries, in the order the calls were made: the request's earlier calls
+ * (`{ earlierCalls }` among the details, see `failureDetails`), then the failed call (`details[0]`).
+ */
+export function callRecordsOf(error: unknown): CallRecord[] {
+  if (typeof error !== 'object' || error === null) return [];
+  const details = (error as { details?: unknown }).details;
+  if (!Array.isArray(details)) return [];
+  const earlier = details.flatMap((detail: unknown) => {
+    const listed = typeof detail === 'object' && detail !== null ? (detail as { earlierCalls?: unknown }).earlierCalls : undefined;
+    if (!Array.isArray(listed)) return [];
+    return listed.flatMap((call: unknown) => {
+      const parsed = CallRecordSchema.safeParse(call);
+      return parsed.success ? [parsed.data] : [];
+    });
+  });
+  const failed = callRecordOf(error);
+  return failed ? [...earlier, failed] : earlier;
+}
+
+/**
  * The recording wrapper; `calls` is the attempt's call log, each record stamped with the work item's
  * correlation id. Each call is a span (`treadle.model_call`) in the activity's trace when tracing is on.
  */
@@ -27,7 +48,7 @@ export function recordingAgent(inner: Agent, deps: { calls: CallRecord[]; conver
   return {
     provider: inner.provider,
     run: (request: AgentRequest): Promise<AgentResult> =>
-      inSpan('treadle.model_call', attributes, () => run(request), (result) => ({ 'treadle.model': result.call.model, 'treadle.input_tokens': result.call.inputTokens, 'treadle.output_tokens': result.call.outputTokens })),
+      inSpan('treadle.model_call', attributes, () => run(request), (result) => ({ 'treadle.model': result.call.model, 'treadle.model_calls': result.calls.length, 'treadle.input_tokens': result.usage.inputTokens, 'treadle.output_tokens': result.usage.outputTokens })),
   };
 
   async function run(request: AgentRequest): Promise<AgentResult> {
@@ -36,11 +57,11 @@ export function recordingAgent(inner: Agent, deps: { calls: CallRecord[]; conver
     try {
       result = await inner.run({ ...request, messages: [...(context?.messages ?? []), ...request.messages], ...(context?.resumeSessionId !== undefined ? { resumeSessionId: context.resumeSessionId } : {}) });
     } catch (error) {
-      const call = callRecordOf(error);
-      if (call) deps.calls.push(stamp(call));
+      for (const call of callRecordsOf(error)) deps.calls.push(stamp(call));
       throw error instanceof Error ? error : ApplicationFailure.retryable(String(error), 'AgentError');
     }
-    deps.calls.push(stamp(result.call));
+    // Every model call of the request (one per round of a tool loop), not just the one that answered.
+    for (const call of result.calls) deps.calls.push(stamp(call));
     if (request.conversationId) {
       const reply = result.output !== undefined ? JSON.stringify(result.output) : result.text;
       const session = result.sessionId !== undefined ? { session: { provider: inner.provider, id: result.sessionId } } : {};

@@ -93,12 +93,14 @@ export class ScriptedAgent implements Agent {
       outputTokens: reply.outputTokens ?? Math.ceil(text.length / CHARS_PER_TOKEN),
       cacheReadTokens: 0,
     };
+    const call = callRecord('success', usage);
     return {
       text,
       ...(output !== undefined ? { output } : {}),
       ...(invalidOutput ? { invalidOutput } : {}),
       usage,
-      call: callRecord('success', usage),
+      call,
+      calls: [call],
     };
   }
 

@@ -2,6 +2,8 @@
  * A local fake of the Anthropic Messages API (`POST /v1/messages`) on 127.0.0.1, for tests that drive the
  * real SDK client through `baseURL`. Replies are scripted per request: a queue, then a default; a request
  * with neither gets a 500 naming it, so an unscripted call fails loudly instead of passing by accident.
+ * A reply may use the request's tools (`tools`: a tool loop's round) or be computed from the request
+ * (`computed`: e.g. from the tool results it carries).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +22,10 @@ export type FakeReply =
   | { kind: 'tool'; input: unknown; usage?: FakeUsage; stopReason?: string }
   /** A text block. */
   | { kind: 'text'; text: string; usage?: FakeUsage; stopReason?: string }
+  /** Calls of the request's tools (`stop_reason` `tool_use`), after an optional text block; ids `toolu_fake_<n>_<i>`. */
+  | { kind: 'tools'; uses: { name: string; input: unknown }[]; text?: string; usage?: FakeUsage; stopReason?: string }
+  /** The reply `reply` makes of the request (it throws: a 500 naming the error). */
+  | { kind: 'computed'; reply: (request: RecordedRequest) => FakeReply }
   /** An API error: `{ type: 'error', error: { type, message, details? } }` with the given status. */
   | { kind: 'error'; status: number; type: string; message: string; details?: Record<string, unknown>; headers?: Record<string, string> }
   /** Waits, then replies; the wait ends early and quietly when the client aborts or the fake closes. */
@@ -102,23 +108,32 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       case 'drop':
         res.socket?.destroy();
         return;
+      case 'computed':
+        await answer(reply.reply(request), request, res, requestId);
+        return;
       case 'error':
         sendError(res, reply.status, reply.type, reply.message, requestId, reply.headers, reply.details);
         return;
       case 'tool':
+      case 'tools':
       case 'text': {
         const model = String((request.body as { model?: unknown } | undefined)?.model ?? 'claude-fake');
         const content =
           reply.kind === 'tool'
             ? [{ type: 'tool_use', id: `toolu_fake_${requestId}`, name: forcedToolName(request.body), input: reply.input }]
-            : [{ type: 'text', text: reply.text, citations: null }];
+            : reply.kind === 'tools'
+              ? [
+                  ...(reply.text !== undefined ? [{ type: 'text', text: reply.text, citations: null }] : []),
+                  ...reply.uses.map((use, i) => ({ type: 'tool_use', id: `toolu_fake_${requestId}_${i}`, name: use.name, input: use.input })),
+                ]
+              : [{ type: 'text', text: reply.text, citations: null }];
         sendJson(res, 200, {
           id: `msg_fake_${requestId}`,
           type: 'message',
           role: 'assistant',
           model,
           content,
-          stop_reason: reply.stopReason ?? (reply.kind === 'tool' ? 'tool_use' : 'end_turn'),
+          stop_reason: reply.stopReason ?? (reply.kind === 'text' ? 'end_turn' : 'tool_use'),
           stop_sequence: null,
           usage: { ...DEFAULT_USAGE, ...reply.usage },
         }, requestId);
@@ -211,4 +226,19 @@ function sendJson(res: ServerResponse, status: number, body: unknown, requestId?
     ...headers,
   });
   res.end(text);
+}
+
+/** A `tool_result` block of a request, as the client sent it. */
+export interface SentToolResult {
+  tool_use_id: string;
+  content?: unknown;
+  is_error?: boolean;
+}
+
+/** The `tool_result` blocks of the last message of a request: the results of the round before it. */
+export function toolResultsOf(request: RecordedRequest): SentToolResult[] {
+  const messages = (request.body as { messages?: { role: string; content: unknown }[] } | undefined)?.messages ?? [];
+  const last = messages[messages.length - 1];
+  if (!last || last.role !== 'user' || !Array.isArray(last.content)) return [];
+  return (last.content as { type?: string }[]).filter((block) => block.type === 'tool_result') as SentToolResult[];
 }
