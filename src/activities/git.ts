@@ -325,6 +325,33 @@ export async function changedFiles(worktree: string, base: string): Promise<stri
 }
 
 /**
+ * Puts `paths` (files, or folders for everything under them) back as HEAD has them, in the worktree and the
+ * index: changed and deleted files are checked out again, files HEAD does not have are removed (a symlink
+ * itself, never its target). Returns the files it put back, sorted; none when nothing under `paths` changed.
+ */
+export async function restoreFromHead(worktree: string, paths: string[]): Promise<string[]> {
+  if (paths.length === 0) return [];
+  const pathspecs = paths.map((p) => `:(literal)${p}`);
+  // Entries are `XY path`; `--no-renames` keeps each to one path.
+  const entries = splitNul(await git(worktree, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--no-renames', '--', ...pathspecs])).map((entry) => ({ code: entry.slice(0, 2), file: entry.slice(3) }));
+  const root = path.resolve(worktree);
+  for (const { code, file } of entries) {
+    const inHead = await git(worktree, ['cat-file', '-e', `HEAD:${file}`]).then(
+      () => true,
+      () => false,
+    );
+    if (inHead) {
+      await git(worktree, ['checkout', 'HEAD', '--', `:(literal)${file}`]);
+      continue;
+    }
+    if (code !== '??') await git(worktree, ['rm', '--cached', '-q', '-f', '--', `:(literal)${file}`]);
+    // git lists files below real folders only (it does not enter symlinked ones), so this stays in the worktree.
+    await rm(path.join(root, file), { force: true });
+  }
+  return entries.map((e) => e.file).sort();
+}
+
+/**
  * Removes the worktree at `worktreePath` with whatever is in it (even when locked); nothing happens when it
  * is gone already. A folder there that is not a worktree is left alone and reported.
  */

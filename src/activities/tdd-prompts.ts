@@ -284,11 +284,27 @@ function exitSummary(node: TddNodeName): string {
 }
 
 /**
+ * How an agent changes the files of its worktree: only through its reply's `files` (`scripted`), with the
+ * worktree tools during its reply too (`anthropic`), or by acting in the worktree itself (`claude-code`).
+ */
+export type WorktreeMode = 'files' | 'tools' | 'workdir';
+
+/** What the agent is told about changing files, by {@link WorktreeMode}. */
+const FILE_CHANGES: Record<WorktreeMode, string> = {
+  files:
+    'Put file changes in a "files" object beside "exit": `"files": { "relative/path": "the full new content", "file/to/delete": null }`. Paths are relative to your worktree (no leading "/", no ".."); each value is the whole new file, not a diff; null deletes the file. Treadle writes the files and commits them for you, so any commit hash you give in your exit is replaced by the real one.',
+  tools:
+    'Change files with your tools before you answer: `read_file`, `write_file` (the whole new file, not a diff), `list_files`, `delete_file`, and `run_tests` to run the tests. Paths are relative to your worktree (no leading "/", no ".."); files outside it, in .git, and read-only files (tests that are not yours to change, the parent\'s interface) are refused. When you are done, answer with the JSON object alone; a "files" object beside "exit" (`"files": { "relative/path": "the full new content", "file/to/delete": null }`) is optional and is written after your tool changes. Treadle commits the worktree for you, so any commit hash you give in your exit is replaced by the real one.',
+  workdir:
+    'You run in your worktree: change files there with your own tools, and only there (files outside it, in .git, and read-only files such as tests that are not yours to change and the parent\'s interface are not yours). When you are done, answer with the JSON object; a "files" object beside "exit" (`"files": { "relative/path": "the full new content", "file/to/delete": null }`) is optional and is written after your own changes. Treadle commits the worktree for you, so any commit hash you give in your exit is replaced by the real one.',
+};
+
+/**
  * The text appended after a node's rendered template: answer with one JSON object whose `exit` names one of
  * the node's exits (each listed with its fields and their types, generated from the exit schema), with file
- * changes in `files`, which Treadle writes and commits.
+ * changes in `files` (which Treadle writes and commits) or, for agents that act in the worktree, made there.
  */
-export function replyInstructions(node: TddNodeName): string {
+export function replyInstructions(node: TddNodeName, options: { worktree?: WorktreeMode } = {}): string {
   return [
     '---',
     '',
@@ -300,7 +316,7 @@ export function replyInstructions(node: TddNodeName): string {
     '',
     '`path` is a file path relative to your worktree; a field marked `?` may be left out or null.',
     '',
-    'Put file changes in a "files" object beside "exit": `"files": { "relative/path": "the full new content", "file/to/delete": null }`. Paths are relative to your worktree (no leading "/", no ".."); each value is the whole new file, not a diff; null deletes the file. Treadle writes the files and commits them for you, so any commit hash you give in your exit is replaced by the real one.',
+    FILE_CHANGES[options.worktree ?? 'files'],
   ].join('\n');
 }
 

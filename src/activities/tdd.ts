@@ -6,7 +6,9 @@
  * typed exit (a malformed reply is fed back to the agent, up to `maxInvalidReplies` times; no decision, or no
  * reply within the nudge timeout, gets the seed's reminder once), applies the reply's file changes inside the
  * worktree (paths checked: nothing outside it, nothing read-only), and then does what the exit claims for
- * real, so no agent can lie about it:
+ * real, so no agent can lie about it. The `anthropic` agent also acts in the worktree during its reply, with
+ * the worktree tools (`agents/worktree-tools.ts`: the same path checks and read-only files), and
+ * `claude-code` runs in the worktree:
  *
  * - Scaffold `InitWork`: commits the scaffold; the interface file and contract suite must exist; child specs
  *   are checked against the tree's depth and child-count limits and their contexts stored.
@@ -24,18 +26,20 @@
  */
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import { Context } from '@temporalio/activity';
+import { Context, log } from '@temporalio/activity';
 import type { BlobStore } from '../storage/blob-store';
 import { ConversationStore } from '../storage/conversation';
 import { callLogWriter, type CallLog } from '../storage/call-log';
 import { recordingAgent } from '../agents';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
-import type { AgentMessage } from '../agents/types';
+import type { AgentMessage, AgentTool, ToolUse } from '../agents/types';
+import { TOOL_ROUNDS_EXHAUSTED } from '../agents/anthropic';
+import { worktreeAccess, worktreeTools } from '../agents/worktree-tools';
 import { supervise, type Supervision } from './supervision';
-import { commitAll, diffText, ensureWorktree, git, headCommit, MergeConflictError, rebaseOnto, squashMerge } from './git';
+import { commitAll, diffText, ensureWorktree, git, headCommit, MergeConflictError, rebaseOnto, restoreFromHead, squashMerge } from './git';
 import { applyFileWrites, readFileInside } from './worktree-files';
 import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from './test-command';
-import { invalidReplyFeedback, nudgeMessage, parseNodeReply, renderNodeTemplate, replyInstructions } from './tdd-prompts';
+import { invalidReplyFeedback, nudgeMessage, parseNodeReply, renderNodeTemplate, replyInstructions, type WorktreeMode } from './tdd-prompts';
 import { checkChildSpecs, checkTddStageConfig, seedSpecOf, tddRootInput, TddStageConfigSchema, validateTddSpec, type ChildSpec, type Critique, type InitWorkPayload, type MergeComplete, type MergeEvent, type NodeExit, type PlannedTest, type TDDApproval, type TestsReadyPayload, type ImplResult } from '../model/tdd';
 import type { NodeContext, TddEnvelope, TddNodeCallInput, TddNodeCallResult, TddNodeInput, TddPrepareInput, TddWorktreeInput, TddWorktreeResult } from '../model/tdd-node';
 import { TDD_NODE_ACTIVITY, TDD_PREPARE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
@@ -51,6 +55,11 @@ const MAX_PROMPT_DIFF_BYTES = 100_000;
 const MAX_PARENT_INTERFACE_CHARS = 20_000;
 /** Inline lists in envelopes are cut to this many entries. */
 const MAX_ENVELOPE_ITEMS = 50;
+/**
+ * How each provider reaches the worktree: `anthropic` through the worktree tools (its tool loop), `claude-code`
+ * by running in it with its own tools; any other (`scripted`) only through the reply's `files`.
+ */
+const WORKTREE_MODES: Readonly<Record<string, WorktreeMode>> = { anthropic: 'tools', 'claude-code': 'workdir' };
 
 export interface TddActivityDependencies {
   blobs: BlobStore;
@@ -113,12 +122,13 @@ async function runNodeCall(input: TddNodeCallInput, deps: TddActivityDependencie
   const replies = input.repliesRef ? await readJson<Json>(blobs, input.repliesRef) : undefined;
   const workflowId = Context.current().info.workflowExecution?.workflowId ?? input.nodePath;
   const opKey = `${workflowId}/${input.node}/${input.callIndex}`;
-  const ctx: NodeRun = { input, context, blobs, opKey, supervision, env };
-
-  const prompt = await renderPrompt(ctx);
   const providerName = input.settings.agent ?? defaultAgentName(env);
   const factory = deps.agents[providerName];
   if (!factory) throw ApplicationFailure.nonRetryable(`unknown agent provider "${providerName}" (available: ${Object.keys(deps.agents).join(', ')})`, 'UnknownAgent');
+  const ctx: NodeRun = { input, context, blobs, opKey, supervision, env, worktreeMode: WORKTREE_MODES[providerName] ?? 'files' };
+  if (ctx.worktreeMode === 'tools') ctx.tools = worktreeTools(worktreeAccess(input.worktree, { readOnly: await readOnlyFor(ctx), runTests: testRunnerFor(ctx) }));
+
+  const prompt = await renderPrompt(ctx);
   // Scripted replies are consumed in order across every agent call of this node in this workflow, re-prompts
   // included (`replyIndex` counts the earlier ones), so a test can script a malformed reply and its fix.
   const scriptedKey = `${input.specId}.${input.node}`;
@@ -137,10 +147,17 @@ async function runNodeCall(input: TddNodeCallInput, deps: TddActivityDependencie
     const reply = await askWithNudge(ctx, agentFor, messages, shared, turn, nudged);
     nudged ||= reply.nudged;
     messages.push(...reply.added);
-    const parsed = reply.text === undefined ? { ok: false as const, issues: ['no reply within the nudge timeout'] } : parseNodeReply(input.node, reply.text);
+    // claude-code edits the worktree with its own tools, which know nothing of read-only files: put them back.
+    const restored = ctx.worktreeMode === 'workdir' ? await restoreFromHead(input.worktree, await readOnlyFor(ctx)) : [];
+    if (restored.length > 0) log.warn('agent changed read-only files; they were put back', { nodePath: input.nodePath, node: input.node, files: restored.slice(0, MAX_ENVELOPE_ITEMS) });
+    const parsed =
+      reply.problem !== undefined ? { ok: false as const, issues: [reply.problem] } : reply.text === undefined ? { ok: false as const, issues: ['no reply within the nudge timeout'] } : parseNodeReply(input.node, reply.text);
     let feedback: string;
     if (parsed.ok) {
-      const writes = await applyWrites(ctx, parsed.files);
+      const writes =
+        restored.length > 0
+          ? { ok: false as const, feedback: `You changed files that are read-only for you (${restored.join(', ')}); they were put back as they were. Leave them alone, make your change elsewhere, and send the whole reply again.` }
+          : await applyWrites(ctx, parsed.files);
       // Each reply gets its own commit key: a reply sent again after feedback commits its new files.
       const checked = writes.ok ? await checkExit({ ...ctx, opKey: `${ctx.opKey}/${turn}` }, parsed.exit) : writes;
       if (checked.ok) return finish(ctx, checked, { nudged, invalidReplies, agentCalls });
@@ -178,9 +195,23 @@ interface NodeRun {
   opKey: string;
   supervision: Supervision;
   env: NodeJS.ProcessEnv;
+  /** How the agent changes files: the reply's `files` only, worktree tools too, or in the worktree itself. */
+  worktreeMode: WorktreeMode;
+  /** The worktree tools, when `worktreeMode` is `tools`. */
+  tools?: AgentTool[];
 }
 
-/** The agent's reply to the conversation so far, re-prompted once with the seed's reminder on a timeout. */
+/** How one agent call ended: a reply, the nudge timeout, or a tool loop that used all its rounds. */
+type Asked = { kind: 'reply'; text: string } | { kind: 'timeout' } | { kind: 'exhausted'; problem: string };
+
+/** What stands in the conversation for a reply lost to the tool-round limit, so user and assistant still alternate. */
+const EXHAUSTED_PLACEHOLDER = '(my tool calls used up the reply before I answered)';
+
+/**
+ * The agent's reply to the conversation so far, re-prompted once with the seed's reminder on a timeout. A
+ * tool loop that ends without an answer is a `problem` (fed back like a malformed reply), not a failure: its
+ * file changes stay in the worktree for the next reply.
+ */
 async function askWithNudge(
   ctx: NodeRun,
   agentFor: () => ReturnType<typeof recordingAgent>,
@@ -188,13 +219,27 @@ async function askWithNudge(
   shared: boolean,
   turn: number,
   alreadyNudged: boolean,
-): Promise<{ text: string | undefined; added: AgentMessage[]; nudged: boolean }> {
+): Promise<{ text: string | undefined; problem?: string; added: AgentMessage[]; nudged: boolean }> {
   const { input, supervision } = ctx;
-  const ask = async (conversation: AgentMessage[], suffix: string): Promise<string | undefined> => {
+  const nudgeMs = input.settings.nudgeTimeoutSeconds * 1000;
+  const ask = async (conversation: AgentMessage[], suffix: string): Promise<Asked> => {
     const controller = new AbortController();
     const onAbort = (): void => controller.abort(supervision.signal.reason);
     supervision.signal.addEventListener('abort', onAbort, { once: true });
-    const timer = setTimeout(() => controller.abort(new Error('nudge timeout')), input.settings.nudgeTimeoutSeconds * 1000);
+    const nudge = (): void => controller.abort(new Error('nudge timeout'));
+    let timer = setTimeout(nudge, nudgeMs);
+    // With tools the nudge timeout bounds each model call, not the tool runs between them (tests take time).
+    const paused = (tool: AgentTool): AgentTool => ({
+      ...tool,
+      run: async (toolInput, toolContext) => {
+        clearTimeout(timer);
+        try {
+          return await tool.run(toolInput, toolContext);
+        } finally {
+          timer = setTimeout(nudge, nudgeMs);
+        }
+      },
+    });
     try {
       const result = await agentFor().run({
         messages: conversation,
@@ -204,22 +249,46 @@ async function askWithNudge(
         correlationId: `${input.treeId}/${input.nodePath}/${input.node}/${input.callIndex}${turn > 0 ? `/r${turn}` : ''}${suffix}`,
         signal: controller.signal,
         heartbeat: () => supervision.heartbeat(),
+        ...(ctx.tools ? { tools: ctx.tools.map(paused) } : {}),
+        ...(ctx.worktreeMode !== 'files' ? { workdir: input.worktree } : {}),
       });
-      return result.output !== undefined ? JSON.stringify(result.output) : result.text;
+      if (result.toolUses && result.toolUses.length > 0) logToolUses(ctx, result.toolUses);
+      return { kind: 'reply', text: result.output !== undefined ? JSON.stringify(result.output) : result.text };
     } catch (error) {
       if (supervision.signal.aborted) throw error;
-      if (controller.signal.aborted) return undefined;
+      if (controller.signal.aborted) return { kind: 'timeout' };
+      if (error instanceof ApplicationFailure && error.type === TOOL_ROUNDS_EXHAUSTED) {
+        return { kind: 'exhausted', problem: `you were still calling tools when your reply reached its limit of model calls (${error.message}); the files you changed are kept: finish in fewer tool calls, then answer` };
+      }
       throw error;
     } finally {
       clearTimeout(timer);
       supervision.signal.removeEventListener('abort', onAbort);
     }
   };
-  const text = await ask(messages, '');
-  if (text !== undefined || alreadyNudged) return { text, added: text !== undefined ? [{ role: 'assistant', content: text }] : [], nudged: false };
+  const settled = (asked: Asked): { text: string | undefined; problem?: string; added: AgentMessage[] } => {
+    if (asked.kind === 'reply') return { text: asked.text, added: [{ role: 'assistant', content: asked.text }] };
+    if (asked.kind === 'exhausted') return { text: undefined, problem: asked.problem, added: [{ role: 'assistant', content: EXHAUSTED_PLACEHOLDER }] };
+    return { text: undefined, added: [] };
+  };
+  const first = await ask(messages, '');
+  if (first.kind !== 'timeout' || alreadyNudged) return { ...settled(first), nudged: false };
   const reminder: AgentMessage = { role: 'user', content: nudgeMessage() };
-  const again = await ask([...messages, reminder], '/nudge');
-  return { text: again, added: [reminder, ...(again !== undefined ? [{ role: 'assistant' as const, content: again }] : [])], nudged: true };
+  const again = settled(await ask([...messages, reminder], '/nudge'));
+  return { ...again, added: [reminder, ...again.added], nudged: true };
+}
+
+/** Which tools the agent ran, by name and path (never file contents), for the worker's log. */
+function logToolUses(ctx: NodeRun, uses: ToolUse[]): void {
+  const { input } = ctx;
+  log.info('agent used worktree tools', {
+    nodePath: input.nodePath,
+    node: input.node,
+    callIndex: input.callIndex,
+    toolUses: uses.length,
+    failed: uses.filter((u) => !u.ok).length,
+    uses: uses.slice(0, MAX_ENVELOPE_ITEMS).map((u) => `${u.name}(${u.input})${u.ok ? '' : ' failed'}`),
+  });
 }
 
 /** A reply that names no exit at all (prose, nothing) is "no decision"; a wrong one is malformed. */
@@ -229,13 +298,34 @@ function looksUndecided(issues: string[]): boolean {
 
 async function applyWrites(ctx: NodeRun, files: Record<string, string | null>): Promise<{ ok: true } | { ok: false; feedback: string }> {
   if (Object.keys(files).length === 0) return { ok: true };
-  const readOnly = [...ctx.input.readOnly, ...(ctx.input.node === 'impl' ? await testFilesOf(ctx) : [])];
   try {
-    await applyFileWrites(ctx.input.worktree, files, { readOnly });
+    await applyFileWrites(ctx.input.worktree, files, { readOnly: await readOnlyFor(ctx) });
     return { ok: true };
   } catch (error) {
     return { ok: false, feedback: `Your file changes were refused and nothing was written: ${(error as Error).message}. Paths are relative to the worktree; test files and the parent's interface files are read-only for you. Send the whole reply again.` };
   }
+}
+
+/** What this call may not write or delete, through `files` or the tools: the node's read-only files, and the tests for Impl. */
+async function readOnlyFor(ctx: NodeRun): Promise<string[]> {
+  return [...ctx.input.readOnly, ...(ctx.input.node === 'impl' ? await testFilesOf(ctx) : [])];
+}
+
+/**
+ * The `run_tests` tool's runner: the spec's test command in the worktree, on the files the agent names,
+ * admitted by the worker's allow-list like every test run (a refusal is the tool's error, which the model reads).
+ */
+function testRunnerFor(ctx: NodeRun): ((files: string[], signal?: AbortSignal) => Promise<TestRun>) | undefined {
+  const allowed = allowedTestCommands(ctx.env);
+  const { testCommand, testTimeoutSeconds } = ctx.input.settings;
+  // The node refuses a command off the list before it starts; this keeps the tool from ever offering one.
+  if (checkTestCommand(testCommand, allowed) !== null) return undefined;
+  return async (files, signal) => {
+    const command = [...testCommand, ...files];
+    const problem = checkTestCommand(command, allowed);
+    if (problem) throw new Error(problem);
+    return runTestCommand({ cwd: ctx.input.worktree, command, timeoutMs: testTimeoutSeconds * 1000, signal: signal ?? ctx.supervision.signal });
+  };
 }
 
 /** Impl must not touch the tests: the test files TDDWriteTests committed, and the spec's test path. */
@@ -309,7 +399,7 @@ async function renderPrompt(ctx: NodeRun): Promise<string> {
       break;
   }
   const note = input.note ? `\n\n## Why you are called again\n${input.note}\n` : '';
-  return `${body}${note}\n\n${replyInstructions(input.node)}`;
+  return `${body}${note}\n\n${replyInstructions(input.node, { worktree: ctx.worktreeMode })}`;
 }
 
 /** The exit made true: commits, test runs, merges, with the real hashes written into it. */

@@ -1,17 +1,20 @@
 /**
  * The TDD node activity under Temporal's retries: an activity that runs again with the same input (a worker
  * crash after the commit, a lost completion) finds its commit instead of making a second one, and a
- * Merger run again merges once. Real git, real test runs, the real activity function in Temporal's mock
- * activity environment.
+ * Merger run again merges once. And `claude-code` acting in the node's worktree: it runs there, what it
+ * writes is committed, and the read-only tests it changed are put back with feedback. Real git, real test
+ * runs, the real activity function in Temporal's mock activity environment.
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createTddActivities } from '../../src/activities/tdd';
 import { initRepository } from '../../src/activities/git';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
+import { ClaudeCodeAgent } from '../../src/agents/claude-code';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../src/model/activity-types';
 import { TddSettingsSchema } from '../../src/model/tdd';
 import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/model/tdd-node';
@@ -89,4 +92,80 @@ test('a node call run twice with the same input commits once; a merger run twice
   const targetLog = git(repo, 'log', '--format=%s', 'treadle/calc').split('\n');
   expect(targetLog.filter((s) => s === 'feat(calc): implement')).toHaveLength(1);
   expect(git(repo, 'rev-parse', 'treadle/calc')).toBe(merged.envelope.mergeCommit);
+});
+
+test('claude-code runs in the node’s worktree: its files are committed, read-only tests it changed are put back', async () => {
+  const fakeClaude = path.join(__dirname, '..', 'fixtures', 'fake-claude', 'claude');
+  chmodSync(fakeClaude, 0o755);
+  const record = path.join(root, 'claude-invocations.jsonl');
+  const repo = path.join(root, 'calc-claude');
+  await initRepository(repo, { 'README.md': '# calc\n' });
+  const blobs = new MemoryBlobStore();
+  // What the fake CLI writes in its working directory on the next call.
+  let writes: Record<string, string> = {};
+  const claudeCode = () =>
+    new ClaudeCodeAgent({
+      command: fakeClaude,
+      env: {
+        FAKE_CLAUDE_RECORD: record,
+        FAKE_CLAUDE_MODE: 'write-files',
+        FAKE_CLAUDE_WRITES: JSON.stringify(writes),
+        FAKE_CLAUDE_RESULT: JSON.stringify({ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['A1'] }),
+      },
+    });
+  const activities = createTddActivities({ blobs, agents: { scripted: scriptedAgentFactory, 'claude-code': claudeCode }, env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' } }) as unknown as {
+    [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
+    [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
+  };
+  // The warning about the rigged tests is expected: keep it out of the test output.
+  const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'tdd-calc-claude', runId: 'run-1' } }, { logger: new DefaultLogger('ERROR') });
+  const call = (input: TddNodeCallInput) => env.run(activities[TDD_NODE_ACTIVITY], input) as Promise<TddNodeCallResult>;
+  const node = (await env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch: 'tdd/calc', base: 'HEAD' })) as TddWorktreeResult;
+
+  const spec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(1, 2) is 3' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
+  const contextRef = (await blobs.put(Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)), 'application/json', 'spec')).ref;
+  const tests = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('A1', () => assert.equal(require('../src/add').add(1, 2), 3));\n`;
+  const contract = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('exports add', () => assert.equal(typeof require('../../src/add').add, 'function'));\n`;
+  const replies = {
+    'calc.scaffold': [{ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/add.js', contractSuite: 'test/contract/add.test.js', testPlan: [], files: { 'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n", 'test/contract/add.test.js': contract } }],
+    'calc.tddWriteTests': [{ exit: 'TestsReady', testsCommit: '', testFiles: ['test/add.test.js'], pendingCriteria: ['A1'], files: { 'test/add.test.js': tests } }],
+  };
+  const base = {
+    treeId: 'tdd-calc-claude',
+    nodePath: 'calc',
+    specId: 'calc',
+    contextRef,
+    repo,
+    worktree: node.worktree,
+    branch: 'tdd/calc',
+    settings: TddSettingsSchema.parse({}),
+    readOnly: [],
+    repliesRef: (await blobs.put(Buffer.from(JSON.stringify(replies)), 'application/json', 'replies')).ref,
+    conversationId: 'tdd:calc-claude',
+    refs: {},
+  };
+  const scaffold = await call({ ...base, node: 'scaffold', callIndex: 0 });
+  const written = await call({ ...base, node: 'tddWriteTests', callIndex: 0, refs: { scaffold: scaffold.exitRef } });
+  expect(written.exit).toBe('TestsReady');
+  const impl: TddNodeCallInput = { ...base, node: 'impl', callIndex: 0, attemptCount: 1, settings: TddSettingsSchema.parse({ agent: 'claude-code', maxInvalidReplies: 1 }), refs: { scaffold: scaffold.exitRef, testsReady: written.exitRef } };
+
+  // Impl rewrites the tests to pass: they are put back and the reply is refused with the reason, twice.
+  writes = { 'src/add.js': 'module.exports = { add: () => 3 };\n', 'test/add.test.js': "require('node:test')('A1', () => {});\n" };
+  const rigged = await call(impl);
+  expect(rigged).toMatchObject({ exit: 'NoDecision', invalidReplies: 2, agentCalls: 2 });
+  expect(rigged.envelope.message).toMatch(/You changed files that are read-only for you \(test\/add\.test\.js\); they were put back/);
+  expect(readFileSync(path.join(node.worktree, 'test', 'add.test.js'), 'utf8')).toBe(tests);
+  expect(git(node.worktree, 'status', '--porcelain')).toBe('M src/add.js');
+
+  // An honest implementation, written by the CLI in the worktree, is committed and green.
+  writes = { 'src/add.js': 'module.exports = { add: (a, b) => a + b };\n' };
+  const passed = await call({ ...impl, callIndex: 1 });
+  expect(passed.exit).toBe('TestsPassed');
+  expect(passed.testRun?.passed).toBe(true);
+  expect(git(repo, 'show', 'tdd/calc:src/add.js')).toBe('module.exports = { add: (a, b) => a + b };');
+  const cwds = readFileSync(record, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { cwd: string }).cwd);
+  expect(cwds).toEqual([node.worktree, node.worktree, node.worktree]);
+  // The prompt told it to work in the worktree.
+  const argv = readFileSync(record, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { argv: string[] }).argv);
+  expect(argv[0]!.join(' ')).toContain('You run in your worktree');
 });

@@ -216,4 +216,17 @@ describe('working directory', () => {
     expect(invocations()[2]!.cwd).toBe(mine);
     expect(existsSync(path.join(mine, 'left-behind.txt'))).toBe(true);
   });
+
+  it('runs in the request’s workdir (a TDD node’s worktree) instead of the attempt’s directory, and leaves it in place', async () => {
+    const worktree = path.join(dir, 'worktree');
+    mkdirSync(worktree);
+    await agent({ attempt: ctx }, { FAKE_CLAUDE_MODE: 'write' }).run({ ...request, workdir: worktree });
+    expect(invocations().map((i) => i.cwd)).toEqual([worktree]);
+    expect(readFileSync(path.join(worktree, 'left-behind.txt'), 'utf8')).toBe('scratch');
+    // No attempt directory was made for it.
+    expect(existsSync(attemptWorkDir(root, ctx))).toBe(false);
+
+    const failure = await failureOf(agent({ attempt: ctx }).run({ ...request, workdir: path.join(dir, 'missing') }));
+    expect(failure).toMatchObject({ type: 'InvalidAgentConfig', nonRetryable: true, message: `the working directory for claude does not exist: ${path.join(dir, 'missing')}` });
+  });
 });

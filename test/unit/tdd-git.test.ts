@@ -5,7 +5,8 @@
  * op key (with the trailer), and its empty-commit behaviour; squashMerge makes one commit per op key, records
  * a merge that changes nothing, restores the parent on a conflict and recovers from a crashed attempt;
  * rebaseOnto rebases, does nothing when already based, reports a conflict with the worktree unchanged and
- * aborts a rebase left in progress; diffText, changedFiles, removeWorktree; GitError and the identity.
+ * aborts a rebase left in progress; diffText, changedFiles, restoreFromHead, removeWorktree; GitError and
+ * the identity.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -24,6 +25,7 @@ import {
   initRepository,
   rebaseOnto,
   removeWorktree,
+  restoreFromHead,
   squashMerge,
 } from '../../src/activities/git';
 
@@ -384,6 +386,30 @@ describe('diffText and changedFiles', () => {
     write(repo, 'new/untracked.txt', 'u\n');
     write(repo, 'ignored.log', 'noise\n');
     expect(await changedFiles(repo, initial)).toEqual(['a.txt', 'committed.txt', 'new/untracked.txt']);
+  });
+});
+
+describe('restoreFromHead', () => {
+  test('puts changed, deleted, staged and new files under the paths back as HEAD has them; other changes stay', async () => {
+    const { repo } = await freshRepo({ 'test/a.test.js': 'a\n', 'test/b.test.js': 'b\n', 'api.js': 'api\n', 'src/x.js': 'x\n' });
+    write(repo, 'test/a.test.js', 'rigged\n');
+    unlinkSync(path.join(repo, 'test', 'b.test.js'));
+    write(repo, 'test/new.test.js', 'planted\n');
+    write(repo, 'test/staged.test.js', 'staged\n');
+    await git(repo, ['add', 'test/staged.test.js']);
+    write(repo, 'api.js', 'changed\n');
+    write(repo, 'src/x.js', 'mine\n');
+
+    expect(await restoreFromHead(repo, ['test', 'api.js'])).toEqual(['api.js', 'test/a.test.js', 'test/b.test.js', 'test/new.test.js', 'test/staged.test.js']);
+    expect(readFileSync(path.join(repo, 'test', 'a.test.js'), 'utf8')).toBe('a\n');
+    expect(readFileSync(path.join(repo, 'test', 'b.test.js'), 'utf8')).toBe('b\n');
+    expect(readFileSync(path.join(repo, 'api.js'), 'utf8')).toBe('api\n');
+    expect(existsSync(path.join(repo, 'test', 'new.test.js'))).toBe(false);
+    expect(existsSync(path.join(repo, 'test', 'staged.test.js'))).toBe(false);
+    expect(await git(repo, ['status', '--porcelain'])).toBe(' M src/x.js');
+    // Nothing left to put back.
+    expect(await restoreFromHead(repo, ['test', 'api.js'])).toEqual([]);
+    expect(await restoreFromHead(repo, [])).toEqual([]);
   });
 });
 
