@@ -18,7 +18,7 @@ import { DEFAULT_MAX_TOOL_ROUNDS } from '../../src/agents/types';
 import { createTddActivities } from '../../src/activities/tdd';
 import { initRepository } from '../../src/activities/git';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../src/model/activity-types';
-import { TddSettingsSchema } from '../../src/model/tdd';
+import { NUDGE_REMINDER, TddSettingsSchema } from '../../src/model/tdd';
 import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/model/tdd-node';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { SqliteCallLog } from '../../src/storage/call-log';
@@ -255,3 +255,48 @@ test('a tool loop out of rounds is fed back and its files kept; a long test run 
   expect(gitIn(repo, 'show', '--stat', '--format=%s', 'tdd/slow')).toMatch(/src\/slow\.js[\s\S]*test\/contract\/slow\.test\.js/);
   expect(toolResultsOf(fake.requests[fake.requests.length - 1]!)).toEqual([expect.objectContaining({ content: expect.stringMatching(/^PASSED: 1 passed/) })]);
 }, 60_000);
+
+test('a node that gives no decision within the nudge timeout is re-prompted once with the seed’s reminder, and goes on', async () => {
+  fake.reset();
+  let slowed = false;
+  fake.setDefault({
+    kind: 'computed',
+    reply: (request) => {
+      const { node, round } = whereIs(request);
+      const messages = (request.body as { messages: Message[] }).messages;
+      // Scaffold's first call takes longer than the 1 s nudge timeout; the reminder's call answers at once.
+      if (node === 'scaffold' && round === 0 && !slowed) {
+        slowed = true;
+        return { kind: 'slow', delayMs: 10_000, then: SCRIPT.scaffold![0]! };
+      }
+      const reminded = messages.at(-1)?.content === NUDGE_REMINDER;
+      const reply = SCRIPT[node]?.[reminded ? 0 : round];
+      if (!reply) throw new Error(`no scripted reply for ${node} round ${round}`);
+      return reply;
+    },
+  });
+  const repo = path.join(root, 'nudged');
+  await initRepository(repo, { 'README.md': '# nudged\n' });
+  const id = h.id('tdd-nudge');
+  const spec = {
+    id: 'calc',
+    description: 'add two numbers',
+    acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }],
+    targetPath: 'src/add.js',
+    testPath: 'test/add.test.js',
+    tdd: { agent: 'anthropic', model: 'claude-haiku-4-5', nudgeTimeoutSeconds: 1 },
+  };
+  await h.client.startTdd(spec, { repo, id });
+  expect(await h.client.tddResult(id)).toMatchObject({ status: 'merged' });
+
+  const scaffoldExit = (await h.client.events(id)).find((e) => e.type === 'NodeExit' && e.stage === 'scaffold');
+  expect(scaffoldExit?.details).toMatchObject({ exit: 'InitWork', nudged: true });
+  // The second request is the reminder, word for word, after the unanswered prompt; only one reminder was sent.
+  const second = (fake.requests[1]!.body as { messages: Message[] }).messages;
+  expect(second.at(-1)).toEqual({ role: 'user', content: NUDGE_REMINDER });
+  expect(second.at(-2)?.content).toEqual(expect.stringContaining('## How to answer'));
+  expect(fake.requests.filter((r) => (r.body as { messages: Message[] }).messages.at(-1)?.content === NUDGE_REMINDER)).toHaveLength(1);
+  // The slow call is in the call log as cut off by the timeout, next to the calls that answered.
+  const logged = callLog.query().filter((row) => row.workflowId === id && row.stage === 'calc.scaffold');
+  expect(logged.map((row) => row.status)).toEqual(['timeout', 'success', 'success']);
+}, 120_000);
