@@ -27,7 +27,8 @@ import { PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, Tread
 import { APPROVAL_ID_PATTERN, APPROVALS_MEMO_KEY, type ApprovalDecided, type ApprovalDecision, type ApprovalRequest, type ApprovalsMemo } from './model/approvals';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
-import { decideApprovalUpdate, eventsQuery, resolveReviewUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
+import { decideApprovalUpdate, eventsQuery, loopQueueSignal, loopStateQuery, resolveReviewUpdate, resumeLoopUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
+import type { LoopState } from './model/loop-state';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './model/tdd';
 import type { NodeContext, TddNodeResult, TddNodeState } from './model/tdd-node';
 
@@ -248,6 +249,50 @@ export class TreadleClient {
       out.push(...page.events);
       if (page.events.length === 0 || out.length >= page.eventCount) return out;
     }
+  }
+
+  /**
+   * The loop stages of a work item (seed 004), newest attempt of each stage last: their workflow ids and
+   * `loopState`. `id` may also name a loop stage's own workflow.
+   */
+  async loops(id: string): Promise<{ workflowId: string; state: LoopState }[]> {
+    const type = await this.call(id, (h) => h.describe()).then((d) => d.type);
+    const ids = type === 'loopStage' ? [id] : [...new Set((await this.events(id)).filter((e) => e.type === 'LoopStarted' && typeof e.details?.workflowId === 'string').map((e) => e.details!.workflowId as string))];
+    return Promise.all(ids.map(async (workflowId) => ({ workflowId, state: await this.call(workflowId, (h) => h.query(loopStateQuery)) })));
+  }
+
+  /** A loop stage's state: iterations, decisions, the failure waiting for a resume. */
+  async getLoopState(loopWorkflowId: string): Promise<LoopState> {
+    return this.call(loopWorkflowId, (h) => h.query(loopStateQuery));
+  }
+
+  /**
+   * Resumes a failed loop stage from the iteration that failed (or gives it up: `abandon`). `id` is the work
+   * item (then `stage` picks the loop when several are failed) or the loop's own workflow. Rejects with the
+   * reason when no loop is failed.
+   */
+  async resumeLoop(id: string, options: { stage?: string; action?: 'resume' | 'abandon'; reason?: string } = {}): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
+    const loops = (await this.loops(id)).filter((l) => options.stage === undefined || l.state.stage === options.stage);
+    if (loops.length === 0) throw new TreadleError(options.stage ? `work item ${id} has no loop stage "${options.stage}" that has started` : `work item ${id} has no loop stage that has started`, 'invalid_review');
+    const failed = loops.filter((l) => l.state.status === 'failed');
+    if (failed.length === 0) {
+      throw new TreadleError(`no loop stage of ${id} is failed, so there is nothing to resume (${loops.map((l) => `${l.state.stage}: ${l.state.status} at iteration ${l.state.iteration}`).join('; ')})`, 'invalid_review');
+    }
+    if (failed.length > 1) throw new TreadleError(`several loop stages of ${id} are failed (${failed.map((l) => l.state.stage).join(', ')}); name one with --stage`, 'invalid_review');
+    const loop = failed[0]!;
+    const request = { action: options.action ?? 'resume', ...(options.reason !== undefined ? { reason: options.reason } : {}) };
+    try {
+      const answer = await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () => this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }));
+      return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
+    } catch (error) {
+      if (error instanceof WorkflowUpdateFailedError) throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
+      throw error;
+    }
+  }
+
+  /** Reports a signal-fed queue's length to a loop stage (its `queue: { provider: signal }`). */
+  async reportLoopQueue(loopWorkflowId: string, pending: number): Promise<void> {
+    await this.call(loopWorkflowId, (h) => h.signal(loopQueueSignal, { pending }));
   }
 
   /** Resolves a review; rejects with a clear message when the stage is not waiting or the input is bad. */

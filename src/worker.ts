@@ -10,6 +10,7 @@ import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { createTddActivities } from './activities/tdd';
+import { createLoopActivities } from './activities/loop';
 import { createApprovalActivities, type ActionCatalog } from './activities/approvals';
 import { SqliteCallLog, type CallLog } from './storage/call-log';
 import { defaultAgentProviders } from './agents';
@@ -26,12 +27,13 @@ import { registerTdd } from './pipelines/tdd';
 import { registerApproval } from './pipelines/approval';
 import { registerFanOut } from './pipelines/fan-out';
 import { registerTriage } from './pipelines/triage';
+import { registerLoop } from './pipelines/loop';
 import { createFanOutActivities } from './activities/fan-out';
 import { ensureSearchAttributes } from './server/search-attributes';
 
-/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `approval`, `fan_out`, and the document pipeline's stages and gates. */
+/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `loop`, `approval`, `fan_out`, and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
-  return registerTriage(registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry())))))));
+  return registerLoop(registerTriage(registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))))))));
 }
 
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
@@ -83,6 +85,8 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       }),
       // TDD trees (seed 001): node calls and git worktrees.
       ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
+      // Loop stages (seed 004): iterations, queue checks, state.json.
+      ...createLoopActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
       // Fan-outs: the children's pipeline and elements, by reference.
       ...createFanOutActivities({ blobs, known: registry.names() }),
       // Approval stages (seed 003): requests made and approved actions executed, idempotently.

@@ -43,7 +43,7 @@ import { invalidReplyFeedback, nudgeMessage, parseNodeReply, renderNodeTemplate,
 import { checkChildSpecs, checkTddStageConfig, seedSpecOf, tddRootInput, TddStageConfigSchema, validateTddSpec, type ChildSpec, type Critique, type InitWorkPayload, type MergeComplete, type MergeEvent, type NodeExit, type PlannedTest, type TDDApproval, type TestsReadyPayload, type ImplResult } from '../model/tdd';
 import type { NodeContext, TddEnvelope, TddNodeCallInput, TddNodeCallResult, TddNodeInput, TddPrepareInput, TddWorktreeInput, TddWorktreeResult } from '../model/tdd-node';
 import { TDD_NODE_ACTIVITY, TDD_PREPARE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
-import { resolveArtefact } from '../storage/blob-store';
+import { readJson, resolveArtefact, storeJson } from '../storage/blob-store';
 import { truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
 
@@ -587,10 +587,3 @@ function short(commit: string): string {
   return commit.slice(0, 10);
 }
 
-async function readJson<T>(blobs: BlobStore, ref: string): Promise<T> {
-  return JSON.parse((await blobs.get(ref)).toString('utf8')) as T;
-}
-
-async function storeJson(blobs: BlobStore, value: unknown, summary: string): Promise<string> {
-  return (await blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', truncateText(summary, 200))).ref;
-}

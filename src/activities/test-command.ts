@@ -68,16 +68,21 @@ export interface RunTestCommandInput {
 
 /** The allow-list configured on the worker; an unparsable `TREADLE_TDD_TEST_COMMANDS` throws. */
 export function allowedTestCommands(env: NodeJS.ProcessEnv = process.env): string[][] {
-  const raw = env[TEST_COMMANDS_ENV];
-  if (raw === undefined || raw.trim() === '') return DEFAULT_TEST_COMMANDS.map((c) => [...c]);
+  return commandList(env, TEST_COMMANDS_ENV, DEFAULT_TEST_COMMANDS);
+}
+
+/** An allow-list of argv prefixes from the JSON in `env[name]` (`defaults` when unset); an unparsable one throws. */
+export function commandList(env: NodeJS.ProcessEnv, name: string, defaults: readonly (readonly string[])[]): string[][] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return defaults.map((c) => [...c]);
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
   } catch (error) {
-    throw new Error(`${TEST_COMMANDS_ENV} is not valid JSON (${(error as Error).message}); expected an array of argv arrays such as [["node","--test"]]`);
+    throw new Error(`${name} is not valid JSON (${(error as Error).message}); expected an array of argv arrays such as [["node","--test"]]`);
   }
   const valid = Array.isArray(parsed) && parsed.every((c) => Array.isArray(c) && c.length > 0 && c.every((a) => typeof a === 'string' && a !== ''));
-  if (!valid) throw new Error(`${TEST_COMMANDS_ENV} must be a JSON array of non-empty argv arrays of strings, such as [["node","--test"],["npm","test"]]`);
+  if (!valid) throw new Error(`${name} must be a JSON array of non-empty argv arrays of strings, such as [["node","--test"],["npm","test"]]`);
   return parsed as string[][];
 }
 
@@ -86,8 +91,13 @@ export function allowedTestCommands(env: NodeJS.ProcessEnv = process.env): strin
  * `..`, not starting with "-"). Otherwise the reason, naming the allowed commands.
  */
 export function checkTestCommand(command: string[], allowed: string[][]): string | null {
+  return checkCommand(command, allowed, { what: 'test command', env: TEST_COMMANDS_ENV, args: 'relative test file paths' });
+}
+
+/** {@link checkTestCommand} for any kind of command: `label` names it, its allow-list and its arguments. */
+export function checkCommand(command: string[], allowed: string[][], label: { what: string; env: string; args: string }): string | null {
   const listed = allowed.map((c) => JSON.stringify(c)).join(', ') || '(none)';
-  const refuse = (why: string): string => `the test command ${JSON.stringify(command)} is not allowed: ${why}. Allowed (${TEST_COMMANDS_ENV}): ${listed}, each optionally followed by relative test file paths`;
+  const refuse = (why: string): string => `the ${label.what} ${JSON.stringify(command)} is not allowed: ${why}. Allowed (${label.env}): ${listed}, each optionally followed by ${label.args}`;
   if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string')) return refuse('it must be a non-empty argv array of strings');
   let best: string | undefined;
   for (const prefix of allowed) {

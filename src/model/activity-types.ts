@@ -20,3 +20,12 @@ export const TDD_NODE_ACTIVITY = 'treadle.tddNode';
 export const TDD_WORKTREE_ACTIVITY = 'treadle.tddWorktree';
 /** Turns a `tdd` stage's config into the root node's input (spec and replies stored by reference). */
 export const TDD_PREPARE_ACTIVITY = 'treadle.tddPrepare';
+
+/** Checks a loop stage's config, makes its session folders and stores its plan. */
+export const LOOP_PREPARE_ACTIVITY = 'treadle.loopPrepare';
+/** One iteration of a loop stage (seed 004): a fresh agent, its status file, the snapshot. */
+export const LOOP_ITERATION_ACTIVITY = 'treadle.loopIteration';
+/** Asks a command-based queue whether it is empty. */
+export const LOOP_CHECK_QUEUE_ACTIVITY = 'treadle.loopCheckQueue';
+/** Writes the session's `state.json`. */
+export const LOOP_WRITE_STATE_ACTIVITY = 'treadle.loopWriteState';

@@ -188,6 +188,9 @@ export const EVENT_TYPES = [
   'FanOutStarted',
   'FanOutItemFailed',
   'FanOutCompleted',
+  // Loop stages (seed 004)
+  'LoopStarted',
+  'LoopCompleted',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

@@ -7,6 +7,7 @@ import path from 'node:path';
 import type * as Yaml from 'yaml';
 import type * as ApprovalConfigModule from '../model/approval-config';
 import type * as TddModule from '../model/tdd';
+import type * as LoopModule from '../model/loop';
 import type * as LlmConfigModule from './llm/config';
 import type { KnownImplementations } from '../model/pipeline';
 import type { Json } from '../model/shapes';
@@ -55,13 +56,17 @@ export const CATALOG: CatalogEntry[] = [
  * more; issue 7). test/integration/cli.test.ts fails when the two disagree.
  */
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
-  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'fan_out', 'final_review', 'generate_embeddings', 'llm', 'pdf_to_markdown', 'scripted', 'tdd', 'triage_dedup', 'triage_route'],
+  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'fan_out', 'final_review', 'generate_embeddings', 'llm', 'loop', 'pdf_to_markdown', 'scripted', 'tdd', 'triage_dedup', 'triage_route'],
   gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
   // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
   checkConfig: (kind, name, config) => {
     if (kind === 'stage' && name === 'approval') {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
       return (require('../model/approval-config') as typeof ApprovalConfigModule).checkApprovalStageConfig(config);
+    }
+    if (kind === 'stage' && name === 'loop') {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
+      return (require('../model/loop') as typeof LoopModule).checkLoopStageConfig(config);
     }
     if (kind === 'stage' && name === 'tdd') {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it

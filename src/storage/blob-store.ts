@@ -232,3 +232,13 @@ export class MemoryBlobStore implements BlobStore {
     return true;
   }
 }
+
+/** Reads a JSON blob. */
+export async function readJson<T>(blobs: BlobStore, ref: string): Promise<T> {
+  return JSON.parse((await blobs.get(ref)).toString('utf8')) as T;
+}
+
+/** Stores `value` as a JSON blob and returns its `sha256:` reference. */
+export async function storeJson(blobs: BlobStore, value: unknown, summary: string): Promise<string> {
+  return (await blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary.length > 200 ? `${summary.slice(0, 199)}…` : summary)).ref;
+}

@@ -36,6 +36,8 @@ import { tddNode } from './tdd-node';
 import { describeFailure, eventPage, now, retryPolicyOf, type StageKindRun } from './common';
 import { applyDecision, runApprovalStage } from './approval-stage';
 import { runFanOut } from './fan-out-stage';
+import { runLoopStage } from './loop-stage';
+import { LOOP_STAGE } from '../model/loop-state';
 import { FAN_OUT_STAGE } from '../model/fan-out';
 import { APPROVAL_STAGE, APPROVALS_MEMO_KEY, checkApprovalDecision, type ApprovalsMemo } from '../model/approvals';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
@@ -453,7 +455,9 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
         ? runApprovalStage(kindRun)
         : stage.run === FAN_OUT_STAGE
           ? runFanOut(kindRun)
-          : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+          : stage.run === LOOP_STAGE
+            ? runLoopStage(kindRun, run.spec.stages.indexOf(stage))
+            : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
   const kindRun: StageKindRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch };
   const work = async (): Promise<AttemptOutcome> => {
     const executed = await execute();

@@ -1,0 +1,213 @@
+/**
+ * Loop stages (seed 004, "Loop Architecture v3"): the seed's files, validated with zod, and the shapes the
+ * `loopStage` workflow and its activities share.
+ *
+ * - `stage.yaml` (a template: name, prompt, termination, output, guardrails, verify, delay, model) and
+ *   `pipeline.yaml` (stages naming templates, with `max_iterations`, `inputs {from, select}`, `output`,
+ *   `verify`): {@link StageFileSchema}, {@link LoopPipelineFileSchema}. The CLI reads them on the user's
+ *   machine and sends the stage definitions inline (a worker never reads files a spec names).
+ * - A loop is a stage kind of ordinary pipelines: `run: loop` with `with:` {@link LoopStageConfigSchema}.
+ *   A v3 pipeline file becomes an ordinary spec of loop stages, one after the other (`loopPipelineSpec`).
+ * - `context.json` (engine-written, the seed's fields exactly) and `status.json` (agent-written, the seed's
+ *   universal format): {@link LoopContext}, {@link StatusFileSchema}.
+ *
+ * Pure: zod and our model only, so the CLI checks files without loading Temporal.
+ */
+import { z } from 'zod';
+import { closest } from './suggest';
+
+export * from './loop-state';
+
+/** The seed's defaults: 100 iterations, 2 hours. */
+export const LOOP_DEFAULTS = { maxIterations: 100, maxRuntimeSeconds: 7_200, minIterations: 1, consensus: 2 } as const;
+/** Iterations a loop may be given at most; beyond that it is not a guardrail any more. */
+export const MAX_LOOP_ITERATIONS = 10_000;
+/** Iterations per workflow run before the loop continues as new (sooner when Temporal suggests it). */
+export const LOOP_ITERATIONS_PER_RUN = 100;
+/** What `status.json`'s reason and summary are cut to in workflow state and events. */
+export const MAX_STATUS_TEXT = 300;
+
+const Name = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/i, 'letters, digits, "-" and "_" only, starting with a letter or digit');
+const PositiveInt = z.number().int().min(1);
+
+/** How a queue-terminated loop learns whether its queue is empty. */
+export const QueueProviderSchema = z.discriminatedUnion('provider', [
+  /**
+   * A command run in the workspace before each iteration (e.g. the seed's beads: `bd ready --count`): its
+   * output is a number (the items left) or one line per item; no output or `0` is empty. It must be on the
+   * worker's allow-list; a command that fails means "continue".
+   */
+  z.object({ provider: z.literal('command'), command: z.string().min(1) }).strict(),
+  /** The queue's owner reports its length with the `loopQueue` signal; the loop waits for the first report. */
+  z.object({ provider: z.literal('signal') }).strict(),
+]);
+export type QueueProvider = z.infer<typeof QueueProviderSchema>;
+
+export const TerminationSchema = z
+  .object({
+    type: z.enum(['judgment', 'queue', 'fixed']),
+    /** judgment: decisions count only from this iteration on. */
+    min_iterations: PositiveInt.optional(),
+    /** judgment: consecutive `stop` decisions needed. */
+    consensus: PositiveInt.optional(),
+    /** queue: where the queue is (default: the seed's beads, `bd ready --count`). */
+    queue: QueueProviderSchema.optional(),
+  })
+  .strict()
+  .superRefine((t, ctx) => {
+    if (t.type !== 'judgment' && (t.min_iterations !== undefined || t.consensus !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: [t.min_iterations !== undefined ? 'min_iterations' : 'consensus'], message: `only judgment termination counts decisions; remove it or use type: judgment` });
+    }
+    if (t.type !== 'queue' && t.queue !== undefined) ctx.addIssue({ code: 'custom', path: ['queue'], message: 'only queue termination has a queue; remove it or use type: queue' });
+  });
+export type Termination = z.infer<typeof TerminationSchema>;
+
+export const GuardrailsSchema = z
+  .object({
+    max_iterations: PositiveInt.max(MAX_LOOP_ITERATIONS).optional(),
+    max_runtime_seconds: PositiveInt.optional(),
+  })
+  .strict();
+
+/** `stage.yaml`, v3. `prompt` is the template file's name in the file, its text once inlined. */
+export const StageFileSchema = z
+  .object({
+    name: Name,
+    description: z.string().optional(),
+    /** Metadata only. */
+    tags: z.array(z.string()).optional(),
+    prompt: z.string().min(1, 'names the prompt template (e.g. prompt.md)'),
+    termination: TerminationSchema,
+    /** Where the primary artefact goes: a path in the workspace (`${SESSION}` allowed), or `.claude` / `.treadle` (internal, the default). */
+    output: z.string().min(1).optional(),
+    guardrails: GuardrailsSchema.optional(),
+    /** Commands run after each iteration (on the worker's allow-list), `${OUTPUT}` etc. substituted. */
+    verify: z.array(z.string().min(1)).optional(),
+    /** Seconds between iterations. */
+    delay: z.number().min(0).max(86_400).optional(),
+    model: z.string().min(1).optional(),
+    /** Treadle: the agent provider (`scripted`, `anthropic`, `claude-code`); default the worker's. */
+    agent: z.string().min(1).optional(),
+  })
+  .strict();
+export type StageFile = z.infer<typeof StageFileSchema>;
+
+export const InputsSchema = z.object({ from: z.string().min(1), select: z.enum(['latest', 'all']).default('latest') }).strict();
+export type Inputs = z.infer<typeof InputsSchema>;
+
+/** One stage of `pipeline.yaml`, v3. */
+export const PipelineStageEntrySchema = z
+  .object({
+    id: Name,
+    template: Name,
+    max_iterations: PositiveInt.max(MAX_LOOP_ITERATIONS).optional(),
+    inputs: InputsSchema.optional(),
+    output: z.string().min(1).optional(),
+    verify: z.array(z.string().min(1)).optional(),
+  })
+  .strict();
+
+/** `pipeline.yaml`, v3. */
+export const LoopPipelineFileSchema = z
+  .object({
+    name: Name,
+    description: z.string().optional(),
+    guardrails: z.object({ max_runtime_seconds: PositiveInt.optional() }).strict().optional(),
+    stages: z.array(PipelineStageEntrySchema).min(1, 'a pipeline needs at least one stage'),
+  })
+  .strict();
+export type LoopPipelineFile = z.infer<typeof LoopPipelineFileSchema>;
+
+/** `with:` of a `run: loop` stage: the stage definition inline, and the pipeline entry's overrides. */
+export const LoopStageConfigSchema = z
+  .object({
+    /** The template's name (what `pipeline.yaml` named); for `context.json`'s `stage.template`. */
+    template: Name.optional(),
+    stage: StageFileSchema,
+    max_iterations: PositiveInt.max(MAX_LOOP_ITERATIONS).optional(),
+    inputs: InputsSchema.optional(),
+    output: z.string().min(1).optional(),
+    verify: z.array(z.string().min(1)).optional(),
+    /** The session (its folder under the runs directory); default the work item's id. */
+    session: Name.optional(),
+    /** `NN` of `stage-NN-<id>` (the seed counts from 0); default the stage's position in the pipeline. */
+    index: z.number().int().min(0).max(99).optional(),
+    /** Pipeline guardrail: seconds the whole pipeline may run (from the work item's start). */
+    pipeline_max_runtime_seconds: PositiveInt.optional(),
+    /** Iterations per workflow run before continue-as-new (default 100). */
+    iterations_per_run: PositiveInt.max(1_000).optional(),
+  })
+  .strict();
+export type LoopStageConfig = z.infer<typeof LoopStageConfigSchema>;
+
+/** The problems of a loop stage's `with:`, each naming its field. */
+export function checkLoopStageConfig(config: unknown): string[] {
+  const parsed = LoopStageConfigSchema.safeParse(config ?? {});
+  if (parsed.success) return [...outputProblems(parsed.data.stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output')];
+  return parsed.error.issues.map((i) => `${i.path.join('.') || 'with'}: ${explain(i)}`);
+}
+
+/** An output path must stay in the workspace: relative, no `..`. */
+export function outputProblems(output: string | undefined, field: string): string[] {
+  if (output === undefined || isInternalOutput(output)) return [];
+  if (output.startsWith('/') || /^[a-z]:[\\/]/i.test(output)) return [`${field}: "${output}" is absolute; give a path relative to the workspace`];
+  if (output.split(/[\\/]/).includes('..')) return [`${field}: "${output}" leads out of the workspace ("..")`];
+  return [];
+}
+
+/** `.claude` (the seed's word) and `.treadle` mean "internal": the stage folder's `output.md`. */
+export function isInternalOutput(output: string | undefined): boolean {
+  return output === undefined || output === '.claude' || output === '.treadle';
+}
+
+/** The zod message, with a did-you-mean for enum values and unknown keys. */
+function explain(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'invalid_value' && 'values' in issue) {
+    const allowed = (issue.values as unknown[]).map(String);
+    return `must be one of ${allowed.join(', ')}`;
+  }
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys.map((k) => `unknown field "${k}"`).join('; ');
+  }
+  return issue.message;
+}
+
+/** A problem in a file, as the CLI reports it: the file, the field, what is wrong and the fix. */
+export function describeFileIssue(file: string, issue: z.core.$ZodIssue, known: readonly string[], got: unknown): string {
+  const field = issue.path.join('.') || '(file)';
+  if (issue.code === 'unrecognized_keys') {
+    return issue.keys
+      .map((k) => {
+        const near = closest(k, known);
+        return `${file}: ${field === '(file)' ? '' : `${field}.`}${k}: unknown field${near ? ` (did you mean "${near}"?)` : ''}; the fields are: ${known.join(', ')}`;
+      })
+      .join('\n');
+  }
+  if (issue.code === 'invalid_value' && 'values' in issue) {
+    const allowed = (issue.values as unknown[]).map(String);
+    const near = typeof got === 'string' ? closest(got, allowed) : undefined;
+    return `${file}: ${field}: must be one of ${allowed.join(', ')}${typeof got === 'string' ? ` (got "${got}"${near ? `; did you mean "${near}"?` : ''})` : ''}`;
+  }
+  return `${file}: ${field}: ${issue.message}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// status.json and context.json
+
+/** `status.json`, the seed's universal format. Extra fields are kept; the listed ones must be right. */
+export const StatusFileSchema = z.looseObject({
+  decision: z.enum(['continue', 'stop', 'error']),
+  reason: z.string(),
+  summary: z.string(),
+  work: z
+    .looseObject({
+      items_completed: z.array(z.unknown()).default([]),
+      files_touched: z.array(z.string()).default([]),
+    })
+    .optional(),
+  verify: z.looseObject({ ran: z.boolean().optional(), passed: z.boolean().optional() }).optional(),
+  errors: z.array(z.unknown()).default([]),
+});
+export type StatusFile = z.infer<typeof StatusFileSchema>;
+export type Decision = StatusFile['decision'];
+

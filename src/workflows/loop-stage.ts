@@ -1,0 +1,238 @@
+/**
+ * The `loopStage` workflow: one loop stage of seed 004 ("Loop Architecture v3"), a child of its work item.
+ * Each iteration is one activity (`treadle.loopIteration`, named `<stage> · iteration N` in the Web UI) that
+ * runs a fresh agent on the session's files; the workflow only counts, asks the pure termination rules
+ * (`engine/loop-termination.ts`) before and after each iteration, and does what they say.
+ *
+ * - Fail fast, resume smart: an iteration that fails (agent crash, missing or malformed `status.json`,
+ *   `decision: error`, reported errors) stops the loop at once. The seed's failure state goes to
+ *   `state.json` and the `loopState` query, and the loop waits, durably and at no cost, for `treadle resume`
+ *   (the `resumeLoop` update): resume reruns that iteration with the history and progress kept; abandon
+ *   fails the stage. Nothing is retried blindly: only infrastructure failures are Temporal's to retry.
+ * - Long loops continue as new every `iterations_per_run` iterations, or sooner when Temporal suggests it,
+ *   carrying the counts (iteration, consecutive stops, decisions) and the last few iteration records; the
+ *   history holds summaries and references only, whatever the files hold.
+ */
+import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, executeChild, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
+import { LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
+import { truncateText } from '../model/limits';
+import type { Json } from '../model/shapes';
+import type { StageActivityResult } from '../model/state';
+import type { StageKindRun } from './common';
+import { iterationDir, KEPT_ITERATIONS, type LoopArtefact, type LoopCarry, type LoopIterationInput, type LoopIterationResult, type LoopPrepareInput, type LoopPrepareResult, type LoopStageInput, type LoopState, type LoopWriteStateInput } from '../model/loop-state';
+import { TreadlePipeline, TreadleStatus } from '../model/search-attributes';
+import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
+
+/** The listing's pipeline name for loop stages. */
+export const LOOP_PIPELINE_NAME = 'loop';
+
+const housekeeping = proxyActivities<{
+  [LOOP_CHECK_QUEUE_ACTIVITY]: (input: { planRef: string }) => Promise<QueueReading>;
+  [LOOP_WRITE_STATE_ACTIVITY]: (input: LoopWriteStateInput) => Promise<void>;
+}>({ startToCloseTimeout: '3m', retry: { maximumAttempts: 5 } });
+
+/** Runs one loop stage; see the module comment. */
+export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
+  const { plan } = input;
+  const carry: LoopCarry = input.carry ?? { iteration: 0, consecutiveStops: 0, startedAtMs: Date.now(), recent: [], decisions: { continue: 0, stop: 0, error: 0 }, runs: 0, verifyFailures: 0 };
+  carry.runs++;
+  const state: LoopState = {
+    itemId: input.itemId,
+    stage: input.stage,
+    session: plan.session,
+    status: 'running',
+    iteration: carry.iteration,
+    maxIterations: plan.maxIterations,
+    termination: plan.termination,
+    consecutiveStops: carry.consecutiveStops,
+    decisions: carry.decisions,
+    recent: carry.recent,
+    runs: carry.runs,
+    ...(carry.queuePending !== undefined ? { queuePending: carry.queuePending } : {}),
+    paths: { session_dir: plan.sessionDir, stage_dir: `${plan.sessionDir}/${plan.stageDir}`, output: plan.output },
+  };
+  const iterationActivity = (n: number) =>
+    proxyActivities<{ [LOOP_ITERATION_ACTIVITY]: (i: LoopIterationInput) => Promise<LoopIterationResult> }>({
+      // An agent at work with its tools: long, heartbeating. Agent errors come back as results (fail fast);
+      // what is thrown is infrastructure (a lost worker, a full disk), which Temporal retries.
+      startToCloseTimeout: `${Math.max(60, plan.maxRuntimeSeconds)}s`,
+      heartbeatTimeout: '2m',
+      retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidConfig'] },
+      summary: `${input.stage} · iteration ${n}`,
+    })[LOOP_ITERATION_ACTIVITY];
+
+  let resumeRequest: { action: 'resume' | 'abandon'; reason?: string } | undefined;
+  setHandler(loopStateQuery, () => state);
+  setHandler(
+    resumeLoopUpdate,
+    (request) => {
+      resumeRequest = { action: request.action ?? 'resume', ...(request.reason !== undefined ? { reason: request.reason } : {}) };
+      return { resumed: resumeRequest.action === 'resume', from: carry.failure?.resume_from ?? carry.iteration + 1 };
+    },
+    {
+      validator: (request) => {
+        if (request === null || typeof request !== 'object') throw new Error('a resume request is an object: { "action": "resume" | "abandon", "reason"?: string }');
+        if (request.action !== undefined && request.action !== 'resume' && request.action !== 'abandon') throw new Error(`action must be "resume" or "abandon", not ${JSON.stringify(request.action)}`);
+        if (!carry.failure || resumeRequest !== undefined) throw new Error(`loop stage ${input.stage} of ${input.itemId} is not failed (it is ${state.status}, at iteration ${carry.iteration}); only a failed loop can be resumed`);
+      },
+    },
+  );
+  setHandler(loopQueueSignal, (report) => {
+    if (report && Number.isInteger(report.pending) && report.pending >= 0) carry.queuePending = report.pending;
+  });
+
+  let published: string | undefined;
+  const publish = (): void => {
+    state.iteration = carry.iteration;
+    state.consecutiveStops = carry.consecutiveStops;
+    if (carry.queuePending !== undefined) state.queuePending = carry.queuePending;
+    if (carry.failure) state.failure = carry.failure;
+    else delete state.failure;
+    if (published !== state.status) {
+      upsertSearchAttributes([...(published === undefined ? [{ key: TreadlePipeline, value: LOOP_PIPELINE_NAME }] : []), { key: TreadleStatus, value: state.status }]);
+      published = state.status;
+    }
+    setCurrentDetails(renderDetails(state));
+  };
+  const writeState = (fields: Omit<LoopWriteStateInput, 'planRef' | 'iteration'>): Promise<void> => housekeeping[LOOP_WRITE_STATE_ACTIVITY]({ planRef: input.planRef, iteration: carry.iteration, ...fields });
+
+  publish();
+  if (carry.runs === 1) await writeState({ status: 'running' });
+  const limits = () => limitsOf(plan.termination, plan.maxIterations, carry.startedAtMs + plan.maxRuntimeSeconds * 1000, plan.pipelineDeadlineMs);
+  let iterationsThisRun = 0;
+  let verdict: LoopVerdict;
+  for (;;) {
+    verdict = beforeIteration(plan.termination, carry, limits(), Date.now(), await readQueue());
+    if (verdict.next === 'stop') break;
+    if (iterationsThisRun >= plan.iterationsPerRun || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof loopStage>({ ...input, carry });
+    }
+    if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
+    const n = carry.iteration + 1;
+    const result = await iterationActivity(n)({ planRef: input.planRef, iteration: n, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
+    iterationsThisRun++;
+    if (!result.ok) {
+      // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.
+      carry.failure = { status: 'failed', iteration: n, error: result.error, resume_from: n };
+      state.status = 'failed';
+      publish();
+      await writeState({ status: 'failed', failure: carry.failure });
+      const pausedAt = Date.now();
+      resumeRequest = undefined;
+      await condition(() => resumeRequest !== undefined);
+      const request = resumeRequest!;
+      if (request.action === 'abandon') {
+        throw ApplicationFailure.nonRetryable(`loop stage ${input.stage} failed at iteration ${n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`, 'LoopFailed');
+      }
+      // The time spent failed does not count against the stage's runtime.
+      carry.startedAtMs += Date.now() - pausedAt;
+      carry.failure = undefined;
+      resumeRequest = undefined;
+      state.status = 'running';
+      publish();
+      await writeState({ status: 'running' });
+      continue;
+    }
+    const { ok: _ok, ...record } = result;
+    carry.iteration = n;
+    carry.decisions[record.decision]++;
+    carry.consecutiveStops = countStops(carry.consecutiveStops, record.decision);
+    if (record.verify && !record.verify.passed) carry.verifyFailures++;
+    if (record.outputRef !== undefined) {
+      carry.lastOutputRef = record.outputRef;
+      carry.lastOutputBytes = record.outputBytes;
+    }
+    carry.recent.push(record);
+    if (carry.recent.length > KEPT_ITERATIONS) carry.recent.splice(0, carry.recent.length - KEPT_ITERATIONS);
+    publish();
+    verdict = afterIteration(plan.termination, carry, limits());
+    if (verdict.next === 'stop') break;
+  }
+
+  state.status = verdict.by === 'guardrail' ? 'stopped' : 'completed';
+  state.stoppedBy = { by: verdict.by, reason: verdict.reason };
+  publish();
+  await writeState({ status: state.status, stoppedBy: state.stoppedBy });
+  return {
+    session: plan.session,
+    stage: input.stage,
+    stageDir: plan.stageDir,
+    iterations: carry.iteration,
+    stoppedBy: state.stoppedBy,
+    decisions: carry.decisions,
+    output: plan.output,
+    outputRef: carry.lastOutputRef ?? null,
+    outputBytes: carry.lastOutputBytes ?? 0,
+    latest: `${plan.stageDir}/output.md`,
+    snapshots: carry.iteration > 0 ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(carry.iteration).slice('iterations/'.length)}/output.md` : '',
+  };
+
+  /** The queue before an iteration: the command's answer, or the last report of a signal-fed queue (waiting for the first). */
+  async function readQueue(): Promise<QueueReading | undefined> {
+    if (plan.termination.type !== 'queue') return undefined;
+    if (plan.termination.queue?.provider === 'signal') {
+      if (carry.queuePending === undefined) {
+        state.status = 'waiting_queue';
+        publish();
+        await condition(() => carry.queuePending !== undefined);
+        state.status = 'running';
+        publish();
+      }
+      return carry.queuePending === 0 ? { kind: 'empty' } : { kind: 'pending', count: carry.queuePending! };
+    }
+    return housekeeping[LOOP_CHECK_QUEUE_ACTIVITY]({ planRef: input.planRef });
+  }
+}
+
+function renderDetails(state: LoopState): string {
+  const t = state.termination;
+  const rule = t.type === 'judgment' ? `judgment (consensus ${t.consensus ?? 2} from iteration ${t.min_iterations ?? 1})` : t.type === 'queue' ? `queue (${t.queue?.provider ?? 'command'})` : 'fixed';
+  const lines = [
+    `**Loop stage** \`${state.stage}\` · ${state.status} · iteration **${state.iteration}**/${state.maxIterations} · ${rule}`,
+    '',
+    `Decisions: ${state.decisions.continue} continue, ${state.decisions.stop} stop · consecutive stops ${state.consecutiveStops}${state.queuePending !== undefined ? ` · queue ${state.queuePending}` : ''} · session \`${state.session}\``,
+  ];
+  if (state.failure) lines.push('', `**Failed** at iteration ${state.failure.iteration}: ${state.failure.error.type}: ${state.failure.error.message}`, `Resume with \`treadle resume ${state.itemId} --stage ${state.stage}\` (from iteration ${state.failure.resume_from}).`);
+  if (state.stoppedBy) lines.push('', `Stopped by ${state.stoppedBy.by}: ${state.stoppedBy.reason}`);
+  const recent = state.recent.slice(-5);
+  if (recent.length > 0) lines.push('', '| iteration | decision | summary |', '|---|---|---|', ...recent.map((r) => `| ${r.iteration} | ${r.decision} | ${r.summary.replace(/\|/g, '/').slice(0, 120)} |`));
+  return lines.join('\n');
+}
+
+const prepareActivity = proxyActivities<{ [LOOP_PREPARE_ACTIVITY]: (input: LoopPrepareInput) => Promise<LoopPrepareResult> }>({
+  startToCloseTimeout: '5m',
+  retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
+})[LOOP_PREPARE_ACTIVITY];
+
+/**
+ * A `loop` stage's attempt in a work item: the plan made and stored by an activity, then the loop as a child
+ * workflow (`<item>.<stage>.<attempt>`, its own history and Web UI page, under the item). Its artefact is the
+ * {@link LoopArtefact}: the final output by reference, where the files are, how the loop ended.
+ */
+export async function runLoopStage(run: StageKindRun, stageIndex: number): Promise<StageActivityResult> {
+  const { stage } = run;
+  const prepared = await prepareActivity({
+    itemId: run.itemId,
+    pipeline: run.pipeline,
+    stage: stage.name,
+    stageIndex,
+    config: stage.with ?? null,
+    input: run.input,
+    upstream: run.upstream,
+    itemStartedAtMs: Date.parse(run.state.startedAt),
+  });
+  if (!prepared.ok) throw ApplicationFailure.nonRetryable(`loop stage ${stage.name} cannot start (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`, 'InvalidLoop');
+  const id = `${run.itemId}.${stage.name}.${run.attempt}`;
+  run.emit('LoopStarted', `${stage.name}: loop ${id} in ${prepared.plan.sessionDir}/${prepared.plan.stageDir} (${prepared.plan.termination.type}, at most ${prepared.plan.maxIterations} iterations)`, { stage: stage.name, attempt: run.attempt, details: { workflowId: id, session: prepared.plan.session } });
+  run.touch();
+  const artefact = await executeChild(loopStage, {
+    workflowId: id,
+    args: [{ itemId: run.itemId, pipeline: run.pipeline, stage: stage.name, planRef: prepared.planRef, plan: prepared.plan, ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}) }],
+    staticSummary: `loop stage ${stage.name} of ${run.itemId}`,
+  });
+  const summary = truncateText(`${artefact.iterations} iteration${artefact.iterations === 1 ? '' : 's'}; ${artefact.stoppedBy.by === 'guardrail' ? 'stopped by a guardrail' : 'done'}: ${artefact.stoppedBy.reason}`);
+  run.emit('LoopCompleted', `${stage.name}: ${summary}`, { stage: stage.name, attempt: run.attempt, details: { iterations: artefact.iterations, by: artefact.stoppedBy.by } });
+  return { outcome: 'completed', artefact: artefact as unknown as Json, summary, previousLog: null };
+}
