@@ -293,7 +293,7 @@ async function iterate(plan: StoredPlan, input: LoopIterationInput, deps: LoopAc
   const fail = (type: LoopError['type'], message: string): LoopIterationResult => ({ ok: false, iteration: n, error: { type, message: truncateText(message, 1_000), timestamp: new Date().toISOString() }, calls: supervision.calls.length });
   if (!factory) return fail('invalid_config', `unknown agent provider "${provider}" (available: ${Object.keys(deps.agents).join(', ')})`);
   const replies = plan.repliesRef ? await readJson<Json>(deps.blobs, plan.repliesRef) : undefined;
-  const agent = recordingAgent(factory({ itemId: plan.itemId, stage: plan.stage, attempt: n, input: replies !== undefined ? { agent_replies: replies } : null, config: undefined }), {
+  const agent = recordingAgent(factory({ itemId: plan.itemId, stage: plan.stage, attempt: input.run ?? n, input: replies !== undefined ? { agent_replies: replies } : null, config: undefined }), {
     calls: supervision.calls,
     conversations: new ConversationStore(deps.blobs),
     ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}),

@@ -97,6 +97,8 @@ export interface LoopCarry {
   lastOutputRef?: string;
   lastOutputBytes?: number;
   verifyFailures: number;
+  /** Iteration activities run (reruns after a resume included). */
+  iterationRuns?: number;
 }
 
 /** Iterations kept in workflow state (the rest are on disk). */
@@ -174,6 +176,8 @@ export interface LoopIterationInput {
   correlationId?: string;
   /** `limits.remaining_seconds` of `context.json`, as the workflow computed it. */
   remainingSeconds: number;
+  /** Iterations run so far, failed ones and reruns included, plus one: the scripted agent's reply number. */
+  run?: number;
 }
 
 export type LoopIterationResult = ({ ok: true } & IterationRecord) | { ok: false; iteration: number; error: LoopError; calls: number };

@@ -11,6 +11,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describeFileIssue, LOOP_STAGE, LoopPipelineFileSchema, outputProblems, StageFileSchema, type LoopPipelineFile, type StageFile } from '../model/loop';
 import type { Json } from '../model/shapes';
+import type * as Yaml from 'yaml';
 
 /** Whether a parsed pipeline file is a v3 loop pipeline (its stages name templates). */
 export function isLoopPipelineFile(raw: unknown): boolean {
@@ -103,7 +104,7 @@ function loadTemplate(dir: string, template: string, where: string): { ok: true;
   let raw: unknown;
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, as everywhere in the CLI
-    raw = (require('yaml') as typeof import('yaml')).parse(readFileSync(found, 'utf8'));
+    raw = (require('yaml') as typeof Yaml).parse(readFileSync(found, 'utf8'));
   } catch (error) {
     return { ok: false, problems: [`${display}: not valid YAML: ${(error as Error).message.split('\n')[0]}`] };
   }

@@ -111,7 +111,8 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     }
     if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
     const n = carry.iteration + 1;
-    const result = await iterationActivity(n)({ planRef: input.planRef, iteration: n, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
+    carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
+    const result = await iterationActivity(n)({ planRef: input.planRef, iteration: n, run: carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
     iterationsThisRun++;
     if (!result.ok) {
       // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.

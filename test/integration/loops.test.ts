@@ -4,7 +4,7 @@
  * counts kept, and a fresh agent per iteration. The scripted agent's replies write the output, the progress
  * entry and `status.json` (`{ output, progress, status }`), as a real agent would with its tools.
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Json } from '../../src/model/shapes';
@@ -99,4 +99,151 @@ test('judgment: consensus consecutive stop decisions from min_iterations on; any
   const [loop] = await h.client.loops(id);
   expect(loop!.state).toMatchObject({ status: 'completed', iteration: 5, consecutiveStops: 2, decisions: { stop: 4, continue: 1, error: 0 } });
   expect(loop!.state.recent.map((r) => r.decision)).toEqual(['stop', 'stop', 'continue', 'stop', 'stop']);
+}, 60_000);
+
+test('queue (command): iterates while the queue has items, stops when it is empty; a failing provider means continue', async () => {
+  const id = h.id('loop-queue');
+  // The queue is a file of lines; each iteration's agent takes one (the scripted reply's `files` rewrite it).
+  writeFileSync(path.join(workspace, 'queue.sh'), 'if [ -f broken ]; then rm broken; exit 3; fi\ncat queue.txt 2>/dev/null\n');
+  writeFileSync(path.join(workspace, 'queue.txt'), 'a\nb\n');
+  writeFileSync(path.join(workspace, 'broken'), '');
+  const take = (left: string, n: number): Json => ({ files: { 'queue.txt': left }, output: `done ${n}\n`, status: status('continue', `took item ${n}`) });
+  const spec = { name: 'queued', stages: [loopStage('work', { termination: { type: 'queue', queue: { provider: 'command', command: 'sh queue.sh' } } }, { max_iterations: 10 })] };
+  await h.client.start(spec, { agent_replies: { work: [take('b\n', 1), take('', 2), take('', 3)] } }, { id });
+  const artefact = await artefactOf(id, 'work');
+  // Iteration 1 ran although the provider failed (continue), 2 took the last item, then the queue was empty.
+  expect(artefact).toMatchObject({ iterations: 2, stoppedBy: { by: 'termination', reason: 'the queue is empty after 2 iterations' } });
+}, 60_000);
+
+test('queue (signal): waits for the first report, iterates while items are reported, stops on zero', async () => {
+  const id = h.id('loop-signal');
+  const spec = { name: 'signalled', stages: [loopStage('work', { termination: { type: 'queue', queue: { provider: 'signal' } } }, { max_iterations: 10 })] };
+  await h.client.start(spec, { agent_replies: { work: [reply(1), reply(2), reply(3)] } }, { id });
+  const loop = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'waiting_queue'));
+  expect(loop.state.iteration).toBe(0);
+  await h.client.reportLoopQueue(loop.workflowId, 2);
+  await eventually(async () => ((await h.client.getLoopState(loop.workflowId)).iteration >= 2 ? true : undefined));
+  await h.client.reportLoopQueue(loop.workflowId, 0);
+  const artefact = await artefactOf(id, 'work');
+  expect(artefact.stoppedBy).toEqual({ by: 'termination', reason: expect.stringMatching(/^the queue is empty after \d+ iterations$/) });
+  expect(artefact.iterations).toBeGreaterThanOrEqual(2);
+}, 60_000);
+
+test('guardrails: max_iterations stops a judgment loop without consensus, max_runtime_seconds stops a slow one; both complete and say so', async () => {
+  const id = h.id('loop-guard');
+  const spec = {
+    name: 'guarded',
+    stages: [
+      loopStage('endless', { termination: { type: 'judgment', consensus: 2 } }, { max_iterations: 4 }),
+      { ...(loopStage('slow', { termination: { type: 'fixed' }, delay: 1, guardrails: { max_runtime_seconds: 2 } }, { max_iterations: 50 }) as Record<string, Json>), depends_on: ['endless'] },
+    ],
+  };
+  await h.client.start(spec, { agent_replies: { endless: [reply(1, 'continue')], slow: [reply(1)] } }, { id });
+  const endless = await artefactOf(id, 'endless');
+  expect(endless).toMatchObject({ iterations: 4, stoppedBy: { by: 'guardrail', reason: 'max_iterations (4) reached without 2 consecutive stop decisions after 4 iterations' } });
+  const slow = await artefactOf(id, 'slow');
+  expect(slow.stoppedBy).toEqual({ by: 'guardrail', reason: expect.stringMatching(/^max_runtime_seconds ran out after \d+ iterations?$/) });
+  expect(slow.iterations).toBeLessThan(5);
+  const loops = await h.client.loops(id);
+  expect(loops.map((l) => l.state.status)).toEqual(['stopped', 'stopped']);
+}, 60_000);
+
+test('fail fast, resume smart: an agent crash stops the loop with the seed’s failure state; resume reruns that iteration, keeping history and progress', async () => {
+  const id = h.id('loop-crash');
+  const spec = { name: 'crashy', stages: [loopStage('work', { termination: { type: 'fixed' } }, { max_iterations: 4 })] };
+  await h.client.start(spec, { agent_replies: { work: [reply(1), reply(2), { crash: 'Claude process exited with code 1' }, reply(3), reply(4)] } }, { id });
+  const failed = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'failed'));
+  expect(failed.state.failure).toEqual({ status: 'failed', iteration: 3, error: { type: 'agent_crash', message: 'Claude process exited with code 1', timestamp: expect.any(String) }, resume_from: 3 });
+  const stateFile = JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'));
+  expect(stateFile).toMatchObject({ status: 'failed', iteration: 3, error: { type: 'agent_crash', message: 'Claude process exited with code 1' }, resume_from: 3 });
+  // One attempt: the crash was not retried (the scripted agent would have answered reply 4 on a retry).
+  expect((await h.client.getState(id)).status).toBe('running');
+
+  await expect(h.client.resumeLoop(id, { stage: 'nope' })).rejects.toThrow('has no loop stage "nope" that has started');
+  const resumed = await h.client.resumeLoop(id);
+  expect(resumed).toMatchObject({ stage: 'work', from: 3, resumed: true });
+  const artefact = await artefactOf(id, 'work');
+  expect(artefact.iterations).toBe(4);
+  // History and progress kept: iterations 1 and 2 from before, 3 and 4 after the resume.
+  const progress = readFileSync(path.join(sessionDir(id), 'stage-00-work', 'progress.md'), 'utf8');
+  expect(progress.match(/^## Iteration \d+$/gm)).toEqual(['## Iteration 1', '## Iteration 2', '## Iteration 3', '## Iteration 4']);
+  await expect(h.client.resumeLoop(id)).rejects.toThrow(/no loop stage of .* is failed, so there is nothing to resume \(work: completed at iteration 4\)/);
+}, 60_000);
+
+test('missing, malformed or erroring status files fail the iteration with a reason; abandoning fails the stage', async () => {
+  const cases: [string, Reply, string, string][] = [
+    ['missing', { output: 'x\n' }, 'missing_status', 'the agent wrote no status file at'],
+    ['not-json', { status: '{ decision: stop' }, 'invalid_status', 'is not JSON'],
+    ['bad-decision', { status: { decision: 'done', reason: 'r', summary: 's', errors: [] } }, 'invalid_status', 'decision'],
+    ['no-reason', { status: { decision: 'stop', summary: 's', errors: [] } }, 'invalid_status', 'reason'],
+    ['decided-error', { status: status('error', 'the build is broken') }, 'agent_error', 'the agent decided "error": the build is broken'],
+    ['reported-errors', { status: status('continue', 'ok', { errors: ['disk full'] }) }, 'agent_error', 'the agent reported errors: disk full'],
+  ];
+  const ids = await Promise.all(
+    cases.map(async ([name, bad]) => {
+      const id = h.id(`loop-status-${name}`);
+      await h.client.start({ name: 'statuses', stages: [loopStage('work', { termination: { type: 'fixed' } }, { max_iterations: 2 })] }, { agent_replies: { work: [reply(1), bad] } }, { id });
+      return id;
+    }),
+  );
+  for (const [i, [, , type, message]] of cases.entries()) {
+    const failed = await eventually(async () => (await h.client.loops(ids[i]!)).find((l) => l.state.status === 'failed'));
+    expect(failed.state.failure).toMatchObject({ iteration: 2, error: { type, message: expect.stringContaining(message) }, resume_from: 2 });
+  }
+  // Abandon: the stage, and so the work item, fails with the reason.
+  await h.client.resumeLoop(ids[0]!, { action: 'abandon', reason: 'giving up' });
+  const result = await h.client.result(ids[0]!);
+  expect(result.status).toBe('failed');
+  expect(JSON.stringify(result)).toContain('loop stage work failed at iteration 2 (missing_status');
+}, 90_000);
+
+test('inputs: select latest gives the previous stage’s output.md, select all every iteration’s snapshot; verify runs and is recorded', async () => {
+  const id = h.id('loop-inputs');
+  const spec = {
+    name: 'ideation',
+    stages: [
+      loopStage('ideas', { termination: { type: 'fixed' } }, { max_iterations: 3 }),
+      { ...(loopStage('synthesize', { termination: { type: 'fixed' }, verify: ['test -s ${OUTPUT}'] }, { max_iterations: 1, inputs: { from: 'ideas', select: 'all' }, output: 'docs/plan-${SESSION}.md' }) as Record<string, Json>), depends_on: ['ideas'] },
+      { ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 1, inputs: { from: 'synthesize', select: 'latest' } }) as Record<string, Json>), depends_on: ['synthesize'] },
+    ],
+  };
+  await h.client.start(spec, { agent_replies: { ideas: [reply(1), reply(2), reply(3)], synthesize: [reply(1)], refine: [reply(1)] } }, { id });
+  await artefactOf(id, 'refine');
+  const ctx = (stage: string) => JSON.parse(readFileSync(path.join(sessionDir(id), stage, 'iterations', '001', 'context.json'), 'utf8'));
+  expect(ctx('stage-01-synthesize').inputs.from_stage).toEqual({ ideas: ['stage-00-ideas/iterations/001/output.md', 'stage-00-ideas/iterations/002/output.md', 'stage-00-ideas/iterations/003/output.md'] });
+  expect(ctx('stage-01-synthesize').paths.output).toBe(`docs/plan-${id}.md`);
+  expect(ctx('stage-02-refine').inputs.from_stage).toEqual({ synthesize: ['stage-01-synthesize/output.md'] });
+  // The tracked output is in the workspace, mirrored into the stage folder; the verify command ran on it.
+  expect(readFileSync(path.join(workspace, 'docs', `plan-${id}.md`), 'utf8')).toBe('# Output 1\n');
+  expect(readFileSync(path.join(sessionDir(id), 'stage-01-synthesize', 'output.md'), 'utf8')).toBe('# Output 1\n');
+  expect(readFileSync(path.join(sessionDir(id), 'stage-01-synthesize', 'iterations', '001', 'verify.log'), 'utf8')).toContain(`$ test -s docs/plan-${id}.md`);
+  const [, synthesize] = await h.client.loops(id);
+  expect(synthesize!.state.recent[0]!.verify).toEqual({ ran: true, passed: true, summary: '1 command passed' });
+}, 60_000);
+
+test('a verify command off the allow-list and an inputs.from that is not a dependency are refused before any iteration, every problem listed', async () => {
+  const id = h.id('loop-refused');
+  const spec = { name: 'refused', stages: [loopStage('work', { termination: { type: 'fixed' }, verify: ['rm -rf ${OUTPUT}'] }, { max_iterations: 1, inputs: { from: 'elsewhere' } })] };
+  await h.client.start(spec, { agent_replies: { work: [reply(1)] } }, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  const text = JSON.stringify(result);
+  expect(text).toContain('loop stage work cannot start (2 problems)');
+  expect(text).toContain('the verify command [\\"rm\\",\\"-rf\\"');
+  expect(text).toContain('inputs.from: \\"elsewhere\\" is not a stage this one depends on');
+}, 60_000);
+
+test('continue-as-new every few iterations keeps the iteration numbers, progress and the consensus count across runs', async () => {
+  const id = h.id('loop-can');
+  const spec = { name: 'long', stages: [loopStage('refine', { termination: { type: 'judgment', consensus: 3 } }, { max_iterations: 20, iterations_per_run: 3 })] };
+  // Stops at 3, 4 | 5 (consensus 3 across the boundary after iteration 3... then a continue at 6 resets), stop 7, 8 | 9.
+  const decisions = ['continue', 'continue', 'stop', 'stop', 'continue', 'stop', 'stop', 'stop'] as const;
+  await h.client.start(spec, { agent_replies: { refine: decisions.map((d, i) => reply(i + 1, d)) } }, { id });
+  const artefact = await artefactOf(id, 'refine');
+  expect(artefact).toMatchObject({ iterations: 8, stoppedBy: { by: 'termination', reason: '3 consecutive stop decisions (iteration 8)' } });
+  const [loop] = await h.client.loops(id);
+  expect(loop!.state.runs).toBe(3);
+  const progress = readFileSync(path.join(sessionDir(id), 'stage-00-refine', 'progress.md'), 'utf8');
+  expect(progress.match(/^## Iteration \d+$/gm)).toHaveLength(8);
+  expect(readdirSync(path.join(sessionDir(id), 'stage-00-refine', 'iterations'))).toHaveLength(8);
 }, 60_000);
