@@ -256,9 +256,14 @@ export class TreadleClient {
    * `loopState`. `id` may also name a loop stage's own workflow.
    */
   async loops(id: string): Promise<{ workflowId: string; state: LoopState }[]> {
-    const type = await this.call(id, (h) => h.describe()).then((d) => d.type);
+    const type = await this.workflowType(id);
     const ids = type === 'loopStage' ? [id] : [...new Set((await this.events(id)).filter((e) => e.type === 'LoopStarted' && typeof e.details?.workflowId === 'string').map((e) => e.details!.workflowId as string))];
     return Promise.all(ids.map(async (workflowId) => ({ workflowId, state: await this.call(workflowId, (h) => h.query(loopStateQuery)) })));
+  }
+
+  /** The workflow type behind an id (`workItem`, `tddNode`, `loopStage`). */
+  async workflowType(id: string): Promise<string> {
+    return this.call(id, (h) => h.describe()).then((d) => d.type);
   }
 
   /** A loop stage's state: iterations, decisions, the failure waiting for a resume. */

@@ -15,12 +15,13 @@ import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../tracing';
 import type * as DevModule from './dev';
+import type * as LoopFilesModule from '../pipelines/loop-files';
 import type { TreadleClient } from '../client';
 import type { UsageTotals } from '../engine/usage';
 import { gateLeaves } from '../model/gate-ref';
 import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
-import { renderEvent, renderStatus, renderTddStatus, table } from './render';
+import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
 import { registerApproveCommands } from './approve';
 import { registerCallsCommand } from './calls';
 import type { TddNodeState } from '../model/tdd-node';
@@ -36,6 +37,7 @@ const load = {
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
   worker: (): typeof WorkerModule => require('../worker'),
   tracing: (): typeof TracingModule => require('../tracing'),
+  loopFiles: (): typeof LoopFilesModule => require('../pipelines/loop-files'),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 
@@ -93,6 +95,13 @@ const listed = (problems: string[]): string => problems.map((p) => `  - ${p}`).j
  * ship refuse too, unless `customWorker` says the worker registers them: then the names are returned, for
  * the worker's own check (the item's prepare step) to confirm.
  */
+/** A pipeline file as a spec: a v3 loop pipeline (seed 004) becomes an ordinary spec of loop stages. */
+function specOfFile(file: string, options: { session?: string } = {}): unknown {
+  const raw = readPipelineFile(file);
+  const loops = load.loopFiles();
+  return loops.isLoopPipelineFile(raw) ? loops.loopPipelineSpec(file, raw, options) : raw;
+}
+
 function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
   const { validatePipeline } = load.pipeline();
   const known = BUILT_IN_IMPLEMENTATIONS;
@@ -196,7 +205,7 @@ program
   .command('validate <file>')
   .description('validate a pipeline file against the built-in implementations, listing every problem')
   .action((file: string) => {
-    const result = load.pipeline().validatePipeline(readPipelineFile(file), BUILT_IN_IMPLEMENTATIONS);
+    const result = load.pipeline().validatePipeline(specOfFile(path.resolve(file)), BUILT_IN_IMPLEMENTATIONS);
     if (!result.ok) throw new Error(`${file} is invalid:\n${listed(result.problems)}`);
     process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
   });
@@ -209,12 +218,13 @@ program
   .option('--id <id>', 'work item id (default: <pipeline>-<hash of the input>, so the same input returns the run it started); starting the same id twice returns the same item')
   .option('--token-budget <tokens>', 'tokens this item may spend on models; then agent-backed stages escalate to review', wholeNumber(1, 'must be a whole number of tokens above 0'))
   .option('--custom-worker', 'the pipeline names implementations your worker registers beyond the built-ins: start anyway and report the worker\'s check of them')
+  .option('--session <name>', 'loop pipelines (seed 004): the session, its folder under the runs directory and ${SESSION} (default: the work item id)')
   .option('-w, --wait', 'print events until the item finishes or waits for review, then its status')
-  .action(async (name: string | undefined, opts: { file?: string; input?: string; id?: string; wait?: boolean; tokenBudget?: number; customWorker?: boolean }) => {
+  .action(async (name: string | undefined, opts: { file?: string; input?: string; id?: string; wait?: boolean; tokenBudget?: number; customWorker?: boolean; session?: string }) => {
     if (!name && !opts.file) throw new Error('name a built-in pipeline or pass --file pipeline.yaml');
     if (name && opts.file) throw new Error('give a pipeline name or --file, not both');
     const entry = name ? findPipeline(name) : undefined;
-    const spec = readPipelineFile(entry ? entry.specFile : path.resolve(opts.file!));
+    const spec = specOfFile(entry ? entry.specFile : path.resolve(opts.file!), opts.session !== undefined ? { session: opts.session } : {});
     const input = readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null);
     // Checked before connecting: a bad spec is reported with no server, and no work item is created.
     const unconfirmed = checkBeforeStart(spec, opts.customWorker === true);
@@ -231,6 +241,48 @@ program
       process.stdout.write(`\n${renderStatus(state)}\n`);
     })();
   });
+
+program
+  .command('loop <pipeline>')
+  .description('start a loop pipeline (seed 004): a v3 pipeline.yaml whose stages name templates (stages/<template>/stage.yaml and its prompt)')
+  .option('--session <name>', 'the session: its folder under the runs directory and ${SESSION} (default: the work item id)')
+  .option('--replies <file>', 'scripted agent replies, YAML or JSON: { "<stage id>": [{ output, progress, status }, ...] } (offline runs)')
+  .option('-i, --input <json>', 'work item input: JSON, or @file.json (written to the session\'s inputs/input.json)')
+  .option('--id <id>', 'work item id (default: <pipeline>-<hash of the input>)')
+  .option('-w, --wait', 'print events until the item finishes, then its status and its loops')
+  .action(async (file: string, opts: { session?: string; replies?: string; input?: string; id?: string; wait?: boolean }) => {
+    const resolved = path.resolve(file);
+    const spec = specOfFile(resolved, opts.session !== undefined ? { session: opts.session } : {});
+    const given = readInput(opts.input, null);
+    const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
+    const input = replies === undefined ? given : ({ ...(given !== null && typeof given === 'object' && !Array.isArray(given) ? given : {}), agent_replies: replies } as Json);
+    checkBeforeStart(spec, false);
+    await withClient(async (client) => {
+      const started = await client.start(spec, input, { ...(opts.id ? { id: opts.id } : {}) });
+      if (started.existing) process.stderr.write(`treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`);
+      if (!opts.wait) {
+        process.stdout.write(`${started.id}\n`);
+        return;
+      }
+      process.stdout.write(`started ${started.id}\n`);
+      const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
+      process.stdout.write(`\n${renderStatus(state)}\n`);
+      for (const loop of await client.loops(started.id)) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
+    })();
+  });
+
+program
+  .command('resume <id>')
+  .description('resume a failed loop stage (seed 004) from the iteration that failed, keeping its history and progress; or give it up with --abandon')
+  .option('--stage <name>', 'the loop stage, when several are failed')
+  .option('--abandon', 'give the loop up instead: the stage fails')
+  .option('--reason <text>', 'why (recorded with an abandon)')
+  .action(
+    withClient(async (client, id: string, opts: { stage?: string; abandon?: boolean; reason?: string }) => {
+      const answer = await client.resumeLoop(id, { ...(opts.stage ? { stage: opts.stage } : {}), action: opts.abandon ? 'abandon' : 'resume', ...(opts.reason ? { reason: opts.reason } : {}) });
+      process.stdout.write(answer.resumed ? `${answer.stage} (${answer.workflowId}) resumes at iteration ${answer.from}\n` : `${answer.stage} (${answer.workflowId}) abandoned at iteration ${answer.from}: the stage fails\n`);
+    }),
+  );
 
 program
   .command('tdd <spec>')
@@ -260,11 +312,19 @@ program
   .option('--json', 'the full state as JSON')
   .action(
     withClient(async (client, id: string, opts: { json?: boolean }) => {
+      if ((await client.workflowType(id)) === 'loopStage') {
+        const loop = await client.getLoopState(id);
+        process.stdout.write(opts.json ? `${JSON.stringify(loop, null, 2)}\n` : `${renderLoopStatus(id, loop)}\n`);
+        return;
+      }
       const state = await client.getState(id);
       const tdd = (state as unknown as { kind?: string }).kind === 'tdd';
       const retries = !tdd && !opts.json && (state.status === 'running' || state.status === 'waiting_review' || state.status === 'waiting_approval') ? await client.activityRetries(id) : [];
       const text = tdd ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state, retries);
       process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${text}\n`);
+      if (!opts.json && !tdd && state.events.some((e) => e.type === 'LoopStarted')) {
+        for (const loop of await client.loops(id)) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
+      }
     }),
   );
 

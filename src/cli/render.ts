@@ -1,6 +1,7 @@
 /**
  * Text rendering for the CLI: the stage table, pending reviews and event lines.
  */
+import type { LoopState } from '../model/loop-state';
 import type { TddNodeState } from '../model/tdd-node';
 import type * as Shapes from '../model/shapes';
 import type { BlobRef, TreadleEvent } from '../model/shapes';
@@ -112,5 +113,21 @@ export function renderTddStatus(state: TddNodeState): string {
   if (state.human) lines.push('', `waiting for a human (${state.human.reason}): ${state.human.message}`);
   if (state.merge) lines.push('', `merged as ${state.merge.mergeCommit}`);
   if (state.error) lines.push('', `error: ${state.error}`);
+  return lines.join('\n');
+}
+
+/** A loop stage's status (seed 004): iterations, decisions, the last iterations, a failure to resume. */
+export function renderLoopStatus(workflowId: string, state: LoopState): string {
+  const t = state.termination;
+  const rule = t.type === 'judgment' ? `judgment, consensus ${t.consensus ?? 2} from iteration ${t.min_iterations ?? 1}` : t.type === 'queue' ? `queue (${t.queue?.provider ?? 'command'}${state.queuePending !== undefined ? `, ${state.queuePending} pending` : ''})` : 'fixed';
+  const lines = [
+    `loop ${state.stage} (${workflowId}): ${state.status}, iteration ${state.iteration} of at most ${state.maxIterations} (${rule})`,
+    `decisions: ${state.decisions.continue} continue, ${state.decisions.stop} stop; consecutive stops ${state.consecutiveStops}; files in ${state.paths.stage_dir}`,
+  ];
+  if (state.recent.length > 0) {
+    lines.push('', table(['ITERATION', 'DECISION', 'VERIFY', 'SUMMARY'], state.recent.slice(-10).map((r) => [String(r.iteration), r.decision, r.verify ? (r.verify.passed ? 'passed' : 'FAILED') : '-', r.summary])));
+  }
+  if (state.failure) lines.push('', `failed at iteration ${state.failure.iteration}: ${state.failure.error.type}: ${state.failure.error.message}`, `resume with: treadle resume ${state.itemId} --stage ${state.stage}   (or --abandon)`);
+  if (state.stoppedBy) lines.push('', `stopped by ${state.stoppedBy.by}: ${state.stoppedBy.reason}`);
   return lines.join('\n');
 }

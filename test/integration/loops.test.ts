@@ -4,12 +4,15 @@
  * counts kept, and a fresh agent per iteration. The scripted agent's replies write the output, the progress
  * entry and `status.json` (`{ output, progress, status }`), as a real agent would with its tools.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Json } from '../../src/model/shapes';
 import type { LoopArtefact } from '../../src/model/loop';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { runTreadle } from '../support/cli';
+
+const EXAMPLE = path.join(__dirname, '..', '..', 'examples', 'loops', 'full-ideation');
 
 let h: Harness;
 let workspace: string;
@@ -247,3 +250,48 @@ test('continue-as-new every few iterations keeps the iteration numbers, progress
   expect(progress.match(/^## Iteration \d+$/gm)).toHaveLength(8);
   expect(readdirSync(path.join(sessionDir(id), 'stage-00-refine', 'iterations'))).toHaveLength(8);
 }, 60_000);
+
+test('the seed’s full-ideation example runs offline with treadle loop --wait; treadle status shows iterations and decisions; resume and bad files are explained', async () => {
+  const id = h.id('loop-ideation');
+  const run = await runTreadle(h, ['loop', path.join(EXAMPLE, 'pipeline.yaml'), '--replies', path.join(EXAMPLE, 'replies.yaml'), '--session', 'ideation-demo', '--id', id, '--wait']);
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  expect(run.stdout).toMatch(/LoopCompleted\s+ideas: 5 iterations; done: 5 iterations done \(fixed\)/);
+  expect(run.stdout).toMatch(/LoopCompleted\s+refine: 3 iterations; done: 2 consecutive stop decisions \(iteration 3\)/);
+  expect(run.stdout).toMatch(new RegExp(`loop refine \\(${id}\\.refine\\.1\\): completed, iteration 3 of at most 10`));
+
+  const session = sessionDir('ideation-demo');
+  expect(readdirSync(session).sort()).toEqual(['stage-00-ideas', 'stage-01-synthesize', 'stage-02-refine', 'state.json']);
+  expect(readdirSync(path.join(session, 'stage-00-ideas', 'iterations'))).toEqual(['001', '002', '003', '004', '005']);
+  const plan = readFileSync(path.join(workspace, 'docs', 'plan-ideation-demo.md'), 'utf8');
+  expect(plan).toContain('Security reads the audit log weekly.');
+  const synthesized = JSON.parse(readFileSync(path.join(session, 'stage-01-synthesize', 'iterations', '001', 'context.json'), 'utf8'));
+  expect(synthesized.inputs.from_stage.ideas).toHaveLength(5);
+  expect(JSON.parse(readFileSync(path.join(session, 'state.json'), 'utf8'))).toMatchObject({ pipeline: 'full-ideation', status: 'completed', stages: { ideas: { status: 'completed', iteration: 5 }, synthesize: { status: 'completed', iteration: 1 }, refine: { status: 'completed', iteration: 3 } } });
+
+  const status = await runTreadle(h, ['status', id]);
+  expect(status.code).toBe(0);
+  expect(status.stdout).toMatch(/loop refine .*: completed, iteration 3 of at most 10 \(judgment, consensus 2 from iteration 2\)/);
+  expect(status.stdout).toMatch(/decisions: 1 continue, 2 stop; consecutive stops 2/);
+  expect(status.stdout).toMatch(/3\s+stop\s+-\s+Second look: the plan is complete\./);
+
+  const nothing = await runTreadle(h, ['resume', id]);
+  expect(nothing.code).toBe(1);
+  expect(nothing.stderr).toMatch(/no loop stage of .* is failed, so there is nothing to resume/);
+
+  // A misspelt termination type and a missing template: every problem, naming the file, the field and the fix.
+  const dir = mkdtempSync(path.join(workspace, 'bad-'));
+  writeFileSync(path.join(dir, 'pipeline.yaml'), 'name: bad\nstages:\n  - id: a\n    template: typo\n  - id: b\n    template: missing\n    inputs: { from: c }\n');
+  for (const template of ['typo']) {
+    const stageDir = path.join(dir, 'stages', template);
+    mkdirSync(stageDir, { recursive: true });
+    writeFileSync(path.join(stageDir, 'stage.yaml'), 'name: typo\nprompt: prompt.md\ntermination: { type: judgement }\nguardrail: {}\n');
+  }
+  const refused = await runTreadle(h, ['loop', path.join(dir, 'pipeline.yaml')]);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(/the loop pipeline has 4 problems/);
+  expect(refused.stderr).toMatch(/pipeline.yaml: stages\[1\]\.inputs\.from: "c" is not an earlier stage \(earlier: a\)/);
+  expect(refused.stderr).toMatch(/no stage template "missing": looked for .*stages\/missing\/stage.yaml/);
+  expect(refused.stderr).toMatch(/stage.yaml: termination.type: must be one of judgment, queue, fixed \(got "judgement"; did you mean "judgment"\?\)/);
+  expect(refused.stderr).toMatch(/stage.yaml: guardrail: unknown field \(did you mean "guardrails"\?\)/);
+}, 120_000);
