@@ -295,3 +295,30 @@ test('the seed’s full-ideation example runs offline with treadle loop --wait; 
   expect(refused.stderr).toMatch(/stage.yaml: termination.type: must be one of judgment, queue, fixed \(got "judgement"; did you mean "judgment"\?\)/);
   expect(refused.stderr).toMatch(/stage.yaml: guardrail: unknown field \(did you mean "guardrails"\?\)/);
 }, 120_000);
+
+test('a 500-iteration fixed loop continues as new every 100 iterations, keeps every number, and its history stays small', async () => {
+  const id = h.id('loop-500');
+  const spec = { name: 'long-fixed', stages: [loopStage('grind', { termination: { type: 'fixed' } }, { max_iterations: 500 })] };
+  // One reply, repeated: each iteration writes the output and a status; the engine writes each progress entry.
+  await h.client.start(spec, { agent_replies: { grind: [{ output: 'x'.repeat(20_000), status: status('continue', 'ground') }] } }, { id });
+  const artefact = await artefactOf(id, 'grind');
+  expect(artefact).toMatchObject({ iterations: 500, stoppedBy: { by: 'termination', reason: '500 iterations done (fixed)' }, outputBytes: 20_000 });
+  const loopId = `${id}.grind.1`;
+  const runs: { historySize: number; historyLength: number }[] = [];
+  for await (const run of h.temporal.workflow.list({ query: `WorkflowId = "${loopId}"` })) runs.push({ historySize: run.historySize ?? 0, historyLength: run.historyLength ?? 0 });
+  expect(runs).toHaveLength(5);
+  for (const run of runs) {
+    expect(run.historySize).toBeGreaterThan(0);
+    // 100 iterations per run: about 1 KB each, whatever the output's size (20 KB here, by reference).
+    expect(run.historySize).toBeLessThan(150_000);
+  }
+  const total = runs.reduce((sum, r) => sum + r.historySize, 0);
+  expect(total / 500).toBeLessThan(1_500);
+  const progress = readFileSync(path.join(sessionDir(id), 'stage-00-grind', 'progress.md'), 'utf8');
+  expect(progress.match(/^## Iteration \d+$/gm)).toHaveLength(500);
+  expect(progress).toContain('## Iteration 500\n');
+  expect(readdirSync(path.join(sessionDir(id), 'stage-00-grind', 'iterations'))).toHaveLength(500);
+  const [loop] = await h.client.loops(id);
+  expect(loop!.state).toMatchObject({ iteration: 500, runs: 5, decisions: { continue: 500 } });
+  expect(loop!.state.recent.map((r) => r.iteration)).toEqual(Array.from({ length: 20 }, (_, i) => 481 + i));
+}, 240_000);
