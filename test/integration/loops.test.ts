@@ -322,3 +322,34 @@ test('a 500-iteration fixed loop continues as new every 100 iterations, keeps ev
   expect(loop!.state).toMatchObject({ iteration: 500, runs: 5, decisions: { continue: 500 } });
   expect(loop!.state.recent.map((r) => r.iteration)).toEqual(Array.from({ length: 20 }, (_, i) => 481 + i));
 }, 240_000);
+
+test('a loop composes with ordinary stages: an upstream artefact becomes an input file, the loop is gated like any stage, and its artefact flows on', async () => {
+  const id = h.id('loop-composed');
+  const spec = {
+    name: 'composed',
+    stages: [
+      { name: 'draft', run: 'scripted' },
+      { ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 2 }) as Record<string, Json>), depends_on: ['draft'], gate: 'scripted' },
+      { name: 'publish', run: 'scripted', depends_on: ['refine'] },
+    ],
+  };
+  await h.client.start(spec, { script: { draft: [{ output: '# Draft\n' }] }, agent_replies: { refine: [reply(1), reply(2)] } }, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('completed');
+  const context = JSON.parse(readFileSync(path.join(sessionDir(id), 'stage-01-refine', 'iterations', '001', 'context.json'), 'utf8'));
+  expect(context.inputs.from_stage).toEqual({ draft: ['inputs/draft.md'], input: ['inputs/input.json'] });
+  expect(readFileSync(path.join(sessionDir(id), 'inputs', 'draft.md'), 'utf8')).toBe('# Draft\n');
+  const published = (await h.client.readArtefact(result.artefacts.publish)) as { upstream: Record<string, Json> };
+  expect(await h.client.readArtefact(published.upstream.refine as Json)).toMatchObject({ iterations: 2, stageDir: 'stage-01-refine', stoppedBy: { by: 'termination' } });
+  const events = await h.client.events(id);
+  expect(events.filter((e) => e.stage === 'refine').map((e) => e.type)).toEqual(expect.arrayContaining(['StageStarted', 'LoopStarted', 'LoopCompleted', 'QualityCheckPassed', 'StageCompleted']));
+}, 60_000);
+
+test('the pipeline guardrail: max_runtime_seconds of the whole pipeline stops a loop that would run on', async () => {
+  const id = h.id('loop-pipeline-guard');
+  const spec = { name: 'pipeline-guard', stages: [loopStage('slow', { termination: { type: 'fixed' }, delay: 1 }, { max_iterations: 50, pipeline_max_runtime_seconds: 2 })] };
+  await h.client.start(spec, { agent_replies: { slow: [reply(1)] } }, { id });
+  const artefact = await artefactOf(id, 'slow');
+  expect(artefact.stoppedBy).toEqual({ by: 'guardrail', reason: expect.stringMatching(/^the pipeline's max_runtime_seconds ran out after \d+ iterations?$/) });
+  expect(artefact.iterations).toBeLessThan(5);
+}, 60_000);
