@@ -4,7 +4,8 @@
  * running items would see.
  */
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { startHarness, type Harness } from '../support/harness';
 import { SCENARIOS, SCENARIO_TEST_MS } from '../support/scenarios';
@@ -13,6 +14,7 @@ import { recordTddTree } from '../support/tdd-recording';
 
 let h: Harness;
 beforeAll(async () => {
+  process.env.TREADLE_LOOP_WORKSPACE = mkdtempSync(path.join(os.tmpdir(), 'record-loops-'));
   h = await startHarness({ worker: PROMPT_CANCELLATION });
 });
 afterAll(async () => {
@@ -37,5 +39,28 @@ it('records tdd-tree', async () => {
   for (const [name, history] of Object.entries(histories)) {
     writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
     expect(history.events!.length).toBeGreaterThan(20);
+  }
+}, SCENARIO_TEST_MS);
+
+// A loop stage (seed 004): the work item, and the loop's first run (a crash, a resume, then continue-as-new).
+it('records loop-item', async () => {
+  const id = 'loop-item';
+  const status = (decision: string) => ({ decision, reason: decision, summary: decision, errors: [] });
+  const reply = (n: number, decision = 'continue') => ({ output: `# ${n}\n`, progress: `## Iteration ${n}\n- ${n}\n`, status: status(decision) });
+  const spec = { name: 'replayed-loop', stages: [{ name: 'work', run: 'loop', with: { stage: { name: 'work', prompt: 'Read ${CTX}', termination: { type: 'judgment', consensus: 2 } }, max_iterations: 6, iterations_per_run: 3 } }] };
+  await h.client.start(spec, { agent_replies: { work: [reply(1), { crash: 'exit 1' }, reply(2), reply(3, 'stop'), reply(4, 'stop')] } }, { id });
+  const loopId = `${id}.work.1`;
+  for (;;) {
+    const loops = await h.client.loops(id).catch(() => []);
+    if (loops.some((l) => l.state.status === 'failed')) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await h.client.resumeLoop(id);
+  expect((await h.client.result(id)).status).toBe('completed');
+  const firstRun = (await h.temporal.workflow.getHandle(loopId).describe()).raw.workflowExecutionInfo?.firstRunId;
+  const histories = { [id]: await h.temporal.workflow.getHandle(id).fetchHistory(), [loopId]: await h.temporal.workflow.getHandle(loopId, firstRun ?? undefined).fetchHistory() };
+  for (const [name, history] of Object.entries(histories)) {
+    writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
+    expect(history.events!.length).toBeGreaterThan(10);
   }
 }, SCENARIO_TEST_MS);
