@@ -11,6 +11,7 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import { createActivities } from './activities';
 import { createTddActivities } from './activities/tdd';
 import { createLoopActivities } from './activities/loop';
+import { createContractActivities } from './activities/contracts';
 import { createApprovalActivities, type ActionCatalog } from './activities/approvals';
 import { SqliteCallLog, type CallLog } from './storage/call-log';
 import { defaultAgentProviders } from './agents';
@@ -87,6 +88,8 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
       // Loop stages (seed 004): iterations, queue checks, state.json.
       ...createLoopActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
+      // Quality contracts (seed 002): validation rounds, revisions, the final list.
+      ...createContractActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}), ...registry.contractImplementations(), blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes }),
       // Fan-outs: the children's pipeline and elements, by reference.
       ...createFanOutActivities({ blobs, known: registry.names() }),
       // Approval stages (seed 003): requests made and approved actions executed, idempotently.

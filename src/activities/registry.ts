@@ -7,6 +7,7 @@ import type { BlobStore } from '../storage/blob-store';
 import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
 import type { ActivityContextBase } from '../model/state';
 import type { KnownImplementations } from '../model/pipeline';
+import type { ContractReviser, ContractValidator } from './contracts';
 
 /** Logging surface handed to implementations (the activity logger in a worker). */
 export interface ImplementationLogger {
@@ -90,6 +91,27 @@ export class Registry {
   private readonly agentBacked = new Set<string>();
   /** Config checks by activity type (stages by name, gates as `gate:<name>`). */
   private readonly checks = new Map<string, (config: Json | undefined) => string[]>();
+  private readonly validatorImpls = new Map<string, ContractValidator>();
+  private readonly reviserImpls = new Map<string, ContractReviser>();
+
+  /** Registers a contract validator (seed 002): the consuming stage's judge of a producer's items. `llm` is built in. */
+  validator(name: string, impl: ContractValidator): this {
+    this.claim(name, this.validatorImpls, 'validator');
+    this.validatorImpls.set(name, impl);
+    return this;
+  }
+
+  /** Registers a contract reviser (seed 002): the producing stage's revision of one rejected item. `llm` is built in. */
+  reviser(name: string, impl: ContractReviser): this {
+    this.claim(name, this.reviserImpls, 'reviser');
+    this.reviserImpls.set(name, impl);
+    return this;
+  }
+
+  /** The registered contract validators and revisers, by name. */
+  contractImplementations(): { validators: Record<string, ContractValidator>; revisers: Record<string, ContractReviser> } {
+    return { validators: Object.fromEntries(this.validatorImpls), revisers: Object.fromEntries(this.reviserImpls) };
+  }
 
   /** Registers a stage implementation; names are unique. */
   stage(name: string, impl: StageImplementation, options: ImplementationOptions = {}): this {
@@ -117,6 +139,8 @@ export class Registry {
     };
     for (const [name, impl] of other.stageImpls) this.stage(name, impl, options(name));
     for (const [name, impl] of other.gateImpls) this.gate(name, impl, options(`gate:${name}`));
+    for (const [name, impl] of other.validatorImpls) this.validator(name, impl);
+    for (const [name, impl] of other.reviserImpls) this.reviser(name, impl);
     return this;
   }
 
@@ -129,10 +153,12 @@ export class Registry {
   }
 
   /** Registered names and config checks, for validating specs. */
-  names(): { stages: string[]; gates: string[]; checkConfig: NonNullable<KnownImplementations['checkConfig']> } {
+  names(): { stages: string[]; gates: string[]; validators: string[]; revisers: string[]; checkConfig: NonNullable<KnownImplementations['checkConfig']> } {
     return {
       stages: [...this.stageImpls.keys()].sort(),
       gates: [...this.gateImpls.keys()].sort(),
+      validators: ['llm', ...this.validatorImpls.keys()].sort(),
+      revisers: ['llm', ...this.reviserImpls.keys()].sort(),
       checkConfig: (kind, name, config) => this.checks.get(kind === 'gate' ? `gate:${name}` : name)?.(config) ?? [],
     };
   }

@@ -29,3 +29,10 @@ export const LOOP_ITERATION_ACTIVITY = 'treadle.loopIteration';
 export const LOOP_CHECK_QUEUE_ACTIVITY = 'treadle.loopCheckQueue';
 /** Writes the session's `state.json`. */
 export const LOOP_WRITE_STATE_ACTIVITY = 'treadle.loopWriteState';
+
+/** A contract's validation round (seed 002): one call of the consumer's validator for the round's items. */
+export const CONTRACT_VALIDATE_ACTIVITY = 'treadle.contractValidate';
+/** A contract's revision of one rejected item by the producer's reviser. */
+export const CONTRACT_REVISE_ACTIVITY = 'treadle.contractRevise';
+/** A contract's final list: accepted in order, then the warned items, in the producer's artefact. */
+export const CONTRACT_FINALIZE_ACTIVITY = 'treadle.contractFinalize';

@@ -12,6 +12,7 @@ import { gateLeaves } from './gate-ref';
 import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
 import { JsonSchema, type Json } from './shapes';
 import { FAN_OUT_STAGE, MAX_FAN_OUT_ITEMS } from './fan-out';
+import { canonicalContract, ContractInput, contractProblems, LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './contracts';
 import { checkFanOut } from './fan-out-config';
 import { closest } from './suggest';
 
@@ -155,6 +156,8 @@ const PipelineInput = z
       .max(MAX_PARALLEL_LIMIT, `must be at most ${MAX_PARALLEL_LIMIT} (each running stage holds Temporal activities; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per item)`)
       .optional(),
     stages: z.array(StageInput).min(1, 'a pipeline needs at least one stage'),
+    /** Seed 002's quality contracts on dependency edges. */
+    contracts: z.array(ContractInput).optional(),
   })
   .strict();
 
@@ -202,6 +205,8 @@ export interface PipelineSpec {
   /** Stages of one item running at once. */
   maxParallel: number;
   stages: StageSpec[];
+  /** Seed 002's quality contracts (absent when there are none). */
+  contracts?: ContractSpec[];
 }
 
 /** Implementation names a worker has registered, for checking a spec against. */
@@ -210,6 +215,9 @@ export interface KnownImplementations {
   gates: readonly string[];
   /** The implementation's own check of its `with:` config (`path: message` per problem), when it has one. */
   checkConfig?: (kind: 'stage' | 'gate', implementation: string, config: Json | undefined) => string[];
+  /** Contract validators and revisers (seed 002); the built-in `llm` ones when absent. */
+  validators?: readonly string[];
+  revisers?: readonly string[];
 }
 
 export type ValidationResult = { ok: true; spec: PipelineSpec } | { ok: false; problems: string[] };
@@ -241,7 +249,8 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   if (known) problems.push(...implementationProblems(input, known));
   if (problems.length > 0 || !parsed.success) return { ok: false, problems: dedupe(problems) };
   const spec = canonical(parsed.data);
-  const later = [...(known?.checkConfig ? configProblems(spec, known.checkConfig) : []), ...fanOutProblems(spec, known), ...limitProblems(spec)];
+  const contracts = contractProblems(spec.contracts ?? [], spec.stages, known ? { validators: known.validators ?? [LLM_CONTRACT_IMPLEMENTATION], revisers: known.revisers ?? [LLM_CONTRACT_IMPLEMENTATION] } : undefined);
+  const later = [...(known?.checkConfig ? configProblems(spec, known.checkConfig) : []), ...fanOutProblems(spec, known), ...limitProblems(spec), ...contracts];
   return later.length > 0 ? { ok: false, problems: later } : { ok: true, spec };
 }
 
@@ -261,6 +270,7 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
     ...(data.description !== undefined ? { description: data.description } : {}),
     tokenBudget: data.tokenBudget ?? null,
     maxParallel: data.maxParallel ?? DEFAULT_MAX_PARALLEL,
+    ...(data.contracts && data.contracts.length > 0 ? { contracts: data.contracts.map(canonicalContract) } : {}),
     stages: data.stages.map((stage) => {
       const run = stage.run ?? TYPE_DEFAULT_RUN[stage.type!]!;
       const retry = stage.activity?.retry ?? seedRetry(stage);

@@ -191,6 +191,8 @@ export const EVENT_TYPES = [
   // Loop stages (seed 004)
   'LoopStarted',
   'LoopCompleted',
+  // Quality contracts (seed 002)
+  'InputValidation',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

@@ -2,6 +2,7 @@
  * Workflow and activity inputs and outputs, and the work item state served by the `state` query.
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
+import type { QualityFlags } from './contracts';
 import type { ApprovalRequest } from './approvals';
 import type { FanOutProgress } from './fan-out';
 import type { PipelineSpec } from './pipeline';
@@ -53,6 +54,10 @@ export interface StageState {
   skipReason?: 'outcome' | 'upstream_failed';
   /** A fan-out's progress over its elements (a `fan_out` stage, or a stage that returned `fan_out`). */
   fanOut?: FanOutProgress;
+  /** Seed 002: the producers' artefacts after this stage's contracts validated them (in place of theirs). */
+  validatedInputs?: Record<string, Artefact>;
+  /** Seed 002's `quality_flags` of this stage's input validation. */
+  qualityFlags?: QualityFlags;
   startedAt?: string;
   completedAt?: string;
 }

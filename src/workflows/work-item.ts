@@ -37,6 +37,7 @@ import { describeFailure, eventPage, now, retryPolicyOf, type StageKindRun } fro
 import { applyDecision, runApprovalStage } from './approval-stage';
 import { runFanOut } from './fan-out-stage';
 import { runLoopStage } from './loop-stage';
+import { runContracts } from './contracts';
 import { LOOP_STAGE } from '../model/loop-state';
 import { FAN_OUT_STAGE } from '../model/fan-out';
 import { APPROVAL_STAGE, APPROVALS_MEMO_KEY, checkApprovalDecision, type ApprovalsMemo } from '../model/approvals';
@@ -343,6 +344,10 @@ async function runStage(run: StageRun): Promise<void> {
   const max = stage.retryBudget.maxAttempts;
   st.startedAt = now();
   emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: max });
+  if (run.spec.contracts && st.validatedInputs === undefined) {
+    const contracted = await runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts);
+    if (!contracted.ok) return settle(run, 'failed', `${stage.name} failed before its first attempt: ${contracted.message}`, { error: contracted.message });
+  }
 
   let attempt = 1;
   let feedback: QualityFeedback | null = null;
@@ -715,8 +720,10 @@ function settle(run: StageRun, status: 'completed' | 'failed' | 'skipped', messa
 
 function upstreamArtefacts(stage: StageSpec, state: WorkItemState): Record<string, Artefact> {
   const out: Record<string, Artefact> = {};
+  // A contract's final list stands in for its producer's artefact (seed 002).
+  const validated = state.stages[stage.name]?.validatedInputs;
   for (const dep of stage.dependsOn) {
-    const artefact = state.stages[dep]?.artefact;
+    const artefact = validated?.[dep] ?? state.stages[dep]?.artefact;
     if (artefact !== undefined) out[dep] = artefact;
   }
   return out;

@@ -1,0 +1,378 @@
+/**
+ * The contract activities (seed 002's Validate-Retry-Process), run by the work item before a consuming
+ * stage's first attempt:
+ *
+ * - `treadle.contractValidate`: round 0 reads the producer's list and checks every item has a unique id,
+ *   then asks the validator about all items in **one** call; later rounds apply the round's revisions and
+ *   re-validate **only** the revised items. The seed's conservative fallbacks: a validator that throws
+ *   accepts everything, a malformed answer accepts everything, items it does not mention are accepted.
+ * - `treadle.contractRevise`: one call of the producer's reviser for one rejected item, with the reason;
+ *   a reply that does not parse skips the item (it stays rejected) and reports the tokens it wasted.
+ * - `treadle.contractFinalize`: accepted items in their original order, then the still-rejected ones with
+ *   `validation_warnings: ["Rejected after N retries: <reason>"]`, put back where the list was in the
+ *   producer's artefact: that artefact is what the consumer receives.
+ *
+ * The items and their verdicts live in the blob store (a state blob per round); the history carries counts
+ * and references, whatever the list's size. Every validation and revision call lands in the call log.
+ */
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { recordingAgent } from '../agents';
+import { defaultAgentName, type AgentProviders } from '../agents/providers';
+import type { Agent } from '../agents/types';
+import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY } from '../model/activity-types';
+import { LLM_CONTRACT_IMPLEMENTATION, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractSpec, type ContractValidateInput, type ContractValidateResult } from '../model/contracts';
+import { truncateText } from '../model/limits';
+import type { Json } from '../model/shapes';
+import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../storage/blob-store';
+import { callLogWriter, type CallLog } from '../storage/call-log';
+import { ConversationStore } from '../storage/conversation';
+import { supervise, type Supervision } from './supervision';
+
+/** What a validator or reviser is given. */
+export interface ContractContext {
+  itemId: string;
+  pipeline: string;
+  contract: ContractSpec;
+  round: number;
+  /** The implementation's `with:`. */
+  config: Json | undefined;
+  /** The work item's input. */
+  input: Json;
+  signal: AbortSignal;
+  /** The agent for this call (the contract's `with.agent`, else the worker's default); its calls are logged. */
+  agent(provider?: string): Agent;
+}
+
+/** A validator's answer: the rejections with reasons; items it does not name are accepted. */
+export interface ContractValidation {
+  rejected: { id: string; reason: string }[];
+  /** Ids it named as accepted (to tell a partial answer from a full one). */
+  accepted?: string[];
+  /** Set when the answer could not be read: everything is accepted (the seed's conservative fallback). */
+  malformed?: string;
+}
+
+/** The consuming stage's judge of the producer's items (one call for all of them). */
+export type ContractValidator = (ctx: ContractContext & { items: { id: string; item: Json }[] }) => Promise<ContractValidation>;
+/** The producing stage's reviser of one rejected item; throw {@link UnparsableRevision} for a reply that is not an item. */
+export type ContractReviser = (ctx: ContractContext & { id: string; item: Json; reason: string }) => Promise<Json>;
+
+/** A revision whose reply could not be read as an item: the item is skipped this round. */
+export class UnparsableRevision extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnparsableRevision';
+  }
+}
+
+export interface ContractActivityDependencies {
+  blobs: BlobStore;
+  agents: AgentProviders;
+  callLog?: CallLog;
+  validators?: Record<string, ContractValidator>;
+  revisers?: Record<string, ContractReviser>;
+  blobThresholdBytes: number;
+}
+
+/** The contract's items and verdicts after a round (a blob). */
+interface ContractState {
+  /** The producer's artefact as it came (a reference when large). */
+  source: Json;
+  ids: string[];
+  /** Current version of each item (revised ones replaced), in the original order. */
+  items: Json[];
+  verdicts: ('accepted' | 'rejected')[];
+  reasons: (string | null)[];
+  /** Indexes of the items rejected in the last round, in order: what the next round revises. */
+  rejected: number[];
+}
+
+/** Rejections an event names; the state holds all of them. */
+const SAMPLE = 5;
+const MAX_REASON = 500;
+
+export function createContractActivities(deps: ContractActivityDependencies) {
+  const validators: Record<string, ContractValidator> = { [LLM_CONTRACT_IMPLEMENTATION]: llmValidator, ...deps.validators };
+  const revisers: Record<string, ContractReviser> = { [LLM_CONTRACT_IMPLEMENTATION]: llmReviser, ...deps.revisers };
+  const where = (contract: ContractSpec, kind: 'validate' | 'revise', pipeline: string) => callLogWriter(deps.callLog, { pipeline, stage: `${contract.to}.${kind}` });
+  return {
+    // The work item's input may be a reference (a large input): implementations get it resolved.
+    [CONTRACT_VALIDATE_ACTIVITY]: async (input: ContractValidateInput): Promise<ContractValidateResult> => {
+      const resolved = { ...input, input: (await resolveArtefact(input.input, deps.blobs)) ?? null };
+      return supervise((s) => validate(resolved, deps, validators, s), where(input.contract, 'validate', input.pipeline));
+    },
+    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> => {
+      const resolved = { ...input, input: (await resolveArtefact(input.input, deps.blobs)) ?? null };
+      return supervise((s) => revise(resolved, deps, revisers, s), where(input.contract, 'revise', input.pipeline));
+    },
+    [CONTRACT_FINALIZE_ACTIVITY]: async (input: ContractFinalizeInput): Promise<ContractFinalizeResult> => finalize(input, deps),
+  };
+}
+
+function contextFor(input: { itemId: string; pipeline: string; correlationId?: string; contract: ContractSpec; round: number; input: Json }, kind: 'validate' | 'revise', key: string, deps: ContractActivityDependencies, s: Supervision): ContractContext {
+  const ref = kind === 'validate' ? input.contract.validate : input.contract.revise;
+  const configured = (ref.with as { agent?: unknown } | undefined)?.agent;
+  return {
+    itemId: input.itemId,
+    pipeline: input.pipeline,
+    contract: input.contract,
+    round: input.round,
+    config: ref.with,
+    input: input.input,
+    signal: s.signal,
+    agent: (provider) => {
+      const name = provider ?? (typeof configured === 'string' ? configured : defaultAgentName());
+      const factory = deps.agents[name];
+      if (!factory) throw ApplicationFailure.nonRetryable(`unknown agent provider "${name}" (available: ${Object.keys(deps.agents).join(', ')})`, 'UnknownAgent');
+      // Scripted replies: `<consumer>.validate` (reply n for round n-1), `<consumer>.revise.<item id>` (reply n for round n).
+      const agent = recordingAgent(factory({ itemId: input.itemId, stage: key, attempt: kind === 'validate' ? input.round + 1 : input.round, input: input.input, config: ref.with }), {
+        calls: s.calls,
+        conversations: new ConversationStore(deps.blobs),
+        ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}),
+      });
+      return agent;
+    },
+  };
+}
+
+async function validate(input: ContractValidateInput, deps: ContractActivityDependencies, validators: Record<string, ContractValidator>, s: Supervision): Promise<ContractValidateResult> {
+  const { contract } = input;
+  let state: ContractState;
+  let toValidate: number[];
+  if (input.round === 0) {
+    const source = (await resolveArtefact(input.source, deps.blobs)) ?? null;
+    const read = readItems(source, contract);
+    if (!read.ok) return { ok: false, problems: read.problems };
+    state = { source: input.source ?? null, ids: read.ids, items: read.items, verdicts: read.items.map(() => 'accepted'), reasons: read.items.map(() => null), rejected: [] };
+    toValidate = read.items.map((_, i) => i);
+  } else {
+    state = await readJson<ContractState>(deps.blobs, input.stateRef!);
+    toValidate = [];
+    for (const revision of input.revisions ?? []) {
+      const at = state.rejected[revision.index];
+      if (at === undefined || revision.revisedRef === null) continue;
+      const revised = await readJson<Json>(deps.blobs, revision.revisedRef);
+      state.items[at] = revised;
+      toValidate.push(at);
+    }
+    // Items whose revision failed stay rejected with their reason, and are revised again next round.
+    const unrevised = state.rejected.filter((at) => !toValidate.includes(at));
+    state.rejected = unrevised;
+  }
+  const calls = s.calls.length;
+  let fallback: { kind: 'threw' | 'malformed' | 'partial'; detail: string } | undefined;
+  const newlyRejected: number[] = [];
+  if (toValidate.length > 0) {
+    // Empty input makes no call; otherwise one call for every item of the round.
+    const validator = validators[contract.validate.run];
+    if (!validator) throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
+    let answer: ContractValidation | undefined;
+    try {
+      answer = await validator({ ...contextFor(input, 'validate', `${contract.to}.validate`, deps, s), items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })) });
+    } catch (error) {
+      if (error instanceof CancelledFailure || s.signal.aborted) throw error;
+      fallback = { kind: 'threw', detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON) };
+    }
+    if (answer?.malformed !== undefined) fallback = { kind: 'malformed', detail: truncateText(answer.malformed, MAX_REASON) };
+    const byId = new Map(toValidate.map((i) => [state.ids[i]!, i]));
+    if (answer && answer.malformed === undefined) {
+      const mentioned = new Set<string>();
+      for (const r of answer.rejected) {
+        const at = byId.get(r.id);
+        if (at === undefined || mentioned.has(r.id)) continue;
+        mentioned.add(r.id);
+        state.verdicts[at] = 'rejected';
+        state.reasons[at] = truncateText(r.reason || 'rejected without a reason', MAX_REASON);
+        newlyRejected.push(at);
+      }
+      for (const id of answer.accepted ?? []) if (byId.has(id)) mentioned.add(id);
+      if (mentioned.size < toValidate.length && answer.accepted !== undefined) {
+        fallback = { kind: 'partial', detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted` };
+      }
+    }
+    for (const at of toValidate) {
+      if (!newlyRejected.includes(at)) {
+        state.verdicts[at] = 'accepted';
+        state.reasons[at] = null;
+      }
+    }
+  }
+  newlyRejected.sort((a, b) => a - b);
+  state.rejected = [...state.rejected, ...newlyRejected].sort((a, b) => a - b);
+  const stateRef = await storeJson(deps.blobs, state, `contract ${contract.from} → ${contract.to}, round ${input.round}`);
+  return {
+    ok: true,
+    stateRef,
+    validated: toValidate.length,
+    produced: state.items.length,
+    accepted: toValidate.length - newlyRejected.length,
+    rejectedNow: newlyRejected.length,
+    rejected: state.rejected.length,
+    ...(fallback ? { fallback: fallback.kind, fallbackDetail: fallback.detail } : {}),
+    sample: newlyRejected.slice(0, SAMPLE).map((at) => ({ id: truncateText(state.ids[at]!, 100), reason: truncateText(state.reasons[at] ?? '', 200) })),
+    tokens: tokensOf(s, calls),
+  };
+}
+
+async function revise(input: ContractReviseInput, deps: ContractActivityDependencies, revisers: Record<string, ContractReviser>, s: Supervision): Promise<ContractReviseResult> {
+  const { contract } = input;
+  const state = await readJson<ContractState>(deps.blobs, input.stateRef);
+  const at = state.rejected[input.index];
+  if (at === undefined) throw ApplicationFailure.nonRetryable(`no rejected item ${input.index} in the contract's state`, 'InvalidInput');
+  const id = state.ids[at]!;
+  const reviser = revisers[contract.revise.run];
+  if (!reviser) throw ApplicationFailure.nonRetryable(`unknown contract reviser "${contract.revise.run}"`, 'InvalidConfig');
+  const calls = s.calls.length;
+  let revised: Json;
+  try {
+    revised = await reviser({ ...contextFor(input, 'revise', `${contract.to}.revise.${id}`, deps, s), id, item: state.items[at]!, reason: state.reasons[at] ?? '' });
+  } catch (error) {
+    if (error instanceof UnparsableRevision) {
+      const wasted = tokensOf(s, calls);
+      Context.current().log.warn('contract revision skipped: its reply is not an item', { contract: `${contract.from} → ${contract.to}`, item: id, wastedTokens: wasted, error: error.message });
+      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted };
+    }
+    throw error;
+  }
+  if (revised === null || typeof revised !== 'object' || Array.isArray(revised)) {
+    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s, calls) };
+  }
+  // A revision keeps the item's identity: the id field is the original's, whatever the reply says.
+  const kept = setPath(revised, contract.itemId, getPath(state.items[at]!, contract.itemId) ?? id);
+  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s, calls) };
+}
+
+async function finalize(input: ContractFinalizeInput, deps: ContractActivityDependencies): Promise<ContractFinalizeResult> {
+  const { contract } = input;
+  if (!input.stateRef) {
+    const artefact = input.source ?? null;
+    return { artefact, accepted: 0, warned: 0, summary: 'validation failed: every item accepted as produced' };
+  }
+  const state = await readJson<ContractState>(deps.blobs, input.stateRef);
+  const accepted = state.items.filter((_, i) => state.verdicts[i] === 'accepted');
+  const retries = `${input.retries} ${input.retries === 1 ? 'retry' : 'retries'}`;
+  const warned = state.items.flatMap((item, i) => {
+    if (state.verdicts[i] !== 'rejected') return [];
+    const record = item as Record<string, Json>;
+    const earlier = Array.isArray(record.validation_warnings) ? record.validation_warnings : [];
+    return [{ ...record, validation_warnings: [...earlier, `Rejected after ${retries}: ${state.reasons[i] ?? ''}`] }];
+  });
+  const source = (await resolveArtefact(state.source, deps.blobs)) ?? null;
+  const list = [...accepted, ...warned] as Json[];
+  const replaced = contract.items === '' ? list : setPath(source, contract.items, list);
+  const summary = `${accepted.length} accepted, ${warned.length} passed through with warnings (${contract.from} → ${contract.to})`;
+  const artefact = await offloadArtefact(replaced, deps.blobs, deps.blobThresholdBytes, summary);
+  return { artefact: artefact as Json, accepted: accepted.length, warned: warned.length, summary };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The built-in llm validator and reviser
+
+const VALIDATION_SCHEMA: Json = {
+  type: 'object',
+  properties: {
+    results: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: { id: { type: 'string' }, verdict: { type: 'string', enum: ['accepted', 'rejected'] }, reason: { type: 'string' } },
+        required: ['id', 'verdict'],
+      },
+    },
+  },
+  required: ['results'],
+};
+
+/** One call for every item: the criteria, the items by id, and a verdict per id back. */
+export const llmValidator: ContractValidator = async (ctx) => {
+  const criteria = String((ctx.config as { criteria?: unknown } | undefined)?.criteria ?? '');
+  const prompt = [
+    `You are the ${ctx.contract.to} stage. Before you work on them, judge the items the ${ctx.contract.from} stage produced against your acceptance criteria.`,
+    '',
+    '## Acceptance criteria',
+    criteria,
+    '',
+    `## Items (each named by its "${ctx.contract.itemId}")`,
+    ...ctx.items.map(({ id, item }) => `### ${id}\n${JSON.stringify(item, null, 2)}`),
+    '',
+    'Answer with one result per item: {"results": [{"id": "<id>", "verdict": "accepted" | "rejected", "reason": "<why, for the producer to fix>"}]}. A rejection must say what to change.',
+  ].join('\n');
+  const model = (ctx.config as { model?: unknown } | undefined)?.model;
+  const result = await ctx.agent().run({ messages: [{ role: 'user', content: prompt }], outputSchema: VALIDATION_SCHEMA, correlationId: `${ctx.itemId}/${ctx.contract.to}/validate/${ctx.round}`, signal: ctx.signal, ...(typeof model === 'string' ? { model } : {}) });
+  if (result.output === undefined) return { rejected: [], malformed: result.invalidOutput ? `the validator's reply did not match its schema: ${result.invalidOutput.issues.join('; ')}` : 'the validator gave no structured reply' };
+  const results = (result.output as { results: { id: string; verdict: string; reason?: string }[] }).results;
+  return {
+    rejected: results.filter((r) => r.verdict === 'rejected').map((r) => ({ id: r.id, reason: r.reason ?? '' })),
+    accepted: results.filter((r) => r.verdict === 'accepted').map((r) => r.id),
+  };
+};
+
+/** One call for one item: the criteria, the rejection's reason, the item; the revised item back as JSON. */
+export const llmReviser: ContractReviser = async (ctx) => {
+  const criteria = String((ctx.config as { criteria?: unknown } | undefined)?.criteria ?? '');
+  const prompt = [
+    `You are the ${ctx.contract.from} stage. The ${ctx.contract.to} stage rejected one of your items. Revise it so that it meets the criteria; keep what was right.`,
+    '',
+    '## Criteria',
+    criteria,
+    '',
+    '## Why it was rejected',
+    ctx.reason,
+    '',
+    '## The item',
+    JSON.stringify(ctx.item, null, 2),
+    '',
+    'Answer with the whole revised item as one JSON object, and nothing else.',
+  ].join('\n');
+  const model = (ctx.config as { model?: unknown } | undefined)?.model;
+  const result = await ctx.agent().run({ messages: [{ role: 'user', content: prompt }], correlationId: `${ctx.itemId}/${ctx.contract.to}/revise/${ctx.id}/${ctx.round}`, signal: ctx.signal, ...(typeof model === 'string' ? { model } : {}) });
+  const text = result.text.trim().replace(/^```(?:json)?\s*([\s\S]*?)\s*```$/, '$1');
+  try {
+    return JSON.parse(text) as Json;
+  } catch (error) {
+    throw new UnparsableRevision(`the revision is not JSON: ${(error as Error).message}`);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// helpers
+
+/** The list at `contract.items` in the producer's artefact, each item an object with a unique id. */
+export function readItems(source: Json, contract: ContractSpec): { ok: true; items: Json[]; ids: string[] } | { ok: false; problems: string[] } {
+  const label = `contract ${contract.from} → ${contract.to}`;
+  const list = contract.items === '' ? source : getPath(source, contract.items);
+  if (!Array.isArray(list)) return { ok: false, problems: [`${label}: ${contract.items === '' ? `${contract.from}'s artefact` : `"${contract.items}" in ${contract.from}'s artefact`} is not a list (it is ${list === undefined ? 'missing' : list === null ? 'null' : typeof list})`] };
+  const problems: string[] = [];
+  const ids: string[] = [];
+  const first = new Map<string, number>();
+  list.forEach((item, i) => {
+    const id = item !== null && typeof item === 'object' && !Array.isArray(item) ? getPath(item, contract.itemId) : undefined;
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) problems.push(`${label}: item ${i} is not an object`);
+    else if (typeof id !== 'string' && typeof id !== 'number') problems.push(`${label}: item ${i} has no "${contract.itemId}" (the contract's item_id)`);
+    else if (first.has(String(id))) problems.push(`${label}: items ${first.get(String(id))} and ${i} share the ${contract.itemId} "${String(id)}"; ids must be unique`);
+    else first.set(String(id), i);
+    ids.push(id === undefined || id === null ? '' : String(id));
+  });
+  if (problems.length > 0) return { ok: false, problems: problems.length > 10 ? [...problems.slice(0, 10), `${label}: … and ${problems.length - 10} more`] : problems };
+  return { ok: true, items: list as Json[], ids };
+}
+
+function getPath(value: Json | undefined, path: string): Json | undefined {
+  let cursor: Json | undefined = value;
+  for (const key of path.split('.')) {
+    if (cursor === null || typeof cursor !== 'object' || Array.isArray(cursor)) return undefined;
+    cursor = (cursor as Record<string, Json>)[key];
+  }
+  return cursor;
+}
+
+function setPath(value: Json, path: string, to: Json): Json {
+  const [key, ...rest] = path.split('.');
+  const base = value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, Json>) : {};
+  return { ...base, [key!]: rest.length === 0 ? to : setPath(base[key!] ?? {}, rest.join('.'), to) };
+}
+
+function tokensOf(s: Supervision, from: number): number {
+  return s.calls.slice(from).reduce((sum, c) => sum + c.inputTokens + c.outputTokens, 0);
+}
