@@ -33,7 +33,7 @@ const status = { decision: 'continue', reason: 'ok', summary: 'did it', errors: 
 test('a retried iteration puts progress.md and the output back as they were before its first try', async () => {
   const acts = activities();
   const replies = { work: [{ output: 'first\n', progress: '## Iteration 1\n- one\n', status }, { output: 'second\n', progress: '## Iteration 2\n- two\n', status }] };
-  const prepared = await env().run(acts[LOOP_PREPARE_ACTIVITY], {
+  const prepared: LoopPrepareResult = await env().run(acts[LOOP_PREPARE_ACTIVITY], {
     itemId: 'item-1', pipeline: 'p', stage: 'work', stageIndex: 0, config: { stage: { name: 'work', prompt: 'go', termination: { type: 'fixed' } }, max_iterations: 3 }, input: { agent_replies: replies }, upstream: {}, itemStartedAtMs: Date.now(),
   });
   if (!prepared.ok) throw new Error(prepared.problems.join('; '));
@@ -54,7 +54,7 @@ test('a retried iteration puts progress.md and the output back as they were befo
 
 test('an iteration whose agent wrote no progress entry gets one from its status summary', async () => {
   const acts = activities();
-  const prepared = await env().run(acts[LOOP_PREPARE_ACTIVITY], {
+  const prepared: LoopPrepareResult = await env().run(acts[LOOP_PREPARE_ACTIVITY], {
     itemId: 'item-2', pipeline: 'p', stage: 'work', stageIndex: 3, config: { stage: { name: 'work', prompt: 'go', termination: { type: 'fixed' } } }, input: { agent_replies: { work: [{ output: 'x\n', status: { ...status, summary: 'Wrote x.\nTwo lines.' } }] } }, upstream: {}, itemStartedAtMs: Date.now(),
   });
   if (!prepared.ok) throw new Error(prepared.problems.join('; '));
@@ -64,7 +64,7 @@ test('an iteration whose agent wrote no progress entry gets one from its status 
 
 test('an output path that leads out of the workspace is refused before anything is made', async () => {
   const acts = activities();
-  const prepared = await env().run(acts[LOOP_PREPARE_ACTIVITY], {
+  const prepared: LoopPrepareResult = await env().run(acts[LOOP_PREPARE_ACTIVITY], {
     itemId: 'item-3', pipeline: 'p', stage: 'work', stageIndex: 0, config: { stage: { name: 'work', prompt: 'go', termination: { type: 'fixed' }, output: '../../etc/x.md' }, output: '/tmp/abs.md' }, input: null, upstream: {}, itemStartedAtMs: Date.now(),
   });
   expect(prepared).toEqual({ ok: false, problems: ['stage.output: "../../etc/x.md" leads out of the workspace ("..")', 'output: "/tmp/abs.md" is absolute; give a path relative to the workspace'] });
