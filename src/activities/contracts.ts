@@ -261,8 +261,8 @@ async function finalize(input: ContractFinalizeInput, deps: ContractActivityDepe
   const source = (await resolveArtefact(state.source, deps.blobs)) ?? null;
   const list = [...accepted, ...warned] as Json[];
   const replaced = contract.items === '' ? list : setPath(source, contract.items, list);
-  const summary = `${accepted.length} accepted, ${warned.length} passed through with warnings (${contract.from} → ${contract.to})`;
-  const artefact = await offloadArtefact(replaced, deps.blobs, deps.blobThresholdBytes, summary);
+  const summary = `${accepted.length} accepted, ${warned.length} passed through with warnings`;
+  const artefact = await offloadArtefact(replaced, deps.blobs, deps.blobThresholdBytes, `${contract.from}'s items for ${contract.to}: ${summary}`);
   return { artefact: artefact as Json, accepted: accepted.length, warned: warned.length, summary };
 }
 

@@ -67,6 +67,10 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
   if (rows.length) out.push('', table(['STAGE', 'STATUS', 'ATTEMPTS', 'LAST VERDICT', 'ARTEFACT'], rows));
   if (state.pendingReviews.length) out.push('', renderPendingReviews(state.id, state.pendingReviews));
   if (state.approvals?.length) out.push('', renderApprovals(state.approvals));
+  const flagged = Object.entries(state.stages).filter(([, s]) => s.qualityFlags);
+  if (flagged.length) {
+    out.push('', 'Input validation (quality contracts):', table(['STAGE', 'ITEMS PRODUCED', 'REJECTIONS', 'RETRIES'], flagged.map(([name, s]) => [name, String(s.qualityFlags!.items_produced), String(s.qualityFlags!.validation_rejections), String(s.qualityFlags!.validation_retries)])));
+  }
   if (retries.length) out.push('', 'Retrying (Temporal activity retries):', ...retries.map((r) => `  ${r.activityType}: try ${r.attempt}${r.lastFailure ? `, last failure: ${r.lastFailure}` : ''}`));
   return out.join('\n');
 }

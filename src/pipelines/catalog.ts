@@ -43,6 +43,12 @@ export const CATALOG: CatalogEntry[] = [
     sampleInputFile: path.join(EXAMPLES_DIR, 'documents', 'report-llm.json'),
   },
   {
+    name: 'discovery',
+    description: 'seed 002: opportunity briefs → solutions → technical specs → delivery plan, each boundary validated by the stage that receives it (scripted replies offline)',
+    specFile: path.join(EXAMPLES_DIR, 'discovery', 'pipeline.yaml'),
+    sampleInputFile: path.join(EXAMPLES_DIR, 'discovery', 'findings.json'),
+  },
+  {
     name: 'email-triage',
     description: 'seed 003: extract, classify (fan-out), dedup and route an inbox, then approve the tasks, meetings and replies to make (scripted replies offline)',
     specFile: path.join(EXAMPLES_DIR, 'triage', 'pipeline.yaml'),

@@ -752,6 +752,8 @@ function renderDetails(state: WorkItemState): string {
   const approvals = (state.approvals ?? []).filter((r) => r.status === 'pending');
   const approvalLines = approvals.slice(0, DETAIL_ROWS).map((r) => `- \`${r.id}\` **${r.step}** ${r.actionType}: ${r.summary}${r.escalated ? ` (escalated to ${r.reviewers})` : ''}`);
   if (approvals.length > DETAIL_ROWS) approvalLines.push(`- … ${approvals.length - DETAIL_ROWS} more`);
+  // Seed 002's quality_flags of the stages whose input a contract validated.
+  const flags = entries.filter(([, s]) => s.qualityFlags).slice(0, DETAIL_ROWS).map(([name, s]) => `- **${name}**: ${s.qualityFlags!.items_produced} items produced, ${s.qualityFlags!.validation_rejections} rejections, ${s.qualityFlags!.validation_retries} retries`);
   return [
     `**${state.pipeline}** · ${state.status}`,
     '',
@@ -760,6 +762,7 @@ function renderDetails(state: WorkItemState): string {
     ...rows,
     ...(reviews.length ? ['', 'Waiting for review:', ...reviews] : []),
     ...(approvalLines.length ? ['', 'Waiting for approval (treadle approve <id>):', ...approvalLines] : []),
+    ...(flags.length ? ['', 'Input validation (quality_flags):', ...flags] : []),
   ].join('\n');
 }
 

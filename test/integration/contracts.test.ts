@@ -98,7 +98,7 @@ test('rejected items are revised and re-validated alone, at most max_retries rou
     [2, 1, 0, 1],
     [undefined, undefined, 3, undefined],
   ]);
-  expect(events[3]!.message).toBe('opportunity_pm → solution_designer: 3 accepted, 1 passed through with warnings (opportunity_pm → solution_designer)');
+  expect(events[3]!.message).toBe('opportunity_pm → solution_designer: 3 accepted, 1 passed through with warnings');
   const state = await h.client.getState(id);
   expect(state.stages.solution_designer!.qualityFlags).toEqual({ items_produced: 4, validation_rejections: 4, validation_retries: 2 });
   // Every validation and revision call is in the call log, with its tokens.
