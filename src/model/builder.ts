@@ -64,6 +64,7 @@ export class PipelineBuilder {
   private readonly problems: string[] = [];
   private description?: string;
   private parallel?: number;
+  private readonly contracts: Record<string, unknown>[] = [];
 
   constructor(private readonly name: string) {}
 
@@ -118,6 +119,20 @@ export class PipelineBuilder {
     return this.update(stage, 'dependency', (s) => s.dependsOn.push(dependsOn));
   }
 
+  /**
+   * Puts a quality contract (seed 002) on the edge `from` → `to`: `to` validates `from`'s items (at `items`,
+   * named by `itemId`) with `validate`, `from` revises the rejected ones with `revise`, up to `maxRetries`
+   * rounds. `validate` / `revise` name a validator / reviser (`llm` with `{ criteria }` is built in).
+   */
+  contract(
+    from: string,
+    to: string,
+    options: { items: string; itemId: string; validate: string | { run: string; with?: Json }; revise: string | { run: string; with?: Json }; maxRetries?: number },
+  ): this {
+    this.contracts.push({ from, to, ...options });
+    return this;
+  }
+
   /** Validates and returns the canonical spec; throws listing every problem. */
   build(known?: KnownImplementations): PipelineSpec {
     const result = validatePipeline(this.toJSON(), known);
@@ -133,6 +148,7 @@ export class PipelineBuilder {
       ...(this.description !== undefined ? { description: this.description } : {}),
       ...(this.parallel !== undefined ? { maxParallel: this.parallel } : {}),
       stages: this.stages.map((s) => ({ ...s })),
+      ...(this.contracts.length > 0 ? { contracts: this.contracts.map((c) => ({ ...c })) } : {}),
     };
   }
 
