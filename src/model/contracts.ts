@@ -23,8 +23,6 @@ export const DEFAULT_CONTRACT_RETRIES = 2;
 export const MAX_CONTRACT_RETRIES = 5;
 /** The built-in validator and reviser: an agent call driven by criteria text. */
 export const LLM_CONTRACT_IMPLEMENTATION = 'llm';
-/** Revision calls of one round running at once. */
-export const CONTRACT_REVISION_LANES = 50;
 
 const ImplementationRef = z.union([
   z.string().min(1).transform((run): { run: string; with?: Json } => ({ run })),
@@ -95,79 +93,4 @@ export function contractProblems(contracts: readonly ContractSpec[], stages: rea
   return problems;
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Shapes of the contract activities (plain types: the workflow imports them)
-
-/** The seed's `quality_flags` of a consuming stage. */
-export interface QualityFlags {
-  items_produced: number;
-  validation_rejections: number;
-  validation_retries: number;
-}
-
-/** A validation round's input: round 0 reads the producer's artefact, later rounds apply the revisions. */
-export interface ContractValidateInput {
-  itemId: string;
-  pipeline: string;
-  correlationId?: string;
-  contract: ContractSpec;
-  round: number;
-  /** Round 0: the producer's artefact (a reference when large). */
-  source?: Json;
-  /** Later rounds: the contract's state so far and the round's revisions (by index into its rejected items). */
-  stateRef?: string;
-  revisions?: { index: number; revisedRef: string | null }[];
-  /** The work item's input (scripted replies, templates). */
-  input: Json;
-}
-
-export type ContractValidateResult =
-  | {
-      ok: true;
-      stateRef: string;
-      /** Items in the list (round 0) or revised items validated (later rounds). */
-      validated: number;
-      produced: number;
-      accepted: number;
-      /** Items this round's validation rejected. */
-      rejectedNow: number;
-      /** Items still rejected after this round (the next round revises them). */
-      rejected: number;
-      /** How the validator's answer was taken when it was not a clean one (the seed's conservative fallbacks). */
-      fallback?: 'threw' | 'malformed' | 'partial';
-      fallbackDetail?: string;
-      /** The first few rejections, for the event (all of them are in the state). */
-      sample: { id: string; reason: string }[];
-      tokens: number;
-    }
-  | { ok: false; problems: string[] };
-
-export interface ContractReviseInput {
-  itemId: string;
-  pipeline: string;
-  correlationId?: string;
-  contract: ContractSpec;
-  round: number;
-  stateRef: string;
-  /** Index into the state's rejected items. */
-  index: number;
-  input: Json;
-}
-
-export type ContractReviseResult = { ok: true; id: string; revisedRef: string; tokens: number } | { ok: false; id: string; error: string; wastedTokens: number };
-
-export interface ContractFinalizeInput {
-  contract: ContractSpec;
-  stateRef?: string;
-  /** Without a state (validation threw on round 0): the producer's artefact, passed through whole. */
-  source?: Json;
-  retries: number;
-}
-
-export interface ContractFinalizeResult {
-  /** The consumer's input in place of `from`'s artefact: the list replaced by the final items. */
-  artefact: Json;
-  accepted: number;
-  warned: number;
-  summary: string;
-}
+export * from './contract-state';

@@ -2,7 +2,7 @@
  * Workflow and activity inputs and outputs, and the work item state served by the `state` query.
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
-import type { QualityFlags } from './contracts';
+import type { QualityFlags } from './contract-state';
 import type { ApprovalRequest } from './approvals';
 import type { FanOutProgress } from './fan-out';
 import type { PipelineSpec } from './pipeline';

@@ -7,7 +7,8 @@
  */
 import { isCancellation, proxyActivities } from '@temporalio/workflow';
 import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY } from '../model/activity-types';
-import { CONTRACT_REVISION_LANES, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractSpec, type ContractValidateInput, type ContractValidateResult, type QualityFlags } from '../model/contracts';
+import { CONTRACT_REVISION_LANES, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractValidateInput, type ContractValidateResult, type QualityFlags } from '../model/contract-state';
+import type { ContractSpec } from '../model/contracts';
 import type { Artefact, Json } from '../model/shapes';
 import type { StageKindRun } from './common';
 import { describeFailure } from './common';

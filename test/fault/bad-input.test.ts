@@ -128,7 +128,7 @@ describe('the CLI', () => {
         args: ['validate', files.unknownImpl],
         lines: [
           `treadle: ${files.unknownImpl} is invalid:`,
-          '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+          '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
           '  - stage a: unknown gate implementation "nope" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
         ],
       },

@@ -103,7 +103,7 @@ it('prints one clear line and exits 1 on every kind of error', async () => {
     [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE'],
     [['review', id, 's', '--approve', '--reject', 'x'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)'],
     [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT'],
-    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm, email-triage; or pass --file pipeline.yaml)'],
+    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm, discovery, email-triage; or pass --file pipeline.yaml)'],
     [['run', 'review-demo', '--input', '{bad'], 'treadle: --input is not valid JSON (Expected property name'],
     [['status', 'x'], 'treadle: cannot reach the Temporal server at 127.0.0.1:1: ', { TEMPORAL_ADDRESS: '127.0.0.1:1' }],
   ];
@@ -125,7 +125,7 @@ it('validates pipeline files, listing every problem', async () => {
       `treadle: ${bad} is invalid:`,
       '  - stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
       '  - dependency cycle: a -> b -> a',
-      '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+      '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
       '',
     ].join('\n'),
   );
@@ -136,7 +136,7 @@ it('validates pipeline files, listing every problem', async () => {
 describe('run --file with implementations Treadle does not ship', () => {
   const customSpec = (): string => write('custom.yaml', 'name: custom\nstages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n');
   const unknownProblems = [
-    '  - stage summarize: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+    '  - stage summarize: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
     '  - stage summarize: unknown gate implementation "my_judge" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
   ];
 
@@ -169,7 +169,7 @@ describe('run --file with implementations Treadle does not ship', () => {
         stderr: [
           'treadle: pipeline broken is invalid:',
           '  - stage a: depends on unknown stage "nowhere"',
-          '  - stage a: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+          '  - stage a: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
           '',
         ].join('\n'),
       });

@@ -127,6 +127,8 @@ describe('document pipeline spec', () => {
       checkConfig: expect.any(Function),
       stages: ['build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'pdf_to_markdown'],
       gates: ['concept_graph', 'markdown_quality'],
+      validators: ['llm'],
+      revisers: ['llm'],
     });
     const yaml: unknown = YAML.parse(readFileSync(path.join(EXAMPLES, 'pipeline.yaml'), 'utf8'));
     expect(validatePipeline(yaml, registry.names())).toMatchObject({ ok: true });
