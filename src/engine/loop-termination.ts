@@ -4,8 +4,8 @@
  * (test/unit/loop-termination.test.ts).
  *
  * - `fixed`: exactly N iterations (N = `max_iterations`); the agents' decisions do not end it early.
- * - `judgment`: stops once `consensus` consecutive iterations decided `stop`, counting only from
- *   `min_iterations` on; any other decision resets the count.
+ * - `judgment`: stops once `consensus` consecutive iterations decided `stop`, checked from iteration
+ *   `min_iterations` on (the seed's "start checking after this many"); any other decision resets the count.
  * - `queue`: stops when the external queue is empty, checked before each iteration; a provider that fails
  *   means "continue".
  * - Guardrails stop a loop that would run on: `max_iterations` for judgment and queue loops, the stage's

@@ -46,7 +46,7 @@ export type QueueProvider = z.infer<typeof QueueProviderSchema>;
 export const TerminationSchema = z
   .object({
     type: z.enum(['judgment', 'queue', 'fixed']),
-    /** judgment: decisions count only from this iteration on. */
+    /** judgment: the consensus is checked from this iteration on (the seed: "start checking after this many"). */
     min_iterations: PositiveInt.optional(),
     /** judgment: consecutive `stop` decisions needed. */
     consensus: PositiveInt.optional(),
