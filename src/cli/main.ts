@@ -95,6 +95,27 @@ const listed = (problems: string[]): string => problems.map((p) => `  - ${p}`).j
  * ship refuse too, unless `customWorker` says the worker registers them: then the names are returned, for
  * the worker's own check (the item's prepare step) to confirm.
  */
+/**
+ * Starts a work item as `run` and `loop` do: says when the id names an earlier run, waits for the worker's
+ * check of names it does not ship, then prints the id, or (`--wait`) the events, the status and its loops.
+ */
+async function startItem(client: TreadleClient, spec: unknown, input: Json, opts: { id?: string; tokenBudget?: number; wait?: boolean }, unconfirmed: string[]): Promise<void> {
+  const started = await client.start(spec, input, { ...(opts.id ? { id: opts.id } : {}), ...(opts.tokenBudget !== undefined ? { tokenBudget: opts.tokenBudget } : {}) });
+  if (started.existing) process.stderr.write(`treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`);
+  if (unconfirmed.length > 0) await awaitWorkerVerdict(client, started.id, unconfirmed);
+  if (!opts.wait) {
+    process.stdout.write(`${started.id}\n`);
+    return;
+  }
+  process.stdout.write(`started ${started.id}\n`);
+  const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
+  process.stdout.write(`\n${renderStatus(state)}\n`);
+  const stages = (spec as { stages?: unknown } | null)?.stages;
+  if (Array.isArray(stages) && stages.some((s) => (s as { run?: unknown } | null)?.run === 'loop')) {
+    for (const loop of await client.loops(started.id)) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
+  }
+}
+
 /** A pipeline file as a spec: a v3 loop pipeline (seed 004) becomes an ordinary spec of loop stages. */
 function specOfFile(file: string, options: { session?: string } = {}): unknown {
   const raw = readPipelineFile(file);
@@ -228,18 +249,7 @@ program
     const input = readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null);
     // Checked before connecting: a bad spec is reported with no server, and no work item is created.
     const unconfirmed = checkBeforeStart(spec, opts.customWorker === true);
-    await withClient(async (client) => {
-      const started = await client.start(spec, input, { ...(opts.id ? { id: opts.id } : {}), ...(opts.tokenBudget !== undefined ? { tokenBudget: opts.tokenBudget } : {}) });
-      if (started.existing) process.stderr.write(`treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`);
-      if (unconfirmed.length > 0) await awaitWorkerVerdict(client, started.id, unconfirmed);
-      if (!opts.wait) {
-        process.stdout.write(`${started.id}\n`);
-        return;
-      }
-      process.stdout.write(`started ${started.id}\n`);
-      const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
-      process.stdout.write(`\n${renderStatus(state)}\n`);
-    })();
+    await withClient((client) => startItem(client, spec, input, opts, unconfirmed))();
   });
 
 program
@@ -256,19 +266,8 @@ program
     const given = readInput(opts.input, null);
     const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
     const input = replies === undefined ? given : ({ ...(given !== null && typeof given === 'object' && !Array.isArray(given) ? given : {}), agent_replies: replies } as Json);
-    checkBeforeStart(spec, false);
-    await withClient(async (client) => {
-      const started = await client.start(spec, input, { ...(opts.id ? { id: opts.id } : {}) });
-      if (started.existing) process.stderr.write(`treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`);
-      if (!opts.wait) {
-        process.stdout.write(`${started.id}\n`);
-        return;
-      }
-      process.stdout.write(`started ${started.id}\n`);
-      const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
-      process.stdout.write(`\n${renderStatus(state)}\n`);
-      for (const loop of await client.loops(started.id)) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
-    })();
+    const unconfirmed = checkBeforeStart(spec, false);
+    await withClient((client) => startItem(client, spec, input, opts, unconfirmed))();
   });
 
 program

@@ -226,7 +226,7 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
   });
   if (!prepared.ok) throw ApplicationFailure.nonRetryable(`loop stage ${stage.name} cannot start (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`, 'InvalidLoop');
   const id = `${run.itemId}.${stage.name}.${run.attempt}`;
-  run.emit('LoopStarted', `${stage.name}: loop ${id} in ${prepared.plan.sessionDir}/${prepared.plan.stageDir} (${prepared.plan.termination.type}, at most ${prepared.plan.maxIterations} iterations)`, { stage: stage.name, attempt: run.attempt, details: { workflowId: id, session: prepared.plan.session } });
+  run.emit('LoopStarted', `${stage.name}: loop ${id} in ${prepared.plan.sessionDir}/${prepared.plan.stageDir} (${prepared.plan.termination.type}, at most ${prepared.plan.maxIterations} iteration${prepared.plan.maxIterations === 1 ? '' : 's'})`, { stage: stage.name, attempt: run.attempt, details: { workflowId: id, session: prepared.plan.session } });
   run.touch();
   const artefact = await executeChild(loopStage, {
     workflowId: id,
