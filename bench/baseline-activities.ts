@@ -1,6 +1,9 @@
+import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+
 /**
  * Activities of the raw-Temporal baseline: the same no-op work the Treadle side's `noop` stage does, plus a
- * judge for the retry loop, a payload producer for the large-artefact scenario and a list maker for the
+ * judge for the retry loop, a loop iteration's files, a payload producer for the large-artefact scenario and a list maker for the
  * fan-out over items.
  */
 
@@ -24,6 +27,19 @@ export interface JudgeResult {
 /** Builds the baseline's activities (samples' dependency-injection style, though they need none). */
 export function createBaselineActivities() {
   return {
+    /**
+     * One iteration of the baseline loop: the files a loop iteration leaves (the output, its snapshot, a
+     * status file, a progress entry) written in `dir`, as a hand-written loop over an agent would.
+     */
+    async iterate(input: { dir: string; iteration: number; output: string }): Promise<{ decision: string; bytes: number }> {
+      const at = path.join(input.dir, 'iterations', String(input.iteration).padStart(3, '0'));
+      await mkdir(at, { recursive: true });
+      await writeFile(path.join(input.dir, 'output.md'), input.output);
+      await writeFile(path.join(at, 'output.md'), input.output);
+      await writeFile(path.join(at, 'status.json'), JSON.stringify({ decision: 'continue', reason: 'r', summary: 's', errors: [] }));
+      await appendFile(path.join(input.dir, 'progress.md'), `## Iteration ${input.iteration}\n- s\n`);
+      return { decision: 'continue', bytes: input.output.length };
+    },
     async noop(input: { step: number }): Promise<NoopResult> {
       return { i: input.step };
     },

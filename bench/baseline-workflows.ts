@@ -4,14 +4,15 @@
  * of these next to the equivalent Treadle work item, on the same server, with the same no-op activities.
  *
  * Cases covered: a linear pipeline, a fan-out, a wait for a human's signal, a judge-driven retry loop, a
- * large payload passed inline between two activities, and a fan-out of child workflows over a list.
+ * large payload passed inline between two activities, a fan-out of child workflows over a list, and a
+ * loop of iterations that continues as new every `perRun` of them.
  */
-import { condition, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type * as activities from './baseline-activities';
 
 type Activities = activities.BaselineActivities;
 
-const { noop, judge, consumePayload, listElements } = proxyActivities<Activities>({
+const { noop, judge, consumePayload, listElements, iterate } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
 });
 
@@ -103,4 +104,18 @@ export async function fanOutChildren(input: { count: number; concurrency: number
   };
   await Promise.all(Array.from({ length: Math.min(input.concurrency, items.length) }, lane));
   return { results };
+}
+
+/**
+ * A hand-written agent loop: one activity per iteration writing the iteration's files, continuing as new
+ * every `perRun` iterations with the count carried, until `iterations` are done.
+ */
+export async function loopIterations(input: { iterations: number; perRun: number; dir: string; output: string; done?: number }): Promise<{ iterations: number }> {
+  let done = input.done ?? 0;
+  for (let run = 0; done < input.iterations; run++) {
+    if (run === input.perRun) return continueAsNew<typeof loopIterations>({ ...input, done });
+    await iterate({ dir: input.dir, iteration: done + 1, output: input.output });
+    done++;
+  }
+  return { iterations: done };
 }

@@ -14,6 +14,7 @@ import { baselineSide, treadleSide } from './sides';
 import { CLI_START_GOAL_MS, cliStart, type CliStartResult } from './scenarios/cli-start';
 import { fanOut, type FanOutWidthResult } from './scenarios/fan-out';
 import { fanOutItems, type FanOutItemsResult } from './scenarios/fan-out-items';
+import { loopIterations, type LoopIterationsResult } from './scenarios/loop-iterations';
 import { HISTORY_BYTES_PER_ATTEMPT_GOAL, largeArtefacts, sizeLabel, type ArtefactSizeResult } from './scenarios/large-artefacts';
 import { latency, type LatencyResult } from './scenarios/latency';
 import { retryLoop, type RetryLoopResult } from './scenarios/retry-loop';
@@ -58,6 +59,7 @@ export interface BenchResults {
     reviewRoundTrip: ReviewRoundTripResult;
     fanOut: FanOutWidthResult[];
     fanOutItems: FanOutItemsResult;
+    loopIterations: LoopIterationsResult;
     largeArtefacts: ArtefactSizeResult[];
     waitingItems: WaitingItemsResult;
     tddTree: TddTreeResult;
@@ -202,6 +204,7 @@ async function main(): Promise<void> {
       reviewRoundTrip: await run(reviewRoundTrip),
       fanOut: await run(fanOut),
       fanOutItems: await run(fanOutItems),
+      loopIterations: await run(loopIterations),
       largeArtefacts: await run(largeArtefacts),
       tddTree: await run(tddTree),
       // Last: it leaves its items waiting, which would weigh on every scenario after it.

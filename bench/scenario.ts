@@ -31,6 +31,8 @@ export interface Sizes {
   /** Elements of the fan-out stage (one child workflow each) and how many run at once. */
   fanOutItems: number;
   fanOutConcurrency: number;
+  /** Iterations of the loop-stage scenario (continue-as-new every 100 on both sides). */
+  loopIterations: number;
 }
 
 /** Sizes of each mode; `quick` must finish in under two minutes on a 2-core machine. */
@@ -54,6 +56,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     tddWidth: 4,
     fanOutItems: 100,
     fanOutConcurrency: 50,
+    // About 100 ms an iteration on each side on a 2-core machine: 40 keeps the quick run inside its budget.
+    loopIterations: 40,
   },
   medium: {
     mode: 'medium',
@@ -73,6 +77,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     tddWidth: 10,
     fanOutItems: 1_000,
     fanOutConcurrency: 50,
+    loopIterations: 500,
   },
   full: {
     mode: 'full',
@@ -92,6 +97,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     tddWidth: 20,
     fanOutItems: 1_000,
     fanOutConcurrency: 50,
+    loopIterations: 500,
   },
 };
 

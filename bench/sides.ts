@@ -7,13 +7,16 @@ import type { TreadleClient } from '../src/client';
 import type { FanOutArtefact } from '../src/model/fan-out';
 import type { WorkItemResult } from '../src/model/state';
 import { reviewSignal } from '../src/workflows/messages';
-import { approveSignal, fanOut, fanOutChildren, isWaitingQuery, largePayload, linearPipeline, retryLoop, reviewThenContinue } from './baseline-workflows';
+import { approveSignal, fanOut, fanOutChildren, isWaitingQuery, largePayload, linearPipeline, loopIterations, retryLoop, reviewThenContinue } from './baseline-workflows';
 import {
   FAN_OUT_ITEMS_STAGE,
   fanOutItemsPipelineSpec,
   fanOutPipelineSpec,
   largeArtefactPipelineSpec,
   linearPipelineSpec,
+  LOOP_STAGE_NAME,
+  loopPipelineSpec,
+  loopReplies,
   retryPipelineSpec,
   retryScript,
   reviewPipelineSpec,
@@ -41,6 +44,12 @@ export interface Side {
    * not enough).
    */
   fanOutItemsResult(id: string, count: number): Promise<void>;
+  /** A loop of `iterations` iterations, each writing an output of `output` characters and a status file in `dir`. */
+  startLoop(id: string, iterations: number, output: string, dir: string): Promise<void>;
+  /** The workflow whose runs hold the loop's history (a Treadle loop stage is a child workflow). */
+  loopWorkflowId(id: string): string;
+  /** Waits for a {@link startLoop} item and throws unless all `iterations` ran. */
+  loopResult(id: string, iterations: number): Promise<void>;
   startReview(id: string): Promise<void>;
   startRetry(id: string, rejections: number): Promise<void>;
   /** An item whose input is a document of `bytes` characters and whose first stage makes an artefact as large. */
@@ -73,6 +82,14 @@ export function treadleSide(client: TreadleClient): Side {
       if (fanOut?.completed !== count || fanOut.results.length !== count || !inOrder) {
         throw new Error(`treadle item ${id}: ${fanOut?.completed ?? 0} of ${count} elements completed (${fanOut?.failed ?? '?'} failed)${inOrder ? '' : ', not in input order'}`);
       }
+    },
+    startLoop: (id, iterations, output) => start(id, loopPipelineSpec(iterations), loopReplies(output)),
+    loopWorkflowId: (id) => `${id}.${LOOP_STAGE_NAME}.1`,
+    loopResult: async (id, iterations) => {
+      const result = await client.result(id);
+      if (result.status !== 'completed') throw new Error(`treadle item ${id} ${result.status}: ${result.error ?? ''}`);
+      const loop = (await client.readArtefact(result.artefacts[LOOP_STAGE_NAME])) as { iterations?: number } | undefined;
+      if (loop?.iterations !== iterations) throw new Error(`treadle loop ${id}: ${loop?.iterations ?? 0} of ${iterations} iterations ran`);
     },
     startReview: (id) => start(id, reviewPipelineSpec),
     startRetry: (id, rejections) => start(id, retryPipelineSpec(rejections + 1), retryScript(rejections)),
@@ -110,6 +127,14 @@ export function baselineSide(client: Client, taskQueue: string, startClient: Cli
     fanOutItemsResult: async (id, count) => {
       const { results } = await client.workflow.getHandle<typeof fanOutChildren>(id).result();
       if (results.length !== count || !results.every((r, i) => r.i === i)) throw new Error(`baseline fan-out ${id}: ${results.length} results for ${count} elements, or not in input order`);
+    },
+    startLoop: async (id, iterations, output, dir) => {
+      await client.workflow.start(loopIterations, { taskQueue, workflowId: id, args: [{ iterations, perRun: 100, dir, output }] });
+    },
+    loopWorkflowId: (id) => id,
+    loopResult: async (id, iterations) => {
+      const result = await client.workflow.getHandle<typeof loopIterations>(id).result();
+      if (result.iterations !== iterations) throw new Error(`baseline loop ${id}: ${result.iterations} of ${iterations} iterations ran`);
     },
     startReview: async (id) => {
       await client.workflow.start(reviewThenContinue, { taskQueue, workflowId: id });

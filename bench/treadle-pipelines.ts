@@ -2,6 +2,7 @@
  * The Treadle side of the benchmarks: a registry of no-op implementations and the pipeline specs each
  * scenario runs. Every stage does no work, so what is measured is the engine.
  */
+import { registerLoop } from '../src/pipelines/loop';
 import { Registry } from '../src/activities/registry';
 import { registerScripted } from '../src/pipelines/scripted';
 import { registerFanOut } from '../src/pipelines/fan-out';
@@ -17,7 +18,7 @@ export function linearStageNames(stages: number): string[] {
  * the `fan_out` stage kind, and the built-in `scripted` gate, whose verdicts come from the item's `script`.
  */
 export function benchRegistry(): Registry {
-  return registerFanOut(registerScripted(new Registry()))
+  return registerLoop(registerFanOut(registerScripted(new Registry())))
     .stage('items', async (ctx) => ({ outcome: 'completed', artefact: { items: Array.from({ length: (ctx.config as { count: number }).count }, (_, i) => i) } }))
     .stage('noop', async (ctx) => ({ outcome: 'completed', artefact: { i: ctx.attempt } }))
     .stage('payload', async (ctx) => {
@@ -103,4 +104,23 @@ export function largeArtefactPipelineSpec(bytes: number) {
       { name: 'consume', run: 'noop', depends_on: ['produce'] },
     ],
   };
+}
+
+/** The loop stage of {@link loopPipelineSpec}; its child workflow is `<item>.grind.1`. */
+export const LOOP_STAGE_NAME = 'grind';
+
+/**
+ * One loop stage of `iterations` fixed iterations with the scripted agent: each writes the output (the
+ * input's `agent_replies`, see {@link loopReplies}) and a status file; the engine snapshots and logs.
+ */
+export function loopPipelineSpec(iterations: number) {
+  return {
+    name: `bench-loop-${iterations}`,
+    stages: [{ name: LOOP_STAGE_NAME, run: 'loop', with: { stage: { name: LOOP_STAGE_NAME, prompt: 'Read ${CTX}; write ${OUTPUT} and ${STATUS}.', termination: { type: 'fixed' }, agent: 'scripted' }, max_iterations: iterations } }],
+  };
+}
+
+/** The scripted reply every iteration of {@link loopPipelineSpec} repeats. */
+export function loopReplies(output: string) {
+  return { agent_replies: { [LOOP_STAGE_NAME]: [{ output, status: { decision: 'continue', reason: 'r', summary: 's', errors: [] } }] } };
 }

@@ -212,6 +212,7 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     ...(fallback ? { fallback: fallback.kind, fallbackDetail: fallback.detail } : {}),
     sample: newlyRejected.slice(0, SAMPLE).map((at) => ({ id: truncateText(state.ids[at]!, 100), reason: truncateText(state.reasons[at] ?? '', 200) })),
     tokens: tokensOf(s, calls),
+    calls: s.calls.slice(calls),
   };
 }
 
@@ -231,16 +232,16 @@ async function revise(input: ContractReviseInput, deps: ContractActivityDependen
     if (error instanceof UnparsableRevision) {
       const wasted = tokensOf(s, calls);
       Context.current().log.warn('contract revision skipped: its reply is not an item', { contract: `${contract.from} → ${contract.to}`, item: id, wastedTokens: wasted, error: error.message });
-      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted };
+      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted, calls: s.calls.slice(calls) };
     }
     throw error;
   }
   if (revised === null || typeof revised !== 'object' || Array.isArray(revised)) {
-    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s, calls) };
+    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s, calls), calls: s.calls.slice(calls) };
   }
   // A revision keeps the item's identity: the id field is the original's, whatever the reply says.
   const kept = setPath(revised, contract.itemId, getPath(state.items[at]!, contract.itemId) ?? id);
-  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s, calls) };
+  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s, calls), calls: s.calls.slice(calls) };
 }
 
 async function finalize(input: ContractFinalizeInput, deps: ContractActivityDependencies): Promise<ContractFinalizeResult> {

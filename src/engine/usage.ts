@@ -44,11 +44,12 @@ export function totalsOf(calls: CallRecord[]): UsageTotals {
 }
 
 /** Usage per stage and in total. */
-export function summarizeUsage(stages: Record<string, Pick<StageState, 'attempts'>>): UsageSummary {
+export function summarizeUsage(stages: Record<string, Pick<StageState, 'attempts' | 'contractCalls'>>): UsageSummary {
   const perStage: Record<string, UsageTotals> = {};
   const all: CallRecord[] = [];
   for (const [name, stage] of Object.entries(stages)) {
-    const calls = stage.attempts.flatMap((a) => a.calls ?? []);
+    // A stage's contracts (seed 002) validate its input with calls of their own: its usage too.
+    const calls = [...stage.attempts.flatMap((a) => a.calls ?? []), ...(stage.contractCalls ?? [])];
     perStage[name] = totalsOf(calls);
     all.push(...calls);
   }
@@ -56,7 +57,7 @@ export function summarizeUsage(stages: Record<string, Pick<StageState, 'attempts
 }
 
 /** Tokens counted against a budget: input plus output (cache reads are billed but not "new" work). */
-export function tokensSpent(stages: Record<string, Pick<StageState, 'attempts'>>): number {
+export function tokensSpent(stages: Record<string, Pick<StageState, 'attempts' | 'contractCalls'>>): number {
   const { total } = summarizeUsage(stages);
   return total.inputTokens + total.outputTokens;
 }

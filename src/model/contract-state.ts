@@ -3,7 +3,7 @@
  * constants only, no zod, so workflow code can import them. The spec's schema is in `contracts.ts`.
  */
 import type { ContractSpec } from './contracts';
-import type { Json } from './shapes';
+import type { CallRecord, Json } from './shapes';
 
 /** Revision calls of one round running at once. */
 export const CONTRACT_REVISION_LANES = 50;
@@ -49,6 +49,8 @@ export type ContractValidateResult =
       /** The first few rejections, for the event (all of them are in the state). */
       sample: { id: string; reason: string }[];
       tokens: number;
+      /** The round's model calls, for the item's usage and token budget. */
+      calls: CallRecord[];
     }
   | { ok: false; problems: string[] };
 
@@ -64,7 +66,10 @@ export interface ContractReviseInput {
   input: Json;
 }
 
-export type ContractReviseResult = { ok: true; id: string; revisedRef: string; tokens: number } | { ok: false; id: string; error: string; wastedTokens: number };
+export type ContractReviseResult = ({ ok: true; id: string; revisedRef: string; tokens: number } | { ok: false; id: string; error: string; wastedTokens: number }) & {
+  /** The revision's model calls, for the item's usage and token budget. */
+  calls?: CallRecord[];
+};
 
 export interface ContractFinalizeInput {
   contract: ContractSpec;

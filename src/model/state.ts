@@ -58,6 +58,8 @@ export interface StageState {
   validatedInputs?: Record<string, Artefact>;
   /** Seed 002's `quality_flags` of this stage's input validation. */
   qualityFlags?: QualityFlags;
+  /** The model calls of this stage's contracts (validations and revisions): in its usage and the token budget. */
+  contractCalls?: CallRecord[];
   startedAt?: string;
   completedAt?: string;
 }

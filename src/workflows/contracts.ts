@@ -9,7 +9,7 @@ import { isCancellation, proxyActivities } from '@temporalio/workflow';
 import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY } from '../model/activity-types';
 import { CONTRACT_REVISION_LANES, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractValidateInput, type ContractValidateResult, type QualityFlags } from '../model/contract-state';
 import type { ContractSpec } from '../model/contracts';
-import type { Artefact, Json } from '../model/shapes';
+import type { Artefact, CallRecord, Json } from '../model/shapes';
 import type { StageKindRun } from './common';
 import { describeFailure } from './common';
 
@@ -34,6 +34,9 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
   const flags: QualityFlags = st.qualityFlags ?? { items_produced: 0, validation_rejections: 0, validation_retries: 0 };
   st.qualityFlags = flags;
   const validated: Record<string, Artefact> = { ...st.validatedInputs };
+  const addCalls = (calls: CallRecord[] | undefined): void => {
+    if (calls && calls.length > 0) st.contractCalls = [...(st.contractCalls ?? []), ...calls];
+  };
   for (const contract of mine) {
     const source = run.state.stages[contract.from]?.artefact;
     if (source === undefined) continue; // nothing produced (a skipped producer): nothing to validate
@@ -60,6 +63,7 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
       continue;
     }
     if (!v.ok) return { ok: false, message: `${edge}: the items cannot be validated: ${v.problems.join('; ')}` };
+    addCalls(v.calls);
     flags.items_produced += v.produced;
     flags.validation_rejections += v.rejectedNow;
     event(0, v);
@@ -70,6 +74,7 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
       round++;
       flags.validation_retries++;
       const results = await reviseAll({ ...base, round, stateRef }, rejected);
+      for (const r of results) addCalls(r.calls);
       const revisions = results.map((r, index) => ({ index, revisedRef: r.ok ? r.revisedRef : null }));
       const revised = { ok: results.filter((r) => r.ok).length, skipped: results.filter((r) => !r.ok).length, wasted: results.reduce((sum, r) => sum + (r.ok ? 0 : r.wastedTokens), 0) };
       try {
@@ -81,6 +86,7 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
         break;
       }
       if (!v.ok) return { ok: false, message: `${edge}: ${v.problems.join('; ')}` };
+      addCalls(v.calls);
       flags.validation_rejections += v.rejectedNow;
       event(round, v, revised);
       stateRef = v.stateRef;

@@ -106,6 +106,9 @@ test('rejected items are revised and re-validated alone, at most max_retries rou
   expect(calls.filter((c) => c.stage === 'solution_designer.validate')).toHaveLength(3);
   expect(calls.filter((c) => c.stage === 'solution_designer.revise')).toHaveLength(3);
   expect(calls.every((c) => c.inputTokens > 0 && c.outputTokens > 0)).toBe(true);
+  // They are the consuming stage's usage too (and so count against the item's token budget).
+  const usage = await h.client.usage(id);
+  expect(usage.stages.solution_designer).toMatchObject({ calls: 6, inputTokens: calls.reduce((sum, c) => sum + c.inputTokens, 0) });
 }, 60_000);
 
 test('all accepted the first time: one validation call, no revision', async () => {
