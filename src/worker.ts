@@ -87,7 +87,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       // TDD trees (seed 001): node calls and git worktrees.
       ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
       // Loop stages (seed 004): iterations, queue checks, state.json.
-      ...createLoopActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
+      ...createLoopActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}), blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes }),
       // Quality contracts (seed 002): validation rounds, revisions, the final list.
       ...createContractActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}), ...registry.contractImplementations(), blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes }),
       // Fan-outs: the children's pipeline and elements, by reference.

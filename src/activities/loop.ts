@@ -34,8 +34,8 @@ import { SCRIPTED_PROVIDER } from '../agents/scripted';
 import type { AgentRequest, AgentResult } from '../agents/types';
 import { worktreeAccess, worktreeTools } from '../agents/worktree-tools';
 import { readQueueOutput, type QueueReading } from '../engine/loop-termination';
-import { LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
-import { truncateText } from '../model/limits';
+import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
+import { DEFAULT_BLOB_THRESHOLD_BYTES, truncateText } from '../model/limits';
 import {
   checkLoopStageConfig,
   isInternalOutput,
@@ -58,7 +58,7 @@ import {
   type LoopWriteStateInput,
 } from '../model/loop';
 import { isBlobRef, type Artefact, type Json } from '../model/shapes';
-import { readJson, resolveArtefact, storeJson, type BlobStore } from '../storage/blob-store';
+import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../storage/blob-store';
 import { callLogWriter, type CallLog } from '../storage/call-log';
 import { ConversationStore } from '../storage/conversation';
 import { supervise } from './supervision';
@@ -85,6 +85,8 @@ export interface LoopActivityDependencies {
   callLog?: CallLog;
   env?: NodeJS.ProcessEnv;
   cwd?: string;
+  /** Artefacts above this size go to the blob store (the worker's `TREADLE_BLOB_THRESHOLD`). */
+  blobThresholdBytes?: number;
 }
 
 /** Everything an iteration needs, stored once per stage (prompt included). */
@@ -131,6 +133,13 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
     [LOOP_CHECK_QUEUE_ACTIVITY]: async (input: { planRef: string }): Promise<QueueReading> => {
       const plan = await planOf(input.planRef);
       return checkQueue(plan, env, where().workspace);
+    },
+    // The stage's artefact for the work item: the loop's result with the final output's text, offloaded when large.
+    [LOOP_ARTEFACT_ACTIVITY]: async (input: { artefact: LoopArtefact }): Promise<Artefact> => {
+      const { artefact } = input;
+      const text = artefact.outputRef ? (await deps.blobs.get(artefact.outputRef)).toString('utf8') : undefined;
+      const full = { ...artefact, ...(text !== undefined ? { text } : {}) } as unknown as Json;
+      return (await offloadArtefact(full, deps.blobs, deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES, `loop ${artefact.stage}: ${artefact.iterations} iterations, ${artefact.outputBytes} bytes of output`))!;
     },
     [LOOP_WRITE_STATE_ACTIVITY]: async (input: LoopWriteStateInput): Promise<void> => {
       const plan = await planOf(input.planRef);

@@ -27,6 +27,8 @@ export const LOOP_PREPARE_ACTIVITY = 'treadle.loopPrepare';
 export const LOOP_ITERATION_ACTIVITY = 'treadle.loopIteration';
 /** Asks a command-based queue whether it is empty. */
 export const LOOP_CHECK_QUEUE_ACTIVITY = 'treadle.loopCheckQueue';
+/** The loop stage's artefact with its final output's text (by reference when large). */
+export const LOOP_ARTEFACT_ACTIVITY = 'treadle.loopArtefact';
 /** Writes the session's `state.json`. */
 export const LOOP_WRITE_STATE_ACTIVITY = 'treadle.loopWriteState';
 

@@ -146,6 +146,11 @@ export interface LoopArtefact {
   /** Session-relative: `stage-NN-id/output.md` and every `stage-NN-id/iterations/NNN/output.md`. */
   latest: string;
   snapshots: string;
+  /**
+   * The final output's text, so templates (`{{ upstream.<stage>.text }}`) and gates read it as they read any
+   * artefact; the whole artefact goes to the blob store when large, like every artefact.
+   */
+  text?: string;
 }
 
 /** Update name to resume a failed loop (or give it up). */

@@ -15,7 +15,7 @@
  */
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, executeChild, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
-import { LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
+import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
 import type { StageActivityResult } from '../model/state';
@@ -202,15 +202,19 @@ function renderDetails(state: LoopState): string {
   return lines.join('\n');
 }
 
-const prepareActivity = proxyActivities<{ [LOOP_PREPARE_ACTIVITY]: (input: LoopPrepareInput) => Promise<LoopPrepareResult> }>({
+const { [LOOP_PREPARE_ACTIVITY]: prepareActivity, [LOOP_ARTEFACT_ACTIVITY]: artefactActivity } = proxyActivities<{
+  [LOOP_PREPARE_ACTIVITY]: (input: LoopPrepareInput) => Promise<LoopPrepareResult>;
+  [LOOP_ARTEFACT_ACTIVITY]: (input: { artefact: LoopArtefact }) => Promise<Json>;
+}>({
   startToCloseTimeout: '5m',
   retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
-})[LOOP_PREPARE_ACTIVITY];
+});
 
 /**
  * A `loop` stage's attempt in a work item: the plan made and stored by an activity, then the loop as a child
  * workflow (`<item>.<stage>.<attempt>`, its own history and Web UI page, under the item). Its artefact is the
- * {@link LoopArtefact}: the final output by reference, where the files are, how the loop ended.
+ * {@link LoopArtefact}: the final output (its text, and its reference), where the files are, how the loop
+ * ended; the whole artefact by reference when large.
  */
 export async function runLoopStage(run: StageKindRun, stageIndex: number): Promise<StageActivityResult> {
   const { stage } = run;
@@ -235,5 +239,5 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
   });
   const summary = truncateText(`${artefact.iterations} iteration${artefact.iterations === 1 ? '' : 's'}; ${artefact.stoppedBy.by === 'guardrail' ? 'stopped by a guardrail' : 'done'}: ${artefact.stoppedBy.reason}`);
   run.emit('LoopCompleted', `${stage.name}: ${summary}`, { stage: stage.name, attempt: run.attempt, details: { iterations: artefact.iterations, by: artefact.stoppedBy.by } });
-  return { outcome: 'completed', artefact: artefact as unknown as Json, summary, previousLog: null };
+  return { outcome: 'completed', artefact: await artefactActivity({ artefact }), summary, previousLog: null };
 }

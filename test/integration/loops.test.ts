@@ -86,7 +86,8 @@ test('fixed: exactly N iterations whatever the agents decide; the seed’s files
   expect(readFileSync(path.join(stageDir, 'progress.md'), 'utf8')).toBe('## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n## Iteration 3\n- did step 3\n');
   expect(readFileSync(path.join(stageDir, 'output.md'), 'utf8')).toBe('# Output 3\n');
   expect(JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'))).toMatchObject({ session: id, status: 'completed', stage: 'ideas', iteration: 3 });
-  // The final output travels by reference.
+  // The final output: its text for templates and gates, and its reference.
+  expect(artefact.text).toBe('# Output 3\n');
   expect(artefact.outputRef).toMatch(/^sha256:/);
   expect((await h.blobs.get(artefact.outputRef!)).toString()).toBe('# Output 3\n');
 }, 60_000);
@@ -303,6 +304,9 @@ test('a 500-iteration fixed loop continues as new every 100 iterations, keeps ev
   await h.client.start(spec, { agent_replies: { grind: [{ output: 'x'.repeat(20_000), status: status('continue', 'ground') }] } }, { id });
   const artefact = await artefactOf(id, 'grind');
   expect(artefact).toMatchObject({ iterations: 500, stoppedBy: { by: 'termination', reason: '500 iterations done (fixed)' }, outputBytes: 20_000 });
+  // A 20 KB output makes the stage's artefact large: the work item keeps it by reference.
+  expect((await h.client.result(id)).artefacts.grind).toMatchObject({ ref: expect.stringMatching(/^sha256:/), mediaType: 'application/json' });
+  expect(artefact.text).toHaveLength(20_000);
   const loopId = `${id}.grind.1`;
   const runs: { historySize: number; historyLength: number }[] = [];
   for await (const run of h.temporal.workflow.list({ query: `WorkflowId = "${loopId}"` })) runs.push({ historySize: run.historySize ?? 0, historyLength: run.historyLength ?? 0 });
@@ -340,7 +344,7 @@ test('a loop composes with ordinary stages: an upstream artefact becomes an inpu
   expect(context.inputs.from_stage).toEqual({ draft: ['inputs/draft.md'], input: ['inputs/input.json'] });
   expect(readFileSync(path.join(sessionDir(id), 'inputs', 'draft.md'), 'utf8')).toBe('# Draft\n');
   const published = (await h.client.readArtefact(result.artefacts.publish)) as { upstream: Record<string, Json> };
-  expect(await h.client.readArtefact(published.upstream.refine as Json)).toMatchObject({ iterations: 2, stageDir: 'stage-01-refine', stoppedBy: { by: 'termination' } });
+  expect(await h.client.readArtefact(published.upstream.refine as Json)).toMatchObject({ iterations: 2, stageDir: 'stage-01-refine', stoppedBy: { by: 'termination' }, text: '# Output 2\n' });
   const events = await h.client.events(id);
   expect(events.filter((e) => e.stage === 'refine').map((e) => e.type)).toEqual(expect.arrayContaining(['StageStarted', 'LoopStarted', 'LoopCompleted', 'QualityCheckPassed', 'StageCompleted']));
 }, 60_000);
