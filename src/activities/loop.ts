@@ -25,7 +25,7 @@
  * workspace, and commands must be on the worker's allow-list (`TREADLE_LOOP_COMMANDS`).
  */
 import { execFile } from 'node:child_process';
-import { appendFile, copyFile, mkdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import { appendFile, copyFile, mkdir, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { CancelledFailure } from '@temporalio/common';
 import { recordingAgent } from '../agents';
@@ -194,6 +194,15 @@ async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, 
   if (problems.length > 0) return { ok: false, problems };
 
   await mkdir(path.join(sessionAbs, stageDir, 'iterations'), { recursive: true });
+  // Never overwrite an iteration: a later attempt (or a reused session) numbers its iterations after them.
+  const existing = (await readdir(path.join(sessionAbs, stageDir, 'iterations'))).filter((d) => /^\d{3,}$/.test(d)).length;
+  if (input.feedback && (input.attempt ?? 1) > 1) {
+    // The gate's feedback on the last attempt, where the next agents read what was learned.
+    const lines = [`## Quality gate feedback on attempt ${(input.attempt ?? 2) - 1}`, `- ${input.feedback.summary.replace(/\s+/g, ' ').trim()}`, ...input.feedback.failed.map((f) => `- failed: ${f.replace(/\s+/g, ' ').trim()}`)];
+    const progress = path.join(sessionAbs, stageDir, 'progress.md');
+    const before = await sizeOf(progress);
+    await appendFile(progress, `${before > 0 ? '\n' : ''}${lines.join('\n')}\n`);
+  }
   for (const name of sources) {
     const artefact = input.upstream[name];
     if (artefact === undefined) continue;
@@ -241,6 +250,7 @@ async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, 
     delaySeconds: stage.delay ?? 0,
     iterationsPerRun: config.iterations_per_run ?? LOOP_ITERATIONS_PER_RUN,
     output,
+    ...(existing > 0 ? { startIteration: existing } : {}),
   };
   const planRef = await storeJson(deps.blobs, plan, `loop plan of ${input.itemId}/${input.stage}`);
   const { itemId: _i, pipeline: _p, stage: _s, stageIndex: _x, template: _t, prompt: _pr, agent: _a, model: _m, verify: _v, fromStage: _f, repliesRef: _r, mirrorOutput: _mo, ...small } = plan;

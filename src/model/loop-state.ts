@@ -64,6 +64,11 @@ export interface LoopPlan {
   iterationsPerRun: number;
   /** The output file, relative to the workspace. */
   output: string;
+  /**
+   * Iterations already in the stage folder (an earlier attempt's, or a reused session's): this loop numbers
+   * its iterations after them and never overwrites one.
+   */
+  startIteration?: number;
 }
 
 /** One iteration as the workflow keeps it: small, whatever the files hold. */
@@ -210,6 +215,9 @@ export interface LoopPrepareInput {
   upstream: Record<string, Json>;
   /** When the work item started (the pipeline runtime guardrail counts from it). */
   itemStartedAtMs: number;
+  /** The stage's attempt, and the gate's feedback on the one before (written to progress.md for the agents). */
+  attempt?: number;
+  feedback?: { summary: string; failed: string[] } | null;
 }
 
 export type LoopPrepareResult = { ok: true; planRef: string; plan: LoopPlan } | { ok: false; problems: string[] };

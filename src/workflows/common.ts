@@ -4,6 +4,7 @@
  */
 import { ActivityFailure, ChildWorkflowFailure } from '@temporalio/workflow';
 import { DEFAULT_EVENT_PAGE, type StateQueryArgs, type WorkItemState } from '../model/state';
+import type { QualityFeedback } from '../model/shapes';
 import type { ActivitySettings, StageSpec } from '../model/pipeline';
 import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
 
@@ -53,4 +54,6 @@ export interface StageKindRun {
   emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
   /** Wakes the work item's main loop, which publishes status, listings and details. */
   touch: () => void;
+  /** The gate's feedback on the previous attempt (null on a first attempt). */
+  feedback?: QualityFeedback | null;
 }

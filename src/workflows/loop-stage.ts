@@ -35,6 +35,8 @@ const housekeeping = proxyActivities<{
 /** Runs one loop stage; see the module comment. */
 export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
   const { plan } = input;
+  // Iterations on disk before this loop (an earlier attempt's): numbers continue after them.
+  const base = plan.startIteration ?? 0;
   const carry: LoopCarry = input.carry ?? { iteration: 0, consecutiveStops: 0, startedAtMs: Date.now(), recent: [], decisions: { continue: 0, stop: 0, error: 0 }, runs: 0, verifyFailures: 0 };
   carry.runs++;
   const state: LoopState = {
@@ -42,8 +44,8 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     stage: input.stage,
     session: plan.session,
     status: 'running',
-    iteration: carry.iteration,
-    maxIterations: plan.maxIterations,
+    iteration: base + carry.iteration,
+    maxIterations: base + plan.maxIterations,
     termination: plan.termination,
     consecutiveStops: carry.consecutiveStops,
     decisions: carry.decisions,
@@ -68,7 +70,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     resumeLoopUpdate,
     (request) => {
       resumeRequest = { action: request.action ?? 'resume', ...(request.reason !== undefined ? { reason: request.reason } : {}) };
-      return { resumed: resumeRequest.action === 'resume', from: carry.failure?.resume_from ?? carry.iteration + 1 };
+      return { resumed: resumeRequest.action === 'resume', from: carry.failure?.resume_from ?? base + carry.iteration + 1 };
     },
     {
       validator: (request) => {
@@ -84,7 +86,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
 
   let published: string | undefined;
   const publish = (): void => {
-    state.iteration = carry.iteration;
+    state.iteration = base + carry.iteration;
     state.consecutiveStops = carry.consecutiveStops;
     if (carry.queuePending !== undefined) state.queuePending = carry.queuePending;
     if (carry.failure) state.failure = carry.failure;
@@ -95,7 +97,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     }
     setCurrentDetails(renderDetails(state));
   };
-  const writeState = (fields: Omit<LoopWriteStateInput, 'planRef' | 'iteration'>): Promise<void> => housekeeping[LOOP_WRITE_STATE_ACTIVITY]({ planRef: input.planRef, iteration: carry.iteration, ...fields });
+  const writeState = (fields: Omit<LoopWriteStateInput, 'planRef' | 'iteration'>): Promise<void> => housekeeping[LOOP_WRITE_STATE_ACTIVITY]({ planRef: input.planRef, iteration: base + carry.iteration, ...fields });
 
   publish();
   if (carry.runs === 1) await writeState({ status: 'running' });
@@ -112,11 +114,11 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
     const n = carry.iteration + 1;
     carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
-    const result = await iterationActivity(n)({ planRef: input.planRef, iteration: n, run: carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
+    const result = await iterationActivity(base + n)({ planRef: input.planRef, iteration: base + n, run: base + carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
     iterationsThisRun++;
     if (!result.ok) {
       // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.
-      carry.failure = { status: 'failed', iteration: n, error: result.error, resume_from: n };
+      carry.failure = { status: 'failed', iteration: base + n, error: result.error, resume_from: base + n };
       state.status = 'failed';
       publish();
       await writeState({ status: 'failed', failure: carry.failure });
@@ -125,7 +127,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
       await condition(() => resumeRequest !== undefined);
       const request = resumeRequest!;
       if (request.action === 'abandon') {
-        throw ApplicationFailure.nonRetryable(`loop stage ${input.stage} failed at iteration ${n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`, 'LoopFailed');
+        throw ApplicationFailure.nonRetryable(`loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`, 'LoopFailed');
       }
       // The time spent failed does not count against the stage's runtime.
       carry.startedAtMs += Date.now() - pausedAt;
@@ -160,14 +162,14 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     session: plan.session,
     stage: input.stage,
     stageDir: plan.stageDir,
-    iterations: carry.iteration,
+    iterations: base + carry.iteration,
     stoppedBy: state.stoppedBy,
     decisions: carry.decisions,
     output: plan.output,
     outputRef: carry.lastOutputRef ?? null,
     outputBytes: carry.lastOutputBytes ?? 0,
     latest: `${plan.stageDir}/output.md`,
-    snapshots: carry.iteration > 0 ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(carry.iteration).slice('iterations/'.length)}/output.md` : '',
+    snapshots: base + carry.iteration > 0 ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(base + carry.iteration).slice('iterations/'.length)}/output.md` : '',
   };
 
   /** The queue before an iteration: the command's answer, or the last report of a signal-fed queue (waiting for the first). */
@@ -227,6 +229,8 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
     input: run.input,
     upstream: run.upstream,
     itemStartedAtMs: Date.parse(run.state.startedAt),
+    attempt: run.attempt,
+    ...(run.feedback ? { feedback: { summary: run.feedback.summary, failed: run.feedback.failedCriteria.map((c) => `${c.name}: expected ${c.expected}, got ${c.actual}`) } } : {}),
   });
   if (!prepared.ok) throw ApplicationFailure.nonRetryable(`loop stage ${stage.name} cannot start (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`, 'InvalidLoop');
   const id = `${run.itemId}.${stage.name}.${run.attempt}`;

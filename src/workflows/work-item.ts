@@ -463,7 +463,7 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
           : stage.run === LOOP_STAGE
             ? runLoopStage(kindRun, run.spec.stages.indexOf(stage))
             : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
-  const kindRun: StageKindRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch };
+  const kindRun: StageKindRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch, feedback };
   const work = async (): Promise<AttemptOutcome> => {
     const executed = await execute();
     // Seed 000's FanOut outcome: the stage's artefact names the elements and the stage each one runs.

@@ -357,3 +357,21 @@ test('the pipeline guardrail: max_runtime_seconds of the whole pipeline stops a 
   expect(artefact.stoppedBy).toEqual({ by: 'guardrail', reason: expect.stringMatching(/^the pipeline's max_runtime_seconds ran out after \d+ iterations?$/) });
   expect(artefact.iterations).toBeLessThan(5);
 }, 60_000);
+
+test('a gated loop whose output is rejected runs again as its next attempt: numbering continues, the feedback is in progress.md', async () => {
+  const id = h.id('loop-gated');
+  const spec = { name: 'gated', stages: [{ ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 2 }) as Record<string, Json>), gate: 'scripted', retry_budget: { max_attempts: 2 } }] };
+  const input = { script: { refine: [{ verdict: 'rejected', summary: 'the plan has no milestones', criteria: ['milestones'] }, {}] }, agent_replies: { refine: [reply(1), reply(2), reply(3), reply(4)] } };
+  await h.client.start(spec, input, { id });
+  const artefact = await artefactOf(id, 'refine');
+  expect(artefact).toMatchObject({ iterations: 4, text: '# Output 4\n' });
+  const stageDir = path.join(sessionDir(id), 'stage-00-refine');
+  expect(readdirSync(path.join(stageDir, 'iterations')).sort()).toEqual(['001', '002', '003', '004']);
+  expect(readFileSync(path.join(stageDir, 'iterations', '001', 'output.md'), 'utf8')).toBe('# Output 1\n');
+  const progress = readFileSync(path.join(stageDir, 'progress.md'), 'utf8');
+  expect(progress).toBe('## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n\n## Quality gate feedback on attempt 1\n- the plan has no milestones\n- failed: milestones: expected pass, got fail\n## Iteration 3\n- did step 3\n## Iteration 4\n- did step 4\n');
+  const context = JSON.parse(readFileSync(path.join(stageDir, 'iterations', '003', 'context.json'), 'utf8'));
+  expect(context).toMatchObject({ iteration: 3, inputs: { from_previous_iterations: ['iterations/001/output.md', 'iterations/002/output.md'] } });
+  const loops = await h.client.loops(id);
+  expect(loops.map((l) => [l.workflowId, l.state.iteration])).toEqual([[`${id}.refine.1`, 2], [`${id}.refine.2`, 4]]);
+}, 60_000);
