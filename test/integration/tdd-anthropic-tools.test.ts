@@ -95,6 +95,18 @@ const SCRIPT: Record<string, FakeReply[]> = {
   merger: [{ kind: 'text', text: JSON.stringify({ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [{ symbol: 'add', changeType: 'NewExport', reason: 'the spec' }] }) }],
 };
 
+/** The one-criterion leaf both tree tests run, on the anthropic provider. */
+function calcSpec(settings: Record<string, unknown> = {}) {
+  return {
+    id: 'calc',
+    description: 'add two numbers',
+    acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }],
+    targetPath: 'src/add.js',
+    testPath: 'test/add.test.js',
+    tdd: { agent: 'anthropic', model: 'claude-haiku-4-5', ...settings },
+  };
+}
+
 /** The exit that only a node's own reply instructions list, naming the node. */
 const NODE_MARKERS: [string, string][] = [
   ['scaffold', '{ "exit": "InitWork";'],
@@ -131,14 +143,7 @@ test('the anthropic agent writes code and tests with the worktree tools, and the
   const repo = path.join(root, 'calc');
   await initRepository(repo, { 'README.md': '# calc\n' });
   const id = h.id('tdd-tools');
-  const spec = {
-    id: 'calc',
-    description: 'add two numbers',
-    acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }],
-    targetPath: 'src/add.js',
-    testPath: 'test/add.test.js',
-    tdd: { agent: 'anthropic', model: 'claude-haiku-4-5' },
-  };
+  const spec = calcSpec();
   await h.client.startTdd(spec, { repo, id });
 
   const result = await h.client.tddResult(id);
@@ -278,14 +283,7 @@ test('a node that gives no decision within the nudge timeout is re-prompted once
   const repo = path.join(root, 'nudged');
   await initRepository(repo, { 'README.md': '# nudged\n' });
   const id = h.id('tdd-nudge');
-  const spec = {
-    id: 'calc',
-    description: 'add two numbers',
-    acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }],
-    targetPath: 'src/add.js',
-    testPath: 'test/add.test.js',
-    tdd: { agent: 'anthropic', model: 'claude-haiku-4-5', nudgeTimeoutSeconds: 1 },
-  };
+  const spec = calcSpec({ nudgeTimeoutSeconds: 1 });
   await h.client.startTdd(spec, { repo, id });
   expect(await h.client.tddResult(id)).toMatchObject({ status: 'merged' });
 
