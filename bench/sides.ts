@@ -60,7 +60,8 @@ export interface Side {
   approve(id: string, via?: 'update' | 'signal'): Promise<void>;
   /** Waits for the item and throws unless it completed successfully. */
   result(id: string): Promise<void>;
-  handle(id: string): WorkflowHandle;
+  /** The workflow `id`: its latest run, or run `runId` (a continued-as-new workflow has several). */
+  handle(id: string, runId?: string): WorkflowHandle;
 }
 
 /** Treadle work items, started and reviewed through `TreadleClient`. */
@@ -103,7 +104,7 @@ export function treadleSide(client: TreadleClient): Side {
       const result: WorkItemResult = await client.result(id);
       if (result.status !== 'completed') throw new Error(`treadle item ${id} ${result.status}: ${result.error ?? ''}`);
     },
-    handle: (id) => client.client.workflow.getHandle(id),
+    handle: (id, runId) => client.client.workflow.getHandle(id, runId),
   };
 }
 
@@ -152,7 +153,7 @@ export function baselineSide(client: Client, taskQueue: string, startClient: Cli
     result: async (id) => {
       await client.workflow.getHandle(id).result();
     },
-    handle: (id) => client.workflow.getHandle(id),
+    handle: (id, runId) => client.workflow.getHandle(id, runId),
   };
 }
 

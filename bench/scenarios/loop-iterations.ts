@@ -4,25 +4,35 @@
  * status file each iteration; the engine writes context.json, snapshots, progress), the baseline a workflow
  * calling one activity per iteration that writes the same files. Both continue as new every 100 iterations.
  * Measured: wall time (start → result, all N iterations checked), time per iteration, and the history of
- * every run of the looping workflow (the Treadle loop stage's child, the baseline workflow), summed.
+ * every run of the looping workflow (the Treadle loop stage's child, the baseline workflow), summed. The runs
+ * are found by following the continue-as-new chain back from the latest run (each run's first event names
+ * the run it continues), and each run's size is the server's own count (`describe`), so nothing depends on
+ * visibility having caught up with the last run.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { readHistory } from '../history';
 import { ratio, round } from '../statistics';
 import { fmt, fmtRatio, nowMs, sidesInOrder, type ScenarioContext, type ScenarioResult } from '../scenario';
-import type { SideName } from '../sides';
+import type { Side, SideName } from '../sides';
 
 /** What each iteration's agent writes as the output. */
 const OUTPUT_BYTES = 2_000;
+/** More runs than any size makes (continue-as-new every 100 iterations): a chain this long is broken. */
+const MAX_RUNS = 1_000;
 
 export interface LoopIterationsSide {
   wallMs: number;
   msPerIteration: number;
+  /** Runs of the looping workflow (1 + the times it continued as new). */
   runs: number;
+  /** History bytes (as the server counts them toward its limits) and events, summed over every run. */
   historyBytes: number;
   historyEvents: number;
   historyBytesPerIteration: number;
+  /** The largest single run's history bytes: what Temporal's per-execution limits apply to. */
+  largestRunBytes: number;
 }
 
 export interface LoopIterationsResult {
@@ -51,16 +61,17 @@ export async function loopIterations(ctx: ScenarioContext): Promise<ScenarioResu
       await side.startLoop(id, iterations, output, path.join(workspace, 'baseline', id));
       await side.loopResult(id, iterations);
       const wallMs = round(nowMs() - started);
-      let bytes = 0;
-      let events = 0;
-      let runs = 0;
-      const looping = side.loopWorkflowId(id);
-      for await (const run of ctx.treadleClient.client.workflow.list({ query: `WorkflowId = "${looping}"` })) {
-        runs++;
-        bytes += run.historySize ?? 0;
-        events += run.historyLength ?? 0;
-      }
-      sides[side.name] = { wallMs, msPerIteration: round(wallMs / iterations), runs, historyBytes: bytes, historyEvents: events, historyBytesPerIteration: round(bytes / iterations) };
+      const runs = await everyRun(side, side.loopWorkflowId(id));
+      const bytes = runs.reduce((sum, r) => sum + r.bytes, 0);
+      sides[side.name] = {
+        wallMs,
+        msPerIteration: round(wallMs / iterations),
+        runs: runs.length,
+        historyBytes: bytes,
+        historyEvents: runs.reduce((sum, r) => sum + r.events, 0),
+        historyBytesPerIteration: round(bytes / iterations),
+        largestRunBytes: Math.max(...runs.map((r) => r.bytes)),
+      };
     }
   } finally {
     if (saved === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
@@ -86,4 +97,17 @@ export async function loopIterations(ctx: ScenarioContext): Promise<ScenarioResu
       { scenario: name, metric: 'runs (continue-as-new) / history events', treadle: `${treadle.runs} / ${treadle.historyEvents}`, baseline: `${baseline.runs} / ${baseline.historyEvents}`, ratio: '' },
     ],
   };
+}
+
+/** Every run of workflow `workflowId`, latest first: the chain of continue-as-new followed backwards. */
+async function everyRun(side: Side, workflowId: string): Promise<{ runId: string; bytes: number; events: number }[]> {
+  const runs: { runId: string; bytes: number; events: number }[] = [];
+  let runId: string | undefined = (await side.handle(workflowId).describe()).runId;
+  while (runId) {
+    if (runs.length >= MAX_RUNS || runs.some((r) => r.runId === runId)) throw new Error(`${workflowId}: the continue-as-new chain does not end (at run ${runId})`);
+    const { history, size } = await readHistory(side.handle(workflowId, runId));
+    runs.push({ runId, bytes: size.bytes, events: size.events });
+    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  }
+  return runs;
 }
