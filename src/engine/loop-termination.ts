@@ -67,9 +67,18 @@ export function afterIteration(termination: Termination, counters: LoopCounters,
   return { next: 'iterate' };
 }
 
+/**
+ * A queue loop that reached `max_iterations`: if its last iteration emptied the queue (`reading`, taken after
+ * it), the loop ended because the queue is empty, not by the guardrail. Any other verdict stands.
+ */
+export function settleAtLimit(verdict: LoopVerdict, termination: Termination, counters: LoopCounters, reading: QueueReading | undefined): LoopVerdict {
+  if (verdict.next !== 'stop' || verdict.by !== 'guardrail' || termination.type !== 'queue' || reading?.kind !== 'empty') return verdict;
+  return { next: 'stop', by: 'termination', reason: `the queue is empty after ${plural(counters.iteration, 'iteration')}` };
+}
+
 function maxIterationsStop(termination: Termination, counters: LoopCounters, limits: LoopLimits): LoopVerdict {
   if (termination.type === 'fixed') return { next: 'stop', by: 'termination', reason: `${plural(limits.maxIterations, 'iteration')} done (fixed)` };
-  const why = termination.type === 'judgment' ? `without ${limits.consensus} consecutive stop decisions` : 'with the queue not yet empty';
+  const why = termination.type === 'judgment' ? `without ${limits.consensus} consecutive stop decision${limits.consensus === 1 ? '' : 's'}` : 'with the queue not yet empty';
   return { next: 'stop', by: 'guardrail', reason: `max_iterations (${limits.maxIterations}) reached ${why} after ${plural(counters.iteration, 'iteration')}` };
 }
 

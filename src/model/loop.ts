@@ -143,7 +143,13 @@ export type LoopStageConfig = z.infer<typeof LoopStageConfigSchema>;
 /** The problems of a loop stage's `with:`, each naming its field. */
 export function checkLoopStageConfig(config: unknown): string[] {
   const parsed = LoopStageConfigSchema.safeParse(config ?? {});
-  if (parsed.success) return [...outputProblems(parsed.data.stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output')];
+  if (parsed.success) {
+    const { stage } = parsed.data;
+    const max = parsed.data.max_iterations ?? stage.guardrails?.max_iterations ?? LOOP_DEFAULTS.maxIterations;
+    const min = stage.termination.min_iterations;
+    const unreachable = min !== undefined && min > max ? [`stage.termination.min_iterations: ${min} is beyond max_iterations (${max}): the loop could only ever stop by its guardrail; lower it or raise max_iterations`] : [];
+    return [...outputProblems(stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output'), ...unreachable];
+  }
   return parsed.error.issues.map((i) => `${i.path.join('.') || 'with'}: ${explain(i)}`);
 }
 

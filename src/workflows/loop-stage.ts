@@ -14,7 +14,7 @@
  *   history holds summaries and references only, whatever the files hold.
  */
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, executeChild, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
+import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, settleAtLimit, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
 import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
@@ -151,6 +151,10 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     if (carry.recent.length > KEPT_ITERATIONS) carry.recent.splice(0, carry.recent.length - KEPT_ITERATIONS);
     publish();
     verdict = afterIteration(plan.termination, carry, limits());
+    // A queue loop at its last allowed iteration: asked once more, an empty queue is why it ends.
+    if (verdict.next === 'stop' && verdict.by === 'guardrail' && plan.termination.type === 'queue' && carry.iteration >= plan.maxIterations) {
+      verdict = settleAtLimit(verdict, plan.termination, carry, await readQueue());
+    }
     if (verdict.next === 'stop') break;
   }
 

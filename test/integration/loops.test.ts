@@ -117,6 +117,12 @@ test('queue (command): iterates while the queue has items, stops when it is empt
   const artefact = await artefactOf(id, 'work');
   // Iteration 1 ran although the provider failed (continue), 2 took the last item, then the queue was empty.
   expect(artefact).toMatchObject({ iterations: 2, stoppedBy: { by: 'termination', reason: 'the queue is empty after 2 iterations' } });
+
+  // The last allowed iteration takes the last item: the queue, asked once more, is why the loop ends.
+  const atLimit = h.id('loop-queue-limit');
+  writeFileSync(path.join(workspace, 'queue.txt'), 'a\nb\n');
+  await h.client.start({ name: 'queued', stages: [loopStage('work', { termination: { type: 'queue', queue: { provider: 'command', command: 'sh queue.sh' } } }, { max_iterations: 2 })] }, { agent_replies: { work: [take('b\n', 1), take('', 2)] } }, { id: atLimit });
+  expect(await artefactOf(atLimit, 'work')).toMatchObject({ iterations: 2, stoppedBy: { by: 'termination', reason: 'the queue is empty after 2 iterations' } });
 }, 60_000);
 
 test('queue (signal): waits for the first report, iterates while items are reported, stops on zero', async () => {
