@@ -21,9 +21,9 @@ import { recordingAgent } from '../agents';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import type { Agent } from '../agents/types';
 import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY } from '../model/activity-types';
-import { LLM_CONTRACT_IMPLEMENTATION, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractSpec, type ContractValidateInput, type ContractValidateResult } from '../model/contracts';
+import { LLM_CONTRACT_IMPLEMENTATION, type ContractCall, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractSpec, type ContractValidateInput, type ContractValidateResult } from '../model/contracts';
 import { truncateText } from '../model/limits';
-import type { Json } from '../model/shapes';
+import { isBlobRef, type Json } from '../model/shapes';
 import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../storage/blob-store';
 import { callLogWriter, type CallLog } from '../storage/call-log';
 import { ConversationStore } from '../storage/conversation';
@@ -75,8 +75,11 @@ export interface ContractActivityDependencies {
   blobThresholdBytes: number;
 }
 
-/** The contract's items and verdicts after a round (a blob). */
+/** The contract's items and verdicts after a round (a blob): later rounds and revisions read it all from here. */
 interface ContractState {
+  contract: ContractSpec;
+  /** The work item's input as it came (a reference when large). */
+  input: Json;
   /** The producer's artefact as it came (a reference when large). */
   source: Json;
   ids: string[];
@@ -95,61 +98,73 @@ const MAX_REASON = 500;
 export function createContractActivities(deps: ContractActivityDependencies) {
   const validators: Record<string, ContractValidator> = { [LLM_CONTRACT_IMPLEMENTATION]: llmValidator, ...deps.validators };
   const revisers: Record<string, ContractReviser> = { [LLM_CONTRACT_IMPLEMENTATION]: llmReviser, ...deps.revisers };
-  const where = (contract: ContractSpec, kind: 'validate' | 'revise', pipeline: string) => callLogWriter(deps.callLog, { pipeline, stage: `${contract.to}.${kind}` });
+  const where = (call: ContractCall, kind: 'validate' | 'revise') => callLogWriter(deps.callLog, { pipeline: call.pipeline, stage: `${call.consumer}.${kind}` });
+  // The work item's input, resolved once per worker for all the rounds and revisions that read it.
+  const inputs = new Map<string, Json>();
+  const resolveInput = async (input: Json): Promise<Json> => {
+    if (!isBlobRef(input)) return input;
+    const cached = inputs.get(input.ref);
+    if (cached !== undefined) return cached;
+    const resolved = (await resolveArtefact(input, deps.blobs)) ?? null;
+    if (inputs.size >= 20) inputs.clear();
+    inputs.set(input.ref, resolved);
+    return resolved;
+  };
   return {
-    // The work item's input may be a reference (a large input): implementations get it resolved.
-    [CONTRACT_VALIDATE_ACTIVITY]: async (input: ContractValidateInput): Promise<ContractValidateResult> => {
-      const resolved = { ...input, input: (await resolveArtefact(input.input, deps.blobs)) ?? null };
-      return supervise((s) => validate(resolved, deps, validators, s), where(input.contract, 'validate', input.pipeline));
-    },
-    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> => {
-      const resolved = { ...input, input: (await resolveArtefact(input.input, deps.blobs)) ?? null };
-      return supervise((s) => revise(resolved, deps, revisers, s), where(input.contract, 'revise', input.pipeline));
-    },
+    [CONTRACT_VALIDATE_ACTIVITY]: async (input: ContractValidateInput): Promise<ContractValidateResult> =>
+      supervise((s) => validate(input, deps, validators, resolveInput, s), where(input, 'validate')),
+    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> => supervise((s) => revise(input, deps, revisers, resolveInput, s), where(input, 'revise')),
     [CONTRACT_FINALIZE_ACTIVITY]: async (input: ContractFinalizeInput): Promise<ContractFinalizeResult> => finalize(input, deps),
   };
 }
 
-function contextFor(input: { itemId: string; pipeline: string; correlationId?: string; contract: ContractSpec; round: number; input: Json }, kind: 'validate' | 'revise', key: string, deps: ContractActivityDependencies, s: Supervision): ContractContext {
-  const ref = kind === 'validate' ? input.contract.validate : input.contract.revise;
+/** What a validator or reviser call needs of its activity: the call, the contract, the round, the item's input (resolved). */
+interface CallSetting {
+  call: ContractCall;
+  contract: ContractSpec;
+  round: number;
+  input: Json;
+}
+
+function contextFor(at: CallSetting, kind: 'validate' | 'revise', key: string, deps: ContractActivityDependencies, s: Supervision): ContractContext {
+  const { call, contract, round, input } = at;
+  const ref = kind === 'validate' ? contract.validate : contract.revise;
   const configured = (ref.with as { agent?: unknown } | undefined)?.agent;
   return {
-    itemId: input.itemId,
-    pipeline: input.pipeline,
-    contract: input.contract,
-    round: input.round,
+    itemId: call.itemId,
+    pipeline: call.pipeline,
+    contract,
+    round,
     config: ref.with,
-    input: input.input,
+    input,
     signal: s.signal,
     agent: (provider) => {
       const name = provider ?? (typeof configured === 'string' ? configured : defaultAgentName());
       const factory = deps.agents[name];
       if (!factory) throw ApplicationFailure.nonRetryable(`unknown agent provider "${name}" (available: ${Object.keys(deps.agents).join(', ')})`, 'UnknownAgent');
       // Scripted replies: `<consumer>.validate` (reply n for round n-1), `<consumer>.revise.<item id>` (reply n for round n).
-      const agent = recordingAgent(factory({ itemId: input.itemId, stage: key, attempt: kind === 'validate' ? input.round + 1 : input.round, input: input.input, config: ref.with }), {
+      return recordingAgent(factory({ itemId: call.itemId, stage: key, attempt: kind === 'validate' ? round + 1 : round, input, config: ref.with }), {
         calls: s.calls,
         conversations: new ConversationStore(deps.blobs),
-        ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}),
+        ...(call.correlationId !== undefined ? { runCorrelationId: call.correlationId } : {}),
       });
-      return agent;
     },
   };
 }
 
-async function validate(input: ContractValidateInput, deps: ContractActivityDependencies, validators: Record<string, ContractValidator>, s: Supervision): Promise<ContractValidateResult> {
-  const { contract } = input;
+async function validate(input: ContractValidateInput, deps: ContractActivityDependencies, validators: Record<string, ContractValidator>, resolveInput: (input: Json) => Promise<Json>, s: Supervision): Promise<ContractValidateResult> {
   let state: ContractState;
   let toValidate: number[];
-  if (input.round === 0) {
+  if ('source' in input) {
     const source = (await resolveArtefact(input.source, deps.blobs)) ?? null;
-    const read = readItems(source, contract);
+    const read = readItems(source, input.contract);
     if (!read.ok) return { ok: false, problems: read.problems };
-    state = { source: input.source ?? null, ids: read.ids, items: read.items, verdicts: read.items.map(() => 'accepted'), reasons: read.items.map(() => null), rejected: [] };
+    state = { contract: input.contract, input: input.input, source: input.source, ids: read.ids, items: read.items, verdicts: read.items.map(() => 'accepted'), reasons: read.items.map(() => null), rejected: [] };
     toValidate = read.items.map((_, i) => i);
   } else {
-    state = await readJson<ContractState>(deps.blobs, input.stateRef!);
+    state = await readJson<ContractState>(deps.blobs, input.stateRef);
     toValidate = [];
-    for (const revision of input.revisions ?? []) {
+    for (const revision of input.revisions) {
       const at = state.rejected[revision.index];
       if (at === undefined || revision.revisedRef === null) continue;
       const revised = await readJson<Json>(deps.blobs, revision.revisedRef);
@@ -160,6 +175,7 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     const unrevised = state.rejected.filter((at) => !toValidate.includes(at));
     state.rejected = unrevised;
   }
+  const { contract } = state;
   const calls = s.calls.length;
   let fallback: { kind: 'threw' | 'malformed' | 'partial'; detail: string } | undefined;
   const newlyRejected: number[] = [];
@@ -169,7 +185,8 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     if (!validator) throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
     let answer: ContractValidation | undefined;
     try {
-      answer = await validator({ ...contextFor(input, 'validate', `${contract.to}.validate`, deps, s), items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })) });
+      const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
+      answer = await validator({ ...contextFor(setting, 'validate', `${contract.to}.validate`, deps, s), items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })) });
     } catch (error) {
       if (error instanceof CancelledFailure || s.signal.aborted) throw error;
       fallback = { kind: 'threw', detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON) };
@@ -216,9 +233,9 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
   };
 }
 
-async function revise(input: ContractReviseInput, deps: ContractActivityDependencies, revisers: Record<string, ContractReviser>, s: Supervision): Promise<ContractReviseResult> {
-  const { contract } = input;
+async function revise(input: ContractReviseInput, deps: ContractActivityDependencies, revisers: Record<string, ContractReviser>, resolveInput: (input: Json) => Promise<Json>, s: Supervision): Promise<ContractReviseResult> {
   const state = await readJson<ContractState>(deps.blobs, input.stateRef);
+  const { contract } = state;
   const at = state.rejected[input.index];
   if (at === undefined) throw ApplicationFailure.nonRetryable(`no rejected item ${input.index} in the contract's state`, 'InvalidInput');
   const id = state.ids[at]!;
@@ -227,7 +244,8 @@ async function revise(input: ContractReviseInput, deps: ContractActivityDependen
   const calls = s.calls.length;
   let revised: Json;
   try {
-    revised = await reviser({ ...contextFor(input, 'revise', `${contract.to}.revise.${id}`, deps, s), id, item: state.items[at]!, reason: state.reasons[at] ?? '' });
+    const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
+    revised = await reviser({ ...contextFor(setting, 'revise', `${contract.to}.revise.${id}`, deps, s), id, item: state.items[at]!, reason: state.reasons[at] ?? '' });
   } catch (error) {
     if (error instanceof UnparsableRevision) {
       const wasted = tokensOf(s, calls);
@@ -245,12 +263,8 @@ async function revise(input: ContractReviseInput, deps: ContractActivityDependen
 }
 
 async function finalize(input: ContractFinalizeInput, deps: ContractActivityDependencies): Promise<ContractFinalizeResult> {
-  const { contract } = input;
-  if (!input.stateRef) {
-    const artefact = input.source ?? null;
-    return { artefact, accepted: 0, warned: 0, summary: 'validation failed: every item accepted as produced' };
-  }
   const state = await readJson<ContractState>(deps.blobs, input.stateRef);
+  const { contract } = state;
   const accepted = state.items.filter((_, i) => state.verdicts[i] === 'accepted');
   const retries = `${input.retries} ${input.retries === 1 ? 'retry' : 'retries'}`;
   const warned = state.items.flatMap((item, i) => {

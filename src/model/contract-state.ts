@@ -16,19 +16,36 @@ export interface QualityFlags {
 }
 
 /** A validation round's input: round 0 reads the producer's artefact, later rounds apply the revisions. */
-export interface ContractValidateInput {
+/**
+ * Round 0 carries the contract, the work item's input and the producer's artefact, and stores them in the
+ * contract's state; later rounds and revisions carry only the state's reference, so what each call adds to
+ * the history does not grow with the criteria or the input.
+ */
+export type ContractValidateInput = ContractCall &
+  (
+    | {
+        round: 0;
+        contract: ContractSpec;
+        /** The work item's input (scripted replies, templates), a reference when large. */
+        input: Json;
+        /** The producer's artefact (a reference when large). */
+        source: Json;
+      }
+    | {
+        round: number;
+        /** The contract's state so far and the round's revisions (by index into its rejected items). */
+        stateRef: string;
+        revisions: { index: number; revisedRef: string | null }[];
+      }
+  );
+
+/** What every contract call names: the work item, and the consuming stage (for the call log). */
+export interface ContractCall {
   itemId: string;
   pipeline: string;
   correlationId?: string;
-  contract: ContractSpec;
-  round: number;
-  /** Round 0: the producer's artefact (a reference when large). */
-  source?: Json;
-  /** Later rounds: the contract's state so far and the round's revisions (by index into its rejected items). */
-  stateRef?: string;
-  revisions?: { index: number; revisedRef: string | null }[];
-  /** The work item's input (scripted replies, templates). */
-  input: Json;
+  /** The consuming stage. */
+  consumer: string;
 }
 
 export type ContractValidateResult =
@@ -54,16 +71,11 @@ export type ContractValidateResult =
     }
   | { ok: false; problems: string[] };
 
-export interface ContractReviseInput {
-  itemId: string;
-  pipeline: string;
-  correlationId?: string;
-  contract: ContractSpec;
+export interface ContractReviseInput extends ContractCall {
   round: number;
   stateRef: string;
   /** Index into the state's rejected items. */
   index: number;
-  input: Json;
 }
 
 export type ContractReviseResult = ({ ok: true; id: string; revisedRef: string; tokens: number } | { ok: false; id: string; error: string; wastedTokens: number }) & {
@@ -72,10 +84,7 @@ export type ContractReviseResult = ({ ok: true; id: string; revisedRef: string; 
 };
 
 export interface ContractFinalizeInput {
-  contract: ContractSpec;
-  stateRef?: string;
-  /** Without a state (validation threw on round 0): the producer's artefact, passed through whole. */
-  source?: Json;
+  stateRef: string;
   retries: number;
 }
 

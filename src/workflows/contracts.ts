@@ -41,7 +41,8 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
     const source = run.state.stages[contract.from]?.artefact;
     if (source === undefined) continue; // nothing produced (a skipped producer): nothing to validate
     const correlation = run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {};
-    const base = { itemId: run.itemId, pipeline: run.pipeline, contract, input: run.input, ...correlation };
+    // Round 0 stores the contract and the input in the contract's state; every later call names only the state.
+    const call = { itemId: run.itemId, pipeline: run.pipeline, consumer: contract.to, ...correlation };
     const edge = `${contract.from} → ${contract.to}`;
     const event = (round: number, v: Extract<ContractValidateResult, { ok: true }>, revised?: { ok: number; skipped: number; wasted: number }): void => {
       const fallback = v.fallback ? `; ${v.fallback === 'threw' ? 'the validator failed, so every item is accepted' : v.fallback === 'malformed' ? 'the answer was malformed, so every item is accepted' : 'items not mentioned are accepted'} (${v.fallbackDetail})` : '';
@@ -55,7 +56,7 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
 
     let v: ContractValidateResult;
     try {
-      v = await acts[CONTRACT_VALIDATE_ACTIVITY]({ ...base, round: 0, source });
+      v = await acts[CONTRACT_VALIDATE_ACTIVITY]({ ...call, round: 0, contract, input: run.input, source });
     } catch (error) {
       if (isCancellation(error)) throw error;
       // The seed's conservative fallback: validation never blocks the pipeline.
@@ -73,12 +74,12 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
     while (rejected > 0 && round < contract.maxRetries) {
       round++;
       flags.validation_retries++;
-      const results = await reviseAll({ ...base, round, stateRef }, rejected);
+      const results = await reviseAll({ ...call, round, stateRef }, rejected);
       for (const r of results) addCalls(r.calls);
       const revisions = results.map((r, index) => ({ index, revisedRef: r.ok ? r.revisedRef : null }));
       const revised = { ok: results.filter((r) => r.ok).length, skipped: results.filter((r) => !r.ok).length, wasted: results.reduce((sum, r) => sum + (r.ok ? 0 : r.wastedTokens), 0) };
       try {
-        v = await acts[CONTRACT_VALIDATE_ACTIVITY]({ ...base, round, stateRef, revisions });
+        v = await acts[CONTRACT_VALIDATE_ACTIVITY]({ ...call, round, stateRef, revisions });
       } catch (error) {
         if (isCancellation(error)) throw error;
         run.emit('InputValidation', `${edge} round ${round}: validation failed (${describeFailure(error)}); the revised items are accepted`, { stage: run.stage.name, details: { from: contract.from, round, fallback: 'threw' } });
@@ -92,7 +93,7 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
       stateRef = v.stateRef;
       rejected = v.rejected;
     }
-    const final = await acts[CONTRACT_FINALIZE_ACTIVITY]({ contract, stateRef, retries: round });
+    const final = await acts[CONTRACT_FINALIZE_ACTIVITY]({ stateRef, retries: round });
     validated[contract.from] = final.artefact;
     run.emit('InputValidation', `${edge}: ${final.summary}`, { stage: run.stage.name, details: { from: contract.from, final: true, accepted: final.accepted, warned: final.warned, retries: round } });
   }
