@@ -62,7 +62,8 @@ import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore }
 import { callLogWriter, type CallLog } from '../storage/call-log';
 import { ConversationStore } from '../storage/conversation';
 import { supervise } from './supervision';
-import { checkCommand, commandList, runTestCommand } from './test-command';
+import { isRecord } from './sources';
+import { checkCommand, commandList, PASSED_ENV, runTestCommand } from './test-command';
 import { writeFileInside } from './worktree-files';
 
 /** The folder loops work in (agents act there; output paths are relative to it); default the worker's working directory. */
@@ -111,15 +112,16 @@ interface StoredPlan extends LoopPlan {
 export function createLoopActivities(deps: LoopActivityDependencies) {
   const env = deps.env ?? process.env;
   const cwd = deps.cwd ?? process.cwd();
-  const plans = new Map<string, StoredPlan>();
-  const planOf = async (ref: string): Promise<StoredPlan> => {
-    const cached = plans.get(ref);
-    if (cached) return cached;
-    const plan = await readJson<StoredPlan>(deps.blobs, ref);
-    if (plans.size > 100) plans.clear();
-    plans.set(ref, plan);
-    return plan;
+  // Plans and scripted replies are read by every iteration of a loop: once per worker is enough (content-addressed).
+  const stored = new Map<string, unknown>();
+  const jsonOf = async <T>(ref: string): Promise<T> => {
+    if (stored.has(ref)) return stored.get(ref) as T;
+    const value = await readJson<T>(deps.blobs, ref);
+    if (stored.size > 100) stored.clear();
+    stored.set(ref, value);
+    return value;
   };
+  const planOf = (ref: string): Promise<StoredPlan> => jsonOf<StoredPlan>(ref);
   const where = (): { workspace: string; runs: string } => {
     const workspace = path.resolve(cwd, env[LOOP_WORKSPACE_ENV] || '.');
     return { workspace, runs: path.resolve(workspace, env[LOOP_RUNS_ENV] || DEFAULT_LOOP_RUNS) };
@@ -128,7 +130,8 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
     [LOOP_PREPARE_ACTIVITY]: async (input: LoopPrepareInput): Promise<LoopPrepareResult> => prepare(input, deps, env, where()),
     [LOOP_ITERATION_ACTIVITY]: async (input: LoopIterationInput): Promise<LoopIterationResult> => {
       const plan = await planOf(input.planRef);
-      return supervise((supervision) => iterate(plan, input, deps, env, where().workspace, supervision), callLogWriter(deps.callLog, { pipeline: plan.pipeline, stage: plan.stage }));
+      const replies = plan.repliesRef ? await jsonOf<Json>(plan.repliesRef) : undefined;
+      return supervise((supervision) => iterate(plan, replies, input, deps, env, where().workspace, supervision), callLogWriter(deps.callLog, { pipeline: plan.pipeline, stage: plan.stage }));
     },
     [LOOP_CHECK_QUEUE_ACTIVITY]: async (input: { planRef: string }): Promise<QueueReading> => {
       const plan = await planOf(input.planRef);
@@ -277,7 +280,7 @@ async function writeInputFile(sessionAbs: string, file: string, value: Json | un
 // ---------------------------------------------------------------------------------------------------------
 // one iteration
 
-async function iterate(plan: StoredPlan, input: LoopIterationInput, deps: LoopActivityDependencies, env: NodeJS.ProcessEnv, workspace: string, supervision: Parameters<Parameters<typeof supervise>[0]>[0]): Promise<LoopIterationResult> {
+async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopIterationInput, deps: LoopActivityDependencies, env: NodeJS.ProcessEnv, workspace: string, supervision: Parameters<Parameters<typeof supervise>[0]>[0]): Promise<LoopIterationResult> {
   const n = input.iteration;
   const stageRel = path.posix.join(plan.sessionDir, plan.stageDir);
   const iterRel = path.posix.join(stageRel, iterationDir(n));
@@ -311,7 +314,6 @@ async function iterate(plan: StoredPlan, input: LoopIterationInput, deps: LoopAc
   const factory = deps.agents[provider];
   const fail = (type: LoopError['type'], message: string): LoopIterationResult => ({ ok: false, iteration: n, error: { type, message: truncateText(message, 1_000), timestamp: new Date().toISOString() }, calls: supervision.calls.length });
   if (!factory) return fail('invalid_config', `unknown agent provider "${provider}" (available: ${Object.keys(deps.agents).join(', ')})`);
-  const replies = plan.repliesRef ? await readJson<Json>(deps.blobs, plan.repliesRef) : undefined;
   const agent = recordingAgent(factory({ itemId: plan.itemId, stage: plan.stage, attempt: input.run ?? n, input: replies !== undefined ? { agent_replies: replies } : null, config: undefined }), {
     calls: supervision.calls,
     conversations: new ConversationStore(deps.blobs),
@@ -415,10 +417,10 @@ async function restoreOrMark(iterAbs: string, progressAbs: string, outputAbs: st
  * script a malformed file) and any other workspace files; `{ crash: "…" }` is an agent crash.
  */
 async function applyScriptedReply(result: AgentResult, workspace: string, paths: { output: string; progress: string; status: string }, readOnly: string[]): Promise<{ type: LoopError['type']; message: string } | undefined> {
-  let reply: unknown = result.output;
+  let reply: Json | undefined = result.output;
   if (reply === undefined) {
     try {
-      reply = JSON.parse(result.text);
+      reply = JSON.parse(result.text) as Json;
     } catch {
       return undefined; // plain text: the agent wrote nothing (and the status check says so)
     }
@@ -476,7 +478,7 @@ async function checkQueue(plan: StoredPlan, env: NodeJS.ProcessEnv, workspace: s
   const refused = checkCommand(argv, commandList(env, LOOP_COMMANDS_ENV, []), { what: 'queue command', env: LOOP_COMMANDS_ENV, args: 'relative file paths' });
   if (refused) return { kind: 'failed', error: refused };
   return new Promise((resolve) => {
-    const passed = Object.fromEntries(['PATH', 'HOME', 'LANG', 'TMPDIR'].flatMap((k) => (env[k] !== undefined ? [[k, env[k]]] : [])));
+    const passed = Object.fromEntries(PASSED_ENV.flatMap((k) => (env[k] !== undefined ? [[k, env[k]]] : [])));
     execFile(argv[0]!, argv.slice(1), { cwd: workspace, env: passed, timeout: COMMAND_TIMEOUT_MS, maxBuffer: 1024 * 1024 }, (error, stdout, stderr) => {
       if (error) resolve({ kind: 'failed', error: truncateText(`${argv.join(' ')}: ${stderr.trim() || error.message}`, 500) });
       else resolve(readQueueOutput(stdout));
@@ -487,7 +489,7 @@ async function checkQueue(plan: StoredPlan, env: NodeJS.ProcessEnv, workspace: s
 async function writeState(plan: StoredPlan, input: LoopWriteStateInput, workspace: string): Promise<void> {
   const file = path.resolve(workspace, plan.sessionDir, 'state.json');
   await mkdir(path.dirname(file), { recursive: true });
-  const existing = await readFile(file, 'utf8').then((t) => JSON.parse(t) as Record<string, unknown>, () => ({}) as Record<string, unknown>);
+  const existing = await readFile(file, 'utf8').then((t) => JSON.parse(t) as Record<string, Json>, () => ({}) as Record<string, Json>);
   const stages = isRecord(existing.stages) ? existing.stages : {};
   const mine = { status: input.status, iteration: input.iteration, ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}), updated_at: new Date().toISOString() };
   // The seed's failure state is the top level: status, iteration, error, resume_from.
@@ -533,6 +535,3 @@ function oneLine(text: string): string {
   return truncateText(text.replace(/\s+/g, ' ').trim(), MAX_STATUS_TEXT);
 }
 
-function isRecord(value: unknown): value is Record<string, Json> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
