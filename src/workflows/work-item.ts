@@ -14,6 +14,7 @@ import {
   executeChild,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -87,6 +88,12 @@ const PENDING_REVIEWS_ATTRIBUTE_BYTES = 1_500;
 /** Stage rows in the Web UI's current details; the rest are counted. */
 const DETAIL_ROWS = 30;
 
+/**
+ * The patch that replaced the main loop's `condition` with passes queued by the stage runners (BENCHMARKS.md
+ * "The event-driven scheduler"). Histories recorded before it take the loop; see README "Versioning".
+ */
+export const EVENT_DRIVEN_SCHEDULER_PATCH = 'treadle-event-driven-scheduler';
+
 /** Runs one work item through its pipeline. */
 export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const info = workflowInfo();
@@ -111,6 +118,36 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const resolutions = new Map<string, AcceptedReview>();
   let changed = false;
   let settledStatus = false;
+  // Whether passes are queued by touches (the event-driven scheduler) or made by the main loop's
+  // `condition` (histories recorded before it); asked before the first await, below.
+  let eventDriven = false;
+  let passQueued = false;
+  let cancellation: unknown;
+  let pass: () => void = () => undefined;
+  // One settled promise for the whole run: queueing a pass costs one `then`, not a promise of its own.
+  const settledPromise = Promise.resolve();
+  /**
+   * Something changed (a stage settled, an attempt began, a review arrived): the status, the reviews memo
+   * and ready stages are looked at again. With the event-driven scheduler one pass is queued after the
+   * code running now, so the changes of one activation share a pass and its publish; before it, the main
+   * loop's `condition` saw the flag.
+   */
+  const touch = (): void => {
+    changed = true;
+    if (!eventDriven || passQueued) return;
+    passQueued = true;
+    void settledPromise.then(pass);
+  };
+  // A stage ended: with the event-driven scheduler the pass runs at once (its runner has finished, so
+  // nothing is left half-done), without a promise; a stage that ends inside a pass makes that pass look again.
+  let inPass = false;
+  let endedInPass = false;
+  const ended = (): void => {
+    changed = true;
+    if (!eventDriven) return;
+    if (inPass) endedInPass = true;
+    else pass();
+  };
 
   const emit = (type: EventType, message: string, fields: Partial<TreadleEvent> = {}): void => {
     const event: TreadleEvent = { seq: state.events.length + 1, type, itemId, at: now(), message, ...fields };
@@ -125,7 +162,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     // in the same activation fail validation instead of overwriting the first.
     state.pendingReviews = state.pendingReviews.filter((r) => r.stage !== review.stage);
     resolutions.set(review.stage, review);
-    changed = true;
+    touch();
   };
   setHandler(reviewSignal, (payload) => {
     const checked = checkReview(state, payload);
@@ -159,7 +196,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       stage: checked.request.step,
       details: { id: checked.request.id, status: checked.request.status, by },
     });
-    changed = true;
+    touch();
     return checked;
   };
   setHandler(approvalSignal, (payload) => {
@@ -248,6 +285,8 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   };
 
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
+  // Asked before the first await: a patch marker recorded after a local activity's marker does not replay.
+  eventDriven = patched(EVENT_DRIVEN_SCHEDULER_PATCH);
   const prepared = await preparePipeline({ pipeline: args.pipeline });
   if (!prepared.ok) {
     state.problems = prepared.problems;
@@ -264,49 +303,82 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const stageByName = new Map(spec.stages.map((s) => [s.name, s]));
   publish();
 
-  // A runner never rejects: a cancellation is kept and rethrown by the loop below, and any other
-  // error (an engine bug) fails its stage instead of failing workflow tasks forever. One `then` rather than
-  // a .catch().finally() chain: the SDK records a stack trace for every promise a workflow creates.
-  let cancellation: unknown;
-  const touch = (): void => {
-    changed = true;
+  // What the runner does when its stage ends by an exception: a cancellation is kept and rethrown, any other
+  // error (an engine bug) fails its stage instead of failing workflow tasks forever.
+  const crashed = (stage: StageSpec, error: unknown): void => {
+    if (isCancellation(error)) cancellation ??= error;
+    else if (!['completed', 'failed', 'skipped'].includes(state.stages[stage.name]!.status)) {
+      const message = `internal error in the stage runner: ${describeFailure(error)}`;
+      Object.assign(state.stages[stage.name]!, { status: 'failed', error: message, completedAt: now() });
+      emit('StageFailed', `${stage.name} failed: ${message}`, { stage: stage.name });
+    }
   };
+  // A runner never rejects: runStage catches, reports through `crashed` and calls `ended` when its stage ends.
+  // No `.then` on it: the SDK records a stack trace for every promise a workflow creates.
   const runner = (stage: StageSpec): void => {
-    void runStage({ stage, spec, state, input, itemId, emit, touch, resolutions, usesAgent: usesAgent(stage, agentBacked) }).then(touch, (error: unknown) => {
-      if (isCancellation(error)) cancellation ??= error;
-      else if (!['completed', 'failed', 'skipped'].includes(state.stages[stage.name]!.status)) {
-        const message = `internal error in the stage runner: ${describeFailure(error)}`;
-        Object.assign(state.stages[stage.name]!, { status: 'failed', error: message, completedAt: now() });
-        emit('StageFailed', `${stage.name} failed: ${message}`, { stage: stage.name });
-      }
-      touch();
-    });
+    void runStage({ stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, resolutions, usesAgent: usesAgent(stage, agentBacked) });
+  };
+
+  // Starts what can start (skipping what cannot run any more) and reports whether it skipped anything:
+  // skipped stages may make their dependents skippable in turn.
+  const startReady = (): boolean => {
+    let skipped = false;
+    for (const { stage, because } of stagesToSkip(spec, state.stages)) {
+      state.stages[stage] = { ...state.stages[stage]!, status: 'skipped', skipReason: 'upstream_failed', error: `dependency ${because} did not complete` };
+      emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
+      skipped = true;
+    }
+    // At most max_parallel stages run at once, so no width of pipeline floods one activation or passes
+    // Temporal's pending-activity limit; the rest start in spec order as others settle.
+    let free = spec.maxParallel - Object.values(state.stages).filter((s) => s.status === 'running').length;
+    for (const name of free > 0 ? readyStages(spec, state.stages) : []) {
+      if (free-- <= 0) break;
+      state.stages[name]!.status = 'running';
+      runner(stageByName.get(name)!);
+    }
+    return skipped;
   };
 
   try {
-    for (;;) {
-      let skipped = false;
-      for (const { stage, because } of stagesToSkip(spec, state.stages)) {
-        state.stages[stage] = { ...state.stages[stage]!, status: 'skipped', skipReason: 'upstream_failed', error: `dependency ${because} did not complete` };
-        emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
-        skipped = true;
+    if (eventDriven) {
+      // The event-driven scheduler: no loop waiting on a `condition` (five promises and one more pass over
+      // the workflow's conditions per activation, BENCHMARKS.md); a pass runs when something touched the
+      // state, and the run ends when the last stage settles.
+      const finished = new Promise<void>((resolve, reject) => {
+        pass = () => {
+          // Touches made during the pass (the runners it starts) are covered by its own publish.
+          passQueued = true;
+          inPass = true;
+          do {
+            endedInPass = false;
+            while (startReady());
+          } while (endedInPass);
+          publish();
+          inPass = false;
+          passQueued = false;
+          if (cancellation !== undefined) reject(cancellation);
+          else if (allSettled(state.stages)) resolve();
+        };
+        // Cancelled from outside while every stage waits: end now, as the loop's condition did.
+        CancellationScope.current().cancelRequested.catch((error: unknown) => {
+          cancellation ??= error;
+          reject(error);
+        });
+      });
+      pass();
+      await finished;
+    } else {
+      // Histories recorded before the event-driven scheduler: a loop that waits on a `condition`.
+      for (;;) {
+        // The runners just started touched the state before their first await; the publish below covers
+        // that, so only skips (whose dependents may be skipped in turn) call for another pass at once.
+        changed = startReady();
+        publish();
+        if (allSettled(state.stages)) break;
+        await condition(() => changed || cancellation !== undefined);
+        if (cancellation !== undefined) throw cancellation;
+        changed = false;
       }
-      // At most max_parallel stages run at once, so no width of pipeline floods one activation or passes
-      // Temporal's pending-activity limit; the rest start in spec order as others settle.
-      let free = spec.maxParallel - Object.values(state.stages).filter((s) => s.status === 'running').length;
-      for (const name of free > 0 ? readyStages(spec, state.stages) : []) {
-        if (free-- <= 0) break;
-        state.stages[name]!.status = 'running';
-        runner(stageByName.get(name)!);
-      }
-      // The runners just started touched the state before their first await; the publish below covers
-      // that, so only skips (whose dependents may be skipped in turn) call for another pass at once.
-      changed = skipped;
-      publish();
-      if (allSettled(state.stages)) break;
-      await condition(() => changed || cancellation !== undefined);
-      if (cancellation !== undefined) throw cancellation;
-      changed = false;
     }
   } catch (error) {
     if (!isCancellation(error)) throw error;
@@ -330,8 +402,14 @@ interface StageRun {
   input: Json;
   itemId: string;
   emit: (type: EventType, message: string, fields?: Partial<TreadleEvent>) => void;
-  /** Wakes the main loop, which publishes status, reviews and details once per activation. */
+  /** Wakes the scheduler, which publishes status, reviews and details once per activation. */
   touch: () => void;
+  /** The stage has ended (settled, handed to a human who settled it, or crashed): the scheduler looks again. */
+  ended: () => void;
+  /** Records an exception that ended the stage (a cancellation, or an engine bug that fails the stage). */
+  crashed: (stage: StageSpec, error: unknown) => void;
+  /** The work item runs the event-driven scheduler (EVENT_DRIVEN_SCHEDULER_PATCH). */
+  eventDriven: boolean;
   resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */
   usesAgent: boolean;
@@ -339,86 +417,96 @@ interface StageRun {
 
 /** The stage runner: attempts until the policy completes, skips, fails or hands the stage to a human. */
 async function runStage(run: StageRun): Promise<void> {
-  const { stage, state, emit } = run;
-  const st = state.stages[stage.name]!;
-  const max = stage.retryBudget.maxAttempts;
-  st.startedAt = now();
-  emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: max });
-  if (run.spec.contracts && st.validatedInputs === undefined) {
-    const contracted = await runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts);
-    if (!contracted.ok) return settle(run, 'failed', `${stage.name} failed before its first attempt: ${contracted.message}`, { error: contracted.message });
-  }
+  // One async function, no `.then` on it: every promise a workflow makes costs (BENCHMARKS.md).
+  try {
+    const { stage, state, emit } = run;
+    const st = state.stages[stage.name]!;
+    const max = stage.retryBudget.maxAttempts;
+    st.startedAt = now();
+    emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: max });
+    if (run.spec.contracts && st.validatedInputs === undefined) {
+      const contracted = await runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts);
+      if (!contracted.ok) return settle(run, 'failed', `${stage.name} failed before its first attempt: ${contracted.message}`, { error: contracted.message });
+    }
 
-  let attempt = 1;
-  let feedback: QualityFeedback | null = null;
-  let budgetWaived = false;
-  // Earlier attempts travel as a stored log plus the records not in it yet, so an activity's input does not
-  // grow with the number of attempts; each stage activity stores the log it was given and names it.
-  const log: AttemptLog = { ref: null, count: 0 };
-  for (;;) {
-    const budget = state.tokenBudget ?? null;
-    if (run.usesAgent && budget !== null && !budgetWaived) {
-      const spent = tokensSpent(state.stages);
-      if (spent >= budget) {
-        // A soft cap, checked before each attempt: the human decides whether this stage may spend more.
-        const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)`;
-        if ((await review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true })) === 'settled') return;
-        budgetWaived = true;
-        continue;
+    let attempt = 1;
+    let feedback: QualityFeedback | null = null;
+    let budgetWaived = false;
+    // Earlier attempts travel as a stored log plus the records not in it yet, so an activity's input does not
+    // grow with the number of attempts; each stage activity stores the log it was given and names it.
+    const log: AttemptLog = { ref: null, count: 0 };
+    for (;;) {
+      const budget = state.tokenBudget ?? null;
+      if (run.usesAgent && budget !== null && !budgetWaived) {
+        const spent = tokensSpent(state.stages);
+        if (spent >= budget) {
+          // A soft cap, checked before each attempt: the human decides whether this stage may spend more.
+          const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)`;
+          if ((await review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true })) === 'settled') return;
+          budgetWaived = true;
+          continue;
+        }
+      }
+      const record: AttemptRecord = { attempt, startedAt: now() };
+      st.attempts.push(record);
+      run.touch();
+      let outcome: AttemptOutcome;
+      try {
+        outcome = await runAttempt(run, record, log, feedback);
+      } catch (error) {
+        if (isCancellation(error)) throw error;
+        const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
+        addCalls(record, callsOfFailure(error));
+        record.completedAt = now();
+        record.error = message;
+        return settle(run, 'failed', `${stage.name} failed on attempt ${attempt}: ${message}`, { error: message });
+      }
+      record.completedAt = now();
+      const decision = decideAfterAttempt({ attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
+      recordVerdictEvents(run, record, outcome, decision);
+
+      switch (decision.action) {
+        case 'complete':
+          st.artefact = record.artefact;
+          if (record.outputSummary !== undefined) st.summary = record.outputSummary;
+          return settle(run, 'completed', `${stage.name} completed on attempt ${attempt}/${max}`);
+        case 'skip':
+          st.skipReason = 'outcome';
+          return settle(run, 'skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
+        case 'fail':
+          return settle(run, 'failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
+        case 'retry':
+          emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
+            stage: stage.name,
+            attempt: decision.nextAttempt,
+            maxAttempts: max,
+            details: { delayMs: decision.delayMs },
+          });
+          if (decision.delayMs > 0) await sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` });
+          attempt = decision.nextAttempt;
+          feedback = decision.feedback;
+          emit('RetryAttempt', `${stage.name} attempt ${attempt}/${max} because: ${feedback.summary}`, {
+            stage: stage.name,
+            attempt,
+            maxAttempts: max,
+            details: { feedbackSummary: feedback.summary },
+          });
+          continue;
+        case 'review':
+          // Only a token-budget review can resume a stage, and that one is requested above.
+          await review(run, decision);
+          return;
       }
     }
-    const record: AttemptRecord = { attempt, startedAt: now() };
-    st.attempts.push(record);
-    run.touch();
-    let outcome: AttemptOutcome;
-    try {
-      outcome = await runAttempt(run, record, log, feedback);
-    } catch (error) {
-      if (isCancellation(error)) throw error;
-      const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
-      addCalls(record, callsOfFailure(error));
-      record.completedAt = now();
-      record.error = message;
-      return settle(run, 'failed', `${stage.name} failed on attempt ${attempt}: ${message}`, { error: message });
-    }
-    record.completedAt = now();
-    const decision = decideAfterAttempt({ attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
-    recordVerdictEvents(run, record, outcome, decision);
-
-    switch (decision.action) {
-      case 'complete':
-        st.artefact = record.artefact;
-        if (record.outputSummary !== undefined) st.summary = record.outputSummary;
-        return settle(run, 'completed', `${stage.name} completed on attempt ${attempt}/${max}`);
-      case 'skip':
-        st.skipReason = 'outcome';
-        return settle(run, 'skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
-      case 'fail':
-        return settle(run, 'failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
-      case 'retry':
-        emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
-          stage: stage.name,
-          attempt: decision.nextAttempt,
-          maxAttempts: max,
-          details: { delayMs: decision.delayMs },
-        });
-        if (decision.delayMs > 0) await sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` });
-        attempt = decision.nextAttempt;
-        feedback = decision.feedback;
-        emit('RetryAttempt', `${stage.name} attempt ${attempt}/${max} because: ${feedback.summary}`, {
-          stage: stage.name,
-          attempt,
-          maxAttempts: max,
-          details: { feedbackSummary: feedback.summary },
-        });
-        continue;
-      case 'review':
-        // Only a token-budget review can resume a stage, and that one is requested above.
-        await review(run, decision);
-        return;
-    }
+  } catch (error) {
+    run.crashed(run.stage, error);
+  } finally {
+    run.ended();
   }
 }
+
+/** A stage activity's result without what the workflow takes out of it (model calls, the attempt log). */
+type StageActivityOutput = Omit<StageActivityResult, 'calls' | 'previousLog'>;
 
 /** Where a stage's attempt log stands: its blob reference and how many attempts it holds. */
 interface AttemptLog {
@@ -464,12 +552,10 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
             ? runLoopStage(kindRun, run.spec.stages.indexOf(stage))
             : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
   const kindRun: StageKindRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch, feedback };
-  const work = async (): Promise<AttemptOutcome> => {
-    const executed = await execute();
-    // Seed 000's FanOut outcome: the stage's artefact names the elements and the stage each one runs.
-    const { calls, previousLog, ...output } = executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed;
-    addCalls(record, calls);
-    if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
+  // Seed 000's FanOut outcome: the stage's artefact names the elements and the stage each one runs.
+  const fansOut = (executed: StageActivityResult): boolean => executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE;
+  // Records what the attempt produced; the outcome, unless a gate has yet to judge it (null).
+  const recordOutput = (output: StageActivityOutput): AttemptOutcome | null => {
     if (output.artefact !== undefined) record.artefact = output.artefact;
     if (output.summary !== undefined) record.outputSummary = output.summary;
     if (output.rejection) {
@@ -478,14 +564,42 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
       return { kind: 'output', output, verdict: record.verdict };
     }
     if (!stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
+    return null;
+  };
+  const takeCalls = ({ calls, previousLog, ...output }: StageActivityResult): StageActivityOutput => {
+    addCalls(record, calls);
+    if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
+    return output;
+  };
+  const judgeOutput = (output: StageActivityOutput): Promise<QualityVerdict> => {
     const { config: _stageConfig, previousAttempts: _before, ...rest } = base;
     const shared = { ...rest, previousAttempts: previousOf(attempts, log, record.attempt) };
     const judge = (gate: { run: string; with?: Json }) =>
       gateActivity(stage, gate.run, record.attempt)({ ...shared, ...agent, ...(gate.with !== undefined ? { config: gate.with } : {}), output } satisfies GateActivityInput);
-    const verdict = await evaluateGate(stage.gate, judge, record);
+    return evaluateGate(stage.gate!, judge, record);
+  };
+  const judged = (output: StageActivityOutput, verdict: QualityVerdict): AttemptOutcome => {
     record.verdict = verdict;
     return { kind: 'output', output, verdict };
   };
+  // Every promise a workflow makes costs (BENCHMARKS.md): with the event-driven scheduler an attempt is one
+  // `then` on the activity, and a gate or a fan-out adds its own; before it, an async function with awaits
+  // (kept as it was, so histories recorded before it replay).
+  const work = run.eventDriven
+    ? (): Promise<AttemptOutcome> =>
+        execute().then((executed) => {
+          const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
+            recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
+          if (!fansOut(executed)) return afterOutput(takeCalls(executed));
+          return runFanOut(kindRun, executed.artefact).then((fanned) => afterOutput(takeCalls({ ...fanned, calls: executed.calls })));
+        })
+    : async (): Promise<AttemptOutcome> => {
+        const executed = await execute();
+        const output = takeCalls(fansOut(executed) ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
+        const outcome = recordOutput(output);
+        if (outcome !== null) return outcome;
+        return judged(output, await judgeOutput(output));
+      };
   const timeoutMs = stage.retryBudget.attemptTimeoutMs;
   if (timeoutMs === null) return work();
   return withAttemptTimeout(stage, record, log, timeoutMs, work);

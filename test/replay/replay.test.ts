@@ -1,20 +1,58 @@
 /**
- * Replays recorded histories (test/replay/histories/*.json) through the current workflow code; any
- * nondeterministic change fails here before it can break running work items.
+ * Replays recorded histories (test/replay/histories/**\/*.json) through the current workflow code; any
+ * nondeterministic change fails here before it can break running work items. Histories recorded before a
+ * patch live in a folder named after it (e.g. `before-event-scheduler/`): they take the patch's old branch.
  */
 import { Worker } from '@temporalio/worker';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import v8 from 'node:v8';
 
 const dir = path.join(__dirname, 'histories');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+const files = readdirSync(dir, { recursive: true, encoding: 'utf8' })
+  .filter((f) => f.endsWith('.json'))
+  .sort();
+const bundle = (): { codePath: string } => ({ codePath: process.env.TREADLE_TEST_BUNDLE! });
+const historyOf = (file: string): unknown => JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
+// The file's name is the workflow id it ran under: a TDD node derives its children's ids from it.
+const workflowIdOf = (file: string): string => path.basename(file, '.json');
 
-it('has recorded histories to replay', () => {
-  expect(files.length).toBeGreaterThanOrEqual(2);
+it('has recorded histories to replay, from before the event-driven scheduler and after it', () => {
+  expect(files.length).toBeGreaterThanOrEqual(10);
+  expect(files.filter((f) => f.startsWith(`before-event-scheduler${path.sep}`)).length).toBeGreaterThanOrEqual(5);
 });
 
 it.each(files)('replays %s deterministically', async (file) => {
-  const history = JSON.parse(readFileSync(path.join(dir, file), 'utf8'));
-  // The file's name is the workflow id it ran under: a TDD node derives its children's ids from it.
-  await Worker.runReplayHistory({ workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE! } }, history, file.replace(/\.json$/, ''));
+  await Worker.runReplayHistory({ workflowBundle: bundle() }, historyOf(file) as never, workflowIdOf(file));
+});
+
+// Every promise workflow code creates costs the workflow thread a stack trace (the SDK's promise hook,
+// BENCHMARKS.md "The event-driven scheduler"): the count per stage is the engine's overhead over a
+// hand-written loop (about 3.6 per activity), counted exactly by replaying (replay workers run workflows in
+// this thread).
+it('runs a ten-stage item with at most 8 workflow promises per stage', async () => {
+  // A promise belongs to workflow code when its realm's global holds an activator (as the SDK's hook tells).
+  const realms = new Map<unknown, Record<string, unknown>>();
+  const inWorkflow = (promise: Promise<unknown>): boolean => {
+    const ctor = promise.constructor;
+    let global = realms.get(ctor);
+    if (global === undefined) {
+      global = (ctor.constructor as FunctionConstructor)('return globalThis')() as Record<string, unknown>;
+      realms.set(ctor, global);
+    }
+    return global.__TEMPORAL_ACTIVATOR__ !== undefined;
+  };
+  let promises = 0;
+  const replay = (): Promise<void> => Worker.runReplayHistory({ workflowBundle: bundle() }, historyOf('linear-ten.json') as never, 'linear-ten');
+  await replay();
+  const stop = v8.promiseHooks.onInit((promise) => {
+    if (inWorkflow(promise)) promises++;
+  });
+  try {
+    await replay();
+  } finally {
+    stop();
+  }
+  expect(promises).toBeGreaterThan(10);
+  expect(promises / 10).toBeLessThanOrEqual(8);
 });

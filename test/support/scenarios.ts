@@ -138,4 +138,16 @@ export const SCENARIOS: Scenario[] = [
       await h.temporal.workflow.getHandle(id).signal('review', { stage: 'draft', outcome: { kind: 'reject' } });
     },
   },
+  {
+    // Ten stages in a line, the benchmark's shape: its history is where replay.test.ts counts what a stage
+    // costs the workflow thread.
+    name: 'linear-ten',
+    expected: 'completed',
+    async run(h, id) {
+      const spec = pipeline('replay-linear');
+      for (let i = 1; i <= 10; i++) spec.stage(`s${i}`, 'scripted', i > 1 ? { dependsOn: [`s${i - 1}`] } : {});
+      await h.client.start(spec, {}, { id });
+      await h.client.result(id);
+    },
+  },
 ];
