@@ -31,6 +31,7 @@ import type {
 } from '../model/state';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { validatePipeline } from '../model/pipeline';
+import { packStages } from '../model/packed-stages';
 import { idempotencyKey as seedIdempotencyKey, inputHash } from '../approvals/idempotency';
 
 /** What activities need; tests pass their own. */
@@ -59,7 +60,10 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     const result = validatePipeline(raw, names);
     if (!result.ok) return { ok: false, problems: result.problems };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
-    return { ok: true, spec: await offloadConfigs(result.spec, deps.blobs, threshold), agentBacked: deps.registry.agentBackedTypes() };
+    const spec = await offloadConfigs(result.spec, deps.blobs, threshold);
+    // The result is recorded in the item's history: stages travel as differences from the first one.
+    const packedStages = packStages(spec.stages);
+    return { ok: true, spec: packedStages ? { ...spec, stages: [] } : spec, ...(packedStages ? { packedStages } : {}), agentBacked: deps.registry.agentBackedTypes() };
   };
 
   // Edits that arrived inline (e.g. `temporal workflow signal`) above the threshold are stored once here,

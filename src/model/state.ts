@@ -6,6 +6,7 @@ import type { QualityFlags } from './contract-state';
 import type { ApprovalRequest } from './approvals';
 import type { FanOutProgress } from './fan-out';
 import type { PipelineSpec } from './pipeline';
+import type { PackedStages } from './packed-stages';
 import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
 
 /** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
@@ -185,7 +186,10 @@ export interface PreparePipelineInput {
 export type PreparePipelineResult =
   | {
       ok: true;
+      /** The canonical spec; its `stages` are empty when `packedStages` carries them. */
       spec: PipelineSpec;
+      /** The stages, first whole and the others as differences (src/model/packed-stages.ts); absent in histories recorded before it. */
+      packedStages?: PackedStages;
       /** Implementations registered as calling models: the token budget applies to stages using them. */
       agentBacked: string[];
     }

@@ -44,6 +44,7 @@ import { FAN_OUT_STAGE } from '../model/fan-out';
 import { APPROVAL_STAGE, APPROVALS_MEMO_KEY, checkApprovalDecision, type ApprovalsMemo } from '../model/approvals';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
+import { unpackStages } from '../model/packed-stages';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
 import { MAX_APPROVAL_IDS_ATTRIBUTE, REVIEWS_MEMO_KEY, TreadleApprovals, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
@@ -287,12 +288,21 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
   // Asked before the first await: a patch marker recorded after a local activity's marker does not replay.
   eventDriven = patched(EVENT_DRIVEN_SCHEDULER_PATCH);
+  if (eventDriven) {
+    // TreadleClient.start sets the pipeline and `running` as the item starts: nothing to upsert until they
+    // change (an upsert is an event and a visibility write). Items started by other means get the upsert.
+    const started = info.typedSearchAttributes;
+    if (started.get(TreadlePipeline) === state.pipeline && started.get(TreadleStatus) === 'running' && started.get(TreadlePendingReviews) === undefined) {
+      published = JSON.stringify(['running', [], []]);
+    }
+  }
   const prepared = await preparePipeline({ pipeline: args.pipeline });
   if (!prepared.ok) {
     state.problems = prepared.problems;
     return finish(`pipeline ${pipelineName} is invalid: ${prepared.problems.join('; ')}`);
   }
-  const spec = prepared.spec;
+  // Histories recorded before packed stages carry every stage whole.
+  const spec = prepared.packedStages ? { ...prepared.spec, stages: unpackStages(prepared.packedStages) } : prepared.spec;
   if (args.tokenBudget !== undefined && args.tokenBudget !== null && !(Number.isInteger(args.tokenBudget) && args.tokenBudget > 0)) {
     state.problems = [`tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(args.tokenBudget)}`];
     return finish(`invalid work item: ${state.problems[0]}`);
