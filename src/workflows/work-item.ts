@@ -124,7 +124,8 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   let eventDriven = false;
   let passQueued = false;
   let cancellation: unknown;
-  let pass: () => void = () => undefined;
+  // The event-driven scheduler's pass, installed once the spec is prepared (never on the loop's branch).
+  let pass: (() => void) | undefined;
   // One settled promise for the whole run: queueing a pass costs one `then`, not a promise of its own.
   const settledPromise = Promise.resolve();
   /**
@@ -135,9 +136,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
    */
   const touch = (): void => {
     changed = true;
-    if (!eventDriven || passQueued) return;
+    if (pass === undefined || passQueued) return;
     passQueued = true;
-    void settledPromise.then(pass);
+    void settledPromise.then(() => pass!());
   };
   // A stage ended: with the event-driven scheduler the pass runs at once (its runner has finished, so
   // nothing is left half-done), without a promise; a stage that ends inside a pass makes that pass look again.
@@ -145,7 +146,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   let endedInPass = false;
   const ended = (): void => {
     changed = true;
-    if (!eventDriven) return;
+    if (pass === undefined) return;
     if (inPass) endedInPass = true;
     else pass();
   };
@@ -375,7 +376,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
           reject(error);
         });
       });
-      pass();
+      pass!();
       await finished;
     } else {
       // Histories recorded before the event-driven scheduler: a loop that waits on a `condition`.
