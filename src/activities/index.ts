@@ -29,6 +29,7 @@ import type {
   StoreArtefactInput,
   StoreArtefactResult,
 } from '../model/state';
+import { ENGINE_VERSION } from '../model/state';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { validatePipeline } from '../model/pipeline';
 import { packStages } from '../model/packed-stages';
@@ -58,12 +59,12 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     // A fan-out's children name their one-stage pipeline by reference: it is stored once for all of them.
     const raw = isBlobRef(input.pipeline) ? await resolveStored(input.pipeline as Artefact, deps.blobs) : input.pipeline;
     const result = validatePipeline(raw, names);
-    if (!result.ok) return { ok: false, problems: result.problems };
+    if (!result.ok) return { ok: false, problems: result.problems, engine: ENGINE_VERSION };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
     const spec = await offloadConfigs(result.spec, deps.blobs, threshold);
     // The result is recorded in the item's history: stages travel as differences from the first one.
     const packedStages = packStages(spec.stages);
-    return { ok: true, spec: packedStages ? { ...spec, stages: [] } : spec, ...(packedStages ? { packedStages } : {}), agentBacked: deps.registry.agentBackedTypes() };
+    return { ok: true, spec: packedStages ? { ...spec, stages: [] } : spec, ...(packedStages ? { packedStages } : {}), agentBacked: deps.registry.agentBackedTypes(), engine: ENGINE_VERSION };
   };
 
   // Edits that arrived inline (e.g. `temporal workflow signal`) above the threshold are stored once here,

@@ -183,7 +183,16 @@ export type GateActivityResult = QualityVerdict & { calls?: CallRecord[] };
 export interface PreparePipelineInput {
   pipeline: unknown;
 }
-export type PreparePipelineResult =
+/**
+ * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
+ * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
+ * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
+ * that every `patched()` adds to every item (README "Versioning"). Histories without it are version 1.
+ * 2: the event-driven scheduler (BENCHMARKS.md), and no first upsert when the start set the attributes.
+ */
+export const ENGINE_VERSION = 2;
+
+export type PreparePipelineResult = (
   | {
       ok: true;
       /** The canonical spec; its `stages` are empty when `packedStages` carries them. */
@@ -193,7 +202,11 @@ export type PreparePipelineResult =
       /** Implementations registered as calling models: the token budget applies to stages using them. */
       agentBacked: string[];
     }
-  | { ok: false; problems: string[] };
+  | { ok: false; problems: string[] }
+) & {
+  /** {@link ENGINE_VERSION} of the worker that prepared the item; absent (version 1) in older histories. */
+  engine?: number;
+};
 
 /** Totals over a set of calls. */
 export interface UsageTotals {

@@ -14,7 +14,6 @@ import {
   executeChild,
   isCancellation,
   log,
-  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -89,12 +88,6 @@ const PENDING_REVIEWS_ATTRIBUTE_BYTES = 1_500;
 /** Stage rows in the Web UI's current details; the rest are counted. */
 const DETAIL_ROWS = 30;
 
-/**
- * The patch that replaced the main loop's `condition` with passes queued by the stage runners (BENCHMARKS.md
- * "The event-driven scheduler"). Histories recorded before it take the loop; see README "Versioning".
- */
-export const EVENT_DRIVEN_SCHEDULER_PATCH = 'treadle-event-driven-scheduler';
-
 /** Runs one work item through its pipeline. */
 export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const info = workflowInfo();
@@ -119,8 +112,8 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const resolutions = new Map<string, AcceptedReview>();
   let changed = false;
   let settledStatus = false;
-  // Whether passes are queued by touches (the event-driven scheduler) or made by the main loop's
-  // `condition` (histories recorded before it); asked before the first await, below.
+  // Whether passes are queued by touches (the event-driven scheduler, engine version 2) or made by the main
+  // loop's `condition` (items begun before it); known once the spec is prepared.
   let eventDriven = false;
   let passQueued = false;
   let cancellation: unknown;
@@ -287,8 +280,10 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   };
 
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
-  // Asked before the first await: a patch marker recorded after a local activity's marker does not replay.
-  eventDriven = patched(EVENT_DRIVEN_SCHEDULER_PATCH);
+  const prepared = await preparePipeline({ pipeline: args.pipeline });
+  // The engine version the item started on, recorded with the prepare step (ENGINE_VERSION): items begun
+  // before version 2 keep the main loop and the first upsert, so their histories replay.
+  eventDriven = (prepared.engine ?? 1) >= 2;
   if (eventDriven) {
     // TreadleClient.start sets the pipeline and `running` as the item starts: nothing to upsert until they
     // change (an upsert is an event and a visibility write). Items started by other means get the upsert.
@@ -297,7 +292,6 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       published = JSON.stringify(['running', [], []]);
     }
   }
-  const prepared = await preparePipeline({ pipeline: args.pipeline });
   if (!prepared.ok) {
     state.problems = prepared.problems;
     return finish(`pipeline ${pipelineName} is invalid: ${prepared.problems.join('; ')}`);
@@ -419,7 +413,7 @@ interface StageRun {
   ended: () => void;
   /** Records an exception that ended the stage (a cancellation, or an engine bug that fails the stage). */
   crashed: (stage: StageSpec, error: unknown) => void;
-  /** The work item runs the event-driven scheduler (EVENT_DRIVEN_SCHEDULER_PATCH). */
+  /** The work item runs the event-driven scheduler (engine version 2, ENGINE_VERSION). */
   eventDriven: boolean;
   resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */

@@ -7,6 +7,7 @@ import { Worker } from '@temporalio/worker';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import v8 from 'node:v8';
+import { ENGINE_VERSION } from '../../src/model/state';
 
 const dir = path.join(__dirname, 'histories');
 const files = readdirSync(dir, { recursive: true, encoding: 'utf8' })
@@ -55,4 +56,18 @@ it('runs a ten-stage item with at most 8 workflow promises per stage', async () 
   }
   expect(promises).toBeGreaterThan(10);
   expect(promises / 10).toBeLessThanOrEqual(8);
+});
+
+// What a ten-stage item adds to a hand-written workflow's 65 events (3 per workflow task, 3 per activity,
+// start and end): the prepare step's marker, which records the engine version (README "Versioning"), and
+// the final status upsert. No patch marker and no `TemporalChangeVersion` upsert (each an event and, for the
+// upsert, a visibility write per item).
+it('records a ten-stage item in 67 events, its engine version in the prepare marker and no patch', () => {
+  const { events } = historyOf('linear-ten.json') as { events: { eventType: string; markerRecordedEventAttributes?: { markerName: string; details: Record<string, { payloads: { data: string }[] }> } }[] };
+  expect(events).toHaveLength(67);
+  const markers = events.filter((e) => e.eventType === 'EVENT_TYPE_MARKER_RECORDED').map((e) => e.markerRecordedEventAttributes!);
+  expect(markers.map((m) => m.markerName)).toEqual(['core_local_activity']);
+  const prepared = JSON.parse(Buffer.from(markers[0]!.details.result!.payloads[0]!.data, 'base64').toString('utf8')) as { ok: boolean; engine?: number };
+  expect(prepared).toMatchObject({ ok: true, engine: ENGINE_VERSION });
+  expect(events.filter((e) => e.eventType === 'EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES')).toHaveLength(1);
 });
