@@ -81,6 +81,14 @@ const preparePipeline = treadleLocal[PREPARE_PIPELINE_ACTIVITY];
 const tddPrepare = proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] } })[TDD_PREPARE_ACTIVITY];
 const storeArtefact = treadleLocal[STORE_ARTEFACT_ACTIVITY];
 
+/**
+ * Events that are routine progress: in the event stream, the `state` query and the Web UI, but not in the
+ * worker's log. Every workflow log line is a sink call, cloned with the workflow's info and sent from the
+ * workflow thread to the main thread (BENCHMARKS.md), so the log keeps the item's start and end and
+ * whatever needs attention: failures, rejections, retries, timeouts, reviews and escalations.
+ */
+const ROUTINE_EVENTS: ReadonlySet<EventType> = new Set<EventType>(['StageStarted', 'StageCompleted', 'QualityCheckPassed', 'RetryAttempt']);
+
 /** Reviews kept in the memo; the `state` query lists them all. */
 const MEMO_REVIEWS = 20;
 /** Visibility limits each search attribute value (2 KB by default); the stage list stays under this. */
@@ -148,7 +156,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     const event: TreadleEvent = { seq: state.events.length + 1, type, itemId, at: now(), message, ...fields };
     state.events.push(event);
     state.eventCount = event.seq;
-    log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt, correlationId });
+    if (!ROUTINE_EVENTS.has(type)) log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt, correlationId });
   };
 
   // Handlers are registered before the first await, so no message is ever dropped.
