@@ -84,7 +84,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
         const previousLog = before.length > 0 ? (await deps.blobs.put(Buffer.from(JSON.stringify(before)), 'application/json', `${before.length} earlier attempts of ${input.stage}`)).ref : null;
         // Also reported if the attempt is cut off, so the next attempt names the log instead of carrying it.
         if (previousLog !== null) supervision.report.previousLog = previousLog;
-        const ctx: StageContext = { ...(await baseContext(input, before, deps.blobs, supervision, agents)), feedback: await resolveFeedback(input.feedback, deps.blobs) };
+        const ctx: StageContext = await baseContext(input, before, deps.blobs, supervision, agents, { feedback: await resolveFeedback(input.feedback, deps.blobs) });
         const parsed = parseStageOutput(await impl(ctx));
         if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
         const output = parsed.data;
@@ -107,10 +107,9 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     activities[gateActivityType(name)] = async (input: GateActivityInput): Promise<GateActivityResult> =>
       supervise(async (supervision) => {
         const artefact = await resolveArtefact(input.output.artefact, deps.blobs);
-        const ctx: GateContext = {
-          ...(await baseContext(input, await readAttemptLog(input.previousAttempts, deps.blobs), deps.blobs, supervision, agents)),
+        const ctx: GateContext = await baseContext(input, await readAttemptLog(input.previousAttempts, deps.blobs), deps.blobs, supervision, agents, {
           output: { ...input.output, ...(artefact !== undefined ? { artefact } : {}) },
-        };
+        });
         const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
         return { ...(await compactVerdict(parsed.data, deps.blobs)), ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}) };
@@ -119,13 +118,15 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   return activities;
 }
 
-async function baseContext(
+/** The context an implementation gets: the base every stage and gate shares, plus `extra` (feedback, or the output to judge). */
+async function baseContext<E extends object>(
   input: ActivityContextBase & { agent?: string },
   previousAttempts: AttemptRecord[],
   blobs: BlobStore,
   supervision: Supervision,
   agents: AgentProviders,
-): Promise<ImplementationContext> {
+  extra: E,
+): Promise<ImplementationContext & E> {
   const { signal, calls } = supervision;
   const upstream: Record<string, Json> = {};
   for (const [stage, artefact] of Object.entries(input.upstream)) {
@@ -136,6 +137,7 @@ async function baseContext(
   // Everything large arrives by reference; implementations see it resolved.
   const itemInput = (await resolveArtefact(input.input, blobs)) ?? null;
   const config = await resolveArtefact(input.config, blobs);
+  let stepKey: string | undefined;
   return {
     itemId: input.itemId,
     pipeline: input.pipeline,
@@ -148,12 +150,17 @@ async function baseContext(
     previousAttempts: await Promise.all(previousAttempts.map((a) => resolveAttempt(a, blobs))),
     signal,
     idempotencyKey: `${context.info.workflowExecution?.workflowId ?? input.itemId}/${input.stage}/${input.attempt}`,
-    // Over the references as they came: blobs are content-addressed, so a reference stands for its content.
-    stepKey: seedIdempotencyKey(input.itemId, input.stage, inputHash({ input: input.input, upstream: input.upstream, config: input.config ?? null })),
     blobs,
     log: activityLog,
     heartbeat: supervision.heartbeat,
     previousProgress: supervision.previousProgress,
+    ...extra,
+    // Seed 003's step key, computed on first read: few implementations use it, and hashing the canonical
+    // input costs every activity otherwise. Over the references as they came: blobs are content-addressed,
+    // so a reference stands for its content.
+    get stepKey(): string {
+      return (stepKey ??= seedIdempotencyKey(input.itemId, input.stage, inputHash({ input: input.input, upstream: input.upstream, config: input.config ?? null })));
+    },
     agent: (provider?: string) => {
       const name = provider ?? input.agent ?? defaultAgentName();
       const factory = agents[name];

@@ -22,9 +22,13 @@ export const BlobRefSchema = z
   .strict();
 export type BlobRef = z.infer<typeof BlobRefSchema>;
 
-/** True when an artefact is a blob reference rather than inline JSON. */
+/**
+ * True when an artefact is a blob reference rather than inline JSON. Most values asked about are inline, and
+ * a failed zod parse builds its issues: a value without a `sha256:` ref is answered before the schema.
+ */
 export function isBlobRef(value: unknown): value is BlobRef {
-  return BlobRefSchema.safeParse(value).success;
+  const ref = typeof value === 'object' && value !== null ? (value as { ref?: unknown }).ref : undefined;
+  return typeof ref === 'string' && ref.startsWith('sha256:') && BlobRefSchema.safeParse(value).success;
 }
 
 /**
