@@ -188,9 +188,11 @@ export interface PreparePipelineInput {
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (README "Versioning"). Histories without it are version 1.
- * 2: the event-driven scheduler (BENCHMARKS.md), and no first upsert when the start set the attributes.
+ * Each version is named by what it introduced; the newest is ENGINE_VERSION.
  */
-export const ENGINE_VERSION = 2;
+/** 2: the event-driven scheduler (BENCHMARKS.md), and no first upsert when the start set the attributes. */
+export const EVENT_DRIVEN_SCHEDULER_ENGINE = 2;
+export const ENGINE_VERSION = EVENT_DRIVEN_SCHEDULER_ENGINE;
 
 export type PreparePipelineResult = (
   | {

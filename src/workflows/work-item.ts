@@ -66,6 +66,7 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
+import { EVENT_DRIVEN_SCHEDULER_ENGINE } from '../model/state';
 import { approvalSignal, decideApprovalUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
@@ -120,9 +121,6 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const resolutions = new Map<string, AcceptedReview>();
   let changed = false;
   let settledStatus = false;
-  // Whether passes are queued by touches (the event-driven scheduler, engine version 2) or made by the main
-  // loop's `condition` (items begun before it); known once the spec is prepared.
-  let eventDriven = false;
   let passQueued = false;
   let cancellation: unknown;
   // The event-driven scheduler's pass, installed once the spec is prepared (never on the loop's branch).
@@ -289,9 +287,10 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
 
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
   const prepared = await preparePipeline({ pipeline: args.pipeline });
-  // The engine version the item started on, recorded with the prepare step (ENGINE_VERSION): items begun
-  // before version 2 keep the main loop and the first upsert, so their histories replay.
-  eventDriven = (prepared.engine ?? 1) >= 2;
+  // Whether passes are queued by touches (the event-driven scheduler) or made by the main loop's `condition`:
+  // by the engine version the item started on, recorded with the prepare step. Items begun before it keep
+  // the loop and the first upsert, so their histories replay.
+  const eventDriven = (prepared.engine ?? 1) >= EVENT_DRIVEN_SCHEDULER_ENGINE;
   if (eventDriven) {
     // TreadleClient.start sets the pipeline and `running` as the item starts: nothing to upsert until they
     // change (an upsert is an event and a visibility write). Items started by other means get the upsert.
@@ -421,7 +420,7 @@ interface StageRun {
   ended: () => void;
   /** Records an exception that ended the stage (a cancellation, or an engine bug that fails the stage). */
   crashed: (stage: StageSpec, error: unknown) => void;
-  /** The work item runs the event-driven scheduler (engine version 2, ENGINE_VERSION). */
+  /** The work item runs the event-driven scheduler (EVENT_DRIVEN_SCHEDULER_ENGINE). */
   eventDriven: boolean;
   resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */
