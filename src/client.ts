@@ -20,6 +20,7 @@ import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
 import { loadConfig } from './config';
+import { listExecutions } from './visibility';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
@@ -42,6 +43,14 @@ export class TreadleError extends Error {
     super(message);
     this.name = 'TreadleError';
   }
+}
+
+/**
+ * Orders strings by UTF-16 code units: ISO timestamps and ids sort the same on every machine, and 1,000
+ * listings sort in well under a millisecond (`localeCompare` goes through ICU, ~5 ms for 1,000).
+ */
+function byCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 /** A pending review across work items. */
@@ -358,20 +367,20 @@ export class TreadleClient {
   async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
     const query = options.pipeline ? `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_REVIEWS_QUERY;
     const listings: PendingReviewListing[] = [];
-    for await (const execution of this.client.workflow.list({ query })) {
-      const pipeline = execution.typedSearchAttributes.get(TreadlePipeline) ?? '';
-      const memo = execution.memo?.[REVIEWS_MEMO_KEY] as ReviewsMemo | null | undefined;
+    for await (const execution of listExecutions(this.client, query)) {
+      const pipeline = execution.keyword(TreadlePipeline.name) ?? '';
+      const memo = (await execution.memo(REVIEWS_MEMO_KEY)) as ReviewsMemo | null | undefined;
       const reviews = memo?.reviews ?? [];
       for (const review of reviews) listings.push({ ...review, itemId: execution.workflowId, pipeline });
       // Stages named in the search attribute but not in the memo (a memo cut short, or written by an older
       // workflow version) are still listed, with what visibility knows.
       const inMemo = new Set(reviews.map((r) => r.stage));
-      for (const stage of execution.typedSearchAttributes.get(TreadlePendingReviews) ?? []) {
+      for (const stage of execution.keywordList(TreadlePendingReviews.name)) {
         if (inMemo.has(stage)) continue;
         listings.push({ itemId: execution.workflowId, pipeline, stage, reason: 'unknown', message: 'details not in the listing; see treadle status', requestedAt: execution.startTime.toISOString(), attempt: 0 });
       }
     }
-    return listings.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt) || a.itemId.localeCompare(b.itemId));
+    return listings.sort((a, b) => byCodeUnits(a.requestedAt, b.requestedAt) || byCodeUnits(a.itemId, b.itemId) || byCodeUnits(a.stage, b.stage));
   }
 
   /**
@@ -382,18 +391,18 @@ export class TreadleClient {
   async listApprovals(options: { pipeline?: string } = {}): Promise<ApprovalListing[]> {
     const query = options.pipeline ? `${PENDING_APPROVALS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_APPROVALS_QUERY;
     const listings: ApprovalListing[] = [];
-    for await (const execution of this.client.workflow.list({ query })) {
-      const pipeline = execution.typedSearchAttributes.get(TreadlePipeline) ?? '';
-      const memo = execution.memo?.[APPROVALS_MEMO_KEY] as ApprovalsMemo | null | undefined;
+    for await (const execution of listExecutions(this.client, query)) {
+      const pipeline = execution.keyword(TreadlePipeline.name) ?? '';
+      const memo = (await execution.memo(APPROVALS_MEMO_KEY)) as ApprovalsMemo | null | undefined;
       for (const request of memo?.requests ?? []) if (request.status === 'pending') listings.push({ ...request, pipeline });
     }
-    return listings.sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
+    return listings.sort((a, b) => byCodeUnits(a.createdAt, b.createdAt) || byCodeUnits(a.id, b.id));
   }
 
   /** The work item holding a pending approval request, found in visibility by the request's id. */
   private async approvalItem(id: string): Promise<string> {
     if (!APPROVAL_ID_PATTERN.test(id)) throw new TreadleError(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`, 'invalid_review');
-    for await (const execution of this.client.workflow.list({ query: `TreadleApprovals = '${id}'`, pageSize: 2 })) return execution.workflowId;
+    for await (const execution of listExecutions(this.client, `TreadleApprovals = '${id}'`, 2)) return execution.workflowId;
     throw new TreadleError(`no pending approval request ${id}: it was decided, expired, or never existed (treadle approve list shows the pending ones)`, 'not_found');
   }
 
