@@ -2,9 +2,10 @@
  * Many waiting items: N work items waiting for review at once. Reports this process's RSS (it runs both
  * workers) before and after, and how long `TreadleClient.listPendingReviews()` takes to list them all.
  * `listPendingReviews` is one visibility listing that reads each item's `treadleReviews` memo (no query to
- * any item, no worker needed); the bare visibility listing is timed too, as the floor. The same number of
- * baseline workflows waiting for a signal gives the memory cost of a plain waiting workflow.
+ * any item, no worker needed). Timed alongside, as the floor: the raw listing call; and the SDK's `list()`.
+ * The same number of baseline workflows waiting for a signal gives the memory cost of a plain waiting workflow.
  */
+import type { Client } from '@temporalio/client';
 import { PENDING_REVIEWS_QUERY } from '../../src/model/search-attributes';
 import { reviewPipelineSpec } from '../treadle-pipelines';
 import { median, ratio, round } from '../statistics';
@@ -39,11 +40,28 @@ export interface WaitingItemsResult {
     firstCompleteCallMs: number;
     /** Median of a few more calls once everything is listed. */
     steadyCallMs: number;
-    /** The visibility listing alone (the same call, without reading the memos into listings). */
+    /**
+     * The floor: the same visibility query as raw service calls (every page), decoding nothing but the
+     * protobuf response.
+     */
     visibilityOnlyMs: number;
+    /** The SDK's `client.workflow.list()` over the same query, which decodes every field of every execution. */
+    sdkListMs: number;
     calls: number;
     listed: number;
   };
+}
+
+/** The raw visibility listing, page by page: the server's answer with nothing decoded beyond protobuf. */
+async function rawListing(client: Client, query: string): Promise<number> {
+  let count = 0;
+  let nextPageToken: Uint8Array | undefined;
+  do {
+    const page = await client.workflowService.listWorkflowExecutions({ namespace: client.options.namespace, query, ...(nextPageToken ? { nextPageToken } : {}) });
+    count += page.executions.length;
+    nextPageToken = page.nextPageToken && page.nextPageToken.length > 0 ? page.nextPageToken : undefined;
+  } while (nextPageToken);
+  return count;
 }
 
 function memory(): MemorySample {
@@ -99,6 +117,7 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
   // Median of a few calls each, alternating: one call is at the mercy of whatever else the machine does.
   const steadyCalls: number[] = [];
   const visibilityCalls: number[] = [];
+  const sdkListCalls: number[] = [];
   for (let call = 0; call < STEADY_CALLS; call++) {
     const steadyStarted = nowMs();
     const steady = await client.listPendingReviews({ pipeline: reviewPipelineSpec.name });
@@ -106,13 +125,19 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
     if (steady.length !== n) throw new Error(`the steady listing returned ${steady.length} of ${n} pending reviews`);
 
     const visibilityStarted = nowMs();
-    let visible = 0;
-    for await (const _ of client.client.workflow.list({ query: `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'` })) visible++;
+    const visible = await rawListing(client.client, `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'`);
     visibilityCalls.push(nowMs() - visibilityStarted);
     if (visible !== n) throw new Error(`the visibility query returned ${visible} of ${n} items`);
+
+    const sdkStarted = nowMs();
+    let listedBySdk = 0;
+    for await (const _ of client.client.workflow.list({ query: `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'` })) listedBySdk++;
+    sdkListCalls.push(nowMs() - sdkStarted);
+    if (listedBySdk !== n) throw new Error(`the SDK's listing returned ${listedBySdk} of ${n} items`);
   }
   const steadyCallMs = median(steadyCalls);
   const visibilityOnlyMs = median(visibilityCalls);
+  const sdkListMs = median(sdkListCalls);
 
   const result: WaitingItemsResult = {
     items: n,
@@ -127,6 +152,7 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
       firstCompleteCallMs: round(firstCompleteCallMs),
       steadyCallMs: round(steadyCallMs),
       visibilityOnlyMs: round(visibilityOnlyMs),
+      sdkListMs: round(sdkListMs),
       calls,
       listed,
     },
@@ -147,7 +173,7 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
         scenario: name,
         metric: 'listPendingReviews: median call / first complete',
         treadle: `${fmt(result.listing.steadyCallMs, ' ms')} / ${fmt(result.listing.firstCompleteAfterMs, ' ms')}`,
-        baseline: `visibility list only: ${fmt(result.listing.visibilityOnlyMs, ' ms')}`,
+        baseline: `raw listing call: ${fmt(result.listing.visibilityOnlyMs, ' ms')}; SDK list(): ${fmt(result.listing.sdkListMs, ' ms')}`,
         ratio: '',
       },
     ],
