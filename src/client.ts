@@ -24,7 +24,7 @@ import { listExecutions } from './visibility';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
-import { PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadleCorrelationId, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
+import { explainSearchAttributeError, PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadleCorrelationId, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
 import { APPROVAL_ID_PATTERN, APPROVALS_MEMO_KEY, type ApprovalDecided, type ApprovalDecision, type ApprovalRequest, type ApprovalsMemo } from './model/approvals';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
@@ -184,7 +184,7 @@ export class TreadleClient {
       }
       if (error instanceof ServiceError) {
         // The SDK's message is only "Failed to start Workflow"; the server's reason is in the cause.
-        throw new TreadleError(`could not start work item ${id}: ${error.cause?.message ?? error.message}`, 'failed');
+        throw new TreadleError(`could not start work item ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`, 'failed');
       }
       throw error;
     }
@@ -227,7 +227,7 @@ export class TreadleClient {
       return { id, runId: handle.firstExecutionRunId, branch: `tdd/${seedSpec.id}`, targetBranch };
     } catch (error) {
       if (error instanceof WorkflowExecutionAlreadyStartedError) return { id, runId: (await this.handle(id).describe()).runId, branch: `tdd/${seedSpec.id}`, targetBranch };
-      if (error instanceof ServiceError) throw new TreadleError(`could not start TDD tree ${id}: ${error.cause?.message ?? error.message}`, 'failed');
+      if (error instanceof ServiceError) throw new TreadleError(`could not start TDD tree ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`, 'failed');
       throw error;
     }
   }

@@ -10,6 +10,7 @@
  * `describe()`, which decodes it the SDK's way, so nothing is lost, only slower.
  */
 import type { Client } from '@temporalio/client';
+import { explainSearchAttributeError } from './model/search-attributes';
 
 /** One raw payload as the service returns it. */
 interface RawPayload {
@@ -70,7 +71,13 @@ function toDate(ts: RawTimestamp | null | undefined): Date {
 export async function* listExecutions(client: Client, query: string, pageSize?: number): AsyncGenerator<ListedExecution> {
   let nextPageToken: Uint8Array | undefined;
   do {
-    const response = await client.workflowService.listWorkflowExecutions({ namespace: client.options.namespace, query, ...(nextPageToken ? { nextPageToken } : {}), ...(pageSize ? { pageSize } : {}) });
+    let response: Awaited<ReturnType<Client['workflowService']['listWorkflowExecutions']>>;
+    try {
+      response = await client.workflowService.listWorkflowExecutions({ namespace: client.options.namespace, query, ...(nextPageToken ? { nextPageToken } : {}), ...(pageSize ? { pageSize } : {}) });
+    } catch (error) {
+      // The server's own reason (e.g. `3 INVALID_ARGUMENT: … is not a valid search attribute`), with the fix.
+      throw new Error(`the visibility query [${query}] failed: ${explainSearchAttributeError((error as Error).message)}`, { cause: error });
+    }
     for (const raw of response.executions as RawExecution[]) {
       const workflowId = raw.execution?.workflowId ?? '';
       const attributes = raw.searchAttributes?.indexedFields ?? {};

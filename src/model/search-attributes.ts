@@ -26,6 +26,24 @@ export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordLi
   TreadleCorrelationId: 'Keyword',
 };
 
+/**
+ * The `temporal operator search-attribute create` commands that register Treadle's search attributes on a
+ * server `treadle dev` did not start: one per attribute (CLI 1.5.1 takes `--name` more than once but adds
+ * only the first name when it does).
+ */
+export function searchAttributeCommands(): string[] {
+  return Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS).map(([name, type]) => `temporal operator search-attribute create --name ${name} --type ${type}`);
+}
+
+/**
+ * A server's refusal of a query or start that names a search attribute it does not know, explained with
+ * how to register Treadle's; any other message comes back as it was.
+ */
+export function explainSearchAttributeError(message: string): string {
+  if (!/not a valid search attribute|no mapping defined for search attribute|unknown search attribute/i.test(message)) return message;
+  return `${message} (the server does not have Treadle's search attributes: treadle dev and docker-compose register them; on another server run: ${searchAttributeCommands().join(' && ')})`;
+}
+
 /** Visibility query listing every work item with a pending approval request. */
 export const PENDING_APPROVALS_QUERY = "ExecutionStatus = 'Running' AND TreadleApprovals IS NOT NULL";
 

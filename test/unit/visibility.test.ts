@@ -4,7 +4,10 @@
  * through `describe()`. The real listings run against the dev server in the integration tests.
  */
 import type { Client } from '@temporalio/client';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { listExecutions } from '../../src/visibility';
+import { explainSearchAttributeError, SEARCH_ATTRIBUTE_DEFINITIONS, searchAttributeCommands } from '../../src/model/search-attributes';
 
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
 const json = (value: unknown, type?: string) => ({ metadata: { encoding: bytes('json/plain'), ...(type ? { type: bytes(type) } : {}) }, data: bytes(JSON.stringify(value)) });
@@ -18,6 +21,10 @@ function execution(id: string, fields: { memo?: Record<string, unknown>; attribu
     searchAttributes: { indexedFields: fields.attributes ?? {} },
   };
 }
+
+/** The server's words (dev server 1.29.1) for a query, and for a start, naming an attribute it lacks. */
+const UNKNOWN_IN_QUERY = "3 INVALID_ARGUMENT: invalid query: invalid expression: column name 'TreadlePendingReviews' is not a valid search attribute";
+const UNKNOWN_AT_START = '3 INVALID_ARGUMENT: Namespace default has no mapping defined for search attribute TreadlePipeline';
 
 /** A client whose service answers from `pages` (one per call, linked by page tokens) and records requests. */
 function fakeClient(pages: unknown[][], described: Record<string, Record<string, unknown>> = {}) {
@@ -97,5 +104,43 @@ describe('listExecutions', () => {
     const [big] = await all(client, 'q');
     expect(await big!.memo('treadleReviews')).toEqual({ reviews: [{ stage: 's' }] });
     expect(describes).toEqual(['big']);
+  });
+});
+
+describe('a server without Treadle\'s search attributes', () => {
+  it('gets one registration command per attribute (the CLI adds only the first of several --name flags)', () => {
+    const commands = searchAttributeCommands();
+    expect(commands).toHaveLength(Object.keys(SEARCH_ATTRIBUTE_DEFINITIONS).length);
+    expect(commands).toContain('temporal operator search-attribute create --name TreadlePendingReviews --type KeywordList');
+    expect(commands).toContain('temporal operator search-attribute create --name TreadlePipeline --type Keyword');
+  });
+
+  it('are the commands the README gives', () => {
+    const readme = readFileSync(path.join(__dirname, '..', '..', 'README.md'), 'utf8');
+    for (const command of searchAttributeCommands()) expect(readme).toContain(`\n${command}\n`);
+  });
+
+  it('explains both refusals with the commands, and leaves other messages alone', () => {
+    for (const message of [UNKNOWN_IN_QUERY, UNKNOWN_AT_START]) {
+      const explained = explainSearchAttributeError(message);
+      expect(explained.startsWith(message)).toBe(true);
+      expect(explained).toContain("the server does not have Treadle's search attributes");
+      for (const command of searchAttributeCommands()) expect(explained).toContain(command);
+    }
+    expect(explainSearchAttributeError('14 UNAVAILABLE: connection refused')).toBe('14 UNAVAILABLE: connection refused');
+  });
+
+  it('makes a listing fail with the query, the server\'s reason and the fix', async () => {
+    const client = {
+      options: { namespace: 'default' },
+      workflowService: {
+        listWorkflowExecutions: async () => {
+          throw new Error(UNKNOWN_IN_QUERY);
+        },
+      },
+    } as unknown as Client;
+    await expect(all(client, 'TreadlePendingReviews IS NOT NULL')).rejects.toThrow(
+      `the visibility query [TreadlePendingReviews IS NOT NULL] failed: ${UNKNOWN_IN_QUERY} (the server does not have Treadle's search attributes`,
+    );
   });
 });
