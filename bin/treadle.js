@@ -4,7 +4,7 @@
 // `treadle validate` runs from `lib/cli/offline.js`, the same CLI bundled into one file with zod and yaml
 // (scripts/bundle-cli.js), because loading their ~170 modules one by one was most of its start time. Every
 // other command runs `lib/cli/main.js`: `--help` and `pipelines` load neither package and start faster
-// without reading a 1 MB bundle, and the commands that talk to the server load the model with the SDK
+// without reading a 680 KB bundle, and the commands that talk to the server load the model with the SDK
 // client anyway. A bundle older than main.js (tsc run without the bundling step) is never used.
 const { statSync } = require('node:fs');
 const path = require('node:path');

@@ -13,7 +13,7 @@
  * other package, and the modules commands load lazily to talk to the server (the SDK client, the worker,
  * the dev server, tracing), which stay `require`s of the files in `lib/`. `bin/treadle.js` runs the bundle
  * for `validate` only; every other command runs `lib/cli/main.js`, so no process loads the pipeline model
- * twice, and `--help` and `pipelines` (which need neither zod nor yaml) do not read the 1 MB bundle.
+ * twice, and `--help` and `pipelines` (which need neither zod nor yaml) do not read the 680 KB bundle.
  */
 const path = require('node:path');
 const esbuild = require('esbuild');
@@ -44,6 +44,22 @@ esbuild
     logLevel: 'warning',
     external: SERVER_MODULES,
     plugins: [
+      {
+        // zod's classic API carries every locale as `z.locales`: 371 KB, a third of a 1 MB bundle. Treadle
+        // uses only the English messages zod sets by default, so the bundle's `z.locales` has `en` alone
+        // (680 KB in all; `validate` ~20 ms faster here).
+        name: 'zod-english-only',
+        setup(build) {
+          build.onResolve({ filter: /^\.\.\/locales\/index\.cjs$/ }, (args) =>
+            args.importer.includes(`${path.sep}node_modules${path.sep}zod${path.sep}`) ? { path: 'zod-locales-en', namespace: 'treadle-zod-locales' } : undefined,
+          );
+          build.onLoad({ filter: /.*/, namespace: 'treadle-zod-locales' }, () => ({
+            contents: `const en = require(${JSON.stringify(require.resolve('zod/v4/locales/en.cjs', { paths: [ROOT] }))});\nexports.en = en.default || en;\n`,
+            resolveDir: ROOT,
+            loader: 'js',
+          }));
+        },
+      },
       {
         name: 'packages-stay-external',
         setup(build) {

@@ -2,7 +2,8 @@
  * `treadle validate` runs from the bundled CLI (`lib/cli/offline.js`, scripts/bundle-cli.js) and every other
  * command from `lib/cli/main.js` (bin/treadle.js). The bundle must be the same program: each case below runs
  * both and compares exit code, stdout and stderr. It must also be what `validate` loads: one file, not zod's
- * and yaml's ~170 modules. A bundle older than main.js is never used.
+ * and yaml's ~170 modules, with zod's English messages (its other locales are left out). A bundle older than
+ * main.js is never used.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, statSync, utimesSync, writeFileSync } from 'node:fs';
@@ -53,6 +54,8 @@ const cases: Record<string, () => string[]> = {
     'validate',
     write('bad.yaml', 'name: bad\nstages:\n  - name: a\n    run: scriptd\n    depends_on: [b]\n  - name: b\n    run: scripted\n    depends_on: [a]\n    retry_budget: { max_attempts: 0 }\n'),
   ],
+  // zod's own English messages (the bundle keeps zod's English locale only).
+  'a file zod rejects field by field (a TDD spec, not a pipeline)': () => ['validate', path.join(ROOT, 'examples', 'tdd', 'textkit.yaml')],
   'a file that is not YAML': () => ['validate', write('broken.yaml', 'name: [unclosed\n')],
   'a missing file': () => ['validate', path.join(dir, 'missing.yaml')],
   'validate --help': () => ['validate', '--help'],
@@ -69,6 +72,12 @@ describe('the bundled validate is the same program as lib/cli/main.js', () => {
       expect(bundled.stdout.length + bundled.stderr.length).toBeGreaterThan(0);
     });
   }
+});
+
+it("prints zod's English messages from the bundle, which keeps zod's English locale only", async () => {
+  const run = await node([BIN, 'validate', path.join(ROOT, 'examples', 'tdd', 'textkit.yaml')]);
+  expect(run.code).toBe(1);
+  expect(run.stderr).toContain('Invalid input: expected string, received undefined');
 });
 
 it('loads one bundled file for validate, and lib/cli/main.js for every other command', async () => {
