@@ -183,15 +183,15 @@ export type GateActivityResult = QualityVerdict & { calls?: CallRecord[] };
 export interface PreparePipelineInput {
   pipeline: unknown;
 }
+/** Engine version 2: the event-driven scheduler (BENCHMARKS.md), and no first upsert when the start set the attributes. */
+export const EVENT_DRIVEN_SCHEDULER_ENGINE = 2;
 /**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (README "Versioning"). Histories without it are version 1.
- * Each version is named by what it introduced; the newest is ENGINE_VERSION.
+ * Each version has a constant named for what it introduced (above); this is the newest.
  */
-/** 2: the event-driven scheduler (BENCHMARKS.md), and no first upsert when the start set the attributes. */
-export const EVENT_DRIVEN_SCHEDULER_ENGINE = 2;
 export const ENGINE_VERSION = EVENT_DRIVEN_SCHEDULER_ENGINE;
 
 export type PreparePipelineResult = (
