@@ -14,6 +14,7 @@ function countingDriver(): StorageDriver & { stores: number; retrieves: number }
   const kept = new Map<string, Payload>();
   const driver = {
     name: 'counting',
+    type: 'test.counting',
     stores: 0,
     retrieves: 0,
     async store(_context: unknown, payloads: Payload[]) {
@@ -57,7 +58,7 @@ describe('the ExternalStorage fast path', () => {
   });
 
   it('gives up on payloads with external payload details, which the bound does not know', () => {
-    expect(payloadSizeUpperBound({ ...json('1'), externalPayloads: [{ sizeBytes: 10 }] } as Payload)).toBeUndefined();
+    expect(payloadSizeUpperBound({ ...json('1'), externalPayloads: [{ sizeBytes: 10 }] } as unknown as Payload)).toBeUndefined();
   });
 
   it("answers calls that cannot offload or resolve anything without building the runner's abort signals", async () => {
