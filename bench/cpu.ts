@@ -24,8 +24,8 @@ function clockTicks(): number {
   return ticksPerSecond;
 }
 
-/** utime + stime of a process from /proc/<pid>/stat, in milliseconds. */
-function procCpuMs(pid: number): number | null {
+/** utime + stime of a process from /proc/<pid>/stat, in milliseconds; null where /proc cannot tell. */
+export function processCpuMs(pid: number): number | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15 overall.
@@ -52,7 +52,7 @@ function machineBusyMs(): number | null {
 /** Reads the counters now. */
 export function cpuSnapshot(serverPid: number | undefined): CpuSnapshot {
   const own = process.cpuUsage();
-  return { processMs: (own.user + own.system) / 1000, serverMs: serverPid === undefined ? null : procCpuMs(serverPid), machineMs: machineBusyMs() };
+  return { processMs: (own.user + own.system) / 1000, serverMs: serverPid === undefined ? null : processCpuMs(serverPid), machineMs: machineBusyMs() };
 }
 
 /** CPU used between two snapshots. */

@@ -19,6 +19,7 @@ import { HISTORY_BYTES_PER_ATTEMPT_GOAL, largeArtefacts, sizeLabel, type Artefac
 import { latency, type LatencyResult } from './scenarios/latency';
 import { retryLoop, type RetryLoopResult } from './scenarios/retry-loop';
 import { reviewRoundTrip, type ReviewRoundTripResult } from './scenarios/review-round-trip';
+import { separateProcesses, type SeparateProcessesResult } from './scenarios/separate-processes';
 import { serverSettings, type ServerSettingsResult } from './scenarios/server-settings';
 import { throughput, type ThroughputResult } from './scenarios/throughput';
 import { LISTING_GOAL_MS, waitingItems, type WaitingItemsResult } from './scenarios/waiting-items';
@@ -66,6 +67,8 @@ export interface BenchResults {
     cliStart: CliStartResult;
     /** Null in quick mode (three more servers would not fit CI's budget). */
     serverSettings: ServerSettingsResult | null;
+    /** Throughput with each worker in its own process, on a server of its own; null in quick mode (CI's budget). */
+    separateProcesses: SeparateProcessesResult | null;
   };
   goals: Goal[];
   table: Row[];
@@ -108,6 +111,16 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
       target: `≥ ${THROUGHPUT_RATIO_GOAL}`,
       met: (s.throughput.throughputRatio ?? 0) >= THROUGHPUT_RATIO_GOAL,
     },
+    ...(s.separateProcesses
+      ? [
+          {
+            goal: 'throughput, each worker in its own process: Treadle items/s ÷ baseline items/s',
+            measured: s.separateProcesses.throughputRatio,
+            target: `≥ ${THROUGHPUT_RATIO_GOAL}`,
+            met: (s.separateProcesses.throughputRatio ?? 0) >= THROUGHPUT_RATIO_GOAL,
+          },
+        ]
+      : []),
     {
       goal: 'per-stage scheduling latency p50: Treadle ÷ baseline (sequential items)',
       measured: s.latency.p50Ratio,
@@ -195,7 +208,7 @@ async function main(): Promise<void> {
       rows.push(...scenarioRows);
       return result;
     };
-    const scenarios: Omit<BenchResults['scenarios'], 'serverSettings'> = {
+    const scenarios: Omit<BenchResults['scenarios'], 'serverSettings' | 'separateProcesses'> = {
       // First, while no work items are in flight: it measures the wall time of short processes.
       cliStart: await run(cliStart),
       throughput: await run(throughput),
@@ -216,8 +229,10 @@ async function main(): Promise<void> {
     env = undefined;
     // After the shutdown: it starts three servers of its own, and nothing else should be running meanwhile.
     const servers = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, treadleBundle)) : null;
+    // Issue 7's own setup: each worker in a process of its own (a server of its own too, after the others).
+    const separate = sizes.separateProcesses ? await run(separateProcesses) : null;
     const durationMs = performance.now() - started;
-    const all: BenchResults['scenarios'] = { ...scenarios, serverSettings: servers };
+    const all: BenchResults['scenarios'] = { ...scenarios, serverSettings: servers, separateProcesses: separate };
     const goals = evaluateGoals(mode, durationMs, all);
     const results: BenchResults = {
       mode,

@@ -52,3 +52,12 @@ export function ratio(a: number, b: number): number | null {
 export function median(values: readonly number[]): number {
   return percentile([...values].sort((a, b) => a - b), 50);
 }
+
+/**
+ * The first and third quartiles (nearest rank) of numbers: the middle half of the samples lies between them,
+ * which says how far one round's ratio may stray from the median on this machine.
+ */
+export function quartiles(values: readonly number[]): [number, number] {
+  const sorted = [...values].sort((a, b) => a - b);
+  return [percentile(sorted, 25), percentile(sorted, 75)];
+}

@@ -5,8 +5,8 @@
  */
 import { cpuSnapshot, cpuSpent, otherCpuMs, type CpuSnapshot } from '../cpu';
 import { activitySpans, eventCounts, medianParts, payloadBytesByType, schedulingLatencies, runDurationMs, transitionBreakdown, type TransitionParts } from '../history';
-import { distribution, median, ratio, round, type Distribution } from '../statistics';
-import { fmt, fmtRatio, nowMs, partsText, readHistories, sidesInOrder, type ScenarioContext, type ScenarioResult } from '../scenario';
+import { distribution, median, quartiles, ratio, round, type Distribution } from '../statistics';
+import { fmt, fmtRatio, nowMs, partsText, readHistories, sidesInOrder, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { Side, SideName } from '../sides';
 
 /** One side's throughput over all rounds. */
@@ -47,10 +47,30 @@ export interface ThroughputResult {
   /** Treadle ÷ baseline items per second of each round (the two sides ran back to back), and their median. */
   roundRatios: (number | null)[];
   medianRoundRatio: number | null;
+  /** The first and third quartiles of the round ratios: half the rounds lie between them. */
+  roundRatioQuartiles: [number, number] | null;
   /** Baseline ÷ Treadle CPU per item (worker process + server): the throughput ratio a CPU-bound, otherwise idle machine would give. */
   cpuBoundRatio: number | null;
   /** Treadle ÷ baseline scheduling latency p50 under load. */
   latencyUnderLoadP50Ratio: number | null;
+}
+
+/** Per-round ratios summarised: their median and middle half, null when some round has no ratio. */
+export function summarizeRoundRatios(roundRatios: readonly (number | null)[]): Pick<ThroughputResult, 'medianRoundRatio' | 'roundRatioQuartiles'> {
+  if (!roundRatios.every((r) => r !== null)) return { medianRoundRatio: null, roundRatioQuartiles: null };
+  const ratios = roundRatios as number[];
+  return { medianRoundRatio: round(median(ratios), 3), roundRatioQuartiles: quartiles(ratios).map((q) => round(q, 3)) as [number, number] };
+}
+
+/** The table row of per-round ratios, their median and middle half. */
+export function roundRatiosRow(scenario: string, result: Pick<ThroughputResult, 'roundRatios' | 'medianRoundRatio' | 'roundRatioQuartiles'>): Row {
+  return {
+    scenario,
+    metric: 'items/s ratio per round (median; middle half)',
+    treadle: result.roundRatios.map((r) => fmtRatio(r)).join(' '),
+    baseline: result.roundRatioQuartiles ? `middle half ${result.roundRatioQuartiles.map((q) => fmtRatio(q)).join('–')}` : '',
+    ratio: fmtRatio(result.medianRoundRatio),
+  };
 }
 
 async function runRound(side: Side, ids: string[], stages: number): Promise<number> {
@@ -123,7 +143,7 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     baseline,
     throughputRatio: ratio(treadle.itemsPerSecond, baseline.itemsPerSecond),
     roundRatios,
-    medianRoundRatio: roundRatios.every((r) => r !== null) ? round(median(roundRatios as number[]), 3) : null,
+    ...summarizeRoundRatios(roundRatios),
     cpuBoundRatio: treadleCpu === null || baselineCpu === null ? null : ratio(baselineCpu, treadleCpu),
     latencyUnderLoadP50Ratio: ratio(treadle.schedulingLatencyUnderLoadMs.p50, baseline.schedulingLatencyUnderLoadMs.p50),
   };
@@ -132,13 +152,7 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     result,
     rows: [
       { scenario: name, metric: 'work items/s', treadle: fmt(treadle.itemsPerSecond), baseline: fmt(baseline.itemsPerSecond), ratio: fmtRatio(result.throughputRatio) },
-      {
-        scenario: name,
-        metric: 'items/s ratio per round (median)',
-        treadle: roundRatios.map((r) => fmtRatio(r)).join(' '),
-        baseline: '',
-        ratio: fmtRatio(result.medianRoundRatio),
-      },
+      roundRatiosRow(name, result),
       {
         scenario: name,
         metric: 'cores used by other jobs during rounds',

@@ -1,0 +1,190 @@
+/**
+ * Throughput with each worker in a process of its own, the setup of issue 7's independent measurement: a
+ * fresh dev server with the benchmark's SQLite pragmas, the Treadle worker and the baseline worker forked as
+ * two processes (`bench/worker-process.ts`, SDK-default options, the same bundles and activities as in
+ * process), and only the clients in this one. Rounds of N ten-stage no-op items alternate between the sides
+ * as in the throughput scenario; each round records the CPU of the side's worker process, of this process
+ * (the clients) and of the server, so the gap splits exactly into worker, client and server work.
+ *
+ * Runs after the main environment has shut down (medium and full runs), so nothing else is in flight.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { TreadleClient } from '../../src/client';
+import { freePort, startDevServer } from '../../src/server/dev-server';
+import { FileBlobStore } from '../../src/storage/blob-store';
+import { cpuSnapshot, cpuSpent, processCpuMs } from '../cpu';
+import { quietBundlerLogger, SQLITE_PRAGMAS } from '../environment';
+import { fmt, fmtRatio, mapLimited, type ScenarioContext, type ScenarioResult } from '../scenario';
+import { baselineSide, treadleSide, type Side, type SideName } from '../sides';
+import { ratio, round } from '../statistics';
+import { roundRatiosRow, summarizeRoundRatios } from './throughput';
+
+const QUEUES: Record<SideName, string> = { treadle: 'bench-treadle', baseline: 'bench-baseline' };
+const STAGES = 10;
+const WARMUP_ITEMS = 20;
+/** A forked worker that has not said `ready` by then is broken. */
+const READY_TIMEOUT_MS = 60_000;
+
+/** One side's rounds: wall time and CPU milliseconds per item of its worker process, the clients and the server. */
+interface SideRounds {
+  wallMs: number[];
+  workerMs: number[];
+  clientMs: number[];
+  serverMs: number[];
+}
+
+/** One side over all rounds. */
+export interface SeparateSide {
+  /** Items over the summed wall time of all rounds. */
+  itemsPerSecond: number;
+  /** Mean over the rounds of CPU milliseconds per item: the side's worker process, this process (the clients), the server. */
+  cpuPerItemMs: { worker: number; clients: number; server: number };
+  rounds: SideRounds;
+}
+
+export interface SeparateProcessesResult {
+  items: number;
+  rounds: number;
+  treadle: SeparateSide;
+  baseline: SeparateSide;
+  /** Treadle ÷ baseline items per second over all rounds. */
+  throughputRatio: number | null;
+  /** Treadle ÷ baseline items per second of each round, their median and middle half. */
+  roundRatios: number[];
+  medianRoundRatio: number | null;
+  roundRatioQuartiles: [number, number] | null;
+  /** Baseline ÷ Treadle CPU per item (worker + clients + server): what a CPU-bound machine would give. */
+  cpuBoundRatio: number | null;
+}
+
+/** Forks a worker process and resolves once it prints `ready`. */
+async function forkWorker(side: SideName, args: string[]): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [path.join(__dirname, '..', 'worker-process.js'), side, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the ${side} worker process did not start within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS);
+    child.once('exit', (code) => reject(new Error(`the ${side} worker process exited (${code}) before it was ready`)));
+    createInterface({ input: child.stdout! }).once('line', (line) => {
+      clearTimeout(timer);
+      if (line === 'ready') resolve();
+      else reject(new Error(`the ${side} worker process said "${line}" instead of ready`));
+    });
+  });
+  return child;
+}
+
+/** Runs the scenario on a server of its own: the sizes of the throughput scenario. */
+export async function separateProcesses(ctx: ScenarioContext): Promise<ScenarioResult<SeparateProcessesResult>> {
+  const { throughputItems: items, throughputRounds: rounds } = ctx.sizes;
+  const progress = (message: string): void => ctx.progress(`separate processes: ${message}`);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-separate-'));
+  const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
+  try {
+    progress('starting the Temporal dev server and bundling workflows...');
+    const [server, treadleBundle, baselineBundle] = await Promise.all([
+      startDevServer({ port: await freePort(), dbFile: path.join(dir, 'temporal.sqlite'), headless: true, allowDownload: false, sqlitePragmas: { ...SQLITE_PRAGMAS }, progress }),
+      bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: quietBundlerLogger }),
+      bundleWorkflowCode({ workflowsPath: require.resolve('../baseline-workflows'), logger: quietBundlerLogger }),
+    ]);
+    cleanups.push(() => server.stop());
+    const blobDir = path.join(dir, 'blobs');
+    mkdirSync(blobDir);
+    const workers: Partial<Record<SideName, ChildProcess>> = {};
+    for (const [side, bundle] of [['treadle', treadleBundle], ['baseline', baselineBundle]] as const) {
+      const bundleFile = path.join(dir, `${side}-workflows.js`);
+      writeFileSync(bundleFile, bundle.code);
+      const child = await forkWorker(side, [server.address, server.namespace, QUEUES[side], bundleFile, blobDir]);
+      workers[side] = child;
+      cleanups.push(
+        () =>
+          new Promise<void>((resolve) => {
+            if (child.exitCode !== null) return resolve();
+            child.once('exit', () => resolve());
+            child.kill('SIGTERM');
+          }),
+      );
+    }
+    const connection = await Connection.connect({ address: server.address });
+    cleanups.push(() => connection.close());
+    const temporal = new Client({ connection, namespace: server.namespace });
+    const sides: Side[] = [baselineSide(temporal, QUEUES.baseline), treadleSide(new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) }))];
+    const tag = `${ctx.tag}-${randomUUID().slice(0, 4)}`;
+    const runItems = (side: Side, name: string, n: number): Promise<void[]> =>
+      mapLimited(Array.from({ length: n }, (_, i) => i), n, async (i) => {
+        const id = `${tag}-${name}-${side.name}-${i}`;
+        await side.startLinear(id, STAGES);
+        await side.result(id);
+      });
+    for (const side of sides) await runItems(side, 'warmup', WARMUP_ITEMS);
+
+    const measured: Record<SideName, SideRounds> = {
+      treadle: { wallMs: [], workerMs: [], clientMs: [], serverMs: [] },
+      baseline: { wallMs: [], workerMs: [], clientMs: [], serverMs: [] },
+    };
+    for (let r = 0; r < rounds; r++) {
+      // The side that goes first alternates, as in the throughput scenario.
+      for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
+        const workerPid = workers[side.name]!.pid!;
+        const before = { all: cpuSnapshot(server.pid), worker: processCpuMs(workerPid) };
+        const started = performance.now();
+        await runItems(side, `r${r}`, items);
+        const wallMs = performance.now() - started;
+        const spent = cpuSpent(before.all, cpuSnapshot(server.pid));
+        const workerMs = (processCpuMs(workerPid) ?? Number.NaN) - (before.worker ?? Number.NaN);
+        const m = measured[side.name];
+        m.wallMs.push(wallMs);
+        m.workerMs.push(workerMs / items);
+        m.clientMs.push(spent.processMs / items);
+        m.serverMs.push((spent.serverMs ?? Number.NaN) / items);
+        progress(
+          `${side.name} round ${r + 1}/${rounds}: ${((items / wallMs) * 1000).toFixed(2)} items/s; CPU ms per item: worker ${(workerMs / items).toFixed(1)}, clients ${(spent.processMs / items).toFixed(1)}, server ${((spent.serverMs ?? Number.NaN) / items).toFixed(1)}`,
+        );
+      }
+    }
+
+    const summary = (m: SideRounds): SeparateSide => {
+      const perItem = (xs: number[]): number => round(xs.reduce((a, b) => a + b, 0) / xs.length);
+      const wall = m.wallMs.reduce((a, b) => a + b, 0);
+      return { itemsPerSecond: round(((items * rounds) / wall) * 1000), cpuPerItemMs: { worker: perItem(m.workerMs), clients: perItem(m.clientMs), server: perItem(m.serverMs) }, rounds: m };
+    };
+    const treadle = summary(measured.treadle);
+    const baseline = summary(measured.baseline);
+    // Both sides ran the same number of items per round: the items/s ratio is the inverse ratio of wall times.
+    const roundRatios = measured.treadle.wallMs.map((t, r) => round(measured.baseline.wallMs[r]! / t, 3));
+    const total = (side: SeparateSide): number => side.cpuPerItemMs.worker + side.cpuPerItemMs.clients + side.cpuPerItemMs.server;
+    const result: SeparateProcessesResult = {
+      items,
+      rounds,
+      treadle,
+      baseline,
+      throughputRatio: ratio(treadle.itemsPerSecond, baseline.itemsPerSecond),
+      roundRatios,
+      ...summarizeRoundRatios(roundRatios),
+      cpuBoundRatio: ratio(total(baseline), total(treadle)),
+    };
+    const name = `throughput, workers in separate processes (${items}×${rounds} items × ${STAGES} stages)`;
+    const cpu = (side: SeparateSide): string => `${fmt(side.cpuPerItemMs.worker)} / ${fmt(side.cpuPerItemMs.clients)} / ${fmt(side.cpuPerItemMs.server)}`;
+    return {
+      result,
+      rows: [
+        { scenario: name, metric: 'work items/s', treadle: fmt(treadle.itemsPerSecond), baseline: fmt(baseline.itemsPerSecond), ratio: fmtRatio(result.throughputRatio) },
+        roundRatiosRow(name, result),
+        { scenario: name, metric: 'CPU ms per item: worker process / clients / server', treadle: cpu(treadle), baseline: cpu(baseline), ratio: fmtRatio(ratio(total(treadle), total(baseline))) },
+      ],
+    };
+  } finally {
+    for (const cleanup of cleanups.reverse()) {
+      try {
+        await cleanup();
+      } catch (error) {
+        progress(`cleanup failed: ${(error as Error).message}`);
+      }
+    }
+  }
+}
