@@ -89,7 +89,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
   full: {
     mode: 'full',
     // Ten rounds a side of 100 items (four of 200 until 2026-11-26): 100 at once still keep both cores busy,
-    // and one slow round (the dev server's SQLite stalls now and then) weighs a tenth of the run, not a quarter.
+    // and one slow round (the dev server's own CPU per item swings between rounds) weighs a tenth of the run.
     throughputItems: 100,
     throughputRounds: 10,
     stages: 10,

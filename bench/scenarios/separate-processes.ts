@@ -96,15 +96,24 @@ export async function separateProcesses(ctx: ScenarioContext): Promise<ScenarioR
     const blobDir = path.join(dir, 'blobs');
     mkdirSync(blobDir);
     const workers: Partial<Record<SideName, ChildProcess>> = {};
+    // A worker process that dies while items run would leave them waiting forever: the rounds race this.
+    let stopping = false;
+    let workerDied: (error: Error) => void = () => undefined;
+    const died = new Promise<never>((_, reject) => (workerDied = reject));
+    died.catch(() => undefined);
     for (const [side, bundle] of [['treadle', treadleBundle], ['baseline', baselineBundle]] as const) {
       const bundleFile = path.join(dir, `${side}-workflows.js`);
       writeFileSync(bundleFile, bundle.code);
       const child = await forkWorker(side, [server.address, server.namespace, QUEUES[side], bundleFile, blobDir]);
       workers[side] = child;
+      child.once('exit', (code, signal) => {
+        if (!stopping) workerDied(new Error(`the ${side} worker process exited (${signal ?? code}) during the scenario`));
+      });
       cleanups.push(
         () =>
           new Promise<void>((resolve) => {
-            if (child.exitCode !== null) return resolve();
+            stopping = true;
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
             child.once('exit', () => resolve());
             child.kill('SIGTERM');
           }),
@@ -116,11 +125,14 @@ export async function separateProcesses(ctx: ScenarioContext): Promise<ScenarioR
     const sides: Side[] = [baselineSide(temporal, QUEUES.baseline), treadleSide(new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) }))];
     const tag = `${ctx.tag}-${randomUUID().slice(0, 4)}`;
     const runItems = (side: Side, name: string, n: number): Promise<void[]> =>
-      mapLimited(Array.from({ length: n }, (_, i) => i), n, async (i) => {
-        const id = `${tag}-${name}-${side.name}-${i}`;
-        await side.startLinear(id, STAGES);
-        await side.result(id);
-      });
+      Promise.race([
+        mapLimited(Array.from({ length: n }, (_, i) => i), n, async (i) => {
+          const id = `${tag}-${name}-${side.name}-${i}`;
+          await side.startLinear(id, STAGES);
+          await side.result(id);
+        }),
+        died,
+      ]);
     for (const side of sides) await runItems(side, 'warmup', WARMUP_ITEMS);
 
     const measured: Record<SideName, SideRounds> = {
