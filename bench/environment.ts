@@ -151,22 +151,8 @@ export async function startEnvironment(progress: (message: string) => void, onWo
     const baselineConnection = await NativeConnection.connect({ address: server.address });
     cleanups.push(() => baselineConnection.close());
     const blobs = new FileBlobStore(path.join(dir, 'blobs'));
-    const treadleWorker = await createWorker({
-      connection: treadleConnection,
-      namespace: server.namespace,
-      taskQueue: TREADLE_QUEUE,
-      registry: benchRegistry(),
-      blobs,
-      blobThresholdBytes: BLOB_THRESHOLD_BYTES,
-      workflowBundle: treadleBundle,
-    });
-    const baselineWorker = await Worker.create({
-      connection: baselineConnection,
-      namespace: server.namespace,
-      taskQueue: BASELINE_QUEUE,
-      workflowBundle: baselineBundle,
-      activities: createBaselineActivities(),
-    });
+    const treadleWorker = await createBenchWorker('treadle', { connection: treadleConnection, namespace: server.namespace, taskQueue: TREADLE_QUEUE, workflowBundle: treadleBundle, blobs });
+    const baselineWorker = await createBenchWorker('baseline', { connection: baselineConnection, namespace: server.namespace, taskQueue: BASELINE_QUEUE, workflowBundle: baselineBundle, blobs });
     let stopping = false;
     for (const worker of [treadleWorker, baselineWorker]) {
       const running = worker.run().then(
@@ -208,6 +194,21 @@ export async function startEnvironment(progress: (message: string) => void, onWo
     await shutdown();
     throw error;
   }
+}
+
+/**
+ * One side's worker with the SDK's default options: Treadle's as `createWorker` builds it (the benchmark's
+ * no-op registry, the default blob threshold), or the baseline's. The in-process environment and the forked
+ * worker processes (`worker-process.ts`) both build theirs here, so the two setups measure the same workers.
+ */
+export function createBenchWorker(
+  side: 'treadle' | 'baseline',
+  options: { connection: NativeConnection; namespace: string; taskQueue: string; workflowBundle: WorkflowBundle | { code: string }; blobs: FileBlobStore },
+): Promise<Worker> {
+  const { connection, namespace, taskQueue, workflowBundle, blobs } = options;
+  return side === 'treadle'
+    ? createWorker({ connection, namespace, taskQueue, registry: benchRegistry(), blobs, blobThresholdBytes: BLOB_THRESHOLD_BYTES, workflowBundle })
+    : Worker.create({ connection, namespace, taskQueue, workflowBundle, activities: createBaselineActivities() });
 }
 
 function describeEnvironment(server: DevServer, worker: Worker): EnvironmentRecord {

@@ -230,7 +230,7 @@ async function main(): Promise<void> {
     // After the shutdown: it starts three servers of its own, and nothing else should be running meanwhile.
     const servers = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, treadleBundle)) : null;
     // Issue 7's own setup: each worker in a process of its own (a server of its own too, after the others).
-    const separate = sizes.separateProcesses ? await run(separateProcesses) : null;
+    const separate = sizes.separateProcesses ? await run((c) => separateProcesses(c, treadleBundle)) : null;
     const durationMs = performance.now() - started;
     const all: BenchResults['scenarios'] = { ...scenarios, serverSettings: servers, separateProcesses: separate };
     const goals = evaluateGoals(mode, durationMs, all);

@@ -9,7 +9,7 @@
  * Runs after the main environment has shut down (medium and full runs), so nothing else is in flight.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -79,17 +79,16 @@ async function forkWorker(side: SideName, args: string[]): Promise<ChildProcess>
   return child;
 }
 
-/** Runs the scenario on a server of its own: the sizes of the throughput scenario. */
-export async function separateProcesses(ctx: ScenarioContext): Promise<ScenarioResult<SeparateProcessesResult>> {
+/** Runs the scenario on a server of its own, with the main run's Treadle bundle: the sizes of the throughput scenario. */
+export async function separateProcesses(ctx: ScenarioContext, treadleBundle: WorkflowBundle): Promise<ScenarioResult<SeparateProcessesResult>> {
   const { throughputItems: items, throughputRounds: rounds } = ctx.sizes;
   const progress = (message: string): void => ctx.progress(`separate processes: ${message}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-separate-'));
   const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   try {
-    progress('starting the Temporal dev server and bundling workflows...');
-    const [server, treadleBundle, baselineBundle] = await Promise.all([
+    progress('starting the Temporal dev server and bundling the baseline workflows...');
+    const [server, baselineBundle] = await Promise.all([
       startDevServer({ port: await freePort(), dbFile: path.join(dir, 'temporal.sqlite'), headless: true, allowDownload: false, sqlitePragmas: { ...SQLITE_PRAGMAS }, progress }),
-      bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: quietBundlerLogger }),
       bundleWorkflowCode({ workflowsPath: require.resolve('../baseline-workflows'), logger: quietBundlerLogger }),
     ]);
     cleanups.push(() => server.stop());
