@@ -186,13 +186,18 @@ export interface PreparePipelineInput {
 /** Engine version 2: the event-driven scheduler (BENCHMARKS.md), and no first upsert when the start set the attributes. */
 export const EVENT_DRIVEN_SCHEDULER_ENGINE = 2;
 /**
+ * Engine version 3: the chained stage runner (one `then` per attempt instead of an async function and its
+ * `await`, BENCHMARKS.md), so a stage's attempts create fewer workflow promises.
+ */
+export const CHAINED_STAGE_RUNNER_ENGINE = 3;
+/**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (README "Versioning"). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
-export const ENGINE_VERSION = EVENT_DRIVEN_SCHEDULER_ENGINE;
+export const ENGINE_VERSION = CHAINED_STAGE_RUNNER_ENGINE;
 
 export type PreparePipelineResult = (
   | {

@@ -66,7 +66,7 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { EVENT_DRIVEN_SCHEDULER_ENGINE } from '../model/state';
+import { CHAINED_STAGE_RUNNER_ENGINE, EVENT_DRIVEN_SCHEDULER_ENGINE } from '../model/state';
 import { approvalSignal, decideApprovalUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
@@ -327,8 +327,11 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   };
   // A runner never rejects: runStage catches, reports through `crashed` and calls `ended` when its stage ends.
   // No `.then` on it: the SDK records a stack trace for every promise a workflow creates.
+  const chained = (prepared.engine ?? 1) >= CHAINED_STAGE_RUNNER_ENGINE;
   const runner = (stage: StageSpec): void => {
-    void runStage({ stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, resolutions, usesAgent: usesAgent(stage, agentBacked) });
+    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, resolutions, usesAgent: usesAgent(stage, agentBacked) };
+    if (chained) runStageChained(run);
+    else void runStage(run);
   };
 
   // Starts what can start (skipping what cannot run any more) and reports whether it skipped anything:
@@ -517,6 +520,166 @@ async function runStage(run: StageRun): Promise<void> {
   }
 }
 
+/**
+ * The stage runner of engine 3 (CHAINED_STAGE_RUNNER_ENGINE): the same steps and decisions as
+ * {@link runStage}, written as continuations instead of an async function. Every promise a workflow creates
+ * costs the workflow thread a stack trace (the SDK's promise hook, BENCHMARKS.md), and an async function
+ * costs two per attempt (its own and the one its `await` makes): here an attempt is the activity's promise
+ * and one `then` on it. Rarer steps (contracts, a review, a retry delay, an attempt timeout, a gate) add
+ * their own promises as before.
+ *
+ * Like runStage it never rejects: an exception in any step (an engine bug, a cancellation) goes to
+ * `crashed`, and `ended` is called exactly once when the stage ends, however it ends.
+ */
+function runStageChained(run: StageRun): void {
+  const { stage, state, emit } = run;
+  const st = state.stages[stage.name]!;
+  const max = stage.retryBudget.maxAttempts;
+  let over = false;
+  const end = (): void => {
+    if (over) return;
+    over = true;
+    run.ended();
+  };
+  const crash = (error: unknown): void => {
+    // After the end (the scheduler's pass threw), as runStage's `finally` would: the workflow task fails.
+    if (over) throw error;
+    run.crashed(stage, error);
+    end();
+  };
+  // Each step runs guarded: what runStage's outer try/catch/finally did for its whole body.
+  const step = (body: () => void): void => {
+    try {
+      body();
+    } catch (error) {
+      crash(error);
+    }
+  };
+  const settleAndEnd = (status: 'completed' | 'failed' | 'skipped', message: string, extra?: Partial<StageState>): void => {
+    settle(run, status, message, extra);
+    end();
+  };
+
+  let attempt = 1;
+  let feedback: QualityFeedback | null = null;
+  let budgetWaived = false;
+  const log: AttemptLog = { ref: null, count: 0 };
+
+  const startAttempt = (): void => {
+    const budget = state.tokenBudget ?? null;
+    if (run.usesAgent && budget !== null && !budgetWaived) {
+      const spent = tokensSpent(state.stages);
+      if (spent >= budget) {
+        const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)`;
+        review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true }).then(
+          (reviewed) =>
+            step(() => {
+              if (reviewed === 'settled') return end();
+              budgetWaived = true;
+              startAttempt();
+            }),
+          crash,
+        );
+        return;
+      }
+    }
+    const record: AttemptRecord = { attempt, startedAt: now() };
+    st.attempts.push(record);
+    run.touch();
+    const failed = (error: unknown): void =>
+      step(() => {
+        if (isCancellation(error)) throw error;
+        const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
+        addCalls(record, callsOfFailure(error));
+        record.completedAt = now();
+        record.error = message;
+        settleAndEnd('failed', `${stage.name} failed on attempt ${attempt}: ${message}`, { error: message });
+      });
+    const decided = (outcome: AttemptOutcome): void => step(() => afterAttempt(record, outcome));
+    try {
+      const { execute, afterExecuted } = prepareAttempt(run, record, log, feedback);
+      const timeoutMs = stage.retryBudget.attemptTimeoutMs;
+      if (timeoutMs !== null) {
+        withAttemptTimeout(stage, record, log, timeoutMs, () => execute().then(afterExecuted)).then(decided, failed);
+        return;
+      }
+      execute().then((executed) => {
+        let outcome: AttemptOutcome | Promise<AttemptOutcome>;
+        try {
+          outcome = afterExecuted(executed);
+        } catch (error) {
+          return failed(error);
+        }
+        if ('then' in outcome) outcome.then(decided, failed);
+        else decided(outcome);
+      }, failed);
+    } catch (error) {
+      failed(error);
+    }
+  };
+
+  const afterAttempt = (record: AttemptRecord, outcome: AttemptOutcome): void => {
+    record.completedAt = now();
+    const decision = decideAfterAttempt({ attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
+    recordVerdictEvents(run, record, outcome, decision);
+    switch (decision.action) {
+      case 'complete':
+        st.artefact = record.artefact;
+        if (record.outputSummary !== undefined) st.summary = record.outputSummary;
+        return settleAndEnd('completed', `${stage.name} completed on attempt ${attempt}/${max}`);
+      case 'skip':
+        st.skipReason = 'outcome';
+        return settleAndEnd('skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
+      case 'fail':
+        return settleAndEnd('failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
+      case 'retry': {
+        emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
+          stage: stage.name,
+          attempt: decision.nextAttempt,
+          maxAttempts: max,
+          details: { delayMs: decision.delayMs },
+        });
+        const next = (): void =>
+          step(() => {
+            attempt = decision.nextAttempt;
+            feedback = decision.feedback;
+            emit('RetryAttempt', `${stage.name} attempt ${attempt}/${max} because: ${feedback.summary}`, {
+              stage: stage.name,
+              attempt,
+              maxAttempts: max,
+              details: { feedbackSummary: feedback.summary },
+            });
+            startAttempt();
+          });
+        if (decision.delayMs > 0) sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` }).then(next, crash);
+        else next();
+        return;
+      }
+      case 'review':
+        // Only a token-budget review can resume a stage, and that one is requested in startAttempt.
+        review(run, decision).then(end, crash);
+        return;
+    }
+  };
+
+  step(() => {
+    st.startedAt = now();
+    emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: max });
+    if (run.spec.contracts && st.validatedInputs === undefined) {
+      runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts).then(
+        (contracted) =>
+          step(() => {
+            if (!contracted.ok) return settleAndEnd('failed', `${stage.name} failed before its first attempt: ${contracted.message}`, { error: contracted.message });
+            startAttempt();
+          }),
+        crash,
+      );
+      return;
+    }
+    startAttempt();
+  });
+}
+
 /** A stage activity's result without what the workflow takes out of it (model calls, the attempt log). */
 type StageActivityOutput = Omit<StageActivityResult, 'calls' | 'previousLog'>;
 
@@ -532,10 +695,19 @@ function previousOf(attempts: AttemptRecord[], log: AttemptLog, attempt: number)
 }
 
 /**
- * One attempt: execute, then judge, inside the attempt timeout when the budget sets one. Not itself async:
- * without a timeout it hands back the work's own promise instead of wrapping it in another one.
+ * What one attempt does: `execute` starts the stage's work (its activity, or a stage kind's run), and
+ * `afterExecuted` records what it produced and has the gate judge it when there is one.
  */
-function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedback: QualityFeedback | null): Promise<AttemptOutcome> {
+function prepareAttempt(
+  run: StageRun,
+  record: AttemptRecord,
+  log: AttemptLog,
+  feedback: QualityFeedback | null,
+): {
+  execute: () => Promise<StageActivityResult>;
+  afterExecuted: (executed: StageActivityResult) => AttemptOutcome | Promise<AttemptOutcome>;
+  workBeforeEventDriven: () => Promise<AttemptOutcome>;
+} {
   const { stage, state } = run;
   const attempts = state.stages[stage.name]!.attempts;
   const previousAttempts = previousOf(attempts, log, record.attempt);
@@ -594,24 +766,33 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
     record.verdict = verdict;
     return { kind: 'output', output, verdict };
   };
-  // Every promise a workflow makes costs (BENCHMARKS.md): with the event-driven scheduler an attempt is one
-  // `then` on the activity, and a gate or a fan-out adds its own; before it, an async function with awaits
-  // (kept as it was, so histories recorded before it replay).
-  const work = run.eventDriven
-    ? (): Promise<AttemptOutcome> =>
-        execute().then((executed) => {
-          const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
-            recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
-          if (!fansOut(executed)) return afterOutput(takeCalls(executed));
-          return runFanOut(kindRun, executed.artefact).then((fanned) => afterOutput(takeCalls({ ...fanned, calls: executed.calls })));
-        })
-    : async (): Promise<AttemptOutcome> => {
-        const executed = await execute();
-        const output = takeCalls(fansOut(executed) ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
-        const outcome = recordOutput(output);
-        if (outcome !== null) return outcome;
-        return judged(output, await judgeOutput(output));
-      };
+  // Every promise a workflow makes costs (BENCHMARKS.md): a gate or a fan-out adds its own `then`.
+  const afterExecuted = (executed: StageActivityResult): AttemptOutcome | Promise<AttemptOutcome> => {
+    const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
+      recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
+    if (!fansOut(executed)) return afterOutput(takeCalls(executed));
+    return runFanOut(kindRun, executed.artefact).then((fanned) => afterOutput(takeCalls({ ...fanned, calls: executed.calls })));
+  };
+  // Before the event-driven scheduler an attempt was an async function with awaits, kept as it was so
+  // histories recorded before it replay.
+  const workBeforeEventDriven = async (): Promise<AttemptOutcome> => {
+    const executed = await execute();
+    const output = takeCalls(fansOut(executed) ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
+    const outcome = recordOutput(output);
+    if (outcome !== null) return outcome;
+    return judged(output, await judgeOutput(output));
+  };
+  return { execute, afterExecuted, workBeforeEventDriven };
+}
+
+/**
+ * One attempt for {@link runStage} (engines 1 and 2): execute, then judge, inside the attempt timeout when
+ * the budget sets one. Not itself async: without a timeout it hands back the work's own promise.
+ */
+function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedback: QualityFeedback | null): Promise<AttemptOutcome> {
+  const { stage } = run;
+  const { execute, afterExecuted, workBeforeEventDriven } = prepareAttempt(run, record, log, feedback);
+  const work = run.eventDriven ? (): Promise<AttemptOutcome> => execute().then(afterExecuted) : workBeforeEventDriven;
   const timeoutMs = stage.retryBudget.attemptTimeoutMs;
   if (timeoutMs === null) return work();
   return withAttemptTimeout(stage, record, log, timeoutMs, work);
