@@ -30,7 +30,7 @@ it.each(files)('replays %s deterministically', async (file) => {
 });
 
 // Every promise workflow code creates costs the workflow thread a stack trace (the SDK's promise hook,
-// BENCHMARKS.md "The chained stage runner"): the count per stage is the engine's overhead over a
+// BENCHMARKS.md "2026-11-26, second session"): the count per stage is the engine's overhead over a
 // hand-written loop (3.6 per activity: the SDK's two, the loop's `await`, and the start), counted exactly by
 // replaying (replay workers run workflows in this thread). Engine 3 makes 47 for ten stages (engine 2: 67).
 it('runs a ten-stage item with at most 5 workflow promises per stage', async () => {
