@@ -325,8 +325,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       emit('StageFailed', `${stage.name} failed: ${message}`, { stage: stage.name });
     }
   };
-  // A runner never rejects: runStage catches, reports through `crashed` and calls `ended` when its stage ends.
-  // No `.then` on it: the SDK records a stack trace for every promise a workflow creates.
+  // A runner never fails: runStage (engines 1 and 2) catches, reports through `crashed` and calls `ended` when
+  // its stage ends, and runStageChained (engine 3) does the same in each of its steps and returns nothing.
+  // No `.then` on runStage: the SDK records a stack trace for every promise a workflow creates.
   const chained = (prepared.engine ?? 1) >= CHAINED_STAGE_RUNNER_ENGINE;
   const runner = (stage: StageSpec): void => {
     const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, resolutions, usesAgent: usesAgent(stage, agentBacked) };
@@ -470,42 +471,21 @@ async function runStage(run: StageRun): Promise<void> {
         outcome = await runAttempt(run, record, log, feedback);
       } catch (error) {
         if (isCancellation(error)) throw error;
-        const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
-        addCalls(record, callsOfFailure(error));
-        record.completedAt = now();
-        record.error = message;
-        return settle(run, 'failed', `${stage.name} failed on attempt ${attempt}: ${message}`, { error: message });
+        return failAttempt(run, record, error);
       }
-      record.completedAt = now();
-      const decision = decideAfterAttempt({ attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
-      recordVerdictEvents(run, record, outcome, decision);
+      const decision = decideAfter(run, record, outcome);
 
       switch (decision.action) {
         case 'complete':
-          st.artefact = record.artefact;
-          if (record.outputSummary !== undefined) st.summary = record.outputSummary;
-          return settle(run, 'completed', `${stage.name} completed on attempt ${attempt}/${max}`);
         case 'skip':
-          st.skipReason = 'outcome';
-          return settle(run, 'skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
         case 'fail':
-          return settle(run, 'failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
+          return settleDecided(run, record, decision);
         case 'retry':
-          emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
-            stage: stage.name,
-            attempt: decision.nextAttempt,
-            maxAttempts: max,
-            details: { delayMs: decision.delayMs },
-          });
+          announceRetry(run, decision);
           if (decision.delayMs > 0) await sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` });
           attempt = decision.nextAttempt;
           feedback = decision.feedback;
-          emit('RetryAttempt', `${stage.name} attempt ${attempt}/${max} because: ${feedback.summary}`, {
-            stage: stage.name,
-            attempt,
-            maxAttempts: max,
-            details: { feedbackSummary: feedback.summary },
-          });
+          beginRetry(run, decision);
           continue;
         case 'review':
           // Only a token-budget review can resume a stage, and that one is requested above.
@@ -544,10 +524,14 @@ function runStageChained(run: StageRun): void {
   const crash = (error: unknown): void => {
     // After the end (the scheduler's pass threw), as runStage's `finally` would: the workflow task fails.
     if (over) throw error;
-    run.crashed(stage, error);
-    end();
+    try {
+      run.crashed(stage, error);
+    } finally {
+      end();
+    }
   };
-  // Each step runs guarded: what runStage's outer try/catch/finally did for its whole body.
+  // Each step runs guarded: what runStage's outer try/catch/finally did for its whole body. A step inside a
+  // step is harmless: the inner one handles its own exception, and `over` keeps the end to one call.
   const step = (body: () => void): void => {
     try {
       body();
@@ -589,11 +573,8 @@ function runStageChained(run: StageRun): void {
     const failed = (error: unknown): void =>
       step(() => {
         if (isCancellation(error)) throw error;
-        const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
-        addCalls(record, callsOfFailure(error));
-        record.completedAt = now();
-        record.error = message;
-        settleAndEnd('failed', `${stage.name} failed on attempt ${attempt}: ${message}`, { error: message });
+        failAttempt(run, record, error);
+        end();
       });
     const decided = (outcome: AttemptOutcome): void => step(() => afterAttempt(record, outcome));
     try {
@@ -619,36 +600,20 @@ function runStageChained(run: StageRun): void {
   };
 
   const afterAttempt = (record: AttemptRecord, outcome: AttemptOutcome): void => {
-    record.completedAt = now();
-    const decision = decideAfterAttempt({ attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
-    recordVerdictEvents(run, record, outcome, decision);
+    const decision = decideAfter(run, record, outcome);
     switch (decision.action) {
       case 'complete':
-        st.artefact = record.artefact;
-        if (record.outputSummary !== undefined) st.summary = record.outputSummary;
-        return settleAndEnd('completed', `${stage.name} completed on attempt ${attempt}/${max}`);
       case 'skip':
-        st.skipReason = 'outcome';
-        return settleAndEnd('skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
       case 'fail':
-        return settleAndEnd('failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
+        settleDecided(run, record, decision);
+        return end();
       case 'retry': {
-        emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
-          stage: stage.name,
-          attempt: decision.nextAttempt,
-          maxAttempts: max,
-          details: { delayMs: decision.delayMs },
-        });
+        announceRetry(run, decision);
         const next = (): void =>
           step(() => {
             attempt = decision.nextAttempt;
             feedback = decision.feedback;
-            emit('RetryAttempt', `${stage.name} attempt ${attempt}/${max} because: ${feedback.summary}`, {
-              stage: stage.name,
-              attempt,
-              maxAttempts: max,
-              details: { feedbackSummary: feedback.summary },
-            });
+            beginRetry(run, decision);
             startAttempt();
           });
         if (decision.delayMs > 0) sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` }).then(next, crash);
@@ -657,7 +622,7 @@ function runStageChained(run: StageRun): void {
       }
       case 'review':
         // Only a token-budget review can resume a stage, and that one is requested in startAttempt.
-        review(run, decision).then(end, crash);
+        review(run, decision).then(() => end(), crash);
         return;
     }
   };
@@ -677,6 +642,64 @@ function runStageChained(run: StageRun): void {
       return;
     }
     startAttempt();
+  });
+}
+
+/** An attempt that ended in an error: its record (the error, the calls it made) and the stage's failure. */
+function failAttempt(run: StageRun, record: AttemptRecord, error: unknown): void {
+  const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
+  addCalls(record, callsOfFailure(error));
+  record.completedAt = now();
+  record.error = message;
+  settle(run, 'failed', `${run.stage.name} failed on attempt ${record.attempt}: ${message}`, { error: message });
+}
+
+/** An attempt's outcome recorded and judged by the stage policy: what happens next. */
+function decideAfter(run: StageRun, record: AttemptRecord, outcome: AttemptOutcome): StageDecision {
+  const { stage } = run;
+  record.completedAt = now();
+  const decision = decideAfterAttempt({ attempt: record.attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
+  recordVerdictEvents(run, record, outcome, decision);
+  return decision;
+}
+
+/** The decisions that end the stage at once. */
+function settleDecided(run: StageRun, record: AttemptRecord, decision: Extract<StageDecision, { action: 'complete' | 'skip' | 'fail' }>): void {
+  const { stage } = run;
+  const st = run.state.stages[stage.name]!;
+  switch (decision.action) {
+    case 'complete':
+      st.artefact = record.artefact;
+      if (record.outputSummary !== undefined) st.summary = record.outputSummary;
+      return settle(run, 'completed', `${stage.name} completed on attempt ${record.attempt}/${stage.retryBudget.maxAttempts}`);
+    case 'skip':
+      st.skipReason = 'outcome';
+      return settle(run, 'skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
+    case 'fail':
+      return settle(run, 'failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
+  }
+}
+
+/** A retry decided: announced before its delay, if it has one. */
+function announceRetry(run: StageRun, decision: Extract<StageDecision, { action: 'retry' }>): void {
+  const { stage } = run;
+  const max = stage.retryBudget.maxAttempts;
+  run.emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
+    stage: stage.name,
+    attempt: decision.nextAttempt,
+    maxAttempts: max,
+    details: { delayMs: decision.delayMs },
+  });
+}
+
+/** A retry beginning, after its delay. */
+function beginRetry(run: StageRun, decision: Extract<StageDecision, { action: 'retry' }>): void {
+  const { stage } = run;
+  run.emit('RetryAttempt', `${stage.name} attempt ${decision.nextAttempt}/${stage.retryBudget.maxAttempts} because: ${decision.feedback.summary}`, {
+    stage: stage.name,
+    attempt: decision.nextAttempt,
+    maxAttempts: stage.retryBudget.maxAttempts,
+    details: { feedbackSummary: decision.feedback.summary },
   });
 }
 
