@@ -435,14 +435,12 @@ interface StageRun {
 async function runStage(run: StageRun): Promise<void> {
   // One async function, no `.then` on it: every promise a workflow makes costs (BENCHMARKS.md).
   try {
-    const { stage, state, emit } = run;
+    const { stage, state } = run;
     const st = state.stages[stage.name]!;
-    const max = stage.retryBudget.maxAttempts;
-    st.startedAt = now();
-    emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: max });
-    if (run.spec.contracts && st.validatedInputs === undefined) {
-      const contracted = await runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts);
-      if (!contracted.ok) return settle(run, 'failed', `${stage.name} failed before its first attempt: ${contracted.message}`, { error: contracted.message });
+    const contracts = beginStage(run);
+    if (contracts) {
+      const contracted = await contracts;
+      if (!contracted.ok) return failBeforeFirstAttempt(run, contracted.message);
     }
 
     let attempt = 1;
@@ -452,16 +450,11 @@ async function runStage(run: StageRun): Promise<void> {
     // grow with the number of attempts; each stage activity stores the log it was given and names it.
     const log: AttemptLog = { ref: null, count: 0 };
     for (;;) {
-      const budget = state.tokenBudget ?? null;
-      if (run.usesAgent && budget !== null && !budgetWaived) {
-        const spent = tokensSpent(state.stages);
-        if (spent >= budget) {
-          // A soft cap, checked before each attempt: the human decides whether this stage may spend more.
-          const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)`;
-          if ((await review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true })) === 'settled') return;
-          budgetWaived = true;
-          continue;
-        }
+      const budgetSpent = budgetWaived ? null : budgetReview(run, attempt);
+      if (budgetSpent) {
+        if ((await review(run, budgetSpent)) === 'settled') return;
+        budgetWaived = true;
+        continue;
       }
       const record: AttemptRecord = { attempt, startedAt: now() };
       st.attempts.push(record);
@@ -512,9 +505,8 @@ async function runStage(run: StageRun): Promise<void> {
  * `crashed`, and `ended` is called exactly once when the stage ends, however it ends.
  */
 function runStageChained(run: StageRun): void {
-  const { stage, state, emit } = run;
+  const { stage, state } = run;
   const st = state.stages[stage.name]!;
-  const max = stage.retryBudget.maxAttempts;
   let over = false;
   const end = (): void => {
     if (over) return;
@@ -539,10 +531,6 @@ function runStageChained(run: StageRun): void {
       crash(error);
     }
   };
-  const settleAndEnd = (status: 'completed' | 'failed' | 'skipped', message: string, extra?: Partial<StageState>): void => {
-    settle(run, status, message, extra);
-    end();
-  };
 
   let attempt = 1;
   let feedback: QualityFeedback | null = null;
@@ -550,22 +538,18 @@ function runStageChained(run: StageRun): void {
   const log: AttemptLog = { ref: null, count: 0 };
 
   const startAttempt = (): void => {
-    const budget = state.tokenBudget ?? null;
-    if (run.usesAgent && budget !== null && !budgetWaived) {
-      const spent = tokensSpent(state.stages);
-      if (spent >= budget) {
-        const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)`;
-        review(run, { action: 'review', reason: 'budget_exhausted', message, escalated: true }).then(
-          (reviewed) =>
-            step(() => {
-              if (reviewed === 'settled') return end();
-              budgetWaived = true;
-              startAttempt();
-            }),
-          crash,
-        );
-        return;
-      }
+    const budgetSpent = budgetWaived ? null : budgetReview(run, attempt);
+    if (budgetSpent) {
+      review(run, budgetSpent).then(
+        (reviewed) =>
+          step(() => {
+            if (reviewed === 'settled') return end();
+            budgetWaived = true;
+            startAttempt();
+          }),
+        crash,
+      );
+      return;
     }
     const record: AttemptRecord = { attempt, startedAt: now() };
     st.attempts.push(record);
@@ -628,21 +612,46 @@ function runStageChained(run: StageRun): void {
   };
 
   step(() => {
-    st.startedAt = now();
-    emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: max });
-    if (run.spec.contracts && st.validatedInputs === undefined) {
-      runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts).then(
-        (contracted) =>
-          step(() => {
-            if (!contracted.ok) return settleAndEnd('failed', `${stage.name} failed before its first attempt: ${contracted.message}`, { error: contracted.message });
-            startAttempt();
-          }),
-        crash,
-      );
-      return;
-    }
-    startAttempt();
+    const contracts = beginStage(run);
+    if (!contracts) return startAttempt();
+    contracts.then(
+      (contracted) =>
+        step(() => {
+          if (contracted.ok) return startAttempt();
+          failBeforeFirstAttempt(run, contracted.message);
+          end();
+        }),
+      crash,
+    );
   });
+}
+
+/** The stage starts: its start is recorded, and its quality contracts run first when it has any (seed 002). */
+function beginStage(run: StageRun): ReturnType<typeof runContracts> | null {
+  const { stage, state, emit } = run;
+  const st = state.stages[stage.name]!;
+  st.startedAt = now();
+  emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: stage.retryBudget.maxAttempts });
+  if (!run.spec.contracts || st.validatedInputs !== undefined) return null;
+  return runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts);
+}
+
+/** The stage's contracts failed: it fails without an attempt. */
+function failBeforeFirstAttempt(run: StageRun, message: string): void {
+  settle(run, 'failed', `${run.stage.name} failed before its first attempt: ${message}`, { error: message });
+}
+
+/**
+ * The review a spent token budget calls for before this attempt, or null. A soft cap, checked before each
+ * attempt of a stage that calls models: the human decides whether the stage may spend more.
+ */
+function budgetReview(run: StageRun, attempt: number): Extract<StageDecision, { action: 'review' }> | null {
+  const budget = run.state.tokenBudget ?? null;
+  if (!run.usesAgent || budget === null) return null;
+  const spent = tokensSpent(run.state.stages);
+  if (spent < budget) return null;
+  const message = `token budget spent: ${spent} of ${budget} tokens used; attempt ${attempt} would call the model again (approve to let this stage continue, reject to fail it, or approve an earlier attempt's output)`;
+  return { action: 'review', reason: 'budget_exhausted', message, escalated: true };
 }
 
 /** An attempt that ended in an error: its record (the error, the calls it made) and the stage's failure. */
