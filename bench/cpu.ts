@@ -3,7 +3,7 @@
  * throughput gap can be split into "more worker work" and "more server work" per item.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /** CPU milliseconds consumed so far. `serverMs` and `machineMs` are null where /proc is not available. */
 export interface CpuSnapshot {
@@ -64,4 +64,32 @@ export function cpuSpent(from: CpuSnapshot, to: CpuSnapshot): CpuSnapshot {
 /** CPU the rest of the machine (other jobs) used during a span: machine busy time minus ours and the server's. */
 export function otherCpuMs(spent: CpuSnapshot): number | null {
   return spent.machineMs === null || spent.serverMs === null ? null : Math.max(0, spent.machineMs - spent.processMs - spent.serverMs);
+}
+
+/**
+ * CPU milliseconds used so far by each of this process's threads (`/proc/self/task`), keyed by name and
+ * thread id; the main thread is `main`. Node names its worker threads (the SDK's workflow threads) and V8's
+ * helper threads all `node`, so the id tells them apart. Empty where /proc cannot tell. For the profiling
+ * harness: it splits a worker's CPU into the main thread (activities, clients), the workflow thread, the
+ * SDK's Rust core (`tokio-runtime-w`) and the rest.
+ */
+export function threadCpuMs(): Map<string, number> {
+  const byThread = new Map<string, number>();
+  let tids: string[];
+  try {
+    tids = readdirSync('/proc/self/task');
+  } catch {
+    return byThread;
+  }
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+      const name = Number(tid) === process.pid ? 'main' : `${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}#${tid}`;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      byThread.set(name, ((Number(fields[11]) + Number(fields[12])) / clockTicks()) * 1000);
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return byThread;
 }

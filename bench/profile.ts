@@ -6,6 +6,9 @@
  *   npx tsc -p tsconfig.bench.json
  *   node --cpu-prof --cpu-prof-dir=/tmp/prof .bench-build/bench/profile.js [items per round] [rounds] [treadle|baseline|both]
  *
+ * Each round also prints this process's CPU per item by thread (`main`: activities and clients; the workflow
+ * thread and V8's helper threads, all named `node`; the SDK's Rust core, `tokio-runtime-w`), from /proc.
+ *
  * With `PROFILE_SAVE_HISTORIES=<dir>`, one history per side is saved there as JSON, for replaying the
  * workflow code alone (`Worker.runReplayHistories`) without a server.
  *
@@ -15,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { startEnvironment } from './environment';
-import { cpuSnapshot, cpuSpent } from './cpu';
+import { cpuSnapshot, cpuSpent, threadCpuMs } from './cpu';
 import { mapLimited } from './scenario';
 import { baselineSide, treadleSide, type Side } from './sides';
 
@@ -52,12 +55,19 @@ async function main(): Promise<void> {
     for (let r = 0; r < rounds; r++) {
       for (const side of sides) {
         const before = cpuSnapshot(env.serverPid);
+        const threadsBefore = threadCpuMs();
         const started = performance.now();
         await runRound(side, `r${r}`, items);
         const spent = cpuSpent(before, cpuSnapshot(env.serverPid));
         const wall = performance.now() - started;
+        const threads = [...threadCpuMs()]
+          .map(([name, ms]) => [name, (ms - (threadsBefore.get(name) ?? 0)) / items] as const)
+          .filter(([, ms]) => ms >= 0.5)
+          .sort((a, b) => b[1] - a[1])
+          .map(([name, ms]) => `${name} ${ms.toFixed(1)}`)
+          .join(', ');
         progress(
-          `${side.name} round ${r + 1}: ${((items / wall) * 1000).toFixed(2)} items/s, CPU per item: process ${(spent.processMs / items).toFixed(1)} ms, server ${((spent.serverMs ?? Number.NaN) / items).toFixed(1)} ms`,
+          `${side.name} round ${r + 1}: ${((items / wall) * 1000).toFixed(2)} items/s, CPU per item: process ${(spent.processMs / items).toFixed(1)} ms, server ${((spent.serverMs ?? Number.NaN) / items).toFixed(1)} ms; by thread: ${threads}`,
         );
       }
     }
