@@ -21,7 +21,7 @@ import { retryLoop, type RetryLoopResult } from './scenarios/retry-loop';
 import { reviewRoundTrip, type ReviewRoundTripResult } from './scenarios/review-round-trip';
 import { separateProcesses, type SeparateProcessesResult } from './scenarios/separate-processes';
 import { serverSettings, type ServerSettingsResult } from './scenarios/server-settings';
-import { throughput, type ThroughputResult } from './scenarios/throughput';
+import { roundRatioMeanText, throughput, type ThroughputResult } from './scenarios/throughput';
 import { LISTING_GOAL_MS, waitingItems, type WaitingItemsResult } from './scenarios/waiting-items';
 import { tddTree, type TddTreeResult } from './scenarios/tdd-tree';
 import { round } from './statistics';
@@ -42,6 +42,8 @@ export interface Goal {
   measured: number | null;
   target: string;
   met: boolean;
+  /** How uncertain the measurement is, where the scenario can tell (printed after the target). */
+  uncertainty?: string;
 }
 
 /** The results file. */
@@ -110,6 +112,7 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
       measured: s.throughput.throughputRatio,
       target: `≥ ${THROUGHPUT_RATIO_GOAL}`,
       met: (s.throughput.throughputRatio ?? 0) >= THROUGHPUT_RATIO_GOAL,
+      uncertainty: roundRatioMeanText(s.throughput),
     },
     ...(s.separateProcesses
       ? [
@@ -118,6 +121,7 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
             measured: s.separateProcesses.throughputRatio,
             target: `≥ ${THROUGHPUT_RATIO_GOAL}`,
             met: (s.separateProcesses.throughputRatio ?? 0) >= THROUGHPUT_RATIO_GOAL,
+            uncertainty: roundRatioMeanText(s.separateProcesses),
           },
         ]
       : []),
@@ -157,7 +161,7 @@ function printTable(rows: Row[], goals: Goal[]): void {
   const widths = keys.map((k) => Math.max(...[header, ...rows].map((r) => r[k].length)));
   const line = (r: Row) => `| ${keys.map((k, i) => r[k].padEnd(widths[i]!)).join(' | ')} |`;
   const out = [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line), '', 'goals:'];
-  for (const g of goals) out.push(`  ${g.met ? 'met   ' : 'MISSED'} ${g.goal}: ${g.measured ?? '—'} (target ${g.target})`);
+  for (const g of goals) out.push(`  ${g.met ? 'met   ' : 'MISSED'} ${g.goal}: ${g.measured ?? '—'} (target ${g.target}${g.uncertainty ? `; ${g.uncertainty}` : ''})`);
   process.stdout.write(`${out.join('\n')}\n`);
 }
 

@@ -61,3 +61,14 @@ export function quartiles(values: readonly number[]): [number, number] {
   const sorted = [...values].sort((a, b) => a - b);
   return [percentile(sorted, 25), percentile(sorted, 75)];
 }
+
+/**
+ * The mean of numbers and its standard error (sample standard deviation ÷ √n): how far the mean of this
+ * many rounds may stray from the mean of many more. Null with fewer than two values.
+ */
+export function meanWithStandardError(values: readonly number[]): { mean: number; standardError: number } | null {
+  if (values.length < 2) return null;
+  const mean = values.reduce((sum, x) => sum + x, 0) / values.length;
+  const variance = values.reduce((sum, x) => sum + (x - mean) ** 2, 0) / (values.length - 1);
+  return { mean, standardError: Math.sqrt(variance / values.length) };
+}

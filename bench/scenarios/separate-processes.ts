@@ -60,6 +60,7 @@ export interface SeparateProcessesResult {
   roundRatios: number[];
   medianRoundRatio: number | null;
   roundRatioQuartiles: [number, number] | null;
+  roundRatioMean: { mean: number; standardError: number } | null;
   /** Baseline ÷ Treadle CPU per item (worker + clients + server): what a CPU-bound machine would give. */
   cpuBoundRatio: number | null;
 }

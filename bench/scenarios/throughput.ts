@@ -5,7 +5,7 @@
  */
 import { cpuSnapshot, cpuSpent, otherCpuMs, type CpuSnapshot } from '../cpu';
 import { activitySpans, eventCounts, medianParts, payloadBytesByType, schedulingLatencies, runDurationMs, transitionBreakdown, type TransitionParts } from '../history';
-import { distribution, median, quartiles, ratio, round, type Distribution } from '../statistics';
+import { distribution, meanWithStandardError, median, quartiles, ratio, round, type Distribution } from '../statistics';
 import { fmt, fmtRatio, nowMs, partsText, readHistories, sidesInOrder, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { Side, SideName } from '../sides';
 
@@ -49,26 +49,50 @@ export interface ThroughputResult {
   medianRoundRatio: number | null;
   /** The first and third quartiles of the round ratios: half the rounds lie between them. */
   roundRatioQuartiles: [number, number] | null;
+  /**
+   * The mean of the round ratios and its standard error: a run's ratio is as uncertain as this says (rounds
+   * on this machine stray by ±15%, so ten rounds leave about ±0.04). Null with fewer than five rounds.
+   */
+  roundRatioMean: { mean: number; standardError: number } | null;
   /** Baseline ÷ Treadle CPU per item (worker process + server): the throughput ratio a CPU-bound, otherwise idle machine would give. */
   cpuBoundRatio: number | null;
   /** Treadle ÷ baseline scheduling latency p50 under load. */
   latencyUnderLoadP50Ratio: number | null;
 }
 
-/** Per-round ratios summarised: their median and middle half, null when some round has no ratio. */
-export function summarizeRoundRatios(roundRatios: readonly (number | null)[]): Pick<ThroughputResult, 'medianRoundRatio' | 'roundRatioQuartiles'> {
-  if (!roundRatios.every((r) => r !== null)) return { medianRoundRatio: null, roundRatioQuartiles: null };
+/** Fewer rounds than this give no standard error. */
+const MIN_ROUNDS_FOR_STANDARD_ERROR = 5;
+
+type RoundRatioSummary = Pick<ThroughputResult, 'medianRoundRatio' | 'roundRatioQuartiles' | 'roundRatioMean'>;
+
+/** Per-round ratios summarised: their median, middle half, mean and its standard error; null when some round has no ratio. */
+export function summarizeRoundRatios(roundRatios: readonly (number | null)[]): RoundRatioSummary {
+  if (!roundRatios.every((r) => r !== null)) return { medianRoundRatio: null, roundRatioQuartiles: null, roundRatioMean: null };
   const ratios = roundRatios as number[];
-  return { medianRoundRatio: round(median(ratios), 3), roundRatioQuartiles: quartiles(ratios).map((q) => round(q, 3)) as [number, number] };
+  // With a handful of rounds the standard error itself is too uncertain to print (quick mode has two).
+  const mean = ratios.length >= MIN_ROUNDS_FOR_STANDARD_ERROR ? meanWithStandardError(ratios) : null;
+  return {
+    medianRoundRatio: round(median(ratios), 3),
+    roundRatioQuartiles: quartiles(ratios).map((q) => round(q, 3)) as [number, number],
+    roundRatioMean: mean ? { mean: round(mean.mean, 3), standardError: round(mean.standardError, 3) } : null,
+  };
 }
 
-/** The table row of per-round ratios, their median and middle half. */
-export function roundRatiosRow(scenario: string, result: Pick<ThroughputResult, 'roundRatios' | 'medianRoundRatio' | 'roundRatioQuartiles'>): Row {
+/** "mean 0.914 ± 0.026 (standard error)" for the goal lines, or '' when there is none. */
+export function roundRatioMeanText(summary: RoundRatioSummary | undefined): string {
+  const m = summary?.roundRatioMean;
+  return m ? `rounds' mean ${m.mean.toFixed(3)} ± ${m.standardError.toFixed(3)} (standard error)` : '';
+}
+
+/** The table row of per-round ratios, their median, middle half, and mean with its standard error. */
+export function roundRatiosRow(scenario: string, result: Pick<ThroughputResult, 'roundRatios'> & RoundRatioSummary): Row {
+  const quartileText = result.roundRatioQuartiles ? `middle half ${result.roundRatioQuartiles.map((q) => fmtRatio(q)).join('–')}` : '';
+  const mean = result.roundRatioMean;
   return {
     scenario,
-    metric: 'items/s ratio per round (median; middle half)',
+    metric: 'items/s ratio per round (median; middle half; mean ± standard error)',
     treadle: result.roundRatios.map((r) => fmtRatio(r)).join(' '),
-    baseline: result.roundRatioQuartiles ? `middle half ${result.roundRatioQuartiles.map((q) => fmtRatio(q)).join('–')}` : '',
+    baseline: mean ? `${quartileText}; ${mean.mean.toFixed(2)} ± ${mean.standardError.toFixed(2)}` : quartileText,
     ratio: fmtRatio(result.medianRoundRatio),
   };
 }
