@@ -65,6 +65,8 @@ export interface BenchEnvironment {
   baselineQueue: string;
   /** The dev server's process id, for CPU accounting. */
   serverPid?: number;
+  /** The dev server's Prometheus metrics. */
+  serverMetricsUrl?: string;
   /** Every warning logged so far, oldest first. */
   warnings: readonly WorkerWarning[];
   record: EnvironmentRecord;
@@ -138,6 +140,8 @@ export async function startEnvironment(progress: (message: string) => void, onWo
         headless: true,
         allowDownload: false,
         sqlitePragmas: { ...SQLITE_PRAGMAS },
+        // For the server-work scenario's operation counts; both sides run on this server alike.
+        metricsPort: await freePort(),
         progress,
       }),
       bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: quietBundlerLogger }),
@@ -185,6 +189,7 @@ export async function startEnvironment(progress: (message: string) => void, onWo
       treadle,
       baselineQueue: BASELINE_QUEUE,
       ...(server.pid !== undefined ? { serverPid: server.pid } : {}),
+      ...(server.metricsUrl !== undefined ? { serverMetricsUrl: server.metricsUrl } : {}),
       warnings,
       record: describeEnvironment(server, treadleWorker),
       treadleBundle,

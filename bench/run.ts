@@ -22,6 +22,7 @@ import { reviewRoundTrip, type ReviewRoundTripResult } from './scenarios/review-
 import { separateProcesses, type SeparateProcessesResult } from './scenarios/separate-processes';
 import { serverSettings, type ServerSettingsResult } from './scenarios/server-settings';
 import { roundRatioMeanText, throughput, type ThroughputResult } from './scenarios/throughput';
+import { serverWork, type ServerWorkResult } from './scenarios/server-work';
 import { LISTING_GOAL_MS, waitingItems, type WaitingItemsResult } from './scenarios/waiting-items';
 import { tddTree, type TddTreeResult } from './scenarios/tdd-tree';
 import { round } from './statistics';
@@ -57,6 +58,8 @@ export interface BenchResults {
   loadAverageAtEnd: number[];
   scenarios: {
     throughput: ThroughputResult;
+    /** Null in quick mode (CI's budget). */
+    serverWork: ServerWorkResult | null;
     latency: LatencyResult;
     retryLoop: RetryLoopResult;
     reviewRoundTrip: ReviewRoundTripResult;
@@ -201,6 +204,7 @@ async function main(): Promise<void> {
       baseline: baselineSide(env.temporal, env.baselineQueue, env.temporalWithoutRetries),
       treadleClient: env.treadle,
       ...(env.serverPid !== undefined ? { serverPid: env.serverPid } : {}),
+      ...(env.serverMetricsUrl !== undefined ? { serverMetricsUrl: env.serverMetricsUrl } : {}),
       warnings: env.warnings,
       tag: randomUUID().slice(0, 8),
       progress,
@@ -216,6 +220,7 @@ async function main(): Promise<void> {
       // First, while no work items are in flight: it measures the wall time of short processes.
       cliStart: await run(cliStart),
       throughput: await run(throughput),
+      serverWork: await run(serverWork),
       latency: await run(latency),
       retryLoop: await run(retryLoop),
       reviewRoundTrip: await run(reviewRoundTrip),

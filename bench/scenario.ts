@@ -35,6 +35,8 @@ export interface Sizes {
   fanOutConcurrency: number;
   /** Iterations of the loop-stage scenario (continue-as-new every 100 on both sides). */
   loopIterations: number;
+  /** Items per side of the server-work scenario (persistence operations counted from the server's metrics; 0: not run). */
+  serverWorkItems: number;
 }
 
 /** Sizes of each mode; `quick` must finish in under two minutes on a 2-core machine. */
@@ -64,6 +66,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     // About 100 ms an iteration on each side on a 2-core machine: 40 (about 8 s for both sides) keeps the quick
     // run well inside its two minutes; medium and full run 500 (and continue as new).
     loopIterations: 40,
+    // About 10 s; CI's quick run has no room for it.
+    serverWorkItems: 0,
   },
   medium: {
     mode: 'medium',
@@ -85,6 +89,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     fanOutItems: 1_000,
     fanOutConcurrency: 50,
     loopIterations: 500,
+    serverWorkItems: 40,
   },
   full: {
     mode: 'full',
@@ -108,6 +113,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     fanOutItems: 1_000,
     fanOutConcurrency: 50,
     loopIterations: 500,
+    serverWorkItems: 40,
   },
 };
 
@@ -129,6 +135,8 @@ export interface ScenarioContext {
   treadleClient: TreadleClient;
   /** The dev server's process id, for CPU accounting. */
   serverPid?: number;
+  /** The dev server's Prometheus metrics, for counting its persistence operations. */
+  serverMetricsUrl?: string;
   /** SDK warnings logged so far (the native side's too), oldest first. */
   warnings: readonly WorkerWarning[];
   /** Unique per run, so workflow ids never collide. */

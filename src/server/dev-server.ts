@@ -40,6 +40,11 @@ export interface DevServerOptions {
    * `TREADLE_SERVER_START_TIMEOUT` seconds, else 5 minutes). A server that exits fails the start at once.
    */
   readyTimeoutMs?: number;
+  /**
+   * Serve the server's Prometheus metrics (`--metrics-port`) at `http://<ip>:<port>/metrics`; off by default.
+   * The benchmark reads the persistence operations per item from them.
+   */
+  metricsPort?: number;
   progress?: (message: string) => void;
 }
 
@@ -54,6 +59,8 @@ export interface DevServer {
   sqlitePragmas: Record<string, string>;
   /** The server process, when Treadle started it itself. */
   pid?: number;
+  /** Where its Prometheus metrics are served, with {@link DevServerOptions.metricsPort}. */
+  metricsUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -98,6 +105,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   else args.push('--ui-port', String(uiPort));
   for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS)) args.push('--search-attribute', `${key}=${type}`);
   args.push(...sqlitePragmaArgs(sqlitePragmas));
+  if (options.metricsPort !== undefined) args.push('--metrics-port', String(options.metricsPort));
 
   const logFile = options.logFile ?? `${dbFile}.log`;
   const server = startWatched({ command: binary.path, args, logFile });
@@ -121,6 +129,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     binary: binary.path,
     sqlitePragmas,
     pid,
+    ...(options.metricsPort !== undefined ? { metricsUrl: `http://${connectableHost(ip)}:${options.metricsPort}/metrics` } : {}),
     stop: () => server.stop(),
   };
 }

@@ -4,7 +4,8 @@
  * - `stop()` stops it gracefully and frees the port;
  * - it runs in its own process group, so a Ctrl-C in the terminal reaches only Treadle, which stops its
  *   worker before the server;
- * - it runs SQLite in WAL mode with synchronous=NORMAL unless TREADLE_SQLITE_PRAGMAS says otherwise.
+ * - it runs SQLite in WAL mode with synchronous=NORMAL unless TREADLE_SQLITE_PRAGMAS says otherwise, and serves
+ *   its metrics when asked.
  * The parent processes run the build (lib/), as the CLI does.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -99,7 +100,7 @@ it('stops gracefully on stop(), runs in its own process group, and frees the por
   expect(await portFree(port)).toBe(true);
 }, 60_000);
 
-it('runs SQLite in WAL mode with synchronous=NORMAL, and TREADLE_SQLITE_PRAGMAS overrides pragma by pragma', async () => {
+it('runs SQLite in WAL mode with synchronous=NORMAL, and TREADLE_SQLITE_PRAGMAS overrides pragma by pragma (and serves metrics with metricsPort)', async () => {
   const previous = process.env.TREADLE_SQLITE_PRAGMAS;
   try {
     delete process.env.TREADLE_SQLITE_PRAGMAS;
@@ -112,10 +113,16 @@ it('runs SQLite in WAL mode with synchronous=NORMAL, and TREADLE_SQLITE_PRAGMAS 
     await eventually(async () => (existsSync(`${dbFile}-wal`) ? true : undefined), 10_000, 'the -wal file');
 
     process.env.TREADLE_SQLITE_PRAGMAS = 'synchronous=FULL';
-    const full = await startDevServer({ port: await freePort(), dbFile: path.join(dir, 'full.sqlite'), headless: true, allowDownload: false, progress: () => undefined });
+    // This one also serves its Prometheus metrics (the benchmark counts persistence operations with them).
+    const metricsPort = await freePort();
+    const full = await startDevServer({ port: await freePort(), dbFile: path.join(dir, 'full.sqlite'), headless: true, allowDownload: false, metricsPort, progress: () => undefined });
     servers.push(full);
     expect(full.sqlitePragmas).toEqual({ journal_mode: 'WAL', synchronous: 'FULL' });
     expect(commandLine(full.pid!)).toContain('--sqlite-pragma journal_mode=WAL --sqlite-pragma synchronous=FULL');
+    expect(full.metricsUrl).toBe(`http://127.0.0.1:${metricsPort}/metrics`);
+    expect(server.metricsUrl).toBeUndefined();
+    const metrics = await (await fetch(full.metricsUrl!)).text();
+    expect(metrics).toMatch(/^persistence_requests(_total)?\{[^}]*operation="[A-Za-z]+"/m);
   } finally {
     if (previous === undefined) delete process.env.TREADLE_SQLITE_PRAGMAS;
     else process.env.TREADLE_SQLITE_PRAGMAS = previous;
