@@ -70,7 +70,7 @@ it('fails an item whose token budget is invalid, with status failed', async () =
   expect(state.events.map((e) => e.type)).toEqual(['ItemStarted', 'ItemFailed']);
 });
 
-it('refuses a spec whose worst case passes the history limit, naming the limit and the heaviest stages', () => {
+it('refuses a spec whose worst case passes the history or pending-activity limit, naming the limit and the heaviest stages', () => {
   let p = pipeline('too-big');
   for (let i = 0; i < 40; i++) p = p.stage(`s${i}`, 'scripted').qualityGate(`s${i}`, 'scripted').retryBudget(`s${i}`, { maxAttempts: 100, attemptTimeout: '1m', delay: '1s' });
   const result = validatePipeline(p.toJSON());
@@ -81,6 +81,14 @@ it('refuses a spec whose worst case passes the history limit, naming the limit a
   const wide = validatePipeline({ name: 'wide', max_parallel: 900, stages: [{ name: 'a', run: 'scripted', gate: { all: ['scripted', 'scripted', 'scripted'] } }] });
   expect(wide.ok).toBe(false);
   expect(!wide.ok && wide.problems).toEqual(['max_parallel: must be at most 500 (each running stage holds Temporal activities; Temporal allows 2000 per item)']);
+  // Within the schema's 500, but five gates in parallel per running stage could hold 2,500 activities.
+  const gates = { all: ['scripted', 'scripted', 'scripted', 'scripted', 'scripted'] };
+  const gated = validatePipeline({ name: 'gated', max_parallel: 500, stages: [{ name: 'a', run: 'scripted', gate: gates }] });
+  expect(!gated.ok && gated.problems).toEqual([
+    'max_parallel 500 with up to 5 activities per running stage could hold 2500 activities at once; Temporal allows 2000 per work item: lower max_parallel',
+  ]);
+  // The same gates at 400 hold at most 2,000: allowed.
+  expect(validatePipeline({ name: 'gated', max_parallel: 400, stages: [{ name: 'a', run: 'scripted', gate: gates }] }).ok).toBe(true);
 });
 
 it('runs 300 independent stages with at most max_parallel at once', async () => {

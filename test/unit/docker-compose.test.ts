@@ -1,0 +1,34 @@
+/**
+ * docker-compose.yml, read as data (there is no Docker engine on CI machines): every published port is bound
+ * to 127.0.0.1, the dev server runs SQLite in WAL mode with synchronous=NORMAL (Treadle's default), and it
+ * registers exactly Treadle's search attributes.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
+import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../../src/model/search-attributes';
+import { DEFAULT_SQLITE_PRAGMAS } from '../../src/server/sqlite-pragmas';
+
+interface Service {
+  command?: string[];
+  ports?: string[];
+}
+
+const compose = YAML.parse(readFileSync(path.join(__dirname, '..', '..', 'docker-compose.yml'), 'utf8')) as { services: Record<string, Service> };
+
+it('publishes every port on 127.0.0.1 only', () => {
+  const published = Object.entries(compose.services).flatMap(([name, service]) => (service.ports ?? []).map((port) => ({ name, port: String(port) })));
+  expect(published.length).toBeGreaterThan(0);
+  for (const { name, port } of published) expect({ name, port, bound: port.split(':')[0] }).toEqual({ name, port, bound: '127.0.0.1' });
+});
+
+it("runs the dev server with Treadle's SQLite pragmas and exactly Treadle's search attributes", () => {
+  const command = compose.services.temporal?.command ?? [];
+  expect(command.slice(0, 2)).toEqual(['server', 'start-dev']);
+  const pragmas = Object.fromEntries(
+    command.flatMap((arg, i) => (arg === '--sqlite-pragma' ? [command[i + 1]!.split('=') as [string, string]] : [])),
+  );
+  expect(pragmas).toEqual(DEFAULT_SQLITE_PRAGMAS);
+  const attributes = Object.fromEntries(command.filter((arg) => arg.startsWith('--search-attribute=')).map((arg) => arg.slice('--search-attribute='.length).split('=') as [string, string]));
+  expect(attributes).toEqual(SEARCH_ATTRIBUTE_DEFINITIONS);
+});
