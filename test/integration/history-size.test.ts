@@ -13,7 +13,9 @@
  * - a rejected 500 KB review signal is recorded by its size, never copied into the event list;
  * - the `state` query pages events, and `watch` reads only new ones.
  */
+import { Client } from '@temporalio/client';
 import { Registry, type StageContext } from '../../src/activities/registry';
+import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import { isBlobRef, type Json } from '../../src/model/shapes';
 import { reviewSignal } from '../../src/workflows/messages';
@@ -25,6 +27,11 @@ function bigRegistry(): Registry {
   return defaultRegistry()
     .merge(
       new Registry()
+        // A stage that takes a while, for watching an item while it runs.
+        .stage('sleep-300', async () => {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          return { outcome: 'completed' as const };
+        })
         .stage('copy-doc', async (ctx) => ({
           outcome: 'completed' as const,
           ...(await copyDoc(ctx)),
@@ -169,6 +176,42 @@ it('pages events in the state query and watches only new ones', async () => {
   const seen: number[] = [];
   await h.client.watch(id, (e) => seen.push(e.seq), { afterSeq: all.length - 3 });
   expect(seen).toEqual([all.length - 2, all.length - 1, all.length]);
+
+  // While an item runs, watch polls the light `events` query (no stages, only new events); it reads the whole
+  // state once, at the end. A client interceptor records every query it sends, with each answer's fields.
+  const queries: { type: string; args: unknown; fields: string[] }[] = [];
+  const recording = new Client({
+    connection: h.temporal.connection,
+    namespace: h.temporal.options.namespace,
+    interceptors: {
+      workflow: [
+        {
+          async query(input, next) {
+            const answer = (await next(input)) as Record<string, unknown>;
+            queries.push({ type: input.queryType, args: input.args[0], fields: Object.keys(answer ?? {}).sort() });
+            return answer;
+          },
+        },
+      ],
+    },
+  });
+  const watcher = new TreadleClient(recording, { taskQueue: h.taskQueue, blobs: h.blobs });
+  const slow = h.id('pages-watched');
+  await h.client.start(pipeline('watched').stage('a', 'sleep-300').stage('b', 'sleep-300', { dependsOn: ['a'] }).stage('c', 'sleep-300', { dependsOn: ['b'] }), null, { id: slow });
+  const watched: number[] = [];
+  const final = await watcher.watch(slow, (e) => watched.push(e.seq));
+  expect(final.status).toBe('completed');
+  expect(watched).toEqual(watched.map((_, i) => i + 1));
+  const polls = queries.filter((q) => q.type === 'events');
+  // About a second of polling every 500 ms; each poll asked only for events after the last one seen.
+  expect(polls.length).toBeGreaterThanOrEqual(2);
+  for (const poll of polls) {
+    expect(poll.fields).not.toContain('stages');
+    expect(poll.args).toEqual({ eventsAfter: expect.any(Number) });
+  }
+  expect(polls.map((p) => (p.args as { eventsAfter: number }).eventsAfter)).toEqual([...polls.map((p) => (p.args as { eventsAfter: number }).eventsAfter)].sort((a, b) => a - b));
+  expect(queries.filter((q) => q.type === 'state')).toHaveLength(1);
+  expect(queries.at(-1)!.type).toBe('state');
 });
 
 it('grows by a bounded amount per attempt however many attempts a stage takes', async () => {
