@@ -526,7 +526,13 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     while (state.children.some((c) => c.status === 'running')) {
       await condition(() => mergeRequests.length > 0 || !state.children.some((c) => c.status === 'running'));
       for (const request of mergeRequests.splice(0)) {
-        await getExternalWorkflowHandle(request.workflowId).signal(mergeGrantSignal, { granted: false, reason: `the parent ${input.nodePath} has finished (${result.status})` });
+        // A child cancelled above may have asked just before its cancellation and ended since: the signal then
+        // finds no workflow, and there is nobody left to answer (the parent must not fail for it).
+        await getExternalWorkflowHandle(request.workflowId)
+          .signal(mergeGrantSignal, { granted: false, reason: `the parent ${input.nodePath} has finished (${result.status})` })
+          .catch((error: unknown) => {
+            if (isCancellation(error)) throw error;
+          });
       }
     }
     state.status = result.status;
