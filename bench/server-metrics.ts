@@ -4,6 +4,8 @@
  * other label (service, namespace).
  */
 
+import { round } from './statistics';
+
 /** Persistence operations per item between two readings. */
 export interface OperationsPerItem {
   /** Operations that change stored state: executions, tasks, history, visibility records. */
@@ -44,9 +46,9 @@ export function operationsPerItem(before: Map<string, number>, after: Map<string
   for (const [operation, count] of after) {
     const perItem = (count - (before.get(operation) ?? 0)) / items;
     if (perItem <= 0) continue;
-    byOperation[operation] = Math.round(perItem * 100) / 100;
+    byOperation[operation] = round(perItem);
     if (WRITE_OPERATION.test(operation)) writes += perItem;
     else reads += perItem;
   }
-  return { writes: Math.round(writes * 100) / 100, reads: Math.round(reads * 100) / 100, byOperation };
+  return { writes: round(writes), reads: round(reads), byOperation };
 }

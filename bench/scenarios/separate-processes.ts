@@ -24,7 +24,7 @@ import { quietBundlerLogger, SQLITE_PRAGMAS } from '../environment';
 import { fmt, fmtRatio, mapLimited, type ScenarioContext, type ScenarioResult } from '../scenario';
 import { baselineSide, treadleSide, type Side, type SideName } from '../sides';
 import { ratio, round } from '../statistics';
-import { roundRatiosRow, summarizeRoundRatios } from './throughput';
+import { roundRatiosRow, summarizeRoundRatios, type RoundRatioSummary } from './throughput';
 
 const QUEUES: Record<SideName, string> = { treadle: 'bench-treadle', baseline: 'bench-baseline' };
 const STAGES = 10;
@@ -49,18 +49,15 @@ export interface SeparateSide {
   rounds: SideRounds;
 }
 
-export interface SeparateProcessesResult {
+export interface SeparateProcessesResult extends RoundRatioSummary {
   items: number;
   rounds: number;
   treadle: SeparateSide;
   baseline: SeparateSide;
   /** Treadle ÷ baseline items per second over all rounds. */
   throughputRatio: number | null;
-  /** Treadle ÷ baseline items per second of each round, their median and middle half. */
+  /** Treadle ÷ baseline items per second of each round (summarised by the fields of {@link RoundRatioSummary}). */
   roundRatios: number[];
-  medianRoundRatio: number | null;
-  roundRatioQuartiles: [number, number] | null;
-  roundRatioMean: { mean: number; standardError: number } | null;
   /** Baseline ÷ Treadle CPU per item (worker + clients + server): what a CPU-bound machine would give. */
   cpuBoundRatio: number | null;
 }

@@ -9,7 +9,7 @@
  * counted; they read and delete a timer task each.
  */
 import { readOperationCounts, operationsPerItem, type OperationsPerItem } from '../server-metrics';
-import { ratio } from '../statistics';
+import { ratio, round } from '../statistics';
 import { fmtRatio, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { Side, SideName } from '../sides';
 
@@ -54,7 +54,7 @@ export async function serverWork(ctx: ScenarioContext): Promise<ScenarioResult<S
   const differences: Record<string, number> = {};
   for (const operation of new Set([...Object.keys(treadle.byOperation), ...Object.keys(baseline.byOperation)])) {
     const difference = (treadle.byOperation[operation] ?? 0) - (baseline.byOperation[operation] ?? 0);
-    if (Math.abs(difference) >= 0.5) differences[operation] = Math.round(difference * 100) / 100;
+    if (Math.abs(difference) >= 0.5) differences[operation] = round(difference);
   }
   const result: ServerWorkResult = { items, treadle, baseline, writesRatio: ratio(treadle.writes, baseline.writes), differences };
   const scenario = `server work (${items} items × ${ctx.sizes.stages} stages, one side at a time)`;

@@ -63,7 +63,8 @@ export interface ThroughputResult {
 /** Fewer rounds than this give no standard error. */
 const MIN_ROUNDS_FOR_STANDARD_ERROR = 5;
 
-type RoundRatioSummary = Pick<ThroughputResult, 'medianRoundRatio' | 'roundRatioQuartiles' | 'roundRatioMean'>;
+/** What the per-round ratios come to; both throughput scenarios report it. */
+export type RoundRatioSummary = Pick<ThroughputResult, 'medianRoundRatio' | 'roundRatioQuartiles' | 'roundRatioMean'>;
 
 /** Per-round ratios summarised: their median, middle half, mean and its standard error; null when some round has no ratio. */
 export function summarizeRoundRatios(roundRatios: readonly (number | null)[]): RoundRatioSummary {
@@ -78,9 +79,9 @@ export function summarizeRoundRatios(roundRatios: readonly (number | null)[]): R
   };
 }
 
-/** "mean 0.914 ± 0.026 (standard error)" for the goal lines, or '' when there is none. */
-export function roundRatioMeanText(summary: RoundRatioSummary | undefined): string {
-  const m = summary?.roundRatioMean;
+/** "rounds' mean 0.914 ± 0.026 (standard error)" for the goal lines, or '' when there is none. */
+export function roundRatioMeanText(summary: RoundRatioSummary): string {
+  const m = summary.roundRatioMean;
   return m ? `rounds' mean ${m.mean.toFixed(3)} ± ${m.standardError.toFixed(3)} (standard error)` : '';
 }
 
