@@ -7,6 +7,10 @@ import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { TreadleCorrelationId } from './model/search-attributes';
+import { callBatchOf } from './engine/usage';
+import type { CallRecord } from './model/shapes';
+import type { StoredCalls } from './model/state';
+import { readJson, type BlobStore } from './storage/blob-store';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;
@@ -20,6 +24,11 @@ export interface AuditEntry {
   step?: string;
   attempt?: number;
   message: string;
+  /**
+   * On a `model_call` line that stands for an activity's calls whose records are in the blob store and were
+   * not read (no store given, or the blob is missing): where they are. `audit` with a store lists them instead.
+   */
+  stored?: StoredCalls;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -33,12 +42,15 @@ export async function auditTargets(client: Client, idOrCorrelation: string): Pro
   return ids.sort();
 }
 
-/** The audit of the runs, merged in time order. */
-export async function audit(client: Client, idOrCorrelation: string): Promise<AuditEntry[]> {
+/**
+ * The audit of the runs, merged in time order. Model calls whose records an activity put in the blob store
+ * (it made more than travel inline) are read from `blobs`, one line per call, like the inline ones.
+ */
+export async function audit(client: Client, idOrCorrelation: string, blobs?: BlobStore): Promise<AuditEntry[]> {
   const entries: AuditEntry[] = [];
   for (const workflowId of await auditTargets(client, idOrCorrelation)) {
     const history = await client.workflow.getHandle(workflowId).fetchHistory();
-    entries.push(...auditHistory(workflowId, history.events ?? []));
+    entries.push(...(await withStoredCalls(auditHistory(workflowId, history.events ?? []), blobs)));
   }
   // Stable: entries of one history keep their order when times tie.
   return entries.map((e, i) => ({ e, i })).sort((a, b) => a.e.at.localeCompare(b.e.at) || a.i - b.i).map(({ e }) => e);
@@ -80,15 +92,26 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
     const failed = event.activityTaskFailedEventAttributes;
     if (failed) {
       const activity = scheduled.get(String(failed.scheduledEventId));
-      const details = decode(failed.failure?.applicationFailureInfo?.details?.payloads?.[0]) as { calls?: unknown[] } | undefined;
-      for (const call of details?.calls ?? []) add(event, modelCall(activity, call));
+      const details = decode(failed.failure?.applicationFailureInfo?.details?.payloads?.[0]) as { calls?: unknown } | undefined;
+      for (const entry of modelCalls(activity, details?.calls)) add(event, entry);
       add(event, { kind: 'step', ...where(activity), message: `${label(activity)} failed: ${failed.failure?.message ?? '?'}` });
       continue;
     }
     const timedOut = event.activityTaskTimedOutEventAttributes;
     if (timedOut) {
       const activity = scheduled.get(String(timedOut.scheduledEventId));
+      // What its last heartbeat reported: all that is left of the calls of an activity whose worker died.
+      const beat = decode(timedOut.failure?.timeoutFailureInfo?.lastHeartbeatDetails?.payloads?.[0]) as { calls?: unknown } | undefined;
+      for (const entry of modelCalls(activity, beat?.calls)) add(event, entry);
       add(event, { kind: 'step', ...where(activity), message: `${label(activity)} timed out: ${timedOut.failure?.message ?? '?'}` });
+      continue;
+    }
+    const canceled = event.activityTaskCanceledEventAttributes;
+    if (canceled) {
+      const activity = scheduled.get(String(canceled.scheduledEventId));
+      const details = decode(canceled.details?.payloads?.[0]) as { calls?: unknown } | undefined;
+      for (const entry of modelCalls(activity, details?.calls)) add(event, entry);
+      add(event, { kind: 'step', ...where(activity), message: `${label(activity)} cancelled` });
       continue;
     }
     const accepted = event.workflowExecutionUpdateAcceptedEventAttributes;
@@ -131,7 +154,7 @@ type Activity = { type: string; step?: string; attempt?: number; input: unknown 
 
 function auditActivityResult(activity: Activity, result: unknown, add: (entry: Omit<AuditEntry, 'at' | 'workflowId'>) => void): void {
   const r = (result ?? {}) as Record<string, unknown>;
-  for (const call of Array.isArray(r.calls) ? r.calls : []) add(modelCall(activity, call));
+  for (const entry of modelCalls(activity, r.calls)) add(entry);
   switch (activity.type) {
     case 'treadle.approvalCreate': {
       const requests = Array.isArray(r.requests) ? (r.requests as { id: string; actionType: string; summary: string }[]) : [];
@@ -158,6 +181,50 @@ function auditActivityResult(activity: Activity, result: unknown, add: (entry: O
         add({ kind: 'step', ...where(activity), message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}` });
       }
   }
+}
+
+/**
+ * The lines for an activity's calls: one per inline record (batches, and the plain arrays of older
+ * histories), and one for the records it stored, with their totals and reference, which `audit` replaces.
+ */
+function modelCalls(activity: Activity | undefined, raw: unknown): Omit<AuditEntry, 'at' | 'workflowId'>[] {
+  const batch = callBatchOf(raw);
+  if (!batch) return [];
+  const lines = (batch.records ?? []).map((call) => modelCall(activity, call));
+  const { usage } = batch;
+  const unlisted = usage.calls - (batch.records?.length ?? 0);
+  if (batch.stored) {
+    lines.unshift({ kind: 'model_call', ...where(activity), message: storedMessage(batch.stored, usage), stored: batch.stored });
+  } else if (unlisted > 0) {
+    lines.push({ kind: 'model_call', ...where(activity), message: `${unlisted} more model calls whose records were not stored (${usage.calls} in all: ${usage.inputTokens} in + ${usage.outputTokens} out tokens, ${usage.errors} errors)` });
+  }
+  return lines;
+}
+
+function storedMessage(stored: StoredCalls, usage: { calls: number; inputTokens: number; outputTokens: number; errors: number }): string {
+  return `${stored.count} model calls, records in the blob store as ${stored.ref} (${usage.calls} in all: ${usage.inputTokens} in + ${usage.outputTokens} out tokens, ${usage.errors} errors)`;
+}
+
+/** The audit with every stored-calls line replaced by a line per call read from `blobs`; lines it cannot read stay. */
+async function withStoredCalls(entries: AuditEntry[], blobs: BlobStore | undefined): Promise<AuditEntry[]> {
+  if (!blobs || !entries.some((e) => e.stored)) return entries;
+  const out: AuditEntry[] = [];
+  for (const entry of entries) {
+    if (!entry.stored) {
+      out.push(entry);
+      continue;
+    }
+    let records: CallRecord[];
+    try {
+      records = await readJson<CallRecord[]>(blobs, entry.stored.ref);
+    } catch (error) {
+      out.push({ ...entry, message: `${entry.message}; not readable: ${(error as Error).message}` });
+      continue;
+    }
+    const { stored: _stored, ...base } = entry;
+    for (const call of records) out.push({ ...base, message: modelCall(undefined, call).message });
+  }
+  return out;
 }
 
 function modelCall(activity: Activity | undefined, raw: unknown): Omit<AuditEntry, 'at' | 'workflowId'> {

@@ -438,11 +438,11 @@ export class TreadleClient {
   /**
    * The audit of a run (seed 003): steps, attempts, reviews, approvals and model calls in time order, read
    * from the workflow history (no worker needed, finished runs too). A correlation id covers the run and
-   * its fan-out elements.
+   * its fan-out elements. Call records an activity stored in the blob store are read from this client's.
    */
   async audit(idOrCorrelation: string): Promise<AuditEntry[]> {
     try {
-      return await audit(this.client, idOrCorrelation);
+      return await audit(this.client, idOrCorrelation, this.blobs);
     } catch (error) {
       if (isNotFound(error)) throw new TreadleError(`unknown work item "${idOrCorrelation}" in namespace ${this.client.options.namespace}`, 'not_found');
       throw error;

@@ -27,7 +27,7 @@ import { isBlobRef, type Json } from '../model/shapes';
 import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../storage/blob-store';
 import { callLogWriter, type CallLog } from '../storage/call-log';
 import { ConversationStore } from '../storage/conversation';
-import { supervise, type Supervision } from './supervision';
+import { callsOf, supervise, type Supervision } from './supervision';
 
 /** What a validator or reviser is given. */
 export interface ContractContext {
@@ -112,8 +112,8 @@ export function createContractActivities(deps: ContractActivityDependencies) {
   };
   return {
     [CONTRACT_VALIDATE_ACTIVITY]: async (input: ContractValidateInput): Promise<ContractValidateResult> =>
-      supervise((s) => validate(input, deps, validators, resolveInput, s), where(input, 'validate')),
-    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> => supervise((s) => revise(input, deps, revisers, resolveInput, s), where(input, 'revise')),
+      supervise((s) => validate(input, deps, validators, resolveInput, s), { blobs: deps.blobs, onCalls: where(input, 'validate') }),
+    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> => supervise((s) => revise(input, deps, revisers, resolveInput, s), { blobs: deps.blobs, onCalls: where(input, 'revise') }),
     [CONTRACT_FINALIZE_ACTIVITY]: async (input: ContractFinalizeInput): Promise<ContractFinalizeResult> => finalize(input, deps),
   };
 }
@@ -229,7 +229,7 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     ...(fallback ? { fallback: fallback.kind, fallbackDetail: fallback.detail } : {}),
     sample: newlyRejected.slice(0, SAMPLE).map((at) => ({ id: truncateText(state.ids[at]!, 100), reason: truncateText(state.reasons[at] ?? '', 200) })),
     tokens: tokensOf(s, calls),
-    calls: s.calls.slice(calls),
+    ...(await callsOf(s, calls)),
   };
 }
 
@@ -250,16 +250,16 @@ async function revise(input: ContractReviseInput, deps: ContractActivityDependen
     if (error instanceof UnparsableRevision) {
       const wasted = tokensOf(s, calls);
       Context.current().log.warn('contract revision skipped: its reply is not an item', { contract: `${contract.from} → ${contract.to}`, item: id, wastedTokens: wasted, error: error.message });
-      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted, calls: s.calls.slice(calls) };
+      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted, ...(await callsOf(s, calls)) };
     }
     throw error;
   }
   if (revised === null || typeof revised !== 'object' || Array.isArray(revised)) {
-    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s, calls), calls: s.calls.slice(calls) };
+    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s, calls), ...(await callsOf(s, calls)) };
   }
   // A revision keeps the item's identity: the id field is the original's, whatever the reply says.
   const kept = setPath(revised, contract.itemId, getPath(state.items[at]!, contract.itemId) ?? id);
-  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s, calls), calls: s.calls.slice(calls) };
+  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s, calls), ...(await callsOf(s, calls)) };
 }
 
 async function finalize(input: ContractFinalizeInput, deps: ContractActivityDependencies): Promise<ContractFinalizeResult> {

@@ -14,7 +14,7 @@ import type { GateRef } from '../model/gate-ref';
 import type { PipelineSpec } from '../model/pipeline';
 import { ConversationStore } from '../storage/conversation';
 import { callLogWriter, type CallLog } from '../storage/call-log';
-import { supervise, type Supervision } from './supervision';
+import { callsOf, supervise, type Supervision } from './supervision';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import { defaultAgentProviders, recordingAgent } from '../agents';
 import type {
@@ -97,9 +97,9 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
           ...(summary !== undefined ? { summary } : {}),
           ...(rejection !== undefined ? { rejection } : {}),
           previousLog,
-          ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}),
+          ...(await callsOf(supervision)),
         };
-      }, callLogWriter(deps.callLog, input));
+      }, { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, input) });
   }
 
   for (const name of names.gates) {
@@ -112,8 +112,8 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
         });
         const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
         if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
-        return { ...(await compactVerdict(parsed.data, deps.blobs)), ...(supervision.calls.length > 0 ? { calls: supervision.calls } : {}) };
-      }, callLogWriter(deps.callLog, input));
+        return { ...(await compactVerdict(parsed.data, deps.blobs)), ...(await callsOf(supervision)) };
+      }, { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, input) });
   }
   return activities;
 }

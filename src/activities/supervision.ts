@@ -1,10 +1,16 @@
 /**
  * Supervision of a long activity body: heartbeats so that cancellation (attempt timeout, item cancelled)
- * reaches it, a grace period for it to stop, and the call log carried on heartbeats and failures.
+ * reaches it, a grace period for it to stop, and the model calls it makes, carried on heartbeats, results and
+ * failures as a {@link CallBatch}: their totals, and the records inline when few, else in the blob store.
  */
 import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { CallRecordSchema, type CallRecord, type Json } from '../model/shapes';
+import type { CallBatch, StoredCalls } from '../model/state';
+import { MAX_INLINE_CALL_RECORDS } from '../model/limits';
+import { callBatch, callBatchOf, totalsOf } from '../engine/usage';
+import { readJson, storeJson, type BlobStore } from '../storage/blob-store';
+import { callRecordsOf } from '../agents/recording';
 
 /** How long a cancelled implementation may take to stop before the cancellation is reported anyway. */
 const CANCEL_GRACE_MS = 10_000;
@@ -12,33 +18,48 @@ const CANCEL_GRACE_MS = 10_000;
 /** Heartbeat at most this often, and at least three times per heartbeat timeout. */
 const MAX_HEARTBEAT_INTERVAL_MS = 5_000;
 
-/**
- * Runs an implementation under the activity's supervision: heartbeats so that cancellation (attempt
- * timeout, item cancelled) reaches it, and stops waiting for it as soon as cancellation arrives. Model
- * calls are collected in `calls`; they ride on heartbeats so a retried execution still reports the calls
- * of the executions before it, and on the failure when the activity gives up.
- */
 /** What supervision gives an activity body: cancellation, the call log, and progress heartbeats. */
 export interface Supervision {
   signal: AbortSignal;
+  /** Every model call of this activity so far, the earlier executions' included; agents append to it. */
   calls: CallRecord[];
   /** What the previous execution of this activity last reported with `heartbeat(details)`. */
   previousProgress: unknown;
   heartbeat(details?: unknown): void;
   /** Reported with a failure or a cancellation next to the calls (the stage activity's `previousLog`). */
   report: Record<string, Json>;
+  /**
+   * The calls from index `from` on as the result carries them: inline when few, else stored in the blob
+   * store first; undefined when there are none.
+   */
+  callBatch(from?: number): Promise<CallBatch | undefined>;
+}
+
+/** What supervision needs besides the body. */
+export interface SupervisionOptions {
+  /** Where call records go when an activity made more than fit inline. */
+  blobs: BlobStore;
+  /**
+   * Gets the calls when the body ends, however it ends (the cross-run call log); what it throws is logged,
+   * never the activity's failure.
+   */
+  onCalls?: ((calls: CallRecord[]) => void) | undefined;
 }
 
 /**
- * `onCalls` gets the calls when the body ends, however it ends (the cross-run call log); what it throws is
- * logged, never the activity's failure.
+ * Runs an implementation under the activity's supervision: heartbeats so that cancellation (attempt
+ * timeout, item cancelled) reaches it, and stops waiting for it as soon as cancellation arrives. Model
+ * calls are collected in `calls`; they ride on heartbeats so a retried execution still reports the calls
+ * of the executions before it, and on the failure when the activity gives up.
  */
-export async function supervise<T>(run: (supervision: Supervision) => Promise<T>, onCalls?: (calls: CallRecord[]) => void): Promise<T> {
+export async function supervise<T>(run: (supervision: Supervision) => Promise<T>, options: SupervisionOptions): Promise<T> {
+  const { blobs, onCalls } = options;
   const context = Context.current();
   const previous = context.info.heartbeatDetails as { calls?: unknown; progress?: unknown } | undefined;
-  const calls: CallRecord[] = callsFromHeartbeat(previous);
+  const journal = new CallJournal(blobs, await callsFromHeartbeat(previous, blobs));
+  const calls = journal.calls;
   let progress: unknown = previous?.progress;
-  const beatNow = (): void => context.heartbeat({ calls, progress });
+  const beatNow = (): void => context.heartbeat({ calls: journal.heartbeatBatch(), progress });
   const supervision: Supervision = {
     signal: context.cancellationSignal,
     calls,
@@ -48,6 +69,7 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       if (details !== undefined) progress = details;
       beatNow();
     },
+    callBatch: (from = 0) => (calls.length > from ? journal.seal(from) : Promise.resolve(undefined)),
   };
   const timeout = context.info.heartbeatTimeoutMs;
   const every = Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS);
@@ -62,7 +84,7 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       // made, including the one cut off, with the cancellation.
       const stopped = await Promise.race([work.then(() => true, () => true), new Promise<false>((r) => setTimeout(() => r(false), CANCEL_GRACE_MS))]);
       if (!stopped) activityLog.warn('implementation did not stop within the grace period after cancellation', { graceMs: CANCEL_GRACE_MS });
-      throw new CancelledFailure(error.message, [{ calls, ...supervision.report }]);
+      throw new CancelledFailure(error.message, [{ calls: await journal.sealForFailure(), ...supervision.report }]);
     }
     beatNow();
     if (!(error instanceof Error)) throw error;
@@ -72,9 +94,9 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       message: error.message,
       type: failure?.type ?? error.name,
       nonRetryable: failure?.nonRetryable === true,
-      details: [{ calls, ...supervision.report }],
+      details: [{ calls: await journal.sealForFailure(), ...supervision.report }],
       ...(failure?.nextRetryDelay ? { nextRetryDelay: failure.nextRetryDelay } : {}),
-      cause: error,
+      cause: withoutCallRecords(error),
     });
   } finally {
     clearInterval(beat);
@@ -88,9 +110,98 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
   }
 }
 
-function callsFromHeartbeat(details: { calls?: unknown } | undefined): CallRecord[] {
-  const calls = details?.calls;
-  if (!Array.isArray(calls)) return [];
-  return calls.filter((c) => CallRecordSchema.safeParse(c).success) as CallRecord[];
+/**
+ * The activity's calls from index `from` on, for its result: `{ calls }` (inline, or stored by reference), or
+ * nothing when it made none.
+ */
+export async function callsOf(supervision: Supervision, from = 0): Promise<{ calls?: CallBatch }> {
+  const calls = await supervision.callBatch(from);
+  return calls ? { calls } : {};
 }
 
+/**
+ * An activity's call records and where they are stored. Agents append to `calls`; heartbeats carry the
+ * records stored so far by reference plus the ones made since inline, and start storing them all once more
+ * than fit inline are unstored, so a heartbeat stays small however many calls the activity makes.
+ */
+class CallJournal {
+  private stored: StoredCalls | undefined;
+  private storing: Promise<void> | undefined;
+
+  constructor(
+    private readonly blobs: BlobStore,
+    readonly calls: CallRecord[],
+  ) {}
+
+  /** What a heartbeat carries now (synchronous: heartbeats are). */
+  heartbeatBatch(): CallBatch {
+    const { calls, stored } = this;
+    if (calls.length <= MAX_INLINE_CALL_RECORDS) return callBatch(calls);
+    const storedCount = stored?.count ?? 0;
+    if (calls.length - storedCount > MAX_INLINE_CALL_RECORDS) this.storeSoon();
+    return { usage: totalsOf(calls), ...(stored ? { stored } : {}), records: calls.slice(storedCount) };
+  }
+
+  /** The calls from `from` on, for a result: inline when few, else all of them stored. */
+  async seal(from: number): Promise<CallBatch> {
+    const calls = this.calls.slice(from);
+    if (calls.length <= MAX_INLINE_CALL_RECORDS) return callBatch(calls);
+    if (from === 0 && this.stored?.count === calls.length) return callBatch(calls, this.stored);
+    return callBatch(calls, { ref: await storeJson(this.blobs, calls, `${calls.length} model calls`), count: calls.length });
+  }
+
+  /** The calls for a failure's details: as for a result, but a blob store that fails loses only the records. */
+  async sealForFailure(): Promise<CallBatch> {
+    try {
+      return await this.seal(0);
+    } catch (error) {
+      activityLog.warn('could not store the call records; the failure carries their totals only', { error: (error as Error).message });
+      return callBatch(this.calls);
+    }
+  }
+
+  private storeSoon(): void {
+    if (this.storing) return;
+    const snapshot = [...this.calls];
+    this.storing = storeJson(this.blobs, snapshot, `${snapshot.length} model calls`)
+      .then((ref) => {
+        if (snapshot.length > (this.stored?.count ?? 0)) this.stored = { ref, count: snapshot.length };
+      })
+      .catch((error: unknown) => activityLog.warn('could not store the call records for a heartbeat', { error: (error as Error).message }))
+      .finally(() => {
+        this.storing = undefined;
+      });
+  }
+}
+
+/** The calls an earlier execution reported on its last heartbeat: a batch (its stored records read back), or a legacy array. */
+async function callsFromHeartbeat(details: { calls?: unknown } | undefined, blobs: BlobStore): Promise<CallRecord[]> {
+  const batch = callBatchOf(details?.calls);
+  if (!batch) return [];
+  let stored: unknown[] = [];
+  if (batch.stored) {
+    try {
+      stored = await readJson<unknown[]>(blobs, batch.stored.ref);
+    } catch (error) {
+      activityLog.warn('could not read the call records of the earlier execution', { ref: batch.stored.ref, error: (error as Error).message });
+    }
+  }
+  return [...stored, ...(batch.records ?? [])].filter((c) => CallRecordSchema.safeParse(c).success) as CallRecord[];
+}
+
+/**
+ * A provider's failure without the call records in its details (the supervision's own details carry them
+ * all, stored or inline): the cause stays in the failure for its message, type and stack, not to repeat them.
+ */
+function withoutCallRecords(error: Error): Error {
+  if (!(error instanceof ApplicationFailure) || callRecordsOf(error).length === 0) return error;
+  const copy = ApplicationFailure.create({
+    message: error.message,
+    ...(error.type ? { type: error.type } : {}),
+    nonRetryable: error.nonRetryable === true,
+    ...(error.nextRetryDelay ? { nextRetryDelay: error.nextRetryDelay } : {}),
+    ...(error.cause ? { cause: error.cause } : {}),
+  });
+  copy.stack = error.stack;
+  return copy;
+}

@@ -35,7 +35,7 @@ import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import type { AgentMessage, AgentTool, ToolUse } from '../agents/types';
 import { TOOL_ROUNDS_EXHAUSTED } from '../agents/anthropic';
 import { worktreeAccess, worktreeTools } from '../agents/worktree-tools';
-import { supervise, type Supervision } from './supervision';
+import { callsOf, supervise, type Supervision } from './supervision';
 import { commitAll, diffText, ensureWorktree, git, headCommit, MergeConflictError, rebaseOnto, restoreFromHead, squashMerge } from './git';
 import { applyFileWrites, readFileInside } from './worktree-files';
 import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from './test-command';
@@ -94,7 +94,7 @@ export function createTddActivities(deps: TddActivityDependencies): Record<strin
       return { worktree: made.path, head: made.head };
     },
     [TDD_NODE_ACTIVITY]: async (input: TddNodeCallInput): Promise<TddNodeCallResult> =>
-      supervise((supervision) => runNodeCall(input, deps, env, supervision), callLogWriter(deps.callLog, { pipeline: 'tdd', stage: `${input.nodePath}.${input.node}` })),
+      supervise((supervision) => runNodeCall(input, deps, env, supervision), { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, { pipeline: 'tdd', stage: `${input.nodePath}.${input.node}` }) }),
     // A `tdd` stage of an ordinary pipeline: its config becomes the root node's input, stored by reference.
     [TDD_PREPARE_ACTIVITY]: async (input: TddPrepareInput): Promise<TddNodeInput> => {
       const config = (await resolveArtefact(input.config as Json, deps.blobs)) ?? null;
@@ -178,7 +178,7 @@ async function runNodeCall(input: TddNodeCallInput, deps: TddActivityDependencie
         exitRef,
         summary: truncateText(`${input.node} gave no valid decision after ${invalidReplies} replies: ${feedback.split('\n')[0]}`),
         envelope: { message: truncateText(feedback, 1_000) },
-        calls: supervision.calls,
+        ...(await callsOf(supervision)),
         nudged,
         invalidReplies,
         agentCalls,
@@ -568,7 +568,7 @@ async function finish(ctx: NodeRun, checked: Extract<Checked, { ok: true }>, cou
     ...(checked.commit ? { commit: checked.commit } : {}),
     envelope: checked.envelope,
     ...(testRun ? { testRun } : {}),
-    calls: ctx.supervision.calls,
+    ...(await callsOf(ctx.supervision)),
     nudged: counts.nudged,
     invalidReplies: counts.invalidReplies,
     agentCalls: counts.agentCalls,

@@ -1,11 +1,13 @@
 /**
- * Model usage of a work item, derived from the call records in its attempts: per stage and in total, with
- * an estimated cost, and the token-budget check.
+ * Model usage of a work item: totals of call records, the call batches activities report (their totals,
+ * their records inline or by reference), per stage and in total with an estimated cost, and the token-budget
+ * check. Pure: the workflow, activities and the CLI all use it.
  */
+import { MAX_INLINE_CALL_ERROR_CHARS, MAX_INLINE_CALL_RECORDS, truncateText } from '../model/limits';
 import type { CallRecord } from '../model/shapes';
-import type { StageState, UsageSummary, UsageTotals } from '../model/state';
+import type { CallBatch, KeptCalls, StageState, StoredCalls, UsageSummary, UsageTotals } from '../model/state';
 
-export type { UsageSummary, UsageTotals };
+export type { CallBatch, UsageSummary, UsageTotals };
 
 /** USD per million tokens (input, output, cache read), by model-name prefix; local providers cost nothing. */
 const PRICES: [prefix: string, input: number, output: number, cacheRead: number][] = [
@@ -27,8 +29,15 @@ export function estimateCost(call: CallRecord): number | null {
   return (call.inputTokens * input + call.outputTokens * output + call.cacheReadTokens * cacheRead) / 1_000_000;
 }
 
+const NO_CALLS: UsageTotals = { calls: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, latencyMs: 0, estimatedCostUsd: 0 };
+
+/** USD rounded to a millionth of a dollar, as every total reports it. */
+function roundCost(cost: number | null): number | null {
+  return cost === null ? null : Math.round(cost * 1_000_000) / 1_000_000;
+}
+
 /** Sums calls. */
-export function totalsOf(calls: CallRecord[]): UsageTotals {
+export function totalsOf(calls: readonly CallRecord[]): UsageTotals {
   let cost: number | null = 0;
   const totals = { calls: calls.length, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, latencyMs: 0 };
   for (const call of calls) {
@@ -40,20 +49,79 @@ export function totalsOf(calls: CallRecord[]): UsageTotals {
     const c = estimateCost(call);
     cost = cost === null || c === null ? null : cost + c;
   }
-  return { ...totals, estimatedCostUsd: cost === null ? null : Math.round(cost * 1_000_000) / 1_000_000 };
+  return { ...totals, estimatedCostUsd: roundCost(cost) };
+}
+
+/** The sum of totals; a cost is unknown (null) when any part's is. */
+export function addTotals(...parts: readonly UsageTotals[]): UsageTotals {
+  const sum = { ...NO_CALLS };
+  let cost: number | null = 0;
+  for (const p of parts) {
+    sum.calls += p.calls;
+    sum.errors += p.errors;
+    sum.inputTokens += p.inputTokens;
+    sum.outputTokens += p.outputTokens;
+    sum.cacheReadTokens += p.cacheReadTokens;
+    sum.latencyMs += p.latencyMs;
+    cost = cost === null || p.estimatedCostUsd === null ? null : cost + p.estimatedCostUsd;
+  }
+  return { ...sum, estimatedCostUsd: roundCost(cost) };
+}
+
+/** A call record as it travels inline: its error text cut short (the stored record keeps it whole). */
+function inlineRecord(call: CallRecord): CallRecord {
+  return call.error !== undefined && call.error.length > MAX_INLINE_CALL_ERROR_CHARS ? { ...call, error: truncateText(call.error, MAX_INLINE_CALL_ERROR_CHARS) } : call;
+}
+
+/**
+ * The batch of some calls: inline when there are at most MAX_INLINE_CALL_RECORDS, else `stored` (where the
+ * caller has put all of them) or, when it could not store them, only their totals and how many were omitted.
+ */
+export function callBatch(calls: readonly CallRecord[], stored?: StoredCalls): CallBatch {
+  const usage = totalsOf(calls);
+  if (calls.length <= MAX_INLINE_CALL_RECORDS) return { usage, records: calls.map(inlineRecord) };
+  if (stored) return { usage, stored };
+  return { usage, omitted: calls.length };
+}
+
+/**
+ * A batch as an activity reported it, whatever its age: a {@link CallBatch}, or the plain array of records
+ * that histories recorded before batches carry (totalled here exactly as then). Undefined for anything else.
+ */
+export function callBatchOf(raw: unknown): CallBatch | undefined {
+  if (Array.isArray(raw)) return { usage: totalsOf(raw as CallRecord[]), records: raw as CallRecord[] };
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const batch = raw as Partial<CallBatch>;
+  if (typeof batch.usage !== 'object' || batch.usage === null || typeof batch.usage.calls !== 'number') return undefined;
+  return batch as CallBatch;
+}
+
+/** Adds an activity's calls (a batch, or a legacy array of records) to what an attempt or a stage keeps. */
+export function keepCalls(kept: KeptCalls, raw: unknown): void {
+  const batch = callBatchOf(raw);
+  if (!batch || batch.usage.calls === 0) return;
+  kept.usage = addTotals(usageOf(kept), batch.usage);
+  if (batch.records && batch.records.length > 0) kept.calls = [...(kept.calls ?? []), ...batch.records];
+  if (batch.stored) kept.storedCalls = [...(kept.storedCalls ?? []), batch.stored];
+}
+
+/** The totals of what an attempt or a stage keeps (records kept before totals were: summed from them). */
+export function usageOf(kept: KeptCalls | undefined): UsageTotals {
+  if (!kept) return NO_CALLS;
+  return kept.usage ?? totalsOf(kept.calls ?? []);
 }
 
 /** Usage per stage and in total. */
 export function summarizeUsage(stages: Record<string, Pick<StageState, 'attempts' | 'contractCalls'>>): UsageSummary {
   const perStage: Record<string, UsageTotals> = {};
-  const all: CallRecord[] = [];
+  const all: UsageTotals[] = [];
   for (const [name, stage] of Object.entries(stages)) {
     // A stage's contracts (seed 002) validate its input with calls of their own: its usage too.
-    const calls = [...stage.attempts.flatMap((a) => a.calls ?? []), ...(stage.contractCalls ?? [])];
-    perStage[name] = totalsOf(calls);
-    all.push(...calls);
+    const totals = addTotals(...stage.attempts.map(usageOf), usageOf(stage.contractCalls));
+    perStage[name] = totals;
+    all.push(totals);
   }
-  return { total: totalsOf(all), stages: perStage };
+  return { total: addTotals(...all), stages: perStage };
 }
 
 /** Tokens counted against a budget: input plus output (cache reads are billed but not "new" work). */

@@ -3,7 +3,8 @@
  * constants only, no zod, so workflow code can import them. The spec's schema is in `contracts.ts`.
  */
 import type { ContractSpec } from './contracts';
-import type { CallRecord, Json } from './shapes';
+import type { Json } from './shapes';
+import type { CallBatch } from './state';
 
 /** Revision calls of one round running at once. */
 export const CONTRACT_REVISION_LANES = 50;
@@ -66,8 +67,8 @@ export type ContractValidateResult =
       /** The first few rejections, for the event (all of them are in the state). */
       sample: { id: string; reason: string }[];
       tokens: number;
-      /** The round's model calls, for the item's usage and token budget. */
-      calls: CallRecord[];
+      /** The round's model calls, for the item's usage and token budget (absent: none). */
+      calls?: CallBatch;
     }
   | { ok: false; problems: string[] };
 
@@ -80,7 +81,7 @@ export interface ContractReviseInput extends ContractCall {
 
 export type ContractReviseResult = ({ ok: true; id: string; revisedRef: string; tokens: number } | { ok: false; id: string; error: string; wastedTokens: number }) & {
   /** The revision's model calls, for the item's usage and token budget. */
-  calls?: CallRecord[];
+  calls?: CallBatch;
 };
 
 export interface ContractFinalizeInput {

@@ -27,6 +27,13 @@ export const MAX_TEXT_CHARS = 500;
 export const MAX_ERROR_CHARS = 2_000;
 /** Feedback whose JSON is longer goes to the blob store; the history keeps a short form and the reference. */
 export const MAX_INLINE_FEEDBACK_BYTES = 1_024;
+/**
+ * An activity that made more model calls than this stores their records in the blob store; its result (and
+ * its failure, its heartbeats) carries their totals and the reference (README "Model usage").
+ */
+export const MAX_INLINE_CALL_RECORDS = 4;
+/** Error texts of call records that travel inline are cut to this many characters (the stored ones are whole). */
+export const MAX_INLINE_CALL_ERROR_CHARS = 300;
 /** Failed criteria kept in the short form of long feedback. */
 const SHORT_FEEDBACK_CRITERIA = 3;
 

@@ -88,6 +88,23 @@ export const CallRecordSchema = z.object({
 });
 export type CallRecord = z.infer<typeof CallRecordSchema>;
 
+/** Totals over a set of calls. */
+export const UsageTotalsSchema = z.object({
+  calls: z.number().int().nonnegative(),
+  errors: z.number().int().nonnegative(),
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  cacheReadTokens: z.number().int().nonnegative(),
+  latencyMs: z.number().nonnegative(),
+  /** Estimated from list prices per model; null when a model's price is unknown. */
+  estimatedCostUsd: z.number().nullable(),
+});
+export type UsageTotals = z.infer<typeof UsageTotalsSchema>;
+
+/** Call records kept in the blob store: a JSON array of `count` {@link CallRecord}s. */
+export const StoredCallsSchema = z.object({ ref: z.string(), count: z.number().int().nonnegative() });
+export type StoredCalls = z.infer<typeof StoredCallsSchema>;
+
 /** What a stage implementation returns (seed 000 `StageOutput`). */
 export const StageOutputSchema = z.object({
   outcome: z.enum(['completed', 'skipped', 'awaiting_review', 'fan_out']).default('completed'),
@@ -115,8 +132,13 @@ export const AttemptRecordSchema = z.object({
   /** A mechanical failure that ended the attempt after Temporal's activity retries gave up. */
   error: z.string().optional(),
   timedOut: z.boolean().optional(),
-  /** The model calls this attempt made (stage and gate), in order. */
+  /**
+   * The model calls this attempt made (stage and gates), as the history carries them: `usage` totals them
+   * all; the records are in `calls` when an activity made few, else in the blob store (`storedCalls`).
+   */
+  usage: UsageTotalsSchema.optional(),
   calls: z.array(CallRecordSchema).optional(),
+  storedCalls: z.array(StoredCallsSchema).optional(),
 });
 export type AttemptRecord = z.infer<typeof AttemptRecordSchema>;
 

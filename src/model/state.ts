@@ -7,7 +7,9 @@ import type { ApprovalRequest } from './approvals';
 import type { FanOutProgress } from './fan-out';
 import type { PipelineSpec } from './pipeline';
 import type { PackedStages } from './packed-stages';
-import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, TreadleEvent } from './shapes';
+import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, StoredCalls, TreadleEvent, UsageTotals } from './shapes';
+
+export type { StoredCalls, UsageTotals };
 
 /** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
 export type ItemStatus = 'running' | 'waiting_review' | 'waiting_approval' | 'completed' | 'failed' | 'cancelled';
@@ -60,7 +62,7 @@ export interface StageState {
   /** Seed 002's `quality_flags` of this stage's input validation. */
   qualityFlags?: QualityFlags;
   /** The model calls of this stage's contracts (validations and revisions): in its usage and the token budget. */
-  contractCalls?: CallRecord[];
+  contractCalls?: KeptCalls;
   startedAt?: string;
   completedAt?: string;
 }
@@ -170,14 +172,36 @@ export interface GateActivityInput extends ActivityContextBase {
   agent?: string;
 }
 
+/**
+ * The model calls of one activity as they travel in history (its result, its failure or cancellation
+ * details, its heartbeats): the totals always, and the records inline when there are at most
+ * MAX_INLINE_CALL_RECORDS of them, else in the blob store, so that history never grows with the number of
+ * calls. A heartbeat may carry both: the records stored so far, and the ones made since (`records`).
+ * Histories recorded before batches carry a plain array of records instead (`callBatchOf` reads both).
+ */
+export interface CallBatch {
+  usage: UsageTotals;
+  records?: CallRecord[];
+  stored?: StoredCalls;
+  /** Records neither inline nor stored, because the blob store failed (they are in the totals and the call log). */
+  omitted?: number;
+}
+
+/** Model calls kept in the state: their totals, the records that travelled inline, and the stored ones. */
+export interface KeptCalls {
+  usage?: UsageTotals;
+  calls?: CallRecord[];
+  storedCalls?: StoredCalls[];
+}
+
 /** A stage's output plus the model calls the activity made (also across its mechanical retries). */
 export type StageActivityResult = StageOutput & {
-  calls?: CallRecord[];
+  calls?: CallBatch;
   /** The log of this stage's attempts before this one, as stored by the activity (null for a first attempt). */
   previousLog?: string | null;
 };
 /** A gate's verdict plus the model calls it made. */
-export type GateActivityResult = QualityVerdict & { calls?: CallRecord[] };
+export type GateActivityResult = QualityVerdict & { calls?: CallBatch };
 
 /** Input and result of the local activity that validates a spec against the worker's registry. */
 export interface PreparePipelineInput {
@@ -191,13 +215,20 @@ export const EVENT_DRIVEN_SCHEDULER_ENGINE = 2;
  */
 export const CHAINED_STAGE_RUNNER_ENGINE = 3;
 /**
+ * Engine version 4: model calls travel as {@link CallBatch}es, and the calls on the last heartbeat of an
+ * activity that timed out (its worker died) are kept too. Only that recovery is new to the workflow (older
+ * histories' arrays of records are read as batches whatever the version); it can change a token-budget
+ * check, so it waits for this version.
+ */
+export const CALL_BATCH_ENGINE = 4;
+/**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (README "Versioning"). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
-export const ENGINE_VERSION = CHAINED_STAGE_RUNNER_ENGINE;
+export const ENGINE_VERSION = CALL_BATCH_ENGINE;
 
 export type PreparePipelineResult = (
   | {
@@ -214,18 +245,6 @@ export type PreparePipelineResult = (
   /** {@link ENGINE_VERSION} of the worker that prepared the item; absent (version 1) in older histories. */
   engine?: number;
 };
-
-/** Totals over a set of calls. */
-export interface UsageTotals {
-  calls: number;
-  errors: number;
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  latencyMs: number;
-  /** Estimated from list prices per model; null when a model's price is unknown. */
-  estimatedCostUsd: number | null;
-}
 
 /** Usage of a work item. */
 export interface UsageSummary {

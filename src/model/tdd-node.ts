@@ -3,9 +3,9 @@
  * the workflow routes on is small and travels inline; what agents read (the spec, the scaffold, test
  * output, diffs, each exit in full) lives in the blob store and travels as `sha256:` references.
  */
-import type { CallRecord, TreadleEvent } from './shapes';
+import type { TreadleEvent } from './shapes';
 import type { ExitName, ImpactLevel, ParentContext, Spec, TddNodeName, TddSettings } from './tdd';
-import type { PendingReview } from './state';
+import type { CallBatch, PendingReview } from './state';
 
 /** The seed's retry protocol: attempts per Impl invocation (here, not in tdd.ts, which loads zod: workflows import it). */
 export const MAX_IMPL_ATTEMPTS = 5;
@@ -102,7 +102,8 @@ export interface TddNodeCallResult {
   envelope: TddEnvelope;
   /** The test run this call made, summarised; the output is in the blob store. */
   testRun?: { passed: boolean; summary: string; outputRef: string };
-  calls: CallRecord[];
+  /** The model calls this call made: totals, and the records inline or by reference (absent: none). */
+  calls?: CallBatch;
   /** Re-prompts: the seed's reminder after no decision, feedback after a malformed reply. */
   nudged: boolean;
   invalidReplies: number;

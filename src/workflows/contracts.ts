@@ -9,7 +9,8 @@ import { isCancellation, proxyActivities } from '@temporalio/workflow';
 import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY } from '../model/activity-types';
 import { CONTRACT_REVISION_LANES, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractValidateInput, type ContractValidateResult, type QualityFlags } from '../model/contract-state';
 import type { ContractSpec } from '../model/contracts';
-import type { Artefact, CallRecord, Json } from '../model/shapes';
+import type { Artefact, Json } from '../model/shapes';
+import { keepCalls } from '../engine/usage';
 import type { StageKindRun } from './common';
 import { describeFailure } from './common';
 
@@ -34,8 +35,11 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
   const flags: QualityFlags = st.qualityFlags ?? { items_produced: 0, validation_rejections: 0, validation_retries: 0 };
   st.qualityFlags = flags;
   const validated: Record<string, Artefact> = { ...st.validatedInputs };
-  const addCalls = (calls: CallRecord[] | undefined): void => {
-    if (calls && calls.length > 0) st.contractCalls = [...(st.contractCalls ?? []), ...calls];
+  // Batches (or, in histories recorded before them, arrays of records): kept like an attempt's calls.
+  const addCalls = (calls: unknown): void => {
+    if (calls === undefined) return;
+    st.contractCalls ??= {};
+    keepCalls(st.contractCalls, calls);
   };
   for (const contract of mine) {
     const source = run.state.stages[contract.from]?.artefact;

@@ -33,6 +33,7 @@ import {
 } from '@temporalio/workflow';
 import { afterHuman, afterImpl, afterMerger, afterRebaser, afterReview, afterScaffold, afterWriteTests, barrierReady, type ExitSignal, type HumanAnswer, type TddCounters, type TddRoute } from '../engine/tdd-routes';
 import { checkReview } from '../engine/review';
+import { callBatchOf } from '../engine/usage';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
 import type { ImplExit, MergerExit, RebaserExit, ScaffoldExit, TDDReviewImplExit, TDDWriteTestsExit, TddNodeName } from '../model/tdd';
 import { MAX_IMPL_ATTEMPTS, type HumanReason, type TddChildState, type TddNodeCallInput, type TddNodeCallResult, type TddNodeInput, type TddNodeResult, type TddNodeState, type TddWorktreeInput, type TddWorktreeResult } from '../model/tdd-node';
@@ -232,7 +233,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
       emit('NodeExit', `${node}: ${result.summary}`, {
         stage: node,
-        details: { exit: result.exit, ref: result.exitRef, ...(result.commit ? { commit: result.commit } : {}), ...(result.testRun ? { tests: result.testRun.summary } : {}), calls: result.calls.length, nudged: result.nudged, invalidReplies: result.invalidReplies },
+        details: { exit: result.exit, ref: result.exitRef, ...(result.commit ? { commit: result.commit } : {}), ...(result.testRun ? { tests: result.testRun.summary } : {}), calls: callBatchOf(result.calls)?.usage.calls ?? 0, nudged: result.nudged, invalidReplies: result.invalidReplies },
       });
       return result;
     };

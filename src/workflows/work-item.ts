@@ -19,6 +19,7 @@ import {
   setCurrentDetails,
   setHandler,
   sleep,
+  TimeoutFailure,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
@@ -27,7 +28,7 @@ import {
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
 import { checkReview, decideReview, type AcceptedReview } from '../engine/review';
 import { combineVerdicts } from '../engine/gates';
-import { summarizeUsage, tokensSpent } from '../engine/usage';
+import { keepCalls, summarizeUsage, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, TDD_PREPARE_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { TDD_STAGE } from '../model/tdd-node';
@@ -47,7 +48,7 @@ import { unpackStages } from '../model/packed-stages';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
 import { MAX_APPROVAL_IDS_ATTRIBUTE, REVIEWS_MEMO_KEY, TreadleApprovals, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
-import type { Artefact, AttemptRecord, CallRecord, EventType, Json, QualityFeedback, QualityVerdict, TreadleEvent } from '../model/shapes';
+import type { Artefact, AttemptRecord, EventType, Json, QualityFeedback, QualityVerdict, TreadleEvent } from '../model/shapes';
 import type {
   PreparePipelineInput,
   PreparePipelineResult,
@@ -66,7 +67,7 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { CHAINED_STAGE_RUNNER_ENGINE, EVENT_DRIVEN_SCHEDULER_ENGINE } from '../model/state';
+import { CALL_BATCH_ENGINE, CHAINED_STAGE_RUNNER_ENGINE, EVENT_DRIVEN_SCHEDULER_ENGINE } from '../model/state';
 import { approvalSignal, decideApprovalUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
@@ -329,8 +330,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   // its stage ends, and runStageChained (engine 3) does the same in each of its steps and returns nothing.
   // No `.then` on runStage: the SDK records a stack trace for every promise a workflow creates.
   const chained = (prepared.engine ?? 1) >= CHAINED_STAGE_RUNNER_ENGINE;
+  const heartbeatCalls = (prepared.engine ?? 1) >= CALL_BATCH_ENGINE;
   const runner = (stage: StageSpec): void => {
-    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, resolutions, usesAgent: usesAgent(stage, agentBacked) };
+    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, heartbeatCalls, resolutions, usesAgent: usesAgent(stage, agentBacked) };
     if (chained) runStageChained(run);
     else void runStage(run);
   };
@@ -426,6 +428,8 @@ interface StageRun {
   crashed: (stage: StageSpec, error: unknown) => void;
   /** The work item runs the event-driven scheduler (EVENT_DRIVEN_SCHEDULER_ENGINE). */
   eventDriven: boolean;
+  /** The calls on a timed-out activity's last heartbeat count (CALL_BATCH_ENGINE). */
+  heartbeatCalls: boolean;
   resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */
   usesAgent: boolean;
@@ -565,7 +569,7 @@ function runStageChained(run: StageRun): void {
       const { execute, afterExecuted } = prepareAttempt(run, record, log, feedback);
       const timeoutMs = stage.retryBudget.attemptTimeoutMs;
       if (timeoutMs !== null) {
-        withAttemptTimeout(stage, record, log, timeoutMs, () => execute().then(afterExecuted)).then(decided, failed);
+        withAttemptTimeout(run, record, log, timeoutMs, () => execute().then(afterExecuted)).then(decided, failed);
         return;
       }
       execute().then((executed) => {
@@ -657,7 +661,7 @@ function budgetReview(run: StageRun, attempt: number): Extract<StageDecision, { 
 /** An attempt that ended in an error: its record (the error, the calls it made) and the stage's failure. */
 function failAttempt(run: StageRun, record: AttemptRecord, error: unknown): void {
   const message = truncateText(describeFailure(error), MAX_ERROR_CHARS);
-  addCalls(record, callsOfFailure(error));
+  keepCalls(record, callsOfFailure(run, error));
   record.completedAt = now();
   record.error = message;
   settle(run, 'failed', `${run.stage.name} failed on attempt ${record.attempt}: ${message}`, { error: message });
@@ -783,7 +787,7 @@ function prepareAttempt(
     return null;
   };
   const takeCalls = ({ calls, previousLog, ...output }: StageActivityResult): StageActivityOutput => {
-    addCalls(record, calls);
+    keepCalls(record, calls);
     if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
     return output;
   };
@@ -792,7 +796,7 @@ function prepareAttempt(
     const shared = { ...rest, previousAttempts: previousOf(attempts, log, record.attempt) };
     const judge = (gate: { run: string; with?: Json }) =>
       gateActivity(stage, gate.run, record.attempt)({ ...shared, ...agent, ...(gate.with !== undefined ? { config: gate.with } : {}), output } satisfies GateActivityInput);
-    return evaluateGate(stage.gate!, judge, record);
+    return evaluateGate(run, stage.gate!, judge, record);
   };
   const judged = (output: StageActivityOutput, verdict: QualityVerdict): AttemptOutcome => {
     record.verdict = verdict;
@@ -827,11 +831,12 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
   const work = run.eventDriven ? (): Promise<AttemptOutcome> => execute().then(afterExecuted) : workBeforeEventDriven;
   const timeoutMs = stage.retryBudget.attemptTimeoutMs;
   if (timeoutMs === null) return work();
-  return withAttemptTimeout(stage, record, log, timeoutMs, work);
+  return withAttemptTimeout(run, record, log, timeoutMs, work);
 }
 
 /** CancellationScope.withTimeout, but with a timer the Web UI can name; a timeout is an outcome, not an error. */
-async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, log: AttemptLog, timeoutMs: number, work: () => Promise<AttemptOutcome>): Promise<AttemptOutcome> {
+async function withAttemptTimeout(run: StageRun, record: AttemptRecord, log: AttemptLog, timeoutMs: number, work: () => Promise<AttemptOutcome>): Promise<AttemptOutcome> {
+  const { stage } = run;
   const attemptScope = new CancellationScope();
   let timedOut = false;
   try {
@@ -863,7 +868,7 @@ async function withAttemptTimeout(stage: StageSpec, record: AttemptRecord, log: 
     // being cancelled and so a heartbeat timeout) is the timeout, unless the item itself was cancelled.
     if (timedOut && !CancellationScope.current().consideredCancelled) {
       record.timedOut = true;
-      addCalls(record, callsOfFailure(error));
+      keepCalls(record, callsOfFailure(run, error));
       const previousLog = detailsOfFailure(error)?.previousLog;
       if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
       return { kind: 'timed_out', afterMs: timeoutMs };
@@ -913,26 +918,27 @@ function gateActivity(stage: StageSpec, gate: string, attempt: number): (input: 
 
 /** Evaluates a gate, composed ones by running their gates in parallel and combining the verdicts. */
 async function evaluateGate(
+  run: StageRun,
   gate: GateRef,
   judge: (leaf: { run: string; with?: Json }) => Promise<GateActivityResult>,
   record: AttemptRecord,
 ): Promise<QualityVerdict> {
   if ('run' in gate) {
     const { calls, ...verdict } = await judge(gate);
-    addCalls(record, calls);
+    keepCalls(record, calls);
     return verdict as QualityVerdict;
   }
   const mode = 'all' in gate ? 'all' : 'any';
   const parts = 'all' in gate ? gate.all : gate.any;
   // Every gate settles before the attempt ends, so a cancelled or failed gate never leaves a sibling running
   // into the next attempt, and every gate's calls reach the log.
-  const settled = await Promise.allSettled(parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(part, judge, record) })));
+  const settled = await Promise.allSettled(parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(run, part, judge, record) })));
   const verdicts: { gate: string; verdict: QualityVerdict }[] = [];
   let failure: { error: unknown } | undefined;
   for (const result of settled) {
     if (result.status === 'fulfilled') verdicts.push(result.value);
     // The error rethrown carries its calls to whoever catches it; the other failures' calls are logged here.
-    else if (failure) addCalls(record, callsOfFailure(result.reason));
+    else if (failure) keepCalls(record, callsOfFailure(run, result.reason));
     else failure = { error: result.reason };
   }
   if (failure) throw failure.error;
@@ -945,12 +951,17 @@ function describeGate(gate: GateRef): string {
 }
 
 /**
- * The calls a failed or cancelled activity reported: the dispatcher puts `{ calls }` in the details of
- * every failure and of the cancellation it acknowledges.
+ * The calls a failed or cancelled activity reported (a batch, or an array of records in older histories):
+ * supervision puts `{ calls }` in the details of every failure and of the cancellation it acknowledges, and
+ * on every heartbeat, which is all that is left of an activity whose worker died (a heartbeat timeout).
  */
-function callsOfFailure(error: unknown): CallRecord[] | undefined {
-  const calls = detailsOfFailure(error)?.calls;
-  return Array.isArray(calls) ? (calls as CallRecord[]) : undefined;
+function callsOfFailure(run: StageRun, error: unknown): unknown {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  if (run.heartbeatCalls && cause instanceof TimeoutFailure) {
+    const beat = cause.lastHeartbeatDetails as { calls?: unknown } | undefined;
+    return typeof beat === 'object' && beat !== null ? beat.calls : undefined;
+  }
+  return detailsOfFailure(error)?.calls;
 }
 
 /** What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`. */
@@ -958,10 +969,6 @@ function detailsOfFailure(error: unknown): { calls?: unknown; previousLog?: unkn
   const cause = error instanceof ActivityFailure ? error.cause : undefined;
   const first = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined;
   return typeof first === 'object' && first !== null ? (first as { calls?: unknown; previousLog?: unknown }) : undefined;
-}
-
-function addCalls(record: AttemptRecord, calls: CallRecord[] | undefined): void {
-  if (calls && calls.length > 0) record.calls = [...(record.calls ?? []), ...calls];
 }
 
 function usesAgent(stage: StageSpec, agentBacked: Set<string>): boolean {

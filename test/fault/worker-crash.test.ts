@@ -6,7 +6,7 @@
  * after a heartbeat timeout.
  */
 import { Client, Connection } from '@temporalio/client';
-import { decodeTimeoutType } from '@temporalio/common';
+import { decodeTimeoutType, defaultPayloadConverter } from '@temporalio/common';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import { eventually, testAddress } from '../support/harness';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
+import type { CallRecord } from '../../src/model/shapes';
 
 const LEDGER_WORKER = path.join(__dirname, 'fixtures', 'ledger-worker.js');
 /** Temporal notices a dead worker when its heartbeats stop for this long. */
@@ -74,12 +75,20 @@ beforeAll(async () => {
   client = new TreadleClient(temporal, { taskQueue, blobs: new FileBlobStore(path.join(dir, 'blobs')) });
 });
 
-afterAll(async () => {
-  // Never leave a worker behind, whatever happened in the test.
+/** Kills every worker process still running. */
+async function killWorkers(): Promise<void> {
   for (const child of children) {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited(child);
   }
+}
+
+// Each test starts the workers it needs: one left running by an earlier test would take its activities.
+beforeEach(killWorkers);
+
+afterAll(async () => {
+  // Never leave a worker behind, whatever happened in the test.
+  await killWorkers();
   await connection?.close();
 });
 
@@ -151,4 +160,81 @@ it('a new worker finishes an item whose worker was killed mid-stage; the side ef
   expect(started.map((s) => s.attempt)).toEqual([2, 1]);
   expect(decodeTimeoutType(started[0]!.lastFailure?.timeoutFailureInfo?.timeoutType)).toBe('HEARTBEAT');
   expect(events.filter((e) => e.workflowTaskFailedEventAttributes || e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes)).toEqual([]);
+});
+
+/** The calls on the pending `chatty` activity's last heartbeat, once it carries `calls` made so far (read through describe). */
+async function heartbeatCalls(id: string, made: number): Promise<{ usage: { calls: number }; stored?: { ref: string; count: number }; records?: unknown[] }> {
+  return eventually(async () => {
+    const { raw } = await temporal.workflow.getHandle(id).describe();
+    const payload = raw.pendingActivities?.find((a) => a.activityType?.name === 'chatty')?.heartbeatDetails?.payloads?.[0];
+    const details = payload ? (defaultPayloadConverter.fromPayload(payload as never) as { calls?: { usage: { calls: number }; stored?: { ref: string; count: number }; records?: unknown[] } }) : undefined;
+    // Wait for the compact form: the records stored, none left inline.
+    return details?.calls?.usage.calls === made && details.calls.stored?.count === made ? details.calls : undefined;
+  }, 20_000, `a heartbeat of ${id} carrying ${made} stored calls`);
+}
+
+// Model calls of a killed execution (more than travel inline) ride on its heartbeats by reference: the
+// retried execution reports them with its own, and they all count.
+it('a killed execution’s model calls come back with the retried execution, stored by reference', async () => {
+  const id = `chatty-${taskQueue}`;
+  const spec = pipeline('chatty')
+    .stage('talk', 'chatty', { with: { calls: 6 } })
+    .activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { initialInterval: '100ms' } });
+  const first = await startLedgerWorker(60_000);
+  await client.start(spec, {}, { id });
+  const beat = await heartbeatCalls(id, 6);
+  first.kill('SIGKILL');
+  await exited(first);
+
+  const second = await startLedgerWorker(100);
+  const died = exited(second).then(() => Promise.reject(new Error(`the second worker died:\n${outputs.get(second)}`)));
+  died.catch(() => undefined);
+  expect(await Promise.race([client.result(id), died])).toEqual(expect.objectContaining({ status: 'completed' }));
+
+  const state = await client.getState(id);
+  const [attempt] = state.stages.talk!.attempts;
+  // Six calls from each execution, in one stored batch; none inline.
+  expect(attempt!.usage).toMatchObject({ calls: 12, errors: 0 });
+  expect(attempt!.calls).toBeUndefined();
+  expect(attempt!.storedCalls).toEqual([{ ref: expect.stringMatching(/^sha256:/), count: 12 }]);
+  expect(state.usage!.total.calls).toBe(12);
+  const blobs = new FileBlobStore(path.join(dir, 'blobs'));
+  const records = JSON.parse((await blobs.get(attempt!.storedCalls![0]!.ref)).toString('utf8')) as CallRecord[];
+  expect(records).toHaveLength(12);
+  // The killed execution's six are the ones its heartbeat stored.
+  const killed = JSON.parse((await blobs.get(beat.stored!.ref)).toString('utf8')) as CallRecord[];
+  expect(records.slice(0, 6)).toEqual(killed);
+  // The audit reads them back from the blob store: a line per call.
+  const calls = (await client.audit(id)).filter((e) => e.kind === 'model_call');
+  expect(calls).toHaveLength(12);
+  expect(calls.every((e) => e.step === 'talk' && e.stored === undefined)).toBe(true);
+});
+
+// An activity that is not retried: its heartbeat timeout ends the attempt, and the calls on its last
+// heartbeat are the attempt's.
+it('the calls on a timed-out activity’s last heartbeat count when Temporal does not retry it', async () => {
+  const id = `chatty-once-${taskQueue}`;
+  const spec = pipeline('chatty-once')
+    .stage('talk', 'chatty', { with: { calls: 5 } })
+    .activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 1 } });
+  const first = await startLedgerWorker(60_000);
+  await client.start(spec, {}, { id });
+  await heartbeatCalls(id, 5);
+  first.kill('SIGKILL');
+  await exited(first);
+
+  const second = await startLedgerWorker(100);
+  const died = exited(second).then(() => Promise.reject(new Error(`the second worker died:\n${outputs.get(second)}`)));
+  died.catch(() => undefined);
+  expect(await Promise.race([client.result(id), died])).toEqual(expect.objectContaining({ status: 'failed' }));
+
+  const state = await client.getState(id);
+  const [attempt] = state.stages.talk!.attempts;
+  expect(attempt!.error).toMatch(/heartbeat/i);
+  expect(attempt!.usage).toMatchObject({ calls: 5 });
+  expect(attempt!.storedCalls).toEqual([{ ref: expect.stringMatching(/^sha256:/), count: 5 }]);
+  expect(state.usage!.stages.talk!.calls).toBe(5);
+  const audit = await client.audit(id);
+  expect(audit.filter((e) => e.kind === 'model_call')).toHaveLength(5);
+  expect(audit.map((e) => e.message)).toContainEqual(expect.stringMatching(/^talk attempt 1 \(chatty\) timed out/));
 });

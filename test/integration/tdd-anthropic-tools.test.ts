@@ -20,6 +20,7 @@ import { initRepository } from '../../src/activities/git';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../src/model/activity-types';
 import { NUDGE_REMINDER, TddSettingsSchema } from '../../src/model/tdd';
 import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/model/tdd-node';
+import type { CallRecord } from '../../src/model/shapes';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { SqliteCallLog } from '../../src/storage/call-log';
 import { startHarness, type Harness } from '../support/harness';
@@ -251,7 +252,12 @@ test('a tool loop out of rounds is fed back and its files kept; a long test run 
 
   expect(result).toMatchObject({ exit: 'InitWork', invalidReplies: 1, nudged: false, agentCalls: 2 });
   // Every round of both tool loops is in the call log: the whole first loop, then write, run_tests, answer.
-  expect(result.calls).toHaveLength(DEFAULT_MAX_TOOL_ROUNDS + 3);
+  // Too many to travel inline: the result carries their totals and the records are in the blob store.
+  expect(result.calls).toMatchObject({ usage: { calls: DEFAULT_MAX_TOOL_ROUNDS + 3, errors: 0 }, stored: { count: DEFAULT_MAX_TOOL_ROUNDS + 3 } });
+  expect(result.calls!.records).toBeUndefined();
+  const stored = JSON.parse((await blobs.get(result.calls!.stored!.ref)).toString('utf8')) as CallRecord[];
+  expect(stored.map((c) => c.status)).toEqual(Array.from({ length: DEFAULT_MAX_TOOL_ROUNDS + 3 }, () => 'success'));
+  expect(stored.reduce((sum, c) => sum + c.inputTokens, 0)).toBe(result.calls!.usage.inputTokens);
   expect(fake.requests).toHaveLength(DEFAULT_MAX_TOOL_ROUNDS + 3);
   const feedback = (fake.requests[DEFAULT_MAX_TOOL_ROUNDS]!.body as { messages: Message[] }).messages.at(-1)!.content as string;
   expect(feedback).toContain(`still calling tools when your reply reached its limit of model calls (the model was still using tools after ${DEFAULT_MAX_TOOL_ROUNDS} model calls`);

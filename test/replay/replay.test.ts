@@ -18,10 +18,11 @@ const historyOf = (file: string): unknown => JSON.parse(readFileSync(path.join(d
 // The file's name is the workflow id it ran under: a TDD node derives its children's ids from it.
 const workflowIdOf = (file: string): string => path.basename(file, '.json');
 
-it('has recorded histories to replay, from before the event-driven scheduler, before the chained stage runner, and after it', () => {
-  expect(files.length).toBeGreaterThanOrEqual(25);
+it('has recorded histories to replay, from before the event-driven scheduler, the chained stage runner and call batches, and after them', () => {
+  expect(files.length).toBeGreaterThanOrEqual(35);
   expect(files.filter((f) => f.startsWith(`before-event-scheduler${path.sep}`)).length).toBeGreaterThanOrEqual(5);
   expect(files.filter((f) => f.startsWith(`before-chained-runner${path.sep}`)).length).toBeGreaterThanOrEqual(10);
+  expect(files.filter((f) => f.startsWith(`before-call-batches${path.sep}`)).length).toBeGreaterThanOrEqual(10);
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 
