@@ -14,7 +14,7 @@
  * - the `state` query pages events, and `watch` reads only new ones.
  */
 import { Client } from '@temporalio/client';
-import { Registry, type StageContext } from '../../src/activities/registry';
+import { Registry, type ImplementationContext, type StageContext } from '../../src/activities/registry';
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import { isBlobRef, type Json } from '../../src/model/shapes';
@@ -36,12 +36,30 @@ function bigRegistry(): Registry {
           outcome: 'completed' as const,
           ...(await copyDoc(ctx)),
         }))
+        // Model calls by the hundred (`with.calls`), from the stage and from a gate that rejects twice.
+        .stage('chatty', async (ctx) => ({ outcome: 'completed' as const, summary: `${await talk(ctx, ctx.config)} calls` }), { usesAgent: true })
+        .gate(
+          'chatty-reject-twice',
+          async (ctx) => {
+            await talk(ctx, ctx.config);
+            return ctx.attempt >= 3 ? { kind: 'accepted' } : { kind: 'rejected', feedback: { summary: `attempt ${ctx.attempt}: again`, failedCriteria: [] } };
+          },
+          { usesAgent: true },
+        )
         .gate('reject-twice', async (ctx) => {
           if (ctx.attempt >= 3) return { kind: 'accepted' };
           const long = 'the structure is wrong; '.repeat(850); // ~20 KB of feedback
           return { kind: 'rejected', feedback: { summary: `attempt ${ctx.attempt}: ${long}`, failedCriteria: [{ name: 'structure', expected: 'sections', actual: long, passed: false }] } };
         }),
     );
+}
+
+/** Calls the scripted model `config.calls` times, each call its own prompt; returns how many. */
+async function talk(ctx: ImplementationContext, config: Json | undefined): Promise<number> {
+  const calls = (config as { calls?: number } | undefined)?.calls ?? 1;
+  const agent = ctx.agent('scripted');
+  for (let i = 0; i < calls; i++) await agent.run({ messages: [{ role: 'user', content: `call ${i + 1} of ${ctx.stage}/${ctx.attempt}` }], correlationId: ctx.idempotencyKey, signal: ctx.signal });
+  return calls;
 }
 
 /** Copies the document into its artefact and reports what it received, by size. */
@@ -104,6 +122,43 @@ it('keeps a 1 MB document through ten gated stages with two rejections each as s
   expect(Math.abs(bigHistory.bytes - smallHistory.bytes)).toBeLessThan(4 * 1024);
   expect(bigHistory.events).toBe(smallHistory.events);
   process.stdout.write(`history of 30 attempts: 1 MB document ${bigHistory.bytes} bytes, 16 KB document ${smallHistory.bytes} bytes, ${bigHistory.events} events\n`);
+});
+
+it('keeps three attempts of 400 model calls each (stage and gate) under 10 KB each, smaller than three of 4, and counts every call', async () => {
+  const chatty = (calls: number) => pipeline(`chatty-${calls}`).stage('talk', 'chatty', { with: { calls } }).qualityGate('talk', 'chatty-reject-twice', { calls }).retryBudget('talk', { maxAttempts: 3 });
+  const many = h.id('many-calls');
+  const few = h.id('few-calls');
+  await h.client.start(chatty(200), {}, { id: many });
+  await h.client.start(chatty(2), {}, { id: few });
+  expect((await h.client.result(many)).status).toBe('completed');
+  expect((await h.client.result(few)).status).toBe('completed');
+
+  const state = await h.client.getState(many);
+  const attempts = state.stages.talk!.attempts;
+  expect(attempts).toHaveLength(3);
+  for (const attempt of attempts) {
+    // Stage and gate: 400 calls, their totals inline, their records in two stored batches.
+    expect(attempt.usage).toMatchObject({ calls: 400, errors: 0 });
+    expect(attempt.calls).toBeUndefined();
+    expect(attempt.storedCalls!.map((s) => s.count)).toEqual([200, 200]);
+  }
+  expect(state.usage!.total.calls).toBe(1200);
+  // The stored records are the calls: their tokens add up to the totals the history carries.
+  const stored = (await Promise.all(attempts.flatMap((a) => a.storedCalls!).map(async (s) => JSON.parse((await h.blobs.get(s.ref)).toString('utf8')) as { inputTokens: number }[]))).flat();
+  expect(stored).toHaveLength(1200);
+  expect(stored.reduce((sum, c) => sum + c.inputTokens, 0)).toBe(state.usage!.total.inputTokens);
+  const fewState = await h.client.getState(few);
+  expect(fewState.stages.talk!.attempts.map((a) => [a.calls?.length, a.storedCalls])).toEqual([[4, undefined], [4, undefined], [4, undefined]]);
+
+  const manyHistory = await historyBytes(many);
+  const fewHistory = await historyBytes(few);
+  expect(manyHistory.bytes).toBeLessThan(3 * 10 * 1024);
+  // Two references an attempt take less room than four inline records: the number of calls does not show.
+  expect(manyHistory.bytes).toBeLessThan(fewHistory.bytes);
+  expect(manyHistory.events).toBe(fewHistory.events);
+  // The audit reads them all back: a line per call.
+  expect((await h.client.audit(many)).filter((e) => e.kind === 'model_call')).toHaveLength(1200);
+  process.stdout.write(`history of 3 attempts: 400 model calls each ${manyHistory.bytes} bytes, 4 calls each ${fewHistory.bytes} bytes\n`);
 });
 
 it('joins twenty 1 MB artefacts by reference', async () => {

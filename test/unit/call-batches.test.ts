@@ -1,0 +1,165 @@
+/**
+ * Model calls as history carries them (README "Model usage"): a batch per activity, with the totals always
+ * and the records inline when few, else in the blob store; what an attempt keeps of its batches; what
+ * supervision puts on heartbeats, results and failures, and what a retried execution reads back.
+ */
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
+import { ApplicationFailure } from '@temporalio/common';
+import { addTotals, callBatch, callBatchOf, keepCalls, summarizeUsage, tokensSpent, totalsOf } from '../../src/engine/usage';
+import { callsOf, supervise } from '../../src/activities/supervision';
+import { failureDetails } from '../../src/agents/call-record';
+import { MAX_INLINE_CALL_ERROR_CHARS, MAX_INLINE_CALL_RECORDS } from '../../src/model/limits';
+import type { CallRecord } from '../../src/model/shapes';
+import type { CallBatch, KeptCalls } from '../../src/model/state';
+import { MemoryBlobStore } from '../../src/storage/blob-store';
+
+const call = (n: number, over: Partial<CallRecord> = {}): CallRecord => ({
+  correlationId: 'item/s/1',
+  provider: 'anthropic',
+  model: 'claude-sonnet-4-5',
+  promptHash: `sha256:${String(n).padStart(64, '0')}`,
+  inputTokens: 100 * n,
+  outputTokens: 10 * n,
+  cacheReadTokens: 0,
+  latencyMs: 5,
+  status: 'success',
+  at: `2026-11-26T10:00:${String(n % 60).padStart(2, '0')}.000Z`,
+  ...over,
+});
+const calls = (count: number): CallRecord[] => Array.from({ length: count }, (_, i) => call(i + 1));
+
+describe('batches', () => {
+  test('few calls travel inline with their totals; more travel as totals and a reference', () => {
+    const few = calls(MAX_INLINE_CALL_RECORDS);
+    expect(callBatch(few)).toEqual({ usage: totalsOf(few), records: few });
+    const many = calls(MAX_INLINE_CALL_RECORDS + 1);
+    const stored = { ref: `sha256:${'a'.repeat(64)}`, count: many.length };
+    expect(callBatch(many, stored)).toEqual({ usage: totalsOf(many), stored });
+    // A store that failed: the totals stay, and the batch says how many records it lost.
+    expect(callBatch(many)).toEqual({ usage: totalsOf(many), omitted: many.length });
+  });
+
+  test('inline records carry a long error cut short', () => {
+    const [record] = callBatch([call(1, { status: 'error', error: 'x'.repeat(5_000) })]).records!;
+    expect(record!.error!.length).toBeLessThanOrEqual(MAX_INLINE_CALL_ERROR_CHARS);
+    expect(record!.error).toContain('(5000 chars)');
+  });
+
+  test('an array of records, as histories before batches carry them, reads as an inline batch with the same totals', () => {
+    const legacy = calls(7);
+    expect(callBatchOf(legacy)).toEqual({ usage: totalsOf(legacy), records: legacy });
+    expect(callBatchOf(undefined)).toBeUndefined();
+    expect(callBatchOf({ records: [] })).toBeUndefined();
+    expect(callBatchOf('calls')).toBeUndefined();
+  });
+
+  test('an attempt keeps the totals of every batch, the inline records and the references', () => {
+    const kept: KeptCalls = {};
+    const stored = { ref: `sha256:${'b'.repeat(64)}`, count: 9 };
+    keepCalls(kept, callBatch(calls(9), stored));
+    keepCalls(kept, [call(20)]); // a gate's calls in an older history
+    keepCalls(kept, undefined);
+    keepCalls(kept, callBatch([]));
+    expect(kept).toEqual({ usage: addTotals(totalsOf(calls(9)), totalsOf([call(20)])), calls: [call(20)], storedCalls: [stored] });
+    expect(kept.usage!.calls).toBe(10);
+  });
+
+  test('usage and the token budget add batches and legacy records alike', () => {
+    const legacy = { attempt: 1, startedAt: '', calls: calls(3) };
+    const batched: KeptCalls & { attempt: number; startedAt: string } = { attempt: 2, startedAt: '' };
+    keepCalls(batched, callBatch(calls(6), { ref: `sha256:${'c'.repeat(64)}`, count: 6 }));
+    const contract: KeptCalls = {};
+    keepCalls(contract, callBatch([call(30)]));
+    const usage = summarizeUsage({ s: { attempts: [legacy, batched], contractCalls: contract } });
+    expect(usage.total).toEqual(addTotals(totalsOf(calls(3)), totalsOf(calls(6)), totalsOf([call(30)])));
+    expect(usage.total.calls).toBe(10);
+    expect(tokensSpent({ s: { attempts: [legacy, batched], contractCalls: contract } })).toBe(usage.total.inputTokens + usage.total.outputTokens);
+  });
+
+  test('a cost is unknown when any part of it is', () => {
+    expect(addTotals(totalsOf([call(1)]), totalsOf([call(2, { model: 'mystery' })])).estimatedCostUsd).toBeNull();
+    expect(addTotals().calls).toBe(0);
+  });
+});
+
+describe('supervision', () => {
+  const env = (heartbeatDetails?: unknown) =>
+    new MockActivityEnvironment({ ...(heartbeatDetails !== undefined ? { heartbeatDetails } : {}) }, { logger: new DefaultLogger('ERROR') });
+
+  test('a result carries few calls inline and many by reference, all of them in the store', async () => {
+    const blobs = new MemoryBlobStore();
+    const few = await env().run(() => supervise(async (s) => (s.calls.push(...calls(2)), callsOf(s)), { blobs }));
+    expect(few).toEqual({ calls: { usage: totalsOf(calls(2)), records: calls(2) } });
+    const many: { calls?: CallBatch } = await env().run(() => supervise(async (s) => (s.calls.push(...calls(30)), callsOf(s)), { blobs }));
+    expect(many.calls).toEqual({ usage: totalsOf(calls(30)), stored: { ref: expect.stringMatching(/^sha256:/), count: 30 } });
+    expect(JSON.parse((await blobs.get(many.calls!.stored!.ref)).toString('utf8'))).toEqual(calls(30));
+    const none = await env().run(() => supervise(async (s) => callsOf(s), { blobs }));
+    expect(none).toEqual({});
+  });
+
+  test('a heartbeat stores the records once more than fit inline are unstored, then carries only what came after', async () => {
+    const blobs = new MemoryBlobStore();
+    const activity = env();
+    const beats: { calls: CallBatch }[] = [];
+    activity.on('heartbeat', (details: { calls: CallBatch }) => beats.push(details));
+    await activity.run(() =>
+      supervise(
+        async (s) => {
+          s.calls.push(...calls(50));
+          s.heartbeat(); // starts storing the 50
+          await new Promise((r) => setTimeout(r, 50));
+          s.calls.push(call(51));
+          s.heartbeat();
+          return null;
+        },
+        { blobs },
+      ),
+    );
+    const [first, second] = beats;
+    // Before the store finished: every record inline, lost by nothing.
+    expect(first!.calls).toMatchObject({ usage: { calls: 50 }, records: calls(50) });
+    // After: the 50 by reference and the one made since.
+    expect(second!.calls).toEqual({ usage: totalsOf([...calls(50), call(51)]), stored: { ref: expect.stringMatching(/^sha256:/), count: 50 }, records: [call(51)] });
+    expect(JSON.stringify(second).length).toBeLessThan(1_500);
+  });
+
+  test('a retried execution starts from the calls on the last heartbeat, reading the stored ones back', async () => {
+    const blobs = new MemoryBlobStore();
+    const ref = (await blobs.put(Buffer.from(JSON.stringify(calls(10))), 'application/json', 'calls')).ref;
+    const beat = { calls: { usage: totalsOf(calls(11)), stored: { ref, count: 10 }, records: [call(11)] }, progress: { step: 3 } };
+    const result: { calls?: CallBatch } = await env(beat).run(() =>
+      supervise(async (s) => {
+        expect(s.previousProgress).toEqual({ step: 3 });
+        s.calls.push(call(12));
+        return callsOf(s);
+      }, { blobs }),
+    );
+    expect(result.calls!.usage).toEqual(totalsOf([...calls(11), call(12)]));
+    expect(JSON.parse((await blobs.get(result.calls!.stored!.ref)).toString('utf8'))).toEqual([...calls(11), call(12)]);
+    // A heartbeat from a worker before batches: a plain array.
+    const legacy = await env({ calls: calls(2) }).run(() => supervise(async (s) => callsOf(s), { blobs }));
+    expect(legacy).toEqual({ calls: { usage: totalsOf(calls(2)), records: calls(2) } });
+  });
+
+  test('a failure carries the batch once: the provider failure it wraps keeps its message and type, not its records', async () => {
+    const blobs = new MemoryBlobStore();
+    const error = (await env()
+      .run(() =>
+        supervise(async (s) => {
+          s.calls.push(...calls(8));
+          throw ApplicationFailure.create({ message: 'out of tool rounds', type: 'ToolRoundsExhausted', nonRetryable: true, details: failureDetails(call(9, { status: 'error' }), calls(8)) });
+        }, { blobs }),
+      )
+      .catch((e: unknown) => e)) as ApplicationFailure;
+    expect(error).toBeInstanceOf(ApplicationFailure);
+    expect(error.type).toBe('ToolRoundsExhausted');
+    expect(error.nonRetryable).toBe(true);
+    const [details] = error.details as [{ calls: CallBatch }];
+    expect(details.calls).toMatchObject({ usage: { calls: 8 }, stored: { count: 8 } });
+    const cause = error.cause as ApplicationFailure;
+    expect(cause.message).toBe('out of tool rounds');
+    expect(cause.type).toBe('ToolRoundsExhausted');
+    expect(cause.details ?? []).toEqual([]);
+  });
+});
