@@ -3,7 +3,7 @@
  * constants only (no zod), so workflow code can import them. The files' schemas are in `loop.ts`.
  */
 import type { Decision, Termination } from './loop';
-import type { Json } from './shapes';
+import type { Json, UsageTotals } from './shapes';
 
 /** `run:` of a loop stage. */
 export const LOOP_STAGE = 'loop';
@@ -104,6 +104,8 @@ export interface LoopCarry {
   verifyFailures: number;
   /** Iteration activities run (reruns after a resume included). */
   iterationRuns?: number;
+  /** The totals of every iteration's model calls (reruns included), for the work item's usage and token budget. */
+  usage?: UsageTotals;
 }
 
 /** Iterations kept in workflow state (the rest are on disk). */
@@ -158,6 +160,9 @@ export interface LoopArtefact {
   text?: string;
 }
 
+/** What the loop workflow returns: its artefact, and the totals of its model calls (kept out of the artefact). */
+export type LoopResult = LoopArtefact & { usage?: UsageTotals };
+
 /** Update name to resume a failed loop (or give it up). */
 export const RESUME_LOOP_UPDATE = 'resumeLoop';
 /** Signal name a signal-fed queue's owner reports its length with. */
@@ -190,7 +195,10 @@ export interface LoopIterationInput {
   run?: number;
 }
 
-export type LoopIterationResult = ({ ok: true } & IterationRecord) | { ok: false; iteration: number; error: LoopError; calls: number };
+export type LoopIterationResult = (({ ok: true } & IterationRecord) | { ok: false; iteration: number; error: LoopError; calls: number }) & {
+  /** The totals of the iteration's model calls (absent: none, or a worker before totals); the records are in the call log. */
+  usage?: UsageTotals;
+};
 
 export interface LoopWriteStateInput {
   planRef: string;

@@ -215,10 +215,10 @@ export const EVENT_DRIVEN_SCHEDULER_ENGINE = 2;
  */
 export const CHAINED_STAGE_RUNNER_ENGINE = 3;
 /**
- * Engine version 4: model calls travel as {@link CallBatch}es, and the calls on the last heartbeat of an
- * activity that timed out (its worker died) are kept too. Only that recovery is new to the workflow (older
- * histories' arrays of records are read as batches whatever the version); it can change a token-budget
- * check, so it waits for this version.
+ * Engine version 4: model calls travel as {@link CallBatch}es; the calls on the last heartbeat of an
+ * activity that timed out (its worker died) are kept too, and the token budget applies to TDD trees and
+ * loops (whose calls now count in the item's usage). Those two are new decisions for the workflow (older
+ * histories' arrays of records are read as batches whatever the version), so they wait for this version.
  */
 export const CALL_BATCH_ENGINE = 4;
 /**

@@ -3,7 +3,7 @@
  * the workflow routes on is small and travels inline; what agents read (the spec, the scaffold, test
  * output, diffs, each exit in full) lives in the blob store and travels as `sha256:` references.
  */
-import type { TreadleEvent } from './shapes';
+import type { TreadleEvent, UsageTotals } from './shapes';
 import type { ExitName, ImpactLevel, ParentContext, Spec, TddNodeName, TddSettings } from './tdd';
 import type { CallBatch, PendingReview } from './state';
 
@@ -141,6 +141,8 @@ export interface TddChildState {
   /** MergeComplete in the blob store (what Impl reads as childMerges). */
   mergeRef?: string;
   error?: string;
+  /** The totals of the model calls of the child's tree, as its merge or its result reported them. */
+  usage?: UsageTotals;
 }
 
 /** Phases the Web UI and `status` show: the graph node the workflow is in. */
@@ -172,6 +174,8 @@ export interface TddNodeState {
   eventCount: number;
   merge?: { mergeCommit: string; ref: string; bytes?: number };
   error?: string;
+  /** The totals of this node's own model calls (its children's are on `children`). */
+  usage?: UsageTotals;
   startedAt: string;
   completedAt?: string;
 }
@@ -187,6 +191,8 @@ export interface TddNodeResult {
   mergeBytes?: number;
   branch: string;
   error?: string;
+  /** The totals of the model calls of this node and every child it heard from (absent before totals). */
+  usage?: UsageTotals;
 }
 
 /** Input and result of the activity that prepares a node's worktree. */

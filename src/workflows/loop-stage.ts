@@ -18,9 +18,10 @@ import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds
 import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
+import { addTotals } from '../engine/usage';
 import type { StageActivityResult } from '../model/state';
 import type { StageKindRun } from './common';
-import { iterationDir, KEPT_ITERATIONS, type LoopArtefact, type LoopCarry, type LoopIterationInput, type LoopIterationResult, type LoopPrepareInput, type LoopPrepareResult, type LoopStageInput, type LoopState, type LoopWriteStateInput } from '../model/loop-state';
+import { iterationDir, KEPT_ITERATIONS, type LoopArtefact, type LoopCarry, type LoopIterationInput, type LoopIterationResult, type LoopResult, type LoopPrepareInput, type LoopPrepareResult, type LoopStageInput, type LoopState, type LoopWriteStateInput } from '../model/loop-state';
 import { TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
 
@@ -33,7 +34,7 @@ const housekeeping = proxyActivities<{
 }>({ startToCloseTimeout: '3m', retry: { maximumAttempts: 5 } });
 
 /** Runs one loop stage; see the module comment. */
-export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
+export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
   const { plan } = input;
   // Iterations on disk before this loop (an earlier attempt's): numbers continue after them.
   const base = plan.startIteration ?? 0;
@@ -116,6 +117,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
     const result = await iterationActivity(base + n)({ planRef: input.planRef, iteration: base + n, run: base + carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
     iterationsThisRun++;
+    if (result.usage) carry.usage = addTotals(...(carry.usage ? [carry.usage] : []), result.usage);
     if (!result.ok) {
       // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.
       carry.failure = { status: 'failed', iteration: base + n, error: result.error, resume_from: base + n };
@@ -127,7 +129,13 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
       await condition(() => resumeRequest !== undefined);
       const request = resumeRequest!;
       if (request.action === 'abandon') {
-        throw ApplicationFailure.nonRetryable(`loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`, 'LoopFailed');
+        // The calls made so far still count for the work item: their totals ride on the failure.
+        throw ApplicationFailure.create({
+          message: `loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
+          type: 'LoopFailed',
+          nonRetryable: true,
+          ...(carry.usage ? { details: [{ calls: { usage: carry.usage } }] } : {}),
+        });
       }
       // The time spent failed does not count against the stage's runtime.
       carry.startedAtMs += Date.now() - pausedAt;
@@ -138,7 +146,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
       await writeState({ status: 'running' });
       continue;
     }
-    const { ok: _ok, ...record } = result;
+    const { ok: _ok, usage: _usage, ...record } = result;
     carry.iteration = n;
     carry.decisions[record.decision]++;
     carry.consecutiveStops = countStops(carry.consecutiveStops, record.decision);
@@ -174,6 +182,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopArtefact> {
     outputBytes: carry.lastOutputBytes ?? 0,
     latest: `${plan.stageDir}/output.md`,
     snapshots: base + carry.iteration > 0 ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(base + carry.iteration).slice('iterations/'.length)}/output.md` : '',
+    ...(carry.usage ? { usage: carry.usage } : {}),
   };
 
   /** The queue before an iteration: the command's answer, or the last report of a signal-fed queue (waiting for the first). */
@@ -240,12 +249,13 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
   const id = `${run.itemId}.${stage.name}.${run.attempt}`;
   run.emit('LoopStarted', `${stage.name}: loop ${id} in ${prepared.plan.sessionDir}/${prepared.plan.stageDir} (${prepared.plan.termination.type}, at most ${prepared.plan.maxIterations} iteration${prepared.plan.maxIterations === 1 ? '' : 's'})`, { stage: stage.name, attempt: run.attempt, details: { workflowId: id, session: prepared.plan.session } });
   run.touch();
-  const artefact = await executeChild(loopStage, {
+  const { usage, ...artefact } = await executeChild(loopStage, {
     workflowId: id,
     args: [{ itemId: run.itemId, pipeline: run.pipeline, stage: stage.name, planRef: prepared.planRef, plan: prepared.plan, ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}) }],
     staticSummary: `loop stage ${stage.name} of ${run.itemId}`,
   });
   const summary = truncateText(`${artefact.iterations} iteration${artefact.iterations === 1 ? '' : 's'}; ${artefact.stoppedBy.by === 'guardrail' ? 'stopped by a guardrail' : 'done'}: ${artefact.stoppedBy.reason}`);
   run.emit('LoopCompleted', `${stage.name}: ${summary}`, { stage: stage.name, attempt: run.attempt, details: { iterations: artefact.iterations, by: artefact.stoppedBy.by } });
-  return { outcome: 'completed', artefact: await artefactActivity({ artefact }), summary, previousLog: null };
+  // The loop's model calls count for the item (usage, token budget): their totals, as a batch without records.
+  return { outcome: 'completed', artefact: await artefactActivity({ artefact }), summary, previousLog: null, ...(usage ? { calls: { usage } } : {}) };
 }

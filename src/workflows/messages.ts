@@ -6,7 +6,7 @@ import type { ApprovalDecided, ApprovalDecision } from '../model/approvals';
 import { LOOP_QUEUE_SIGNAL, RESUME_LOOP_UPDATE, type LoopState, type ResumeRequest } from '../model/loop-state';
 import type { ReviewRequest } from '../model/shapes';
 import type { ItemStatus, PendingReview, StateQueryArgs, WorkItemState } from '../model/state';
-import type { TreadleEvent } from '../model/shapes';
+import type { TreadleEvent, UsageTotals } from '../model/shapes';
 
 /**
  * Fire-and-forget review, friendly to `temporal workflow signal`. A signal cannot answer, so invalid input
@@ -88,6 +88,8 @@ export interface MergeDone {
   impactLevel?: 'Trivial' | 'Additive' | 'Breaking';
   changesRef?: string;
   summary: string;
+  /** The totals of the model calls of the child's tree so far (absent from children before totals). */
+  usage?: UsageTotals;
 }
 export const mergeDoneSignal = defineSignal<[MergeDone]>('tddMergeDone');
 

@@ -33,13 +33,13 @@ import {
 } from '@temporalio/workflow';
 import { afterHuman, afterImpl, afterMerger, afterRebaser, afterReview, afterScaffold, afterWriteTests, barrierReady, type ExitSignal, type HumanAnswer, type TddCounters, type TddRoute } from '../engine/tdd-routes';
 import { checkReview } from '../engine/review';
-import { callBatchOf } from '../engine/usage';
+import { addTotals, callBatchOf } from '../engine/usage';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
 import type { ImplExit, MergerExit, RebaserExit, ScaffoldExit, TDDReviewImplExit, TDDWriteTestsExit, TddNodeName } from '../model/tdd';
 import { MAX_IMPL_ATTEMPTS, type HumanReason, type TddChildState, type TddNodeCallInput, type TddNodeCallResult, type TddNodeInput, type TddNodeResult, type TddNodeState, type TddWorktreeInput, type TddWorktreeResult } from '../model/tdd-node';
 import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { truncateText } from '../model/limits';
-import type { EventType, TreadleEvent } from '../model/shapes';
+import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
 import type { StateQueryArgs, WorkItemState } from '../model/state';
 import { describeFailure, eventPage, now } from './common';
 import {
@@ -199,6 +199,12 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     let implementationExists = false;
     const childHandles = new Map<string, ChildWorkflowHandle<typeof tddNode>>();
 
+    /** `{ usage }`: the totals of this node's calls and its children's, or nothing when there were none. */
+    const usageOfTree = (): { usage?: UsageTotals } => {
+      const parts = [...(state.usage ? [state.usage] : []), ...state.children.flatMap((c) => (c.usage ? [c.usage] : []))];
+      return parts.length > 0 ? { usage: addTotals(...parts) } : {};
+    };
+
     const call = async (node: TddNodeName, extra: Partial<TddNodeCallInput> = {}): Promise<TddNodeCallResult> => {
       // A note (a human's answer, a route's reason) is for the step the route goes to; a rebase or the judging
       // of a child's merge in between neither sees it nor uses it up.
@@ -230,6 +236,8 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       });
       if (readsNote) note = undefined;
       state.counters.agentCalls[node] = (state.counters.agentCalls[node] ?? 0) + result.agentCalls;
+      const used = callBatchOf(result.calls)?.usage;
+      if (used) state.usage = addTotals(...(state.usage ? [state.usage] : []), used);
       state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
       emit('NodeExit', `${node}: ${result.summary}`, {
         stage: node,
@@ -284,6 +292,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         await condition(() => (mergeDone !== undefined && mergeDone.nodePath === request.nodePath) || child.status !== 'running');
         const done: MergeDone = mergeDone ?? { nodePath: request.nodePath, merged: false, summary: `child ${request.nodePath} ended while merging` };
         mergeDone = undefined;
+        if (done.usage) child.usage = done.usage;
         if (done.merged) {
           child.status = 'merged';
           child.mergeCommit = done.mergeCommit;
@@ -309,6 +318,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     const watchChild = (child: TddChildState, handle: ChildWorkflowHandle<typeof tddNode>): void => {
       void handle.result().then(
         (result) => {
+          if (result.usage) child.usage = result.usage;
           if (result.status === 'merged') {
             child.status = 'merged';
             child.mergeCommit ??= result.mergeCommit;
@@ -487,6 +497,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
               ...(r.envelope.impactLevel ? { impactLevel: r.envelope.impactLevel } : {}),
               ...(r.envelope.changesRef ? { changesRef: r.envelope.changesRef } : {}),
               summary: r.summary,
+              ...usageOfTree(),
             });
           }
           if (r.exit === 'NoDecision') {
@@ -536,6 +547,8 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
           });
       }
     }
+    // Every child has settled: the tree's calls are all counted (a child cancelled by a failed parent reports none).
+    Object.assign(result, usageOfTree());
     state.status = result.status;
     state.phase = 'done';
     if (result.error) state.error = result.error;

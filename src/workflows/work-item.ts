@@ -10,6 +10,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   CancelledFailure,
+  ChildWorkflowFailure,
   condition,
   executeChild,
   isCancellation,
@@ -330,9 +331,10 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   // its stage ends, and runStageChained (engine 3) does the same in each of its steps and returns nothing.
   // No `.then` on runStage: the SDK records a stack trace for every promise a workflow creates.
   const chained = (prepared.engine ?? 1) >= CHAINED_STAGE_RUNNER_ENGINE;
+  // Engine 4: the calls on a timed-out activity's last heartbeat count, and TDD trees and loops are under the token budget.
   const heartbeatCalls = (prepared.engine ?? 1) >= CALL_BATCH_ENGINE;
   const runner = (stage: StageSpec): void => {
-    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, heartbeatCalls, resolutions, usesAgent: usesAgent(stage, agentBacked) };
+    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, heartbeatCalls, resolutions, usesAgent: usesAgent(stage, agentBacked, heartbeatCalls) };
     if (chained) runStageChained(run);
     else void runStage(run);
   };
@@ -898,9 +900,13 @@ async function runTddTree(run: StageRun, attempt: number): Promise<StageActivity
   const treeId = `${workflowInfo().workflowId}.${run.stage.name}.${attempt}`;
   const input = await tddPrepare({ config: run.stage.with ?? null, treeId });
   const result = await executeChild(tddNode, { workflowId: treeId, args: [input] });
-  if (result.status !== 'merged' || !result.mergeRef) throw ApplicationFailure.nonRetryable(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed');
+  // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
+  const calls = result.usage ? { calls: { usage: result.usage } } : {};
+  if (result.status !== 'merged' || !result.mergeRef) {
+    throw ApplicationFailure.create({ message: `TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, type: 'TddTreeFailed', nonRetryable: true, ...(result.usage ? { details: [calls] } : {}) });
+  }
   const summary = truncateText(`${result.nodePath} merged as ${result.mergeCommit?.slice(0, 10) ?? '?'} into ${input.mergeInto}`);
-  return { outcome: 'completed', artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary }, summary, previousLog: null };
+  return { outcome: 'completed', artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary }, summary, previousLog: null, ...calls };
 }
 
 function stageActivity(stage: StageSpec, attempt: number): (input: StageActivityInput) => Promise<StageActivityResult> {
@@ -964,14 +970,19 @@ function callsOfFailure(run: StageRun, error: unknown): unknown {
   return detailsOfFailure(error)?.calls;
 }
 
-/** What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`. */
+/**
+ * What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`; or a stage
+ * kind's failure (a TDD tree, a loop abandoned) with the totals of its calls: `{ calls: { usage } }`.
+ */
 function detailsOfFailure(error: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
-  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  const cause = error instanceof ActivityFailure || error instanceof ChildWorkflowFailure ? error.cause : error instanceof ApplicationFailure ? error : undefined;
   const first = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined;
   return typeof first === 'object' && first !== null ? (first as { calls?: unknown; previousLog?: unknown }) : undefined;
 }
 
-function usesAgent(stage: StageSpec, agentBacked: Set<string>): boolean {
+/** Whether the token budget applies to a stage: it or a gate calls models; TDD trees and loops do too (engine 4 on). */
+function usesAgent(stage: StageSpec, agentBacked: Set<string>, kindsCallModels: boolean): boolean {
+  if (kindsCallModels && (stage.run === TDD_STAGE || stage.run === LOOP_STAGE)) return true;
   return agentBacked.has(stage.run) || gateLeaves(stage.gate).some((g) => agentBacked.has(gateActivityType(g.run)));
 }
 

@@ -205,6 +205,8 @@ test('missing, malformed or erroring status files fail the iteration with a reas
   const result = await h.client.result(ids[0]!);
   expect(result.status).toBe('failed');
   expect(JSON.stringify(result)).toContain('loop stage work failed at iteration 2 (missing_status');
+  // The abandoned loop's two calls still count: their totals ride on its failure.
+  expect((await h.client.usage(ids[0]!)).stages.work!.calls).toBe(2);
 }, 90_000);
 
 test('inputs: select latest gives the previous stage’s output.md, select all every iteration’s snapshot; verify runs and is recorded', async () => {
@@ -353,6 +355,30 @@ test('a loop composes with ordinary stages: an upstream artefact becomes an inpu
   expect(await h.client.readArtefact(published.upstream.refine as Json)).toMatchObject({ iterations: 2, stageDir: 'stage-01-refine', stoppedBy: { by: 'termination' }, text: '# Output 2\n' });
   const events = await h.client.events(id);
   expect(events.filter((e) => e.stage === 'refine').map((e) => e.type)).toEqual(expect.arrayContaining(['StageStarted', 'LoopStarted', 'LoopCompleted', 'QualityCheckPassed', 'StageCompleted']));
+  // Each iteration's model call counts in the item's usage, as the loop's totals.
+  const usage = await h.client.usage(id);
+  expect(usage.stages.refine).toMatchObject({ calls: 2, errors: 0 });
+  expect(usage.stages.refine!.inputTokens).toBeGreaterThan(0);
+}, 60_000);
+
+test('the token budget counts a loop’s calls: a later loop waits for review once they have spent it', async () => {
+  const id = h.id('loop-budget');
+  const spec = {
+    name: 'budgeted-loops',
+    token_budget: 10,
+    stages: [loopStage('first', { termination: { type: 'fixed' } }, { max_iterations: 2 }), { ...(loopStage('second', { termination: { type: 'fixed' } }, { max_iterations: 1 }) as Record<string, Json>), depends_on: ['first'] }],
+  };
+  await h.client.start(spec, { agent_replies: { first: [reply(1), reply(2)], second: [reply(1)] } }, { id });
+  const waiting = await eventually(async () => {
+    const state = await h.client.getState(id);
+    return state.status === 'waiting_review' ? state : undefined;
+  });
+  expect(waiting.usage!.stages.first!.calls).toBe(2);
+  expect(waiting.pendingReviews).toEqual([expect.objectContaining({ stage: 'second', reason: 'budget_exhausted', message: expect.stringContaining('token budget spent') })]);
+  // Approving lets the loop run past the budget.
+  await h.client.review(id, 'second', { kind: 'approve' });
+  expect((await h.client.result(id)).status).toBe('completed');
+  expect((await h.client.usage(id)).stages.second!.calls).toBe(1);
 }, 60_000);
 
 test('the pipeline guardrail: max_runtime_seconds of the whole pipeline stops a loop that would run on', async () => {

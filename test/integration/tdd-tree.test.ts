@@ -131,6 +131,16 @@ test('a tdd stage in an ordinary pipeline: the tree runs as a child workflow and
   expect(tree.type).toBe('tddNode');
   expect(tree.parentExecution?.workflowId).toBe(id);
   expect((await h.temporal.workflow.getHandle(`${id}.build.1.tokenizer`).describe()).parentExecution?.workflowId).toBe(`${id}.build.1`);
+
+  // Every node's model calls count in the item's usage: the root's own and each child's.
+  const treeState = await h.client.getTddState(`${id}.build.1`);
+  const nodes = [treeState, ...(await Promise.all(treeState.children.map((c) => h.client.getTddState(c.workflowId))))];
+  const calls = nodes.map((n) => n.usage?.calls ?? 0);
+  expect(calls.every((n) => n > 0)).toBe(true);
+  expect(treeState.children.map((c) => c.usage?.calls)).toEqual(calls.slice(1));
+  const usage = await h.client.usage(id);
+  expect(usage.stages.build!.calls).toBe(calls.reduce((a, b) => a + b, 0));
+  expect(usage.stages.build!.inputTokens).toBe(nodes.reduce((sum, n) => sum + n.usage!.inputTokens, 0));
 }, 240_000);
 
 test('a tdd stage whose config is wrong is refused by the worker before anything runs, every problem listed', async () => {
