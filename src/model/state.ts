@@ -126,6 +126,8 @@ export interface WorkItemResult {
   error?: string;
   /** Why each failed stage failed. */
   stageErrors?: Record<string, string>;
+  /** The totals of the item's model calls (absent when it made none, and from items before totals). */
+  usage?: UsageTotals;
 }
 
 /** Fields shared by stage and gate activity inputs. */

@@ -9,7 +9,8 @@ import { ApplicationFailure, executeChild, isCancellation, proxyActivities } fro
 import { FAN_OUT_PREPARE_ACTIVITY, type FanOutArtefact, type FanOutItemResult, type FanOutPrepareInput, type FanOutPrepareResult } from '../model/fan-out';
 import { STORE_ARTEFACT_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
-import type { Artefact, Json } from '../model/shapes';
+import type { Artefact, Json, UsageTotals } from '../model/shapes';
+import { addTotals } from '../engine/usage';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult, WorkItemInput, WorkItemResult } from '../model/state';
 import { describeFailure, type StageKindRun } from './common';
 
@@ -41,6 +42,8 @@ export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<Sta
   run.touch();
 
   const results: FanOutItemResult[] = new Array<FanOutItemResult>(total);
+  // The elements' model calls count for this item: their totals, summed as each element ends.
+  let usage: UsageTotals | undefined;
   const runOne = async (index: number): Promise<void> => {
     const id = `${run.itemId}.${stage.name}.${run.attempt}.${index}`;
     // The elements are part of this run: they share its correlation id.
@@ -51,6 +54,7 @@ export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<Sta
     try {
       const child = await executeChild<(input: WorkItemInput) => Promise<WorkItemResult>>('workItem', { workflowId: id, args: [args], staticSummary: `${stage.name} element ${index + 1}/${total}` });
       const artefact = child.artefacts[prepared.childStage];
+      if (child.usage) usage = addTotals(...(usage ? [usage] : []), child.usage);
       results[index] =
         child.status === 'completed'
           ? { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) }
@@ -79,9 +83,14 @@ export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<Sta
   emit('FanOutCompleted', `${stage.name}: ${summary}`, { stage: stage.name, details: { completed: progress.completed, failed: progress.failed } });
   if (progress.failed > 0 && prepared.onItemFailure === 'fail') {
     const failed = results.filter((r) => r.status === 'failed');
-    throw ApplicationFailure.nonRetryable(`${failed.length} of ${total} elements failed (on_item_failure: fail): ${failed.slice(0, 5).map((r) => `${r.index}: ${r.error}`).join('; ')}${failed.length > 5 ? '; …' : ''}`, 'FanOutFailed');
+    throw ApplicationFailure.create({
+      message: `${failed.length} of ${total} elements failed (on_item_failure: fail): ${failed.slice(0, 5).map((r) => `${r.index}: ${r.error}`).join('; ')}${failed.length > 5 ? '; …' : ''}`,
+      type: 'FanOutFailed',
+      nonRetryable: true,
+      ...(usage ? { details: [{ calls: { usage } }] } : {}),
+    });
   }
   // The results are stored once when large; downstream stages and the history carry the reference.
   const stored = (await activities[STORE_ARTEFACT_ACTIVITY]({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
-  return { outcome: 'completed', artefact: stored, summary, previousLog: null };
+  return { outcome: 'completed', artefact: stored, summary, previousLog: null, ...(usage ? { calls: { usage } } : {}) };
 }

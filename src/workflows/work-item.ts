@@ -284,7 +284,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     for (const [name, s] of Object.entries(state.stages)) if (s.status === 'completed' && s.artefact !== undefined) artefacts[name] = s.artefact;
     const stageErrors: Record<string, string> = Object.create(null) as Record<string, string>;
     for (const name of failedStages) stageErrors[name] = state.stages[name]!.error ?? 'failed';
-    return { id: itemId, pipeline: state.pipeline, status: state.status === 'failed' ? 'failed' : 'completed', artefacts, failedStages, ...(state.error ? { error: state.error } : {}), ...(failedStages.length > 0 ? { stageErrors } : {}) };
+    // The item's model calls in total, for a parent that fans out over items like this one.
+    const { total } = summarizeUsage(state.stages);
+    return { id: itemId, pipeline: state.pipeline, status: state.status === 'failed' ? 'failed' : 'completed', artefacts, failedStages, ...(state.error ? { error: state.error } : {}), ...(failedStages.length > 0 ? { stageErrors } : {}), ...(total.calls > 0 ? { usage: total } : {}) };
   };
 
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
@@ -809,13 +811,18 @@ function prepareAttempt(
     const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
       recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
     if (!fansOut(executed)) return afterOutput(takeCalls(executed));
-    return runFanOut(kindRun, executed.artefact).then((fanned) => afterOutput(takeCalls({ ...fanned, calls: executed.calls })));
+    return runFanOut(kindRun, executed.artefact).then((fanned) => {
+      keepCalls(record, fanned.calls); // the elements' calls, next to the stage's own
+      return afterOutput(takeCalls({ ...fanned, calls: executed.calls }));
+    });
   };
   // Before the event-driven scheduler an attempt was an async function with awaits, kept as it was so
   // histories recorded before it replay.
   const workBeforeEventDriven = async (): Promise<AttemptOutcome> => {
     const executed = await execute();
-    const output = takeCalls(fansOut(executed) ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
+    let fanned: StageActivityResult | undefined;
+    if (fansOut(executed)) keepCalls(record, (fanned = await runFanOut(kindRun, executed.artefact)).calls);
+    const output = takeCalls(fanned ? { ...fanned, calls: executed.calls } : executed);
     const outcome = recordOutput(output);
     if (outcome !== null) return outcome;
     return judged(output, await judgeOutput(output));

@@ -42,6 +42,11 @@ it('triages the sample inbox: extract, classify (fan-out), dedup, route, then th
   expect(state.stages['dedup']!.summary).toBe('4 distinct items (1 duplicate merged)');
   expect(state.stages['route']!.summary).toBe('3 actions to approve from 4 items');
   expect(state.status).toBe('waiting_approval');
+  // The classification of each element is a model call of the element's own item, and counts in this one.
+  const elements = await Promise.all(Array.from({ length: 5 }, (_, i) => h.client.usage(`${id}.classify.1.${i}`)));
+  expect(elements.map((u) => u.total.calls)).toEqual([1, 1, 1, 1, 1]);
+  expect(state.usage!.stages['classify']).toMatchObject({ calls: 5, inputTokens: elements.reduce((sum, u) => sum + u.total.inputTokens, 0) });
+  expect(state.usage!.stages['extract']!.calls).toBe(1);
 
   await h.client.decideApproval(byType.get('create_task')!.id, 'approve', { by: 'me' });
   await h.client.decideApproval(byType.get('add_busy_block')!.id, 'approve', { by: 'me' });
