@@ -4,6 +4,7 @@
 import path from 'node:path';
 import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
 import type { BlobStoreSettings } from './storage';
+import { ENGINE_VERSION } from './model/state';
 
 /** Treadle's settings. */
 export interface TreadleConfig {
@@ -20,6 +21,8 @@ export interface TreadleConfig {
   tasksFile: string;
   /** The cross-run call log's SQLite file (`TREADLE_CALL_LOG`; `off` for none), relative to the working directory. */
   callLog: string | null;
+  /** The engine version workers start items on (`TREADLE_ENGINE_VERSION`, default the newest): see README "Versioning". */
+  engineVersion: number;
 }
 
 export const DEFAULT_ADDRESS = 'localhost:7233';
@@ -35,6 +38,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
   if (!Number.isInteger(blobThresholdBytes) || blobThresholdBytes < 0) {
     throw new Error(`TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "${threshold}"`);
   }
+  const engine = env.TREADLE_ENGINE_VERSION?.trim();
+  const engineVersion = engine ? Number(engine) : ENGINE_VERSION;
+  if (!Number.isInteger(engineVersion) || engineVersion < 1 || engineVersion > ENGINE_VERSION) {
+    throw new Error(`TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${engine}"`);
+  }
   return {
     address: env.TEMPORAL_ADDRESS || DEFAULT_ADDRESS,
     addressFromEnv: Boolean(env.TEMPORAL_ADDRESS),
@@ -45,6 +53,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
     blobStore: blobStoreSettings(env),
     tasksFile: env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE,
     callLog: callLogOf(env.TREADLE_CALL_LOG),
+    engineVersion,
   };
 }
 

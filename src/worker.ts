@@ -59,6 +59,11 @@ export interface TreadleWorkerOptions {
    * must include `WORKFLOW_TRACING_MODULE` as a workflow interceptor module for workflow spans.
    */
   tracing?: TreadleTracing;
+  /**
+   * The engine version this worker starts items on (default `TREADLE_ENGINE_VERSION`, else the newest): pin
+   * it to the old version while a deploy that raises it rolls out (README "Versioning").
+   */
+  engineVersion?: number;
   /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
@@ -83,6 +88,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
         ...(options.agents ? { agents: options.agents } : {}),
         ...(callLog ? { callLog } : {}),
+        engineVersion: options.engineVersion ?? config.engineVersion,
       }),
       // TDD trees (seed 001): node calls and git worktrees.
       ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),

@@ -45,6 +45,8 @@ export interface ActivityDependencies {
   agents?: AgentProviders;
   /** The cross-run call log every model call is appended to (none: only the items' own records). */
   callLog?: CallLog;
+  /** The engine version items start on (default {@link ENGINE_VERSION}; an older one while a deploy rolls out). */
+  engineVersion?: number;
 }
 
 type Activity = (input: never) => Promise<unknown>;
@@ -52,6 +54,8 @@ type Activity = (input: never) => Promise<unknown>;
 /** The activity functions to register on a worker, keyed by activity type. */
 export function createActivities(deps: ActivityDependencies): Record<string, Activity> {
   const threshold = deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES;
+  const engine = deps.engineVersion ?? ENGINE_VERSION;
+  if (!Number.isInteger(engine) || engine < 1 || engine > ENGINE_VERSION) throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
   const activities: Record<string, Activity> = {};
   const names = deps.registry.names();
 
@@ -59,12 +63,12 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     // A fan-out's children name their one-stage pipeline by reference: it is stored once for all of them.
     const raw = isBlobRef(input.pipeline) ? await resolveStored(input.pipeline as Artefact, deps.blobs) : input.pipeline;
     const result = validatePipeline(raw, names);
-    if (!result.ok) return { ok: false, problems: result.problems, engine: ENGINE_VERSION };
+    if (!result.ok) return { ok: false, problems: result.problems, engine };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
     const spec = await offloadConfigs(result.spec, deps.blobs, threshold);
     // The result is recorded in the item's history: stages travel as differences from the first one.
     const packedStages = packStages(spec.stages);
-    return { ok: true, spec: packedStages ? { ...spec, stages: [] } : spec, ...(packedStages ? { packedStages } : {}), agentBacked: deps.registry.agentBackedTypes(), engine: ENGINE_VERSION };
+    return { ok: true, spec: packedStages ? { ...spec, stages: [] } : spec, ...(packedStages ? { packedStages } : {}), agentBacked: deps.registry.agentBackedTypes(), engine };
   };
 
   // Edits that arrived inline (e.g. `temporal workflow signal`) above the threshold are stored once here,

@@ -333,10 +333,11 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   // its stage ends, and runStageChained (engine 3) does the same in each of its steps and returns nothing.
   // No `.then` on runStage: the SDK records a stack trace for every promise a workflow creates.
   const chained = (prepared.engine ?? 1) >= CHAINED_STAGE_RUNNER_ENGINE;
-  // Engine 4: the calls on a timed-out activity's last heartbeat count, and TDD trees and loops are under the token budget.
-  const heartbeatCalls = (prepared.engine ?? 1) >= CALL_BATCH_ENGINE;
+  // Engine 4: every model call counts (a timed-out activity's last heartbeat, TDD trees, loops, fan-outs),
+  // and TDD trees and loops are under the token budget.
+  const callBatches = (prepared.engine ?? 1) >= CALL_BATCH_ENGINE;
   const runner = (stage: StageSpec): void => {
-    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, heartbeatCalls, resolutions, usesAgent: usesAgent(stage, agentBacked, heartbeatCalls) };
+    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, callBatches, resolutions, usesAgent: usesAgent(stage, agentBacked, callBatches) };
     if (chained) runStageChained(run);
     else void runStage(run);
   };
@@ -432,8 +433,12 @@ interface StageRun {
   crashed: (stage: StageSpec, error: unknown) => void;
   /** The work item runs the event-driven scheduler (EVENT_DRIVEN_SCHEDULER_ENGINE). */
   eventDriven: boolean;
-  /** The calls on a timed-out activity's last heartbeat count (CALL_BATCH_ENGINE). */
-  heartbeatCalls: boolean;
+  /**
+   * CALL_BATCH_ENGINE: the calls on a timed-out activity's last heartbeat count, and so do the totals TDD
+   * trees, loops and fan-outs report (on their results and failures). Items of older engines ignore them, so
+   * that their token-budget checks decide as they did.
+   */
+  callBatches: boolean;
   resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */
   usesAgent: boolean;
@@ -790,8 +795,10 @@ function prepareAttempt(
     if (!stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
     return null;
   };
+  // Before engine 4 only activities reported calls; a stage kind's totals are ignored for older items.
+  const reportsCalls = run.callBatches || !STAGE_KINDS.has(stage.run);
   const takeCalls = ({ calls, previousLog, ...output }: StageActivityResult): StageActivityOutput => {
-    keepCalls(record, calls);
+    if (reportsCalls) keepCalls(record, calls);
     if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
     return output;
   };
@@ -811,18 +818,17 @@ function prepareAttempt(
     const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
       recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
     if (!fansOut(executed)) return afterOutput(takeCalls(executed));
-    return runFanOut(kindRun, executed.artefact).then((fanned) => {
-      keepCalls(record, fanned.calls); // the elements' calls, next to the stage's own
-      return afterOutput(takeCalls({ ...fanned, calls: executed.calls }));
-    });
+    if (!run.callBatches) return runFanOut(kindRun, executed.artefact).then(({ calls: _elements, ...fanned }) => afterOutput(takeCalls({ ...fanned, ...(executed.calls ? { calls: executed.calls } : {}) })));
+    // The stage's own calls count even if its fan-out fails; the elements' come with the fan-out's result.
+    const { calls: own, ...stageOutput } = executed;
+    keepCalls(record, own);
+    return runFanOut(kindRun, stageOutput.artefact).then((fanned) => afterOutput(takeCalls(fanned)));
   };
   // Before the event-driven scheduler an attempt was an async function with awaits, kept as it was so
   // histories recorded before it replay.
   const workBeforeEventDriven = async (): Promise<AttemptOutcome> => {
     const executed = await execute();
-    let fanned: StageActivityResult | undefined;
-    if (fansOut(executed)) keepCalls(record, (fanned = await runFanOut(kindRun, executed.artefact)).calls);
-    const output = takeCalls(fanned ? { ...fanned, calls: executed.calls } : executed);
+    const output = takeCalls(fansOut(executed) ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
     const outcome = recordOutput(output);
     if (outcome !== null) return outcome;
     return judged(output, await judgeOutput(output));
@@ -969,23 +975,32 @@ function describeGate(gate: GateRef): string {
  * on every heartbeat, which is all that is left of an activity whose worker died (a heartbeat timeout).
  */
 function callsOfFailure(run: StageRun, error: unknown): unknown {
-  const cause = error instanceof ActivityFailure ? error.cause : undefined;
-  if (run.heartbeatCalls && cause instanceof TimeoutFailure) {
-    const beat = cause.lastHeartbeatDetails as { calls?: unknown } | undefined;
-    return typeof beat === 'object' && beat !== null ? beat.calls : undefined;
+  if (run.callBatches) {
+    const cause = error instanceof ActivityFailure ? error.cause : undefined;
+    if (cause instanceof TimeoutFailure) {
+      const beat = cause.lastHeartbeatDetails as { calls?: unknown } | undefined;
+      return typeof beat === 'object' && beat !== null ? beat.calls : undefined;
+    }
+    // A stage kind's failure (a TDD tree, a loop abandoned, a fan-out) with the totals of its calls.
+    const kind = error instanceof ChildWorkflowFailure ? error.cause : error instanceof ApplicationFailure ? error : undefined;
+    if (kind instanceof ApplicationFailure) return callsIn(kind.details?.[0]);
   }
   return detailsOfFailure(error)?.calls;
 }
 
-/**
- * What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`; or a stage
- * kind's failure (a TDD tree, a loop abandoned) with the totals of its calls: `{ calls: { usage } }`.
- */
+function callsIn(detail: unknown): unknown {
+  return typeof detail === 'object' && detail !== null ? (detail as { calls?: unknown }).calls : undefined;
+}
+
+/** What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`. */
 function detailsOfFailure(error: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
-  const cause = error instanceof ActivityFailure || error instanceof ChildWorkflowFailure ? error.cause : error instanceof ApplicationFailure ? error : undefined;
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
   const first = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined;
   return typeof first === 'object' && first !== null ? (first as { calls?: unknown; previousLog?: unknown }) : undefined;
 }
+
+/** Stages run by workflow code (child workflows, requests) rather than by one activity. */
+const STAGE_KINDS: ReadonlySet<string> = new Set([TDD_STAGE, LOOP_STAGE, FAN_OUT_STAGE, APPROVAL_STAGE]);
 
 /** Whether the token budget applies to a stage: it or a gate calls models; TDD trees and loops do too (engine 4 on). */
 function usesAgent(stage: StageSpec, agentBacked: Set<string>, kindsCallModels: boolean): boolean {

@@ -30,7 +30,7 @@ let dir: string;
 const taskQueue = `fault-crash-${Math.random().toString(36).slice(2, 10)}`;
 
 /** Starts a ledger worker process and resolves once it polls (or rejects with its output if it dies first). */
-async function startLedgerWorker(sleepMs: number): Promise<ChildProcess> {
+async function startLedgerWorker(sleepMs: number, env: Record<string, string> = {}): Promise<ChildProcess> {
   const child = spawn(process.execPath, [LEDGER_WORKER], {
     env: {
       ...process.env,
@@ -39,6 +39,7 @@ async function startLedgerWorker(sleepMs: number): Promise<ChildProcess> {
       TREADLE_BLOB_DIR: path.join(dir, 'blobs'),
       LEDGER_DIR: dir,
       LEDGER_SLEEP_MS: String(sleepMs),
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -237,4 +238,26 @@ it('the calls on a timed-out activity’s last heartbeat count when Temporal doe
   const audit = await client.audit(id);
   expect(audit.filter((e) => e.kind === 'model_call')).toHaveLength(5);
   expect(audit.map((e) => e.message)).toContainEqual(expect.stringMatching(/^talk attempt 1 \(chatty\) timed out/));
+});
+
+// An item started on engine 3, before heartbeats counted, keeps deciding as it did: those calls are not its.
+it('an item started on engine 3 does not count the calls on a timed-out activity’s last heartbeat', async () => {
+  const id = `chatty-engine-3-${taskQueue}`;
+  const spec = pipeline('chatty-engine-3')
+    .stage('talk', 'chatty', { with: { calls: 5 } })
+    .activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 1 } });
+  const first = await startLedgerWorker(60_000, { TREADLE_ENGINE_VERSION: '3' });
+  await client.start(spec, {}, { id });
+  await heartbeatCalls(id, 5);
+  first.kill('SIGKILL');
+  await exited(first);
+
+  const second = await startLedgerWorker(100, { TREADLE_ENGINE_VERSION: '3' });
+  const died = exited(second).then(() => Promise.reject(new Error(`the second worker died:\n${outputs.get(second)}`)));
+  died.catch(() => undefined);
+  expect(await Promise.race([client.result(id), died])).toEqual(expect.objectContaining({ status: 'failed' }));
+  const state = await client.getState(id);
+  expect(state.stages.talk!.attempts[0]!.error).toMatch(/heartbeat/i);
+  expect(state.stages.talk!.attempts[0]!.usage).toBeUndefined();
+  expect(state.usage!.total.calls).toBe(0);
 });

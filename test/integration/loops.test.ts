@@ -379,7 +379,20 @@ test('the token budget counts a loop’s calls: a later loop waits for review on
   await h.client.review(id, 'second', { kind: 'approve' });
   expect((await h.client.result(id)).status).toBe('completed');
   expect((await h.client.usage(id)).stages.second!.calls).toBe(1);
-}, 60_000);
+
+  // An item started on engine 3 (before loops counted) decides as it did then: no review, no loop usage.
+  const old = await startHarness({ engineVersion: 3 });
+  try {
+    const oldId = old.id('loop-budget-engine-3');
+    await old.client.start(spec, { agent_replies: { first: [reply(1), reply(2)], second: [reply(1)] } }, { id: oldId });
+    expect((await old.client.result(oldId)).status).toBe('completed');
+    const oldState = await old.client.getState(oldId);
+    expect(oldState.events.some((e) => e.type === 'ReviewRequested')).toBe(false);
+    expect(oldState.usage!.total.calls).toBe(0);
+  } finally {
+    await old.shutdown();
+  }
+}, 90_000);
 
 test('the pipeline guardrail: max_runtime_seconds of the whole pipeline stops a loop that would run on', async () => {
   const id = h.id('loop-pipeline-guard');

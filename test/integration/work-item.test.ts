@@ -69,7 +69,8 @@ it('a failed stage skips its dependents transitively while other branches finish
 describe('invalid review input', () => {
   it('the update rejects unknown stages, stages not waiting and malformed edits with a clear message', async () => {
     const id = h.id();
-    await h.client.start(draftPublish({ maxAttempts: 1 }, 'always'), null, { id });
+    // publish waits for review too, so the item is still running when draft is approved twice.
+    await h.client.start(draftPublish({ maxAttempts: 1 }, 'always', 'always'), null, { id });
     await until(id, 'waiting_review');
     await expect(h.client.approve(id, 'nope')).rejects.toThrow(`review rejected: unknown stage "nope" in work item ${id} (stages: draft, publish)`);
     await expect(h.client.approve(id, 'publish')).rejects.toThrow(`stage "publish" of work item ${id} is not waiting for review (it is pending); waiting: draft`);
@@ -83,7 +84,7 @@ describe('invalid review input', () => {
     const history = await h.temporal.workflow.getHandle(id).fetchHistory();
     expect(history.events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes)).toHaveLength(0);
     await h.client.approve(id, 'draft');
-    await expect(h.client.approve(id, 'draft')).rejects.toThrow('is not waiting for review');
+    await expect(h.client.approve(id, 'draft')).rejects.toThrow(`stage "draft" of work item ${id} is not waiting for review (it is completed)`);
   });
 
   it('the signal records invalid input as an event and changes nothing', async () => {

@@ -41,6 +41,8 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
   approvalActions?: ActionCatalog;
   /** Reuse a task queue (e.g. to serve items another harness started); default: a fresh one. */
   taskQueue?: string;
+  /** The engine version items start on (default the newest): runs older items' branches. */
+  engineVersion?: number;
 }
 
 export function testAddress(): string {
@@ -67,6 +69,7 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(options:
     ...(options.agents ? { agents: options.agents } : {}),
     ...(options.approvalActions ? { approvalActions: options.approvalActions } : {}),
     ...(options.callLog !== undefined ? { callLog: options.callLog } : {}),
+    ...(options.engineVersion !== undefined ? { engineVersion: options.engineVersion } : {}),
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });
