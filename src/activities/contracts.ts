@@ -176,7 +176,6 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     state.rejected = unrevised;
   }
   const { contract } = state;
-  const calls = s.calls.length;
   let fallback: { kind: 'threw' | 'malformed' | 'partial'; detail: string } | undefined;
   const newlyRejected: number[] = [];
   if (toValidate.length > 0) {
@@ -228,8 +227,8 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     rejected: state.rejected.length,
     ...(fallback ? { fallback: fallback.kind, fallbackDetail: fallback.detail } : {}),
     sample: newlyRejected.slice(0, SAMPLE).map((at) => ({ id: truncateText(state.ids[at]!, 100), reason: truncateText(state.reasons[at] ?? '', 200) })),
-    tokens: tokensOf(s, calls),
-    ...(await callsOf(s, calls)),
+    tokens: tokensOf(s),
+    ...(await callsOf(s)),
   };
 }
 
@@ -241,25 +240,24 @@ async function revise(input: ContractReviseInput, deps: ContractActivityDependen
   const id = state.ids[at]!;
   const reviser = revisers[contract.revise.run];
   if (!reviser) throw ApplicationFailure.nonRetryable(`unknown contract reviser "${contract.revise.run}"`, 'InvalidConfig');
-  const calls = s.calls.length;
   let revised: Json;
   try {
     const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
     revised = await reviser({ ...contextFor(setting, 'revise', `${contract.to}.revise.${id}`, deps, s), id, item: state.items[at]!, reason: state.reasons[at] ?? '' });
   } catch (error) {
     if (error instanceof UnparsableRevision) {
-      const wasted = tokensOf(s, calls);
+      const wasted = tokensOf(s);
       Context.current().log.warn('contract revision skipped: its reply is not an item', { contract: `${contract.from} → ${contract.to}`, item: id, wastedTokens: wasted, error: error.message });
-      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted, ...(await callsOf(s, calls)) };
+      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted, ...(await callsOf(s)) };
     }
     throw error;
   }
   if (revised === null || typeof revised !== 'object' || Array.isArray(revised)) {
-    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s, calls), ...(await callsOf(s, calls)) };
+    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s), ...(await callsOf(s)) };
   }
   // A revision keeps the item's identity: the id field is the original's, whatever the reply says.
   const kept = setPath(revised, contract.itemId, getPath(state.items[at]!, contract.itemId) ?? id);
-  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s, calls), ...(await callsOf(s, calls)) };
+  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s), ...(await callsOf(s)) };
 }
 
 async function finalize(input: ContractFinalizeInput, deps: ContractActivityDependencies): Promise<ContractFinalizeResult> {
@@ -388,6 +386,8 @@ function setPath(value: Json, path: string, to: Json): Json {
   return { ...base, [key!]: rest.length === 0 ? to : setPath(base[key!] ?? {}, rest.join('.'), to) };
 }
 
-function tokensOf(s: Supervision, from: number): number {
-  return s.calls.slice(from).reduce((sum, c) => sum + c.inputTokens + c.outputTokens, 0);
+/** Tokens this activity spent, its earlier executions' included (a retried execution reports their calls too). */
+function tokensOf(s: Supervision): number {
+  const { inputTokens, outputTokens } = s.usage();
+  return inputTokens + outputTokens;
 }

@@ -6,9 +6,9 @@
 import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { CallRecordSchema, type CallRecord, type Json } from '../model/shapes';
-import type { CallBatch, StoredCalls } from '../model/state';
+import type { CallBatch, StoredCalls, UsageTotals } from '../model/state';
 import { MAX_INLINE_CALL_RECORDS } from '../model/limits';
-import { callBatch, callBatchOf, totalsOf } from '../engine/usage';
+import { addTotals, callBatch, callBatchOf, inlineRecord, subtractTotals, totalsOf } from '../engine/usage';
 import { readJson, storeJson, type BlobStore } from '../storage/blob-store';
 import { callRecordsOf } from '../agents/recording';
 
@@ -17,6 +17,9 @@ const CANCEL_GRACE_MS = 10_000;
 
 /** Heartbeat at most this often, and at least three times per heartbeat timeout. */
 const MAX_HEARTBEAT_INTERVAL_MS = 5_000;
+
+/** Unstored records a heartbeat carries inline at most (beyond, their totals): the store is behind. */
+const MAX_HEARTBEAT_TAIL = 16;
 
 /** What supervision gives an activity body: cancellation, the call log, and progress heartbeats. */
 export interface Supervision {
@@ -28,11 +31,13 @@ export interface Supervision {
   heartbeat(details?: unknown): void;
   /** Reported with a failure or a cancellation next to the calls (the stage activity's `previousLog`). */
   report: Record<string, Json>;
+  /** The totals of every call of this activity, earlier executions' included (also those whose records are lost). */
+  usage(): UsageTotals;
   /**
-   * The calls from index `from` on as the result carries them: inline when few, else stored in the blob
-   * store first; undefined when there are none.
+   * The calls as the result carries them: inline when few, else stored in the blob store first (only their
+   * totals when the store fails); undefined when there are none.
    */
-  callBatch(from?: number): Promise<CallBatch | undefined>;
+  callBatch(): Promise<CallBatch | undefined>;
 }
 
 /** What supervision needs besides the body. */
@@ -56,7 +61,7 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
   const { blobs, onCalls } = options;
   const context = Context.current();
   const previous = context.info.heartbeatDetails as { calls?: unknown; progress?: unknown } | undefined;
-  const journal = new CallJournal(blobs, await callsFromHeartbeat(previous, blobs));
+  const journal = await CallJournal.resume(blobs, previous?.calls);
   const calls = journal.calls;
   let progress: unknown = previous?.progress;
   const beatNow = (): void => context.heartbeat({ calls: journal.heartbeatBatch(), progress });
@@ -69,7 +74,8 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       if (details !== undefined) progress = details;
       beatNow();
     },
-    callBatch: (from = 0) => (calls.length > from ? journal.seal(from) : Promise.resolve(undefined)),
+    usage: () => journal.usage(),
+    callBatch: () => journal.seal(),
   };
   const timeout = context.info.heartbeatTimeoutMs;
   const every = Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS);
@@ -84,7 +90,7 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       // made, including the one cut off, with the cancellation.
       const stopped = await Promise.race([work.then(() => true, () => true), new Promise<false>((r) => setTimeout(() => r(false), CANCEL_GRACE_MS))]);
       if (!stopped) activityLog.warn('implementation did not stop within the grace period after cancellation', { graceMs: CANCEL_GRACE_MS });
-      throw new CancelledFailure(error.message, [{ calls: await journal.sealForFailure(), ...supervision.report }]);
+      throw new CancelledFailure(error.message, [{ ...(await callsOf(supervision)), ...supervision.report }]);
     }
     beatNow();
     if (!(error instanceof Error)) throw error;
@@ -94,7 +100,7 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       message: error.message,
       type: failure?.type ?? error.name,
       nonRetryable: failure?.nonRetryable === true,
-      details: [{ calls: await journal.sealForFailure(), ...supervision.report }],
+      details: [{ ...(await callsOf(supervision)), ...supervision.report }],
       ...(failure?.nextRetryDelay ? { nextRetryDelay: failure.nextRetryDelay } : {}),
       cause: withoutCallRecords(error),
     });
@@ -110,53 +116,79 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
   }
 }
 
-/**
- * The activity's calls from index `from` on, for its result: `{ calls }` (inline, or stored by reference), or
- * nothing when it made none.
- */
-export async function callsOf(supervision: Supervision, from = 0): Promise<{ calls?: CallBatch }> {
-  const calls = await supervision.callBatch(from);
+/** The activity's calls for its result or failure: `{ calls }` (inline, or stored by reference), or nothing when it made none. */
+export async function callsOf(supervision: Supervision): Promise<{ calls?: CallBatch }> {
+  const calls = await supervision.callBatch();
   return calls ? { calls } : {};
 }
 
 /**
- * An activity's call records and where they are stored. Agents append to `calls`; heartbeats carry the
+ * An activity's call records and where they are stored. Agents append to `calls`. Heartbeats carry the
  * records stored so far by reference plus the ones made since inline, and start storing them all once more
- * than fit inline are unstored, so a heartbeat stays small however many calls the activity makes.
+ * than fit inline are unstored; should the store lag far behind (or fail), a heartbeat carries the totals
+ * of the unstored ones and no more than {@link MAX_HEARTBEAT_TAIL} records, so it stays small whatever
+ * happens. Calls of an earlier execution whose records could not be read back count by their totals.
  */
 class CallJournal {
   private stored: StoredCalls | undefined;
   private storing: Promise<void> | undefined;
 
-  constructor(
+  private constructor(
     private readonly blobs: BlobStore,
     readonly calls: CallRecord[],
+    /** The totals of an earlier execution's calls whose records are lost (not stored, or not readable). */
+    private readonly unread: UsageTotals | undefined,
   ) {}
+
+  /** The journal of a retried execution: the calls on the previous one's last heartbeat, its stored ones read back. */
+  static async resume(blobs: BlobStore, beat: unknown): Promise<CallJournal> {
+    const batch = callBatchOf(beat);
+    if (!batch) return new CallJournal(blobs, [], undefined);
+    let stored: unknown[] = [];
+    if (batch.stored) {
+      try {
+        stored = await readJson<unknown[]>(blobs, batch.stored.ref);
+      } catch (error) {
+        activityLog.warn('could not read the call records of the earlier execution; their totals still count', { ref: batch.stored.ref, error: (error as Error).message });
+      }
+    }
+    const calls = [...stored, ...(batch.records ?? [])].filter((c) => CallRecordSchema.safeParse(c).success) as CallRecord[];
+    const unread = batch.usage.calls > calls.length ? subtractTotals(batch.usage, totalsOf(calls)) : undefined;
+    return new CallJournal(blobs, calls, unread);
+  }
+
+  usage(): UsageTotals {
+    return this.unread ? addTotals(totalsOf(this.calls), this.unread) : totalsOf(this.calls);
+  }
 
   /** What a heartbeat carries now (synchronous: heartbeats are). */
   heartbeatBatch(): CallBatch {
-    const { calls, stored } = this;
-    if (calls.length <= MAX_INLINE_CALL_RECORDS) return callBatch(calls);
-    const storedCount = stored?.count ?? 0;
-    if (calls.length - storedCount > MAX_INLINE_CALL_RECORDS) this.storeSoon();
-    return { usage: totalsOf(calls), ...(stored ? { stored } : {}), records: calls.slice(storedCount) };
+    const { calls, stored, unread } = this;
+    if (calls.length <= MAX_INLINE_CALL_RECORDS && !unread) return callBatch(calls);
+    const tail = calls.slice(stored?.count ?? 0);
+    if (tail.length > MAX_INLINE_CALL_RECORDS) this.storeSoon();
+    const inline = tail.length <= MAX_HEARTBEAT_TAIL;
+    const omitted = (inline ? 0 : tail.length) + (unread?.calls ?? 0);
+    return {
+      usage: this.usage(),
+      ...(stored ? { stored } : {}),
+      ...(inline && tail.length > 0 ? { records: tail.map(inlineRecord) } : {}),
+      ...(omitted > 0 ? { omitted } : {}),
+    };
   }
 
-  /** The calls from `from` on, for a result: inline when few, else all of them stored. */
-  async seal(from: number): Promise<CallBatch> {
-    const calls = this.calls.slice(from);
-    if (calls.length <= MAX_INLINE_CALL_RECORDS) return callBatch(calls);
-    if (from === 0 && this.stored?.count === calls.length) return callBatch(calls, this.stored);
-    return callBatch(calls, { ref: await storeJson(this.blobs, calls, `${calls.length} model calls`), count: calls.length });
-  }
-
-  /** The calls for a failure's details: as for a result, but a blob store that fails loses only the records. */
-  async sealForFailure(): Promise<CallBatch> {
+  /** The calls for a result or a failure: inline when few, else all of them stored; only their totals when the store fails. */
+  async seal(): Promise<CallBatch | undefined> {
+    const { calls, unread } = this;
+    if (calls.length === 0 && !unread) return undefined;
+    const withUnread = (batch: CallBatch): CallBatch => (unread ? { ...batch, usage: this.usage(), omitted: (batch.omitted ?? 0) + unread.calls } : batch);
+    if (calls.length <= MAX_INLINE_CALL_RECORDS) return withUnread(callBatch(calls));
+    if (this.stored?.count === calls.length) return withUnread(callBatch(calls, this.stored));
     try {
-      return await this.seal(0);
+      return withUnread(callBatch(calls, { ref: await storeJson(this.blobs, calls, `${calls.length} model calls`), count: calls.length }));
     } catch (error) {
-      activityLog.warn('could not store the call records; the failure carries their totals only', { error: (error as Error).message });
-      return callBatch(this.calls);
+      activityLog.warn('could not store the call records; the activity reports their totals only (the call log has them)', { error: (error as Error).message });
+      return withUnread(callBatch(calls));
     }
   }
 
@@ -172,21 +204,6 @@ class CallJournal {
         this.storing = undefined;
       });
   }
-}
-
-/** The calls an earlier execution reported on its last heartbeat: a batch (its stored records read back), or a legacy array. */
-async function callsFromHeartbeat(details: { calls?: unknown } | undefined, blobs: BlobStore): Promise<CallRecord[]> {
-  const batch = callBatchOf(details?.calls);
-  if (!batch) return [];
-  let stored: unknown[] = [];
-  if (batch.stored) {
-    try {
-      stored = await readJson<unknown[]>(blobs, batch.stored.ref);
-    } catch (error) {
-      activityLog.warn('could not read the call records of the earlier execution', { ref: batch.stored.ref, error: (error as Error).message });
-    }
-  }
-  return [...stored, ...(batch.records ?? [])].filter((c) => CallRecordSchema.safeParse(c).success) as CallRecord[];
 }
 
 /**

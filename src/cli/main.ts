@@ -428,7 +428,7 @@ registerCallsCommand(program);
 program
   .command('audit <id>')
   .description('a run\'s steps, attempts, reviews, approvals and model calls in order, from its history (a work item id, or a correlation id for the run and its fan-out elements)')
-  .option('--json', 'as JSON lines: {at, workflowId, kind, step?, attempt?, message}')
+  .option('--json', 'as JSON lines: {at, workflowId, kind, step?, attempt?, message, stored?}')
   .action(
     withClient(async (client, id: string, opts: { json?: boolean }) => {
       const entries = await client.audit(id);

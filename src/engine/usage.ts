@@ -68,8 +68,22 @@ export function addTotals(...parts: readonly UsageTotals[]): UsageTotals {
   return { ...sum, estimatedCostUsd: roundCost(cost) };
 }
 
+/** `whole` less `part` (the totals of calls known only by their totals); a cost is unknown when either is. */
+export function subtractTotals(whole: UsageTotals, part: UsageTotals): UsageTotals {
+  const cost = whole.estimatedCostUsd === null || part.estimatedCostUsd === null ? null : whole.estimatedCostUsd - part.estimatedCostUsd;
+  return {
+    calls: Math.max(0, whole.calls - part.calls),
+    errors: Math.max(0, whole.errors - part.errors),
+    inputTokens: Math.max(0, whole.inputTokens - part.inputTokens),
+    outputTokens: Math.max(0, whole.outputTokens - part.outputTokens),
+    cacheReadTokens: Math.max(0, whole.cacheReadTokens - part.cacheReadTokens),
+    latencyMs: Math.max(0, whole.latencyMs - part.latencyMs),
+    estimatedCostUsd: cost === null ? null : roundCost(Math.max(0, cost)),
+  };
+}
+
 /** A call record as it travels inline: its error text cut short (the stored record keeps it whole). */
-function inlineRecord(call: CallRecord): CallRecord {
+export function inlineRecord(call: CallRecord): CallRecord {
   return call.error !== undefined && call.error.length > MAX_INLINE_CALL_ERROR_CHARS ? { ...call, error: truncateText(call.error, MAX_INLINE_CALL_ERROR_CHARS) } : call;
 }
 
@@ -96,11 +110,15 @@ export function callBatchOf(raw: unknown): CallBatch | undefined {
   return batch as CallBatch;
 }
 
-/** Adds an activity's calls (a batch, or a legacy array of records) to what an attempt or a stage keeps. */
-export function keepCalls(kept: KeptCalls, raw: unknown): void {
+/**
+ * Adds an activity's calls (a batch, or a legacy array of records) to what an attempt or a stage keeps:
+ * their totals, and unless `totalsOnly`, the records that came inline and the references of stored ones.
+ */
+export function keepCalls(kept: KeptCalls, raw: unknown, totalsOnly = false): void {
   const batch = callBatchOf(raw);
   if (!batch || batch.usage.calls === 0) return;
   kept.usage = addTotals(usageOf(kept), batch.usage);
+  if (totalsOnly) return;
   if (batch.records && batch.records.length > 0) kept.calls = [...(kept.calls ?? []), ...batch.records];
   if (batch.stored) kept.storedCalls = [...(kept.storedCalls ?? []), batch.stored];
 }

@@ -61,7 +61,7 @@ export interface StageState {
   validatedInputs?: Record<string, Artefact>;
   /** Seed 002's `quality_flags` of this stage's input validation. */
   qualityFlags?: QualityFlags;
-  /** The model calls of this stage's contracts (validations and revisions): in its usage and the token budget. */
+  /** The totals of this stage's contracts' model calls (validations and revisions): in its usage and the token budget. */
   contractCalls?: KeptCalls;
   startedAt?: string;
   completedAt?: string;

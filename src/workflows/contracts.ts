@@ -35,11 +35,12 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
   const flags: QualityFlags = st.qualityFlags ?? { items_produced: 0, validation_rejections: 0, validation_retries: 0 };
   st.qualityFlags = flags;
   const validated: Record<string, Artefact> = { ...st.validatedInputs };
-  // Batches (or, in histories recorded before them, arrays of records): kept like an attempt's calls.
+  // Batches (or, in histories recorded before them, arrays of records): their totals only, since a stage's
+  // contracts may make a call per item and round; the records are in the history and the call log.
   const addCalls = (calls: unknown): void => {
     if (calls === undefined) return;
     st.contractCalls ??= {};
-    keepCalls(st.contractCalls, calls);
+    keepCalls(st.contractCalls, calls, true);
   };
   for (const contract of mine) {
     const source = run.state.stages[contract.from]?.artefact;

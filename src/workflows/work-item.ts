@@ -1210,10 +1210,10 @@ function describePayload(payload: unknown): Record<string, Json> {
 }
 
 /**
- * An earlier attempt as the next activities receive it: no call log, and a rejected verdict's feedback only
+ * An earlier attempt as the next activities receive it: no calls, and a rejected verdict's feedback only
  * once (in `feedback`; the activity puts it back into the verdict).
  */
-function compactAttempt({ calls: _calls, ...record }: AttemptRecord): AttemptRecord {
+function compactAttempt({ calls: _calls, usage: _usage, storedCalls: _stored, ...record }: AttemptRecord): AttemptRecord {
   if (record.verdict?.kind === 'rejected' && record.feedback) return { ...record, verdict: { kind: 'rejected', feedback: { summary: '', failedCriteria: [] } } };
   return record;
 }

@@ -106,22 +106,47 @@ describe('supervision', () => {
     await activity.run(() =>
       supervise(
         async (s) => {
-          s.calls.push(...calls(50));
-          s.heartbeat(); // starts storing the 50
+          s.calls.push(...calls(10));
+          s.heartbeat(); // starts storing the 10
           await new Promise((r) => setTimeout(r, 50));
-          s.calls.push(call(51));
+          s.calls.push(call(11));
           s.heartbeat();
+          s.calls.push(...calls(60).slice(11));
+          s.heartbeat(); // 49 unstored: their totals only, until the next store is done
           return null;
         },
         { blobs },
       ),
     );
-    const [first, second] = beats;
-    // Before the store finished: every record inline, lost by nothing.
-    expect(first!.calls).toMatchObject({ usage: { calls: 50 }, records: calls(50) });
-    // After: the 50 by reference and the one made since.
-    expect(second!.calls).toEqual({ usage: totalsOf([...calls(50), call(51)]), stored: { ref: expect.stringMatching(/^sha256:/), count: 50 }, records: [call(51)] });
-    expect(JSON.stringify(second).length).toBeLessThan(1_500);
+    const [first, second, third] = beats;
+    // Before the store finished: the records inline (up to 16), lost by nothing.
+    expect(first!.calls).toEqual({ usage: totalsOf(calls(10)), records: calls(10) });
+    // After: the 10 by reference and the one made since.
+    expect(second!.calls).toEqual({ usage: totalsOf(calls(11)), stored: { ref: expect.stringMatching(/^sha256:/), count: 10 }, records: [call(11)] });
+    // Far behind the store: the totals of every call, the stored ones' reference, how many are not listed.
+    expect(third!.calls).toEqual({ usage: totalsOf(calls(60)), stored: second!.calls.stored, omitted: 50 });
+    for (const beat of beats) expect(JSON.stringify(beat).length).toBeLessThan(7_000);
+  });
+
+  test('a result whose records cannot be stored carries their totals, and the activity still succeeds', async () => {
+    const blobs = new MemoryBlobStore();
+    blobs.put = () => Promise.reject(new Error('the store is down'));
+    const result: { calls?: CallBatch } = await env().run(() => supervise(async (s) => (s.calls.push(...calls(9)), callsOf(s)), { blobs }));
+    expect(result).toEqual({ calls: { usage: totalsOf(calls(9)), omitted: 9 } });
+  });
+
+  test('an earlier execution’s calls whose records cannot be read back still count by their totals', async () => {
+    const blobs = new MemoryBlobStore();
+    const lost = { calls: { usage: totalsOf(calls(11)), stored: { ref: `sha256:${'d'.repeat(64)}`, count: 10 }, records: [call(11)] } };
+    const result: { calls?: CallBatch } = await env(lost).run(() =>
+      supervise(async (s) => {
+        s.calls.push(call(12));
+        expect(s.usage()).toEqual(addTotals(totalsOf(calls(11)), totalsOf([call(12)])));
+        return callsOf(s);
+      }, { blobs }),
+    );
+    // The two known records inline; the ten lost ones in the totals and counted as omitted.
+    expect(result.calls).toEqual({ usage: addTotals(totalsOf(calls(11)), totalsOf([call(12)])), records: [call(11), call(12)], omitted: 10 });
   });
 
   test('a retried execution starts from the calls on the last heartbeat, reading the stored ones back', async () => {
@@ -152,6 +177,7 @@ describe('supervision', () => {
         }, { blobs }),
       )
       .catch((e: unknown) => e)) as ApplicationFailure;
+    expect(error.details).toHaveLength(1);
     expect(error).toBeInstanceOf(ApplicationFailure);
     expect(error.type).toBe('ToolRoundsExhausted');
     expect(error.nonRetryable).toBe(true);
