@@ -174,23 +174,30 @@ async function heartbeatCalls(id: string, made: number): Promise<{ usage: { call
   }, 20_000, `a heartbeat of ${id} carrying ${made} stored calls`);
 }
 
-// Model calls of a killed execution (more than travel inline) ride on its heartbeats by reference: the
-// retried execution reports them with its own, and they all count.
-it('a killed execution’s model calls come back with the retried execution, stored by reference', async () => {
-  const id = `chatty-${taskQueue}`;
-  const spec = pipeline('chatty')
-    .stage('talk', 'chatty', { with: { calls: 6 } })
-    .activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { initialInterval: '100ms' } });
-  const first = await startLedgerWorker(60_000);
+/**
+ * Runs a `chatty` stage (`calls` model calls, then a long heartbeating sleep) on a worker that is killed once
+ * its heartbeat carries them all stored, then a second worker; returns the item's result and that heartbeat.
+ */
+async function chattyKilled(name: string, calls: number, retry: { initialInterval: string } | { maximumAttempts: number }, env: Record<string, string> = {}) {
+  const id = `${name}-${taskQueue}`;
+  const spec = pipeline(name).stage('talk', 'chatty', { with: { calls } }).activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry });
+  const first = await startLedgerWorker(60_000, env);
   await client.start(spec, {}, { id });
-  const beat = await heartbeatCalls(id, 6);
+  const beat = await heartbeatCalls(id, calls);
   first.kill('SIGKILL');
   await exited(first);
 
-  const second = await startLedgerWorker(100);
+  const second = await startLedgerWorker(100, env);
   const died = exited(second).then(() => Promise.reject(new Error(`the second worker died:\n${outputs.get(second)}`)));
-  died.catch(() => undefined);
-  expect(await Promise.race([client.result(id), died])).toEqual(expect.objectContaining({ status: 'completed' }));
+  died.catch(() => undefined); // afterAll kills it; only a death before the result matters
+  return { id, beat, result: await Promise.race([client.result(id), died]) };
+}
+
+// Model calls of a killed execution (more than travel inline) ride on its heartbeats by reference: the
+// retried execution reports them with its own, and they all count.
+it('a killed execution’s model calls come back with the retried execution, stored by reference', async () => {
+  const { id, beat, result } = await chattyKilled('chatty', 6, { initialInterval: '100ms' });
+  expect(result).toEqual(expect.objectContaining({ status: 'completed' }));
 
   const state = await client.getState(id);
   const [attempt] = state.stages.talk!.attempts;
@@ -214,20 +221,8 @@ it('a killed execution’s model calls come back with the retried execution, sto
 // An activity that is not retried: its heartbeat timeout ends the attempt, and the calls on its last
 // heartbeat are the attempt's.
 it('the calls on a timed-out activity’s last heartbeat count when Temporal does not retry it', async () => {
-  const id = `chatty-once-${taskQueue}`;
-  const spec = pipeline('chatty-once')
-    .stage('talk', 'chatty', { with: { calls: 5 } })
-    .activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 1 } });
-  const first = await startLedgerWorker(60_000);
-  await client.start(spec, {}, { id });
-  await heartbeatCalls(id, 5);
-  first.kill('SIGKILL');
-  await exited(first);
-
-  const second = await startLedgerWorker(100);
-  const died = exited(second).then(() => Promise.reject(new Error(`the second worker died:\n${outputs.get(second)}`)));
-  died.catch(() => undefined);
-  expect(await Promise.race([client.result(id), died])).toEqual(expect.objectContaining({ status: 'failed' }));
+  const { id, result } = await chattyKilled('chatty-once', 5, { maximumAttempts: 1 });
+  expect(result).toEqual(expect.objectContaining({ status: 'failed' }));
 
   const state = await client.getState(id);
   const [attempt] = state.stages.talk!.attempts;
@@ -242,20 +237,8 @@ it('the calls on a timed-out activity’s last heartbeat count when Temporal doe
 
 // An item started on engine 3, before heartbeats counted, keeps deciding as it did: those calls are not its.
 it('an item started on engine 3 does not count the calls on a timed-out activity’s last heartbeat', async () => {
-  const id = `chatty-engine-3-${taskQueue}`;
-  const spec = pipeline('chatty-engine-3')
-    .stage('talk', 'chatty', { with: { calls: 5 } })
-    .activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 1 } });
-  const first = await startLedgerWorker(60_000, { TREADLE_ENGINE_VERSION: '3' });
-  await client.start(spec, {}, { id });
-  await heartbeatCalls(id, 5);
-  first.kill('SIGKILL');
-  await exited(first);
-
-  const second = await startLedgerWorker(100, { TREADLE_ENGINE_VERSION: '3' });
-  const died = exited(second).then(() => Promise.reject(new Error(`the second worker died:\n${outputs.get(second)}`)));
-  died.catch(() => undefined);
-  expect(await Promise.race([client.result(id), died])).toEqual(expect.objectContaining({ status: 'failed' }));
+  const { id, result } = await chattyKilled('chatty-engine-3', 5, { maximumAttempts: 1 }, { TREADLE_ENGINE_VERSION: '3' });
+  expect(result).toEqual(expect.objectContaining({ status: 'failed' }));
   const state = await client.getState(id);
   expect(state.stages.talk!.attempts[0]!.error).toMatch(/heartbeat/i);
   expect(state.stages.talk!.attempts[0]!.usage).toBeUndefined();
