@@ -4,7 +4,7 @@
 import path from 'node:path';
 import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
 import type { BlobStoreSettings } from './storage';
-import { ENGINE_VERSION } from './model/state';
+import { ENGINE_VERSION, isEngineVersion } from './model/state';
 
 /** Treadle's settings. */
 export interface TreadleConfig {
@@ -40,7 +40,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
   }
   const engine = env.TREADLE_ENGINE_VERSION?.trim();
   const engineVersion = engine ? Number(engine) : ENGINE_VERSION;
-  if (!Number.isInteger(engineVersion) || engineVersion < 1 || engineVersion > ENGINE_VERSION) {
+  if (!isEngineVersion(engineVersion)) {
     throw new Error(`TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${engine}"`);
   }
   return {

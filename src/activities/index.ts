@@ -29,7 +29,7 @@ import type {
   StoreArtefactInput,
   StoreArtefactResult,
 } from '../model/state';
-import { ENGINE_VERSION } from '../model/state';
+import { ENGINE_VERSION, isEngineVersion } from '../model/state';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { validatePipeline } from '../model/pipeline';
 import { packStages } from '../model/packed-stages';
@@ -55,7 +55,7 @@ type Activity = (input: never) => Promise<unknown>;
 export function createActivities(deps: ActivityDependencies): Record<string, Activity> {
   const threshold = deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES;
   const engine = deps.engineVersion ?? ENGINE_VERSION;
-  if (!Number.isInteger(engine) || engine < 1 || engine > ENGINE_VERSION) throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
+  if (!isEngineVersion(engine)) throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
   const activities: Record<string, Activity> = {};
   const names = deps.registry.names();
 

@@ -62,7 +62,6 @@ import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore }
 import { callLogWriter, type CallLog } from '../storage/call-log';
 import { ConversationStore } from '../storage/conversation';
 import { supervise, type Supervision } from './supervision';
-import { totalsOf } from '../engine/usage';
 import { isRecord } from './sources';
 import { checkCommand, commandList, PASSED_ENV, runTestCommand } from './test-command';
 import { writeFileInside } from './worktree-files';
@@ -313,7 +312,7 @@ async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopI
   // A fresh agent for every iteration: no conversation id, nothing carried over but the files.
   const provider = plan.agent ?? defaultAgentName(env);
   const factory = deps.agents[provider];
-  const fail = (type: LoopError['type'], message: string): LoopIterationResult => ({ ok: false, iteration: n, error: { type, message: truncateText(message, 1_000), timestamp: new Date().toISOString() }, calls: supervision.calls.length, ...usageOf(supervision) });
+  const fail = (type: LoopError['type'], message: string): LoopIterationResult => ({ ok: false, iteration: n, error: { type, message: truncateText(message, 1_000), timestamp: new Date().toISOString() }, calls: supervision.calls.length, ...iterationUsage(supervision) });
   if (!factory) return fail('invalid_config', `unknown agent provider "${provider}" (available: ${Object.keys(deps.agents).join(', ')})`);
   const agent = recordingAgent(factory({ itemId: plan.itemId, stage: plan.stage, attempt: input.run ?? n, input: replies !== undefined ? { agent_replies: replies } : null, config: undefined }), {
     calls: supervision.calls,
@@ -390,13 +389,14 @@ async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopI
     ...(outputRef !== undefined ? { outputRef } : {}),
     outputBytes,
     calls: supervision.calls.length,
-    ...usageOf(supervision),
+    ...iterationUsage(supervision),
   };
 }
 
 /** The totals of an iteration's model calls, when it made any (the records go to the call log). */
-function usageOf(supervision: Supervision): { usage?: UsageTotals } {
-  return supervision.calls.length > 0 ? { usage: totalsOf(supervision.calls) } : {};
+function iterationUsage(supervision: Supervision): { usage?: UsageTotals } {
+  const usage = supervision.usage();
+  return usage.calls > 0 ? { usage } : {};
 }
 
 /**

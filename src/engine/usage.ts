@@ -52,11 +52,12 @@ export function totalsOf(calls: readonly CallRecord[]): UsageTotals {
   return { ...totals, estimatedCostUsd: roundCost(cost) };
 }
 
-/** The sum of totals; a cost is unknown (null) when any part's is. */
-export function addTotals(...parts: readonly UsageTotals[]): UsageTotals {
+/** The sum of totals (parts that are undefined count as none); a cost is unknown (null) when any part's is. */
+export function addTotals(...parts: readonly (UsageTotals | undefined)[]): UsageTotals {
   const sum = { ...NO_CALLS };
   let cost: number | null = 0;
   for (const p of parts) {
+    if (p === undefined) continue;
     sum.calls += p.calls;
     sum.errors += p.errors;
     sum.inputTokens += p.inputTokens;
@@ -111,31 +112,29 @@ export function callBatchOf(raw: unknown): CallBatch | undefined {
 }
 
 /**
- * Adds an activity's calls (a batch, or a legacy array of records) to what an attempt or a stage keeps:
- * their totals, and unless `totalsOnly`, the records that came inline and the references of stored ones.
+ * Adds an activity's calls (a batch, or a legacy array of records) to what an attempt keeps: their totals,
+ * the records that came inline and the references of stored ones.
  */
-export function keepCalls(kept: KeptCalls, raw: unknown, totalsOnly = false): void {
+export function keepCalls(kept: KeptCalls, raw: unknown): void {
   const batch = callBatchOf(raw);
   if (!batch || batch.usage.calls === 0) return;
   kept.usage = addTotals(usageOf(kept), batch.usage);
-  if (totalsOnly) return;
   if (batch.records && batch.records.length > 0) kept.calls = [...(kept.calls ?? []), ...batch.records];
   if (batch.stored) kept.storedCalls = [...(kept.storedCalls ?? []), batch.stored];
 }
 
-/** The totals of what an attempt or a stage keeps (records kept before totals were: summed from them). */
-export function usageOf(kept: KeptCalls | undefined): UsageTotals {
-  if (!kept) return NO_CALLS;
+/** The totals of what an attempt keeps (records kept before totals were: summed from them). */
+export function usageOf(kept: KeptCalls): UsageTotals {
   return kept.usage ?? totalsOf(kept.calls ?? []);
 }
 
 /** Usage per stage and in total. */
-export function summarizeUsage(stages: Record<string, Pick<StageState, 'attempts' | 'contractCalls'>>): UsageSummary {
+export function summarizeUsage(stages: Record<string, Pick<StageState, 'attempts' | 'contractUsage'>>): UsageSummary {
   const perStage: Record<string, UsageTotals> = {};
   const all: UsageTotals[] = [];
   for (const [name, stage] of Object.entries(stages)) {
     // A stage's contracts (seed 002) validate its input with calls of their own: its usage too.
-    const totals = addTotals(...stage.attempts.map(usageOf), usageOf(stage.contractCalls));
+    const totals = addTotals(...stage.attempts.map(usageOf), stage.contractUsage);
     perStage[name] = totals;
     all.push(totals);
   }
@@ -143,7 +142,7 @@ export function summarizeUsage(stages: Record<string, Pick<StageState, 'attempts
 }
 
 /** Tokens counted against a budget: input plus output (cache reads are billed but not "new" work). */
-export function tokensSpent(stages: Record<string, Pick<StageState, 'attempts' | 'contractCalls'>>): number {
+export function tokensSpent(stages: Record<string, Pick<StageState, 'attempts' | 'contractUsage'>>): number {
   const { total } = summarizeUsage(stages);
   return total.inputTokens + total.outputTokens;
 }

@@ -61,8 +61,11 @@ export interface StageState {
   validatedInputs?: Record<string, Artefact>;
   /** Seed 002's `quality_flags` of this stage's input validation. */
   qualityFlags?: QualityFlags;
-  /** The totals of this stage's contracts' model calls (validations and revisions): in its usage and the token budget. */
-  contractCalls?: KeptCalls;
+  /**
+   * The totals of this stage's contracts' model calls (validations and revisions), in its usage and the
+   * token budget; their records are in the history and the call log (a call per item and round adds up).
+   */
+  contractUsage?: UsageTotals;
   startedAt?: string;
   completedAt?: string;
 }
@@ -189,12 +192,8 @@ export interface CallBatch {
   omitted?: number;
 }
 
-/** Model calls kept in the state: their totals, the records that travelled inline, and the stored ones. */
-export interface KeptCalls {
-  usage?: UsageTotals;
-  calls?: CallRecord[];
-  storedCalls?: StoredCalls[];
-}
+/** Model calls an attempt keeps: their totals, the records that travelled inline, and the stored ones. */
+export type KeptCalls = Pick<AttemptRecord, 'usage' | 'calls' | 'storedCalls'>;
 
 /** A stage's output plus the model calls the activity made (also across its mechanical retries). */
 export type StageActivityResult = StageOutput & {
@@ -231,6 +230,11 @@ export const CALL_BATCH_ENGINE = 4;
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
 export const ENGINE_VERSION = CALL_BATCH_ENGINE;
+
+/** Whether a worker can start items on `version` (pinned while a deploy that raises it rolls out). */
+export function isEngineVersion(version: number): boolean {
+  return Number.isInteger(version) && version >= 1 && version <= ENGINE_VERSION;
+}
 
 export type PreparePipelineResult = (
   | {

@@ -10,7 +10,7 @@ import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE
 import { CONTRACT_REVISION_LANES, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractValidateInput, type ContractValidateResult, type QualityFlags } from '../model/contract-state';
 import type { ContractSpec } from '../model/contracts';
 import type { Artefact, Json } from '../model/shapes';
-import { keepCalls } from '../engine/usage';
+import { addTotals, callBatchOf } from '../engine/usage';
 import type { StageKindRun } from './common';
 import { describeFailure } from './common';
 
@@ -35,12 +35,10 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
   const flags: QualityFlags = st.qualityFlags ?? { items_produced: 0, validation_rejections: 0, validation_retries: 0 };
   st.qualityFlags = flags;
   const validated: Record<string, Artefact> = { ...st.validatedInputs };
-  // Batches (or, in histories recorded before them, arrays of records): their totals only, since a stage's
-  // contracts may make a call per item and round; the records are in the history and the call log.
+  // Batches (or, in histories recorded before them, arrays of records): their totals only.
   const addCalls = (calls: unknown): void => {
-    if (calls === undefined) return;
-    st.contractCalls ??= {};
-    keepCalls(st.contractCalls, calls, true);
+    const usage = callBatchOf(calls)?.usage;
+    if (usage && usage.calls > 0) st.contractUsage = addTotals(st.contractUsage, usage);
   };
   for (const contract of mine) {
     const source = run.state.stages[contract.from]?.artefact;

@@ -54,7 +54,7 @@ export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<Sta
     try {
       const child = await executeChild<(input: WorkItemInput) => Promise<WorkItemResult>>('workItem', { workflowId: id, args: [args], staticSummary: `${stage.name} element ${index + 1}/${total}` });
       const artefact = child.artefacts[prepared.childStage];
-      if (child.usage) usage = addTotals(...(usage ? [usage] : []), child.usage);
+      if (child.usage) usage = addTotals(usage, child.usage);
       results[index] =
         child.status === 'completed'
           ? { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) }

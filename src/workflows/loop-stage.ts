@@ -117,7 +117,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
     carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
     const result = await iterationActivity(base + n)({ planRef: input.planRef, iteration: base + n, run: base + carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
     iterationsThisRun++;
-    if (result.usage) carry.usage = addTotals(...(carry.usage ? [carry.usage] : []), result.usage);
+    if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
     if (!result.ok) {
       // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.
       carry.failure = { status: 'failed', iteration: base + n, error: result.error, resume_from: base + n };

@@ -201,8 +201,8 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
 
     /** `{ usage }`: the totals of this node's calls and its children's, or nothing when there were none. */
     const usageOfTree = (): { usage?: UsageTotals } => {
-      const parts = [...(state.usage ? [state.usage] : []), ...state.children.flatMap((c) => (c.usage ? [c.usage] : []))];
-      return parts.length > 0 ? { usage: addTotals(...parts) } : {};
+      const usage = addTotals(state.usage, ...state.children.map((c) => c.usage));
+      return usage.calls > 0 ? { usage } : {};
     };
 
     const call = async (node: TddNodeName, extra: Partial<TddNodeCallInput> = {}): Promise<TddNodeCallResult> => {
@@ -237,7 +237,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       if (readsNote) note = undefined;
       state.counters.agentCalls[node] = (state.counters.agentCalls[node] ?? 0) + result.agentCalls;
       const used = callBatchOf(result.calls)?.usage;
-      if (used) state.usage = addTotals(...(state.usage ? [state.usage] : []), used);
+      if (used) state.usage = addTotals(state.usage, used);
       state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
       emit('NodeExit', `${node}: ${result.summary}`, {
         stage: node,

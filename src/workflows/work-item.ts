@@ -975,28 +975,22 @@ function describeGate(gate: GateRef): string {
  * on every heartbeat, which is all that is left of an activity whose worker died (a heartbeat timeout).
  */
 function callsOfFailure(run: StageRun, error: unknown): unknown {
-  if (run.callBatches) {
-    const cause = error instanceof ActivityFailure ? error.cause : undefined;
-    if (cause instanceof TimeoutFailure) {
-      const beat = cause.lastHeartbeatDetails as { calls?: unknown } | undefined;
-      return typeof beat === 'object' && beat !== null ? beat.calls : undefined;
-    }
-    // A stage kind's failure (a TDD tree, a loop abandoned, a fan-out) with the totals of its calls.
-    const kind = error instanceof ChildWorkflowFailure ? error.cause : error instanceof ApplicationFailure ? error : undefined;
-    if (kind instanceof ApplicationFailure) return callsIn(kind.details?.[0]);
-  }
-  return detailsOfFailure(error)?.calls;
+  if (run.callBatches && error instanceof ActivityFailure && error.cause instanceof TimeoutFailure) return detailsIn(error.cause.lastHeartbeatDetails)?.calls;
+  return detailsOfFailure(error, run.callBatches)?.calls;
 }
 
-function callsIn(detail: unknown): unknown {
-  return typeof detail === 'object' && detail !== null ? (detail as { calls?: unknown }).calls : undefined;
+/**
+ * What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`; with
+ * `stageKinds` (engine 4), also what a stage kind's failure carries (a TDD tree, a loop abandoned, a
+ * fan-out): `{ calls: { usage } }`.
+ */
+function detailsOfFailure(error: unknown, stageKinds = false): { calls?: unknown; previousLog?: unknown } | undefined {
+  const cause = error instanceof ActivityFailure || (stageKinds && error instanceof ChildWorkflowFailure) ? error.cause : stageKinds ? error : undefined;
+  return detailsIn(cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined);
 }
 
-/** What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`. */
-function detailsOfFailure(error: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
-  const cause = error instanceof ActivityFailure ? error.cause : undefined;
-  const first = cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined;
-  return typeof first === 'object' && first !== null ? (first as { calls?: unknown; previousLog?: unknown }) : undefined;
+function detailsIn(detail: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
+  return typeof detail === 'object' && detail !== null ? (detail as { calls?: unknown; previousLog?: unknown }) : undefined;
 }
 
 /** Stages run by workflow code (child workflows, requests) rather than by one activity. */

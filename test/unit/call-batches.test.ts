@@ -69,17 +69,17 @@ describe('batches', () => {
     const legacy = { attempt: 1, startedAt: '', calls: calls(3) };
     const batched: KeptCalls & { attempt: number; startedAt: string } = { attempt: 2, startedAt: '' };
     keepCalls(batched, callBatch(calls(6), { ref: `sha256:${'c'.repeat(64)}`, count: 6 }));
-    const contract: KeptCalls = {};
-    keepCalls(contract, callBatch([call(30)]));
-    const usage = summarizeUsage({ s: { attempts: [legacy, batched], contractCalls: contract } });
+    const contract = totalsOf([call(30)]);
+    const usage = summarizeUsage({ s: { attempts: [legacy, batched], contractUsage: contract } });
     expect(usage.total).toEqual(addTotals(totalsOf(calls(3)), totalsOf(calls(6)), totalsOf([call(30)])));
     expect(usage.total.calls).toBe(10);
-    expect(tokensSpent({ s: { attempts: [legacy, batched], contractCalls: contract } })).toBe(usage.total.inputTokens + usage.total.outputTokens);
+    expect(tokensSpent({ s: { attempts: [legacy, batched], contractUsage: contract } })).toBe(usage.total.inputTokens + usage.total.outputTokens);
   });
 
   test('a cost is unknown when any part of it is', () => {
     expect(addTotals(totalsOf([call(1)]), totalsOf([call(2, { model: 'mystery' })])).estimatedCostUsd).toBeNull();
     expect(addTotals().calls).toBe(0);
+    expect(addTotals(undefined, totalsOf([call(1)]), undefined)).toEqual(totalsOf([call(1)]));
   });
 });
 
