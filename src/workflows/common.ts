@@ -2,7 +2,7 @@
  * Helpers every Treadle workflow uses (work items, TDD nodes, and the stage kinds to come): workflow-safe,
  * no activities, no zod.
  */
-import { ActivityFailure, ChildWorkflowFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancelledFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
 import { DEFAULT_EVENT_PAGE, type StateQueryArgs, type WorkItemState } from '../model/state';
 import type { QualityFeedback } from '../model/shapes';
 import type { ActivitySettings, StageSpec } from '../model/pipeline';
@@ -29,6 +29,32 @@ export function describeFailure(error: unknown): string {
   let cause: unknown = error;
   while ((cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) && cause.cause) cause = cause.cause;
   return cause instanceof Error ? cause.message : String(error);
+}
+
+/**
+ * The model calls a failure reports (a batch, or an array of records in older histories), or undefined:
+ * - an activity's: supervision puts `{ calls }` in the details of every failure and of the cancellation it
+ *   acknowledges, and on every heartbeat, which is all that is left of an activity whose worker died (a
+ *   heartbeat timeout);
+ * - a stage kind's (a TDD tree, a loop, a fan-out), thrown by it or by its child workflow: `{ calls: { usage } }`.
+ */
+export function callsReported(error: unknown): unknown {
+  if (error instanceof ActivityFailure && error.cause instanceof TimeoutFailure) return detailsIn(error.cause.lastHeartbeatDetails)?.calls; // the first detail
+  return failureDetails(error, true)?.calls;
+}
+
+/**
+ * What a failed or cancelled activity's dispatcher reported: `{ calls, previousLog? }`; with `stageKinds`,
+ * also what a stage kind's failure carries, thrown directly or by a child workflow.
+ */
+export function failureDetails(error: unknown, stageKinds: boolean): { calls?: unknown; previousLog?: unknown } | undefined {
+  const cause = error instanceof ActivityFailure || (stageKinds && error instanceof ChildWorkflowFailure) ? error.cause : stageKinds ? error : undefined;
+  return detailsIn(cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined);
+}
+
+/** A heartbeat's or a failure's first detail, when it is an object. */
+function detailsIn(detail: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
+  return typeof detail === 'object' && detail !== null ? (detail as { calls?: unknown; previousLog?: unknown }) : undefined;
 }
 
 /** A stage's activity settings as Temporal's retry policy; `nonRetryable` adds error types retrying cannot help. */

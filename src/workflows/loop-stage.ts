@@ -13,14 +13,14 @@
  *   carrying the counts (iteration, consecutive stops, decisions) and the last few iteration records; the
  *   history holds summaries and references only, whatever the files hold.
  */
-import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, executeChild, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, ContinueAsNew, continueAsNew, executeChild, isCancellation, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, settleAtLimit, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
 import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
-import { addTotals } from '../engine/usage';
+import { addTotals, callBatchOf } from '../engine/usage';
 import type { StageActivityResult } from '../model/state';
-import type { StageKindRun } from './common';
+import { callsReported, describeFailure, type StageKindRun } from './common';
 import { iterationDir, KEPT_ITERATIONS, type LoopArtefact, type LoopCarry, type LoopIterationInput, type LoopIterationResult, type LoopResult, type LoopPrepareInput, type LoopPrepareResult, type LoopStageInput, type LoopState, type LoopWriteStateInput } from '../model/loop-state';
 import { TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
@@ -105,65 +105,80 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
   const limits = () => limitsOf(plan.termination, plan.maxIterations, carry.startedAtMs + plan.maxRuntimeSeconds * 1000, plan.pipelineDeadlineMs);
   let iterationsThisRun = 0;
   let verdict: LoopVerdict;
-  for (;;) {
-    verdict = beforeIteration(plan.termination, carry, limits(), Date.now(), await readQueue());
-    if (verdict.next === 'stop') break;
-    if (iterationsThisRun >= plan.iterationsPerRun || workflowInfo().continueAsNewSuggested) {
-      await condition(allHandlersFinished);
-      return continueAsNew<typeof loopStage>({ ...input, carry });
-    }
-    if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
-    const n = carry.iteration + 1;
-    carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
-    const result = await iterationActivity(base + n)({ planRef: input.planRef, iteration: base + n, run: base + carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
-    iterationsThisRun++;
-    if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
-    if (!result.ok) {
-      // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.
-      carry.failure = { status: 'failed', iteration: base + n, error: result.error, resume_from: base + n };
-      state.status = 'failed';
-      publish();
-      await writeState({ status: 'failed', failure: carry.failure });
-      const pausedAt = Date.now();
-      resumeRequest = undefined;
-      await condition(() => resumeRequest !== undefined);
-      const request = resumeRequest!;
-      if (request.action === 'abandon') {
-        // The calls made so far still count for the work item: their totals ride on the failure.
-        throw ApplicationFailure.create({
-          message: `loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
-          type: 'LoopFailed',
-          nonRetryable: true,
-          ...(carry.usage ? { details: [{ calls: { usage: carry.usage } }] } : {}),
-        });
+  try {
+    for (;;) {
+      verdict = beforeIteration(plan.termination, carry, limits(), Date.now(), await readQueue());
+      if (verdict.next === 'stop') break;
+      if (iterationsThisRun >= plan.iterationsPerRun || workflowInfo().continueAsNewSuggested) {
+        await condition(allHandlersFinished);
+        return continueAsNew<typeof loopStage>({ ...input, carry });
       }
-      // The time spent failed does not count against the stage's runtime.
-      carry.startedAtMs += Date.now() - pausedAt;
-      carry.failure = undefined;
-      resumeRequest = undefined;
-      state.status = 'running';
+      if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
+      const n = carry.iteration + 1;
+      carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
+      const result = await iterationActivity(base + n)({ planRef: input.planRef, iteration: base + n, run: base + carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
+      iterationsThisRun++;
+      if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
+      if (!result.ok) {
+        // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.
+        carry.failure = { status: 'failed', iteration: base + n, error: result.error, resume_from: base + n };
+        state.status = 'failed';
+        publish();
+        await writeState({ status: 'failed', failure: carry.failure });
+        const pausedAt = Date.now();
+        resumeRequest = undefined;
+        await condition(() => resumeRequest !== undefined);
+        const request = resumeRequest!;
+        if (request.action === 'abandon') {
+          // The calls made so far still count for the work item: their totals ride on the failure.
+          throw ApplicationFailure.create({
+            message: `loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
+            type: 'LoopFailed',
+            nonRetryable: true,
+            ...(carry.usage ? { details: [{ calls: { usage: carry.usage } }] } : {}),
+          });
+        }
+        // The time spent failed does not count against the stage's runtime.
+        carry.startedAtMs += Date.now() - pausedAt;
+        carry.failure = undefined;
+        resumeRequest = undefined;
+        state.status = 'running';
+        publish();
+        await writeState({ status: 'running' });
+        continue;
+      }
+      const { ok: _ok, usage: _usage, ...record } = result;
+      carry.iteration = n;
+      carry.decisions[record.decision]++;
+      carry.consecutiveStops = countStops(carry.consecutiveStops, record.decision);
+      if (record.verify && !record.verify.passed) carry.verifyFailures++;
+      if (record.outputRef !== undefined) {
+        carry.lastOutputRef = record.outputRef;
+        carry.lastOutputBytes = record.outputBytes;
+      }
+      carry.recent.push(record);
+      if (carry.recent.length > KEPT_ITERATIONS) carry.recent.splice(0, carry.recent.length - KEPT_ITERATIONS);
       publish();
-      await writeState({ status: 'running' });
-      continue;
+      verdict = afterIteration(plan.termination, carry, limits());
+      // A queue loop at its last allowed iteration: asked once more, an empty queue is why it ends.
+      if (verdict.next === 'stop' && verdict.by === 'guardrail' && plan.termination.type === 'queue' && carry.iteration >= plan.maxIterations) {
+        verdict = settleAtLimit(verdict, plan.termination, carry, await readQueue());
+      }
+      if (verdict.next === 'stop') break;
     }
-    const { ok: _ok, usage: _usage, ...record } = result;
-    carry.iteration = n;
-    carry.decisions[record.decision]++;
-    carry.consecutiveStops = countStops(carry.consecutiveStops, record.decision);
-    if (record.verify && !record.verify.passed) carry.verifyFailures++;
-    if (record.outputRef !== undefined) {
-      carry.lastOutputRef = record.outputRef;
-      carry.lastOutputBytes = record.outputBytes;
-    }
-    carry.recent.push(record);
-    if (carry.recent.length > KEPT_ITERATIONS) carry.recent.splice(0, carry.recent.length - KEPT_ITERATIONS);
-    publish();
-    verdict = afterIteration(plan.termination, carry, limits());
-    // A queue loop at its last allowed iteration: asked once more, an empty queue is why it ends.
-    if (verdict.next === 'stop' && verdict.by === 'guardrail' && plan.termination.type === 'queue' && carry.iteration >= plan.maxIterations) {
-      verdict = settleAtLimit(verdict, plan.termination, carry, await readQueue());
-    }
-    if (verdict.next === 'stop') break;
+  } catch (error) {
+    // An abandoned loop already says why, and a continue-as-new or a cancellation is not a failure. Anything
+    // else (an iteration that failed for good: its worker lost three times, a full disk) fails the loop with
+    // its calls so far in the details, as an abandoned loop does, so that the work item still counts them.
+    if (isCancellation(error) || error instanceof ContinueAsNew || (error instanceof ApplicationFailure && error.type === 'LoopFailed')) throw error;
+    const usage = addTotals(carry.usage, callBatchOf(callsReported(error))?.usage);
+    throw ApplicationFailure.create({
+      message: describeFailure(error),
+      type: 'LoopFailed',
+      nonRetryable: true,
+      ...(error instanceof Error ? { cause: error } : {}),
+      ...(usage.calls > 0 ? { details: [{ calls: { usage } }] } : {}),
+    });
   }
 
   state.status = verdict.by === 'guardrail' ? 'stopped' : 'completed';

@@ -41,7 +41,7 @@ import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus
 import { truncateText } from '../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
 import type { StateQueryArgs, WorkItemState } from '../model/state';
-import { describeFailure, eventPage, now } from './common';
+import { callsReported, describeFailure, eventPage, now } from './common';
 import {
   eventsQuery,
   mergeDoneSignal,
@@ -183,6 +183,12 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     maxScaffoldRuns: settings.maxScaffoldRuns,
   });
 
+  /** `{ usage }`: the totals of this node's calls and its children's, or nothing when there were none. */
+  const usageOfTree = (): { usage?: UsageTotals } => {
+    const usage = addTotals(state.usage, ...state.children.map((c) => c.usage));
+    return usage.calls > 0 ? { usage } : {};
+  };
+
   try {
     emit('ItemStarted', `TDD node ${input.nodePath} started on ${branch} (depth ${input.depth})`);
     publish();
@@ -198,12 +204,6 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     let scaffolded = false;
     let implementationExists = false;
     const childHandles = new Map<string, ChildWorkflowHandle<typeof tddNode>>();
-
-    /** `{ usage }`: the totals of this node's calls and its children's, or nothing when there were none. */
-    const usageOfTree = (): { usage?: UsageTotals } => {
-      const usage = addTotals(state.usage, ...state.children.map((c) => c.usage));
-      return usage.calls > 0 ? { usage } : {};
-    };
 
     const call = async (node: TddNodeName, extra: Partial<TddNodeCallInput> = {}): Promise<TddNodeCallResult> => {
       // A note (a human's answer, a route's reason) is for the step the route goes to; a rebase or the judging
@@ -330,6 +330,9 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
           }
         },
         (error: unknown) => {
+          // A child that failed by an error reports its tree's calls with the failure (cancelled, it reports none).
+          const used = callBatchOf(callsReported(error))?.usage;
+          if (used) child.usage = used;
           child.status = 'failed';
           child.error = describeFailure(error);
           emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
@@ -564,6 +567,9 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     state.phase = 'done';
     state.pendingReviews = [];
     state.error = isCancellation(error) ? 'cancelled' : describeFailure(error);
+    // The calls of the step that failed (in its failure, or on its last heartbeat when its worker died).
+    const used = isCancellation(error) ? undefined : callBatchOf(callsReported(error))?.usage;
+    if (used) state.usage = addTotals(state.usage, used);
     state.completedAt = now();
     emit('ItemFailed', `${input.nodePath} failed: ${state.error}`);
     await CancellationScope.nonCancellable(async () => {
@@ -573,7 +579,18 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel().catch(() => undefined);
       }
     });
-    throw error;
+    // A cancellation stays one (Temporal keeps no details with it, so its calls go uncounted). Any other
+    // error fails the node with the tree's calls so far in its details, which the parent node and the work
+    // item count (usage, token budget); the message is the error's own, as before.
+    if (isCancellation(error)) throw error;
+    const usage = usageOfTree().usage;
+    throw ApplicationFailure.create({
+      message: state.error,
+      type: 'TddNodeFailed',
+      nonRetryable: true,
+      ...(error instanceof Error ? { cause: error } : {}),
+      ...(usage ? { details: [{ calls: { usage } }] } : {}),
+    });
   }
 }
 

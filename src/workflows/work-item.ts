@@ -6,11 +6,8 @@
  */
 import {
   ActivityCancellationType,
-  ActivityFailure,
   ApplicationFailure,
   CancellationScope,
-  CancelledFailure,
-  ChildWorkflowFailure,
   condition,
   executeChild,
   isCancellation,
@@ -20,7 +17,6 @@ import {
   setCurrentDetails,
   setHandler,
   sleep,
-  TimeoutFailure,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
@@ -35,7 +31,7 @@ import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, TDD_PREPARE_ACTIVIT
 import { TDD_STAGE } from '../model/tdd-node';
 import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
-import { describeFailure, eventPage, now, retryPolicyOf, type StageKindRun } from './common';
+import { callsReported, describeFailure, eventPage, failureDetails, now, retryPolicyOf, type StageKindRun } from './common';
 import { applyDecision, runApprovalStage } from './approval-stage';
 import { runFanOut } from './fan-out-stage';
 import { runLoopStage } from './loop-stage';
@@ -884,7 +880,7 @@ async function withAttemptTimeout(run: StageRun, record: AttemptRecord, log: Att
     if (timedOut && !CancellationScope.current().consideredCancelled) {
       record.timedOut = true;
       keepCalls(record, callsOfFailure(run, error));
-      const previousLog = detailsOfFailure(error)?.previousLog;
+      const previousLog = failureDetails(error, false)?.previousLog;
       if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
       return { kind: 'timed_out', afterMs: timeoutMs };
     }
@@ -969,28 +965,9 @@ function describeGate(gate: GateRef): string {
   return 'all' in gate ? `all(${gate.all.map(describeGate).join(', ')})` : `any(${gate.any.map(describeGate).join(', ')})`;
 }
 
-/**
- * The calls a failed or cancelled activity reported (a batch, or an array of records in older histories):
- * supervision puts `{ calls }` in the details of every failure and of the cancellation it acknowledges, and
- * on every heartbeat, which is all that is left of an activity whose worker died (a heartbeat timeout).
- */
+/** The calls a failure reports ({@link callsReported}); before engine 4, only an activity's failure details. */
 function callsOfFailure(run: StageRun, error: unknown): unknown {
-  if (run.callBatches && error instanceof ActivityFailure && error.cause instanceof TimeoutFailure) return detailsIn(error.cause.lastHeartbeatDetails)?.calls;
-  return detailsOfFailure(error, run.callBatches)?.calls;
-}
-
-/**
- * What the dispatcher reported with a failed or cancelled activity: `{ calls, previousLog? }`; with
- * `stageKinds` (engine 4), also what a stage kind's failure carries (a TDD tree, a loop abandoned, a
- * fan-out): `{ calls: { usage } }`.
- */
-function detailsOfFailure(error: unknown, stageKinds = false): { calls?: unknown; previousLog?: unknown } | undefined {
-  const cause = error instanceof ActivityFailure || (stageKinds && error instanceof ChildWorkflowFailure) ? error.cause : stageKinds ? error : undefined;
-  return detailsIn(cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined);
-}
-
-function detailsIn(detail: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
-  return typeof detail === 'object' && detail !== null ? (detail as { calls?: unknown; previousLog?: unknown }) : undefined;
+  return run.callBatches ? callsReported(error) : failureDetails(error, false)?.calls;
 }
 
 /** Stages run by workflow code (child workflows, requests) rather than by one activity. */

@@ -209,6 +209,23 @@ test('missing, malformed or erroring status files fail the iteration with a reas
   expect((await h.client.usage(ids[0]!)).stages.work!.calls).toBe(2);
 }, 90_000);
 
+test('an iteration that fails for good (its files cannot be written) fails the loop, and the calls made so far still count', async () => {
+  const id = h.id('loop-broken-disk');
+  const spec = { name: 'broken-disk', stages: [loopStage('work', { termination: { type: 'fixed' }, delay: 3 }, { max_iterations: 3 })] };
+  await h.client.start(spec, { agent_replies: { work: [reply(1), reply(2), reply(3)] } }, { id });
+  // After the first iteration, and during the delay before the second, its folder of iterations becomes a
+  // file: the second iteration cannot make its folder, which no retry mends (infrastructure, not the agent).
+  const loop = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.iteration === 1));
+  const iterations = path.join(workspace, loop.state.paths.stage_dir, 'iterations');
+  rmSync(iterations, { recursive: true, force: true });
+  writeFileSync(iterations, 'not a folder\n');
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  expect(result.stageErrors?.work).toMatch(/ENOTDIR|EEXIST/);
+  // The first iteration's call counts for the item, carried on the loop's failure.
+  expect((await h.client.usage(id)).stages.work).toMatchObject({ calls: 1, errors: 0 });
+}, 90_000);
+
 test('inputs: select latest gives the previous stage’s output.md, select all every iteration’s snapshot; verify runs and is recorded', async () => {
   const id = h.id('loop-inputs');
   const spec = {

@@ -10,7 +10,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
 import { initRepository } from '../../src/activities/git';
+import { defaultAgentProviders } from '../../src/agents';
+import type { AgentProviderFactory } from '../../src/agents/providers';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
 
@@ -21,7 +24,7 @@ const previousRepos = process.env.TREADLE_TDD_REPOS;
 beforeAll(async () => {
   root = mkdtempSync(path.join(os.tmpdir(), 'tdd-edges-'));
   process.env.TREADLE_TDD_REPOS = root;
-  h = await startHarness();
+  h = await startHarness({ agents: { ...defaultAgentProviders(), refusing } });
 });
 afterAll(async () => {
   await h?.shutdown();
@@ -29,6 +32,21 @@ afterAll(async () => {
   else process.env.TREADLE_TDD_REPOS = previousRepos;
   rmSync(root, { recursive: true, force: true });
 });
+
+/**
+ * The scripted agent, except that the second call to `tddWriteTests` of a spec named `refus…` fails for
+ * good, as a provider refusing the account would: the node's activity fails, and so does the node.
+ */
+const refusing: AgentProviderFactory = (ctx) => {
+  const scripted = defaultAgentProviders().scripted!(ctx);
+  return {
+    provider: 'refusing',
+    run: async (request) => {
+      if (ctx.stage.startsWith('refus') && ctx.stage.endsWith('.tddWriteTests') && ctx.attempt >= 2) throw ApplicationFailure.nonRetryable('the provider refused the request', 'ProviderRefused');
+      return scripted.run(request);
+    },
+  };
+};
 
 const gitIn = (repo: string, ...args: string[]): string => execFileSync('git', args, { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
 const testFile = (body: string): string => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
@@ -296,3 +314,50 @@ test('a tree the worker refuses (a test command off its allow-list) ends failed,
   const failed = (await events(id)).find((e) => e.type === 'ItemFailed');
   expect(failed?.message).toMatch(/the test command \["python3","-m","pytest"\] is not allowed/);
 }, 60_000);
+
+test('a tree that fails by an error (its activity failed for good) still reports its calls, which the work item counts', async () => {
+  const l = leaf('refusal');
+  const repo = await newRepo('refusal');
+  const id = h.id('tdd-edges-error-usage');
+  // Scaffold answers (one call); TDDWriteTests answers malformed (a second call) and is re-prompted, which the
+  // provider refuses for good.
+  const replies = { 'refusal.scaffold': [l.initWork], 'refusal.tddWriteTests': ['not a decision'] };
+  await h.client.start({ name: 'refused-build', stages: [{ name: 'build', run: 'tdd', with: { spec: { ...l.spec, tdd: { agent: 'refusing' } }, repo, replies } }] }, null, { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  // The message is the error's own, as before the tree reported its calls with it.
+  expect(result.stageErrors?.build).toMatch(/the provider refused the request/);
+  const tree = await h.client.getTddState(`${id}.build.1`);
+  expect(tree).toMatchObject({ status: 'failed', usage: { calls: 2 } });
+  const usage = await h.client.usage(id);
+  expect(usage.stages.build).toMatchObject({ calls: 2 });
+  expect(usage.stages.build!.inputTokens).toBe(tree.usage!.inputTokens);
+  expect(usage.stages.build!.inputTokens).toBeGreaterThan(0);
+}, 90_000);
+
+test('a child that fails by an error reports its calls to its parent, which counts them in the tree', async () => {
+  const p = leaf('solo');
+  const k = leaf('refusedkid');
+  const repo = await newRepo('solo');
+  const id = h.id('tdd-edges-child-error-usage');
+  const kid = { id: k.spec.id, description: k.spec.description, acceptanceCriteria: k.spec.acceptanceCriteria, targetPath: k.spec.targetPath, testPath: k.spec.testPath };
+  const replies: Record<string, Json[]> = {
+    'solo.scaffold': [{ ...p.initWork, childSpecs: [kid] }],
+    'solo.tddWriteTests': [p.testsReady],
+    'solo.impl': [p.testsPassed],
+    'solo.tddReviewImpl': [p.approved],
+    'solo.merger': [p.mergeComplete],
+    'refusedkid.scaffold': [k.initWork],
+    'refusedkid.tddWriteTests': ['not a decision'],
+  };
+  await h.client.startTdd({ ...p.spec, tdd: { agent: 'refusing' } }, { repo, id, replies });
+  const result = await h.client.tddResult(id);
+  const parent = await h.client.getTddState(id);
+  const child = await h.client.getTddState(`${id}.refusedkid`);
+  expect(child).toMatchObject({ status: 'failed', usage: { calls: 2 } });
+  expect(parent.children).toEqual([expect.objectContaining({ id: 'refusedkid', status: 'failed', usage: expect.objectContaining({ calls: 2 }) })]);
+  expect(parent.children[0]!.error).toMatch(/the provider refused the request/);
+  // The tree's usage is the parent's own calls and its failed child's.
+  expect(result.usage?.calls).toBe(parent.usage!.calls + 2);
+  expect(result.usage?.inputTokens).toBe(parent.usage!.inputTokens + child.usage!.inputTokens);
+}, 120_000);
