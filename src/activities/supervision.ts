@@ -93,16 +93,18 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       throw new CancelledFailure(error.message, [{ ...(await callsOf(supervision)), ...supervision.report }]);
     }
     beatNow();
-    if (!(error instanceof Error)) throw error;
     // Every failure carries the calls made so far, so the workflow can log them when Temporal gives up.
+    // Errors are recognised by shape, not `instanceof Error`: Node's own (fs, net) come from another realm
+    // wherever activities run in a VM context (Jest's, for one), and anything thrown must carry the calls.
     const failure = error instanceof ApplicationFailure ? error : undefined;
+    const errorLike = isErrorLike(error);
     throw ApplicationFailure.create({
-      message: error.message,
-      type: failure?.type ?? error.name,
+      message: errorLike ? error.message : String(error),
+      type: failure?.type ?? (errorLike ? error.name : 'Error'),
       nonRetryable: failure?.nonRetryable === true,
       details: [{ ...(await callsOf(supervision)), ...supervision.report }],
       ...(failure?.nextRetryDelay ? { nextRetryDelay: failure.nextRetryDelay } : {}),
-      cause: withoutCallRecords(error),
+      ...(errorLike ? { cause: withoutCallRecords(error) } : {}),
     });
   } finally {
     clearInterval(beat);
@@ -114,6 +116,11 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       }
     }
   }
+}
+
+/** An Error by its shape (a name and a message), whichever realm made it. */
+function isErrorLike(value: unknown): value is Error {
+  return typeof value === 'object' && value !== null && typeof (value as Error).name === 'string' && typeof (value as Error).message === 'string';
 }
 
 /** The activity's calls for its result or failure: `{ calls }` (inline, or stored by reference), or nothing when it made none. */

@@ -13,7 +13,7 @@
  *   carrying the counts (iteration, consecutive stops, decisions) and the last few iteration records; the
  *   history holds summaries and references only, whatever the files hold.
  */
-import { allHandlersFinished, ApplicationFailure, condition, ContinueAsNew, continueAsNew, executeChild, isCancellation, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, executeChild, isCancellation, TemporalFailure, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, settleAtLimit, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
 import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
@@ -167,16 +167,18 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
       if (verdict.next === 'stop') break;
     }
   } catch (error) {
-    // An abandoned loop already says why, and a continue-as-new or a cancellation is not a failure. Anything
-    // else (an iteration that failed for good: its worker lost three times, a full disk) fails the loop with
-    // its calls so far in the details, as an abandoned loop does, so that the work item still counts them.
-    if (isCancellation(error) || error instanceof ContinueAsNew || (error instanceof ApplicationFailure && error.type === 'LoopFailed')) throw error;
+    // An abandoned loop already says why; a continue-as-new or a cancellation is not a failure; an error that
+    // is no Temporal failure (a bug in workflow code) fails the workflow task, which Temporal retries until a
+    // fixed worker runs it. Any other (an iteration that failed for good: its worker lost three times, a full
+    // disk) fails the loop with its calls so far in the details, as an abandoned loop does, so that the work
+    // item still counts them.
+    if (isCancellation(error) || !(error instanceof TemporalFailure) || (error instanceof ApplicationFailure && error.type === 'LoopFailed')) throw error;
     const usage = addTotals(carry.usage, callBatchOf(callsReported(error))?.usage);
     throw ApplicationFailure.create({
       message: describeFailure(error),
       type: 'LoopFailed',
       nonRetryable: true,
-      ...(error instanceof Error ? { cause: error } : {}),
+      cause: error,
       ...(usage.calls > 0 ? { details: [{ calls: { usage } }] } : {}),
     });
   }

@@ -26,6 +26,7 @@ import {
   setCurrentDetails,
   setHandler,
   startChild,
+  TemporalFailure,
   upsertMemo,
   upsertSearchAttributes,
   workflowInfo,
@@ -579,16 +580,18 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel().catch(() => undefined);
       }
     });
-    // A cancellation stays one (Temporal keeps no details with it, so its calls go uncounted). Any other
-    // error fails the node with the tree's calls so far in its details, which the parent node and the work
-    // item count (usage, token budget); the message is the error's own, as before.
-    if (isCancellation(error)) throw error;
+    // A cancellation stays one (Temporal keeps no details with it, so its calls go uncounted), and an error
+    // that is no Temporal failure (a bug in workflow code) fails the workflow task, which Temporal retries
+    // until a fixed worker runs it. Any other error fails the node with the tree's calls so far in its
+    // details, which the parent node and the work item count (usage, token budget); the message is the
+    // error's own, as before.
+    if (isCancellation(error) || !(error instanceof TemporalFailure)) throw error;
     const usage = usageOfTree().usage;
     throw ApplicationFailure.create({
       message: state.error,
       type: 'TddNodeFailed',
       nonRetryable: true,
-      ...(error instanceof Error ? { cause: error } : {}),
+      cause: error,
       ...(usage ? { details: [{ calls: { usage } }] } : {}),
     });
   }

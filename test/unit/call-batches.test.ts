@@ -3,6 +3,7 @@
  * and the records inline when few, else in the blob store; what an attempt keeps of its batches; what
  * supervision puts on heartbeats, results and failures, and what a retried execution reads back.
  */
+import { runInNewContext } from 'node:vm';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { ApplicationFailure } from '@temporalio/common';
@@ -187,5 +188,27 @@ describe('supervision', () => {
     expect(cause.message).toBe('out of tool rounds');
     expect(cause.type).toBe('ToolRoundsExhausted');
     expect(cause.details ?? []).toEqual([]);
+  });
+  test('an error from another realm (Node’s own, in a VM context) or a thrown non-error still carries the calls', async () => {
+    const blobs = new MemoryBlobStore();
+    const failing = (thrown: () => unknown) =>
+      env()
+        .run(() =>
+          supervise(async (s) => {
+            s.calls.push(...calls(2));
+            throw thrown();
+          }, { blobs }),
+        )
+        .catch((e: unknown) => e) as Promise<ApplicationFailure>;
+    const foreign = runInNewContext("Object.assign(new Error('EISDIR: illegal operation on a directory'), { code: 'EISDIR' })") as Error;
+    expect(foreign instanceof Error).toBe(false);
+    const wrapped = await failing(() => foreign);
+    expect(wrapped).toBeInstanceOf(ApplicationFailure);
+    expect(wrapped).toMatchObject({ message: 'EISDIR: illegal operation on a directory', type: 'Error', nonRetryable: false });
+    expect(wrapped.cause).toBe(foreign);
+    expect((wrapped.details as [{ calls: CallBatch }])[0].calls).toMatchObject({ usage: { calls: 2 } });
+    const odd = await failing(() => 'a string, thrown');
+    expect(odd).toMatchObject({ message: 'a string, thrown', type: 'Error' });
+    expect((odd.details as [{ calls: CallBatch }])[0].calls).toMatchObject({ usage: { calls: 2 } });
   });
 });
