@@ -3,10 +3,11 @@
  * no activities, no zod.
  */
 import { ActivityFailure, ApplicationFailure, CancelledFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
-import { DEFAULT_EVENT_PAGE, type StateQueryArgs, type WorkItemState } from '../model/state';
+import { DEFAULT_EVENT_PAGE, type CallBatch, type StateQueryArgs, type WorkItemState } from '../model/state';
+import { callBatchOf } from '../engine/usage';
 import type { QualityFeedback } from '../model/shapes';
 import type { ActivitySettings, StageSpec } from '../model/pipeline';
-import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
+import type { Artefact, EventType, Json, TreadleEvent, UsageTotals } from '../model/shapes';
 
 /** Workflow time (deterministic: the SDK replaces `Date` in workflow code). */
 export function now(): string {
@@ -41,6 +42,25 @@ export function describeFailure(error: unknown): string {
 export function callsReported(error: unknown): unknown {
   if (error instanceof ActivityFailure && error.cause instanceof TimeoutFailure) return detailsIn(error.cause.lastHeartbeatDetails)?.calls; // the first detail
   return failureDetails(error, true)?.calls;
+}
+
+/** The totals of the model calls a failure reports ({@link callsReported}), or undefined. */
+export function usageReported(error: unknown): UsageTotals | undefined {
+  return callBatchOf(callsReported(error))?.usage;
+}
+
+/**
+ * A stage kind's totals as a result or a failure carries them, `{ calls: { usage } }` (a batch without
+ * records), or nothing when it made no calls.
+ */
+export function usageBatch(usage: UsageTotals | undefined): { calls?: CallBatch } {
+  return usage && usage.calls > 0 ? { calls: { usage } } : {};
+}
+
+/** A stage kind's failure for good, with the totals of its model calls in its details, where {@link callsReported} reads them. */
+export function failureWithUsage(message: string, type: string, usage: UsageTotals | undefined, cause?: Error): ApplicationFailure {
+  const batch = usageBatch(usage);
+  return ApplicationFailure.create({ message, type, nonRetryable: true, ...(cause ? { cause } : {}), ...(batch.calls ? { details: [batch] } : {}) });
 }
 
 /**

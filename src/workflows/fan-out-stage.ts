@@ -12,7 +12,7 @@ import { truncateText } from '../model/limits';
 import type { Artefact, Json, UsageTotals } from '../model/shapes';
 import { addTotals } from '../engine/usage';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult, WorkItemInput, WorkItemResult } from '../model/state';
-import { describeFailure, type StageKindRun } from './common';
+import { describeFailure, failureWithUsage, usageBatch, type StageKindRun } from './common';
 
 const activities = proxyActivities<{
   [FAN_OUT_PREPARE_ACTIVITY]: (input: FanOutPrepareInput) => Promise<FanOutPrepareResult>;
@@ -83,14 +83,9 @@ export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<Sta
   emit('FanOutCompleted', `${stage.name}: ${summary}`, { stage: stage.name, details: { completed: progress.completed, failed: progress.failed } });
   if (progress.failed > 0 && prepared.onItemFailure === 'fail') {
     const failed = results.filter((r) => r.status === 'failed');
-    throw ApplicationFailure.create({
-      message: `${failed.length} of ${total} elements failed (on_item_failure: fail): ${failed.slice(0, 5).map((r) => `${r.index}: ${r.error}`).join('; ')}${failed.length > 5 ? '; …' : ''}`,
-      type: 'FanOutFailed',
-      nonRetryable: true,
-      ...(usage ? { details: [{ calls: { usage } }] } : {}),
-    });
+    throw failureWithUsage(`${failed.length} of ${total} elements failed (on_item_failure: fail): ${failed.slice(0, 5).map((r) => `${r.index}: ${r.error}`).join('; ')}${failed.length > 5 ? '; …' : ''}`, 'FanOutFailed', usage);
   }
   // The results are stored once when large; downstream stages and the history carry the reference.
   const stored = (await activities[STORE_ARTEFACT_ACTIVITY]({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
-  return { outcome: 'completed', artefact: stored, summary, previousLog: null, ...(usage ? { calls: { usage } } : {}) };
+  return { outcome: 'completed', artefact: stored, summary, previousLog: null, ...usageBatch(usage) };
 }

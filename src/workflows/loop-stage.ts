@@ -18,9 +18,9 @@ import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds
 import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
-import { addTotals, callBatchOf } from '../engine/usage';
+import { addTotals } from '../engine/usage';
 import type { StageActivityResult } from '../model/state';
-import { callsReported, describeFailure, type StageKindRun } from './common';
+import { describeFailure, failureWithUsage, usageBatch, usageReported, type StageKindRun } from './common';
 import { iterationDir, KEPT_ITERATIONS, type LoopArtefact, type LoopCarry, type LoopIterationInput, type LoopIterationResult, type LoopResult, type LoopPrepareInput, type LoopPrepareResult, type LoopStageInput, type LoopState, type LoopWriteStateInput } from '../model/loop-state';
 import { TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
@@ -131,12 +131,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
         const request = resumeRequest!;
         if (request.action === 'abandon') {
           // The calls made so far still count for the work item: their totals ride on the failure.
-          throw ApplicationFailure.create({
-            message: `loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
-            type: 'LoopFailed',
-            nonRetryable: true,
-            ...(carry.usage ? { details: [{ calls: { usage: carry.usage } }] } : {}),
-          });
+          throw failureWithUsage(`loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`, 'LoopFailed', carry.usage);
         }
         // The time spent failed does not count against the stage's runtime.
         carry.startedAtMs += Date.now() - pausedAt;
@@ -173,14 +168,7 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
     // disk) fails the loop with its calls so far in the details, as an abandoned loop does, so that the work
     // item still counts them.
     if (isCancellation(error) || !(error instanceof TemporalFailure) || (error instanceof ApplicationFailure && error.type === 'LoopFailed')) throw error;
-    const usage = addTotals(carry.usage, callBatchOf(callsReported(error))?.usage);
-    throw ApplicationFailure.create({
-      message: describeFailure(error),
-      type: 'LoopFailed',
-      nonRetryable: true,
-      cause: error,
-      ...(usage.calls > 0 ? { details: [{ calls: { usage } }] } : {}),
-    });
+    throw failureWithUsage(describeFailure(error), 'LoopFailed', addTotals(carry.usage, usageReported(error)), error);
   }
 
   state.status = verdict.by === 'guardrail' ? 'stopped' : 'completed';
@@ -274,5 +262,5 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
   const summary = truncateText(`${artefact.iterations} iteration${artefact.iterations === 1 ? '' : 's'}; ${artefact.stoppedBy.by === 'guardrail' ? 'stopped by a guardrail' : 'done'}: ${artefact.stoppedBy.reason}`);
   run.emit('LoopCompleted', `${stage.name}: ${summary}`, { stage: stage.name, attempt: run.attempt, details: { iterations: artefact.iterations, by: artefact.stoppedBy.by } });
   // The loop's model calls count for the item (usage, token budget): their totals, as a batch without records.
-  return { outcome: 'completed', artefact: await artefactActivity({ artefact }), summary, previousLog: null, ...(usage ? { calls: { usage } } : {}) };
+  return { outcome: 'completed', artefact: await artefactActivity({ artefact }), summary, previousLog: null, ...usageBatch(usage) };
 }

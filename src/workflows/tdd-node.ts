@@ -42,7 +42,7 @@ import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus
 import { truncateText } from '../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
 import type { StateQueryArgs, WorkItemState } from '../model/state';
-import { callsReported, describeFailure, eventPage, now } from './common';
+import { describeFailure, eventPage, failureWithUsage, now, usageReported } from './common';
 import {
   eventsQuery,
   mergeDoneSignal,
@@ -332,7 +332,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         },
         (error: unknown) => {
           // A child that failed by an error reports its tree's calls with the failure (cancelled, it reports none).
-          const used = callBatchOf(callsReported(error))?.usage;
+          const used = usageReported(error);
           if (used) child.usage = used;
           child.status = 'failed';
           child.error = describeFailure(error);
@@ -569,7 +569,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     state.pendingReviews = [];
     state.error = isCancellation(error) ? 'cancelled' : describeFailure(error);
     // The calls of the step that failed (in its failure, or on its last heartbeat when its worker died).
-    const used = isCancellation(error) ? undefined : callBatchOf(callsReported(error))?.usage;
+    const used = isCancellation(error) ? undefined : usageReported(error);
     if (used) state.usage = addTotals(state.usage, used);
     state.completedAt = now();
     emit('ItemFailed', `${input.nodePath} failed: ${state.error}`);
@@ -586,14 +586,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     // details, which the parent node and the work item count (usage, token budget); the message is the
     // error's own, as before.
     if (isCancellation(error) || !(error instanceof TemporalFailure)) throw error;
-    const usage = usageOfTree().usage;
-    throw ApplicationFailure.create({
-      message: state.error,
-      type: 'TddNodeFailed',
-      nonRetryable: true,
-      cause: error,
-      ...(usage ? { details: [{ calls: { usage } }] } : {}),
-    });
+    throw failureWithUsage(state.error, 'TddNodeFailed', usageOfTree().usage, error);
   }
 }
 

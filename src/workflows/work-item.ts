@@ -31,7 +31,7 @@ import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, TDD_PREPARE_ACTIVIT
 import { TDD_STAGE } from '../model/tdd-node';
 import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
-import { callsReported, describeFailure, eventPage, failureDetails, now, retryPolicyOf, type StageKindRun } from './common';
+import { callsReported, describeFailure, eventPage, failureDetails, failureWithUsage, now, retryPolicyOf, usageBatch, type StageKindRun } from './common';
 import { applyDecision, runApprovalStage } from './approval-stage';
 import { runFanOut } from './fan-out-stage';
 import { runLoopStage } from './loop-stage';
@@ -910,12 +910,9 @@ async function runTddTree(run: StageRun, attempt: number): Promise<StageActivity
   const input = await tddPrepare({ config: run.stage.with ?? null, treeId });
   const result = await executeChild(tddNode, { workflowId: treeId, args: [input] });
   // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
-  const calls = result.usage ? { calls: { usage: result.usage } } : {};
-  if (result.status !== 'merged' || !result.mergeRef) {
-    throw ApplicationFailure.create({ message: `TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, type: 'TddTreeFailed', nonRetryable: true, ...(result.usage ? { details: [calls] } : {}) });
-  }
+  if (result.status !== 'merged' || !result.mergeRef) throw failureWithUsage(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed', result.usage);
   const summary = truncateText(`${result.nodePath} merged as ${result.mergeCommit?.slice(0, 10) ?? '?'} into ${input.mergeInto}`);
-  return { outcome: 'completed', artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary }, summary, previousLog: null, ...calls };
+  return { outcome: 'completed', artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary }, summary, previousLog: null, ...usageBatch(result.usage) };
 }
 
 function stageActivity(stage: StageSpec, attempt: number): (input: StageActivityInput) => Promise<StageActivityResult> {
