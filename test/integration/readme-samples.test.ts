@@ -235,7 +235,9 @@ it('runs every shell sample in the project, with npx treadle the built CLI', asy
   const failures: string[] = [];
   for (const { sample } of ofKind('shell')) {
     const result = await run('bash', ['-e', '-o', 'pipefail', '-c', sample.code], { cwd: project, env, timeoutMs: 150_000 });
-    if (result.code !== 0) failures.push(`${where(sample)}: ${show(result)}`);
+    // `run --wait` exits 0 whatever the item's end: a sample that leaves an item failed is broken too.
+    const failedItem = / · pipeline \S+ · failed$/m.test(result.stdout);
+    if (result.code !== 0 || failedItem) failures.push(`${where(sample)}: ${show(result)}`);
   }
   expect(failures).toEqual([]);
 }, 400_000);
