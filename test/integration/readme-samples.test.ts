@@ -153,7 +153,7 @@ afterAll(async () => {
     await new Promise((resolve) => worker!.once('exit', resolve));
   }
   await connection?.close();
-});
+}, 60_000);
 
 it('classifies every code block, and lists those that do not run', () => {
   const unclassified = planned.flatMap(({ sample, plan }) => ('unclassified' in plan ? [`${where(sample)}: ${plan.unclassified}`] : []));
