@@ -14,7 +14,7 @@
  */
 import { Connection } from '@temporalio/client';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { readMarkdown, type MarkdownSample } from '../support/markdown-samples';
@@ -23,11 +23,19 @@ import { isAlive } from '../support/processes';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BIN = path.join(ROOT, 'bin', 'treadle.js');
-/** The Markdown files whose samples must run; docs/*.md join this list as README is split. */
-const DOCUMENTS = ['README.md'];
+/** The Markdown files whose samples must run: README.md and everything under docs/. */
+const DOCUMENTS = ['README.md', ...markdownUnder('docs')];
 const SHELL_LANGS = new Set(['sh', 'bash', 'shell']);
 const TS_LANGS = new Set(['ts', 'typescript']);
 const YAML_LANGS = new Set(['yaml', 'yml']);
+
+function markdownUnder(folder: string): string[] {
+  if (!existsSync(path.join(ROOT, folder))) return [];
+  return readdirSync(path.join(ROOT, folder), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.md'))
+    .map((entry) => path.relative(ROOT, path.join(entry.parentPath, entry.name)))
+    .sort();
+}
 
 /** What the test does with a block. */
 type Plan =
@@ -69,6 +77,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** A file name (and pipeline name) for a block, unique across the documents: `sample-readme-55`. */
+const stem = (s: MarkdownSample): string => `sample-${path.relative(ROOT, s.file).replace(/\.md$/i, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}-${s.line}`;
 const where = (s: MarkdownSample): string => `${path.relative(ROOT, s.file)}:${s.line} (${s.section})`;
 
 const samples = DOCUMENTS.flatMap((doc) => readMarkdown(path.join(ROOT, doc)).samples);
@@ -166,7 +176,7 @@ it('classifies every code block, and lists those that do not run', () => {
 it('validates every YAML pipeline with `treadle validate`', async () => {
   const failures: string[] = [];
   for (const { sample, plan } of ofKind('pipeline')) {
-    const file = path.join(project, `sample-${sample.line}.yaml`);
+    const file = path.join(project, `${stem(sample)}.yaml`);
     writeFileSync(file, plan.fragment ? YAML.stringify(completedFragment(sample, plan.into)) : sample.code);
     const result = await run(process.execPath, [BIN, 'validate', file], { cwd: project, env, timeoutMs: 60_000 });
     if (result.code !== 0) failures.push(`${where(sample)}: ${show(result)}`);
@@ -179,7 +189,7 @@ function completedFragment(sample: MarkdownSample, into: string | undefined): Re
   const fragment: unknown = YAML.parse(sample.code);
   const part = Array.isArray(fragment) ? { stages: fragment } : isRecord(fragment) ? fragment : undefined;
   if (!part) throw new Error(`${where(sample)}: a fragment is a list of stages or a mapping`);
-  if (!into) return { name: `readme-sample-${sample.line}`, ...part };
+  if (!into) return { name: stem(sample), ...part };
   const base = YAML.parse(readFileSync(path.join(ROOT, into), 'utf8')) as Record<string, unknown>;
   const merged: Record<string, unknown> = { ...base, ...part };
   if (Array.isArray(part.stages)) {
@@ -196,7 +206,7 @@ function completedFragment(sample: MarkdownSample, into: string | undefined): Re
 
 it('type-checks every TypeScript sample as a project that installed treadle', async () => {
   const typescript = ofKind('typescript');
-  for (const { sample } of typescript) writeFileSync(path.join(project, `sample-${sample.line}.ts`), sample.code);
+  for (const { sample } of typescript) writeFileSync(path.join(project, `${stem(sample)}.ts`), sample.code);
   writeFileSync(
     path.join(project, 'tsconfig.json'),
     JSON.stringify({
@@ -212,7 +222,7 @@ it('type-checks every TypeScript sample as a project that installed treadle', as
 it('runs every TypeScript sample against the server and the worker', async () => {
   const failures: string[] = [];
   for (const { sample, plan } of ofKind('typescript')) {
-    const script = path.join(project, 'out', `sample-${sample.line}.js`);
+    const script = path.join(project, 'out', `${stem(sample)}.js`);
     if (!plan.worker) {
       const result = await run(process.execPath, [script], { cwd: project, env, timeoutMs: 90_000 });
       if (result.code !== 0) failures.push(`${where(sample)}: ${show(result)}`);

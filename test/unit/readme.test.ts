@@ -3,7 +3,7 @@
  * configuration table; every "see X" names a heading or a bold paragraph lead that exists, and "above" or
  * "below" points the way it lies. Also the code-block extractor the samples test uses (fences, markers).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseMarkdown, parseMarker } from '../support/markdown-samples';
 
@@ -20,9 +20,9 @@ const NOT_TREADLE_SETTINGS: Record<string, string> = {
   AWS_DEFAULT_REGION: "the AWS SDK's, read with AWS_REGION",
 };
 
-function sourceFiles(dir: string): string[] {
+function sourceFiles(dir: string, extension = '.ts'): string[] {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+    .filter((entry) => entry.isFile() && entry.name.endsWith(extension))
     .map((entry) => path.join(entry.parentPath, entry.name));
 }
 
@@ -37,9 +37,11 @@ function environmentReads(): Map<string, string> {
   return reads;
 }
 
-/** The first column of README's configuration table. */
+/** The first column of the configuration table: in README, or in docs/ once README is split. */
 function configurationTable(): Set<string> {
-  const section = /^## Configuration\n([\s\S]*?)^#{1,2} /m.exec(README)?.[1] ?? '';
+  const docs = path.join(ROOT, 'docs');
+  const others = existsSync(docs) ? sourceFiles(docs, '.md').map((file) => readFileSync(file, 'utf8')) : [];
+  const section = [README, ...others].map((text) => /^#{1,3} Configuration\n([\s\S]*?)(?=^#{1,3} |(?![\s\S]))/m.exec(text)?.[1]).find((s) => s !== undefined) ?? '';
   return new Set([...section.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((m) => m[1]!));
 }
 
