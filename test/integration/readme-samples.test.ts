@@ -48,16 +48,20 @@ type Plan =
 function planFor(sample: MarkdownSample): Plan | { unclassified: string } {
   const marker = sample.marker;
   if (marker?.mode === 'not-run') {
-    return marker.reason ? { kind: 'not-run', reason: marker.reason } : { unclassified: 'a not-run marker needs its reason in parentheses' };
+    if (!marker.reason) return { unclassified: 'a not-run marker needs its reason in parentheses' };
+    return { kind: 'not-run', reason: marker.reason };
   }
   if (TS_LANGS.has(sample.lang)) {
     if (!marker) return { kind: 'typescript', worker: false };
     if (marker.mode === 'worker') return { kind: 'typescript', worker: true };
   } else if (YAML_LANGS.has(sample.lang)) {
-    if (marker?.mode === 'fragment') return { kind: 'pipeline', fragment: true, ...(marker.argument ? { into: marker.argument } : {}) };
+    if (marker?.mode === 'fragment') {
+      return { kind: 'pipeline', fragment: true, ...(marker.argument ? { into: marker.argument } : {}) };
+    }
     if (!marker) {
       const parsed: unknown = YAML.parse(sample.code);
-      if (isRecord(parsed) && typeof parsed.name === 'string' && Array.isArray(parsed.stages)) return { kind: 'pipeline', fragment: false };
+      const whole = isRecord(parsed) && typeof parsed.name === 'string' && Array.isArray(parsed.stages);
+      if (whole) return { kind: 'pipeline', fragment: false };
       return { unclassified: 'YAML that is not a whole pipeline (name and stages) needs a `fragment` marker' };
     }
   } else if (SHELL_LANGS.has(sample.lang)) {
@@ -65,7 +69,10 @@ function planFor(sample: MarkdownSample): Plan | { unclassified: string } {
     const commands = sample.code.replace(/(^|\s)#.*$/gm, '');
     const placeholder = /<[a-z][^>\s]*>/i.exec(commands);
     if (marker) return { unclassified: `shell blocks take no marker but not-run (got "${marker.mode}")` };
-    if (placeholder) return { unclassified: `${placeholder[0]} is a placeholder: a shell block runs as written (give a real value, or mark it not-run)` };
+    if (placeholder) {
+      const why = 'a shell block runs as written (give a real value, or mark it not-run)';
+      return { unclassified: `${placeholder[0]} is a placeholder: ${why}` };
+    }
     return { kind: 'shell' };
   } else if (!marker) {
     return { unclassified: `a block in "${sample.lang || 'no language'}" cannot run: mark it not-run with the reason` };
@@ -78,13 +85,18 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** A file name (and pipeline name) for a block, unique across the documents: `sample-readme-55`. */
-const stem = (s: MarkdownSample): string => `sample-${path.relative(ROOT, s.file).replace(/\.md$/i, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()}-${s.line}`;
+const stem = (s: MarkdownSample): string => {
+  const document = path.relative(ROOT, s.file).replace(/\.md$/i, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase();
+  return `sample-${document}-${s.line}`;
+};
 const where = (s: MarkdownSample): string => `${path.relative(ROOT, s.file)}:${s.line} (${s.section})`;
 
 const samples = DOCUMENTS.flatMap((doc) => readMarkdown(path.join(ROOT, doc)).samples);
 const planned = samples.map((sample) => ({ sample, plan: planFor(sample) }));
 const ofKind = <K extends Plan['kind']>(kind: K) =>
-  planned.flatMap(({ sample, plan }) => ('kind' in plan && plan.kind === kind ? [{ sample, plan: plan as Extract<Plan, { kind: K }> }] : []));
+  planned.flatMap(({ sample, plan }) =>
+    'kind' in plan && plan.kind === kind ? [{ sample, plan: plan as Extract<Plan, { kind: K }> }] : [],
+  );
 
 /** Output of one process. */
 interface Run {
@@ -93,9 +105,17 @@ interface Run {
   stderr: string;
 }
 
-function run(file: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<Run> {
+/** Where and how long a process runs. */
+interface RunOptions {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  timeoutMs: number;
+}
+
+function run(file: string, args: string[], options: RunOptions): Promise<Run> {
+  const settings = { ...options, timeout: options.timeoutMs, maxBuffer: 16 * 1024 * 1024 };
   return new Promise((resolve) => {
-    execFile(file, args, { ...options, timeout: options.timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) =>
+    execFile(file, args, settings, (error, stdout, stderr) =>
       resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -113,7 +133,11 @@ let connection: Connection;
 async function pollerOn(taskQueue: string, timeoutMs: number, alive: () => boolean): Promise<void> {
   await eventually(async () => {
     if (!alive()) throw new Error('the worker process exited');
-    const answer = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: 1 });
+    const answer = await connection.workflowService.describeTaskQueue({
+      namespace: 'default',
+      taskQueue: { name: taskQueue },
+      taskQueueType: 1, // workflow tasks
+    });
     return (answer.pollers ?? []).length > 0 ? true : undefined;
   }, timeoutMs, `a worker polling ${taskQueue}`);
 }
@@ -127,17 +151,25 @@ beforeAll(async () => {
   symlinkSync(path.join(ROOT, 'node_modules', 'zod'), path.join(project, 'node_modules', 'zod'));
   symlinkSync(path.join(ROOT, 'node_modules', '@types', 'node'), path.join(project, 'node_modules', '@types', 'node'));
   symlinkSync(path.join(ROOT, 'examples'), path.join(project, 'examples'));
-  writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'readme-samples', private: true, type: 'module' }));
+  const manifest = { name: 'readme-samples', private: true, type: 'module' };
+  writeFileSync(path.join(project, 'package.json'), JSON.stringify(manifest));
   const shims = path.join(project, '.shims');
   mkdirSync(shims);
   // `npx treadle` in README is the package's own CLI; nothing else may be fetched by npx.
   writeFileSync(
     path.join(shims, 'npx'),
-    `#!/bin/sh\nif [ "$1" = treadle ]; then shift; exec "${process.execPath}" "${BIN}" "$@"; fi\necho "npx $1: README samples run only npx treadle" >&2\nexit 127\n`,
+    [
+      '#!/bin/sh',
+      `if [ "$1" = treadle ]; then shift; exec "${process.execPath}" "${BIN}" "$@"; fi`,
+      'echo "npx $1: README samples run only npx treadle" >&2',
+      'exit 127',
+      '',
+    ].join('\n'),
     { mode: 0o755 },
   );
   // Only the configuration a user would have: the test's own TREADLE_* settings (call log, blob dir) stay out.
-  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(TREADLE_|TEMPORAL_|ANTHROPIC_|OTEL_|CLAUDE_)/.test(name)));
+  const settings = /^(TREADLE_|TEMPORAL_|ANTHROPIC_|OTEL_|CLAUDE_)/;
+  const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !settings.test(name)));
   env = {
     ...inherited,
     PATH: `${shims}${path.delimiter}${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}`,
@@ -166,10 +198,13 @@ afterAll(async () => {
 }, 60_000);
 
 it('classifies every code block, and lists those that do not run', () => {
-  const unclassified = planned.flatMap(({ sample, plan }) => ('unclassified' in plan ? [`${where(sample)}: ${plan.unclassified}`] : []));
+  const unclassified = planned.flatMap(({ sample, plan }) =>
+    'unclassified' in plan ? [`${where(sample)}: ${plan.unclassified}`] : [],
+  );
   expect(unclassified).toEqual([]);
   const notRun = ofKind('not-run').map(({ sample, plan }) => `${where(sample)}: ${plan.reason}`);
-  process.stderr.write(`[readme-samples] ${samples.length} blocks; ${notRun.length} not run:\n  ${notRun.join('\n  ')}\n`);
+  const list = notRun.map((line) => `\n  ${line}`).join('');
+  process.stderr.write(`[readme-samples] ${samples.length} blocks; ${notRun.length} not run:${list}\n`);
   expect(samples.length - notRun.length).toBeGreaterThan(notRun.length / 2);
 });
 
@@ -210,11 +245,20 @@ it('type-checks every TypeScript sample as a project that installed treadle', as
   writeFileSync(
     path.join(project, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: { target: 'ES2022', module: 'nodenext', moduleResolution: 'nodenext', strict: true, skipLibCheck: true, types: ['node'], outDir: 'out' },
+      compilerOptions: {
+        target: 'ES2022',
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        strict: true,
+        skipLibCheck: true,
+        types: ['node'],
+        outDir: 'out',
+      },
       include: ['sample-*.ts'],
     }),
   );
-  const tsc = await run(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', project], { cwd: project, env, timeoutMs: 150_000 });
+  const tscBin = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  const tsc = await run(process.execPath, [tscBin, '-p', project], { cwd: project, env, timeoutMs: 150_000 });
   expect(tsc.stdout + tsc.stderr).toBe('');
   expect(typescript.length).toBeGreaterThan(0);
 }, 180_000);
@@ -230,7 +274,11 @@ it('runs every TypeScript sample against the server and the worker', async () =>
     }
     // A worker runs until stopped: it must come up and poll its queue (one of its own, so it serves nothing else).
     const taskQueue = `readme-worker-${sample.line}-${Math.random().toString(36).slice(2, 8)}`;
-    const child = spawn(process.execPath, [script], { cwd: project, env: { ...env, TREADLE_TASK_QUEUE: taskQueue }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [script], {
+      cwd: project,
+      env: { ...env, TREADLE_TASK_QUEUE: taskQueue },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let log = '';
     child.stdout!.on('data', (d: Buffer) => (log += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (log += d.toString()));
@@ -249,7 +297,8 @@ it('runs every TypeScript sample against the server and the worker', async () =>
 it('runs every shell sample in the project, with npx treadle the built CLI', async () => {
   const failures: string[] = [];
   for (const { sample } of ofKind('shell')) {
-    const result = await run('bash', ['-e', '-o', 'pipefail', '-c', sample.code], { cwd: project, env, timeoutMs: 150_000 });
+    const bash = ['-e', '-o', 'pipefail', '-c', sample.code];
+    const result = await run('bash', bash, { cwd: project, env, timeoutMs: 150_000 });
     // `run --wait` and `tdd --wait` exit 0 whatever the item's end: a sample that leaves one failed is broken too.
     const failedItem = / · pipeline \S+ · failed$|^\S+: failed \(phase /m.test(result.stdout);
     if (result.code !== 0 || failedItem) failures.push(`${where(sample)}: ${show(result)}`);
@@ -269,7 +318,8 @@ describe('the approval sample', () => {
   it('makes requests from elements shaped as its with: describes', async () => {
     const approval = samples.find((s) => YAML_LANGS.has(s.lang) && /type: approval/.test(s.code));
     expect(approval).toBeDefined();
-    const [stage] = YAML.parse(approval!.code) as { name: string; depends_on: string[]; with: Record<string, string> }[];
+    type ApprovalStage = { name: string; depends_on: string[]; with: Record<string, string> };
+    const [stage] = YAML.parse(approval!.code) as ApprovalStage[];
     const producer = stage!.depends_on[0]!;
     const field = stage!.with.context_field;
     // An element is the action's payload, with the field the sample names as its own context.
@@ -281,7 +331,8 @@ describe('the approval sample', () => {
       const s = await h.client.getState(id);
       return s.status === 'running' ? undefined : s;
     }, 30_000, 'the approval step to settle');
-    expect({ status: state.status, error: state.stages[stage!.name]?.error }).toEqual({ status: 'waiting_approval', error: undefined });
+    const outcome = { status: state.status, error: state.stages[stage!.name]?.error };
+    expect(outcome).toEqual({ status: 'waiting_approval', error: undefined });
     const [request] = state.approvals ?? [];
     expect(request?.payload).toEqual(element);
     if (field) expect(request?.context).toContain('from the weekly meeting');

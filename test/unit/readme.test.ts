@@ -29,10 +29,16 @@ function sourceFiles(dir: string, extension = '.ts'): string[] {
 /** Names src/ reads from the environment: `env.X`, `env['X']`, and the `X_ENV = 'NAME'` constants read through. */
 function environmentReads(): Map<string, string> {
   const reads = new Map<string, string>();
-  const patterns = [/\benv\.([A-Z][A-Z0-9_]*)\b/g, /\benv\[\s*['"]([A-Z][A-Z0-9_]*)['"]\s*\]/g, /\bconst\s+[A-Z][A-Z0-9_]*_ENV\s*=\s*'([A-Z][A-Z0-9_]*)'/g];
+  const patterns = [
+    /\benv\.([A-Z][A-Z0-9_]*)\b/g,
+    /\benv\[\s*['"]([A-Z][A-Z0-9_]*)['"]\s*\]/g,
+    /\bconst\s+[A-Z][A-Z0-9_]*_ENV\s*=\s*'([A-Z][A-Z0-9_]*)'/g,
+  ];
   for (const file of sourceFiles(path.join(ROOT, 'src'))) {
     const text = readFileSync(file, 'utf8');
-    for (const pattern of patterns) for (const match of text.matchAll(pattern)) if (!reads.has(match[1]!)) reads.set(match[1]!, path.relative(ROOT, file));
+    for (const pattern of patterns) {
+      for (const [, name] of text.matchAll(pattern)) if (!reads.has(name!)) reads.set(name!, path.relative(ROOT, file));
+    }
   }
   return reads;
 }
@@ -41,7 +47,10 @@ function environmentReads(): Map<string, string> {
 function configurationTable(): Set<string> {
   const docs = path.join(ROOT, 'docs');
   const others = existsSync(docs) ? sourceFiles(docs, '.md').map((file) => readFileSync(file, 'utf8')) : [];
-  const section = [README, ...others].map((text) => /^#{1,3} Configuration\n([\s\S]*?)(?=^#{1,3} |(?![\s\S]))/m.exec(text)?.[1]).find((s) => s !== undefined) ?? '';
+  // From the heading to the next one, or to the end of the file.
+  const heading = /^#{1,3} Configuration\n([\s\S]*?)(?=^#{1,3} |(?![\s\S]))/m;
+  const sectionOf = (text: string): string | undefined => heading.exec(text)?.[1];
+  const section = [README, ...others].map(sectionOf).find((s) => s !== undefined) ?? '';
   return new Set([...section.matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((m) => m[1]!));
 }
 
@@ -49,8 +58,11 @@ it('lists every environment variable src/ reads in the configuration table', () 
   const reads = environmentReads();
   const table = configurationTable();
   // The scan finds what it is meant to: names read directly and through constants.
-  expect([...reads.keys()]).toEqual(expect.arrayContaining(['TEMPORAL_ADDRESS', 'TREADLE_TDD_REPOS', 'TREADLE_GIT_AUTHOR_NAME', 'OTEL_SERVICE_NAME']));
-  const missing = [...reads].filter(([name]) => !table.has(name) && !(name in NOT_TREADLE_SETTINGS)).map(([name, file]) => `${name} (read in ${file})`);
+  const sure = ['TEMPORAL_ADDRESS', 'TREADLE_TDD_REPOS', 'TREADLE_GIT_AUTHOR_NAME', 'OTEL_SERVICE_NAME'];
+  expect([...reads.keys()]).toEqual(expect.arrayContaining(sure));
+  const missing = [...reads]
+    .filter(([name]) => !table.has(name) && !(name in NOT_TREADLE_SETTINGS))
+    .map(([name, file]) => `${name} (read in ${file})`);
   expect(missing).toEqual([]);
 });
 
@@ -72,8 +84,8 @@ it('points every "see X" at a section that exists, in the direction it says', ()
     const line = lineAt(m.index);
     const found = all.filter((t) => t.text === name || t.text.startsWith(`${name}:`) || t.text.startsWith(`${name} (`));
     if (found.length === 0) problems.push(`line ${line}: "${name}" is no heading or bold lead`);
-    else if (m[3] === 'above' && !found.some((t) => t.line < line)) problems.push(`line ${line}: "${name}" is below, not above`);
-    else if (m[3] === 'below' && !found.some((t) => t.line > line)) problems.push(`line ${line}: "${name}" is above, not below`);
+    else if (m[3] === 'above' && !found.some((t) => t.line < line)) problems.push(`line ${line}: "${name}" is below`);
+    else if (m[3] === 'below' && !found.some((t) => t.line > line)) problems.push(`line ${line}: "${name}" is above`);
   }
   expect(problems).toEqual([]);
 });
@@ -100,15 +112,30 @@ describe('the code-block extractor', () => {
     ].join('\n');
     const { samples, headings } = parseMarkdown(text, 'doc.md');
     expect(samples).toEqual([
-      { file: 'doc.md', line: 3, lang: 'sh', code: 'npx treadle dev', section: 'One', marker: { mode: 'not-run', argument: '', reason: 'starts a server (for good)' } },
+      {
+        file: 'doc.md',
+        line: 3,
+        lang: 'sh',
+        code: 'npx treadle dev',
+        section: 'One',
+        marker: { mode: 'not-run', argument: '', reason: 'starts a server (for good)' },
+      },
       { file: 'doc.md', line: 8, lang: 'yaml', code: 'a: 1\n```\nb: 2', section: 'Two' },
-      { file: 'doc.md', line: 14, lang: '', code: '# not a heading', section: 'Two', marker: { mode: 'fragment', argument: 'examples/x.yaml' } },
+      {
+        file: 'doc.md',
+        line: 14,
+        lang: '',
+        code: '# not a heading',
+        section: 'Two',
+        marker: { mode: 'fragment', argument: 'examples/x.yaml' },
+      },
     ]);
     expect(headings.map((h) => h.text)).toEqual(['One', 'Two']);
   });
 
   it('refuses an unclosed fence and an empty marker', () => {
-    expect(() => parseMarkdown('text\n```ts\nconst a = 1;\n', 'doc.md')).toThrow('doc.md:2: the code block opened here is never closed');
+    const unclosed = (): unknown => parseMarkdown('text\n```ts\nconst a = 1;\n', 'doc.md');
+    expect(unclosed).toThrow('doc.md:2: the code block opened here is never closed');
     expect(() => parseMarker('  ')).toThrow('a sample marker needs a mode');
   });
 });
