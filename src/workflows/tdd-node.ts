@@ -39,7 +39,7 @@ import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-type
 import type { ImplExit, MergerExit, RebaserExit, ScaffoldExit, TDDReviewImplExit, TDDWriteTestsExit, TddNodeName } from '../model/tdd';
 import { MAX_IMPL_ATTEMPTS, type HumanReason, type TddChildState, type TddNodeCallInput, type TddNodeCallResult, type TddNodeInput, type TddNodeResult, type TddNodeState, type TddWorktreeInput, type TddWorktreeResult } from '../model/tdd-node';
 import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
-import { truncateText } from '../model/limits';
+import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
 import type { StateQueryArgs, WorkItemState } from '../model/state';
 import { describeFailure, eventPage, failureWithUsage, now, usageReported } from './common';
@@ -62,11 +62,14 @@ const tdd = proxyActivities<{
   [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
   [TDD_WORKTREE_ACTIVITY]: (input: TddWorktreeInput) => Promise<TddWorktreeResult>;
 }>({
-  // Agent calls with tool use and test runs: long, heartbeating.
+  // Agent calls with tool use and test runs: long, heartbeating; a lost worker is noticed within the timeout.
   startToCloseTimeout: '2h',
-  heartbeatTimeout: '2m',
+  heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
   retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['RepositoryNotAllowed', 'TestCommandNotAllowed', 'UnknownAgent', 'InvalidInput', 'AgentUnavailableError'] },
 });
+
+/** Refusals the Web UI's details show, the latest. */
+const LATEST_REFUSALS_SHOWN = 3;
 
 /** The listing's pipeline name for TDD nodes (`treadle reviews --pipeline tdd`). */
 export const TDD_PIPELINE_NAME = 'tdd';
@@ -244,9 +247,26 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       const used = callBatchOf(result.calls)?.usage;
       if (used) state.usage = addTotals(state.usage, used);
       state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
+      const refused = result.refusals;
+      if (refused) {
+        // Why the agent's work was refused is the user's business too; the activity capped the count and text.
+        const more = refused.count > refused.texts.length ? ` (and ${refused.count - refused.texts.length} more)` : '';
+        emit('WorkRefused', `${node}: refused ${refused.count}×: ${refused.texts.join('; ')}${more}`, { stage: node, details: { refused: refused.count, refusals: refused.texts } });
+        const latest = [...(state.refusals?.texts ?? []), ...refused.texts].slice(-LATEST_REFUSALS_SHOWN);
+        state.refusals = { count: (state.refusals?.count ?? 0) + refused.count, texts: latest };
+      }
       emit('NodeExit', `${node}: ${result.summary}`, {
         stage: node,
-        details: { exit: result.exit, ref: result.exitRef, ...(result.commit ? { commit: result.commit } : {}), ...(result.testRun ? { tests: result.testRun.summary } : {}), calls: callBatchOf(result.calls)?.usage.calls ?? 0, nudged: result.nudged, invalidReplies: result.invalidReplies },
+        details: {
+          exit: result.exit,
+          ref: result.exitRef,
+          ...(result.commit ? { commit: result.commit } : {}),
+          ...(result.testRun ? { tests: result.testRun.summary } : {}),
+          calls: callBatchOf(result.calls)?.usage.calls ?? 0,
+          nudged: result.nudged,
+          invalidReplies: result.invalidReplies,
+          ...(refused ? { refused: refused.count, refusals: refused.texts } : {}),
+        },
       });
       return result;
     };
@@ -640,6 +660,7 @@ function renderDetails(state: TddNodeState): string {
   ];
   if (state.children.length > 0) lines.push('', '| child | status | merge |', '|---|---|---|', ...state.children.map((c) => `| ${c.id} | ${c.status} | ${c.mergeCommit?.slice(0, 10) ?? ''} |`));
   if (state.human) lines.push('', `Waiting for a human (${state.human.reason}): ${state.human.message}`);
+  if (state.refusals) lines.push('', `Refused to the agent: ${state.refusals.count} (latest: ${state.refusals.texts.join('; ')})`);
   return lines.join('\n');
 }
 
