@@ -1,20 +1,19 @@
 /**
- * A lost worker costs a TDD tree about one heartbeat timeout (issue 24 §7), not two minutes. Cases: a worker
- * process killed (SIGKILL) while a node's Impl runs its tests — Temporal records the Impl activity's retry
- * after a HEARTBEAT timeout of STEP_HEARTBEAT_TIMEOUT (30 s), another worker process finishes the tree, well
- * under the old 2-minute stall; and a test command that runs 40 s, longer than that timeout, is not timed out
- * (the node call heartbeats while it waits).
+ * A lost worker costs a TDD tree or a loop about one heartbeat timeout (issue 24 §7), not two minutes. Cases: a
+ * worker process killed (SIGKILL) while a node's Impl runs its tests — Temporal records the Impl activity's
+ * retry after a HEARTBEAT timeout of STEP_HEARTBEAT_TIMEOUT (30 s), another worker process finishes the tree,
+ * well under the old 2-minute stall; the same for a loop iteration killed while its verify command runs; and a
+ * test command that runs 40 s, longer than that timeout, is not timed out (the node call heartbeats).
  */
 import { Client, Connection } from '@temporalio/client';
 import { decodeTimeoutType } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { initRepository } from '../../src/activities/git';
 import { TreadleClient } from '../../src/client';
-import { TDD_NODE_ACTIVITY } from '../../src/model/activity-types';
-import { STEP_HEARTBEAT_TIMEOUT } from '../../src/model/limits';
+import { LOOP_ITERATION_ACTIVITY, TDD_NODE_ACTIVITY } from '../../src/model/activity-types';
 import type { Json } from '../../src/model/shapes';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { eventually, testAddress } from '../support/harness';
@@ -31,7 +30,17 @@ const taskQueue = `fault-lost-${Math.random().toString(36).slice(2, 10)}`;
 
 async function startWorker(): Promise<ChildProcess> {
   const child = spawn(process.execPath, [WORKER], {
-    env: { ...process.env, TEMPORAL_ADDRESS: testAddress(), TREADLE_TASK_QUEUE: taskQueue, TREADLE_BLOB_DIR: path.join(dir, 'blobs'), LEDGER_DIR: dir, TREADLE_TDD_REPOS: dir, TREADLE_AGENT: 'scripted' },
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: testAddress(),
+      TREADLE_TASK_QUEUE: taskQueue,
+      TREADLE_BLOB_DIR: path.join(dir, 'blobs'),
+      LEDGER_DIR: dir,
+      TREADLE_TDD_REPOS: dir,
+      TREADLE_AGENT: 'scripted',
+      TREADLE_LOOP_WORKSPACE: path.join(dir, 'workspace'),
+      TREADLE_LOOP_COMMANDS: JSON.stringify([['sh', 'slow.sh']]),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   workers.push(child);
@@ -143,7 +152,6 @@ it('a worker killed while a node’s Impl runs its tests costs the tree one hear
   const stalled = Date.now() - killedAt;
 
   // The server's record: Impl's activity ran again (attempt 2) after a HEARTBEAT timeout of 30 s.
-  expect(STEP_HEARTBEAT_TIMEOUT).toBe('30s');
   const history = await temporalClient.workflow.getHandle(id).fetchHistory();
   expect(implExecutions(history.events ?? [])).toEqual([{ heartbeatTimeoutSeconds: 30, attempt: 2, lastTimeout: 'HEARTBEAT' }]);
   // A sanity bound, well under the old stall of 2 minutes and more.
@@ -170,3 +178,38 @@ it('a test command that runs 40 s, longer than the heartbeat timeout, is not tim
   // The run took the 40 s it sleeps (node's test runner reports it).
   expect(String(implExit?.details?.tests)).toMatch(/^2 passed, 0 failed .*exit 0, (\d{5,}) ms\)$/);
 }, 180_000);
+
+it('a worker killed while a loop iteration runs its verify command costs the loop one heartbeat timeout', async () => {
+  const workspace = path.join(dir, 'workspace');
+  mkdirSync(workspace, { recursive: true });
+  // The verify command is slow the first time only (the killed execution's), quick when the iteration reruns.
+  writeFileSync(path.join(workspace, 'slow.sh'), 'if [ ! -e slow.started ]; then : > slow.started; sleep 45; fi\n');
+  const marker = path.join(workspace, 'slow.started');
+  const id = `lost-loop-${taskQueue}`;
+  const decided = { decision: 'stop', reason: 'done', summary: 'done', work: { items_completed: [], files_touched: [] }, errors: [] };
+  const reply = { output: '# Output\n', progress: '## Iteration 1\n', status: decided };
+  const stage = { name: 'ideas', run: 'loop', with: { stage: { name: 'ideas', prompt: 'Write ${OUTPUT}. Report in ${STATUS}.', termination: { type: 'fixed' }, verify: ['sh slow.sh'] }, max_iterations: 1 } };
+
+  const first = await startWorker();
+  // Replies for the killed execution and its rerun, whichever each takes.
+  await client.start({ name: 'lost-loop', stages: [stage] }, { agent_replies: { ideas: [reply, reply, reply] } }, { id });
+  await eventually(async () => (existsSync(marker) ? true : undefined), 90_000, 'the slow verify command');
+  first.kill('SIGKILL');
+  await exited(first);
+  const killedAt = Date.now();
+
+  await startWorker();
+  expect(await client.result(id)).toMatchObject({ status: 'completed' });
+  const stalled = Date.now() - killedAt;
+
+  // The loop's history: its one iteration ran again (attempt 2) after a HEARTBEAT timeout of 30 s.
+  const [loop] = await client.loops(id);
+  const events = (await temporalClient.workflow.getHandle(loop!.workflowId).fetchHistory()).events ?? [];
+  const iterations = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === LOOP_ITERATION_ACTIVITY);
+  expect(iterations).toHaveLength(1);
+  const started = events.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(iterations[0]!.eventId))!.activityTaskStartedEventAttributes!;
+  expect(Number(iterations[0]!.activityTaskScheduledEventAttributes!.heartbeatTimeout?.seconds)).toBe(30);
+  expect(started.attempt).toBe(2);
+  expect(decodeTimeoutType(started.lastFailure?.timeoutFailureInfo?.timeoutType)).toBe('HEARTBEAT');
+  expect(stalled).toBeLessThan(90_000);
+}, 240_000);
