@@ -155,6 +155,7 @@ type Activity = { type: string; step?: string; attempt?: number; input: unknown 
 function auditActivityResult(activity: Activity, result: unknown, add: (entry: Omit<AuditEntry, 'at' | 'workflowId'>) => void): void {
   const r = (result ?? {}) as Record<string, unknown>;
   for (const entry of modelCalls(activity, r.calls)) add(entry);
+  for (const entry of refusalLines(activity, r.refusals)) add(entry);
   switch (activity.type) {
     case 'treadle.approvalCreate': {
       const requests = Array.isArray(r.requests) ? (r.requests as { id: string; actionType: string; summary: string }[]) : [];
@@ -181,6 +182,22 @@ function auditActivityResult(activity: Activity, result: unknown, add: (entry: O
         add({ kind: 'step', ...where(activity), message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}` });
       }
   }
+}
+
+/**
+ * What a TDD node call refused its agent (a path outside the worktree, a read-only file, children past the
+ * tree's limits), one line each as the call reported them (the first few, cut), and a line for the rest.
+ */
+function refusalLines(activity: Activity, raw: unknown): Omit<AuditEntry, 'at' | 'workflowId'>[] {
+  const refusals = raw as { count?: unknown; texts?: unknown } | undefined;
+  if (!refusals || !Array.isArray(refusals.texts)) return [];
+  const input = activity.input as { nodePath?: string; node?: string } | undefined;
+  const at = input?.node ? { step: input.node } : where(activity);
+  const who = input?.node ? `${input.nodePath ?? '?'} ${input.node}` : label(activity);
+  const lines = refusals.texts.map((t) => ({ kind: 'step' as const, ...at, message: `${who} refused: ${String(t)}` }));
+  const rest = typeof refusals.count === 'number' ? refusals.count - refusals.texts.length : 0;
+  if (rest > 0) lines.push({ kind: 'step', ...at, message: `${who} refused ${rest} more (not listed)` });
+  return lines;
 }
 
 /**

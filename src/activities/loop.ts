@@ -61,7 +61,7 @@ import { isBlobRef, type Artefact, type Json, type UsageTotals } from '../model/
 import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../storage/blob-store';
 import { callLogWriter, type CallLog } from '../storage/call-log';
 import { ConversationStore } from '../storage/conversation';
-import { supervise, type Supervision } from './supervision';
+import { supervise, withHeartbeats, type Supervision } from './supervision';
 import { isRecord } from './sources';
 import { checkCommand, commandList, PASSED_ENV, runTestCommand } from './test-command';
 import { writeFileInside } from './worktree-files';
@@ -127,7 +127,8 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
     return { workspace, runs: path.resolve(workspace, env[LOOP_RUNS_ENV] || DEFAULT_LOOP_RUNS) };
   };
   return {
-    [LOOP_PREPARE_ACTIVITY]: async (input: LoopPrepareInput): Promise<LoopPrepareResult> => prepare(input, deps, env, where()),
+    // Every loop activity heartbeats: their heartbeat timeout is how soon a lost worker is noticed.
+    [LOOP_PREPARE_ACTIVITY]: async (input: LoopPrepareInput): Promise<LoopPrepareResult> => withHeartbeats(() => prepare(input, deps, env, where())),
     [LOOP_ITERATION_ACTIVITY]: async (input: LoopIterationInput): Promise<LoopIterationResult> => {
       const plan = await planOf(input.planRef);
       const replies = plan.repliesRef ? await jsonOf<Json>(plan.repliesRef) : undefined;
@@ -135,18 +136,20 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
     },
     [LOOP_CHECK_QUEUE_ACTIVITY]: async (input: { planRef: string }): Promise<QueueReading> => {
       const plan = await planOf(input.planRef);
-      return checkQueue(plan, env, where().workspace);
+      return withHeartbeats(() => checkQueue(plan, env, where().workspace));
     },
     // The stage's artefact for the work item: the loop's result with the final output's text, offloaded when large.
     [LOOP_ARTEFACT_ACTIVITY]: async (input: { artefact: LoopArtefact }): Promise<Artefact> => {
       const { artefact } = input;
-      const text = artefact.outputRef ? (await deps.blobs.get(artefact.outputRef)).toString('utf8') : undefined;
-      const full = { ...artefact, ...(text !== undefined ? { text } : {}) } as unknown as Json;
-      return (await offloadArtefact(full, deps.blobs, deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES, `loop ${artefact.stage}: ${artefact.iterations} iterations, ${artefact.outputBytes} bytes of output`))!;
+      return withHeartbeats(async () => {
+        const text = artefact.outputRef ? (await deps.blobs.get(artefact.outputRef)).toString('utf8') : undefined;
+        const full = { ...artefact, ...(text !== undefined ? { text } : {}) } as unknown as Json;
+        return (await offloadArtefact(full, deps.blobs, deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES, `loop ${artefact.stage}: ${artefact.iterations} iterations, ${artefact.outputBytes} bytes of output`))!;
+      });
     },
     [LOOP_WRITE_STATE_ACTIVITY]: async (input: LoopWriteStateInput): Promise<void> => {
       const plan = await planOf(input.planRef);
-      await writeState(plan, input, where().workspace);
+      await withHeartbeats(() => writeState(plan, input, where().workspace));
     },
   };
 }

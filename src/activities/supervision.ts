@@ -118,6 +118,21 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
   }
 }
 
+/**
+ * Runs a short activity body (git, files, a queue command) heartbeating as {@link supervise} does, without its
+ * call log: so that the step's heartbeat timeout notices a lost worker quickly and never cuts a slow body off.
+ */
+export async function withHeartbeats<T>(run: () => Promise<T>): Promise<T> {
+  const context = Context.current();
+  const timeout = context.info.heartbeatTimeoutMs;
+  const beat = setInterval(() => context.heartbeat(), Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS));
+  try {
+    return await run();
+  } finally {
+    clearInterval(beat);
+  }
+}
+
 /** An Error by its shape (a name and a message), whichever realm made it. */
 function isErrorLike(value: unknown): value is Error {
   return typeof value === 'object' && value !== null && typeof (value as Error).name === 'string' && typeof (value as Error).message === 'string';

@@ -350,7 +350,8 @@ export function exitJsonSchema(node: TddNodeName): { [key: string]: Json } {
 // Parsing replies
 
 /** A parsed reply: the node's exit (unknown fields dropped) and the file changes. */
-export type NodeReply = { ok: true; exit: NodeExit; files: Record<string, string | null> } | { ok: false; issues: string[] };
+/** A reply, or its issues; `refusedPaths` are its `files` paths refused as outside the worktree (the user sees them). */
+export type NodeReply = { ok: true; exit: NodeExit; files: Record<string, string | null> } | { ok: false; issues: string[]; refusedPaths?: string[] };
 
 /** Agent text quoted in an issue: JSON-quoted and cut short. */
 function quote(value: string): string {
@@ -448,19 +449,23 @@ function checkExit(node: TddNodeName, reply: Record<string, unknown>): { ok: tru
   return parsed.success ? { ok: true, exit: parsed.data } : { ok: false, issues: parsed.error.issues.map(issueText) };
 }
 
-function checkFiles(files: unknown): { ok: true; files: Record<string, string | null> } | { ok: false; issues: string[] } {
+function checkFiles(files: unknown): { ok: true; files: Record<string, string | null> } | { ok: false; issues: string[]; refused: string[] } {
   if (files === undefined || files === null) return { ok: true, files: {} };
-  if (typeof files !== 'object' || Array.isArray(files)) return { ok: false, issues: [`files: expected an object of path → content or null, received ${typeName(files)}`] };
+  if (typeof files !== 'object' || Array.isArray(files)) return { ok: false, issues: [`files: expected an object of path → content or null, received ${typeName(files)}`], refused: [] };
   const issues: string[] = [];
+  const refused: string[] = [];
   const checked: Record<string, string | null> = {};
   for (const [file, content] of Object.entries(files)) {
     const where = `files[${quote(file)}]`;
     const path = FilePathSchema.safeParse(file);
-    if (!path.success) issues.push(`${where}: ${path.error.issues[0]?.message ?? 'not a usable path'}`);
-    else if (typeof content !== 'string' && content !== null) issues.push(`${where}: expected the full new content (string) or null, received ${typeName(content)}`);
+    if (!path.success) {
+      const why = path.error.issues[0]?.message ?? 'not a usable path';
+      issues.push(`${where}: ${why}`);
+      refused.push(`refused path ${quote(file)}: ${why}`);
+    } else if (typeof content !== 'string' && content !== null) issues.push(`${where}: expected the full new content (string) or null, received ${typeName(content)}`);
     else checked[file] = content;
   }
-  return issues.length > 0 ? { ok: false, issues } : { ok: true, files: checked };
+  return issues.length > 0 ? { ok: false, issues, refused } : { ok: true, files: checked };
 }
 
 /**
@@ -475,7 +480,7 @@ export function parseNodeOutput(node: TddNodeName, value: unknown): NodeReply {
   const exit = checkExit(node, reply);
   const files = checkFiles(reply.files);
   if (exit.ok && files.ok) return { ok: true, exit: exit.exit, files: files.files };
-  return { ok: false, issues: capped([...(exit.ok ? [] : exit.issues), ...(files.ok ? [] : files.issues)]) };
+  return { ok: false, issues: capped([...(exit.ok ? [] : exit.issues), ...(files.ok ? [] : files.issues)]), ...(files.ok || files.refused.length === 0 ? {} : { refusedPaths: files.refused }) };
 }
 
 /**

@@ -35,13 +35,13 @@ import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import type { AgentMessage, AgentTool, ToolUse } from '../agents/types';
 import { TOOL_ROUNDS_EXHAUSTED } from '../agents/anthropic';
 import { worktreeAccess, worktreeTools } from '../agents/worktree-tools';
-import { callsOf, supervise, type Supervision } from './supervision';
+import { callsOf, supervise, withHeartbeats, type Supervision } from './supervision';
 import { commitAll, diffText, ensureWorktree, git, headCommit, MergeConflictError, rebaseOnto, restoreFromHead, squashMerge } from './git';
-import { applyFileWrites, readFileInside } from './worktree-files';
+import { applyFileWrites, PathEscapeError, readFileInside, ReadOnlyPathError } from './worktree-files';
 import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from './test-command';
 import { invalidReplyFeedback, nudgeMessage, parseNodeReply, renderNodeTemplate, replyInstructions, type WorktreeMode } from './tdd-prompts';
 import { checkChildSpecs, checkTddStageConfig, seedSpecOf, tddRootInput, TddStageConfigSchema, validateTddSpec, type ChildSpec, type Critique, type InitWorkPayload, type MergeComplete, type MergeEvent, type NodeExit, type PlannedTest, type TDDApproval, type TestsReadyPayload, type ImplResult } from '../model/tdd';
-import type { NodeContext, TddEnvelope, TddNodeCallInput, TddNodeCallResult, TddNodeInput, TddPrepareInput, TddWorktreeInput, TddWorktreeResult } from '../model/tdd-node';
+import { MAX_REFUSAL_CHARS, MAX_REFUSALS_PER_CALL, type NodeContext, type TddEnvelope, type TddNodeCallInput, type TddNodeCallResult, type TddNodeInput, type TddPrepareInput, type TddRefusals, type TddWorktreeInput, type TddWorktreeResult } from '../model/tdd-node';
 import { TDD_NODE_ACTIVITY, TDD_PREPARE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
 import { readJson, resolveArtefact, storeJson } from '../storage/blob-store';
 import { truncateText } from '../model/limits';
@@ -86,13 +86,15 @@ export function checkRepo(repo: string, roots: string[]): string | null {
 export function createTddActivities(deps: TddActivityDependencies): Record<string, (input: never) => Promise<unknown>> {
   const env = deps.env ?? process.env;
   return {
-    [TDD_WORKTREE_ACTIVITY]: async (input: TddWorktreeInput): Promise<TddWorktreeResult> => {
-      const problem = checkRepo(input.repo, allowedRepoRoots(env));
-      if (problem) throw ApplicationFailure.nonRetryable(problem, 'RepositoryNotAllowed');
-      const commonDir = path.resolve(input.repo, await git(input.repo, ['rev-parse', '--git-common-dir']));
-      const made = await ensureWorktree({ repo: input.repo, worktreesDir: path.join(commonDir, 'treadle-worktrees'), branch: input.branch, base: input.base });
-      return { worktree: made.path, head: made.head };
-    },
+    // Shares the node calls' short heartbeat timeout: a large repository's checkout must heartbeat too.
+    [TDD_WORKTREE_ACTIVITY]: async (input: TddWorktreeInput): Promise<TddWorktreeResult> =>
+      withHeartbeats(async () => {
+        const problem = checkRepo(input.repo, allowedRepoRoots(env));
+        if (problem) throw ApplicationFailure.nonRetryable(problem, 'RepositoryNotAllowed');
+        const commonDir = path.resolve(input.repo, await git(input.repo, ['rev-parse', '--git-common-dir']));
+        const made = await ensureWorktree({ repo: input.repo, worktreesDir: path.join(commonDir, 'treadle-worktrees'), branch: input.branch, base: input.base });
+        return { worktree: made.path, head: made.head };
+      }),
     [TDD_NODE_ACTIVITY]: async (input: TddNodeCallInput): Promise<TddNodeCallResult> =>
       supervise((supervision) => runNodeCall(input, deps, env, supervision), { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, { pipeline: 'tdd', stage: `${input.nodePath}.${input.node}` }) }),
     // A `tdd` stage of an ordinary pipeline: its config becomes the root node's input, stored by reference.
@@ -125,8 +127,8 @@ async function runNodeCall(input: TddNodeCallInput, deps: TddActivityDependencie
   const providerName = input.settings.agent ?? defaultAgentName(env);
   const factory = deps.agents[providerName];
   if (!factory) throw ApplicationFailure.nonRetryable(`unknown agent provider "${providerName}" (available: ${Object.keys(deps.agents).join(', ')})`, 'UnknownAgent');
-  const ctx: NodeRun = { input, context, blobs, opKey, supervision, env, worktreeMode: WORKTREE_MODES[providerName] ?? 'files' };
-  if (ctx.worktreeMode === 'tools') ctx.tools = worktreeTools(worktreeAccess(input.worktree, { readOnly: await readOnlyFor(ctx), runTests: testRunnerFor(ctx) }));
+  const ctx: NodeRun = { input, context, blobs, opKey, supervision, env, worktreeMode: WORKTREE_MODES[providerName] ?? 'files', refused: new RefusalLog() };
+  if (ctx.worktreeMode === 'tools') ctx.tools = worktreeTools(worktreeAccess(input.worktree, { readOnly: await readOnlyFor(ctx), runTests: testRunnerFor(ctx), onRefused: (refusal) => ctx.refused.add(refusal) }));
 
   const prompt = await renderPrompt(ctx);
   // Scripted replies are consumed in order across every agent call of this node in this workflow, re-prompts
@@ -150,8 +152,10 @@ async function runNodeCall(input: TddNodeCallInput, deps: TddActivityDependencie
     // claude-code edits the worktree with its own tools, which know nothing of read-only files: put them back.
     const restored = ctx.worktreeMode === 'workdir' ? await restoreFromHead(input.worktree, await readOnlyFor(ctx)) : [];
     if (restored.length > 0) log.warn('agent changed read-only files; they were put back', { nodePath: input.nodePath, node: input.node, files: restored.slice(0, MAX_ENVELOPE_ITEMS) });
+    if (restored.length > 0) ctx.refused.add(`read-only files changed and put back: ${restored.join(', ')}`);
     const parsed =
       reply.problem !== undefined ? { ok: false as const, issues: [reply.problem] } : reply.text === undefined ? { ok: false as const, issues: ['no reply within the nudge timeout'] } : parseNodeReply(input.node, reply.text);
+    if (!parsed.ok && 'refusedPaths' in parsed) for (const refused of parsed.refusedPaths ?? []) ctx.refused.add(`files: ${refused}`);
     let feedback: string;
     if (parsed.ok) {
       const writes =
@@ -182,6 +186,7 @@ async function runNodeCall(input: TddNodeCallInput, deps: TddActivityDependencie
         nudged,
         invalidReplies,
         agentCalls,
+        ...ctx.refused.report(),
       };
     }
     messages.push({ role: 'user', content: feedback });
@@ -199,6 +204,27 @@ interface NodeRun {
   worktreeMode: WorktreeMode;
   /** The worktree tools, when `worktreeMode` is `tools`. */
   tools?: AgentTool[];
+  /** What was refused to the agent in this call, reported with its result. */
+  refused: RefusalLog;
+}
+
+/**
+ * The refusals of one node call, for the node's events and the audit: all counted, the first
+ * {@link MAX_REFUSALS_PER_CALL} kept, each cut, so that an agent refused a thousand times adds little to history.
+ */
+class RefusalLog {
+  private count = 0;
+  private readonly texts: string[] = [];
+
+  add(refusal: string): void {
+    this.count++;
+    if (this.texts.length < MAX_REFUSALS_PER_CALL) this.texts.push(truncateText(refusal, MAX_REFUSAL_CHARS));
+  }
+
+  /** `{ refusals }` for the call's result, or nothing when nothing was refused. */
+  report(): { refusals?: TddRefusals } {
+    return this.count > 0 ? { refusals: { count: this.count, texts: [...this.texts] } } : {};
+  }
 }
 
 /** How one agent call ended: a reply, the nudge timeout, or a tool loop that used all its rounds. */
@@ -302,6 +328,7 @@ async function applyWrites(ctx: NodeRun, files: Record<string, string | null>): 
     await applyFileWrites(ctx.input.worktree, files, { readOnly: await readOnlyFor(ctx) });
     return { ok: true };
   } catch (error) {
+    if (error instanceof PathEscapeError || error instanceof ReadOnlyPathError) ctx.refused.add(`files: ${error.message}`);
     return { ok: false, feedback: `Your file changes were refused and nothing was written: ${(error as Error).message}. Paths are relative to the worktree; test files and the parent's interface files are read-only for you. Send the whole reply again.` };
   }
 }
@@ -414,6 +441,7 @@ async function checkExit(ctx: NodeRun, exit: NodeExit): Promise<Checked> {
       }
       const children = exit.childSpecs ?? [];
       const problems = checkChildSpecs(children, { depth: depthOf(input.nodePath), maxDepth: input.settings.maxDepth, maxChildren: input.settings.maxChildren });
+      for (const problem of problems) ctx.refused.add(problem);
       if (problems.length > 0) return { ok: false, feedback: `Your childSpecs cannot be used: ${problems.join('; ')}. Send the whole reply again.` };
       const made = await commit(`scaffold(${input.specId}): interface, contract suite, test plan`);
       const interfaceText = truncateText(await readFileInside(input.worktree, exit.interfaceFile), MAX_PARENT_INTERFACE_CHARS);
@@ -572,6 +600,7 @@ async function finish(ctx: NodeRun, checked: Extract<Checked, { ok: true }>, cou
     nudged: counts.nudged,
     invalidReplies: counts.invalidReplies,
     agentCalls: counts.agentCalls,
+    ...ctx.refused.report(),
   };
 }
 

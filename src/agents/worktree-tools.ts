@@ -6,7 +6,7 @@
  * worktree refused; writes and deletions of read-only paths refused), so tests can inject their own.
  */
 import { z } from 'zod';
-import { deleteFileInside, listFilesInside, readFileInside, writeFileInside } from '../activities/worktree-files';
+import { deleteFileInside, listFilesInside, PathEscapeError, readFileInside, ReadOnlyPathError, writeFileInside } from '../activities/worktree-files';
 import type { AgentTool, JsonSchemaObject } from './types';
 
 /** A file read by `read_file` is refused past this size (the model's context is the limit, not the disk). */
@@ -44,16 +44,25 @@ export interface WorktreeAccessOptions {
   readOnly?: string[];
   /** The test runner, already bound to the worktree and an allowed command (see `activities/test-command.ts`). */
   runTests?: WorktreeAccess['runTests'];
+  /** Told of every path refused (outside the worktree, in .git, read-only), e.g. `write_file: x is read-only`. */
+  onRefused?: (refusal: string) => void;
 }
 
 /** The real {@link WorktreeAccess} of `worktree`: the path-checked helpers of `worktree-files.ts`. */
 export function worktreeAccess(worktree: string, options: WorktreeAccessOptions = {}): WorktreeAccess {
   const readOnly = options.readOnly ?? [];
+  const onRefused = options.onRefused;
+  // A refusal is reported, then thrown on as before: the model reads it as the tool's error.
+  const reported = <T>(tool: string, work: () => Promise<T>): Promise<T> =>
+    work().catch((error: unknown) => {
+      if (onRefused && (error instanceof PathEscapeError || error instanceof ReadOnlyPathError)) onRefused(`${tool}: ${error.message}`);
+      throw error;
+    });
   return {
-    readFile: (path) => readFileInside(worktree, path, { maxBytes: MAX_TOOL_READ_BYTES }),
-    writeFile: (path, content) => writeFileInside(worktree, path, content, { readOnly }),
-    listFiles: (path) => listFilesInside(worktree, path, { maxEntries: MAX_TOOL_LISTED_FILES }),
-    deleteFile: (path) => deleteFileInside(worktree, path, { readOnly }),
+    readFile: (path) => reported('read_file', () => readFileInside(worktree, path, { maxBytes: MAX_TOOL_READ_BYTES })),
+    writeFile: (path, content) => reported('write_file', () => writeFileInside(worktree, path, content, { readOnly })),
+    listFiles: (path) => reported('list_files', () => listFilesInside(worktree, path, { maxEntries: MAX_TOOL_LISTED_FILES })),
+    deleteFile: (path) => reported('delete_file', () => deleteFileInside(worktree, path, { readOnly })),
     ...(options.runTests ? { runTests: options.runTests } : {}),
   };
 }

@@ -61,3 +61,11 @@ export function shortFeedback(feedback: QualityFeedback, ref: string): QualityFe
     ref,
   };
 }
+
+/**
+ * Heartbeat timeout of TDD node calls and loop iterations (and their housekeeping activities): how long a worker
+ * that died mid-step goes unnoticed before Temporal retries the step elsewhere. Their activities heartbeat every
+ * 5 s whatever they wait on (agents, tools, test commands, git), and the SDK forwards a heartbeat at least every
+ * 80% of this (24 s), so 30 s leaves a margin for a busy worker while a lost one costs ~30 s, not minutes.
+ */
+export const STEP_HEARTBEAT_TIMEOUT = '30s';

@@ -203,6 +203,7 @@ export const EVENT_TYPES = [
   'MergeRequested',
   'MergeGranted',
   'SiblingMerged',
+  'WorkRefused',
   // Approval requests (seed 003)
   'ApprovalRequested',
   'ApprovalEscalated',

@@ -10,6 +10,20 @@ import type { CallBatch, PendingReview } from './state';
 /** The seed's retry protocol: attempts per Impl invocation (here, not in tdd.ts, which loads zod: workflows import it). */
 export const MAX_IMPL_ATTEMPTS = 5;
 
+/** Refusals one node call reports at most (the rest are counted), each cut to {@link MAX_REFUSAL_CHARS}. */
+export const MAX_REFUSALS_PER_CALL = 5;
+export const MAX_REFUSAL_CHARS = 300;
+
+/**
+ * What Treadle refused the agent during one node call — a path outside the worktree or in .git, a read-only
+ * file, children past the tree's limits — for the node's events and the audit: how many, and the first few.
+ */
+export interface TddRefusals {
+  count: number;
+  /** At most {@link MAX_REFUSALS_PER_CALL}, each at most {@link MAX_REFUSAL_CHARS} characters. */
+  texts: string[];
+}
+
 /** The stage implementation name of a TDD tree inside an ordinary pipeline (`run: tdd`). */
 export const TDD_STAGE = 'tdd';
 
@@ -109,6 +123,8 @@ export interface TddNodeCallResult {
   invalidReplies: number;
   /** Agent calls this call made (the first, re-prompts and the reminder). */
   agentCalls: number;
+  /** What was refused to the agent in this call, when anything was. */
+  refusals?: TddRefusals;
 }
 
 /** The inline part of an exit: only what the workflow routes on or shows. */
@@ -176,6 +192,8 @@ export interface TddNodeState {
   error?: string;
   /** The totals of this node's own model calls (its children's are on `children`). */
   usage?: UsageTotals;
+  /** Refusals of all calls so far: their number, and the latest few (the Web UI's details show them). */
+  refusals?: TddRefusals;
   startedAt: string;
   completedAt?: string;
 }

@@ -16,7 +16,7 @@
 import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, executeChild, isCancellation, TemporalFailure, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, settleAtLimit, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
 import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
-import { truncateText } from '../model/limits';
+import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
 import { addTotals } from '../engine/usage';
 import type { StageActivityResult } from '../model/state';
@@ -31,7 +31,7 @@ export const LOOP_PIPELINE_NAME = 'loop';
 const housekeeping = proxyActivities<{
   [LOOP_CHECK_QUEUE_ACTIVITY]: (input: { planRef: string }) => Promise<QueueReading>;
   [LOOP_WRITE_STATE_ACTIVITY]: (input: LoopWriteStateInput) => Promise<void>;
-}>({ startToCloseTimeout: '3m', retry: { maximumAttempts: 5 } });
+}>({ startToCloseTimeout: '3m', heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 5 } });
 
 /** Runs one loop stage; see the module comment. */
 export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
@@ -60,7 +60,8 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
       // An agent at work with its tools: long, heartbeating. Agent errors come back as results (fail fast);
       // what is thrown is infrastructure (a lost worker, a full disk), which Temporal retries.
       startToCloseTimeout: `${Math.max(60, plan.maxRuntimeSeconds)}s`,
-      heartbeatTimeout: '2m',
+      // A lost worker is noticed within this timeout, and the iteration retried on another.
+      heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
       retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidConfig'] },
       summary: `${input.stage} · iteration ${n}`,
     })[LOOP_ITERATION_ACTIVITY];
@@ -227,6 +228,7 @@ const { [LOOP_PREPARE_ACTIVITY]: prepareActivity, [LOOP_ARTEFACT_ACTIVITY]: arte
   [LOOP_ARTEFACT_ACTIVITY]: (input: { artefact: LoopArtefact }) => Promise<Json>;
 }>({
   startToCloseTimeout: '5m',
+  heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
   retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
 });
 

@@ -39,7 +39,7 @@ import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-type
 import type { ImplExit, MergerExit, RebaserExit, ScaffoldExit, TDDReviewImplExit, TDDWriteTestsExit, TddNodeName } from '../model/tdd';
 import { MAX_IMPL_ATTEMPTS, type HumanReason, type TddChildState, type TddNodeCallInput, type TddNodeCallResult, type TddNodeInput, type TddNodeResult, type TddNodeState, type TddWorktreeInput, type TddWorktreeResult } from '../model/tdd-node';
 import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
-import { truncateText } from '../model/limits';
+import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
 import type { StateQueryArgs, WorkItemState } from '../model/state';
 import { describeFailure, eventPage, failureWithUsage, now, usageReported } from './common';
@@ -62,11 +62,14 @@ const tdd = proxyActivities<{
   [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
   [TDD_WORKTREE_ACTIVITY]: (input: TddWorktreeInput) => Promise<TddWorktreeResult>;
 }>({
-  // Agent calls with tool use and test runs: long, heartbeating.
+  // Agent calls with tool use and test runs: long, heartbeating; a lost worker is noticed within the timeout.
   startToCloseTimeout: '2h',
-  heartbeatTimeout: '2m',
+  heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
   retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['RepositoryNotAllowed', 'TestCommandNotAllowed', 'UnknownAgent', 'InvalidInput', 'AgentUnavailableError'] },
 });
+
+/** Refusals the Web UI's details show, the latest. */
+const LATEST_REFUSALS_SHOWN = 3;
 
 /** The listing's pipeline name for TDD nodes (`treadle reviews --pipeline tdd`). */
 export const TDD_PIPELINE_NAME = 'tdd';
@@ -201,15 +204,19 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
 
     // What earlier nodes produced, by reference.
     const refs: TddNodeCallInput['refs'] = {};
-    let note: string | undefined;
+    // Notes (a human's answer, a route's reason, children's failures) are addressed to the graph node they are
+    // for and reach that node's next call only, whatever runs first: rebases, merges judged, other nodes' calls.
+    const notes: Partial<Record<TddNodeName, string>> = {};
+    const addressNote = (node: TddNodeName, text: string): void => {
+      notes[node] = notes[node] === undefined ? text : `${notes[node]}\n\n${text}`;
+    };
     let scaffolded = false;
     let implementationExists = false;
     const childHandles = new Map<string, ChildWorkflowHandle<typeof tddNode>>();
 
     const call = async (node: TddNodeName, extra: Partial<TddNodeCallInput> = {}): Promise<TddNodeCallResult> => {
-      // A note (a human's answer, a route's reason) is for the step the route goes to; a rebase or the judging
-      // of a child's merge in between neither sees it nor uses it up.
-      const readsNote = node !== 'rebaser' && extra.judge === undefined;
+      // Judging a child's merge is not this node's own tddReviewImpl step: its notes wait for that.
+      const note = extra.judge === undefined ? notes[node] : undefined;
       state.phase = node;
       const callIndex = state.counters.calls[node] ?? 0;
       state.counters.calls[node] = callIndex + 1;
@@ -232,17 +239,34 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         refs: { ...refs },
         baseCommit,
         implementationExists,
-        ...(readsNote && note !== undefined ? { note } : {}),
+        ...(note !== undefined ? { note } : {}),
         ...extra,
       });
-      if (readsNote) note = undefined;
+      if (note !== undefined) notes[node] = undefined;
       state.counters.agentCalls[node] = (state.counters.agentCalls[node] ?? 0) + result.agentCalls;
       const used = callBatchOf(result.calls)?.usage;
       if (used) state.usage = addTotals(state.usage, used);
       state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
+      const refused = result.refusals;
+      if (refused) {
+        // Why the agent's work was refused is the user's business too; the activity capped the count and text.
+        const more = refused.count > refused.texts.length ? ` (and ${refused.count - refused.texts.length} more)` : '';
+        emit('WorkRefused', `${node}: refused ${refused.count}×: ${refused.texts.join('; ')}${more}`, { stage: node, details: { refused: refused.count, refusals: refused.texts } });
+        const latest = [...(state.refusals?.texts ?? []), ...refused.texts].slice(-LATEST_REFUSALS_SHOWN);
+        state.refusals = { count: (state.refusals?.count ?? 0) + refused.count, texts: latest };
+      }
       emit('NodeExit', `${node}: ${result.summary}`, {
         stage: node,
-        details: { exit: result.exit, ref: result.exitRef, ...(result.commit ? { commit: result.commit } : {}), ...(result.testRun ? { tests: result.testRun.summary } : {}), calls: callBatchOf(result.calls)?.usage.calls ?? 0, nudged: result.nudged, invalidReplies: result.invalidReplies },
+        details: {
+          exit: result.exit,
+          ref: result.exitRef,
+          ...(result.commit ? { commit: result.commit } : {}),
+          ...(result.testRun ? { tests: result.testRun.summary } : {}),
+          calls: callBatchOf(result.calls)?.usage.calls ?? 0,
+          nudged: result.nudged,
+          invalidReplies: result.invalidReplies,
+          ...(refused ? { refused: refused.count, refusals: refused.texts } : {}),
+        },
       });
       return result;
     };
@@ -365,7 +389,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       switch (route.to) {
         case 'scaffold': {
           state.counters.scaffoldRuns++;
-          if (route.because !== 'start') note ??= `Scaffold runs again: ${route.because}`;
+          if (route.because !== 'start') notes.scaffold ??= `Scaffold runs again: ${route.because}`;
           const r = await call('scaffold');
           if (r.exit === 'NoDecision') {
             route = noDecision('scaffold', r);
@@ -412,7 +436,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
           route = { to: 'tddWriteTests', because: 'fork' };
           break;
         case 'tddWriteTests': {
-          if (route.because !== 'fork') note ??= route.because;
+          if (route.because !== 'fork') notes.tddWriteTests ??= route.because;
           const r = await call('tddWriteTests', { coveredCriteria: state.memory.tdd.coveredCriteria });
           if (r.exit === 'NoDecision') {
             route = noDecision('tddWriteTests', r);
@@ -433,14 +457,14 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
           if (!barrierReady(true, state.children).ready) break; // serve the request or rebase, then wait again
           refs.childMerges = state.children.filter((c) => c.status === 'merged' && c.mergeRef).map((c) => c.mergeRef!);
           const failed = state.children.filter((c) => c.status === 'failed');
-          if (failed.length > 0) note ??= `Child failures: ${failed.map((c) => `${c.id} (${c.error ?? 'failed'})`).join('; ')}. Their subsystems are not available.`;
+          if (failed.length > 0) addressNote('impl', `Child failures: ${failed.map((c) => `${c.id} (${c.error ?? 'failed'})`).join('; ')}. Their subsystems are not available.`);
           // The seed's ImplBarrier hands Impl `attemptCount = 1` each time it opens.
           route = { to: 'impl', attempt: 1, because: 'barrier' };
           break;
         }
         case 'impl': {
           state.counters.implAttempt = route.attempt;
-          if (route.because !== 'barrier') note ??= route.because;
+          if (route.because !== 'barrier') notes.impl ??= route.because;
           const r = await call('impl', { attemptCount: route.attempt });
           if (r.exit === 'NoDecision') {
             route = noDecision('impl', r);
@@ -517,7 +541,8 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
           const answer = await waitForHuman(route.reason, route.message, stage);
           const next = afterHuman(route.reason, answer, { testsReady: refs.testsReady !== undefined });
           if (answer.kind === 'answer') state.counters.scaffoldRuns = 0;
-          if (answer.kind === 'answer') note = `${route.reason === 'clarification' ? 'Answer to your question' : 'Guidance from a human'}: ${answer.text}`;
+          // The answer is for the step it resumes (Scaffold or Impl), however late that step runs.
+          if (answer.kind === 'answer' && (next.to === 'scaffold' || next.to === 'impl')) addressNote(next.to, `${route.reason === 'clarification' ? 'Answer to your question' : 'Guidance from a human'}: ${answer.text}`);
           route = next;
           break;
         }
@@ -635,6 +660,7 @@ function renderDetails(state: TddNodeState): string {
   ];
   if (state.children.length > 0) lines.push('', '| child | status | merge |', '|---|---|---|', ...state.children.map((c) => `| ${c.id} | ${c.status} | ${c.mergeCommit?.slice(0, 10) ?? ''} |`));
   if (state.human) lines.push('', `Waiting for a human (${state.human.reason}): ${state.human.message}`);
+  if (state.refusals) lines.push('', `Refused to the agent: ${state.refusals.count} (latest: ${state.refusals.texts.join('; ')})`);
   return lines.join('\n');
 }
 

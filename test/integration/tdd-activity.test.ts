@@ -154,6 +154,8 @@ test('claude-code runs in the node’s worktree: its files are committed, read-o
   const rigged = await call(impl);
   expect(rigged).toMatchObject({ exit: 'NoDecision', invalidReplies: 2, agentCalls: 2 });
   expect(rigged.envelope.message).toMatch(/You changed files that are read-only for you \(test\/add\.test\.js\); they were put back/);
+  // Reported for the node's events and the audit, once per reply.
+  expect(rigged.refusals).toEqual({ count: 2, texts: ['read-only files changed and put back: test/add.test.js', 'read-only files changed and put back: test/add.test.js'] });
   expect(readFileSync(path.join(node.worktree, 'test', 'add.test.js'), 'utf8')).toBe(tests);
   expect(git(node.worktree, 'status', '--porcelain')).toBe('M src/add.js');
 

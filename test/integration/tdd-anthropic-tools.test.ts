@@ -184,6 +184,10 @@ test('the anthropic agent writes code and tests with the worktree tools, and the
   expect(implTools[1]!.content).toBe('test/add.test.js is read-only');
   expect(implTools[2]!.content).toMatch(/leads outside the worktree/);
   expect(resultOf('impl', 2)).toEqual([expect.objectContaining({ content: expect.stringMatching(/^PASSED: 2 passed, 0 failed/) })]);
+  // The user sees the refusals too: in the node's events and in the audit, naming the paths.
+  const toolRefusals = ['write_file: test/add.test.js is read-only', 'write_file: refused path "../../escaped.js": it leads outside the worktree'];
+  expect(events.filter((e) => e.type === 'WorkRefused').map((e) => [e.stage, e.details?.refusals])).toEqual([['impl', toolRefusals]]);
+  expect((await h.client.audit(id)).filter((e) => e.message.includes(' refused: ')).map((e) => e.message)).toEqual(toolRefusals.map((r) => `calc impl refused: ${r}`));
   // The tools were offered on every call of the agent nodes, never with a forced choice.
   for (const request of fake.requests) {
     const body = request.body as { tools?: { name: string }[]; tool_choice?: unknown };
