@@ -16,9 +16,11 @@ import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../tracing';
 import type * as DevModule from './dev';
 import type * as LoopFilesModule from '../pipelines/loop-files';
+import type * as SpecLinesModule from '../pipelines/spec-lines';
+import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
+import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
 import type { TreadleClient } from '../client';
 import type { UsageTotals } from '../engine/usage';
-import { gateLeaves } from '../model/gate-ref';
 import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
@@ -123,24 +125,60 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
   return loops.isLoopPipelineFile(raw) ? loops.loopPipelineSpec(file, raw, options) : raw;
 }
 
+/**
+ * Checks a spec before `run` or `loop` starts it, in one pass. Any problem but a name Treadle does not
+ * ship refuses, listing every problem. Unshipped names (implementations, validators, action types) refuse
+ * too, unless `customWorker` says the worker registers them: then they are returned, for the worker's own
+ * check (the item's prepare step) to confirm.
+ */
 function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
-  const { validatePipeline } = load.pipeline();
-  const known = BUILT_IN_IMPLEMENTATIONS;
-  const full = validatePipeline(spec, known);
-  if (full.ok) return [];
-  const structure = validatePipeline(spec);
-  if (!structure.ok) throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(full.problems)}`);
-  const unknown = [
-    ...structure.spec.stages.filter((s) => !known.stages.includes(s.run)).map((s) => `${s.run} (stage)`),
-    ...structure.spec.stages.flatMap((s) => gateLeaves(s.gate)).filter((g) => !known.gates.includes(g.run)).map((g) => `${g.run} (gate)`),
-  ];
+  const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
+  if (result.ok) return [];
+  if (result.found.some((p) => p.layer !== 'registry')) throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}`);
   if (!customWorker) {
     throw new Error(
-      `pipeline ${structure.spec.name} names implementations Treadle does not ship:\n${listed(full.problems)}\n` +
+      `pipeline ${specName(spec)} names implementations Treadle does not ship:\n${listed(result.problems)}\n` +
         'If your worker registers them, add --custom-worker: the item starts and the worker checks them before its first stage.',
     );
   }
-  return [...new Set(unknown)];
+  // The names alone, for the warning when no worker confirms them.
+  return [...new Set(result.problems.flatMap((p) => [...p.matchAll(/unknown (stage|gate) implementation "([^"]+)"|unknown (validator|reviser|action type) "([^"]+)"/g)].map((m) => `${m[2] ?? m[4]} (${m[1] ?? m[3]})`)))];
+}
+
+/**
+ * The names and checks `validate --custom-worker <module>` validates against: the module's Registry (its
+ * export `registry`, its default export, the module itself, or what a function of those returns) and its
+ * `approvalActions` when it has them, else the built-in action types, as `runWorker` defaults them.
+ */
+function customWorkerNames(module: string): KnownImplementationsType {
+  const file = path.resolve(module);
+  let loaded: Record<string, unknown>;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the user's module, named at run time
+    loaded = require(file) as Record<string, unknown>;
+  } catch (error) {
+    throw new Error(`--custom-worker: cannot load ${module}: ${oneLine((error as Error).message)}`);
+  }
+  const pick = (value: unknown): unknown => (typeof value === 'function' && typeof (value as { names?: unknown }).names !== 'function' ? (value as () => unknown)() : value);
+  const registry = [loaded.registry, loaded.default, loaded].map(pick).find((r) => typeof (r as { names?: unknown } | null)?.names === 'function') as { names(): KnownImplementationsType } | undefined;
+  if (!registry) throw new Error(`--custom-worker: ${module} exports no Registry: export your worker's registry as \`registry\` (module.exports = { registry })`);
+  const actions = pick(loaded.approvalActions) as { names?: () => string[] } | undefined;
+  return { ...registry.names(), actions: typeof actions?.names === 'function' ? actions.names() : BUILT_IN_IMPLEMENTATIONS.actions! };
+}
+
+/** Every problem as `file:line: problem` (the line where the file has the field), for `validate`. */
+function placedProblems(file: string, problems: string[], found: readonly { at: (string | number)[] }[]): string[] {
+  let lines: SpecLinesType | undefined;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- only when there are problems to place
+    lines = new (require('../pipelines/spec-lines') as typeof SpecLinesModule).SpecLines(readFileSync(file, 'utf8'));
+  } catch {
+    lines = undefined;
+  }
+  return problems.map((problem, i) => {
+    const line = found[i] && found[i].at.length > 0 ? lines?.lineOf(found[i].at) : undefined;
+    return `${path.relative(process.cwd(), file) || file}${line !== undefined ? `:${line}` : ''}: ${problem}`;
+  });
 }
 
 function specName(spec: unknown): string {
@@ -224,10 +262,20 @@ program
 
 program
   .command('validate <file>')
-  .description('validate a pipeline file against the built-in implementations, listing every problem')
-  .action((file: string) => {
-    const result = load.pipeline().validatePipeline(specOfFile(path.resolve(file)), BUILT_IN_IMPLEMENTATIONS);
-    if (!result.ok) throw new Error(`${file} is invalid:\n${listed(result.problems)}`);
+  .description('validate a pipeline file against the built-in implementations, listing every problem with its file and line')
+  .option('--custom-worker <module>', 'validate against your worker\'s registry instead: a module exporting it as `registry` (and `approvalActions`, if your worker has its own)')
+  .action((file: string, opts: { customWorker?: string }) => {
+    const resolved = path.resolve(file);
+    const known = opts.customWorker !== undefined ? customWorkerNames(opts.customWorker) : BUILT_IN_IMPLEMENTATIONS;
+    const raw = readPipelineFile(resolved);
+    const loops = load.loopFiles();
+    // A loop pipeline's spec is made from several files, whose problems name them; the rest are placed in this file.
+    const loopPipeline = loops.isLoopPipelineFile(raw);
+    const result = load.pipeline().validatePipeline(loopPipeline ? loops.loopPipelineSpec(resolved, raw) : raw, known);
+    if (!result.ok) {
+      const problems = loopPipeline ? result.problems : placedProblems(resolved, result.problems, result.found);
+      throw new Error(`${file} is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${listed(problems)}`);
+    }
     process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
   });
 
