@@ -172,23 +172,35 @@ function loopFieldsAt(path: readonly PropertyKey[]): readonly string[] | undefin
 /** The problems of a loop stage's `with:`, each naming its field and the fix. */
 export function checkLoopStageConfig(config: unknown): string[] {
   const parsed = LoopStageConfigSchema.safeParse(config ?? {});
+  // Read from the config as written, so that they are reported alongside the schema's problems.
+  const variables = configVariableProblems(config);
   if (parsed.success) {
     const { stage } = parsed.data;
     const max = parsed.data.max_iterations ?? stage.guardrails?.max_iterations ?? LOOP_DEFAULTS.maxIterations;
     const min = stage.termination.min_iterations;
     const unreachable = min !== undefined && min > max ? [`stage.termination.min_iterations: ${min} is beyond max_iterations (${max}): the loop could only ever stop by its guardrail; lower it or raise max_iterations`] : [];
-    return [
-      ...outputProblems(stage.output, 'stage.output'),
-      ...outputProblems(parsed.data.output, 'output'),
-      ...unreachable,
-      ...loopVariableProblems(stage.prompt, 'stage.prompt', 'prompt'),
-      ...(stage.output !== undefined ? loopVariableProblems(stage.output, 'stage.output', 'output') : []),
-      ...(parsed.data.output !== undefined ? loopVariableProblems(parsed.data.output, 'output', 'output') : []),
-      ...(stage.verify ?? []).flatMap((command, i) => loopVariableProblems(command, `stage.verify.${i}`, 'verify')),
-      ...(parsed.data.verify ?? []).flatMap((command, i) => loopVariableProblems(command, `verify.${i}`, 'verify')),
-    ];
+    return [...outputProblems(stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output'), ...unreachable, ...variables];
   }
-  return describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt: loopFieldsAt, required: { stage: 'the stage definition (stage.yaml\'s fields, its prompt as text)', prompt: 'the prompt template', termination: 'how the loop ends: { type: judgment | queue | fixed }', type: 'judgment, queue or fixed' } });
+  const required = { stage: 'the stage definition (stage.yaml\'s fields, its prompt as text)', prompt: 'the prompt template', termination: 'how the loop ends: { type: judgment | queue | fixed }', type: 'judgment, queue or fixed' };
+  return [...describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt: loopFieldsAt, required }), ...variables];
+}
+
+/** Unknown variables in the prompt, output paths and verify commands of a loop stage's `with:` as written. */
+function configVariableProblems(config: unknown): string[] {
+  const record = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {});
+  const texts = (value: unknown): string[] => (Array.isArray(value) ? value.map((v) => (typeof v === 'string' ? v : '')) : []);
+  const withConfig = record(config);
+  const stage = record(withConfig.stage);
+  const problems: string[] = [];
+  const check = (value: unknown, field: string, where: keyof typeof LOOP_VARIABLES) => {
+    if (typeof value === 'string') problems.push(...loopVariableProblems(value, field, where));
+  };
+  check(stage.prompt, 'stage.prompt', 'prompt');
+  check(stage.output, 'stage.output', 'output');
+  check(withConfig.output, 'output', 'output');
+  texts(stage.verify).forEach((command, i) => check(command, `stage.verify.${i}`, 'verify'));
+  texts(withConfig.verify).forEach((command, i) => check(command, `verify.${i}`, 'verify'));
+  return problems;
 }
 
 /**
