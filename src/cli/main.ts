@@ -19,6 +19,7 @@ import type * as LoopFilesModule from '../pipelines/loop-files';
 import type * as SpecLinesModule from '../pipelines/spec-lines';
 import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
 import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
+import type { SpecProblem as SpecProblemType } from '../model/pipeline';
 import type { TreadleClient } from '../client';
 import type { UsageTotals } from '../engine/usage';
 import type { Json } from '../model/shapes';
@@ -131,10 +132,15 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
  * too, unless `customWorker` says the worker registers them: then they are returned, for the worker's own
  * check (the item's prepare step) to confirm.
  */
+/** An unshipped name in a problem's text: `unknown stage implementation "x"`, `unknown validator "y"`, … */
+const UNKNOWN_NAME = /unknown (stage|gate) implementation "([^"]+)"|unknown (validator|reviser|action type) "([^"]+)"/g;
+
 function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
   const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
   if (result.ok) return [];
-  if (result.found.some((p) => p.layer !== 'registry')) throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}`);
+  if (result.found.some((p) => p.layer !== 'registry')) {
+    throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}`);
+  }
   if (!customWorker) {
     throw new Error(
       `pipeline ${specName(spec)} names implementations Treadle does not ship:\n${listed(result.problems)}\n` +
@@ -142,7 +148,9 @@ function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
     );
   }
   // The names alone, for the warning when no worker confirms them.
-  return [...new Set(result.problems.flatMap((p) => [...p.matchAll(/unknown (stage|gate) implementation "([^"]+)"|unknown (validator|reviser|action type) "([^"]+)"/g)].map((m) => `${m[2] ?? m[4]} (${m[1] ?? m[3]})`)))];
+  const named = (p: string) => [...p.matchAll(UNKNOWN_NAME)].map((m) => `${m[2] ?? m[4]} (${m[1] ?? m[3]})`);
+  const names = result.problems.flatMap(named);
+  return [...new Set(names)];
 }
 
 /**
@@ -159,25 +167,34 @@ function customWorkerNames(module: string): KnownImplementationsType {
   } catch (error) {
     throw new Error(`--custom-worker: cannot load ${module}: ${oneLine((error as Error).message)}`);
   }
-  const pick = (value: unknown): unknown => (typeof value === 'function' && typeof (value as { names?: unknown }).names !== 'function' ? (value as () => unknown)() : value);
-  const registry = [loaded.registry, loaded.default, loaded].map(pick).find((r) => typeof (r as { names?: unknown } | null)?.names === 'function') as { names(): KnownImplementationsType } | undefined;
-  if (!registry) throw new Error(`--custom-worker: ${module} exports no Registry: export your worker's registry as \`registry\` (module.exports = { registry })`);
+  const isRegistry = (r: unknown): r is { names(): KnownImplementationsType } =>
+    typeof (r as { names?: unknown } | null)?.names === 'function';
+  // A function that is no registry itself builds one.
+  const pick = (value: unknown): unknown =>
+    typeof value === 'function' && !isRegistry(value) ? (value as () => unknown)() : value;
+  const registry = [loaded.registry, loaded.default, loaded].map(pick).find(isRegistry);
+  if (!registry) {
+    const how = 'export your worker\'s registry as `registry` (module.exports = { registry })';
+    throw new Error(`--custom-worker: ${module} exports no Registry: ${how}`);
+  }
   const actions = pick(loaded.approvalActions) as { names?: () => string[] } | undefined;
-  return { ...registry.names(), actions: typeof actions?.names === 'function' ? actions.names() : BUILT_IN_IMPLEMENTATIONS.actions! };
+  const actionTypes = typeof actions?.names === 'function' ? actions.names() : BUILT_IN_IMPLEMENTATIONS.actions!;
+  return { ...registry.names(), actions: actionTypes };
 }
 
-/** Every problem as `file:line: problem` (the line where the file has the field), for `validate`. */
-function placedProblems(file: string, problems: string[], found: readonly { at: (string | number)[] }[]): string[] {
+/** Every problem as `shown:line: problem` (the line where `file` has the field), for `validate`. */
+function placedProblems(file: string, shown: string, problems: string[], found: readonly SpecProblemType[]): string[] {
   let lines: SpecLinesType | undefined;
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- only when there are problems to place
-    lines = new (require('../pipelines/spec-lines') as typeof SpecLinesModule).SpecLines(readFileSync(file, 'utf8'));
+    const { SpecLines } = require('../pipelines/spec-lines') as typeof SpecLinesModule;
+    lines = new SpecLines(readFileSync(file, 'utf8'));
   } catch {
     lines = undefined;
   }
   return problems.map((problem, i) => {
     const line = found[i] && found[i].at.length > 0 ? lines?.lineOf(found[i].at) : undefined;
-    return `${path.relative(process.cwd(), file) || file}${line !== undefined ? `:${line}` : ''}: ${problem}`;
+    return `${shown}${line !== undefined ? `:${line}` : ''}: ${problem}`;
   });
 }
 
@@ -262,8 +279,8 @@ program
 
 program
   .command('validate <file>')
-  .description('validate a pipeline file against the built-in implementations, listing every problem with its file and line')
-  .option('--custom-worker <module>', 'validate against your worker\'s registry instead: a module exporting it as `registry` (and `approvalActions`, if your worker has its own)')
+  .description('validate a pipeline file against the built-in implementations, listing every problem with its line')
+  .option('--custom-worker <module>', 'check against your worker\'s registry: a module exporting it as `registry`')
   .action((file: string, opts: { customWorker?: string }) => {
     const resolved = path.resolve(file);
     const known = opts.customWorker !== undefined ? customWorkerNames(opts.customWorker) : BUILT_IN_IMPLEMENTATIONS;
@@ -273,8 +290,9 @@ program
     const loopPipeline = loops.isLoopPipelineFile(raw);
     const result = load.pipeline().validatePipeline(loopPipeline ? loops.loopPipelineSpec(resolved, raw) : raw, known);
     if (!result.ok) {
-      const problems = loopPipeline ? result.problems : placedProblems(resolved, result.problems, result.found);
-      throw new Error(`${file} is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${listed(problems)}`);
+      const problems = loopPipeline ? result.problems : placedProblems(resolved, file, result.problems, result.found);
+      const count = `${problems.length} problem${problems.length === 1 ? '' : 's'}`;
+      throw new Error(`${file} is invalid (${count}):\n${listed(problems)}`);
     }
     process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
   });

@@ -52,6 +52,7 @@ export const ApprovalStageConfigSchema = z
     if (config.escalation && config.ttl === undefined) ctx.addIssue({ code: 'custom', path: ['escalation'], message: 'needs a ttl: the request escalates when its ttl has passed' });
   });
 
+const APPROVAL_FIELDS = Object.keys(ApprovalStageConfigSchema.shape);
 const ESCALATION_FIELDS = ['to', 'ttl', 'default'];
 /** What each required field of an escalation is for. */
 const ESCALATION_HINTS = {
@@ -64,7 +65,8 @@ const ESCALATION_HINTS = {
 export function checkApprovalStageConfig(config: unknown): string[] {
   const parsed = ApprovalStageConfigSchema.safeParse(config ?? {});
   if (parsed.success) return [];
-  const fieldsAt = (path: readonly PropertyKey[]) => (path.length === 0 ? Object.keys(ApprovalStageConfigSchema.shape) : path[0] === 'escalation' ? ESCALATION_FIELDS : undefined);
+  const fieldsAt = (path: readonly PropertyKey[]) =>
+    path.length === 0 ? APPROVAL_FIELDS : path[0] === 'escalation' ? ESCALATION_FIELDS : undefined;
   return describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt, required: ESCALATION_HINTS });
 }
 

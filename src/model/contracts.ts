@@ -8,7 +8,7 @@
  * contracts:
  *   - from: opportunity_pm          # the producing stage
  *     to: solution_designer         # the consuming stage (depends on `from`)
- *     items: briefs                 # required: where the list is in from's artefact (dot path; "." = the artefact itself)
+ *     items: briefs                 # required: the list's dot path in from's artefact ("." = the artefact)
  *     item_id: affected_area        # the field naming each item (dot path)
  *     validate: { run: llm, with: { criteria: "Actionability: ..." } }
  *     revise: { run: llm, with: { criteria: "..." } }
@@ -35,7 +35,9 @@ const ImplementationRef = z.union([
 export const CONTRACT_FIELD_HINTS: Readonly<Record<string, string>> = {
   from: 'the producing stage',
   to: 'the consuming stage (it depends on from)',
-  items: 'where the list of items is in from\'s artefact, a dot path such as briefs; "." when the artefact itself is the list',
+  items:
+    'where the list of items is in from\'s artefact, a dot path such as briefs; ' +
+    '"." when the artefact itself is the list',
   itemId: 'the field naming each item, e.g. affected_area',
   validate: 'the validator, e.g. { run: llm, with: { criteria: "…" } }',
   revise: 'the reviser, e.g. { run: llm, with: { criteria: "…" } }',
@@ -95,7 +97,8 @@ export function contractProblems(
   const byName = new Map<string, readonly string[]>();
   for (const stage of Array.isArray(stages) ? (stages as unknown[]) : []) {
     if (!isRecord(stage) || typeof stage.name !== 'string' || byName.has(stage.name)) continue;
-    byName.set(stage.name, Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : []);
+    const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
+    byName.set(stage.name, on);
   }
   const names = [...byName.keys()];
   const edges = new Set<string>();
@@ -104,34 +107,41 @@ export function contractProblems(
     const from = typeof c.from === 'string' ? c.from : undefined;
     const to = typeof c.to === 'string' ? c.to : undefined;
     const at = `contracts[${i}] (${from ?? '?'} → ${to ?? '?'})`;
-    const add = (layer: SpecProblem['layer'], field: (string | number)[], text: string) => problems.push({ layer, at: ['contracts', i, ...field], text: `${at}: ${text}` });
+    const add = (layer: SpecProblem['layer'], field: (string | number)[], text: string) =>
+      problems.push({ layer, at: ['contracts', i, ...field], text: `${at}: ${text}` });
     const noStage = (field: 'from' | 'to', name: string) => {
       const near = closest(name, names);
-      add('contract', [field], `${field}: no stage named "${name}"; ${near ? `did you mean "${near}"?` : `the stages are: ${names.join(', ')}`}`);
+      const fix = near ? `did you mean "${near}"?` : `the stages are: ${names.join(', ')}`;
+      add('contract', [field], `${field}: no stage named "${name}"; ${fix}`);
     };
     if (from !== undefined && from !== '' && !byName.has(from)) noStage('from', from);
     const consumer = to !== undefined ? byName.get(to) : undefined;
     if (to !== undefined && to !== '' && !consumer) noStage('to', to);
     else if (consumer && from !== undefined && byName.has(from) && !consumer.includes(from)) {
-      add('contract', ['to'], `stage ${to} does not depend on ${from}; add ${from} to its depends_on (a contract sits on a dependency edge)`);
+      const fix = `add ${from} to its depends_on (a contract sits on a dependency edge)`;
+      add('contract', ['to'], `stage ${to} does not depend on ${from}; ${fix}`);
     }
     if (from !== undefined && to !== undefined) {
       const edge = `${from}\0${to}`;
       if (edges.has(edge)) add('contract', [], 'a second contract on the same edge; give the edge one contract');
       edges.add(edge);
     }
-    for (const [kind, names, role] of [['validate', known?.validators, 'validator'], ['revise', known?.revisers, 'reviser']] as const) {
+    const refs = [['validate', known?.validators, 'validator'], ['revise', known?.revisers, 'reviser']] as const;
+    for (const [kind, names, role] of refs) {
       const ref = c[kind];
       const run = typeof ref === 'string' ? ref : isRecord(ref) && typeof ref.run === 'string' ? ref.run : undefined;
       if (run === undefined || run === '') continue;
       if (names && !names.includes(run)) {
         const near = closest(run, names);
-        add('registry', typeof ref === 'string' ? [kind] : [kind, 'run'], `${kind}: unknown ${role} "${run}"${near ? ` (did you mean "${near}"?)` : ''} (registered: ${names.join(', ')})`);
+        const guess = near ? ` (did you mean "${near}"?)` : '';
+        const text = `${kind}: unknown ${role} "${run}"${guess} (registered: ${names.join(', ')})`;
+        add('registry', typeof ref === 'string' ? [kind] : [kind, 'run'], text);
       }
       if (run === LLM_CONTRACT_IMPLEMENTATION) {
         const criteria = isRecord(ref) && isRecord(ref.with) ? ref.with.criteria : undefined;
         if (typeof criteria !== 'string' || criteria.trim() === '') {
-          add('contract', typeof ref === 'string' ? [kind] : [kind, 'with'], `${kind}.with.criteria: the llm ${role} needs its criteria as text (what an acceptable item is)`);
+          const why = `the llm ${role} needs its criteria as text (what an acceptable item is)`;
+          add('contract', typeof ref === 'string' ? [kind] : [kind, 'with'], `${kind}.with.criteria: ${why}`);
         }
       }
     }

@@ -51,10 +51,12 @@ export interface FanOutConfig {
 export function checkFanOut(config: unknown, checkStage: (pipeline: unknown) => string[], form: 'config' | 'outcome' = 'config'): { ok: true; config: FanOutConfig & { list?: unknown[] } } | { ok: false; problems: string[] } {
   const parsed = (form === 'config' ? FanOutSettings : FanOutOutcome).safeParse(config ?? {});
   const fields = Object.keys((form === 'config' ? FanOutSettings : FanOutOutcome).shape);
-  const problems = parsed.success ? [] : describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt: (path) => (path.length === 0 ? fields : undefined), required: { stage: 'what runs for each element: a stage without name and depends_on, e.g. { run: llm, with: {...} }' } });
+  const fieldsAt = (path: readonly PropertyKey[]) => (path.length === 0 ? fields : undefined);
+  const problems = parsed.success ? [] : describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt });
   // The element stage is checked even when the settings around it are wrong: every problem at once.
   const given = (config as { stage?: unknown } | null | undefined)?.stage;
-  const stage = parsed.success ? parsed.data.stage : typeof given === 'object' && given !== null && !Array.isArray(given) ? (given as Record<string, unknown>) : undefined;
+  const readable = typeof given === 'object' && given !== null && !Array.isArray(given) ? given : undefined;
+  const stage = parsed.success ? parsed.data.stage : (readable as Record<string, unknown> | undefined);
   if (stage === undefined) return { ok: false, problems };
   if ('name' in stage || 'depends_on' in stage || 'dependsOn' in stage) problems.push('stage: takes no name or depends_on (the element stage is named after the fan_out stage and has no dependencies)');
   if (stage.run === FAN_OUT_STAGE || stage.type === FAN_OUT_STAGE) problems.push('stage: a fan_out cannot fan out again directly; give the element stage a pipeline of its own instead');

@@ -178,17 +178,35 @@ export function checkLoopStageConfig(config: unknown): string[] {
     const { stage } = parsed.data;
     const max = parsed.data.max_iterations ?? stage.guardrails?.max_iterations ?? LOOP_DEFAULTS.maxIterations;
     const min = stage.termination.min_iterations;
-    const unreachable = min !== undefined && min > max ? [`stage.termination.min_iterations: ${min} is beyond max_iterations (${max}): the loop could only ever stop by its guardrail; lower it or raise max_iterations`] : [];
-    return [...outputProblems(stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output'), ...unreachable, ...variables];
+    const unreachable =
+      min !== undefined && min > max
+        ? [
+            `stage.termination.min_iterations: ${min} is beyond max_iterations (${max}): the loop could only ever stop ` +
+              'by its guardrail; lower it or raise max_iterations',
+          ]
+        : [];
+    const outputs = [...outputProblems(stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output')];
+    return [...outputs, ...unreachable, ...variables];
   }
-  const required = { stage: 'the stage definition (stage.yaml\'s fields, its prompt as text)', prompt: 'the prompt template', termination: 'how the loop ends: { type: judgment | queue | fixed }', type: 'judgment, queue or fixed' };
-  return [...describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt: loopFieldsAt, required }), ...variables];
+  const context = { fieldsAt: loopFieldsAt, required: LOOP_FIELD_HINTS };
+  const issues = describeConfigIssues(parsed.error.issues, config ?? {}, context);
+  return [...issues, ...variables];
 }
+
+/** What a required field of a loop stage's `with:` is for, said when it is missing. */
+const LOOP_FIELD_HINTS = {
+  stage: 'the stage definition (stage.yaml\'s fields, its prompt as text)',
+  prompt: 'the prompt template',
+  termination: 'how the loop ends: { type: judgment | queue | fixed }',
+  type: 'judgment, queue or fixed',
+};
 
 /** Unknown variables in the prompt, output paths and verify commands of a loop stage's `with:` as written. */
 function configVariableProblems(config: unknown): string[] {
-  const record = (value: unknown): Record<string, unknown> => (typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {});
-  const texts = (value: unknown): string[] => (Array.isArray(value) ? value.map((v) => (typeof v === 'string' ? v : '')) : []);
+  const record = (value: unknown): Record<string, unknown> =>
+    typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  const texts = (value: unknown): string[] =>
+    Array.isArray(value) ? value.map((v) => (typeof v === 'string' ? v : '')) : [];
   const withConfig = record(config);
   const stage = record(withConfig.stage);
   const problems: string[] = [];
@@ -210,7 +228,8 @@ function configVariableProblems(config: unknown): string[] {
  */
 export function loopVariableProblems(text: string, field: string, where: keyof typeof LOOP_VARIABLES): string[] {
   const several = text.includes('\n');
-  return unknownVariables(text, LOOP_VARIABLES[where], LITERAL_VARIABLE[where]).map((v) => `${field}: ${several ? `line ${v.line}: ` : ''}${v.message}`);
+  const found = unknownVariables(text, LOOP_VARIABLES[where], LITERAL_VARIABLE[where]);
+  return found.map((v) => `${field}: ${several ? `line ${v.line}: ` : ''}${v.message}`);
 }
 
 /** An output path must stay in the workspace: relative, no `..`. */

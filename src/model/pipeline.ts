@@ -12,7 +12,9 @@ import { gateLeaves } from './gate-ref';
 import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
 import { JsonSchema, type Json } from './shapes';
 import { FAN_OUT_STAGE, MAX_FAN_OUT_ITEMS } from './fan-out';
-import { canonicalContract, CONTRACT_FIELD_HINTS, ContractInput, contractProblems, LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './contracts';
+import { canonicalContract, CONTRACT_FIELD_HINTS, ContractInput, contractProblems } from './contracts';
+import type { ContractSpec } from './contracts';
+import { LLM_CONTRACT_IMPLEMENTATION } from './contracts';
 import { checkFanOut } from './fan-out-config';
 import { describeIssue, type SpecProblem } from './spec-problems';
 import { closest } from './suggest';
@@ -229,7 +231,9 @@ export interface KnownImplementations {
  * The outcome of {@link validatePipeline}. When invalid, `problems` is every problem as printed, and
  * `found` the same problems with the check that found each and where it is in the spec as written.
  */
-export type ValidationResult = { ok: true; spec: PipelineSpec } | { ok: false; problems: string[]; found: SpecProblem[] };
+export type ValidationResult =
+  | { ok: true; spec: PipelineSpec }
+  | { ok: false; problems: string[]; found: SpecProblem[] };
 
 /** Thrown by {@link parsePipeline}; `problems` lists every issue found. */
 export class PipelineValidationError extends Error {
@@ -259,7 +263,8 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   if (known) found.push(...implementationProblems(input, known));
   found.push(...stageConfigProblems(input, known));
   if (isRecord(input)) {
-    const contractNames = known ? { validators: known.validators ?? [LLM_CONTRACT_IMPLEMENTATION], revisers: known.revisers ?? [LLM_CONTRACT_IMPLEMENTATION] } : undefined;
+    const builtIn = [LLM_CONTRACT_IMPLEMENTATION];
+    const contractNames = known && { validators: known.validators ?? builtIn, revisers: known.revisers ?? builtIn };
     found.push(...contractProblems(input.contracts, input.stages, contractNames));
   }
   const spec = parsed.success ? canonical(parsed.data) : undefined;
@@ -347,7 +352,11 @@ function graphProblems(input: unknown): SpecProblem[] {
   const dependsOnAt = new Map<string, (string | number)[]>();
   input.stages.forEach((stage: unknown, index: number) => {
     if (!isRecord(stage) || typeof stage.name !== 'string') return;
-    if (names.has(stage.name)) problems.push({ layer: 'graph', at: ['stages', index, 'name'], text: `stages[${index}] (${stage.name}): duplicate stage name, first used at stages[${names.get(stage.name)}]; rename one` });
+    if (names.has(stage.name)) {
+      const first = names.get(stage.name);
+      const text = `stages[${index}] (${stage.name}): duplicate stage name, first used at stages[${first}]; rename one`;
+      problems.push({ layer: 'graph', at: ['stages', index, 'name'], text });
+    }
     else names.set(stage.name, index);
     const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
     deps.set(stage.name, [...(deps.get(stage.name) ?? []), ...on]);
@@ -356,15 +365,21 @@ function graphProblems(input: unknown): SpecProblem[] {
   for (const [stage, on] of deps) {
     const at = dependsOnAt.get(stage)!;
     for (const dep of on) {
-      if (dep === stage) problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on itself; remove it from its depends_on` });
+      if (dep === stage) {
+        problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on itself; remove it from its depends_on` });
+      }
       else if (!names.has(dep)) {
         const near = closest(dep, [...names.keys()]);
-        problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on unknown stage "${dep}"${near ? ` (did you mean "${near}"?)` : ` (the stages are: ${[...names.keys()].join(', ')})`}` });
+        const fix = near ? `did you mean "${near}"?` : `the stages are: ${[...names.keys()].join(', ')}`;
+        problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on unknown stage "${dep}" (${fix})` });
       }
     }
   }
   const cycle = findCycle(deps);
-  if (cycle) problems.push({ layer: 'graph', at: dependsOnAt.get(cycle[0]!) ?? ['stages'], text: `dependency cycle: ${cycle.join(' -> ')}; remove one of these depends_on` });
+  if (cycle) {
+    const text = `dependency cycle: ${cycle.join(' -> ')}; remove one of these depends_on`;
+    problems.push({ layer: 'graph', at: dependsOnAt.get(cycle[0]!) ?? ['stages'], text });
+  }
   return problems;
 }
 
@@ -377,16 +392,20 @@ function implementationProblems(input: unknown, known: KnownImplementations): Sp
     const label = typeof stage.name === 'string' ? stage.name : '?';
     const run = typeof stage.run === 'string' ? stage.run : typeof stage.type === 'string' ? TYPE_DEFAULT_RUN[stage.type as StepType] : undefined;
     if (run && !known.stages.includes(run)) {
-      problems.push({ layer: 'registry', at: ['stages', index, typeof stage.run === 'string' ? 'run' : 'type'], text: `stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)} (registered: ${known.stages.join(', ') || 'none'})` });
+      const text = `stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)}${registered(known.stages)}`;
+      problems.push({ layer: 'registry', at: ['stages', index, typeof stage.run === 'string' ? 'run' : 'type'], text });
     }
     for (const gate of rawGateNames(stage.gate)) {
       if (!known.gates.includes(gate)) {
-        problems.push({ layer: 'registry', at: ['stages', index, 'gate'], text: `stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)} (registered: ${known.gates.join(', ') || 'none'})` });
+        const text = `stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)}${registered(known.gates)}`;
+        problems.push({ layer: 'registry', at: ['stages', index, 'gate'], text });
       }
     }
     const action = run === 'approval' && isRecord(stage.with) ? stage.with.action : undefined;
     if (known.actions && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
-      problems.push({ layer: 'registry', at: ['stages', index, 'with', 'action'], text: `stage ${label}: with.action: unknown action type "${action}"${suggest(action, known.actions)} (registered: ${known.actions.join(', ') || 'none'})` });
+      const unknown = `unknown action type "${action}"${suggest(action, known.actions)}${registered(known.actions)}`;
+      const text = `stage ${label}: with.action: ${unknown}`;
+      problems.push({ layer: 'registry', at: ['stages', index, 'with', 'action'], text });
     }
   });
   return problems;
@@ -466,6 +485,11 @@ function snake(key: string): string {
   return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
+/** ` (registered: a, b)`, the names a worker has, after an unknown one. */
+function registered(names: readonly string[]): string {
+  return ` (registered: ${names.join(', ') || 'none'})`;
+}
+
 function suggest(word: string, candidates: readonly string[]): string {
   const close = closest(word, candidates);
   return close ? ` (did you mean "${close}"?)` : '';
@@ -533,24 +557,31 @@ function stageConfigProblems(input: unknown, known: KnownImplementations | undef
     const label = typeof stage.name === 'string' ? stage.name : '?';
     const run = rawRun(stage);
     const config = stage.with as Json | undefined;
-    const add = (layer: SpecProblem['layer'], line: string, at: (string | number)[] = ['stages', index, 'with', ...configPath(line)]) => problems.push({ layer, at, text: `stage ${label}: with.${line}` });
+    const add = (layer: SpecProblem['layer'], line: string, at = ['stages', index, 'with', ...configPath(line)]) =>
+      problems.push({ layer, at, text: `stage ${label}: with.${line}` });
     if (run === FAN_OUT_STAGE) {
       const registry: string[] = [];
       const checked = checkFanOut(config, (element) => {
         const result = validatePipeline(element, known);
         if (result.ok) return [];
         // The element's names are the worker's to confirm, like the stage's own (run --custom-worker).
-        registry.push(...result.found.filter((p) => p.layer === 'registry').map((p) => p.text.replace(/^stage element: /, 'stage: ')));
+        const names = result.found.filter((p) => p.layer === 'registry');
+        registry.push(...names.map((p) => p.text.replace(/^stage element: /, 'stage: ')));
         return result.found.filter((p) => p.layer !== 'registry').map((p) => p.text);
       });
       if (!checked.ok) for (const line of checked.problems) add('config', line);
       for (const line of registry) add('registry', line, ['stages', index, 'with', 'stage']);
     }
     if (!known?.checkConfig) return;
-    if (run !== undefined && known.stages.includes(run)) for (const line of known.checkConfig('stage', run, config)) add('config', line);
+    if (run !== undefined && known.stages.includes(run)) {
+      for (const line of known.checkConfig('stage', run, config)) add('config', line);
+    }
     for (const gate of rawGateRefs(stage.gate)) {
       if (!known.gates.includes(gate.run)) continue;
-      for (const line of known.checkConfig('gate', gate.run, gate.with)) problems.push({ layer: 'config', at: ['stages', index, 'gate'], text: `stage ${label}: gate ${gate.run}: with.${line}` });
+      for (const line of known.checkConfig('gate', gate.run, gate.with)) {
+        const text = `stage ${label}: gate ${gate.run}: with.${line}`;
+        problems.push({ layer: 'config', at: ['stages', index, 'gate'], text });
+      }
     }
   });
   return problems;
@@ -562,7 +593,8 @@ function rawRun(stage: Record<string, unknown>): string | undefined {
   const type = typeof stage.type === 'string' ? (stage.type as StepType) : undefined;
   if (run === undefined) return type !== undefined ? TYPE_DEFAULT_RUN[type] : undefined;
   if (type === 'deterministic' && KIND_RUNS[run] !== undefined) return undefined;
-  if (type !== undefined && type !== 'deterministic' && type !== 'llm' && TYPE_DEFAULT_RUN[type] !== run) return undefined;
+  const ownRun = type !== undefined && type !== 'deterministic' && type !== 'llm';
+  if (ownRun && TYPE_DEFAULT_RUN[type] !== run) return undefined;
   return run;
 }
 
@@ -580,7 +612,9 @@ function configPath(line: string): (string | number)[] {
 function rawGateRefs(gate: unknown): { run: string; with?: Json }[] {
   if (typeof gate === 'string') return gate ? [{ run: gate }] : [];
   if (!isRecord(gate)) return [];
-  if (typeof gate.run === 'string') return [{ run: gate.run, ...(gate.with !== undefined ? { with: gate.with as Json } : {}) }];
+  if (typeof gate.run === 'string') {
+    return [{ run: gate.run, ...(gate.with !== undefined ? { with: gate.with as Json } : {}) }];
+  }
   const parts = Array.isArray(gate.all) ? gate.all : Array.isArray(gate.any) ? gate.any : [];
   return (parts as unknown[]).flatMap(rawGateRefs);
 }
@@ -591,7 +625,13 @@ const SPEC_FIELDS: Record<string, readonly string[]> = {
   'stages.*': Object.keys(StageInput.shape),
   'stages.*.retryBudget': Object.keys(RetryBudgetInput.shape),
   'stages.*.activity': Object.keys(ActivityInput.shape),
-  'stages.*.activity.retry': ['maximumAttempts', 'initialInterval', 'backoffCoefficient', 'maximumInterval', 'nonRetryableErrorTypes'],
+  'stages.*.activity.retry': [
+    'maximumAttempts',
+    'initialInterval',
+    'backoffCoefficient',
+    'maximumInterval',
+    'nonRetryableErrorTypes',
+  ],
   'contracts.*': Object.keys(ContractInput.shape),
 };
 
@@ -604,7 +644,8 @@ const SPEC_FIELD_HINTS: Readonly<Record<string, string>> = {
 
 /** The schema's problems, each naming its field (snake_case, as YAML spells it) and the fix. */
 function schemaProblems(input: unknown, issues: readonly z.core.$ZodIssue[]): SpecProblem[] {
-  const fieldsAt = (path: readonly PropertyKey[]) => SPEC_FIELDS[path.map((k) => (typeof k === 'number' ? '*' : String(k))).join('.')];
+  const fieldsAt = (path: readonly PropertyKey[]) =>
+    SPEC_FIELDS[path.map((k) => (typeof k === 'number' ? '*' : String(k))).join('.')];
   return issues.flatMap((issue) =>
     describeIssue(issue, input, { fieldsAt, required: SPEC_FIELD_HINTS, spell: snake }).map((d) => ({
       layer: 'schema' as const,

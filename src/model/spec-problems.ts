@@ -32,7 +32,11 @@ export interface IssueContext {
  * a missing field says "required", an unknown one names the fields (and the nearest), an enum names its
  * values (and the nearest to what was given).
  */
-export function describeIssue(issue: z.core.$ZodIssue, input: unknown, context: IssueContext = {}): { path: PropertyKey[]; message: string }[] {
+export function describeIssue(
+  issue: z.core.$ZodIssue,
+  input: unknown,
+  context: IssueContext = {},
+): { path: PropertyKey[]; message: string }[] {
   const path = [...issue.path];
   if (issue.code === 'unrecognized_keys') {
     const fields = context.fieldsAt?.(path);
@@ -40,7 +44,8 @@ export function describeIssue(issue: z.core.$ZodIssue, input: unknown, context: 
     return issue.keys.map((key) => {
       const near = fields ? closest(key, fields) : undefined;
       const list = fields ? `; the fields here are: ${fields.map(spell).join(', ')}` : '';
-      return { path: [...path, key], message: `unknown field${near ? ` (did you mean "${spell(near)}"?)` : ''}${list}` };
+      const guess = near ? ` (did you mean "${spell(near)}"?)` : '';
+      return { path: [...path, key], message: `unknown field${guess}${list}` };
     });
   }
   const got = valueAt(input, path);
@@ -54,21 +59,31 @@ export function describeIssue(issue: z.core.$ZodIssue, input: unknown, context: 
   if (issue.code === 'invalid_value' && 'values' in issue) {
     const allowed = (issue.values as unknown[]).map(String);
     const near = typeof got === 'string' ? closest(got, allowed) : undefined;
-    return [{ path, message: `must be one of ${allowed.join(', ')}${got !== undefined ? ` (got ${JSON.stringify(got)}${near ? `; did you mean "${near}"?` : ''})` : ''}` }];
+    const given = got !== undefined ? ` (got ${JSON.stringify(got)}${near ? `; did you mean "${near}"?` : ''})` : '';
+    return [{ path, message: `must be one of ${allowed.join(', ')}${given}` }];
   }
   return [{ path, message: issue.message }];
 }
 
 /** `path: message` lines for a config's zod issues (`(the whole with:)` for the root), each once. */
-export function describeConfigIssues(issues: readonly z.core.$ZodIssue[], input: unknown, context: IssueContext = {}): string[] {
-  const lines = issues.flatMap((issue) => describeIssue(issue, input, context).map((d) => `${d.path.map(String).join('.') || '(the whole with:)'}: ${d.message}`));
+export function describeConfigIssues(
+  issues: readonly z.core.$ZodIssue[],
+  input: unknown,
+  context: IssueContext = {},
+): string[] {
+  const field = (path: PropertyKey[]) => path.map(String).join('.') || '(the whole with:)';
+  const lines = issues.flatMap((issue) =>
+    describeIssue(issue, input, context).map((d) => `${field(d.path)}: ${d.message}`),
+  );
   return [...new Set(lines)];
 }
 
 /** The value at `path` in `input`, or undefined. */
 export function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
   let value: unknown = input;
-  for (const key of path) value = value !== null && typeof value === 'object' ? (value as Record<PropertyKey, unknown>)[key] : undefined;
+  for (const key of path) {
+    value = value !== null && typeof value === 'object' ? (value as Record<PropertyKey, unknown>)[key] : undefined;
+  }
   return value;
 }
 
@@ -79,14 +94,19 @@ const VARIABLE = /\$\{([A-Z_]+)\}/g;
  * The `${NAME}` variables of `text` that are not in `known`, with the line (1-based) each is on, the fix (a
  * did-you-mean, else the variables this text may use) and `consequence`: what the literal text would do.
  */
-export function unknownVariables(text: string, known: readonly string[], consequence: string): { line: number; message: string }[] {
+export function unknownVariables(
+  text: string,
+  known: readonly string[],
+  consequence: string,
+): { line: number; message: string }[] {
   const found: { line: number; message: string }[] = [];
   text.split('\n').forEach((content, i) => {
     for (const match of content.matchAll(VARIABLE)) {
       const name = match[1]!;
       if (known.includes(name)) continue;
       const near = closest(name, known);
-      const fix = near ? `did you mean \${${near}}?` : `the variables here are ${known.map((k) => `\${${k}}`).join(', ')}`;
+      const all = known.map((k) => `\${${k}}`).join(', ');
+      const fix = near ? `did you mean \${${near}}?` : `the variables here are ${all}`;
       found.push({ line: i + 1, message: `unknown variable \${${name}} (${fix}); ${consequence}` });
     }
   });

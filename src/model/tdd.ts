@@ -246,9 +246,12 @@ export const TddStageConfigSchema = z
 /** Every problem of a `tdd` stage's `with:`, spec problems prefixed with `spec.`. */
 export function checkTddStageConfig(config: unknown): string[] {
   const parsed = TddStageConfigSchema.safeParse(config ?? {});
-  const fieldsAt = (path: readonly PropertyKey[]) => (path.length === 0 ? Object.keys(TddStageConfigSchema.shape) : undefined);
+  const fields = Object.keys(TddStageConfigSchema.shape);
+  const fieldsAt = (path: readonly PropertyKey[]) => (path.length === 0 ? fields : undefined);
   const required = { repo: 'the git repository, an absolute path on the workers (in TREADLE_TDD_REPOS)' };
-  const problems = parsed.success ? [] : describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt, required });
+  const problems = parsed.success
+    ? []
+    : describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt, required });
   const spec = (config as { spec?: unknown } | null | undefined)?.spec;
   if (spec === undefined) problems.push('spec: a tdd stage needs the tree\'s spec (the same fields as a `treadle tdd` spec file)');
   else {

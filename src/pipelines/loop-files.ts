@@ -9,7 +9,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { describeFileIssue, LITERAL_VARIABLE, LOOP_STAGE, LOOP_VARIABLES, LoopPipelineFileSchema, outputProblems, StageFileSchema, type LoopPipelineFile, type StageFile } from '../model/loop';
+import { describeFileIssue, LOOP_STAGE, LoopPipelineFileSchema, outputProblems, StageFileSchema, type LoopPipelineFile, type StageFile } from '../model/loop';
+import { LITERAL_VARIABLE, LOOP_VARIABLES } from '../model/loop';
 import type { Json } from '../model/shapes';
 import { unknownVariables } from '../model/spec-problems';
 import { SpecLines } from './spec-lines';
@@ -62,7 +63,9 @@ export function loopPipelineSpec(file: string, raw: unknown, options: LoopPipeli
     }
     problems.push(...outputProblems(entry.output, `${display}: stages[${i}].output`));
     problems.push(...fieldVariables(display, ['stages', i, 'output'], entry.output, 'output'));
-    (entry.verify ?? []).forEach((command, j) => problems.push(...fieldVariables(display, ['stages', i, 'verify', j], command, 'verify')));
+    (entry.verify ?? []).forEach((command, j) => {
+      problems.push(...fieldVariables(display, ['stages', i, 'verify', j], command, 'verify'));
+    });
     if (!templates.has(entry.template)) {
       const loaded = loadTemplate(dir, entry.template, `${display}: stages[${i}].template`);
       if (loaded.ok) templates.set(entry.template, loaded.stage);
@@ -116,13 +119,16 @@ function loadTemplate(dir: string, template: string, where: string): { ok: true;
   if (!parsed.success) return { ok: false, problems: parsed.error.issues.map((issue) => describeFileIssue(display, issue, issue.path[0] === 'termination' ? ['type', 'min_iterations', 'consensus', 'queue'] : issue.path[0] === 'guardrails' ? ['max_iterations', 'max_runtime_seconds'] : STAGE_FIELDS, valueAt(raw, issue.path))) };
   const problems = outputProblems(parsed.data.output, `${display}: output`);
   problems.push(...fieldVariables(display, ['output'], parsed.data.output, 'output'));
-  (parsed.data.verify ?? []).forEach((command, j) => problems.push(...fieldVariables(display, ['verify', j], command, 'verify')));
+  (parsed.data.verify ?? []).forEach((command, j) => {
+    problems.push(...fieldVariables(display, ['verify', j], command, 'verify'));
+  });
   const promptFile = path.resolve(path.dirname(found), parsed.data.prompt);
   let prompt = '';
   try {
     prompt = readFileSync(promptFile, 'utf8');
     const shown = path.relative(process.cwd(), promptFile);
-    problems.push(...unknownVariables(prompt, LOOP_VARIABLES.prompt, LITERAL_VARIABLE.prompt).map((v) => `${shown}:${v.line}: ${v.message}`));
+    const unknown = unknownVariables(prompt, LOOP_VARIABLES.prompt, LITERAL_VARIABLE.prompt);
+    problems.push(...unknown.map((v) => `${shown}:${v.line}: ${v.message}`));
   } catch {
     problems.push(`${display}: prompt: cannot read ${path.relative(process.cwd(), promptFile)}; name the prompt template file, relative to the stage folder`);
   }
@@ -134,7 +140,12 @@ function loadTemplate(dir: string, template: string, where: string): { ok: true;
  * Unknown `${NAME}` variables in one field of a YAML file, as `file:line: field: …` (the line where the
  * field is, when the file has it).
  */
-function fieldVariables(display: string, at: (string | number)[], text: string | undefined, where: keyof typeof LOOP_VARIABLES): string[] {
+function fieldVariables(
+  display: string,
+  at: (string | number)[],
+  text: string | undefined,
+  where: keyof typeof LOOP_VARIABLES,
+): string[] {
   if (text === undefined) return [];
   const found = unknownVariables(text, LOOP_VARIABLES[where], LITERAL_VARIABLE[where]);
   if (found.length === 0) return [];
