@@ -8,8 +8,10 @@
  * `loop` refusing config errors as config errors, before connecting, with or without `--custom-worker`; and
  * `validate --custom-worker <module>` checking against the user's registry.
  *
- * No server is needed: every command here fails or succeeds before it would connect (TEMPORAL_ADDRESS points
- * at a closed port, so a command that tried to connect would fail differently and slowly).
+ * The CLI commands need no server: each fails or succeeds before it would connect (TEMPORAL_ADDRESS points at
+ * a closed port, so a command that tried to connect would fail differently and slowly). One case runs on the
+ * real server: a loop stage sent through the client with an unknown variable is refused by the worker's check
+ * before any loop starts.
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -19,6 +21,7 @@ import { validatePipeline } from '../../src/model/pipeline';
 import { checkLoopStageConfig } from '../../src/model/loop';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
 import { defaultActionRegistry } from '../../src/approvals/actions';
+import { startHarness } from '../support/harness';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BIN = path.join(ROOT, 'bin', 'treadle.js');
@@ -176,6 +179,21 @@ describe("the filer's reproductions", () => {
     expect(await treadle(['validate', 'ideation/pipeline.yaml'])).toEqual({ code: 1, stdout: '', stderr: problems });
     // Refused before connecting: no item starts (the address is a closed port).
     expect(await treadle(['loop', 'ideation/pipeline.yaml', '--session', 'x'])).toEqual({ code: 1, stdout: '', stderr: problems });
+  });
+
+  it('loops: the worker refuses a loop stage sent through the client with an unknown variable, before any loop starts', async () => {
+    const h = await startHarness();
+    try {
+      const id = h.id('unknown-variable');
+      const stage = { name: 'r', prompt: 'Read ${CTX}, then ${UNKNOWN}', termination: { type: 'fixed' } };
+      await h.client.start({ name: 'loop-variable', stages: [{ name: 'r', run: 'loop', with: { stage, max_iterations: 1 } }] }, null, { id });
+      const result = await h.client.result(id);
+      expect(result.status).toBe('failed');
+      expect(result.error).toContain('stage r: with.stage.prompt: unknown variable ${UNKNOWN} (the variables here are ${CTX},');
+      expect(await h.client.loops(id)).toEqual([]);
+    } finally {
+      await h.shutdown();
+    }
   });
 
   it('loops: a stage sent inline (the worker checks it before the loop starts) has its unknown variables refused too', () => {
