@@ -16,9 +16,12 @@ import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../tracing';
 import type * as DevModule from './dev';
 import type * as LoopFilesModule from '../pipelines/loop-files';
+import type * as SpecLinesModule from '../pipelines/spec-lines';
+import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
+import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
+import type { SpecProblem as SpecProblemType } from '../model/pipeline';
 import type { TreadleClient } from '../client';
 import type { UsageTotals } from '../engine/usage';
-import { gateLeaves } from '../model/gate-ref';
 import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, CATALOG, findPipeline, oneLine, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
@@ -123,24 +126,76 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
   return loops.isLoopPipelineFile(raw) ? loops.loopPipelineSpec(file, raw, options) : raw;
 }
 
+/**
+ * Checks a spec before `run` or `loop` starts it, in one pass. Any problem but a name Treadle does not
+ * ship refuses, listing every problem. Unshipped names (implementations, validators, action types) refuse
+ * too, unless `customWorker` says the worker registers them: then they are returned, for the worker's own
+ * check (the item's prepare step) to confirm.
+ */
+/** An unshipped name in a problem's text: `unknown stage implementation "x"`, `unknown validator "y"`, … */
+const UNKNOWN_NAME = /unknown (stage|gate) implementation "([^"]+)"|unknown (validator|reviser|action type) "([^"]+)"/g;
+
 function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
-  const { validatePipeline } = load.pipeline();
-  const known = BUILT_IN_IMPLEMENTATIONS;
-  const full = validatePipeline(spec, known);
-  if (full.ok) return [];
-  const structure = validatePipeline(spec);
-  if (!structure.ok) throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(full.problems)}`);
-  const unknown = [
-    ...structure.spec.stages.filter((s) => !known.stages.includes(s.run)).map((s) => `${s.run} (stage)`),
-    ...structure.spec.stages.flatMap((s) => gateLeaves(s.gate)).filter((g) => !known.gates.includes(g.run)).map((g) => `${g.run} (gate)`),
-  ];
+  const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
+  if (result.ok) return [];
+  if (result.found.some((p) => p.layer !== 'registry')) {
+    throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}`);
+  }
   if (!customWorker) {
     throw new Error(
-      `pipeline ${structure.spec.name} names implementations Treadle does not ship:\n${listed(full.problems)}\n` +
+      `pipeline ${specName(spec)} names implementations Treadle does not ship:\n${listed(result.problems)}\n` +
         'If your worker registers them, add --custom-worker: the item starts and the worker checks them before its first stage.',
     );
   }
-  return [...new Set(unknown)];
+  // The names alone, for the warning when no worker confirms them.
+  const named = (p: string) => [...p.matchAll(UNKNOWN_NAME)].map((m) => `${m[2] ?? m[4]} (${m[1] ?? m[3]})`);
+  const names = result.problems.flatMap(named);
+  return [...new Set(names)];
+}
+
+/**
+ * The names and checks `validate --custom-worker <module>` validates against: the module's Registry (its
+ * export `registry`, its default export, the module itself, or what a function of those returns) and its
+ * `approvalActions` when it has them, else the built-in action types, as `runWorker` defaults them.
+ */
+function customWorkerNames(module: string): KnownImplementationsType {
+  const file = path.resolve(module);
+  let loaded: Record<string, unknown>;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the user's module, named at run time
+    loaded = require(file) as Record<string, unknown>;
+  } catch (error) {
+    throw new Error(`--custom-worker: cannot load ${module}: ${oneLine((error as Error).message)}`);
+  }
+  const isRegistry = (r: unknown): r is { names(): KnownImplementationsType } =>
+    typeof (r as { names?: unknown } | null)?.names === 'function';
+  // A function that is no registry itself builds one.
+  const pick = (value: unknown): unknown =>
+    typeof value === 'function' && !isRegistry(value) ? (value as () => unknown)() : value;
+  const registry = [loaded.registry, loaded.default, loaded].map(pick).find(isRegistry);
+  if (!registry) {
+    const how = 'export your worker\'s registry as `registry` (module.exports = { registry })';
+    throw new Error(`--custom-worker: ${module} exports no Registry: ${how}`);
+  }
+  const actions = pick(loaded.approvalActions) as { names?: () => string[] } | undefined;
+  const actionTypes = typeof actions?.names === 'function' ? actions.names() : BUILT_IN_IMPLEMENTATIONS.actions!;
+  return { ...registry.names(), actions: actionTypes };
+}
+
+/** Every problem as `shown:line: problem` (the line where `file` has the field), for `validate`. */
+function placedProblems(file: string, shown: string, problems: string[], found: readonly SpecProblemType[]): string[] {
+  let lines: SpecLinesType | undefined;
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- only when there are problems to place
+    const { SpecLines } = require('../pipelines/spec-lines') as typeof SpecLinesModule;
+    lines = new SpecLines(readFileSync(file, 'utf8'));
+  } catch {
+    lines = undefined;
+  }
+  return problems.map((problem, i) => {
+    const line = found[i] && found[i].at.length > 0 ? lines?.lineOf(found[i].at) : undefined;
+    return `${shown}${line !== undefined ? `:${line}` : ''}: ${problem}`;
+  });
 }
 
 function specName(spec: unknown): string {
@@ -224,10 +279,21 @@ program
 
 program
   .command('validate <file>')
-  .description('validate a pipeline file against the built-in implementations, listing every problem')
-  .action((file: string) => {
-    const result = load.pipeline().validatePipeline(specOfFile(path.resolve(file)), BUILT_IN_IMPLEMENTATIONS);
-    if (!result.ok) throw new Error(`${file} is invalid:\n${listed(result.problems)}`);
+  .description('validate a pipeline file against the built-in implementations, listing every problem with its line')
+  .option('--custom-worker <module>', 'check against your worker\'s registry: a module exporting it as `registry`')
+  .action((file: string, opts: { customWorker?: string }) => {
+    const resolved = path.resolve(file);
+    const known = opts.customWorker !== undefined ? customWorkerNames(opts.customWorker) : BUILT_IN_IMPLEMENTATIONS;
+    const raw = readPipelineFile(resolved);
+    const loops = load.loopFiles();
+    // A loop pipeline's spec is made from several files, whose problems name them; the rest are placed in this file.
+    const loopPipeline = loops.isLoopPipelineFile(raw);
+    const result = load.pipeline().validatePipeline(loopPipeline ? loops.loopPipelineSpec(resolved, raw) : raw, known);
+    if (!result.ok) {
+      const problems = loopPipeline ? result.problems : placedProblems(resolved, file, result.problems, result.found);
+      const count = `${problems.length} problem${problems.length === 1 ? '' : 's'}`;
+      throw new Error(`${file} is invalid (${count}):\n${listed(problems)}`);
+    }
     process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
   });
 

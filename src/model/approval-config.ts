@@ -18,6 +18,7 @@
 import { z } from 'zod';
 import { parseDuration } from './duration';
 import type { ApprovalStageConfig } from './approvals';
+import { describeConfigIssues } from './spec-problems';
 
 const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
   const parsed = parseDuration(value);
@@ -51,16 +52,22 @@ export const ApprovalStageConfigSchema = z
     if (config.escalation && config.ttl === undefined) ctx.addIssue({ code: 'custom', path: ['escalation'], message: 'needs a ttl: the request escalates when its ttl has passed' });
   });
 
-/** Problems with an approval stage's `with:`, each `path: message`; none when it is valid. */
+const APPROVAL_FIELDS = Object.keys(ApprovalStageConfigSchema.shape);
+const ESCALATION_FIELDS = ['to', 'ttl', 'default'];
+/** What each required field of an escalation is for. */
+const ESCALATION_HINTS = {
+  to: 'who the request escalates to, e.g. leads',
+  ttl: 'how long the escalated request waits before its default applies, e.g. 4h',
+  default: 'what happens when the escalation expires too: approve or reject',
+};
+
+/** Problems with an approval stage's `with:`, each `path: message` with the fix; none when it is valid. */
 export function checkApprovalStageConfig(config: unknown): string[] {
   const parsed = ApprovalStageConfigSchema.safeParse(config ?? {});
   if (parsed.success) return [];
-  const problems = parsed.error.issues.flatMap((issue) =>
-    issue.code === 'unrecognized_keys'
-      ? issue.keys.map((key) => `${[...issue.path, key].join('.')}: unknown setting (an approval stage takes ${issue.path.length === 0 ? Object.keys(ApprovalStageConfigSchema.shape).join(', ') : 'to, ttl, default'})`)
-      : [`${issue.path.join('.') || '(the whole with:)'}: ${issue.message}`],
-  );
-  return [...new Set(problems)];
+  const fieldsAt = (path: readonly PropertyKey[]) =>
+    path.length === 0 ? APPROVAL_FIELDS : path[0] === 'escalation' ? ESCALATION_FIELDS : undefined;
+  return describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt, required: ESCALATION_HINTS });
 }
 
 /** The canonical config; throws with every problem when it is invalid (validate first). */

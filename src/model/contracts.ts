@@ -8,7 +8,7 @@
  * contracts:
  *   - from: opportunity_pm          # the producing stage
  *     to: solution_designer         # the consuming stage (depends on `from`)
- *     items: briefs                 # where the list is in from's artefact (dot path; "" or "." = the artefact)
+ *     items: briefs                 # required: the list's dot path in from's artefact ("." = the artefact)
  *     item_id: affected_area        # the field naming each item (dot path)
  *     validate: { run: llm, with: { criteria: "Actionability: ..." } }
  *     revise: { run: llm, with: { criteria: "..." } }
@@ -17,6 +17,8 @@
  */
 import { z } from 'zod';
 import { JsonSchema, type Json } from './shapes';
+import type { SpecProblem } from './spec-problems';
+import { closest } from './suggest';
 
 /** The seed's `MAX_VALIDATION_RETRIES`. */
 export const DEFAULT_CONTRACT_RETRIES = 2;
@@ -29,11 +31,25 @@ const ImplementationRef = z.union([
   z.object({ run: z.string().min(1), with: JsonSchema.optional() }).strict(),
 ]);
 
+/** What a required contract field is for, said when it is missing. */
+export const CONTRACT_FIELD_HINTS: Readonly<Record<string, string>> = {
+  from: 'the producing stage',
+  to: 'the consuming stage (it depends on from)',
+  items:
+    'where the list of items is in from\'s artefact, a dot path such as briefs; ' +
+    '"." when the artefact itself is the list',
+  itemId: 'the field naming each item, e.g. affected_area',
+  validate: 'the validator, e.g. { run: llm, with: { criteria: "…" } }',
+  revise: 'the reviser, e.g. { run: llm, with: { criteria: "…" } }',
+};
+
 export const ContractInput = z
   .object({
     from: z.string().min(1),
     to: z.string().min(1),
-    items: z.string().default(''),
+    // Required: a producer whose artefact is an object would otherwise be read as the list, and the contract
+    // would fail only at run time, after the producer ran ("scout's artefact is not a list").
+    items: z.string(),
     itemId: z.string().min(1, 'names the field that identifies each item (e.g. affected_area)'),
     validate: ImplementationRef,
     revise: ImplementationRef,
@@ -66,31 +82,75 @@ export function canonicalContract(input: z.output<typeof ContractInput>): Contra
 }
 
 /**
- * What the graph says about the contracts: each edge exists (`to` depends on `from`), one contract per
- * edge, the implementations are known, and the built-in `llm` ones have criteria.
+ * What the graph says about the contracts, read from the spec as written so that it reports alongside
+ * schema problems: each edge exists (`to` depends on `from`), one contract per edge, the implementations are
+ * known (a `registry` problem), and the built-in `llm` ones have criteria. Fields that are not readable are
+ * left to the schema's problems.
  */
-export function contractProblems(contracts: readonly ContractSpec[], stages: readonly { name: string; dependsOn: readonly string[] }[], known?: { validators: readonly string[]; revisers: readonly string[] }): string[] {
-  const problems: string[] = [];
-  const byName = new Map(stages.map((s) => [s.name, s]));
+export function contractProblems(
+  contracts: unknown,
+  stages: unknown,
+  known?: { validators: readonly string[]; revisers: readonly string[] },
+): SpecProblem[] {
+  if (!Array.isArray(contracts)) return [];
+  const problems: SpecProblem[] = [];
+  const byName = new Map<string, readonly string[]>();
+  for (const stage of Array.isArray(stages) ? (stages as unknown[]) : []) {
+    if (!isRecord(stage) || typeof stage.name !== 'string' || byName.has(stage.name)) continue;
+    const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
+    byName.set(stage.name, on);
+  }
+  const names = [...byName.keys()];
   const edges = new Set<string>();
-  contracts.forEach((c, i) => {
-    const at = `contracts[${i}] (${c.from} → ${c.to})`;
-    if (!byName.has(c.from)) problems.push(`${at}: from: no stage named "${c.from}"`);
-    const consumer = byName.get(c.to);
-    if (!consumer) problems.push(`${at}: to: no stage named "${c.to}"`);
-    else if (byName.has(c.from) && !consumer.dependsOn.includes(c.from)) problems.push(`${at}: stage ${c.to} does not depend on ${c.from}; add ${c.from} to its depends_on (a contract sits on a dependency edge)`);
-    const edge = `${c.from}\0${c.to}`;
-    if (edges.has(edge)) problems.push(`${at}: a second contract on the same edge; give the edge one contract`);
-    edges.add(edge);
-    for (const [kind, ref, names] of [['validate', c.validate, known?.validators], ['revise', c.revise, known?.revisers]] as const) {
-      if (names && !names.includes(ref.run)) problems.push(`${at}: ${kind}: unknown ${kind === 'validate' ? 'validator' : 'reviser'} "${ref.run}" (registered: ${names.join(', ')})`);
-      if (ref.run === LLM_CONTRACT_IMPLEMENTATION) {
-        const criteria = (ref.with as { criteria?: unknown } | undefined)?.criteria;
-        if (typeof criteria !== 'string' || criteria.trim() === '') problems.push(`${at}: ${kind}.with.criteria: the llm ${kind === 'validate' ? 'validator' : 'reviser'} needs its criteria as text (what an acceptable item is)`);
+  contracts.forEach((c: unknown, i) => {
+    if (!isRecord(c)) return;
+    const from = typeof c.from === 'string' ? c.from : undefined;
+    const to = typeof c.to === 'string' ? c.to : undefined;
+    const at = `contracts[${i}] (${from ?? '?'} → ${to ?? '?'})`;
+    const add = (layer: SpecProblem['layer'], field: (string | number)[], text: string) =>
+      problems.push({ layer, at: ['contracts', i, ...field], text: `${at}: ${text}` });
+    const noStage = (field: 'from' | 'to', name: string) => {
+      const near = closest(name, names);
+      const fix = near ? `did you mean "${near}"?` : `the stages are: ${names.join(', ')}`;
+      add('contract', [field], `${field}: no stage named "${name}"; ${fix}`);
+    };
+    if (from !== undefined && from !== '' && !byName.has(from)) noStage('from', from);
+    const consumer = to !== undefined ? byName.get(to) : undefined;
+    if (to !== undefined && to !== '' && !consumer) noStage('to', to);
+    else if (consumer && from !== undefined && byName.has(from) && !consumer.includes(from)) {
+      const fix = `add ${from} to its depends_on (a contract sits on a dependency edge)`;
+      add('contract', ['to'], `stage ${to} does not depend on ${from}; ${fix}`);
+    }
+    if (from !== undefined && to !== undefined) {
+      const edge = `${from}\0${to}`;
+      if (edges.has(edge)) add('contract', [], 'a second contract on the same edge; give the edge one contract');
+      edges.add(edge);
+    }
+    const refs = [['validate', known?.validators, 'validator'], ['revise', known?.revisers, 'reviser']] as const;
+    for (const [kind, names, role] of refs) {
+      const ref = c[kind];
+      const run = typeof ref === 'string' ? ref : isRecord(ref) && typeof ref.run === 'string' ? ref.run : undefined;
+      if (run === undefined || run === '') continue;
+      if (names && !names.includes(run)) {
+        const near = closest(run, names);
+        const guess = near ? ` (did you mean "${near}"?)` : '';
+        const text = `${kind}: unknown ${role} "${run}"${guess} (registered: ${names.join(', ')})`;
+        add('registry', typeof ref === 'string' ? [kind] : [kind, 'run'], text);
+      }
+      if (run === LLM_CONTRACT_IMPLEMENTATION) {
+        const criteria = isRecord(ref) && isRecord(ref.with) ? ref.with.criteria : undefined;
+        if (typeof criteria !== 'string' || criteria.trim() === '') {
+          const why = `the llm ${role} needs its criteria as text (what an acceptable item is)`;
+          add('contract', typeof ref === 'string' ? [kind] : [kind, 'with'], `${kind}.with.criteria: ${why}`);
+        }
       }
     }
   });
   return problems;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export * from './contract-state';

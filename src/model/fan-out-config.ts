@@ -20,6 +20,7 @@
  */
 import { z } from 'zod';
 import { DEFAULT_FAN_OUT_CONCURRENCY, FAN_OUT_STAGE, MAX_FAN_OUT_CONCURRENCY } from './fan-out';
+import { describeConfigIssues } from './spec-problems';
 
 const fieldPath = z.string().regex(/^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/, 'must be a dotted path such as emails or result.items');
 
@@ -49,26 +50,20 @@ export interface FanOutConfig {
  */
 export function checkFanOut(config: unknown, checkStage: (pipeline: unknown) => string[], form: 'config' | 'outcome' = 'config'): { ok: true; config: FanOutConfig & { list?: unknown[] } } | { ok: false; problems: string[] } {
   const parsed = (form === 'config' ? FanOutSettings : FanOutOutcome).safeParse(config ?? {});
-  if (!parsed.success) {
-    return {
-      ok: false,
-      problems: [
-        ...new Set(
-          parsed.error.issues.flatMap((issue) =>
-            issue.code === 'unrecognized_keys' ? issue.keys.map((key) => `${[...issue.path, key].join('.')}: unknown setting (a fan_out takes from, items, stage, max_concurrent, on_item_failure)`) : [`${issue.path.join('.') || '(the whole with:)'}: ${issue.message}`],
-          ),
-        ),
-      ],
-    };
-  }
-  const data = parsed.data as z.output<typeof FanOutSettings> & { items?: unknown };
-  const stage = data.stage;
-  const problems: string[] = [];
+  const fields = Object.keys((form === 'config' ? FanOutSettings : FanOutOutcome).shape);
+  const fieldsAt = (path: readonly PropertyKey[]) => (path.length === 0 ? fields : undefined);
+  const problems = parsed.success ? [] : describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt });
+  // The element stage is checked even when the settings around it are wrong: every problem at once.
+  const given = (config as { stage?: unknown } | null | undefined)?.stage;
+  const readable = typeof given === 'object' && given !== null && !Array.isArray(given) ? given : undefined;
+  const stage = parsed.success ? parsed.data.stage : (readable as Record<string, unknown> | undefined);
+  if (stage === undefined) return { ok: false, problems };
   if ('name' in stage || 'depends_on' in stage || 'dependsOn' in stage) problems.push('stage: takes no name or depends_on (the element stage is named after the fan_out stage and has no dependencies)');
   if (stage.run === FAN_OUT_STAGE || stage.type === FAN_OUT_STAGE) problems.push('stage: a fan_out cannot fan out again directly; give the element stage a pipeline of its own instead');
   const { name: _n, depends_on: _d, dependsOn: _dd, ...rest } = stage;
   problems.push(...checkStage({ name: 'fan-out-element', stages: [{ name: 'element', ...rest }] }).map((p) => p.replace(/^stages\[0\] \(element\)/, 'stage').replace(/^stage element: /, 'stage: ')));
-  if (problems.length > 0) return { ok: false, problems };
+  if (problems.length > 0 || !parsed.success) return { ok: false, problems };
+  const data = parsed.data as z.output<typeof FanOutSettings> & { items?: unknown };
   return {
     ok: true,
     config: {

@@ -14,6 +14,7 @@
  * Pure: zod and our model only, so the CLI checks files without loading Temporal.
  */
 import { z } from 'zod';
+import { describeConfigIssues, unknownVariables } from './spec-problems';
 import { closest } from './suggest';
 
 export * from './loop-state';
@@ -140,17 +141,95 @@ export const LoopStageConfigSchema = z
   .strict();
 export type LoopStageConfig = z.infer<typeof LoopStageConfigSchema>;
 
-/** The problems of a loop stage's `with:`, each naming its field. */
+/**
+ * The `${NAME}` variables each piece of a loop stage may use, as the loop activities substitute them: the
+ * prompt gets every path and the iteration, verify commands the paths, the output path only the session.
+ */
+export const LOOP_VARIABLES = {
+  prompt: ['CTX', 'PROGRESS', 'OUTPUT', 'STATUS', 'SESSION', 'ITERATION'],
+  verify: ['SESSION', 'OUTPUT', 'PROGRESS', 'STATUS', 'CTX'],
+  output: ['SESSION'],
+} as const;
+
+/** What an unknown variable would do, left as literal text where it stands. */
+export const LITERAL_VARIABLE = {
+  prompt: 'the agent would receive it as literal text',
+  verify: 'the command would receive it as literal text',
+  output: 'it would become part of the file name',
+} as const;
+
+/** The fields of each object of a loop stage's `with:`, for unknown fields' did-you-mean. */
+function loopFieldsAt(path: readonly PropertyKey[]): readonly string[] | undefined {
+  const at = path.filter((k) => typeof k === 'string').join('.');
+  if (at === '') return Object.keys(LoopStageConfigSchema.shape);
+  if (at === 'stage') return Object.keys(StageFileSchema.shape);
+  if (at === 'stage.termination') return ['type', 'min_iterations', 'consensus', 'queue'];
+  if (at === 'stage.guardrails') return Object.keys(GuardrailsSchema.shape);
+  if (at === 'inputs') return ['from', 'select'];
+  return undefined;
+}
+
+/** The problems of a loop stage's `with:`, each naming its field and the fix. */
 export function checkLoopStageConfig(config: unknown): string[] {
   const parsed = LoopStageConfigSchema.safeParse(config ?? {});
+  // Read from the config as written, so that they are reported alongside the schema's problems.
+  const variables = configVariableProblems(config);
   if (parsed.success) {
     const { stage } = parsed.data;
     const max = parsed.data.max_iterations ?? stage.guardrails?.max_iterations ?? LOOP_DEFAULTS.maxIterations;
     const min = stage.termination.min_iterations;
-    const unreachable = min !== undefined && min > max ? [`stage.termination.min_iterations: ${min} is beyond max_iterations (${max}): the loop could only ever stop by its guardrail; lower it or raise max_iterations`] : [];
-    return [...outputProblems(stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output'), ...unreachable];
+    const unreachable =
+      min !== undefined && min > max
+        ? [
+            `stage.termination.min_iterations: ${min} is beyond max_iterations (${max}): the loop could only ever stop ` +
+              'by its guardrail; lower it or raise max_iterations',
+          ]
+        : [];
+    const outputs = [...outputProblems(stage.output, 'stage.output'), ...outputProblems(parsed.data.output, 'output')];
+    return [...outputs, ...unreachable, ...variables];
   }
-  return parsed.error.issues.map((i) => `${i.path.join('.') || 'with'}: ${explain(i)}`);
+  const context = { fieldsAt: loopFieldsAt, required: LOOP_FIELD_HINTS };
+  const issues = describeConfigIssues(parsed.error.issues, config ?? {}, context);
+  return [...issues, ...variables];
+}
+
+/** What a required field of a loop stage's `with:` is for, said when it is missing. */
+const LOOP_FIELD_HINTS = {
+  stage: 'the stage definition (stage.yaml\'s fields, its prompt as text)',
+  prompt: 'the prompt template',
+  termination: 'how the loop ends: { type: judgment | queue | fixed }',
+  type: 'judgment, queue or fixed',
+};
+
+/** Unknown variables in the prompt, output paths and verify commands of a loop stage's `with:` as written. */
+function configVariableProblems(config: unknown): string[] {
+  const record = (value: unknown): Record<string, unknown> =>
+    typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  const texts = (value: unknown): string[] =>
+    Array.isArray(value) ? value.map((v) => (typeof v === 'string' ? v : '')) : [];
+  const withConfig = record(config);
+  const stage = record(withConfig.stage);
+  const problems: string[] = [];
+  const check = (value: unknown, field: string, where: keyof typeof LOOP_VARIABLES) => {
+    if (typeof value === 'string') problems.push(...loopVariableProblems(value, field, where));
+  };
+  check(stage.prompt, 'stage.prompt', 'prompt');
+  check(stage.output, 'stage.output', 'output');
+  check(withConfig.output, 'output', 'output');
+  texts(stage.verify).forEach((command, i) => check(command, `stage.verify.${i}`, 'verify'));
+  texts(withConfig.verify).forEach((command, i) => check(command, `verify.${i}`, 'verify'));
+  return problems;
+}
+
+/**
+ * Unknown `${NAME}` variables in one piece of a loop stage (`where`: which variables it may use), as
+ * `field: line n: …` (the line only for text of several lines). The loop would pass them on as literal
+ * text: to the agent in a prompt, into the file name of an output path.
+ */
+export function loopVariableProblems(text: string, field: string, where: keyof typeof LOOP_VARIABLES): string[] {
+  const several = text.includes('\n');
+  const found = unknownVariables(text, LOOP_VARIABLES[where], LITERAL_VARIABLE[where]);
+  return found.map((v) => `${field}: ${several ? `line ${v.line}: ` : ''}${v.message}`);
 }
 
 /** An output path must stay in the workspace: relative, no `..`. */
@@ -164,18 +243,6 @@ export function outputProblems(output: string | undefined, field: string): strin
 /** `.claude` (the seed's word) and `.treadle` mean "internal": the stage folder's `output.md`. */
 export function isInternalOutput(output: string | undefined): boolean {
   return output === undefined || output === '.claude' || output === '.treadle';
-}
-
-/** The zod message, with a did-you-mean for enum values and unknown keys. */
-function explain(issue: z.core.$ZodIssue): string {
-  if (issue.code === 'invalid_value' && 'values' in issue) {
-    const allowed = (issue.values as unknown[]).map(String);
-    return `must be one of ${allowed.join(', ')}`;
-  }
-  if (issue.code === 'unrecognized_keys') {
-    return issue.keys.map((k) => `unknown field "${k}"`).join('; ');
-  }
-  return issue.message;
 }
 
 /** A problem in a file, as the CLI reports it: the file, the field, what is wrong and the fix. */

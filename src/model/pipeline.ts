@@ -12,9 +12,14 @@ import { gateLeaves } from './gate-ref';
 import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
 import { JsonSchema, type Json } from './shapes';
 import { FAN_OUT_STAGE, MAX_FAN_OUT_ITEMS } from './fan-out';
-import { canonicalContract, ContractInput, contractProblems, LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './contracts';
+import { canonicalContract, CONTRACT_FIELD_HINTS, ContractInput, contractProblems } from './contracts';
+import type { ContractSpec } from './contracts';
+import { LLM_CONTRACT_IMPLEMENTATION } from './contracts';
 import { checkFanOut } from './fan-out-config';
+import { describeIssue, type SpecProblem } from './spec-problems';
 import { closest } from './suggest';
+
+export type { SpecProblem } from './spec-problems';
 
 export const REVIEW_POLICIES = ['never', 'always', 'on_escalation', 'on_uncertain', 'on_escalation_or_uncertain'] as const;
 export type ReviewPolicy = (typeof REVIEW_POLICIES)[number];
@@ -218,9 +223,17 @@ export interface KnownImplementations {
   /** Contract validators and revisers (seed 002); the built-in `llm` ones when absent. */
   validators?: readonly string[];
   revisers?: readonly string[];
+  /** Action types approval stages may name (`with: { action }`); not checked when absent. */
+  actions?: readonly string[];
 }
 
-export type ValidationResult = { ok: true; spec: PipelineSpec } | { ok: false; problems: string[] };
+/**
+ * The outcome of {@link validatePipeline}. When invalid, `problems` is every problem as printed, and
+ * `found` the same problems with the check that found each and where it is in the spec as written.
+ */
+export type ValidationResult =
+  | { ok: true; spec: PipelineSpec }
+  | { ok: false; problems: string[]; found: SpecProblem[] };
 
 /** Thrown by {@link parsePipeline}; `problems` lists every issue found. */
 export class PipelineValidationError extends Error {
@@ -235,23 +248,32 @@ export class PipelineValidationError extends Error {
 
 /**
  * Validates a pipeline spec written in any accepted form (builder output, parsed YAML with snake_case keys,
- * or an already canonical spec) and reports every problem at once: schema errors, bad durations, duplicate
- * stages, unknown dependencies, cycles (named), and, when `known` is given, unregistered implementations.
+ * or an already canonical spec) and reports every problem at once, in one pass over every check that can
+ * still read its part of the spec: the schema (unknown fields, required ones, bad durations), the graph
+ * (duplicates, unknown dependencies, cycles), the contracts, and, when `known` is given, the names a worker
+ * registers (implementations, validators, revisers, action types) and each stage's `with:` by its kind.
+ * History and activity limits are checked once the schema holds.
  */
 export function validatePipeline(raw: unknown, known?: KnownImplementations): ValidationResult {
   const input = camelizeSpec(raw);
-  const problems: string[] = [];
+  const found: SpecProblem[] = [];
   const parsed = PipelineInput.safeParse(input);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) problems.push(`${describePath(input, issue.path)}: ${issue.message}`);
+  if (!parsed.success) found.push(...schemaProblems(input, parsed.error.issues));
+  found.push(...graphProblems(input));
+  if (known) found.push(...implementationProblems(input, known));
+  found.push(...stageConfigProblems(input, known));
+  if (isRecord(input)) {
+    const builtIn = [LLM_CONTRACT_IMPLEMENTATION];
+    const contractNames = known && { validators: known.validators ?? builtIn, revisers: known.revisers ?? builtIn };
+    found.push(...contractProblems(input.contracts, input.stages, contractNames));
   }
-  problems.push(...graphProblems(input));
-  if (known) problems.push(...implementationProblems(input, known));
-  if (problems.length > 0 || !parsed.success) return { ok: false, problems: dedupe(problems) };
-  const spec = canonical(parsed.data);
-  const contracts = contractProblems(spec.contracts ?? [], spec.stages, known ? { validators: known.validators ?? [LLM_CONTRACT_IMPLEMENTATION], revisers: known.revisers ?? [LLM_CONTRACT_IMPLEMENTATION] } : undefined);
-  const later = [...(known?.checkConfig ? configProblems(spec, known.checkConfig) : []), ...fanOutProblems(spec, known), ...limitProblems(spec), ...contracts];
-  return later.length > 0 ? { ok: false, problems: later } : { ok: true, spec };
+  const spec = parsed.success ? canonical(parsed.data) : undefined;
+  if (spec) found.push(...limitProblems(spec));
+  if (found.length > 0 || !spec) {
+    const unique = found.filter((p, i) => found.findIndex((q) => q.text === p.text) === i);
+    return { ok: false, problems: unique.map((p) => p.text), found: unique };
+  }
+  return { ok: true, spec };
 }
 
 /** Like {@link validatePipeline} but throws a {@link PipelineValidationError}. */
@@ -322,55 +344,76 @@ function seedRetry(stage: { maxRetries?: number; backoffSeconds?: number; backof
 }
 
 /** Graph checks run on whatever parts of the input are readable, so they report alongside schema errors. */
-function graphProblems(input: unknown): string[] {
+function graphProblems(input: unknown): SpecProblem[] {
   if (!isRecord(input) || !Array.isArray(input.stages)) return [];
-  const problems: string[] = [];
+  const problems: SpecProblem[] = [];
   const names = new Map<string, number>();
   const deps = new Map<string, string[]>();
+  const dependsOnAt = new Map<string, (string | number)[]>();
   input.stages.forEach((stage: unknown, index: number) => {
     if (!isRecord(stage) || typeof stage.name !== 'string') return;
-    if (names.has(stage.name)) problems.push(`stages[${index}] (${stage.name}): duplicate stage name, first used at stages[${names.get(stage.name)}]`);
+    if (names.has(stage.name)) {
+      const first = names.get(stage.name);
+      const text = `stages[${index}] (${stage.name}): duplicate stage name, first used at stages[${first}]; rename one`;
+      problems.push({ layer: 'graph', at: ['stages', index, 'name'], text });
+    }
     else names.set(stage.name, index);
     const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
     deps.set(stage.name, [...(deps.get(stage.name) ?? []), ...on]);
+    if (!dependsOnAt.has(stage.name)) dependsOnAt.set(stage.name, ['stages', index, 'dependsOn']);
   });
   for (const [stage, on] of deps) {
+    const at = dependsOnAt.get(stage)!;
     for (const dep of on) {
-      if (dep === stage) problems.push(`stage ${stage}: depends on itself`);
-      else if (!names.has(dep)) problems.push(`stage ${stage}: depends on unknown stage "${dep}"${suggest(dep, [...names.keys()])}`);
-    }
-  }
-  const cycle = findCycle(deps);
-  if (cycle) problems.push(`dependency cycle: ${cycle.join(' -> ')}`);
-  return problems;
-}
-
-function implementationProblems(input: unknown, known: KnownImplementations): string[] {
-  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
-  const problems: string[] = [];
-  for (const stage of input.stages as unknown[]) {
-    if (!isRecord(stage)) continue;
-    const label = typeof stage.name === 'string' ? stage.name : '?';
-    const run = typeof stage.run === 'string' ? stage.run : typeof stage.type === 'string' ? TYPE_DEFAULT_RUN[stage.type as StepType] : undefined;
-    if (run && !known.stages.includes(run)) {
-      problems.push(`stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)} (registered: ${known.stages.join(', ') || 'none'})`);
-    }
-    for (const gate of rawGateNames(stage.gate)) {
-      if (!known.gates.includes(gate)) {
-        problems.push(`stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)} (registered: ${known.gates.join(', ') || 'none'})`);
+      if (dep === stage) {
+        problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on itself; remove it from its depends_on` });
+      }
+      else if (!names.has(dep)) {
+        const near = closest(dep, [...names.keys()]);
+        const fix = near ? `did you mean "${near}"?` : `the stages are: ${[...names.keys()].join(', ')}`;
+        problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on unknown stage "${dep}" (${fix})` });
       }
     }
   }
+  const cycle = findCycle(deps);
+  if (cycle) {
+    const text = `dependency cycle: ${cycle.join(' -> ')}; remove one of these depends_on`;
+    problems.push({ layer: 'graph', at: dependsOnAt.get(cycle[0]!) ?? ['stages'], text });
+  }
+  return problems;
+}
+
+/** Names a worker must register: every stage's and gate's implementation, and approval stages' action types. */
+function implementationProblems(input: unknown, known: KnownImplementations): SpecProblem[] {
+  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
+  const problems: SpecProblem[] = [];
+  (input.stages as unknown[]).forEach((stage, index) => {
+    if (!isRecord(stage)) return;
+    const label = typeof stage.name === 'string' ? stage.name : '?';
+    const run = typeof stage.run === 'string' ? stage.run : typeof stage.type === 'string' ? TYPE_DEFAULT_RUN[stage.type as StepType] : undefined;
+    if (run && !known.stages.includes(run)) {
+      const text = `stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)}${registered(known.stages)}`;
+      problems.push({ layer: 'registry', at: ['stages', index, typeof stage.run === 'string' ? 'run' : 'type'], text });
+    }
+    for (const gate of rawGateNames(stage.gate)) {
+      if (!known.gates.includes(gate)) {
+        const text = `stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)}${registered(known.gates)}`;
+        problems.push({ layer: 'registry', at: ['stages', index, 'gate'], text });
+      }
+    }
+    const action = run === 'approval' && isRecord(stage.with) ? stage.with.action : undefined;
+    if (known.actions && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
+      const unknown = `unknown action type "${action}"${suggest(action, known.actions)}${registered(known.actions)}`;
+      const text = `stage ${label}: with.action: ${unknown}`;
+      problems.push({ layer: 'registry', at: ['stages', index, 'with', 'action'], text });
+    }
+  });
   return problems;
 }
 
 /** Gate implementation names in a raw (unvalidated) gate value. */
 function rawGateNames(gate: unknown): string[] {
-  if (typeof gate === 'string') return gate ? [gate] : [];
-  if (!isRecord(gate)) return [];
-  if (typeof gate.run === 'string') return [gate.run];
-  const parts = Array.isArray(gate.all) ? gate.all : Array.isArray(gate.any) ? gate.any : [];
-  return (parts as unknown[]).flatMap(rawGateNames);
+  return rawGateRefs(gate).map((g) => g.run);
 }
 
 /** Finds one cycle (self-loops are reported separately) and returns it closed, e.g. `[a, b, a]`. */
@@ -442,14 +485,14 @@ function snake(key: string): string {
   return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 }
 
+/** ` (registered: a, b)`, the names a worker has, after an unknown one. */
+function registered(names: readonly string[]): string {
+  return ` (registered: ${names.join(', ') || 'none'})`;
+}
+
 function suggest(word: string, candidates: readonly string[]): string {
   const close = closest(word, candidates);
   return close ? ` (did you mean "${close}"?)` : '';
-}
-
-
-function dedupe(items: string[]): string[] {
-  return [...new Set(items)];
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -478,45 +521,136 @@ function activitiesPerStage(stage: StageSpec): number {
  * Limits that no schema can see: a spec whose worst case would pass Temporal's history or pending-activity
  * limits is refused here, naming the limit and the stages that weigh most, instead of failing mid-run.
  */
-function limitProblems(spec: PipelineSpec): string[] {
-  const problems: string[] = [];
+function limitProblems(spec: PipelineSpec): SpecProblem[] {
+  const problems: SpecProblem[] = [];
   const weights = spec.stages.map((s) => ({ name: s.name, events: worstCaseStageEvents(s) })).sort((a, b) => b.events - a.events);
   const total = weights.reduce((sum, w) => sum + w.events, 20);
   if (total > HISTORY_EVENT_BUDGET) {
     const heaviest = weights.slice(0, 3).map((w) => `${w.name} ${w.events}`).join(', ');
-    problems.push(
-      `the pipeline could write ${total} history events in the worst case (every attempt used); one work item holds at most ${HISTORY_EVENT_BUDGET} (Temporal's limit is ${TEMPORAL_HISTORY_EVENT_LIMIT}): lower max_attempts or split it into several pipelines (heaviest stages: ${heaviest})`,
-    );
+    problems.push({
+      layer: 'limit',
+      at: ['stages'],
+      text: `the pipeline could write ${total} history events in the worst case (every attempt used); one work item holds at most ${HISTORY_EVENT_BUDGET} (Temporal's limit is ${TEMPORAL_HISTORY_EVENT_LIMIT}): lower max_attempts or split it into several pipelines (heaviest stages: ${heaviest})`,
+    });
   }
   const perStage = Math.max(...spec.stages.map(activitiesPerStage));
   if (spec.maxParallel * perStage > TEMPORAL_PENDING_ACTIVITY_LIMIT) {
-    problems.push(
-      `max_parallel ${spec.maxParallel} with up to ${perStage} activities per running stage could hold ${spec.maxParallel * perStage} activities at once; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per work item: lower max_parallel`,
-    );
-  }
-  return problems;
-}
-
-/** A fan_out stage's config, its element stage checked as a one-stage pipeline against the same implementations. */
-function fanOutProblems(spec: PipelineSpec, known: KnownImplementations | undefined): string[] {
-  const problems: string[] = [];
-  for (const stage of spec.stages) {
-    if (stage.run !== FAN_OUT_STAGE) continue;
-    const checked = checkFanOut(stage.with, (raw) => {
-      const result = validatePipeline(raw, known);
-      return result.ok ? [] : result.problems;
+    problems.push({
+      layer: 'limit',
+      at: ['maxParallel'],
+      text: `max_parallel ${spec.maxParallel} with up to ${perStage} activities per running stage could hold ${spec.maxParallel * perStage} activities at once; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per work item: lower max_parallel`,
     });
-    if (!checked.ok) problems.push(...checked.problems.map((p) => `stage ${stage.name}: with.${p}`));
   }
   return problems;
 }
 
-/** Every stage's and gate's `with:` config, checked by its implementation. */
-function configProblems(spec: PipelineSpec, check: NonNullable<KnownImplementations['checkConfig']>): string[] {
-  const problems: string[] = [];
-  for (const stage of spec.stages) {
-    for (const p of check('stage', stage.run, stage.with)) problems.push(`stage ${stage.name}: with.${p}`);
-    for (const gate of gateLeaves(stage.gate)) for (const p of check('gate', gate.run, gate.with)) problems.push(`stage ${stage.name}: gate ${gate.run}: with.${p}`);
+/**
+ * Each stage's `with:` checked by its kind, read from the spec as written: the implementation's own check
+ * (approval, loop, tdd, llm and the user's, when `known` has them), gates' configs, and a fan_out's element
+ * stage as a one-stage pipeline. A stage whose type and `run:` disagree is left to the schema's problem.
+ */
+function stageConfigProblems(input: unknown, known: KnownImplementations | undefined): SpecProblem[] {
+  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
+  const problems: SpecProblem[] = [];
+  (input.stages as unknown[]).forEach((stage, index) => {
+    if (!isRecord(stage)) return;
+    const label = typeof stage.name === 'string' ? stage.name : '?';
+    const run = rawRun(stage);
+    const config = stage.with as Json | undefined;
+    const add = (layer: SpecProblem['layer'], line: string, at = ['stages', index, 'with', ...configPath(line)]) =>
+      problems.push({ layer, at, text: `stage ${label}: with.${line}` });
+    if (run === FAN_OUT_STAGE) {
+      const registry: string[] = [];
+      const checked = checkFanOut(config, (element) => {
+        const result = validatePipeline(element, known);
+        if (result.ok) return [];
+        // The element's names are the worker's to confirm, like the stage's own (run --custom-worker).
+        const names = result.found.filter((p) => p.layer === 'registry');
+        registry.push(...names.map((p) => p.text.replace(/^stage element: /, 'stage: ')));
+        return result.found.filter((p) => p.layer !== 'registry').map((p) => p.text);
+      });
+      if (!checked.ok) for (const line of checked.problems) add('config', line);
+      for (const line of registry) add('registry', line, ['stages', index, 'with', 'stage']);
+    }
+    if (!known?.checkConfig) return;
+    if (run !== undefined && known.stages.includes(run)) {
+      for (const line of known.checkConfig('stage', run, config)) add('config', line);
+    }
+    for (const gate of rawGateRefs(stage.gate)) {
+      if (!known.gates.includes(gate.run)) continue;
+      for (const line of known.checkConfig('gate', gate.run, gate.with)) {
+        const text = `stage ${label}: gate ${gate.run}: with.${line}`;
+        problems.push({ layer: 'config', at: ['stages', index, 'gate'], text });
+      }
+    }
+  });
+  return problems;
+}
+
+/** The implementation a stage as written runs; undefined when it names none or its type and run disagree. */
+function rawRun(stage: Record<string, unknown>): string | undefined {
+  const run = typeof stage.run === 'string' && stage.run !== '' ? stage.run : undefined;
+  const type = typeof stage.type === 'string' ? (stage.type as StepType) : undefined;
+  if (run === undefined) return type !== undefined ? TYPE_DEFAULT_RUN[type] : undefined;
+  if (type === 'deterministic' && KIND_RUNS[run] !== undefined) return undefined;
+  const ownRun = type !== undefined && type !== 'deterministic' && type !== 'llm';
+  if (ownRun && TYPE_DEFAULT_RUN[type] !== run) return undefined;
+  return run;
+}
+
+/** The path a config check's `path: message` line names (`escalation.ttl` → `['escalation', 'ttl']`). */
+function configPath(line: string): (string | number)[] {
+  const field = /^([A-Za-z0-9_.[\]-]+):/.exec(line)?.[1];
+  if (field === undefined) return [];
+  return field
+    .split(/[.[\]]/)
+    .filter((part) => part !== '')
+    .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
+}
+
+/** Gate implementations and their configs in a raw (unvalidated) gate value. */
+function rawGateRefs(gate: unknown): { run: string; with?: Json }[] {
+  if (typeof gate === 'string') return gate ? [{ run: gate }] : [];
+  if (!isRecord(gate)) return [];
+  if (typeof gate.run === 'string') {
+    return [{ run: gate.run, ...(gate.with !== undefined ? { with: gate.with as Json } : {}) }];
   }
-  return dedupe(problems);
+  const parts = Array.isArray(gate.all) ? gate.all : Array.isArray(gate.any) ? gate.any : [];
+  return (parts as unknown[]).flatMap(rawGateRefs);
+}
+
+/** The fields each object of the spec takes, by path (`*` for a list index), for unknown fields' did-you-mean. */
+const SPEC_FIELDS: Record<string, readonly string[]> = {
+  '': Object.keys(PipelineInput.shape),
+  'stages.*': Object.keys(StageInput.shape),
+  'stages.*.retryBudget': Object.keys(RetryBudgetInput.shape),
+  'stages.*.activity': Object.keys(ActivityInput.shape),
+  'stages.*.activity.retry': [
+    'maximumAttempts',
+    'initialInterval',
+    'backoffCoefficient',
+    'maximumInterval',
+    'nonRetryableErrorTypes',
+  ],
+  'contracts.*': Object.keys(ContractInput.shape),
+};
+
+/** What a required field of the spec is for, said when it is missing. */
+const SPEC_FIELD_HINTS: Readonly<Record<string, string>> = {
+  name: 'a name of letters, digits, _ . - starting with a letter',
+  stages: 'the list of stages',
+  ...CONTRACT_FIELD_HINTS,
+};
+
+/** The schema's problems, each naming its field (snake_case, as YAML spells it) and the fix. */
+function schemaProblems(input: unknown, issues: readonly z.core.$ZodIssue[]): SpecProblem[] {
+  const fieldsAt = (path: readonly PropertyKey[]) =>
+    SPEC_FIELDS[path.map((k) => (typeof k === 'number' ? '*' : String(k))).join('.')];
+  return issues.flatMap((issue) =>
+    describeIssue(issue, input, { fieldsAt, required: SPEC_FIELD_HINTS, spell: snake }).map((d) => ({
+      layer: 'schema' as const,
+      at: d.path.map((k) => (typeof k === 'number' ? k : String(k))),
+      text: `${describePath(input, d.path)}: ${d.message}`,
+    })),
+  );
 }

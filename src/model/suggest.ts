@@ -1,13 +1,18 @@
 /** "Did you mean …?" for names users type: the closest candidate within two edits. */
 
-/** The candidate closest to `word` (at most two edits away), or undefined; the first of equals wins. */
+/**
+ * The candidate closest to `word` (at most two edits away), or undefined; the first of equals wins. Failing
+ * that, the one candidate that holds the word as a part of its name (`retries` → `max_retries`).
+ */
 export function closest(word: string, candidates: readonly string[]): string | undefined {
   let best: { name: string; distance: number } | undefined;
   for (const name of candidates) {
     const distance = editDistance(name, word);
     if (distance <= 2 && (!best || distance < best.distance)) best = { name, distance };
   }
-  return best?.name;
+  if (best) return best.name;
+  const holding = word.length >= 4 ? candidates.filter((name) => name.toLowerCase().includes(word.toLowerCase())) : [];
+  return holding.length === 1 ? holding[0] : undefined;
 }
 
 /** Levenshtein distance. */

@@ -12,6 +12,7 @@
  * `Maybe X` an optional field that may also be null, `FilePath` a relative path inside the worktree).
  */
 import { z } from 'zod';
+import { describeConfigIssues } from './spec-problems';
 import type { TddNodeInput } from './tdd-node';
 
 /** A path relative to the node's worktree: no absolute paths, no `..`, no NUL (checked again on disk). */
@@ -245,7 +246,12 @@ export const TddStageConfigSchema = z
 /** Every problem of a `tdd` stage's `with:`, spec problems prefixed with `spec.`. */
 export function checkTddStageConfig(config: unknown): string[] {
   const parsed = TddStageConfigSchema.safeParse(config ?? {});
-  const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.') || 'with'}: ${i.message}`);
+  const fields = Object.keys(TddStageConfigSchema.shape);
+  const fieldsAt = (path: readonly PropertyKey[]) => (path.length === 0 ? fields : undefined);
+  const required = { repo: 'the git repository, an absolute path on the workers (in TREADLE_TDD_REPOS)' };
+  const problems = parsed.success
+    ? []
+    : describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt, required });
   const spec = (config as { spec?: unknown } | null | undefined)?.spec;
   if (spec === undefined) problems.push('spec: a tdd stage needs the tree\'s spec (the same fields as a `treadle tdd` spec file)');
   else {

@@ -64,6 +64,8 @@ export const CATALOG: CatalogEntry[] = [
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
   stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'fan_out', 'final_review', 'generate_embeddings', 'llm', 'loop', 'pdf_to_markdown', 'scripted', 'tdd', 'triage_dedup', 'triage_route'],
   gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
+  // The action types `defaultActionRegistry()` registers (what approval stages of `treadle worker` may name).
+  actions: ['add_busy_block', 'batch_create_tasks', 'create_task', 'modify_task', 'send_message'],
   // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
   checkConfig: (kind, name, config) => {
     if (kind === 'stage' && name === 'approval') {

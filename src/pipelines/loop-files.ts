@@ -10,7 +10,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describeFileIssue, LOOP_STAGE, LoopPipelineFileSchema, outputProblems, StageFileSchema, type LoopPipelineFile, type StageFile } from '../model/loop';
+import { LITERAL_VARIABLE, LOOP_VARIABLES } from '../model/loop';
 import type { Json } from '../model/shapes';
+import { unknownVariables } from '../model/spec-problems';
+import { SpecLines } from './spec-lines';
 import type * as Yaml from 'yaml';
 
 /** Whether a parsed pipeline file is a v3 loop pipeline (its stages name templates). */
@@ -59,6 +62,10 @@ export function loopPipelineSpec(file: string, raw: unknown, options: LoopPipeli
       problems.push(`${display}: stages[${i}].inputs.from: "${entry.inputs.from}" is not an earlier stage (${i === 0 ? 'the first stage has no inputs; remove it' : `earlier: ${ids.slice(0, i).join(', ')}`})`);
     }
     problems.push(...outputProblems(entry.output, `${display}: stages[${i}].output`));
+    problems.push(...fieldVariables(display, ['stages', i, 'output'], entry.output, 'output'));
+    (entry.verify ?? []).forEach((command, j) => {
+      problems.push(...fieldVariables(display, ['stages', i, 'verify', j], command, 'verify'));
+    });
     if (!templates.has(entry.template)) {
       const loaded = loadTemplate(dir, entry.template, `${display}: stages[${i}].template`);
       if (loaded.ok) templates.set(entry.template, loaded.stage);
@@ -111,15 +118,45 @@ function loadTemplate(dir: string, template: string, where: string): { ok: true;
   const parsed = StageFileSchema.safeParse(raw);
   if (!parsed.success) return { ok: false, problems: parsed.error.issues.map((issue) => describeFileIssue(display, issue, issue.path[0] === 'termination' ? ['type', 'min_iterations', 'consensus', 'queue'] : issue.path[0] === 'guardrails' ? ['max_iterations', 'max_runtime_seconds'] : STAGE_FIELDS, valueAt(raw, issue.path))) };
   const problems = outputProblems(parsed.data.output, `${display}: output`);
+  problems.push(...fieldVariables(display, ['output'], parsed.data.output, 'output'));
+  (parsed.data.verify ?? []).forEach((command, j) => {
+    problems.push(...fieldVariables(display, ['verify', j], command, 'verify'));
+  });
   const promptFile = path.resolve(path.dirname(found), parsed.data.prompt);
   let prompt = '';
   try {
     prompt = readFileSync(promptFile, 'utf8');
+    const shown = path.relative(process.cwd(), promptFile);
+    const unknown = unknownVariables(prompt, LOOP_VARIABLES.prompt, LITERAL_VARIABLE.prompt);
+    problems.push(...unknown.map((v) => `${shown}:${v.line}: ${v.message}`));
   } catch {
     problems.push(`${display}: prompt: cannot read ${path.relative(process.cwd(), promptFile)}; name the prompt template file, relative to the stage folder`);
   }
   if (problems.length > 0) return { ok: false, problems };
   return { ok: true, stage: { ...parsed.data, prompt } };
+}
+
+/**
+ * Unknown `${NAME}` variables in one field of a YAML file, as `file:line: field: …` (the line where the
+ * field is, when the file has it).
+ */
+function fieldVariables(
+  display: string,
+  at: (string | number)[],
+  text: string | undefined,
+  where: keyof typeof LOOP_VARIABLES,
+): string[] {
+  if (text === undefined) return [];
+  const found = unknownVariables(text, LOOP_VARIABLES[where], LITERAL_VARIABLE[where]);
+  if (found.length === 0) return [];
+  let line: number | undefined;
+  try {
+    line = new SpecLines(readFileSync(path.resolve(display), 'utf8')).lineOf(at);
+  } catch {
+    line = undefined;
+  }
+  const field = at.map((k, i) => (typeof k === 'number' ? `[${k}]` : `${i > 0 ? '.' : ''}${k}`)).join('');
+  return found.map((v) => `${display}${line !== undefined ? `:${line}` : ''}: ${field}: ${v.message}`);
 }
 
 function valueAt(raw: unknown, at: PropertyKey[]): unknown {

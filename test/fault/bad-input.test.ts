@@ -110,7 +110,11 @@ describe('the CLI', () => {
       {
         name: 'unknown keys',
         args: ['run', '--file', files.unknownKeys],
-        lines: ['treadle: pipeline unknown-keys is invalid:', '  - stages[0] (a): Unrecognized key: "retries"', '  - pipeline: Unrecognized key: "owner"'],
+        lines: [
+          'treadle: pipeline unknown-keys is invalid:',
+          '  - stages[0] (a).retries: unknown field (did you mean "max_retries"?); the fields here are: name, description, type, run, max_retries, backoff_seconds, backoff_coefficient, with, agent, gate, depends_on, retry_budget, review_policy, review_ttl, on_review_expired, activity',
+          '  - owner: unknown field; the fields here are: name, description, token_budget, max_parallel, stages, contracts',
+        ],
       },
       {
         name: 'bad durations',
@@ -122,14 +126,14 @@ describe('the CLI', () => {
           '  - stages[0] (a).activity.heartbeat_timeout: must be longer than 0',
         ],
       },
-      { name: 'a cycle', args: ['run', '--file', files.cycle], lines: ['treadle: pipeline cycle is invalid:', '  - dependency cycle: a -> b -> c -> a'] },
+      { name: 'a cycle', args: ['run', '--file', files.cycle], lines: ['treadle: pipeline cycle is invalid:', '  - dependency cycle: a -> b -> c -> a; remove one of these depends_on'] },
       {
         name: 'unknown implementations (validate)',
         args: ['validate', files.unknownImpl],
         lines: [
-          `treadle: ${files.unknownImpl} is invalid:`,
-          '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
-          '  - stage a: unknown gate implementation "nope" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
+          `treadle: ${files.unknownImpl} is invalid (2 problems):`,
+          `  - ${files.unknownImpl}:4: stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)`,
+          `  - ${files.unknownImpl}:5: stage a: unknown gate implementation "nope" (registered: concept_graph, llm-judge, markdown_quality, scripted)`,
         ],
       },
       { name: 'inline input that is not JSON', args: ['run', 'review-demo', '--input', 'title: x'], line: 'treadle: --input is not valid JSON (Unexpected token' },

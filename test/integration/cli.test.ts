@@ -122,10 +122,10 @@ it('validates pipeline files, listing every problem', async () => {
   expect(run.code).toBe(1);
   expect(run.stderr).toBe(
     [
-      `treadle: ${bad} is invalid:`,
-      '  - stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
-      '  - dependency cycle: a -> b -> a',
-      '  - stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+      `treadle: ${bad} is invalid (3 problems):`,
+      `  - ${bad}:9: stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)`,
+      `  - ${bad}:5: dependency cycle: a -> b -> a; remove one of these depends_on`,
+      `  - ${bad}:4: stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)`,
       '',
     ].join('\n'),
   );
@@ -168,7 +168,7 @@ describe('run --file with implementations Treadle does not ship', () => {
         stdout: '',
         stderr: [
           'treadle: pipeline broken is invalid:',
-          '  - stage a: depends on unknown stage "nowhere"',
+          '  - stage a: depends on unknown stage "nowhere" (the stages are: a)',
           '  - stage a: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
           '',
         ].join('\n'),

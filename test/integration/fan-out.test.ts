@@ -98,7 +98,9 @@ it('refuses a fan_out whose element stage is invalid, listing every problem befo
     [
       'pipeline bad-fan is invalid:',
       '  - stage classify: with.max_concurrent: must be at least 1',
-      '  - stage classify: with.extra: unknown setting (a fan_out takes from, items, stage, max_concurrent, on_item_failure)',
+      '  - stage classify: with.extra: unknown field; the fields here are: from, items, stage, max_concurrent, on_item_failure',
+      // The element stage is checked too, though the settings around it are wrong.
+      '  - stage classify: with.stage.retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
     ].join('\n'),
   );
   const inner = pipeline('bad-inner').stage('extract', 'scripted').stage('classify', 'fan_out', { dependsOn: ['extract'], with: { stage: { run: 'scriptd', retry_budget: { max_attempts: 0 } } } });

@@ -174,7 +174,7 @@ describe('specs the workflow refuses', () => {
     const bad = { name: 'bad', stages: [{ name: 'a', run: 'scripted', depends_on: ['b'] }, { name: 'b', run: 'scripted', depends_on: ['a'], retry_budget: { max_attempts: 0 } }] };
     const error = await h.client.start(bad, null, { id: h.id() }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(TreadleError);
-    expect((error as TreadleError).problems).toEqual(['stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)', 'dependency cycle: a -> b -> a']);
+    expect((error as TreadleError).problems).toEqual(['stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)', 'dependency cycle: a -> b -> a; remove one of these depends_on']);
   });
 
   it('a workflow started directly with a bad spec or unknown implementations fails with every problem', async () => {

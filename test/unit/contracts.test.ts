@@ -48,8 +48,10 @@ describe('contracts in the spec', () => {
         'contracts[1] (pm → designer): revise.with.criteria: the llm reviser needs its criteria as text (what an acceptable item is)',
         'contracts[2] (designer → pm): stage pm does not depend on designer; add designer to its depends_on (a contract sits on a dependency edge)',
         'contracts[2] (designer → pm): validate.with.criteria: the llm validator needs its criteria as text (what an acceptable item is)',
-        'contracts[3] (ghost → nobody): from: no stage named "ghost"',
-        'contracts[3] (ghost → nobody): to: no stage named "nobody"',
+        'contracts[3] (ghost → nobody): from: no stage named "ghost"; the stages are: pm, designer',
+        'contracts[3] (ghost → nobody): to: no stage named "nobody"; the stages are: pm, designer',
+        // A contract must say where its list is: "." when the artefact itself is the list.
+        'contracts[3].items: required: where the list of items is in from\'s artefact, a dot path such as briefs; "." when the artefact itself is the list',
       ]),
     );
     const retries = validatePipeline(yaml({ max_retries: 9, item_id: '' }));

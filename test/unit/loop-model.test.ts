@@ -340,8 +340,10 @@ describe('checkLoopStageConfig', () => {
 
   test('a with: that does not parse lists its problems by field', () => {
     expect(checkLoopStageConfig(undefined)).toEqual([expect.stringMatching(/^stage: /)]);
-    expect(checkLoopStageConfig({ stage: minimalStage({ termination: { type: 'judgement' } }) })).toEqual(['stage.termination.type: must be one of judgment, queue, fixed']);
-    expect(checkLoopStageConfig({ stage: minimalStage(), max_iteration: 5 })).toEqual(['with: unknown field "max_iteration"']);
+    expect(checkLoopStageConfig({ stage: minimalStage({ termination: { type: 'judgement' } }) })).toEqual(['stage.termination.type: must be one of judgment, queue, fixed (got "judgement"; did you mean "judgment"?)']);
+    expect(checkLoopStageConfig({ stage: minimalStage(), max_iteration: 5 })).toEqual([
+      'max_iteration: unknown field (did you mean "max_iterations"?); the fields here are: template, stage, max_iterations, inputs, output, verify, session, index, pipeline_max_runtime_seconds, iterations_per_run',
+    ]);
     expect(LoopStageConfigSchema.safeParse({ stage: minimalStage(), index: 100 }).success).toBe(false);
   });
 });

@@ -32,8 +32,8 @@ stages:
       'stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
       'stages[1] (b).retry_budget.delay: "soon" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)',
       'stages[1] (b).retry_budget.attempt_timeout: "30x" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)',
-      'stage b: depends on unknown stage "ghost"',
-      'dependency cycle: a -> b -> c -> a',
+      'stage b: depends on unknown stage "ghost" (the stages are: a, b, c)',
+      'dependency cycle: a -> b -> c -> a; remove one of these depends_on',
       'stage b: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: scripted, llm)',
       'stage b: unknown gate implementation "nope" (registered: scripted)',
     ]),
@@ -45,7 +45,11 @@ stages:
 it('rejects duplicates, self-dependencies, unknown keys and empty pipelines', () => {
   const result = validatePipeline({ name: 'x', stages: [{ name: 'a', run: 'scripted', depends_on: ['a'], colour: 'red' }, { name: 'a', run: 'scripted' }] });
   expect((result as { problems: string[] }).problems).toEqual(
-    expect.arrayContaining(['stages[1] (a): duplicate stage name, first used at stages[0]', 'stage a: depends on itself', expect.stringContaining('colour')]),
+    expect.arrayContaining([
+      'stages[1] (a): duplicate stage name, first used at stages[0]; rename one',
+      'stage a: depends on itself; remove it from its depends_on',
+      expect.stringMatching(/^stages\[0\] \(a\)\.colour: unknown field; the fields here are: name, description, type, run, max_retries, /),
+    ]),
   );
   expect((validatePipeline({ name: 'x', stages: [] }) as { problems: string[] }).problems).toEqual(['stages: a pipeline needs at least one stage']);
   expect(validatePipeline('nonsense').ok).toBe(false);
@@ -98,7 +102,7 @@ it('the builder reports calls naming undeclared stages together with spec proble
   } catch (error) {
     expect((error as PipelineValidationError).problems).toEqual([
       'reviewPolicy("ghost", …): no stage named "ghost" was declared with .stage()',
-      'stage a: depends on unknown stage "missing"',
+      'stage a: depends on unknown stage "missing" (the stages are: a)',
     ]);
   }
 });
@@ -216,8 +220,8 @@ stages:
     const known = { ...withApproval, checkConfig: (_kind: 'stage' | 'gate', name: string, config: unknown) => (name === 'approval' ? checkApprovalStageConfig(config) : []) };
     const result = validatePipeline({ name: 'bad-approval', stages: [{ name: 'a', type: 'approval', with: { ttl: 'soon', on_reject: 'maybe', escalation: { to: 'leads', ttl: '1h', default: 'approve' }, extra: 1 } }] }, known);
     expect((result as { problems: string[] }).problems.sort()).toEqual([
-      'stage a: with.extra: unknown setting (an approval stage takes action, from, items, context, context_field, ttl, on_reject, escalation, reviewers)',
-      'stage a: with.on_reject: Invalid option: expected one of "skip"|"stop"',
+      'stage a: with.extra: unknown field; the fields here are: action, from, items, context, context_field, ttl, on_reject, escalation, reviewers',
+      'stage a: with.on_reject: must be one of skip, stop (got "maybe")',
       'stage a: with.ttl: "soon" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)',
     ]);
     const noTtl = validatePipeline({ name: 'no-ttl', stages: [{ name: 'a', type: 'approval', with: { escalation: { to: 'leads', ttl: '1h', default: 'reject' } } }] }, known);
