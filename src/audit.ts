@@ -77,6 +77,8 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
   const scheduled = new Map<string, Activity>();
   // The step and attempt of each approval request seen so far: a decision names only the request.
   const approvalSteps = new Map<string, Pick<AuditEntry, 'step' | 'attempt'>>();
+  // Contracts of a stage run one after another: an older history's later calls belong to the last one named.
+  let lastContract: ContractCallLabel | undefined;
   const add = (event: HistoryEvent, entry: Omit<AuditEntry, 'at' | 'workflowId'>): void => {
     out.push({ at: timeOf(event), workflowId, ...entry });
   };
@@ -93,7 +95,8 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
       const summary = text(decode(event.userMetadata?.summary));
       const type = scheduledAttrs.activityType?.name ?? '?';
       const input = decode(scheduledAttrs.input?.payloads?.[0]) as { stage?: string; attempt?: number; step?: string } | undefined;
-      const contract = contractCall(type, summary, input);
+      const contract = contractCall(type, summary, input, lastContract);
+      if (contract) lastContract = contract;
       const match = summary !== undefined ? /^(.+?) · .*?attempt (\d+)/.exec(summary) : null;
       scheduled.set(String(event.eventId), {
         type,
@@ -104,7 +107,7 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
             : input?.stage
               ? { step: input.stage, ...(input.attempt ? { attempt: input.attempt } : {}) }
               : input?.step
-                ? { step: input.step }
+                ? { step: input.step, ...(input.attempt ? { attempt: input.attempt } : {}) }
                 : {}),
         input,
       });
@@ -323,15 +326,16 @@ const CONTRACT_ACTIVITIES: Record<string, string> = { 'treadle.contractValidate'
  * The contract call behind a scheduled activity: from its summary (`<stage> · contract <from>→<to> · round n
  * · <what>`), or, in histories recorded before summaries, from its input (the consumer, the round, the edge in round 0).
  */
-function contractCall(type: string, summary: string | undefined, input: unknown): ContractCallLabel | undefined {
+function contractCall(type: string, summary: string | undefined, input: unknown, last: ContractCallLabel | undefined): ContractCallLabel | undefined {
   const what = CONTRACT_ACTIVITIES[type];
   if (what === undefined) return undefined;
   const named = summary !== undefined ? /^(.+?) · contract (.+?) · round (\d+)(?: · (.+))?$/.exec(summary) : null;
   if (named) return { stage: named[1]!, edge: named[2]!, round: Number(named[3]), what: named[4] ?? what };
-  const i = (input ?? {}) as { consumer?: unknown; round?: unknown; contract?: { from?: unknown; to?: unknown } };
-  if (typeof i.consumer !== 'string') return undefined;
-  const edge = typeof i.contract?.from === 'string' ? { edge: `${i.contract.from}→${String(i.contract.to)}` } : {};
-  return { stage: i.consumer, ...edge, round: typeof i.round === 'number' ? i.round : 0, what };
+  const i = (input ?? {}) as { consumer?: unknown; round?: unknown; retries?: unknown; contract?: { from?: unknown; to?: unknown } };
+  // Finalize's input names only the state and the rounds it took.
+  if (typeof i.consumer !== 'string') return last && typeof i.retries === 'number' ? { ...last, round: i.retries, what } : undefined;
+  const edge = typeof i.contract?.from === 'string' ? `${i.contract.from}→${String(i.contract.to)}` : last?.stage === i.consumer ? last.edge : undefined;
+  return { stage: i.consumer, ...(edge !== undefined ? { edge } : {}), round: typeof i.round === 'number' ? i.round : 0, what };
 }
 
 function contractLabel(c: ContractCallLabel): string {

@@ -198,7 +198,7 @@ test('a contract whose edge does not exist, or whose llm validator has no criter
   await h.client.start(pipeline({ revise: 'nope' }), null, { id });
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
-  expect(JSON.stringify(result)).toContain('revise: unknown reviser \\"nope\\" (registered: llm)');
+  expect(JSON.stringify(result)).toContain('revise: unknown reviser \\"nope\\" (registered: fixer, llm)');
 }, 30_000);
 
 test('a contract on 500 items keeps the history small: items and verdicts travel by reference', async () => {
