@@ -64,8 +64,10 @@ async function historyOf(client: Client, workflowId: string) {
   try {
     return await client.workflow.getHandle(workflowId).fetchHistory();
   } catch (error) {
-    if ((error as { code?: unknown }).code === GRPC_NOT_FOUND || (error as { cause?: { code?: unknown } }).cause?.code === GRPC_NOT_FOUND) {
-      throw new WorkflowNotFoundError(`no work item ${workflowId} in namespace ${client.options.namespace}`, workflowId, undefined);
+    const e = error as { code?: unknown; cause?: { code?: unknown } };
+    if (e.code === GRPC_NOT_FOUND || e.cause?.code === GRPC_NOT_FOUND) {
+      const message = `no work item ${workflowId} in namespace ${client.options.namespace}`;
+      throw new WorkflowNotFoundError(message, workflowId, undefined);
     }
     throw error;
   }
@@ -76,7 +78,7 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
   const out: AuditEntry[] = [];
   const scheduled = new Map<string, Activity>();
   // The step and attempt of each approval request seen so far: a decision names only the request.
-  const approvalSteps = new Map<string, Pick<AuditEntry, 'step' | 'attempt'>>();
+  const approvalSteps: ApprovalSteps = new Map();
   // Contracts of a stage run one after another: an older history's later calls belong to the last one named.
   let lastContract: ContractCallLabel | undefined;
   const add = (event: HistoryEvent, entry: Omit<AuditEntry, 'at' | 'workflowId'>): void => {
@@ -116,7 +118,8 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
     const completed = event.activityTaskCompletedEventAttributes;
     if (completed) {
       const activity = scheduled.get(String(completed.scheduledEventId));
-      if (activity) auditActivityResult(activity, decode(completed.result?.payloads?.[0]), (entry) => add(event, entry), approvalSteps);
+      const result = decode(completed.result?.payloads?.[0]);
+      if (activity) auditActivityResult(activity, result, (entry) => add(event, entry), approvalSteps);
       continue;
     }
     const failed = event.activityTaskFailedEventAttributes;
@@ -153,7 +156,8 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
     }
     const signaled = event.workflowExecutionSignaledEventAttributes;
     if (signaled && (signaled.signalName === 'review' || signaled.signalName === 'approval')) {
-      add(event, decision(signaled.signalName === 'review' ? 'resolveReview' : 'decideApproval', decode(signaled.input?.payloads?.[0]), 'signal', approvalSteps));
+      const name = signaled.signalName === 'review' ? 'resolveReview' : 'decideApproval';
+      add(event, decision(name, decode(signaled.input?.payloads?.[0]), 'signal', approvalSteps));
       continue;
     }
     const child = event.startChildWorkflowExecutionInitiatedEventAttributes;
@@ -184,7 +188,15 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
 type Activity = { type: string; step?: string; attempt?: number; input: unknown; contract?: ContractCallLabel };
 type Entry = Omit<AuditEntry, 'at' | 'workflowId'>;
 
-function auditActivityResult(activity: Activity, result: unknown, add: (entry: Entry) => void, approvalSteps: Map<string, Pick<AuditEntry, 'step' | 'attempt'>>): void {
+/** Where each approval request was made: its step and attempt, by request id. */
+type ApprovalSteps = Map<string, Pick<AuditEntry, 'step' | 'attempt'>>;
+
+function auditActivityResult(
+  activity: Activity,
+  result: unknown,
+  add: (entry: Entry) => void,
+  approvalSteps: ApprovalSteps,
+): void {
   const r = (result ?? {}) as Record<string, unknown>;
   for (const entry of modelCalls(activity, r.calls)) add(entry);
   if (activity.contract) {
@@ -194,11 +206,15 @@ function auditActivityResult(activity: Activity, result: unknown, add: (entry: E
   switch (activity.type) {
     case 'treadle.approvalCreate': {
       const requests = Array.isArray(r.requests) ? (r.requests as { id: string; actionType: string; summary: string }[]) : [];
-      if (r.ok === false) add({ kind: 'step', ...where(activity), message: `${stepLabel(activity, 'approval')} failed: approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}` });
-      else add({ kind: 'step', ...where(activity), message: `${stepLabel(activity, 'approval')}: ${requests.length} request${requests.length === 1 ? '' : 's'} made, waiting for decisions` });
+      const step = stepLabel(activity, 'approval');
+      const made = `${requests.length} request${requests.length === 1 ? '' : 's'} made, waiting for decisions`;
+      const refused = `approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}`;
+      const message = r.ok === false ? `${step} failed: ${refused}` : `${step}: ${made}`;
+      add({ kind: 'step', ...where(activity), message });
       for (const request of requests) {
         approvalSteps.set(request.id, where(activity));
-        add({ kind: 'approval', ...where(activity), message: `${request.id} requested: ${request.actionType}: ${request.summary}` });
+        const message = `${request.id} requested: ${request.actionType}: ${request.summary}`;
+        add({ kind: 'approval', ...where(activity), message });
       }
       return;
     }
@@ -206,7 +222,8 @@ function auditActivityResult(activity: Activity, result: unknown, add: (entry: E
       // The approval step stores its outcome last (its summary says so); other kinds' stores are plumbing.
       const input = activity.input as { summary?: string } | undefined;
       if (activity.step === undefined) return;
-      add({ kind: 'step', ...where(activity), message: `${stepLabel(activity, 'approval')} completed: ${input?.summary ?? ''}` });
+      const message = `${stepLabel(activity, 'approval')} completed: ${input?.summary ?? ''}`;
+      add({ kind: 'step', ...where(activity), message });
       return;
     }
     case 'treadle.approvalExecute': {
@@ -225,9 +242,11 @@ function auditActivityResult(activity: Activity, result: unknown, add: (entry: E
         const kind = typeof r.kind === 'string' ? r.kind : '?';
         add({ kind: 'step', ...where(activity), message: `gate ${activity.type.slice(5)}: ${kind}${kind === 'rejected' ? `: ${String((r.feedback as { summary?: string } | undefined)?.summary ?? '')}` : kind === 'uncertain' ? `: ${String(r.reason ?? '')}` : ''}` });
       } else if (r.rejection !== undefined && r.rejection !== null) {
-        // The attempt's own verdict (an llm reply that failed its output_schema): a failed attempt, not a completed one.
+        // The attempt's own verdict (an llm reply that failed its output_schema): a failed attempt.
         const reason = (r.rejection as { summary?: unknown }).summary;
-        add({ kind: 'step', ...where(activity), message: `${label(activity)} failed: ${typeof reason === 'string' ? reason : 'its output was rejected'}${typeof r.summary === 'string' ? ` (${r.summary})` : ''}` });
+        const why = typeof reason === 'string' ? reason : 'its output was rejected';
+        const message = `${label(activity)} failed: ${why}${typeof r.summary === 'string' ? ` (${r.summary})` : ''}`;
+        add({ kind: 'step', ...where(activity), message });
       } else {
         add({ kind: 'step', ...where(activity), message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}` });
       }
@@ -287,9 +306,13 @@ function modelCall(activity: Activity | undefined, raw: unknown): Omit<AuditEntr
   };
 }
 
-function decision(name: string, arg: unknown, via: 'update' | 'signal', approvalSteps: Map<string, Pick<AuditEntry, 'step' | 'attempt'>>): Entry {
+function decision(name: string, arg: unknown, via: 'update' | 'signal', approvalSteps: ApprovalSteps): Entry {
   const a = (arg ?? {}) as { stage?: string; reviewer?: string; outcome?: { kind?: string; reason?: string }; id?: string; decision?: string; by?: string; reason?: string };
-  if (name === 'decideApproval') return { kind: 'approval', ...approvalSteps.get(String(a.id)), message: `${a.id} ${a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})` };
+  if (name === 'decideApproval') {
+    const decided = a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision;
+    const message = `${a.id} ${decided} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})`;
+    return { kind: 'approval', ...approvalSteps.get(String(a.id)), message };
+  }
   if (name === 'resolveReview') return { kind: 'review', ...(a.stage ? { step: a.stage } : {}), message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})` };
   return { kind: 'run', message: `${name} (${via})` };
 }
@@ -320,22 +343,42 @@ interface ContractCallLabel {
   what: string;
 }
 
-const CONTRACT_ACTIVITIES: Record<string, string> = { 'treadle.contractValidate': 'validate', 'treadle.contractRevise': 'revise', 'treadle.contractFinalize': 'finalize' };
+const CONTRACT_ACTIVITIES: Record<string, string> = {
+  'treadle.contractValidate': 'validate',
+  'treadle.contractRevise': 'revise',
+  'treadle.contractFinalize': 'finalize',
+};
 
 /**
  * The contract call behind a scheduled activity: from its summary (`<stage> · contract <from>→<to> · round n
- * · <what>`), or, in histories recorded before summaries, from its input (the consumer, the round, the edge in round 0).
+ * · <what>`), or, in histories recorded before summaries, from its input (the consumer, the round, the edge
+ * in round 0) and the last contract call before it.
  */
-function contractCall(type: string, summary: string | undefined, input: unknown, last: ContractCallLabel | undefined): ContractCallLabel | undefined {
+function contractCall(
+  type: string,
+  summary: string | undefined,
+  input: unknown,
+  last: ContractCallLabel | undefined,
+): ContractCallLabel | undefined {
   const what = CONTRACT_ACTIVITIES[type];
   if (what === undefined) return undefined;
   const named = summary !== undefined ? /^(.+?) · contract (.+?) · round (\d+)(?: · (.+))?$/.exec(summary) : null;
   if (named) return { stage: named[1]!, edge: named[2]!, round: Number(named[3]), what: named[4] ?? what };
-  const i = (input ?? {}) as { consumer?: unknown; round?: unknown; retries?: unknown; contract?: { from?: unknown; to?: unknown } };
+  const i = (input ?? {}) as {
+    consumer?: unknown;
+    round?: unknown;
+    retries?: unknown;
+    contract?: { from?: unknown; to?: unknown };
+  };
   // Finalize's input names only the state and the rounds it took.
-  if (typeof i.consumer !== 'string') return last && typeof i.retries === 'number' ? { ...last, round: i.retries, what } : undefined;
-  const edge = typeof i.contract?.from === 'string' ? `${i.contract.from}→${String(i.contract.to)}` : last?.stage === i.consumer ? last.edge : undefined;
-  return { stage: i.consumer, ...(edge !== undefined ? { edge } : {}), round: typeof i.round === 'number' ? i.round : 0, what };
+  if (typeof i.consumer !== 'string') {
+    return last && typeof i.retries === 'number' ? { ...last, round: i.retries, what } : undefined;
+  }
+  const from = i.contract?.from;
+  const sameStage = last?.stage === i.consumer ? last.edge : undefined;
+  const edge = typeof from === 'string' ? `${from}→${String(i.contract?.to)}` : sameStage;
+  const round = typeof i.round === 'number' ? i.round : 0;
+  return { stage: i.consumer, ...(edge !== undefined ? { edge } : {}), round, what };
 }
 
 function contractLabel(c: ContractCallLabel): string {
@@ -347,14 +390,22 @@ function contractLine(activity: Activity, c: ContractCallLabel, r: Record<string
   const base = { kind: 'step' as const, ...where(activity) };
   switch (activity.type) {
     case 'treadle.contractValidate': {
-      if (r.ok === false) return { ...base, message: `${contractLabel(c)}: the items cannot be validated: ${(r.problems as string[] | undefined)?.join('; ')}` };
+      if (r.ok === false) {
+        const problems = (r.problems as string[] | undefined)?.join('; ');
+        return { ...base, message: `${contractLabel(c)}: the items cannot be validated: ${problems}` };
+      }
       const revisions = (activity.input as { revisions?: { revisedRef: unknown }[] } | undefined)?.revisions;
-      const revised = Array.isArray(revisions) ? `${revisions.filter((x) => x.revisedRef !== null).length} revised, ` : '';
-      const fallback = typeof r.fallback === 'string' ? `; fallback: ${r.fallback}${typeof r.fallbackDetail === 'string' ? ` (${r.fallbackDetail})` : ''}` : '';
-      return { ...base, message: `${contractLabel(c)}: ${revised}${num(r.validated)} validated, ${num(r.accepted)} accepted, ${num(r.rejectedNow)} rejected${fallback}` };
+      const made = Array.isArray(revisions) ? revisions.filter((x) => x.revisedRef !== null).length : undefined;
+      const revised = made !== undefined ? `${made} revised, ` : '';
+      const detail = typeof r.fallbackDetail === 'string' ? ` (${r.fallbackDetail})` : '';
+      const fallback = typeof r.fallback === 'string' ? `; fallback: ${r.fallback}${detail}` : '';
+      const counts = `${num(r.validated)} validated, ${num(r.accepted)} accepted, ${num(r.rejectedNow)} rejected`;
+      return { ...base, message: `${contractLabel(c)}: ${revised}${counts}${fallback}` };
     }
-    case 'treadle.contractRevise':
-      return { ...base, message: r.ok === false ? `${contractLabel(c)}: revision of ${String(r.id)} unusable: ${String(r.error ?? '?')}` : `${contractLabel(c)}: ${String(r.id)} revised` };
+    case 'treadle.contractRevise': {
+      const unusable = `${contractLabel(c)}: revision of ${String(r.id)} unusable: ${String(r.error ?? '?')}`;
+      return { ...base, message: r.ok === false ? unusable : `${contractLabel(c)}: ${String(r.id)} revised` };
+    }
     default:
       return { ...base, message: `${contractLabel(c)}: final list: ${String(r.summary ?? '')}` };
   }

@@ -406,7 +406,9 @@ export class TreadleClient {
   private async approvalItem(id: string): Promise<string> {
     if (!APPROVAL_ID_PATTERN.test(id)) throw new TreadleError(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`, 'invalid_review');
     for await (const execution of listExecutions(this.client, `TreadleApprovals = '${id}'`, 2)) return execution.workflowId;
-    throw new TreadleError(`approval request ${id} not found: no work item has it (treadle approve list shows the pending ones)`, 'not_found');
+    const hint = 'treadle approve list shows the pending ones';
+    const message = `approval request ${id} not found: no work item has it (${hint})`;
+    throw new TreadleError(message, 'not_found');
   }
 
   /**
@@ -416,17 +418,26 @@ export class TreadleClient {
   private async decidedBefore(id: string, itemId: string): Promise<TreadleError> {
     const handle = this.handle(itemId);
     const description = await handle.describe();
-    const state = await this.client.withDeadline(Date.now() + DECIDED_QUERY_WAIT_MS, () => handle.query(stateQuery, { eventLimit: 1 })).catch(() => undefined);
+    const deadline = Date.now() + DECIDED_QUERY_WAIT_MS;
+    const query = (): Promise<WorkItemState> => handle.query(stateQuery, { eventLimit: 1 });
+    const state = await this.client.withDeadline(deadline, query).catch(() => undefined);
     const request = state?.approvals?.find((r) => r.id === id);
     let how: string | undefined;
-    if (request && request.status !== 'pending') how = `${request.status}${request.decidedBy ? ` by ${request.decidedBy}` : ''}${request.decidedAt ? ` at ${request.decidedAt}` : ''}${request.reason ? `: ${request.reason}` : ''}`;
-    else {
+    if (request && request.status !== 'pending') {
+      const by = request.decidedBy ? ` by ${request.decidedBy}` : '';
+      const at = request.decidedAt ? ` at ${request.decidedAt}` : '';
+      how = `${request.status}${by}${at}${request.reason ? `: ${request.reason}` : ''}`;
+    } else {
+      // No worker answered: the decision as the history recorded it (expiries are timers, not decisions).
       const events = (await handle.fetchHistory()).events ?? [];
-      const decided = auditHistory(itemId, events).filter((e) => e.kind === 'approval' && e.message.startsWith(`${id} `) && !/^\S+ (requested|executed):/.test(e.message)).pop();
+      const isDecision = (e: AuditEntry): boolean =>
+        e.kind === 'approval' && e.message.startsWith(`${id} `) && !/^\S+ (requested|executed):/.test(e.message);
+      const decided = auditHistory(itemId, events).filter(isDecision).pop();
       if (decided) how = `${decided.message.slice(id.length + 1)} at ${decided.at}`;
     }
     const ended = `work item ${itemId} has finished (${description.status.name.toLowerCase()})`;
-    return new TreadleError(`decision refused: approval request ${id} is already ${how ?? 'decided'}; ${ended}`, 'invalid_review');
+    const message = `decision refused: approval request ${id} is already ${how ?? 'decided'}; ${ended}`;
+    return new TreadleError(message, 'invalid_review');
   }
 
   /** An approval request with its payload resolved (for reviewing it); `status` says whether it is still pending. */

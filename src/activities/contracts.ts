@@ -217,8 +217,11 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
         fallback = { kind: 'partial', detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted` };
       }
       if (unknown.length > 0) {
-        const named = `rejections name ids no item of this round has (${unknown.slice(0, 5).map((id) => JSON.stringify(id)).join(', ')}${unknown.length > 5 ? ', …' : ''})`;
-        fallback = { kind: 'partial', detail: fallback ? `${fallback.detail}; ${named}` : `${named}: items not rejected are accepted` };
+        const quoted = unknown.slice(0, 5).map((id) => JSON.stringify(id));
+        const ids = `${quoted.join(', ')}${unknown.length > 5 ? ', …' : ''}`;
+        const named = `rejections name ids no item of this round has (${ids})`;
+        const detail = fallback ? `${fallback.detail}; ${named}` : `${named}: items not rejected are accepted`;
+        fallback = { kind: 'partial', detail };
       }
     }
     for (const at of toValidate) {
@@ -255,27 +258,38 @@ const VALIDATION_SHAPE = '{rejected: [{id, reason}], accepted?: [id]}';
  */
 export function unrecognisedAnswer(answer: unknown): string | undefined {
   const kind = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value);
-  if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) return `the validator's answer is ${kind(answer)}, not ${VALIDATION_SHAPE}`;
+  const keys = (value: object): string => Object.keys(value).join(', ') || 'none';
+  const isId = (id: unknown): boolean => typeof id === 'string' || typeof id === 'number';
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) {
+    return `the validator's answer is ${kind(answer)}, not ${VALIDATION_SHAPE}`;
+  }
   const a = answer as Record<string, unknown>;
-  if (a.malformed !== undefined) return typeof a.malformed === 'string' ? undefined : `malformed: must be text, got ${kind(a.malformed)}`;
+  if (a.malformed !== undefined) {
+    return typeof a.malformed === 'string' ? undefined : `malformed: must be text, got ${kind(a.malformed)}`;
+  }
   const problems: string[] = [];
   if (!Array.isArray(a.rejected)) {
-    problems.push(`rejected: must be a list, got ${a.rejected === undefined ? 'nothing' : kind(a.rejected)} (keys given: ${Object.keys(a).join(', ') || 'none'})`);
+    const got = a.rejected === undefined ? 'nothing' : kind(a.rejected);
+    problems.push(`rejected: must be a list, got ${got} (keys given: ${keys(a)})`);
   } else {
     a.rejected.forEach((r: unknown, i) => {
-      if (r === null || typeof r !== 'object' || Array.isArray(r)) problems.push(`rejected[${i}] is ${kind(r)}, not {id, reason}`);
-      else {
-        const entry = r as Record<string, unknown>;
-        if (typeof entry.id !== 'string' && typeof entry.id !== 'number') problems.push(`rejected[${i}] has no id (keys given: ${Object.keys(entry).join(', ') || 'none'})`);
-        if (entry.reason !== undefined && typeof entry.reason !== 'string') problems.push(`rejected[${i}].reason: must be text, got ${kind(entry.reason)}`);
+      if (r === null || typeof r !== 'object' || Array.isArray(r)) {
+        problems.push(`rejected[${i}] is ${kind(r)}, not {id, reason}`);
+        return;
+      }
+      const entry = r as Record<string, unknown>;
+      if (!isId(entry.id)) problems.push(`rejected[${i}] has no id (keys given: ${keys(entry)})`);
+      if (entry.reason !== undefined && typeof entry.reason !== 'string') {
+        problems.push(`rejected[${i}].reason: must be text, got ${kind(entry.reason)}`);
       }
     });
   }
-  if (a.accepted !== undefined && (!Array.isArray(a.accepted) || a.accepted.some((id) => typeof id !== 'string' && typeof id !== 'number'))) {
+  if (a.accepted !== undefined && (!Array.isArray(a.accepted) || !a.accepted.every(isId))) {
     problems.push('accepted: must be a list of ids');
   }
   if (problems.length === 0) return undefined;
-  return `the validator's answer is not ${VALIDATION_SHAPE}: ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? `; … and ${problems.length - 3} more` : ''}`;
+  const more = problems.length > 3 ? `; … and ${problems.length - 3} more` : '';
+  return `the validator's answer is not ${VALIDATION_SHAPE}: ${problems.slice(0, 3).join('; ')}${more}`;
 }
 
 async function revise(input: ContractReviseInput, deps: ContractActivityDependencies, revisers: Record<string, ContractReviser>, resolveInput: (input: Json) => Promise<Json>, s: Supervision): Promise<ContractReviseResult> {

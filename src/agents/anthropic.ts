@@ -78,7 +78,9 @@ export class AnthropicAgent implements Agent {
   constructor(options: AnthropicAgentOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     const apiKey = options.apiKey || env.ANTHROPIC_API_KEY;
     if (!apiKey) {
-      const unavailable = new AgentUnavailableError(`the anthropic agent needs an API key: set ANTHROPIC_API_KEY on the worker, or ${offlineHint(env)}`);
+      const unavailable = new AgentUnavailableError(
+        `the anthropic agent needs an API key: set ANTHROPIC_API_KEY on the worker, or ${offlineHint(env)}`,
+      );
       throw ApplicationFailure.create({ message: unavailable.message, type: AGENT_UNAVAILABLE, nonRetryable: true, cause: unavailable });
     }
     this.client = new Anthropic({
@@ -325,7 +327,9 @@ function truncate(raw: string): string {
  * either by TREADLE_AGENT or by the step's own `agent:`, which TREADLE_AGENT does not override.
  */
 function offlineHint(env: NodeJS.ProcessEnv): string {
-  if (env.TREADLE_AGENT === 'anthropic') return 'unset TREADLE_AGENT (or set it to scripted) to run offline with canned replies';
+  if (env.TREADLE_AGENT === 'anthropic') {
+    return 'unset TREADLE_AGENT (or set it to scripted) to run offline with canned replies';
+  }
   return 'to run offline with canned replies change the step\'s `agent: anthropic` to `agent: scripted` ' +
     '(TREADLE_AGENT only picks the agent of steps that name none)';
 }

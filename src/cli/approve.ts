@@ -82,7 +82,10 @@ export function registerApproveCommands(program: Command, withClient: WithClient
         try {
           for (const [index, listed] of requests.entries()) {
             const request = await client.getApproval(listed.id).catch(() => undefined);
-            process.stdout.write(`\n[${index + 1}/${requests.length}] ${listed.id} · ${listed.step} of ${listed.itemId} · ${listed.actionType}${listed.reviewers ? ` · for ${reviewers(listed)}` : ''} · ${expiry(listed)}\n`);
+            const forWhom = listed.reviewers ? ` · for ${reviewers(listed)}` : '';
+            const what = `${listed.step} of ${listed.itemId} · ${listed.actionType}${forWhom} · ${expiry(listed)}`;
+            const where = `${listed.id} · ${what}`;
+            process.stdout.write(`\n[${index + 1}/${requests.length}] ${where}\n`);
             process.stdout.write(`  ${listed.summary}\n`);
             if (listed.context) process.stdout.write(`  context: ${listed.context}\n`);
             if (request === undefined || request.status !== 'pending') {

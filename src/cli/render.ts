@@ -45,9 +45,12 @@ export function fit(text: string, max: number): string {
  * cut at {@link MAX_COLUMN}, and the last column at what the width leaves it. `--json` outputs have it all.
  */
 export function table(header: string[], rows: string[][], width = outputWidth()): string {
-  const widths = header.map((h, i) => Math.min(Math.max(h.length, MAX_COLUMN), Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length))));
+  const natural = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const widths = natural.map((w, i) => Math.min(w, Math.max(header[i]!.length, MAX_COLUMN)));
   const last = Math.max(MIN_LAST_COLUMN, width - widths.slice(0, -1).reduce((sum, w) => sum + w + 2, 0));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? fit(c, last) : fit(c, widths[i]!).padEnd(widths[i]!))).join('  ').trimEnd();
+  const cell = (c: string, i: number, n: number): string =>
+    i === n - 1 ? fit(c, last) : fit(c, widths[i]!).padEnd(widths[i]!);
+  const line = (cells: string[]) => cells.map((c, i) => cell(c, i, cells.length)).join('  ').trimEnd();
   return [line(header), ...rows.map(line)].join('\n');
 }
 
@@ -100,7 +103,12 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
   if (flagged.length) {
     out.push('', 'Input validation (quality contracts):', table(['STAGE', 'ITEMS PRODUCED', 'REJECTIONS', 'RETRIES'], flagged.map(([name, s]) => [name, String(s.qualityFlags!.items_produced), String(s.qualityFlags!.validation_rejections), String(s.qualityFlags!.validation_retries)])));
   }
-  if (retries.length) out.push('', 'Retrying (Temporal activity retries):', ...retries.map((r) => fit(`  ${r.activityType}: try ${r.attempt}${r.lastFailure ? `, last failure: ${r.lastFailure}` : ''}`, width)));
+  if (retries.length) {
+    const retry = (r: ActivityRetry): string =>
+      `  ${r.activityType}: try ${r.attempt}${r.lastFailure ? `, last failure: ${r.lastFailure}` : ''}`;
+    const retrying = retries.map((r) => fit(retry(r), width));
+    out.push('', 'Retrying (Temporal activity retries):', ...retrying);
+  }
   if (cuts > cutBefore) out.push('', `(long texts are cut to fit; treadle status ${state.id} --json has them whole)`);
   return out.join('\n');
 }

@@ -36,7 +36,8 @@ import { describeFailure, now, retryPolicyOf, type StageKindRun } from './common
  * and the audit show the approval step as a step (summaries are user metadata: replay does not compare them).
  */
 function stepActivities(run: ApprovalRun, what: string) {
-  const options = { startToCloseTimeout: '1m', retry: { maximumAttempts: 5 }, summary: `${run.stage.name} · attempt ${run.attempt}/${run.stage.retryBudget.maxAttempts} · ${what}` } as const;
+  const summary = `${run.stage.name} · attempt ${run.attempt}/${run.stage.retryBudget.maxAttempts} · ${what}`;
+  const options = { startToCloseTimeout: '1m', retry: { maximumAttempts: 5 }, summary } as const;
   return proxyActivities<{
     [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
     [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult>;
@@ -55,7 +56,17 @@ const MAX_CONCURRENT_ACTIONS = 20;
 export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityResult> {
   const { stage, state, emit } = run;
   const info = workflowInfo();
-  const created = await stepActivities(run, APPROVAL_REQUESTS_SUMMARY)[APPROVAL_CREATE_ACTIVITY]({ itemId: run.itemId, runId: info.runId, step: stage.name, attempt: run.attempt, config: stage.with ?? null, upstream: run.upstream, input: run.input });
+  const create = stepActivities(run, APPROVAL_REQUESTS_SUMMARY)[APPROVAL_CREATE_ACTIVITY];
+  const { itemId, attempt, upstream, input } = run;
+  const created = await create({
+    itemId,
+    runId: info.runId,
+    step: stage.name,
+    attempt,
+    config: stage.with ?? null,
+    upstream,
+    input,
+  });
   if (!created.ok) throw ApplicationFailure.nonRetryable(`${stage.name} cannot make its approval requests (${created.problems.length} problem${created.problems.length === 1 ? '' : 's'}): ${created.problems.join('; ')}`, 'InvalidApprovalRequests');
   const config = created.config;
   const requests: ApprovalRequest[] = created.requests.map((r) => ({
@@ -102,7 +113,8 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   if (failed.length > 0) throw ApplicationFailure.nonRetryable(`${failed.length} approved action${failed.length === 1 ? '' : 's'} failed: ${failed.map((r) => `${r.id} (${r.actionType}): ${r.error}`).join('; ')}`, 'ApprovalActionFailed');
 
   const summary = truncateText(`${artefact.approved} approved, ${artefact.rejected} rejected, ${artefact.expired} expired of ${requests.length} request${requests.length === 1 ? '' : 's'}`);
-  const stored = (await stepActivities(run, APPROVAL_OUTCOME_SUMMARY)[STORE_ARTEFACT_ACTIVITY]({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
+  const storeOutcome = stepActivities(run, APPROVAL_OUTCOME_SUMMARY)[STORE_ARTEFACT_ACTIVITY];
+  const stored = (await storeOutcome({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
   // Nothing approved (and something asked): the run goes on without this step, as the seed's "completed (with skip)".
   const outcome = requests.length > 0 && artefact.approved === 0 ? 'skipped' : 'completed';
   return { outcome, artefact: stored, summary, previousLog: null };

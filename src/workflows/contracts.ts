@@ -35,7 +35,8 @@ const MAX_TALLY = 600;
  * The summary is user metadata: replay does not compare it.
  */
 function contractActivities(stage: string, contract: ContractSpec, round: number, what: string): ContractActivities {
-  return proxyActivities<ContractActivities>({ ...CONTRACT_ACTIVITY_OPTIONS, summary: `${stage} · contract ${contract.from}→${contract.to} · round ${round} · ${what}` });
+  const summary = `${stage} · contract ${contract.from}→${contract.to} · round ${round} · ${what}`;
+  return proxyActivities<ContractActivities>({ ...CONTRACT_ACTIVITY_OPTIONS, summary });
 }
 
 /** What the contracts of a consuming stage need of its work item. */
@@ -68,7 +69,9 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
     // Each round's counts, for the finalize call's summary: the Web UI shows the contract's rounds in one line.
     const tally: string[] = [];
     const event = (round: number, v: Extract<ContractValidateResult, { ok: true }>, revised?: { ok: number; skipped: number; wasted: number }): void => {
-      tally.push(`round ${round}: ${revised ? `${revised.ok} revised, ` : ''}${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected${v.fallback ? ` (${v.fallback} fallback)` : ''}`);
+      const counts = `${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected`;
+      const fellBack = v.fallback ? ` (${v.fallback} fallback)` : '';
+      tally.push(`round ${round}: ${revised ? `${revised.ok} revised, ` : ''}${counts}${fellBack}`);
       const fallback = v.fallback ? `; ${v.fallback === 'threw' ? 'the validator failed, so every item is accepted' : v.fallback === 'malformed' ? 'the answer was malformed, so every item is accepted' : 'items not mentioned are accepted'} (${v.fallbackDetail})` : '';
       const revisions = revised ? `${revised.ok} revised${revised.skipped > 0 ? `, ${revised.skipped} revision${revised.skipped === 1 ? '' : 's'} unusable (${revised.wasted} tokens wasted)` : ''}; ` : '';
       run.emit('InputValidation', `${edge} round ${round}: ${revisions}${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected${fallback}`, {
@@ -78,10 +81,12 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
       run.touch();
     };
 
-    const acts = (round: number, what: string): ContractActivities => contractActivities(run.stage.name, contract, round, what);
+    const acts = (round: number, what: string): ContractActivities =>
+      contractActivities(run.stage.name, contract, round, what);
     let v: ContractValidateResult;
     try {
-      v = await acts(0, 'validate')[CONTRACT_VALIDATE_ACTIVITY]({ ...call, round: 0, contract, input: run.input, source });
+      const first: ContractValidateInput = { ...call, round: 0, contract, input: run.input, source };
+      v = await acts(0, 'validate')[CONTRACT_VALIDATE_ACTIVITY](first);
     } catch (error) {
       if (isCancellation(error)) throw error;
       // The seed's conservative fallback: validation never blocks the pipeline.
@@ -100,12 +105,14 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
       round++;
       flags.validation_retries++;
       const [thisRound, count] = [round, rejected];
-      const results = await reviseAll({ ...call, round, stateRef }, count, (index) => acts(thisRound, `revise ${index + 1}/${count}`));
+      const reviseActs = (index: number): ContractActivities => acts(thisRound, `revise ${index + 1}/${count}`);
+      const results = await reviseAll({ ...call, round, stateRef }, count, reviseActs);
       for (const r of results) addCalls(r.calls);
       const revisions = results.map((r, index) => ({ index, revisedRef: r.ok ? r.revisedRef : null }));
       const revised = { ok: results.filter((r) => r.ok).length, skipped: results.filter((r) => !r.ok).length, wasted: results.reduce((sum, r) => sum + (r.ok ? 0 : r.wastedTokens), 0) };
       try {
-        v = await acts(round, `validate ${revised.ok} revised`)[CONTRACT_VALIDATE_ACTIVITY]({ ...call, round, stateRef, revisions });
+        const again: ContractValidateInput = { ...call, round, stateRef, revisions };
+        v = await acts(round, `validate ${revised.ok} revised`)[CONTRACT_VALIDATE_ACTIVITY](again);
       } catch (error) {
         if (isCancellation(error)) throw error;
         run.emit('InputValidation', `${edge} round ${round}: validation failed (${describeFailure(error)}); the revised items are accepted`, { stage: run.stage.name, details: { from: contract.from, round, fallback: 'threw' } });
@@ -120,7 +127,8 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
       stateRef = v.stateRef;
       rejected = v.rejected;
     }
-    const final = await acts(round, truncateText(`finalize (${tally.join('; ')})`, MAX_TALLY))[CONTRACT_FINALIZE_ACTIVITY]({ stateRef, retries: round });
+    const finalize = acts(round, truncateText(`finalize (${tally.join('; ')})`, MAX_TALLY))[CONTRACT_FINALIZE_ACTIVITY];
+    const final = await finalize({ stateRef, retries: round });
     validated[contract.from] = final.artefact;
     run.emit('InputValidation', `${edge}: ${final.summary}`, { stage: run.stage.name, details: { from: contract.from, final: true, accepted: final.accepted, warned: final.warned, retries: round } });
   }
@@ -130,7 +138,11 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
 }
 
 /** One revision per rejected item, at most {@link CONTRACT_REVISION_LANES} at once; a revision that fails is a skipped item. */
-async function reviseAll(base: Omit<ContractReviseInput, 'index'>, count: number, acts: (index: number) => ContractActivities): Promise<ContractReviseResult[]> {
+async function reviseAll(
+  base: Omit<ContractReviseInput, 'index'>,
+  count: number,
+  acts: (index: number) => ContractActivities,
+): Promise<ContractReviseResult[]> {
   const results: ContractReviseResult[] = new Array<ContractReviseResult>(count);
   let next = 0;
   const lane = async (): Promise<void> => {

@@ -249,7 +249,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
         { key: TreadleStatus, value: state.status },
         { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
         // Only once an item has had approvals: items without any never carry the attribute.
-        ...(approvalIds.length > 0 || state.approvals !== undefined ? [{ key: TreadleApprovals, value: searchableIds.length > 0 ? searchableIds : null }] : []),
+        ...(approvalIds.length > 0 || state.approvals !== undefined
+          ? [{ key: TreadleApprovals, value: searchableIds.length > 0 ? searchableIds : null }]
+          : []),
       ]);
       published = current;
     }
