@@ -30,17 +30,21 @@ it('status piped into a reader that stops reading (| head) exits quietly, with n
   const { id } = await failedWithLongReason(100);
   const bin = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
   // `true` exits at once, so every write of treadle's goes to a closed pipe; pipefail gives treadle's exit code.
+  const server = { TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir };
+  const env = { ...process.env, ...server };
+  const command = `set -o pipefail; "${process.execPath}" "${bin}" status "${id}" | true`;
   const run = await new Promise<{ code: number; stderr: string }>((resolve) => {
-    execFile('bash', ['-c', `set -o pipefail; "${process.execPath}" "${bin}" status "${id}" | true`], { env: { ...process.env, TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir } }, (error, _stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stderr }),
-    );
+    execFile('bash', ['-c', command], { env }, (error, _stdout, stderr) => {
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stderr });
+    });
   });
   expect(run).toEqual({ code: 0, stderr: '' });
 }, 60_000);
 
 it('audit of an id no run has says so in one line, as status does', async () => {
   const audit = await runTreadle(h, ['audit', 'nosuch-item']);
-  expect(audit).toEqual({ code: 1, stdout: '', stderr: 'treadle: unknown work item "nosuch-item" in namespace default\n' });
+  const stderr = 'treadle: unknown work item "nosuch-item" in namespace default\n';
+  expect(audit).toEqual({ code: 1, stdout: '', stderr });
   expect((await runTreadle(h, ['status', 'nosuch-item'])).stderr).toBe(audit.stderr);
 }, 30_000);
 
@@ -51,9 +55,11 @@ it('status cuts an 800-character failure to the width, one line per row; --json 
     expect(status.code).toBe(0);
     const lines = status.stdout.trimEnd().split('\n');
     expect(lines.every((l) => l.length <= Number(columns))).toBe(true);
-    expect(lines.find((l) => l.startsWith('draft '))).toMatch(/^draft +failed +1\/1 +rejected: the reason starts here and goes on .*…/);
+    const row = lines.find((l) => l.startsWith('draft '));
+    expect(row).toMatch(/^draft +failed +1\/1 +rejected: the reason starts here and goes on .*…/);
     expect(status.stdout).toContain(`(long texts are cut to fit; treadle status ${id} --json has them whole)`);
   }
-  const json = JSON.parse((await runTreadle(h, ['status', id, '--json'])).stdout) as { stages: { draft: { attempts: { verdict: { feedback: { summary: string } } }[] } } };
+  type Attempts = { stages: { draft: { attempts: { verdict: { feedback: { summary: string } } }[] } } };
+  const json = JSON.parse((await runTreadle(h, ['status', id, '--json'])).stdout) as Attempts;
   expect(json.stages.draft.attempts[0]!.verdict.feedback.summary).toBe(reason);
 }, 60_000);

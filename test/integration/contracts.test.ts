@@ -27,9 +27,12 @@ beforeAll(async () => {
       throw new Error('the validating model is down');
     })
     // A user's validator answering in a shape of its own: `key` and `why` instead of `id` and `reason`.
-    .validator('own-shape', async ({ items }) => ({ rejected: items.map(({ id }) => ({ key: id, why: 'not good enough' })) }) as never)
+    .validator('own-shape', async ({ items }) => ({ rejected: items.map(({ id }) => ({ key: id, why: 'no' })) }) as never)
     // Rejects the items whose id starts with "bad" until a revision marked them fixed.
-    .validator('picky', async ({ items }) => ({ rejected: items.filter(({ id, item }) => id.startsWith('bad') && (item as { fixed?: boolean }).fixed !== true).map(({ id }) => ({ id, reason: 'bad' })) }))
+    .validator('picky', async ({ items }) => {
+      const bad = items.filter(({ id, item }) => id.startsWith('bad') && (item as { fixed?: boolean }).fixed !== true);
+      return { rejected: bad.map(({ id }) => ({ id, reason: 'bad' })) };
+    })
     .reviser('fixer', async ({ item }) => ({ ...(item as Record<string, Json>), fixed: true }));
   h = await startHarness({ registry, callLog });
 });
@@ -225,18 +228,20 @@ test('a contract on 500 items keeps the history small: items and verdicts travel
   expect(historyBytes).toBeLessThan(60_000);
 }, 120_000);
 
-test('a code validator answering in a shape the engine does not know is a flagged fallback, not a silent acceptance', async () => {
+test('a code validator answering in a shape the engine does not know is a flagged fallback', async () => {
   const id = h.id('contract-own-shape');
   const items = { briefs: [brief('a'), brief('b')] };
-  await h.client.start(pipeline({ validate: 'own-shape' }), { script: { opportunity_pm: [{ output: items }] } }, { id });
+  const input = { script: { opportunity_pm: [{ output: items }] } };
+  await h.client.start(pipeline({ validate: 'own-shape' }), input, { id });
   expect((await received(id)).briefs).toEqual(items.briefs);
   const [round0] = await validations(id);
   expect(round0).toMatchObject({ details: { round: 0, validated: 2, accepted: 2, fallback: 'malformed' } });
   expect(round0!.message).toContain('the answer was malformed, so every item is accepted');
-  expect(round0!.message).toContain("the validator's answer is not {rejected: [{id, reason}], accepted?: [id]}: rejected[0] has no id (keys given: key, why)");
+  const why = "the validator's answer is not {rejected: [{id, reason}], accepted?: [id]}: " + 'rejected[0] has no id (keys given: key, why)';
+  expect(round0!.message).toContain(why);
 }, 60_000);
 
-test('the audit names every contract round: stage, edge and round in the summary, and each round\'s counts', async () => {
+test('the audit names every contract round (stage, edge, round) with its counts', async () => {
   const id = h.id('contract-audit');
   const raw = {
     name: 'two-contracts',
@@ -245,13 +250,23 @@ test('the audit names every contract round: stage, edge and round in the summary
       { name: 'right', run: 'scripted' },
       { name: 'join', run: 'scripted', depends_on: ['left', 'right'] },
     ],
-    contracts: ['left', 'right'].map((from) => ({ from, to: 'join', items: 'briefs', item_id: 'affected_area', validate: 'picky', revise: 'fixer', max_retries: 2 })),
+    contracts: ['left', 'right'].map((from) => ({
+      from,
+      to: 'join',
+      items: 'briefs',
+      item_id: 'affected_area',
+      validate: 'picky',
+      revise: 'fixer',
+      max_retries: 2,
+    })),
   };
-  const input = { script: { left: [{ output: { briefs: [brief('ok-1'), brief('bad-1'), brief('ok-2')] } }], right: [{ output: { briefs: [brief('bad-2'), brief('bad-3')] } }] } };
+  const left = [{ output: { briefs: [brief('ok-1'), brief('bad-1'), brief('ok-2')] } }];
+  const input = { script: { left, right: [{ output: { briefs: [brief('bad-2'), brief('bad-3')] } }] } };
   await h.client.start(raw, input, { id });
   expect((await h.client.result(id)).status).toBe('completed');
 
-  const lines = (await h.client.audit(id)).filter((e) => e.message.startsWith('contract ')).map((e) => `${e.kind}|${e.step ?? ''}|${e.message}`);
+  const entries = (await h.client.audit(id)).filter((e) => e.message.startsWith('contract '));
+  const lines = entries.map((e) => `${e.kind}|${e.step ?? ''}|${e.message}`);
   expect(lines.filter((l) => l.includes('left→join'))).toEqual([
     'step|join|contract left→join round 0: 3 validated, 2 accepted, 1 rejected',
     'step|join|contract left→join round 1: bad-1 revised',
@@ -268,13 +283,17 @@ test('the audit names every contract round: stage, edge and round in the summary
   ].sort());
   // The Web UI shows the same names (the activities' summaries), the rounds' counts on the finalize call.
   const history = (await h.temporal.workflow.getHandle(id).fetchHistory()).events ?? [];
-  const summaries = history.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name?.startsWith('treadle.contract')).map((e) => JSON.parse(Buffer.from(e.userMetadata?.summary?.data ?? []).toString()) as string);
+  const isContract = (name: string | null | undefined): boolean => name?.startsWith('treadle.contract') === true;
+  const contractCalls = history.filter((e) => isContract(e.activityTaskScheduledEventAttributes?.activityType?.name));
+  const summaryOf = (e: (typeof history)[number]): string => JSON.parse(Buffer.from(e.userMetadata?.summary?.data ?? []).toString());
+  const summaries = contractCalls.map(summaryOf);
   expect(summaries).toEqual(
     expect.arrayContaining([
       'join · contract left→join · round 0 · validate',
       'join · contract right→join · round 1 · revise 2/2',
       'join · contract right→join · round 1 · validate 2 revised',
-      'join · contract left→join · round 1 · finalize (round 0: 3 validated, 2 accepted, 1 rejected; round 1: 1 revised, 1 validated, 1 accepted, 0 rejected)',
+      'join · contract left→join · round 1 · finalize (round 0: 3 validated, 2 accepted, 1 rejected; ' +
+        'round 1: 1 revised, 1 validated, 1 accepted, 0 rejected)',
     ]),
   );
   // The CLI's STEP column names the stage.

@@ -8,8 +8,10 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { auditHistory } from '../../src/audit';
 
-const recorded = (name: string) => historyFromJSON(JSON.parse(readFileSync(path.join(__dirname, '..', 'replay', 'histories', 'before-i24-summaries', `${name}.json`), 'utf8')));
-const lines = (name: string) => auditHistory(name, recorded(name).events ?? []).map((e) => `${e.kind}|${e.step ?? ''}|${e.message}`);
+const DIR = path.join(__dirname, '..', 'replay', 'histories', 'before-i24-summaries');
+const recorded = (name: string) => historyFromJSON(JSON.parse(readFileSync(path.join(DIR, `${name}.json`), 'utf8')));
+const lines = (name: string): string[] =>
+  auditHistory(name, recorded(name).events ?? []).map((e) => `${e.kind}|${e.step ?? ''}|${e.message}`);
 
 test('contract calls of an older history are lines of their stage, with the round and its counts', () => {
   const contract = lines('i24-contracts').filter((l) => l.includes('contract '));
@@ -31,5 +33,6 @@ test('approval decisions of an older history name their step', () => {
   const decisions = lines('i24-approvals-decided').filter((l) => / (approved|rejected) by /.test(l));
   expect(decisions).toHaveLength(3);
   for (const l of decisions) expect(l).toMatch(/^approval\|approve\|ap-\S+ (approved|rejected) by /);
-  expect(lines('i24-approvals-decided')).toContain('step|approve|approve attempt 1 (approval): 3 requests made, waiting for decisions');
+  const made = 'step|approve|approve attempt 1 (approval): 3 requests made, waiting for decisions';
+  expect(lines('i24-approvals-decided')).toContain(made);
 });
