@@ -4,7 +4,7 @@
  * not from a copy kept elsewhere. A correlation id names the run and the fan-out elements that share it.
  */
 import type { Client } from '@temporalio/client';
-import { defaultPayloadConverter } from '@temporalio/common';
+import { defaultPayloadConverter, WorkflowNotFoundError } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { TreadleCorrelationId } from './model/search-attributes';
 import { callBatchOf } from './engine/usage';
@@ -49,17 +49,38 @@ export async function auditTargets(client: Client, idOrCorrelation: string): Pro
 export async function audit(client: Client, idOrCorrelation: string, blobs?: BlobStore): Promise<AuditEntry[]> {
   const entries: AuditEntry[] = [];
   for (const workflowId of await auditTargets(client, idOrCorrelation)) {
-    const history = await client.workflow.getHandle(workflowId).fetchHistory();
+    const history = await historyOf(client, workflowId);
     entries.push(...(await withStoredCalls(auditHistory(workflowId, history.events ?? []), blobs)));
   }
   // Stable: entries of one history keep their order when times tie.
   return entries.map((e, i) => ({ e, i })).sort((a, b) => a.e.at.localeCompare(b.e.at) || a.i - b.i).map(({ e }) => e);
 }
 
+/** gRPC's NOT_FOUND: the server's answer for a workflow id it has no run of. */
+const GRPC_NOT_FOUND = 5;
+
+/** A run's history; an id the server has no run of is a {@link WorkflowNotFoundError}, not a raw gRPC error. */
+async function historyOf(client: Client, workflowId: string) {
+  try {
+    return await client.workflow.getHandle(workflowId).fetchHistory();
+  } catch (error) {
+    const e = error as { code?: unknown; cause?: { code?: unknown } };
+    if (e.code === GRPC_NOT_FOUND || e.cause?.code === GRPC_NOT_FOUND) {
+      const message = `no work item ${workflowId} in namespace ${client.options.namespace}`;
+      throw new WorkflowNotFoundError(message, workflowId, undefined);
+    }
+    throw error;
+  }
+}
+
 /** The audit entries one history holds. */
 export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditEntry[] {
   const out: AuditEntry[] = [];
-  const scheduled = new Map<string, { type: string; step?: string; attempt?: number; input: unknown }>();
+  const scheduled = new Map<string, Activity>();
+  // The step and attempt of each approval request seen so far: a decision names only the request.
+  const approvalSteps: ApprovalSteps = new Map();
+  // Contracts of a stage run one after another: an older history's later calls belong to the last one named.
+  let lastContract: ContractCallLabel | undefined;
   const add = (event: HistoryEvent, entry: Omit<AuditEntry, 'at' | 'workflowId'>): void => {
     out.push({ at: timeOf(event), workflowId, ...entry });
   };
@@ -74,11 +95,22 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
     const scheduledAttrs = event.activityTaskScheduledEventAttributes;
     if (scheduledAttrs) {
       const summary = text(decode(event.userMetadata?.summary));
-      const match = summary !== undefined ? /^(.+?) · .*?attempt (\d+)/.exec(summary) : null;
+      const type = scheduledAttrs.activityType?.name ?? '?';
       const input = decode(scheduledAttrs.input?.payloads?.[0]) as { stage?: string; attempt?: number; step?: string } | undefined;
+      const contract = contractCall(type, summary, input, lastContract);
+      if (contract) lastContract = contract;
+      const match = summary !== undefined ? /^(.+?) · .*?attempt (\d+)/.exec(summary) : null;
       scheduled.set(String(event.eventId), {
-        type: scheduledAttrs.activityType?.name ?? '?',
-        ...(match ? { step: match[1]!, attempt: Number(match[2]) } : input?.stage ? { step: input.stage, ...(input.attempt ? { attempt: input.attempt } : {}) } : input?.step ? { step: input.step } : {}),
+        type,
+        ...(contract
+          ? { step: contract.stage, contract }
+          : match
+            ? { step: match[1]!, attempt: Number(match[2]) }
+            : input?.stage
+              ? { step: input.stage, ...(input.attempt ? { attempt: input.attempt } : {}) }
+              : input?.step
+                ? { step: input.step, ...(input.attempt ? { attempt: input.attempt } : {}) }
+                : {}),
         input,
       });
       continue;
@@ -86,7 +118,8 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
     const completed = event.activityTaskCompletedEventAttributes;
     if (completed) {
       const activity = scheduled.get(String(completed.scheduledEventId));
-      if (activity) auditActivityResult(activity, decode(completed.result?.payloads?.[0]), (entry) => add(event, entry));
+      const result = decode(completed.result?.payloads?.[0]);
+      if (activity) auditActivityResult(activity, result, (entry) => add(event, entry), approvalSteps);
       continue;
     }
     const failed = event.activityTaskFailedEventAttributes;
@@ -118,12 +151,13 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
     if (accepted) {
       const name = accepted.acceptedRequest?.input?.name;
       const arg = decode(accepted.acceptedRequest?.input?.args?.payloads?.[0]);
-      if (name) add(event, decision(name, arg, 'update'));
+      if (name) add(event, decision(name, arg, 'update', approvalSteps));
       continue;
     }
     const signaled = event.workflowExecutionSignaledEventAttributes;
     if (signaled && (signaled.signalName === 'review' || signaled.signalName === 'approval')) {
-      add(event, decision(signaled.signalName === 'review' ? 'resolveReview' : 'decideApproval', decode(signaled.input?.payloads?.[0]), 'signal'));
+      const name = signaled.signalName === 'review' ? 'resolveReview' : 'decideApproval';
+      add(event, decision(name, decode(signaled.input?.payloads?.[0]), 'signal', approvalSteps));
       continue;
     }
     const child = event.startChildWorkflowExecutionInitiatedEventAttributes;
@@ -150,17 +184,47 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
   return out;
 }
 
-type Activity = { type: string; step?: string; attempt?: number; input: unknown };
+/** A scheduled activity: its type, the step (and attempt) it serves, its input, and for contract calls which. */
+type Activity = { type: string; step?: string; attempt?: number; input: unknown; contract?: ContractCallLabel };
+type Entry = Omit<AuditEntry, 'at' | 'workflowId'>;
 
-function auditActivityResult(activity: Activity, result: unknown, add: (entry: Omit<AuditEntry, 'at' | 'workflowId'>) => void): void {
+/** Where each approval request was made: its step and attempt, by request id. */
+type ApprovalSteps = Map<string, Pick<AuditEntry, 'step' | 'attempt'>>;
+
+function auditActivityResult(
+  activity: Activity,
+  result: unknown,
+  add: (entry: Entry) => void,
+  approvalSteps: ApprovalSteps,
+): void {
   const r = (result ?? {}) as Record<string, unknown>;
   for (const entry of modelCalls(activity, r.calls)) add(entry);
   for (const entry of refusalLines(activity, r.refusals)) add(entry);
+  if (activity.contract) {
+    add(contractLine(activity, activity.contract, r));
+    return;
+  }
   switch (activity.type) {
     case 'treadle.approvalCreate': {
       const requests = Array.isArray(r.requests) ? (r.requests as { id: string; actionType: string; summary: string }[]) : [];
-      if (r.ok === false) add({ kind: 'approval', ...where(activity), message: `approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}` });
-      for (const request of requests) add({ kind: 'approval', ...where(activity), message: `${request.id} requested: ${request.actionType}: ${request.summary}` });
+      const step = stepLabel(activity, 'approval');
+      const made = `${requests.length} request${requests.length === 1 ? '' : 's'} made, waiting for decisions`;
+      const refused = `approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}`;
+      const message = r.ok === false ? `${step} failed: ${refused}` : `${step}: ${made}`;
+      add({ kind: 'step', ...where(activity), message });
+      for (const request of requests) {
+        approvalSteps.set(request.id, where(activity));
+        const message = `${request.id} requested: ${request.actionType}: ${request.summary}`;
+        add({ kind: 'approval', ...where(activity), message });
+      }
+      return;
+    }
+    case 'treadle.storeArtefact': {
+      // The approval step stores its outcome last (its summary says so); other kinds' stores are plumbing.
+      const input = activity.input as { summary?: string } | undefined;
+      if (activity.step === undefined) return;
+      const message = `${stepLabel(activity, 'approval')} completed: ${input?.summary ?? ''}`;
+      add({ kind: 'step', ...where(activity), message });
       return;
     }
     case 'treadle.approvalExecute': {
@@ -178,6 +242,12 @@ function auditActivityResult(activity: Activity, result: unknown, add: (entry: O
       if (activity.type.startsWith('gate:')) {
         const kind = typeof r.kind === 'string' ? r.kind : '?';
         add({ kind: 'step', ...where(activity), message: `gate ${activity.type.slice(5)}: ${kind}${kind === 'rejected' ? `: ${String((r.feedback as { summary?: string } | undefined)?.summary ?? '')}` : kind === 'uncertain' ? `: ${String(r.reason ?? '')}` : ''}` });
+      } else if (r.rejection !== undefined && r.rejection !== null) {
+        // The attempt's own verdict (an llm reply that failed its output_schema): a failed attempt.
+        const reason = (r.rejection as { summary?: unknown }).summary;
+        const why = typeof reason === 'string' ? reason : 'its output was rejected';
+        const message = `${label(activity)} failed: ${why}${typeof r.summary === 'string' ? ` (${r.summary})` : ''}`;
+        add({ kind: 'step', ...where(activity), message });
       } else {
         add({ kind: 'step', ...where(activity), message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}` });
       }
@@ -253,9 +323,13 @@ function modelCall(activity: Activity | undefined, raw: unknown): Omit<AuditEntr
   };
 }
 
-function decision(name: string, arg: unknown, via: 'update' | 'signal'): Omit<AuditEntry, 'at' | 'workflowId'> {
+function decision(name: string, arg: unknown, via: 'update' | 'signal', approvalSteps: ApprovalSteps): Entry {
   const a = (arg ?? {}) as { stage?: string; reviewer?: string; outcome?: { kind?: string; reason?: string }; id?: string; decision?: string; by?: string; reason?: string };
-  if (name === 'decideApproval') return { kind: 'approval', message: `${a.id} ${a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})` };
+  if (name === 'decideApproval') {
+    const decided = a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision;
+    const message = `${a.id} ${decided} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})`;
+    return { kind: 'approval', ...approvalSteps.get(String(a.id)), message };
+  }
   if (name === 'resolveReview') return { kind: 'review', ...(a.stage ? { step: a.stage } : {}), message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})` };
   return { kind: 'run', message: `${name} (${via})` };
 }
@@ -266,7 +340,96 @@ function where(activity: Activity | undefined): Pick<AuditEntry, 'step' | 'attem
 
 function label(activity: Activity | undefined): string {
   if (!activity) return 'activity';
-  return activity.step ? `${activity.step}${activity.attempt ? ` attempt ${activity.attempt}` : ''} (${activity.type})` : activity.type;
+  if (activity.contract) return contractLabel(activity.contract);
+  return activity.step ? stepLabel(activity, activity.type) : activity.type;
+}
+
+/** `<step> attempt n (<what>)`: how a step's lines name it. */
+function stepLabel(activity: Activity, what: string): string {
+  return `${activity.step}${activity.attempt ? ` attempt ${activity.attempt}` : ''} (${what})`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Contract rounds (seed 002): which contract and round a call served, and what the round counted.
+
+/** Which contract call an activity is: the consuming stage, the edge when known, the round, and what it did. */
+interface ContractCallLabel {
+  stage: string;
+  edge?: string;
+  round: number;
+  what: string;
+}
+
+const CONTRACT_ACTIVITIES: Record<string, string> = {
+  'treadle.contractValidate': 'validate',
+  'treadle.contractRevise': 'revise',
+  'treadle.contractFinalize': 'finalize',
+};
+
+/**
+ * The contract call behind a scheduled activity: from its summary (`<stage> · contract <from>→<to> · round n
+ * · <what>`), or, in histories recorded before summaries, from its input (the consumer, the round, the edge
+ * in round 0) and the last contract call before it.
+ */
+function contractCall(
+  type: string,
+  summary: string | undefined,
+  input: unknown,
+  last: ContractCallLabel | undefined,
+): ContractCallLabel | undefined {
+  const what = CONTRACT_ACTIVITIES[type];
+  if (what === undefined) return undefined;
+  const named = summary !== undefined ? /^(.+?) · contract (.+?) · round (\d+)(?: · (.+))?$/.exec(summary) : null;
+  if (named) return { stage: named[1]!, edge: named[2]!, round: Number(named[3]), what: named[4] ?? what };
+  const i = (input ?? {}) as {
+    consumer?: unknown;
+    round?: unknown;
+    retries?: unknown;
+    contract?: { from?: unknown; to?: unknown };
+  };
+  // Finalize's input names only the state and the rounds it took.
+  if (typeof i.consumer !== 'string') {
+    return last && typeof i.retries === 'number' ? { ...last, round: i.retries, what } : undefined;
+  }
+  const from = i.contract?.from;
+  const sameStage = last?.stage === i.consumer ? last.edge : undefined;
+  const edge = typeof from === 'string' ? `${from}→${String(i.contract?.to)}` : sameStage;
+  const round = typeof i.round === 'number' ? i.round : 0;
+  return { stage: i.consumer, ...(edge !== undefined ? { edge } : {}), round, what };
+}
+
+function contractLabel(c: ContractCallLabel): string {
+  return `contract${c.edge ? ` ${c.edge}` : ''} round ${c.round}`;
+}
+
+/** A contract call's line: a round's counts (validated, accepted, rejected, revised), a revision, or the final list. */
+function contractLine(activity: Activity, c: ContractCallLabel, r: Record<string, unknown>): Entry {
+  const base = { kind: 'step' as const, ...where(activity) };
+  switch (activity.type) {
+    case 'treadle.contractValidate': {
+      if (r.ok === false) {
+        const problems = (r.problems as string[] | undefined)?.join('; ');
+        return { ...base, message: `${contractLabel(c)}: the items cannot be validated: ${problems}` };
+      }
+      const revisions = (activity.input as { revisions?: { revisedRef: unknown }[] } | undefined)?.revisions;
+      const made = Array.isArray(revisions) ? revisions.filter((x) => x.revisedRef !== null).length : undefined;
+      const revised = made !== undefined ? `${made} revised, ` : '';
+      const detail = typeof r.fallbackDetail === 'string' ? ` (${r.fallbackDetail})` : '';
+      const fallback = typeof r.fallback === 'string' ? `; fallback: ${r.fallback}${detail}` : '';
+      const counts = `${num(r.validated)} validated, ${num(r.accepted)} accepted, ${num(r.rejectedNow)} rejected`;
+      return { ...base, message: `${contractLabel(c)}: ${revised}${counts}${fallback}` };
+    }
+    case 'treadle.contractRevise': {
+      const unusable = `${contractLabel(c)}: revision of ${String(r.id)} unusable: ${String(r.error ?? '?')}`;
+      return { ...base, message: r.ok === false ? unusable : `${contractLabel(c)}: ${String(r.id)} revised` };
+    }
+    default:
+      return { ...base, message: `${contractLabel(c)}: final list: ${String(r.summary ?? '')}` };
+  }
+}
+
+function num(value: unknown): string {
+  return typeof value === 'number' ? String(value) : '?';
 }
 
 function decode(payload: Payload | null | undefined): unknown {

@@ -14,7 +14,7 @@ import {
 } from '@temporalio/client';
 import { createHash, randomUUID } from 'node:crypto';
 import type { TreadleTracing } from './tracing';
-import { audit, type AuditEntry } from './audit';
+import { audit, auditHistory, type AuditEntry } from './audit';
 import { canonicalJson } from './approvals/idempotency';
 import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
@@ -84,6 +84,9 @@ export interface ConnectOptions {
   tracing?: TreadleTracing;
 }
 
+
+/** How long a refused decision waits for a worker to say how a finished item's request was decided. */
+const DECIDED_QUERY_WAIT_MS = 5_000;
 
 /** Reviews are updates, which need a running worker; without one the call would wait forever. */
 const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
@@ -399,14 +402,45 @@ export class TreadleClient {
     return listings.sort((a, b) => byCodeUnits(a.createdAt, b.createdAt) || byCodeUnits(a.id, b.id));
   }
 
-  /** The work item holding a pending approval request, found in visibility by the request's id. */
+  /** The work item holding an approval request (pending or decided), found in visibility by the request's id. */
   private async approvalItem(id: string): Promise<string> {
     if (!APPROVAL_ID_PATTERN.test(id)) throw new TreadleError(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`, 'invalid_review');
     for await (const execution of listExecutions(this.client, `TreadleApprovals = '${id}'`, 2)) return execution.workflowId;
-    throw new TreadleError(`no pending approval request ${id}: it was decided, expired, or never existed (treadle approve list shows the pending ones)`, 'not_found');
+    const hint = 'treadle approve list shows the pending ones';
+    const message = `approval request ${id} not found: no work item has it (${hint})`;
+    throw new TreadleError(message, 'not_found');
   }
 
-  /** A pending approval request with its payload resolved (for reviewing it). */
+  /**
+   * Why a request of an item that has finished cannot be decided: how it was decided (by whom, what, when),
+   * from the item's last state when a worker answers the query, else from the decisions in its history.
+   */
+  private async decidedBefore(id: string, itemId: string): Promise<TreadleError> {
+    const handle = this.handle(itemId);
+    const description = await handle.describe();
+    const deadline = Date.now() + DECIDED_QUERY_WAIT_MS;
+    const query = (): Promise<WorkItemState> => handle.query(stateQuery, { eventLimit: 1 });
+    const state = await this.client.withDeadline(deadline, query).catch(() => undefined);
+    const request = state?.approvals?.find((r) => r.id === id);
+    let how: string | undefined;
+    if (request && request.status !== 'pending') {
+      const by = request.decidedBy ? ` by ${request.decidedBy}` : '';
+      const at = request.decidedAt ? ` at ${request.decidedAt}` : '';
+      how = `${request.status}${by}${at}${request.reason ? `: ${request.reason}` : ''}`;
+    } else {
+      // No worker answered: the decision as the history recorded it (expiries are timers, not decisions).
+      const events = (await handle.fetchHistory()).events ?? [];
+      const isDecision = (e: AuditEntry): boolean =>
+        e.kind === 'approval' && e.message.startsWith(`${id} `) && !/^\S+ (requested|executed):/.test(e.message);
+      const decided = auditHistory(itemId, events).filter(isDecision).pop();
+      if (decided) how = `${decided.message.slice(id.length + 1)} at ${decided.at}`;
+    }
+    const ended = `work item ${itemId} has finished (${description.status.name.toLowerCase()})`;
+    const message = `decision refused: approval request ${id} is already ${how ?? 'decided'}; ${ended}`;
+    return new TreadleError(message, 'invalid_review');
+  }
+
+  /** An approval request with its payload resolved (for reviewing it); `status` says whether it is still pending. */
   async getApproval(id: string): Promise<ApprovalRequest> {
     const itemId = await this.approvalItem(id);
     const state = await this.getState(itemId, { eventLimit: 1 });
@@ -416,8 +450,8 @@ export class TreadleClient {
   }
 
   /**
-   * Approves or rejects a pending approval request by id. A request already decided (or expired), or an id
-   * no item has, is refused with a clear message and nothing enters the history.
+   * Approves or rejects a pending approval request by id. A request already decided (or expired) is refused
+   * saying how it was decided (by whom, what, when); an id no item has is "not found". Nothing enters the history.
    */
   async decideApproval(id: string, decision: 'approve' | 'reject', options: { by?: string; reason?: string } = {}): Promise<ApprovalDecided> {
     const itemId = await this.approvalItem(id);
@@ -427,6 +461,8 @@ export class TreadleClient {
         return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () => h.executeUpdate(decideApprovalUpdate, { args: [payload] }));
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError) throw new TreadleError(`decision refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
+        // The item exists (visibility found it) but takes no more updates: it has finished.
+        if (isNotFound(error)) throw await this.decidedBefore(id, itemId);
         if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || (error as { name?: string }).name === 'AbortError') {
           throw new TreadleError(`no worker accepted the decision on ${id} (work item ${itemId}) within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue}?`, 'unreachable');
         }

@@ -190,21 +190,38 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
       if (error instanceof CancelledFailure || s.signal.aborted) throw error;
       fallback = { kind: 'threw', detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON) };
     }
+    // A validator of the user's own may answer anything: a shape the engine does not know is a flagged
+    // fallback like a malformed llm reply, never a silent "everything accepted".
+    const unrecognised = answer !== undefined ? unrecognisedAnswer(answer) : undefined;
+    if (unrecognised !== undefined) {
+      fallback = { kind: 'malformed', detail: truncateText(unrecognised, MAX_REASON) };
+      answer = undefined;
+    }
     if (answer?.malformed !== undefined) fallback = { kind: 'malformed', detail: truncateText(answer.malformed, MAX_REASON) };
     const byId = new Map(toValidate.map((i) => [state.ids[i]!, i]));
     if (answer && answer.malformed === undefined) {
       const mentioned = new Set<string>();
+      const unknown: string[] = [];
       for (const r of answer.rejected) {
-        const at = byId.get(r.id);
-        if (at === undefined || mentioned.has(r.id)) continue;
-        mentioned.add(r.id);
+        const id = String(r.id);
+        const at = byId.get(id);
+        if (at === undefined) unknown.push(id);
+        if (at === undefined || mentioned.has(id)) continue;
+        mentioned.add(id);
         state.verdicts[at] = 'rejected';
         state.reasons[at] = truncateText(r.reason || 'rejected without a reason', MAX_REASON);
         newlyRejected.push(at);
       }
-      for (const id of answer.accepted ?? []) if (byId.has(id)) mentioned.add(id);
+      for (const id of (answer.accepted ?? []).map(String)) if (byId.has(id)) mentioned.add(id);
       if (mentioned.size < toValidate.length && answer.accepted !== undefined) {
         fallback = { kind: 'partial', detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted` };
+      }
+      if (unknown.length > 0) {
+        const quoted = unknown.slice(0, 5).map((id) => JSON.stringify(id));
+        const ids = `${quoted.join(', ')}${unknown.length > 5 ? ', …' : ''}`;
+        const named = `rejections name ids no item of this round has (${ids})`;
+        const detail = fallback ? `${fallback.detail}; ${named}` : `${named}: items not rejected are accepted`;
+        fallback = { kind: 'partial', detail };
       }
     }
     for (const at of toValidate) {
@@ -230,6 +247,49 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     tokens: tokensOf(s),
     ...(await callsOf(s)),
   };
+}
+
+/** The shape a validator answers in, as its error messages name it. */
+const VALIDATION_SHAPE = '{rejected: [{id, reason}], accepted?: [id]}';
+
+/**
+ * Why a validator's answer is not a {@link ContractValidation} (the engine would misread it), or undefined
+ * when it is one. Ids may be numbers (item ids are read as text).
+ */
+export function unrecognisedAnswer(answer: unknown): string | undefined {
+  const kind = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value);
+  const keys = (value: object): string => Object.keys(value).join(', ') || 'none';
+  const isId = (id: unknown): boolean => typeof id === 'string' || typeof id === 'number';
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) {
+    return `the validator's answer is ${kind(answer)}, not ${VALIDATION_SHAPE}`;
+  }
+  const a = answer as Record<string, unknown>;
+  if (a.malformed !== undefined) {
+    return typeof a.malformed === 'string' ? undefined : `malformed: must be text, got ${kind(a.malformed)}`;
+  }
+  const problems: string[] = [];
+  if (!Array.isArray(a.rejected)) {
+    const got = a.rejected === undefined ? 'nothing' : kind(a.rejected);
+    problems.push(`rejected: must be a list, got ${got} (keys given: ${keys(a)})`);
+  } else {
+    a.rejected.forEach((r: unknown, i) => {
+      if (r === null || typeof r !== 'object' || Array.isArray(r)) {
+        problems.push(`rejected[${i}] is ${kind(r)}, not {id, reason}`);
+        return;
+      }
+      const entry = r as Record<string, unknown>;
+      if (!isId(entry.id)) problems.push(`rejected[${i}] has no id (keys given: ${keys(entry)})`);
+      if (entry.reason !== undefined && typeof entry.reason !== 'string') {
+        problems.push(`rejected[${i}].reason: must be text, got ${kind(entry.reason)}`);
+      }
+    });
+  }
+  if (a.accepted !== undefined && (!Array.isArray(a.accepted) || !a.accepted.every(isId))) {
+    problems.push('accepted: must be a list of ids');
+  }
+  if (problems.length === 0) return undefined;
+  const more = problems.length > 3 ? `; … and ${problems.length - 3} more` : '';
+  return `the validator's answer is not ${VALIDATION_SHAPE}: ${problems.slice(0, 3).join('; ')}${more}`;
 }
 
 async function revise(input: ContractReviseInput, deps: ContractActivityDependencies, revisers: Record<string, ContractReviser>, resolveInput: (input: Json) => Promise<Json>, s: Supervision): Promise<ContractReviseResult> {

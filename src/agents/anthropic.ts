@@ -79,7 +79,7 @@ export class AnthropicAgent implements Agent {
     const apiKey = options.apiKey || env.ANTHROPIC_API_KEY;
     if (!apiKey) {
       const unavailable = new AgentUnavailableError(
-        'the anthropic agent needs an API key: set ANTHROPIC_API_KEY, or set TREADLE_AGENT=scripted to run offline with canned replies',
+        `the anthropic agent needs an API key: set ANTHROPIC_API_KEY on the worker, or ${offlineHint(env)}`,
       );
       throw ApplicationFailure.create({ message: unavailable.message, type: AGENT_UNAVAILABLE, nonRetryable: true, cause: unavailable });
     }
@@ -320,4 +320,16 @@ function isObjectSchema(schema: Json): boolean {
 
 function truncate(raw: string): string {
   return raw.length > MAX_RAW_REPLY ? raw.slice(0, MAX_RAW_REPLY) : raw;
+}
+
+/**
+ * How to run offline instead. Without a key the default agent is already `scripted`, so anthropic was chosen
+ * either by TREADLE_AGENT or by the step's own `agent:`, which TREADLE_AGENT does not override.
+ */
+function offlineHint(env: NodeJS.ProcessEnv): string {
+  if (env.TREADLE_AGENT === 'anthropic') {
+    return 'unset TREADLE_AGENT (or set it to scripted) to run offline with canned replies';
+  }
+  return 'to run offline with canned replies change the step\'s `agent: anthropic` to `agent: scripted` ' +
+    '(TREADLE_AGENT only picks the agent of steps that name none)';
 }

@@ -45,7 +45,7 @@ export function registerApproveCommands(program: Command, withClient: WithClient
           process.stdout.write('no pending approval requests\n');
           return;
         }
-        const rows = requests.map((r) => [r.id, r.itemId, r.step, r.actionType, r.reviewers ?? '', expiry(r), r.summary]);
+        const rows = requests.map((r) => [r.id, r.itemId, r.step, r.actionType, reviewers(r), expiry(r), r.summary]);
         process.stdout.write(`${table(['ID', 'ITEM', 'STEP', 'ACTION', 'REVIEWERS', 'EXPIRES', 'WHAT'], rows)}\n`);
       }),
     );
@@ -82,10 +82,13 @@ export function registerApproveCommands(program: Command, withClient: WithClient
         try {
           for (const [index, listed] of requests.entries()) {
             const request = await client.getApproval(listed.id).catch(() => undefined);
-            process.stdout.write(`\n[${index + 1}/${requests.length}] ${listed.id} · ${listed.step} of ${listed.itemId} · ${listed.actionType}${listed.reviewers ? ` · for ${listed.reviewers}` : ''} · ${expiry(listed)}\n`);
+            const forWhom = listed.reviewers ? ` · for ${reviewers(listed)}` : '';
+            const what = `${listed.step} of ${listed.itemId} · ${listed.actionType}${forWhom} · ${expiry(listed)}`;
+            const where = `${listed.id} · ${what}`;
+            process.stdout.write(`\n[${index + 1}/${requests.length}] ${where}\n`);
             process.stdout.write(`  ${listed.summary}\n`);
             if (listed.context) process.stdout.write(`  context: ${listed.context}\n`);
-            if (request === undefined) {
+            if (request === undefined || request.status !== 'pending') {
               process.stdout.write('  (decided meanwhile; skipped)\n');
               tally.skipped++;
               continue;
@@ -119,6 +122,11 @@ export function registerApproveCommands(program: Command, withClient: WithClient
 
 function checkId(id: string): void {
   if (!APPROVAL_ID_PATTERN.test(id)) throw new Error(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`);
+}
+
+/** After its TTL an escalated request waits for the escalation group, until the escalation's own expiry. */
+function reviewers(request: ApprovalListing): string {
+  return request.escalated ? `escalated to ${request.reviewers ?? '?'}` : (request.reviewers ?? '');
 }
 
 function expiry(request: ApprovalListing): string {

@@ -44,6 +44,12 @@ const load = {
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 
+// A reader that stops reading (`treadle status <id> | head`) ends the command quietly, as with other Unix tools.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
+
 const program = new Command();
 program
   .name('treadle')

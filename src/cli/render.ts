@@ -17,10 +17,40 @@ function isBlobRef(value: unknown): value is BlobRef {
   return (require('../model/shapes') as typeof Shapes).isBlobRef(value);
 }
 
-/** Pads cells into aligned columns. */
-export function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+/** Widest a column other than the last may be: a longer cell (an 800-character failure) is cut. */
+export const MAX_COLUMN = 60;
+/** The width tables fit when the output is no terminal and COLUMNS is unset. */
+const DEFAULT_WIDTH = 160;
+/** The last column keeps at least this much, however narrow the terminal. */
+const MIN_LAST_COLUMN = 30;
+
+/** The width to fit: the terminal's, else COLUMNS, else {@link DEFAULT_WIDTH}. */
+export function outputWidth(): number {
+  return process.stdout.columns || Number(process.env.COLUMNS) || DEFAULT_WIDTH;
+}
+
+/** How many texts {@link fit} has cut in this process: a status that cut one says where the whole text is. */
+let cuts = 0;
+
+/** Text on one line of at most `max` characters, cut with an ellipsis. */
+export function fit(text: string, max: number): string {
+  const flat = text.replace(/\s*\n\s*/g, ' ');
+  if (flat.length <= max) return flat;
+  cuts++;
+  return `${flat.slice(0, Math.max(0, max - 1))}…`;
+}
+
+/**
+ * Pads cells into aligned columns, one line per row within `width`: cells of a column other than the last are
+ * cut at {@link MAX_COLUMN}, and the last column at what the width leaves it. `--json` outputs have it all.
+ */
+export function table(header: string[], rows: string[][], width = outputWidth()): string {
+  const natural = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const widths = natural.map((w, i) => Math.min(w, Math.max(header[i]!.length, MAX_COLUMN)));
+  const last = Math.max(MIN_LAST_COLUMN, width - widths.slice(0, -1).reduce((sum, w) => sum + w + 2, 0));
+  const cell = (c: string, i: number, n: number): string =>
+    i === n - 1 ? fit(c, last) : fit(c, widths[i]!).padEnd(widths[i]!);
+  const line = (cells: string[]) => cells.map((c, i) => cell(c, i, cells.length)).join('  ').trimEnd();
   return [line(header), ...rows.map(line)].join('\n');
 }
 
@@ -62,8 +92,10 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
     return [name, displayStatus(s), `${s.attempts.length}/${max}`, lastVerdict(s) || progress, artefactCell(s)];
   });
   const out = [`${state.id} · pipeline ${state.pipeline} · ${state.status}`];
-  if (state.error) out.push(`error: ${state.error}`);
-  for (const problem of state.problems ?? []) out.push(`  - ${problem}`);
+  const width = outputWidth();
+  const cutBefore = cuts;
+  if (state.error) out.push(fit(`error: ${state.error}`, width));
+  for (const problem of state.problems ?? []) out.push(fit(`  - ${problem}`, width));
   if (rows.length) out.push('', table(['STAGE', 'STATUS', 'ATTEMPTS', 'LAST VERDICT', 'ARTEFACT'], rows));
   if (state.pendingReviews.length) out.push('', renderPendingReviews(state.id, state.pendingReviews));
   if (state.approvals?.length) out.push('', renderApprovals(state.approvals));
@@ -71,7 +103,13 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
   if (flagged.length) {
     out.push('', 'Input validation (quality contracts):', table(['STAGE', 'ITEMS PRODUCED', 'REJECTIONS', 'RETRIES'], flagged.map(([name, s]) => [name, String(s.qualityFlags!.items_produced), String(s.qualityFlags!.validation_rejections), String(s.qualityFlags!.validation_retries)])));
   }
-  if (retries.length) out.push('', 'Retrying (Temporal activity retries):', ...retries.map((r) => `  ${r.activityType}: try ${r.attempt}${r.lastFailure ? `, last failure: ${r.lastFailure}` : ''}`));
+  if (retries.length) {
+    const retry = (r: ActivityRetry): string =>
+      `  ${r.activityType}: try ${r.attempt}${r.lastFailure ? `, last failure: ${r.lastFailure}` : ''}`;
+    const retrying = retries.map((r) => fit(retry(r), width));
+    out.push('', 'Retrying (Temporal activity retries):', ...retrying);
+  }
+  if (cuts > cutBefore) out.push('', `(long texts are cut to fit; treadle status ${state.id} --json has them whole)`);
   return out.join('\n');
 }
 
@@ -92,7 +130,7 @@ export function renderApprovals(requests: ApprovalRequest[]): string {
 export function renderPendingReviews(id: string, reviews: PendingReview[]): string {
   const out = ['Waiting for review:'];
   for (const r of reviews) {
-    out.push(`  ${r.stage} (${r.reason}, attempt ${r.attempt}): ${r.message}`);
+    out.push(fit(`  ${r.stage} (${r.reason}, attempt ${r.attempt}): ${r.message}`, outputWidth()));
     if (r.expiresAt) out.push(`    expires at ${r.expiresAt}`);
     out.push(`    treadle review ${id} ${r.stage} --approve | --reject REASON | --edit FILE`);
   }

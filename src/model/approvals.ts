@@ -102,6 +102,10 @@ export interface ApprovalsMemo {
 /** Memo key of {@link ApprovalsMemo}. */
 export const APPROVALS_MEMO_KEY = 'treadleApprovals';
 
+/** How an approval step's activities end their summaries (`<stage> · attempt n/m · <this>`): the audit reads them. */
+export const APPROVAL_REQUESTS_SUMMARY = 'approval requests';
+export const APPROVAL_OUTCOME_SUMMARY = 'approval outcome';
+
 /** Activity that turns an approval stage's input into requests: validated payloads, ids, idempotency keys. */
 export const APPROVAL_CREATE_ACTIVITY = 'treadle.approvalCreate';
 /** Activity that executes an approved request's action, idempotently. */

@@ -12,7 +12,11 @@ export const TreadlePendingReviews = defineSearchAttributeKey('TreadlePendingRev
 /** The work item's correlation id (seed 003): a UUID made at start, on every activity, call record and log line. */
 export const TreadleCorrelationId = defineSearchAttributeKey('TreadleCorrelationId', SearchAttributeType.KEYWORD);
 
-/** The ids of an item's pending approval requests (the first {@link MAX_APPROVAL_IDS_ATTRIBUTE}); absent when none. */
+/**
+ * The ids of an item's approval requests, pending first, then decided ones newest first (at most
+ * {@link MAX_APPROVAL_IDS_ATTRIBUTE}); absent when it has none. Items started before decided ids were kept
+ * name only their pending ones. Which requests are pending is in the `treadleApprovals` memo.
+ */
 export const TreadleApprovals = defineSearchAttributeKey('TreadleApprovals', SearchAttributeType.KEYWORD_LIST);
 /** Ids kept in the attribute (visibility limits a value to 2 KB); the rest are found through the state query. */
 export const MAX_APPROVAL_IDS_ATTRIBUTE = 100;

@@ -14,6 +14,8 @@ import { ActivityCancellationType, ApplicationFailure, condition, proxyActivitie
 import {
   APPROVAL_CREATE_ACTIVITY,
   APPROVAL_EXECUTE_ACTIVITY,
+  APPROVAL_OUTCOME_SUMMARY,
+  APPROVAL_REQUESTS_SUMMARY,
   type ApprovalCreateInput,
   type ApprovalCreateResult,
   type ApprovalExecuteInput,
@@ -29,10 +31,18 @@ import type { Artefact, Json } from '../model/shapes';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../model/state';
 import { describeFailure, now, retryPolicyOf, type StageKindRun } from './common';
 
-const approvals = proxyActivities<{
-  [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
-}>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5 } });
-const store = proxyActivities<{ [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult> }>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5 } });
+/**
+ * The step's own activities, named `<stage> · attempt n/m · <what>` like every stage attempt, so the Web UI
+ * and the audit show the approval step as a step (summaries are user metadata: replay does not compare them).
+ */
+function stepActivities(run: ApprovalRun, what: string) {
+  const summary = `${run.stage.name} · attempt ${run.attempt}/${run.stage.retryBudget.maxAttempts} · ${what}`;
+  const options = { startToCloseTimeout: '1m', retry: { maximumAttempts: 5 }, summary } as const;
+  return proxyActivities<{
+    [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
+    [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult>;
+  }>(options);
+}
 
 /** What an approval attempt needs of its work item. */
 export type ApprovalRun = StageKindRun;
@@ -46,7 +56,17 @@ const MAX_CONCURRENT_ACTIONS = 20;
 export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityResult> {
   const { stage, state, emit } = run;
   const info = workflowInfo();
-  const created = await approvals[APPROVAL_CREATE_ACTIVITY]({ itemId: run.itemId, runId: info.runId, step: stage.name, attempt: run.attempt, config: stage.with ?? null, upstream: run.upstream, input: run.input });
+  const create = stepActivities(run, APPROVAL_REQUESTS_SUMMARY)[APPROVAL_CREATE_ACTIVITY];
+  const { itemId, attempt, upstream, input } = run;
+  const created = await create({
+    itemId,
+    runId: info.runId,
+    step: stage.name,
+    attempt,
+    config: stage.with ?? null,
+    upstream,
+    input,
+  });
   if (!created.ok) throw ApplicationFailure.nonRetryable(`${stage.name} cannot make its approval requests (${created.problems.length} problem${created.problems.length === 1 ? '' : 's'}): ${created.problems.join('; ')}`, 'InvalidApprovalRequests');
   const config = created.config;
   const requests: ApprovalRequest[] = created.requests.map((r) => ({
@@ -93,7 +113,8 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   if (failed.length > 0) throw ApplicationFailure.nonRetryable(`${failed.length} approved action${failed.length === 1 ? '' : 's'} failed: ${failed.map((r) => `${r.id} (${r.actionType}): ${r.error}`).join('; ')}`, 'ApprovalActionFailed');
 
   const summary = truncateText(`${artefact.approved} approved, ${artefact.rejected} rejected, ${artefact.expired} expired of ${requests.length} request${requests.length === 1 ? '' : 's'}`);
-  const stored = (await store[STORE_ARTEFACT_ACTIVITY]({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
+  const storeOutcome = stepActivities(run, APPROVAL_OUTCOME_SUMMARY)[STORE_ARTEFACT_ACTIVITY];
+  const stored = (await storeOutcome({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
   // Nothing approved (and something asked): the run goes on without this step, as the seed's "completed (with skip)".
   const outcome = requests.length > 0 && artefact.approved === 0 ? 'skipped' : 'completed';
   return { outcome, artefact: stored, summary, previousLog: null };

@@ -238,6 +238,10 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     if (!settledStatus) state.status = itemStatus(state.stages);
     const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
     const approvalIds = (state.approvals ?? []).filter((r) => r.status === 'pending').slice(0, MAX_APPROVAL_IDS_ATTRIBUTE).map((r) => r.id);
+    // When to upsert stays what it was (commands replay); the value also names decided requests, newest first,
+    // so a decision on one finds its item and hears how it was decided instead of "not found".
+    const decidedIds = (state.approvals ?? []).filter((r) => r.status !== 'pending').map((r) => r.id).reverse();
+    const searchableIds = [...approvalIds, ...decidedIds].slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
     const current = JSON.stringify([state.status, waiting, approvalIds]);
     if (current !== published) {
       upsertSearchAttributes([
@@ -245,7 +249,9 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
         { key: TreadleStatus, value: state.status },
         { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
         // Only once an item has had approvals: items without any never carry the attribute.
-        ...(approvalIds.length > 0 || state.approvals !== undefined ? [{ key: TreadleApprovals, value: approvalIds.length > 0 ? approvalIds : null }] : []),
+        ...(approvalIds.length > 0 || state.approvals !== undefined
+          ? [{ key: TreadleApprovals, value: searchableIds.length > 0 ? searchableIds : null }]
+          : []),
       ]);
       published = current;
     }

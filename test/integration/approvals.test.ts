@@ -79,15 +79,19 @@ it('lists requests from visibility, approves and rejects them by id, refuses dou
   expect((await h.client.getApproval(report!.id)).payload).toEqual({ title: 'write the report', source: 'meeting about write the report' });
 
   const before = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!.length;
-  await expect(h.client.decideApproval('ap-2222222222', 'approve')).rejects.toThrow('no pending approval request ap-2222222222');
+  await expect(h.client.decideApproval('ap-2222222222', 'approve')).rejects.toThrow('approval request ap-2222222222 not found: no work item has it');
   await expect(h.client.decideApproval('not-an-id', 'approve')).rejects.toThrow('"not-an-id" is not an approval id');
   expect(await h.client.decideApproval(report!.id, 'approve', { by: 'ann' })).toEqual({ id: report!.id, itemId: id, step: 'approve', status: 'approved', decidedBy: 'ann' });
-  // Visibility may still list it for a moment; the workflow refuses the second decision either way.
-  await expect(h.client.decideApproval(report!.id, 'reject', { by: 'bob' })).rejects.toThrow(new RegExp(`(approval request ${report!.id} is already approved \\(by ann|no pending approval request ${report!.id})`));
+  // A decided request is not "not found": the refusal says who decided what, and when.
+  await expect(h.client.decideApproval(report!.id, 'reject', { by: 'bob' })).rejects.toThrow(new RegExp(`^decision refused: approval request ${report!.id} is already approved \\(by ann at \\d{4}-`));
   await h.client.decideApproval(room!.id, 'reject', { by: 'bob', reason: 'no budget' });
 
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
+  // Once the item has finished too.
+  await expect(h.client.decideApproval(room!.id, 'approve', { by: 'cy' })).rejects.toThrow(
+    new RegExp(`^decision refused: approval request ${room!.id} is already rejected by bob at \\d{4}-\\S+: no budget; work item ${id} has finished \\(completed\\)$`),
+  );
   const artefact = await artefactOf(id);
   expect(artefact).toMatchObject({ approved: 1, rejected: 1, expired: 0 });
   expect(executions).toBe(1);
@@ -141,6 +145,21 @@ it('escalates after the TTL to the escalation group, then applies its default de
   expect(artefact.requests[0]).toMatchObject({ status: 'approved', decidedBy: 'treadle', result: { noted: 'urgent' } });
   const types = (await h.client.getState(id)).events.map((e) => e.type);
   expect(types.indexOf('ApprovalEscalated')).toBeLessThan(types.indexOf('ApprovalDecided'));
+}, 60_000);
+
+it('approve list shows an escalated request: who it is escalated to and its new expiry', async () => {
+  const id = h.id('escalated-list');
+  const name = `approvals-escalated-list-${h.taskQueue}`;
+  await h.client.start(approvalPipeline(name, { ttl: '1s', reviewers: 'team', escalation: { to: 'leads', ttl: '10m', default: 'reject' } }), draftOf(['late one']), { id });
+  const escalated = await eventually(async () => (await h.client.listApprovals()).find((r) => r.itemId === id && r.escalated), 30_000, 'the escalation to show in the listing');
+  const list = await runTreadle(h, ['approve', 'list', '--pipeline', name]);
+  expect(list.code).toBe(0);
+  const row = list.stdout.split('\n').find((l) => l.startsWith(escalated.id))!;
+  expect(row).toMatch(new RegExp(`^${escalated.id} +${id} +approve +note +escalated to leads +expires ${escalated.expiresAt!.slice(0, 19).replace('T', ' ')} +note "late one"$`));
+  // The new expiry is the escalation's TTL after the first one ran out, not the first one.
+  expect(Date.parse(escalated.expiresAt!) - Date.parse(escalated.createdAt)).toBeGreaterThan(9 * 60_000);
+  await h.client.decideApproval(escalated.id, 'approve', { by: 'lead' });
+  expect((await h.client.result(id)).status).toBe('completed');
 }, 60_000);
 
 it('refuses invalid payloads when the requests are made, listing every problem, and makes no request', async () => {
@@ -204,7 +223,8 @@ describe('the approve commands', () => {
     expect(await runTreadle(h, ['approve', first!.id, '--by', 'dee'])).toEqual({ code: 0, stdout: `${first!.id} (approve of ${id}): approved by dee\n`, stderr: '' });
     const again = await runTreadle(h, ['approve', 'reject', first!.id, '--reason', 'changed my mind']);
     expect(again.code).toBe(1);
-    expect(again.stderr).toMatch(new RegExp(`^treadle: (decision refused: approval request ${first!.id} is already approved \\(by dee|no pending approval request ${first!.id})`));
+    expect(again.stderr).toMatch(new RegExp(`^treadle: decision refused: approval request ${first!.id} is already approved \\(by dee at \\d{4}-`));
+    expect(await runTreadle(h, ['approve', 'ap-2222222222'])).toMatchObject({ code: 1, stderr: 'treadle: approval request ap-2222222222 not found: no work item has it (treadle approve list shows the pending ones)\n' });
 
     // The batch lists from visibility, which may lag a decision by a moment: wait until the first is gone.
     await eventually(async () => ((await h.client.listApprovals()).some((r) => r.id === first!.id) ? undefined : true), 20_000, 'the listing to drop the decided request');
@@ -235,10 +255,19 @@ it('audits a run from its history: steps, attempts, model calls, approval reques
     stages: [
       { name: 'draft', run: 'scripted' },
       { name: 'summarize', type: 'llm', agent: 'scripted', depends_on: ['draft'], with: { prompt: 'Summarize {{ upstream.draft.notes[0].title }}' } },
-      { name: 'approve', type: 'approval', depends_on: ['draft', 'summarize'], with: { action: 'note', from: 'draft', items: 'notes' } },
+      // Its first reply does not match output_schema: a failed attempt, retried.
+      {
+        name: 'classify',
+        type: 'llm',
+        agent: 'scripted',
+        depends_on: ['draft'],
+        retry_budget: { max_attempts: 2 },
+        with: { prompt: 'Classify', output_schema: { type: 'object', properties: { label: { type: 'string' } }, required: ['label'] } },
+      },
+      { name: 'approve', type: 'approval', depends_on: ['draft', 'summarize', 'classify'], with: { action: 'note', from: 'draft', items: 'notes' } },
     ],
   };
-  await h.client.start(raw, { ...(draftOf(['ship it']) as Record<string, Json>), agent_replies: { summarize: ['one note to ship'] } }, { id });
+  await h.client.start(raw, { ...(draftOf(['ship it']) as Record<string, Json>), agent_replies: { summarize: ['one note to ship'], classify: [{ kind: 'no label' }, { label: 'ops' }] } }, { id });
   const [request] = await pendingOf(id, 1);
   await h.client.decideApproval(request!.id, 'approve', { by: 'ann', reason: 'looks right' });
   expect((await h.client.result(id)).status).toBe('completed');
@@ -251,14 +280,24 @@ it('audits a run from its history: steps, attempts, model calls, approval reques
     /^step\|draft\|draft attempt 1 \(scripted\) completed/,
     /^model_call\|summarize\|scripted\/scripted: success, \d+ in \+ \d+ out tokens, \d+ ms, prompt sha256:/,
     /^step\|summarize\|summarize attempt 1 \(llm\) completed/,
+    // The step's own line, then each request, each decision and each action under the step.
+    /^step\|approve\|approve attempt 1 \(approval\): 1 request made, waiting for decisions$/,
     new RegExp(`^approval\\|approve\\|${request!.id} requested: note: note "ship it"$`),
-    new RegExp(`^approval\\|\\|${request!.id} approved by ann: looks right \\(update\\)$`),
+    new RegExp(`^approval\\|approve\\|${request!.id} approved by ann: looks right \\(update\\)$`),
     new RegExp(`^approval\\|approve\\|${request!.id} executed: note done: `),
+    /^step\|approve\|approve attempt 1 \(approval\) completed: 1 approved, 0 rejected, 0 expired of 1 request$/,
     /^run\|\|finished: completed$/,
   ];
   const positions = order.map(at);
   expect(positions.every((p) => p >= 0)).toBe(true);
   expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+  // An llm reply that failed its output_schema is a failed attempt, with the reason; the retry completed.
+  expect(lines).toContainEqual(expect.stringMatching(/^step\|classify\|classify attempt 1 \(llm\) failed: the reply did not match the output schema: .*label/));
+  expect(lines).toContainEqual(expect.stringMatching(/^step\|classify\|classify attempt 2 \(llm\) completed: /));
+  expect(lines.some((l) => /^step\|classify\|classify attempt 1 \(llm\) completed/.test(l))).toBe(false);
+  // Every line about the approval step names it.
+  expect(lines.filter((l) => l.startsWith('approval|') && !l.startsWith('approval|approve|'))).toEqual([]);
+  expect(lines.filter((l) => l.includes('treadle.storeArtefact'))).toEqual([]);
 
   // By correlation id, from the CLI.
   const correlationId = (await h.client.getState(id)).correlationId!;

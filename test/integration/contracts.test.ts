@@ -13,6 +13,7 @@ import { defaultRegistry } from '../../src/worker';
 import { SqliteCallLog } from '../../src/storage/call-log';
 import type { Json } from '../../src/model/shapes';
 import { startHarness, type Harness } from '../support/harness';
+import { runTreadle } from '../support/cli';
 
 let h: Harness;
 let dir: string;
@@ -21,9 +22,18 @@ let callLog: SqliteCallLog;
 beforeAll(async () => {
   dir = mkdtempSync(path.join(os.tmpdir(), 'contracts-'));
   callLog = new SqliteCallLog(path.join(dir, 'calls.sqlite'));
-  const registry = defaultRegistry().validator('explodes', async () => {
-    throw new Error('the validating model is down');
-  });
+  const registry = defaultRegistry()
+    .validator('explodes', async () => {
+      throw new Error('the validating model is down');
+    })
+    // A user's validator answering in a shape of its own: `key` and `why` instead of `id` and `reason`.
+    .validator('own-shape', async ({ items }) => ({ rejected: items.map(({ id }) => ({ key: id, why: 'no' })) }) as never)
+    // Rejects the items whose id starts with "bad" until a revision marked them fixed.
+    .validator('picky', async ({ items }) => {
+      const bad = items.filter(({ id, item }) => id.startsWith('bad') && (item as { fixed?: boolean }).fixed !== true);
+      return { rejected: bad.map(({ id }) => ({ id, reason: 'bad' })) };
+    })
+    .reviser('fixer', async ({ item }) => ({ ...(item as Record<string, Json>), fixed: true }));
   h = await startHarness({ registry, callLog });
 });
 afterAll(async () => {
@@ -191,7 +201,7 @@ test('a contract whose edge does not exist, or whose llm validator has no criter
   await h.client.start(pipeline({ revise: 'nope' }), null, { id });
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
-  expect(JSON.stringify(result)).toContain('revise: unknown reviser \\"nope\\" (registered: llm)');
+  expect(JSON.stringify(result)).toContain('revise: unknown reviser \\"nope\\" (registered: fixer, llm)');
 }, 30_000);
 
 test('a contract on 500 items keeps the history small: items and verdicts travel by reference', async () => {
@@ -217,3 +227,77 @@ test('a contract on 500 items keeps the history small: items and verdicts travel
   expect(historyBytes).toBeGreaterThan(0);
   expect(historyBytes).toBeLessThan(60_000);
 }, 120_000);
+
+test('a code validator answering in a shape the engine does not know is a flagged fallback', async () => {
+  const id = h.id('contract-own-shape');
+  const items = { briefs: [brief('a'), brief('b')] };
+  const input = { script: { opportunity_pm: [{ output: items }] } };
+  await h.client.start(pipeline({ validate: 'own-shape' }), input, { id });
+  expect((await received(id)).briefs).toEqual(items.briefs);
+  const [round0] = await validations(id);
+  expect(round0).toMatchObject({ details: { round: 0, validated: 2, accepted: 2, fallback: 'malformed' } });
+  expect(round0!.message).toContain('the answer was malformed, so every item is accepted');
+  const why = "the validator's answer is not {rejected: [{id, reason}], accepted?: [id]}: " + 'rejected[0] has no id (keys given: key, why)';
+  expect(round0!.message).toContain(why);
+}, 60_000);
+
+test('the audit names every contract round (stage, edge, round) with its counts', async () => {
+  const id = h.id('contract-audit');
+  const raw = {
+    name: 'two-contracts',
+    stages: [
+      { name: 'left', run: 'scripted' },
+      { name: 'right', run: 'scripted' },
+      { name: 'join', run: 'scripted', depends_on: ['left', 'right'] },
+    ],
+    contracts: ['left', 'right'].map((from) => ({
+      from,
+      to: 'join',
+      items: 'briefs',
+      item_id: 'affected_area',
+      validate: 'picky',
+      revise: 'fixer',
+      max_retries: 2,
+    })),
+  };
+  const left = [{ output: { briefs: [brief('ok-1'), brief('bad-1'), brief('ok-2')] } }];
+  const input = { script: { left, right: [{ output: { briefs: [brief('bad-2'), brief('bad-3')] } }] } };
+  await h.client.start(raw, input, { id });
+  expect((await h.client.result(id)).status).toBe('completed');
+
+  const entries = (await h.client.audit(id)).filter((e) => e.message.startsWith('contract '));
+  const lines = entries.map((e) => `${e.kind}|${e.step ?? ''}|${e.message}`);
+  expect(lines.filter((l) => l.includes('left→join'))).toEqual([
+    'step|join|contract left→join round 0: 3 validated, 2 accepted, 1 rejected',
+    'step|join|contract left→join round 1: bad-1 revised',
+    'step|join|contract left→join round 1: 1 revised, 1 validated, 1 accepted, 0 rejected',
+    'step|join|contract left→join round 1: final list: 3 accepted, 0 passed through with warnings',
+  ]);
+  // Its two revisions run in parallel: either may finish first.
+  expect(lines.filter((l) => l.includes('right→join')).sort()).toEqual([
+    'step|join|contract right→join round 0: 2 validated, 0 accepted, 2 rejected',
+    'step|join|contract right→join round 1: bad-2 revised',
+    'step|join|contract right→join round 1: bad-3 revised',
+    'step|join|contract right→join round 1: 2 revised, 2 validated, 2 accepted, 0 rejected',
+    'step|join|contract right→join round 1: final list: 2 accepted, 0 passed through with warnings',
+  ].sort());
+  // The Web UI shows the same names (the activities' summaries), the rounds' counts on the finalize call.
+  const history = (await h.temporal.workflow.getHandle(id).fetchHistory()).events ?? [];
+  const isContract = (name: string | null | undefined): boolean => name?.startsWith('treadle.contract') === true;
+  const contractCalls = history.filter((e) => isContract(e.activityTaskScheduledEventAttributes?.activityType?.name));
+  const summaryOf = (e: (typeof history)[number]): string => JSON.parse(Buffer.from(e.userMetadata?.summary?.data ?? []).toString());
+  const summaries = contractCalls.map(summaryOf);
+  expect(summaries).toEqual(
+    expect.arrayContaining([
+      'join · contract left→join · round 0 · validate',
+      'join · contract right→join · round 1 · revise 2/2',
+      'join · contract right→join · round 1 · validate 2 revised',
+      'join · contract left→join · round 1 · finalize (round 0: 3 validated, 2 accepted, 1 rejected; ' +
+        'round 1: 1 revised, 1 validated, 1 accepted, 0 rejected)',
+    ]),
+  );
+  // The CLI's STEP column names the stage.
+  const cli = await runTreadle(h, ['audit', id]);
+  expect(cli.code).toBe(0);
+  expect(cli.stdout).toMatch(/ step +join +contract left→join round 0: 3 validated, 2 accepted, 1 rejected\n/);
+}, 90_000);

@@ -373,6 +373,18 @@ describe('heartbeat and availability', () => {
     expect(f.nonRetryable).toBe(true);
     expect(f.type).toBe('AgentUnavailableError');
     expect(f.cause).toBeInstanceOf(AgentUnavailableError);
-    expect(f.message).toBe('the anthropic agent needs an API key: set ANTHROPIC_API_KEY, or set TREADLE_AGENT=scripted to run offline with canned replies');
+    // Without a key the default agent is scripted: the step named anthropic, which TREADLE_AGENT does not override.
+    expect(f.message).toBe(
+      'the anthropic agent needs an API key: set ANTHROPIC_API_KEY on the worker, or to run offline with canned replies ' +
+        "change the step's `agent: anthropic` to `agent: scripted` (TREADLE_AGENT only picks the agent of steps that name none)",
+    );
+    expect(f.message).not.toContain('set TREADLE_AGENT=scripted');
+  });
+
+  test('a missing API key with TREADLE_AGENT=anthropic: the hint is to unset it', () => {
+    expect(() => new AnthropicAgent({ baseURL: fake.baseURL }, { TREADLE_AGENT: 'anthropic' })).toThrow(
+      'the anthropic agent needs an API key: set ANTHROPIC_API_KEY on the worker, ' +
+        'or unset TREADLE_AGENT (or set it to scripted) to run offline with canned replies',
+    );
   });
 });
