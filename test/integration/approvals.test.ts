@@ -187,8 +187,10 @@ it('a decision by signal works for temporal CLI users; an invalid one is recorde
 
 describe('the approve commands', () => {
   /** `treadle approve batch` in a real pseudo-terminal (util-linux `script`), answering each prompt as it appears. */
-  function batchInTerminal(answers: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-    const command = [process.execPath, path.join(__dirname, '..', '..', 'bin', 'treadle.js'), 'approve', 'batch', '--by', 'tty-user'].map((a) => `'${a}'`).join(' ');
+  // Other test files share the server and may leave requests pending: the batch takes this test's pipeline only.
+  function batchInTerminal(answers: string[], env: Record<string, string>, pipeline: string): Promise<{ code: number | null; output: string }> {
+    const treadle = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
+    const command = [process.execPath, treadle, 'approve', 'batch', '--by', 'tty-user', '--pipeline', pipeline].map((a) => `'${a}'`).join(' ');
     const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...env } });
     let output = '';
     let prompts = 0;
@@ -228,7 +230,7 @@ describe('the approve commands', () => {
 
     // The batch lists from visibility, which may lag a decision by a moment: wait until the first is gone.
     await eventually(async () => ((await h.client.listApprovals()).some((r) => r.id === first!.id) ? undefined : true), 20_000, 'the listing to drop the decided request');
-    const batch = await batchInTerminal(['a', 'r', 'not this quarter', 's'], { TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir });
+    const batch = await batchInTerminal(['a', 'r', 'not this quarter', 's'], { TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir }, `approvals-cli-${h.taskQueue}`);
     expect(batch.code).toBe(0);
     expect(batch.output).toContain(`[1/3] ${second!.id} · approve of ${id} · note · for ops`);
     expect(batch.output).toContain('context: Quarterly planning');

@@ -18,6 +18,7 @@ const NOT_TREADLE_SETTINGS: Record<string, string> = {
   GOFLAGS: "Go's own, passed on to that `go install`",
   AWS_REGION: "the AWS SDK's; TREADLE_S3_REGION's default in the table",
   AWS_DEFAULT_REGION: "the AWS SDK's, read with AWS_REGION",
+  COLUMNS: "the terminal's width, set by the shell; README's CLI tour says how tables use it",
 };
 
 function sourceFiles(dir: string, extension = '.ts'): string[] {
