@@ -74,13 +74,13 @@ it('records fan-out-item', async () => {
     name: 'replayed-fan-out',
     stages: [
       { name: 'extract', run: 'scripted' },
-      { name: 'classify', type: 'fan_out', depends_on: ['extract'], with: { items: 'emails', stage: { run: 'scripted' }, max_concurrent: 2 } },
+      { name: 'classify', type: 'fan_out', depends_on: ['extract'], with: { items: 'emails', stage: { run: 'scripted' }, max_concurrent: 2, elements_per_run: 2 } },
     ],
   };
   const emails = ['a', 'broken', 'c', 'd'].map(element);
   await h.client.start(spec, { script: { extract: [{ output: { emails } }] } }, { id });
   expect((await h.client.result(id)).status).toBe('completed');
-  const histories = { [id]: await h.temporal.workflow.getHandle(id).fetchHistory() };
+  const histories: Record<string, Awaited<ReturnType<ReturnType<typeof h.temporal.workflow.getHandle>['fetchHistory']>>> = { [id]: await h.temporal.workflow.getHandle(id).fetchHistory() };
   const fanOutId = `${id}.classify.1`;
   const fanOut = await h.temporal.workflow.getHandle(fanOutId).describe().catch(() => undefined);
   if (fanOut?.type === 'fanOut') histories[fanOutId] = await h.temporal.workflow.getHandle(fanOutId, fanOut.raw.workflowExecutionInfo?.firstRunId ?? undefined).fetchHistory();
