@@ -104,7 +104,10 @@ export async function fanOutItems(ctx: ScenarioContext): Promise<ScenarioResult<
       };
     }
     const { treadle, baseline } = sides;
-    sizes.push({ items, treadle, baseline, wallRatio: ratio(treadle.wallMs, baseline.wallMs), parentBytesRatio: ratio(treadle.parentHistoryBytes, baseline.parentHistoryBytes) });
+    const size: FanOutItemsSize = { items, treadle, baseline, wallRatio: ratio(treadle.wallMs, baseline.wallMs), parentBytesRatio: ratio(treadle.parentHistoryBytes, baseline.parentHistoryBytes) };
+    sizes.push(size);
+    // A size takes minutes at 10,000: its figures are logged at once, so a run stopped later keeps them.
+    for (const row of rowsOf(size, concurrency)) ctx.progress(`  ${row.metric}: treadle ${row.treadle}, baseline ${row.baseline} (${row.ratio})`);
   }
   const result: FanOutItemsResult = { concurrency, scenarioMs: round(nowMs() - scenarioStarted, 0), sizes };
   return { result, rows: sizes.flatMap((size) => rowsOf(size, concurrency)) };

@@ -179,10 +179,15 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
     // The work item may have ended (cancelled): its progress is no one's business then.
     signals.push(getExternalWorkflowHandle(parent.workflowId, parent.runId).signal(fanOutProgressSignal, update).catch(() => undefined));
   };
-  // The run ends (starting no more elements) by count when the stage sets one, else when its history is full.
+  // The run ends (starting no more elements) by count when the stage sets one, else when its history would be
+  // full once the running elements are done and the results page is stored (its input holds every result).
+  let resultBytes = 0;
   const full = (): boolean => {
     const info = workflowInfo();
-    return (input.elementsPerRun !== undefined && next - first >= input.elementsPerRun) || info.historySize > FAN_OUT_RUN_HISTORY_BYTES || info.continueAsNewSuggested;
+    if (input.elementsPerRun !== undefined && next - first >= input.elementsPerRun) return true;
+    const done = Math.max(1, next - first - running);
+    const projected = info.historySize + resultBytes + (running * (info.historySize + resultBytes)) / done;
+    return projected > FAN_OUT_RUN_HISTORY_BYTES || info.continueAsNewSuggested;
   };
   const correlation = input.correlationId !== undefined ? { correlationId: input.correlationId } : {};
   const runElement = async (index: number): Promise<void> => {
@@ -205,6 +210,7 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
     }
     running--;
     results[index - first] = result;
+    resultBytes += JSON.stringify(result).length;
     if (result.status === 'completed') completed++;
     else {
       failed++;
