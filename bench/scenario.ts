@@ -110,7 +110,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     serverRounds: 2,
     separateProcesses: true,
     tddWidth: 20,
-    // 10,000: a Treadle fan-out continues as new; the baseline's one parent holds ~7.5 MB of history.
+    // 10,000: a Treadle fan-out continues as new; the baseline's one parent holds ~7.5 MB of history. Above
+    // 10,000 only Treadle runs (BASELINE_MAX_ITEMS).
     fanOutItems: [1_000, 10_000],
     fanOutConcurrency: 50,
     loopIterations: 500,
