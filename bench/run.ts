@@ -2,7 +2,9 @@
  * `npm run bench` / `npm run bench:quick`: runs every scenario on Treadle and on the raw-Temporal baseline
  * against one dev server in this process, prints a table, and writes `bench/results/<mode>.json`.
  *
- * Flags: `--quick` (CI size, under two minutes), `--medium`, default full. See BENCHMARKS.md.
+ * Flags: `--quick` (CI size, under two minutes), `--medium`, default full; `--only=fan-out-items` runs that one
+ * scenario at the mode's sizes (after the warm-up) and writes `bench/results/<mode>-fan-out-items.json`. See
+ * BENCHMARKS.md.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
@@ -79,10 +81,21 @@ export interface BenchResults {
   table: Row[];
 }
 
+/** Scenarios `--only=<name>` runs by themselves: the long ones worth measuring alone. */
+const ALONE = { 'fan-out-items': fanOutItems } as const;
+
+/** `--only=<name>`, when given. */
+function parseOnly(argv: string[]): keyof typeof ALONE | undefined {
+  const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
+  if (only === undefined) return undefined;
+  if (!(only in ALONE)) throw new Error(`--only=${only}: no such scenario; use one of ${Object.keys(ALONE).join(', ')}`);
+  return only as keyof typeof ALONE;
+}
+
 function parseMode(argv: string[]): Sizes['mode'] {
   const known = ['--quick', '--medium', '--full'];
-  const unknown = argv.filter((a) => !known.includes(a));
-  if (unknown.length > 0) throw new Error(`unknown argument(s) ${unknown.join(' ')}; use --quick, --medium or --full`);
+  const unknown = argv.filter((a) => !known.includes(a) && !a.startsWith('--only='));
+  if (unknown.length > 0) throw new Error(`unknown argument(s) ${unknown.join(' ')}; use --quick, --medium, --full or --only=<scenario>`);
   if (argv.includes('--quick')) return 'quick';
   if (argv.includes('--medium')) return 'medium';
   return 'full';
@@ -179,9 +192,10 @@ function writeResults(results: BenchResults): string {
 
 async function main(): Promise<void> {
   const mode = parseMode(process.argv.slice(2));
-  // TREADLE_BENCH_FAN_OUT_ITEMS runs the fan-out-over-items scenario at another size (1,000 in a quick run).
-  const items = Number(process.env.TREADLE_BENCH_FAN_OUT_ITEMS ?? '');
-  const sizes = Number.isInteger(items) && items > 0 ? { ...SIZES[mode], fanOutItems: items } : SIZES[mode];
+  const only = parseOnly(process.argv.slice(2));
+  // TREADLE_BENCH_FAN_OUT_ITEMS runs the fan-out-over-items scenario at other sizes (`1000` or `1000,10000`).
+  const items = (process.env.TREADLE_BENCH_FAN_OUT_ITEMS ?? '').split(',').filter((s) => s.trim() !== '').map(Number);
+  const sizes = items.length > 0 && items.every((n) => Number.isInteger(n) && n > 0) ? { ...SIZES[mode], fanOutItems: items } : SIZES[mode];
   const startedAt = new Date();
   const started = performance.now();
   progress(`mode ${mode}`);
@@ -211,11 +225,24 @@ async function main(): Promise<void> {
     };
     await warmUp(ctx);
     const rows: Row[] = [];
+    const scenarioResults: unknown[] = [];
     const run = async <T>(scenario: (c: ScenarioContext) => Promise<{ result: T; rows: Row[] }>): Promise<T> => {
       const { result, rows: scenarioRows } = await scenario(ctx);
       rows.push(...scenarioRows);
+      scenarioResults.push(result);
       return result;
     };
+    if (only !== undefined) {
+      await run(ALONE[only]);
+      const durationMs = performance.now() - started;
+      const alone = { mode, only, sizes, startedAt: startedAt.toISOString(), durationMs: round(durationMs, 0), environment: record, loadAverageAtEnd: os.loadavg().map((l) => round(l)), table: rows, result: scenarioResults[0] };
+      printTable(rows, []);
+      mkdirSync(RESULTS_DIR, { recursive: true });
+      const file = path.join(RESULTS_DIR, `${mode}-${only}.json`);
+      writeFileSync(file, `${JSON.stringify(alone, null, 2)}\n`);
+      progress(`wrote ${file} (${(durationMs / 1000).toFixed(1)} s)`);
+      return;
+    }
     const scenarios: Omit<BenchResults['scenarios'], 'serverSettings' | 'separateProcesses'> = {
       // First, while no work items are in flight: it measures the wall time of short processes.
       cliStart: await run(cliStart),

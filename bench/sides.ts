@@ -38,6 +38,8 @@ export interface Side {
   startFanOutItems(id: string, count: number, concurrency: number): Promise<void>;
   /** The workflow id of element `index` of a {@link startFanOutItems} item. */
   elementId(id: string, index: number): string;
+  /** The workflows whose runs start a {@link startFanOutItems} item's elements, or hold it (the parent side). */
+  fanOutParents(id: string): string[];
   /**
    * Waits for a {@link startFanOutItems} item and throws unless all `count` elements completed and came back
    * in input order (a Treadle fan-out reports failed elements in a completed stage, so the item's status is
@@ -75,6 +77,8 @@ export function treadleSide(client: TreadleClient): Side {
     startFanOut: (id, width) => start(id, fanOutPipelineSpec(width)),
     startFanOutItems: (id, count, concurrency) => start(id, fanOutItemsPipelineSpec(count, concurrency)),
     elementId: (id, index) => `${id}.${FAN_OUT_ITEMS_STAGE}.1.${index}`,
+    // The work item and its fan-out workflow, which continues as new.
+    fanOutParents: (id) => [id, `${id}.${FAN_OUT_ITEMS_STAGE}.1`],
     fanOutItemsResult: async (id, count) => {
       const result = await client.result(id);
       if (result.status !== 'completed') throw new Error(`treadle item ${id} ${result.status}: ${result.error ?? ''}`);
@@ -125,6 +129,7 @@ export function baselineSide(client: Client, taskQueue: string, startClient: Cli
       await client.workflow.start(fanOutChildren, { taskQueue, workflowId: id, args: [{ count, concurrency }] });
     },
     elementId: (id, index) => `${id}.${index}`,
+    fanOutParents: (id) => [id],
     fanOutItemsResult: async (id, count) => {
       const { results } = await client.workflow.getHandle<typeof fanOutChildren>(id).result();
       if (results.length !== count || !results.every((r, i) => r.i === i)) throw new Error(`baseline fan-out ${id}: ${results.length} results for ${count} elements, or not in input order`);

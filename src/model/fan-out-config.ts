@@ -14,6 +14,8 @@
  *         retry_budget: { max_attempts: 2 }
  *       max_concurrent: 10
  *       on_item_failure: continue   # continue (default): failures are reported in the results; fail: the stage fails
+ *       elements_per_run: 500       # optional: the fan-out workflow continues as new after this many elements
+ *                                   # (default: when its history passes 1 MB)
  *
  * The element stage is checked as a one-stage pipeline, so it takes everything a stage takes and reports
  * its problems the same way.
@@ -31,6 +33,7 @@ const FanOutSettings = z
     stage: z.record(z.string(), z.unknown(), { error: 'must be a stage: {run, with?, gate?, retry_budget?, ...}' }),
     max_concurrent: z.number().int('must be a whole number').min(1, 'must be at least 1').max(MAX_FAN_OUT_CONCURRENCY, `must be at most ${MAX_FAN_OUT_CONCURRENCY}`).default(DEFAULT_FAN_OUT_CONCURRENCY),
     on_item_failure: z.enum(['continue', 'fail']).default('continue'),
+    elements_per_run: z.number().int('must be a whole number').min(1, 'must be at least 1').optional(),
   })
   .strict();
 /** What a stage returning the `fan_out` outcome gives: the list itself instead of `from`/`items`. */
@@ -42,6 +45,7 @@ export interface FanOutConfig {
   stage: Record<string, unknown>;
   maxConcurrent: number;
   onItemFailure: 'continue' | 'fail';
+  elementsPerRun?: number;
 }
 
 /**
@@ -73,6 +77,7 @@ export function checkFanOut(config: unknown, checkStage: (pipeline: unknown) => 
       stage: rest,
       maxConcurrent: data.max_concurrent,
       onItemFailure: data.on_item_failure,
+      ...(data.elements_per_run !== undefined ? { elementsPerRun: data.elements_per_run } : {}),
     },
   };
 }

@@ -11,10 +11,8 @@ import type { GateRef } from './gate-ref';
 import { gateLeaves } from './gate-ref';
 import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
 import { JsonSchema, type Json } from './shapes';
-import { FAN_OUT_STAGE, MAX_FAN_OUT_ITEMS } from './fan-out';
-import { canonicalContract, CONTRACT_FIELD_HINTS, ContractInput, contractProblems } from './contracts';
-import type { ContractSpec } from './contracts';
-import { LLM_CONTRACT_IMPLEMENTATION } from './contracts';
+import { FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE } from './fan-out';
+import { canonicalContract, CONTRACT_FIELD_HINTS, ContractInput, contractProblems, LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './contracts';
 import { checkFanOut } from './fan-out-config';
 import { describeIssue, type SpecProblem } from './spec-problems';
 import { closest } from './suggest';
@@ -505,8 +503,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * a review (update, workflow task, upserts, TTL timer).
  */
 export function worstCaseStageEvents(stage: StageSpec): number {
-  // A fan-out holds a prepare activity and three events per child (initiated, started, closed), at most MAX_FAN_OUT_ITEMS.
-  const fanOut = stage.run === FAN_OUT_STAGE ? 3 + 3 * MAX_FAN_OUT_ITEMS : 0;
+  // A fan-out's elements run under a fan-out workflow: the work item holds its start and its progress signals.
+  const fanOut = stage.run === FAN_OUT_STAGE ? FAN_OUT_ATTEMPT_EVENTS : 0;
   const perAttempt = 3 + 3 + 3 * gateLeaves(stage.gate).length + (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) + (stage.retryBudget.delayMs > 0 ? 2 : 0) + fanOut;
   const review = 12;
   return stage.retryBudget.maxAttempts * perAttempt + review;

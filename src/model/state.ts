@@ -223,13 +223,19 @@ export const CHAINED_STAGE_RUNNER_ENGINE = 3;
  */
 export const CALL_BATCH_ENGINE = 4;
 /**
+ * Engine version 5: a `fan_out` stage stores its list once and runs its elements under a `fanOut` workflow
+ * that continues as new, so no history grows with the width (src/workflows/fan-out.ts); up to 1,000,000
+ * elements instead of 2,000. Older items keep starting every element from the work item itself.
+ */
+export const FAN_OUT_WORKFLOW_ENGINE = 5;
+/**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (README "Versioning"). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
-export const ENGINE_VERSION = CALL_BATCH_ENGINE;
+export const ENGINE_VERSION = FAN_OUT_WORKFLOW_ENGINE;
 
 /** Whether a worker can start items on `version` (pinned while a deploy that raises it rolls out). */
 export function isEngineVersion(version: number): boolean {

@@ -1,5 +1,6 @@
 /**
- * The `fan_out` stage kind, run by the work item's stage runner as one attempt (also when a stage returns
+ * The `fan_out` stage kind of engines 1 to 4, kept for items started on them (engine 5's is fan-out.ts),
+ * run by the work item's stage runner as one attempt (also when a stage returns
  * seed 000's `fan_out` outcome): each element of the list becomes a child work item of a one-stage pipeline
  * (`<item>.<stage>.<attempt>.<index>`, its own history, status, retries, gate and reviews, under this item
  * in the Web UI), at most `max_concurrent` at once; the results come back in input order, and an element
@@ -22,8 +23,8 @@ const activities = proxyActivities<{
 /** What a fan-out attempt needs of its work item. */
 export type FanOutRun = StageKindRun;
 
-/** One fan-out; `outcome` is the artefact of a stage that returned `fan_out` (else the stage's config applies). */
-export async function runFanOut(run: FanOutRun, outcome?: Artefact): Promise<StageActivityResult> {
+/** One fan-out of engines 1 to 4, at most 2,000 elements; `outcome` is the artefact of a stage that returned `fan_out` (else the stage's config applies). */
+export async function runInlineFanOut(run: FanOutRun, outcome?: Artefact): Promise<StageActivityResult> {
   const { stage, emit } = run;
   const prepared = await activities[FAN_OUT_PREPARE_ACTIVITY]({
     itemId: run.itemId,

@@ -33,7 +33,8 @@ import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
 import { callsReported, describeFailure, eventPage, failureDetails, failureWithUsage, now, retryPolicyOf, usageBatch, type StageKindRun } from './common';
 import { applyDecision, runApprovalStage } from './approval-stage';
-import { runFanOut } from './fan-out-stage';
+import { runInlineFanOut } from './fan-out-stage';
+import { fanOutElementInput, fanOutElementOf, handleFanOutProgress, runFanOutWorkflow } from './fan-out';
 import { runLoopStage } from './loop-stage';
 import { runContracts } from './contracts';
 import { LOOP_STAGE } from '../model/loop-state';
@@ -64,7 +65,7 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { CALL_BATCH_ENGINE, CHAINED_STAGE_RUNNER_ENGINE, EVENT_DRIVEN_SCHEDULER_ENGINE } from '../model/state';
+import { CALL_BATCH_ENGINE, CHAINED_STAGE_RUNNER_ENGINE, EVENT_DRIVEN_SCHEDULER_ENGINE, FAN_OUT_WORKFLOW_ENGINE } from '../model/state';
 import { approvalSignal, decideApprovalUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
 
 
@@ -99,7 +100,9 @@ const DETAIL_ROWS = 30;
 export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const info = workflowInfo();
   const itemId = args.itemId ?? info.workflowId;
-  const input: Json = args.input ?? null;
+  // A fan-out's element names its place in the stored list; it is read once the spec is prepared.
+  const element = fanOutElementOf(args);
+  let input: Json = args.input ?? null;
   const pipelineName = args.pipelineName ?? readName(args.pipeline);
   // The starter's correlation id (TreadleClient.start makes one and sets the search attribute), else one made
   // here, deterministically (uuid4 is replay-safe), for items started by other means.
@@ -217,6 +220,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       description: 'Approve or reject a pending approval request by id: {id, decision: "approve" | "reject", by?, reason?}.',
     },
   );
+  handleFanOutProgress(state, touch);
   setHandler(stateQuery, (args?: StateQueryArgs) => pageOfState(state, args), {
     description: 'The work item: status, stages, attempts, pending reviews, model usage, and a page of events ({eventsAfter, eventLimit}).',
   });
@@ -311,6 +315,7 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   }
   // Histories recorded before packed stages carry every stage whole.
   const spec = prepared.packedStages ? { ...prepared.spec, stages: unpackStages(prepared.packedStages) } : prepared.spec;
+  if (element !== undefined) input = await fanOutElementInput(element);
   if (args.tokenBudget !== undefined && args.tokenBudget !== null && !(Number.isInteger(args.tokenBudget) && args.tokenBudget > 0)) {
     state.problems = [`tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(args.tokenBudget)}`];
     return finish(`invalid work item: ${state.problems[0]}`);
@@ -338,8 +343,10 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   // Engine 4: every model call counts (a timed-out activity's last heartbeat, TDD trees, loops, fan-outs),
   // and TDD trees and loops are under the token budget.
   const callBatches = (prepared.engine ?? 1) >= CALL_BATCH_ENGINE;
+  // Engine 5: a fan-out runs its elements under a fan-out workflow, its list stored (src/workflows/fan-out.ts).
+  const fanOut = (prepared.engine ?? 1) >= FAN_OUT_WORKFLOW_ENGINE ? runFanOutWorkflow : runInlineFanOut;
   const runner = (stage: StageSpec): void => {
-    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, callBatches, resolutions, usesAgent: usesAgent(stage, agentBacked, callBatches) };
+    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, callBatches, fanOut, resolutions, usesAgent: usesAgent(stage, agentBacked, callBatches) };
     if (chained) runStageChained(run);
     else void runStage(run);
   };
@@ -441,6 +448,8 @@ interface StageRun {
    * that their token-budget checks decide as they did.
    */
   callBatches: boolean;
+  /** How a fan-out runs: under a fan-out workflow (FAN_OUT_WORKFLOW_ENGINE), else from the work item itself. */
+  fanOut: (run: StageKindRun, outcome?: Artefact) => Promise<StageActivityResult>;
   resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */
   usesAgent: boolean;
@@ -778,7 +787,7 @@ function prepareAttempt(
       : stage.run === APPROVAL_STAGE
         ? runApprovalStage(kindRun)
         : stage.run === FAN_OUT_STAGE
-          ? runFanOut(kindRun)
+          ? run.fanOut(kindRun)
           : stage.run === LOOP_STAGE
             ? runLoopStage(kindRun, run.spec.stages.indexOf(stage))
             : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
@@ -820,17 +829,17 @@ function prepareAttempt(
     const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
       recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
     if (!fansOut(executed)) return afterOutput(takeCalls(executed));
-    if (!run.callBatches) return runFanOut(kindRun, executed.artefact).then(({ calls: _elements, ...fanned }) => afterOutput(takeCalls({ ...fanned, ...(executed.calls ? { calls: executed.calls } : {}) })));
+    if (!run.callBatches) return run.fanOut(kindRun, executed.artefact).then(({ calls: _elements, ...fanned }) => afterOutput(takeCalls({ ...fanned, ...(executed.calls ? { calls: executed.calls } : {}) })));
     // The stage's own calls count even if its fan-out fails; the elements' come with the fan-out's result.
     const { calls: own, ...stageOutput } = executed;
     keepCalls(record, own);
-    return runFanOut(kindRun, stageOutput.artefact).then((fanned) => afterOutput(takeCalls(fanned)));
+    return run.fanOut(kindRun, stageOutput.artefact).then((fanned) => afterOutput(takeCalls(fanned)));
   };
   // Before the event-driven scheduler an attempt was an async function with awaits, kept as it was so
   // histories recorded before it replay.
   const workBeforeEventDriven = async (): Promise<AttemptOutcome> => {
     const executed = await execute();
-    const output = takeCalls(fansOut(executed) ? { ...(await runFanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
+    const output = takeCalls(fansOut(executed) ? { ...(await run.fanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
     const outcome = recordOutput(output);
     if (outcome !== null) return outcome;
     return judged(output, await judgeOutput(output));

@@ -64,3 +64,28 @@ it('records loop-item', async () => {
     expect(history.events!.length).toBeGreaterThan(10);
   }
 }, SCENARIO_TEST_MS);
+
+// A fan_out stage (seed 000 `FanOut`): four elements, two at once, one failing. From engine 5 the elements
+// run under a fan-out workflow that continues as new every two elements; its first run is recorded too.
+it('records fan-out-item', async () => {
+  const id = 'fan-out-item';
+  const element = (subject: string) => ({ subject, script: { classify: [subject === 'broken' ? { error: 'cannot classify' } : { output: { label: subject } }] } });
+  const spec = {
+    name: 'replayed-fan-out',
+    stages: [
+      { name: 'extract', run: 'scripted' },
+      { name: 'classify', type: 'fan_out', depends_on: ['extract'], with: { items: 'emails', stage: { run: 'scripted' }, max_concurrent: 2, elements_per_run: 2 } },
+    ],
+  };
+  const emails = ['a', 'broken', 'c', 'd'].map(element);
+  await h.client.start(spec, { script: { extract: [{ output: { emails } }] } }, { id });
+  expect((await h.client.result(id)).status).toBe('completed');
+  const histories: Record<string, Awaited<ReturnType<ReturnType<typeof h.temporal.workflow.getHandle>['fetchHistory']>>> = { [id]: await h.temporal.workflow.getHandle(id).fetchHistory() };
+  const fanOutId = `${id}.classify.1`;
+  const fanOut = await h.temporal.workflow.getHandle(fanOutId).describe().catch(() => undefined);
+  if (fanOut?.type === 'fanOut') histories[fanOutId] = await h.temporal.workflow.getHandle(fanOutId, fanOut.raw.workflowExecutionInfo?.firstRunId ?? undefined).fetchHistory();
+  for (const [name, history] of Object.entries(histories)) {
+    writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
+    expect(history.events!.length).toBeGreaterThan(10);
+  }
+}, SCENARIO_TEST_MS);

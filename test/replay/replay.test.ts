@@ -18,11 +18,14 @@ const historyOf = (file: string): unknown => JSON.parse(readFileSync(path.join(d
 // The file's name is the workflow id it ran under: a TDD node derives its children's ids from it.
 const workflowIdOf = (file: string): string => path.basename(file, '.json');
 
-it('has recorded histories to replay, from before the event-driven scheduler, the chained stage runner and call batches, and after them', () => {
+it('has recorded histories to replay, from before the event-driven scheduler, the chained stage runner, call batches and the fan-out workflow, and after them', () => {
   expect(files.length).toBeGreaterThanOrEqual(35);
   expect(files.filter((f) => f.startsWith(`before-event-scheduler${path.sep}`)).length).toBeGreaterThanOrEqual(5);
   expect(files.filter((f) => f.startsWith(`before-chained-runner${path.sep}`)).length).toBeGreaterThanOrEqual(10);
   expect(files.filter((f) => f.startsWith(`before-call-batches${path.sep}`)).length).toBeGreaterThanOrEqual(10);
+  // Engine 4's fan-out (every element a child of the work item), and its ten-stage line.
+  expect(files.filter((f) => f.startsWith(`before-fan-out-tree${path.sep}`)).length).toBeGreaterThanOrEqual(2);
+  expect(files).toEqual(expect.arrayContaining(['fan-out-item.json', 'fan-out-item.classify.1.json']));
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 
