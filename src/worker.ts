@@ -75,6 +75,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
   const config = loadConfig();
   const registry = options.registry ?? defaultRegistry();
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
+  const actions = options.approvalActions ?? defaultActionRegistry();
   const callLog = options.callLog !== undefined ? (options.callLog ?? undefined) : config.callLog !== null ? new SqliteCallLog(config.callLog) : undefined;
   return Worker.create({
     connection: options.connection,
@@ -89,6 +90,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         ...(options.agents ? { agents: options.agents } : {}),
         ...(callLog ? { callLog } : {}),
         engineVersion: options.engineVersion ?? config.engineVersion,
+        ...(actions.names ? { actionTypes: actions.names() } : {}),
       }),
       // TDD trees (seed 001): node calls and git worktrees.
       ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
@@ -101,7 +103,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       // Approval stages (seed 003): requests made and approved actions executed, idempotently.
       ...createApprovalActivities({
         blobs,
-        actions: options.approvalActions ?? defaultActionRegistry(),
+        actions,
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
         idempotencyKey,
         inputHash,

@@ -31,6 +31,12 @@ export interface ActionCatalog {
   summarize(type: string, payload: Json): string;
   /** Runs the action at most once per idempotency key and returns its result (the recorded one on a repeat). */
   execute(type: string, payload: Json, context: { idempotencyKey: string; signal?: AbortSignal }): Promise<Json>;
+  /**
+   * The registered types. With it, the worker's check before an item's first stage lists an unknown `action:`
+   * (with a did-you-mean) among the spec's other problems; without it, the approval step refuses the type
+   * only when it makes its requests, after the stages before it have run.
+   */
+  names?(): string[];
 }
 
 export interface ApprovalActivityDependencies {

@@ -47,6 +47,8 @@ export interface ActivityDependencies {
   callLog?: CallLog;
   /** The engine version items start on (default {@link ENGINE_VERSION}; an older one while a deploy rolls out). */
   engineVersion?: number;
+  /** The approval action types the worker registers, checked with the rest of a spec (none: not checked here). */
+  actionTypes?: readonly string[];
 }
 
 type Activity = (input: never) => Promise<unknown>;
@@ -57,7 +59,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   const engine = deps.engineVersion ?? ENGINE_VERSION;
   if (!isEngineVersion(engine)) throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
   const activities: Record<string, Activity> = {};
-  const names = deps.registry.names();
+  const names = { ...deps.registry.names(), ...(deps.actionTypes ? { actions: deps.actionTypes } : {}) };
 
   activities[PREPARE_PIPELINE_ACTIVITY] = async (input: PreparePipelineInput): Promise<PreparePipelineResult> => {
     // A fan-out's children name their one-stage pipeline by reference: it is stored once for all of them.

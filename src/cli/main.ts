@@ -100,11 +100,6 @@ function readInput(value: string | undefined, fallback: Json): Json {
 const listed = (problems: string[]): string => problems.map((p) => `  - ${p}`).join('\n');
 
 /**
- * Checks a spec before `run` starts it. Structural problems always refuse. Implementations Treadle does not
- * ship refuse too, unless `customWorker` says the worker registers them: then the names are returned, for
- * the worker's own check (the item's prepare step) to confirm.
- */
-/**
  * Starts a work item as `run` and `loop` do: says when the id names an earlier run, waits for the worker's
  * check of names it does not ship, then prints the id, or (`--wait`) the events, the status and its loops.
  */
@@ -132,15 +127,15 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
   return loops.isLoopPipelineFile(raw) ? loops.loopPipelineSpec(file, raw, options) : raw;
 }
 
+/** An unshipped name in a problem's text: `unknown stage implementation "x"`, `unknown validator "y"`, … */
+const UNKNOWN_NAME = /unknown (stage|gate) implementation "([^"]+)"|unknown (validator|reviser|action type) "([^"]+)"/g;
+
 /**
  * Checks a spec before `run` or `loop` starts it, in one pass. Any problem but a name Treadle does not
  * ship refuses, listing every problem. Unshipped names (implementations, validators, action types) refuse
  * too, unless `customWorker` says the worker registers them: then they are returned, for the worker's own
  * check (the item's prepare step) to confirm.
  */
-/** An unshipped name in a problem's text: `unknown stage implementation "x"`, `unknown validator "y"`, … */
-const UNKNOWN_NAME = /unknown (stage|gate) implementation "([^"]+)"|unknown (validator|reviser|action type) "([^"]+)"/g;
-
 function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
   const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
   if (result.ok) return [];

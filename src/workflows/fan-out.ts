@@ -219,7 +219,8 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
     if (completed + failed - reported >= reportEvery) report();
   };
   const lane = async (): Promise<void> => {
-    while (next < input.total && !full()) await runElement(next++);
+    // Every run starts at least one element, so a run that finds itself full at once still makes progress.
+    while (next < input.total && (next === first || !full())) await runElement(next++);
   };
   await Promise.all(Array.from({ length: Math.min(input.maxConcurrent, input.total - first) }, lane));
 

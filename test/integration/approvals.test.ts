@@ -24,6 +24,7 @@ const catalog: ActionCatalog = {
     return typeof title === 'string' && title !== '' ? [] : ['title: must be a non-empty string'];
   },
   summarize: (_type, payload) => `note "${(payload as { title: string }).title}"`,
+  names: () => ['note'],
   execute: async (_type, payload, { idempotencyKey }) => {
     executions++;
     if ((payload as { title: string }).title === 'explode') throw new Error('the note service refused it');
@@ -161,6 +162,17 @@ it('approve list shows an escalated request: who it is escalated to and its new 
   await h.client.decideApproval(escalated.id, 'approve', { by: 'lead' });
   expect((await h.client.result(id)).status).toBe('completed');
 }, 60_000);
+
+it('refuses an action type the worker lacks before the first stage runs, with a did-you-mean', async () => {
+  // The client starts what the CLI would refuse: the worker's own check must catch it (run --custom-worker).
+  const id = h.id('unknown-action');
+  await h.client.start(approvalPipeline(`approvals-unknown-${h.taskQueue}`, { action: 'nots' }), draftOf(['alpha']), { id });
+  const result = await h.client.result(id);
+  expect(result.status).toBe('failed');
+  expect(result.error).toContain('unknown action type "nots" (did you mean "note"?)');
+  const state = await h.client.getState(id);
+  expect(state.stages['draft']?.attempts ?? []).toEqual([]);
+});
 
 it('refuses invalid payloads when the requests are made, listing every problem, and makes no request', async () => {
   const id = h.id('invalid');

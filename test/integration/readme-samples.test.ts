@@ -335,7 +335,8 @@ describe('the approval sample', () => {
     expect(outcome).toEqual({ status: 'waiting_approval', error: undefined });
     const [request] = state.approvals ?? [];
     expect(request?.payload).toEqual(element);
-    if (field) expect(request?.context).toContain('from the weekly meeting');
+    expect(field).toBeDefined(); // the sample shows context_field; its element's field becomes the context
+    expect(request?.context).toContain('from the weekly meeting');
     // Leave nothing pending for other test files' namespace-wide listings.
     await h.client.decideApproval(request!.id, 'reject', { reason: 'the sample is checked' });
   }, 60_000);
