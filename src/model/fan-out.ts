@@ -66,22 +66,21 @@ export interface FanOutPrepareInput {
   outcome?: Artefact;
 }
 
+/** A stored fan-out as the `fanOut` workflow runs it: the elements' pipeline, where they are, how many at once. */
+export interface FanOutPlan {
+  pipeline: Artefact;
+  pipelineName: string;
+  childStage: string;
+  total: number;
+  /** The elements, {@link FAN_OUT_PAGE_ELEMENTS} to a page (`sha256:` refs), in input order. */
+  pages: string[];
+  maxConcurrent: number;
+  /** `elements_per_run`: a run continues as new after starting this many elements (else by history size). */
+  elementsPerRun?: number;
+}
+
 /** What {@link FAN_OUT_STORE_ACTIVITY} makes of a fan-out: everything but the elements, which are stored. */
-export type FanOutStoreResult =
-  | {
-      ok: true;
-      pipeline: Artefact;
-      pipelineName: string;
-      childStage: string;
-      total: number;
-      /** The elements, {@link FAN_OUT_PAGE_ELEMENTS} to a page (`sha256:` refs), in input order. */
-      pages: string[];
-      maxConcurrent: number;
-      onItemFailure: 'continue' | 'fail';
-      /** `elements_per_run`: a run continues as new after starting this many elements (else by history size). */
-      elementsPerRun?: number;
-    }
-  | { ok: false; problems: string[] };
+export type FanOutStoreResult = ({ ok: true; onItemFailure: 'continue' | 'fail' } & FanOutPlan) | { ok: false; problems: string[] };
 
 /** Where an element is stored: its page and its place in it. The same few bytes whatever the element weighs. */
 export interface FanOutElementRef {
@@ -94,19 +93,12 @@ export interface FanOutElementInput {
 }
 
 /** Input of the `fanOut` workflow; the counters carry one run's progress to the next through continue-as-new. */
-export interface FanOutInput {
+export interface FanOutInput extends FanOutPlan {
   /** The work item that fans out, its stage and attempt: the elements' ids derive from them. */
   itemId: string;
   stage: string;
   attempt: number;
   correlationId?: string;
-  pipeline: Artefact;
-  pipelineName: string;
-  childStage: string;
-  total: number;
-  pages: string[];
-  maxConcurrent: number;
-  elementsPerRun?: number;
   /** The first element this run starts (0 on the first run). */
   next: number;
   /** The results pages of the runs before this one, in input order. */
