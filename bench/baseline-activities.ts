@@ -31,12 +31,19 @@ export function createBaselineActivities() {
      * One iteration of the baseline loop: the files a loop iteration leaves (the output, its snapshot, a
      * status file, a progress entry) written in `dir`, as a hand-written loop over an agent would.
      */
-    async iterate(input: { dir: string; iteration: number; output: string }): Promise<{ decision: string; bytes: number }> {
+    async iterate(input: {
+      dir: string;
+      iteration: number;
+      output: string;
+    }): Promise<{ decision: string; bytes: number }> {
       const at = path.join(input.dir, 'iterations', String(input.iteration).padStart(3, '0'));
       await mkdir(at, { recursive: true });
       await writeFile(path.join(input.dir, 'output.md'), input.output);
       await writeFile(path.join(at, 'output.md'), input.output);
-      await writeFile(path.join(at, 'status.json'), JSON.stringify({ decision: 'continue', reason: 'r', summary: 's', errors: [] }));
+      await writeFile(
+        path.join(at, 'status.json'),
+        JSON.stringify({ decision: 'continue', reason: 'r', summary: 's', errors: [] }),
+      );
       await appendFile(path.join(input.dir, 'progress.md'), `## Iteration ${input.iteration}\n- s\n`);
       return { decision: 'continue', bytes: input.output.length };
     },
@@ -44,7 +51,9 @@ export function createBaselineActivities() {
       return { i: input.step };
     },
     async judge(input: JudgeInput): Promise<JudgeResult> {
-      return input.attempt <= input.rejectFirst ? { accepted: false, feedback: `attempt ${input.attempt} rejected` } : { accepted: true };
+      return input.attempt <= input.rejectFirst
+        ? { accepted: false, feedback: `attempt ${input.attempt} rejected` }
+        : { accepted: true };
     },
     async producePayload(input: { bytes: number; document?: string }): Promise<{ text: string }> {
       return { text: 'x'.repeat(input.bytes) };

@@ -7,7 +7,16 @@
  * large payload passed inline between two activities, a fan-out of child workflows over a list, and a
  * loop of iterations that continues as new every `perRun` of them.
  */
-import { condition, continueAsNew, defineQuery, defineSignal, executeChild, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  executeChild,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type * as activities from './baseline-activities';
 
 type Activities = activities.BaselineActivities;
@@ -62,7 +71,10 @@ export async function reviewThenContinue(): Promise<{ approved: boolean }> {
 }
 
 /** Does the work, asks the judge, and tries again until the judge accepts or attempts run out. */
-export async function retryLoop(input: { maxAttempts: number; rejectFirst: number }): Promise<{ attempts: number; accepted: boolean }> {
+export async function retryLoop(input: {
+  maxAttempts: number;
+  rejectFirst: number;
+}): Promise<{ attempts: number; accepted: boolean }> {
   for (let attempt = 1; attempt <= input.maxAttempts; attempt++) {
     await noop({ step: attempt });
     const verdict = await judge({ attempt, rejectFirst: input.rejectFirst });
@@ -76,7 +88,10 @@ export async function retryLoop(input: { maxAttempts: number; rejectFirst: numbe
  * the next receives that as its input.
  */
 export async function largePayload(input: { bytes: number; document?: string }): Promise<{ consumed: number }> {
-  const payload = await producePayload({ bytes: input.bytes, ...(input.document !== undefined ? { document: input.document } : {}) });
+  const payload = await producePayload({
+    bytes: input.bytes,
+    ...(input.document !== undefined ? { document: input.document } : {}),
+  });
   const result = await consumePayload(payload);
   return { consumed: result.i };
 }
@@ -90,7 +105,10 @@ export async function fanOutElement(input: { step: number }): Promise<{ i: numbe
  * The samples' child-workflow fan-out: one activity makes the list, then one child workflow per element,
  * at most `concurrency` at once, results kept in input order.
  */
-export async function fanOutChildren(input: { count: number; concurrency: number }): Promise<{ results: { i: number }[] }> {
+export async function fanOutChildren(input: {
+  count: number;
+  concurrency: number;
+}): Promise<{ results: { i: number }[] }> {
   const { items } = await listElements({ count: input.count });
   const results = new Array<{ i: number }>(items.length);
   const parent = workflowInfo().workflowId;
@@ -110,7 +128,13 @@ export async function fanOutChildren(input: { count: number; concurrency: number
  * A hand-written agent loop: one activity per iteration writing the iteration's files, continuing as new
  * every `perRun` iterations with the count carried, until `iterations` are done.
  */
-export async function loopIterations(input: { iterations: number; perRun: number; dir: string; output: string; done?: number }): Promise<{ iterations: number }> {
+export async function loopIterations(input: {
+  iterations: number;
+  perRun: number;
+  dir: string;
+  output: string;
+  done?: number;
+}): Promise<{ iterations: number }> {
   let done = input.done ?? 0;
   for (let run = 0; done < input.iterations; run++) {
     if (run === input.perRun) return continueAsNew<typeof loopIterations>({ ...input, done });

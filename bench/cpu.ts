@@ -43,7 +43,9 @@ function machineBusyMs(): number | null {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
     const [, user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).map(Number);
-    return (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) / clockTicks()) * 1000;
+    return (
+      (((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) / clockTicks()) * 1000
+    );
   } catch {
     return null;
   }
@@ -52,18 +54,28 @@ function machineBusyMs(): number | null {
 /** Reads the counters now. */
 export function cpuSnapshot(serverPid: number | undefined): CpuSnapshot {
   const own = process.cpuUsage();
-  return { processMs: (own.user + own.system) / 1000, serverMs: serverPid === undefined ? null : processCpuMs(serverPid), machineMs: machineBusyMs() };
+  return {
+    processMs: (own.user + own.system) / 1000,
+    serverMs: serverPid === undefined ? null : processCpuMs(serverPid),
+    machineMs: machineBusyMs(),
+  };
 }
 
 /** CPU used between two snapshots. */
 export function cpuSpent(from: CpuSnapshot, to: CpuSnapshot): CpuSnapshot {
   const delta = (a: number | null, b: number | null) => (a === null || b === null ? null : b - a);
-  return { processMs: to.processMs - from.processMs, serverMs: delta(from.serverMs, to.serverMs), machineMs: delta(from.machineMs, to.machineMs) };
+  return {
+    processMs: to.processMs - from.processMs,
+    serverMs: delta(from.serverMs, to.serverMs),
+    machineMs: delta(from.machineMs, to.machineMs),
+  };
 }
 
 /** CPU the rest of the machine (other jobs) used during a span: machine busy time minus ours and the server's. */
 export function otherCpuMs(spent: CpuSnapshot): number | null {
-  return spent.machineMs === null || spent.serverMs === null ? null : Math.max(0, spent.machineMs - spent.processMs - spent.serverMs);
+  return spent.machineMs === null || spent.serverMs === null
+    ? null
+    : Math.max(0, spent.machineMs - spent.processMs - spent.serverMs);
 }
 
 /**
@@ -84,7 +96,8 @@ export function threadCpuMs(): Map<string, number> {
   for (const tid of tids) {
     try {
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      const name = Number(tid) === process.pid ? 'main' : `${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}#${tid}`;
+      const name =
+        Number(tid) === process.pid ? 'main' : `${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}#${tid}`;
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       byThread.set(name, ((Number(fields[11]) + Number(fields[12])) / clockTicks()) * 1000);
     } catch {

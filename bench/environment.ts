@@ -4,7 +4,15 @@
  * machine, versions and settings that goes into the results.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger, makeTelemetryFilterString, NativeConnection, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  makeTelemetryFilterString,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkflowBundle,
+} from '@temporalio/worker';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -93,7 +101,6 @@ function installRuntime(warnings: WorkerWarning[]): void {
 /** Treadle's default: artefacts above this many bytes of JSON go to the blob store. */
 const BLOB_THRESHOLD_BYTES = DEFAULT_BLOB_THRESHOLD_BYTES;
 
-
 function sdkVersion(): string {
   const main = require.resolve('@temporalio/worker');
   const manifest = path.join(path.dirname(main), '..', 'package.json');
@@ -114,7 +121,10 @@ export const quietBundlerLogger = {
  * Starts the server, bundles both sides' workflows, starts both workers; `shutdown` undoes all of it.
  * `onWorkerFailure` is called if a worker stops on its own (the scenarios would otherwise wait forever).
  */
-export async function startEnvironment(progress: (message: string) => void, onWorkerFailure: (error: unknown) => void): Promise<BenchEnvironment> {
+export async function startEnvironment(
+  progress: (message: string) => void,
+  onWorkerFailure: (error: unknown) => void,
+): Promise<BenchEnvironment> {
   const warnings: WorkerWarning[] = [];
   installRuntime(warnings);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-'));
@@ -155,13 +165,26 @@ export async function startEnvironment(progress: (message: string) => void, onWo
     const baselineConnection = await NativeConnection.connect({ address: server.address });
     cleanups.push(() => baselineConnection.close());
     const blobs = new FileBlobStore(path.join(dir, 'blobs'));
-    const treadleWorker = await createBenchWorker('treadle', { connection: treadleConnection, namespace: server.namespace, taskQueue: TREADLE_QUEUE, workflowBundle: treadleBundle, blobs });
-    const baselineWorker = await createBenchWorker('baseline', { connection: baselineConnection, namespace: server.namespace, taskQueue: BASELINE_QUEUE, workflowBundle: baselineBundle, blobs });
+    const treadleWorker = await createBenchWorker('treadle', {
+      connection: treadleConnection,
+      namespace: server.namespace,
+      taskQueue: TREADLE_QUEUE,
+      workflowBundle: treadleBundle,
+      blobs,
+    });
+    const baselineWorker = await createBenchWorker('baseline', {
+      connection: baselineConnection,
+      namespace: server.namespace,
+      taskQueue: BASELINE_QUEUE,
+      workflowBundle: baselineBundle,
+      blobs,
+    });
     let stopping = false;
     for (const worker of [treadleWorker, baselineWorker]) {
       const running = worker.run().then(
         () => {
-          if (!stopping) onWorkerFailure(new Error(`the worker on task queue ${worker.options.taskQueue} stopped unexpectedly`));
+          if (!stopping)
+            onWorkerFailure(new Error(`the worker on task queue ${worker.options.taskQueue} stopped unexpectedly`));
         },
         (error: unknown) => {
           if (!stopping) onWorkerFailure(error);
@@ -208,11 +231,25 @@ export async function startEnvironment(progress: (message: string) => void, onWo
  */
 export function createBenchWorker(
   side: 'treadle' | 'baseline',
-  options: { connection: NativeConnection; namespace: string; taskQueue: string; workflowBundle: WorkflowBundle | { code: string }; blobs: FileBlobStore },
+  options: {
+    connection: NativeConnection;
+    namespace: string;
+    taskQueue: string;
+    workflowBundle: WorkflowBundle | { code: string };
+    blobs: FileBlobStore;
+  },
 ): Promise<Worker> {
   const { connection, namespace, taskQueue, workflowBundle, blobs } = options;
   return side === 'treadle'
-    ? createWorker({ connection, namespace, taskQueue, registry: benchRegistry(), blobs, blobThresholdBytes: BLOB_THRESHOLD_BYTES, workflowBundle })
+    ? createWorker({
+        connection,
+        namespace,
+        taskQueue,
+        registry: benchRegistry(),
+        blobs,
+        blobThresholdBytes: BLOB_THRESHOLD_BYTES,
+        workflowBundle,
+      })
     : Worker.create({ connection, namespace, taskQueue, workflowBundle, activities: createBaselineActivities() });
 }
 

@@ -25,7 +25,8 @@ export interface ActivitySpan {
 /** Numbers in histories are Long objects or plain numbers depending on the field and decoder. */
 function toNumber(value: unknown): number {
   if (typeof value === 'number') return value;
-  if (value && typeof (value as { toNumber?: unknown }).toNumber === 'function') return (value as { toNumber(): number }).toNumber();
+  if (value && typeof (value as { toNumber?: unknown }).toNumber === 'function')
+    return (value as { toNumber(): number }).toNumber();
   return Number(value ?? 0);
 }
 
@@ -75,7 +76,11 @@ export function payloadBytesByType(history: History): Record<string, number> {
     const name = eventTypeName(event);
     bytes[name] = (bytes[name] ?? 0) + binaryBytes(event);
   }
-  return Object.fromEntries(Object.entries(bytes).filter(([, b]) => b > 0).sort(([, a], [, b]) => b - a));
+  return Object.fromEntries(
+    Object.entries(bytes)
+      .filter(([, b]) => b > 0)
+      .sort(([, a], [, b]) => b - a),
+  );
 }
 
 /** Every activity execution, in the order they were scheduled. */
@@ -123,7 +128,9 @@ interface Transition {
  */
 function transitions(history: History, only?: (span: ActivitySpan) => boolean): Transition[] {
   const spans = activitySpans(history);
-  const closed = spans.filter((s) => s.closedId !== undefined && s.outcome === 'completed').sort((a, b) => a.closedId! - b.closedId!);
+  const closed = spans
+    .filter((s) => s.closedId !== undefined && s.outcome === 'completed')
+    .sort((a, b) => a.closedId! - b.closedId!);
   const out: Transition[] = [];
   for (const span of spans) {
     if (span.startedAt === undefined || (only && !only(span))) continue;
@@ -164,7 +171,12 @@ export function transitionBreakdown(history: History): TransitionParts[] {
     const id = toNumber(event.eventId);
     timeOf.set(id, timestampMs(event.eventTime));
     const done = event.workflowTaskCompletedEventAttributes;
-    if (done) completedTasks.push({ id, scheduledId: toNumber(done.scheduledEventId), startedId: toNumber(done.startedEventId) });
+    if (done)
+      completedTasks.push({
+        id,
+        scheduledId: toNumber(done.scheduledEventId),
+        startedId: toNumber(done.startedEventId),
+      });
   }
   const out: TransitionParts[] = [];
   for (const { previous, next } of transitions(history)) {
@@ -201,7 +213,13 @@ export async function readHistory(handle: WorkflowHandle): Promise<{ history: Hi
 /** Median of each part over many transitions (ms), so the parts add up roughly to the median total. */
 export function medianParts(parts: readonly TransitionParts[]): TransitionParts {
   const med = (pick: (p: TransitionParts) => number) => round(median(parts.map(pick)));
-  return { total: med((p) => p.total), wftQueue: med((p) => p.wftQueue), wftRun: med((p) => p.wftRun), activityQueue: med((p) => p.activityQueue), other: med((p) => p.other) };
+  return {
+    total: med((p) => p.total),
+    wftQueue: med((p) => p.wftQueue),
+    wftRun: med((p) => p.wftRun),
+    activityQueue: med((p) => p.activityQueue),
+    other: med((p) => p.other),
+  };
 }
 
 /** Workflow tasks of a run: how many, and their summed time from started to completed (worker-side work plus one round trip each). */

@@ -38,11 +38,15 @@ async function main(): Promise<void> {
     if (which !== 'baseline') sides.push(treadleSide(env.treadle));
     const tag = randomUUID().slice(0, 8);
     const runRound = async (side: Side, name: string, n: number): Promise<void> => {
-      await mapLimited(Array.from({ length: n }, (_, i) => i), n, async (i) => {
-        const id = `${tag}-${name}-${side.name}-${i}`;
-        await side.startLinear(id, 10);
-        await side.result(id);
-      });
+      await mapLimited(
+        Array.from({ length: n }, (_, i) => i),
+        n,
+        async (i) => {
+          const id = `${tag}-${name}-${side.name}-${i}`;
+          await side.startLinear(id, 10);
+          await side.result(id);
+        },
+      );
     };
     for (const side of sides) await runRound(side, 'warmup', 20);
     const saveTo = process.env.PROFILE_SAVE_HISTORIES;

@@ -94,16 +94,24 @@ async function measureHere(historiesDir: string, promiseHook: boolean, batches: 
     }
   }
   const per = (side: SideName): number => cpuMs[side] / (batches * BATCH);
-  return { promiseHook, cpuMsPerReplay: { treadle: per('treadle'), baseline: per('baseline') }, workflowPromisesPerReplay };
+  return {
+    promiseHook,
+    cpuMsPerReplay: { treadle: per('treadle'), baseline: per('baseline') },
+    workflowPromisesPerReplay,
+  };
 }
 
 function measureInChild(historiesDir: string, promiseHook: boolean, batches: number): Promise<Measurement> {
   return new Promise((resolve, reject) => {
-    const child = fork(__filename, ['--one', historiesDir, promiseHook ? 'hook' : 'no-hook', String(batches)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(__filename, ['--one', historiesDir, promiseHook ? 'hook' : 'no-hook', String(batches)], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     let answer: Measurement | undefined;
     child.on('message', (message) => (answer = message as Measurement));
     child.on('error', reject);
-    child.on('exit', (code, signal) => (answer ? resolve(answer) : reject(new Error(`a measurement exited with ${signal ?? code} before answering`))));
+    child.on('exit', (code, signal) =>
+      answer ? resolve(answer) : reject(new Error(`a measurement exited with ${signal ?? code} before answering`)),
+    );
   });
 }
 
@@ -116,7 +124,10 @@ async function main(): Promise<void> {
   }
   const withoutHook = args.includes('--without-promise-hook');
   const [dir, batchesArg, roundsArg] = args.filter((a) => !a.startsWith('--'));
-  if (!dir) throw new Error('usage: replay-cost.js <histories dir> [batches of 20 replays] [processes] [--without-promise-hook]');
+  if (!dir)
+    throw new Error(
+      'usage: replay-cost.js <histories dir> [batches of 20 replays] [processes] [--without-promise-hook]',
+    );
   const batches = Number(batchesArg ?? 10);
   const rounds = Number(roundsArg ?? 3);
   const settings = withoutHook ? [true, false] : [true];
@@ -130,18 +141,27 @@ async function main(): Promise<void> {
       );
     }
   }
-  const medianOf = (promiseHook: boolean, side: SideName): number => median(results.get(promiseHook)!.map((m) => m.cpuMsPerReplay[side]));
+  const medianOf = (promiseHook: boolean, side: SideName): number =>
+    median(results.get(promiseHook)!.map((m) => m.cpuMsPerReplay[side]));
   const first = results.get(true)![0]!;
-  console.log(`workflow promises per item: treadle ${first.workflowPromisesPerReplay.treadle}, baseline ${first.workflowPromisesPerReplay.baseline}`);
+  console.log(
+    `workflow promises per item: treadle ${first.workflowPromisesPerReplay.treadle}, baseline ${first.workflowPromisesPerReplay.baseline}`,
+  );
   for (const promiseHook of settings) {
     const t = medianOf(promiseHook, 'treadle');
     const b = medianOf(promiseHook, 'baseline');
-    const ratios = results.get(promiseHook)!.map((m) => (m.cpuMsPerReplay.treadle / m.cpuMsPerReplay.baseline).toFixed(2));
-    console.log(`promise hook ${promiseHook ? 'on ' : 'off'}: CPU per replayed item (median of ${rounds} processes): treadle ${t.toFixed(2)} ms, baseline ${b.toFixed(2)} ms, difference ${(t - b).toFixed(2)} ms; treadle ÷ baseline per process: ${ratios.join(' ')}`);
+    const ratios = results
+      .get(promiseHook)!
+      .map((m) => (m.cpuMsPerReplay.treadle / m.cpuMsPerReplay.baseline).toFixed(2));
+    console.log(
+      `promise hook ${promiseHook ? 'on ' : 'off'}: CPU per replayed item (median of ${rounds} processes): treadle ${t.toFixed(2)} ms, baseline ${b.toFixed(2)} ms, difference ${(t - b).toFixed(2)} ms; treadle ÷ baseline per process: ${ratios.join(' ')}`,
+    );
   }
   if (withoutHook) {
     const hook = (side: SideName): number => medianOf(true, side) - medianOf(false, side);
-    console.log(`the promise hook's share: treadle ${hook('treadle').toFixed(2)} ms, baseline ${hook('baseline').toFixed(2)} ms per item`);
+    console.log(
+      `the promise hook's share: treadle ${hook('treadle').toFixed(2)} ms, baseline ${hook('baseline').toFixed(2)} ms per item`,
+    );
   }
 }
 

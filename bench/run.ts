@@ -17,7 +17,12 @@ import { CLI_START_GOAL_MS, cliStart, type CliStartResult } from './scenarios/cl
 import { fanOut, type FanOutWidthResult } from './scenarios/fan-out';
 import { fanOutItems, type FanOutItemsResult } from './scenarios/fan-out-items';
 import { loopIterations, type LoopIterationsResult } from './scenarios/loop-iterations';
-import { HISTORY_BYTES_PER_ATTEMPT_GOAL, largeArtefacts, sizeLabel, type ArtefactSizeResult } from './scenarios/large-artefacts';
+import {
+  HISTORY_BYTES_PER_ATTEMPT_GOAL,
+  largeArtefacts,
+  sizeLabel,
+  type ArtefactSizeResult,
+} from './scenarios/large-artefacts';
 import { latency, type LatencyResult } from './scenarios/latency';
 import { retryLoop, type RetryLoopResult } from './scenarios/retry-loop';
 import { reviewRoundTrip, type ReviewRoundTripResult } from './scenarios/review-round-trip';
@@ -88,14 +93,16 @@ const ALONE = { 'fan-out-items': fanOutItems } as const;
 function parseOnly(argv: string[]): keyof typeof ALONE | undefined {
   const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
   if (only === undefined) return undefined;
-  if (!(only in ALONE)) throw new Error(`--only=${only}: no such scenario; use one of ${Object.keys(ALONE).join(', ')}`);
+  if (!(only in ALONE))
+    throw new Error(`--only=${only}: no such scenario; use one of ${Object.keys(ALONE).join(', ')}`);
   return only as keyof typeof ALONE;
 }
 
 function parseMode(argv: string[]): Sizes['mode'] {
   const known = ['--quick', '--medium', '--full'];
   const unknown = argv.filter((a) => !known.includes(a) && !a.startsWith('--only='));
-  if (unknown.length > 0) throw new Error(`unknown argument(s) ${unknown.join(' ')}; use --quick, --medium, --full or --only=<scenario>`);
+  if (unknown.length > 0)
+    throw new Error(`unknown argument(s) ${unknown.join(' ')}; use --quick, --medium, --full or --only=<scenario>`);
   if (argv.includes('--quick')) return 'quick';
   if (argv.includes('--medium')) return 'medium';
   return 'full';
@@ -108,11 +115,15 @@ function progress(message: string): void {
 async function warmUp(ctx: ScenarioContext): Promise<void> {
   progress(`warming up both sides (${WARM_UP_ITEMS} items each)`);
   for (const side of [ctx.baseline, ctx.treadle]) {
-    await mapLimited(Array.from({ length: WARM_UP_ITEMS }, (_, i) => i), WARM_UP_ITEMS, async (i) => {
-      const id = `${ctx.tag}-warmup-${side.name}-${i}`;
-      await side.startLinear(id, ctx.sizes.stages);
-      await side.result(id);
-    });
+    await mapLimited(
+      Array.from({ length: WARM_UP_ITEMS }, (_, i) => i),
+      WARM_UP_ITEMS,
+      async (i) => {
+        const id = `${ctx.tag}-warmup-${side.name}-${i}`;
+        await side.startLinear(id, ctx.sizes.stages);
+        await side.result(id);
+      },
+    );
     const id = `${ctx.tag}-warmup-review-${side.name}`;
     await side.startReview(id);
     await side.untilWaiting(id);
@@ -151,7 +162,9 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
       goal: 'per-stage scheduling latency p50 under throughput load: Treadle ÷ baseline',
       measured: s.throughput.latencyUnderLoadP50Ratio,
       target: `≤ ${LATENCY_P50_RATIO_GOAL}`,
-      met: s.throughput.latencyUnderLoadP50Ratio !== null && s.throughput.latencyUnderLoadP50Ratio <= LATENCY_P50_RATIO_GOAL,
+      met:
+        s.throughput.latencyUnderLoadP50Ratio !== null &&
+        s.throughput.latencyUnderLoadP50Ratio <= LATENCY_P50_RATIO_GOAL,
     },
     ...s.largeArtefacts.map((a) => ({
       goal: `payloads of ${sizeLabel(a.bytes)} (input and artefact): Treadle history bytes per attempt`,
@@ -165,19 +178,39 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
       target: `< ${LISTING_GOAL_MS}`,
       met: s.waitingItems.listing.steadyCallMs < LISTING_GOAL_MS,
     },
-    ...s.cliStart.commands.map((c) => ({ goal: `CLI start: ${c.command}, median ms`, measured: c.startMs.p50, target: `< ${CLI_START_GOAL_MS}`, met: c.underGoal })),
+    ...s.cliStart.commands.map((c) => ({
+      goal: `CLI start: ${c.command}, median ms`,
+      measured: c.startMs.p50,
+      target: `< ${CLI_START_GOAL_MS}`,
+      met: c.underGoal,
+    })),
   ];
-  if (mode === 'quick') goals.push({ goal: 'quick mode wall time (ms)', measured: round(durationMs, 0), target: `< ${QUICK_MODE_BUDGET_MS}`, met: durationMs < QUICK_MODE_BUDGET_MS });
+  if (mode === 'quick')
+    goals.push({
+      goal: 'quick mode wall time (ms)',
+      measured: round(durationMs, 0),
+      target: `< ${QUICK_MODE_BUDGET_MS}`,
+      met: durationMs < QUICK_MODE_BUDGET_MS,
+    });
   return goals;
 }
 
 function printTable(rows: Row[], goals: Goal[]): void {
-  const header: Row = { scenario: 'scenario', metric: 'metric', treadle: 'treadle', baseline: 'baseline', ratio: 'T/B' };
+  const header: Row = {
+    scenario: 'scenario',
+    metric: 'metric',
+    treadle: 'treadle',
+    baseline: 'baseline',
+    ratio: 'T/B',
+  };
   const keys = ['scenario', 'metric', 'treadle', 'baseline', 'ratio'] as const;
   const widths = keys.map((k) => Math.max(...[header, ...rows].map((r) => r[k].length)));
   const line = (r: Row) => `| ${keys.map((k, i) => r[k].padEnd(widths[i]!)).join(' | ')} |`;
   const out = [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line), '', 'goals:'];
-  for (const g of goals) out.push(`  ${g.met ? 'met   ' : 'MISSED'} ${g.goal}: ${g.measured ?? '—'} (target ${g.target}${g.uncertainty ? `; ${g.uncertainty}` : ''})`);
+  for (const g of goals)
+    out.push(
+      `  ${g.met ? 'met   ' : 'MISSED'} ${g.goal}: ${g.measured ?? '—'} (target ${g.target}${g.uncertainty ? `; ${g.uncertainty}` : ''})`,
+    );
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
@@ -194,8 +227,14 @@ async function main(): Promise<void> {
   const mode = parseMode(process.argv.slice(2));
   const only = parseOnly(process.argv.slice(2));
   // TREADLE_BENCH_FAN_OUT_ITEMS runs the fan-out-over-items scenario at other sizes (`1000` or `1000,10000`).
-  const items = (process.env.TREADLE_BENCH_FAN_OUT_ITEMS ?? '').split(',').filter((s) => s.trim() !== '').map(Number);
-  const sizes = items.length > 0 && items.every((n) => Number.isInteger(n) && n > 0) ? { ...SIZES[mode], fanOutItems: items } : SIZES[mode];
+  const items = (process.env.TREADLE_BENCH_FAN_OUT_ITEMS ?? '')
+    .split(',')
+    .filter((s) => s.trim() !== '')
+    .map(Number);
+  const sizes =
+    items.length > 0 && items.every((n) => Number.isInteger(n) && n > 0)
+      ? { ...SIZES[mode], fanOutItems: items }
+      : SIZES[mode];
   const startedAt = new Date();
   const started = performance.now();
   progress(`mode ${mode}`);
@@ -235,7 +274,17 @@ async function main(): Promise<void> {
     if (only !== undefined) {
       await run(ALONE[only]);
       const durationMs = performance.now() - started;
-      const alone = { mode, only, sizes, startedAt: startedAt.toISOString(), durationMs: round(durationMs, 0), environment: record, loadAverageAtEnd: os.loadavg().map((l) => round(l)), table: rows, result: scenarioResults[0] };
+      const alone = {
+        mode,
+        only,
+        sizes,
+        startedAt: startedAt.toISOString(),
+        durationMs: round(durationMs, 0),
+        environment: record,
+        loadAverageAtEnd: os.loadavg().map((l) => round(l)),
+        table: rows,
+        result: scenarioResults[0],
+      };
       printTable(rows, []);
       mkdirSync(RESULTS_DIR, { recursive: true });
       const file = path.join(RESULTS_DIR, `${mode}-${only}.json`);

@@ -17,7 +17,8 @@ export interface OperationsPerItem {
 }
 
 /** Operations that change stored state; every other persistence operation reads. */
-const WRITE_OPERATION = /^(visibility:)?(Create|Update|Upsert|Delete|Record|Append|Complete|RangeComplete|Put|Set|Conflict)/;
+const WRITE_OPERATION =
+  /^(visibility:)?(Create|Update|Upsert|Delete|Record|Append|Complete|RangeComplete|Put|Set|Conflict)/;
 
 const COUNTER = /^(visibility_persistence_requests|persistence_requests)(?:_total)?\{([^}]*)\} ([0-9.eE+-]+)$/;
 
@@ -39,7 +40,11 @@ export async function readOperationCounts(url: string): Promise<Map<string, numb
 }
 
 /** The operations made between two readings, per item, rounded to hundredths. */
-export function operationsPerItem(before: Map<string, number>, after: Map<string, number>, items: number): OperationsPerItem {
+export function operationsPerItem(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  items: number,
+): OperationsPerItem {
   const byOperation: Record<string, number> = {};
   let writes = 0;
   let reads = 0;

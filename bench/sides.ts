@@ -7,7 +7,17 @@ import type { TreadleClient } from '../src/client';
 import type { FanOutArtefact } from '../src/model/fan-out';
 import type { WorkItemResult } from '../src/model/state';
 import { reviewSignal } from '../src/workflows/messages';
-import { approveSignal, fanOut, fanOutChildren, isWaitingQuery, largePayload, linearPipeline, loopIterations, retryLoop, reviewThenContinue } from './baseline-workflows';
+import {
+  approveSignal,
+  fanOut,
+  fanOutChildren,
+  isWaitingQuery,
+  largePayload,
+  linearPipeline,
+  loopIterations,
+  retryLoop,
+  reviewThenContinue,
+} from './baseline-workflows';
 import {
   FAN_OUT_ITEMS_STAGE,
   fanOutItemsPipelineSpec,
@@ -85,7 +95,9 @@ export function treadleSide(client: TreadleClient): Side {
       const fanOut = (await client.readArtefact(result.artefacts[FAN_OUT_ITEMS_STAGE])) as FanOutArtefact | undefined;
       const inOrder = fanOut?.results.every((r, i) => r.index === i && r.status === 'completed') ?? false;
       if (fanOut?.completed !== count || fanOut.results.length !== count || !inOrder) {
-        throw new Error(`treadle item ${id}: ${fanOut?.completed ?? 0} of ${count} elements completed (${fanOut?.failed ?? '?'} failed)${inOrder ? '' : ', not in input order'}`);
+        throw new Error(
+          `treadle item ${id}: ${fanOut?.completed ?? 0} of ${count} elements completed (${fanOut?.failed ?? '?'} failed)${inOrder ? '' : ', not in input order'}`,
+        );
       }
     },
     startLoop: (id, iterations, output) => start(id, loopPipelineSpec(iterations), loopReplies(output)),
@@ -93,8 +105,10 @@ export function treadleSide(client: TreadleClient): Side {
     loopResult: async (id, iterations) => {
       const result = await client.result(id);
       if (result.status !== 'completed') throw new Error(`treadle item ${id} ${result.status}: ${result.error ?? ''}`);
-      const loop = (await client.readArtefact(result.artefacts[LOOP_STAGE_NAME])) as { iterations?: number } | undefined;
-      if (loop?.iterations !== iterations) throw new Error(`treadle loop ${id}: ${loop?.iterations ?? 0} of ${iterations} iterations ran`);
+      const loop = (await client.readArtefact(result.artefacts[LOOP_STAGE_NAME])) as
+        { iterations?: number } | undefined;
+      if (loop?.iterations !== iterations)
+        throw new Error(`treadle loop ${id}: ${loop?.iterations ?? 0} of ${iterations} iterations ran`);
     },
     startReview: (id) => start(id, reviewPipelineSpec),
     startRetry: (id, rejections) => start(id, retryPipelineSpec(rejections + 1), retryScript(rejections)),
@@ -102,7 +116,10 @@ export function treadleSide(client: TreadleClient): Side {
     untilWaiting: (id) => poll(id, async () => (await client.getState(id)).status === 'waiting_review'),
     approve: async (id, via = 'update') => {
       if (via === 'update') await client.approve(id, 'review', { reviewer: 'bench' });
-      else await client.client.workflow.getHandle(id).signal(reviewSignal, { stage: 'review', outcome: { kind: 'approve' }, reviewer: 'bench' });
+      else
+        await client.client.workflow
+          .getHandle(id)
+          .signal(reviewSignal, { stage: 'review', outcome: { kind: 'approve' }, reviewer: 'bench' });
     },
     result: async (id) => {
       const result: WorkItemResult = await client.result(id);
@@ -132,24 +149,40 @@ export function baselineSide(client: Client, taskQueue: string, startClient: Cli
     fanOutParents: (id) => [id],
     fanOutItemsResult: async (id, count) => {
       const { results } = await client.workflow.getHandle<typeof fanOutChildren>(id).result();
-      if (results.length !== count || !results.every((r, i) => r.i === i)) throw new Error(`baseline fan-out ${id}: ${results.length} results for ${count} elements, or not in input order`);
+      if (results.length !== count || !results.every((r, i) => r.i === i))
+        throw new Error(
+          `baseline fan-out ${id}: ${results.length} results for ${count} elements, or not in input order`,
+        );
     },
     startLoop: async (id, iterations, output, dir) => {
-      await client.workflow.start(loopIterations, { taskQueue, workflowId: id, args: [{ iterations, perRun: 100, dir, output }] });
+      await client.workflow.start(loopIterations, {
+        taskQueue,
+        workflowId: id,
+        args: [{ iterations, perRun: 100, dir, output }],
+      });
     },
     loopWorkflowId: (id) => id,
     loopResult: async (id, iterations) => {
       const result = await client.workflow.getHandle<typeof loopIterations>(id).result();
-      if (result.iterations !== iterations) throw new Error(`baseline loop ${id}: ${result.iterations} of ${iterations} iterations ran`);
+      if (result.iterations !== iterations)
+        throw new Error(`baseline loop ${id}: ${result.iterations} of ${iterations} iterations ran`);
     },
     startReview: async (id) => {
       await client.workflow.start(reviewThenContinue, { taskQueue, workflowId: id });
     },
     startRetry: async (id, rejections) => {
-      await client.workflow.start(retryLoop, { taskQueue, workflowId: id, args: [{ maxAttempts: rejections + 1, rejectFirst: rejections }] });
+      await client.workflow.start(retryLoop, {
+        taskQueue,
+        workflowId: id,
+        args: [{ maxAttempts: rejections + 1, rejectFirst: rejections }],
+      });
     },
     startLarge: async (id, bytes) => {
-      await startClient.workflow.start(largePayload, { taskQueue, workflowId: id, args: [{ bytes, document: payloadText(bytes) }] });
+      await startClient.workflow.start(largePayload, {
+        taskQueue,
+        workflowId: id,
+        args: [{ bytes, document: payloadText(bytes) }],
+      });
     },
     untilWaiting: (id) => poll(id, () => client.workflow.getHandle(id).query(isWaitingQuery)),
     approve: async (id) => {

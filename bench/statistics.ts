@@ -50,7 +50,10 @@ export function ratio(a: number, b: number): number | null {
 
 /** Median of numbers (for per-item values such as history sizes). */
 export function median(values: readonly number[]): number {
-  return percentile([...values].sort((a, b) => a - b), 50);
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
 }
 
 /**

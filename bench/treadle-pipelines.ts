@@ -19,7 +19,10 @@ export function linearStageNames(stages: number): string[] {
  */
 export function benchRegistry(): Registry {
   return registerLoop(registerFanOut(registerScripted(new Registry())))
-    .stage('items', async (ctx) => ({ outcome: 'completed', artefact: { items: Array.from({ length: (ctx.config as { count: number }).count }, (_, i) => i) } }))
+    .stage('items', async (ctx) => ({
+      outcome: 'completed',
+      artefact: { items: Array.from({ length: (ctx.config as { count: number }).count }, (_, i) => i) },
+    }))
     .stage('noop', async (ctx) => ({ outcome: 'completed', artefact: { i: ctx.attempt } }))
     .stage('payload', async (ctx) => {
       const bytes = (ctx.config as { bytes?: number } | undefined)?.bytes ?? 0;
@@ -58,7 +61,12 @@ export function fanOutItemsPipelineSpec(count: number, concurrency: number) {
     name: `bench-fan-out-items-${count}`,
     stages: [
       { name: 'list', run: 'items', with: { count } },
-      { name: FAN_OUT_ITEMS_STAGE, type: 'fan_out', depends_on: ['list'], with: { items: 'items', stage: { run: 'noop' }, max_concurrent: concurrency } },
+      {
+        name: FAN_OUT_ITEMS_STAGE,
+        type: 'fan_out',
+        depends_on: ['list'],
+        with: { items: 'items', stage: { run: 'noop' }, max_concurrent: concurrency },
+      },
     ],
   };
 }
@@ -79,7 +87,9 @@ export const RETRY_STAGE = 'work';
 export function retryPipelineSpec(maxAttempts: number) {
   return {
     name: 'bench-retry',
-    stages: [{ name: RETRY_STAGE, run: 'noop', gate: 'scripted', retry_budget: { max_attempts: maxAttempts, delay: 0 } }],
+    stages: [
+      { name: RETRY_STAGE, run: 'noop', gate: 'scripted', retry_budget: { max_attempts: maxAttempts, delay: 0 } },
+    ],
   };
 }
 
@@ -87,7 +97,13 @@ export function retryPipelineSpec(maxAttempts: number) {
 export function retryScript(rejections: number) {
   return {
     script: {
-      [RETRY_STAGE]: [...Array.from({ length: rejections }, (_, i) => ({ verdict: 'rejected', summary: `attempt ${i + 1} rejected` })), { verdict: 'accepted' }],
+      [RETRY_STAGE]: [
+        ...Array.from({ length: rejections }, (_, i) => ({
+          verdict: 'rejected',
+          summary: `attempt ${i + 1} rejected`,
+        })),
+        { verdict: 'accepted' },
+      ],
     },
   };
 }
@@ -116,11 +132,29 @@ export const LOOP_STAGE_NAME = 'grind';
 export function loopPipelineSpec(iterations: number) {
   return {
     name: `bench-loop-${iterations}`,
-    stages: [{ name: LOOP_STAGE_NAME, run: 'loop', with: { stage: { name: LOOP_STAGE_NAME, prompt: 'Read ${CTX}; write ${OUTPUT} and ${STATUS}.', termination: { type: 'fixed' }, agent: 'scripted' }, max_iterations: iterations } }],
+    stages: [
+      {
+        name: LOOP_STAGE_NAME,
+        run: 'loop',
+        with: {
+          stage: {
+            name: LOOP_STAGE_NAME,
+            prompt: 'Read ${CTX}; write ${OUTPUT} and ${STATUS}.',
+            termination: { type: 'fixed' },
+            agent: 'scripted',
+          },
+          max_iterations: iterations,
+        },
+      },
+    ],
   };
 }
 
 /** The scripted reply every iteration of {@link loopPipelineSpec} repeats. */
 export function loopReplies(output: string) {
-  return { agent_replies: { [LOOP_STAGE_NAME]: [{ output, status: { decision: 'continue', reason: 'r', summary: 's', errors: [] } }] } };
+  return {
+    agent_replies: {
+      [LOOP_STAGE_NAME]: [{ output, status: { decision: 'continue', reason: 'r', summary: 's', errors: [] } }],
+    },
+  };
 }

@@ -15,13 +15,21 @@ import { createBenchWorker } from './environment';
 async function main(): Promise<void> {
   const [side, address, namespace, taskQueue, bundleFile, blobDir] = process.argv.slice(2);
   if ((side !== 'treadle' && side !== 'baseline') || !address || !namespace || !taskQueue || !bundleFile || !blobDir) {
-    throw new Error('usage: worker-process.js <treadle|baseline> <address> <namespace> <task queue> <bundle file> <blob dir>');
+    throw new Error(
+      'usage: worker-process.js <treadle|baseline> <address> <namespace> <task queue> <bundle file> <blob dir>',
+    );
   }
   // Workflow log lines would flood the parent's stderr; warnings still show.
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const connection = await NativeConnection.connect({ address });
   const workflowBundle = { code: readFileSync(bundleFile, 'utf8') };
-  const worker = await createBenchWorker(side, { connection, namespace, taskQueue, workflowBundle, blobs: new FileBlobStore(blobDir) });
+  const worker = await createBenchWorker(side, {
+    connection,
+    namespace,
+    taskQueue,
+    workflowBundle,
+    blobs: new FileBlobStore(blobDir),
+  });
   process.once('SIGTERM', () => worker.shutdown());
   const running = worker.run();
   process.stdout.write('ready\n');

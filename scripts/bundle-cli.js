@@ -51,7 +51,9 @@ esbuild
         name: 'zod-english-only',
         setup(build) {
           build.onResolve({ filter: /^\.\.\/locales\/index\.cjs$/ }, (args) =>
-            args.importer.includes(`${path.sep}node_modules${path.sep}zod${path.sep}`) ? { path: 'zod-locales-en', namespace: 'treadle-zod-locales' } : undefined,
+            args.importer.includes(`${path.sep}node_modules${path.sep}zod${path.sep}`)
+              ? { path: 'zod-locales-en', namespace: 'treadle-zod-locales' }
+              : undefined,
           );
           build.onLoad({ filter: /.*/, namespace: 'treadle-zod-locales' }, () => ({
             contents: `const en = require(${JSON.stringify(require.resolve('zod/v4/locales/en.cjs', { paths: [ROOT] }))});\nexports.en = en.default || en;\n`,
@@ -63,7 +65,9 @@ esbuild
       {
         name: 'packages-stay-external',
         setup(build) {
-          build.onResolve({ filter: /^[^./]/ }, (args) => (INLINED_PACKAGES.has(packageOf(args.path)) ? undefined : { path: args.path, external: true }));
+          build.onResolve({ filter: /^[^./]/ }, (args) =>
+            INLINED_PACKAGES.has(packageOf(args.path)) ? undefined : { path: args.path, external: true },
+          );
         },
       },
     ],

@@ -37,7 +37,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export async function auditTargets(client: Client, idOrCorrelation: string): Promise<string[]> {
   if (!UUID.test(idOrCorrelation)) return [idOrCorrelation];
   const ids: string[] = [];
-  for await (const execution of client.workflow.list({ query: `${TreadleCorrelationId.name} = '${idOrCorrelation}'` })) ids.push(execution.workflowId);
+  for await (const execution of client.workflow.list({ query: `${TreadleCorrelationId.name} = '${idOrCorrelation}'` }))
+    ids.push(execution.workflowId);
   if (ids.length === 0) throw new Error(`no run has correlation id ${idOrCorrelation}`);
   return ids.sort();
 }
@@ -53,7 +54,10 @@ export async function audit(client: Client, idOrCorrelation: string, blobs?: Blo
     entries.push(...(await withStoredCalls(auditHistory(workflowId, history.events ?? []), blobs)));
   }
   // Stable: entries of one history keep their order when times tie.
-  return entries.map((e, i) => ({ e, i })).sort((a, b) => a.e.at.localeCompare(b.e.at) || a.i - b.i).map(({ e }) => e);
+  return entries
+    .map((e, i) => ({ e, i }))
+    .sort((a, b) => a.e.at.localeCompare(b.e.at) || a.i - b.i)
+    .map(({ e }) => e);
 }
 
 /** gRPC's NOT_FOUND: the server's answer for a workflow id it has no run of. */
@@ -87,16 +91,21 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
   for (const event of events) {
     const started = event.workflowExecutionStartedEventAttributes;
     if (started) {
-      const input = decode(started.input?.payloads?.[0]) as { pipelineName?: string; pipeline?: { name?: string }; correlationId?: string } | undefined;
+      const input = decode(started.input?.payloads?.[0]) as
+        { pipelineName?: string; pipeline?: { name?: string }; correlationId?: string } | undefined;
       const name = input?.pipelineName ?? input?.pipeline?.name ?? started.workflowType?.name ?? '?';
-      add(event, { kind: 'run', message: `started: ${started.workflowType?.name} of pipeline ${name}${input?.correlationId ? ` (correlation ${input.correlationId})` : ''}` });
+      add(event, {
+        kind: 'run',
+        message: `started: ${started.workflowType?.name} of pipeline ${name}${input?.correlationId ? ` (correlation ${input.correlationId})` : ''}`,
+      });
       continue;
     }
     const scheduledAttrs = event.activityTaskScheduledEventAttributes;
     if (scheduledAttrs) {
       const summary = text(decode(event.userMetadata?.summary));
       const type = scheduledAttrs.activityType?.name ?? '?';
-      const input = decode(scheduledAttrs.input?.payloads?.[0]) as { stage?: string; attempt?: number; step?: string } | undefined;
+      const input = decode(scheduledAttrs.input?.payloads?.[0]) as
+        { stage?: string; attempt?: number; step?: string } | undefined;
       const contract = contractCall(type, summary, input, lastContract);
       if (contract) lastContract = contract;
       const match = summary !== undefined ? /^(.+?) · .*?attempt (\d+)/.exec(summary) : null;
@@ -125,18 +134,28 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
     const failed = event.activityTaskFailedEventAttributes;
     if (failed) {
       const activity = scheduled.get(String(failed.scheduledEventId));
-      const details = decode(failed.failure?.applicationFailureInfo?.details?.payloads?.[0]) as { calls?: unknown } | undefined;
+      const details = decode(failed.failure?.applicationFailureInfo?.details?.payloads?.[0]) as
+        { calls?: unknown } | undefined;
       for (const entry of modelCalls(activity, details?.calls)) add(event, entry);
-      add(event, { kind: 'step', ...where(activity), message: `${label(activity)} failed: ${failed.failure?.message ?? '?'}` });
+      add(event, {
+        kind: 'step',
+        ...where(activity),
+        message: `${label(activity)} failed: ${failed.failure?.message ?? '?'}`,
+      });
       continue;
     }
     const timedOut = event.activityTaskTimedOutEventAttributes;
     if (timedOut) {
       const activity = scheduled.get(String(timedOut.scheduledEventId));
       // What its last heartbeat reported: all that is left of the calls of an activity whose worker died.
-      const beat = decode(timedOut.failure?.timeoutFailureInfo?.lastHeartbeatDetails?.payloads?.[0]) as { calls?: unknown } | undefined;
+      const beat = decode(timedOut.failure?.timeoutFailureInfo?.lastHeartbeatDetails?.payloads?.[0]) as
+        { calls?: unknown } | undefined;
       for (const entry of modelCalls(activity, beat?.calls)) add(event, entry);
-      add(event, { kind: 'step', ...where(activity), message: `${label(activity)} timed out: ${timedOut.failure?.message ?? '?'}` });
+      add(event, {
+        kind: 'step',
+        ...where(activity),
+        message: `${label(activity)} timed out: ${timedOut.failure?.message ?? '?'}`,
+      });
       continue;
     }
     const canceled = event.activityTaskCanceledEventAttributes;
@@ -165,21 +184,37 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
       add(event, { kind: 'child', message: `child ${child.workflowType?.name} ${child.workflowId} started` });
       continue;
     }
-    const childDone = event.childWorkflowExecutionCompletedEventAttributes ?? event.childWorkflowExecutionFailedEventAttributes;
+    const childDone =
+      event.childWorkflowExecutionCompletedEventAttributes ?? event.childWorkflowExecutionFailedEventAttributes;
     if (childDone) {
-      const result = decode(event.childWorkflowExecutionCompletedEventAttributes?.result?.payloads?.[0]) as { status?: string } | undefined;
-      add(event, { kind: 'child', message: `child ${childDone.workflowExecution?.workflowId} ${event.childWorkflowExecutionFailedEventAttributes ? 'failed' : (result?.status ?? 'completed')}` });
+      const result = decode(event.childWorkflowExecutionCompletedEventAttributes?.result?.payloads?.[0]) as
+        { status?: string } | undefined;
+      add(event, {
+        kind: 'child',
+        message: `child ${childDone.workflowExecution?.workflowId} ${event.childWorkflowExecutionFailedEventAttributes ? 'failed' : (result?.status ?? 'completed')}`,
+      });
       continue;
     }
     const done = event.workflowExecutionCompletedEventAttributes;
     if (done) {
       const result = decode(done.result?.payloads?.[0]) as { status?: string; error?: string } | undefined;
-      add(event, { kind: 'run', message: `finished: ${result?.status ?? 'completed'}${result?.error ? ` (${result.error})` : ''}` });
+      add(event, {
+        kind: 'run',
+        message: `finished: ${result?.status ?? 'completed'}${result?.error ? ` (${result.error})` : ''}`,
+      });
       continue;
     }
-    if (event.workflowExecutionFailedEventAttributes) add(event, { kind: 'run', message: `failed: ${event.workflowExecutionFailedEventAttributes.failure?.message ?? '?'}` });
+    if (event.workflowExecutionFailedEventAttributes)
+      add(event, {
+        kind: 'run',
+        message: `failed: ${event.workflowExecutionFailedEventAttributes.failure?.message ?? '?'}`,
+      });
     else if (event.workflowExecutionCanceledEventAttributes) add(event, { kind: 'run', message: 'cancelled' });
-    else if (event.workflowExecutionTerminatedEventAttributes) add(event, { kind: 'run', message: `terminated: ${event.workflowExecutionTerminatedEventAttributes.reason ?? ''}` });
+    else if (event.workflowExecutionTerminatedEventAttributes)
+      add(event, {
+        kind: 'run',
+        message: `terminated: ${event.workflowExecutionTerminatedEventAttributes.reason ?? ''}`,
+      });
   }
   return out;
 }
@@ -206,7 +241,9 @@ function auditActivityResult(
   }
   switch (activity.type) {
     case 'treadle.approvalCreate': {
-      const requests = Array.isArray(r.requests) ? (r.requests as { id: string; actionType: string; summary: string }[]) : [];
+      const requests = Array.isArray(r.requests)
+        ? (r.requests as { id: string; actionType: string; summary: string }[])
+        : [];
       const step = stepLabel(activity, 'approval');
       const made = `${requests.length} request${requests.length === 1 ? '' : 's'} made, waiting for decisions`;
       const refused = `approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}`;
@@ -229,19 +266,40 @@ function auditActivityResult(
     }
     case 'treadle.approvalExecute': {
       const input = activity.input as { id?: string } | undefined;
-      add({ kind: 'approval', ...where(activity), message: `${input?.id ?? '?'} executed: ${String(r.summary ?? '')}` });
+      add({
+        kind: 'approval',
+        ...where(activity),
+        message: `${input?.id ?? '?'} executed: ${String(r.summary ?? '')}`,
+      });
       return;
     }
     case 'treadle.fanOutPrepare':
-      add({ kind: 'step', ...where(activity), message: r.ok === false ? `fan-out refused: ${(r.problems as string[] | undefined)?.join('; ')}` : `fans out over ${Array.isArray(r.elements) ? r.elements.length : '?'} elements` });
+      add({
+        kind: 'step',
+        ...where(activity),
+        message:
+          r.ok === false
+            ? `fan-out refused: ${(r.problems as string[] | undefined)?.join('; ')}`
+            : `fans out over ${Array.isArray(r.elements) ? r.elements.length : '?'} elements`,
+      });
       return;
     case 'treadle.preparePipeline':
-      add({ kind: 'run', message: r.ok === false ? `pipeline refused: ${(r.problems as string[] | undefined)?.join('; ')}` : 'pipeline validated' });
+      add({
+        kind: 'run',
+        message:
+          r.ok === false
+            ? `pipeline refused: ${(r.problems as string[] | undefined)?.join('; ')}`
+            : 'pipeline validated',
+      });
       return;
     default:
       if (activity.type.startsWith('gate:')) {
         const kind = typeof r.kind === 'string' ? r.kind : '?';
-        add({ kind: 'step', ...where(activity), message: `gate ${activity.type.slice(5)}: ${kind}${kind === 'rejected' ? `: ${String((r.feedback as { summary?: string } | undefined)?.summary ?? '')}` : kind === 'uncertain' ? `: ${String(r.reason ?? '')}` : ''}` });
+        add({
+          kind: 'step',
+          ...where(activity),
+          message: `gate ${activity.type.slice(5)}: ${kind}${kind === 'rejected' ? `: ${String((r.feedback as { summary?: string } | undefined)?.summary ?? '')}` : kind === 'uncertain' ? `: ${String(r.reason ?? '')}` : ''}`,
+        });
       } else if (r.rejection !== undefined && r.rejection !== null) {
         // The attempt's own verdict (an llm reply that failed its output_schema): a failed attempt.
         const reason = (r.rejection as { summary?: unknown }).summary;
@@ -249,7 +307,11 @@ function auditActivityResult(
         const message = `${label(activity)} failed: ${why}${typeof r.summary === 'string' ? ` (${r.summary})` : ''}`;
         add({ kind: 'step', ...where(activity), message });
       } else {
-        add({ kind: 'step', ...where(activity), message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}` });
+        add({
+          kind: 'step',
+          ...where(activity),
+          message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}`,
+        });
       }
   }
 }
@@ -281,14 +343,26 @@ function modelCalls(activity: Activity | undefined, raw: unknown): Omit<AuditEnt
   const { usage } = batch;
   const unlisted = usage.calls - (batch.records?.length ?? 0);
   if (batch.stored) {
-    lines.unshift({ kind: 'model_call', ...where(activity), message: storedMessage(batch.stored, usage), stored: batch.stored });
+    lines.unshift({
+      kind: 'model_call',
+      ...where(activity),
+      message: storedMessage(batch.stored, usage),
+      stored: batch.stored,
+    });
   } else if (unlisted > 0) {
-    lines.push({ kind: 'model_call', ...where(activity), message: `${unlisted} more model calls whose records were not stored (${usage.calls} in all: ${usage.inputTokens} in + ${usage.outputTokens} out tokens, ${usage.errors} errors)` });
+    lines.push({
+      kind: 'model_call',
+      ...where(activity),
+      message: `${unlisted} more model calls whose records were not stored (${usage.calls} in all: ${usage.inputTokens} in + ${usage.outputTokens} out tokens, ${usage.errors} errors)`,
+    });
   }
   return lines;
 }
 
-function storedMessage(stored: StoredCalls, usage: { calls: number; inputTokens: number; outputTokens: number; errors: number }): string {
+function storedMessage(
+  stored: StoredCalls,
+  usage: { calls: number; inputTokens: number; outputTokens: number; errors: number },
+): string {
   return `${stored.count} model calls, records in the blob store as ${stored.ref} (${usage.calls} in all: ${usage.inputTokens} in + ${usage.outputTokens} out tokens, ${usage.errors} errors)`;
 }
 
@@ -315,7 +389,16 @@ async function withStoredCalls(entries: AuditEntry[], blobs: BlobStore | undefin
 }
 
 function modelCall(activity: Activity | undefined, raw: unknown): Omit<AuditEntry, 'at' | 'workflowId'> {
-  const c = (raw ?? {}) as { provider?: string; model?: string; inputTokens?: number; outputTokens?: number; latencyMs?: number; status?: string; error?: string; promptHash?: string };
+  const c = (raw ?? {}) as {
+    provider?: string;
+    model?: string;
+    inputTokens?: number;
+    outputTokens?: number;
+    latencyMs?: number;
+    status?: string;
+    error?: string;
+    promptHash?: string;
+  };
   return {
     kind: 'model_call',
     ...where(activity),
@@ -324,18 +407,34 @@ function modelCall(activity: Activity | undefined, raw: unknown): Omit<AuditEntr
 }
 
 function decision(name: string, arg: unknown, via: 'update' | 'signal', approvalSteps: ApprovalSteps): Entry {
-  const a = (arg ?? {}) as { stage?: string; reviewer?: string; outcome?: { kind?: string; reason?: string }; id?: string; decision?: string; by?: string; reason?: string };
+  const a = (arg ?? {}) as {
+    stage?: string;
+    reviewer?: string;
+    outcome?: { kind?: string; reason?: string };
+    id?: string;
+    decision?: string;
+    by?: string;
+    reason?: string;
+  };
   if (name === 'decideApproval') {
     const decided = a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision;
     const message = `${a.id} ${decided} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})`;
     return { kind: 'approval', ...approvalSteps.get(String(a.id)), message };
   }
-  if (name === 'resolveReview') return { kind: 'review', ...(a.stage ? { step: a.stage } : {}), message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})` };
+  if (name === 'resolveReview')
+    return {
+      kind: 'review',
+      ...(a.stage ? { step: a.stage } : {}),
+      message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})`,
+    };
   return { kind: 'run', message: `${name} (${via})` };
 }
 
 function where(activity: Activity | undefined): Pick<AuditEntry, 'step' | 'attempt'> {
-  return { ...(activity?.step !== undefined ? { step: activity.step } : {}), ...(activity?.attempt !== undefined ? { attempt: activity.attempt } : {}) };
+  return {
+    ...(activity?.step !== undefined ? { step: activity.step } : {}),
+    ...(activity?.attempt !== undefined ? { attempt: activity.attempt } : {}),
+  };
 }
 
 function label(activity: Activity | undefined): string {

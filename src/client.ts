@@ -24,11 +24,43 @@ import { listExecutions } from './visibility';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import { PipelineBuilder } from './model/builder';
 import { validatePipeline, type KnownImplementations } from './model/pipeline';
-import { explainSearchAttributeError, PENDING_APPROVALS_QUERY, PENDING_REVIEWS_QUERY, REVIEWS_MEMO_KEY, TreadleCorrelationId, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from './model/search-attributes';
-import { APPROVAL_ID_PATTERN, APPROVALS_MEMO_KEY, type ApprovalDecided, type ApprovalDecision, type ApprovalRequest, type ApprovalsMemo } from './model/approvals';
+import {
+  explainSearchAttributeError,
+  PENDING_APPROVALS_QUERY,
+  PENDING_REVIEWS_QUERY,
+  REVIEWS_MEMO_KEY,
+  TreadleCorrelationId,
+  TreadlePendingReviews,
+  TreadlePipeline,
+  TreadleStatus,
+} from './model/search-attributes';
+import {
+  APPROVAL_ID_PATTERN,
+  APPROVALS_MEMO_KEY,
+  type ApprovalDecided,
+  type ApprovalDecision,
+  type ApprovalRequest,
+  type ApprovalsMemo,
+} from './model/approvals';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
-import type { PendingReview, ReviewsMemo, StateQueryArgs, WorkItemInput, WorkItemResult, WorkItemState } from './model/state';
-import { decideApprovalUpdate, eventsQuery, loopQueueSignal, loopStateQuery, resolveReviewUpdate, resumeLoopUpdate, stateQuery, type ReviewAccepted } from './workflows/messages';
+import type {
+  PendingReview,
+  ReviewsMemo,
+  StateQueryArgs,
+  WorkItemInput,
+  WorkItemResult,
+  WorkItemState,
+} from './model/state';
+import {
+  decideApprovalUpdate,
+  eventsQuery,
+  loopQueueSignal,
+  loopStateQuery,
+  resolveReviewUpdate,
+  resumeLoopUpdate,
+  stateQuery,
+  type ReviewAccepted,
+} from './workflows/messages';
 import type { LoopState } from './model/loop-state';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './model/tdd';
 import type { NodeContext, TddNodeResult, TddNodeState } from './model/tdd-node';
@@ -84,7 +116,6 @@ export interface ConnectOptions {
   tracing?: TreadleTracing;
 }
 
-
 /** How long a refused decision waits for a worker to say how a finished item's request was decided. */
 const DECIDED_QUERY_WAIT_MS = 5_000;
 
@@ -126,7 +157,10 @@ export class TreadleClient {
       connection = await Connection.connect({ address, connectTimeout: 5_000 });
       await connection.workflowService.getSystemInfo({});
     } catch (error) {
-      throw new TreadleError(`cannot reach the Temporal server at ${address}: ${(error as Error).message.split('\n')[0]} (start one with "treadle dev" or set TEMPORAL_ADDRESS)`, 'unreachable');
+      throw new TreadleError(
+        `cannot reach the Temporal server at ${address}: ${(error as Error).message.split('\n')[0]} (start one with "treadle dev" or set TEMPORAL_ADDRESS)`,
+        'unreachable',
+      );
     }
     const { address: _address, namespace, ...rest } = options;
     // Payloads the worker offloaded (ExternalStorage, over 256 KiB) are read back from the same blob store.
@@ -146,24 +180,50 @@ export class TreadleClient {
    * pipeline's name and a hash of the input (seed 003's `input_hash`), so starting the same input again
    * returns the run it started. The spec is validated first, listing every problem.
    */
-  async start(pipeline: unknown, input: unknown = null, options: { id?: string; tokenBudget?: number | null } = {}): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
+  async start(
+    pipeline: unknown,
+    input: unknown = null,
+    options: { id?: string; tokenBudget?: number | null } = {},
+  ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
     const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
     const validation = validatePipeline(raw, this.known);
     if (!validation.ok) {
-      const name = typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string' ? (raw as { name: string }).name : '(unnamed)';
-      throw new TreadleError(`pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}`, 'invalid_pipeline', validation.problems);
+      const name =
+        typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string'
+          ? (raw as { name: string }).name
+          : '(unnamed)';
+      throw new TreadleError(
+        `pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}`,
+        'invalid_pipeline',
+        validation.problems,
+      );
     }
     const inputProblem = jsonProblem(input);
-    if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
+    if (inputProblem)
+      throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
     // A large input is stored once, content-addressed; the history carries its reference.
-    const storedInput = (await offloadArtefact((input ?? null) as Json, this.blobs, this.blobThresholdBytes, 'work item input')) ?? null;
+    const storedInput =
+      (await offloadArtefact((input ?? null) as Json, this.blobs, this.blobThresholdBytes, 'work item input')) ?? null;
     const id = options.id ?? runIdFor(validation.spec.name, (input ?? null) as Json);
-    if (options.tokenBudget !== undefined && options.tokenBudget !== null && !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)) {
-      throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`, 'invalid_input');
+    if (
+      options.tokenBudget !== undefined &&
+      options.tokenBudget !== null &&
+      !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)
+    ) {
+      throw new TreadleError(
+        `tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`,
+        'invalid_input',
+      );
     }
     // Seed 003's correlation id: a UUID per run, on every activity, model call record and log line.
     const correlationId = randomUUID();
-    const args: WorkItemInput = { pipeline: raw, input: storedInput, itemId: id, correlationId, ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}) };
+    const args: WorkItemInput = {
+      pipeline: raw,
+      input: storedInput,
+      itemId: id,
+      correlationId,
+      ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}),
+    };
     try {
       const handle = await this.client.workflow.start(WORKFLOW_TYPE, {
         taskQueue: this.taskQueue,
@@ -187,7 +247,10 @@ export class TreadleClient {
       }
       if (error instanceof ServiceError) {
         // The SDK's message is only "Failed to start Workflow"; the server's reason is in the cause.
-        throw new TreadleError(`could not start work item ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`, 'failed');
+        throw new TreadleError(
+          `could not start work item ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`,
+          'failed',
+        );
       }
       throw error;
     }
@@ -200,19 +263,30 @@ export class TreadleClient {
    * `replies` are scripted agent replies (`{ "<spec id>.<node>": [reply, ...] }`), stored by reference.
    * Idempotent like {@link start}: the id defaults to `tdd-<spec id>`.
    */
-  async startTdd(spec: unknown, options: { repo: string; id?: string; replies?: Json }): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
+  async startTdd(
+    spec: unknown,
+    options: { repo: string; id?: string; replies?: Json },
+  ): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
     const checked = validateTddSpec(spec);
-    if (!checked.ok) throw new TreadleError(`TDD spec is invalid:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`, 'invalid_pipeline', checked.problems);
+    if (!checked.ok)
+      throw new TreadleError(
+        `TDD spec is invalid:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`,
+        'invalid_pipeline',
+        checked.problems,
+      );
     const seedSpec = seedSpecOf(checked.spec);
     const id = options.id ?? `tdd-${seedSpec.id}`;
-    const put = async (value: unknown, summary: string): Promise<string> => (await this.blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary)).ref;
+    const put = async (value: unknown, summary: string): Promise<string> =>
+      (await this.blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary)).ref;
     const context: NodeContext = { spec: seedSpec, parentContext: null };
     const targetBranch = tddTargetBranch(checked.spec);
     const input = tddRootInput(checked.spec, {
       treeId: id,
       repo: options.repo,
       contextRef: await put(context, `TDD spec ${seedSpec.id}`),
-      ...(options.replies !== undefined ? { repliesRef: await put(options.replies, `scripted replies for ${seedSpec.id}`) } : {}),
+      ...(options.replies !== undefined
+        ? { repliesRef: await put(options.replies, `scripted replies for ${seedSpec.id}`) }
+        : {}),
     });
     try {
       const handle = await this.client.workflow.start(TDD_WORKFLOW_TYPE, {
@@ -229,8 +303,13 @@ export class TreadleClient {
       });
       return { id, runId: handle.firstExecutionRunId, branch: `tdd/${seedSpec.id}`, targetBranch };
     } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) return { id, runId: (await this.handle(id).describe()).runId, branch: `tdd/${seedSpec.id}`, targetBranch };
-      if (error instanceof ServiceError) throw new TreadleError(`could not start TDD tree ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`, 'failed');
+      if (error instanceof WorkflowExecutionAlreadyStartedError)
+        return { id, runId: (await this.handle(id).describe()).runId, branch: `tdd/${seedSpec.id}`, targetBranch };
+      if (error instanceof ServiceError)
+        throw new TreadleError(
+          `could not start TDD tree ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`,
+          'failed',
+        );
       throw error;
     }
   }
@@ -269,8 +348,22 @@ export class TreadleClient {
    */
   async loops(id: string): Promise<{ workflowId: string; state: LoopState }[]> {
     const type = await this.workflowType(id);
-    const ids = type === 'loopStage' ? [id] : [...new Set((await this.events(id)).filter((e) => e.type === 'LoopStarted' && typeof e.details?.workflowId === 'string').map((e) => e.details!.workflowId as string))];
-    return Promise.all(ids.map(async (workflowId) => ({ workflowId, state: await this.call(workflowId, (h) => h.query(loopStateQuery)) })));
+    const ids =
+      type === 'loopStage'
+        ? [id]
+        : [
+            ...new Set(
+              (await this.events(id))
+                .filter((e) => e.type === 'LoopStarted' && typeof e.details?.workflowId === 'string')
+                .map((e) => e.details!.workflowId as string),
+            ),
+          ];
+    return Promise.all(
+      ids.map(async (workflowId) => ({
+        workflowId,
+        state: await this.call(workflowId, (h) => h.query(loopStateQuery)),
+      })),
+    );
   }
 
   /** The workflow type behind an id (`workItem`, `tddNode`, `loopStage`). */
@@ -288,21 +381,43 @@ export class TreadleClient {
    * item (then `stage` picks the loop when several are failed) or the loop's own workflow. Rejects with the
    * reason when no loop is failed.
    */
-  async resumeLoop(id: string, options: { stage?: string; action?: 'resume' | 'abandon'; reason?: string } = {}): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
+  async resumeLoop(
+    id: string,
+    options: { stage?: string; action?: 'resume' | 'abandon'; reason?: string } = {},
+  ): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
     const loops = (await this.loops(id)).filter((l) => options.stage === undefined || l.state.stage === options.stage);
-    if (loops.length === 0) throw new TreadleError(options.stage ? `work item ${id} has no loop stage "${options.stage}" that has started` : `work item ${id} has no loop stage that has started`, 'invalid_review');
+    if (loops.length === 0)
+      throw new TreadleError(
+        options.stage
+          ? `work item ${id} has no loop stage "${options.stage}" that has started`
+          : `work item ${id} has no loop stage that has started`,
+        'invalid_review',
+      );
     const failed = loops.filter((l) => l.state.status === 'failed');
     if (failed.length === 0) {
-      throw new TreadleError(`no loop stage of ${id} is failed, so there is nothing to resume (${loops.map((l) => `${l.state.stage}: ${l.state.status} at iteration ${l.state.iteration}`).join('; ')})`, 'invalid_review');
+      throw new TreadleError(
+        `no loop stage of ${id} is failed, so there is nothing to resume (${loops.map((l) => `${l.state.stage}: ${l.state.status} at iteration ${l.state.iteration}`).join('; ')})`,
+        'invalid_review',
+      );
     }
-    if (failed.length > 1) throw new TreadleError(`several loop stages of ${id} are failed (${failed.map((l) => l.state.stage).join(', ')}); name one with --stage`, 'invalid_review');
+    if (failed.length > 1)
+      throw new TreadleError(
+        `several loop stages of ${id} are failed (${failed.map((l) => l.state.stage).join(', ')}); name one with --stage`,
+        'invalid_review',
+      );
     const loop = failed[0]!;
-    const request = { action: options.action ?? 'resume', ...(options.reason !== undefined ? { reason: options.reason } : {}) };
+    const request = {
+      action: options.action ?? 'resume',
+      ...(options.reason !== undefined ? { reason: options.reason } : {}),
+    };
     try {
-      const answer = await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () => this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }));
+      const answer = await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
+        this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+      );
       return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
     } catch (error) {
-      if (error instanceof WorkflowUpdateFailedError) throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
+      if (error instanceof WorkflowUpdateFailedError)
+        throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
       throw error;
     }
   }
@@ -313,7 +428,12 @@ export class TreadleClient {
   }
 
   /** Resolves a review; rejects with a clear message when the stage is not waiting or the input is bad. */
-  async review(id: string, stage: string, outcome: ReviewOutcome, reviewer = defaultReviewer()): Promise<ReviewAccepted> {
+  async review(
+    id: string,
+    stage: string,
+    outcome: ReviewOutcome,
+    reviewer = defaultReviewer(),
+  ): Promise<ReviewAccepted> {
     return this.call(id, async (h) => {
       try {
         return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
@@ -323,7 +443,10 @@ export class TreadleClient {
         if (error instanceof WorkflowUpdateFailedError) {
           throw new TreadleError(`review rejected: ${error.cause?.message ?? error.message}`, 'invalid_review');
         }
-        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || (error as { name?: string }).name === 'AbortError') {
+        if (
+          error instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
+          (error as { name?: string }).name === 'AbortError'
+        ) {
           throw new TreadleError(
             `no worker accepted the review of ${id} within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue} ("treadle dev" or "treadle worker")?`,
             'unreachable',
@@ -331,9 +454,15 @@ export class TreadleClient {
         }
         if (isNotFound(error)) {
           // The id may name a finished item rather than no item at all; say which.
-          const status = await h.describe().then((d) => d.status.name, () => undefined);
+          const status = await h.describe().then(
+            (d) => d.status.name,
+            () => undefined,
+          );
           if (status && status !== 'RUNNING') {
-            throw new TreadleError(`work item ${id} has finished (${status.toLowerCase()}); no stage is waiting for review`, 'invalid_review');
+            throw new TreadleError(
+              `work item ${id} has finished (${status.toLowerCase()}); no stage is waiting for review`,
+              'invalid_review',
+            );
           }
         }
         throw error;
@@ -342,14 +471,32 @@ export class TreadleClient {
   }
 
   /** Approves a stage (optionally a specific attempt's output). */
-  approve(id: string, stage: string, options: { reviewer?: string; note?: string; attempt?: number } = {}): Promise<ReviewAccepted> {
-    const outcome: ReviewOutcome = { kind: 'approve', ...(options.note !== undefined ? { note: options.note } : {}), ...(options.attempt !== undefined ? { attempt: options.attempt } : {}) };
+  approve(
+    id: string,
+    stage: string,
+    options: { reviewer?: string; note?: string; attempt?: number } = {},
+  ): Promise<ReviewAccepted> {
+    const outcome: ReviewOutcome = {
+      kind: 'approve',
+      ...(options.note !== undefined ? { note: options.note } : {}),
+      ...(options.attempt !== undefined ? { attempt: options.attempt } : {}),
+    };
     return this.review(id, stage, outcome, options.reviewer);
   }
 
   /** Rejects a stage; the stage fails and its dependents are skipped. */
-  reject(id: string, stage: string, reason: string, options: { reviewer?: string; note?: string } = {}): Promise<ReviewAccepted> {
-    return this.review(id, stage, { kind: 'reject', reason, ...(options.note !== undefined ? { note: options.note } : {}) }, options.reviewer);
+  reject(
+    id: string,
+    stage: string,
+    reason: string,
+    options: { reviewer?: string; note?: string } = {},
+  ): Promise<ReviewAccepted> {
+    return this.review(
+      id,
+      stage,
+      { kind: 'reject', reason, ...(options.note !== undefined ? { note: options.note } : {}) },
+      options.reviewer,
+    );
   }
 
   /**
@@ -357,9 +504,20 @@ export class TreadleClient {
    * than the blob threshold go to the blob store and only their reference enters the history, as stage
    * artefacts do (so the blob store must be one the workers read, e.g. a shared `TREADLE_BLOB_DIR`).
    */
-  async approveWithEdits(id: string, stage: string, artefact: Json, options: { reviewer?: string; note?: string } = {}): Promise<ReviewAccepted> {
-    const stored = (await offloadArtefact(artefact, this.blobs, this.blobThresholdBytes, `edited ${stage} of ${id}`)) ?? null;
-    return this.review(id, stage, { kind: 'approve_with_edits', artefact: stored, ...(options.note !== undefined ? { note: options.note } : {}) }, options.reviewer);
+  async approveWithEdits(
+    id: string,
+    stage: string,
+    artefact: Json,
+    options: { reviewer?: string; note?: string } = {},
+  ): Promise<ReviewAccepted> {
+    const stored =
+      (await offloadArtefact(artefact, this.blobs, this.blobThresholdBytes, `edited ${stage} of ${id}`)) ?? null;
+    return this.review(
+      id,
+      stage,
+      { kind: 'approve_with_edits', artefact: stored, ...(options.note !== undefined ? { note: options.note } : {}) },
+      options.reviewer,
+    );
   }
 
   /**
@@ -368,7 +526,9 @@ export class TreadleClient {
    * Eventually consistent: a review requested a moment ago may take a second to appear.
    */
   async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
-    const query = options.pipeline ? `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_REVIEWS_QUERY;
+    const query = options.pipeline
+      ? `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'`
+      : PENDING_REVIEWS_QUERY;
     const listings: PendingReviewListing[] = [];
     for await (const execution of listExecutions(this.client, query)) {
       const pipeline = execution.keyword(TreadlePipeline.name) ?? '';
@@ -380,10 +540,21 @@ export class TreadleClient {
       const inMemo = new Set(reviews.map((r) => r.stage));
       for (const stage of execution.keywordList(TreadlePendingReviews.name)) {
         if (inMemo.has(stage)) continue;
-        listings.push({ itemId: execution.workflowId, pipeline, stage, reason: 'unknown', message: 'details not in the listing; see treadle status', requestedAt: execution.startTime.toISOString(), attempt: 0 });
+        listings.push({
+          itemId: execution.workflowId,
+          pipeline,
+          stage,
+          reason: 'unknown',
+          message: 'details not in the listing; see treadle status',
+          requestedAt: execution.startTime.toISOString(),
+          attempt: 0,
+        });
       }
     }
-    return listings.sort((a, b) => byCodeUnits(a.requestedAt, b.requestedAt) || byCodeUnits(a.itemId, b.itemId) || byCodeUnits(a.stage, b.stage));
+    return listings.sort(
+      (a, b) =>
+        byCodeUnits(a.requestedAt, b.requestedAt) || byCodeUnits(a.itemId, b.itemId) || byCodeUnits(a.stage, b.stage),
+    );
   }
 
   /**
@@ -392,20 +563,28 @@ export class TreadleClient {
    * them with {@link getApproval}. Eventually consistent, like {@link listPendingReviews}.
    */
   async listApprovals(options: { pipeline?: string } = {}): Promise<ApprovalListing[]> {
-    const query = options.pipeline ? `${PENDING_APPROVALS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'` : PENDING_APPROVALS_QUERY;
+    const query = options.pipeline
+      ? `${PENDING_APPROVALS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'`
+      : PENDING_APPROVALS_QUERY;
     const listings: ApprovalListing[] = [];
     for await (const execution of listExecutions(this.client, query)) {
       const pipeline = execution.keyword(TreadlePipeline.name) ?? '';
       const memo = (await execution.memo(APPROVALS_MEMO_KEY)) as ApprovalsMemo | null | undefined;
-      for (const request of memo?.requests ?? []) if (request.status === 'pending') listings.push({ ...request, pipeline });
+      for (const request of memo?.requests ?? [])
+        if (request.status === 'pending') listings.push({ ...request, pipeline });
     }
     return listings.sort((a, b) => byCodeUnits(a.createdAt, b.createdAt) || byCodeUnits(a.id, b.id));
   }
 
   /** The work item holding an approval request (pending or decided), found in visibility by the request's id. */
   private async approvalItem(id: string): Promise<string> {
-    if (!APPROVAL_ID_PATTERN.test(id)) throw new TreadleError(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`, 'invalid_review');
-    for await (const execution of listExecutions(this.client, `TreadleApprovals = '${id}'`, 2)) return execution.workflowId;
+    if (!APPROVAL_ID_PATTERN.test(id))
+      throw new TreadleError(
+        `"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`,
+        'invalid_review',
+      );
+    for await (const execution of listExecutions(this.client, `TreadleApprovals = '${id}'`, 2))
+      return execution.workflowId;
     const hint = 'treadle approve list shows the pending ones';
     const message = `approval request ${id} not found: no work item has it (${hint})`;
     throw new TreadleError(message, 'not_found');
@@ -453,18 +632,36 @@ export class TreadleClient {
    * Approves or rejects a pending approval request by id. A request already decided (or expired) is refused
    * saying how it was decided (by whom, what, when); an id no item has is "not found". Nothing enters the history.
    */
-  async decideApproval(id: string, decision: 'approve' | 'reject', options: { by?: string; reason?: string } = {}): Promise<ApprovalDecided> {
+  async decideApproval(
+    id: string,
+    decision: 'approve' | 'reject',
+    options: { by?: string; reason?: string } = {},
+  ): Promise<ApprovalDecided> {
     const itemId = await this.approvalItem(id);
-    const payload: ApprovalDecision = { id, decision, by: options.by ?? defaultReviewer(), ...(options.reason !== undefined ? { reason: options.reason } : {}) };
+    const payload: ApprovalDecision = {
+      id,
+      decision,
+      by: options.by ?? defaultReviewer(),
+      ...(options.reason !== undefined ? { reason: options.reason } : {}),
+    };
     return this.call(itemId, async (h) => {
       try {
-        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () => h.executeUpdate(decideApprovalUpdate, { args: [payload] }));
+        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
+          h.executeUpdate(decideApprovalUpdate, { args: [payload] }),
+        );
       } catch (error) {
-        if (error instanceof WorkflowUpdateFailedError) throw new TreadleError(`decision refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
+        if (error instanceof WorkflowUpdateFailedError)
+          throw new TreadleError(`decision refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
         // The item exists (visibility found it) but takes no more updates: it has finished.
         if (isNotFound(error)) throw await this.decidedBefore(id, itemId);
-        if (error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || (error as { name?: string }).name === 'AbortError') {
-          throw new TreadleError(`no worker accepted the decision on ${id} (work item ${itemId}) within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue}?`, 'unreachable');
+        if (
+          error instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
+          (error as { name?: string }).name === 'AbortError'
+        ) {
+          throw new TreadleError(
+            `no worker accepted the decision on ${id} (work item ${itemId}) within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue}?`,
+            'unreachable',
+          );
         }
         throw error;
       }
@@ -480,7 +677,11 @@ export class TreadleClient {
     try {
       return await audit(this.client, idOrCorrelation, this.blobs);
     } catch (error) {
-      if (isNotFound(error)) throw new TreadleError(`unknown work item "${idOrCorrelation}" in namespace ${this.client.options.namespace}`, 'not_found');
+      if (isNotFound(error))
+        throw new TreadleError(
+          `unknown work item "${idOrCorrelation}" in namespace ${this.client.options.namespace}`,
+          'not_found',
+        );
       throw error;
     }
   }
@@ -493,7 +694,11 @@ export class TreadleClient {
     const description = await this.call(id, (h) => h.describe());
     return (description.raw.pendingActivities ?? [])
       .filter((a) => (a.attempt ?? 1) > 1)
-      .map((a) => ({ activityType: a.activityType?.name ?? '?', attempt: a.attempt ?? 1, ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}) }));
+      .map((a) => ({
+        activityType: a.activityType?.name ?? '?',
+        attempt: a.attempt ?? 1,
+        ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
+      }));
   }
 
   /** Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total. */
@@ -512,7 +717,11 @@ export class TreadleClient {
    * Returns the last state read; its `events` are the last ones delivered, and every event up to its
    * `eventCount` has been delivered once.
    */
-  async watch(id: string, onEvent: (event: TreadleEvent) => void, options: { untilReview?: boolean; afterSeq?: number; signal?: AbortSignal } = {}): Promise<WorkItemState> {
+  async watch(
+    id: string,
+    onEvent: (event: TreadleEvent) => void,
+    options: { untilReview?: boolean; afterSeq?: number; signal?: AbortSignal } = {},
+  ): Promise<WorkItemState> {
     let seen = options.afterSeq ?? 0;
     // The whole state is read once, at the end; events that arrived since the last poll are delivered too,
     // so every event up to the returned state's `eventCount` has been seen exactly once.
@@ -536,7 +745,11 @@ export class TreadleClient {
       const execution = (await this.handle(id).describe()).status.name;
       if (execution !== 'RUNNING') {
         const state = await finalState();
-        return { ...state, status: execution === 'COMPLETED' ? 'completed' : 'failed', error: state.error ?? `the workflow execution is ${execution.toLowerCase()}` };
+        return {
+          ...state,
+          status: execution === 'COMPLETED' ? 'completed' : 'failed',
+          error: state.error ?? `the workflow execution is ${execution.toLowerCase()}`,
+        };
       }
       await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
     }
@@ -583,7 +796,8 @@ function jsonProblem(value: unknown, at = 'input'): string | undefined {
   }
   if (typeof value === 'object') {
     const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) return `${at} is a ${(value as object).constructor?.name ?? 'class instance'}, not a plain object`;
+    if (proto !== Object.prototype && proto !== null)
+      return `${at} is a ${(value as object).constructor?.name ?? 'class instance'}, not a plain object`;
     for (const [key, inner] of Object.entries(value)) {
       if (inner === undefined) continue;
       const problem = jsonProblem(inner, `${at}.${key}`);
@@ -594,7 +808,6 @@ function jsonProblem(value: unknown, at = 'input'): string | undefined {
   return `${at} is ${typeof value}`;
 }
 
-
 function isNotFound(error: unknown): boolean {
   return error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError';
 }
@@ -602,6 +815,3 @@ function isNotFound(error: unknown): boolean {
 function defaultReviewer(): string {
   return process.env.TREADLE_REVIEWER || process.env.USER || 'anonymous';
 }
-
-
-

@@ -34,14 +34,17 @@ export const DEFAULT_TASKS_FILE = path.join('.treadle', 'tasks.json');
 /** Reads the configuration; throws naming the variable when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig {
   const threshold = env.TREADLE_BLOB_THRESHOLD;
-  const blobThresholdBytes = threshold === undefined || threshold === '' ? DEFAULT_BLOB_THRESHOLD_BYTES : Number(threshold);
+  const blobThresholdBytes =
+    threshold === undefined || threshold === '' ? DEFAULT_BLOB_THRESHOLD_BYTES : Number(threshold);
   if (!Number.isInteger(blobThresholdBytes) || blobThresholdBytes < 0) {
     throw new Error(`TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "${threshold}"`);
   }
   const engine = env.TREADLE_ENGINE_VERSION?.trim();
   const engineVersion = engine ? Number(engine) : ENGINE_VERSION;
   if (!isEngineVersion(engineVersion)) {
-    throw new Error(`TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${engine}"`);
+    throw new Error(
+      `TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${engine}"`,
+    );
   }
   return {
     address: env.TEMPORAL_ADDRESS || DEFAULT_ADDRESS,
@@ -79,9 +82,12 @@ function blobStoreSettings(env: NodeJS.ProcessEnv): BlobStoreSettings {
   if (kind === 'file') return { kind, dir: env.TREADLE_BLOB_DIR || DEFAULT_BLOB_DIR };
   if (kind !== 's3') throw new Error(`TREADLE_BLOB_STORE must be "file" or "s3", got "${kind}"`);
 
-  if (!bucket) throw new Error('TREADLE_BLOB_STORE=s3 needs TREADLE_S3_BUCKET, the name of the bucket to keep blobs in');
+  if (!bucket)
+    throw new Error('TREADLE_BLOB_STORE=s3 needs TREADLE_S3_BUCKET, the name of the bucket to keep blobs in');
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(bucket)) {
-    throw new Error(`TREADLE_S3_BUCKET must be a bare bucket name (put any folder in TREADLE_S3_PREFIX), got "${bucket}"`);
+    throw new Error(
+      `TREADLE_S3_BUCKET must be a bare bucket name (put any folder in TREADLE_S3_PREFIX), got "${bucket}"`,
+    );
   }
   const settings: BlobStoreSettings = { kind, bucket, prefix: s3Prefix(env.TREADLE_S3_PREFIX) };
 
@@ -99,7 +105,11 @@ function blobStoreSettings(env: NodeJS.ProcessEnv): BlobStoreSettings {
     settings.endpoint = endpoint;
   }
   // An S3-compatible server usually ignores the region, but the SDK refuses to sign without one.
-  const region = env.TREADLE_S3_REGION?.trim() || env.AWS_REGION?.trim() || env.AWS_DEFAULT_REGION?.trim() || (endpoint ? 'us-east-1' : undefined);
+  const region =
+    env.TREADLE_S3_REGION?.trim() ||
+    env.AWS_REGION?.trim() ||
+    env.AWS_DEFAULT_REGION?.trim() ||
+    (endpoint ? 'us-east-1' : undefined);
   if (region) settings.region = region;
 
   const pathStyle = env.TREADLE_S3_FORCE_PATH_STYLE?.trim().toLowerCase();

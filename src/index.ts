@@ -1,14 +1,40 @@
 /** Treadle's public API. */
-export { TreadleClient, TreadleError, runIdFor, type PendingReviewListing, type ApprovalListing, type ConnectOptions } from './client';
+export {
+  TreadleClient,
+  TreadleError,
+  runIdFor,
+  type PendingReviewListing,
+  type ApprovalListing,
+  type ConnectOptions,
+} from './client';
 export { createWorker, runWorker, defaultRegistry, type TreadleWorkerOptions } from './worker';
-export { Registry, type StageImplementation, type GateImplementation, type StageContext, type GateContext } from './activities/registry';
+export {
+  Registry,
+  type StageImplementation,
+  type GateImplementation,
+  type StageContext,
+  type GateContext,
+} from './activities/registry';
 export { FileBlobStore, type BlobStore } from './storage/blob-store';
 export { pipeline, PipelineBuilder } from './model/builder';
-export { validatePipeline, parsePipeline, PipelineValidationError, type PipelineSpec, type StageSpec, type ReviewPolicy } from './model/pipeline';
+export {
+  validatePipeline,
+  parsePipeline,
+  PipelineValidationError,
+  type PipelineSpec,
+  type StageSpec,
+  type ReviewPolicy,
+} from './model/pipeline';
 export * from './model/shapes';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';
-export { defaultActionRegistry, defineActionType, ActionRegistry, type ActionType, type ActionContext } from './approvals/actions';
+export {
+  defaultActionRegistry,
+  defineActionType,
+  ActionRegistry,
+  type ActionType,
+  type ActionContext,
+} from './approvals/actions';
 export { TaskList } from './approvals/task-list';
 export { idempotencyKey, inputHash } from './approvals/idempotency';
 export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './model/approvals';

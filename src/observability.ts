@@ -10,7 +10,14 @@
  * to `createWorker` and `TreadleClient.connect`.
  */
 import type { Context as ActivityContext } from '@temporalio/activity';
-import type { ActivityInboundCallsInterceptor, ActivityInterceptorsFactory, ActivityOutboundCallsInterceptor, GetLogAttributesInput, Next, ActivityExecuteInput } from '@temporalio/worker';
+import type {
+  ActivityInboundCallsInterceptor,
+  ActivityInterceptorsFactory,
+  ActivityOutboundCallsInterceptor,
+  GetLogAttributesInput,
+  Next,
+  ActivityExecuteInput,
+} from '@temporalio/worker';
 import { trace, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 
 /** The tracer Treadle's own spans (model calls) use: the global provider's, a no-op until one is registered. */
@@ -29,7 +36,10 @@ const correlationOf = new WeakMap<ActivityContext, string>();
  */
 export const correlationInterceptors: ActivityInterceptorsFactory = (ctx) => ({
   inbound: {
-    async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+    async execute(
+      input: ActivityExecuteInput,
+      next: Next<ActivityInboundCallsInterceptor, 'execute'>,
+    ): Promise<unknown> {
       const first = input.args[0] as { correlationId?: unknown } | undefined;
       if (typeof first?.correlationId === 'string') {
         correlationOf.set(ctx, first.correlationId);
@@ -39,7 +49,10 @@ export const correlationInterceptors: ActivityInterceptorsFactory = (ctx) => ({
     },
   },
   outbound: {
-    getLogAttributes(input: GetLogAttributesInput, next: Next<ActivityOutboundCallsInterceptor, 'getLogAttributes'>): Record<string, unknown> {
+    getLogAttributes(
+      input: GetLogAttributesInput,
+      next: Next<ActivityOutboundCallsInterceptor, 'getLogAttributes'>,
+    ): Record<string, unknown> {
       const correlationId = correlationOf.get(ctx);
       return next(correlationId === undefined ? input : { ...input, correlationId });
     },
@@ -47,7 +60,12 @@ export const correlationInterceptors: ActivityInterceptorsFactory = (ctx) => ({
 });
 
 /** Runs `fn` in a span of Treadle's tracer (a child of the activity's span), recording its failure. */
-export async function inSpan<T>(name: string, attributes: Record<string, string | number | boolean>, fn: () => Promise<T>, after?: (result: T) => Record<string, string | number | boolean>): Promise<T> {
+export async function inSpan<T>(
+  name: string,
+  attributes: Record<string, string | number | boolean>,
+  fn: () => Promise<T>,
+  after?: (result: T) => Record<string, string | number | boolean>,
+): Promise<T> {
   return treadleTracer().startActiveSpan(name, { attributes }, async (span) => {
     try {
       const result = await fn();

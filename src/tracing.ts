@@ -16,7 +16,8 @@ export interface TreadleTracing {
 }
 
 /** The workflow interceptor module a workflow bundle must include for workflow spans (prebuilt bundles). */
-export const WORKFLOW_TRACING_MODULE = require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors');
+export const WORKFLOW_TRACING_MODULE =
+  require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors');
 
 /**
  * Tracing that sends spans to `spanProcessor`. The provider is registered globally (with Node's async
@@ -26,7 +27,11 @@ export function createTracing(options: { spanProcessor: SpanProcessor; serviceNa
   const resource = new Resource({ 'service.name': options.serviceName ?? 'treadle' });
   const provider = new NodeTracerProvider({ resource, spanProcessors: [options.spanProcessor] });
   provider.register();
-  const plugin = new OpenTelemetryPlugin({ resource, spanProcessor: options.spanProcessor, tracer: provider.getTracer('treadle') });
+  const plugin = new OpenTelemetryPlugin({
+    resource,
+    spanProcessor: options.spanProcessor,
+    tracer: provider.getTracer('treadle'),
+  });
   return { plugin, shutdown: () => provider.shutdown() };
 }
 
@@ -38,5 +43,8 @@ export function tracingFromEnv(env: NodeJS.ProcessEnv = process.env): TreadleTra
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return undefined;
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when tracing is configured
   const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp;
-  return createTracing({ spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter()), serviceName: env.OTEL_SERVICE_NAME ?? 'treadle' });
+  return createTracing({
+    spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter()),
+    serviceName: env.OTEL_SERVICE_NAME ?? 'treadle',
+  });
 }

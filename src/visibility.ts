@@ -68,15 +68,27 @@ function toDate(ts: RawTimestamp | null | undefined): Date {
  * Every execution matching a visibility query, page by page (the server caps a page at 1,000). Eventually
  * consistent, like every visibility listing.
  */
-export async function* listExecutions(client: Client, query: string, pageSize?: number): AsyncGenerator<ListedExecution> {
+export async function* listExecutions(
+  client: Client,
+  query: string,
+  pageSize?: number,
+): AsyncGenerator<ListedExecution> {
   let nextPageToken: Uint8Array | undefined;
   do {
     let response: Awaited<ReturnType<Client['workflowService']['listWorkflowExecutions']>>;
     try {
-      response = await client.workflowService.listWorkflowExecutions({ namespace: client.options.namespace, query, ...(nextPageToken ? { nextPageToken } : {}), ...(pageSize ? { pageSize } : {}) });
+      response = await client.workflowService.listWorkflowExecutions({
+        namespace: client.options.namespace,
+        query,
+        ...(nextPageToken ? { nextPageToken } : {}),
+        ...(pageSize ? { pageSize } : {}),
+      });
     } catch (error) {
       // The server's own reason (e.g. `3 INVALID_ARGUMENT: … is not a valid search attribute`), with the fix.
-      throw new Error(`the visibility query [${query}] failed: ${explainSearchAttributeError((error as Error).message)}`, { cause: error });
+      throw new Error(
+        `the visibility query [${query}] failed: ${explainSearchAttributeError((error as Error).message)}`,
+        { cause: error },
+      );
     }
     for (const raw of response.executions as RawExecution[]) {
       const workflowId = raw.execution?.workflowId ?? '';

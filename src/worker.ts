@@ -34,7 +34,13 @@ import { ensureSearchAttributes } from './server/search-attributes';
 
 /** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `loop`, `approval`, `fan_out`, and the document pipeline's stages and gates. */
 export function defaultRegistry(): Registry {
-  return registerLoop(registerTriage(registerFanOut(registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))))))));
+  return registerLoop(
+    registerTriage(
+      registerFanOut(
+        registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))))),
+      ),
+    ),
+  );
 }
 
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
@@ -76,12 +82,19 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
   const registry = options.registry ?? defaultRegistry();
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
   const actions = options.approvalActions ?? defaultActionRegistry();
-  const callLog = options.callLog !== undefined ? (options.callLog ?? undefined) : config.callLog !== null ? new SqliteCallLog(config.callLog) : undefined;
+  const callLog =
+    options.callLog !== undefined
+      ? (options.callLog ?? undefined)
+      : config.callLog !== null
+        ? new SqliteCallLog(config.callLog)
+        : undefined;
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? config.namespace,
     taskQueue: options.taskQueue ?? config.taskQueue,
-    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
+    ...(options.workflowBundle
+      ? { workflowBundle: options.workflowBundle }
+      : { workflowsPath: require.resolve('./workflows') }),
     activities: {
       ...createActivities({
         registry,
@@ -93,11 +106,26 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         ...(actions.names ? { actionTypes: actions.names() } : {}),
       }),
       // TDD trees (seed 001): node calls and git worktrees.
-      ...createTddActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}) }),
+      ...createTddActivities({
+        blobs,
+        agents: options.agents ?? defaultAgentProviders(),
+        ...(callLog ? { callLog } : {}),
+      }),
       // Loop stages (seed 004): iterations, queue checks, state.json.
-      ...createLoopActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}), blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes }),
+      ...createLoopActivities({
+        blobs,
+        agents: options.agents ?? defaultAgentProviders(),
+        ...(callLog ? { callLog } : {}),
+        blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+      }),
       // Quality contracts (seed 002): validation rounds, revisions, the final list.
-      ...createContractActivities({ blobs, agents: options.agents ?? defaultAgentProviders(), ...(callLog ? { callLog } : {}), ...registry.contractImplementations(), blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes }),
+      ...createContractActivities({
+        blobs,
+        agents: options.agents ?? defaultAgentProviders(),
+        ...(callLog ? { callLog } : {}),
+        ...registry.contractImplementations(),
+        blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+      }),
       // Fan-outs: the children's pipeline and elements, by reference.
       ...createFanOutActivities({ blobs, known: registry.names() }),
       // Approval stages (seed 003): requests made and approved actions executed, idempotently.
@@ -119,7 +147,10 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE,
     ...options.worker,
     // The work item's correlation id on every activity log line (and span).
-    interceptors: { ...options.worker?.interceptors, activity: [...(options.worker?.interceptors?.activity ?? []), correlationInterceptors] },
+    interceptors: {
+      ...options.worker?.interceptors,
+      activity: [...(options.worker?.interceptors?.activity ?? []), correlationInterceptors],
+    },
     ...(options.tracing ? { plugins: [...(options.worker?.plugins ?? []), options.tracing.plugin] } : {}),
   });
 }
@@ -131,7 +162,9 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   await registerSearchAttributes(config.address, options.namespace ?? config.namespace);
   const tracing = options.tracing ?? tracingFromEnv();
   const worker = await createWorker({ ...options, connection, ...(tracing ? { tracing } : {}) });
-  process.stderr.write(`treadle worker: task queue ${config.taskQueue} on ${config.address} (namespace ${config.namespace})${tracing ? ', tracing to OTLP' : ''}\n`);
+  process.stderr.write(
+    `treadle worker: task queue ${config.taskQueue} on ${config.address} (namespace ${config.namespace})${tracing ? ', tracing to OTLP' : ''}\n`,
+  );
   try {
     await worker.run();
   } finally {
@@ -146,12 +179,17 @@ async function registerSearchAttributes(address: string, namespace: string): Pro
     const connection = await Connection.connect({ address, connectTimeout: 5_000 });
     try {
       const added = await ensureSearchAttributes(connection, namespace);
-      if (added.length) process.stderr.write(`treadle worker: registered search attributes ${added.join(', ')} in namespace ${namespace}\n`);
+      if (added.length)
+        process.stderr.write(
+          `treadle worker: registered search attributes ${added.join(', ')} in namespace ${namespace}\n`,
+        );
     } finally {
       await connection.close();
     }
   } catch (error) {
-    process.stderr.write(`treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews and approvals needs TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId\n`);
+    process.stderr.write(
+      `treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews and approvals needs TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId\n`,
+    );
   }
 }
 
@@ -160,7 +198,9 @@ export async function connectWorker(address: string): Promise<NativeConnection> 
   try {
     return await NativeConnection.connect({ address });
   } catch (error) {
-    throw new Error(`cannot reach the Temporal server at ${address} (${(error as Error).message}); start one with "treadle dev" or set TEMPORAL_ADDRESS`);
+    throw new Error(
+      `cannot reach the Temporal server at ${address} (${(error as Error).message}); start one with "treadle dev" or set TEMPORAL_ADDRESS`,
+    );
   }
 }
 

@@ -45,7 +45,14 @@ export default async function globalSetup(globalConfig?: RunSelection): Promise<
 
 function quietLogger() {
   const noop = (): void => undefined;
-  return { trace: noop, debug: noop, info: noop, warn: noop, error: (m: string) => process.stderr.write(`${m}\n`), log: noop };
+  return {
+    trace: noop,
+    debug: noop,
+    info: noop,
+    warn: noop,
+    error: (m: string) => process.stderr.write(`${m}\n`),
+    log: noop,
+  };
 }
 
 /**
@@ -57,7 +64,10 @@ function ensureBuildIsCurrent(): void {
   const source = newestFile(path.join(ROOT, 'src'));
   const build = newestFile(path.join(ROOT, 'lib'));
   if (!source) return;
-  if (!build) throw new Error('lib/ is missing: the CLI tests run the build output. Run "npm run build" first (npm test builds before it runs jest).');
+  if (!build)
+    throw new Error(
+      'lib/ is missing: the CLI tests run the build output. Run "npm run build" first (npm test builds before it runs jest).',
+    );
   if (source.mtimeMs > build.mtimeMs) {
     throw new Error(
       `lib/ is older than src/ (${path.relative(ROOT, source.file)} changed after the last build): the CLI tests would run old code. ` +
@@ -88,8 +98,11 @@ function newestFile(dir: string): { file: string; mtimeMs: number } | undefined 
 function unitTestsOnly(globalConfig: RunSelection | undefined): boolean {
   const unit = path.join(ROOT, 'test', 'unit');
   const patterns = globalConfig?.testPathPatterns?.patterns ?? [];
-  return patterns.length > 0 && patterns.every((pattern) => {
-    const absolute = path.resolve(ROOT, pattern);
-    return absolute === unit || absolute.startsWith(`${unit}${path.sep}`);
-  });
+  return (
+    patterns.length > 0 &&
+    patterns.every((pattern) => {
+      const absolute = path.resolve(ROOT, pattern);
+      return absolute === unit || absolute.startsWith(`${unit}${path.sep}`);
+    })
+  );
 }

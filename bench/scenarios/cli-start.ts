@@ -49,7 +49,10 @@ function timeOnce(args: string[]): number {
   const started = nowMs();
   const run = spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: RUN_TIMEOUT_MS });
   const elapsed = nowMs() - started;
-  if (run.status !== 0) throw new Error(`node ${args.join(' ')} exited ${run.status ?? run.signal}: ${run.stderr.trim() || run.error?.message}`);
+  if (run.status !== 0)
+    throw new Error(
+      `node ${args.join(' ')} exited ${run.status ?? run.signal}: ${run.stderr.trim() || run.error?.message}`,
+    );
   return elapsed;
 }
 
@@ -58,7 +61,8 @@ function checkBuild(ctx: ScenarioContext): void {
   const built = path.join(ROOT, 'lib', 'cli', 'main.js');
   if (!existsSync(built)) throw new Error(`CLI start needs the built CLI (${built}); run "npm run build" first`);
   const source = path.join(ROOT, 'src', 'cli', 'main.ts');
-  if (existsSync(source) && statSync(source).mtimeMs > statSync(built).mtimeMs) ctx.progress('CLI start: lib/ is older than src/cli/main.ts; measuring the old build (run "npm run build")');
+  if (existsSync(source) && statSync(source).mtimeMs > statSync(built).mtimeMs)
+    ctx.progress('CLI start: lib/ is older than src/cli/main.ts; measuring the old build (run "npm run build")');
 }
 
 /** Runs the CLI start scenario. */
@@ -80,11 +84,22 @@ export async function cliStart(ctx: ScenarioContext): Promise<ScenarioResult<Cli
   const nodeStartMs = distribution(samples.node!);
   const commands = Object.keys(COMMANDS).map((command): CliStartCommand => {
     const startMs = distribution(samples[command]!);
-    return { command, startMs, ratioToNode: ratio(startMs.p50, nodeStartMs.p50), underGoal: startMs.p50 < CLI_START_GOAL_MS };
+    return {
+      command,
+      startMs,
+      ratioToNode: ratio(startMs.p50, nodeStartMs.p50),
+      underGoal: startMs.p50 < CLI_START_GOAL_MS,
+    };
   });
   const scenario = `CLI start (median of ${runs}; baseline: node -e 0)`;
   return {
     result: { runs, nodeStartMs, commands },
-    rows: commands.map((c) => ({ scenario, metric: c.command, treadle: fmt(c.startMs.p50, ' ms'), baseline: fmt(nodeStartMs.p50, ' ms'), ratio: fmtRatio(c.ratioToNode) })),
+    rows: commands.map((c) => ({
+      scenario,
+      metric: c.command,
+      treadle: fmt(c.startMs.p50, ' ms'),
+      baseline: fmt(nodeStartMs.p50, ' ms'),
+      ratio: fmtRatio(c.ratioToNode),
+    })),
   };
 }

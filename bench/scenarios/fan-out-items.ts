@@ -60,9 +60,18 @@ export const BASELINE_MAX_ITEMS = 10_000;
 
 /** Reads every run of the side's parent workflows, following continue-as-new from each first run. */
 async function parentHistories(side: Side, id: string) {
-  const totals = { runs: 0, bytes: 0, events: 0, largestBytes: 0, largestEvents: 0, tasks: { count: 0, totalMs: 0 }, payloads: {} as Record<string, number> };
+  const totals = {
+    runs: 0,
+    bytes: 0,
+    events: 0,
+    largestBytes: 0,
+    largestEvents: 0,
+    tasks: { count: 0, totalMs: 0 },
+    payloads: {} as Record<string, number>,
+  };
   for (const workflowId of side.fanOutParents(id)) {
-    let runId: string | undefined = (await side.handle(workflowId).describe()).raw.workflowExecutionInfo?.firstRunId ?? undefined;
+    let runId: string | undefined =
+      (await side.handle(workflowId).describe()).raw.workflowExecutionInfo?.firstRunId ?? undefined;
     while (runId) {
       const { history, size } = await readHistory(side.handle(workflowId, runId));
       totals.runs++;
@@ -73,7 +82,8 @@ async function parentHistories(side: Side, id: string) {
       const tasks = workflowTaskTime(history);
       totals.tasks.count += tasks.count;
       totals.tasks.totalMs += tasks.totalMs;
-      for (const [type, bytes] of Object.entries(payloadBytesByType(history))) totals.payloads[type] = (totals.payloads[type] ?? 0) + bytes;
+      for (const [type, bytes] of Object.entries(payloadBytesByType(history)))
+        totals.payloads[type] = (totals.payloads[type] ?? 0) + bytes;
       runId = history.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
     }
   }
@@ -122,7 +132,8 @@ export async function fanOutItems(ctx: ScenarioContext): Promise<ScenarioResult<
     };
     sizes.push(size);
     // A size takes minutes at 10,000: its figures are logged at once, so a run stopped later keeps them.
-    for (const row of rowsOf(size, concurrency)) ctx.progress(`  ${row.metric}: treadle ${row.treadle}, baseline ${row.baseline} (${row.ratio})`);
+    for (const row of rowsOf(size, concurrency))
+      ctx.progress(`  ${row.metric}: treadle ${row.treadle}, baseline ${row.baseline} (${row.ratio})`);
   }
   const result: FanOutItemsResult = { concurrency, scenarioMs: round(nowMs() - scenarioStarted, 0), sizes };
   return { result, rows: sizes.flatMap((size) => rowsOf(size, concurrency)) };
@@ -140,11 +151,35 @@ function rowsOf(size: FanOutItemsSize, concurrency: number): ScenarioResult<FanO
     ratio: fmtRatio(baseline ? ratio(ratioOf(treadle), ratioOf(baseline)) : null),
   });
   return [
-    row('wall time', (s) => fmt(s.wallMs, ' ms'), (s) => s.wallMs),
-    row('parent side: runs / history events / bytes', (s) => `${s.parentRuns} / ${s.parentHistoryEvents} / ${fmt(s.parentHistoryBytes / 1024, ' KiB')}`, (s) => s.parentHistoryBytes),
-    row('parent side history bytes per element', (s) => fmt(s.parentBytesPerElement, ' B'), (s) => s.parentBytesPerElement),
-    row('largest run: history events / bytes', (s) => `${s.largestRunEvents} / ${fmt(s.largestRunBytes / 1024, ' KiB')}`, (s) => s.largestRunBytes),
-    row('parent side workflow tasks: count / summed time', (s) => `${s.parentWorkflowTasks.count} / ${fmt(s.parentWorkflowTasks.totalMs, ' ms')}`, (s) => s.parentWorkflowTasks.totalMs),
-    row("one element's history events / bytes", (s) => `${s.elementHistoryEvents} / ${fmt(s.elementHistoryBytes / 1024, ' KiB')}`, (s) => s.elementHistoryBytes),
+    row(
+      'wall time',
+      (s) => fmt(s.wallMs, ' ms'),
+      (s) => s.wallMs,
+    ),
+    row(
+      'parent side: runs / history events / bytes',
+      (s) => `${s.parentRuns} / ${s.parentHistoryEvents} / ${fmt(s.parentHistoryBytes / 1024, ' KiB')}`,
+      (s) => s.parentHistoryBytes,
+    ),
+    row(
+      'parent side history bytes per element',
+      (s) => fmt(s.parentBytesPerElement, ' B'),
+      (s) => s.parentBytesPerElement,
+    ),
+    row(
+      'largest run: history events / bytes',
+      (s) => `${s.largestRunEvents} / ${fmt(s.largestRunBytes / 1024, ' KiB')}`,
+      (s) => s.largestRunBytes,
+    ),
+    row(
+      'parent side workflow tasks: count / summed time',
+      (s) => `${s.parentWorkflowTasks.count} / ${fmt(s.parentWorkflowTasks.totalMs, ' ms')}`,
+      (s) => s.parentWorkflowTasks.totalMs,
+    ),
+    row(
+      "one element's history events / bytes",
+      (s) => `${s.elementHistoryEvents} / ${fmt(s.elementHistoryBytes / 1024, ' KiB')}`,
+      (s) => s.elementHistoryBytes,
+    ),
   ];
 }

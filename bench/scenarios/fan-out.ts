@@ -33,7 +33,10 @@ export async function fanOut(ctx: ScenarioContext): Promise<ScenarioResult<FanOu
     const walls: Record<SideName, number[]> = { treadle: [], baseline: [] };
     const sizes: Record<SideName, { events: number; bytes: number }[]> = { treadle: [], baseline: [] };
     const payloads: Record<SideName, Record<string, number>> = { treadle: {}, baseline: {} };
-    const tasks: Record<SideName, { count: number; totalMs: number }> = { treadle: { count: 0, totalMs: 0 }, baseline: { count: 0, totalMs: 0 } };
+    const tasks: Record<SideName, { count: number; totalMs: number }> = {
+      treadle: { count: 0, totalMs: 0 },
+      baseline: { count: 0, totalMs: 0 },
+    };
     ctx.progress(`fan-out: width ${width}, ${ctx.sizes.fanOutRuns} run(s) per side`);
     for (let run = 0; run < ctx.sizes.fanOutRuns; run++) {
       for (const side of sidesInOrder(ctx, run)) {
@@ -58,14 +61,26 @@ export async function fanOut(ctx: ScenarioContext): Promise<ScenarioResult<FanOu
     });
     const treadle = summarize('treadle');
     const baseline = summarize('baseline');
-    results.push({ width, treadle, baseline, wallRatio: ratio(treadle.medianWallMs, baseline.medianWallMs), bytesRatio: ratio(treadle.historyBytes, baseline.historyBytes) });
+    results.push({
+      width,
+      treadle,
+      baseline,
+      wallRatio: ratio(treadle.medianWallMs, baseline.medianWallMs),
+      bytesRatio: ratio(treadle.historyBytes, baseline.historyBytes),
+    });
   }
   return {
     result: results,
     rows: results.flatMap((r) => {
       const name = `fan-out (${r.width} parallel stages)`;
       return [
-        { scenario: name, metric: 'wall time', treadle: fmt(r.treadle.medianWallMs, ' ms'), baseline: fmt(r.baseline.medianWallMs, ' ms'), ratio: fmtRatio(r.wallRatio) },
+        {
+          scenario: name,
+          metric: 'wall time',
+          treadle: fmt(r.treadle.medianWallMs, ' ms'),
+          baseline: fmt(r.baseline.medianWallMs, ' ms'),
+          ratio: fmtRatio(r.wallRatio),
+        },
         {
           scenario: name,
           metric: 'workflow tasks: count / summed time',

@@ -72,7 +72,13 @@ function warningAfter(ctx: ScenarioContext, since: number): string | undefined {
  * warning plus a short grace for the workflow to fail by itself, or the timeout; a stuck workflow is
  * terminated so nothing is left running.
  */
-async function runOnce(ctx: ScenarioContext, side: Side, id: string, bytes: number, expectFailure: boolean): Promise<{ wallMs: number; error?: string }> {
+async function runOnce(
+  ctx: ScenarioContext,
+  side: Side,
+  id: string,
+  bytes: number,
+  expectFailure: boolean,
+): Promise<{ wallMs: number; error?: string }> {
   const started = nowMs();
   const warningsBefore = ctx.warnings.length;
   try {
@@ -106,7 +112,10 @@ async function runOnce(ctx: ScenarioContext, side: Side, id: string, bytes: numb
         : `no result and no worker warning within ${BASELINE_FAILURE_TIMEOUT_MS / 1000}s`,
     );
   } catch (error) {
-    await side.handle(id).terminate('benchmark: payload attempt ended').catch(() => undefined);
+    await side
+      .handle(id)
+      .terminate('benchmark: payload attempt ended')
+      .catch(() => undefined);
     return { wallMs: round(nowMs() - started), error: describeError(error) };
   }
 }
@@ -119,7 +128,10 @@ async function measure(ctx: ScenarioContext, side: Side, bytes: number, runs: nu
     const inlineTooBig = side.name === 'baseline' && bytes > INLINE_LIMIT_BYTES;
     const outcome = await runOnce(ctx, side, id, bytes, inlineTooBig);
     if (outcome.error !== undefined) {
-      const size = await readHistory(side.handle(id)).then((r) => r.size, () => undefined);
+      const size = await readHistory(side.handle(id)).then(
+        (r) => r.size,
+        () => undefined,
+      );
       return {
         ok: false,
         wallMs: [outcome.wallMs],
@@ -149,10 +161,17 @@ export async function largeArtefacts(ctx: ScenarioContext): Promise<ScenarioResu
   const results: ArtefactSizeResult[] = [];
   for (const bytes of ctx.sizes.artefactBytes) {
     const inlinePossible = bytes <= INLINE_LIMIT_BYTES;
-    ctx.progress(`large payloads: ${sizeLabel(bytes)}, ${ctx.sizes.artefactRuns} run(s) treadle, ${inlinePossible ? ctx.sizes.artefactRuns : 1} baseline`);
+    ctx.progress(
+      `large payloads: ${sizeLabel(bytes)}, ${ctx.sizes.artefactRuns} run(s) treadle, ${inlinePossible ? ctx.sizes.artefactRuns : 1} baseline`,
+    );
     const treadle = await measure(ctx, ctx.treadle, bytes, ctx.sizes.artefactRuns);
     const baseline = await measure(ctx, ctx.baseline, bytes, inlinePossible ? ctx.sizes.artefactRuns : 1);
-    results.push({ bytes, treadle, baseline, treadleUnderGoal: treadle.ok && (treadle.historyBytesPerAttempt ?? Infinity) < HISTORY_BYTES_PER_ATTEMPT_GOAL });
+    results.push({
+      bytes,
+      treadle,
+      baseline,
+      treadleUnderGoal: treadle.ok && (treadle.historyBytesPerAttempt ?? Infinity) < HISTORY_BYTES_PER_ATTEMPT_GOAL,
+    });
   }
   return {
     result: results,
@@ -160,13 +179,25 @@ export async function largeArtefacts(ctx: ScenarioContext): Promise<ScenarioResu
       const name = `payloads (${sizeLabel(r.bytes)} input and artefact, 2 stages)`;
       const baselineWall = r.baseline.ok ? fmt(r.baseline.medianWallMs, ' ms') : 'not possible inline';
       return [
-        { scenario: name, metric: 'wall time', treadle: r.treadle.ok ? fmt(r.treadle.medianWallMs, ' ms') : 'failed', baseline: baselineWall, ratio: fmtRatio(r.baseline.ok && r.treadle.ok ? ratio(r.treadle.medianWallMs!, r.baseline.medianWallMs!) : null) },
+        {
+          scenario: name,
+          metric: 'wall time',
+          treadle: r.treadle.ok ? fmt(r.treadle.medianWallMs, ' ms') : 'failed',
+          baseline: baselineWall,
+          ratio: fmtRatio(
+            r.baseline.ok && r.treadle.ok ? ratio(r.treadle.medianWallMs!, r.baseline.medianWallMs!) : null,
+          ),
+        },
         {
           scenario: name,
           metric: 'history bytes per attempt',
           treadle: fmt((r.treadle.historyBytesPerAttempt ?? Number.NaN) / 1024, ' KiB'),
-          baseline: r.baseline.ok ? fmt((r.baseline.historyBytesPerAttempt ?? Number.NaN) / 1024, ' KiB') : 'not possible inline',
-          ratio: fmtRatio(r.baseline.ok ? ratio(r.treadle.historyBytesPerAttempt ?? 0, r.baseline.historyBytesPerAttempt ?? 0) : null),
+          baseline: r.baseline.ok
+            ? fmt((r.baseline.historyBytesPerAttempt ?? Number.NaN) / 1024, ' KiB')
+            : 'not possible inline',
+          ratio: fmtRatio(
+            r.baseline.ok ? ratio(r.treadle.historyBytesPerAttempt ?? 0, r.baseline.historyBytesPerAttempt ?? 0) : null,
+          ),
         },
       ];
     }),

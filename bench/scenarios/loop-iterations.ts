@@ -91,10 +91,34 @@ export async function loopIterations(ctx: ScenarioContext): Promise<ScenarioResu
   return {
     result,
     rows: [
-      { scenario: name, metric: 'wall time', treadle: fmt(treadle.wallMs, ' ms'), baseline: fmt(baseline.wallMs, ' ms'), ratio: fmtRatio(result.wallRatio) },
-      { scenario: name, metric: 'time per iteration', treadle: fmt(treadle.msPerIteration, ' ms'), baseline: fmt(baseline.msPerIteration, ' ms'), ratio: fmtRatio(ratio(treadle.msPerIteration, baseline.msPerIteration)) },
-      { scenario: name, metric: 'history bytes per iteration', treadle: fmt(treadle.historyBytesPerIteration, ' B'), baseline: fmt(baseline.historyBytesPerIteration, ' B'), ratio: fmtRatio(result.bytesRatio) },
-      { scenario: name, metric: 'runs (continue-as-new) / history events', treadle: `${treadle.runs} / ${treadle.historyEvents}`, baseline: `${baseline.runs} / ${baseline.historyEvents}`, ratio: '' },
+      {
+        scenario: name,
+        metric: 'wall time',
+        treadle: fmt(treadle.wallMs, ' ms'),
+        baseline: fmt(baseline.wallMs, ' ms'),
+        ratio: fmtRatio(result.wallRatio),
+      },
+      {
+        scenario: name,
+        metric: 'time per iteration',
+        treadle: fmt(treadle.msPerIteration, ' ms'),
+        baseline: fmt(baseline.msPerIteration, ' ms'),
+        ratio: fmtRatio(ratio(treadle.msPerIteration, baseline.msPerIteration)),
+      },
+      {
+        scenario: name,
+        metric: 'history bytes per iteration',
+        treadle: fmt(treadle.historyBytesPerIteration, ' B'),
+        baseline: fmt(baseline.historyBytesPerIteration, ' B'),
+        ratio: fmtRatio(result.bytesRatio),
+      },
+      {
+        scenario: name,
+        metric: 'runs (continue-as-new) / history events',
+        treadle: `${treadle.runs} / ${treadle.historyEvents}`,
+        baseline: `${baseline.runs} / ${baseline.historyEvents}`,
+        ratio: '',
+      },
     ],
   };
 }
@@ -104,7 +128,8 @@ async function everyRun(side: Side, workflowId: string): Promise<{ runId: string
   const runs: { runId: string; bytes: number; events: number }[] = [];
   let runId: string | undefined = (await side.handle(workflowId).describe()).runId;
   while (runId) {
-    if (runs.length >= MAX_RUNS || runs.some((r) => r.runId === runId)) throw new Error(`${workflowId}: the continue-as-new chain does not end (at run ${runId})`);
+    if (runs.length >= MAX_RUNS || runs.some((r) => r.runId === runId))
+      throw new Error(`${workflowId}: the continue-as-new chain does not end (at run ${runId})`);
     const { history, size } = await readHistory(side.handle(workflowId, runId));
     runs.push({ runId, bytes: size.bytes, events: size.events });
     runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;

@@ -77,7 +77,13 @@ export async function retryLoop(ctx: ScenarioContext): Promise<ScenarioResult<Re
   return {
     result,
     rows: [
-      { scenario: name, metric: 'history events per attempt', treadle: fmt(treadle.historyEventsPerAttempt), baseline: fmt(baseline.historyEventsPerAttempt), ratio: fmtRatio(result.eventsPerAttemptRatio) },
+      {
+        scenario: name,
+        metric: 'history events per attempt',
+        treadle: fmt(treadle.historyEventsPerAttempt),
+        baseline: fmt(baseline.historyEventsPerAttempt),
+        ratio: fmtRatio(result.eventsPerAttemptRatio),
+      },
       {
         scenario: name,
         metric: 'history bytes per attempt',
@@ -85,7 +91,13 @@ export async function retryLoop(ctx: ScenarioContext): Promise<ScenarioResult<Re
         baseline: fmt(baseline.historyBytesPerAttempt / 1024, ' KiB'),
         ratio: fmtRatio(result.bytesPerAttemptRatio),
       },
-      { scenario: name, metric: 'item duration p50', treadle: fmt(treadle.itemDurationMs.p50, ' ms'), baseline: fmt(baseline.itemDurationMs.p50, ' ms'), ratio: fmtRatio(result.durationP50Ratio) },
+      {
+        scenario: name,
+        metric: 'item duration p50',
+        treadle: fmt(treadle.itemDurationMs.p50, ' ms'),
+        baseline: fmt(baseline.itemDurationMs.p50, ' ms'),
+        ratio: fmtRatio(result.durationP50Ratio),
+      },
     ],
   };
 }

@@ -41,10 +41,14 @@ export async function reviewRoundTrip(ctx: ScenarioContext): Promise<ScenarioRes
   const idOf = (key: Variant, i: number) => `${ctx.tag}-review-${key}-${i}`;
   ctx.progress(`review round trip: ${items} items per variant (treadle update, treadle signal, baseline signal)`);
   for (const { key, side } of variants) {
-    await mapLimited(Array.from({ length: items }, (_, i) => i), 10, async (i) => {
-      await side.startReview(idOf(key, i));
-      await side.untilWaiting(idOf(key, i));
-    });
+    await mapLimited(
+      Array.from({ length: items }, (_, i) => i),
+      10,
+      async (i) => {
+        await side.startReview(idOf(key, i));
+        await side.untilWaiting(idOf(key, i));
+      },
+    );
   }
 
   const roundTrips: Record<Variant, number[]> = { treadleUpdate: [], treadleSignal: [], baselineSignal: [] };
@@ -61,7 +65,8 @@ export async function reviewRoundTrip(ctx: ScenarioContext): Promise<ScenarioRes
       await side.result(id);
       const spans = activitySpans((await readHistory(side.handle(id))).history);
       const next = spans[spans.length - 1];
-      if (next?.startedAt === undefined || spans.length < 2) throw new Error(`${id}: no activity after the review in the history`);
+      if (next?.startedAt === undefined || spans.length < 2)
+        throw new Error(`${id}: no activity after the review in the history`);
       roundTrips[key].push(next.startedAt - sentAt);
     }
   }

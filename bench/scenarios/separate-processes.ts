@@ -64,9 +64,14 @@ export interface SeparateProcessesResult extends RoundRatioSummary {
 
 /** Forks a worker process and resolves once it prints `ready`. */
 async function forkWorker(side: SideName, args: string[]): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [path.join(__dirname, '..', 'worker-process.js'), side, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path.join(__dirname, '..', 'worker-process.js'), side, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the ${side} worker process did not start within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => reject(new Error(`the ${side} worker process did not start within ${READY_TIMEOUT_MS / 1000} s`)),
+      READY_TIMEOUT_MS,
+    );
     child.once('exit', (code) => reject(new Error(`the ${side} worker process exited (${code}) before it was ready`)));
     createInterface({ input: child.stdout! }).once('line', (line) => {
       clearTimeout(timer);
@@ -78,7 +83,10 @@ async function forkWorker(side: SideName, args: string[]): Promise<ChildProcess>
 }
 
 /** Runs the scenario on a server of its own, with the main run's Treadle bundle: the sizes of the throughput scenario. */
-export async function separateProcesses(ctx: ScenarioContext, treadleBundle: WorkflowBundle): Promise<ScenarioResult<SeparateProcessesResult>> {
+export async function separateProcesses(
+  ctx: ScenarioContext,
+  treadleBundle: WorkflowBundle,
+): Promise<ScenarioResult<SeparateProcessesResult>> {
   const { throughputItems: items, throughputRounds: rounds } = ctx.sizes;
   const progress = (message: string): void => ctx.progress(`separate processes: ${message}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-separate-'));
@@ -86,7 +94,14 @@ export async function separateProcesses(ctx: ScenarioContext, treadleBundle: Wor
   try {
     progress('starting the Temporal dev server and bundling the baseline workflows...');
     const [server, baselineBundle] = await Promise.all([
-      startDevServer({ port: await freePort(), dbFile: path.join(dir, 'temporal.sqlite'), headless: true, allowDownload: false, sqlitePragmas: { ...SQLITE_PRAGMAS }, progress }),
+      startDevServer({
+        port: await freePort(),
+        dbFile: path.join(dir, 'temporal.sqlite'),
+        headless: true,
+        allowDownload: false,
+        sqlitePragmas: { ...SQLITE_PRAGMAS },
+        progress,
+      }),
       bundleWorkflowCode({ workflowsPath: require.resolve('../baseline-workflows'), logger: quietBundlerLogger }),
     ]);
     cleanups.push(() => server.stop());
@@ -98,13 +113,17 @@ export async function separateProcesses(ctx: ScenarioContext, treadleBundle: Wor
     let workerDied: (error: Error) => void = () => undefined;
     const died = new Promise<never>((_, reject) => (workerDied = reject));
     died.catch(() => undefined);
-    for (const [side, bundle] of [['treadle', treadleBundle], ['baseline', baselineBundle]] as const) {
+    for (const [side, bundle] of [
+      ['treadle', treadleBundle],
+      ['baseline', baselineBundle],
+    ] as const) {
       const bundleFile = path.join(dir, `${side}-workflows.js`);
       writeFileSync(bundleFile, bundle.code);
       const child = await forkWorker(side, [server.address, server.namespace, QUEUES[side], bundleFile, blobDir]);
       workers[side] = child;
       child.once('exit', (code, signal) => {
-        if (!stopping) workerDied(new Error(`the ${side} worker process exited (${signal ?? code}) during the scenario`));
+        if (!stopping)
+          workerDied(new Error(`the ${side} worker process exited (${signal ?? code}) during the scenario`));
       });
       cleanups.push(
         () =>
@@ -119,15 +138,22 @@ export async function separateProcesses(ctx: ScenarioContext, treadleBundle: Wor
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
     const temporal = new Client({ connection, namespace: server.namespace });
-    const sides: Side[] = [baselineSide(temporal, QUEUES.baseline), treadleSide(new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) }))];
+    const sides: Side[] = [
+      baselineSide(temporal, QUEUES.baseline),
+      treadleSide(new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) })),
+    ];
     const tag = `${ctx.tag}-${randomUUID().slice(0, 4)}`;
     const runItems = (side: Side, name: string, n: number): Promise<void[]> =>
       Promise.race([
-        mapLimited(Array.from({ length: n }, (_, i) => i), n, async (i) => {
-          const id = `${tag}-${name}-${side.name}-${i}`;
-          await side.startLinear(id, STAGES);
-          await side.result(id);
-        }),
+        mapLimited(
+          Array.from({ length: n }, (_, i) => i),
+          n,
+          async (i) => {
+            const id = `${tag}-${name}-${side.name}-${i}`;
+            await side.startLinear(id, STAGES);
+            await side.result(id);
+          },
+        ),
         died,
       ]);
     for (const side of sides) await runItems(side, 'warmup', WARMUP_ITEMS);
@@ -160,13 +186,18 @@ export async function separateProcesses(ctx: ScenarioContext, treadleBundle: Wor
     const summary = (m: SideRounds): SeparateSide => {
       const perItem = (xs: number[]): number => round(xs.reduce((a, b) => a + b, 0) / xs.length);
       const wall = m.wallMs.reduce((a, b) => a + b, 0);
-      return { itemsPerSecond: round(((items * rounds) / wall) * 1000), cpuPerItemMs: { worker: perItem(m.workerMs), clients: perItem(m.clientMs), server: perItem(m.serverMs) }, rounds: m };
+      return {
+        itemsPerSecond: round(((items * rounds) / wall) * 1000),
+        cpuPerItemMs: { worker: perItem(m.workerMs), clients: perItem(m.clientMs), server: perItem(m.serverMs) },
+        rounds: m,
+      };
     };
     const treadle = summary(measured.treadle);
     const baseline = summary(measured.baseline);
     // Both sides ran the same number of items per round: the items/s ratio is the inverse ratio of wall times.
     const roundRatios = measured.treadle.wallMs.map((t, r) => round(measured.baseline.wallMs[r]! / t, 3));
-    const total = (side: SeparateSide): number => side.cpuPerItemMs.worker + side.cpuPerItemMs.clients + side.cpuPerItemMs.server;
+    const total = (side: SeparateSide): number =>
+      side.cpuPerItemMs.worker + side.cpuPerItemMs.clients + side.cpuPerItemMs.server;
     const result: SeparateProcessesResult = {
       items,
       rounds,
@@ -178,13 +209,26 @@ export async function separateProcesses(ctx: ScenarioContext, treadleBundle: Wor
       cpuBoundRatio: ratio(total(baseline), total(treadle)),
     };
     const name = `throughput, workers in separate processes (${items}×${rounds} items × ${STAGES} stages)`;
-    const cpu = (side: SeparateSide): string => `${fmt(side.cpuPerItemMs.worker)} / ${fmt(side.cpuPerItemMs.clients)} / ${fmt(side.cpuPerItemMs.server)}`;
+    const cpu = (side: SeparateSide): string =>
+      `${fmt(side.cpuPerItemMs.worker)} / ${fmt(side.cpuPerItemMs.clients)} / ${fmt(side.cpuPerItemMs.server)}`;
     return {
       result,
       rows: [
-        { scenario: name, metric: 'work items/s', treadle: fmt(treadle.itemsPerSecond), baseline: fmt(baseline.itemsPerSecond), ratio: fmtRatio(result.throughputRatio) },
+        {
+          scenario: name,
+          metric: 'work items/s',
+          treadle: fmt(treadle.itemsPerSecond),
+          baseline: fmt(baseline.itemsPerSecond),
+          ratio: fmtRatio(result.throughputRatio),
+        },
         roundRatiosRow(name, result),
-        { scenario: name, metric: 'CPU ms per item: worker process / clients / server', treadle: cpu(treadle), baseline: cpu(baseline), ratio: fmtRatio(ratio(total(treadle), total(baseline))) },
+        {
+          scenario: name,
+          metric: 'CPU ms per item: worker process / clients / server',
+          treadle: cpu(treadle),
+          baseline: cpu(baseline),
+          ratio: fmtRatio(ratio(total(treadle), total(baseline))),
+        },
       ],
     };
   } finally {

@@ -27,7 +27,15 @@ import { FileBlobStore } from '../../src/storage/blob-store';
 import { createWorker } from '../../src/worker';
 import { cpuSnapshot, cpuSpent } from '../cpu';
 import { SQLITE_PRAGMAS } from '../environment';
-import { readHistories, fmt, fmtRatio, mapLimited, nowMs, type ScenarioContext, type ScenarioResult } from '../scenario';
+import {
+  readHistories,
+  fmt,
+  fmtRatio,
+  mapLimited,
+  nowMs,
+  type ScenarioContext,
+  type ScenarioResult,
+} from '../scenario';
 import { schedulingLatencies } from '../history';
 import { distribution, ratio, round, type Distribution } from '../statistics';
 import { treadleSide } from '../sides';
@@ -83,8 +91,23 @@ async function startWithoutPragmas(dbFile: string, progress: (m: string) => void
   if (!binary) throw new Error(`no temporal CLI found (tried ${tried.join(', ')})`);
   const port = await freePort();
   const namespace = 'default';
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--db-filename', dbFile, '--namespace', namespace, '--log-level', 'warn', '--headless'];
-  for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS)) args.push('--search-attribute', `${key}=${type}`);
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--db-filename',
+    dbFile,
+    '--namespace',
+    namespace,
+    '--log-level',
+    'warn',
+    '--headless',
+  ];
+  for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS))
+    args.push('--search-attribute', `${key}=${type}`);
   const server = startWatched({ command: binary.path, args, logFile: `${dbFile}.log` });
   const address = `127.0.0.1:${port}`;
   const deadline = Date.now() + READY_TIMEOUT_MS;
@@ -101,10 +124,28 @@ async function startWithoutPragmas(dbFile: string, progress: (m: string) => void
   return { address, namespace, pid: await server.started, sqlitePragmas: {}, stop: () => server.stop() };
 }
 
-async function startServer(pragmas: Record<string, string> | null, dbFile: string, progress: (m: string) => void): Promise<ServerHandle> {
+async function startServer(
+  pragmas: Record<string, string> | null,
+  dbFile: string,
+  progress: (m: string) => void,
+): Promise<ServerHandle> {
   if (pragmas === null) return startWithoutPragmas(dbFile, progress);
-  const server = await startDevServer({ port: await freePort(), dbFile, headless: true, allowDownload: false, allowBuild: false, sqlitePragmas: pragmas, progress });
-  return { address: server.address, namespace: server.namespace, ...(server.pid !== undefined ? { pid: server.pid } : {}), sqlitePragmas: { ...server.sqlitePragmas }, stop: () => server.stop() };
+  const server = await startDevServer({
+    port: await freePort(),
+    dbFile,
+    headless: true,
+    allowDownload: false,
+    allowBuild: false,
+    sqlitePragmas: pragmas,
+    progress,
+  });
+  return {
+    address: server.address,
+    namespace: server.namespace,
+    ...(server.pid !== undefined ? { pid: server.pid } : {}),
+    sqlitePragmas: { ...server.sqlitePragmas },
+    stop: () => server.stop(),
+  };
 }
 
 async function measureConfiguration(
@@ -123,7 +164,14 @@ async function measureConfiguration(
     const workerConnection = await NativeConnection.connect({ address: server.address });
     stops.push(() => workerConnection.close());
     const blobs = new FileBlobStore(path.join(dir, 'blobs'));
-    const worker: Worker = await createWorker({ connection: workerConnection, namespace: server.namespace, taskQueue: TASK_QUEUE, registry: benchRegistry(), blobs, workflowBundle: bundle });
+    const worker: Worker = await createWorker({
+      connection: workerConnection,
+      namespace: server.namespace,
+      taskQueue: TASK_QUEUE,
+      registry: benchRegistry(),
+      blobs,
+      workflowBundle: bundle,
+    });
     const running = worker.run();
     stops.push(async () => {
       if (worker.getState() === 'RUNNING') worker.shutdown();
@@ -131,7 +179,9 @@ async function measureConfiguration(
     });
     const connection = await Connection.connect({ address: server.address });
     stops.push(() => connection.close());
-    const side = treadleSide(new TreadleClient(new Client({ connection, namespace: server.namespace }), { taskQueue: TASK_QUEUE, blobs }));
+    const side = treadleSide(
+      new TreadleClient(new Client({ connection, namespace: server.namespace }), { taskQueue: TASK_QUEUE, blobs }),
+    );
     const stages = ctx.sizes.stages;
     const runItems = async (ids: string[]): Promise<void> => {
       await mapLimited(ids, ids.length, async (id) => {
@@ -146,7 +196,9 @@ async function measureConfiguration(
     let serverMs: number | null = 0;
     for (let r = 0; r < rounds; r++) {
       const roundIds = Array.from({ length: itemsAtOnce }, (_, i) => `${ctx.tag}-server-r${r}-${i}`);
-      ctx.progress(`server settings: ${configuration.name}: round ${r + 1}/${rounds}, ${itemsAtOnce} items × ${stages} stages`);
+      ctx.progress(
+        `server settings: ${configuration.name}: round ${r + 1}/${rounds}, ${itemsAtOnce} items × ${stages} stages`,
+      );
       const before = cpuSnapshot(server.pid);
       const started = nowMs();
       await runItems(roundIds);
@@ -179,16 +231,26 @@ async function measureConfiguration(
 }
 
 /** Runs the server-settings scenario; needs Treadle's workflow bundle and no other server busy. */
-export async function serverSettings(ctx: ScenarioContext, bundle: WorkflowBundle): Promise<ScenarioResult<ServerSettingsResult>> {
+export async function serverSettings(
+  ctx: ScenarioContext,
+  bundle: WorkflowBundle,
+): Promise<ScenarioResult<ServerSettingsResult>> {
   const { serverItemsAtOnce: itemsAtOnce, serverRounds: rounds, stages } = ctx.sizes;
   const configurations: ServerConfigurationResult[] = [];
-  for (const configuration of SERVER_CONFIGURATIONS) configurations.push(await measureConfiguration(ctx, bundle, configuration, itemsAtOnce, rounds));
+  for (const configuration of SERVER_CONFIGURATIONS)
+    configurations.push(await measureConfiguration(ctx, bundle, configuration, itemsAtOnce, rounds));
   const tuned = configurations[configurations.length - 1]!;
   const scenario = `server settings (Treadle, ${itemsAtOnce}×${rounds} items × ${stages} stages)`;
   return {
     result: { itemsAtOnce, rounds, stages, configurations },
     rows: configurations.flatMap((c) => [
-      { scenario, metric: `${c.name}: items/s (÷ tuned)`, treadle: fmt(c.itemsPerSecond), baseline: '', ratio: fmtRatio(ratio(c.itemsPerSecond, tuned.itemsPerSecond)) },
+      {
+        scenario,
+        metric: `${c.name}: items/s (÷ tuned)`,
+        treadle: fmt(c.itemsPerSecond),
+        baseline: '',
+        ratio: fmtRatio(ratio(c.itemsPerSecond, tuned.itemsPerSecond)),
+      },
       {
         scenario,
         metric: `${c.name}: stage gap p50 / p99 (÷ tuned p50)`,

@@ -56,7 +56,13 @@ export async function serverWork(ctx: ScenarioContext): Promise<ScenarioResult<S
     const difference = (treadle.byOperation[operation] ?? 0) - (baseline.byOperation[operation] ?? 0);
     if (Math.abs(difference) >= 0.5) differences[operation] = round(difference);
   }
-  const result: ServerWorkResult = { items, treadle, baseline, writesRatio: ratio(treadle.writes, baseline.writes), differences };
+  const result: ServerWorkResult = {
+    items,
+    treadle,
+    baseline,
+    writesRatio: ratio(treadle.writes, baseline.writes),
+    differences,
+  };
   const scenario = `server work (${items} items × ${ctx.sizes.stages} stages, one side at a time)`;
   const differenceText = Object.entries(differences)
     .sort((a, b) => Math.abs(b[1]) - Math.abs(a[1]))
@@ -70,7 +76,13 @@ export async function serverWork(ctx: ScenarioContext): Promise<ScenarioResult<S
       baseline: `${baseline.writes.toFixed(1)} / ${baseline.reads.toFixed(1)}`,
       ratio: fmtRatio(result.writesRatio),
     },
-    { scenario, metric: 'operations per item that differ (treadle − baseline)', treadle: differenceText || 'none', baseline: '', ratio: '' },
+    {
+      scenario,
+      metric: 'operations per item that differ (treadle − baseline)',
+      treadle: differenceText || 'none',
+      baseline: '',
+      ratio: '',
+    },
   ];
   return { result, rows };
 }

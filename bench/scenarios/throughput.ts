@@ -4,9 +4,28 @@
  * the per-stage scheduling latency under that load, and the event counts per item that explain a gap.
  */
 import { cpuSnapshot, cpuSpent, otherCpuMs, type CpuSnapshot } from '../cpu';
-import { activitySpans, eventCounts, medianParts, payloadBytesByType, schedulingLatencies, runDurationMs, transitionBreakdown, type TransitionParts } from '../history';
+import {
+  activitySpans,
+  eventCounts,
+  medianParts,
+  payloadBytesByType,
+  schedulingLatencies,
+  runDurationMs,
+  transitionBreakdown,
+  type TransitionParts,
+} from '../history';
 import { distribution, meanWithStandardError, median, quartiles, ratio, round, type Distribution } from '../statistics';
-import { fmt, fmtRatio, nowMs, partsText, readHistories, sidesInOrder, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
+import {
+  fmt,
+  fmtRatio,
+  nowMs,
+  partsText,
+  readHistories,
+  sidesInOrder,
+  type Row,
+  type ScenarioContext,
+  type ScenarioResult,
+} from '../scenario';
 import type { Side, SideName } from '../sides';
 
 /** One side's throughput over all rounds. */
@@ -68,7 +87,8 @@ export type RoundRatioSummary = Pick<ThroughputResult, 'medianRoundRatio' | 'rou
 
 /** Per-round ratios summarised: their median, middle half, mean and its standard error; null when some round has no ratio. */
 export function summarizeRoundRatios(roundRatios: readonly (number | null)[]): RoundRatioSummary {
-  if (!roundRatios.every((r) => r !== null)) return { medianRoundRatio: null, roundRatioQuartiles: null, roundRatioMean: null };
+  if (!roundRatios.every((r) => r !== null))
+    return { medianRoundRatio: null, roundRatioQuartiles: null, roundRatioMean: null };
   const ratios = roundRatios as number[];
   // With a handful of rounds the standard error itself is too uncertain to print (quick mode has two).
   const mean = ratios.length >= MIN_ROUNDS_FOR_STANDARD_ERROR ? meanWithStandardError(ratios) : null;
@@ -86,8 +106,13 @@ export function roundRatioMeanText(summary: RoundRatioSummary): string {
 }
 
 /** The table row of per-round ratios, their median, middle half, and mean with its standard error. */
-export function roundRatiosRow(scenario: string, result: Pick<ThroughputResult, 'roundRatios'> & RoundRatioSummary): Row {
-  const quartileText = result.roundRatioQuartiles ? `middle half ${result.roundRatioQuartiles.map((q) => fmtRatio(q)).join('–')}` : '';
+export function roundRatiosRow(
+  scenario: string,
+  result: Pick<ThroughputResult, 'roundRatios'> & RoundRatioSummary,
+): Row {
+  const quartileText = result.roundRatioQuartiles
+    ? `middle half ${result.roundRatioQuartiles.map((q) => fmtRatio(q)).join('–')}`
+    : '';
   const mean = result.roundRatioMean;
   return {
     scenario,
@@ -139,7 +164,11 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
       stages,
       rounds: walls[side.name].map((wallMs, r) => {
         const other = otherCpuMs(cpu[side.name][r]!);
-        return { wallMs: round(wallMs), itemsPerSecond: round((items / wallMs) * 1000), otherCores: other === null ? null : round(other / wallMs) };
+        return {
+          wallMs: round(wallMs),
+          itemsPerSecond: round((items / wallMs) * 1000),
+          otherCores: other === null ? null : round(other / wallMs),
+        };
       }),
       itemsPerSecond: round((totalItems / totalWall) * 1000),
       transitionsPerSecond: round(((totalItems * stages) / totalWall) * 1000),
@@ -161,7 +190,8 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
   const treadle = await summarize(ctx.treadle);
   const baseline = await summarize(ctx.baseline);
   const roundRatios = treadle.rounds.map((t, r) => ratio(t.itemsPerSecond, baseline.rounds[r]!.itemsPerSecond));
-  const cpuPerItem = (s: ThroughputSide) => (s.cpuPerItemMs.server === null ? null : s.cpuPerItemMs.process + s.cpuPerItemMs.server);
+  const cpuPerItem = (s: ThroughputSide) =>
+    s.cpuPerItemMs.server === null ? null : s.cpuPerItemMs.process + s.cpuPerItemMs.server;
   const [treadleCpu, baselineCpu] = [cpuPerItem(treadle), cpuPerItem(baseline)];
   const result: ThroughputResult = {
     treadle,
@@ -170,13 +200,22 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     roundRatios,
     ...summarizeRoundRatios(roundRatios),
     cpuBoundRatio: treadleCpu === null || baselineCpu === null ? null : ratio(baselineCpu, treadleCpu),
-    latencyUnderLoadP50Ratio: ratio(treadle.schedulingLatencyUnderLoadMs.p50, baseline.schedulingLatencyUnderLoadMs.p50),
+    latencyUnderLoadP50Ratio: ratio(
+      treadle.schedulingLatencyUnderLoadMs.p50,
+      baseline.schedulingLatencyUnderLoadMs.p50,
+    ),
   };
   const name = `throughput (${items}×${rounds} items × ${stages} stages)`;
   return {
     result,
     rows: [
-      { scenario: name, metric: 'work items/s', treadle: fmt(treadle.itemsPerSecond), baseline: fmt(baseline.itemsPerSecond), ratio: fmtRatio(result.throughputRatio) },
+      {
+        scenario: name,
+        metric: 'work items/s',
+        treadle: fmt(treadle.itemsPerSecond),
+        baseline: fmt(baseline.itemsPerSecond),
+        ratio: fmtRatio(result.throughputRatio),
+      },
       roundRatiosRow(name, result),
       {
         scenario: name,
@@ -223,4 +262,3 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     ],
   };
 }
-

@@ -57,7 +57,11 @@ async function rawListing(client: Client, query: string): Promise<number> {
   let count = 0;
   let nextPageToken: Uint8Array | undefined;
   do {
-    const page = await client.workflowService.listWorkflowExecutions({ namespace: client.options.namespace, query, ...(nextPageToken ? { nextPageToken } : {}) });
+    const page = await client.workflowService.listWorkflowExecutions({
+      namespace: client.options.namespace,
+      query,
+      ...(nextPageToken ? { nextPageToken } : {}),
+    });
     count += page.executions.length;
     nextPageToken = page.nextPageToken && page.nextPageToken.length > 0 ? page.nextPageToken : undefined;
   } while (nextPageToken);
@@ -108,7 +112,8 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
       firstCompleteCallMs = callMs;
       break;
     }
-    if (nowMs() - listedFrom > LISTING_TIMEOUT_MS) throw new Error(`only ${listed} of ${n} pending reviews listed after ${LISTING_TIMEOUT_MS / 1000}s`);
+    if (nowMs() - listedFrom > LISTING_TIMEOUT_MS)
+      throw new Error(`only ${listed} of ${n} pending reviews listed after ${LISTING_TIMEOUT_MS / 1000}s`);
     await new Promise((r) => setTimeout(r, LISTING_POLL_MS));
   }
   const firstCompleteAfterMs = nowMs() - listedFrom;
@@ -118,7 +123,11 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
   // each round ~80 ms more in one full run): one call is at the mercy of whatever else the machine does.
   const query = `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'`;
   const listings: { name: string; calls: number[]; list: () => Promise<number> }[] = [
-    { name: 'listPendingReviews', calls: [], list: async () => (await client.listPendingReviews({ pipeline: reviewPipelineSpec.name })).length },
+    {
+      name: 'listPendingReviews',
+      calls: [],
+      list: async () => (await client.listPendingReviews({ pipeline: reviewPipelineSpec.name })).length,
+    },
     { name: 'the raw listing call', calls: [], list: () => rawListing(client.client, query) },
     {
       name: "the SDK's list()",
@@ -173,7 +182,13 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
         baseline: fmt(result.rssPerItemKiB.baseline, ' KiB'),
         ratio: fmtRatio(ratio(result.rssPerItemKiB.treadle, result.rssPerItemKiB.baseline)),
       },
-      { scenario: name, metric: 'process RSS after starting them (cumulative)', treadle: fmt(afterTreadle.rssMiB, ' MiB'), baseline: fmt(afterBaseline.rssMiB, ' MiB'), ratio: '' },
+      {
+        scenario: name,
+        metric: 'process RSS after starting them (cumulative)',
+        treadle: fmt(afterTreadle.rssMiB, ' MiB'),
+        baseline: fmt(afterBaseline.rssMiB, ' MiB'),
+        ratio: '',
+      },
       {
         scenario: name,
         metric: 'listPendingReviews: median call / first complete',
@@ -184,4 +199,3 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
     ],
   };
 }
-

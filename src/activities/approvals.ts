@@ -55,7 +55,9 @@ const HEARTBEAT_EVERY_MS = 1_000;
 /** At most this many requests per stage attempt: each is a row in the item's state and in listings. */
 export const MAX_APPROVAL_REQUESTS = 1_000;
 
-export function createApprovalActivities(deps: ApprovalActivityDependencies): Record<string, (input: never) => Promise<unknown>> {
+export function createApprovalActivities(
+  deps: ApprovalActivityDependencies,
+): Record<string, (input: never) => Promise<unknown>> {
   const threshold = deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES;
 
   const create = async (input: ApprovalCreateInput): Promise<ApprovalCreateResult> => {
@@ -68,7 +70,13 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
     const source = await resolveList(config, input.upstream, input.input, deps.blobs);
     if ('problem' in source) return { ok: false, problems: [source.problem] };
     const elements = source.elements;
-    if (elements.length > MAX_APPROVAL_REQUESTS) return { ok: false, problems: [`${source.label} has ${elements.length} elements; an approval stage takes at most ${MAX_APPROVAL_REQUESTS} (split the list, or batch them with batch_create_tasks)`] };
+    if (elements.length > MAX_APPROVAL_REQUESTS)
+      return {
+        ok: false,
+        problems: [
+          `${source.label} has ${elements.length} elements; an approval stage takes at most ${MAX_APPROVAL_REQUESTS} (split the list, or batch them with batch_create_tasks)`,
+        ],
+      };
 
     const problems: string[] = [];
     const requests: Extract<ApprovalCreateResult, { ok: true }>['requests'] = [];
@@ -83,8 +91,15 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
       if (invalid.length > 0) {
         // An unknown type is the stage's `action:` (once) or the element's `action_type`; the rest name payload fields.
         const unknown = invalid.find((p) => p.startsWith('action_type:'));
-        if (unknown !== undefined && action.fixed) return { ok: false, problems: [`with.action: ${unknown.slice('action_type:'.length).trim()}`] };
-        problems.push(...invalid.map((p) => (p.startsWith('action_type:') ? `${where}.${p}` : `${where}${action.fixed ? '' : '.payload'}${p.startsWith('payload') ? p.slice('payload'.length) : `: ${p}`}`)));
+        if (unknown !== undefined && action.fixed)
+          return { ok: false, problems: [`with.action: ${unknown.slice('action_type:'.length).trim()}`] };
+        problems.push(
+          ...invalid.map((p) =>
+            p.startsWith('action_type:')
+              ? `${where}.${p}`
+              : `${where}${action.fixed ? '' : '.payload'}${p.startsWith('payload') ? p.slice('payload'.length) : `: ${p}`}`,
+          ),
+        );
         continue;
       }
       const summary = truncateText(deps.actions.summarize(action.type, action.payload), 200);
@@ -95,7 +110,11 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
         payload: stored,
         summary,
         context: contextOf(element, config),
-        idempotencyKey: deps.idempotencyKey(input.itemId, input.step, deps.inputHash({ actionType: action.type, payload: action.payload })),
+        idempotencyKey: deps.idempotencyKey(
+          input.itemId,
+          input.step,
+          deps.inputHash({ actionType: action.type, payload: action.payload }),
+        ),
       });
     }
     if (problems.length > 0) return { ok: false, problems };
@@ -106,35 +125,57 @@ export function createApprovalActivities(deps: ApprovalActivityDependencies): Re
     const payload = (await resolveArtefact(input.payload as Artefact, deps.blobs)) ?? null;
     // Validated again: the action registry may have changed since the request was made (a redeploy).
     const invalid = deps.actions.validatePayload(input.actionType, payload);
-    if (invalid.length > 0) throw ApplicationFailure.nonRetryable(`approval ${input.id}: the ${input.actionType} payload is no longer valid: ${invalid.join('; ')}`, 'InvalidPayload');
+    if (invalid.length > 0)
+      throw ApplicationFailure.nonRetryable(
+        `approval ${input.id}: the ${input.actionType} payload is no longer valid: ${invalid.join('; ')}`,
+        'InvalidPayload',
+      );
     // Heartbeats while the action runs, so a worker that dies mid-action is noticed within the heartbeat
     // timeout and the action runs again elsewhere (where its idempotency key makes the repeat a no-op).
     const context = Context.current();
     const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
     let result: Json;
     try {
-      result = await deps.actions.execute(input.actionType, payload, { idempotencyKey: input.idempotencyKey, signal: context.cancellationSignal });
+      result = await deps.actions.execute(input.actionType, payload, {
+        idempotencyKey: input.idempotencyKey,
+        signal: context.cancellationSignal,
+      });
     } catch (error) {
       // An action that says retrying cannot help (an unknown task, a conflicting key) fails for good.
       const refusal = error as { nonRetryable?: unknown; type?: unknown; message?: unknown };
-      if (refusal?.nonRetryable === true) throw ApplicationFailure.nonRetryable(`approval ${input.id}: ${String(refusal.message)}`, typeof refusal.type === 'string' ? refusal.type : 'ActionFailed');
+      if (refusal?.nonRetryable === true)
+        throw ApplicationFailure.nonRetryable(
+          `approval ${input.id}: ${String(refusal.message)}`,
+          typeof refusal.type === 'string' ? refusal.type : 'ActionFailed',
+        );
       throw error;
     } finally {
       clearInterval(beat);
     }
-    const summary = truncateText(`${input.actionType} done: ${typeof result === 'string' ? result : JSON.stringify(result)}`, 200);
+    const summary = truncateText(
+      `${input.actionType} done: ${typeof result === 'string' ? result : JSON.stringify(result)}`,
+      200,
+    );
     return { result: (await offloadArtefact(result as Artefact, deps.blobs, threshold, summary)) ?? null, summary };
   };
 
-  return { [APPROVAL_CREATE_ACTIVITY]: create as (input: never) => Promise<unknown>, [APPROVAL_EXECUTE_ACTIVITY]: execute as (input: never) => Promise<unknown> };
+  return {
+    [APPROVAL_CREATE_ACTIVITY]: create as (input: never) => Promise<unknown>,
+    [APPROVAL_EXECUTE_ACTIVITY]: execute as (input: never) => Promise<unknown>,
+  };
 }
 
 /**
  * A request id: short, stable (recorded in history once made) and unique across runs — the hash of the
  * item, the workflow run, the step, the attempt and the element's place — as `ap-` and ten base32 characters.
  */
-export function approvalId(where: Pick<ApprovalCreateInput, 'itemId' | 'runId' | 'step' | 'attempt'>, index: number): string {
-  const digest = createHash('sha256').update([where.itemId, where.runId, where.step, String(where.attempt), String(index)].join('\0')).digest();
+export function approvalId(
+  where: Pick<ApprovalCreateInput, 'itemId' | 'runId' | 'step' | 'attempt'>,
+  index: number,
+): string {
+  const digest = createHash('sha256')
+    .update([where.itemId, where.runId, where.step, String(where.attempt), String(index)].join('\0'))
+    .digest();
   return `ap-${base32(digest).slice(0, 10)}`;
 }
 
@@ -155,11 +196,16 @@ function base32(bytes: Buffer): string {
   return out;
 }
 
-function actionOf(element: Json, config: ApprovalStageConfig): { type: string; payload: Json; fixed: boolean } | { problem: string } {
+function actionOf(
+  element: Json,
+  config: ApprovalStageConfig,
+): { type: string; payload: Json; fixed: boolean } | { problem: string } {
   if (config.action !== undefined) return { type: config.action, payload: element, fixed: true };
-  if (!isRecord(element)) return { problem: 'must be an object {action_type, payload, context?} (or set `action:` on the stage)' };
+  if (!isRecord(element))
+    return { problem: 'must be an object {action_type, payload, context?} (or set `action:` on the stage)' };
   const type = element.action_type ?? element.actionType;
-  if (typeof type !== 'string' || type === '') return { problem: 'action_type: missing (each element names its action type, or the stage sets `action:`)' };
+  if (typeof type !== 'string' || type === '')
+    return { problem: 'action_type: missing (each element names its action type, or the stage sets `action:`)' };
   if (element.payload === undefined) return { problem: 'payload: missing' };
   return { type, payload: element.payload, fixed: false };
 }

@@ -20,8 +20,22 @@ import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { recordingAgent } from '../agents';
 import { defaultAgentName, type AgentProviders } from '../agents/providers';
 import type { Agent } from '../agents/types';
-import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY } from '../model/activity-types';
-import { LLM_CONTRACT_IMPLEMENTATION, type ContractCall, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractSpec, type ContractValidateInput, type ContractValidateResult } from '../model/contracts';
+import {
+  CONTRACT_FINALIZE_ACTIVITY,
+  CONTRACT_REVISE_ACTIVITY,
+  CONTRACT_VALIDATE_ACTIVITY,
+} from '../model/activity-types';
+import {
+  LLM_CONTRACT_IMPLEMENTATION,
+  type ContractCall,
+  type ContractFinalizeInput,
+  type ContractFinalizeResult,
+  type ContractReviseInput,
+  type ContractReviseResult,
+  type ContractSpec,
+  type ContractValidateInput,
+  type ContractValidateResult,
+} from '../model/contracts';
 import { truncateText } from '../model/limits';
 import { isBlobRef, type Json } from '../model/shapes';
 import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../storage/blob-store';
@@ -54,7 +68,9 @@ export interface ContractValidation {
 }
 
 /** The consuming stage's judge of the producer's items (one call for all of them). */
-export type ContractValidator = (ctx: ContractContext & { items: { id: string; item: Json }[] }) => Promise<ContractValidation>;
+export type ContractValidator = (
+  ctx: ContractContext & { items: { id: string; item: Json }[] },
+) => Promise<ContractValidation>;
 /** The producing stage's reviser of one rejected item; throw {@link UnparsableRevision} for a reply that is not an item. */
 export type ContractReviser = (ctx: ContractContext & { id: string; item: Json; reason: string }) => Promise<Json>;
 
@@ -96,9 +112,13 @@ const SAMPLE = 5;
 const MAX_REASON = 500;
 
 export function createContractActivities(deps: ContractActivityDependencies) {
-  const validators: Record<string, ContractValidator> = { [LLM_CONTRACT_IMPLEMENTATION]: llmValidator, ...deps.validators };
+  const validators: Record<string, ContractValidator> = {
+    [LLM_CONTRACT_IMPLEMENTATION]: llmValidator,
+    ...deps.validators,
+  };
   const revisers: Record<string, ContractReviser> = { [LLM_CONTRACT_IMPLEMENTATION]: llmReviser, ...deps.revisers };
-  const where = (call: ContractCall, kind: 'validate' | 'revise') => callLogWriter(deps.callLog, { pipeline: call.pipeline, stage: `${call.consumer}.${kind}` });
+  const where = (call: ContractCall, kind: 'validate' | 'revise') =>
+    callLogWriter(deps.callLog, { pipeline: call.pipeline, stage: `${call.consumer}.${kind}` });
   // The work item's input, resolved once per worker for all the rounds and revisions that read it.
   const inputs = new Map<string, Json>();
   const resolveInput = async (input: Json): Promise<Json> => {
@@ -112,9 +132,17 @@ export function createContractActivities(deps: ContractActivityDependencies) {
   };
   return {
     [CONTRACT_VALIDATE_ACTIVITY]: async (input: ContractValidateInput): Promise<ContractValidateResult> =>
-      supervise((s) => validate(input, deps, validators, resolveInput, s), { blobs: deps.blobs, onCalls: where(input, 'validate') }),
-    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> => supervise((s) => revise(input, deps, revisers, resolveInput, s), { blobs: deps.blobs, onCalls: where(input, 'revise') }),
-    [CONTRACT_FINALIZE_ACTIVITY]: async (input: ContractFinalizeInput): Promise<ContractFinalizeResult> => finalize(input, deps),
+      supervise((s) => validate(input, deps, validators, resolveInput, s), {
+        blobs: deps.blobs,
+        onCalls: where(input, 'validate'),
+      }),
+    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> =>
+      supervise((s) => revise(input, deps, revisers, resolveInput, s), {
+        blobs: deps.blobs,
+        onCalls: where(input, 'revise'),
+      }),
+    [CONTRACT_FINALIZE_ACTIVITY]: async (input: ContractFinalizeInput): Promise<ContractFinalizeResult> =>
+      finalize(input, deps),
   };
 }
 
@@ -126,7 +154,13 @@ interface CallSetting {
   input: Json;
 }
 
-function contextFor(at: CallSetting, kind: 'validate' | 'revise', key: string, deps: ContractActivityDependencies, s: Supervision): ContractContext {
+function contextFor(
+  at: CallSetting,
+  kind: 'validate' | 'revise',
+  key: string,
+  deps: ContractActivityDependencies,
+  s: Supervision,
+): ContractContext {
   const { call, contract, round, input } = at;
   const ref = kind === 'validate' ? contract.validate : contract.revise;
   const configured = (ref.with as { agent?: unknown } | undefined)?.agent;
@@ -141,25 +175,53 @@ function contextFor(at: CallSetting, kind: 'validate' | 'revise', key: string, d
     agent: (provider) => {
       const name = provider ?? (typeof configured === 'string' ? configured : defaultAgentName());
       const factory = deps.agents[name];
-      if (!factory) throw ApplicationFailure.nonRetryable(`unknown agent provider "${name}" (available: ${Object.keys(deps.agents).join(', ')})`, 'UnknownAgent');
+      if (!factory)
+        throw ApplicationFailure.nonRetryable(
+          `unknown agent provider "${name}" (available: ${Object.keys(deps.agents).join(', ')})`,
+          'UnknownAgent',
+        );
       // Scripted replies: `<consumer>.validate` (reply n for round n-1), `<consumer>.revise.<item id>` (reply n for round n).
-      return recordingAgent(factory({ itemId: call.itemId, stage: key, attempt: kind === 'validate' ? round + 1 : round, input, config: ref.with }), {
-        calls: s.calls,
-        conversations: new ConversationStore(deps.blobs),
-        ...(call.correlationId !== undefined ? { runCorrelationId: call.correlationId } : {}),
-      });
+      return recordingAgent(
+        factory({
+          itemId: call.itemId,
+          stage: key,
+          attempt: kind === 'validate' ? round + 1 : round,
+          input,
+          config: ref.with,
+        }),
+        {
+          calls: s.calls,
+          conversations: new ConversationStore(deps.blobs),
+          ...(call.correlationId !== undefined ? { runCorrelationId: call.correlationId } : {}),
+        },
+      );
     },
   };
 }
 
-async function validate(input: ContractValidateInput, deps: ContractActivityDependencies, validators: Record<string, ContractValidator>, resolveInput: (input: Json) => Promise<Json>, s: Supervision): Promise<ContractValidateResult> {
+async function validate(
+  input: ContractValidateInput,
+  deps: ContractActivityDependencies,
+  validators: Record<string, ContractValidator>,
+  resolveInput: (input: Json) => Promise<Json>,
+  s: Supervision,
+): Promise<ContractValidateResult> {
   let state: ContractState;
   let toValidate: number[];
   if ('source' in input) {
     const source = (await resolveArtefact(input.source, deps.blobs)) ?? null;
     const read = readItems(source, input.contract);
     if (!read.ok) return { ok: false, problems: read.problems };
-    state = { contract: input.contract, input: input.input, source: input.source, ids: read.ids, items: read.items, verdicts: read.items.map(() => 'accepted'), reasons: read.items.map(() => null), rejected: [] };
+    state = {
+      contract: input.contract,
+      input: input.input,
+      source: input.source,
+      ids: read.ids,
+      items: read.items,
+      verdicts: read.items.map(() => 'accepted'),
+      reasons: read.items.map(() => null),
+      rejected: [],
+    };
     toValidate = read.items.map((_, i) => i);
   } else {
     state = await readJson<ContractState>(deps.blobs, input.stateRef);
@@ -181,14 +243,21 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
   if (toValidate.length > 0) {
     // Empty input makes no call; otherwise one call for every item of the round.
     const validator = validators[contract.validate.run];
-    if (!validator) throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
+    if (!validator)
+      throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
     let answer: ContractValidation | undefined;
     try {
       const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
-      answer = await validator({ ...contextFor(setting, 'validate', `${contract.to}.validate`, deps, s), items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })) });
+      answer = await validator({
+        ...contextFor(setting, 'validate', `${contract.to}.validate`, deps, s),
+        items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })),
+      });
     } catch (error) {
       if (error instanceof CancelledFailure || s.signal.aborted) throw error;
-      fallback = { kind: 'threw', detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON) };
+      fallback = {
+        kind: 'threw',
+        detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON),
+      };
     }
     // A validator of the user's own may answer anything: a shape the engine does not know is a flagged
     // fallback like a malformed llm reply, never a silent "everything accepted".
@@ -197,7 +266,8 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
       fallback = { kind: 'malformed', detail: truncateText(unrecognised, MAX_REASON) };
       answer = undefined;
     }
-    if (answer?.malformed !== undefined) fallback = { kind: 'malformed', detail: truncateText(answer.malformed, MAX_REASON) };
+    if (answer?.malformed !== undefined)
+      fallback = { kind: 'malformed', detail: truncateText(answer.malformed, MAX_REASON) };
     const byId = new Map(toValidate.map((i) => [state.ids[i]!, i]));
     if (answer && answer.malformed === undefined) {
       const mentioned = new Set<string>();
@@ -214,7 +284,10 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
       }
       for (const id of (answer.accepted ?? []).map(String)) if (byId.has(id)) mentioned.add(id);
       if (mentioned.size < toValidate.length && answer.accepted !== undefined) {
-        fallback = { kind: 'partial', detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted` };
+        fallback = {
+          kind: 'partial',
+          detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted`,
+        };
       }
       if (unknown.length > 0) {
         const quoted = unknown.slice(0, 5).map((id) => JSON.stringify(id));
@@ -233,7 +306,11 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
   }
   newlyRejected.sort((a, b) => a - b);
   state.rejected = [...state.rejected, ...newlyRejected].sort((a, b) => a - b);
-  const stateRef = await storeJson(deps.blobs, state, `contract ${contract.from} → ${contract.to}, round ${input.round}`);
+  const stateRef = await storeJson(
+    deps.blobs,
+    state,
+    `contract ${contract.from} → ${contract.to}, round ${input.round}`,
+  );
   return {
     ok: true,
     stateRef,
@@ -243,7 +320,9 @@ async function validate(input: ContractValidateInput, deps: ContractActivityDepe
     rejectedNow: newlyRejected.length,
     rejected: state.rejected.length,
     ...(fallback ? { fallback: fallback.kind, fallbackDetail: fallback.detail } : {}),
-    sample: newlyRejected.slice(0, SAMPLE).map((at) => ({ id: truncateText(state.ids[at]!, 100), reason: truncateText(state.reasons[at] ?? '', 200) })),
+    sample: newlyRejected
+      .slice(0, SAMPLE)
+      .map((at) => ({ id: truncateText(state.ids[at]!, 100), reason: truncateText(state.reasons[at] ?? '', 200) })),
     tokens: tokensOf(s),
     ...(await callsOf(s)),
   };
@@ -292,35 +371,74 @@ export function unrecognisedAnswer(answer: unknown): string | undefined {
   return `the validator's answer is not ${VALIDATION_SHAPE}: ${problems.slice(0, 3).join('; ')}${more}`;
 }
 
-async function revise(input: ContractReviseInput, deps: ContractActivityDependencies, revisers: Record<string, ContractReviser>, resolveInput: (input: Json) => Promise<Json>, s: Supervision): Promise<ContractReviseResult> {
+async function revise(
+  input: ContractReviseInput,
+  deps: ContractActivityDependencies,
+  revisers: Record<string, ContractReviser>,
+  resolveInput: (input: Json) => Promise<Json>,
+  s: Supervision,
+): Promise<ContractReviseResult> {
   const state = await readJson<ContractState>(deps.blobs, input.stateRef);
   const { contract } = state;
   const at = state.rejected[input.index];
-  if (at === undefined) throw ApplicationFailure.nonRetryable(`no rejected item ${input.index} in the contract's state`, 'InvalidInput');
+  if (at === undefined)
+    throw ApplicationFailure.nonRetryable(`no rejected item ${input.index} in the contract's state`, 'InvalidInput');
   const id = state.ids[at]!;
   const reviser = revisers[contract.revise.run];
-  if (!reviser) throw ApplicationFailure.nonRetryable(`unknown contract reviser "${contract.revise.run}"`, 'InvalidConfig');
+  if (!reviser)
+    throw ApplicationFailure.nonRetryable(`unknown contract reviser "${contract.revise.run}"`, 'InvalidConfig');
   let revised: Json;
   try {
     const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
-    revised = await reviser({ ...contextFor(setting, 'revise', `${contract.to}.revise.${id}`, deps, s), id, item: state.items[at]!, reason: state.reasons[at] ?? '' });
+    revised = await reviser({
+      ...contextFor(setting, 'revise', `${contract.to}.revise.${id}`, deps, s),
+      id,
+      item: state.items[at]!,
+      reason: state.reasons[at] ?? '',
+    });
   } catch (error) {
     if (error instanceof UnparsableRevision) {
       const wasted = tokensOf(s);
-      Context.current().log.warn('contract revision skipped: its reply is not an item', { contract: `${contract.from} → ${contract.to}`, item: id, wastedTokens: wasted, error: error.message });
-      return { ok: false, id: truncateText(id, 100), error: truncateText(error.message, MAX_REASON), wastedTokens: wasted, ...(await callsOf(s)) };
+      Context.current().log.warn('contract revision skipped: its reply is not an item', {
+        contract: `${contract.from} → ${contract.to}`,
+        item: id,
+        wastedTokens: wasted,
+        error: error.message,
+      });
+      return {
+        ok: false,
+        id: truncateText(id, 100),
+        error: truncateText(error.message, MAX_REASON),
+        wastedTokens: wasted,
+        ...(await callsOf(s)),
+      };
     }
     throw error;
   }
   if (revised === null || typeof revised !== 'object' || Array.isArray(revised)) {
-    return { ok: false, id: truncateText(id, 100), error: 'the revision is not an object', wastedTokens: tokensOf(s), ...(await callsOf(s)) };
+    return {
+      ok: false,
+      id: truncateText(id, 100),
+      error: 'the revision is not an object',
+      wastedTokens: tokensOf(s),
+      ...(await callsOf(s)),
+    };
   }
   // A revision keeps the item's identity: the id field is the original's, whatever the reply says.
   const kept = setPath(revised, contract.itemId, getPath(state.items[at]!, contract.itemId) ?? id);
-  return { ok: true, id: truncateText(id, 100), revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`), tokens: tokensOf(s), ...(await callsOf(s)) };
+  return {
+    ok: true,
+    id: truncateText(id, 100),
+    revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`),
+    tokens: tokensOf(s),
+    ...(await callsOf(s)),
+  };
 }
 
-async function finalize(input: ContractFinalizeInput, deps: ContractActivityDependencies): Promise<ContractFinalizeResult> {
+async function finalize(
+  input: ContractFinalizeInput,
+  deps: ContractActivityDependencies,
+): Promise<ContractFinalizeResult> {
   const state = await readJson<ContractState>(deps.blobs, input.stateRef);
   const { contract } = state;
   const accepted = state.items.filter((_, i) => state.verdicts[i] === 'accepted');
@@ -335,7 +453,12 @@ async function finalize(input: ContractFinalizeInput, deps: ContractActivityDepe
   const list = [...accepted, ...warned] as Json[];
   const replaced = contract.items === '' ? list : setPath(source, contract.items, list);
   const summary = `${accepted.length} accepted, ${warned.length} passed through with warnings`;
-  const artefact = await offloadArtefact(replaced, deps.blobs, deps.blobThresholdBytes, `${contract.from}'s items for ${contract.to}: ${summary}`);
+  const artefact = await offloadArtefact(
+    replaced,
+    deps.blobs,
+    deps.blobThresholdBytes,
+    `${contract.from}'s items for ${contract.to}: ${summary}`,
+  );
   return { artefact: artefact as Json, accepted: accepted.length, warned: warned.length, summary };
 }
 
@@ -349,7 +472,11 @@ const VALIDATION_SCHEMA: Json = {
       type: 'array',
       items: {
         type: 'object',
-        properties: { id: { type: 'string' }, verdict: { type: 'string', enum: ['accepted', 'rejected'] }, reason: { type: 'string' } },
+        properties: {
+          id: { type: 'string' },
+          verdict: { type: 'string', enum: ['accepted', 'rejected'] },
+          reason: { type: 'string' },
+        },
         required: ['id', 'verdict'],
       },
     },
@@ -372,8 +499,20 @@ export const llmValidator: ContractValidator = async (ctx) => {
     'Answer with one result per item: {"results": [{"id": "<id>", "verdict": "accepted" | "rejected", "reason": "<why, for the producer to fix>"}]}. A rejection must say what to change.',
   ].join('\n');
   const model = (ctx.config as { model?: unknown } | undefined)?.model;
-  const result = await ctx.agent().run({ messages: [{ role: 'user', content: prompt }], outputSchema: VALIDATION_SCHEMA, correlationId: `${ctx.itemId}/${ctx.contract.to}/validate/${ctx.round}`, signal: ctx.signal, ...(typeof model === 'string' ? { model } : {}) });
-  if (result.output === undefined) return { rejected: [], malformed: result.invalidOutput ? `the validator's reply did not match its schema: ${result.invalidOutput.issues.join('; ')}` : 'the validator gave no structured reply' };
+  const result = await ctx.agent().run({
+    messages: [{ role: 'user', content: prompt }],
+    outputSchema: VALIDATION_SCHEMA,
+    correlationId: `${ctx.itemId}/${ctx.contract.to}/validate/${ctx.round}`,
+    signal: ctx.signal,
+    ...(typeof model === 'string' ? { model } : {}),
+  });
+  if (result.output === undefined)
+    return {
+      rejected: [],
+      malformed: result.invalidOutput
+        ? `the validator's reply did not match its schema: ${result.invalidOutput.issues.join('; ')}`
+        : 'the validator gave no structured reply',
+    };
   const results = (result.output as { results: { id: string; verdict: string; reason?: string }[] }).results;
   return {
     rejected: results.filter((r) => r.verdict === 'rejected').map((r) => ({ id: r.id, reason: r.reason ?? '' })),
@@ -399,7 +538,12 @@ export const llmReviser: ContractReviser = async (ctx) => {
     'Answer with the whole revised item as one JSON object, and nothing else.',
   ].join('\n');
   const model = (ctx.config as { model?: unknown } | undefined)?.model;
-  const result = await ctx.agent().run({ messages: [{ role: 'user', content: prompt }], correlationId: `${ctx.itemId}/${ctx.contract.to}/revise/${ctx.id}/${ctx.round}`, signal: ctx.signal, ...(typeof model === 'string' ? { model } : {}) });
+  const result = await ctx.agent().run({
+    messages: [{ role: 'user', content: prompt }],
+    correlationId: `${ctx.itemId}/${ctx.contract.to}/revise/${ctx.id}/${ctx.round}`,
+    signal: ctx.signal,
+    ...(typeof model === 'string' ? { model } : {}),
+  });
   const text = result.text.trim().replace(/^```(?:json)?\s*([\s\S]*?)\s*```$/, '$1');
   try {
     return JSON.parse(text) as Json;
@@ -412,22 +556,42 @@ export const llmReviser: ContractReviser = async (ctx) => {
 // helpers
 
 /** The list at `contract.items` in the producer's artefact, each item an object with a unique id. */
-export function readItems(source: Json, contract: ContractSpec): { ok: true; items: Json[]; ids: string[] } | { ok: false; problems: string[] } {
+export function readItems(
+  source: Json,
+  contract: ContractSpec,
+): { ok: true; items: Json[]; ids: string[] } | { ok: false; problems: string[] } {
   const label = `contract ${contract.from} → ${contract.to}`;
   const list = contract.items === '' ? source : getPath(source, contract.items);
-  if (!Array.isArray(list)) return { ok: false, problems: [`${label}: ${contract.items === '' ? `${contract.from}'s artefact` : `"${contract.items}" in ${contract.from}'s artefact`} is not a list (it is ${list === undefined ? 'missing' : list === null ? 'null' : typeof list})`] };
+  if (!Array.isArray(list))
+    return {
+      ok: false,
+      problems: [
+        `${label}: ${contract.items === '' ? `${contract.from}'s artefact` : `"${contract.items}" in ${contract.from}'s artefact`} is not a list (it is ${list === undefined ? 'missing' : list === null ? 'null' : typeof list})`,
+      ],
+    };
   const problems: string[] = [];
   const ids: string[] = [];
   const first = new Map<string, number>();
   list.forEach((item, i) => {
-    const id = item !== null && typeof item === 'object' && !Array.isArray(item) ? getPath(item, contract.itemId) : undefined;
-    if (item === null || typeof item !== 'object' || Array.isArray(item)) problems.push(`${label}: item ${i} is not an object`);
-    else if (typeof id !== 'string' && typeof id !== 'number') problems.push(`${label}: item ${i} has no "${contract.itemId}" (the contract's item_id)`);
-    else if (first.has(String(id))) problems.push(`${label}: items ${first.get(String(id))} and ${i} share the ${contract.itemId} "${String(id)}"; ids must be unique`);
+    const id =
+      item !== null && typeof item === 'object' && !Array.isArray(item) ? getPath(item, contract.itemId) : undefined;
+    if (item === null || typeof item !== 'object' || Array.isArray(item))
+      problems.push(`${label}: item ${i} is not an object`);
+    else if (typeof id !== 'string' && typeof id !== 'number')
+      problems.push(`${label}: item ${i} has no "${contract.itemId}" (the contract's item_id)`);
+    else if (first.has(String(id)))
+      problems.push(
+        `${label}: items ${first.get(String(id))} and ${i} share the ${contract.itemId} "${String(id)}"; ids must be unique`,
+      );
     else first.set(String(id), i);
     ids.push(id === undefined || id === null ? '' : String(id));
   });
-  if (problems.length > 0) return { ok: false, problems: problems.length > 10 ? [...problems.slice(0, 10), `${label}: … and ${problems.length - 10} more`] : problems };
+  if (problems.length > 0)
+    return {
+      ok: false,
+      problems:
+        problems.length > 10 ? [...problems.slice(0, 10), `${label}: … and ${problems.length - 10} more`] : problems,
+    };
   return { ok: true, items: list as Json[], ids };
 }
 
@@ -442,7 +606,8 @@ function getPath(value: Json | undefined, path: string): Json | undefined {
 
 function setPath(value: Json, path: string, to: Json): Json {
   const [key, ...rest] = path.split('.');
-  const base = value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, Json>) : {};
+  const base =
+    value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, Json>) : {};
   return { ...base, [key!]: rest.length === 0 ? to : setPath(base[key!] ?? {}, rest.join('.'), to) };
 }
 

@@ -44,26 +44,49 @@ type CheckedFanOut =
   | { ok: false; problems: string[] };
 
 /** The fan-out activities, over the worker's blob store and the implementations it registers. */
-export function createFanOutActivities(deps: { blobs: BlobStore; known: KnownImplementations }): Record<string, (input: never) => Promise<unknown>> {
+export function createFanOutActivities(deps: {
+  blobs: BlobStore;
+  known: KnownImplementations;
+}): Record<string, (input: never) => Promise<unknown>> {
   const check = async (input: FanOutPrepareInput, limit: number, why: string): Promise<CheckedFanOut> => {
     const fromOutcome = input.outcome !== undefined;
     const raw = fromOutcome ? ((await resolveArtefact(input.outcome, deps.blobs)) ?? null) : input.config;
-    const checked = checkFanOut(raw, (pipeline) => {
-      const result = validatePipeline(pipeline, deps.known);
-      return result.ok ? [] : result.problems;
-    }, fromOutcome ? 'outcome' : 'config');
+    const checked = checkFanOut(
+      raw,
+      (pipeline) => {
+        const result = validatePipeline(pipeline, deps.known);
+        return result.ok ? [] : result.problems;
+      },
+      fromOutcome ? 'outcome' : 'config',
+    );
     const where = fromOutcome ? `the fan_out outcome of ${input.stage}` : `with`;
     if (!checked.ok) return { ok: false, problems: checked.problems.map((p) => `${where}.${p}`) };
     const config = checked.config;
-    const list = config.list !== undefined ? { elements: config.list as Json[], label: 'items' } : await resolveList(config, input.upstream as Record<string, Json>, input.input, deps.blobs);
+    const list =
+      config.list !== undefined
+        ? { elements: config.list as Json[], label: 'items' }
+        : await resolveList(config, input.upstream as Record<string, Json>, input.input, deps.blobs);
     if ('problem' in list) return { ok: false, problems: [`${where}.${list.problem}`] };
     if (list.elements.length > limit) {
-      return { ok: false, problems: [`${list.label} has ${list.elements.length} elements; a fan_out takes at most ${limit} (${why}): split the list over several stages or items`] };
+      return {
+        ok: false,
+        problems: [
+          `${list.label} has ${list.elements.length} elements; a fan_out takes at most ${limit} (${why}): split the list over several stages or items`,
+        ],
+      };
     }
     const pipelineName = `${input.pipeline}.${input.stage}`;
-    const spec = { name: pipelineName, description: `the element stage of ${input.stage} (fan_out of ${input.pipeline})`, stages: [{ name: input.stage, ...config.stage }] };
+    const spec = {
+      name: pipelineName,
+      description: `the element stage of ${input.stage} (fan_out of ${input.pipeline})`,
+      stages: [{ name: input.stage, ...config.stage }],
+    };
     const validated = validatePipeline(spec, deps.known);
-    if (!validated.ok) throw ApplicationFailure.nonRetryable(`the element pipeline of ${input.stage} is invalid: ${validated.problems.join('; ')}`, 'InvalidConfig');
+    if (!validated.ok)
+      throw ApplicationFailure.nonRetryable(
+        `the element pipeline of ${input.stage} is invalid: ${validated.problems.join('; ')}`,
+        'InvalidConfig',
+      );
     const stored = await deps.blobs.put(Buffer.from(JSON.stringify(validated.spec)), 'application/json', pipelineName);
     const pipeline = { ref: stored.ref, bytes: stored.bytes, mediaType: 'application/json', summary: pipelineName };
     return { ok: true, elements: list.elements, label: list.label, pipeline, pipelineName, config };
@@ -73,9 +96,18 @@ export function createFanOutActivities(deps: { blobs: BlobStore; known: KnownImp
     const checked = await check(input, MAX_INLINE_FAN_OUT_ITEMS, 'each is a child workflow');
     if (!checked.ok) return checked;
     const elements: Json[] = [];
-    for (const element of checked.elements) elements.push((await offloadArtefact(element as Artefact, deps.blobs, FAN_OUT_INLINE_ELEMENT_BYTES)) ?? null);
+    for (const element of checked.elements)
+      elements.push((await offloadArtefact(element as Artefact, deps.blobs, FAN_OUT_INLINE_ELEMENT_BYTES)) ?? null);
     const { pipeline, pipelineName, config } = checked;
-    return { ok: true, pipeline, pipelineName, childStage: input.stage, elements, maxConcurrent: config.maxConcurrent, onItemFailure: config.onItemFailure };
+    return {
+      ok: true,
+      pipeline,
+      pipelineName,
+      childStage: input.stage,
+      elements,
+      maxConcurrent: config.maxConcurrent,
+      onItemFailure: config.onItemFailure,
+    };
   };
 
   const store = async (input: FanOutPrepareInput): Promise<FanOutStoreResult> => {
@@ -86,7 +118,8 @@ export function createFanOutActivities(deps: { blobs: BlobStore; known: KnownImp
     const pages: string[] = [];
     for (let first = 0; first < elements.length; first += FAN_OUT_PAGE_ELEMENTS) {
       const page: Json[] = [];
-      for (const element of elements.slice(first, first + FAN_OUT_PAGE_ELEMENTS)) page.push((await offloadArtefact(element as Artefact, deps.blobs, FAN_OUT_INLINE_ELEMENT_BYTES)) ?? null);
+      for (const element of elements.slice(first, first + FAN_OUT_PAGE_ELEMENTS))
+        page.push((await offloadArtefact(element as Artefact, deps.blobs, FAN_OUT_INLINE_ELEMENT_BYTES)) ?? null);
       pages.push(await storeJson(deps.blobs, page, `elements ${first}-${first + page.length - 1} of ${input.stage}`));
     }
     return {
@@ -117,20 +150,38 @@ export function createFanOutActivities(deps: { blobs: BlobStore; known: KnownImp
   const element = async ({ element }: { element: FanOutElementRef }): Promise<{ input: Json }> => {
     const page = await pageOf(element.page);
     if (!Number.isInteger(element.offset) || element.offset < 0 || element.offset >= page.length) {
-      throw ApplicationFailure.nonRetryable(`element ${element.offset} is not in page ${element.page} (${page.length} elements)`, 'InvalidFanOutElement');
+      throw ApplicationFailure.nonRetryable(
+        `element ${element.offset} is not in page ${element.page} (${page.length} elements)`,
+        'InvalidFanOutElement',
+      );
     }
     return { input: page[element.offset]! };
   };
 
-  const storeResults = async ({ results, label }: { results: FanOutItemResult[]; label: string }): Promise<{ page: string }> => ({
+  const storeResults = async ({
+    results,
+    label,
+  }: {
+    results: FanOutItemResult[];
+    label: string;
+  }): Promise<{ page: string }> => ({
     page: await storeJson(deps.blobs, results, label),
   });
 
-  const collect = async (input: { pages: string[]; completed: number; failed: number; summary: string }): Promise<{ artefact: Artefact }> => {
+  const collect = async (input: {
+    pages: string[];
+    completed: number;
+    failed: number;
+    summary: string;
+  }): Promise<{ artefact: Artefact }> => {
     const results: FanOutItemResult[] = [];
     for (const ref of input.pages) results.push(...(await readJson<FanOutItemResult[]>(deps.blobs, ref)));
     const artefact: FanOutArtefact = { results, completed: input.completed, failed: input.failed };
-    return { artefact: (await offloadArtefact(artefact as unknown as Json, deps.blobs, DEFAULT_BLOB_THRESHOLD_BYTES, input.summary)) ?? null };
+    return {
+      artefact:
+        (await offloadArtefact(artefact as unknown as Json, deps.blobs, DEFAULT_BLOB_THRESHOLD_BYTES, input.summary)) ??
+        null,
+    };
   };
 
   return {
@@ -141,4 +192,3 @@ export function createFanOutActivities(deps: { blobs: BlobStore; known: KnownImp
     [FAN_OUT_COLLECT_ACTIVITY]: collect as (input: never) => Promise<unknown>,
   };
 }
-

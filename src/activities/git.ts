@@ -37,7 +37,16 @@ const DEFAULT_DIFF_MAX_BYTES = 1024 * 1024;
 /** Error messages quote this many lines of git's output. */
 const ERROR_OUTPUT_LINES = 4;
 /** Environment variables that would point git at another repository than the one asked for. */
-const REPOSITORY_ENV = ['GIT_DIR', 'GIT_WORK_TREE', 'GIT_INDEX_FILE', 'GIT_COMMON_DIR', 'GIT_OBJECT_DIRECTORY', 'GIT_ALTERNATE_OBJECT_DIRECTORIES', 'GIT_NAMESPACE', 'GIT_PREFIX'];
+const REPOSITORY_ENV = [
+  'GIT_DIR',
+  'GIT_WORK_TREE',
+  'GIT_INDEX_FILE',
+  'GIT_COMMON_DIR',
+  'GIT_OBJECT_DIRECTORY',
+  'GIT_ALTERNATE_OBJECT_DIRECTORIES',
+  'GIT_NAMESPACE',
+  'GIT_PREFIX',
+];
 
 /** A git command failed: which one, its exit code (null when it was killed or never started) and stderr. */
 export class GitError extends Error {
@@ -90,23 +99,50 @@ export async function git(cwd: string, args: string[], options: GitOptions = {})
 /** The error for a git command that exited non-zero (quoting stdout when stderr is empty). */
 function failed(args: string[], out: GitOutput): GitError {
   const report = out.stderr.trim() !== '' ? out.stderr : out.stdout;
-  return new GitError(args, out.exitCode, out.stderr, `git ${args[0] ?? ''} failed (exit ${out.exitCode}): ${firstLines(report) || '(no output)'}`);
+  return new GitError(
+    args,
+    out.exitCode,
+    out.stderr,
+    `git ${args[0] ?? ''} failed (exit ${out.exitCode}): ${firstLines(report) || '(no output)'}`,
+  );
 }
 
 /** Like {@link git}, but a non-zero exit is returned rather than thrown (for commands that answer with it). */
 function runGit(cwd: string, args: string[], options: GitOptions = {}): Promise<GitOutput> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_GIT_TIMEOUT_MS;
   return new Promise((resolve, reject) => {
-    execFile('git', gitArgv(args, options.env), { cwd, env: gitEnv(options.env), timeout: timeoutMs, maxBuffer: MAX_GIT_OUTPUT_BYTES, encoding: 'utf8', windowsHide: true }, (error, stdout, stderr) => {
-      if (!error) return resolve({ stdout: stripFinalNewline(stdout), stderr, exitCode: 0 });
-      const failure = error as NodeJS.ErrnoException & { code?: number | string; killed?: boolean; signal?: string | null };
-      if (typeof failure.code === 'number') return resolve({ stdout: stripFinalNewline(stdout), stderr, exitCode: failure.code });
-      const sub = args[0] ?? '';
-      if (failure.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER') return reject(new GitError(args, null, stderr, `git ${sub} printed more than ${MAX_GIT_OUTPUT_BYTES} bytes`));
-      if (failure.killed && failure.signal) return reject(new GitError(args, null, stderr, `git ${sub} timed out after ${Math.round(timeoutMs / 1000)} s`));
-      if (failure.signal) return reject(new GitError(args, null, stderr, `git ${sub} was killed (${failure.signal})`));
-      reject(new GitError(args, null, stderr, `git ${sub} could not run in ${cwd}: ${failure.message}`));
-    });
+    execFile(
+      'git',
+      gitArgv(args, options.env),
+      {
+        cwd,
+        env: gitEnv(options.env),
+        timeout: timeoutMs,
+        maxBuffer: MAX_GIT_OUTPUT_BYTES,
+        encoding: 'utf8',
+        windowsHide: true,
+      },
+      (error, stdout, stderr) => {
+        if (!error) return resolve({ stdout: stripFinalNewline(stdout), stderr, exitCode: 0 });
+        const failure = error as NodeJS.ErrnoException & {
+          code?: number | string;
+          killed?: boolean;
+          signal?: string | null;
+        };
+        if (typeof failure.code === 'number')
+          return resolve({ stdout: stripFinalNewline(stdout), stderr, exitCode: failure.code });
+        const sub = args[0] ?? '';
+        if (failure.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER')
+          return reject(new GitError(args, null, stderr, `git ${sub} printed more than ${MAX_GIT_OUTPUT_BYTES} bytes`));
+        if (failure.killed && failure.signal)
+          return reject(
+            new GitError(args, null, stderr, `git ${sub} timed out after ${Math.round(timeoutMs / 1000)} s`),
+          );
+        if (failure.signal)
+          return reject(new GitError(args, null, stderr, `git ${sub} was killed (${failure.signal})`));
+        reject(new GitError(args, null, stderr, `git ${sub} could not run in ${cwd}: ${failure.message}`));
+      },
+    );
   });
 }
 
@@ -117,7 +153,19 @@ function gitArgv(args: string[], env?: NodeJS.ProcessEnv): string[] {
   const email = merged[GIT_AUTHOR_EMAIL_ENV] || 'treadle@localhost';
   // No hooks at all (post-checkout runs on `worktree add`, post-merge on merges): a repository's hooks are
   // its owner's code, and the agents' files never reach .git, so nothing they write runs through git.
-  return ['-c', `user.name=${name}`, '-c', `user.email=${email}`, '-c', 'commit.gpgsign=false', '-c', 'core.quotePath=false', '-c', 'core.hooksPath=/dev/null', ...args];
+  return [
+    '-c',
+    `user.name=${name}`,
+    '-c',
+    `user.email=${email}`,
+    '-c',
+    'commit.gpgsign=false',
+    '-c',
+    'core.quotePath=false',
+    '-c',
+    'core.hooksPath=/dev/null',
+    ...args,
+  ];
 }
 
 function gitEnv(env?: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
@@ -156,7 +204,9 @@ export interface EnsureWorktreeInput {
  * starts at `base`. A directory left at the path by a crashed attempt is removed first, and a worktree
  * left detached by a crashed rebase gets its rebase aborted.
  */
-export async function ensureWorktree(input: EnsureWorktreeInput): Promise<{ path: string; head: string; created: boolean }> {
+export async function ensureWorktree(
+  input: EnsureWorktreeInput,
+): Promise<{ path: string; head: string; created: boolean }> {
   const { repo, branch } = input;
   await checkBranchName(repo, branch);
   const dir = worktreePathFor(path.resolve(repo, input.worktreesDir), branch);
@@ -174,7 +224,9 @@ export async function ensureWorktree(input: EnsureWorktreeInput): Promise<{ path
   }
   if (entry) {
     if (entry.branch !== `refs/heads/${branch}`) {
-      throw new Error(`${dir} is a worktree on ${entry.branch ? entry.branch.replace('refs/heads/', '') : 'a detached HEAD'}, not on ${branch}`);
+      throw new Error(
+        `${dir} is a worktree on ${entry.branch ? entry.branch.replace('refs/heads/', '') : 'a detached HEAD'}, not on ${branch}`,
+      );
     }
     return { path: dir, head: await headCommit(dir), created: false };
   }
@@ -217,7 +269,8 @@ export async function commitAll(input: CommitAllInput): Promise<{ commit: string
   const found = await findOpCommit(worktree, opKey);
   if (found) return { commit: found, created: false };
   await git(worktree, ['add', '--all']);
-  if (!(await hasStagedChanges(worktree)) && !input.allowEmpty) return { commit: await headCommit(worktree), created: false };
+  if (!(await hasStagedChanges(worktree)) && !input.allowEmpty)
+    return { commit: await headCommit(worktree), created: false };
   return { commit: await commitStaged(worktree, message, opKey), created: true };
 }
 
@@ -263,7 +316,8 @@ export async function squashMerge(input: SquashMergeInput): Promise<{ commit: st
 }
 
 /** What {@link rebaseOnto} did: rebased (or nothing to do), or a conflict with the worktree left as it was. */
-export type RebaseResult = { clean: true; newBase: string; changed: boolean } | { clean: false; conflictFiles: string[]; details: string };
+export type RebaseResult =
+  { clean: true; newBase: string; changed: boolean } | { clean: false; conflictFiles: string[]; details: string };
 
 /**
  * Rebases the branch checked out in `worktree` onto `onto` (a branch or commit). Already on top of it:
@@ -278,10 +332,19 @@ export async function rebaseOnto(input: { worktree: string; onto: string }): Pro
   const ancestor = await runGit(worktree, ['merge-base', '--is-ancestor', onto, 'HEAD']);
   if (ancestor.exitCode === 0) return { clean: true, newBase: onto, changed: false };
   if (ancestor.exitCode !== 1) throw failed(['merge-base', '--is-ancestor', input.onto], ancestor);
-  if (await hasTrackedChanges(worktree)) throw new Error(`cannot rebase ${worktree} onto ${input.onto}: it has uncommitted changes`);
+  if (await hasTrackedChanges(worktree))
+    throw new Error(`cannot rebase ${worktree} onto ${input.onto}: it has uncommitted changes`);
   const before = await headCommit(worktree);
   const untrackedBefore = await untrackedEntries(worktree);
-  const rebased = await runGit(worktree, ['-c', 'rebase.autoStash=false', '-c', 'rebase.updateRefs=false', 'rebase', '--no-verify', onto]);
+  const rebased = await runGit(worktree, [
+    '-c',
+    'rebase.autoStash=false',
+    '-c',
+    'rebase.updateRefs=false',
+    'rebase',
+    '--no-verify',
+    onto,
+  ]);
   if (rebased.exitCode !== 0) {
     const conflicts = await conflictFiles(worktree);
     if (await rebaseInProgress(worktree)) await git(worktree, ['rebase', '--abort']);
@@ -309,7 +372,11 @@ export async function diffText(input: DiffTextInput): Promise<{ text: string; tr
   const head = await resolveCommit(worktree, input.head ?? 'HEAD');
   const range = `${base}..${head}`;
   const files = splitNul(await git(worktree, ['diff', '--name-only', '-z', range]));
-  const { text, truncated } = await gitPrefix(worktree, ['diff', '--no-color', '--no-ext-diff', range], input.maxBytes ?? DEFAULT_DIFF_MAX_BYTES);
+  const { text, truncated } = await gitPrefix(
+    worktree,
+    ['diff', '--no-color', '--no-ext-diff', range],
+    input.maxBytes ?? DEFAULT_DIFF_MAX_BYTES,
+  );
   return { text, truncated, files };
 }
 
@@ -333,7 +400,17 @@ export async function restoreFromHead(worktree: string, paths: string[]): Promis
   if (paths.length === 0) return [];
   const pathspecs = paths.map((p) => `:(literal)${p}`);
   // Entries are `XY path`; `--no-renames` keeps each to one path.
-  const entries = splitNul(await git(worktree, ['status', '--porcelain=v1', '-z', '--untracked-files=all', '--no-renames', '--', ...pathspecs])).map((entry) => ({ code: entry.slice(0, 2), file: entry.slice(3) }));
+  const entries = splitNul(
+    await git(worktree, [
+      'status',
+      '--porcelain=v1',
+      '-z',
+      '--untracked-files=all',
+      '--no-renames',
+      '--',
+      ...pathspecs,
+    ]),
+  ).map((entry) => ({ code: entry.slice(0, 2), file: entry.slice(3) }));
   const root = path.resolve(worktree);
   for (const { code, file } of entries) {
     const inHead = await git(worktree, ['cat-file', '-e', `HEAD:${file}`]).then(
@@ -438,7 +515,10 @@ async function canonicalPath(p: string): Promise<string> {
 }
 
 async function checkBranchName(repo: string, branch: string): Promise<void> {
-  const out = branch.startsWith('-') || branch.includes('@{') ? undefined : await runGit(repo, ['check-ref-format', '--branch', branch]);
+  const out =
+    branch.startsWith('-') || branch.includes('@{')
+      ? undefined
+      : await runGit(repo, ['check-ref-format', '--branch', branch]);
   if (!out || out.exitCode !== 0 || out.stdout !== branch) throw new Error(`"${branch}" is not a valid branch name`);
 }
 
@@ -446,13 +526,20 @@ async function checkBranchName(repo: string, branch: string): Promise<void> {
 async function resolveCommit(cwd: string, rev: string): Promise<string> {
   if (rev === '' || rev.startsWith('-')) throw new Error(`"${rev}" is not a branch or commit`);
   const out = await runGit(cwd, ['rev-parse', '--verify', '--quiet', '--end-of-options', `${rev}^{commit}`]);
-  if (out.exitCode !== 0) throw new GitError(['rev-parse', rev], out.exitCode, out.stderr, `"${rev}" is not a branch or commit in ${cwd}`);
+  if (out.exitCode !== 0)
+    throw new GitError(['rev-parse', rev], out.exitCode, out.stderr, `"${rev}" is not a branch or commit in ${cwd}`);
   return out.stdout;
 }
 
 /** The newest commit reachable from HEAD (at most 200 back) whose `Treadle-Op` trailer is `opKey`. */
 async function findOpCommit(worktree: string, opKey: string): Promise<string | undefined> {
-  const out = await git(worktree, ['log', '-n', String(OP_SEARCH_DEPTH), `--format=%H%x1f%(trailers:key=${OP_TRAILER},valueonly,separator=%x1f)%x1e`, 'HEAD']);
+  const out = await git(worktree, [
+    'log',
+    '-n',
+    String(OP_SEARCH_DEPTH),
+    `--format=%H%x1f%(trailers:key=${OP_TRAILER},valueonly,separator=%x1f)%x1e`,
+    'HEAD',
+  ]);
   for (const record of out.split('\x1e')) {
     const [hash, ...values] = record.trim().split('\x1f');
     if (hash && values.some((v) => v.trim() === opKey)) return hash;
@@ -463,12 +550,23 @@ async function findOpCommit(worktree: string, opKey: string): Promise<string | u
 function checkCommitText(message: string, opKey: string): void {
   if (message.trim() === '') throw new Error('a commit message must not be empty');
   // eslint-disable-next-line no-control-regex
-  if (opKey === '' || opKey.trim() !== opKey || /[\x00-\x1f\x7f]/.test(opKey)) throw new Error(`invalid op key ${JSON.stringify(opKey)}: one line, no control characters`);
+  if (opKey === '' || opKey.trim() !== opKey || /[\x00-\x1f\x7f]/.test(opKey))
+    throw new Error(`invalid op key ${JSON.stringify(opKey)}: one line, no control characters`);
 }
 
 /** Commits the index as `<message>\n\nTreadle-Op: <opKey>` (empty if nothing is staged) and returns it. */
 async function commitStaged(worktree: string, message: string, opKey: string): Promise<string> {
-  await git(worktree, ['commit', '--quiet', '--no-verify', '--allow-empty', '--cleanup=whitespace', '-m', message, '-m', `${OP_TRAILER}: ${opKey}`]);
+  await git(worktree, [
+    'commit',
+    '--quiet',
+    '--no-verify',
+    '--allow-empty',
+    '--cleanup=whitespace',
+    '-m',
+    message,
+    '-m',
+    `${OP_TRAILER}: ${opKey}`,
+  ]);
   return headCommit(worktree);
 }
 
@@ -525,7 +623,12 @@ async function gitPath(worktree: string, name: string): Promise<string> {
 /** Runs git and keeps at most `maxBytes` of its stdout (stopping it once it has printed more). */
 function gitPrefix(cwd: string, args: string[], maxBytes: number): Promise<{ text: string; truncated: boolean }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('git', gitArgv(args), { cwd, env: gitEnv(), stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
+    const child = spawn('git', gitArgv(args), {
+      cwd,
+      env: gitEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+      windowsHide: true,
+    });
     const chunks: Buffer[] = [];
     let size = 0;
     let truncated = false;
@@ -551,7 +654,10 @@ function gitPrefix(cwd: string, args: string[], maxBytes: number): Promise<{ tex
       clearTimeout(timer);
       const all = Buffer.concat(chunks);
       if (truncated) return resolve({ text: cutAtLine(all, maxBytes), truncated: true });
-      if (code !== 0) return reject(new GitError(args, code, stderr, signal ? `git ${args[0] ?? ''} was killed (${signal})` : undefined));
+      if (code !== 0)
+        return reject(
+          new GitError(args, code, stderr, signal ? `git ${args[0] ?? ''} was killed (${signal})` : undefined),
+        );
       resolve({ text: stripFinalNewline(all.toString('utf8')), truncated: false });
     });
   });

@@ -6,9 +6,25 @@
  */
 import { Context, log as activityLog } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { DEFAULT_BLOB_THRESHOLD_BYTES, offloadArtefact, resolveArtefact as resolveStored, type BlobStore } from '../storage/blob-store';
+import {
+  DEFAULT_BLOB_THRESHOLD_BYTES,
+  offloadArtefact,
+  resolveArtefact as resolveStored,
+  type BlobStore,
+} from '../storage/blob-store';
 import type { GateContext, ImplementationContext, Registry, StageContext } from './registry';
-import { QualityFeedbackSchema, QualityVerdictSchema, StageOutputSchema, isBlobRef, type Artefact, type AttemptRecord, type Json, type QualityFeedback, type QualityVerdict, type StageOutput } from '../model/shapes';
+import {
+  QualityFeedbackSchema,
+  QualityVerdictSchema,
+  StageOutputSchema,
+  isBlobRef,
+  type Artefact,
+  type AttemptRecord,
+  type Json,
+  type QualityFeedback,
+  type QualityVerdict,
+  type StageOutput,
+} from '../model/shapes';
 import { MAX_INLINE_FEEDBACK_BYTES, shortFeedback, truncateText } from '../model/limits';
 import type { GateRef } from '../model/gate-ref';
 import type { PipelineSpec } from '../model/pipeline';
@@ -57,20 +73,29 @@ type Activity = (input: never) => Promise<unknown>;
 export function createActivities(deps: ActivityDependencies): Record<string, Activity> {
   const threshold = deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES;
   const engine = deps.engineVersion ?? ENGINE_VERSION;
-  if (!isEngineVersion(engine)) throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
+  if (!isEngineVersion(engine))
+    throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
   const activities: Record<string, Activity> = {};
   const names = { ...deps.registry.names(), ...(deps.actionTypes ? { actions: deps.actionTypes } : {}) };
 
   activities[PREPARE_PIPELINE_ACTIVITY] = async (input: PreparePipelineInput): Promise<PreparePipelineResult> => {
     // A fan-out's children name their one-stage pipeline by reference: it is stored once for all of them.
-    const raw = isBlobRef(input.pipeline) ? await resolveStored(input.pipeline as Artefact, deps.blobs) : input.pipeline;
+    const raw = isBlobRef(input.pipeline)
+      ? await resolveStored(input.pipeline as Artefact, deps.blobs)
+      : input.pipeline;
     const result = validatePipeline(raw, names);
     if (!result.ok) return { ok: false, problems: result.problems, engine };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
     const spec = await offloadConfigs(result.spec, deps.blobs, threshold);
     // The result is recorded in the item's history: stages travel as differences from the first one.
     const packedStages = packStages(spec.stages);
-    return { ok: true, spec: packedStages ? { ...spec, stages: [] } : spec, ...(packedStages ? { packedStages } : {}), agentBacked: deps.registry.agentBackedTypes(), engine };
+    return {
+      ok: true,
+      spec: packedStages ? { ...spec, stages: [] } : spec,
+      ...(packedStages ? { packedStages } : {}),
+      agentBacked: deps.registry.agentBackedTypes(),
+      engine,
+    };
   };
 
   // Edits that arrived inline (e.g. `temporal workflow signal`) above the threshold are stored once here,
@@ -84,42 +109,67 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   for (const name of names.stages) {
     const impl = deps.registry.getStage(name)!;
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
-      supervise(async (supervision) => {
-        // The earlier attempts, stored as one log so the next attempt's input names it instead of carrying them.
-        const before = await readAttemptLog(input.previousAttempts, deps.blobs);
-        const previousLog = before.length > 0 ? (await deps.blobs.put(Buffer.from(JSON.stringify(before)), 'application/json', `${before.length} earlier attempts of ${input.stage}`)).ref : null;
-        // Also reported if the attempt is cut off, so the next attempt names the log instead of carrying it.
-        if (previousLog !== null) supervision.report.previousLog = previousLog;
-        const ctx: StageContext = await baseContext(input, before, deps.blobs, supervision, agents, { feedback: await resolveFeedback(input.feedback, deps.blobs) });
-        const parsed = parseStageOutput(await impl(ctx));
-        if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
-        const output = parsed.data;
-        const summary = output.summary !== undefined ? truncateText(output.summary) : undefined;
-        const artefact = await offloadArtefact(output.artefact, deps.blobs, threshold, summary);
-        const rejection = output.rejection !== undefined ? await offloadFeedback(output.rejection, deps.blobs) : undefined;
-        return {
-          outcome: output.outcome,
-          ...(artefact !== undefined ? { artefact } : {}),
-          ...(summary !== undefined ? { summary } : {}),
-          ...(rejection !== undefined ? { rejection } : {}),
-          previousLog,
-          ...(await callsOf(supervision)),
-        };
-      }, { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, input) });
+      supervise(
+        async (supervision) => {
+          // The earlier attempts, stored as one log so the next attempt's input names it instead of carrying them.
+          const before = await readAttemptLog(input.previousAttempts, deps.blobs);
+          const previousLog =
+            before.length > 0
+              ? (
+                  await deps.blobs.put(
+                    Buffer.from(JSON.stringify(before)),
+                    'application/json',
+                    `${before.length} earlier attempts of ${input.stage}`,
+                  )
+                ).ref
+              : null;
+          // Also reported if the attempt is cut off, so the next attempt names the log instead of carrying it.
+          if (previousLog !== null) supervision.report.previousLog = previousLog;
+          const ctx: StageContext = await baseContext(input, before, deps.blobs, supervision, agents, {
+            feedback: await resolveFeedback(input.feedback, deps.blobs),
+          });
+          const parsed = parseStageOutput(await impl(ctx));
+          if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
+          const output = parsed.data;
+          const summary = output.summary !== undefined ? truncateText(output.summary) : undefined;
+          const artefact = await offloadArtefact(output.artefact, deps.blobs, threshold, summary);
+          const rejection =
+            output.rejection !== undefined ? await offloadFeedback(output.rejection, deps.blobs) : undefined;
+          return {
+            outcome: output.outcome,
+            ...(artefact !== undefined ? { artefact } : {}),
+            ...(summary !== undefined ? { summary } : {}),
+            ...(rejection !== undefined ? { rejection } : {}),
+            previousLog,
+            ...(await callsOf(supervision)),
+          };
+        },
+        { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, input) },
+      );
   }
 
   for (const name of names.gates) {
     const impl = deps.registry.getGate(name)!;
     activities[gateActivityType(name)] = async (input: GateActivityInput): Promise<GateActivityResult> =>
-      supervise(async (supervision) => {
-        const artefact = await resolveArtefact(input.output.artefact, deps.blobs);
-        const ctx: GateContext = await baseContext(input, await readAttemptLog(input.previousAttempts, deps.blobs), deps.blobs, supervision, agents, {
-          output: { ...input.output, ...(artefact !== undefined ? { artefact } : {}) },
-        });
-        const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
-        if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
-        return { ...(await compactVerdict(parsed.data, deps.blobs)), ...(await callsOf(supervision)) };
-      }, { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, input) });
+      supervise(
+        async (supervision) => {
+          const artefact = await resolveArtefact(input.output.artefact, deps.blobs);
+          const ctx: GateContext = await baseContext(
+            input,
+            await readAttemptLog(input.previousAttempts, deps.blobs),
+            deps.blobs,
+            supervision,
+            agents,
+            {
+              output: { ...input.output, ...(artefact !== undefined ? { artefact } : {}) },
+            },
+          );
+          const parsed = QualityVerdictSchema.safeParse(await impl(ctx));
+          if (!parsed.success) throw invalidResult(`gate implementation "${name}"`, parsed.error.issues);
+          return { ...(await compactVerdict(parsed.data, deps.blobs)), ...(await callsOf(supervision)) };
+        },
+        { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, input) },
+      );
   }
   return activities;
 }
@@ -165,23 +215,43 @@ async function baseContext<E extends object>(
     // input costs every activity otherwise. Over the references as they came: blobs are content-addressed,
     // so a reference stands for its content.
     get stepKey(): string {
-      return (stepKey ??= seedIdempotencyKey(input.itemId, input.stage, inputHash({ input: input.input, upstream: input.upstream, config: input.config ?? null })));
+      return (stepKey ??= seedIdempotencyKey(
+        input.itemId,
+        input.stage,
+        inputHash({ input: input.input, upstream: input.upstream, config: input.config ?? null }),
+      ));
     },
     agent: (provider?: string) => {
       const name = provider ?? input.agent ?? defaultAgentName();
       const factory = agents[name];
       if (!factory) {
-        throw ApplicationFailure.nonRetryable(`unknown agent provider "${name}" (available: ${Object.keys(agents).join(', ')})`, 'UnknownAgent');
+        throw ApplicationFailure.nonRetryable(
+          `unknown agent provider "${name}" (available: ${Object.keys(agents).join(', ')})`,
+          'UnknownAgent',
+        );
       }
-      const agentContext = { itemId: input.itemId, stage: input.stage, attempt: input.attempt, input: itemInput, config };
-      return recordingAgent(factory(agentContext), { calls, conversations: new ConversationStore(blobs), ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}) });
+      const agentContext = {
+        itemId: input.itemId,
+        stage: input.stage,
+        attempt: input.attempt,
+        input: itemInput,
+        config,
+      };
+      return recordingAgent(factory(agentContext), {
+        calls,
+        conversations: new ConversationStore(blobs),
+        ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}),
+      });
     },
   };
 }
 
 function invalidResult(what: string, issues: { path: PropertyKey[]; message: string }[]): ApplicationFailure {
   const first = issues.slice(0, 3).map((i) => `${i.path.map(String).join('.') || 'result'}: ${i.message}`);
-  return ApplicationFailure.nonRetryable(`${what} returned an invalid result: ${first.join('; ')}`, 'InvalidImplementationResult');
+  return ApplicationFailure.nonRetryable(
+    `${what} returned an invalid result: ${first.join('; ')}`,
+    'InvalidImplementationResult',
+  );
 }
 
 /**
@@ -190,7 +260,8 @@ function invalidResult(what: string, issues: { path: PropertyKey[]; message: str
  * upstream artefact and config of every activity.
  */
 function resolveArtefact(value: Json | undefined, blobs: BlobStore): Promise<Json | undefined> | Json | undefined {
-  const mayBeReference = typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string';
+  const mayBeReference =
+    typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string';
   return mayBeReference ? resolveStored(value, blobs) : value;
 }
 
@@ -202,7 +273,9 @@ const FAST_JSON_DEPTH = 32;
  * outcome (or none), a plain JSON artefact and a string summary. Anything else (a rejection, unknown keys,
  * values JSON cannot carry, unusual objects) goes through zod, so what is refused and why stays the schema's.
  */
-function parseStageOutput(value: unknown): { success: true; data: StageOutput } | ReturnType<typeof StageOutputSchema.safeParse> {
+function parseStageOutput(
+  value: unknown,
+): { success: true; data: StageOutput } | ReturnType<typeof StageOutputSchema.safeParse> {
   if (!isPlainObject(value)) return StageOutputSchema.safeParse(value);
   const { outcome, artefact, summary, ...rest } = value as Record<string, unknown>;
   const plain =
@@ -236,7 +309,12 @@ function isPlainJson(value: unknown, depth: number): boolean {
   }
   if (!isPlainObject(value)) return false;
   for (const key of Reflect.ownKeys(value)) {
-    if (typeof key !== 'string' || key === '__proto__' || !isPlainJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+    if (
+      typeof key !== 'string' ||
+      key === '__proto__' ||
+      !isPlainJson((value as Record<string, unknown>)[key], depth + 1)
+    )
+      return false;
   }
   return true;
 }
@@ -245,19 +323,27 @@ function isPlainJson(value: unknown, depth: number): boolean {
 export async function offloadFeedback(feedback: QualityFeedback, blobs: BlobStore): Promise<QualityFeedback> {
   const text = JSON.stringify(feedback);
   if (Buffer.byteLength(text) <= MAX_INLINE_FEEDBACK_BYTES) return feedback;
-  const stored = await blobs.put(Buffer.from(text), 'application/json', `feedback: ${truncateText(feedback.summary, 120)}`);
+  const stored = await blobs.put(
+    Buffer.from(text),
+    'application/json',
+    `feedback: ${truncateText(feedback.summary, 120)}`,
+  );
   return shortFeedback(feedback, stored.ref);
 }
 
 /** A verdict as the history keeps it: long feedback by reference, long reasons cut short. */
 async function compactVerdict(verdict: QualityVerdict, blobs: BlobStore): Promise<QualityVerdict> {
-  if (verdict.kind === 'rejected') return { kind: 'rejected', feedback: await offloadFeedback(verdict.feedback, blobs) };
+  if (verdict.kind === 'rejected')
+    return { kind: 'rejected', feedback: await offloadFeedback(verdict.feedback, blobs) };
   if (verdict.kind === 'uncertain') return { kind: 'uncertain', reason: truncateText(verdict.reason, 1_000) };
   return verdict;
 }
 
 /** The whole feedback behind a short form (the short form itself when the whole was never stored). */
-async function resolveFeedback<T extends QualityFeedback | null | undefined>(feedback: T, blobs: BlobStore): Promise<T> {
+async function resolveFeedback<T extends QualityFeedback | null | undefined>(
+  feedback: T,
+  blobs: BlobStore,
+): Promise<T> {
   if (!feedback?.ref) return feedback;
   const whole = QualityFeedbackSchema.safeParse(JSON.parse((await blobs.get(feedback.ref)).toString('utf8')));
   return (whole.success ? whole.data : feedback) as T;
@@ -269,7 +355,11 @@ async function resolveAttempt(attempt: AttemptRecord, blobs: BlobStore): Promise
   if (attempt.artefact !== undefined) out.artefact = (await resolveArtefact(attempt.artefact, blobs)) ?? null;
   if (attempt.feedback) out.feedback = await resolveFeedback(attempt.feedback, blobs);
   // The workflow sends a rejected verdict's feedback once, as the attempt's feedback.
-  if (attempt.verdict?.kind === 'rejected') out.verdict = { kind: 'rejected', feedback: out.feedback ?? (await resolveFeedback(attempt.verdict.feedback, blobs)) };
+  if (attempt.verdict?.kind === 'rejected')
+    out.verdict = {
+      kind: 'rejected',
+      feedback: out.feedback ?? (await resolveFeedback(attempt.verdict.feedback, blobs)),
+    };
   return out;
 }
 
@@ -278,7 +368,10 @@ async function offloadConfigs(spec: PipelineSpec, blobs: BlobStore, threshold: n
   const offload = async (value: Json | undefined, what: string): Promise<Json | undefined> =>
     value === undefined || isBlobRef(value) ? value : offloadArtefact(value, blobs, threshold, what);
   const gate = async (ref: GateRef, stage: string): Promise<GateRef> => {
-    if ('run' in ref) return ref.with === undefined ? ref : { run: ref.run, with: (await offload(ref.with, `with: of gate ${ref.run} in stage ${stage}`)) ?? null };
+    if ('run' in ref)
+      return ref.with === undefined
+        ? ref
+        : { run: ref.run, with: (await offload(ref.with, `with: of gate ${ref.run} in stage ${stage}`)) ?? null };
     if ('all' in ref) return { all: await Promise.all(ref.all.map((g) => gate(g, stage))) };
     return { any: await Promise.all(ref.any.map((g) => gate(g, stage))) };
   };
@@ -297,7 +390,10 @@ async function offloadConfigs(spec: PipelineSpec, blobs: BlobStore, threshold: n
  * The compact records of a stage's earlier attempts: the stored log followed by the recent records. A plain
  * array is what workflows started before the log existed send.
  */
-async function readAttemptLog(previous: PreviousAttempts | AttemptRecord[], blobs: BlobStore): Promise<AttemptRecord[]> {
+async function readAttemptLog(
+  previous: PreviousAttempts | AttemptRecord[],
+  blobs: BlobStore,
+): Promise<AttemptRecord[]> {
   if (Array.isArray(previous)) return previous;
   const logged = previous.log ? (JSON.parse((await blobs.get(previous.log)).toString('utf8')) as AttemptRecord[]) : [];
   return [...logged, ...previous.recent];

@@ -25,7 +25,18 @@
  * workspace, and commands must be on the worker's allow-list (`TREADLE_LOOP_COMMANDS`).
  */
 import { execFile } from 'node:child_process';
-import { appendFile, copyFile, mkdir, readdir, readFile, rename, rm, stat, truncate, writeFile } from 'node:fs/promises';
+import {
+  appendFile,
+  copyFile,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  truncate,
+  writeFile,
+} from 'node:fs/promises';
 import path from 'node:path';
 import { CancelledFailure } from '@temporalio/common';
 import { recordingAgent } from '../agents';
@@ -34,7 +45,13 @@ import { SCRIPTED_PROVIDER } from '../agents/scripted';
 import type { AgentRequest, AgentResult } from '../agents/types';
 import { worktreeAccess, worktreeTools } from '../agents/worktree-tools';
 import { readQueueOutput, type QueueReading } from '../engine/loop-termination';
-import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
+import {
+  LOOP_ARTEFACT_ACTIVITY,
+  LOOP_CHECK_QUEUE_ACTIVITY,
+  LOOP_ITERATION_ACTIVITY,
+  LOOP_PREPARE_ACTIVITY,
+  LOOP_WRITE_STATE_ACTIVITY,
+} from '../model/activity-types';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, truncateText } from '../model/limits';
 import {
   checkLoopStageConfig,
@@ -128,11 +145,15 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
   };
   return {
     // Every loop activity heartbeats: their heartbeat timeout is how soon a lost worker is noticed.
-    [LOOP_PREPARE_ACTIVITY]: async (input: LoopPrepareInput): Promise<LoopPrepareResult> => withHeartbeats(() => prepare(input, deps, env, where())),
+    [LOOP_PREPARE_ACTIVITY]: async (input: LoopPrepareInput): Promise<LoopPrepareResult> =>
+      withHeartbeats(() => prepare(input, deps, env, where())),
     [LOOP_ITERATION_ACTIVITY]: async (input: LoopIterationInput): Promise<LoopIterationResult> => {
       const plan = await planOf(input.planRef);
       const replies = plan.repliesRef ? await jsonOf<Json>(plan.repliesRef) : undefined;
-      return supervise((supervision) => iterate(plan, replies, input, deps, env, where().workspace, supervision), { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, { pipeline: plan.pipeline, stage: plan.stage }) });
+      return supervise((supervision) => iterate(plan, replies, input, deps, env, where().workspace, supervision), {
+        blobs: deps.blobs,
+        onCalls: callLogWriter(deps.callLog, { pipeline: plan.pipeline, stage: plan.stage }),
+      });
     },
     [LOOP_CHECK_QUEUE_ACTIVITY]: async (input: { planRef: string }): Promise<QueueReading> => {
       const plan = await planOf(input.planRef);
@@ -144,7 +165,12 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
       return withHeartbeats(async () => {
         const text = artefact.outputRef ? (await deps.blobs.get(artefact.outputRef)).toString('utf8') : undefined;
         const full = { ...artefact, ...(text !== undefined ? { text } : {}) } as unknown as Json;
-        return (await offloadArtefact(full, deps.blobs, deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES, `loop ${artefact.stage}: ${artefact.iterations} iterations, ${artefact.outputBytes} bytes of output`))!;
+        return (await offloadArtefact(
+          full,
+          deps.blobs,
+          deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES,
+          `loop ${artefact.stage}: ${artefact.iterations} iterations, ${artefact.outputBytes} bytes of output`,
+        ))!;
       });
     },
     [LOOP_WRITE_STATE_ACTIVITY]: async (input: LoopWriteStateInput): Promise<void> => {
@@ -157,7 +183,12 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
 // ---------------------------------------------------------------------------------------------------------
 // prepare
 
-async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, env: NodeJS.ProcessEnv, at: { workspace: string; runs: string }): Promise<LoopPrepareResult> {
+async function prepare(
+  input: LoopPrepareInput,
+  deps: LoopActivityDependencies,
+  env: NodeJS.ProcessEnv,
+  at: { workspace: string; runs: string },
+): Promise<LoopPrepareResult> {
   const raw = (await resolveArtefact(input.config ?? undefined, deps.blobs)) ?? null;
   const problems = checkLoopStageConfig(raw);
   if (problems.length > 0) return { ok: false, problems };
@@ -169,7 +200,9 @@ async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, 
   const sessionAbs = path.join(at.runs, session);
   const sessionDir = relativeOrAbsolute(at.workspace, sessionAbs);
   const internal = isInternalOutput(config.output ?? stage.output);
-  const output = internal ? path.posix.join(sessionDir, stageDir, 'output.md') : substitute(config.output ?? stage.output!, { SESSION: session });
+  const output = internal
+    ? path.posix.join(sessionDir, stageDir, 'output.md')
+    : substitute(config.output ?? stage.output!, { SESSION: session });
 
   // Commands: every one on the allow-list, checked with the variables it will have.
   let allowed: string[][];
@@ -179,15 +212,29 @@ async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, 
     return { ok: false, problems: [(error as Error).message] };
   }
   const verify = config.verify ?? stage.verify ?? [];
-  const variables = { SESSION: session, OUTPUT: output, PROGRESS: path.posix.join(sessionDir, stageDir, 'progress.md'), CTX: path.posix.join(sessionDir, stageDir, 'iterations', '001', 'context.json'), STATUS: path.posix.join(sessionDir, stageDir, 'iterations', '001', 'status.json') };
+  const variables = {
+    SESSION: session,
+    OUTPUT: output,
+    PROGRESS: path.posix.join(sessionDir, stageDir, 'progress.md'),
+    CTX: path.posix.join(sessionDir, stageDir, 'iterations', '001', 'context.json'),
+    STATUS: path.posix.join(sessionDir, stageDir, 'iterations', '001', 'status.json'),
+  };
   for (const command of verify) {
-    const refused = checkCommand(argvOf(substitute(command, variables)), allowed, { what: 'verify command', env: LOOP_COMMANDS_ENV, args: 'relative file paths' });
+    const refused = checkCommand(argvOf(substitute(command, variables)), allowed, {
+      what: 'verify command',
+      env: LOOP_COMMANDS_ENV,
+      args: 'relative file paths',
+    });
     if (refused) problems.push(`verify: ${refused}`);
   }
   const termination = stage.termination;
   if (termination.type === 'queue' && (termination.queue?.provider ?? 'command') === 'command') {
     const command = termination.queue?.provider === 'command' ? termination.queue.command : DEFAULT_QUEUE_COMMAND;
-    const refused = checkCommand(argvOf(command), allowed, { what: 'queue command', env: LOOP_COMMANDS_ENV, args: 'relative file paths' });
+    const refused = checkCommand(argvOf(command), allowed, {
+      what: 'queue command',
+      env: LOOP_COMMANDS_ENV,
+      args: 'relative file paths',
+    });
     if (refused) problems.push(`stage.termination.queue: ${refused}`);
   }
 
@@ -195,16 +242,24 @@ async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, 
   const fromStage: Record<string, string[]> = {};
   const sources = config.inputs ? [config.inputs.from] : Object.keys(input.upstream);
   if (config.inputs && !(config.inputs.from in input.upstream)) {
-    problems.push(`inputs.from: "${config.inputs.from}" is not a stage this one depends on (its dependencies: ${Object.keys(input.upstream).join(', ') || 'none'}); add it to depends_on, or name one of them`);
+    problems.push(
+      `inputs.from: "${config.inputs.from}" is not a stage this one depends on (its dependencies: ${Object.keys(input.upstream).join(', ') || 'none'}); add it to depends_on, or name one of them`,
+    );
   }
   if (problems.length > 0) return { ok: false, problems };
 
   await mkdir(path.join(sessionAbs, stageDir, 'iterations'), { recursive: true });
   // Never overwrite an iteration: a later attempt (or a reused session) numbers its iterations after them.
-  const existing = (await readdir(path.join(sessionAbs, stageDir, 'iterations'))).filter((d) => /^\d{3,}$/.test(d)).length;
+  const existing = (await readdir(path.join(sessionAbs, stageDir, 'iterations'))).filter((d) =>
+    /^\d{3,}$/.test(d),
+  ).length;
   if (input.feedback && (input.attempt ?? 1) > 1) {
     // The gate's feedback on the last attempt, where the next agents read what was learned.
-    const lines = [`## Quality gate feedback on attempt ${(input.attempt ?? 2) - 1}`, `- ${input.feedback.summary.replace(/\s+/g, ' ').trim()}`, ...input.feedback.failed.map((f) => `- failed: ${f.replace(/\s+/g, ' ').trim()}`)];
+    const lines = [
+      `## Quality gate feedback on attempt ${(input.attempt ?? 2) - 1}`,
+      `- ${input.feedback.summary.replace(/\s+/g, ' ').trim()}`,
+      ...input.feedback.failed.map((f) => `- failed: ${f.replace(/\s+/g, ' ').trim()}`),
+    ];
     const progress = path.join(sessionAbs, stageDir, 'progress.md');
     const before = await sizeOf(progress);
     await appendFile(progress, `${before > 0 ? '\n' : ''}${lines.join('\n')}\n`);
@@ -244,7 +299,9 @@ async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, 
     ...(stage.model !== undefined ? { model: stage.model } : {}),
     verify,
     fromStage,
-    ...(replies !== undefined ? { repliesRef: await storeJson(deps.blobs, replies, `scripted replies for ${input.stage}`) } : {}),
+    ...(replies !== undefined
+      ? { repliesRef: await storeJson(deps.blobs, replies, `scripted replies for ${input.stage}`) }
+      : {}),
     mirrorOutput: !internal,
     session,
     stageDir,
@@ -252,20 +309,47 @@ async function prepare(input: LoopPrepareInput, deps: LoopActivityDependencies, 
     termination,
     maxIterations,
     maxRuntimeSeconds: stage.guardrails?.max_runtime_seconds ?? LOOP_DEFAULTS.maxRuntimeSeconds,
-    pipelineDeadlineMs: config.pipeline_max_runtime_seconds !== undefined ? input.itemStartedAtMs + config.pipeline_max_runtime_seconds * 1000 : null,
+    pipelineDeadlineMs:
+      config.pipeline_max_runtime_seconds !== undefined
+        ? input.itemStartedAtMs + config.pipeline_max_runtime_seconds * 1000
+        : null,
     delaySeconds: stage.delay ?? 0,
     iterationsPerRun: config.iterations_per_run ?? LOOP_ITERATIONS_PER_RUN,
     output,
     ...(existing > 0 ? { startIteration: existing } : {}),
   };
   const planRef = await storeJson(deps.blobs, plan, `loop plan of ${input.itemId}/${input.stage}`);
-  const { itemId: _i, pipeline: _p, stage: _s, stageIndex: _x, template: _t, prompt: _pr, agent: _a, model: _m, verify: _v, fromStage: _f, repliesRef: _r, mirrorOutput: _mo, ...small } = plan;
+  const {
+    itemId: _i,
+    pipeline: _p,
+    stage: _s,
+    stageIndex: _x,
+    template: _t,
+    prompt: _pr,
+    agent: _a,
+    model: _m,
+    verify: _v,
+    fromStage: _f,
+    repliesRef: _r,
+    mirrorOutput: _mo,
+    ...small
+  } = plan;
   return { ok: true, planRef, plan: small };
 }
 
 async function loopArtefactOf(artefact: Artefact, blobs: BlobStore): Promise<LoopArtefact | undefined> {
-  const value = isBlobRef(artefact) && artefact.mediaType === 'application/json' ? await resolveArtefact(artefact, blobs) : artefact;
-  if (!isRecord(value) || typeof value.stageDir !== 'string' || typeof value.latest !== 'string' || typeof value.iterations !== 'number' || typeof value.session !== 'string') return undefined;
+  const value =
+    isBlobRef(artefact) && artefact.mediaType === 'application/json'
+      ? await resolveArtefact(artefact, blobs)
+      : artefact;
+  if (
+    !isRecord(value) ||
+    typeof value.stageDir !== 'string' ||
+    typeof value.latest !== 'string' ||
+    typeof value.iterations !== 'number' ||
+    typeof value.session !== 'string'
+  )
+    return undefined;
   return value as unknown as LoopArtefact;
 }
 
@@ -283,7 +367,15 @@ async function writeInputFile(sessionAbs: string, file: string, value: Json | un
 // ---------------------------------------------------------------------------------------------------------
 // one iteration
 
-async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopIterationInput, deps: LoopActivityDependencies, env: NodeJS.ProcessEnv, workspace: string, supervision: Parameters<Parameters<typeof supervise>[0]>[0]): Promise<LoopIterationResult> {
+async function iterate(
+  plan: StoredPlan,
+  replies: Json | undefined,
+  input: LoopIterationInput,
+  deps: LoopActivityDependencies,
+  env: NodeJS.ProcessEnv,
+  workspace: string,
+  supervision: Parameters<Parameters<typeof supervise>[0]>[0],
+): Promise<LoopIterationResult> {
   const n = input.iteration;
   const stageRel = path.posix.join(plan.sessionDir, plan.stageDir);
   const iterRel = path.posix.join(stageRel, iterationDir(n));
@@ -305,23 +397,52 @@ async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopI
     stage: { id: plan.stage, index: plan.stageIndex, template: plan.template },
     iteration: n,
     paths,
-    inputs: { from_stage: plan.fromStage, from_previous_iterations: Array.from({ length: n - 1 }, (_, i) => `${iterationDir(i + 1)}/output.md`) },
+    inputs: {
+      from_stage: plan.fromStage,
+      from_previous_iterations: Array.from({ length: n - 1 }, (_, i) => `${iterationDir(i + 1)}/output.md`),
+    },
     limits: { max_iterations: plan.maxIterations, remaining_seconds: input.remainingSeconds },
   };
   const ctxRel = path.posix.join(iterRel, 'context.json');
   await writeFile(abs(ctxRel), `${JSON.stringify(context, null, 2)}\n`);
-  const prompt = substitute(plan.prompt, { CTX: ctxRel, PROGRESS: paths.progress, OUTPUT: paths.output, STATUS: paths.status, SESSION: plan.session, ITERATION: String(n) });
+  const prompt = substitute(plan.prompt, {
+    CTX: ctxRel,
+    PROGRESS: paths.progress,
+    OUTPUT: paths.output,
+    STATUS: paths.status,
+    SESSION: plan.session,
+    ITERATION: String(n),
+  });
 
   // A fresh agent for every iteration: no conversation id, nothing carried over but the files.
   const provider = plan.agent ?? defaultAgentName(env);
   const factory = deps.agents[provider];
-  const fail = (type: LoopError['type'], message: string): LoopIterationResult => ({ ok: false, iteration: n, error: { type, message: truncateText(message, 1_000), timestamp: new Date().toISOString() }, calls: supervision.calls.length, ...iterationUsage(supervision) });
-  if (!factory) return fail('invalid_config', `unknown agent provider "${provider}" (available: ${Object.keys(deps.agents).join(', ')})`);
-  const agent = recordingAgent(factory({ itemId: plan.itemId, stage: plan.stage, attempt: input.run ?? n, input: replies !== undefined ? { agent_replies: replies } : null, config: undefined }), {
-    calls: supervision.calls,
-    conversations: new ConversationStore(deps.blobs),
-    ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}),
+  const fail = (type: LoopError['type'], message: string): LoopIterationResult => ({
+    ok: false,
+    iteration: n,
+    error: { type, message: truncateText(message, 1_000), timestamp: new Date().toISOString() },
+    calls: supervision.calls.length,
+    ...iterationUsage(supervision),
   });
+  if (!factory)
+    return fail(
+      'invalid_config',
+      `unknown agent provider "${provider}" (available: ${Object.keys(deps.agents).join(', ')})`,
+    );
+  const agent = recordingAgent(
+    factory({
+      itemId: plan.itemId,
+      stage: plan.stage,
+      attempt: input.run ?? n,
+      input: replies !== undefined ? { agent_replies: replies } : null,
+      config: undefined,
+    }),
+    {
+      calls: supervision.calls,
+      conversations: new ConversationStore(deps.blobs),
+      ...(input.correlationId !== undefined ? { runCorrelationId: input.correlationId } : {}),
+    },
+  );
   const readOnly = [ctxRel, path.posix.join(plan.sessionDir, 'state.json')];
   const request: AgentRequest = {
     messages: [{ role: 'user', content: prompt }],
@@ -338,10 +459,18 @@ async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopI
   } catch (error) {
     if (error instanceof CancelledFailure || supervision.signal.aborted) throw error;
     // Fail fast: an agent that crashed is not retried blindly; the loop stops and waits to be resumed.
-    return fail('agent_crash', `the ${provider} agent failed: ${error instanceof Error ? error.message : String(error)}`);
+    return fail(
+      'agent_crash',
+      `the ${provider} agent failed: ${error instanceof Error ? error.message : String(error)}`,
+    );
   }
   if (provider === SCRIPTED_PROVIDER) {
-    const written = await applyScriptedReply(result, workspace, { output: paths.output, progress: paths.progress, status: paths.status }, readOnly);
+    const written = await applyScriptedReply(
+      result,
+      workspace,
+      { output: paths.output, progress: paths.progress, status: paths.status },
+      readOnly,
+    );
     if (written) return fail(written.type, written.message);
   }
 
@@ -359,10 +488,18 @@ async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopI
     return fail('invalid_status', `${paths.status} is not JSON: ${(error as Error).message}`);
   }
   const parsed = StatusFileSchema.safeParse(json);
-  if (!parsed.success) return fail('invalid_status', `${paths.status} is not in the status format: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(file)'}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    return fail(
+      'invalid_status',
+      `${paths.status} is not in the status format: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(file)'}: ${i.message}`).join('; ')}`,
+    );
   const status = parsed.data;
   if (status.decision === 'error') return fail('agent_error', `the agent decided "error": ${status.reason}`);
-  if (status.errors.length > 0) return fail('agent_error', `the agent reported errors: ${status.errors.map((e) => (typeof e === 'string' ? e : JSON.stringify(e))).join('; ')}`);
+  if (status.errors.length > 0)
+    return fail(
+      'agent_error',
+      `the agent reported errors: ${status.errors.map((e) => (typeof e === 'string' ? e : JSON.stringify(e))).join('; ')}`,
+    );
 
   // The engine's history: the output snapshot (and the stage folder's copy), the progress entry.
   let outputRef: string | undefined;
@@ -375,10 +512,17 @@ async function iterate(plan: StoredPlan, replies: Json | undefined, input: LoopI
     outputBytes = content.length;
   }
   if ((await sizeOf(abs(paths.progress))) === progressBefore) {
-    await appendFile(abs(paths.progress), `${progressBefore > 0 ? '\n' : ''}## Iteration ${n}\n- ${oneLine(status.summary || status.reason)}\n`);
+    await appendFile(
+      abs(paths.progress),
+      `${progressBefore > 0 ? '\n' : ''}## Iteration ${n}\n- ${oneLine(status.summary || status.reason)}\n`,
+    );
   }
-  const verify = plan.verify.length > 0 ? await runVerify(plan, workspace, abs(iterRel), { ...paths, CTX: ctxRel }, env, supervision.signal) : null;
-  if (verify) await appendFile(abs(paths.progress), `- verify: ${verify.passed ? 'passed' : `FAILED (${verify.summary})`}\n`);
+  const verify =
+    plan.verify.length > 0
+      ? await runVerify(plan, workspace, abs(iterRel), { ...paths, CTX: ctxRel }, env, supervision.signal)
+      : null;
+  if (verify)
+    await appendFile(abs(paths.progress), `- verify: ${verify.passed ? 'passed' : `FAILED (${verify.summary})`}\n`);
 
   return {
     ok: true,
@@ -406,12 +550,23 @@ function iterationUsage(supervision: Supervision): { usage?: UsageTotals } {
  * A retried iteration starts from the files as they were before its first try: `.begin.json` records the
  * progress file's size and whether there was an output (copied to `.output-before`).
  */
-async function restoreOrMark(iterAbs: string, progressAbs: string, outputAbs: string, statusAbs: string): Promise<void> {
+async function restoreOrMark(
+  iterAbs: string,
+  progressAbs: string,
+  outputAbs: string,
+  statusAbs: string,
+): Promise<void> {
   const marker = path.join(iterAbs, '.begin.json');
   const before = path.join(iterAbs, '.output-before');
-  const recorded = await readFile(marker, 'utf8').then((t) => JSON.parse(t) as { progressBytes: number; hadOutput: boolean }, () => undefined);
+  const recorded = await readFile(marker, 'utf8').then(
+    (t) => JSON.parse(t) as { progressBytes: number; hadOutput: boolean },
+    () => undefined,
+  );
   if (!recorded) {
-    const hadOutput = await copyFile(outputAbs, before).then(() => true, () => false);
+    const hadOutput = await copyFile(outputAbs, before).then(
+      () => true,
+      () => false,
+    );
     await writeFile(marker, JSON.stringify({ progressBytes: await sizeOf(progressAbs), hadOutput }));
     return;
   }
@@ -426,7 +581,12 @@ async function restoreOrMark(iterAbs: string, progressAbs: string, outputAbs: st
  * appends the progress entry, writes `status.json` (an object, or a string written as it is, so a reply can
  * script a malformed file) and any other workspace files; `{ crash: "…" }` is an agent crash.
  */
-async function applyScriptedReply(result: AgentResult, workspace: string, paths: { output: string; progress: string; status: string }, readOnly: string[]): Promise<{ type: LoopError['type']; message: string } | undefined> {
+async function applyScriptedReply(
+  result: AgentResult,
+  workspace: string,
+  paths: { output: string; progress: string; status: string },
+  readOnly: string[],
+): Promise<{ type: LoopError['type']; message: string } | undefined> {
   let reply: Json | undefined = result.output;
   if (reply === undefined) {
     try {
@@ -438,26 +598,52 @@ async function applyScriptedReply(result: AgentResult, workspace: string, paths:
   if (!isRecord(reply)) return undefined;
   if (typeof reply.crash === 'string') return { type: 'agent_crash', message: reply.crash };
   try {
-    if (isRecord(reply.files)) for (const [file, content] of Object.entries(reply.files)) if (typeof content === 'string') await writeFileInside(workspace, file, content, { readOnly });
+    if (isRecord(reply.files))
+      for (const [file, content] of Object.entries(reply.files))
+        if (typeof content === 'string') await writeFileInside(workspace, file, content, { readOnly });
     if (typeof reply.output === 'string') await writeFileInside(workspace, paths.output, reply.output);
     if (typeof reply.progress === 'string') {
       const target = path.resolve(workspace, paths.progress);
       await appendFile(target, reply.progress.endsWith('\n') ? reply.progress : `${reply.progress}\n`);
     }
-    if (reply.status !== undefined) await writeFileInside(workspace, paths.status, typeof reply.status === 'string' ? reply.status : `${JSON.stringify(reply.status, null, 2)}\n`);
+    if (reply.status !== undefined)
+      await writeFileInside(
+        workspace,
+        paths.status,
+        typeof reply.status === 'string' ? reply.status : `${JSON.stringify(reply.status, null, 2)}\n`,
+      );
   } catch (error) {
     return { type: 'agent_crash', message: `the scripted reply's files were refused: ${(error as Error).message}` };
   }
   return undefined;
 }
 
-async function runVerify(plan: StoredPlan, workspace: string, iterAbs: string, vars: Record<string, string>, env: NodeJS.ProcessEnv, signal: AbortSignal): Promise<IterationRecord['verify']> {
+async function runVerify(
+  plan: StoredPlan,
+  workspace: string,
+  iterAbs: string,
+  vars: Record<string, string>,
+  env: NodeJS.ProcessEnv,
+  signal: AbortSignal,
+): Promise<IterationRecord['verify']> {
   const allowed = commandList(env, LOOP_COMMANDS_ENV, []);
   const log: string[] = [];
   const failed: string[] = [];
   for (const command of plan.verify) {
-    const argv = argvOf(substitute(command, { SESSION: plan.session, OUTPUT: vars.output!, PROGRESS: vars.progress!, STATUS: vars.status!, CTX: vars.CTX! }));
-    const refused = checkCommand(argv, allowed, { what: 'verify command', env: LOOP_COMMANDS_ENV, args: 'relative file paths' });
+    const argv = argvOf(
+      substitute(command, {
+        SESSION: plan.session,
+        OUTPUT: vars.output!,
+        PROGRESS: vars.progress!,
+        STATUS: vars.status!,
+        CTX: vars.CTX!,
+      }),
+    );
+    const refused = checkCommand(argv, allowed, {
+      what: 'verify command',
+      env: LOOP_COMMANDS_ENV,
+      args: 'relative file paths',
+    });
     if (refused) {
       log.push(`$ ${argv.join(' ')}\n${refused}\n`);
       failed.push(`${argv.join(' ')} (not allowed)`);
@@ -465,8 +651,11 @@ async function runVerify(plan: StoredPlan, workspace: string, iterAbs: string, v
     }
     try {
       const run = await runTestCommand({ cwd: workspace, command: argv, timeoutMs: COMMAND_TIMEOUT_MS, signal });
-      log.push(`$ ${argv.join(' ')}\n${run.output}${run.output.endsWith('\n') || run.output === '' ? '' : '\n'}(exit ${run.exitCode ?? run.signal}${run.timedOut ? ', timed out' : ''})\n`);
-      if (!run.passed) failed.push(`${argv.join(' ')} (exit ${run.exitCode ?? run.signal}${run.timedOut ? ', timed out' : ''})`);
+      log.push(
+        `$ ${argv.join(' ')}\n${run.output}${run.output.endsWith('\n') || run.output === '' ? '' : '\n'}(exit ${run.exitCode ?? run.signal}${run.timedOut ? ', timed out' : ''})\n`,
+      );
+      if (!run.passed)
+        failed.push(`${argv.join(' ')} (exit ${run.exitCode ?? run.signal}${run.timedOut ? ', timed out' : ''})`);
     } catch (error) {
       if (signal.aborted) throw error;
       log.push(`$ ${argv.join(' ')}\n${(error as Error).message}\n`);
@@ -474,7 +663,10 @@ async function runVerify(plan: StoredPlan, workspace: string, iterAbs: string, v
     }
   }
   await writeFile(path.join(iterAbs, 'verify.log'), log.join('\n'));
-  const summary = failed.length === 0 ? `${plan.verify.length} command${plan.verify.length === 1 ? '' : 's'} passed` : failed.join('; ');
+  const summary =
+    failed.length === 0
+      ? `${plan.verify.length} command${plan.verify.length === 1 ? '' : 's'} passed`
+      : failed.join('; ');
   return { ran: true, passed: failed.length === 0, summary: truncateText(summary, MAX_VERIFY_SUMMARY) };
 }
 
@@ -485,26 +677,50 @@ async function checkQueue(plan: StoredPlan, env: NodeJS.ProcessEnv, workspace: s
   const queue = plan.termination.queue;
   if (queue?.provider === 'signal') return { kind: 'failed', error: 'a signal-fed queue is not checked by command' };
   const argv = argvOf(queue?.provider === 'command' ? queue.command : DEFAULT_QUEUE_COMMAND);
-  const refused = checkCommand(argv, commandList(env, LOOP_COMMANDS_ENV, []), { what: 'queue command', env: LOOP_COMMANDS_ENV, args: 'relative file paths' });
+  const refused = checkCommand(argv, commandList(env, LOOP_COMMANDS_ENV, []), {
+    what: 'queue command',
+    env: LOOP_COMMANDS_ENV,
+    args: 'relative file paths',
+  });
   if (refused) return { kind: 'failed', error: refused };
   return new Promise((resolve) => {
     const passed = Object.fromEntries(PASSED_ENV.flatMap((k) => (env[k] !== undefined ? [[k, env[k]]] : [])));
-    execFile(argv[0]!, argv.slice(1), { cwd: workspace, env: passed, timeout: COMMAND_TIMEOUT_MS, maxBuffer: 1024 * 1024 }, (error, stdout, stderr) => {
-      if (error) resolve({ kind: 'failed', error: truncateText(`${argv.join(' ')}: ${stderr.trim() || error.message}`, 500) });
-      else resolve(readQueueOutput(stdout));
-    });
+    execFile(
+      argv[0]!,
+      argv.slice(1),
+      { cwd: workspace, env: passed, timeout: COMMAND_TIMEOUT_MS, maxBuffer: 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error)
+          resolve({ kind: 'failed', error: truncateText(`${argv.join(' ')}: ${stderr.trim() || error.message}`, 500) });
+        else resolve(readQueueOutput(stdout));
+      },
+    );
   });
 }
 
 async function writeState(plan: StoredPlan, input: LoopWriteStateInput, workspace: string): Promise<void> {
   const file = path.resolve(workspace, plan.sessionDir, 'state.json');
   await mkdir(path.dirname(file), { recursive: true });
-  const existing = await readFile(file, 'utf8').then((t) => JSON.parse(t) as Record<string, Json>, () => ({}) as Record<string, Json>);
+  const existing = await readFile(file, 'utf8').then(
+    (t) => JSON.parse(t) as Record<string, Json>,
+    () => ({}) as Record<string, Json>,
+  );
   const stages = isRecord(existing.stages) ? existing.stages : {};
-  const mine = { status: input.status, iteration: input.iteration, ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}), updated_at: new Date().toISOString() };
+  const mine = {
+    status: input.status,
+    iteration: input.iteration,
+    ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}),
+    updated_at: new Date().toISOString(),
+  };
   // The seed's failure state is the top level: status, iteration, error, resume_from.
   const top = input.failure
-    ? { status: 'failed', stage: plan.stage, iteration: input.failure.iteration, error: input.failure.error, resume_from: input.failure.resume_from }
+    ? {
+        status: 'failed',
+        stage: plan.stage,
+        iteration: input.failure.iteration,
+        error: input.failure.error,
+        resume_from: input.failure.resume_from,
+      }
     : { status: input.status, stage: plan.stage, iteration: input.iteration };
   const state = { session: plan.session, pipeline: plan.pipeline, ...top, stages: { ...stages, [plan.stage]: mine } };
   const temporary = `${file}.${process.pid}.tmp`;
@@ -538,10 +754,12 @@ function safeName(id: string): string {
 }
 
 async function sizeOf(file: string): Promise<number> {
-  return stat(file).then((s) => s.size, () => 0);
+  return stat(file).then(
+    (s) => s.size,
+    () => 0,
+  );
 }
 
 function oneLine(text: string): string {
   return truncateText(text.replace(/\s+/g, ' ').trim(), MAX_STATUS_TEXT);
 }
-

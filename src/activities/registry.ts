@@ -109,7 +109,10 @@ export class Registry {
   }
 
   /** The registered contract validators and revisers, by name. */
-  contractImplementations(): { validators: Record<string, ContractValidator>; revisers: Record<string, ContractReviser> } {
+  contractImplementations(): {
+    validators: Record<string, ContractValidator>;
+    revisers: Record<string, ContractReviser>;
+  } {
     return { validators: Object.fromEntries(this.validatorImpls), revisers: Object.fromEntries(this.reviserImpls) };
   }
 
@@ -153,7 +156,13 @@ export class Registry {
   }
 
   /** Registered names and config checks, for validating specs. */
-  names(): { stages: string[]; gates: string[]; validators: string[]; revisers: string[]; checkConfig: NonNullable<KnownImplementations['checkConfig']> } {
+  names(): {
+    stages: string[];
+    gates: string[];
+    validators: string[];
+    revisers: string[];
+    checkConfig: NonNullable<KnownImplementations['checkConfig']>;
+  } {
     return {
       stages: [...this.stageImpls.keys()].sort(),
       gates: [...this.gateImpls.keys()].sort(),
@@ -170,7 +179,9 @@ export class Registry {
 
   private claim(name: string, into: Map<string, unknown>, kind: string): void {
     if (!/^[A-Za-z][A-Za-z0-9_.-]*$/.test(name) || RESERVED.test(name)) {
-      throw new Error(`invalid ${kind} implementation name "${name}": use letters, digits, _ . - and not the prefixes treadle. or gate:`);
+      throw new Error(
+        `invalid ${kind} implementation name "${name}": use letters, digits, _ . - and not the prefixes treadle. or gate:`,
+      );
     }
     if (into.has(name)) throw new Error(`${kind} implementation "${name}" is already registered`);
   }

@@ -14,12 +14,20 @@ export interface ListSource {
 }
 
 /** The elements, and a label naming where they came from (`extract.emails`) for problems. */
-export async function resolveList(source: ListSource, upstream: Record<string, Json>, input: Json, blobs: BlobStore): Promise<{ elements: Json[]; label: string } | { problem: string }> {
+export async function resolveList(
+  source: ListSource,
+  upstream: Record<string, Json>,
+  input: Json,
+  blobs: BlobStore,
+): Promise<{ elements: Json[]; label: string } | { problem: string }> {
   const deps = Object.keys(upstream);
   let root: Json;
   let label: string;
   if (source.from !== undefined) {
-    if (!(source.from in upstream)) return { problem: `from: stage "${source.from}" is not among the stage's dependencies (${deps.join(', ') || 'none'}); add it to depends_on` };
+    if (!(source.from in upstream))
+      return {
+        problem: `from: stage "${source.from}" is not among the stage's dependencies (${deps.join(', ') || 'none'}); add it to depends_on`,
+      };
     root = (await resolveArtefact(upstream[source.from] as Artefact, blobs)) ?? null;
     label = source.from;
   } else if (deps.length === 1) {
@@ -34,7 +42,10 @@ export async function resolveList(source: ListSource, upstream: Record<string, J
   if (source.items !== undefined) {
     const value = valueAt(root, source.items);
     label = `${label}.${source.items}`;
-    if (!Array.isArray(value)) return { problem: `items: ${label} is ${value === undefined ? 'missing' : `not a list (${value === null ? 'null' : typeof value})`}` };
+    if (!Array.isArray(value))
+      return {
+        problem: `items: ${label} is ${value === undefined ? 'missing' : `not a list (${value === null ? 'null' : typeof value})`}`,
+      };
     return { elements: value, label };
   }
   return { elements: Array.isArray(root) ? root : root === null ? [] : [root], label };

@@ -57,7 +57,10 @@ export interface SupervisionOptions {
  * calls are collected in `calls`; they ride on heartbeats so a retried execution still reports the calls
  * of the executions before it, and on the failure when the activity gives up.
  */
-export async function supervise<T>(run: (supervision: Supervision) => Promise<T>, options: SupervisionOptions): Promise<T> {
+export async function supervise<T>(
+  run: (supervision: Supervision) => Promise<T>,
+  options: SupervisionOptions,
+): Promise<T> {
   const { blobs, onCalls } = options;
   const context = Context.current();
   const previous = context.info.heartbeatDetails as { calls?: unknown; progress?: unknown } | undefined;
@@ -78,7 +81,10 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
     callBatch: () => journal.seal(),
   };
   const timeout = context.info.heartbeatTimeoutMs;
-  const every = Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS);
+  const every = Math.min(
+    MAX_HEARTBEAT_INTERVAL_MS,
+    timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS,
+  );
   const beat = setInterval(beatNow, every);
   const work = run(supervision);
   try {
@@ -88,8 +94,17 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
       // The attempt timed out or the item was cancelled. The implementation saw the abort signal; wait
       // (briefly) until it has stopped, so the next attempt never overlaps it, then report the calls it
       // made, including the one cut off, with the cancellation.
-      const stopped = await Promise.race([work.then(() => true, () => true), new Promise<false>((r) => setTimeout(() => r(false), CANCEL_GRACE_MS))]);
-      if (!stopped) activityLog.warn('implementation did not stop within the grace period after cancellation', { graceMs: CANCEL_GRACE_MS });
+      const stopped = await Promise.race([
+        work.then(
+          () => true,
+          () => true,
+        ),
+        new Promise<false>((r) => setTimeout(() => r(false), CANCEL_GRACE_MS)),
+      ]);
+      if (!stopped)
+        activityLog.warn('implementation did not stop within the grace period after cancellation', {
+          graceMs: CANCEL_GRACE_MS,
+        });
       throw new CancelledFailure(error.message, [{ ...(await callsOf(supervision)), ...supervision.report }]);
     }
     beatNow();
@@ -125,7 +140,10 @@ export async function supervise<T>(run: (supervision: Supervision) => Promise<T>
 export async function withHeartbeats<T>(run: () => Promise<T>): Promise<T> {
   const context = Context.current();
   const timeout = context.info.heartbeatTimeoutMs;
-  const beat = setInterval(() => context.heartbeat(), Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS));
+  const beat = setInterval(
+    () => context.heartbeat(),
+    Math.min(MAX_HEARTBEAT_INTERVAL_MS, timeout ? Math.max(100, Math.floor(timeout / 3)) : MAX_HEARTBEAT_INTERVAL_MS),
+  );
   try {
     return await run();
   } finally {
@@ -135,7 +153,12 @@ export async function withHeartbeats<T>(run: () => Promise<T>): Promise<T> {
 
 /** An Error by its shape (a name and a message), whichever realm made it. */
 function isErrorLike(value: unknown): value is Error {
-  return typeof value === 'object' && value !== null && typeof (value as Error).name === 'string' && typeof (value as Error).message === 'string';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as Error).name === 'string' &&
+    typeof (value as Error).message === 'string'
+  );
 }
 
 /** The activity's calls for its result or failure: `{ calls }` (inline, or stored by reference), or nothing when it made none. */
@@ -171,10 +194,15 @@ class CallJournal {
       try {
         stored = await readJson<unknown[]>(blobs, batch.stored.ref);
       } catch (error) {
-        activityLog.warn('could not read the call records of the earlier execution; their totals still count', { ref: batch.stored.ref, error: (error as Error).message });
+        activityLog.warn('could not read the call records of the earlier execution; their totals still count', {
+          ref: batch.stored.ref,
+          error: (error as Error).message,
+        });
       }
     }
-    const calls = [...stored, ...(batch.records ?? [])].filter((c) => CallRecordSchema.safeParse(c).success) as CallRecord[];
+    const calls = [...stored, ...(batch.records ?? [])].filter(
+      (c) => CallRecordSchema.safeParse(c).success,
+    ) as CallRecord[];
     const unread = batch.usage.calls > calls.length ? subtractTotals(batch.usage, totalsOf(calls)) : undefined;
     return new CallJournal(blobs, calls, unread);
   }
@@ -203,13 +231,22 @@ class CallJournal {
   async seal(): Promise<CallBatch | undefined> {
     const { calls, unread } = this;
     if (calls.length === 0 && !unread) return undefined;
-    const withUnread = (batch: CallBatch): CallBatch => (unread ? { ...batch, usage: this.usage(), omitted: (batch.omitted ?? 0) + unread.calls } : batch);
+    const withUnread = (batch: CallBatch): CallBatch =>
+      unread ? { ...batch, usage: this.usage(), omitted: (batch.omitted ?? 0) + unread.calls } : batch;
     if (calls.length <= MAX_INLINE_CALL_RECORDS) return withUnread(callBatch(calls));
     if (this.stored?.count === calls.length) return withUnread(callBatch(calls, this.stored));
     try {
-      return withUnread(callBatch(calls, { ref: await storeJson(this.blobs, calls, `${calls.length} model calls`), count: calls.length }));
+      return withUnread(
+        callBatch(calls, {
+          ref: await storeJson(this.blobs, calls, `${calls.length} model calls`),
+          count: calls.length,
+        }),
+      );
     } catch (error) {
-      activityLog.warn('could not store the call records; the activity reports their totals only (the call log has them)', { error: (error as Error).message });
+      activityLog.warn(
+        'could not store the call records; the activity reports their totals only (the call log has them)',
+        { error: (error as Error).message },
+      );
       return withUnread(callBatch(calls));
     }
   }
@@ -221,7 +258,9 @@ class CallJournal {
       .then((ref) => {
         if (snapshot.length > (this.stored?.count ?? 0)) this.stored = { ref, count: snapshot.length };
       })
-      .catch((error: unknown) => activityLog.warn('could not store the call records for a heartbeat', { error: (error as Error).message }))
+      .catch((error: unknown) =>
+        activityLog.warn('could not store the call records for a heartbeat', { error: (error as Error).message }),
+      )
       .finally(() => {
         this.storing = undefined;
       });

@@ -124,7 +124,8 @@ export function jinjaTruthy(value: unknown): boolean {
   if (typeof value === 'boolean') return value;
   if (value instanceof Map || value instanceof Set) return value.size > 0;
   // A plain object is a dict (empty is false); any other object, like a Python object, is true.
-  if (typeof value === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(value))) return Object.keys(value).length > 0;
+  if (typeof value === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(value)))
+    return Object.keys(value).length > 0;
   return true;
 }
 
@@ -134,10 +135,16 @@ export function jinjaTruthy(value: unknown): boolean {
  * section for `[]`. The template texts themselves stay verbatim; only what nunjucks compiles is rewritten.
  */
 export function jinjaConditions(template: string, name = 'template'): string {
-  return template.replace(/\{%(-?)(\s*)(if|elif)\s+([\s\S]*?)\s*(-?)%\}/g, (_tag, open: string, space: string, keyword: string, condition: string, close: string) => {
-    if (!SIMPLE_CONDITION.test(condition)) throw new Error(`${name}: condition "${condition}" is beyond the Jinja2 subset these templates are rendered with`);
-    return `{%${open}${space}${keyword} (${condition}) | ${TRUTHY_FILTER} ${close}%}`;
-  });
+  return template.replace(
+    /\{%(-?)(\s*)(if|elif)\s+([\s\S]*?)\s*(-?)%\}/g,
+    (_tag, open: string, space: string, keyword: string, condition: string, close: string) => {
+      if (!SIMPLE_CONDITION.test(condition))
+        throw new Error(
+          `${name}: condition "${condition}" is beyond the Jinja2 subset these templates are rendered with`,
+        );
+      return `{%${open}${space}${keyword} (${condition}) | ${TRUTHY_FILTER} ${close}%}`;
+    },
+  );
 }
 
 /** nunjucks hands keyword arguments to a filter as a last object carrying this marker. */
@@ -173,7 +180,8 @@ function attributeOf(item: unknown, path: string): unknown {
  * `map('filter')`, is not used by the templates and is refused.
  */
 export function jinjaMap(value: unknown, keywords?: unknown): unknown[] {
-  if (!isKeywordArgs(keywords) || keywords.attribute === undefined) throw new Error("map: only map(attribute='…') is supported");
+  if (!isKeywordArgs(keywords) || keywords.attribute === undefined)
+    throw new Error("map: only map(attribute='…') is supported");
   const path = String(keywords.attribute);
   return iterationOf(value).map((item) => {
     const found = attributeOf(item, path);
@@ -182,7 +190,12 @@ export function jinjaMap(value: unknown, keywords?: unknown): unknown[] {
 }
 
 function createEnvironment(): nunjucks.Environment {
-  const env = new nunjucks.Environment(null, { autoescape: false, throwOnUndefined: false, trimBlocks: false, lstripBlocks: false });
+  const env = new nunjucks.Environment(null, {
+    autoescape: false,
+    throwOnUndefined: false,
+    trimBlocks: false,
+    lstripBlocks: false,
+  });
   env.addFilter(TRUTHY_FILTER, jinjaTruthy);
   env.addFilter('map', jinjaMap);
   return env;
@@ -229,7 +242,10 @@ function variantsOf(node: TddNodeName): ExitVariant[] {
   return options.map((schema) => ({ name: String((schema.shape.exit as z.ZodLiteral<string>).value), schema }));
 }
 
-const VARIANTS = Object.fromEntries(TDD_NODES.map((node) => [node, variantsOf(node)])) as Record<TddNodeName, ExitVariant[]>;
+const VARIANTS = Object.fromEntries(TDD_NODES.map((node) => [node, variantsOf(node)])) as Record<
+  TddNodeName,
+  ExitVariant[]
+>;
 
 /** The exit names of a node, in the seed's order. */
 export function exitNames(node: TddNodeName): string[] {
@@ -239,7 +255,8 @@ export function exitNames(node: TddNodeName): string[] {
 /** A zod type in the compact TypeScript-like notation the reply instructions use. */
 function describeType(schema: z.ZodType): string {
   if (schema === FilePathSchema) return 'path';
-  if (schema instanceof z.ZodOptional || schema instanceof z.ZodNullable) return describeType(schema.unwrap() as z.ZodType);
+  if (schema instanceof z.ZodOptional || schema instanceof z.ZodNullable)
+    return describeType(schema.unwrap() as z.ZodType);
   if (schema instanceof z.ZodString) return 'string';
   if (schema instanceof z.ZodNumber) return schema.isInt ? 'integer' : 'number';
   if (schema instanceof z.ZodBoolean) return 'boolean';
@@ -250,7 +267,8 @@ function describeType(schema: z.ZodType): string {
     const described = describeType(element);
     return element instanceof z.ZodEnum || element instanceof z.ZodUnion ? `(${described})[]` : `${described}[]`;
   }
-  if (schema instanceof z.ZodTuple) return `[${(schema.def.items as readonly z.ZodType[]).map(describeType).join(', ')}]`;
+  if (schema instanceof z.ZodTuple)
+    return `[${(schema.def.items as readonly z.ZodType[]).map(describeType).join(', ')}]`;
   if (schema instanceof z.ZodObject) return `{ ${describeFields(schema.shape as Record<string, z.ZodType>)} }`;
   return 'value';
 }
@@ -333,7 +351,12 @@ const FILES_JSON_SCHEMA: { [key: string]: Json } = {
  * Refinements zod cannot express (a path's "no `..`") are checked again by {@link parseNodeOutput}.
  */
 export function exitJsonSchema(node: TddNodeName): { [key: string]: Json } {
-  const generated = z.toJSONSchema(EXIT_SCHEMAS[node], { target: 'draft-2020-12', reused: 'inline', cycles: 'throw', unrepresentable: 'throw' });
+  const generated = z.toJSONSchema(EXIT_SCHEMAS[node], {
+    target: 'draft-2020-12',
+    reused: 'inline',
+    cycles: 'throw',
+    unrepresentable: 'throw',
+  });
   const { $schema: _dialect, ...schema } = JSON.parse(JSON.stringify(generated)) as { [key: string]: Json };
   const variants = schema.oneOf;
   if (!Array.isArray(variants)) throw new Error(`${node}: the exit schema is not a oneOf of exits`);
@@ -351,7 +374,9 @@ export function exitJsonSchema(node: TddNodeName): { [key: string]: Json } {
 
 /** A parsed reply: the node's exit (unknown fields dropped) and the file changes. */
 /** A reply, or its issues; `refusedPaths` are its `files` paths refused as outside the worktree (the user sees them). */
-export type NodeReply = { ok: true; exit: NodeExit; files: Record<string, string | null> } | { ok: false; issues: string[]; refusedPaths?: string[] };
+export type NodeReply =
+  | { ok: true; exit: NodeExit; files: Record<string, string | null> }
+  | { ok: false; issues: string[]; refusedPaths?: string[] };
 
 /** Agent text quoted in an issue: JSON-quoted and cut short. */
 function quote(value: string): string {
@@ -366,7 +391,10 @@ function typeName(value: unknown): string {
 
 /** `testPlan[0].approach`. */
 function pathText(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((text, part) => (typeof part === 'number' ? `${text}[${part}]` : `${text}${text ? '.' : ''}${String(part)}`), '');
+  return path.reduce<string>(
+    (text, part) => (typeof part === 'number' ? `${text}[${part}]` : `${text}${text ? '.' : ''}${String(part)}`),
+    '',
+  );
 }
 
 function issueText(issue: z.core.$ZodIssue): string {
@@ -377,7 +405,9 @@ function issueText(issue: z.core.$ZodIssue): string {
 
 /** The first few issues; a last line counts the rest. */
 function capped(issues: string[]): string[] {
-  return issues.length <= MAX_ISSUES ? issues : [...issues.slice(0, MAX_ISSUES - 1), `… and ${issues.length - (MAX_ISSUES - 1)} more issues`];
+  return issues.length <= MAX_ISSUES
+    ? issues
+    : [...issues.slice(0, MAX_ISSUES - 1), `… and ${issues.length - (MAX_ISSUES - 1)} more issues`];
 }
 
 /** The index just past the `}` closing the object that opens at `start`, or -1 if it never closes. */
@@ -426,7 +456,10 @@ function findJsonObject(text: string): { ok: true; value: Record<string, unknown
   }
   if (firstObject) return { ok: true, value: firstObject };
   if (firstError) return { ok: false, issue: firstError };
-  return { ok: false, issue: 'no JSON object in the reply: answer with one JSON object whose "exit" names your decision' };
+  return {
+    ok: false,
+    issue: 'no JSON object in the reply: answer with one JSON object whose "exit" names your decision',
+  };
 }
 
 /** Another node's exit of this name, for a clearer issue. */
@@ -434,11 +467,17 @@ function ownerOf(exit: string): TddNodeName | undefined {
   return TDD_NODES.find((node) => exitNames(node).includes(exit));
 }
 
-function checkExit(node: TddNodeName, reply: Record<string, unknown>): { ok: true; exit: NodeExit } | { ok: false; issues: string[] } {
-  const valid = exitNames(node).map((n) => JSON.stringify(n)).join(', ');
+function checkExit(
+  node: TddNodeName,
+  reply: Record<string, unknown>,
+): { ok: true; exit: NodeExit } | { ok: false; issues: string[] } {
+  const valid = exitNames(node)
+    .map((n) => JSON.stringify(n))
+    .join(', ');
   const exit = reply.exit;
   if (exit === undefined) return { ok: false, issues: [`exit: missing; name one of ${valid}`] };
-  if (typeof exit !== 'string') return { ok: false, issues: [`exit: expected a string naming one of ${valid}, received ${typeName(exit)}`] };
+  if (typeof exit !== 'string')
+    return { ok: false, issues: [`exit: expected a string naming one of ${valid}, received ${typeName(exit)}`] };
   if (!exitNames(node).includes(exit)) {
     const owner = ownerOf(exit);
     const whose = owner ? ` (it is ${owner}'s exit)` : '';
@@ -449,9 +488,16 @@ function checkExit(node: TddNodeName, reply: Record<string, unknown>): { ok: tru
   return parsed.success ? { ok: true, exit: parsed.data } : { ok: false, issues: parsed.error.issues.map(issueText) };
 }
 
-function checkFiles(files: unknown): { ok: true; files: Record<string, string | null> } | { ok: false; issues: string[]; refused: string[] } {
+function checkFiles(
+  files: unknown,
+): { ok: true; files: Record<string, string | null> } | { ok: false; issues: string[]; refused: string[] } {
   if (files === undefined || files === null) return { ok: true, files: {} };
-  if (typeof files !== 'object' || Array.isArray(files)) return { ok: false, issues: [`files: expected an object of path → content or null, received ${typeName(files)}`], refused: [] };
+  if (typeof files !== 'object' || Array.isArray(files))
+    return {
+      ok: false,
+      issues: [`files: expected an object of path → content or null, received ${typeName(files)}`],
+      refused: [],
+    };
   const issues: string[] = [];
   const refused: string[] = [];
   const checked: Record<string, string | null> = {};
@@ -462,7 +508,8 @@ function checkFiles(files: unknown): { ok: true; files: Record<string, string | 
       const why = path.error.issues[0]?.message ?? 'not a usable path';
       issues.push(`${where}: ${why}`);
       refused.push(`refused path ${quote(file)}: ${why}`);
-    } else if (typeof content !== 'string' && content !== null) issues.push(`${where}: expected the full new content (string) or null, received ${typeName(content)}`);
+    } else if (typeof content !== 'string' && content !== null)
+      issues.push(`${where}: expected the full new content (string) or null, received ${typeName(content)}`);
     else checked[file] = content;
   }
   return issues.length > 0 ? { ok: false, issues, refused } : { ok: true, files: checked };
@@ -475,12 +522,17 @@ function checkFiles(files: unknown): { ok: true; files: Record<string, string | 
  */
 export function parseNodeOutput(node: TddNodeName, value: unknown): NodeReply {
   if (typeof value === 'string') return parseNodeReply(node, value);
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { ok: false, issues: [`(reply): expected a JSON object, received ${typeName(value)}`] };
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return { ok: false, issues: [`(reply): expected a JSON object, received ${typeName(value)}`] };
   const reply = value as Record<string, unknown>;
   const exit = checkExit(node, reply);
   const files = checkFiles(reply.files);
   if (exit.ok && files.ok) return { ok: true, exit: exit.exit, files: files.files };
-  return { ok: false, issues: capped([...(exit.ok ? [] : exit.issues), ...(files.ok ? [] : files.issues)]), ...(files.ok || files.refused.length === 0 ? {} : { refusedPaths: files.refused }) };
+  return {
+    ok: false,
+    issues: capped([...(exit.ok ? [] : exit.issues), ...(files.ok ? [] : files.issues)]),
+    ...(files.ok || files.refused.length === 0 ? {} : { refusedPaths: files.refused }),
+  };
 }
 
 /**

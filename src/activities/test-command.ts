@@ -72,17 +72,28 @@ export function allowedTestCommands(env: NodeJS.ProcessEnv = process.env): strin
 }
 
 /** An allow-list of argv prefixes from the JSON in `env[name]` (`defaults` when unset); an unparsable one throws. */
-export function commandList(env: NodeJS.ProcessEnv, name: string, defaults: readonly (readonly string[])[]): string[][] {
+export function commandList(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  defaults: readonly (readonly string[])[],
+): string[][] {
   const raw = env[name];
   if (raw === undefined || raw.trim() === '') return defaults.map((c) => [...c]);
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
   } catch (error) {
-    throw new Error(`${name} is not valid JSON (${(error as Error).message}); expected an array of argv arrays such as [["node","--test"]]`);
+    throw new Error(
+      `${name} is not valid JSON (${(error as Error).message}); expected an array of argv arrays such as [["node","--test"]]`,
+    );
   }
-  const valid = Array.isArray(parsed) && parsed.every((c) => Array.isArray(c) && c.length > 0 && c.every((a) => typeof a === 'string' && a !== ''));
-  if (!valid) throw new Error(`${name} must be a JSON array of non-empty argv arrays of strings, such as [["node","--test"],["npm","test"]]`);
+  const valid =
+    Array.isArray(parsed) &&
+    parsed.every((c) => Array.isArray(c) && c.length > 0 && c.every((a) => typeof a === 'string' && a !== ''));
+  if (!valid)
+    throw new Error(
+      `${name} must be a JSON array of non-empty argv arrays of strings, such as [["node","--test"],["npm","test"]]`,
+    );
   return parsed as string[][];
 }
 
@@ -91,18 +102,31 @@ export function commandList(env: NodeJS.ProcessEnv, name: string, defaults: read
  * `..`, not starting with "-"). Otherwise the reason, naming the allowed commands.
  */
 export function checkTestCommand(command: string[], allowed: string[][]): string | null {
-  return checkCommand(command, allowed, { what: 'test command', env: TEST_COMMANDS_ENV, args: 'relative test file paths' });
+  return checkCommand(command, allowed, {
+    what: 'test command',
+    env: TEST_COMMANDS_ENV,
+    args: 'relative test file paths',
+  });
 }
 
 /** {@link checkTestCommand} for any kind of command: `label` names it, its allow-list and its arguments. */
-export function checkCommand(command: string[], allowed: string[][], label: { what: string; env: string; args: string }): string | null {
+export function checkCommand(
+  command: string[],
+  allowed: string[][],
+  label: { what: string; env: string; args: string },
+): string | null {
   const listed = allowed.map((c) => JSON.stringify(c)).join(', ') || '(none)';
-  const refuse = (why: string): string => `the ${label.what} ${JSON.stringify(command)} is not allowed: ${why}. Allowed (${label.env}): ${listed}, each optionally followed by ${label.args}`;
-  if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string')) return refuse('it must be a non-empty argv array of strings');
+  const refuse = (why: string): string =>
+    `the ${label.what} ${JSON.stringify(command)} is not allowed: ${why}. Allowed (${label.env}): ${listed}, each optionally followed by ${label.args}`;
+  if (!Array.isArray(command) || command.length === 0 || !command.every((a) => typeof a === 'string'))
+    return refuse('it must be a non-empty argv array of strings');
   let best: string | undefined;
   for (const prefix of allowed) {
     if (prefix.length > command.length || !prefix.every((arg, i) => command[i] === arg)) continue;
-    const problem = command.slice(prefix.length).map(fileArgumentProblem).find((p) => p !== undefined);
+    const problem = command
+      .slice(prefix.length)
+      .map(fileArgumentProblem)
+      .find((p) => p !== undefined);
     if (!problem) return null;
     best ??= problem;
   }
@@ -112,7 +136,8 @@ export function checkCommand(command: string[], allowed: string[][], label: { wh
 /** Why `arg` is not a plain relative file path, or undefined when it is one. */
 function fileArgumentProblem(arg: string): string | undefined {
   if (arg === '' || arg.startsWith('-')) return `the extra argument ${JSON.stringify(arg)} is not a file path`;
-  if (arg.includes('\0') || path.posix.isAbsolute(arg) || path.win32.isAbsolute(arg) || /^[a-zA-Z]:/.test(arg)) return `the extra argument ${JSON.stringify(arg)} must be a relative path`;
+  if (arg.includes('\0') || path.posix.isAbsolute(arg) || path.win32.isAbsolute(arg) || /^[a-zA-Z]:/.test(arg))
+    return `the extra argument ${JSON.stringify(arg)} must be a relative path`;
   if (arg.split(/[/\\]/).includes('..')) return `the extra argument ${JSON.stringify(arg)} must not contain ".."`;
   return undefined;
 }
@@ -131,11 +156,21 @@ export async function runTestCommand(input: RunTestCommandInput): Promise<TestRu
   const started = performance.now();
   const output = new HeadTailBuffer(input.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES);
   const tap = new TapParser();
-  const child = spawn(file, args, { cwd: input.cwd, env: testEnv(input.env), detached: true, stdio: ['ignore', 'pipe', 'pipe'], windowsHide: true });
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, sig) => resolve([code, sig])));
+  const child = spawn(file, args, {
+    cwd: input.cwd,
+    env: testEnv(input.env),
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    windowsHide: true,
+  });
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.once('exit', (code, sig) => resolve([code, sig])),
+  );
   await new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve);
-    child.once('error', (error) => reject(new Error(`the test command ${file} could not start in ${input.cwd}: ${error.message}`)));
+    child.once('error', (error) =>
+      reject(new Error(`the test command ${file} could not start in ${input.cwd}: ${error.message}`)),
+    );
   });
   child.on('error', () => undefined); // started: failures show as the exit code
 
@@ -186,7 +221,15 @@ export async function runTestCommand(input: RunTestCommandInput): Promise<TestRu
     output: output.text(),
     outputTruncated: output.truncated,
     tests: tap.results(),
-    summary: summarize({ command, exitCode, signal: exitSignal, timedOut, durationMs, timeoutMs: input.timeoutMs, counts: tap.counts() }),
+    summary: summarize({
+      command,
+      exitCode,
+      signal: exitSignal,
+      timedOut,
+      durationMs,
+      timeoutMs: input.timeoutMs,
+      counts: tap.counts(),
+    }),
   };
 }
 
@@ -205,18 +248,37 @@ function testEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 
 /** Waits until both streams end, at most {@link OUTPUT_GRACE_MS}, then stops reading them. */
 async function outputEnded(streams: Readable[]): Promise<void> {
-  const ended = streams.map((s) => (s.readableEnded || s.destroyed ? Promise.resolve() : new Promise<void>((resolve) => s.once('end', resolve).once('close', resolve))));
+  const ended = streams.map((s) =>
+    s.readableEnded || s.destroyed
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => s.once('end', resolve).once('close', resolve)),
+  );
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([Promise.all(ended), new Promise<void>((resolve) => (timer = setTimeout(resolve, OUTPUT_GRACE_MS)))]);
+  await Promise.race([
+    Promise.all(ended),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, OUTPUT_GRACE_MS))),
+  ]);
   clearTimeout(timer);
   for (const s of streams) s.destroy();
 }
 
-function summarize(run: { command: string[]; exitCode: number | null; signal: string | null; timedOut: boolean; durationMs: number; timeoutMs: number; counts: TapCounts }): string {
+function summarize(run: {
+  command: string[];
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  durationMs: number;
+  timeoutMs: number;
+  counts: TapCounts;
+}): string {
   const shown = run.command.join(' ');
-  const commandText = shown.length > MAX_SUMMARY_COMMAND_CHARS ? `${shown.slice(0, MAX_SUMMARY_COMMAND_CHARS - 1)}…` : shown;
+  const commandText =
+    shown.length > MAX_SUMMARY_COMMAND_CHARS ? `${shown.slice(0, MAX_SUMMARY_COMMAND_CHARS - 1)}…` : shown;
   const { passed, failed, skipped } = run.counts;
-  const counted = passed + failed + skipped > 0 ? `${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}` : 'no test results';
+  const counted =
+    passed + failed + skipped > 0
+      ? `${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`
+      : 'no test results';
   if (run.timedOut) return `timed out after ${formatSeconds(run.timeoutMs)} (${commandText}; ${counted} before)`;
   const ending = run.exitCode !== null ? `exit ${run.exitCode}` : `killed by ${run.signal ?? 'a signal'}`;
   return `${counted} (${commandText}, ${ending}, ${run.durationMs} ms)`;
@@ -327,7 +389,9 @@ class TapParser {
 
   /** Leaf tests, and failing tests whose failure is not one of their subtests'. */
   results(): TestResult[] {
-    return this.entries.filter((e) => !e.hasChildren || (!e.ok && !e.childFailed)).map((e) => ({ name: e.name, ok: e.ok }));
+    return this.entries
+      .filter((e) => !e.hasChildren || (!e.ok && !e.childFailed))
+      .map((e) => ({ name: e.name, ok: e.ok }));
   }
 
   counts(): TapCounts {
@@ -357,7 +421,14 @@ class TapParser {
     if (!match || this.entries.length >= MAX_PARSED_TESTS) return;
     const indent = match[1]!.length;
     const { name, directive } = splitDirective(match[3]!);
-    const entry: TapEntry = { indent, name, ok: match[2] === 'ok' || directive !== undefined, directive, hasChildren: false, childFailed: false };
+    const entry: TapEntry = {
+      indent,
+      name,
+      ok: match[2] === 'ok' || directive !== undefined,
+      directive,
+      hasChildren: false,
+      childFailed: false,
+    };
     while (this.open.length > 0 && this.open[this.open.length - 1]!.indent > indent) {
       const child = this.open.pop()!;
       entry.hasChildren = true;
@@ -380,7 +451,13 @@ function splitDirective(text: string): { name: string; directive: 'skip' | 'todo
     }
   }
   const rawName = (cut < 0 ? text : text.slice(0, cut)).trim();
-  const comment = cut < 0 ? '' : text.slice(cut + 1).trim().toLowerCase();
+  const comment =
+    cut < 0
+      ? ''
+      : text
+          .slice(cut + 1)
+          .trim()
+          .toLowerCase();
   const directive = comment.startsWith('skip') ? 'skip' : comment.startsWith('todo') ? 'todo' : undefined;
   const name = rawName.replace(/\\(.)/g, (_, c: string) => ({ n: '\n', t: '\t', r: '\r' })[c] ?? c);
   return { name, directive };

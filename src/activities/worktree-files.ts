@@ -39,7 +39,11 @@ export class ReadOnlyPathError extends Error {
     /** The read-only entry (a file or a folder prefix) that matched. */
     readonly rule: string,
   ) {
-    super(rule === path.posix.normalize(requested.replace(/^\.\/+/, '')) ? `${requested} is read-only` : `${requested} is read-only (everything under ${rule}/ is)`);
+    super(
+      rule === path.posix.normalize(requested.replace(/^\.\/+/, ''))
+        ? `${requested} is read-only`
+        : `${requested} is read-only (everything under ${rule}/ is)`,
+    );
   }
 }
 
@@ -67,7 +71,11 @@ export function resolveInside(root: string, relative: string): string {
 }
 
 /** The text of a file inside `root`; a file over `maxBytes` (default 1 MiB) is refused with its size. */
-export async function readFileInside(root: string, relative: string, options: { maxBytes?: number } = {}): Promise<string> {
+export async function readFileInside(
+  root: string,
+  relative: string,
+  options: { maxBytes?: number } = {},
+): Promise<string> {
   const { absolute } = locate(root, relative);
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_READ_BYTES;
   const stats = await lstat(absolute).catch((error: NodeJS.ErrnoException) => {
@@ -79,7 +87,8 @@ export async function readFileInside(root: string, relative: string, options: { 
   const handle = await open(absolute, 'r');
   try {
     const { size } = await handle.stat();
-    if (size > maxBytes) throw new Error(`${relative} is ${size} bytes, more than the ${maxBytes} bytes that may be read`);
+    if (size > maxBytes)
+      throw new Error(`${relative} is ${size} bytes, more than the ${maxBytes} bytes that may be read`);
     return await handle.readFile('utf8');
   } finally {
     await handle.close();
@@ -90,7 +99,12 @@ export async function readFileInside(root: string, relative: string, options: { 
  * Writes `content` to a file inside `root`, making missing parent folders. Refused: read-only paths
  * ({@link ReadOnlyPathError}), a path that is a symlink or passes one out of `root`, and a folder.
  */
-export async function writeFileInside(root: string, relative: string, content: string, options: WriteOptions = {}): Promise<void> {
+export async function writeFileInside(
+  root: string,
+  relative: string,
+  content: string,
+  options: WriteOptions = {},
+): Promise<void> {
   const located = await checkWrite(root, relative, options.readOnly ?? []);
   await write(root, located, content);
 }
@@ -108,13 +122,19 @@ export async function deleteFileInside(root: string, relative: string, options: 
  * skipping `.git` (file or folder) and `node_modules`, and not following symlinks (a symlink is listed as a file).
  * At most `maxEntries` (default 2,000) are returned: a list of exactly that many may have been cut.
  */
-export async function listFilesInside(root: string, relative = '.', options: { maxEntries?: number } = {}): Promise<string[]> {
+export async function listFilesInside(
+  root: string,
+  relative = '.',
+  options: { maxEntries?: number } = {},
+): Promise<string[]> {
   const start = locate(root, relative);
   const maxEntries = options.maxEntries ?? DEFAULT_MAX_LIST_ENTRIES;
   const files: string[] = [];
   const rootAbsolute = path.resolve(root);
   const walk = async (dir: string): Promise<void> => {
-    const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const entries = (await readdir(dir, { withFileTypes: true })).sort((a, b) =>
+      a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+    );
     for (const entry of entries) {
       if (files.length >= maxEntries) return;
       const full = path.join(dir, entry.name);
@@ -139,12 +159,21 @@ export async function listFilesInside(root: string, relative = '.', options: { m
  * before anything is touched, so one bad path means nothing is written. Returns the normalised paths
  * written and deleted (a deletion of a missing file counts, so a repeated call reports the same).
  */
-export async function applyFileWrites(root: string, writes: Record<string, string | null>, options: WriteOptions = {}): Promise<{ written: string[]; deleted: string[] }> {
+export async function applyFileWrites(
+  root: string,
+  writes: Record<string, string | null>,
+  options: WriteOptions = {},
+): Promise<{ written: string[]; deleted: string[] }> {
   const readOnly = options.readOnly ?? [];
   const planned: { located: Located; content: string | null }[] = [];
   for (const [relative, content] of Object.entries(writes)) {
-    if (content !== null && typeof content !== 'string') throw new Error(`the new content of ${relative} must be text or null`);
-    planned.push({ located: content === null ? await checkDelete(root, relative, readOnly) : await checkWrite(root, relative, readOnly), content });
+    if (content !== null && typeof content !== 'string')
+      throw new Error(`the new content of ${relative} must be text or null`);
+    planned.push({
+      located:
+        content === null ? await checkDelete(root, relative, readOnly) : await checkWrite(root, relative, readOnly),
+      content,
+    });
   }
   const written: string[] = [];
   const deleted: string[] = [];
@@ -168,7 +197,8 @@ function locate(root: string, requested: string): Located {
   };
   if (typeof requested !== 'string' || requested.trim() === '') refuse('the path is empty');
   if (requested.includes('\0')) refuse('the path contains a NUL byte');
-  if (path.posix.isAbsolute(requested) || path.win32.isAbsolute(requested) || /^[a-zA-Z]:/.test(requested)) refuse('the path must be relative to the worktree');
+  if (path.posix.isAbsolute(requested) || path.win32.isAbsolute(requested) || /^[a-zA-Z]:/.test(requested))
+    refuse('the path must be relative to the worktree');
   if (requested.includes('\\')) refuse('use "/" to separate folders, not "\\"');
   const rootAbsolute = path.resolve(root);
   let realRoot: string;
@@ -205,7 +235,8 @@ async function checkWrite(root: string, relative: string, readOnly: string[]): P
   const located = locate(root, relative);
   checkReadOnly(located, readOnly);
   const stats = await lstatOrUndefined(located.absolute);
-  if (stats?.isSymbolicLink()) throw new PathEscapeError(relative, 'it is a symlink, and files are not written through symlinks');
+  if (stats?.isSymbolicLink())
+    throw new PathEscapeError(relative, 'it is a symlink, and files are not written through symlinks');
   if (stats?.isDirectory()) throw new Error(`${relative} is a folder, not a file`);
   return located;
 }
@@ -223,7 +254,8 @@ function checkReadOnly(located: Located, readOnly: string[]): void {
   for (const entry of readOnly) {
     const rule = path.posix.normalize(entry.replace(/^\.\/+/, '')).replace(/\/+$/, '') || '.';
     for (const candidate of [located.relative, located.realRelative]) {
-      if (rule === '.' || candidate === rule || candidate.startsWith(`${rule}/`)) throw new ReadOnlyPathError(located.requested, rule);
+      if (rule === '.' || candidate === rule || candidate.startsWith(`${rule}/`))
+        throw new ReadOnlyPathError(located.requested, rule);
     }
   }
 }
@@ -246,7 +278,9 @@ async function write(root: string, located: Located, content: string): Promise<v
   // O_NOFOLLOW: the last component must not be a symlink, even one made since the check.
   const flags = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | (constants.O_NOFOLLOW ?? 0);
   const handle = await open(located.absolute, flags, 0o644).catch((error: NodeJS.ErrnoException) => {
-    throw error.code === 'ELOOP' ? new PathEscapeError(located.requested, 'it is a symlink, and files are not written through symlinks') : error;
+    throw error.code === 'ELOOP'
+      ? new PathEscapeError(located.requested, 'it is a symlink, and files are not written through symlinks')
+      : error;
   });
   try {
     await handle.writeFile(content, 'utf8');
@@ -282,4 +316,3 @@ async function lstatOrUndefined(p: string): Promise<Stats | undefined> {
 function toPosix(p: string): string {
   return p.split(path.sep).join('/');
 }
-

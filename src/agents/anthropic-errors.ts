@@ -31,7 +31,10 @@ export const ANTHROPIC_SPEND_LIMIT = 'AnthropicSpendLimit';
 export const ANTHROPIC_RETRYABLE = 'AnthropicRetryable';
 
 /** Error codes (`error.details.error_code`) of a 429 that is a spend limit rather than a rate limit. */
-const SPEND_LIMIT_CODES: ReadonlySet<string> = new Set(['contract_spend_limit_reached', 'enforced_spend_limit_reached']);
+const SPEND_LIMIT_CODES: ReadonlySet<string> = new Set([
+  'contract_spend_limit_reached',
+  'enforced_spend_limit_reached',
+]);
 /** Fallback for 429s without an error code; the SDK warns the wording can change, so codes come first. */
 const SPEND_LIMIT_WORDING = /spend limit|credit balance|usage limit|billing/i;
 /** Longest API message quoted in a failure, so a verbose error cannot swamp the workflow history. */
@@ -51,7 +54,8 @@ const MAX_QUOTED_MESSAGE = 500;
  */
 export function mapAnthropicError(error: unknown, call: CallRecord, earlierCalls: readonly CallRecord[] = []): Error {
   if (error instanceof TemporalFailure) return error;
-  const failed = (status: CallRecord['status'], message: string): unknown[] => failureDetails({ ...call, status, error: message }, earlierCalls);
+  const failed = (status: CallRecord['status'], message: string): unknown[] =>
+    failureDetails({ ...call, status, error: message }, earlierCalls);
 
   if (error instanceof APIUserAbortError) {
     const message = 'anthropic call aborted: the attempt timed out or the work item was cancelled';
@@ -69,26 +73,62 @@ export function mapAnthropicError(error: unknown, call: CallRecord, earlierCalls
     const message = describeStatusError(error);
     const details = failed('error', message);
     if (error instanceof RateLimitError && isSpendLimit(error)) {
-      return ApplicationFailure.create({ message, type: ANTHROPIC_SPEND_LIMIT, nonRetryable: true, details, cause: error });
+      return ApplicationFailure.create({
+        message,
+        type: ANTHROPIC_SPEND_LIMIT,
+        nonRetryable: true,
+        details,
+        cause: error,
+      });
     }
     if (error instanceof PaymentRequiredError) {
-      return ApplicationFailure.create({ message, type: ANTHROPIC_SPEND_LIMIT, nonRetryable: true, details, cause: error });
+      return ApplicationFailure.create({
+        message,
+        type: ANTHROPIC_SPEND_LIMIT,
+        nonRetryable: true,
+        details,
+        cause: error,
+      });
     }
     // InternalServerError covers every 5xx, OverloadedError (529) included; 408 and 409 are transient too
     // (the SDK's own retry policy retries them); an APIError without a status is not the request's fault.
-    if (error.status === undefined || error instanceof RateLimitError || error instanceof InternalServerError || error instanceof RequestTimeoutError || error instanceof ConflictError) {
+    if (
+      error.status === undefined ||
+      error instanceof RateLimitError ||
+      error instanceof InternalServerError ||
+      error instanceof RequestTimeoutError ||
+      error instanceof ConflictError
+    ) {
       return retryable(message, details, error, retryAfterMs(error.headers));
     }
-    return ApplicationFailure.create({ message, type: ANTHROPIC_REQUEST_ERROR, nonRetryable: true, details, cause: error });
+    return ApplicationFailure.create({
+      message,
+      type: ANTHROPIC_REQUEST_ERROR,
+      nonRetryable: true,
+      details,
+      cause: error,
+    });
   }
   if (error instanceof AnthropicError) {
     // Raised before sending, e.g. a max_tokens too large for a non-streaming call: the request itself is wrong.
     const message = oneLine(`anthropic request refused by the SDK: ${error.message}`);
-    return ApplicationFailure.create({ message, type: ANTHROPIC_REQUEST_ERROR, nonRetryable: true, details: failed('error', message), cause: error });
+    return ApplicationFailure.create({
+      message,
+      type: ANTHROPIC_REQUEST_ERROR,
+      nonRetryable: true,
+      details: failed('error', message),
+      cause: error,
+    });
   }
   const cause = error instanceof Error ? error : new Error(String(error));
   const message = oneLine(`anthropic call failed: ${cause.message}`);
-  return ApplicationFailure.create({ message, type: cause.name, nonRetryable: false, details: failed('error', message), cause });
+  return ApplicationFailure.create({
+    message,
+    type: cause.name,
+    nonRetryable: false,
+    details: failed('error', message),
+    cause,
+  });
 }
 
 /** Failures from every provider carry their call record the same way; read it with `callRecordOf`. */
@@ -111,7 +151,14 @@ export function retryAfterMs(headers: Headers | undefined, now: number = Date.no
 }
 
 function retryable(message: string, details: unknown[], cause: Error, nextRetryDelay?: number): ApplicationFailure {
-  return ApplicationFailure.create({ message, type: ANTHROPIC_RETRYABLE, nonRetryable: false, details, cause, nextRetryDelay });
+  return ApplicationFailure.create({
+    message,
+    type: ANTHROPIC_RETRYABLE,
+    nonRetryable: false,
+    details,
+    cause,
+    nextRetryDelay,
+  });
 }
 
 function isSpendLimit(error: APIError): boolean {

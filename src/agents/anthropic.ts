@@ -17,7 +17,17 @@ import { mapAnthropicError } from './anthropic-errors';
 import { failureDetails, NO_USAGE } from './call-record';
 import { compileOutputSchema, validateValue } from './output-schema';
 import { promptHash } from './prompt-hash';
-import { AgentUnavailableError, DEFAULT_MAX_TOOL_ROUNDS, type Agent, type AgentRequest, type AgentResult, type AgentTool, type AgentUsage, type CallRecord, type ToolUse } from './types';
+import {
+  AgentUnavailableError,
+  DEFAULT_MAX_TOOL_ROUNDS,
+  type Agent,
+  type AgentRequest,
+  type AgentResult,
+  type AgentTool,
+  type AgentUsage,
+  type CallRecord,
+  type ToolUse,
+} from './types';
 
 /** Model used when neither the request nor `TREADLE_MODEL` names one. */
 export const DEFAULT_MODEL = 'claude-sonnet-4-6';
@@ -81,7 +91,12 @@ export class AnthropicAgent implements Agent {
       const unavailable = new AgentUnavailableError(
         `the anthropic agent needs an API key: set ANTHROPIC_API_KEY on the worker, or ${offlineHint(env)}`,
       );
-      throw ApplicationFailure.create({ message: unavailable.message, type: AGENT_UNAVAILABLE, nonRetryable: true, cause: unavailable });
+      throw ApplicationFailure.create({
+        message: unavailable.message,
+        type: AGENT_UNAVAILABLE,
+        nonRetryable: true,
+        cause: unavailable,
+      });
     }
     this.client = new Anthropic({
       apiKey,
@@ -125,11 +140,22 @@ export class AnthropicAgent implements Agent {
         const uses = message.content.filter((block): block is Anthropic.ToolUseBlock => block.type === 'tool_use');
         const answered = uses.some((use) => use.name === RESPOND_TOOL);
         if (tools.length === 0 || answered || message.stop_reason !== 'tool_use' || uses.length === 0) {
-          return answer(message, { request, outputSchema, schema, calls, toolUses: tools.length > 0 ? toolUses : undefined });
+          return answer(message, {
+            request,
+            outputSchema,
+            schema,
+            calls,
+            toolUses: tools.length > 0 ? toolUses : undefined,
+          });
         }
         if (round >= maxRounds) {
           const text = `the model was still using tools after ${maxRounds} model calls (maxToolRounds) and gave no final answer`;
-          throw ApplicationFailure.create({ message: text, type: TOOL_ROUNDS_EXHAUSTED, nonRetryable: true, details: failureDetails(undefined, calls) });
+          throw ApplicationFailure.create({
+            message: text,
+            type: TOOL_ROUNDS_EXHAUSTED,
+            nonRetryable: true,
+            details: failureDetails(undefined, calls),
+          });
         }
         messages.push({ role: 'assistant', content: message.content.flatMap(toParam) });
         const results: Anthropic.ToolResultBlockParam[] = [];
@@ -150,7 +176,13 @@ export class AnthropicAgent implements Agent {
   }
 
   /** One model call of a request: its record is added to `calls`, or carried (with the earlier ones) by the failure. */
-  private async send(request: AgentRequest, model: string, messages: Anthropic.MessageParam[], offered: Offered, calls: CallRecord[]): Promise<Anthropic.Message> {
+  private async send(
+    request: AgentRequest,
+    model: string,
+    messages: Anthropic.MessageParam[],
+    offered: Offered,
+    calls: CallRecord[],
+  ): Promise<Anthropic.Message> {
     const started = Date.now();
     const call: CallRecord = {
       correlationId: request.correlationId,
@@ -192,18 +224,33 @@ export class AnthropicAgent implements Agent {
 /** The reply of the request's last model call: text, or the `respond` tool's input checked against the schema. */
 function answer(
   message: Anthropic.Message,
-  run: { request: AgentRequest; outputSchema: Json | undefined; schema: z.ZodType | undefined; calls: CallRecord[]; toolUses: ToolUse[] | undefined },
+  run: {
+    request: AgentRequest;
+    outputSchema: Json | undefined;
+    schema: z.ZodType | undefined;
+    calls: CallRecord[];
+    toolUses: ToolUse[] | undefined;
+  },
 ): AgentResult {
   const { request, outputSchema, schema, calls } = run;
   const call = calls[calls.length - 1]!;
-  const usage = calls.reduce((sum, c) => ({ inputTokens: sum.inputTokens + c.inputTokens, outputTokens: sum.outputTokens + c.outputTokens, cacheReadTokens: sum.cacheReadTokens + c.cacheReadTokens }), { ...NO_USAGE });
+  const usage = calls.reduce(
+    (sum, c) => ({
+      inputTokens: sum.inputTokens + c.inputTokens,
+      outputTokens: sum.outputTokens + c.outputTokens,
+      cacheReadTokens: sum.cacheReadTokens + c.cacheReadTokens,
+    }),
+    { ...NO_USAGE },
+  );
   const base = { usage, call, calls, ...(run.toolUses ? { toolUses: run.toolUses } : {}) };
   const text = message.content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('');
   if (outputSchema === undefined || !schema) return { text, ...base };
 
   const toolUse = message.content.find((block) => block.type === 'tool_use' && block.name === RESPOND_TOOL);
   if (!toolUse || toolUse.type !== 'tool_use') {
-    const issues = [`the reply did not use the ${RESPOND_TOOL} tool (stop_reason ${message.stop_reason ?? 'none'}); it answered with text only`];
+    const issues = [
+      `the reply did not use the ${RESPOND_TOOL} tool (stop_reason ${message.stop_reason ?? 'none'}); it answered with text only`,
+    ];
     return { text, ...base, invalidOutput: { issues, raw: truncate(text) } };
   }
   const input = unwrapToolInput(outputSchema, toolUse.input);
@@ -211,12 +258,19 @@ function answer(
   const checked = validateValue(input, schema);
   if (checked.ok) return { text: raw, output: checked.value, ...base };
   // Name the truncation first: the schema issues alone would blame the reply's shape, not the token budget.
-  const issues = message.stop_reason === 'max_tokens' ? [`the reply was cut off at max_tokens (${request.maxTokens ?? DEFAULT_MAX_TOKENS})`, ...checked.issues] : checked.issues;
+  const issues =
+    message.stop_reason === 'max_tokens'
+      ? [`the reply was cut off at max_tokens (${request.maxTokens ?? DEFAULT_MAX_TOKENS})`, ...checked.issues]
+      : checked.issues;
   return { text: raw, ...base, invalidOutput: { issues, raw: truncate(raw) } };
 }
 
 function usageOf(message: Anthropic.Message): AgentUsage {
-  return { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens, cacheReadTokens: message.usage.cache_read_input_tokens ?? 0 };
+  return {
+    inputTokens: message.usage.input_tokens,
+    outputTokens: message.usage.output_tokens,
+    cacheReadTokens: message.usage.cache_read_input_tokens ?? 0,
+  };
 }
 
 /** The `tools` and `tool_choice` of every call of a request. */
@@ -227,9 +281,22 @@ type Offered = { tools?: Anthropic.Tool[]; tool_choice?: Anthropic.ToolChoice };
  * (offered too when there is a schema) ends the loop with the answer.
  */
 function offeredTools(tools: AgentTool[], outputSchema: Json | undefined): Offered {
-  const respond: Anthropic.Tool[] = outputSchema === undefined ? [] : [{ name: RESPOND_TOOL, description: RESPOND_DESCRIPTION, input_schema: toolInputSchema(outputSchema) }];
-  if (tools.length === 0) return respond.length > 0 ? { tools: respond, tool_choice: { type: 'tool', name: RESPOND_TOOL } } : {};
-  return { tools: [...tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema as Anthropic.Tool['input_schema'] })), ...respond] };
+  const respond: Anthropic.Tool[] =
+    outputSchema === undefined
+      ? []
+      : [{ name: RESPOND_TOOL, description: RESPOND_DESCRIPTION, input_schema: toolInputSchema(outputSchema) }];
+  if (tools.length === 0)
+    return respond.length > 0 ? { tools: respond, tool_choice: { type: 'tool', name: RESPOND_TOOL } } : {};
+  return {
+    tools: [
+      ...tools.map((t) => ({
+        name: t.name,
+        description: t.description,
+        input_schema: t.inputSchema as Anthropic.Tool['input_schema'],
+      })),
+      ...respond,
+    ],
+  };
 }
 
 /** Tools the API would refuse, or that clash, are the caller's bug: fail for good before spending tokens. */
@@ -237,32 +304,56 @@ function checkTools(tools: AgentTool[], maxRounds: number): void {
   const problems: string[] = [];
   const seen = new Set<string>();
   for (const tool of tools) {
-    if (!TOOL_NAME.test(tool.name)) problems.push(`tool name ${JSON.stringify(tool.name)} must match ${TOOL_NAME.source}`);
-    else if (tool.name === RESPOND_TOOL) problems.push(`tool name "${RESPOND_TOOL}" is reserved for structured replies`);
+    if (!TOOL_NAME.test(tool.name))
+      problems.push(`tool name ${JSON.stringify(tool.name)} must match ${TOOL_NAME.source}`);
+    else if (tool.name === RESPOND_TOOL)
+      problems.push(`tool name "${RESPOND_TOOL}" is reserved for structured replies`);
     else if (seen.has(tool.name)) problems.push(`tool name "${tool.name}" is offered twice`);
     seen.add(tool.name);
-    if (tool.inputSchema.type !== 'object') problems.push(`tool "${tool.name}": the input schema must have type "object"`);
+    if (tool.inputSchema.type !== 'object')
+      problems.push(`tool "${tool.name}": the input schema must have type "object"`);
   }
-  if (!Number.isInteger(maxRounds) || maxRounds < 1) problems.push(`maxToolRounds must be a whole number of at least 1, not ${maxRounds}`);
-  if (problems.length > 0) throw ApplicationFailure.nonRetryable(`invalid agent request: ${problems.join('; ')}`, 'InvalidAgentRequest');
+  if (!Number.isInteger(maxRounds) || maxRounds < 1)
+    problems.push(`maxToolRounds must be a whole number of at least 1, not ${maxRounds}`);
+  if (problems.length > 0)
+    throw ApplicationFailure.nonRetryable(`invalid agent request: ${problems.join('; ')}`, 'InvalidAgentRequest');
 }
 
 /**
  * Runs one `tool_use` block. Whatever goes wrong (no such tool, bad input, the handler throws) becomes an
  * error result for the model to read and act on; only the abort signal stops the loop (the caller checks it).
  */
-async function runTool(tools: AgentTool[], use: Anthropic.ToolUseBlock, signal: AbortSignal | undefined): Promise<{ use: ToolUse; result: Anthropic.ToolResultBlockParam }> {
+async function runTool(
+  tools: AgentTool[],
+  use: Anthropic.ToolUseBlock,
+  signal: AbortSignal | undefined,
+): Promise<{ use: ToolUse; result: Anthropic.ToolResultBlockParam }> {
   const tool = tools.find((t) => t.name === use.name);
   const summary = summarizeInput(tool, use.input);
   const failed = (message: string): { use: ToolUse; result: Anthropic.ToolResultBlockParam } => ({
     use: { name: use.name, input: summary, ok: false, error: cut(message, MAX_TOOL_USE_SUMMARY * 2) },
-    result: { type: 'tool_result', tool_use_id: use.id, content: cut(message, MAX_TOOL_RESULT_CHARS) || 'failed', is_error: true },
+    result: {
+      type: 'tool_result',
+      tool_use_id: use.id,
+      content: cut(message, MAX_TOOL_RESULT_CHARS) || 'failed',
+      is_error: true,
+    },
   });
-  if (!tool) return failed(`there is no tool named ${JSON.stringify(use.name)}; the tools are: ${tools.map((t) => t.name).join(', ')}`);
+  if (!tool)
+    return failed(
+      `there is no tool named ${JSON.stringify(use.name)}; the tools are: ${tools.map((t) => t.name).join(', ')}`,
+    );
   try {
     const output = await tool.run(use.input, { signal });
     // An empty tool_result reads as "nothing happened"; say that it succeeded.
-    return { use: { name: use.name, input: summary, ok: true }, result: { type: 'tool_result', tool_use_id: use.id, content: cut(output, MAX_TOOL_RESULT_CHARS) || '(done; no output)' } };
+    return {
+      use: { name: use.name, input: summary, ok: true },
+      result: {
+        type: 'tool_result',
+        tool_use_id: use.id,
+        content: cut(output, MAX_TOOL_RESULT_CHARS) || '(done; no output)',
+      },
+    };
   } catch (error) {
     return failed(error instanceof Error ? error.message : String(error));
   }
@@ -330,6 +421,8 @@ function offlineHint(env: NodeJS.ProcessEnv): string {
   if (env.TREADLE_AGENT === 'anthropic') {
     return 'unset TREADLE_AGENT (or set it to scripted) to run offline with canned replies';
   }
-  return 'to run offline with canned replies change the step\'s `agent: anthropic` to `agent: scripted` ' +
-    '(TREADLE_AGENT only picks the agent of steps that name none)';
+  return (
+    "to run offline with canned replies change the step's `agent: anthropic` to `agent: scripted` " +
+    '(TREADLE_AGENT only picks the agent of steps that name none)'
+  );
 }

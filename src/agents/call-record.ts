@@ -10,9 +10,19 @@ export const NO_USAGE: AgentUsage = { inputTokens: 0, outputTokens: 0, cacheRead
  * Starts the record of one call now; the returned function completes it with the outcome, measuring the
  * latency from this moment. The prompt is hashed, never kept.
  */
-export function startCallRecord(request: AgentRequest, provider: string, model: string): (status: CallRecord['status'], usage?: AgentUsage, error?: string) => CallRecord {
+export function startCallRecord(
+  request: AgentRequest,
+  provider: string,
+  model: string,
+): (status: CallRecord['status'], usage?: AgentUsage, error?: string) => CallRecord {
   const started = Date.now();
-  const base = { correlationId: request.correlationId, provider, model, promptHash: promptHash(request), at: new Date(started).toISOString() };
+  const base = {
+    correlationId: request.correlationId,
+    provider,
+    model,
+    promptHash: promptHash(request),
+    at: new Date(started).toISOString(),
+  };
   return (status, usage = NO_USAGE, error) => ({
     ...base,
     ...usage,

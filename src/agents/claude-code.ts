@@ -162,7 +162,9 @@ export class ClaudeCodeAgent implements Agent {
     if (request.signal?.aborted) throw cancelled(callRecord('error', NO_USAGE, 'cancelled'));
     const workDir = this.acquireWorkDir(request.workdir, (message) => callRecord('error', NO_USAGE, message));
     let resumeSessionId =
-      resumableHere(request.resumeSessionId, workDir.path) ?? (request.conversationId === undefined ? undefined : this.sessions?.get(request.conversationId)) ?? this.options.resumeSessionId;
+      resumableHere(request.resumeSessionId, workDir.path) ??
+      (request.conversationId === undefined ? undefined : this.sessions?.get(request.conversationId)) ??
+      this.options.resumeSessionId;
     const invocation = buildInvocation(request, split, resumeSessionId, this.options.extraArgs ?? []);
     const cliOptions = {
       cwd: workDir.path,
@@ -178,7 +180,11 @@ export class ClaudeCodeAgent implements Agent {
       // transcript instead.
       if (request.conversationId !== undefined) this.sessions?.delete?.(request.conversationId);
       resumeSessionId = undefined;
-      outcome = await runCli(this.command, buildInvocation(request, split, undefined, this.options.extraArgs ?? []), cliOptions);
+      outcome = await runCli(
+        this.command,
+        buildInvocation(request, split, undefined, this.options.extraArgs ?? []),
+        cliOptions,
+      );
     }
     // The reply is the call's only product: nothing the CLI left in its directory is needed any more.
     workDir.release();
@@ -186,8 +192,14 @@ export class ClaudeCodeAgent implements Agent {
     const fail = (type: string, message: string, usage: AgentUsage = NO_USAGE): ApplicationFailure => {
       // A resumed session that keeps failing (e.g. deleted, or stored under another cwd) must not fail every
       // retry: forget it so the next attempt sends the whole transcript instead.
-      if (resumeSessionId !== undefined && request.conversationId !== undefined) this.sessions?.delete?.(request.conversationId);
-      return ApplicationFailure.create({ message, type, nonRetryable: false, details: [callRecord(type === 'ClaudeCodeTimeout' ? 'timeout' : 'error', usage, message)] });
+      if (resumeSessionId !== undefined && request.conversationId !== undefined)
+        this.sessions?.delete?.(request.conversationId);
+      return ApplicationFailure.create({
+        message,
+        type,
+        nonRetryable: false,
+        details: [callRecord(type === 'ClaudeCodeTimeout' ? 'timeout' : 'error', usage, message)],
+      });
     };
 
     switch (outcome.kind) {
@@ -205,21 +217,31 @@ export class ClaudeCodeAgent implements Agent {
     const usage = parsed.ok ? usageOf(parsed.value) : NO_USAGE;
     const stderrLine = lastLine(outcome.stderr);
     if (outcome.code !== 0) {
-      const how = outcome.code === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.code}`;
+      const how =
+        outcome.code === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.code}`;
       const why = stderrLine ?? (parsed.ok ? parsed.value.result : undefined) ?? 'no output on stderr';
       throw fail('ClaudeCodeError', oneLine(`claude ${how}: ${why}`), usage);
     }
     if (!parsed.ok) {
-      throw fail('ClaudeCodeOutputError', oneLine(`claude printed output that is not its JSON result (${parsed.reason}): ${excerpt(outcome.stdout)}`));
+      throw fail(
+        'ClaudeCodeOutputError',
+        oneLine(`claude printed output that is not its JSON result (${parsed.reason}): ${excerpt(outcome.stdout)}`),
+      );
     }
     const result = parsed.value;
     if (result.is_error === true || (result.subtype !== undefined && result.subtype !== 'success')) {
       const why = result.result || stderrLine || 'no details';
-      throw fail('ClaudeCodeError', oneLine(`claude reported an error (${result.subtype ?? 'is_error'}, exit code 0): ${why}`), usage);
+      throw fail(
+        'ClaudeCodeError',
+        oneLine(`claude reported an error (${result.subtype ?? 'is_error'}, exit code 0): ${why}`),
+        usage,
+      );
     }
-    if (result.result === undefined) throw fail('ClaudeCodeOutputError', 'claude printed a result without its `result` text', usage);
+    if (result.result === undefined)
+      throw fail('ClaudeCodeOutputError', 'claude printed a result without its `result` text', usage);
 
-    if (request.conversationId !== undefined && result.session_id !== undefined) this.sessions?.set(request.conversationId, result.session_id);
+    if (request.conversationId !== undefined && result.session_id !== undefined)
+      this.sessions?.set(request.conversationId, result.session_id);
     if (result.session_id !== undefined) rememberSessionHere(result.session_id, cliOptions.cwd);
     const call = callRecord('success', usage);
     const reply: AgentResult = { text: result.result, usage, call, calls: [call] };
@@ -255,19 +277,33 @@ export class ClaudeCodeAgent implements Agent {
   }
 
   /** Maps a failure to start the CLI: missing or unusable CLI and bad arguments are not worth retrying. */
-  private spawnFailure(outcome: Extract<CliOutcome, { kind: 'spawn-failed' }>, workDir: WorkDirLease, call: (message: string) => CallRecord): ApplicationFailure {
+  private spawnFailure(
+    outcome: Extract<CliOutcome, { kind: 'spawn-failed' }>,
+    workDir: WorkDirLease,
+    call: (message: string) => CallRecord,
+  ): ApplicationFailure {
     const { error } = outcome;
-    const nonRetryable = (type: string, message: string): ApplicationFailure => ApplicationFailure.nonRetryable(message, type, call(message));
+    const nonRetryable = (type: string, message: string): ApplicationFailure =>
+      ApplicationFailure.nonRetryable(message, type, call(message));
     // spawn reports a missing cwd as ENOENT too; say which one is missing.
     if (error.code === 'ENOENT' && workDir.given && !existsSync(workDir.path)) {
       return nonRetryable('InvalidAgentConfig', `the working directory for claude does not exist: ${workDir.path}`);
     }
     if (error.code === 'ENOENT') return nonRetryable('AgentUnavailable', NOT_INSTALLED_MESSAGE);
-    if (error.code === 'EACCES') return nonRetryable('AgentUnavailable', oneLine(`the Claude Code CLI (${this.command}) is not executable: ${error.message}`));
+    if (error.code === 'EACCES')
+      return nonRetryable(
+        'AgentUnavailable',
+        oneLine(`the Claude Code CLI (${this.command}) is not executable: ${error.message}`),
+      );
     const message = oneLine(`claude could not be started: ${error.message}`);
     // A synchronous throw is a bad argument (e.g. a NUL byte in the prompt): retrying cannot help.
     if (outcome.synchronous) return nonRetryable('InvalidAgentRequest', message);
-    return ApplicationFailure.create({ message, type: 'ClaudeCodeError', nonRetryable: false, details: [call(message)] });
+    return ApplicationFailure.create({
+      message,
+      type: 'ClaudeCodeError',
+      nonRetryable: false,
+      details: [call(message)],
+    });
   }
 }
 
@@ -409,7 +445,8 @@ function runCli(
     const onAbort = (): void => stop('aborted');
 
     options.signal?.addEventListener('abort', onAbort, { once: true });
-    const timeoutTimer = options.timeoutMs === undefined ? undefined : setTimeout(() => stop('timed-out'), options.timeoutMs);
+    const timeoutTimer =
+      options.timeoutMs === undefined ? undefined : setTimeout(() => stop('timed-out'), options.timeoutMs);
     const { heartbeat } = options;
     const heartbeatTimer =
       heartbeat === undefined
@@ -576,12 +613,17 @@ export function claudeCodeEnvAllowList(env: NodeJS.ProcessEnv = process.env): st
  * The CLI's whole environment: the variables of `from` whose names the allow-list matches (a name exactly,
  * or a `PREFIX_*` pattern by prefix), then `extra` over them.
  */
-export function cliEnvironment(from: NodeJS.ProcessEnv, allowList: readonly string[], extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+export function cliEnvironment(
+  from: NodeJS.ProcessEnv,
+  allowList: readonly string[],
+  extra: NodeJS.ProcessEnv = {},
+): NodeJS.ProcessEnv {
   const names = new Set(allowList.filter((name) => !name.endsWith('*')));
   const prefixes = allowList.filter((name) => name.endsWith('*')).map((name) => name.slice(0, -1));
   const env: NodeJS.ProcessEnv = {};
   for (const [name, value] of Object.entries(from)) {
-    if (value !== undefined && (names.has(name) || prefixes.some((prefix) => name.startsWith(prefix)))) env[name] = value;
+    if (value !== undefined && (names.has(name) || prefixes.some((prefix) => name.startsWith(prefix))))
+      env[name] = value;
   }
   for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value;
   return env;
@@ -600,7 +642,10 @@ export function attemptWorkDir(root: string, ctx: Pick<AgentContext, 'itemId' | 
 const MAX_FOLDER_NAME_CHARS = 80;
 
 function folderName(name: string): string {
-  const safe = name.replace(/[^A-Za-z0-9_.-]/g, '_').replace(/^\.+/, '_').slice(0, MAX_FOLDER_NAME_CHARS);
+  const safe = name
+    .replace(/[^A-Za-z0-9_.-]/g, '_')
+    .replace(/^\.+/, '_')
+    .slice(0, MAX_FOLDER_NAME_CHARS);
   if (safe === name && safe !== '') return safe;
   return `${safe}-${createHash('sha256').update(name).digest('hex').slice(0, 8)}`;
 }
@@ -625,7 +670,9 @@ function ensurePrivateRoot(root: string): void {
   const stat = lstatSync(root);
   const uid = process.getuid?.();
   if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid) || (stat.mode & 0o022) !== 0) {
-    throw new Error(`${root} must be a directory of this user that no one else can write to (set ${WORK_DIR_ENV} to another one)`);
+    throw new Error(
+      `${root} must be a directory of this user that no one else can write to (set ${WORK_DIR_ENV} to another one)`,
+    );
   }
 }
 

@@ -18,7 +18,10 @@ export function compileOutputSchema(schema: Json): z.ZodType {
 }
 
 /** Parses reply text as JSON and validates it; returns the value or the first issues. */
-export function validateReply(text: string, schema: z.ZodType): { ok: true; value: Json } | { ok: false; issues: string[] } {
+export function validateReply(
+  text: string,
+  schema: z.ZodType,
+): { ok: true; value: Json } | { ok: false; issues: string[] } {
   let value: unknown;
   try {
     value = JSON.parse(extractJson(text));
@@ -29,12 +32,17 @@ export function validateReply(text: string, schema: z.ZodType): { ok: true; valu
 }
 
 /** Validates an already-parsed value (tool-use input). */
-export function validateValue(value: unknown, schema: z.ZodType): { ok: true; value: Json } | { ok: false; issues: string[] } {
+export function validateValue(
+  value: unknown,
+  schema: z.ZodType,
+): { ok: true; value: Json } | { ok: false; issues: string[] } {
   const parsed = schema.safeParse(value);
   if (parsed.success) return { ok: true, value: parsed.data as Json };
   return {
     ok: false,
-    issues: parsed.error.issues.slice(0, QUOTED_ISSUES).map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`),
+    issues: parsed.error.issues
+      .slice(0, QUOTED_ISSUES)
+      .map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`),
   };
 }
 

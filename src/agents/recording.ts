@@ -27,7 +27,8 @@ export function callRecordsOf(error: unknown): CallRecord[] {
   const details = (error as { details?: unknown }).details;
   if (!Array.isArray(details)) return [];
   const earlier = details.flatMap((detail: unknown) => {
-    const listed = typeof detail === 'object' && detail !== null ? (detail as { earlierCalls?: unknown }).earlierCalls : undefined;
+    const listed =
+      typeof detail === 'object' && detail !== null ? (detail as { earlierCalls?: unknown }).earlierCalls : undefined;
     if (!Array.isArray(listed)) return [];
     return listed.flatMap((call: unknown) => {
       const parsed = CallRecordSchema.safeParse(call);
@@ -42,20 +43,46 @@ export function callRecordsOf(error: unknown): CallRecord[] {
  * The recording wrapper; `calls` is the attempt's call log, each record stamped with the work item's
  * correlation id. Each call is a span (`treadle.model_call`) in the activity's trace when tracing is on.
  */
-export function recordingAgent(inner: Agent, deps: { calls: CallRecord[]; conversations: ConversationStore; runCorrelationId?: string }): Agent {
-  const stamp = (call: CallRecord): CallRecord => (deps.runCorrelationId !== undefined ? { ...call, runCorrelationId: deps.runCorrelationId } : call);
-  const attributes = { 'treadle.provider': inner.provider, ...(deps.runCorrelationId !== undefined ? { [CORRELATION_ATTRIBUTE]: deps.runCorrelationId } : {}) };
+export function recordingAgent(
+  inner: Agent,
+  deps: { calls: CallRecord[]; conversations: ConversationStore; runCorrelationId?: string },
+): Agent {
+  const stamp = (call: CallRecord): CallRecord =>
+    deps.runCorrelationId !== undefined ? { ...call, runCorrelationId: deps.runCorrelationId } : call;
+  const attributes = {
+    'treadle.provider': inner.provider,
+    ...(deps.runCorrelationId !== undefined ? { [CORRELATION_ATTRIBUTE]: deps.runCorrelationId } : {}),
+  };
   return {
     provider: inner.provider,
     run: (request: AgentRequest): Promise<AgentResult> =>
-      inSpan('treadle.model_call', attributes, () => run(request), (result) => ({ 'treadle.model': result.call.model, 'treadle.model_calls': result.calls.length, 'treadle.input_tokens': result.usage.inputTokens, 'treadle.output_tokens': result.usage.outputTokens })),
+      inSpan(
+        'treadle.model_call',
+        attributes,
+        () => run(request),
+        (result) => ({
+          'treadle.model': result.call.model,
+          'treadle.model_calls': result.calls.length,
+          'treadle.input_tokens': result.usage.inputTokens,
+          'treadle.output_tokens': result.usage.outputTokens,
+        }),
+      ),
   };
 
   async function run(request: AgentRequest): Promise<AgentResult> {
-    const context = request.conversationId ? await deps.conversations.context(request.conversationId, { except: request.correlationId, provider: inner.provider }) : undefined;
+    const context = request.conversationId
+      ? await deps.conversations.context(request.conversationId, {
+          except: request.correlationId,
+          provider: inner.provider,
+        })
+      : undefined;
     let result: AgentResult;
     try {
-      result = await inner.run({ ...request, messages: [...(context?.messages ?? []), ...request.messages], ...(context?.resumeSessionId !== undefined ? { resumeSessionId: context.resumeSessionId } : {}) });
+      result = await inner.run({
+        ...request,
+        messages: [...(context?.messages ?? []), ...request.messages],
+        ...(context?.resumeSessionId !== undefined ? { resumeSessionId: context.resumeSessionId } : {}),
+      });
     } catch (error) {
       for (const call of callRecordsOf(error)) deps.calls.push(stamp(call));
       throw error instanceof Error ? error : ApplicationFailure.retryable(String(error), 'AgentError');
@@ -64,8 +91,17 @@ export function recordingAgent(inner: Agent, deps: { calls: CallRecord[]; conver
     for (const call of result.calls) deps.calls.push(stamp(call));
     if (request.conversationId) {
       const reply = result.output !== undefined ? JSON.stringify(result.output) : result.text;
-      const session = result.sessionId !== undefined ? { session: { provider: inner.provider, id: result.sessionId } } : {};
-      await deps.conversations.append(request.conversationId, { correlationId: request.correlationId, messages: [...request.messages, { role: 'assistant', content: reply }], ...session }, context);
+      const session =
+        result.sessionId !== undefined ? { session: { provider: inner.provider, id: result.sessionId } } : {};
+      await deps.conversations.append(
+        request.conversationId,
+        {
+          correlationId: request.correlationId,
+          messages: [...request.messages, { role: 'assistant', content: reply }],
+          ...session,
+        },
+        context,
+      );
     }
     return result;
   }

@@ -107,7 +107,9 @@ export class ScriptedAgent implements Agent {
   /** The canned reply for this call, else the default one. */
   private replyFor(request: AgentRequest): FullReply {
     const key = replyKey(this.ctx.stage, request.correlationId);
-    const replies = inputReplies(this.ctx.input)?.[key] ?? fileReplies(this.ctx.config, this.options.repliesFolders ?? repliesFolders())?.[key];
+    const replies =
+      inputReplies(this.ctx.input)?.[key] ??
+      fileReplies(this.ctx.config, this.options.repliesFolders ?? repliesFolders())?.[key];
     if (replies) return normaliseReply(replies[Math.min(this.ctx.attempt, replies.length) - 1]!, key);
     if (request.outputSchema !== undefined) return { output: exampleOf(request.outputSchema) };
     const lastUser = [...request.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
@@ -125,15 +127,20 @@ function replyKey(stage: string, correlationId: string): string {
 }
 
 function inputReplies(input: Json): AgentReplies | undefined {
-  if (typeof input !== 'object' || input === null || Array.isArray(input) || input.agent_replies === undefined) return undefined;
+  if (typeof input !== 'object' || input === null || Array.isArray(input) || input.agent_replies === undefined)
+    return undefined;
   return parseReplies(input.agent_replies, 'agent_replies in the work item input', 'InvalidInput');
 }
 
 function fileReplies(config: Json | undefined, folders: string[]): AgentReplies | undefined {
-  if (typeof config !== 'object' || config === null || Array.isArray(config) || config.replies_file === undefined) return undefined;
+  if (typeof config !== 'object' || config === null || Array.isArray(config) || config.replies_file === undefined)
+    return undefined;
   const file = config.replies_file;
   if (typeof file !== 'string' || file.length === 0) {
-    throw ApplicationFailure.nonRetryable('replies_file must be the path of a JSON file of canned agent replies', 'InvalidConfig');
+    throw ApplicationFailure.nonRetryable(
+      'replies_file must be the path of a JSON file of canned agent replies',
+      'InvalidConfig',
+    );
   }
   const resolved = allowedRepliesFile(file, folders);
   let parsed: unknown;
@@ -193,22 +200,37 @@ function parseReplies(value: unknown, where: string, failureType: string): Agent
   const parsed = RepliesSchema.safeParse(value);
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
-  throw ApplicationFailure.nonRetryable(`${where} must map stage names to lists of replies (${issues.join('; ')})`, failureType);
+  throw ApplicationFailure.nonRetryable(
+    `${where} must map stage names to lists of replies (${issues.join('; ')})`,
+    failureType,
+  );
 }
 
 function normaliseReply(reply: Json, key: string): FullReply {
   if (typeof reply === 'string') return { text: reply };
-  if (typeof reply === 'object' && reply !== null && !Array.isArray(reply) && '$reply' in reply && Object.keys(reply).length === 1) {
+  if (
+    typeof reply === 'object' &&
+    reply !== null &&
+    !Array.isArray(reply) &&
+    '$reply' in reply &&
+    Object.keys(reply).length === 1
+  ) {
     const full = FullReplySchema.safeParse(reply.$reply);
     if (full.success) return full.data;
     const issues = full.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
-    throw ApplicationFailure.nonRetryable(`agent reply for ${key}: $reply must be { text?, output?, inputTokens?, outputTokens? } (${issues.join('; ')})`, 'InvalidInput');
+    throw ApplicationFailure.nonRetryable(
+      `agent reply for ${key}: $reply must be { text?, output?, inputTokens?, outputTokens? } (${issues.join('; ')})`,
+      'InvalidInput',
+    );
   }
   return { output: reply };
 }
 
 /** Text, validated output or the validation issues, as a real provider would return them. */
-function shapeReply(reply: FullReply, outputSchema: Json | undefined): Pick<AgentResult, 'text' | 'output' | 'invalidOutput'> {
+function shapeReply(
+  reply: FullReply,
+  outputSchema: Json | undefined,
+): Pick<AgentResult, 'text' | 'output' | 'invalidOutput'> {
   const text = reply.text ?? (reply.output !== undefined ? JSON.stringify(reply.output) : '');
   if (outputSchema === undefined) return { text };
   let schema: z.ZodType;
@@ -247,7 +269,9 @@ export function exampleOf(schema: Json, root: Json = schema, depth = 0): Json {
   switch (typeOf(node)) {
     case 'object': {
       const properties = isNode(node.properties) ? node.properties : {};
-      const required = Array.isArray(node.required) ? node.required.filter((r): r is string => typeof r === 'string') : [];
+      const required = Array.isArray(node.required)
+        ? node.required.filter((r): r is string => typeof r === 'string')
+        : [];
       return Object.fromEntries(required.map((name) => [name, exampleOf(properties[name] ?? {}, root, depth + 1)]));
     }
     case 'array': {
@@ -312,7 +336,10 @@ function isNode(value: Json | undefined): value is SchemaNode {
 function resolvePointer(root: Json, ref: string): Json {
   if (!ref.startsWith('#')) return {};
   let current: Json | undefined = root;
-  for (const raw of ref.slice(1).split('/').filter((part) => part.length > 0)) {
+  for (const raw of ref
+    .slice(1)
+    .split('/')
+    .filter((part) => part.length > 0)) {
     const part = decodeURIComponent(raw).replace(/~1/g, '/').replace(/~0/g, '~');
     current = isNode(current) ? current[part] : Array.isArray(current) ? current[Number(part)] : undefined;
   }

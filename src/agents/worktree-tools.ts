@@ -6,7 +6,14 @@
  * worktree refused; writes and deletions of read-only paths refused), so tests can inject their own.
  */
 import { z } from 'zod';
-import { deleteFileInside, listFilesInside, PathEscapeError, readFileInside, ReadOnlyPathError, writeFileInside } from '../activities/worktree-files';
+import {
+  deleteFileInside,
+  listFilesInside,
+  PathEscapeError,
+  readFileInside,
+  ReadOnlyPathError,
+  writeFileInside,
+} from '../activities/worktree-files';
 import type { AgentTool, JsonSchemaObject } from './types';
 
 /** A file read by `read_file` is refused past this size (the model's context is the limit, not the disk). */
@@ -55,13 +62,15 @@ export function worktreeAccess(worktree: string, options: WorktreeAccessOptions 
   // A refusal is reported, then thrown on as before: the model reads it as the tool's error.
   const reported = <T>(tool: string, work: () => Promise<T>): Promise<T> =>
     work().catch((error: unknown) => {
-      if (onRefused && (error instanceof PathEscapeError || error instanceof ReadOnlyPathError)) onRefused(`${tool}: ${error.message}`);
+      if (onRefused && (error instanceof PathEscapeError || error instanceof ReadOnlyPathError))
+        onRefused(`${tool}: ${error.message}`);
       throw error;
     });
   return {
     readFile: (path) => reported('read_file', () => readFileInside(worktree, path, { maxBytes: MAX_TOOL_READ_BYTES })),
     writeFile: (path, content) => reported('write_file', () => writeFileInside(worktree, path, content, { readOnly })),
-    listFiles: (path) => reported('list_files', () => listFilesInside(worktree, path, { maxEntries: MAX_TOOL_LISTED_FILES })),
+    listFiles: (path) =>
+      reported('list_files', () => listFilesInside(worktree, path, { maxEntries: MAX_TOOL_LISTED_FILES })),
     deleteFile: (path) => reported('delete_file', () => deleteFileInside(worktree, path, { readOnly })),
     ...(options.runTests ? { runTests: options.runTests } : {}),
   };
@@ -88,8 +97,15 @@ export function worktreeTools(access: WorktreeAccess): AgentTool[] {
     },
     {
       name: 'write_file',
-      description: 'Create or replace a file of your worktree with the given content (the whole file, not a diff). Missing folders are made. Read-only files are refused.',
-      inputSchema: objectSchema({ path: { type: 'string', description: PATH_DESCRIPTION }, content: { type: 'string', description: 'The whole new content of the file.' } }, ['path', 'content']),
+      description:
+        'Create or replace a file of your worktree with the given content (the whole file, not a diff). Missing folders are made. Read-only files are refused.',
+      inputSchema: objectSchema(
+        {
+          path: { type: 'string', description: PATH_DESCRIPTION },
+          content: { type: 'string', description: 'The whole new content of the file.' },
+        },
+        ['path', 'content'],
+      ),
       run: async (input) => {
         const { path, content } = parse(WriteInput, input);
         await access.writeFile(path, content);
@@ -104,12 +120,18 @@ export function worktreeTools(access: WorktreeAccess): AgentTool[] {
     {
       name: 'list_files',
       description: `List the files of your worktree, or of one folder of it, one path per line (.git and node_modules are left out; at most ${MAX_TOOL_LISTED_FILES}).`,
-      inputSchema: objectSchema({ path: { type: 'string', description: `${PATH_DESCRIPTION} Default: the whole worktree (".").` } }, []),
+      inputSchema: objectSchema(
+        { path: { type: 'string', description: `${PATH_DESCRIPTION} Default: the whole worktree (".").` } },
+        [],
+      ),
       run: async (input) => {
         const path = parse(ListInput, input).path ?? '.';
         const files = await access.listFiles(path);
         if (files.length === 0) return `no files under ${path}`;
-        const cut = files.length >= MAX_TOOL_LISTED_FILES ? `\n(the list stops at ${MAX_TOOL_LISTED_FILES} files; list a folder to see more)` : '';
+        const cut =
+          files.length >= MAX_TOOL_LISTED_FILES
+            ? `\n(the list stops at ${MAX_TOOL_LISTED_FILES} files; list a folder to see more)`
+            : '';
         return files.join('\n') + cut;
       },
       summarize: (input) => pathOf(input) || '.',
@@ -130,12 +152,25 @@ export function worktreeTools(access: WorktreeAccess): AgentTool[] {
   if (runTests) {
     tools.push({
       name: 'run_tests',
-      description: "Run the project's test command in your worktree, on the given test files or on the whole suite. Returns a one-line summary and the end of the output.",
-      inputSchema: objectSchema({ files: { type: 'array', items: { type: 'string' }, description: `Test files to run, each ${PATH_DESCRIPTION} Default: the whole suite.` } }, []),
+      description:
+        "Run the project's test command in your worktree, on the given test files or on the whole suite. Returns a one-line summary and the end of the output.",
+      inputSchema: objectSchema(
+        {
+          files: {
+            type: 'array',
+            items: { type: 'string' },
+            description: `Test files to run, each ${PATH_DESCRIPTION} Default: the whole suite.`,
+          },
+        },
+        [],
+      ),
       run: async (input, context) => {
         const files = parse(TestInput, input).files ?? [];
         const run = await runTests(files, context.signal);
-        const output = run.output.length > MAX_TEST_OUTPUT_CHARS ? `… (output cut; its end follows)\n${run.output.slice(-MAX_TEST_OUTPUT_CHARS)}` : run.output;
+        const output =
+          run.output.length > MAX_TEST_OUTPUT_CHARS
+            ? `… (output cut; its end follows)\n${run.output.slice(-MAX_TEST_OUTPUT_CHARS)}`
+            : run.output;
         return `${run.passed ? 'PASSED' : 'FAILED'}: ${run.summary}\n\n${output}`;
       },
       summarize: (input) => {
@@ -155,7 +190,9 @@ function objectSchema(properties: JsonSchemaObject, required: string[]): JsonSch
 function parse<T>(schema: z.ZodType<T>, input: unknown): T {
   const parsed = schema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const issues = parsed.error.issues.slice(0, 3).map((issue) => `${issue.path.join('.') || '(input)'}: ${issue.message}`);
+  const issues = parsed.error.issues
+    .slice(0, 3)
+    .map((issue) => `${issue.path.join('.') || '(input)'}: ${issue.message}`);
   throw new Error(`invalid input: ${issues.join('; ')}`);
 }
 

@@ -63,7 +63,8 @@ export class ActionRegistry {
 
   /** Adds a type; throws when the name is taken or not snake_case. */
   register<S extends z.ZodType>(type: ActionType<S>): this {
-    if (!ACTION_NAME.test(type.name)) throw new TypeError(`action type name "${type.name}" must be snake_case (a-z, 0-9, _), like create_task`);
+    if (!ACTION_NAME.test(type.name))
+      throw new TypeError(`action type name "${type.name}" must be snake_case (a-z, 0-9, _), like create_task`);
     if (this.types.has(type.name)) throw new TypeError(`action type "${type.name}" is registered already`);
     this.types.set(type.name, type as unknown as ActionType);
     return this;
@@ -111,7 +112,8 @@ export class ActionRegistry {
   summarize(type: string, payload: Json): string {
     const actionType = this.types.get(type);
     const parsed = actionType?.payload.safeParse(payload);
-    const text = actionType && parsed?.success ? actionType.summarize(parsed.data) : `${type} ${JSON.stringify(payload)}`;
+    const text =
+      actionType && parsed?.success ? actionType.summarize(parsed.data) : `${type} ${JSON.stringify(payload)}`;
     return oneLine(text, MAX_SUMMARY_CHARS);
   }
 
@@ -119,10 +121,19 @@ export class ActionRegistry {
    * Validates the payload again (the registry may have changed since the request was made) and executes
    * it with the key: at most one effect per key, the same result on every call.
    */
-  async execute(type: string, payload: unknown, context: { idempotencyKey: string; signal?: AbortSignal }): Promise<Json> {
-    if (typeof context.idempotencyKey !== 'string' || context.idempotencyKey === '') throw new TypeError(`${type}: an idempotency key is required`);
+  async execute(
+    type: string,
+    payload: unknown,
+    context: { idempotencyKey: string; signal?: AbortSignal },
+  ): Promise<Json> {
+    if (typeof context.idempotencyKey !== 'string' || context.idempotencyKey === '')
+      throw new TypeError(`${type}: an idempotency key is required`);
     const parsed = this.parsePayload(type, payload);
-    return this.get(type).execute(parsed, { idempotencyKey: context.idempotencyKey, store: this.store, ...(context.signal ? { signal: context.signal } : {}) });
+    return this.get(type).execute(parsed, {
+      idempotencyKey: context.idempotencyKey,
+      store: this.store,
+      ...(context.signal ? { signal: context.signal } : {}),
+    });
   }
 
   private unknownTypeMessage(name: string): string {
@@ -149,10 +160,18 @@ export function defaultActionRegistry(options: { store?: TaskList; tasksFile?: s
 // ---- payload schemas -------------------------------------------------------------------------------
 
 const text = (max: number) => z.string().trim().min(1).max(max);
-const dateTime = z.iso.datetime({ offset: true, error: 'must be a date-time with an offset, e.g. 2026-03-02T09:00:00+01:00' });
+const dateTime = z.iso.datetime({
+  offset: true,
+  error: 'must be a date-time with an offset, e.g. 2026-03-02T09:00:00+01:00',
+});
 const date = z.iso.date();
 /** A due date: a day, or a moment with an offset (never a local time: workers may sit in other time zones). */
-const due = z.string().refine((v) => date.safeParse(v).success || dateTime.safeParse(v).success, 'must be a date (2026-03-02) or a date-time with an offset (2026-03-02T17:00:00+01:00)');
+const due = z
+  .string()
+  .refine(
+    (v) => date.safeParse(v).success || dateTime.safeParse(v).success,
+    'must be a date (2026-03-02) or a date-time with an offset (2026-03-02T17:00:00+01:00)',
+  );
 const tags = z
   .array(text(50))
   .max(20)
@@ -187,11 +206,23 @@ export const SendMessagePayload = z
   .strict()
   .superRefine(
     (message, ctx) => {
-      if (message.channel === 'email' && !EMAIL.safeParse(message.to).success) ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be an email address for channel email' });
+      if (message.channel === 'email' && !EMAIL.safeParse(message.to).success)
+        ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be an email address for channel email' });
       if (message.channel === 'telegram') {
-        if (typeof message.to === 'string' && !TELEGRAM_CHAT.test(message.to)) ctx.addIssue({ code: 'custom', path: ['to'], message: 'must be an @username or a numeric chat id for channel telegram' });
-        if (message.subject !== undefined) ctx.addIssue({ code: 'custom', path: ['subject'], message: 'telegram messages have no subject' });
-        if (typeof message.body === 'string' && message.body.length > TELEGRAM_MAX_BODY) ctx.addIssue({ code: 'custom', path: ['body'], message: `must be at most ${TELEGRAM_MAX_BODY} characters for channel telegram` });
+        if (typeof message.to === 'string' && !TELEGRAM_CHAT.test(message.to))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['to'],
+            message: 'must be an @username or a numeric chat id for channel telegram',
+          });
+        if (message.subject !== undefined)
+          ctx.addIssue({ code: 'custom', path: ['subject'], message: 'telegram messages have no subject' });
+        if (typeof message.body === 'string' && message.body.length > TELEGRAM_MAX_BODY)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['body'],
+            message: `must be at most ${TELEGRAM_MAX_BODY} characters for channel telegram`,
+          });
       }
     },
     // Checked whenever the channel is known, so these come with any other problems.
@@ -209,9 +240,14 @@ export const AddBusyBlockPayload = z
   .strict()
   .superRefine(
     (block, ctx) => {
-      if (Date.parse(block.end) <= Date.parse(block.start)) ctx.addIssue({ code: 'custom', path: ['end'], message: 'must be after start' });
+      if (Date.parse(block.end) <= Date.parse(block.start))
+        ctx.addIssue({ code: 'custom', path: ['end'], message: 'must be after start' });
     },
-    { when: (p) => dateTime.safeParse((p.value as { start?: unknown } | null)?.start).success && dateTime.safeParse((p.value as { end?: unknown } | null)?.end).success },
+    {
+      when: (p) =>
+        dateTime.safeParse((p.value as { start?: unknown } | null)?.start).success &&
+        dateTime.safeParse((p.value as { end?: unknown } | null)?.end).success,
+    },
   );
 export type AddBusyBlockPayload = z.output<typeof AddBusyBlockPayload>;
 
@@ -230,7 +266,10 @@ export const ModifyTaskPayload = z
         status: z.enum(TASK_STATUSES).optional(),
       })
       .strict()
-      .refine((changes) => Object.values(changes).some((v) => v !== undefined), 'must change at least one of title, notes, due, priority, project, tags, status'),
+      .refine(
+        (changes) => Object.values(changes).some((v) => v !== undefined),
+        'must change at least one of title, notes, due, priority, project, tags, status',
+      ),
   })
   .strict();
 export type ModifyTaskPayload = z.output<typeof ModifyTaskPayload>;
@@ -278,7 +317,12 @@ export const sendMessageAction = defineActionType({
       ctx.idempotencyKey,
       'send_message',
       (tx) => {
-        const message = tx.queueMessage({ channel: payload.channel, to: payload.to, ...(payload.subject !== undefined ? { subject: payload.subject } : {}), body: payload.body });
+        const message = tx.queueMessage({
+          channel: payload.channel,
+          to: payload.to,
+          ...(payload.subject !== undefined ? { subject: payload.subject } : {}),
+          body: payload.body,
+        });
         return { messageId: message.id, channel: message.channel, to: message.to, status: message.status };
       },
       { signal: ctx.signal },
@@ -328,7 +372,10 @@ export const modifyTaskAction = defineActionType({
   summarize: (p) =>
     `modify ${p.id}: ${Object.entries(p.changes)
       .filter(([, v]) => v !== undefined)
-      .map(([field, v]) => `${field} → ${v === null ? '(cleared)' : Array.isArray(v) ? v.join(', ') || '(none)' : field === 'title' || field === 'notes' ? quote(String(v), 40) : String(v)}`)
+      .map(
+        ([field, v]) =>
+          `${field} → ${v === null ? '(cleared)' : Array.isArray(v) ? v.join(', ') || '(none)' : field === 'title' || field === 'notes' ? quote(String(v), 40) : String(v)}`,
+      )
       .join(', ')}`,
 });
 
@@ -352,7 +399,8 @@ export const batchCreateTasksAction = defineActionType({
     );
     return result;
   },
-  summarize: (p) => `create ${p.tasks.length} task${p.tasks.length === 1 ? '' : 's'}: ${p.tasks.map((t) => quote(t.title, 40)).join(', ')}`,
+  summarize: (p) =>
+    `create ${p.tasks.length} task${p.tasks.length === 1 ? '' : 's'}: ${p.tasks.map((t) => quote(t.title, 40)).join(', ')}`,
 });
 
 function newTask(p: CreateTaskPayload): NewTask {
@@ -367,7 +415,11 @@ function newTask(p: CreateTaskPayload): NewTask {
 }
 
 function taskDetails(p: CreateTaskPayload): string {
-  const details = [p.due !== undefined ? `due ${p.due}` : undefined, p.priority, p.project !== undefined ? `project ${p.project}` : undefined].filter((d): d is string => d !== undefined);
+  const details = [
+    p.due !== undefined ? `due ${p.due}` : undefined,
+    p.priority,
+    p.project !== undefined ? `project ${p.project}` : undefined,
+  ].filter((d): d is string => d !== undefined);
   return details.length > 0 ? ` (${details.join(', ')})` : '';
 }
 
@@ -387,14 +439,23 @@ type RawIssue = z.core.$ZodRawIssue;
 
 /** Default wording for zod's issues (a schema's own message wins over it). */
 function friendlyMessage(issue: RawIssue): string | undefined {
-  const raw = issue as RawIssue & { expected?: string; origin?: string; minimum?: number | bigint; maximum?: number | bigint; values?: unknown[]; format?: string };
+  const raw = issue as RawIssue & {
+    expected?: string;
+    origin?: string;
+    minimum?: number | bigint;
+    maximum?: number | bigint;
+    values?: unknown[];
+    format?: string;
+  };
   if ((raw.code === 'invalid_type' || raw.code === 'invalid_value') && raw.input === undefined) return 'required';
   switch (raw.code) {
     case 'invalid_type':
       return `must be ${article(raw.expected ?? 'value')}, got ${describe(raw.input)}`;
     case 'too_small':
-      if (raw.origin === 'string') return Number(raw.minimum) === 1 ? 'must not be empty' : `must be at least ${raw.minimum} characters`;
-      if (raw.origin === 'array') return `must have at least ${raw.minimum} item${Number(raw.minimum) === 1 ? '' : 's'}`;
+      if (raw.origin === 'string')
+        return Number(raw.minimum) === 1 ? 'must not be empty' : `must be at least ${raw.minimum} characters`;
+      if (raw.origin === 'array')
+        return `must have at least ${raw.minimum} item${Number(raw.minimum) === 1 ? '' : 's'}`;
       return `must be at least ${raw.minimum}`;
     case 'too_big':
       if (raw.origin === 'string') return `must be at most ${raw.maximum} characters`;
@@ -429,7 +490,9 @@ function problemsOf(issues: readonly Issue[], schema: z.ZodType): string[] {
       const allowed = fieldsAt(schema, issue.path);
       for (const key of issue.keys) {
         const close = closest(key, allowed);
-        problems.push(`${pathText([...issue.path, key])}: unknown field${close ? ` (did you mean "${close}"?)` : ''}${allowed.length > 0 ? ` (allowed: ${allowed.join(', ')})` : ''}`);
+        problems.push(
+          `${pathText([...issue.path, key])}: unknown field${close ? ` (did you mean "${close}"?)` : ''}${allowed.length > 0 ? ` (allowed: ${allowed.join(', ')})` : ''}`,
+        );
       }
     } else {
       problems.push(`${pathText(issue.path)}: ${issue.message}`);
@@ -451,7 +514,8 @@ function fieldsAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
     // Unwrap wrappers until an object or array.
     for (let guard = 0; guard < 10; guard++) {
       const def = (current as { def?: { type?: string; innerType?: unknown; element?: unknown } }).def;
-      if (def?.type === 'optional' || def?.type === 'nullable' || def?.type === 'default' || def?.type === 'pipe') current = def.innerType ?? (def as { in?: unknown }).in;
+      if (def?.type === 'optional' || def?.type === 'nullable' || def?.type === 'default' || def?.type === 'pipe')
+        current = def.innerType ?? (def as { in?: unknown }).in;
       else break;
     }
     if (key === undefined) break;
@@ -463,4 +527,3 @@ function fieldsAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
   const shape = (current as { def?: { type?: string; shape?: Record<string, unknown> } }).def;
   return shape?.type === 'object' && shape.shape ? Object.keys(shape.shape) : [];
 }
-

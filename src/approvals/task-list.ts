@@ -101,7 +101,14 @@ export type TaskListContents = {
 };
 
 /** Fields of a new task. */
-export type NewTask = { title: string; notes?: string; due?: string; priority?: TaskPriority; project?: string; tags?: string[] };
+export type NewTask = {
+  title: string;
+  notes?: string;
+  due?: string;
+  priority?: TaskPriority;
+  project?: string;
+  tags?: string[];
+};
 
 /** Changes to a task: a field given is set; `null` clears an optional field. */
 export type TaskChanges = {
@@ -192,7 +199,12 @@ export class TaskList {
    * The result is stored as JSON and returned as read back, so a first run and a replay return equal values.
    * `signal` aborts waiting for the lock, never a write under way.
    */
-  async applyOnce(key: string, action: string, change: (tx: TaskListTransaction) => Json, options: { signal?: AbortSignal } = {}): Promise<AppliedResult> {
+  async applyOnce(
+    key: string,
+    action: string,
+    change: (tx: TaskListTransaction) => Json,
+    options: { signal?: AbortSignal } = {},
+  ): Promise<AppliedResult> {
     if (typeof key !== 'string' || key === '') throw new TypeError('applyOnce: an idempotency key is required');
     // Records are never removed, so a key seen applied without the lock is applied (a retry's fast path).
     const seen = (await this.read()).applied[key];
@@ -236,7 +248,12 @@ export class TaskList {
 
   private async lock(deadline: number, signal: AbortSignal | undefined): Promise<LockOwner> {
     await fs.mkdir(path.dirname(this.file), { recursive: true });
-    const owner: LockOwner = { pid: process.pid, host: os.hostname(), token: randomUUID(), acquiredAt: this.now().toISOString() };
+    const owner: LockOwner = {
+      pid: process.pid,
+      host: os.hostname(),
+      token: randomUUID(),
+      acquiredAt: this.now().toISOString(),
+    };
     // Written whole first and then linked, so the lock path never holds a half-written owner.
     const staged = `${this.lockFile}.${owner.token}.new`;
     const stage = () => fs.writeFile(staged, JSON.stringify(owner), 'utf8');
@@ -263,7 +280,9 @@ export class TaskList {
           continue;
         }
         if (Date.now() >= deadline) {
-          throw new TaskListBusy(`task list ${this.file} is locked by ${holder.owner ? `pid ${holder.owner.pid} on ${holder.owner.host} since ${holder.owner.acquiredAt}` : 'an unknown owner'}; gave up after ${this.lockTimeoutMs} ms`);
+          throw new TaskListBusy(
+            `task list ${this.file} is locked by ${holder.owner ? `pid ${holder.owner.pid} on ${holder.owner.host} since ${holder.owner.acquiredAt}` : 'an unknown owner'}; gave up after ${this.lockTimeoutMs} ms`,
+          );
         }
         await pause(Math.min(100, 5 * 2 ** Math.min(round, 5)) * (0.5 + Math.random()), signal);
       }
@@ -289,7 +308,10 @@ export class TaskList {
     let raw: string;
     let modifiedMs: number;
     try {
-      [raw, modifiedMs] = await Promise.all([fs.readFile(this.lockFile, 'utf8'), fs.stat(this.lockFile).then((s) => s.mtimeMs)]);
+      [raw, modifiedMs] = await Promise.all([
+        fs.readFile(this.lockFile, 'utf8'),
+        fs.stat(this.lockFile).then((s) => s.mtimeMs),
+      ]);
     } catch (error) {
       if (errorCode(error) === 'ENOENT') return undefined;
       throw error;
@@ -374,7 +396,10 @@ class Transaction implements TaskListTransaction {
     const task = this.contents.tasks.find((t) => t.id === id);
     if (!task) {
       const ids = this.contents.tasks.map((t) => t.id);
-      const known = ids.length === 0 ? 'it has no tasks' : `it has ${ids.length > 10 ? `${ids.slice(0, 5).join(', ')}, …, ${ids.slice(-5).join(', ')}` : ids.join(', ')}`;
+      const known =
+        ids.length === 0
+          ? 'it has no tasks'
+          : `it has ${ids.length > 10 ? `${ids.slice(0, 5).join(', ')}, …, ${ids.slice(-5).join(', ')}` : ids.join(', ')}`;
       throw new UnknownTask(`modify_task: no task "${id}" in ${this.file} (${known})`);
     }
     const changed: string[] = [];
@@ -404,7 +429,14 @@ class Transaction implements TaskListTransaction {
   }
 
   addBusyBlock(block: { start: string; end: string; title: string }): BusyBlock {
-    const busy: BusyBlock = { id: nextId('busy', this.contents.busyBlocks), start: block.start, end: block.end, title: block.title, createdAt: this.at, idempotencyKey: this.key };
+    const busy: BusyBlock = {
+      id: nextId('busy', this.contents.busyBlocks),
+      start: block.start,
+      end: block.end,
+      title: block.title,
+      createdAt: this.at,
+      idempotencyKey: this.key,
+    };
     this.contents.busyBlocks.push(busy);
     return busy;
   }
@@ -421,7 +453,10 @@ function nextId(prefix: string, records: readonly { id: string }[]): string {
 }
 
 function replay(recorded: AppliedAction, key: string, action: string): AppliedResult {
-  if (recorded.action !== action) throw new IdempotencyConflict(`idempotency key ${key} was applied by ${recorded.action} at ${recorded.appliedAt}; ${action} cannot reuse it`);
+  if (recorded.action !== action)
+    throw new IdempotencyConflict(
+      `idempotency key ${key} was applied by ${recorded.action} at ${recorded.appliedAt}; ${action} cannot reuse it`,
+    );
   return { result: recorded.result, replayed: true, appliedAt: recorded.appliedAt };
 }
 
@@ -440,25 +475,39 @@ function parseContents(text: string, file: string): TaskListContents {
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    throw new TaskListUnreadable(`task list ${file} is not valid JSON (${(error as Error).message}); fix it or move it aside`);
+    throw new TaskListUnreadable(
+      `task list ${file} is not valid JSON (${(error as Error).message}); fix it or move it aside`,
+    );
   }
   const problems: string[] = [];
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     problems.push('must be an object {tasks, outbox, busyBlocks, applied}');
   } else {
     const record = parsed as Record<string, unknown>;
-    if (record.version !== undefined && record.version !== 1) problems.push(`version: ${JSON.stringify(record.version)} is not a version this Treadle reads (1)`);
-    if (record.revision !== undefined && !Number.isInteger(record.revision)) problems.push('revision: must be a whole number');
+    if (record.version !== undefined && record.version !== 1)
+      problems.push(`version: ${JSON.stringify(record.version)} is not a version this Treadle reads (1)`);
+    if (record.revision !== undefined && !Number.isInteger(record.revision))
+      problems.push('revision: must be a whole number');
     for (const list of ['tasks', 'outbox', 'busyBlocks'] as const) {
       const value = record[list];
-      if (value !== undefined && !(Array.isArray(value) && value.every((r) => typeof r === 'object' && r !== null && typeof (r as { id?: unknown }).id === 'string'))) {
+      if (
+        value !== undefined &&
+        !(
+          Array.isArray(value) &&
+          value.every((r) => typeof r === 'object' && r !== null && typeof (r as { id?: unknown }).id === 'string')
+        )
+      ) {
         problems.push(`${list}: must be a list of records with string ids`);
       }
     }
     const applied = record.applied;
-    if (applied !== undefined && (typeof applied !== 'object' || applied === null || Array.isArray(applied))) problems.push('applied: must be an object');
+    if (applied !== undefined && (typeof applied !== 'object' || applied === null || Array.isArray(applied)))
+      problems.push('applied: must be an object');
   }
-  if (problems.length > 0) throw new TaskListUnreadable(`task list ${file} is not a task list: ${problems.join('; ')}; fix it or move it aside`);
+  if (problems.length > 0)
+    throw new TaskListUnreadable(
+      `task list ${file} is not a task list: ${problems.join('; ')}; fix it or move it aside`,
+    );
   // Hand-written files may leave lists out; the rest is Treadle's own writing.
   return { ...emptyContents(), ...(parsed as Partial<TaskListContents>), version: 1 };
 }
@@ -466,7 +515,8 @@ function parseContents(text: string, file: string): TaskListContents {
 function ownerOf(raw: string): LockOwner | undefined {
   try {
     const owner = JSON.parse(raw) as Partial<LockOwner>;
-    if (typeof owner.pid === 'number' && typeof owner.host === 'string' && typeof owner.token === 'string') return owner as LockOwner;
+    if (typeof owner.pid === 'number' && typeof owner.host === 'string' && typeof owner.token === 'string')
+      return owner as LockOwner;
   } catch {
     // Not ours to read: judged by its age alone.
   }

@@ -9,7 +9,9 @@ import type { ApprovalListing, TreadleClient } from '../client';
 import { table } from './render';
 import { APPROVAL_ID_PATTERN } from '../model/approvals';
 
-type WithClient = <A extends unknown[]>(fn: (client: TreadleClient, ...args: A) => Promise<void>) => (...args: A) => Promise<void>;
+type WithClient = <A extends unknown[]>(
+  fn: (client: TreadleClient, ...args: A) => Promise<void>,
+) => (...args: A) => Promise<void>;
 
 export function registerApproveCommands(program: Command, withClient: WithClient): void {
   const approve = program
@@ -21,11 +23,16 @@ export function registerApproveCommands(program: Command, withClient: WithClient
     .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
     .action(async (id: string | undefined, opts: { by?: string }) => {
       // Checked before connecting: a mistyped command fails at once, without a server.
-      if (id === undefined) throw new Error('name the request to approve (treadle approve <id>), or use approve list | reject <id> | batch');
+      if (id === undefined)
+        throw new Error(
+          'name the request to approve (treadle approve <id>), or use approve list | reject <id> | batch',
+        );
       checkId(id);
       await withClient(async (client) => {
         const decided = await client.decideApproval(id, 'approve', opts.by !== undefined ? { by: opts.by } : {});
-        process.stdout.write(`${decided.id} (${decided.step} of ${decided.itemId}): approved by ${decided.decidedBy}\n`);
+        process.stdout.write(
+          `${decided.id} (${decided.step} of ${decided.itemId}): approved by ${decided.decidedBy}\n`,
+        );
       })();
     });
 
@@ -33,7 +40,7 @@ export function registerApproveCommands(program: Command, withClient: WithClient
     .command('list')
     .description('pending approval requests across all work items')
     .option('--json', 'as JSON')
-    .option('--pipeline <name>', 'only this pipeline\'s items')
+    .option('--pipeline <name>', "only this pipeline's items")
     .action(
       withClient(async (client, opts: { json?: boolean; pipeline?: string }) => {
         const requests = await client.listApprovals(opts.pipeline ? { pipeline: opts.pipeline } : {});
@@ -58,19 +65,27 @@ export function registerApproveCommands(program: Command, withClient: WithClient
     .action(async (id: string, opts: { reason?: string; by?: string }) => {
       checkId(id);
       await withClient(async (client) => {
-        const decided = await client.decideApproval(id, 'reject', { ...(opts.by !== undefined ? { by: opts.by } : {}), ...(opts.reason !== undefined ? { reason: opts.reason } : {}) });
-        process.stdout.write(`${decided.id} (${decided.step} of ${decided.itemId}): rejected by ${decided.decidedBy}\n`);
+        const decided = await client.decideApproval(id, 'reject', {
+          ...(opts.by !== undefined ? { by: opts.by } : {}),
+          ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
+        });
+        process.stdout.write(
+          `${decided.id} (${decided.step} of ${decided.itemId}): rejected by ${decided.decidedBy}\n`,
+        );
       })();
     });
 
   approve
     .command('batch')
     .description('review every pending request in turn: [a]pprove, [r]eject, [s]kip, [q]uit')
-    .option('--pipeline <name>', 'only this pipeline\'s items')
+    .option('--pipeline <name>', "only this pipeline's items")
     .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
     .action(
       withClient(async (client, opts: { pipeline?: string; by?: string }) => {
-        if (!process.stdin.isTTY) throw new Error('approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>');
+        if (!process.stdin.isTTY)
+          throw new Error(
+            'approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>',
+          );
         const requests = await client.listApprovals(opts.pipeline ? { pipeline: opts.pipeline } : {});
         if (requests.length === 0) {
           process.stdout.write('no pending approval requests\n');
@@ -95,7 +110,8 @@ export function registerApproveCommands(program: Command, withClient: WithClient
             }
             process.stdout.write(`  payload: ${JSON.stringify(request.payload, null, 2).split('\n').join('\n  ')}\n`);
             let answer = '';
-            while (!['a', 'r', 's', 'q'].includes(answer)) answer = (await rl.question('[a]pprove, [r]eject, [s]kip, [q]uit? ')).trim().toLowerCase().slice(0, 1);
+            while (!['a', 'r', 's', 'q'].includes(answer))
+              answer = (await rl.question('[a]pprove, [r]eject, [s]kip, [q]uit? ')).trim().toLowerCase().slice(0, 1);
             if (answer === 'q') break;
             if (answer === 's') {
               tally.skipped++;
@@ -103,7 +119,10 @@ export function registerApproveCommands(program: Command, withClient: WithClient
             }
             const reason = answer === 'r' ? (await rl.question('reason (optional): ')).trim() : '';
             try {
-              const decided = await client.decideApproval(listed.id, answer === 'a' ? 'approve' : 'reject', { ...by, ...(reason ? { reason } : {}) });
+              const decided = await client.decideApproval(listed.id, answer === 'a' ? 'approve' : 'reject', {
+                ...by,
+                ...(reason ? { reason } : {}),
+              });
               process.stdout.write(`  ${decided.status} by ${decided.decidedBy}\n`);
               tally[decided.status]++;
             } catch (error) {
@@ -115,13 +134,16 @@ export function registerApproveCommands(program: Command, withClient: WithClient
         } finally {
           rl.close();
         }
-        process.stdout.write(`\n${tally.approved} approved, ${tally.rejected} rejected, ${tally.skipped} skipped${tally.refused ? `, ${tally.refused} refused` : ''}\n`);
+        process.stdout.write(
+          `\n${tally.approved} approved, ${tally.rejected} rejected, ${tally.skipped} skipped${tally.refused ? `, ${tally.refused} refused` : ''}\n`,
+        );
       }),
     );
 }
 
 function checkId(id: string): void {
-  if (!APPROVAL_ID_PATTERN.test(id)) throw new Error(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`);
+  if (!APPROVAL_ID_PATTERN.test(id))
+    throw new Error(`"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`);
 }
 
 /** After its TTL an escalated request waits for the escalation group, until the escalation's own expiry. */

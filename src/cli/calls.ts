@@ -18,11 +18,12 @@ export function registerCallsCommand(program: Command): void {
     .command('calls')
     .description('model calls across runs (the call log): counts, errors, tokens, latency and estimated cost')
     .option('--since <duration>', 'only calls of the last DURATION (24h, 7d, 30m)')
-    .option('--pipeline <name>', 'only this pipeline\'s calls')
+    .option('--pipeline <name>', "only this pipeline's calls")
     .option('--by <group>', `group by ${GROUPINGS.join(' | ')}`, 'model')
     .option('--json', 'as JSON: { groups: [...], total: {...} }')
     .action((opts: { since?: string; pipeline?: string; by: string; json?: boolean }) => {
-      if (!GROUPINGS.includes(opts.by as CallGrouping)) throw new Error(`--by must be one of ${GROUPINGS.join(', ')}, got "${opts.by}"`);
+      if (!GROUPINGS.includes(opts.by as CallGrouping))
+        throw new Error(`--by must be one of ${GROUPINGS.join(', ')}, got "${opts.by}"`);
       let since: Date | undefined;
       if (opts.since !== undefined) {
         const parsed = parseDuration(opts.since);
@@ -31,12 +32,18 @@ export function registerCallsCommand(program: Command): void {
       }
       const file = loadConfig().callLog;
       if (file === null) throw new Error('the call log is off (TREADLE_CALL_LOG=off)');
-      if (!existsSync(file)) throw new Error(`no call log at ${file} yet: workers write it when they make model calls (set TREADLE_CALL_LOG to read another)`);
+      if (!existsSync(file))
+        throw new Error(
+          `no call log at ${file} yet: workers write it when they make model calls (set TREADLE_CALL_LOG to read another)`,
+        );
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only by this command (native module)
       const { SqliteCallLog } = require('../storage/call-log') as typeof CallLogModule;
       const log = new SqliteCallLog(file);
       try {
-        const summary = log.summarize(opts.by as CallGrouping, { ...(since ? { since } : {}), ...(opts.pipeline !== undefined ? { pipeline: opts.pipeline } : {}) });
+        const summary = log.summarize(opts.by as CallGrouping, {
+          ...(since ? { since } : {}),
+          ...(opts.pipeline !== undefined ? { pipeline: opts.pipeline } : {}),
+        });
         if (opts.json) {
           process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
           return;
@@ -54,7 +61,9 @@ export function registerCallsCommand(program: Command): void {
           `${s.latencyMs.p50} / ${s.latencyMs.p95} / ${s.latencyMs.max}`,
           s.estimatedCostUsd === null ? 'unknown' : `$${s.estimatedCostUsd.toFixed(4)}`,
         ];
-        process.stdout.write(`${table([opts.by.toUpperCase(), 'CALLS', 'ERRORS', 'IN TOKENS', 'OUT TOKENS', 'LATENCY P50/P95/MAX MS', 'COST'], [...summary.groups.map(row), row(summary.total)])}\n`);
+        process.stdout.write(
+          `${table([opts.by.toUpperCase(), 'CALLS', 'ERRORS', 'IN TOKENS', 'OUT TOKENS', 'LATENCY P50/P95/MAX MS', 'COST'], [...summary.groups.map(row), row(summary.total)])}\n`,
+        );
       } finally {
         log.close();
       }

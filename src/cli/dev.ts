@@ -44,7 +44,13 @@ async function bringUp(opts: DevOptions): Promise<Running> {
     uiUrl = `http://localhost:${opts.uiPort}`;
     say(`A Temporal server already answers at ${local}; using it.`);
   } else {
-    server = await startDevServer({ port: opts.port, uiPort: opts.uiPort, dbFile: opts.db, namespace: config.namespace, progress: say });
+    server = await startDevServer({
+      port: opts.port,
+      uiPort: opts.uiPort,
+      dbFile: opts.db,
+      namespace: config.namespace,
+      progress: say,
+    });
     address = server.address;
     uiUrl = server.uiUrl;
     say(`Temporal dev server: ${address} (SQLite ${server.dbFile}, binary ${server.binary})`);
@@ -135,7 +141,10 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
     say('');
     let seen = 0;
     for (;;) {
-      const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true, afterSeq: seen });
+      const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
+        untilReview: true,
+        afterSeq: seen,
+      });
       seen = state.eventCount;
       if (state.status === 'completed' || state.status === 'failed') {
         process.stdout.write(`\n${renderStatus(state)}\n`);
@@ -145,7 +154,9 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
       await answerReviews(client, state);
     }
     if (!opts.exit) {
-      say(`\nDone. The server keeps running so you can read the history${running.uiUrl ? ` at ${running.uiUrl}` : ''}; try "treadle status ${id}" in another terminal. Ctrl-C stops.`);
+      say(
+        `\nDone. The server keeps running so you can read the history${running.uiUrl ? ` at ${running.uiUrl}` : ''}; try "treadle status ${id}" in another terminal. Ctrl-C stops.`,
+      );
       await stopOnSignal;
     }
   } finally {
@@ -169,12 +180,22 @@ async function answerReviews(client: TreadleClient, state: WorkItemState): Promi
   }
 }
 
-async function promptOne(rl: ReturnType<typeof createInterface>, client: TreadleClient, id: string, review: PendingReview): Promise<void> {
+async function promptOne(
+  rl: ReturnType<typeof createInterface>,
+  client: TreadleClient,
+  id: string,
+  review: PendingReview,
+): Promise<void> {
   for (;;) {
-    const answer = (await rl.question(`Review ${review.stage}: [a]pprove, [r]eject, [e]dit (enter JSON), [v]iew output? `)).trim().toLowerCase();
+    const answer = (
+      await rl.question(`Review ${review.stage}: [a]pprove, [r]eject, [e]dit (enter JSON), [v]iew output? `)
+    )
+      .trim()
+      .toLowerCase();
     let outcome: ReviewOutcome | undefined;
     if (answer === 'a' || answer === 'approve') outcome = { kind: 'approve' };
-    else if (answer === 'r' || answer === 'reject') outcome = { kind: 'reject', reason: (await rl.question('Reason: ')).trim() || 'rejected in the demo' };
+    else if (answer === 'r' || answer === 'reject')
+      outcome = { kind: 'reject', reason: (await rl.question('Reason: ')).trim() || 'rejected in the demo' };
     else if (answer === 'e' || answer === 'edit') {
       const text = await rl.question('Edited artefact (one line of JSON): ');
       try {
@@ -186,11 +207,19 @@ async function promptOne(rl: ReturnType<typeof createInterface>, client: Treadle
     } else if (answer === 'v' || answer === 'view') {
       const state = await client.getState(id);
       const attempts = state.stages[review.stage]?.attempts ?? [];
-      for (const a of attempts) process.stdout.write(`attempt ${a.attempt}: ${JSON.stringify(await client.readArtefact(a.artefact))}\n  verdict: ${JSON.stringify(a.verdict ?? null)}\n`);
+      for (const a of attempts)
+        process.stdout.write(
+          `attempt ${a.attempt}: ${JSON.stringify(await client.readArtefact(a.artefact))}\n  verdict: ${JSON.stringify(a.verdict ?? null)}\n`,
+        );
       continue;
     } else continue;
     try {
-      const done = await client.review(id, review.stage, outcome, process.env.TREADLE_REVIEWER || process.env.USER || 'demo');
+      const done = await client.review(
+        id,
+        review.stage,
+        outcome,
+        process.env.TREADLE_REVIEWER || process.env.USER || 'demo',
+      );
       say(`${done.stage}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
       return;
     } catch (error) {

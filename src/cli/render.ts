@@ -50,7 +50,11 @@ export function table(header: string[], rows: string[][], width = outputWidth())
   const last = Math.max(MIN_LAST_COLUMN, width - widths.slice(0, -1).reduce((sum, w) => sum + w + 2, 0));
   const cell = (c: string, i: number, n: number): string =>
     i === n - 1 ? fit(c, last) : fit(c, widths[i]!).padEnd(widths[i]!);
-  const line = (cells: string[]) => cells.map((c, i) => cell(c, i, cells.length)).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => cell(c, i, cells.length))
+      .join('  ')
+      .trimEnd();
   return [line(header), ...rows.map(line)].join('\n');
 }
 
@@ -88,7 +92,9 @@ export interface ActivityRetry {
 export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []): string {
   const rows = Object.entries(state.stages).map(([name, s]) => {
     const max = s.maxAttempts ?? 1;
-    const progress = s.fanOut ? `${s.fanOut.completed + s.fanOut.failed}/${s.fanOut.total} elements done${s.fanOut.failed ? `, ${s.fanOut.failed} failed` : ''}` : '';
+    const progress = s.fanOut
+      ? `${s.fanOut.completed + s.fanOut.failed}/${s.fanOut.total} elements done${s.fanOut.failed ? `, ${s.fanOut.failed} failed` : ''}`
+      : '';
     return [name, displayStatus(s), `${s.attempts.length}/${max}`, lastVerdict(s) || progress, artefactCell(s)];
   });
   const out = [`${state.id} · pipeline ${state.pipeline} · ${state.status}`];
@@ -101,7 +107,19 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
   if (state.approvals?.length) out.push('', renderApprovals(state.approvals));
   const flagged = Object.entries(state.stages).filter(([, s]) => s.qualityFlags);
   if (flagged.length) {
-    out.push('', 'Input validation (quality contracts):', table(['STAGE', 'ITEMS PRODUCED', 'REJECTIONS', 'RETRIES'], flagged.map(([name, s]) => [name, String(s.qualityFlags!.items_produced), String(s.qualityFlags!.validation_rejections), String(s.qualityFlags!.validation_retries)])));
+    out.push(
+      '',
+      'Input validation (quality contracts):',
+      table(
+        ['STAGE', 'ITEMS PRODUCED', 'REJECTIONS', 'RETRIES'],
+        flagged.map(([name, s]) => [
+          name,
+          String(s.qualityFlags!.items_produced),
+          String(s.qualityFlags!.validation_rejections),
+          String(s.qualityFlags!.validation_retries),
+        ]),
+      ),
+    );
   }
   if (retries.length) {
     const retry = (r: ActivityRetry): string =>
@@ -117,12 +135,21 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
 export function renderApprovals(requests: ApprovalRequest[]): string {
   const rank = (r: ApprovalRequest): number => (r.status === 'pending' ? 0 : 1);
   const sorted = requests.slice().sort((a, b) => rank(a) - rank(b));
-  const rows = sorted.map((r) => [r.id, r.step, r.actionType, r.status + (r.escalated && r.status === 'pending' ? ` (escalated to ${r.reviewers})` : ''), r.decidedBy ?? '', r.error ? `action failed: ${r.error}` : r.summary]);
+  const rows = sorted.map((r) => [
+    r.id,
+    r.step,
+    r.actionType,
+    r.status + (r.escalated && r.status === 'pending' ? ` (escalated to ${r.reviewers})` : ''),
+    r.decidedBy ?? '',
+    r.error ? `action failed: ${r.error}` : r.summary,
+  ]);
   const pending = sorted.filter((r) => r.status === 'pending');
   return [
     'Approval requests:',
     table(['ID', 'STEP', 'ACTION', 'STATUS', 'BY', 'WHAT'], rows),
-    ...(pending.length ? [`  treadle approve <id> | treadle approve reject <id> --reason TEXT | treadle approve batch`] : []),
+    ...(pending.length
+      ? [`  treadle approve <id> | treadle approve reject <id> --reason TEXT | treadle approve batch`]
+      : []),
   ].join('\n');
 }
 
@@ -150,8 +177,22 @@ export function renderTddStatus(state: TddNodeState): string {
     `covered criteria: ${state.memory.tdd.coveredCriteria.join(', ') || '-'}; passing tests: ${state.memory.impl.passedTests.length}`,
   ];
   const exits = Object.entries(state.exits);
-  if (exits.length > 0) lines.push('', table(['NODE', 'EXIT', 'SUMMARY'], exits.map(([node, e]) => [node, e.exit, e.summary])));
-  if (state.children.length > 0) lines.push('', table(['CHILD', 'WORKFLOW', 'STATUS', 'MERGE'], state.children.map((c) => [c.id, c.workflowId, c.status, c.mergeCommit?.slice(0, 10) ?? c.error ?? ''])));
+  if (exits.length > 0)
+    lines.push(
+      '',
+      table(
+        ['NODE', 'EXIT', 'SUMMARY'],
+        exits.map(([node, e]) => [node, e.exit, e.summary]),
+      ),
+    );
+  if (state.children.length > 0)
+    lines.push(
+      '',
+      table(
+        ['CHILD', 'WORKFLOW', 'STATUS', 'MERGE'],
+        state.children.map((c) => [c.id, c.workflowId, c.status, c.mergeCommit?.slice(0, 10) ?? c.error ?? '']),
+      ),
+    );
   if (state.human) lines.push('', `waiting for a human (${state.human.reason}): ${state.human.message}`);
   if (state.merge) lines.push('', `merged as ${state.merge.mergeCommit}`);
   if (state.error) lines.push('', `error: ${state.error}`);
@@ -161,15 +202,38 @@ export function renderTddStatus(state: TddNodeState): string {
 /** A loop stage's status (seed 004): iterations, decisions, the last iterations, a failure to resume. */
 export function renderLoopStatus(workflowId: string, state: LoopState): string {
   const t = state.termination;
-  const rule = t.type === 'judgment' ? `judgment, consensus ${t.consensus ?? 2} from iteration ${t.min_iterations ?? 1}` : t.type === 'queue' ? `queue (${t.queue?.provider ?? 'command'}${state.queuePending !== undefined ? `, ${state.queuePending} pending` : ''})` : 'fixed';
+  const rule =
+    t.type === 'judgment'
+      ? `judgment, consensus ${t.consensus ?? 2} from iteration ${t.min_iterations ?? 1}`
+      : t.type === 'queue'
+        ? `queue (${t.queue?.provider ?? 'command'}${state.queuePending !== undefined ? `, ${state.queuePending} pending` : ''})`
+        : 'fixed';
   const lines = [
     `loop ${state.stage} (${workflowId}): ${state.status}, iteration ${state.iteration} of at most ${state.maxIterations} (${rule})`,
     `decisions: ${state.decisions.continue} continue, ${state.decisions.stop} stop; consecutive stops ${state.consecutiveStops}; files in ${state.paths.stage_dir}`,
   ];
   if (state.recent.length > 0) {
-    lines.push('', table(['ITERATION', 'DECISION', 'VERIFY', 'SUMMARY'], state.recent.slice(-10).map((r) => [String(r.iteration), r.decision, r.verify ? (r.verify.passed ? 'passed' : 'FAILED') : '-', r.summary])));
+    lines.push(
+      '',
+      table(
+        ['ITERATION', 'DECISION', 'VERIFY', 'SUMMARY'],
+        state.recent
+          .slice(-10)
+          .map((r) => [
+            String(r.iteration),
+            r.decision,
+            r.verify ? (r.verify.passed ? 'passed' : 'FAILED') : '-',
+            r.summary,
+          ]),
+      ),
+    );
   }
-  if (state.failure) lines.push('', `failed at iteration ${state.failure.iteration}: ${state.failure.error.type}: ${state.failure.error.message}`, `resume with: treadle resume ${state.itemId} --stage ${state.stage}   (or --abandon)`);
+  if (state.failure)
+    lines.push(
+      '',
+      `failed at iteration ${state.failure.iteration}: ${state.failure.error.type}: ${state.failure.error.message}`,
+      `resume with: treadle resume ${state.itemId} --stage ${state.stage}   (or --abandon)`,
+    );
   if (state.stoppedBy) lines.push('', `stopped by ${state.stoppedBy.by}: ${state.stoppedBy.reason}`);
   return lines.join('\n');
 }

@@ -39,7 +39,9 @@ export function stagesToSkip(spec: PipelineSpec, stages: Stages): { stage: strin
 
 /** True when no stage is pending, running or waiting for review. */
 export function allSettled(stages: Stages): boolean {
-  return Object.values(stages).every((s) => s.status === 'completed' || s.status === 'failed' || s.status === 'skipped');
+  return Object.values(stages).every(
+    (s) => s.status === 'completed' || s.status === 'failed' || s.status === 'skipped',
+  );
 }
 
 /** The item's status: failed/completed once settled, waiting_review when reviews are all that is left. */

@@ -16,10 +16,17 @@ export interface NamedVerdict {
  * rejected with every gate's feedback merged.
  */
 export function combineVerdicts(mode: 'all' | 'any', verdicts: NamedVerdict[]): QualityVerdict {
-  const rejected = verdicts.filter((v): v is NamedVerdict & { verdict: { kind: 'rejected' } } => v.verdict.kind === 'rejected');
-  const uncertain = verdicts.filter((v): v is NamedVerdict & { verdict: { kind: 'uncertain' } } => v.verdict.kind === 'uncertain');
+  const rejected = verdicts.filter(
+    (v): v is NamedVerdict & { verdict: { kind: 'rejected' } } => v.verdict.kind === 'rejected',
+  );
+  const uncertain = verdicts.filter(
+    (v): v is NamedVerdict & { verdict: { kind: 'uncertain' } } => v.verdict.kind === 'uncertain',
+  );
   const accepted = verdicts.some((v) => v.verdict.kind === 'accepted');
-  const unsure = (): QualityVerdict => ({ kind: 'uncertain', reason: uncertain.map((v) => `${v.gate}: ${v.verdict.reason}`).join('; ') });
+  const unsure = (): QualityVerdict => ({
+    kind: 'uncertain',
+    reason: uncertain.map((v) => `${v.gate}: ${v.verdict.reason}`).join('; '),
+  });
   if (mode === 'all') {
     if (rejected.length > 0) return { kind: 'rejected', feedback: mergeFeedback(rejected) };
     return uncertain.length > 0 ? unsure() : { kind: 'accepted' };
@@ -29,9 +36,15 @@ export function combineVerdicts(mode: 'all' | 'any', verdicts: NamedVerdict[]): 
   return { kind: 'rejected', feedback: mergeFeedback(rejected) };
 }
 
-function mergeFeedback(rejected: { gate: string; verdict: { kind: 'rejected'; feedback: QualityFeedback } }[]): QualityFeedback {
+function mergeFeedback(
+  rejected: { gate: string; verdict: { kind: 'rejected'; feedback: QualityFeedback } }[],
+): QualityFeedback {
   if (rejected.length === 1) return rejected[0]!.verdict.feedback;
-  const guidance = Object.fromEntries(rejected.filter((r) => r.verdict.feedback.guidance !== undefined).map((r) => [r.gate, r.verdict.feedback.guidance!]));
+  const guidance = Object.fromEntries(
+    rejected
+      .filter((r) => r.verdict.feedback.guidance !== undefined)
+      .map((r) => [r.gate, r.verdict.feedback.guidance!]),
+  );
   return {
     summary: rejected.map((r) => `${r.gate}: ${r.verdict.feedback.summary}`).join('; '),
     failedCriteria: rejected.flatMap((r) => r.verdict.feedback.failedCriteria),

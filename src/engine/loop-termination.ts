@@ -43,25 +43,54 @@ export function countStops(before: number, decision: Decision): number {
 }
 
 /** The limits a termination and its guardrails give, with the seed's defaults filled in. */
-export function limitsOf(termination: Termination, maxIterations: number, stageDeadlineMs: number, pipelineDeadlineMs: number | null): LoopLimits {
-  return { maxIterations, minIterations: termination.min_iterations ?? 1, consensus: termination.consensus ?? 2, stageDeadlineMs, pipelineDeadlineMs };
+export function limitsOf(
+  termination: Termination,
+  maxIterations: number,
+  stageDeadlineMs: number,
+  pipelineDeadlineMs: number | null,
+): LoopLimits {
+  return {
+    maxIterations,
+    minIterations: termination.min_iterations ?? 1,
+    consensus: termination.consensus ?? 2,
+    stageDeadlineMs,
+    pipelineDeadlineMs,
+  };
 }
 
 /** Before iteration `counters.iteration + 1`: the runtime guardrails, then (queue loops) the queue. */
-export function beforeIteration(termination: Termination, counters: LoopCounters, limits: LoopLimits, nowMs: number, queue?: QueueReading): LoopVerdict {
+export function beforeIteration(
+  termination: Termination,
+  counters: LoopCounters,
+  limits: LoopLimits,
+  nowMs: number,
+  queue?: QueueReading,
+): LoopVerdict {
   const runtime = runtimeStop(limits, nowMs, counters);
   if (runtime) return runtime;
   if (counters.iteration >= limits.maxIterations) return maxIterationsStop(termination, counters, limits);
   if (termination.type === 'queue' && queue?.kind === 'empty') {
-    return { next: 'stop', by: 'termination', reason: `the queue is empty after ${plural(counters.iteration, 'iteration')}` };
+    return {
+      next: 'stop',
+      by: 'termination',
+      reason: `the queue is empty after ${plural(counters.iteration, 'iteration')}`,
+    };
   }
   return { next: 'iterate' };
 }
 
 /** After an iteration (its decision already counted into `counters`): the termination rule, then the iteration guardrail. */
 export function afterIteration(termination: Termination, counters: LoopCounters, limits: LoopLimits): LoopVerdict {
-  if (termination.type === 'judgment' && counters.iteration >= limits.minIterations && counters.consecutiveStops >= limits.consensus) {
-    return { next: 'stop', by: 'termination', reason: `${limits.consensus} consecutive stop decision${limits.consensus === 1 ? '' : 's'} (iteration ${counters.iteration})` };
+  if (
+    termination.type === 'judgment' &&
+    counters.iteration >= limits.minIterations &&
+    counters.consecutiveStops >= limits.consensus
+  ) {
+    return {
+      next: 'stop',
+      by: 'termination',
+      reason: `${limits.consensus} consecutive stop decision${limits.consensus === 1 ? '' : 's'} (iteration ${counters.iteration})`,
+    };
   }
   if (counters.iteration >= limits.maxIterations) return maxIterationsStop(termination, counters, limits);
   return { next: 'iterate' };
@@ -71,15 +100,38 @@ export function afterIteration(termination: Termination, counters: LoopCounters,
  * A queue loop that reached `max_iterations`: if its last iteration emptied the queue (`reading`, taken after
  * it), the loop ended because the queue is empty, not by the guardrail. Any other verdict stands.
  */
-export function settleAtLimit(verdict: LoopVerdict, termination: Termination, counters: LoopCounters, reading: QueueReading | undefined): LoopVerdict {
-  if (verdict.next !== 'stop' || verdict.by !== 'guardrail' || termination.type !== 'queue' || reading?.kind !== 'empty') return verdict;
-  return { next: 'stop', by: 'termination', reason: `the queue is empty after ${plural(counters.iteration, 'iteration')}` };
+export function settleAtLimit(
+  verdict: LoopVerdict,
+  termination: Termination,
+  counters: LoopCounters,
+  reading: QueueReading | undefined,
+): LoopVerdict {
+  if (
+    verdict.next !== 'stop' ||
+    verdict.by !== 'guardrail' ||
+    termination.type !== 'queue' ||
+    reading?.kind !== 'empty'
+  )
+    return verdict;
+  return {
+    next: 'stop',
+    by: 'termination',
+    reason: `the queue is empty after ${plural(counters.iteration, 'iteration')}`,
+  };
 }
 
 function maxIterationsStop(termination: Termination, counters: LoopCounters, limits: LoopLimits): LoopVerdict {
-  if (termination.type === 'fixed') return { next: 'stop', by: 'termination', reason: `${plural(limits.maxIterations, 'iteration')} done (fixed)` };
-  const why = termination.type === 'judgment' ? `without ${limits.consensus} consecutive stop decision${limits.consensus === 1 ? '' : 's'}` : 'with the queue not yet empty';
-  return { next: 'stop', by: 'guardrail', reason: `max_iterations (${limits.maxIterations}) reached ${why} after ${plural(counters.iteration, 'iteration')}` };
+  if (termination.type === 'fixed')
+    return { next: 'stop', by: 'termination', reason: `${plural(limits.maxIterations, 'iteration')} done (fixed)` };
+  const why =
+    termination.type === 'judgment'
+      ? `without ${limits.consensus} consecutive stop decision${limits.consensus === 1 ? '' : 's'}`
+      : 'with the queue not yet empty';
+  return {
+    next: 'stop',
+    by: 'guardrail',
+    reason: `max_iterations (${limits.maxIterations}) reached ${why} after ${plural(counters.iteration, 'iteration')}`,
+  };
 }
 
 function runtimeStop(limits: LoopLimits, nowMs: number, counters: LoopCounters): LoopVerdict | null {
@@ -88,12 +140,19 @@ function runtimeStop(limits: LoopLimits, nowMs: number, counters: LoopCounters):
   if (!pipelineOut && !stageOut) return null;
   // When both ran out, the one that ran out first is the reason.
   const pipelineFirst = pipelineOut && (!stageOut || limits.pipelineDeadlineMs! <= limits.stageDeadlineMs);
-  return { next: 'stop', by: 'guardrail', reason: `${pipelineFirst ? "the pipeline's " : ''}max_runtime_seconds ran out after ${plural(counters.iteration, 'iteration')}` };
+  return {
+    next: 'stop',
+    by: 'guardrail',
+    reason: `${pipelineFirst ? "the pipeline's " : ''}max_runtime_seconds ran out after ${plural(counters.iteration, 'iteration')}`,
+  };
 }
 
 /** Seconds left before the first deadline, for `context.json`'s `limits.remaining_seconds`. */
 export function remainingSeconds(limits: LoopLimits, nowMs: number): number {
-  const deadline = limits.pipelineDeadlineMs === null ? limits.stageDeadlineMs : Math.min(limits.stageDeadlineMs, limits.pipelineDeadlineMs);
+  const deadline =
+    limits.pipelineDeadlineMs === null
+      ? limits.stageDeadlineMs
+      : Math.min(limits.stageDeadlineMs, limits.pipelineDeadlineMs);
   return Math.max(0, Math.floor((deadline - nowMs) / 1000));
 }
 

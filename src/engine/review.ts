@@ -18,7 +18,10 @@ export interface AcceptedReview {
 }
 
 /** Validates a review payload against the current state; the error names exactly what is wrong. */
-export function checkReview(state: WorkItemState, payload: unknown): { ok: true; review: AcceptedReview } | { ok: false; error: string } {
+export function checkReview(
+  state: WorkItemState,
+  payload: unknown,
+): { ok: true; review: AcceptedReview } | { ok: false; error: string } {
   const parsed = parseReviewRequest(payload);
   if (!parsed.ok) return { ok: false, error: `invalid review: ${parsed.issues.slice(0, 5).join('; ')}` };
   const { stage, outcome, reviewer } = parsed.review;
@@ -26,7 +29,10 @@ export function checkReview(state: WorkItemState, payload: unknown): { ok: true;
   const stageState = Object.hasOwn(state.stages, stage) ? state.stages[stage] : undefined;
   if (!stageState) {
     const known = Object.keys(state.stages);
-    return { ok: false, error: `unknown stage "${stage}" in work item ${state.id} (stages: ${known.join(', ') || 'none'})` };
+    return {
+      ok: false,
+      error: `unknown stage "${stage}" in work item ${state.id} (stages: ${known.join(', ') || 'none'})`,
+    };
   }
   if (!state.pendingReviews.some((r) => r.stage === stage)) {
     const waiting = state.pendingReviews.map((r) => r.stage);
@@ -46,8 +52,13 @@ export function checkReview(state: WorkItemState, payload: unknown): { ok: true;
   }
   if (outcome.kind === 'approve' && outcome.attempt !== undefined) {
     const chosen = stageState.attempts.find((a) => a.attempt === outcome.attempt);
-    if (!chosen) return { ok: false, error: `stage "${stage}" has no attempt ${outcome.attempt} (attempts: 1-${stageState.attempts.length})` };
-    if (chosen.artefact === undefined) return { ok: false, error: `attempt ${outcome.attempt} of stage "${stage}" produced no output to approve` };
+    if (!chosen)
+      return {
+        ok: false,
+        error: `stage "${stage}" has no attempt ${outcome.attempt} (attempts: 1-${stageState.attempts.length})`,
+      };
+    if (chosen.artefact === undefined)
+      return { ok: false, error: `attempt ${outcome.attempt} of stage "${stage}" produced no output to approve` };
   }
   return { ok: true, review: { stage, outcome, reviewer } };
 }
@@ -90,7 +101,14 @@ export function decideReview(args: {
   at: string;
 }): ReviewDecided {
   const { stage, attempts, at } = args;
-  const resolution = args.resolution ?? { stage, reviewer: 'ttl', outcome: args.onReviewExpired === 'approve' ? { kind: 'approve' as const } : { kind: 'reject' as const, reason: 'review expired' } };
+  const resolution = args.resolution ?? {
+    stage,
+    reviewer: 'ttl',
+    outcome:
+      args.onReviewExpired === 'approve'
+        ? { kind: 'approve' as const }
+        : { kind: 'reject' as const, reason: 'review expired' },
+  };
   const expired = args.resolution === undefined;
   const { outcome, reviewer } = resolution;
   const review: ReviewRecord = expired
@@ -98,27 +116,50 @@ export function decideReview(args: {
     : { reviewer, kind: outcome.kind, at, ...(outcome.note !== undefined ? { note: outcome.note } : {}) };
   const after = formatDuration(args.reviewTtlMs ?? 0);
   const event = (message: string): ReviewDecided['event'] =>
-    expired ? { type: 'ReviewExpired', message: `${stage} review expired after ${after}; ${message}`, details: { outcome: review.kind } } : { type: 'ReviewResolved', message, details: { reviewer, outcome: outcome.kind } };
+    expired
+      ? {
+          type: 'ReviewExpired',
+          message: `${stage} review expired after ${after}; ${message}`,
+          details: { outcome: review.kind },
+        }
+      : { type: 'ReviewResolved', message, details: { reviewer, outcome: outcome.kind } };
 
   if (outcome.kind === 'reject') {
     if (!expired) review.reason = outcome.reason;
     return {
       decision: expired
         ? { action: 'fail', error: `review expired after ${after}`, message: `${stage} failed: review expired` }
-        : { action: 'fail', error: `rejected by ${reviewer}: ${outcome.reason}`, message: `${stage} failed: rejected by ${reviewer}` },
+        : {
+            action: 'fail',
+            error: `rejected by ${reviewer}: ${outcome.reason}`,
+            message: `${stage} failed: rejected by ${reviewer}`,
+          },
       event: event(expired ? 'rejected by policy' : `${stage} rejected by ${reviewer}: ${outcome.reason}`),
       review,
     };
   }
   if (outcome.kind === 'approve_with_edits') {
     return {
-      decision: { action: 'complete', artefact: outcome.artefact, summary: outcome.note ?? `edited by ${reviewer}`, message: `${stage} completed with the reviewer's edits` },
+      decision: {
+        action: 'complete',
+        artefact: outcome.artefact,
+        summary: outcome.note ?? `edited by ${reviewer}`,
+        message: `${stage} completed with the reviewer's edits`,
+      },
       event: event(`${stage} approved with edits by ${reviewer}${outcome.note ? `: ${outcome.note}` : ''}`),
       review,
     };
   }
   if (args.reason === 'budget_exhausted' && outcome.attempt === undefined) {
-    return { decision: { action: 'resume' }, event: event(expired ? 'approved by policy: the stage continues past the token budget' : `${stage}: ${reviewer} approved spending beyond the token budget`), review };
+    return {
+      decision: { action: 'resume' },
+      event: event(
+        expired
+          ? 'approved by policy: the stage continues past the token budget'
+          : `${stage}: ${reviewer} approved spending beyond the token budget`,
+      ),
+      review,
+    };
   }
   if (outcome.attempt !== undefined) review.attempt = outcome.attempt;
   const chosen = approvedAttempt(attempts, outcome.attempt);
@@ -129,7 +170,11 @@ export function decideReview(args: {
       ...(chosen?.outputSummary !== undefined ? { summary: chosen.outputSummary } : {}),
       message: expired ? `${stage} completed: review expired and policy approves` : `${stage} completed after approval`,
     },
-    event: event(expired ? 'approved by policy' : `${stage} approved by ${reviewer}${outcome.attempt !== undefined ? ` (attempt ${outcome.attempt})` : ''}`),
+    event: event(
+      expired
+        ? 'approved by policy'
+        : `${stage} approved by ${reviewer}${outcome.attempt !== undefined ? ` (attempt ${outcome.attempt})` : ''}`,
+    ),
     review,
   };
 }

@@ -9,8 +9,7 @@ import type { ReviewReason } from '../model/state';
 
 /** How one attempt ended, as far as policy is concerned. */
 export type AttemptOutcome =
-  | { kind: 'output'; output: StageOutput; verdict: QualityVerdict | null }
-  | { kind: 'timed_out'; afterMs: number };
+  { kind: 'output'; output: StageOutput; verdict: QualityVerdict | null } | { kind: 'timed_out'; afterMs: number };
 
 /** What the stage runner must do next. */
 export type StageDecision =
@@ -29,7 +28,14 @@ const REVIEWS_ON_UNCERTAIN: readonly ReviewPolicy[] = ['on_uncertain', 'on_escal
 export function timeoutFeedback(afterMs: number): QualityFeedback {
   return {
     summary: `attempt timed out after ${formatDuration(afterMs)}`,
-    failedCriteria: [{ name: 'attempt_timeout', expected: `finish within ${formatDuration(afterMs)}`, actual: 'still running', passed: false }],
+    failedCriteria: [
+      {
+        name: 'attempt_timeout',
+        expected: `finish within ${formatDuration(afterMs)}`,
+        actual: 'still running',
+        passed: false,
+      },
+    ],
   };
 }
 
@@ -54,7 +60,10 @@ export function decideAfterAttempt(args: {
   if (output.outcome === 'skipped') return { action: 'skip' };
   if (output.outcome === 'fan_out') {
     // The stage runner fans out before the policy sees the attempt; a fan_out here is one a fan-out returned.
-    return { action: 'fail', reason: 'a fan-out element returned fan_out again; nest fan-outs through a pipeline of their own' };
+    return {
+      action: 'fail',
+      reason: 'a fan-out element returned fan_out again; nest fan-outs through a pipeline of their own',
+    };
   }
   if (output.outcome === 'awaiting_review') {
     return { action: 'review', reason: 'stage_requested', message: 'the stage asked for review', escalated: false };
@@ -62,7 +71,12 @@ export function decideAfterAttempt(args: {
   if (verdict === null || verdict.kind === 'accepted') return afterAcceptance(policy, verdict !== null);
   if (verdict.kind === 'rejected') return afterRejection(attempt, budget, policy, verdict.feedback);
   if (REVIEWS_ON_UNCERTAIN.includes(policy)) {
-    return { action: 'review', reason: 'uncertain', message: `the gate was uncertain: ${verdict.reason}`, escalated: true };
+    return {
+      action: 'review',
+      reason: 'uncertain',
+      message: `the gate was uncertain: ${verdict.reason}`,
+      escalated: true,
+    };
   }
   return afterRejection(attempt, budget, policy, uncertainFeedback(verdict.reason));
 }
@@ -77,11 +91,23 @@ function afterAcceptance(policy: ReviewPolicy, gated: boolean): StageDecision {
   };
 }
 
-function afterRejection(attempt: number, budget: RetryBudget, policy: ReviewPolicy, feedback: QualityFeedback): StageDecision {
-  if (attempt < budget.maxAttempts) return { action: 'retry', nextAttempt: attempt + 1, feedback, delayMs: budget.delayMs };
+function afterRejection(
+  attempt: number,
+  budget: RetryBudget,
+  policy: ReviewPolicy,
+  feedback: QualityFeedback,
+): StageDecision {
+  if (attempt < budget.maxAttempts)
+    return { action: 'retry', nextAttempt: attempt + 1, feedback, delayMs: budget.delayMs };
   const spent = `${budget.maxAttempts} attempt${budget.maxAttempts === 1 ? '' : 's'} used`;
   if (budget.onExhausted === 'escalate' || REVIEWS_ON_ESCALATION.includes(policy)) {
-    return { action: 'review', reason: 'escalated', message: `retry budget exhausted (${spent}); last feedback: ${feedback.summary}`, escalated: true, feedback };
+    return {
+      action: 'review',
+      reason: 'escalated',
+      message: `retry budget exhausted (${spent}); last feedback: ${feedback.summary}`,
+      escalated: true,
+      feedback,
+    };
   }
   return { action: 'fail', reason: `retry budget exhausted (${spent}); last feedback: ${feedback.summary}`, feedback };
 }

@@ -11,7 +11,14 @@
  *   past either bound the node escalates as `Stuck` instead of looping.
  * - `MergeRejected` counts against Impl's attempts (the issue: "counted against the Impl attempts").
  */
-import type { ImplExit, MergerExit, RebaserExit, ScaffoldExit, TDDReviewImplExit, TDDWriteTestsExit } from '../model/tdd';
+import type {
+  ImplExit,
+  MergerExit,
+  RebaserExit,
+  ScaffoldExit,
+  TDDReviewImplExit,
+  TDDWriteTestsExit,
+} from '../model/tdd';
 
 /**
  * What routing reads of an exit: its name and one line about it. The workflow holds exits only as this
@@ -59,7 +66,11 @@ export interface TddCounters {
 /** Back to Scaffold, unless it already ran `maxScaffoldRuns` times: then the node is stuck. */
 function toScaffold(c: TddCounters, because: string): TddRoute {
   if (c.scaffoldRuns >= c.maxScaffoldRuns) {
-    return { to: 'human', reason: 'stuck', message: `Scaffold already ran ${c.scaffoldRuns} times (maxScaffoldRuns); last reason: ${because}` };
+    return {
+      to: 'human',
+      reason: 'stuck',
+      message: `Scaffold already ran ${c.scaffoldRuns} times (maxScaffoldRuns); last reason: ${because}`,
+    };
   }
   return { to: 'scaffold', because };
 }
@@ -95,8 +106,14 @@ export interface ChildStatus {
  * and however long before the barrier began to wait. A failed child settles it too: Impl hears of it as a
  * child failure rather than waiting forever.
  */
-export function barrierReady(testsReady: boolean, children: readonly ChildStatus[]): { ready: boolean; waitingFor: string[] } {
-  const waitingFor = [...(testsReady ? [] : ['TestsReady']), ...children.filter((c) => c.status === 'running').map((c) => `child ${c.id}`)];
+export function barrierReady(
+  testsReady: boolean,
+  children: readonly ChildStatus[],
+): { ready: boolean; waitingFor: string[] } {
+  const waitingFor = [
+    ...(testsReady ? [] : ['TestsReady']),
+    ...children.filter((c) => c.status === 'running').map((c) => `child ${c.id}`),
+  ];
   return { ready: waitingFor.length === 0, waitingFor };
 }
 
@@ -111,7 +128,11 @@ export function afterImpl(exit: ExitSignal<ImplExit>, c: TddCounters): TddRoute 
       return { to: 'tddReviewImpl' };
     case 'RequestRetry':
       if (c.implAttempt >= c.maxImplAttempts) {
-        return { to: 'human', reason: 'stuck', message: `RequestRetry at attempt ${c.implAttempt} of ${c.maxImplAttempts} becomes Stuck (${said(exit)})` };
+        return {
+          to: 'human',
+          reason: 'stuck',
+          message: `RequestRetry at attempt ${c.implAttempt} of ${c.maxImplAttempts} becomes Stuck (${said(exit)})`,
+        };
       }
       return { to: 'impl', attempt: c.implAttempt + 1, because: said(exit) };
     case 'BlockedDependency':
@@ -133,11 +154,19 @@ export function afterReview(exit: ExitSignal<TDDReviewImplExit>, c: TddCounters)
       return { to: 'merger' };
     case 'MoreTests':
       if (c.reviewRounds >= c.maxReviewRounds) {
-        return { to: 'human', reason: 'stuck', message: `the reviewer asked for more tests ${c.reviewRounds + 1} times (maxReviewRounds ${c.maxReviewRounds})` };
+        return {
+          to: 'human',
+          reason: 'stuck',
+          message: `the reviewer asked for more tests ${c.reviewRounds + 1} times (maxReviewRounds ${c.maxReviewRounds})`,
+        };
       }
       return { to: 'tddWriteTests', because: said(exit) };
     case 'Reject':
-      return { to: 'human', reason: 'review_rejected', message: `the reviewer rejected the implementation (${said(exit)})` };
+      return {
+        to: 'human',
+        reason: 'review_rejected',
+        message: `the reviewer rejected the implementation (${said(exit)})`,
+      };
   }
 }
 
@@ -151,7 +180,11 @@ export function afterMerger(exit: ExitSignal<MergerExit>, c: TddCounters): TddRo
       return { to: 'exit', status: 'merged', because: said(exit) };
     case 'MergeRejected':
       if (c.implAttempt >= c.maxImplAttempts) {
-        return { to: 'human', reason: 'stuck', message: `merge rejected after Impl attempt ${c.implAttempt} of ${c.maxImplAttempts} (${said(exit)})` };
+        return {
+          to: 'human',
+          reason: 'stuck',
+          message: `merge rejected after Impl attempt ${c.implAttempt} of ${c.maxImplAttempts} (${said(exit)})`,
+        };
       }
       return { to: 'impl', attempt: c.implAttempt + 1, because: said(exit) };
   }
@@ -165,7 +198,9 @@ export function afterRebaser(exit: ExitSignal<RebaserExit>, c: TddCounters, scaf
   switch (exit.exit) {
     case 'RebaseClean':
     case 'RebaseAdapted':
-      return scaffolded ? { to: 'tddWriteTests', because: said(exit) } : { to: 'scaffold', because: `${said(exit)}, before the scaffold was done` };
+      return scaffolded
+        ? { to: 'tddWriteTests', because: said(exit) }
+        : { to: 'scaffold', because: `${said(exit)}, before the scaffold was done` };
     case 'RebaseConflict':
       return toScaffold(c, said(exit));
   }
@@ -179,9 +214,19 @@ export type HumanAnswer = { kind: 'answer'; text: string } | { kind: 'abort'; re
  * reruns Impl from attempt 1 with the guidance (Scaffold when the node has no tests yet); an abort or an
  * expired wait exits (the seed's `Exit`). The workflow resets the scaffold-rerun count after guidance.
  */
-export function afterHuman(reason: HumanReason, answer: HumanAnswer, progress: { testsReady: boolean } = { testsReady: true }): TddRoute {
-  if (answer.kind === 'expired') return { to: 'exit', status: 'failed', because: `${describeReason(reason)}: nobody answered before the wait expired` };
-  if (answer.kind === 'abort') return { to: 'exit', status: 'failed', because: `${describeReason(reason)}: aborted by a human: ${answer.reason}` };
+export function afterHuman(
+  reason: HumanReason,
+  answer: HumanAnswer,
+  progress: { testsReady: boolean } = { testsReady: true },
+): TddRoute {
+  if (answer.kind === 'expired')
+    return {
+      to: 'exit',
+      status: 'failed',
+      because: `${describeReason(reason)}: nobody answered before the wait expired`,
+    };
+  if (answer.kind === 'abort')
+    return { to: 'exit', status: 'failed', because: `${describeReason(reason)}: aborted by a human: ${answer.reason}` };
   if (reason === 'clarification') return { to: 'scaffold', because: 'clarification answered' };
   // A node stuck before it had tests (Scaffold ran out of reruns) resumes at Scaffold: Impl has nothing to pass.
   if (!progress.testsReady) return { to: 'scaffold', because: 'guidance from a human' };

@@ -29,7 +29,15 @@ export function estimateCost(call: CallRecord): number | null {
   return (call.inputTokens * input + call.outputTokens * output + call.cacheReadTokens * cacheRead) / 1_000_000;
 }
 
-const NO_CALLS: UsageTotals = { calls: 0, errors: 0, inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, latencyMs: 0, estimatedCostUsd: 0 };
+const NO_CALLS: UsageTotals = {
+  calls: 0,
+  errors: 0,
+  inputTokens: 0,
+  outputTokens: 0,
+  cacheReadTokens: 0,
+  latencyMs: 0,
+  estimatedCostUsd: 0,
+};
 
 /** USD rounded to a millionth of a dollar, as every total reports it. */
 function roundCost(cost: number | null): number | null {
@@ -71,7 +79,10 @@ export function addTotals(...parts: readonly (UsageTotals | undefined)[]): Usage
 
 /** `whole` less `part` (the totals of calls known only by their totals); a cost is unknown when either is. */
 export function subtractTotals(whole: UsageTotals, part: UsageTotals): UsageTotals {
-  const cost = whole.estimatedCostUsd === null || part.estimatedCostUsd === null ? null : whole.estimatedCostUsd - part.estimatedCostUsd;
+  const cost =
+    whole.estimatedCostUsd === null || part.estimatedCostUsd === null
+      ? null
+      : whole.estimatedCostUsd - part.estimatedCostUsd;
   return {
     calls: Math.max(0, whole.calls - part.calls),
     errors: Math.max(0, whole.errors - part.errors),
@@ -85,7 +96,9 @@ export function subtractTotals(whole: UsageTotals, part: UsageTotals): UsageTota
 
 /** A call record as it travels inline: its error text cut short (the stored record keeps it whole). */
 export function inlineRecord(call: CallRecord): CallRecord {
-  return call.error !== undefined && call.error.length > MAX_INLINE_CALL_ERROR_CHARS ? { ...call, error: truncateText(call.error, MAX_INLINE_CALL_ERROR_CHARS) } : call;
+  return call.error !== undefined && call.error.length > MAX_INLINE_CALL_ERROR_CHARS
+    ? { ...call, error: truncateText(call.error, MAX_INLINE_CALL_ERROR_CHARS) }
+    : call;
 }
 
 /**
@@ -107,7 +120,8 @@ export function callBatchOf(raw: unknown): CallBatch | undefined {
   if (Array.isArray(raw)) return { usage: totalsOf(raw as CallRecord[]), records: raw as CallRecord[] };
   if (typeof raw !== 'object' || raw === null) return undefined;
   const batch = raw as Partial<CallBatch>;
-  if (typeof batch.usage !== 'object' || batch.usage === null || typeof batch.usage.calls !== 'number') return undefined;
+  if (typeof batch.usage !== 'object' || batch.usage === null || typeof batch.usage.calls !== 'number')
+    return undefined;
   return batch as CallBatch;
 }
 

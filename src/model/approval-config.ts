@@ -33,7 +33,9 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
   return parsed.ms;
 });
 const text = z.string().min(1, 'must not be empty');
-const fieldPath = z.string().regex(/^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/, 'must be a dotted path such as drafts or result.tasks');
+const fieldPath = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/, 'must be a dotted path such as drafts or result.tasks');
 
 export const ApprovalStageConfigSchema = z
   .object({
@@ -44,12 +46,20 @@ export const ApprovalStageConfigSchema = z
     context_field: fieldPath.optional(),
     ttl: duration.optional(),
     on_reject: z.enum(['skip', 'stop']).default('skip'),
-    escalation: z.object({ to: text, ttl: duration, default: z.enum(['approve', 'reject']) }).strict().optional(),
+    escalation: z
+      .object({ to: text, ttl: duration, default: z.enum(['approve', 'reject']) })
+      .strict()
+      .optional(),
     reviewers: text.optional(),
   })
   .strict()
   .superRefine((config, ctx) => {
-    if (config.escalation && config.ttl === undefined) ctx.addIssue({ code: 'custom', path: ['escalation'], message: 'needs a ttl: the request escalates when its ttl has passed' });
+    if (config.escalation && config.ttl === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['escalation'],
+        message: 'needs a ttl: the request escalates when its ttl has passed',
+      });
   });
 
 const APPROVAL_FIELDS = Object.keys(ApprovalStageConfigSchema.shape);
@@ -83,7 +93,9 @@ export function parseApprovalStageConfig(config: unknown): ApprovalStageConfig {
     ...(c.context_field !== undefined ? { contextField: c.context_field } : {}),
     ttlMs: c.ttl ?? null,
     onReject: c.on_reject,
-    ...(c.escalation ? { escalation: { to: c.escalation.to, ttlMs: c.escalation.ttl, default: c.escalation.default } } : {}),
+    ...(c.escalation
+      ? { escalation: { to: c.escalation.to, ttlMs: c.escalation.ttl, default: c.escalation.default } }
+      : {}),
     ...(c.reviewers !== undefined ? { reviewers: c.reviewers } : {}),
   };
 }

@@ -125,7 +125,11 @@ export interface ApprovalCreateInput {
 }
 
 export type ApprovalCreateResult =
-  | { ok: true; config: ApprovalStageConfig; requests: Pick<ApprovalRequest, 'id' | 'actionType' | 'payload' | 'summary' | 'context' | 'idempotencyKey'>[] }
+  | {
+      ok: true;
+      config: ApprovalStageConfig;
+      requests: Pick<ApprovalRequest, 'id' | 'actionType' | 'payload' | 'summary' | 'context' | 'idempotencyKey'>[];
+    }
   /** Every problem with the items (unknown action types, invalid payloads), each naming the element. */
   | { ok: false; problems: string[] };
 
@@ -144,12 +148,18 @@ export interface ApprovalExecuteResult {
 }
 
 /** Refuses a decision the workflow cannot take; the update's validator uses it, so refusals never enter history. */
-export function checkApprovalDecision(requests: readonly ApprovalRequest[], itemId: string, payload: unknown): { ok: true; decision: ApprovalDecision; request: ApprovalRequest } | { ok: false; error: string } {
-  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) return { ok: false, error: 'a decision is an object: {id, decision: "approve" | "reject", by?, reason?}' };
+export function checkApprovalDecision(
+  requests: readonly ApprovalRequest[],
+  itemId: string,
+  payload: unknown,
+): { ok: true; decision: ApprovalDecision; request: ApprovalRequest } | { ok: false; error: string } {
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload))
+    return { ok: false, error: 'a decision is an object: {id, decision: "approve" | "reject", by?, reason?}' };
   const raw = payload as Record<string, unknown>;
   const problems: string[] = [];
   if (typeof raw.id !== 'string' || raw.id === '') problems.push('id: must name an approval request');
-  if (raw.decision !== 'approve' && raw.decision !== 'reject') problems.push(`decision: must be "approve" or "reject", got ${JSON.stringify(raw.decision)}`);
+  if (raw.decision !== 'approve' && raw.decision !== 'reject')
+    problems.push(`decision: must be "approve" or "reject", got ${JSON.stringify(raw.decision)}`);
   if (raw.by !== undefined && typeof raw.by !== 'string') problems.push('by: must be a string');
   if (raw.reason !== undefined && typeof raw.reason !== 'string') problems.push('reason: must be a string');
   if (problems.length > 0) return { ok: false, error: `invalid decision: ${problems.join('; ')}` };
@@ -157,10 +167,16 @@ export function checkApprovalDecision(requests: readonly ApprovalRequest[], item
   const request = requests.find((r) => r.id === id);
   if (!request) {
     const pending = requests.filter((r) => r.status === 'pending').map((r) => r.id);
-    return { ok: false, error: `work item ${itemId} has no approval request ${id} (${pending.length > 0 ? `pending: ${pending.join(', ')}` : 'none is pending'})` };
+    return {
+      ok: false,
+      error: `work item ${itemId} has no approval request ${id} (${pending.length > 0 ? `pending: ${pending.join(', ')}` : 'none is pending'})`,
+    };
   }
   if (request.status !== 'pending') {
-    return { ok: false, error: `approval request ${id} is already ${request.status}${request.decidedBy ? ` (by ${request.decidedBy}${request.decidedAt ? ` at ${request.decidedAt}` : ''})` : ''}` };
+    return {
+      ok: false,
+      error: `approval request ${id} is already ${request.status}${request.decidedBy ? ` (by ${request.decidedBy}${request.decidedAt ? ` at ${request.decidedAt}` : ''})` : ''}`,
+    };
   }
   const decision: ApprovalDecision = { id, decision: raw.decision as 'approve' | 'reject' };
   if (typeof raw.by === 'string' && raw.by !== '') decision.by = raw.by;
@@ -170,7 +186,15 @@ export function checkApprovalDecision(requests: readonly ApprovalRequest[], item
 
 /** The artefact of an approval stage: every request's outcome, in request order. */
 export interface ApprovalStageArtefact {
-  requests: { id: string; actionType: string; status: ApprovalStatus; decidedBy?: string; reason?: string; result?: Json; error?: string }[];
+  requests: {
+    id: string;
+    actionType: string;
+    status: ApprovalStatus;
+    decidedBy?: string;
+    reason?: string;
+    result?: Json;
+    error?: string;
+  }[];
   approved: number;
   rejected: number;
   expired: number;

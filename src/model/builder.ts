@@ -18,7 +18,11 @@
 import {
   PipelineValidationError,
   validatePipeline,
-  type ExhaustedAction, type KnownImplementations, type PipelineSpec, type ReviewPolicy } from './pipeline';
+  type ExhaustedAction,
+  type KnownImplementations,
+  type PipelineSpec,
+  type ReviewPolicy,
+} from './pipeline';
 import type { Json } from './shapes';
 
 type Duration = string | number;
@@ -127,7 +131,13 @@ export class PipelineBuilder {
   contract(
     from: string,
     to: string,
-    options: { items: string; itemId: string; validate: string | { run: string; with?: Json }; revise: string | { run: string; with?: Json }; maxRetries?: number },
+    options: {
+      items: string;
+      itemId: string;
+      validate: string | { run: string; with?: Json };
+      revise: string | { run: string; with?: Json };
+      maxRetries?: number;
+    },
   ): this {
     this.contracts.push({ from, to, ...options });
     return this;

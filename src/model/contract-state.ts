@@ -79,7 +79,10 @@ export interface ContractReviseInput extends ContractCall {
   index: number;
 }
 
-export type ContractReviseResult = ({ ok: true; id: string; revisedRef: string; tokens: number } | { ok: false; id: string; error: string; wastedTokens: number }) & {
+export type ContractReviseResult = (
+  | { ok: true; id: string; revisedRef: string; tokens: number }
+  | { ok: false; id: string; error: string; wastedTokens: number }
+) & {
   /** The revision's model calls, for the item's usage and token budget. */
   calls?: CallBatch;
 };

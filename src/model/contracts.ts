@@ -27,7 +27,10 @@ export const MAX_CONTRACT_RETRIES = 5;
 export const LLM_CONTRACT_IMPLEMENTATION = 'llm';
 
 const ImplementationRef = z.union([
-  z.string().min(1).transform((run): { run: string; with?: Json } => ({ run })),
+  z
+    .string()
+    .min(1)
+    .transform((run): { run: string; with?: Json } => ({ run })),
   z.object({ run: z.string().min(1), with: JsonSchema.optional() }).strict(),
 ]);
 
@@ -36,7 +39,7 @@ export const CONTRACT_FIELD_HINTS: Readonly<Record<string, string>> = {
   from: 'the producing stage',
   to: 'the consuming stage (it depends on from)',
   items:
-    'where the list of items is in from\'s artefact, a dot path such as briefs; ' +
+    "where the list of items is in from's artefact, a dot path such as briefs; " +
     '"." when the artefact itself is the list',
   itemId: 'the field naming each item, e.g. affected_area',
   validate: 'the validator, e.g. { run: llm, with: { criteria: "…" } }',
@@ -53,7 +56,12 @@ export const ContractInput = z
     itemId: z.string().min(1, 'names the field that identifies each item (e.g. affected_area)'),
     validate: ImplementationRef,
     revise: ImplementationRef,
-    maxRetries: z.number().int('must be a whole number').min(0, 'must be 0 or more').max(MAX_CONTRACT_RETRIES, `must be at most ${MAX_CONTRACT_RETRIES}`).default(DEFAULT_CONTRACT_RETRIES),
+    maxRetries: z
+      .number()
+      .int('must be a whole number')
+      .min(0, 'must be 0 or more')
+      .max(MAX_CONTRACT_RETRIES, `must be at most ${MAX_CONTRACT_RETRIES}`)
+      .default(DEFAULT_CONTRACT_RETRIES),
   })
   .strict();
 
@@ -126,7 +134,10 @@ export function contractProblems(
       if (edges.has(edge)) add('contract', [], 'a second contract on the same edge; give the edge one contract');
       edges.add(edge);
     }
-    const refs = [['validate', known?.validators, 'validator'], ['revise', known?.revisers, 'reviser']] as const;
+    const refs = [
+      ['validate', known?.validators, 'validator'],
+      ['revise', known?.revisers, 'reviser'],
+    ] as const;
     for (const [kind, names, role] of refs) {
       const ref = c[kind];
       const run = typeof ref === 'string' ? ref : isRecord(ref) && typeof ref.run === 'string' ? ref.run : undefined;

@@ -10,10 +10,12 @@ const WHOLE = /^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/;
 /** Parses a duration; returns the milliseconds, or an error message naming the bad value. */
 export function parseDuration(value: unknown): { ms: number } | { error: string } {
   if (typeof value === 'number') {
-    if (!Number.isFinite(value) || value < 0) return { error: `duration must be a non-negative number of ms, got ${value}` };
+    if (!Number.isFinite(value) || value < 0)
+      return { error: `duration must be a non-negative number of ms, got ${value}` };
     return { ms: Math.round(value) };
   }
-  if (typeof value !== 'string') return { error: `duration must be a string like "30s" or a number of ms, got ${typeof value}` };
+  if (typeof value !== 'string')
+    return { error: `duration must be a string like "30s" or a number of ms, got ${typeof value}` };
   const text = value.trim();
   if (!WHOLE.test(text)) return { error: `"${value}" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)` };
   let ms = 0;
@@ -27,7 +29,12 @@ export function formatDuration(ms: number): string {
   if (ms < 60_000 && ms % 1_000 !== 0) return `${Math.round(ms / 100) / 10}s`;
   const parts: string[] = [];
   let rest = Math.round(ms / 1_000);
-  for (const [unit, size] of [['d', 86_400], ['h', 3_600], ['m', 60], ['s', 1]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400],
+    ['h', 3_600],
+    ['m', 60],
+    ['s', 1],
+  ] as const) {
     if (rest >= size) {
       parts.push(`${Math.floor(rest / size)}${unit}`);
       rest %= size;

@@ -24,20 +24,29 @@ import { z } from 'zod';
 import { DEFAULT_FAN_OUT_CONCURRENCY, FAN_OUT_STAGE, MAX_FAN_OUT_CONCURRENCY } from './fan-out';
 import { describeConfigIssues } from './spec-problems';
 
-const fieldPath = z.string().regex(/^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/, 'must be a dotted path such as emails or result.items');
+const fieldPath = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/, 'must be a dotted path such as emails or result.items');
 
 const FanOutSettings = z
   .object({
     from: z.string().min(1, 'must not be empty').optional(),
     items: fieldPath.optional(),
     stage: z.record(z.string(), z.unknown(), { error: 'must be a stage: {run, with?, gate?, retry_budget?, ...}' }),
-    max_concurrent: z.number().int('must be a whole number').min(1, 'must be at least 1').max(MAX_FAN_OUT_CONCURRENCY, `must be at most ${MAX_FAN_OUT_CONCURRENCY}`).default(DEFAULT_FAN_OUT_CONCURRENCY),
+    max_concurrent: z
+      .number()
+      .int('must be a whole number')
+      .min(1, 'must be at least 1')
+      .max(MAX_FAN_OUT_CONCURRENCY, `must be at most ${MAX_FAN_OUT_CONCURRENCY}`)
+      .default(DEFAULT_FAN_OUT_CONCURRENCY),
     on_item_failure: z.enum(['continue', 'fail']).default('continue'),
     elements_per_run: z.number().int('must be a whole number').min(1, 'must be at least 1').optional(),
   })
   .strict();
 /** What a stage returning the `fan_out` outcome gives: the list itself instead of `from`/`items`. */
-const FanOutOutcome = FanOutSettings.omit({ from: true, items: true }).extend({ items: z.array(z.unknown(), { error: 'must be the list of elements' }) });
+const FanOutOutcome = FanOutSettings.omit({ from: true, items: true }).extend({
+  items: z.array(z.unknown(), { error: 'must be the list of elements' }),
+});
 
 export interface FanOutConfig {
   from?: string;
@@ -52,7 +61,11 @@ export interface FanOutConfig {
  * Checks a fan-out config; `checkStage` validates the element stage as a one-stage pipeline and returns its
  * problems (the caller passes `validatePipeline` with the worker's implementations, avoiding an import cycle).
  */
-export function checkFanOut(config: unknown, checkStage: (pipeline: unknown) => string[], form: 'config' | 'outcome' = 'config'): { ok: true; config: FanOutConfig & { list?: unknown[] } } | { ok: false; problems: string[] } {
+export function checkFanOut(
+  config: unknown,
+  checkStage: (pipeline: unknown) => string[],
+  form: 'config' | 'outcome' = 'config',
+): { ok: true; config: FanOutConfig & { list?: unknown[] } } | { ok: false; problems: string[] } {
   const parsed = (form === 'config' ? FanOutSettings : FanOutOutcome).safeParse(config ?? {});
   const fields = Object.keys((form === 'config' ? FanOutSettings : FanOutOutcome).shape);
   const fieldsAt = (path: readonly PropertyKey[]) => (path.length === 0 ? fields : undefined);
@@ -62,10 +75,20 @@ export function checkFanOut(config: unknown, checkStage: (pipeline: unknown) => 
   const readable = typeof given === 'object' && given !== null && !Array.isArray(given) ? given : undefined;
   const stage = parsed.success ? parsed.data.stage : (readable as Record<string, unknown> | undefined);
   if (stage === undefined) return { ok: false, problems };
-  if ('name' in stage || 'depends_on' in stage || 'dependsOn' in stage) problems.push('stage: takes no name or depends_on (the element stage is named after the fan_out stage and has no dependencies)');
-  if (stage.run === FAN_OUT_STAGE || stage.type === FAN_OUT_STAGE) problems.push('stage: a fan_out cannot fan out again directly; give the element stage a pipeline of its own instead');
+  if ('name' in stage || 'depends_on' in stage || 'dependsOn' in stage)
+    problems.push(
+      'stage: takes no name or depends_on (the element stage is named after the fan_out stage and has no dependencies)',
+    );
+  if (stage.run === FAN_OUT_STAGE || stage.type === FAN_OUT_STAGE)
+    problems.push(
+      'stage: a fan_out cannot fan out again directly; give the element stage a pipeline of its own instead',
+    );
   const { name: _n, depends_on: _d, dependsOn: _dd, ...rest } = stage;
-  problems.push(...checkStage({ name: 'fan-out-element', stages: [{ name: 'element', ...rest }] }).map((p) => p.replace(/^stages\[0\] \(element\)/, 'stage').replace(/^stage element: /, 'stage: ')));
+  problems.push(
+    ...checkStage({ name: 'fan-out-element', stages: [{ name: 'element', ...rest }] }).map((p) =>
+      p.replace(/^stages\[0\] \(element\)/, 'stage').replace(/^stage element: /, 'stage: '),
+    ),
+  );
   if (problems.length > 0 || !parsed.success) return { ok: false, problems };
   const data = parsed.data as z.output<typeof FanOutSettings> & { items?: unknown };
   return {

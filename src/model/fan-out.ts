@@ -80,7 +80,8 @@ export interface FanOutPlan {
 }
 
 /** What {@link FAN_OUT_STORE_ACTIVITY} makes of a fan-out: everything but the elements, which are stored. */
-export type FanOutStoreResult = ({ ok: true; onItemFailure: 'continue' | 'fail' } & FanOutPlan) | { ok: false; problems: string[] };
+export type FanOutStoreResult =
+  ({ ok: true; onItemFailure: 'continue' | 'fail' } & FanOutPlan) | { ok: false; problems: string[] };
 
 /** Where an element is stored: its page and its place in it. The same few bytes whatever the element weighs. */
 export interface FanOutElementRef {

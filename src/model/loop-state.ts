@@ -195,7 +195,9 @@ export interface LoopIterationInput {
   run?: number;
 }
 
-export type LoopIterationResult = (({ ok: true } & IterationRecord) | { ok: false; iteration: number; error: LoopError; calls: number }) & {
+export type LoopIterationResult = (
+  ({ ok: true } & IterationRecord) | { ok: false; iteration: number; error: LoopError; calls: number }
+) & {
   /** The totals of the iteration's model calls (absent: none, or a worker before totals); the records are in the call log. */
   usage?: UsageTotals;
 };
@@ -207,7 +209,6 @@ export interface LoopWriteStateInput {
   failure?: LoopFailure;
   stoppedBy?: { by: 'termination' | 'guardrail'; reason: string };
 }
-
 
 /** `loopPrepare`'s input: the stage as the work item has it. */
 export interface LoopPrepareInput {
@@ -229,4 +230,3 @@ export interface LoopPrepareInput {
 }
 
 export type LoopPrepareResult = { ok: true; planRef: string; plan: LoopPlan } | { ok: false; problems: string[] };
-

@@ -28,7 +28,9 @@ export const LOOP_ITERATIONS_PER_RUN = 100;
 /** What `status.json`'s reason and summary are cut to in workflow state and events. */
 export const MAX_STATUS_TEXT = 300;
 
-const Name = z.string().regex(/^[a-z0-9][a-z0-9_-]*$/i, 'letters, digits, "-" and "_" only, starting with a letter or digit');
+const Name = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9_-]*$/i, 'letters, digits, "-" and "_" only, starting with a letter or digit');
 const PositiveInt = z.number().int().min(1);
 
 /** How a queue-terminated loop learns whether its queue is empty. */
@@ -57,9 +59,18 @@ export const TerminationSchema = z
   .strict()
   .superRefine((t, ctx) => {
     if (t.type !== 'judgment' && (t.min_iterations !== undefined || t.consensus !== undefined)) {
-      ctx.addIssue({ code: 'custom', path: [t.min_iterations !== undefined ? 'min_iterations' : 'consensus'], message: `only judgment termination counts decisions; remove it or use type: judgment` });
+      ctx.addIssue({
+        code: 'custom',
+        path: [t.min_iterations !== undefined ? 'min_iterations' : 'consensus'],
+        message: `only judgment termination counts decisions; remove it or use type: judgment`,
+      });
     }
-    if (t.type !== 'queue' && t.queue !== undefined) ctx.addIssue({ code: 'custom', path: ['queue'], message: 'only queue termination has a queue; remove it or use type: queue' });
+    if (t.type !== 'queue' && t.queue !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['queue'],
+        message: 'only queue termination has a queue; remove it or use type: queue',
+      });
   });
 export type Termination = z.infer<typeof TerminationSchema>;
 
@@ -93,7 +104,9 @@ export const StageFileSchema = z
   .strict();
 export type StageFile = z.infer<typeof StageFileSchema>;
 
-export const InputsSchema = z.object({ from: z.string().min(1), select: z.enum(['latest', 'all']).default('latest') }).strict();
+export const InputsSchema = z
+  .object({ from: z.string().min(1), select: z.enum(['latest', 'all']).default('latest') })
+  .strict();
 export type Inputs = z.infer<typeof InputsSchema>;
 
 /** One stage of `pipeline.yaml`, v3. */
@@ -195,7 +208,7 @@ export function checkLoopStageConfig(config: unknown): string[] {
 
 /** What a required field of a loop stage's `with:` is for, said when it is missing. */
 const LOOP_FIELD_HINTS = {
-  stage: 'the stage definition (stage.yaml\'s fields, its prompt as text)',
+  stage: "the stage definition (stage.yaml's fields, its prompt as text)",
   prompt: 'the prompt template',
   termination: 'how the loop ends: { type: judgment | queue | fixed }',
   type: 'judgment, queue or fixed',
@@ -235,7 +248,8 @@ export function loopVariableProblems(text: string, field: string, where: keyof t
 /** An output path must stay in the workspace: relative, no `..`. */
 export function outputProblems(output: string | undefined, field: string): string[] {
   if (output === undefined || isInternalOutput(output)) return [];
-  if (output.startsWith('/') || /^[a-z]:[\\/]/i.test(output)) return [`${field}: "${output}" is absolute; give a path relative to the workspace`];
+  if (output.startsWith('/') || /^[a-z]:[\\/]/i.test(output))
+    return [`${field}: "${output}" is absolute; give a path relative to the workspace`];
   if (output.split(/[\\/]/).includes('..')) return [`${field}: "${output}" leads out of the workspace ("..")`];
   return [];
 }
@@ -246,7 +260,12 @@ export function isInternalOutput(output: string | undefined): boolean {
 }
 
 /** A problem in a file, as the CLI reports it: the file, the field, what is wrong and the fix. */
-export function describeFileIssue(file: string, issue: z.core.$ZodIssue, known: readonly string[], got: unknown): string {
+export function describeFileIssue(
+  file: string,
+  issue: z.core.$ZodIssue,
+  known: readonly string[],
+  got: unknown,
+): string {
   const field = issue.path.join('.') || '(file)';
   if (issue.code === 'unrecognized_keys') {
     return issue.keys
@@ -283,4 +302,3 @@ export const StatusFileSchema = z.looseObject({
 });
 export type StatusFile = z.infer<typeof StatusFileSchema>;
 export type Decision = StatusFile['decision'];
-

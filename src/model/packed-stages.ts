@@ -30,7 +30,8 @@ export function packStages(stages: StageSpec[]): PackedStages | null {
   const others = stages.slice(1).map((stage): StageDelta => {
     const fields = asFields(stage);
     const set: Fields = {};
-    for (const [key, value] of Object.entries(fields)) if (firstText.get(key) !== JSON.stringify(value)) set[key] = value;
+    for (const [key, value] of Object.entries(fields))
+      if (firstText.get(key) !== JSON.stringify(value)) set[key] = value;
     const unset = Object.keys(first).filter((key) => !(key in fields));
     return unset.length > 0 ? { set, unset } : { set };
   });

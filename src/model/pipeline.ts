@@ -9,17 +9,36 @@ import { z } from 'zod';
 import { parseDuration } from './duration';
 import type { GateRef } from './gate-ref';
 import { gateLeaves } from './gate-ref';
-import { DEFAULT_MAX_PARALLEL, HISTORY_EVENT_BUDGET, MAX_PARALLEL_LIMIT, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
+import {
+  DEFAULT_MAX_PARALLEL,
+  HISTORY_EVENT_BUDGET,
+  MAX_PARALLEL_LIMIT,
+  TEMPORAL_HISTORY_EVENT_LIMIT,
+  TEMPORAL_PENDING_ACTIVITY_LIMIT,
+} from './limits';
 import { JsonSchema, type Json } from './shapes';
 import { FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE } from './fan-out';
-import { canonicalContract, CONTRACT_FIELD_HINTS, ContractInput, contractProblems, LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './contracts';
+import {
+  canonicalContract,
+  CONTRACT_FIELD_HINTS,
+  ContractInput,
+  contractProblems,
+  LLM_CONTRACT_IMPLEMENTATION,
+  type ContractSpec,
+} from './contracts';
 import { checkFanOut } from './fan-out-config';
 import { describeIssue, type SpecProblem } from './spec-problems';
 import { closest } from './suggest';
 
 export type { SpecProblem } from './spec-problems';
 
-export const REVIEW_POLICIES = ['never', 'always', 'on_escalation', 'on_uncertain', 'on_escalation_or_uncertain'] as const;
+export const REVIEW_POLICIES = [
+  'never',
+  'always',
+  'on_escalation',
+  'on_uncertain',
+  'on_escalation_or_uncertain',
+] as const;
 export type ReviewPolicy = (typeof REVIEW_POLICIES)[number];
 export const EXHAUSTED_ACTIONS = ['fail', 'escalate'] as const;
 export type ExhaustedAction = (typeof EXHAUSTED_ACTIONS)[number];
@@ -75,7 +94,11 @@ const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
 
 const RetryBudgetInput = z
   .object({
-    maxAttempts: z.number().int('must be a whole number').min(1, 'must be at least 1 (it includes the first attempt)').default(1),
+    maxAttempts: z
+      .number()
+      .int('must be a whole number')
+      .min(1, 'must be at least 1 (it includes the first attempt)')
+      .default(1),
     delay: duration.default(0),
     attemptTimeout: positiveDuration.nullable().default(null),
     onExhausted: z.enum(EXHAUSTED_ACTIONS).default('fail'),
@@ -134,15 +157,38 @@ const StageInput = z
   .strict()
   .superRefine((stage, ctx) => {
     if (stage.run === undefined && (stage.type === undefined || TYPE_DEFAULT_RUN[stage.type] === undefined)) {
-      ctx.addIssue({ code: 'custom', path: ['run'], message: stage.type === 'deterministic' ? 'a deterministic step must name its implementation (run: <name>)' : 'must name a registered implementation (or give the step a type: llm, approval, fan_out)' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['run'],
+        message:
+          stage.type === 'deterministic'
+            ? 'a deterministic step must name its implementation (run: <name>)'
+            : 'must name a registered implementation (or give the step a type: llm, approval, fan_out)',
+      });
     }
     if (stage.type !== undefined && stage.run !== undefined) {
       const kind = KIND_RUNS[stage.run];
-      if (stage.type === 'deterministic' && kind !== undefined) ctx.addIssue({ code: 'custom', path: ['type'], message: `run: ${stage.run} is a step type of its own (type: ${kind}), not deterministic` });
-      else if (stage.type !== 'deterministic' && stage.type !== 'llm' && stage.run !== TYPE_DEFAULT_RUN[stage.type]) ctx.addIssue({ code: 'custom', path: ['type'], message: `type ${stage.type} runs "${TYPE_DEFAULT_RUN[stage.type]}", not "${stage.run}"; drop run: or the type` });
+      if (stage.type === 'deterministic' && kind !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['type'],
+          message: `run: ${stage.run} is a step type of its own (type: ${kind}), not deterministic`,
+        });
+      else if (stage.type !== 'deterministic' && stage.type !== 'llm' && stage.run !== TYPE_DEFAULT_RUN[stage.type])
+        ctx.addIssue({
+          code: 'custom',
+          path: ['type'],
+          message: `type ${stage.type} runs "${TYPE_DEFAULT_RUN[stage.type]}", not "${stage.run}"; drop run: or the type`,
+        });
     }
-    const seedRetry = stage.maxRetries !== undefined || stage.backoffSeconds !== undefined || stage.backoffCoefficient !== undefined;
-    if (seedRetry && stage.activity?.retry !== undefined) ctx.addIssue({ code: 'custom', path: ['maxRetries'], message: 'give the retry policy once: max_retries/backoff_seconds/backoff_coefficient, or activity.retry' });
+    const seedRetry =
+      stage.maxRetries !== undefined || stage.backoffSeconds !== undefined || stage.backoffCoefficient !== undefined;
+    if (seedRetry && stage.activity?.retry !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxRetries'],
+        message: 'give the retry policy once: max_retries/backoff_seconds/backoff_coefficient, or activity.retry',
+      });
   });
 
 const PipelineInput = z
@@ -150,13 +196,21 @@ const PipelineInput = z
     name,
     description: z.string().optional(),
     /** Model tokens (input + output) one work item may spend; then agent-backed stages escalate to review. */
-    tokenBudget: z.number().int('must be a whole number of tokens').positive('must be more than 0').nullable().optional(),
+    tokenBudget: z
+      .number()
+      .int('must be a whole number of tokens')
+      .positive('must be more than 0')
+      .nullable()
+      .optional(),
     /** Stages of one item running at once; the rest wait their turn in spec order. */
     maxParallel: z
       .number()
       .int('must be a whole number')
       .min(1, 'must be at least 1')
-      .max(MAX_PARALLEL_LIMIT, `must be at most ${MAX_PARALLEL_LIMIT} (each running stage holds Temporal activities; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per item)`)
+      .max(
+        MAX_PARALLEL_LIMIT,
+        `must be at most ${MAX_PARALLEL_LIMIT} (each running stage holds Temporal activities; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per item)`,
+      )
       .optional(),
     stages: z.array(StageInput).min(1, 'a pipeline needs at least one stage'),
     /** Seed 002's quality contracts on dependency edges. */
@@ -230,8 +284,7 @@ export interface KnownImplementations {
  * `found` the same problems with the check that found each and where it is in the spec as written.
  */
 export type ValidationResult =
-  | { ok: true; spec: PipelineSpec }
-  | { ok: false; problems: string[]; found: SpecProblem[] };
+  { ok: true; spec: PipelineSpec } | { ok: false; problems: string[]; found: SpecProblem[] };
 
 /** Thrown by {@link parsePipeline}; `problems` lists every issue found. */
 export class PipelineValidationError extends Error {
@@ -239,7 +292,9 @@ export class PipelineValidationError extends Error {
     readonly pipelineName: string,
     readonly problems: string[],
   ) {
-    super(`pipeline ${pipelineName} is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    super(
+      `pipeline ${pipelineName} is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}):\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
     this.name = 'PipelineValidationError';
   }
 }
@@ -312,7 +367,9 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
         activity: {
           startToCloseTimeoutMs:
             stage.activity?.startToCloseTimeout ??
-            (stage.retryBudget.attemptTimeout !== null ? stage.retryBudget.attemptTimeout + ATTEMPT_CANCEL_MARGIN_MS : DEFAULT_START_TO_CLOSE_MS),
+            (stage.retryBudget.attemptTimeout !== null
+              ? stage.retryBudget.attemptTimeout + ATTEMPT_CANCEL_MARGIN_MS
+              : DEFAULT_START_TO_CLOSE_MS),
           heartbeatTimeoutMs: stage.activity?.heartbeatTimeout ?? DEFAULT_HEARTBEAT_TIMEOUT_MS,
           retry: {
             maximumAttempts: retry?.maximumAttempts ?? DEFAULT_ACTIVITY_RETRY.maximumAttempts,
@@ -332,8 +389,13 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
 }
 
 /** Seed 003's retry names as Temporal's retry policy (`max_retries` retries after the first try). */
-function seedRetry(stage: { maxRetries?: number; backoffSeconds?: number; backoffCoefficient?: number }): z.output<typeof ActivityInput>['retry'] {
-  if (stage.maxRetries === undefined && stage.backoffSeconds === undefined && stage.backoffCoefficient === undefined) return undefined;
+function seedRetry(stage: {
+  maxRetries?: number;
+  backoffSeconds?: number;
+  backoffCoefficient?: number;
+}): z.output<typeof ActivityInput>['retry'] {
+  if (stage.maxRetries === undefined && stage.backoffSeconds === undefined && stage.backoffCoefficient === undefined)
+    return undefined;
   return {
     ...(stage.maxRetries !== undefined ? { maximumAttempts: stage.maxRetries + 1 } : {}),
     ...(stage.backoffSeconds !== undefined ? { initialInterval: Math.round(stage.backoffSeconds * 1000) } : {}),
@@ -354,8 +416,7 @@ function graphProblems(input: unknown): SpecProblem[] {
       const first = names.get(stage.name);
       const text = `stages[${index}] (${stage.name}): duplicate stage name, first used at stages[${first}]; rename one`;
       problems.push({ layer: 'graph', at: ['stages', index, 'name'], text });
-    }
-    else names.set(stage.name, index);
+    } else names.set(stage.name, index);
     const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
     deps.set(stage.name, [...(deps.get(stage.name) ?? []), ...on]);
     if (!dependsOnAt.has(stage.name)) dependsOnAt.set(stage.name, ['stages', index, 'dependsOn']);
@@ -365,8 +426,7 @@ function graphProblems(input: unknown): SpecProblem[] {
     for (const dep of on) {
       if (dep === stage) {
         problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on itself; remove it from its depends_on` });
-      }
-      else if (!names.has(dep)) {
+      } else if (!names.has(dep)) {
         const near = closest(dep, [...names.keys()]);
         const fix = near ? `did you mean "${near}"?` : `the stages are: ${[...names.keys()].join(', ')}`;
         problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on unknown stage "${dep}" (${fix})` });
@@ -388,7 +448,12 @@ function implementationProblems(input: unknown, known: KnownImplementations): Sp
   (input.stages as unknown[]).forEach((stage, index) => {
     if (!isRecord(stage)) return;
     const label = typeof stage.name === 'string' ? stage.name : '?';
-    const run = typeof stage.run === 'string' ? stage.run : typeof stage.type === 'string' ? TYPE_DEFAULT_RUN[stage.type as StepType] : undefined;
+    const run =
+      typeof stage.run === 'string'
+        ? stage.run
+        : typeof stage.type === 'string'
+          ? TYPE_DEFAULT_RUN[stage.type as StepType]
+          : undefined;
     if (run && !known.stages.includes(run)) {
       const text = `stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)}${registered(known.stages)}`;
       problems.push({ layer: 'registry', at: ['stages', index, typeof stage.run === 'string' ? 'run' : 'type'], text });
@@ -505,7 +570,13 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 export function worstCaseStageEvents(stage: StageSpec): number {
   // A fan-out's elements run under a fan-out workflow: the work item holds its start and its progress signals.
   const fanOut = stage.run === FAN_OUT_STAGE ? FAN_OUT_ATTEMPT_EVENTS : 0;
-  const perAttempt = 3 + 3 + 3 * gateLeaves(stage.gate).length + (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) + (stage.retryBudget.delayMs > 0 ? 2 : 0) + fanOut;
+  const perAttempt =
+    3 +
+    3 +
+    3 * gateLeaves(stage.gate).length +
+    (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) +
+    (stage.retryBudget.delayMs > 0 ? 2 : 0) +
+    fanOut;
   const review = 12;
   return stage.retryBudget.maxAttempts * perAttempt + review;
 }
@@ -521,10 +592,15 @@ function activitiesPerStage(stage: StageSpec): number {
  */
 function limitProblems(spec: PipelineSpec): SpecProblem[] {
   const problems: SpecProblem[] = [];
-  const weights = spec.stages.map((s) => ({ name: s.name, events: worstCaseStageEvents(s) })).sort((a, b) => b.events - a.events);
+  const weights = spec.stages
+    .map((s) => ({ name: s.name, events: worstCaseStageEvents(s) }))
+    .sort((a, b) => b.events - a.events);
   const total = weights.reduce((sum, w) => sum + w.events, 20);
   if (total > HISTORY_EVENT_BUDGET) {
-    const heaviest = weights.slice(0, 3).map((w) => `${w.name} ${w.events}`).join(', ');
+    const heaviest = weights
+      .slice(0, 3)
+      .map((w) => `${w.name} ${w.events}`)
+      .join(', ');
     problems.push({
       layer: 'limit',
       at: ['stages'],

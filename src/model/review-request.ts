@@ -31,14 +31,19 @@ function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 /** Parses a `review` signal / `resolveReview` update payload; the issues name the field and what was wrong. */
-export function parseReviewRequest(payload: unknown): { ok: true; review: ParsedReview } | { ok: false; issues: string[] } {
+export function parseReviewRequest(
+  payload: unknown,
+): { ok: true; review: ParsedReview } | { ok: false; issues: string[] } {
   if (!isObject(payload)) return { ok: false, issues: [`review: expected an object, got ${describe(payload)}`] };
   const issues: string[] = [];
   const { stage, reviewer = 'anonymous', outcome } = payload;
   if (typeof stage !== 'string' || stage === '') issues.push(`stage: expected a stage name, got ${describe(stage)}`);
-  if (typeof reviewer !== 'string' || reviewer === '') issues.push(`reviewer: expected a non-empty name, got ${describe(reviewer)}`);
+  if (typeof reviewer !== 'string' || reviewer === '')
+    issues.push(`reviewer: expected a non-empty name, got ${describe(reviewer)}`);
   if (!isObject(outcome)) {
-    issues.push(`outcome: expected an object such as {"kind":"approve"}, got ${outcome === undefined ? 'nothing' : describe(outcome)}`);
+    issues.push(
+      `outcome: expected an object such as {"kind":"approve"}, got ${outcome === undefined ? 'nothing' : describe(outcome)}`,
+    );
     return { ok: false, issues };
   }
   const kind = outcome.kind as (typeof KINDS)[number];
@@ -46,13 +51,21 @@ export function parseReviewRequest(payload: unknown): { ok: true; review: Parsed
     issues.push(`outcome.kind: expected one of ${KINDS.join(', ')}, got ${describe(outcome.kind)}`);
     return { ok: false, issues };
   }
-  for (const key of Object.keys(outcome)) if (!KEYS[kind].includes(key)) issues.push(`outcome: unknown key "${key}" for ${kind}`);
-  if (outcome.note !== undefined && typeof outcome.note !== 'string') issues.push(`outcome.note: expected text, got ${describe(outcome.note)}`);
-  if (kind === 'approve' && outcome.attempt !== undefined && !(Number.isInteger(outcome.attempt) && (outcome.attempt as number) >= 1)) {
+  for (const key of Object.keys(outcome))
+    if (!KEYS[kind].includes(key)) issues.push(`outcome: unknown key "${key}" for ${kind}`);
+  if (outcome.note !== undefined && typeof outcome.note !== 'string')
+    issues.push(`outcome.note: expected text, got ${describe(outcome.note)}`);
+  if (
+    kind === 'approve' &&
+    outcome.attempt !== undefined &&
+    !(Number.isInteger(outcome.attempt) && (outcome.attempt as number) >= 1)
+  ) {
     issues.push(`outcome.attempt: expected a whole number >= 1, got ${describe(outcome.attempt)}`);
   }
-  if (kind === 'reject' && (typeof outcome.reason !== 'string' || outcome.reason === '')) issues.push('outcome.reason: a rejection needs a reason');
-  if (kind === 'approve_with_edits' && outcome.artefact === undefined) issues.push('outcome.artefact: approve_with_edits needs an artefact (the edited output)');
+  if (kind === 'reject' && (typeof outcome.reason !== 'string' || outcome.reason === ''))
+    issues.push('outcome.reason: a rejection needs a reason');
+  if (kind === 'approve_with_edits' && outcome.artefact === undefined)
+    issues.push('outcome.artefact: approve_with_edits needs an artefact (the edited output)');
   if (issues.length > 0) return { ok: false, issues };
   const note = typeof outcome.note === 'string' ? { note: outcome.note } : {};
   const parsed: ReviewOutcome =

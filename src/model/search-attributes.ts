@@ -7,7 +7,10 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 export const TreadlePipeline = defineSearchAttributeKey('TreadlePipeline', SearchAttributeType.KEYWORD);
 export const TreadleStatus = defineSearchAttributeKey('TreadleStatus', SearchAttributeType.KEYWORD);
 /** The stages of an item that wait for a human; absent when none do. */
-export const TreadlePendingReviews = defineSearchAttributeKey('TreadlePendingReviews', SearchAttributeType.KEYWORD_LIST);
+export const TreadlePendingReviews = defineSearchAttributeKey(
+  'TreadlePendingReviews',
+  SearchAttributeType.KEYWORD_LIST,
+);
 
 /** The work item's correlation id (seed 003): a UUID made at start, on every activity, call record and log line. */
 export const TreadleCorrelationId = defineSearchAttributeKey('TreadleCorrelationId', SearchAttributeType.KEYWORD);
@@ -36,7 +39,9 @@ export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordLi
  * only the first name when it does).
  */
 export function searchAttributeCommands(): string[] {
-  return Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS).map(([name, type]) => `temporal operator search-attribute create --name ${name} --type ${type}`);
+  return Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS).map(
+    ([name, type]) => `temporal operator search-attribute create --name ${name} --type ${type}`,
+  );
 }
 
 /**
@@ -44,7 +49,8 @@ export function searchAttributeCommands(): string[] {
  * how to register Treadle's; any other message comes back as it was.
  */
 export function explainSearchAttributeError(message: string): string {
-  if (!/not a valid search attribute|no mapping defined for search attribute|unknown search attribute/i.test(message)) return message;
+  if (!/not a valid search attribute|no mapping defined for search attribute|unknown search attribute/i.test(message))
+    return message;
   return `${message} (the server does not have Treadle's search attributes: treadle dev and docker-compose register them; on another server run: ${searchAttributeCommands().join(' && ')})`;
 }
 

@@ -55,7 +55,10 @@ export const QualityFeedbackSchema = z.object({
    * Set when the feedback was too long for the history: `sha256:<hex>` of the whole feedback in the blob
    * store, while `summary` and `failedCriteria` here are shortened. Activities hand implementations the whole.
    */
-  ref: z.string().regex(/^sha256:[0-9a-f]{64}$/).optional(),
+  ref: z
+    .string()
+    .regex(/^sha256:[0-9a-f]{64}$/)
+    .optional(),
 });
 export type QualityFeedback = z.infer<typeof QualityFeedbackSchema>;
 
@@ -152,7 +155,13 @@ export const ReviewOutcomeSchema = z.discriminatedUnion('kind', [
       note: z.string().optional(),
     })
     .strict(),
-  z.object({ kind: z.literal('reject'), reason: z.string().min(1, 'a rejection needs a reason'), note: z.string().optional() }).strict(),
+  z
+    .object({
+      kind: z.literal('reject'),
+      reason: z.string().min(1, 'a rejection needs a reason'),
+      note: z.string().optional(),
+    })
+    .strict(),
   z
     .object({
       kind: z.literal('approve_with_edits'),

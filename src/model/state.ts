@@ -7,14 +7,26 @@ import type { ApprovalRequest } from './approvals';
 import type { FanOutProgress } from './fan-out';
 import type { PipelineSpec } from './pipeline';
 import type { PackedStages } from './packed-stages';
-import type { Artefact, AttemptRecord, CallRecord, Json, QualityFeedback, QualityVerdict, StageOutput, StoredCalls, TreadleEvent, UsageTotals } from './shapes';
+import type {
+  Artefact,
+  AttemptRecord,
+  CallRecord,
+  Json,
+  QualityFeedback,
+  QualityVerdict,
+  StageOutput,
+  StoredCalls,
+  TreadleEvent,
+  UsageTotals,
+} from './shapes';
 
 export type { StoredCalls, UsageTotals };
 
 /** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
 export type ItemStatus = 'running' | 'waiting_review' | 'waiting_approval' | 'completed' | 'failed' | 'cancelled';
 /** `waiting_approval`: an approval stage whose requests wait for decisions (seed 003). */
-export type StageStatus = 'pending' | 'running' | 'waiting_review' | 'waiting_approval' | 'completed' | 'failed' | 'skipped';
+export type StageStatus =
+  'pending' | 'running' | 'waiting_review' | 'waiting_approval' | 'completed' | 'failed' | 'skipped';
 
 /** Why a stage is waiting for a human. */
 /** `unknown` only in listings whose item did not answer its state query. */

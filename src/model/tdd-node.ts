@@ -84,7 +84,15 @@ export interface TddNodeCallInput {
   /** Shared by TDDWriteTests, Impl and TDDReviewImpl (the seed's threaded memory). */
   conversationId: string;
   /** Refs to earlier exits this node reads (`InitWork`, `TestsReady`, `TestsPassed`, `Approved`, MoreTests). */
-  refs: { scaffold?: string; testsReady?: string; implResult?: string; approval?: string; critiques?: string; childMerges?: string[]; mergeEvent?: string };
+  refs: {
+    scaffold?: string;
+    testsReady?: string;
+    implResult?: string;
+    approval?: string;
+    critiques?: string;
+    childMerges?: string[];
+    mergeEvent?: string;
+  };
   /** TDDMem's covered criteria, for the TDDWriteTests template. */
   coveredCriteria?: string[];
   /** Why this node runs again (the route's reason), or a human's answer; shown to the agent. */
@@ -162,7 +170,17 @@ export interface TddChildState {
 }
 
 /** Phases the Web UI and `status` show: the graph node the workflow is in. */
-export type TddPhase = 'starting' | 'scaffold' | 'tddWriteTests' | 'barrier' | 'impl' | 'tddReviewImpl' | 'merger' | 'rebaser' | 'human' | 'done';
+export type TddPhase =
+  | 'starting'
+  | 'scaffold'
+  | 'tddWriteTests'
+  | 'barrier'
+  | 'impl'
+  | 'tddReviewImpl'
+  | 'merger'
+  | 'rebaser'
+  | 'human'
+  | 'done';
 
 /** The `state` query of a TDD node. */
 export interface TddNodeState {
@@ -175,7 +193,13 @@ export interface TddNodeState {
   branch: string;
   worktree?: string;
   depth: number;
-  counters: { implAttempt: number; reviewRounds: number; scaffoldRuns: number; calls: Record<string, number>; agentCalls: Record<string, number> };
+  counters: {
+    implAttempt: number;
+    reviewRounds: number;
+    scaffoldRuns: number;
+    calls: Record<string, number>;
+    agentCalls: Record<string, number>;
+  };
   /** The seed's node memories. */
   memory: {
     tdd: { conversationId: string; coveredCriteria: string[]; pendingTests: string[] };

@@ -20,9 +20,12 @@ export const FilePathSchema = z
   .string()
   .min(1, 'a file path is needed')
   .max(500)
-  .refine((p) => !p.startsWith('/') && !/^[A-Za-z]:[\\/]/.test(p) && !p.includes('\0') && !p.split(/[\\/]/).includes('..'), {
-    message: 'must be a relative path inside the worktree (no leading "/", no "..")',
-  });
+  .refine(
+    (p) => !p.startsWith('/') && !/^[A-Za-z]:[\\/]/.test(p) && !p.includes('\0') && !p.split(/[\\/]/).includes('..'),
+    {
+      message: 'must be a relative path inside the worktree (no leading "/", no "..")',
+    },
+  );
 const Text = z.string();
 const Int = z.number().int();
 /** The seed's `Maybe X`: absent or null. */
@@ -43,10 +46,24 @@ export const CoverageReportSchema = z.object({
   criteriaWithTests: z.array(z.tuple([Text, Text])),
   criteriaMissing: z.array(Text),
 });
-const mergeCompleteFields = { mergeCommit: Text, author: Text, impactLevel: ImpactLevelSchema, changes: z.array(ChangeEntrySchema) };
+const mergeCompleteFields = {
+  mergeCommit: Text,
+  author: Text,
+  impactLevel: ImpactLevelSchema,
+  changes: z.array(ChangeEntrySchema),
+};
 export const MergeCompleteSchema = z.object(mergeCompleteFields);
-export const MergeEventSchema = z.object({ author: Text, impactLevel: ImpactLevelSchema, changes: z.array(ChangeEntrySchema) });
-const initWorkFields = { scaffoldCommit: Text, interfaceFile: FilePathSchema, contractSuite: FilePathSchema, testPlan: z.array(PlannedTestSchema) };
+export const MergeEventSchema = z.object({
+  author: Text,
+  impactLevel: ImpactLevelSchema,
+  changes: z.array(ChangeEntrySchema),
+});
+const initWorkFields = {
+  scaffoldCommit: Text,
+  interfaceFile: FilePathSchema,
+  contractSuite: FilePathSchema,
+  testPlan: z.array(PlannedTestSchema),
+};
 export const InitWorkPayloadSchema = z.object(initWorkFields);
 const testsReadyFields = { testsCommit: Text, testFiles: z.array(FilePathSchema), pendingCriteria: z.array(Text) };
 export const TestsReadyPayloadSchema = z.object(testsReadyFields);
@@ -75,7 +92,12 @@ export const ParentContextSchema = z.object({ interface: Text, assignedCriteria:
 
 /** Scaffold's exit. */
 export const ScaffoldExitSchema = z.discriminatedUnion('exit', [
-  z.object({ exit: z.literal('InitWork'), ...initWorkFields, childSpecs: maybe(z.array(ChildSpecSchema)), interfaces: maybe(z.array(InterfaceFileSchema)) }),
+  z.object({
+    exit: z.literal('InitWork'),
+    ...initWorkFields,
+    childSpecs: maybe(z.array(ChildSpecSchema)),
+    interfaces: maybe(z.array(InterfaceFileSchema)),
+  }),
   z.object({ exit: z.literal('ClarificationNeeded'), question: Text, ambiguityReference: Text, specSentence: Text }),
 ]);
 /** TDDWriteTests' exit. */
@@ -86,13 +108,23 @@ export const TDDWriteTestsExitSchema = z.discriminatedUnion('exit', [
 /** TDDReviewImpl's exit. */
 export const TDDReviewImplExitSchema = z.discriminatedUnion('exit', [
   z.object({ exit: z.literal('Approved'), ...approvalFields }),
-  z.object({ exit: z.literal('MoreTests'), critiques: z.array(CritiqueSchema), additionalTests: z.array(PlannedTestSchema) }),
+  z.object({
+    exit: z.literal('MoreTests'),
+    critiques: z.array(CritiqueSchema),
+    additionalTests: z.array(PlannedTestSchema),
+  }),
   z.object({ exit: z.literal('Reject'), reason: Text, missingCriteria: z.array(Text) }),
 ]);
 /** Impl's exit. */
 export const ImplExitSchema = z.discriminatedUnion('exit', [
   z.object({ exit: z.literal('TestsPassed'), ...implResultFields }),
-  z.object({ exit: z.literal('RequestRetry'), diagnosis: Text, strategyFrom: Text, strategyTo: Text, failingTests: z.array(Text) }),
+  z.object({
+    exit: z.literal('RequestRetry'),
+    diagnosis: Text,
+    strategyFrom: Text,
+    strategyTo: Text,
+    failingTests: z.array(Text),
+  }),
   z.object({ exit: z.literal('BlockedDependency'), missingSymbol: Text, expectedImportPath: FilePathSchema }),
   z.object({ exit: z.literal('SpecAmbiguity'), specSentence: Text, contradictionTrace: Text, question: Text }),
   z.object({ exit: z.literal('Stuck'), diagnosis: Text, recommendation: Text, attempts: Int }),
@@ -111,7 +143,13 @@ export const MergerExitSchema = z.discriminatedUnion('exit', [
 export const RebaserExitSchema = z.discriminatedUnion('exit', [
   z.object({ exit: z.literal('RebaseClean'), newBase: Text }),
   z.object({ exit: z.literal('RebaseAdapted'), newBase: Text, adaptations: z.array(AdaptationSchema) }),
-  z.object({ exit: z.literal('RebaseConflict'), conflictFile: FilePathSchema, ourChange: Text, theirChange: Text, whyUnresolvable: Text }),
+  z.object({
+    exit: z.literal('RebaseConflict'),
+    conflictFile: FilePathSchema,
+    ourChange: Text,
+    theirChange: Text,
+    whyUnresolvable: Text,
+  }),
 ]);
 
 export type Criterion = z.infer<typeof CriterionSchema>;
@@ -189,7 +227,12 @@ export const TddSettingsSchema = z
     agent: z.string().optional(),
     model: z.string().optional(),
     /** Seconds without a decision before the seed's reminder is sent once. */
-    nudgeTimeoutSeconds: z.number().int().min(1).max(3_600).default(DEFAULT_NUDGE_TIMEOUT_MS / 1000),
+    nudgeTimeoutSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(3_600)
+      .default(DEFAULT_NUDGE_TIMEOUT_MS / 1000),
     /** How long a clarification or `Stuck` escalation waits for a human (e.g. 86400); absent: forever. */
     humanTtlSeconds: z.number().int().min(1).optional(),
     maxDepth: limit(TDD_LIMITS.maxDepth),
@@ -206,29 +249,53 @@ export const TddSettingsSchema = z
 export type TddSettings = z.infer<typeof TddSettingsSchema>;
 
 /** A spec file for `treadle tdd`: the seed's Spec plus Treadle's `tdd:` settings. */
-export const TddSpecFileSchema = SpecSchema.extend({ tdd: TddSettingsSchema.default(TddSettingsSchema.parse({})) }).strict();
+export const TddSpecFileSchema = SpecSchema.extend({
+  tdd: TddSettingsSchema.default(TddSettingsSchema.parse({})),
+}).strict();
 export type TddSpecFile = z.infer<typeof TddSpecFileSchema>;
 
 /** Every problem of a spec file at once, each naming its field. */
 export function validateTddSpec(raw: unknown): { ok: true; spec: TddSpecFile } | { ok: false; problems: string[] } {
   const parsed = TddSpecFileSchema.safeParse(raw);
-  const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(spec)'}: ${i.message}`);
+  const problems = parsed.success
+    ? []
+    : parsed.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(spec)'}: ${i.message}`);
   // The cross-field checks read the raw file, so they are listed with the field problems, not after a fix.
-  const file = (typeof raw === 'object' && raw !== null ? raw : {}) as { acceptanceCriteria?: unknown; targetPath?: unknown; testPath?: unknown };
-  const ids = Array.isArray(file.acceptanceCriteria) ? file.acceptanceCriteria.map((c) => (typeof c === 'object' && c !== null ? (c as { id?: unknown }).id : undefined)).filter((id): id is string => typeof id === 'string') : [];
-  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push(`acceptanceCriteria: criterion id "${id}" appears more than once`);
-  if (typeof file.testPath === 'string' && file.testPath === file.targetPath) problems.push('testPath: must differ from targetPath');
+  const file = (typeof raw === 'object' && raw !== null ? raw : {}) as {
+    acceptanceCriteria?: unknown;
+    targetPath?: unknown;
+    testPath?: unknown;
+  };
+  const ids = Array.isArray(file.acceptanceCriteria)
+    ? file.acceptanceCriteria
+        .map((c) => (typeof c === 'object' && c !== null ? (c as { id?: unknown }).id : undefined))
+        .filter((id): id is string => typeof id === 'string')
+    : [];
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i)))
+    problems.push(`acceptanceCriteria: criterion id "${id}" appears more than once`);
+  if (typeof file.testPath === 'string' && file.testPath === file.targetPath)
+    problems.push('testPath: must differ from targetPath');
   return parsed.success && problems.length === 0 ? { ok: true, spec: parsed.data } : { ok: false, problems };
 }
 
 /** Problems with the child specs a Scaffold returned, against the tree's limits (depth of the new children). */
-export function checkChildSpecs(children: readonly ChildSpec[], options: { depth: number; maxDepth: number; maxChildren: number }): string[] {
+export function checkChildSpecs(
+  children: readonly ChildSpec[],
+  options: { depth: number; maxDepth: number; maxChildren: number },
+): string[] {
   const problems: string[] = [];
   if (children.length === 0) return problems;
-  if (options.depth + 1 > options.maxDepth) problems.push(`childSpecs: this node is at depth ${options.depth} and the tree's maxDepth is ${options.maxDepth}; implement it directly, without children`);
-  if (children.length > options.maxChildren) problems.push(`childSpecs: ${children.length} children, the tree's maxChildren is ${options.maxChildren}; group the work into fewer children`);
+  if (options.depth + 1 > options.maxDepth)
+    problems.push(
+      `childSpecs: this node is at depth ${options.depth} and the tree's maxDepth is ${options.maxDepth}; implement it directly, without children`,
+    );
+  if (children.length > options.maxChildren)
+    problems.push(
+      `childSpecs: ${children.length} children, the tree's maxChildren is ${options.maxChildren}; group the work into fewer children`,
+    );
   const ids = children.map((c) => c.id);
-  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i))) problems.push(`childSpecs: child id "${id}" appears more than once`);
+  for (const id of new Set(ids.filter((id, i) => ids.indexOf(id) !== i)))
+    problems.push(`childSpecs: child id "${id}" appears more than once`);
   return problems;
 }
 
@@ -238,7 +305,10 @@ export { TDD_STAGE } from './tdd-node';
 export const TddStageConfigSchema = z
   .object({
     spec: z.unknown(),
-    repo: z.string().min(1).refine((p) => p.startsWith('/'), 'must be an absolute path on the workers'),
+    repo: z
+      .string()
+      .min(1)
+      .refine((p) => p.startsWith('/'), 'must be an absolute path on the workers'),
     replies: z.record(z.string(), z.array(z.unknown())).optional(),
   })
   .strict();
@@ -253,7 +323,8 @@ export function checkTddStageConfig(config: unknown): string[] {
     ? []
     : describeConfigIssues(parsed.error.issues, config ?? {}, { fieldsAt, required });
   const spec = (config as { spec?: unknown } | null | undefined)?.spec;
-  if (spec === undefined) problems.push('spec: a tdd stage needs the tree\'s spec (the same fields as a `treadle tdd` spec file)');
+  if (spec === undefined)
+    problems.push("spec: a tdd stage needs the tree's spec (the same fields as a `treadle tdd` spec file)");
   else {
     const checked = validateTddSpec(spec);
     if (!checked.ok) problems.push(...checked.problems.map((p) => `spec.${p}`));
@@ -268,7 +339,10 @@ export function seedSpecOf(file: TddSpecFile): Spec {
 }
 
 /** The root node's input for a validated spec file; the spec (and replies) are already stored by reference. */
-export function tddRootInput(file: TddSpecFile, where: { treeId: string; repo: string; contextRef: string; repliesRef?: string }): TddNodeInput {
+export function tddRootInput(
+  file: TddSpecFile,
+  where: { treeId: string; repo: string; contextRef: string; repliesRef?: string },
+): TddNodeInput {
   const settings = file.tdd;
   return {
     treeId: where.treeId,

@@ -12,7 +12,10 @@ export function registerApproval(registry: Registry): Registry {
   return registry.stage(
     APPROVAL_STAGE,
     async () => {
-      throw ApplicationFailure.nonRetryable('an approval stage runs in its work item\'s workflow, never as an activity', 'InvalidUse');
+      throw ApplicationFailure.nonRetryable(
+        "an approval stage runs in its work item's workflow, never as an activity",
+        'InvalidUse',
+      );
     },
     { checkConfig: checkApprovalStageConfig },
   );

@@ -32,25 +32,29 @@ export const CATALOG: CatalogEntry[] = [
   },
   {
     name: 'documents',
-    description: 'seed 000 use case B: text to markdown, concepts, embeddings, FTS index, cross references, final review',
+    description:
+      'seed 000 use case B: text to markdown, concepts, embeddings, FTS index, cross references, final review',
     specFile: path.join(EXAMPLES_DIR, 'documents', 'pipeline.yaml'),
     sampleInputFile: path.join(EXAMPLES_DIR, 'documents', 'report.json'),
   },
   {
     name: 'documents-llm',
-    description: 'the document pipeline with model-backed conversion and concept extraction (scripted replies offline, Claude with ANTHROPIC_API_KEY)',
+    description:
+      'the document pipeline with model-backed conversion and concept extraction (scripted replies offline, Claude with ANTHROPIC_API_KEY)',
     specFile: path.join(EXAMPLES_DIR, 'documents', 'pipeline-llm.yaml'),
     sampleInputFile: path.join(EXAMPLES_DIR, 'documents', 'report-llm.json'),
   },
   {
     name: 'discovery',
-    description: 'seed 002: opportunity briefs → solutions → technical specs → delivery plan, each boundary validated by the stage that receives it (scripted replies offline)',
+    description:
+      'seed 002: opportunity briefs → solutions → technical specs → delivery plan, each boundary validated by the stage that receives it (scripted replies offline)',
     specFile: path.join(EXAMPLES_DIR, 'discovery', 'pipeline.yaml'),
     sampleInputFile: path.join(EXAMPLES_DIR, 'discovery', 'findings.json'),
   },
   {
     name: 'email-triage',
-    description: 'seed 003: extract, classify (fan-out), dedup and route an inbox, then approve the tasks, meetings and replies to make (scripted replies offline)',
+    description:
+      'seed 003: extract, classify (fan-out), dedup and route an inbox, then approve the tasks, meetings and replies to make (scripted replies offline)',
     specFile: path.join(EXAMPLES_DIR, 'triage', 'pipeline.yaml'),
     sampleInputFile: path.join(EXAMPLES_DIR, 'triage', 'inbox.json'),
   },
@@ -62,7 +66,22 @@ export const CATALOG: CatalogEntry[] = [
  * more; issue 7). test/integration/cli.test.ts fails when the two disagree.
  */
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
-  stages: ['approval', 'build_fts_index', 'cross_reference', 'extract_concepts', 'fan_out', 'final_review', 'generate_embeddings', 'llm', 'loop', 'pdf_to_markdown', 'scripted', 'tdd', 'triage_dedup', 'triage_route'],
+  stages: [
+    'approval',
+    'build_fts_index',
+    'cross_reference',
+    'extract_concepts',
+    'fan_out',
+    'final_review',
+    'generate_embeddings',
+    'llm',
+    'loop',
+    'pdf_to_markdown',
+    'scripted',
+    'tdd',
+    'triage_dedup',
+    'triage_route',
+  ],
   gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
   // The action types `defaultActionRegistry()` registers (what approval stages of `treadle worker` may name).
   actions: ['add_busy_block', 'batch_create_tasks', 'create_task', 'modify_task', 'send_message'],
@@ -93,12 +112,16 @@ export function readPipelineFile(file: string): unknown {
   try {
     text = readFileSync(file, 'utf8');
   } catch (error) {
-    throw new Error(`cannot read pipeline file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new Error(
+      `cannot read pipeline file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
   try {
     return file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
   } catch (error) {
-    throw new Error(`${file} is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${oneLine((error as Error).message.split('\n')[0]!.replace(/:\s*$/, ''))}`);
+    throw new Error(
+      `${file} is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${oneLine((error as Error).message.split('\n')[0]!.replace(/:\s*$/, ''))}`,
+    );
   }
 }
 
@@ -111,7 +134,10 @@ function parseYaml(text: string): unknown {
 /** Finds a built-in pipeline by name, with an error listing the names. */
 export function findPipeline(name: string): CatalogEntry {
   const entry = CATALOG.find((e) => e.name === name);
-  if (!entry) throw new Error(`unknown pipeline "${name}" (built-in: ${CATALOG.map((e) => e.name).join(', ')}; or pass --file pipeline.yaml)`);
+  if (!entry)
+    throw new Error(
+      `unknown pipeline "${name}" (built-in: ${CATALOG.map((e) => e.name).join(', ')}; or pass --file pipeline.yaml)`,
+    );
   return entry;
 }
 

@@ -10,6 +10,9 @@ import { FAN_OUT_STAGE } from '../model/fan-out';
 
 export function registerFanOut(registry: Registry): Registry {
   return registry.stage(FAN_OUT_STAGE, async () => {
-    throw ApplicationFailure.nonRetryable('a fan_out stage runs as child work items of its work item, never as an activity', 'InvalidUse');
+    throw ApplicationFailure.nonRetryable(
+      'a fan_out stage runs as child work items of its work item, never as an activity',
+      'InvalidUse',
+    );
   });
 }

@@ -9,7 +9,15 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { describeFileIssue, LOOP_STAGE, LoopPipelineFileSchema, outputProblems, StageFileSchema, type LoopPipelineFile, type StageFile } from '../model/loop';
+import {
+  describeFileIssue,
+  LOOP_STAGE,
+  LoopPipelineFileSchema,
+  outputProblems,
+  StageFileSchema,
+  type LoopPipelineFile,
+  type StageFile,
+} from '../model/loop';
 import { LITERAL_VARIABLE, LOOP_VARIABLES } from '../model/loop';
 import type { Json } from '../model/shapes';
 import { unknownVariables } from '../model/spec-problems';
@@ -19,7 +27,11 @@ import type * as Yaml from 'yaml';
 /** Whether a parsed pipeline file is a v3 loop pipeline (its stages name templates). */
 export function isLoopPipelineFile(raw: unknown): boolean {
   const stages = (raw as { stages?: unknown } | null)?.stages;
-  return Array.isArray(stages) && stages.length > 0 && stages.every((s) => typeof s === 'object' && s !== null && 'template' in s);
+  return (
+    Array.isArray(stages) &&
+    stages.length > 0 &&
+    stages.every((s) => typeof s === 'object' && s !== null && 'template' in s)
+  );
 }
 
 export interface LoopPipelineOptions {
@@ -30,7 +42,9 @@ export interface LoopPipelineOptions {
 /** Thrown with every problem of a loop pipeline's files. */
 export class LoopFilesError extends Error {
   constructor(readonly problems: string[]) {
-    super(`the loop pipeline has ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    super(
+      `the loop pipeline has ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+    );
     this.name = 'LoopFilesError';
   }
 }
@@ -47,19 +61,32 @@ export function loopPipelineSpec(file: string, raw: unknown, options: LoopPipeli
   const display = path.relative(process.cwd(), file) || file;
   const parsed = LoopPipelineFileSchema.safeParse(raw);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) problems.push(describeFileIssue(display, issue, issue.path.length > 2 && issue.path[0] === 'stages' ? ['id', 'template', 'max_iterations', 'inputs', 'output', 'verify'] : PIPELINE_FIELDS, valueAt(raw, issue.path)));
+    for (const issue of parsed.error.issues)
+      problems.push(
+        describeFileIssue(
+          display,
+          issue,
+          issue.path.length > 2 && issue.path[0] === 'stages'
+            ? ['id', 'template', 'max_iterations', 'inputs', 'output', 'verify']
+            : PIPELINE_FIELDS,
+          valueAt(raw, issue.path),
+        ),
+      );
     throw new LoopFilesError(problems);
   }
   const pipeline = parsed.data;
   const dir = path.dirname(file);
   const ids = pipeline.stages.map((s) => s.id);
   ids.forEach((id, i) => {
-    if (ids.indexOf(id) !== i) problems.push(`${display}: stages[${i}].id: "${id}" is used twice; stage ids are unique`);
+    if (ids.indexOf(id) !== i)
+      problems.push(`${display}: stages[${i}].id: "${id}" is used twice; stage ids are unique`);
   });
   const templates = new Map<string, StageFile>();
   for (const [i, entry] of pipeline.stages.entries()) {
     if (entry.inputs && !ids.slice(0, i).includes(entry.inputs.from)) {
-      problems.push(`${display}: stages[${i}].inputs.from: "${entry.inputs.from}" is not an earlier stage (${i === 0 ? 'the first stage has no inputs; remove it' : `earlier: ${ids.slice(0, i).join(', ')}`})`);
+      problems.push(
+        `${display}: stages[${i}].inputs.from: "${entry.inputs.from}" is not an earlier stage (${i === 0 ? 'the first stage has no inputs; remove it' : `earlier: ${ids.slice(0, i).join(', ')}`})`,
+      );
     }
     problems.push(...outputProblems(entry.output, `${display}: stages[${i}].output`));
     problems.push(...fieldVariables(display, ['stages', i, 'output'], entry.output, 'output'));
@@ -77,7 +104,11 @@ export function loopPipelineSpec(file: string, raw: unknown, options: LoopPipeli
 }
 
 /** Reads `file` (YAML or JSON, by its extension) and returns {@link loopPipelineSpec} of it. */
-export function loadLoopPipeline(file: string, readFile: (file: string) => unknown, options: LoopPipelineOptions = {}): Json {
+export function loadLoopPipeline(
+  file: string,
+  readFile: (file: string) => unknown,
+  options: LoopPipelineOptions = {},
+): Json {
   return loopPipelineSpec(file, readFile(file), options);
 }
 
@@ -97,16 +128,35 @@ function toSpec(pipeline: LoopPipelineFile, templates: Map<string, StageFile>, o
       ...(options.session !== undefined ? { session: options.session } : {}),
       ...(runtime !== undefined ? { pipeline_max_runtime_seconds: runtime } : {}),
     };
-    return { name: entry.id, run: LOOP_STAGE, ...(dependsOn.length > 0 ? { depends_on: dependsOn } : {}), with: config };
+    return {
+      name: entry.id,
+      run: LOOP_STAGE,
+      ...(dependsOn.length > 0 ? { depends_on: dependsOn } : {}),
+      with: config,
+    };
   });
-  return { name: pipeline.name, ...(pipeline.description !== undefined ? { description: pipeline.description } : {}), stages } as unknown as Json;
+  return {
+    name: pipeline.name,
+    ...(pipeline.description !== undefined ? { description: pipeline.description } : {}),
+    stages,
+  } as unknown as Json;
 }
 
 /** A template's `stage.yaml`, checked, with its prompt file's text inlined. */
-function loadTemplate(dir: string, template: string, where: string): { ok: true; stage: StageFile } | { ok: false; problems: string[] } {
+function loadTemplate(
+  dir: string,
+  template: string,
+  where: string,
+): { ok: true; stage: StageFile } | { ok: false; problems: string[] } {
   const candidates = [path.join(dir, 'stages', template, 'stage.yaml'), path.join(dir, template, 'stage.yaml')];
   const found = candidates.find((c) => existsSync(c));
-  if (!found) return { ok: false, problems: [`${where}: no stage template "${template}": looked for ${candidates.map((c) => path.relative(process.cwd(), c)).join(' and ')}; create stages/${template}/stage.yaml next to the pipeline file`] };
+  if (!found)
+    return {
+      ok: false,
+      problems: [
+        `${where}: no stage template "${template}": looked for ${candidates.map((c) => path.relative(process.cwd(), c)).join(' and ')}; create stages/${template}/stage.yaml next to the pipeline file`,
+      ],
+    };
   const display = path.relative(process.cwd(), found);
   let raw: unknown;
   try {
@@ -116,7 +166,22 @@ function loadTemplate(dir: string, template: string, where: string): { ok: true;
     return { ok: false, problems: [`${display}: not valid YAML: ${(error as Error).message.split('\n')[0]}`] };
   }
   const parsed = StageFileSchema.safeParse(raw);
-  if (!parsed.success) return { ok: false, problems: parsed.error.issues.map((issue) => describeFileIssue(display, issue, issue.path[0] === 'termination' ? ['type', 'min_iterations', 'consensus', 'queue'] : issue.path[0] === 'guardrails' ? ['max_iterations', 'max_runtime_seconds'] : STAGE_FIELDS, valueAt(raw, issue.path))) };
+  if (!parsed.success)
+    return {
+      ok: false,
+      problems: parsed.error.issues.map((issue) =>
+        describeFileIssue(
+          display,
+          issue,
+          issue.path[0] === 'termination'
+            ? ['type', 'min_iterations', 'consensus', 'queue']
+            : issue.path[0] === 'guardrails'
+              ? ['max_iterations', 'max_runtime_seconds']
+              : STAGE_FIELDS,
+          valueAt(raw, issue.path),
+        ),
+      ),
+    };
   const problems = outputProblems(parsed.data.output, `${display}: output`);
   problems.push(...fieldVariables(display, ['output'], parsed.data.output, 'output'));
   (parsed.data.verify ?? []).forEach((command, j) => {
@@ -130,7 +195,9 @@ function loadTemplate(dir: string, template: string, where: string): { ok: true;
     const unknown = unknownVariables(prompt, LOOP_VARIABLES.prompt, LITERAL_VARIABLE.prompt);
     problems.push(...unknown.map((v) => `${shown}:${v.line}: ${v.message}`));
   } catch {
-    problems.push(`${display}: prompt: cannot read ${path.relative(process.cwd(), promptFile)}; name the prompt template file, relative to the stage folder`);
+    problems.push(
+      `${display}: prompt: cannot read ${path.relative(process.cwd(), promptFile)}; name the prompt template file, relative to the stage folder`,
+    );
   }
   if (problems.length > 0) return { ok: false, problems };
   return { ok: true, stage: { ...parsed.data, prompt } };
@@ -161,6 +228,7 @@ function fieldVariables(
 
 function valueAt(raw: unknown, at: PropertyKey[]): unknown {
   let value: unknown = raw;
-  for (const key of at) value = value !== null && typeof value === 'object' ? (value as Record<PropertyKey, unknown>)[key] : undefined;
+  for (const key of at)
+    value = value !== null && typeof value === 'object' ? (value as Record<PropertyKey, unknown>)[key] : undefined;
   return value;
 }

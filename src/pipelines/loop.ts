@@ -12,7 +12,10 @@ export function registerLoop(registry: Registry): Registry {
   return registry.stage(
     LOOP_STAGE,
     async () => {
-      throw ApplicationFailure.nonRetryable('a loop stage runs as a child workflow of its work item, never as an activity', 'InvalidUse');
+      throw ApplicationFailure.nonRetryable(
+        'a loop stage runs as a child workflow of its work item, never as an activity',
+        'InvalidUse',
+      );
     },
     { usesAgent: true, checkConfig: checkLoopStageConfig },
   );

@@ -18,7 +18,12 @@ import { JsonSchema, type CriterionResult, type Json, type QualityVerdict } from
 
 const CriterionInput = z.union([
   z.string().transform((name): CriterionResult => ({ name, expected: 'pass', actual: 'fail', passed: false })),
-  z.object({ name: z.string(), expected: z.string().default('pass'), actual: z.string().default('fail'), passed: z.boolean().default(false) }),
+  z.object({
+    name: z.string(),
+    expected: z.string().default('pass'),
+    actual: z.string().default('fail'),
+    passed: z.boolean().default(false),
+  }),
 ]);
 
 /** One scripted step. */
@@ -33,7 +38,12 @@ export const ScriptStepSchema = z
     errorTimes: z.number().int().positive().optional(),
     outcome: z.enum(['completed', 'skipped', 'awaiting_review', 'fan_out']).default('completed'),
     output: JsonSchema.optional(),
-    outputBytes: z.number().int().positive().max(64 * 1024 * 1024).optional(),
+    outputBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(64 * 1024 * 1024)
+      .optional(),
   })
   .strict();
 export type ScriptStep = z.input<typeof ScriptStepSchema>;
@@ -47,7 +57,10 @@ export function scriptStep(input: Json, stage: string, attempt: number): z.outpu
   const parsed = ScriptSchema.safeParse(script);
   if (!parsed.success) {
     const issues = parsed.error.issues.slice(0, 3).map((i) => `script.${i.path.join('.')}: ${i.message}`);
-    throw ApplicationFailure.nonRetryable(`invalid script in the work item input: ${issues.join('; ')}`, 'InvalidInput');
+    throw ApplicationFailure.nonRetryable(
+      `invalid script in the work item input: ${issues.join('; ')}`,
+      'InvalidInput',
+    );
   }
   const steps = parsed.data[stage];
   if (!steps) return ScriptStepSchema.parse({});
@@ -82,7 +95,8 @@ export const scriptedStage: StageImplementation = async (ctx) => {
   }
   let artefact: Json;
   if (step.output !== undefined) artefact = step.output;
-  else if (step.outputBytes !== undefined) artefact = { stage: ctx.stage, attempt: ctx.attempt, text: 'x'.repeat(step.outputBytes) };
+  else if (step.outputBytes !== undefined)
+    artefact = { stage: ctx.stage, attempt: ctx.attempt, text: 'x'.repeat(step.outputBytes) };
   else artefact = { stage: ctx.stage, attempt: ctx.attempt, feedback: ctx.feedback, upstream: ctx.upstream };
   return {
     outcome: step.outcome,
@@ -95,7 +109,8 @@ export const scriptedStage: StageImplementation = async (ctx) => {
 export const scriptedGate: GateImplementation = async (ctx): Promise<QualityVerdict> => {
   const step = scriptStep(ctx.input, ctx.stage, ctx.attempt);
   if (step.verdict === 'accepted') return { kind: 'accepted' };
-  if (step.verdict === 'uncertain') return { kind: 'uncertain', reason: step.summary ?? `the script marks attempt ${ctx.attempt} uncertain` };
+  if (step.verdict === 'uncertain')
+    return { kind: 'uncertain', reason: step.summary ?? `the script marks attempt ${ctx.attempt} uncertain` };
   return {
     kind: 'rejected',
     feedback: {

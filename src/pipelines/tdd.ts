@@ -13,7 +13,10 @@ export function registerTdd(registry: Registry): Registry {
   return registry.stage(
     TDD_STAGE,
     async () => {
-      throw ApplicationFailure.nonRetryable('a tdd stage runs as a child workflow of its work item, never as an activity', 'InvalidUse');
+      throw ApplicationFailure.nonRetryable(
+        'a tdd stage runs as a child workflow of its work item, never as an activity',
+        'InvalidUse',
+      );
     },
     { usesAgent: true, checkConfig: checkTddStageConfig },
   );

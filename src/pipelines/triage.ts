@@ -31,8 +31,14 @@ type Classified = z.infer<typeof ClassifiedSchema>;
 
 /** The classified items of a fan-out's results (completed elements only; failed ones are reported). */
 function classifiedItems(upstream: Json | undefined): { items: Classified[]; problems: string[] } {
-  const results = (upstream as { results?: { index: number; status: string; artefact?: Json; error?: string }[] } | undefined)?.results;
-  if (!Array.isArray(results)) throw ApplicationFailure.nonRetryable('triage_dedup needs the results of a fan_out step (classify) as its dependency', 'InvalidInput');
+  const results = (
+    upstream as { results?: { index: number; status: string; artefact?: Json; error?: string }[] } | undefined
+  )?.results;
+  if (!Array.isArray(results))
+    throw ApplicationFailure.nonRetryable(
+      'triage_dedup needs the results of a fan_out step (classify) as its dependency',
+      'InvalidInput',
+    );
   const items: Classified[] = [];
   const problems: string[] = [];
   for (const r of results) {
@@ -42,12 +48,19 @@ function classifiedItems(upstream: Json | undefined): { items: Classified[]; pro
     }
     const parsed = ClassifiedSchema.safeParse(r.artefact);
     if (parsed.success) items.push(parsed.data);
-    else problems.push(`element ${r.index}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    else
+      problems.push(
+        `element ${r.index}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+      );
   }
   return { items, problems };
 }
 
-const normalized = (title: string): string => title.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, ' ').trim();
+const normalized = (title: string): string =>
+  title
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}]+/gu, ' ')
+    .trim();
 
 export const triageDedup: StageImplementation = async (ctx) => {
   const [from] = Object.keys(ctx.upstream);
@@ -70,20 +83,50 @@ export const triageDedup: StageImplementation = async (ctx) => {
 
 export const triageRoute: StageImplementation = async (ctx) => {
   const [from] = Object.keys(ctx.upstream);
-  const items = ((from !== undefined ? ctx.upstream[from] : undefined) as { items?: (Classified & { duplicates: string[] })[] } | undefined)?.items;
-  if (!Array.isArray(items)) throw ApplicationFailure.nonRetryable('triage_route needs the items of triage_dedup as its dependency', 'InvalidInput');
+  const items = (
+    (from !== undefined ? ctx.upstream[from] : undefined) as
+      { items?: (Classified & { duplicates: string[] })[] } | undefined
+  )?.items;
+  if (!Array.isArray(items))
+    throw ApplicationFailure.nonRetryable(
+      'triage_route needs the items of triage_dedup as its dependency',
+      'InvalidInput',
+    );
   const actions: Json[] = [];
   for (const item of items) {
-    const context = [item.source, item.duplicates.length ? `also in: ${item.duplicates.join(', ')}` : ''].filter(Boolean).join(' — ');
+    const context = [item.source, item.duplicates.length ? `also in: ${item.duplicates.join(', ')}` : '']
+      .filter(Boolean)
+      .join(' — ');
     if (item.kind === 'task') {
-      actions.push({ action_type: 'create_task', payload: { title: item.title, priority: item.priority, ...(item.due ? { due: item.due } : {}), ...(item.source ? { notes: `From ${item.source}` } : {}) }, context });
+      actions.push({
+        action_type: 'create_task',
+        payload: {
+          title: item.title,
+          priority: item.priority,
+          ...(item.due ? { due: item.due } : {}),
+          ...(item.source ? { notes: `From ${item.source}` } : {}),
+        },
+        context,
+      });
     } else if (item.kind === 'meeting' && item.start && item.end) {
-      actions.push({ action_type: 'add_busy_block', payload: { title: item.title, start: item.start, end: item.end }, context });
+      actions.push({
+        action_type: 'add_busy_block',
+        payload: { title: item.title, start: item.start, end: item.end },
+        context,
+      });
     } else if (item.kind === 'reply' && item.to && item.body) {
-      actions.push({ action_type: 'send_message', payload: { channel: 'email', to: item.to, subject: `Re: ${item.title}`, body: item.body }, context });
+      actions.push({
+        action_type: 'send_message',
+        payload: { channel: 'email', to: item.to, subject: `Re: ${item.title}`, body: item.body },
+        context,
+      });
     }
   }
-  return { outcome: 'completed', artefact: { actions }, summary: `${actions.length} action${actions.length === 1 ? '' : 's'} to approve from ${items.length} item${items.length === 1 ? '' : 's'}` };
+  return {
+    outcome: 'completed',
+    artefact: { actions },
+    summary: `${actions.length} action${actions.length === 1 ? '' : 's'} to approve from ${items.length} item${items.length === 1 ? '' : 's'}`,
+  };
 };
 
 /** Registers the triage example's deterministic steps. */

@@ -8,7 +8,14 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
-import { SEARCH_ATTRIBUTE_DEFINITIONS, TreadleApprovals, TreadleCorrelationId, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
+import {
+  SEARCH_ATTRIBUTE_DEFINITIONS,
+  TreadleApprovals,
+  TreadleCorrelationId,
+  TreadlePendingReviews,
+  TreadlePipeline,
+  TreadleStatus,
+} from '../model/search-attributes';
 import { portAccepts, probeTemporal } from './probes';
 import { resolveSqlitePragmas, sqlitePragmaArgs } from './sqlite-pragmas';
 import { resolveTemporalCli, TemporalCliNotFoundError, type ResolvedBinary } from './temporal-cli';
@@ -91,19 +98,45 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   // Probe where a client on this machine would connect (a server bound to every interface answers on loopback).
   const address = `${connectableHost(ip)}:${port}`;
   if (await portAccepts(connectableHost(ip), port)) {
-    throw new Error(`cannot start a Temporal dev server on ${address}: another process already listens there (stop it, or choose another port)`);
+    throw new Error(
+      `cannot start a Temporal dev server on ${address}: another process already listens there (stop it, or choose another port)`,
+    );
   }
 
   const { binary, tried } = await resolveTemporalCli({ allowBuild: options.allowBuild ?? true, progress });
   if (!binary) {
     if (options.allowDownload === false) throw new TemporalCliNotFoundError(tried);
-    return startWithSdkDownload({ ip, port, uiPort, namespace, dbFile, headless: options.headless ?? false, sqlitePragmas, progress, tried });
+    return startWithSdkDownload({
+      ip,
+      port,
+      uiPort,
+      namespace,
+      dbFile,
+      headless: options.headless ?? false,
+      sqlitePragmas,
+      progress,
+      tried,
+    });
   }
 
-  const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--db-filename', dbFile, '--namespace', namespace, '--log-level', 'warn'];
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    ip,
+    '--port',
+    String(port),
+    '--db-filename',
+    dbFile,
+    '--namespace',
+    namespace,
+    '--log-level',
+    'warn',
+  ];
   if (options.headless) args.push('--headless');
   else args.push('--ui-port', String(uiPort));
-  for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS)) args.push('--search-attribute', `${key}=${type}`);
+  for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS))
+    args.push('--search-attribute', `${key}=${type}`);
   args.push(...sqlitePragmaArgs(sqlitePragmas));
   if (options.metricsPort !== undefined) args.push('--metrics-port', String(options.metricsPort));
 
@@ -111,7 +144,10 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const server = startWatched({ command: binary.path, args, logFile });
   try {
     // The hint names the variable only when the variable (or its default) set the deadline.
-    const hint = options.readyTimeoutMs === undefined ? `; raise ${SERVER_START_TIMEOUT_ENV} (seconds) if this machine is slow` : '';
+    const hint =
+      options.readyTimeoutMs === undefined
+        ? `; raise ${SERVER_START_TIMEOUT_ENV} (seconds) if this machine is slow`
+        : '';
     await waitUntilReady({ server, address, namespace, timeoutMs: readyTimeoutMs, hint, logFile, progress });
   } catch (error) {
     await server.stop();
@@ -129,7 +165,9 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     binary: binary.path,
     sqlitePragmas,
     pid,
-    ...(options.metricsPort !== undefined ? { metricsUrl: `http://${connectableHost(ip)}:${options.metricsPort}/metrics` } : {}),
+    ...(options.metricsPort !== undefined
+      ? { metricsUrl: `http://${connectableHost(ip)}:${options.metricsPort}/metrics` }
+      : {}),
     stop: () => server.stop(),
   };
 }
@@ -148,7 +186,8 @@ function readyTimeoutFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   const text = env[SERVER_START_TIMEOUT_ENV];
   if (text === undefined || text === '') return DEFAULT_READY_TIMEOUT_MS;
   const seconds = Number(text);
-  if (!Number.isFinite(seconds) || seconds <= 0) throw new Error(`${SERVER_START_TIMEOUT_ENV} must be a positive number of seconds, got "${text}"`);
+  if (!Number.isFinite(seconds) || seconds <= 0)
+    throw new Error(`${SERVER_START_TIMEOUT_ENV} must be a positive number of seconds, got "${text}"`);
   return seconds * 1_000;
 }
 
@@ -177,7 +216,9 @@ async function waitUntilReady(args: {
     lastReason = probe.reason;
     const now = Date.now();
     if (now - started >= timeoutMs) {
-      throw new Error(`no answer within ${seconds(timeoutMs)} although the process is alive (last: ${lastReason})${hint}`);
+      throw new Error(
+        `no answer within ${seconds(timeoutMs)} although the process is alive (last: ${lastReason})${hint}`,
+      );
     }
     if (now >= nextProgress) {
       const pid = server.pid();
@@ -205,7 +246,7 @@ async function startWithSdkDownload(args: {
   progress: (m: string) => void;
   tried: string[];
 }): Promise<DevServer> {
-  args.progress('No Temporal CLI found or built; trying the Temporal SDK\'s own download of the dev server...');
+  args.progress("No Temporal CLI found or built; trying the Temporal SDK's own download of the dev server...");
   const { TestWorkflowEnvironment } = await import('@temporalio/testing');
   try {
     const env = await TestWorkflowEnvironment.createLocal({
@@ -217,7 +258,13 @@ async function startWithSdkDownload(args: {
         uiPort: args.uiPort,
         dbFilename: args.dbFile,
         namespace: args.namespace,
-        searchAttributes: [TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId],
+        searchAttributes: [
+          TreadlePipeline,
+          TreadleStatus,
+          TreadlePendingReviews,
+          TreadleApprovals,
+          TreadleCorrelationId,
+        ],
         extraArgs: sqlitePragmaArgs(args.sqlitePragmas),
       },
     });
@@ -231,7 +278,10 @@ async function startWithSdkDownload(args: {
       stop: () => env.teardown(),
     };
   } catch (error) {
-    throw new TemporalCliNotFoundError([...args.tried, `the SDK's dev-server download (failed: ${(error as Error).message})`]);
+    throw new TemporalCliNotFoundError([
+      ...args.tried,
+      `the SDK's dev-server download (failed: ${(error as Error).message})`,
+    ]);
   }
 }
 

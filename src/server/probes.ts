@@ -48,7 +48,12 @@ export async function probeTemporal(address: string, namespace: string, timeoutM
   const { host, port } = splitAddress(address);
   if (!(await portAccepts(host, port, timeoutMs))) return { ok: false, reason: `nothing listens on ${address} yet` };
   const deadline = Date.now() + timeoutMs;
-  const connection = Connection.lazy({ address, connectTimeout: timeoutMs, channelArgs: PROBE_CHANNEL_ARGS, interceptors: [] });
+  const connection = Connection.lazy({
+    address,
+    connectTimeout: timeoutMs,
+    channelArgs: PROBE_CHANNEL_ARGS,
+    interceptors: [],
+  });
   try {
     await connection.ensureConnected();
     await connection.withDeadline(deadline, () => connection.workflowService.describeNamespace({ namespace }));
@@ -64,7 +69,12 @@ export async function probeTemporal(address: string, namespace: string, timeoutM
 export async function temporalAnswers(address: string, timeoutMs = 2_000): Promise<boolean> {
   const { host, port } = splitAddress(address);
   if (!(await portAccepts(host, port, timeoutMs))) return false;
-  const connection = Connection.lazy({ address, connectTimeout: timeoutMs, channelArgs: PROBE_CHANNEL_ARGS, interceptors: [] });
+  const connection = Connection.lazy({
+    address,
+    connectTimeout: timeoutMs,
+    channelArgs: PROBE_CHANNEL_ARGS,
+    interceptors: [],
+  });
   try {
     await connection.ensureConnected();
     return true;

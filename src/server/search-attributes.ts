@@ -11,12 +11,17 @@ const TYPES = { Keyword: 'KEYWORD', KeywordList: 'KEYWORD_LIST' } as const;
 /** Adds whichever of Treadle's search attributes the namespace lacks; returns the names it added. */
 export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<string[]> {
   const existing = await connection.operatorService.listSearchAttributes({ namespace });
-  const known = new Set([...Object.keys(existing.customAttributes ?? {}), ...Object.keys(existing.systemAttributes ?? {})]);
+  const known = new Set([
+    ...Object.keys(existing.customAttributes ?? {}),
+    ...Object.keys(existing.systemAttributes ?? {}),
+  ]);
   const missing = Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS).filter(([name]) => !known.has(name));
   if (missing.length === 0) return [];
   await connection.operatorService.addSearchAttributes({
     namespace,
-    searchAttributes: Object.fromEntries(missing.map(([name, type]) => [name, encodeSearchAttributeIndexedValueType(TYPES[type])!])),
+    searchAttributes: Object.fromEntries(
+      missing.map(([name, type]) => [name, encodeSearchAttributeIndexedValueType(TYPES[type])!]),
+    ),
   });
   return missing.map(([name]) => name);
 }

@@ -19,10 +19,15 @@ const VALUE = /^[A-Za-z0-9_-]+$/;
  */
 export function parseSqlitePragmas(text: string, source = SQLITE_PRAGMAS_ENV): Record<string, string> {
   const pragmas: Record<string, string> = {};
-  for (const pair of text.split(',').map((p) => p.trim()).filter((p) => p !== '')) {
+  for (const pair of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '')) {
     const [name, value, ...rest] = pair.split('=').map((p) => p.trim());
     if (!name || !value || rest.length > 0 || !NAME.test(name) || !VALUE.test(value)) {
-      throw new Error(`${source} must be comma-separated name=value pairs such as "journal_mode=WAL,synchronous=NORMAL"; "${pair}" is not one`);
+      throw new Error(
+        `${source} must be comma-separated name=value pairs such as "journal_mode=WAL,synchronous=NORMAL"; "${pair}" is not one`,
+      );
     }
     pragmas[name.toLowerCase()] = value;
   }
@@ -33,7 +38,10 @@ export function parseSqlitePragmas(text: string, source = SQLITE_PRAGMAS_ENV): R
  * The pragmas a server starts with: the defaults, overridden pragma by pragma by `TREADLE_SQLITE_PRAGMAS`,
  * then by the caller's own (benchmarks pin theirs so their records stay true whatever the environment).
  */
-export function resolveSqlitePragmas(explicit: Record<string, string> = {}, env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+export function resolveSqlitePragmas(
+  explicit: Record<string, string> = {},
+  env: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
   const fromEnv = env[SQLITE_PRAGMAS_ENV] ? parseSqlitePragmas(env[SQLITE_PRAGMAS_ENV]) : {};
   const fromCaller = parseSqlitePragmas(
     Object.entries(explicit)

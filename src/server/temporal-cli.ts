@@ -36,7 +36,9 @@ export class TemporalCliNotFoundError extends Error {
 
 /** The cache folder for the built binary. */
 export function cacheBinDir(): string {
-  return process.env.TREADLE_CACHE_DIR ? path.join(process.env.TREADLE_CACHE_DIR, 'bin') : path.join(os.homedir(), '.cache', 'treadle', 'bin');
+  return process.env.TREADLE_CACHE_DIR
+    ? path.join(process.env.TREADLE_CACHE_DIR, 'bin')
+    : path.join(os.homedir(), '.cache', 'treadle', 'bin');
 }
 
 function executable(file: string): boolean {
@@ -69,7 +71,9 @@ export interface ResolveOptions {
  * Returns the binary to run, building it into the cache when needed; `tried` lists what was looked at.
  * Returns `undefined` (never throws for absence) so callers can try the SDK download next.
  */
-export async function resolveTemporalCli(options: ResolveOptions = {}): Promise<{ binary?: ResolvedBinary; tried: string[] }> {
+export async function resolveTemporalCli(
+  options: ResolveOptions = {},
+): Promise<{ binary?: ResolvedBinary; tried: string[] }> {
   const progress = options.progress ?? ((m: string) => process.stderr.write(`${m}\n`));
   const tried: string[] = [];
   const fromEnv = process.env.TEMPORAL_CLI;
@@ -95,13 +99,17 @@ export async function resolveTemporalCli(options: ResolveOptions = {}): Promise<
     tried.push('go install (go is not on PATH)');
     return { tried };
   }
-  progress(`Building the Temporal CLI once with "go install ${TEMPORAL_CLI_MODULE}" into ${cacheBinDir()} (takes a few minutes; later runs reuse it)...`);
+  progress(
+    `Building the Temporal CLI once with "go install ${TEMPORAL_CLI_MODULE}" into ${cacheBinDir()} (takes a few minutes; later runs reuse it)...`,
+  );
   const result = await goInstall(go, progress);
   if (result.ok && executable(cached)) {
     progress(`Built ${cached}`);
     return { binary: { path: cached, source: 'go install' }, tried };
   }
-  tried.push(`go install ${TEMPORAL_CLI_MODULE} (failed: ${'error' in result ? result.error : 'no binary after the build'})`);
+  tried.push(
+    `go install ${TEMPORAL_CLI_MODULE} (failed: ${'error' in result ? result.error : 'no binary after the build'})`,
+  );
   return { tried };
 }
 
@@ -109,7 +117,13 @@ function goInstall(go: string, progress: (m: string) => void): Promise<{ ok: tru
   mkdirSync(cacheBinDir(), { recursive: true });
   return new Promise((resolve) => {
     const child = spawn(go, ['install', TEMPORAL_CLI_MODULE], {
-      env: { ...process.env, GOBIN: cacheBinDir(), GOTOOLCHAIN: process.env.GOTOOLCHAIN ?? 'local', CGO_ENABLED: '0', GOFLAGS: process.env.GOFLAGS ?? '-buildvcs=false' },
+      env: {
+        ...process.env,
+        GOBIN: cacheBinDir(),
+        GOTOOLCHAIN: process.env.GOTOOLCHAIN ?? 'local',
+        CGO_ENABLED: '0',
+        GOFLAGS: process.env.GOFLAGS ?? '-buildvcs=false',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let tail = '';
@@ -126,14 +140,21 @@ function goInstall(go: string, progress: (m: string) => void): Promise<{ ok: tru
     child.stdout.on('data', onOutput);
     child.stderr.on('data', onOutput);
     const started = Date.now();
-    const ticker = setInterval(() => progress(`  still building the Temporal CLI (${Math.round((Date.now() - started) / 1000)}s)...`), 30_000);
+    const ticker = setInterval(
+      () => progress(`  still building the Temporal CLI (${Math.round((Date.now() - started) / 1000)}s)...`),
+      30_000,
+    );
     child.on('error', (error) => {
       clearInterval(ticker);
       resolve({ ok: false, error: error.message });
     });
     child.on('exit', (code) => {
       clearInterval(ticker);
-      resolve(code === 0 ? { ok: true } : { ok: false, error: `exit ${code}: ${tail.trim().split('\n').slice(-3).join(' | ')}` });
+      resolve(
+        code === 0
+          ? { ok: true }
+          : { ok: false, error: `exit ${code}: ${tail.trim().split('\n').slice(-3).join(' | ')}` },
+      );
     });
   });
 }

@@ -90,7 +90,10 @@ export function startWatched(options: WatchedOptions): WatchedProcess {
   const marker = `--- ${new Date().toISOString()} treadle starts ${options.command} ---`;
   appendFileSync(options.logFile, `${marker}\n`);
   const config = JSON.stringify({ command: options.command, args: options.args, logFile: options.logFile, graceMs });
-  const watchdog = spawn(process.execPath, ['-e', WATCHDOG_SCRIPT, config], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  const watchdog = spawn(process.execPath, ['-e', WATCHDOG_SCRIPT, config], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+  });
   // The pipe is only a lifeline: never written, never ended until this process is gone or stop() runs.
   watchdog.stdin!.on('error', () => undefined);
   let watchdogErrors = '';
@@ -116,8 +119,7 @@ export function startWatched(options: WatchedOptions): WatchedProcess {
     if (message.event === 'started' && typeof message.pid === 'number') {
       serverPid = message.pid;
       onStarted(message.pid);
-    }
-    else if (message.event === 'error') {
+    } else if (message.event === 'error') {
       exited = `could not be started: ${message.message}`;
       onFailed(new Error(`${options.command} ${exited}`));
     } else if (message.event === 'exited') exited = `exited with ${message.signal ?? `code ${message.code}`}`;

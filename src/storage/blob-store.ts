@@ -39,7 +39,10 @@ export function blobHex(ref: string): string {
 
 /** The blob behind a reference is not in the store. */
 export class BlobNotFoundError extends Error {
-  constructor(readonly ref: string, where: string) {
+  constructor(
+    readonly ref: string,
+    where: string,
+  ) {
     super(`blob ${ref} not found in ${where}`);
     this.name = 'BlobNotFoundError';
   }
@@ -176,9 +179,13 @@ export function parsePointer(text: string, name: string): string {
   return ref;
 }
 
-
 /** Replaces an artefact by a blob reference when its JSON exceeds the threshold. */
-export async function offloadArtefact(artefact: Artefact | undefined, blobs: BlobStore, thresholdBytes: number, summary?: string): Promise<Artefact | undefined> {
+export async function offloadArtefact(
+  artefact: Artefact | undefined,
+  blobs: BlobStore,
+  thresholdBytes: number,
+  summary?: string,
+): Promise<Artefact | undefined> {
   if (artefact === undefined || isBlobRef(artefact)) return artefact;
   const text = JSON.stringify(artefact);
   const bytes = Buffer.from(text, 'utf8');
@@ -195,7 +202,11 @@ export async function resolveArtefact(artefact: Artefact | undefined, blobs: Blo
 }
 
 function describeJson(value: Json, text: string): string {
-  const shape = Array.isArray(value) ? `array of ${value.length}` : value !== null && typeof value === 'object' ? `object with keys ${Object.keys(value).slice(0, 8).join(', ')}` : typeof value;
+  const shape = Array.isArray(value)
+    ? `array of ${value.length}`
+    : value !== null && typeof value === 'object'
+      ? `object with keys ${Object.keys(value).slice(0, 8).join(', ')}`
+      : typeof value;
   return `${shape} (${text.length} chars of JSON)`;
 }
 
@@ -240,5 +251,11 @@ export async function readJson<T>(blobs: BlobStore, ref: string): Promise<T> {
 
 /** Stores `value` as a JSON blob and returns its `sha256:` reference. */
 export async function storeJson(blobs: BlobStore, value: unknown, summary: string): Promise<string> {
-  return (await blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary.length > 200 ? `${summary.slice(0, 199)}…` : summary)).ref;
+  return (
+    await blobs.put(
+      Buffer.from(JSON.stringify(value)),
+      'application/json',
+      summary.length > 200 ? `${summary.slice(0, 199)}…` : summary,
+    )
+  ).ref;
 }

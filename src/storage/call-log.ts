@@ -68,8 +68,25 @@ export interface CallLog {
 }
 
 const COLUMNS = [
-  'id', 'workflow_id', 'run_id', 'activity_id', 'activity_type', 'pipeline', 'stage', 'correlation_id', 'run_correlation_id', 'provider', 'model',
-  'prompt_hash', 'input_tokens', 'output_tokens', 'cache_read_tokens', 'latency_ms', 'status', 'error', 'created_at',
+  'id',
+  'workflow_id',
+  'run_id',
+  'activity_id',
+  'activity_type',
+  'pipeline',
+  'stage',
+  'correlation_id',
+  'run_correlation_id',
+  'provider',
+  'model',
+  'prompt_hash',
+  'input_tokens',
+  'output_tokens',
+  'cache_read_tokens',
+  'latency_ms',
+  'status',
+  'error',
+  'created_at',
 ] as const;
 
 /** The SQLite call log. */
@@ -95,7 +112,9 @@ export class SqliteCallLog implements CallLog {
     CREATE INDEX IF NOT EXISTS llm_call_log_created ON llm_call_log (created_at);
     CREATE INDEX IF NOT EXISTS llm_call_log_pipeline ON llm_call_log (pipeline, created_at);
     CREATE INDEX IF NOT EXISTS llm_call_log_correlation ON llm_call_log (run_correlation_id);`);
-    this.insert = this.db.prepare(`INSERT OR IGNORE INTO llm_call_log (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((c) => `@${c}`).join(', ')})`);
+    this.insert = this.db.prepare(
+      `INSERT OR IGNORE INTO llm_call_log (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((c) => `@${c}`).join(', ')})`,
+    );
   }
 
   append(origin: CallOrigin, calls: readonly CallRecord[]): void {
@@ -128,7 +147,10 @@ export class SqliteCallLog implements CallLog {
 
   query(filter: CallFilter = {}): CallLogRow[] {
     const { where, params } = whereOf(filter);
-    const rows = this.db.prepare(`SELECT * FROM llm_call_log ${where} ORDER BY created_at, id`).all(params) as Record<string, unknown>[];
+    const rows = this.db.prepare(`SELECT * FROM llm_call_log ${where} ORDER BY created_at, id`).all(params) as Record<
+      string,
+      unknown
+    >[];
     return rows.map(rowToCall);
   }
 
@@ -136,10 +158,22 @@ export class SqliteCallLog implements CallLog {
     const rows = this.query(filter);
     const groups = new Map<string, CallLogRow[]>();
     for (const row of rows) {
-      const key = (by === 'model' ? row.model : by === 'provider' ? row.provider : by === 'pipeline' ? row.pipeline : row.stage) ?? '(none)';
+      const key =
+        (by === 'model'
+          ? row.model
+          : by === 'provider'
+            ? row.provider
+            : by === 'pipeline'
+              ? row.pipeline
+              : row.stage) ?? '(none)';
       groups.set(key, [...(groups.get(key) ?? []), row]);
     }
-    return { groups: [...groups.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([group, calls]) => summarizeRows(group, calls)), total: summarizeRows('total', rows) };
+    return {
+      groups: [...groups.entries()]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([group, calls]) => summarizeRows(group, calls)),
+      total: summarizeRows('total', rows),
+    };
   }
 
   close(): void {
@@ -148,7 +182,20 @@ export class SqliteCallLog implements CallLog {
 }
 
 function callId(origin: CallOrigin, call: CallRecord): string {
-  return createHash('sha256').update([origin.workflowId, origin.runId, origin.activityId, call.at, call.promptHash, call.correlationId, call.provider].join('\0')).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(
+      [
+        origin.workflowId,
+        origin.runId,
+        origin.activityId,
+        call.at,
+        call.promptHash,
+        call.correlationId,
+        call.provider,
+      ].join('\0'),
+    )
+    .digest('hex')
+    .slice(0, 32);
 }
 
 function whereOf(filter: CallFilter): { where: string; params: Record<string, string> } {
@@ -193,7 +240,10 @@ function rowToCall(row: Record<string, unknown>): CallLogRow {
 /** Totals, latency percentiles (nearest rank) and cost of some calls. */
 export function summarizeRows(group: string, rows: readonly CallRecord[]): CallSummary {
   const latencies = rows.map((r) => r.latencyMs).sort((a, b) => a - b);
-  const rank = (p: number): number => (latencies.length === 0 ? 0 : latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)]!);
+  const rank = (p: number): number =>
+    latencies.length === 0
+      ? 0
+      : latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)]!;
   let cost: number | null = 0;
   for (const r of rows) {
     const one = estimateCost(r);
@@ -206,13 +256,20 @@ export function summarizeRows(group: string, rows: readonly CallRecord[]): CallS
     inputTokens: rows.reduce((s, r) => s + r.inputTokens, 0),
     outputTokens: rows.reduce((s, r) => s + r.outputTokens, 0),
     cacheReadTokens: rows.reduce((s, r) => s + r.cacheReadTokens, 0),
-    latencyMs: { p50: Math.round(rank(50)), p95: Math.round(rank(95)), max: Math.round(latencies[latencies.length - 1] ?? 0) },
+    latencyMs: {
+      p50: Math.round(rank(50)),
+      p95: Math.round(rank(95)),
+      max: Math.round(latencies[latencies.length - 1] ?? 0),
+    },
     estimatedCostUsd: cost === null ? null : Math.round(cost * 1e6) / 1e6,
   };
 }
 
 /** The `onCalls` of an activity's supervision: appends its calls to the log with where they were made. */
-export function callLogWriter(log: CallLog | undefined, where: { pipeline?: string; stage?: string }): ((calls: CallRecord[]) => void) | undefined {
+export function callLogWriter(
+  log: CallLog | undefined,
+  where: { pipeline?: string; stage?: string },
+): ((calls: CallRecord[]) => void) | undefined {
   if (!log) return undefined;
   return (calls) => {
     // Loaded only when a call is logged: this module is also used where no activity runs (the CLI).

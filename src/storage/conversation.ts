@@ -64,13 +64,17 @@ export class ConversationStore {
    * `provider` asks for that provider's session, returned only when the latest remaining turn carries one,
    * so a session that has not seen every stored turn is never resumed. Pass the result to {@link append}.
    */
-  async context(conversationId: string, options: { except?: string | undefined; provider?: string | undefined } = {}): Promise<ConversationContext> {
+  async context(
+    conversationId: string,
+    options: { except?: string | undefined; provider?: string | undefined } = {},
+  ): Promise<ConversationContext> {
     const { version, turns } = await this.read(conversationId);
     const kept = turns.filter((t) => t.correlationId !== options.except);
     // When the call's own earlier try is left out, every later session has seen it: none is resumable.
     const current = kept.length === turns.length ? kept[kept.length - 1]?.session : undefined;
     const context: ConversationContext = { messages: kept.flatMap((t) => t.messages), version };
-    if (current !== undefined && options.provider !== undefined && current.provider === options.provider) context.resumeSessionId = current.id;
+    if (current !== undefined && options.provider !== undefined && current.provider === options.provider)
+      context.resumeSessionId = current.id;
     return context;
   }
 
@@ -86,8 +90,15 @@ export class ConversationStore {
       const { version, turns } = await this.read(conversationId);
       const { session, ...bare } = turn;
       const sessionIsCurrent = session !== undefined && basedOn !== undefined && basedOn.version === version;
-      const next = [...turns.filter((t) => t.correlationId !== turn.correlationId), sessionIsCurrent ? { ...bare, session } : bare];
-      const stored = await this.blobs.put(Buffer.from(JSON.stringify(next)), 'application/json', `conversation ${conversationId}: ${next.length} turns`);
+      const next = [
+        ...turns.filter((t) => t.correlationId !== turn.correlationId),
+        sessionIsCurrent ? { ...bare, session } : bare,
+      ];
+      const stored = await this.blobs.put(
+        Buffer.from(JSON.stringify(next)),
+        'application/json',
+        `conversation ${conversationId}: ${next.length} turns`,
+      );
       if (await this.blobs.compareAndSetName(key, version, stored.ref)) return;
       await new Promise((resolve) => setTimeout(resolve, randomInt(APPEND_BACKOFF_MS * attempt + 1)));
     }

@@ -66,31 +66,50 @@ export function externalStorageFastPath(): { installed: boolean; reason?: string
   if (state !== undefined) return state;
   try {
     /* eslint-disable @typescript-eslint/no-require-imports -- internal SDK modules, resolved at run time so a missing one disables the fast path instead of failing */
-    const runnerModule = require('@temporalio/common/lib/internal-non-workflow/external-storage-runner') as { ExternalStorageRunner?: { prototype: RunnerPrototype } };
-    const helpers = require('@temporalio/common/lib/internal-non-workflow/extstore-helpers') as { isReferencePayload?: (payload: Payload) => boolean };
+    const runnerModule = require('@temporalio/common/lib/internal-non-workflow/external-storage-runner') as {
+      ExternalStorageRunner?: { prototype: RunnerPrototype };
+    };
+    const helpers = require('@temporalio/common/lib/internal-non-workflow/extstore-helpers') as {
+      isReferencePayload?: (payload: Payload) => boolean;
+    };
     /* eslint-enable @typescript-eslint/no-require-imports */
     const prototype = runnerModule.ExternalStorageRunner?.prototype;
     const isReference = helpers.isReferencePayload;
-    if (!prototype || typeof prototype.store !== 'function' || typeof prototype.retrieve !== 'function' || typeof isReference !== 'function') {
-      state = { installed: false, reason: "@temporalio/common's ExternalStorageRunner does not have the store/retrieve this fast path wraps" };
+    if (
+      !prototype ||
+      typeof prototype.store !== 'function' ||
+      typeof prototype.retrieve !== 'function' ||
+      typeof isReference !== 'function'
+    ) {
+      state = {
+        installed: false,
+        reason: "@temporalio/common's ExternalStorageRunner does not have the store/retrieve this fast path wraps",
+      };
       return state;
     }
     const store = prototype.store;
     const retrieve = prototype.retrieve;
     prototype.store = function (payloads, options) {
       const storage = this.externalStorage;
-      if (storage instanceof TreadleExternalStorage && payloads.every((p) => (payloadSizeUpperBound(p) ?? Infinity) < storage.payloadSizeThreshold)) {
+      if (
+        storage instanceof TreadleExternalStorage &&
+        payloads.every((p) => (payloadSizeUpperBound(p) ?? Infinity) < storage.payloadSizeThreshold)
+      ) {
         return Promise.resolve(payloads);
       }
       return store.call(this, payloads, options);
     };
     prototype.retrieve = function (payloads, options) {
-      if (this.externalStorage instanceof TreadleExternalStorage && !payloads.some((p) => isReference(p))) return Promise.resolve(payloads);
+      if (this.externalStorage instanceof TreadleExternalStorage && !payloads.some((p) => isReference(p)))
+        return Promise.resolve(payloads);
       return retrieve.call(this, payloads, options);
     };
     state = { installed: true };
   } catch (error) {
-    state = { installed: false, reason: `@temporalio/common's ExternalStorageRunner could not be loaded: ${(error as Error).message}` };
+    state = {
+      installed: false,
+      reason: `@temporalio/common's ExternalStorageRunner could not be loaded: ${(error as Error).message}`,
+    };
   }
   return state;
 }

@@ -17,7 +17,13 @@
  * value stored as an artefact and offloaded as a payload is one blob.
  */
 import { createHash } from 'node:crypto';
-import { StorageDriverClaim, type ExternalStorage, type Payload, type StorageDriver, type StorageDriverStoreContext } from '@temporalio/common';
+import {
+  StorageDriverClaim,
+  type ExternalStorage,
+  type Payload,
+  type StorageDriver,
+  type StorageDriverStoreContext,
+} from '@temporalio/common';
 import type { BlobStore } from './blob-store';
 import { externalStorageFastPath, TreadleExternalStorage } from './external-storage-fast-path';
 
@@ -79,11 +85,13 @@ export function blobStoreDriver(blobs: BlobStore): StorageDriver {
           if (!ref) throw new Error(`${BLOB_STORE_DRIVER_NAME}: claim without a ref: ${JSON.stringify(claimData)}`);
           const data = await blobs.get(ref);
           const actual = `sha256:${createHash('sha256').update(data).digest('hex')}`;
-          if (actual !== ref) throw new Error(`${BLOB_STORE_DRIVER_NAME}: blob ${ref} has content ${actual}; the store is corrupt`);
+          if (actual !== ref)
+            throw new Error(`${BLOB_STORE_DRIVER_NAME}: blob ${ref} has content ${actual}; the store is corrupt`);
           const metadata: Record<string, Uint8Array> = {};
           for (const [key, value] of Object.entries(claimData)) {
             if (key.startsWith(TEXT_META)) metadata[key.slice(TEXT_META.length)] = Buffer.from(value, 'utf8');
-            else if (key.startsWith(BINARY_META)) metadata[key.slice(BINARY_META.length)] = Buffer.from(value, 'base64');
+            else if (key.startsWith(BINARY_META))
+              metadata[key.slice(BINARY_META.length)] = Buffer.from(value, 'base64');
           }
           return { metadata, data };
         }),
@@ -103,7 +111,10 @@ export function blobStoreDriver(blobs: BlobStore): StorageDriver {
  * The SDK's runner is given a fast path for calls that cannot offload or resolve anything
  * (`external-storage-fast-path.ts`).
  */
-export function treadleExternalStorage(blobs: BlobStore, thresholdBytes: number = DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES): ExternalStorage {
+export function treadleExternalStorage(
+  blobs: BlobStore,
+  thresholdBytes: number = DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES,
+): ExternalStorage {
   externalStorageFastPath();
   return new TreadleExternalStorage({ drivers: [blobStoreDriver(blobs)], payloadSizeThreshold: thresholdBytes });
 }
@@ -116,6 +127,8 @@ function mediaTypeOf(metadata: Record<string, Uint8Array>): string {
 function summaryOf(context: StorageDriverStoreContext, metadata: Record<string, Uint8Array>, bytes: number): string {
   const encoding = metadata.encoding ? Buffer.from(metadata.encoding).toString('utf8') : 'unknown encoding';
   const target = context.target;
-  const from = target ? ` from ${target.kind} ${target.type ?? ''} ${target.id ?? ''}`.replace(/\s+/g, ' ').trimEnd() : '';
+  const from = target
+    ? ` from ${target.kind} ${target.type ?? ''} ${target.id ?? ''}`.replace(/\s+/g, ' ').trimEnd()
+    : '';
   return `Temporal payload (${encoding}, ${bytes} bytes)${from}`;
 }

@@ -7,7 +7,13 @@ import { S3BlobStore } from './s3-blob-store';
 
 export * from './blob-store';
 export { S3BlobStore, ConditionalWritesUnsupportedError, type S3BlobStoreOptions } from './s3-blob-store';
-export { ConversationStore, ConversationConflictError, type ConversationTurn, type ConversationContext, type ProviderSession } from './conversation';
+export {
+  ConversationStore,
+  ConversationConflictError,
+  type ConversationTurn,
+  type ConversationContext,
+  type ProviderSession,
+} from './conversation';
 
 /** Which blob store to use: a folder (one machine, or a shared filesystem), or an S3-compatible bucket. */
 export type BlobStoreSettings =

@@ -91,9 +91,11 @@ export class S3BlobStore implements BlobStore {
       },
     );
     if (!exists) {
-      await s3.send(new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes, ContentType: mediaType })).catch((error: unknown) => {
-        throw this.failure('PUT', key, error);
-      });
+      await s3
+        .send(new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: bytes, ContentType: mediaType }))
+        .catch((error: unknown) => {
+          throw this.failure('PUT', key, error);
+        });
     }
     return { ref: `sha256:${hex}`, bytes: bytes.length, mediaType, summary };
   }
@@ -111,9 +113,18 @@ export class S3BlobStore implements BlobStore {
   async setName(name: string, ref: string): Promise<void> {
     const key = this.nameKey(name);
     const { s3, sdk } = await this.connect();
-    await s3.send(new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: pointerBody(name, ref), ContentType: 'application/json' })).catch((error: unknown) => {
-      throw this.failure('PUT', key, error);
-    });
+    await s3
+      .send(
+        new sdk.PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: pointerBody(name, ref),
+          ContentType: 'application/json',
+        }),
+      )
+      .catch((error: unknown) => {
+        throw this.failure('PUT', key, error);
+      });
   }
 
   async getName(name: string): Promise<string | undefined> {
@@ -135,7 +146,15 @@ export class S3BlobStore implements BlobStore {
     }
     const { s3, sdk } = await this.connect();
     try {
-      await s3.send(new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: pointerBody(name, next), ContentType: 'application/json', ...condition }));
+      await s3.send(
+        new sdk.PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: pointerBody(name, next),
+          ContentType: 'application/json',
+          ...condition,
+        }),
+      );
       return true;
     } catch (error) {
       // AWS answers If-Match on a key deleted meanwhile with 404: the expected version is gone all the same.
@@ -160,7 +179,9 @@ export class S3BlobStore implements BlobStore {
   private async probeConditionalWrites(): Promise<void> {
     const key = `${this.prefix}probe/conditional-writes`;
     const { s3, sdk } = await this.connect();
-    const attempt = async (condition: { IfNoneMatch: string } | { IfMatch: string }): Promise<'written' | 'refused'> => {
+    const attempt = async (
+      condition: { IfNoneMatch: string } | { IfMatch: string },
+    ): Promise<'written' | 'refused'> => {
       try {
         await s3.send(new sdk.PutObjectCommand({ Bucket: this.bucket, Key: key, Body: 'probe', ...condition }));
         return 'written';
@@ -171,7 +192,10 @@ export class S3BlobStore implements BlobStore {
     };
     // Creates the probe object if it is missing (either answer is fine), then asks for two writes that must fail.
     await attempt({ IfNoneMatch: '*' });
-    if ((await attempt({ IfNoneMatch: '*' })) === 'written' || (await attempt({ IfMatch: '"treadle-probe-never-an-etag"' })) === 'written') {
+    if (
+      (await attempt({ IfNoneMatch: '*' })) === 'written' ||
+      (await attempt({ IfMatch: '"treadle-probe-never-an-etag"' })) === 'written'
+    ) {
       throw new ConditionalWritesUnsupportedError(this.where);
     }
   }
@@ -208,8 +232,17 @@ export class S3BlobStore implements BlobStore {
   private failure(operation: string, key: string, error: unknown): Error {
     const cause = error as Error & S3Failure;
     const status = statusOf(error);
-    const what = cause?.name === 'NoSuchBucket' ? `the bucket "${this.bucket}" does not exist` : `${cause?.name ?? 'Error'}${status !== undefined ? ` (HTTP ${status})` : ''}: ${cause?.message ?? String(error)}`;
-    return new Error(`S3 ${operation} s3://${this.bucket}/${key}${this.options.endpoint ? ` at ${this.options.endpoint}` : ''} failed: ${what}`.replace(/\s+/g, ' '), { cause: error });
+    const what =
+      cause?.name === 'NoSuchBucket'
+        ? `the bucket "${this.bucket}" does not exist`
+        : `${cause?.name ?? 'Error'}${status !== undefined ? ` (HTTP ${status})` : ''}: ${cause?.message ?? String(error)}`;
+    return new Error(
+      `S3 ${operation} s3://${this.bucket}/${key}${this.options.endpoint ? ` at ${this.options.endpoint}` : ''} failed: ${what}`.replace(
+        /\s+/g,
+        ' ',
+      ),
+      { cause: error },
+    );
   }
 
   /** Closes the SDK's connections (tests, short-lived tools). */

@@ -10,7 +10,13 @@
  * stops the stage at once (its other pending requests are rejected with it) and fails it; with `skip` the
  * stage goes on, and when nothing at all was approved it ends skipped, so the run continues without it.
  */
-import { ActivityCancellationType, ApplicationFailure, condition, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  ApplicationFailure,
+  condition,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
 import {
   APPROVAL_CREATE_ACTIVITY,
   APPROVAL_EXECUTE_ACTIVITY,
@@ -67,7 +73,11 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
     upstream,
     input,
   });
-  if (!created.ok) throw ApplicationFailure.nonRetryable(`${stage.name} cannot make its approval requests (${created.problems.length} problem${created.problems.length === 1 ? '' : 's'}): ${created.problems.join('; ')}`, 'InvalidApprovalRequests');
+  if (!created.ok)
+    throw ApplicationFailure.nonRetryable(
+      `${stage.name} cannot make its approval requests (${created.problems.length} problem${created.problems.length === 1 ? '' : 's'}): ${created.problems.join('; ')}`,
+      'InvalidApprovalRequests',
+    );
   const config = created.config;
   const requests: ApprovalRequest[] = created.requests.map((r) => ({
     ...r,
@@ -82,13 +92,29 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   state.approvals = [...(state.approvals ?? []), ...requests];
   const st = state.stages[stage.name]!;
   if (requests.length > 0) st.status = 'waiting_approval';
-  for (const r of requests) emit('ApprovalRequested', `${stage.name}: approval ${r.id} requested: ${r.summary}`, { stage: stage.name, attempt: run.attempt, details: { id: r.id, actionType: r.actionType } });
+  for (const r of requests)
+    emit('ApprovalRequested', `${stage.name}: approval ${r.id} requested: ${r.summary}`, {
+      stage: stage.name,
+      attempt: run.attempt,
+      details: { id: r.id, actionType: r.actionType },
+    });
   run.touch();
 
   // A rejection that stops the stage: the other pending requests end with it.
   let stopped: ApprovalRequest | undefined;
   const slots = { free: MAX_CONCURRENT_ACTIONS };
-  await Promise.all(requests.map((request) => lifecycle(run, config, request, slots, () => stopped, (r) => (stopped ??= r))));
+  await Promise.all(
+    requests.map((request) =>
+      lifecycle(
+        run,
+        config,
+        request,
+        slots,
+        () => stopped,
+        (r) => (stopped ??= r),
+      ),
+    ),
+  );
   st.status = 'running';
   run.touch();
 
@@ -107,12 +133,21 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
     expired: requests.filter((r) => r.status === 'expired').length,
   };
   if (stopped) {
-    throw ApplicationFailure.nonRetryable(`approval ${stopped.id} (${stopped.actionType}) was ${stopped.status}${stopped.decidedBy ? ` by ${stopped.decidedBy}` : ''}${stopped.reason ? `: ${stopped.reason}` : ''}; the stage stops on rejection (on_reject: stop)`, 'ApprovalRejected');
+    throw ApplicationFailure.nonRetryable(
+      `approval ${stopped.id} (${stopped.actionType}) was ${stopped.status}${stopped.decidedBy ? ` by ${stopped.decidedBy}` : ''}${stopped.reason ? `: ${stopped.reason}` : ''}; the stage stops on rejection (on_reject: stop)`,
+      'ApprovalRejected',
+    );
   }
   const failed = requests.filter((r) => r.error !== undefined);
-  if (failed.length > 0) throw ApplicationFailure.nonRetryable(`${failed.length} approved action${failed.length === 1 ? '' : 's'} failed: ${failed.map((r) => `${r.id} (${r.actionType}): ${r.error}`).join('; ')}`, 'ApprovalActionFailed');
+  if (failed.length > 0)
+    throw ApplicationFailure.nonRetryable(
+      `${failed.length} approved action${failed.length === 1 ? '' : 's'} failed: ${failed.map((r) => `${r.id} (${r.actionType}): ${r.error}`).join('; ')}`,
+      'ApprovalActionFailed',
+    );
 
-  const summary = truncateText(`${artefact.approved} approved, ${artefact.rejected} rejected, ${artefact.expired} expired of ${requests.length} request${requests.length === 1 ? '' : 's'}`);
+  const summary = truncateText(
+    `${artefact.approved} approved, ${artefact.rejected} rejected, ${artefact.expired} expired of ${requests.length} request${requests.length === 1 ? '' : 's'}`,
+  );
   const storeOutcome = stepActivities(run, APPROVAL_OUTCOME_SUMMARY)[STORE_ARTEFACT_ACTIVITY];
   const stored = (await storeOutcome({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
   // Nothing approved (and something asked): the run goes on without this step, as the seed's "completed (with skip)".
@@ -121,7 +156,14 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
 }
 
 /** One request: wait for a decision (escalating or expiring on its TTL), then run its action if approved. */
-async function lifecycle(run: ApprovalRun, config: ApprovalStageConfig, request: ApprovalRequest, slots: { free: number }, stoppedBy: () => ApprovalRequest | undefined, stop: (r: ApprovalRequest) => void): Promise<void> {
+async function lifecycle(
+  run: ApprovalRun,
+  config: ApprovalStageConfig,
+  request: ApprovalRequest,
+  slots: { free: number },
+  stoppedBy: () => ApprovalRequest | undefined,
+  stop: (r: ApprovalRequest) => void,
+): Promise<void> {
   const { stage, emit } = run;
   const decidedOrStopped = (): boolean => request.status !== 'pending' || stoppedBy() !== undefined;
   if (config.ttlMs === null) await condition(decidedOrStopped);
@@ -130,15 +172,31 @@ async function lifecycle(run: ApprovalRun, config: ApprovalStageConfig, request:
       request.escalated = true;
       request.reviewers = config.escalation.to;
       request.expiresAt = new Date(Date.now() + config.escalation.ttlMs).toISOString();
-      emit('ApprovalEscalated', `${stage.name}: approval ${request.id} escalated to ${config.escalation.to} (no decision within ${Math.round(config.ttlMs / 1000)}s)`, { stage: stage.name, details: { id: request.id, to: config.escalation.to } });
+      emit(
+        'ApprovalEscalated',
+        `${stage.name}: approval ${request.id} escalated to ${config.escalation.to} (no decision within ${Math.round(config.ttlMs / 1000)}s)`,
+        { stage: stage.name, details: { id: request.id, to: config.escalation.to } },
+      );
       run.touch();
       if (!(await condition(decidedOrStopped, config.escalation.ttlMs))) {
-        decide(request, config.escalation.default === 'approve' ? 'approved' : 'expired', TREADLE, `no decision from ${config.escalation.to} in time; the escalation's default is ${config.escalation.default}`);
-        emit(request.status === 'approved' ? 'ApprovalDecided' : 'ApprovalExpired', `${stage.name}: approval ${request.id} ${request.status} by default: ${request.reason}`, { stage: stage.name, details: { id: request.id, status: request.status } });
+        decide(
+          request,
+          config.escalation.default === 'approve' ? 'approved' : 'expired',
+          TREADLE,
+          `no decision from ${config.escalation.to} in time; the escalation's default is ${config.escalation.default}`,
+        );
+        emit(
+          request.status === 'approved' ? 'ApprovalDecided' : 'ApprovalExpired',
+          `${stage.name}: approval ${request.id} ${request.status} by default: ${request.reason}`,
+          { stage: stage.name, details: { id: request.id, status: request.status } },
+        );
       }
     } else {
       decide(request, 'expired', TREADLE, `no decision within ${Math.round(config.ttlMs / 1000)}s`);
-      emit('ApprovalExpired', `${stage.name}: approval ${request.id} expired: ${request.reason}`, { stage: stage.name, details: { id: request.id } });
+      emit('ApprovalExpired', `${stage.name}: approval ${request.id} expired: ${request.reason}`, {
+        stage: stage.name,
+        details: { id: request.id },
+      });
     }
     run.touch();
   }
@@ -156,20 +214,38 @@ async function lifecycle(run: ApprovalRun, config: ApprovalStageConfig, request:
   await condition(() => slots.free > 0);
   slots.free--;
   try {
-    const executed = await executeActivity(stage)({ id: request.id, itemId: request.itemId, step: request.step, actionType: request.actionType, payload: request.payload, idempotencyKey: request.idempotencyKey });
+    const executed = await executeActivity(stage)({
+      id: request.id,
+      itemId: request.itemId,
+      step: request.step,
+      actionType: request.actionType,
+      payload: request.payload,
+      idempotencyKey: request.idempotencyKey,
+    });
     request.result = executed.result;
     request.executedAt = now();
-    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: ${executed.summary}`, { stage: stage.name, details: { id: request.id } });
+    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: ${executed.summary}`, {
+      stage: stage.name,
+      details: { id: request.id },
+    });
   } catch (error) {
     request.error = truncateText(describeFailure(error), 500);
-    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: the action failed: ${request.error}`, { stage: stage.name, details: { id: request.id, failed: true } });
+    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: the action failed: ${request.error}`, {
+      stage: stage.name,
+      details: { id: request.id, failed: true },
+    });
   } finally {
     slots.free++;
   }
   run.touch();
 }
 
-function decide(request: ApprovalRequest, status: 'approved' | 'rejected' | 'expired', by: string, reason?: string): void {
+function decide(
+  request: ApprovalRequest,
+  status: 'approved' | 'rejected' | 'expired',
+  by: string,
+  reason?: string,
+): void {
   request.status = status;
   request.decidedAt = now();
   request.decidedBy = by;
@@ -177,14 +253,21 @@ function decide(request: ApprovalRequest, status: 'approved' | 'rejected' | 'exp
 }
 
 /** Applies a validated human decision (the update's and signal's handler). */
-export function applyDecision(request: ApprovalRequest, decision: 'approve' | 'reject', by: string, reason?: string): void {
+export function applyDecision(
+  request: ApprovalRequest,
+  decision: 'approve' | 'reject',
+  by: string,
+  reason?: string,
+): void {
   decide(request, decision === 'approve' ? 'approved' : 'rejected', by, reason);
 }
 
 /** The action runs with the stage's activity settings: its timeouts and the seed's retry policy. */
 function executeActivity(stage: StageSpec): (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult> {
   const { activity } = stage;
-  return proxyActivities<{ [APPROVAL_EXECUTE_ACTIVITY]: (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult> }>({
+  return proxyActivities<{
+    [APPROVAL_EXECUTE_ACTIVITY]: (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult>;
+  }>({
     startToCloseTimeout: activity.startToCloseTimeoutMs,
     heartbeatTimeout: activity.heartbeatTimeoutMs,
     retry: retryPolicyOf(activity, ['InvalidPayload', 'UnknownActionType', 'UnknownTask', 'IdempotencyConflict']),

@@ -2,7 +2,13 @@
  * Helpers every Treadle workflow uses (work items, TDD nodes, and the stage kinds to come): workflow-safe,
  * no activities, no zod.
  */
-import { ActivityFailure, ApplicationFailure, CancelledFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  CancelledFailure,
+  ChildWorkflowFailure,
+  TimeoutFailure,
+} from '@temporalio/workflow';
 import { DEFAULT_EVENT_PAGE, type CallBatch, type StateQueryArgs, type WorkItemState } from '../model/state';
 import { callBatchOf } from '../engine/usage';
 import type { QualityFeedback } from '../model/shapes';
@@ -28,7 +34,8 @@ export function eventPage(events: TreadleEvent[], args: StateQueryArgs | undefin
  */
 export function describeFailure(error: unknown): string {
   let cause: unknown = error;
-  while ((cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) && cause.cause) cause = cause.cause;
+  while ((cause instanceof ActivityFailure || cause instanceof ChildWorkflowFailure) && cause.cause)
+    cause = cause.cause;
   return cause instanceof Error ? cause.message : String(error);
 }
 
@@ -40,7 +47,8 @@ export function describeFailure(error: unknown): string {
  * - a stage kind's (a TDD tree, a loop, a fan-out), thrown by it or by its child workflow: `{ calls: { usage } }`.
  */
 export function callsReported(error: unknown): unknown {
-  if (error instanceof ActivityFailure && error.cause instanceof TimeoutFailure) return detailsIn(error.cause.lastHeartbeatDetails)?.calls; // the first detail
+  if (error instanceof ActivityFailure && error.cause instanceof TimeoutFailure)
+    return detailsIn(error.cause.lastHeartbeatDetails)?.calls; // the first detail
   return failureDetails(error, true)?.calls;
 }
 
@@ -58,23 +66,46 @@ export function usageBatch(usage: UsageTotals | undefined): { calls?: CallBatch 
 }
 
 /** A stage kind's failure for good, with the totals of its model calls in its details, where {@link callsReported} reads them. */
-export function failureWithUsage(message: string, type: string, usage: UsageTotals | undefined, cause?: Error): ApplicationFailure {
+export function failureWithUsage(
+  message: string,
+  type: string,
+  usage: UsageTotals | undefined,
+  cause?: Error,
+): ApplicationFailure {
   const batch = usageBatch(usage);
-  return ApplicationFailure.create({ message, type, nonRetryable: true, ...(cause ? { cause } : {}), ...(batch.calls ? { details: [batch] } : {}) });
+  return ApplicationFailure.create({
+    message,
+    type,
+    nonRetryable: true,
+    ...(cause ? { cause } : {}),
+    ...(batch.calls ? { details: [batch] } : {}),
+  });
 }
 
 /**
  * What a failed or cancelled activity's dispatcher reported: `{ calls, previousLog? }`; with `stageKinds`,
  * also what a stage kind's failure carries, thrown directly or by a child workflow.
  */
-export function failureDetails(error: unknown, stageKinds: boolean): { calls?: unknown; previousLog?: unknown } | undefined {
-  const cause = error instanceof ActivityFailure || (stageKinds && error instanceof ChildWorkflowFailure) ? error.cause : stageKinds ? error : undefined;
-  return detailsIn(cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined);
+export function failureDetails(
+  error: unknown,
+  stageKinds: boolean,
+): { calls?: unknown; previousLog?: unknown } | undefined {
+  const cause =
+    error instanceof ActivityFailure || (stageKinds && error instanceof ChildWorkflowFailure)
+      ? error.cause
+      : stageKinds
+        ? error
+        : undefined;
+  return detailsIn(
+    cause instanceof ApplicationFailure || cause instanceof CancelledFailure ? cause.details?.[0] : undefined,
+  );
 }
 
 /** A heartbeat's or a failure's first detail, when it is an object. */
 function detailsIn(detail: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
-  return typeof detail === 'object' && detail !== null ? (detail as { calls?: unknown; previousLog?: unknown }) : undefined;
+  return typeof detail === 'object' && detail !== null
+    ? (detail as { calls?: unknown; previousLog?: unknown })
+    : undefined;
 }
 
 /** A stage's activity settings as Temporal's retry policy; `nonRetryable` adds error types retrying cannot help. */

@@ -6,8 +6,21 @@
  * are the activities'; this only sequences them, records `InputValidation` events and `quality_flags`.
  */
 import { isCancellation, proxyActivities, type ActivityOptions } from '@temporalio/workflow';
-import { CONTRACT_FINALIZE_ACTIVITY, CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY } from '../model/activity-types';
-import { CONTRACT_REVISION_LANES, type ContractFinalizeInput, type ContractFinalizeResult, type ContractReviseInput, type ContractReviseResult, type ContractValidateInput, type ContractValidateResult, type QualityFlags } from '../model/contract-state';
+import {
+  CONTRACT_FINALIZE_ACTIVITY,
+  CONTRACT_REVISE_ACTIVITY,
+  CONTRACT_VALIDATE_ACTIVITY,
+} from '../model/activity-types';
+import {
+  CONTRACT_REVISION_LANES,
+  type ContractFinalizeInput,
+  type ContractFinalizeResult,
+  type ContractReviseInput,
+  type ContractReviseResult,
+  type ContractValidateInput,
+  type ContractValidateResult,
+  type QualityFlags,
+} from '../model/contract-state';
 import type { ContractSpec } from '../model/contracts';
 import { truncateText } from '../model/limits';
 import type { Artefact, Json } from '../model/shapes';
@@ -47,7 +60,10 @@ export type ContractRun = Pick<StageKindRun, 'itemId' | 'pipeline' | 'stage' | '
  * artefacts for its attempts; a list that cannot be validated (not a list, missing or duplicate ids) is
  * the stage's failure, with every problem.
  */
-export async function runContracts(run: ContractRun, contracts: readonly ContractSpec[]): Promise<{ ok: true } | { ok: false; message: string }> {
+export async function runContracts(
+  run: ContractRun,
+  contracts: readonly ContractSpec[],
+): Promise<{ ok: true } | { ok: false; message: string }> {
   const mine = contracts.filter((c) => c.to === run.stage.name);
   if (mine.length === 0) return { ok: true };
   const st = run.state.stages[run.stage.name]!;
@@ -68,16 +84,39 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
     const edge = `${contract.from} → ${contract.to}`;
     // Each round's counts, for the finalize call's summary: the Web UI shows the contract's rounds in one line.
     const tally: string[] = [];
-    const event = (round: number, v: Extract<ContractValidateResult, { ok: true }>, revised?: { ok: number; skipped: number; wasted: number }): void => {
+    const event = (
+      round: number,
+      v: Extract<ContractValidateResult, { ok: true }>,
+      revised?: { ok: number; skipped: number; wasted: number },
+    ): void => {
       const counts = `${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected`;
       const fellBack = v.fallback ? ` (${v.fallback} fallback)` : '';
       tally.push(`round ${round}: ${revised ? `${revised.ok} revised, ` : ''}${counts}${fellBack}`);
-      const fallback = v.fallback ? `; ${v.fallback === 'threw' ? 'the validator failed, so every item is accepted' : v.fallback === 'malformed' ? 'the answer was malformed, so every item is accepted' : 'items not mentioned are accepted'} (${v.fallbackDetail})` : '';
-      const revisions = revised ? `${revised.ok} revised${revised.skipped > 0 ? `, ${revised.skipped} revision${revised.skipped === 1 ? '' : 's'} unusable (${revised.wasted} tokens wasted)` : ''}; ` : '';
-      run.emit('InputValidation', `${edge} round ${round}: ${revisions}${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected${fallback}`, {
-        stage: run.stage.name,
-        details: { from: contract.from, round, validated: v.validated, accepted: v.accepted, rejected: v.rejectedNow, stillRejected: v.rejected, tokens: v.tokens, ...(v.fallback ? { fallback: v.fallback } : {}), sample: v.sample as unknown as Json, ...(revised ? { revised: revised.ok, skipped: revised.skipped, wastedTokens: revised.wasted } : {}) },
-      });
+      const fallback = v.fallback
+        ? `; ${v.fallback === 'threw' ? 'the validator failed, so every item is accepted' : v.fallback === 'malformed' ? 'the answer was malformed, so every item is accepted' : 'items not mentioned are accepted'} (${v.fallbackDetail})`
+        : '';
+      const revisions = revised
+        ? `${revised.ok} revised${revised.skipped > 0 ? `, ${revised.skipped} revision${revised.skipped === 1 ? '' : 's'} unusable (${revised.wasted} tokens wasted)` : ''}; `
+        : '';
+      run.emit(
+        'InputValidation',
+        `${edge} round ${round}: ${revisions}${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected${fallback}`,
+        {
+          stage: run.stage.name,
+          details: {
+            from: contract.from,
+            round,
+            validated: v.validated,
+            accepted: v.accepted,
+            rejected: v.rejectedNow,
+            stillRejected: v.rejected,
+            tokens: v.tokens,
+            ...(v.fallback ? { fallback: v.fallback } : {}),
+            sample: v.sample as unknown as Json,
+            ...(revised ? { revised: revised.ok, skipped: revised.skipped, wastedTokens: revised.wasted } : {}),
+          },
+        },
+      );
       run.touch();
     };
 
@@ -90,7 +129,11 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
     } catch (error) {
       if (isCancellation(error)) throw error;
       // The seed's conservative fallback: validation never blocks the pipeline.
-      run.emit('InputValidation', `${edge}: validation failed (${describeFailure(error)}); every item is accepted as produced`, { stage: run.stage.name, details: { from: contract.from, round: 0, fallback: 'threw' } });
+      run.emit(
+        'InputValidation',
+        `${edge}: validation failed (${describeFailure(error)}); every item is accepted as produced`,
+        { stage: run.stage.name, details: { from: contract.from, round: 0, fallback: 'threw' } },
+      );
       continue;
     }
     if (!v.ok) return { ok: false, message: `${edge}: the items cannot be validated: ${v.problems.join('; ')}` };
@@ -109,13 +152,21 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
       const results = await reviseAll({ ...call, round, stateRef }, count, reviseActs);
       for (const r of results) addCalls(r.calls);
       const revisions = results.map((r, index) => ({ index, revisedRef: r.ok ? r.revisedRef : null }));
-      const revised = { ok: results.filter((r) => r.ok).length, skipped: results.filter((r) => !r.ok).length, wasted: results.reduce((sum, r) => sum + (r.ok ? 0 : r.wastedTokens), 0) };
+      const revised = {
+        ok: results.filter((r) => r.ok).length,
+        skipped: results.filter((r) => !r.ok).length,
+        wasted: results.reduce((sum, r) => sum + (r.ok ? 0 : r.wastedTokens), 0),
+      };
       try {
         const again: ContractValidateInput = { ...call, round, stateRef, revisions };
         v = await acts(round, `validate ${revised.ok} revised`)[CONTRACT_VALIDATE_ACTIVITY](again);
       } catch (error) {
         if (isCancellation(error)) throw error;
-        run.emit('InputValidation', `${edge} round ${round}: validation failed (${describeFailure(error)}); the revised items are accepted`, { stage: run.stage.name, details: { from: contract.from, round, fallback: 'threw' } });
+        run.emit(
+          'InputValidation',
+          `${edge} round ${round}: validation failed (${describeFailure(error)}); the revised items are accepted`,
+          { stage: run.stage.name, details: { from: contract.from, round, fallback: 'threw' } },
+        );
         tally.push(`round ${round}: validation failed, the revised items are accepted`);
         rejected = 0;
         break;
@@ -130,7 +181,10 @@ export async function runContracts(run: ContractRun, contracts: readonly Contrac
     const finalize = acts(round, truncateText(`finalize (${tally.join('; ')})`, MAX_TALLY))[CONTRACT_FINALIZE_ACTIVITY];
     const final = await finalize({ stateRef, retries: round });
     validated[contract.from] = final.artefact;
-    run.emit('InputValidation', `${edge}: ${final.summary}`, { stage: run.stage.name, details: { from: contract.from, final: true, accepted: final.accepted, warned: final.warned, retries: round } });
+    run.emit('InputValidation', `${edge}: ${final.summary}`, {
+      stage: run.stage.name,
+      details: { from: contract.from, final: true, accepted: final.accepted, warned: final.warned, retries: round },
+    });
   }
   st.validatedInputs = validated;
   run.touch();

@@ -55,12 +55,19 @@ const STORE_TIMEOUT = '30m';
 const activities = proxyActivities<{
   [FAN_OUT_STORE_ACTIVITY]: (input: FanOutPrepareInput) => Promise<FanOutStoreResult>;
   [FAN_OUT_RESULTS_ACTIVITY]: (input: { results: FanOutItemResult[]; label: string }) => Promise<{ page: string }>;
-  [FAN_OUT_COLLECT_ACTIVITY]: (input: { pages: string[]; completed: number; failed: number; summary: string }) => Promise<{ artefact: Artefact }>;
+  [FAN_OUT_COLLECT_ACTIVITY]: (input: {
+    pages: string[];
+    completed: number;
+    failed: number;
+    summary: string;
+  }) => Promise<{ artefact: Artefact }>;
 }>({ startToCloseTimeout: STORE_TIMEOUT, retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] } });
 // A local activity: the element's own work item reads it from a page the worker most likely has cached.
 const readElement = proxyLocalActivities<{
   [FAN_OUT_ELEMENT_ACTIVITY]: (input: FanOutElementInput) => Promise<{ input: Json }>;
-}>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidFanOutElement'] } })[FAN_OUT_ELEMENT_ACTIVITY];
+}>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidFanOutElement'] } })[
+  FAN_OUT_ELEMENT_ACTIVITY
+];
 
 /**
  * A fan-out workflow tells its work item how far it is, so `treadle status` and the Web UI show progress. A
@@ -105,11 +112,19 @@ export async function runFanOutWorkflow(run: StageKindRun, outcome?: Artefact): 
     input: run.input,
     ...(outcome !== undefined ? { outcome } : {}),
   });
-  if (!prepared.ok) throw ApplicationFailure.nonRetryable(`${stage.name} cannot fan out (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`, 'InvalidFanOut');
+  if (!prepared.ok)
+    throw ApplicationFailure.nonRetryable(
+      `${stage.name} cannot fan out (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`,
+      'InvalidFanOut',
+    );
   const { total, maxConcurrent } = prepared;
   const progress = { total, running: 0, completed: 0, failed: 0 };
   run.state.stages[stage.name]!.fanOut = progress;
-  emit('FanOutStarted', `${stage.name} fans out over ${total} element${total === 1 ? '' : 's'} (at most ${maxConcurrent} at once)`, { stage: stage.name, attempt: run.attempt, details: { total, maxConcurrent } });
+  emit(
+    'FanOutStarted',
+    `${stage.name} fans out over ${total} element${total === 1 ? '' : 's'} (at most ${maxConcurrent} at once)`,
+    { stage: stage.name, attempt: run.attempt, details: { total, maxConcurrent } },
+  );
   run.touch();
 
   const input: FanOutInput = {
@@ -133,24 +148,45 @@ export async function runFanOutWorkflow(run: StageKindRun, outcome?: Artefact): 
   };
   let result: FanOutResult;
   try {
-    result = await executeChild(fanOut, { workflowId: `${run.itemId}.${stage.name}.${run.attempt}`, args: [input], staticSummary: `${stage.name}: fan-out over ${total} elements` });
+    result = await executeChild(fanOut, {
+      workflowId: `${run.itemId}.${stage.name}.${run.attempt}`,
+      args: [input],
+      staticSummary: `${stage.name}: fan-out over ${total} elements`,
+    });
   } catch (error) {
     if (isCancellation(error)) throw error;
-    throw ApplicationFailure.nonRetryable(`${stage.name}: the fan-out workflow failed: ${describeFailure(error)}`, 'FanOutFailed');
+    throw ApplicationFailure.nonRetryable(
+      `${stage.name}: the fan-out workflow failed: ${describeFailure(error)}`,
+      'FanOutFailed',
+    );
   }
   Object.assign(progress, { running: 0, completed: result.completed, failed: result.failed });
   for (const failure of result.failures) {
-    emit('FanOutItemFailed', `${stage.name}: element ${failure.index} (${failure.id}) failed: ${failure.error}`, { stage: stage.name, details: { index: failure.index, id: failure.id } });
+    emit('FanOutItemFailed', `${stage.name}: element ${failure.index} (${failure.id}) failed: ${failure.error}`, {
+      stage: stage.name,
+      details: { index: failure.index, id: failure.id },
+    });
   }
   const unlisted = result.failed - result.failures.length;
   const summary = `${result.completed} of ${total} element${total === 1 ? '' : 's'} completed${result.failed > 0 ? `, ${result.failed} failed` : ''}`;
-  emit('FanOutCompleted', `${stage.name}: ${summary}${unlisted > 0 ? ` (${unlisted} failures not listed as events: every one is in the results)` : ''}`, {
-    stage: stage.name,
-    details: { completed: result.completed, failed: result.failed, runs: result.runs },
-  });
+  emit(
+    'FanOutCompleted',
+    `${stage.name}: ${summary}${unlisted > 0 ? ` (${unlisted} failures not listed as events: every one is in the results)` : ''}`,
+    {
+      stage: stage.name,
+      details: { completed: result.completed, failed: result.failed, runs: result.runs },
+    },
+  );
   if (result.failed > 0 && prepared.onItemFailure === 'fail') {
-    const listed = result.failures.slice(0, 5).map((r) => `${r.index}: ${r.error}`).join('; ');
-    throw failureWithUsage(`${result.failed} of ${total} elements failed (on_item_failure: fail): ${listed}${result.failed > 5 ? '; …' : ''}`, 'FanOutFailed', result.usage);
+    const listed = result.failures
+      .slice(0, 5)
+      .map((r) => `${r.index}: ${r.error}`)
+      .join('; ');
+    throw failureWithUsage(
+      `${result.failed} of ${total} elements failed (on_item_failure: fail): ${listed}${result.failed > 5 ? '; …' : ''}`,
+      'FanOutFailed',
+      result.usage,
+    );
   }
   return { outcome: 'completed', artefact: result.artefact, summary, previousLog: null, ...usageBatch(result.usage) };
 }
@@ -175,9 +211,17 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   const report = (): void => {
     reported = completed + failed;
     if (parent === undefined) return;
-    const update: FanOutProgressUpdate = { stage: input.stage, attempt: input.attempt, progress: { total: input.total, running, completed, failed } };
+    const update: FanOutProgressUpdate = {
+      stage: input.stage,
+      attempt: input.attempt,
+      progress: { total: input.total, running, completed, failed },
+    };
     // The work item may have ended (cancelled): its progress is no one's business then.
-    signals.push(getExternalWorkflowHandle(parent.workflowId, parent.runId).signal(fanOutProgressSignal, update).catch(() => undefined));
+    signals.push(
+      getExternalWorkflowHandle(parent.workflowId, parent.runId)
+        .signal(fanOutProgressSignal, update)
+        .catch(() => undefined),
+    );
   };
   // The run ends (starting no more elements) by count when the stage sets one, else when its history would be
   // full once the running elements are done and the results page is stored (its input holds every result).
@@ -192,18 +236,36 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   const correlation = input.correlationId !== undefined ? { correlationId: input.correlationId } : {};
   const runElement = async (index: number): Promise<void> => {
     const id = `${input.itemId}.${input.stage}.${input.attempt}.${index}`;
-    const element: FanOutElementRef = { page: input.pages[Math.floor(index / FAN_OUT_PAGE_ELEMENTS)]!, offset: index % FAN_OUT_PAGE_ELEMENTS };
-    const args: WorkItemInput & FanOutElementInput = { pipeline: input.pipeline, pipelineName: input.pipelineName, itemId: id, ...correlation, element };
+    const element: FanOutElementRef = {
+      page: input.pages[Math.floor(index / FAN_OUT_PAGE_ELEMENTS)]!,
+      offset: index % FAN_OUT_PAGE_ELEMENTS,
+    };
+    const args: WorkItemInput & FanOutElementInput = {
+      pipeline: input.pipeline,
+      pipelineName: input.pipelineName,
+      itemId: id,
+      ...correlation,
+      element,
+    };
     let result: FanOutItemResult;
     running++;
     try {
-      const child = await executeChild<(args: WorkItemInput) => Promise<WorkItemResult>>('workItem', { workflowId: id, args: [args], staticSummary: `${input.stage} element ${index + 1}/${input.total}` });
+      const child = await executeChild<(args: WorkItemInput) => Promise<WorkItemResult>>('workItem', {
+        workflowId: id,
+        args: [args],
+        staticSummary: `${input.stage} element ${index + 1}/${input.total}`,
+      });
       const artefact = child.artefacts[input.childStage];
       if (child.usage) usage = addTotals(usage, child.usage);
       result =
         child.status === 'completed'
           ? { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) }
-          : { index, id, status: 'failed', error: truncateText(child.stageErrors?.[input.childStage] ?? child.error ?? 'failed', 500) };
+          : {
+              index,
+              id,
+              status: 'failed',
+              error: truncateText(child.stageErrors?.[input.childStage] ?? child.error ?? 'failed', 500),
+            };
     } catch (error) {
       if (isCancellation(error)) throw error;
       result = { index, id, status: 'failed', error: truncateText(describeFailure(error), 500) };
@@ -224,11 +286,23 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   };
   await Promise.all(Array.from({ length: Math.min(input.maxConcurrent, input.total - first) }, lane));
 
-  const { page } = await activities[FAN_OUT_RESULTS_ACTIVITY]({ results, label: `results ${first}-${next - 1} of ${input.stage} (${input.itemId})` });
+  const { page } = await activities[FAN_OUT_RESULTS_ACTIVITY]({
+    results,
+    label: `results ${first}-${next - 1} of ${input.stage} (${input.itemId})`,
+  });
   const resultPages = [...input.resultPages, page];
   await Promise.all(signals);
   if (next < input.total) {
-    return continueAsNew<typeof fanOut>({ ...input, next, resultPages, completed, failed, ...(usage ? { usage } : {}), failures, reported });
+    return continueAsNew<typeof fanOut>({
+      ...input,
+      next,
+      resultPages,
+      completed,
+      failed,
+      ...(usage ? { usage } : {}),
+      failures,
+      reported,
+    });
   }
   const summary = `${input.stage}: ${completed} of ${input.total} elements completed${failed > 0 ? `, ${failed} failed` : ''}`;
   const { artefact } = await activities[FAN_OUT_COLLECT_ACTIVITY]({ pages: resultPages, completed, failed, summary });

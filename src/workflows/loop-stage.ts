@@ -13,15 +13,57 @@
  *   carrying the counts (iteration, consecutive stops, decisions) and the last few iteration records; the
  *   history holds summaries and references only, whatever the files hold.
  */
-import { allHandlersFinished, ApplicationFailure, condition, continueAsNew, executeChild, isCancellation, TemporalFailure, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { afterIteration, beforeIteration, countStops, limitsOf, remainingSeconds, settleAtLimit, type LoopVerdict, type QueueReading } from '../engine/loop-termination';
-import { LOOP_ARTEFACT_ACTIVITY, LOOP_CHECK_QUEUE_ACTIVITY, LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY, LOOP_WRITE_STATE_ACTIVITY } from '../model/activity-types';
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  executeChild,
+  isCancellation,
+  TemporalFailure,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  afterIteration,
+  beforeIteration,
+  countStops,
+  limitsOf,
+  remainingSeconds,
+  settleAtLimit,
+  type LoopVerdict,
+  type QueueReading,
+} from '../engine/loop-termination';
+import {
+  LOOP_ARTEFACT_ACTIVITY,
+  LOOP_CHECK_QUEUE_ACTIVITY,
+  LOOP_ITERATION_ACTIVITY,
+  LOOP_PREPARE_ACTIVITY,
+  LOOP_WRITE_STATE_ACTIVITY,
+} from '../model/activity-types';
 import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../model/limits';
 import type { Json } from '../model/shapes';
 import { addTotals } from '../engine/usage';
 import type { StageActivityResult } from '../model/state';
 import { describeFailure, failureWithUsage, usageBatch, usageReported, type StageKindRun } from './common';
-import { iterationDir, KEPT_ITERATIONS, type LoopArtefact, type LoopCarry, type LoopIterationInput, type LoopIterationResult, type LoopResult, type LoopPrepareInput, type LoopPrepareResult, type LoopStageInput, type LoopState, type LoopWriteStateInput } from '../model/loop-state';
+import {
+  iterationDir,
+  KEPT_ITERATIONS,
+  type LoopArtefact,
+  type LoopCarry,
+  type LoopIterationInput,
+  type LoopIterationResult,
+  type LoopResult,
+  type LoopPrepareInput,
+  type LoopPrepareResult,
+  type LoopStageInput,
+  type LoopState,
+  type LoopWriteStateInput,
+} from '../model/loop-state';
 import { TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
 
@@ -38,7 +80,15 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
   const { plan } = input;
   // Iterations on disk before this loop (an earlier attempt's): numbers continue after them.
   const base = plan.startIteration ?? 0;
-  const carry: LoopCarry = input.carry ?? { iteration: 0, consecutiveStops: 0, startedAtMs: Date.now(), recent: [], decisions: { continue: 0, stop: 0, error: 0 }, runs: 0, verifyFailures: 0 };
+  const carry: LoopCarry = input.carry ?? {
+    iteration: 0,
+    consecutiveStops: 0,
+    startedAtMs: Date.now(),
+    recent: [],
+    decisions: { continue: 0, stop: 0, error: 0 },
+    runs: 0,
+    verifyFailures: 0,
+  };
   carry.runs++;
   const state: LoopState = {
     itemId: input.itemId,
@@ -71,14 +121,25 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
   setHandler(
     resumeLoopUpdate,
     (request) => {
-      resumeRequest = { action: request.action ?? 'resume', ...(request.reason !== undefined ? { reason: request.reason } : {}) };
-      return { resumed: resumeRequest.action === 'resume', from: carry.failure?.resume_from ?? base + carry.iteration + 1 };
+      resumeRequest = {
+        action: request.action ?? 'resume',
+        ...(request.reason !== undefined ? { reason: request.reason } : {}),
+      };
+      return {
+        resumed: resumeRequest.action === 'resume',
+        from: carry.failure?.resume_from ?? base + carry.iteration + 1,
+      };
     },
     {
       validator: (request) => {
-        if (request === null || typeof request !== 'object') throw new Error('a resume request is an object: { "action": "resume" | "abandon", "reason"?: string }');
-        if (request.action !== undefined && request.action !== 'resume' && request.action !== 'abandon') throw new Error(`action must be "resume" or "abandon", not ${JSON.stringify(request.action)}`);
-        if (!carry.failure || resumeRequest !== undefined) throw new Error(`loop stage ${input.stage} of ${input.itemId} is not failed (it is ${state.status}, at iteration ${carry.iteration}); only a failed loop can be resumed`);
+        if (request === null || typeof request !== 'object')
+          throw new Error('a resume request is an object: { "action": "resume" | "abandon", "reason"?: string }');
+        if (request.action !== undefined && request.action !== 'resume' && request.action !== 'abandon')
+          throw new Error(`action must be "resume" or "abandon", not ${JSON.stringify(request.action)}`);
+        if (!carry.failure || resumeRequest !== undefined)
+          throw new Error(
+            `loop stage ${input.stage} of ${input.itemId} is not failed (it is ${state.status}, at iteration ${carry.iteration}); only a failed loop can be resumed`,
+          );
       },
     },
   );
@@ -94,16 +155,26 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
     if (carry.failure) state.failure = carry.failure;
     else delete state.failure;
     if (published !== state.status) {
-      upsertSearchAttributes([...(published === undefined ? [{ key: TreadlePipeline, value: LOOP_PIPELINE_NAME }] : []), { key: TreadleStatus, value: state.status }]);
+      upsertSearchAttributes([
+        ...(published === undefined ? [{ key: TreadlePipeline, value: LOOP_PIPELINE_NAME }] : []),
+        { key: TreadleStatus, value: state.status },
+      ]);
       published = state.status;
     }
     setCurrentDetails(renderDetails(state));
   };
-  const writeState = (fields: Omit<LoopWriteStateInput, 'planRef' | 'iteration'>): Promise<void> => housekeeping[LOOP_WRITE_STATE_ACTIVITY]({ planRef: input.planRef, iteration: base + carry.iteration, ...fields });
+  const writeState = (fields: Omit<LoopWriteStateInput, 'planRef' | 'iteration'>): Promise<void> =>
+    housekeeping[LOOP_WRITE_STATE_ACTIVITY]({ planRef: input.planRef, iteration: base + carry.iteration, ...fields });
 
   publish();
   if (carry.runs === 1) await writeState({ status: 'running' });
-  const limits = () => limitsOf(plan.termination, plan.maxIterations, carry.startedAtMs + plan.maxRuntimeSeconds * 1000, plan.pipelineDeadlineMs);
+  const limits = () =>
+    limitsOf(
+      plan.termination,
+      plan.maxIterations,
+      carry.startedAtMs + plan.maxRuntimeSeconds * 1000,
+      plan.pipelineDeadlineMs,
+    );
   let iterationsThisRun = 0;
   let verdict: LoopVerdict;
   try {
@@ -117,7 +188,13 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
       if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
       const n = carry.iteration + 1;
       carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
-      const result = await iterationActivity(base + n)({ planRef: input.planRef, iteration: base + n, run: base + carry.iterationRuns, remainingSeconds: remainingSeconds(limits(), Date.now()), ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}) });
+      const result = await iterationActivity(base + n)({
+        planRef: input.planRef,
+        iteration: base + n,
+        run: base + carry.iterationRuns,
+        remainingSeconds: remainingSeconds(limits(), Date.now()),
+        ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}),
+      });
       iterationsThisRun++;
       if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
       if (!result.ok) {
@@ -132,7 +209,11 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
         const request = resumeRequest!;
         if (request.action === 'abandon') {
           // The calls made so far still count for the work item: their totals ride on the failure.
-          throw failureWithUsage(`loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`, 'LoopFailed', carry.usage);
+          throw failureWithUsage(
+            `loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
+            'LoopFailed',
+            carry.usage,
+          );
         }
         // The time spent failed does not count against the stage's runtime.
         carry.startedAtMs += Date.now() - pausedAt;
@@ -157,7 +238,12 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
       publish();
       verdict = afterIteration(plan.termination, carry, limits());
       // A queue loop at its last allowed iteration: asked once more, an empty queue is why it ends.
-      if (verdict.next === 'stop' && verdict.by === 'guardrail' && plan.termination.type === 'queue' && carry.iteration >= plan.maxIterations) {
+      if (
+        verdict.next === 'stop' &&
+        verdict.by === 'guardrail' &&
+        plan.termination.type === 'queue' &&
+        carry.iteration >= plan.maxIterations
+      ) {
         verdict = settleAtLimit(verdict, plan.termination, carry, await readQueue());
       }
       if (verdict.next === 'stop') break;
@@ -168,7 +254,12 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
     // fixed worker runs it. Any other (an iteration that failed for good: its worker lost three times, a full
     // disk) fails the loop with its calls so far in the details, as an abandoned loop does, so that the work
     // item still counts them.
-    if (isCancellation(error) || !(error instanceof TemporalFailure) || (error instanceof ApplicationFailure && error.type === 'LoopFailed')) throw error;
+    if (
+      isCancellation(error) ||
+      !(error instanceof TemporalFailure) ||
+      (error instanceof ApplicationFailure && error.type === 'LoopFailed')
+    )
+      throw error;
     throw failureWithUsage(describeFailure(error), 'LoopFailed', addTotals(carry.usage, usageReported(error)), error);
   }
 
@@ -187,7 +278,10 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
     outputRef: carry.lastOutputRef ?? null,
     outputBytes: carry.lastOutputBytes ?? 0,
     latest: `${plan.stageDir}/output.md`,
-    snapshots: base + carry.iteration > 0 ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(base + carry.iteration).slice('iterations/'.length)}/output.md` : '',
+    snapshots:
+      base + carry.iteration > 0
+        ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(base + carry.iteration).slice('iterations/'.length)}/output.md`
+        : '',
     ...(carry.usage ? { usage: carry.usage } : {}),
   };
 
@@ -210,16 +304,32 @@ export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
 
 function renderDetails(state: LoopState): string {
   const t = state.termination;
-  const rule = t.type === 'judgment' ? `judgment (consensus ${t.consensus ?? 2} from iteration ${t.min_iterations ?? 1})` : t.type === 'queue' ? `queue (${t.queue?.provider ?? 'command'})` : 'fixed';
+  const rule =
+    t.type === 'judgment'
+      ? `judgment (consensus ${t.consensus ?? 2} from iteration ${t.min_iterations ?? 1})`
+      : t.type === 'queue'
+        ? `queue (${t.queue?.provider ?? 'command'})`
+        : 'fixed';
   const lines = [
     `**Loop stage** \`${state.stage}\` · ${state.status} · iteration **${state.iteration}**/${state.maxIterations} · ${rule}`,
     '',
     `Decisions: ${state.decisions.continue} continue, ${state.decisions.stop} stop · consecutive stops ${state.consecutiveStops}${state.queuePending !== undefined ? ` · queue ${state.queuePending}` : ''} · session \`${state.session}\``,
   ];
-  if (state.failure) lines.push('', `**Failed** at iteration ${state.failure.iteration}: ${state.failure.error.type}: ${state.failure.error.message}`, `Resume with \`treadle resume ${state.itemId} --stage ${state.stage}\` (from iteration ${state.failure.resume_from}).`);
+  if (state.failure)
+    lines.push(
+      '',
+      `**Failed** at iteration ${state.failure.iteration}: ${state.failure.error.type}: ${state.failure.error.message}`,
+      `Resume with \`treadle resume ${state.itemId} --stage ${state.stage}\` (from iteration ${state.failure.resume_from}).`,
+    );
   if (state.stoppedBy) lines.push('', `Stopped by ${state.stoppedBy.by}: ${state.stoppedBy.reason}`);
   const recent = state.recent.slice(-5);
-  if (recent.length > 0) lines.push('', '| iteration | decision | summary |', '|---|---|---|', ...recent.map((r) => `| ${r.iteration} | ${r.decision} | ${r.summary.replace(/\|/g, '/').slice(0, 120)} |`));
+  if (recent.length > 0)
+    lines.push(
+      '',
+      '| iteration | decision | summary |',
+      '|---|---|---|',
+      ...recent.map((r) => `| ${r.iteration} | ${r.decision} | ${r.summary.replace(/\|/g, '/').slice(0, 120)} |`),
+    );
   return lines.join('\n');
 }
 
@@ -250,19 +360,55 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
     upstream: run.upstream,
     itemStartedAtMs: Date.parse(run.state.startedAt),
     attempt: run.attempt,
-    ...(run.feedback ? { feedback: { summary: run.feedback.summary, failed: run.feedback.failedCriteria.map((c) => `${c.name}: expected ${c.expected}, got ${c.actual}`) } } : {}),
+    ...(run.feedback
+      ? {
+          feedback: {
+            summary: run.feedback.summary,
+            failed: run.feedback.failedCriteria.map((c) => `${c.name}: expected ${c.expected}, got ${c.actual}`),
+          },
+        }
+      : {}),
   });
-  if (!prepared.ok) throw ApplicationFailure.nonRetryable(`loop stage ${stage.name} cannot start (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`, 'InvalidLoop');
+  if (!prepared.ok)
+    throw ApplicationFailure.nonRetryable(
+      `loop stage ${stage.name} cannot start (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`,
+      'InvalidLoop',
+    );
   const id = `${run.itemId}.${stage.name}.${run.attempt}`;
-  run.emit('LoopStarted', `${stage.name}: loop ${id} in ${prepared.plan.sessionDir}/${prepared.plan.stageDir} (${prepared.plan.termination.type}, at most ${prepared.plan.maxIterations} iteration${prepared.plan.maxIterations === 1 ? '' : 's'})`, { stage: stage.name, attempt: run.attempt, details: { workflowId: id, session: prepared.plan.session } });
+  run.emit(
+    'LoopStarted',
+    `${stage.name}: loop ${id} in ${prepared.plan.sessionDir}/${prepared.plan.stageDir} (${prepared.plan.termination.type}, at most ${prepared.plan.maxIterations} iteration${prepared.plan.maxIterations === 1 ? '' : 's'})`,
+    { stage: stage.name, attempt: run.attempt, details: { workflowId: id, session: prepared.plan.session } },
+  );
   run.touch();
   const { usage, ...artefact } = await executeChild(loopStage, {
     workflowId: id,
-    args: [{ itemId: run.itemId, pipeline: run.pipeline, stage: stage.name, planRef: prepared.planRef, plan: prepared.plan, ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}) }],
+    args: [
+      {
+        itemId: run.itemId,
+        pipeline: run.pipeline,
+        stage: stage.name,
+        planRef: prepared.planRef,
+        plan: prepared.plan,
+        ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}),
+      },
+    ],
     staticSummary: `loop stage ${stage.name} of ${run.itemId}`,
   });
-  const summary = truncateText(`${artefact.iterations} iteration${artefact.iterations === 1 ? '' : 's'}; ${artefact.stoppedBy.by === 'guardrail' ? 'stopped by a guardrail' : 'done'}: ${artefact.stoppedBy.reason}`);
-  run.emit('LoopCompleted', `${stage.name}: ${summary}`, { stage: stage.name, attempt: run.attempt, details: { iterations: artefact.iterations, by: artefact.stoppedBy.by } });
+  const summary = truncateText(
+    `${artefact.iterations} iteration${artefact.iterations === 1 ? '' : 's'}; ${artefact.stoppedBy.by === 'guardrail' ? 'stopped by a guardrail' : 'done'}: ${artefact.stoppedBy.reason}`,
+  );
+  run.emit('LoopCompleted', `${stage.name}: ${summary}`, {
+    stage: stage.name,
+    attempt: run.attempt,
+    details: { iterations: artefact.iterations, by: artefact.stoppedBy.by },
+  });
   // The loop's model calls count for the item (usage, token budget): their totals, as a batch without records.
-  return { outcome: 'completed', artefact: await artefactActivity({ artefact }), summary, previousLog: null, ...usageBatch(usage) };
+  return {
+    outcome: 'completed',
+    artefact: await artefactActivity({ artefact }),
+    summary,
+    previousLog: null,
+    ...usageBatch(usage),
+  };
 }

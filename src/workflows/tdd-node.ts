@@ -32,12 +32,44 @@ import {
   workflowInfo,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { afterHuman, afterImpl, afterMerger, afterRebaser, afterReview, afterScaffold, afterWriteTests, barrierReady, type ExitSignal, type HumanAnswer, type TddCounters, type TddRoute } from '../engine/tdd-routes';
+import {
+  afterHuman,
+  afterImpl,
+  afterMerger,
+  afterRebaser,
+  afterReview,
+  afterScaffold,
+  afterWriteTests,
+  barrierReady,
+  type ExitSignal,
+  type HumanAnswer,
+  type TddCounters,
+  type TddRoute,
+} from '../engine/tdd-routes';
 import { checkReview } from '../engine/review';
 import { addTotals, callBatchOf } from '../engine/usage';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../model/activity-types';
-import type { ImplExit, MergerExit, RebaserExit, ScaffoldExit, TDDReviewImplExit, TDDWriteTestsExit, TddNodeName } from '../model/tdd';
-import { MAX_IMPL_ATTEMPTS, type HumanReason, type TddChildState, type TddNodeCallInput, type TddNodeCallResult, type TddNodeInput, type TddNodeResult, type TddNodeState, type TddWorktreeInput, type TddWorktreeResult } from '../model/tdd-node';
+import type {
+  ImplExit,
+  MergerExit,
+  RebaserExit,
+  ScaffoldExit,
+  TDDReviewImplExit,
+  TDDWriteTestsExit,
+  TddNodeName,
+} from '../model/tdd';
+import {
+  MAX_IMPL_ATTEMPTS,
+  type HumanReason,
+  type TddChildState,
+  type TddNodeCallInput,
+  type TddNodeCallResult,
+  type TddNodeInput,
+  type TddNodeResult,
+  type TddNodeState,
+  type TddWorktreeInput,
+  type TddWorktreeResult,
+} from '../model/tdd-node';
 import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
@@ -65,7 +97,16 @@ const tdd = proxyActivities<{
   // Agent calls with tool use and test runs: long, heartbeating; a lost worker is noticed within the timeout.
   startToCloseTimeout: '2h',
   heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
-  retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['RepositoryNotAllowed', 'TestCommandNotAllowed', 'UnknownAgent', 'InvalidInput', 'AgentUnavailableError'] },
+  retry: {
+    maximumAttempts: 3,
+    nonRetryableErrorTypes: [
+      'RepositoryNotAllowed',
+      'TestCommandNotAllowed',
+      'UnknownAgent',
+      'InvalidInput',
+      'AgentUnavailableError',
+    ],
+  },
 });
 
 /** Refusals the Web UI's details show, the latest. */
@@ -102,21 +143,38 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     startedAt: now(),
   };
   const emit = (type: EventType, message: string, fields: Partial<TreadleEvent> = {}): void => {
-    const event: TreadleEvent = { seq: state.events.length + 1, type, itemId: info.workflowId, at: now(), message: truncateText(message), ...fields };
+    const event: TreadleEvent = {
+      seq: state.events.length + 1,
+      type,
+      itemId: info.workflowId,
+      at: now(),
+      message: truncateText(message),
+      ...fields,
+    };
     state.events.push(event);
     state.eventCount = event.seq;
   };
 
   // Messages. Registered before the first await so that none is dropped.
   let humanAnswer: HumanAnswer | undefined;
-  const answerReview = (payload: unknown): { ok: true; stage: string; outcome: string; reviewer: string } | { ok: false; error: string } => {
+  const answerReview = (
+    payload: unknown,
+  ): { ok: true; stage: string; outcome: string; reviewer: string } | { ok: false; error: string } => {
     const checked = checkReview(asReviewState(state, info.workflowId), payload);
     if (!checked.ok) return checked;
     const outcome = checked.review.outcome;
     humanAnswer =
       outcome.kind === 'reject'
         ? { kind: 'abort', reason: outcome.reason }
-        : { kind: 'answer', text: outcome.kind === 'approve_with_edits' ? (typeof outcome.artefact === 'string' ? outcome.artefact : JSON.stringify(outcome.artefact)) : (outcome.note ?? 'approved') };
+        : {
+            kind: 'answer',
+            text:
+              outcome.kind === 'approve_with_edits'
+                ? typeof outcome.artefact === 'string'
+                  ? outcome.artefact
+                  : JSON.stringify(outcome.artefact)
+                : (outcome.note ?? 'approved'),
+          };
     state.pendingReviews = [];
     return { ok: true, stage: checked.review.stage, outcome: outcome.kind, reviewer: checked.review.reviewer };
   };
@@ -129,7 +187,12 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     (payload) => {
       const answered = answerReview(payload);
       if (!answered.ok) throw ApplicationFailure.nonRetryable(answered.error, 'InvalidReview');
-      return { itemId: info.workflowId, stage: answered.stage, outcome: answered.outcome as 'approve' | 'reject' | 'approve_with_edits', reviewer: answered.reviewer };
+      return {
+        itemId: info.workflowId,
+        stage: answered.stage,
+        outcome: answered.outcome as 'approve' | 'reject' | 'approve_with_edits',
+        reviewer: answered.reviewer,
+      };
     },
     {
       validator: (payload) => {
@@ -138,7 +201,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       },
     },
   );
-  setHandler(stateQuery, ((args?: StateQueryArgs) => ({ ...state, events: eventPage(state.events, args) })) as unknown as (args?: StateQueryArgs) => WorkItemState);
+  setHandler(stateQuery, ((args?: StateQueryArgs) => ({
+    ...state,
+    events: eventPage(state.events, args),
+  })) as unknown as (args?: StateQueryArgs) => WorkItemState);
   setHandler(eventsQuery, (args?: StateQueryArgs) => ({
     status: state.status === 'merged' ? 'completed' : state.status,
     eventCount: state.eventCount,
@@ -170,9 +236,17 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       upsertSearchAttributes([
         ...(published === undefined ? [{ key: TreadlePipeline, value: TDD_PIPELINE_NAME }] : []),
         { key: TreadleStatus, value: state.status },
-        { key: TreadlePendingReviews, value: state.pendingReviews.length > 0 ? state.pendingReviews.map((r) => r.stage) : null },
+        {
+          key: TreadlePendingReviews,
+          value: state.pendingReviews.length > 0 ? state.pendingReviews.map((r) => r.stage) : null,
+        },
       ]);
-      upsertMemo({ [REVIEWS_MEMO_KEY]: state.pendingReviews.length > 0 ? { pipeline: TDD_PIPELINE_NAME, reviews: state.pendingReviews, omitted: 0 } : null });
+      upsertMemo({
+        [REVIEWS_MEMO_KEY]:
+          state.pendingReviews.length > 0
+            ? { pipeline: TDD_PIPELINE_NAME, reviews: state.pendingReviews, omitted: 0 }
+            : null,
+      });
       published = current;
     }
     setCurrentDetails(renderDetails(state));
@@ -200,7 +274,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     state.worktree = worktree.worktree;
     const baseCommit = worktree.head;
     // The root merges into the tree's target branch, in a worktree of its own; children into their parent's.
-    const rootTarget = input.parentWorkflowId === undefined ? await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch: input.mergeInto, base: input.base }) : undefined;
+    const rootTarget =
+      input.parentWorkflowId === undefined
+        ? await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch: input.mergeInto, base: input.base })
+        : undefined;
 
     // What earlier nodes produced, by reference.
     const refs: TddNodeCallInput['refs'] = {};
@@ -251,7 +328,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       if (refused) {
         // Why the agent's work was refused is the user's business too; the activity capped the count and text.
         const more = refused.count > refused.texts.length ? ` (and ${refused.count - refused.texts.length} more)` : '';
-        emit('WorkRefused', `${node}: refused ${refused.count}×: ${refused.texts.join('; ')}${more}`, { stage: node, details: { refused: refused.count, refusals: refused.texts } });
+        emit('WorkRefused', `${node}: refused ${refused.count}×: ${refused.texts.join('; ')}${more}`, {
+          stage: node,
+          details: { refused: refused.count, refusals: refused.texts },
+        });
         const latest = [...(state.refusals?.texts ?? []), ...refused.texts].slice(-LATEST_REFUSALS_SHOWN);
         state.refusals = { count: (state.refusals?.count ?? 0) + refused.count, texts: latest };
       }
@@ -272,24 +352,49 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     };
 
     /** A node that gave no valid decision is stuck: a human decides. */
-    const noDecision = (node: TddNodeName, result: TddNodeCallResult): TddRoute => ({ to: 'human', reason: 'stuck', message: `${node} gave no valid decision: ${result.envelope.message ?? result.summary}` });
+    const noDecision = (node: TddNodeName, result: TddNodeCallResult): TddRoute => ({
+      to: 'human',
+      reason: 'stuck',
+      message: `${node} gave no valid decision: ${result.envelope.message ?? result.summary}`,
+    });
 
     const waitForHuman = async (reason: HumanReason, message: string, stage: string): Promise<HumanAnswer> => {
       state.phase = 'human';
       state.status = 'waiting_review';
       state.human = { reason, message: truncateText(message, 1_000) };
-      const expiresAt = settings.humanTtlSeconds ? new Date(Date.now() + settings.humanTtlSeconds * 1000).toISOString() : undefined;
-      state.pendingReviews = [{ stage, reason: 'escalated', message: truncateText(`${reason}: ${message}`, 500), requestedAt: now(), attempt: state.counters.implAttempt, ...(expiresAt ? { expiresAt } : {}) }];
+      const expiresAt = settings.humanTtlSeconds
+        ? new Date(Date.now() + settings.humanTtlSeconds * 1000).toISOString()
+        : undefined;
+      state.pendingReviews = [
+        {
+          stage,
+          reason: 'escalated',
+          message: truncateText(`${reason}: ${message}`, 500),
+          requestedAt: now(),
+          attempt: state.counters.implAttempt,
+          ...(expiresAt ? { expiresAt } : {}),
+        },
+      ];
       humanAnswer = undefined;
       emit('ReviewRequested', `${stage} waits for a human (${reason}): ${message}`, { stage });
       publish();
-      const answered = settings.humanTtlSeconds ? await condition(() => humanAnswer !== undefined, settings.humanTtlSeconds * 1000) : await condition(() => humanAnswer !== undefined).then(() => true);
+      const answered = settings.humanTtlSeconds
+        ? await condition(() => humanAnswer !== undefined, settings.humanTtlSeconds * 1000)
+        : await condition(() => humanAnswer !== undefined).then(() => true);
       const given = humanAnswer as HumanAnswer | undefined; // set by the handlers while we waited
       const answer: HumanAnswer = answered && given ? given : { kind: 'expired' };
       state.pendingReviews = [];
       state.human = undefined;
       state.status = 'running';
-      emit(answer.kind === 'expired' ? 'ReviewExpired' : 'ReviewResolved', answer.kind === 'expired' ? `${stage}: nobody answered in time` : answer.kind === 'abort' ? `${stage}: aborted: ${answer.reason}` : `${stage}: answered`, { stage });
+      emit(
+        answer.kind === 'expired' ? 'ReviewExpired' : 'ReviewResolved',
+        answer.kind === 'expired'
+          ? `${stage}: nobody answered in time`
+          : answer.kind === 'abort'
+            ? `${stage}: aborted: ${answer.reason}`
+            : `${stage}: answered`,
+        { stage },
+      );
       return answer;
     };
 
@@ -302,20 +407,41 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         const request = mergeRequests.shift()!;
         const child = state.children.find((c) => c.id === request.specId);
         if (!child || child.status !== 'running') continue;
-        emit('MergeRequested', `child ${request.nodePath} asks to merge`, { stage: 'merger', details: { child: request.nodePath } });
-        const judged = await call('tddReviewImpl', { judge: { childNodePath: request.nodePath, childBranch: request.branch, childContextRef: request.contextRef }, refs: { ...refs, implResult: request.implResultRef } });
+        emit('MergeRequested', `child ${request.nodePath} asks to merge`, {
+          stage: 'merger',
+          details: { child: request.nodePath },
+        });
+        const judged = await call('tddReviewImpl', {
+          judge: { childNodePath: request.nodePath, childBranch: request.branch, childContextRef: request.contextRef },
+          refs: { ...refs, implResult: request.implResultRef },
+        });
         const handle = getExternalWorkflowHandle(request.workflowId);
         if (judged.exit !== 'Approved') {
           // Parent-as-judge: a contract failure sends the child back to its TDDWriteTests.
-          await handle.signal(mergeGrantSignal, { granted: false, reason: judged.summary, critiquesRef: judged.exitRef });
+          await handle.signal(mergeGrantSignal, {
+            granted: false,
+            reason: judged.summary,
+            critiquesRef: judged.exitRef,
+          });
           continue;
         }
         mergeDone = undefined;
-        await handle.signal(mergeGrantSignal, { granted: true, parentNodeId: input.nodePath, parentBranch: branch, parentWorktree: worktree.worktree });
+        await handle.signal(mergeGrantSignal, {
+          granted: true,
+          parentNodeId: input.nodePath,
+          parentBranch: branch,
+          parentWorktree: worktree.worktree,
+        });
         emit('MergeGranted', `child ${request.nodePath} merges into ${branch}`, { stage: 'merger' });
         publish();
-        await condition(() => (mergeDone !== undefined && mergeDone.nodePath === request.nodePath) || child.status !== 'running');
-        const done: MergeDone = mergeDone ?? { nodePath: request.nodePath, merged: false, summary: `child ${request.nodePath} ended while merging` };
+        await condition(
+          () => (mergeDone !== undefined && mergeDone.nodePath === request.nodePath) || child.status !== 'running',
+        );
+        const done: MergeDone = mergeDone ?? {
+          nodePath: request.nodePath,
+          merged: false,
+          summary: `child ${request.nodePath} ended while merging`,
+        };
         mergeDone = undefined;
         if (done.usage) child.usage = done.usage;
         if (done.merged) {
@@ -375,13 +501,33 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         // Several merges since the last step: one rebase onto the newest head covers them all.
         const events = siblingMerges.splice(0);
         const event = events[events.length - 1]!;
-        for (const e of events) emit('SiblingMerged', `sibling ${e.author} merged (${e.impactLevel}) at ${e.newParentHead.slice(0, 10)}`, { stage: 'rebaser' });
-        const several = events.length > 1 ? { note: `Siblings merged since your last step: ${events.map((e) => `${e.author} (${e.impactLevel})`).join(', ')}; the MergeEvent below is the latest.` } : {};
-        const rebased = await call('rebaser', { rebase: { parentBranch: event.parentBranch, newParentHead: event.newParentHead }, refs: { ...refs, ...(event.mergeEventRef ? { mergeEvent: event.mergeEventRef } : {}) }, ...several });
+        for (const e of events)
+          emit('SiblingMerged', `sibling ${e.author} merged (${e.impactLevel}) at ${e.newParentHead.slice(0, 10)}`, {
+            stage: 'rebaser',
+          });
+        const several =
+          events.length > 1
+            ? {
+                note: `Siblings merged since your last step: ${events.map((e) => `${e.author} (${e.impactLevel})`).join(', ')}; the MergeEvent below is the latest.`,
+              }
+            : {};
+        const rebased = await call('rebaser', {
+          rebase: { parentBranch: event.parentBranch, newParentHead: event.newParentHead },
+          refs: { ...refs, ...(event.mergeEventRef ? { mergeEvent: event.mergeEventRef } : {}) },
+          ...several,
+        });
         if (rebased.exit === 'NoDecision') route = noDecision('rebaser', rebased);
         else {
           const next = afterRebaser(signalOf<RebaserExit>(rebased), counters(), scaffolded);
-          if (next.to !== 'tddWriteTests' || route.to === 'tddWriteTests' || route.to === 'barrier' || route.to === 'impl' || route.to === 'tddReviewImpl' || route.to === 'merger') route = next;
+          if (
+            next.to !== 'tddWriteTests' ||
+            route.to === 'tddWriteTests' ||
+            route.to === 'barrier' ||
+            route.to === 'impl' ||
+            route.to === 'tddReviewImpl' ||
+            route.to === 'merger'
+          )
+            route = next;
         }
         emit('NodeRouted', `rebaser → ${describeRoute(route)}`, { stage: 'rebaser' });
         continue;
@@ -445,7 +591,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
           if (r.exit === 'TestsReady') {
             refs.testsReady = r.exitRef;
             state.memory.tdd.pendingTests = r.envelope.testFiles ?? [];
-            state.memory.tdd.coveredCriteria = unique([...state.memory.tdd.coveredCriteria, ...(r.envelope.pendingCriteria ?? [])]);
+            state.memory.tdd.coveredCriteria = unique([
+              ...state.memory.tdd.coveredCriteria,
+              ...(r.envelope.pendingCriteria ?? []),
+            ]);
           }
           route = afterWriteTests(signalOf<TDDWriteTestsExit>(r), counters());
           break;
@@ -453,11 +602,17 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         case 'barrier': {
           state.phase = 'barrier';
           publish();
-          await condition(() => barrierReady(true, state.children).ready || mergeRequests.length > 0 || siblingMerges.length > 0);
+          await condition(
+            () => barrierReady(true, state.children).ready || mergeRequests.length > 0 || siblingMerges.length > 0,
+          );
           if (!barrierReady(true, state.children).ready) break; // serve the request or rebase, then wait again
           refs.childMerges = state.children.filter((c) => c.status === 'merged' && c.mergeRef).map((c) => c.mergeRef!);
           const failed = state.children.filter((c) => c.status === 'failed');
-          if (failed.length > 0) addressNote('impl', `Child failures: ${failed.map((c) => `${c.id} (${c.error ?? 'failed'})`).join('; ')}. Their subsystems are not available.`);
+          if (failed.length > 0)
+            addressNote(
+              'impl',
+              `Child failures: ${failed.map((c) => `${c.id} (${c.error ?? 'failed'})`).join('; ')}. Their subsystems are not available.`,
+            );
           // The seed's ImplBarrier hands Impl `attemptCount = 1` each time it opens.
           route = { to: 'impl', attempt: 1, because: 'barrier' };
           break;
@@ -470,7 +625,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
             route = noDecision('impl', r);
             break;
           }
-          state.memory.impl.attemptHistory.push({ strategy: `attempt ${route.attempt}`, outcome: truncateText(r.exit === 'TestsPassed' ? 'passed' : `failed: ${r.envelope.message ?? r.exit}`, 200) });
+          state.memory.impl.attemptHistory.push({
+            strategy: `attempt ${route.attempt}`,
+            outcome: truncateText(r.exit === 'TestsPassed' ? 'passed' : `failed: ${r.envelope.message ?? r.exit}`, 200),
+          });
           if (r.exit === 'TestsPassed') {
             refs.implResult = r.exitRef;
             implementationExists = true;
@@ -496,11 +654,22 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         case 'merger': {
           let target: TddNodeCallInput['merge'];
           if (rootTarget) {
-            target = { parentNodeId: input.mergeInto, parentBranch: input.mergeInto, parentWorktree: rootTarget.worktree };
+            target = {
+              parentNodeId: input.mergeInto,
+              parentBranch: input.mergeInto,
+              parentWorktree: rootTarget.worktree,
+            };
           } else {
             // Ask the parent; meanwhile a sibling's merge may arrive and is rebased onto first.
             grant = undefined;
-            await getExternalWorkflowHandle(input.parentWorkflowId!).signal(mergeRequestSignal, { nodePath: input.nodePath, workflowId: info.workflowId, specId: input.specId, branch, implResultRef: refs.implResult!, contextRef: input.contextRef });
+            await getExternalWorkflowHandle(input.parentWorkflowId!).signal(mergeRequestSignal, {
+              nodePath: input.nodePath,
+              workflowId: info.workflowId,
+              specId: input.specId,
+              branch,
+              implResultRef: refs.implResult!,
+              contextRef: input.contextRef,
+            });
             state.phase = 'merger';
             publish();
             // A sibling that merges first makes this node rebase (and ask again) instead: its parent drops the request.
@@ -511,10 +680,21 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
             if (!answer.granted) {
               state.counters.reviewRounds++;
               if (answer.critiquesRef) refs.critiques = answer.critiquesRef;
-              route = state.counters.reviewRounds > settings.maxReviewRounds ? { to: 'human', reason: 'stuck', message: `the parent's judge refused the merge ${state.counters.reviewRounds} times: ${answer.reason}` } : { to: 'tddWriteTests', because: `the parent's judge refused the merge: ${answer.reason}` };
+              route =
+                state.counters.reviewRounds > settings.maxReviewRounds
+                  ? {
+                      to: 'human',
+                      reason: 'stuck',
+                      message: `the parent's judge refused the merge ${state.counters.reviewRounds} times: ${answer.reason}`,
+                    }
+                  : { to: 'tddWriteTests', because: `the parent's judge refused the merge: ${answer.reason}` };
               break;
             }
-            target = { parentNodeId: answer.parentNodeId, parentBranch: answer.parentBranch, parentWorktree: answer.parentWorktree };
+            target = {
+              parentNodeId: answer.parentNodeId,
+              parentBranch: answer.parentBranch,
+              parentWorktree: answer.parentWorktree,
+            };
           }
           const r = await call('merger', { merge: target });
           if (!rootTarget) {
@@ -532,24 +712,46 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
             route = noDecision('merger', r);
             break;
           }
-          if (r.exit === 'MergeComplete') state.merge = { mergeCommit: r.envelope.mergeCommit!, ref: r.exitRef, ...(r.exitBytes !== undefined ? { bytes: r.exitBytes } : {}) };
+          if (r.exit === 'MergeComplete')
+            state.merge = {
+              mergeCommit: r.envelope.mergeCommit!,
+              ref: r.exitRef,
+              ...(r.exitBytes !== undefined ? { bytes: r.exitBytes } : {}),
+            };
           route = afterMerger(signalOf<MergerExit>(r), counters());
           break;
         }
         case 'human': {
-          const stage = route.reason === 'clarification' ? 'scaffold' : route.reason === 'review_rejected' ? 'tddReviewImpl' : 'impl';
+          const stage =
+            route.reason === 'clarification'
+              ? 'scaffold'
+              : route.reason === 'review_rejected'
+                ? 'tddReviewImpl'
+                : 'impl';
           const answer = await waitForHuman(route.reason, route.message, stage);
           const next = afterHuman(route.reason, answer, { testsReady: refs.testsReady !== undefined });
           if (answer.kind === 'answer') state.counters.scaffoldRuns = 0;
           // The answer is for the step it resumes (Scaffold or Impl), however late that step runs.
-          if (answer.kind === 'answer' && (next.to === 'scaffold' || next.to === 'impl')) addressNote(next.to, `${route.reason === 'clarification' ? 'Answer to your question' : 'Guidance from a human'}: ${answer.text}`);
+          if (answer.kind === 'answer' && (next.to === 'scaffold' || next.to === 'impl'))
+            addressNote(
+              next.to,
+              `${route.reason === 'clarification' ? 'Answer to your question' : 'Guidance from a human'}: ${answer.text}`,
+            );
           route = next;
           break;
         }
         case 'exit':
           result =
             route.status === 'merged' && state.merge
-              ? { nodePath: input.nodePath, specId: input.specId, status: 'merged', mergeCommit: state.merge.mergeCommit, mergeRef: state.merge.ref, ...(state.merge.bytes !== undefined ? { mergeBytes: state.merge.bytes } : {}), branch }
+              ? {
+                  nodePath: input.nodePath,
+                  specId: input.specId,
+                  status: 'merged',
+                  mergeCommit: state.merge.mergeCommit,
+                  mergeRef: state.merge.ref,
+                  ...(state.merge.bytes !== undefined ? { mergeBytes: state.merge.bytes } : {}),
+                  branch,
+                }
               : { nodePath: input.nodePath, specId: input.specId, status: 'failed', branch, error: route.because };
           break;
       }
@@ -562,7 +764,8 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     // A parent that failed stops its running children (they could only wait for a merge it will never take);
     // either way it ends only once every child has settled, so none is left asking it to merge.
     if (result.status === 'failed') {
-      for (const child of state.children) if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel();
+      for (const child of state.children)
+        if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel();
     }
     while (state.children.some((c) => c.status === 'running')) {
       await condition(() => mergeRequests.length > 0 || !state.children.some((c) => c.status === 'running'));
@@ -570,7 +773,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
         // A child cancelled above may have asked just before its cancellation and ended since: the signal then
         // finds no workflow, and there is nobody left to answer (the parent must not fail for it).
         await getExternalWorkflowHandle(request.workflowId)
-          .signal(mergeGrantSignal, { granted: false, reason: `the parent ${input.nodePath} has finished (${result.status})` })
+          .signal(mergeGrantSignal, {
+            granted: false,
+            reason: `the parent ${input.nodePath} has finished (${result.status})`,
+          })
           .catch((error: unknown) => {
             if (isCancellation(error)) throw error;
           });
@@ -582,7 +788,12 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     state.phase = 'done';
     if (result.error) state.error = result.error;
     state.completedAt = now();
-    emit(result.status === 'merged' ? 'ItemCompleted' : 'ItemFailed', result.status === 'merged' ? `${input.nodePath} merged as ${result.mergeCommit?.slice(0, 10)}` : `${input.nodePath} failed: ${result.error}`);
+    emit(
+      result.status === 'merged' ? 'ItemCompleted' : 'ItemFailed',
+      result.status === 'merged'
+        ? `${input.nodePath} merged as ${result.mergeCommit?.slice(0, 10)}`
+        : `${input.nodePath} failed: ${result.error}`,
+    );
     publish();
     return result;
   } catch (error) {
@@ -602,7 +813,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       publish();
       for (const child of state.children) {
         // A child that ended meanwhile cannot be cancelled: nothing left to stop.
-        if (child.status === 'running') await getExternalWorkflowHandle(child.workflowId).cancel().catch(() => undefined);
+        if (child.status === 'running')
+          await getExternalWorkflowHandle(child.workflowId)
+            .cancel()
+            .catch(() => undefined);
       }
     });
     // A cancellation stays one (Temporal keeps no details with it, so its calls go uncounted), and an error
@@ -645,10 +859,16 @@ const HUMAN_STAGES = ['scaffold', 'tddReviewImpl', 'impl'] as const;
  */
 function asReviewState(state: TddNodeState, workflowId: string): Parameters<typeof checkReview>[0] {
   const stages = Object.create(null) as Record<string, { status: string; attempts: unknown[] }>;
-  const doing = state.status === 'running' ? `running ${state.phase}` : state.status === 'waiting_review' ? 'idle' : state.status;
+  const doing =
+    state.status === 'running' ? `running ${state.phase}` : state.status === 'waiting_review' ? 'idle' : state.status;
   for (const stage of HUMAN_STAGES) stages[stage] = { status: doing, attempts: [] };
   for (const review of state.pendingReviews) stages[review.stage] = { status: 'waiting_review', attempts: [] };
-  return { ...state, id: `${workflowId} (TDD node ${state.nodePath})`, stages, pendingReviews: state.pendingReviews } as unknown as Parameters<typeof checkReview>[0];
+  return {
+    ...state,
+    id: `${workflowId} (TDD node ${state.nodePath})`,
+    stages,
+    pendingReviews: state.pendingReviews,
+  } as unknown as Parameters<typeof checkReview>[0];
 }
 
 function renderDetails(state: TddNodeState): string {
@@ -658,9 +878,16 @@ function renderDetails(state: TddNodeState): string {
     `Impl attempt ${state.counters.implAttempt}/${MAX_IMPL_ATTEMPTS} · review rounds ${state.counters.reviewRounds} · scaffold runs ${state.counters.scaffoldRuns}`,
     `TDDMem: covered ${state.memory.tdd.coveredCriteria.join(', ') || '—'} · ImplMem: ${state.memory.impl.passedTests.length} tests passing`,
   ];
-  if (state.children.length > 0) lines.push('', '| child | status | merge |', '|---|---|---|', ...state.children.map((c) => `| ${c.id} | ${c.status} | ${c.mergeCommit?.slice(0, 10) ?? ''} |`));
+  if (state.children.length > 0)
+    lines.push(
+      '',
+      '| child | status | merge |',
+      '|---|---|---|',
+      ...state.children.map((c) => `| ${c.id} | ${c.status} | ${c.mergeCommit?.slice(0, 10) ?? ''} |`),
+    );
   if (state.human) lines.push('', `Waiting for a human (${state.human.reason}): ${state.human.message}`);
-  if (state.refusals) lines.push('', `Refused to the agent: ${state.refusals.count} (latest: ${state.refusals.texts.join('; ')})`);
+  if (state.refusals)
+    lines.push('', `Refused to the agent: ${state.refusals.count} (latest: ${state.refusals.texts.join('; ')})`);
   return lines.join('\n');
 }
 

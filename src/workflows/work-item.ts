@@ -27,11 +27,26 @@ import { checkReview, decideReview, type AcceptedReview } from '../engine/review
 import { combineVerdicts } from '../engine/gates';
 import { keepCalls, summarizeUsage, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
-import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, TDD_PREPARE_ACTIVITY, gateActivityType } from '../model/activity-types';
+import {
+  PREPARE_PIPELINE_ACTIVITY,
+  STORE_ARTEFACT_ACTIVITY,
+  TDD_PREPARE_ACTIVITY,
+  gateActivityType,
+} from '../model/activity-types';
 import { TDD_STAGE } from '../model/tdd-node';
 import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
 import { tddNode } from './tdd-node';
-import { callsReported, describeFailure, eventPage, failureDetails, failureWithUsage, now, retryPolicyOf, usageBatch, type StageKindRun } from './common';
+import {
+  callsReported,
+  describeFailure,
+  eventPage,
+  failureDetails,
+  failureWithUsage,
+  now,
+  retryPolicyOf,
+  usageBatch,
+  type StageKindRun,
+} from './common';
 import { applyDecision, runApprovalStage } from './approval-stage';
 import { runInlineFanOut } from './fan-out-stage';
 import { fanOutElementInput, fanOutElementOf, handleFanOutProgress, runFanOutWorkflow } from './fan-out';
@@ -45,8 +60,23 @@ import { formatDuration } from '../model/duration';
 import { unpackStages } from '../model/packed-stages';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
-import { MAX_APPROVAL_IDS_ATTRIBUTE, REVIEWS_MEMO_KEY, TreadleApprovals, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
-import type { Artefact, AttemptRecord, EventType, Json, QualityFeedback, QualityVerdict, TreadleEvent } from '../model/shapes';
+import {
+  MAX_APPROVAL_IDS_ATTRIBUTE,
+  REVIEWS_MEMO_KEY,
+  TreadleApprovals,
+  TreadlePendingReviews,
+  TreadlePipeline,
+  TreadleStatus,
+} from '../model/search-attributes';
+import type {
+  Artefact,
+  AttemptRecord,
+  EventType,
+  Json,
+  QualityFeedback,
+  QualityVerdict,
+  TreadleEvent,
+} from '../model/shapes';
 import type {
   PreparePipelineInput,
   PreparePipelineResult,
@@ -65,9 +95,20 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { CALL_BATCH_ENGINE, CHAINED_STAGE_RUNNER_ENGINE, EVENT_DRIVEN_SCHEDULER_ENGINE, FAN_OUT_WORKFLOW_ENGINE } from '../model/state';
-import { approvalSignal, decideApprovalUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from './messages';
-
+import {
+  CALL_BATCH_ENGINE,
+  CHAINED_STAGE_RUNNER_ENGINE,
+  EVENT_DRIVEN_SCHEDULER_ENGINE,
+  FAN_OUT_WORKFLOW_ENGINE,
+} from '../model/state';
+import {
+  approvalSignal,
+  decideApprovalUpdate,
+  eventsQuery,
+  resolveReviewUpdate,
+  reviewSignal,
+  stateQuery,
+} from './messages';
 
 // A local activity: it only reads the worker's registry, so it needs no task-queue round trip.
 const treadleLocal = proxyLocalActivities<{
@@ -78,7 +119,10 @@ const treadleLocal = proxyLocalActivities<{
   retry: { maximumAttempts: 5 },
 });
 const preparePipeline = treadleLocal[PREPARE_PIPELINE_ACTIVITY];
-const tddPrepare = proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] } })[TDD_PREPARE_ACTIVITY];
+const tddPrepare = proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({
+  startToCloseTimeout: '1m',
+  retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
+})[TDD_PREPARE_ACTIVITY];
 const storeArtefact = treadleLocal[STORE_ARTEFACT_ACTIVITY];
 
 /**
@@ -87,7 +131,12 @@ const storeArtefact = treadleLocal[STORE_ARTEFACT_ACTIVITY];
  * workflow thread to the main thread (BENCHMARKS.md), so the log keeps the item's start and end and
  * whatever needs attention: failures, rejections, retries, timeouts, reviews and escalations.
  */
-const ROUTINE_EVENTS: ReadonlySet<EventType> = new Set<EventType>(['StageStarted', 'StageCompleted', 'QualityCheckPassed', 'RetryAttempt']);
+const ROUTINE_EVENTS: ReadonlySet<EventType> = new Set<EventType>([
+  'StageStarted',
+  'StageCompleted',
+  'QualityCheckPassed',
+  'RetryAttempt',
+]);
 
 /** Reviews kept in the memo; the `state` query lists them all. */
 const MEMO_REVIEWS = 20;
@@ -155,7 +204,8 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     const event: TreadleEvent = { seq: state.events.length + 1, type, itemId, at: now(), message, ...fields };
     state.events.push(event);
     state.eventCount = event.seq;
-    if (!ROUTINE_EVENTS.has(type)) log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt, correlationId });
+    if (!ROUTINE_EVENTS.has(type))
+      log.info(message, { event: type, stage: fields.stage, attempt: fields.attempt, correlationId });
   };
 
   // Handlers are registered before the first await, so no message is ever dropped.
@@ -170,7 +220,11 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     const checked = checkReview(state, payload);
     if (checked.ok) deliver(checked.review);
     // What was wrong, never the payload itself: a rejected 500 KB edit must not live in every query.
-    else emit('ReviewInputRejected', truncateText(checked.error), { ...stageOf(payload), details: describePayload(payload) });
+    else
+      emit('ReviewInputRejected', truncateText(checked.error), {
+        ...stageOf(payload),
+        details: describePayload(payload),
+      });
   });
   setHandler(
     resolveReviewUpdate,
@@ -178,7 +232,12 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
       const checked = checkReview(state, payload);
       if (!checked.ok) throw ApplicationFailure.nonRetryable(checked.error, 'InvalidReview');
       deliver(checked.review);
-      return { itemId, stage: checked.review.stage, outcome: checked.review.outcome.kind, reviewer: checked.review.reviewer };
+      return {
+        itemId,
+        stage: checked.review.stage,
+        outcome: checked.review.outcome.kind,
+        reviewer: checked.review.reviewer,
+      };
     },
     {
       validator: (payload) => {
@@ -194,10 +253,14 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     if (!checked.ok) return checked;
     const by = checked.decision.by ?? 'anonymous';
     applyDecision(checked.request, checked.decision.decision, by, checked.decision.reason);
-    emit('ApprovalDecided', `${checked.request.step}: approval ${checked.request.id} ${checked.request.status} by ${by}${checked.decision.reason ? `: ${checked.decision.reason}` : ''}`, {
-      stage: checked.request.step,
-      details: { id: checked.request.id, status: checked.request.status, by },
-    });
+    emit(
+      'ApprovalDecided',
+      `${checked.request.step}: approval ${checked.request.id} ${checked.request.status} by ${by}${checked.decision.reason ? `: ${checked.decision.reason}` : ''}`,
+      {
+        stage: checked.request.step,
+        details: { id: checked.request.id, status: checked.request.status, by },
+      },
+    );
     touch();
     return checked;
   };
@@ -210,24 +273,38 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     (payload) => {
       const decided = decideApproval(payload);
       if (!decided.ok) throw ApplicationFailure.nonRetryable(decided.error, 'InvalidDecision');
-      return { id: decided.request.id, itemId, step: decided.request.step, status: decided.request.status as 'approved' | 'rejected', decidedBy: decided.request.decidedBy! };
+      return {
+        id: decided.request.id,
+        itemId,
+        step: decided.request.step,
+        status: decided.request.status as 'approved' | 'rejected',
+        decidedBy: decided.request.decidedBy!,
+      };
     },
     {
       validator: (payload) => {
         const checked = checkApprovalDecision(state.approvals ?? [], itemId, payload);
         if (!checked.ok) throw new Error(checked.error);
       },
-      description: 'Approve or reject a pending approval request by id: {id, decision: "approve" | "reject", by?, reason?}.',
+      description:
+        'Approve or reject a pending approval request by id: {id, decision: "approve" | "reject", by?, reason?}.',
     },
   );
   handleFanOutProgress(state, touch);
   setHandler(stateQuery, (args?: StateQueryArgs) => pageOfState(state, args), {
-    description: 'The work item: status, stages, attempts, pending reviews, model usage, and a page of events ({eventsAfter, eventLimit}).',
+    description:
+      'The work item: status, stages, attempts, pending reviews, model usage, and a page of events ({eventsAfter, eventLimit}).',
   });
   setHandler(
     eventsQuery,
     (args?: StateQueryArgs) => {
-      return { status: state.status, eventCount: state.eventCount, events: eventPage(state.events, args), pendingReviews: state.pendingReviews, ...(state.error ? { error: state.error } : {}) };
+      return {
+        status: state.status,
+        eventCount: state.eventCount,
+        events: eventPage(state.events, args),
+        pendingReviews: state.pendingReviews,
+        ...(state.error ? { error: state.error } : {}),
+      };
     },
     { description: 'Status, pending reviews and a page of events ({eventsAfter, eventLimit}), without the stages.' },
   );
@@ -241,10 +318,16 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const publish = (): void => {
     if (!settledStatus) state.status = itemStatus(state.stages);
     const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
-    const approvalIds = (state.approvals ?? []).filter((r) => r.status === 'pending').slice(0, MAX_APPROVAL_IDS_ATTRIBUTE).map((r) => r.id);
+    const approvalIds = (state.approvals ?? [])
+      .filter((r) => r.status === 'pending')
+      .slice(0, MAX_APPROVAL_IDS_ATTRIBUTE)
+      .map((r) => r.id);
     // When to upsert stays what it was (commands replay); the value also names decided requests, newest first,
     // so a decision on one finds its item and hears how it was decided instead of "not found".
-    const decidedIds = (state.approvals ?? []).filter((r) => r.status !== 'pending').map((r) => r.id).reverse();
+    const decidedIds = (state.approvals ?? [])
+      .filter((r) => r.status !== 'pending')
+      .map((r) => r.id)
+      .reverse();
     const searchableIds = [...approvalIds, ...decidedIds].slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
     const current = JSON.stringify([state.status, waiting, approvalIds]);
     if (current !== published) {
@@ -279,20 +362,33 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const finish = (error?: string): WorkItemResult => {
     state.completedAt = now();
     if (error !== undefined) state.error = error;
-    const failedStages = Object.entries(state.stages).filter(([, s]) => s.status === 'failed').map(([name]) => name);
+    const failedStages = Object.entries(state.stages)
+      .filter(([, s]) => s.status === 'failed')
+      .map(([name]) => name);
     const failed = error !== undefined || failedStages.length > 0;
     state.status = failed ? 'failed' : 'completed';
     settledStatus = true;
-    if (failed && state.error === undefined) state.error = `stage${failedStages.length > 1 ? 's' : ''} failed: ${failedStages.join(', ')}`;
+    if (failed && state.error === undefined)
+      state.error = `stage${failedStages.length > 1 ? 's' : ''} failed: ${failedStages.join(', ')}`;
     emit(failed ? 'ItemFailed' : 'ItemCompleted', failed ? `work item failed: ${state.error}` : 'work item completed');
     publish();
     const artefacts: Record<string, Artefact> = Object.create(null) as Record<string, Artefact>;
-    for (const [name, s] of Object.entries(state.stages)) if (s.status === 'completed' && s.artefact !== undefined) artefacts[name] = s.artefact;
+    for (const [name, s] of Object.entries(state.stages))
+      if (s.status === 'completed' && s.artefact !== undefined) artefacts[name] = s.artefact;
     const stageErrors: Record<string, string> = Object.create(null) as Record<string, string>;
     for (const name of failedStages) stageErrors[name] = state.stages[name]!.error ?? 'failed';
     // The item's model calls in total, for a parent that fans out over items like this one.
     const { total } = summarizeUsage(state.stages);
-    return { id: itemId, pipeline: state.pipeline, status: state.status === 'failed' ? 'failed' : 'completed', artefacts, failedStages, ...(state.error ? { error: state.error } : {}), ...(failedStages.length > 0 ? { stageErrors } : {}), ...(total.calls > 0 ? { usage: total } : {}) };
+    return {
+      id: itemId,
+      pipeline: state.pipeline,
+      status: state.status === 'failed' ? 'failed' : 'completed',
+      artefacts,
+      failedStages,
+      ...(state.error ? { error: state.error } : {}),
+      ...(failedStages.length > 0 ? { stageErrors } : {}),
+      ...(total.calls > 0 ? { usage: total } : {}),
+    };
   };
 
   emit('ItemStarted', `work item ${itemId} started on pipeline ${pipelineName}`);
@@ -305,7 +401,11 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     // TreadleClient.start sets the pipeline and `running` as the item starts: nothing to upsert until they
     // change (an upsert is an event and a visibility write). Items started by other means get the upsert.
     const started = info.typedSearchAttributes;
-    if (started.get(TreadlePipeline) === state.pipeline && started.get(TreadleStatus) === 'running' && started.get(TreadlePendingReviews) === undefined) {
+    if (
+      started.get(TreadlePipeline) === state.pipeline &&
+      started.get(TreadleStatus) === 'running' &&
+      started.get(TreadlePendingReviews) === undefined
+    ) {
       published = JSON.stringify(['running', [], []]);
     }
   }
@@ -314,15 +414,24 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
     return finish(`pipeline ${pipelineName} is invalid: ${prepared.problems.join('; ')}`);
   }
   // Histories recorded before packed stages carry every stage whole.
-  const spec = prepared.packedStages ? { ...prepared.spec, stages: unpackStages(prepared.packedStages) } : prepared.spec;
+  const spec = prepared.packedStages
+    ? { ...prepared.spec, stages: unpackStages(prepared.packedStages) }
+    : prepared.spec;
   if (element !== undefined) input = await fanOutElementInput(element);
-  if (args.tokenBudget !== undefined && args.tokenBudget !== null && !(Number.isInteger(args.tokenBudget) && args.tokenBudget > 0)) {
-    state.problems = [`tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(args.tokenBudget)}`];
+  if (
+    args.tokenBudget !== undefined &&
+    args.tokenBudget !== null &&
+    !(Number.isInteger(args.tokenBudget) && args.tokenBudget > 0)
+  ) {
+    state.problems = [
+      `tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(args.tokenBudget)}`,
+    ];
     return finish(`invalid work item: ${state.problems[0]}`);
   }
   state.tokenBudget = args.tokenBudget !== undefined ? args.tokenBudget : spec.tokenBudget;
   const agentBacked = new Set(prepared.agentBacked);
-  for (const stage of spec.stages) state.stages[stage.name] = { status: 'pending', attempts: [], maxAttempts: stage.retryBudget.maxAttempts };
+  for (const stage of spec.stages)
+    state.stages[stage.name] = { status: 'pending', attempts: [], maxAttempts: stage.retryBudget.maxAttempts };
   const stageByName = new Map(spec.stages.map((s) => [s.name, s]));
   publish();
 
@@ -346,7 +455,22 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   // Engine 5: a fan-out runs its elements under a fan-out workflow, its list stored (src/workflows/fan-out.ts).
   const fanOut = (prepared.engine ?? 1) >= FAN_OUT_WORKFLOW_ENGINE ? runFanOutWorkflow : runInlineFanOut;
   const runner = (stage: StageSpec): void => {
-    const run: StageRun = { stage, spec, state, input, itemId, emit, touch, ended, crashed, eventDriven, callBatches, fanOut, resolutions, usesAgent: usesAgent(stage, agentBacked, callBatches) };
+    const run: StageRun = {
+      stage,
+      spec,
+      state,
+      input,
+      itemId,
+      emit,
+      touch,
+      ended,
+      crashed,
+      eventDriven,
+      callBatches,
+      fanOut,
+      resolutions,
+      usesAgent: usesAgent(stage, agentBacked, callBatches),
+    };
     if (chained) runStageChained(run);
     else void runStage(run);
   };
@@ -356,7 +480,12 @@ export async function workItem(args: WorkItemInput): Promise<WorkItemResult> {
   const startReady = (): boolean => {
     let skipped = false;
     for (const { stage, because } of stagesToSkip(spec, state.stages)) {
-      state.stages[stage] = { ...state.stages[stage]!, status: 'skipped', skipReason: 'upstream_failed', error: `dependency ${because} did not complete` };
+      state.stages[stage] = {
+        ...state.stages[stage]!,
+        status: 'skipped',
+        skipReason: 'upstream_failed',
+        error: `dependency ${because} did not complete`,
+      };
       emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
       skipped = true;
     }
@@ -499,7 +628,8 @@ async function runStage(run: StageRun): Promise<void> {
           return settleDecided(run, record, decision);
         case 'retry':
           announceRetry(run, decision);
-          if (decision.delayMs > 0) await sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` });
+          if (decision.delayMs > 0)
+            await sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` });
           attempt = decision.nextAttempt;
           feedback = decision.feedback;
           beginRetry(run, decision);
@@ -624,7 +754,11 @@ function runStageChained(run: StageRun): void {
             beginRetry(run, decision);
             startAttempt();
           });
-        if (decision.delayMs > 0) sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` }).then(next, crash);
+        if (decision.delayMs > 0)
+          sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` }).then(
+            next,
+            crash,
+          );
         else next();
         return;
       }
@@ -655,9 +789,16 @@ function beginStage(run: StageRun): ReturnType<typeof runContracts> | null {
   const { stage, state, emit } = run;
   const st = state.stages[stage.name]!;
   st.startedAt = now();
-  emit('StageStarted', `${stage.name} started`, { stage: stage.name, attempt: 1, maxAttempts: stage.retryBudget.maxAttempts });
+  emit('StageStarted', `${stage.name} started`, {
+    stage: stage.name,
+    attempt: 1,
+    maxAttempts: stage.retryBudget.maxAttempts,
+  });
   if (!run.spec.contracts || st.validatedInputs !== undefined) return null;
-  return runContracts({ itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch }, run.spec.contracts);
+  return runContracts(
+    { itemId: run.itemId, pipeline: run.spec.name, stage, input: run.input, state, emit, touch: run.touch },
+    run.spec.contracts,
+  );
 }
 
 /** The stage's contracts failed: it fails without an attempt. */
@@ -691,23 +832,40 @@ function failAttempt(run: StageRun, record: AttemptRecord, error: unknown): void
 function decideAfter(run: StageRun, record: AttemptRecord, outcome: AttemptOutcome): StageDecision {
   const { stage } = run;
   record.completedAt = now();
-  const decision = decideAfterAttempt({ attempt: record.attempt, budget: stage.retryBudget, policy: stage.reviewPolicy, outcome });
+  const decision = decideAfterAttempt({
+    attempt: record.attempt,
+    budget: stage.retryBudget,
+    policy: stage.reviewPolicy,
+    outcome,
+  });
   recordVerdictEvents(run, record, outcome, decision);
   return decision;
 }
 
 /** The decisions that end the stage at once. */
-function settleDecided(run: StageRun, record: AttemptRecord, decision: Extract<StageDecision, { action: 'complete' | 'skip' | 'fail' }>): void {
+function settleDecided(
+  run: StageRun,
+  record: AttemptRecord,
+  decision: Extract<StageDecision, { action: 'complete' | 'skip' | 'fail' }>,
+): void {
   const { stage } = run;
   const st = run.state.stages[stage.name]!;
   switch (decision.action) {
     case 'complete':
       st.artefact = record.artefact;
       if (record.outputSummary !== undefined) st.summary = record.outputSummary;
-      return settle(run, 'completed', `${stage.name} completed on attempt ${record.attempt}/${stage.retryBudget.maxAttempts}`);
+      return settle(
+        run,
+        'completed',
+        `${stage.name} completed on attempt ${record.attempt}/${stage.retryBudget.maxAttempts}`,
+      );
     case 'skip':
       st.skipReason = 'outcome';
-      return settle(run, 'skipped', `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`);
+      return settle(
+        run,
+        'skipped',
+        `${stage.name} skipped itself${record.outputSummary ? `: ${record.outputSummary}` : ''}`,
+      );
     case 'fail':
       return settle(run, 'failed', `${stage.name} failed: ${decision.reason}`, { error: decision.reason });
   }
@@ -717,23 +875,31 @@ function settleDecided(run: StageRun, record: AttemptRecord, decision: Extract<S
 function announceRetry(run: StageRun, decision: Extract<StageDecision, { action: 'retry' }>): void {
   const { stage } = run;
   const max = stage.retryBudget.maxAttempts;
-  run.emit('RetryScheduled', `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`, {
-    stage: stage.name,
-    attempt: decision.nextAttempt,
-    maxAttempts: max,
-    details: { delayMs: decision.delayMs },
-  });
+  run.emit(
+    'RetryScheduled',
+    `${stage.name} will retry (attempt ${decision.nextAttempt}/${max}${decision.delayMs ? ` after ${formatDuration(decision.delayMs)}` : ''})`,
+    {
+      stage: stage.name,
+      attempt: decision.nextAttempt,
+      maxAttempts: max,
+      details: { delayMs: decision.delayMs },
+    },
+  );
 }
 
 /** A retry beginning, after its delay. */
 function beginRetry(run: StageRun, decision: Extract<StageDecision, { action: 'retry' }>): void {
   const { stage } = run;
-  run.emit('RetryAttempt', `${stage.name} attempt ${decision.nextAttempt}/${stage.retryBudget.maxAttempts} because: ${decision.feedback.summary}`, {
-    stage: stage.name,
-    attempt: decision.nextAttempt,
-    maxAttempts: stage.retryBudget.maxAttempts,
-    details: { feedbackSummary: decision.feedback.summary },
-  });
+  run.emit(
+    'RetryAttempt',
+    `${stage.name} attempt ${decision.nextAttempt}/${stage.retryBudget.maxAttempts} because: ${decision.feedback.summary}`,
+    {
+      stage: stage.name,
+      attempt: decision.nextAttempt,
+      maxAttempts: stage.retryBudget.maxAttempts,
+      details: { feedbackSummary: decision.feedback.summary },
+    },
+  );
 }
 
 /** A stage activity's result without what the workflow takes out of it (model calls, the attempt log). */
@@ -791,9 +957,21 @@ function prepareAttempt(
           : stage.run === LOOP_STAGE
             ? runLoopStage(kindRun, run.spec.stages.indexOf(stage))
             : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
-  const kindRun: StageKindRun = { itemId: run.itemId, pipeline: run.spec.name, stage, attempt: record.attempt, input: run.input, upstream: base.upstream, state, emit: run.emit, touch: run.touch, feedback };
+  const kindRun: StageKindRun = {
+    itemId: run.itemId,
+    pipeline: run.spec.name,
+    stage,
+    attempt: record.attempt,
+    input: run.input,
+    upstream: base.upstream,
+    state,
+    emit: run.emit,
+    touch: run.touch,
+    feedback,
+  };
   // Seed 000's FanOut outcome: the stage's artefact names the elements and the stage each one runs.
-  const fansOut = (executed: StageActivityResult): boolean => executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE;
+  const fansOut = (executed: StageActivityResult): boolean =>
+    executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE;
   // Records what the attempt produced; the outcome, unless a gate has yet to judge it (null).
   const recordOutput = (output: StageActivityOutput): AttemptOutcome | null => {
     if (output.artefact !== undefined) record.artefact = output.artefact;
@@ -817,7 +995,16 @@ function prepareAttempt(
     const { config: _stageConfig, previousAttempts: _before, ...rest } = base;
     const shared = { ...rest, previousAttempts: previousOf(attempts, log, record.attempt) };
     const judge = (gate: { run: string; with?: Json }) =>
-      gateActivity(stage, gate.run, record.attempt)({ ...shared, ...agent, ...(gate.with !== undefined ? { config: gate.with } : {}), output } satisfies GateActivityInput);
+      gateActivity(
+        stage,
+        gate.run,
+        record.attempt,
+      )({
+        ...shared,
+        ...agent,
+        ...(gate.with !== undefined ? { config: gate.with } : {}),
+        output,
+      } satisfies GateActivityInput);
     return evaluateGate(run, stage.gate!, judge, record);
   };
   const judged = (output: StageActivityOutput, verdict: QualityVerdict): AttemptOutcome => {
@@ -829,7 +1016,12 @@ function prepareAttempt(
     const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
       recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
     if (!fansOut(executed)) return afterOutput(takeCalls(executed));
-    if (!run.callBatches) return run.fanOut(kindRun, executed.artefact).then(({ calls: _elements, ...fanned }) => afterOutput(takeCalls({ ...fanned, ...(executed.calls ? { calls: executed.calls } : {}) })));
+    if (!run.callBatches)
+      return run
+        .fanOut(kindRun, executed.artefact)
+        .then(({ calls: _elements, ...fanned }) =>
+          afterOutput(takeCalls({ ...fanned, ...(executed.calls ? { calls: executed.calls } : {}) })),
+        );
     // The stage's own calls count even if its fan-out fails; the elements' come with the fan-out's result.
     const { calls: own, ...stageOutput } = executed;
     keepCalls(record, own);
@@ -839,7 +1031,9 @@ function prepareAttempt(
   // histories recorded before it replay.
   const workBeforeEventDriven = async (): Promise<AttemptOutcome> => {
     const executed = await execute();
-    const output = takeCalls(fansOut(executed) ? { ...(await run.fanOut(kindRun, executed.artefact)), calls: executed.calls } : executed);
+    const output = takeCalls(
+      fansOut(executed) ? { ...(await run.fanOut(kindRun, executed.artefact)), calls: executed.calls } : executed,
+    );
     const outcome = recordOutput(output);
     if (outcome !== null) return outcome;
     return judged(output, await judgeOutput(output));
@@ -851,7 +1045,12 @@ function prepareAttempt(
  * One attempt for {@link runStage} (engines 1 and 2): execute, then judge, inside the attempt timeout when
  * the budget sets one. Not itself async: without a timeout it hands back the work's own promise.
  */
-function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedback: QualityFeedback | null): Promise<AttemptOutcome> {
+function runAttempt(
+  run: StageRun,
+  record: AttemptRecord,
+  log: AttemptLog,
+  feedback: QualityFeedback | null,
+): Promise<AttemptOutcome> {
   const { stage } = run;
   const { execute, afterExecuted, workBeforeEventDriven } = prepareAttempt(run, record, log, feedback);
   const work = run.eventDriven ? (): Promise<AttemptOutcome> => execute().then(afterExecuted) : workBeforeEventDriven;
@@ -861,7 +1060,13 @@ function runAttempt(run: StageRun, record: AttemptRecord, log: AttemptLog, feedb
 }
 
 /** CancellationScope.withTimeout, but with a timer the Web UI can name; a timeout is an outcome, not an error. */
-async function withAttemptTimeout(run: StageRun, record: AttemptRecord, log: AttemptLog, timeoutMs: number, work: () => Promise<AttemptOutcome>): Promise<AttemptOutcome> {
+async function withAttemptTimeout(
+  run: StageRun,
+  record: AttemptRecord,
+  log: AttemptLog,
+  timeoutMs: number,
+  work: () => Promise<AttemptOutcome>,
+): Promise<AttemptOutcome> {
   const { stage } = run;
   const attemptScope = new CancellationScope();
   let timedOut = false;
@@ -869,13 +1074,15 @@ async function withAttemptTimeout(run: StageRun, record: AttemptRecord, log: Att
     const outcome = await attemptScope.run(async () => {
       const timerScope = new CancellationScope();
       const summary = `${stage.name} · attempt ${record.attempt} timeout`;
-      void timerScope.run(() => sleep(timeoutMs, { summary })).then(
-        () => {
-          timedOut = true;
-          attemptScope.cancel();
-        },
-        () => undefined, // the attempt finished first and cancelled its timer
-      );
+      void timerScope
+        .run(() => sleep(timeoutMs, { summary }))
+        .then(
+          () => {
+            timedOut = true;
+            attemptScope.cancel();
+          },
+          () => undefined, // the attempt finished first and cancelled its timer
+        );
       try {
         return await work();
       } finally {
@@ -925,17 +1132,32 @@ async function runTddTree(run: StageRun, attempt: number): Promise<StageActivity
   const input = await tddPrepare({ config: run.stage.with ?? null, treeId });
   const result = await executeChild(tddNode, { workflowId: treeId, args: [input] });
   // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
-  if (result.status !== 'merged' || !result.mergeRef) throw failureWithUsage(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed', result.usage);
-  const summary = truncateText(`${result.nodePath} merged as ${result.mergeCommit?.slice(0, 10) ?? '?'} into ${input.mergeInto}`);
-  return { outcome: 'completed', artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary }, summary, previousLog: null, ...usageBatch(result.usage) };
+  if (result.status !== 'merged' || !result.mergeRef)
+    throw failureWithUsage(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed', result.usage);
+  const summary = truncateText(
+    `${result.nodePath} merged as ${result.mergeCommit?.slice(0, 10) ?? '?'} into ${input.mergeInto}`,
+  );
+  return {
+    outcome: 'completed',
+    artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary },
+    summary,
+    previousLog: null,
+    ...usageBatch(result.usage),
+  };
 }
 
 function stageActivity(stage: StageSpec, attempt: number): (input: StageActivityInput) => Promise<StageActivityResult> {
-  const acts = proxyActivities<Record<string, (input: StageActivityInput) => Promise<StageActivityResult>>>(activityOptions(stage, attempt, ''));
+  const acts = proxyActivities<Record<string, (input: StageActivityInput) => Promise<StageActivityResult>>>(
+    activityOptions(stage, attempt, ''),
+  );
   return acts[stage.run]!;
 }
 
-function gateActivity(stage: StageSpec, gate: string, attempt: number): (input: GateActivityInput) => Promise<GateActivityResult> {
+function gateActivity(
+  stage: StageSpec,
+  gate: string,
+  attempt: number,
+): (input: GateActivityInput) => Promise<GateActivityResult> {
   const composed = gateLeaves(stage.gate).length > 1;
   const acts = proxyActivities<Record<string, (input: GateActivityInput) => Promise<GateActivityResult>>>(
     activityOptions(stage, attempt, composed ? `gate ${gate} · ` : 'gate · '),
@@ -959,7 +1181,9 @@ async function evaluateGate(
   const parts = 'all' in gate ? gate.all : gate.any;
   // Every gate settles before the attempt ends, so a cancelled or failed gate never leaves a sibling running
   // into the next attempt, and every gate's calls reach the log.
-  const settled = await Promise.allSettled(parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(run, part, judge, record) })));
+  const settled = await Promise.allSettled(
+    parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(run, part, judge, record) })),
+  );
   const verdicts: { gate: string; verdict: QualityVerdict }[] = [];
   let failure: { error: unknown } | undefined;
   for (const result of settled) {
@@ -974,7 +1198,9 @@ async function evaluateGate(
 
 function describeGate(gate: GateRef): string {
   if ('run' in gate) return gate.run;
-  return 'all' in gate ? `all(${gate.all.map(describeGate).join(', ')})` : `any(${gate.any.map(describeGate).join(', ')})`;
+  return 'all' in gate
+    ? `all(${gate.all.map(describeGate).join(', ')})`
+    : `any(${gate.any.map(describeGate).join(', ')})`;
 }
 
 /** The calls a failure reports ({@link callsReported}); before engine 4, only an activity's failure details. */
@@ -991,29 +1217,49 @@ function usesAgent(stage: StageSpec, agentBacked: Set<string>, kindsCallModels: 
   return agentBacked.has(stage.run) || gateLeaves(stage.gate).some((g) => agentBacked.has(gateActivityType(g.run)));
 }
 
-function recordVerdictEvents(run: StageRun, record: AttemptRecord, outcome: AttemptOutcome, decision: StageDecision): void {
+function recordVerdictEvents(
+  run: StageRun,
+  record: AttemptRecord,
+  outcome: AttemptOutcome,
+  decision: StageDecision,
+): void {
   const { stage, emit } = run;
   const fields = { stage: stage.name, attempt: record.attempt, maxAttempts: stage.retryBudget.maxAttempts };
-  const decidedFeedback = decision.action === 'retry' || decision.action === 'fail' || decision.action === 'review' ? decision.feedback : undefined;
+  const decidedFeedback =
+    decision.action === 'retry' || decision.action === 'fail' || decision.action === 'review'
+      ? decision.feedback
+      : undefined;
   if (decidedFeedback) record.feedback = decidedFeedback;
   if (outcome.kind === 'timed_out') {
-    emit('AttemptTimedOut', `${stage.name} attempt ${record.attempt} timed out after ${formatDuration(outcome.afterMs)}`, fields);
-    emit('QualityCheckFailed', `${stage.name} attempt ${record.attempt} failed: attempt timed out after ${formatDuration(outcome.afterMs)}`, {
-      ...fields,
-      details: { feedbackSummary: decidedFeedback?.summary ?? 'attempt timed out' },
-    });
+    emit(
+      'AttemptTimedOut',
+      `${stage.name} attempt ${record.attempt} timed out after ${formatDuration(outcome.afterMs)}`,
+      fields,
+    );
+    emit(
+      'QualityCheckFailed',
+      `${stage.name} attempt ${record.attempt} failed: attempt timed out after ${formatDuration(outcome.afterMs)}`,
+      {
+        ...fields,
+        details: { feedbackSummary: decidedFeedback?.summary ?? 'attempt timed out' },
+      },
+    );
     return;
   }
   const verdict = outcome.verdict;
   if (!verdict) return;
-  if (verdict.kind === 'accepted') emit('QualityCheckPassed', `${stage.name} attempt ${record.attempt} passed its quality gate`, fields);
+  if (verdict.kind === 'accepted')
+    emit('QualityCheckPassed', `${stage.name} attempt ${record.attempt} passed its quality gate`, fields);
   else if (verdict.kind === 'rejected') {
     emit('QualityCheckFailed', `${stage.name} attempt ${record.attempt} rejected: ${verdict.feedback.summary}`, {
       ...fields,
       details: { feedbackSummary: verdict.feedback.summary },
     });
   } else {
-    emit('QualityCheckUncertain', `${stage.name} attempt ${record.attempt}: gate uncertain: ${verdict.reason}`, { ...fields, details: { reason: verdict.reason } });
+    emit('QualityCheckUncertain', `${stage.name} attempt ${record.attempt}: gate uncertain: ${verdict.reason}`, {
+      ...fields,
+      details: { reason: verdict.reason },
+    });
   }
 }
 
@@ -1021,16 +1267,34 @@ function recordVerdictEvents(run: StageRun, record: AttemptRecord, outcome: Atte
  * Hands the stage to a human and applies their decision, or the TTL's (engine `decideReview`). Returns
  * `resume` only when approval lifts a spent token budget: the stage then carries on with its attempts.
  */
-async function review(run: StageRun, decision: Extract<StageDecision, { action: 'review' }>): Promise<'settled' | 'resume'> {
+async function review(
+  run: StageRun,
+  decision: Extract<StageDecision, { action: 'review' }>,
+): Promise<'settled' | 'resume'> {
   const { stage, state, emit } = run;
   const st = state.stages[stage.name]!;
   const attempt = st.attempts.length;
-  if (decision.escalated) emit('Escalated', `${stage.name} escalated to review: ${decision.message}`, { stage: stage.name, attempt, details: { reason: decision.reason } });
-  const pending: PendingReview = { stage: stage.name, reason: decision.reason, message: truncateText(decision.message), requestedAt: now(), attempt };
+  if (decision.escalated)
+    emit('Escalated', `${stage.name} escalated to review: ${decision.message}`, {
+      stage: stage.name,
+      attempt,
+      details: { reason: decision.reason },
+    });
+  const pending: PendingReview = {
+    stage: stage.name,
+    reason: decision.reason,
+    message: truncateText(decision.message),
+    requestedAt: now(),
+    attempt,
+  };
   if (stage.reviewTtlMs !== null) pending.expiresAt = new Date(Date.now() + stage.reviewTtlMs).toISOString();
   state.pendingReviews.push(pending);
   st.status = 'waiting_review';
-  emit('ReviewRequested', `${stage.name} waits for review: ${decision.message}`, { stage: stage.name, attempt, details: { reason: decision.reason } });
+  emit('ReviewRequested', `${stage.name} waits for review: ${decision.message}`, {
+    stage: stage.name,
+    attempt,
+    details: { reason: decision.reason },
+  });
   run.touch();
 
   const arrived = () => run.resolutions.has(stage.name);
@@ -1068,15 +1332,26 @@ async function storedArtefact(artefact: Artefact, summary: string): Promise<Arte
   return (await storeArtefact({ artefact, summary })).artefact;
 }
 
-function settled(run: StageRun, status: 'completed' | 'failed' | 'skipped', message: string, extra: Partial<StageState> = {}): 'settled' {
+function settled(
+  run: StageRun,
+  status: 'completed' | 'failed' | 'skipped',
+  message: string,
+  extra: Partial<StageState> = {},
+): 'settled' {
   settle(run, status, message, extra);
   return 'settled';
 }
 
-function settle(run: StageRun, status: 'completed' | 'failed' | 'skipped', message: string, extra: Partial<StageState> = {}): void {
+function settle(
+  run: StageRun,
+  status: 'completed' | 'failed' | 'skipped',
+  message: string,
+  extra: Partial<StageState> = {},
+): void {
   const st = run.state.stages[run.stage.name]!;
   Object.assign(st, extra, { status, completedAt: now() });
-  const type: EventType = status === 'completed' ? 'StageCompleted' : status === 'failed' ? 'StageFailed' : 'StageSkipped';
+  const type: EventType =
+    status === 'completed' ? 'StageCompleted' : status === 'failed' ? 'StageFailed' : 'StageSkipped';
   run.emit(type, message, { stage: run.stage.name, attempt: st.attempts.length });
 }
 
@@ -1095,8 +1370,15 @@ function upstreamArtefacts(stage: StageSpec, state: WorkItemState): Record<strin
 function renderDetails(state: WorkItemState): string {
   const entries = Object.entries(state.stages);
   // Wide pipelines: the stages in motion first, then the rest, at most DETAIL_ROWS rows and a count.
-  const order = (s: StageState): number => (s.status === 'waiting_review' ? 0 : s.status === 'running' ? 1 : s.status === 'failed' ? 2 : 3);
-  const shown = entries.length > DETAIL_ROWS ? entries.slice().sort((a, b) => order(a[1]) - order(b[1])).slice(0, DETAIL_ROWS) : entries;
+  const order = (s: StageState): number =>
+    s.status === 'waiting_review' ? 0 : s.status === 'running' ? 1 : s.status === 'failed' ? 2 : 3;
+  const shown =
+    entries.length > DETAIL_ROWS
+      ? entries
+          .slice()
+          .sort((a, b) => order(a[1]) - order(b[1]))
+          .slice(0, DETAIL_ROWS)
+      : entries;
   const rows = shown.map(([name, s]) => {
     const last = s.attempts[s.attempts.length - 1];
     const verdict = last?.verdict ? last.verdict.kind : last?.timedOut ? 'timed out' : '';
@@ -1108,14 +1390,27 @@ function renderDetails(state: WorkItemState): string {
   if (entries.length > shown.length) {
     const counts = new Map<string, number>();
     for (const [, s] of entries) counts.set(s.status, (counts.get(s.status) ?? 0) + 1);
-    rows.push(`| … ${entries.length - shown.length} more | ${[...counts].map(([k, n]) => `${n} ${k}`).join(', ')} | | |`);
+    rows.push(
+      `| … ${entries.length - shown.length} more | ${[...counts].map(([k, n]) => `${n} ${k}`).join(', ')} | | |`,
+    );
   }
   const reviews = state.pendingReviews.slice(0, DETAIL_ROWS).map((r) => `- **${r.stage}**: ${r.message}`);
   const approvals = (state.approvals ?? []).filter((r) => r.status === 'pending');
-  const approvalLines = approvals.slice(0, DETAIL_ROWS).map((r) => `- \`${r.id}\` **${r.step}** ${r.actionType}: ${r.summary}${r.escalated ? ` (escalated to ${r.reviewers})` : ''}`);
+  const approvalLines = approvals
+    .slice(0, DETAIL_ROWS)
+    .map(
+      (r) =>
+        `- \`${r.id}\` **${r.step}** ${r.actionType}: ${r.summary}${r.escalated ? ` (escalated to ${r.reviewers})` : ''}`,
+    );
   if (approvals.length > DETAIL_ROWS) approvalLines.push(`- … ${approvals.length - DETAIL_ROWS} more`);
   // Seed 002's quality_flags of the stages whose input a contract validated.
-  const flags = entries.filter(([, s]) => s.qualityFlags).slice(0, DETAIL_ROWS).map(([name, s]) => `- **${name}**: ${s.qualityFlags!.items_produced} items produced, ${s.qualityFlags!.validation_rejections} rejections, ${s.qualityFlags!.validation_retries} retries`);
+  const flags = entries
+    .filter(([, s]) => s.qualityFlags)
+    .slice(0, DETAIL_ROWS)
+    .map(
+      ([name, s]) =>
+        `- **${name}**: ${s.qualityFlags!.items_produced} items produced, ${s.qualityFlags!.validation_rejections} rejections, ${s.qualityFlags!.validation_retries} retries`,
+    );
   return [
     `**${state.pipeline}** · ${state.status}`,
     '',
@@ -1136,7 +1431,14 @@ function readName(pipeline: unknown): string {
 
 /** A blob reference by shape; `isBlobRef` in model/shapes says the same with zod, which workflow code does not load. */
 function isReference(value: Artefact): boolean {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string' && value.ref.startsWith('sha256:') && typeof value.bytes === 'number';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    typeof value.ref === 'string' &&
+    value.ref.startsWith('sha256:') &&
+    typeof value.bytes === 'number'
+  );
 }
 
 /** What the `state` query answers: everything but the event stream, of which one page. */
@@ -1151,13 +1453,19 @@ const MEMO_APPROVALS = 50;
 function approvalsMemoOf(state: WorkItemState): ApprovalsMemo | null {
   const pending = (state.approvals ?? []).filter((r) => r.status === 'pending');
   if (pending.length === 0) return null;
-  return { pipeline: state.pipeline, requests: pending.slice(0, MEMO_APPROVALS).map(({ payload: _payload, result: _result, ...rest }) => rest), omitted: Math.max(0, pending.length - MEMO_APPROVALS) };
+  return {
+    pipeline: state.pipeline,
+    requests: pending.slice(0, MEMO_APPROVALS).map(({ payload: _payload, result: _result, ...rest }) => rest),
+    omitted: Math.max(0, pending.length - MEMO_APPROVALS),
+  };
 }
 
 /** The pending reviews for listings: the first few, messages short, and how many were left out. */
 function reviewsMemo(state: WorkItemState): ReviewsMemo | null {
   if (state.pendingReviews.length === 0) return null;
-  const reviews = state.pendingReviews.slice(0, MEMO_REVIEWS).map((r) => ({ ...r, message: truncateText(r.message, 200) }));
+  const reviews = state.pendingReviews
+    .slice(0, MEMO_REVIEWS)
+    .map((r) => ({ ...r, message: truncateText(r.message, 200) }));
   return { pipeline: state.pipeline, reviews, omitted: state.pendingReviews.length - reviews.length };
 }
 
@@ -1181,7 +1489,8 @@ function stageOf(payload: unknown): { stage?: string } {
 
 /** A rejected review payload described by its shape: outcome kind and size, never its content. */
 function describePayload(payload: unknown): Record<string, Json> {
-  const outcome = typeof payload === 'object' && payload !== null ? (payload as { outcome?: { kind?: unknown } }).outcome : undefined;
+  const outcome =
+    typeof payload === 'object' && payload !== null ? (payload as { outcome?: { kind?: unknown } }).outcome : undefined;
   const kind = typeof outcome?.kind === 'string' ? truncateText(outcome.kind, 40) : null;
   let bytes = 0;
   try {
@@ -1196,7 +1505,13 @@ function describePayload(payload: unknown): Record<string, Json> {
  * An earlier attempt as the next activities receive it: no calls, and a rejected verdict's feedback only
  * once (in `feedback`; the activity puts it back into the verdict).
  */
-function compactAttempt({ calls: _calls, usage: _usage, storedCalls: _stored, ...record }: AttemptRecord): AttemptRecord {
-  if (record.verdict?.kind === 'rejected' && record.feedback) return { ...record, verdict: { kind: 'rejected', feedback: { summary: '', failedCriteria: [] } } };
+function compactAttempt({
+  calls: _calls,
+  usage: _usage,
+  storedCalls: _stored,
+  ...record
+}: AttemptRecord): AttemptRecord {
+  if (record.verdict?.kind === 'rejected' && record.feedback)
+    return { ...record, verdict: { kind: 'rejected', feedback: { summary: '', failedCriteria: [] } } };
   return record;
 }

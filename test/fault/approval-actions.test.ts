@@ -34,13 +34,23 @@ const spec = (name: string) => ({
   name,
   stages: [
     { name: 'draft', run: 'scripted' },
-    { name: 'approve', type: 'approval', depends_on: ['draft'], with: { action: 'create_task', items: 'tasks' }, activity: { heartbeat_timeout: '2s', retry: { initial_interval: '100ms' } } },
+    {
+      name: 'approve',
+      type: 'approval',
+      depends_on: ['draft'],
+      with: { action: 'create_task', items: 'tasks' },
+      activity: { heartbeat_timeout: '2s', retry: { initial_interval: '100ms' } },
+    },
   ],
 });
 const input = (title: string) => ({ script: { draft: [{ output: { tasks: [{ title, priority: 'high' }] } }] } });
 
 async function approveTheOnlyRequest(h: Harness, id: string): Promise<string> {
-  const request = await eventually(async () => (await h.client.listApprovals()).find((r) => r.itemId === id), 30_000, 'the approval request');
+  const request = await eventually(
+    async () => (await h.client.listApprovals()).find((r) => r.itemId === id),
+    30_000,
+    'the approval request',
+  );
   await h.client.decideApproval(request.id, 'approve', { by: 'ann' });
   return request.id;
 }
@@ -55,7 +65,8 @@ it('an action whose activity fails after the effect is retried by Temporal and t
     summarize: (type, payload) => registry.summarize(type, payload),
     execute: async (type, payload, context) => {
       const result = await registry.execute(type, payload, context);
-      if (++executions === 1) throw ApplicationFailure.retryable('the reply was lost after the task was created', 'Flaky');
+      if (++executions === 1)
+        throw ApplicationFailure.retryable('the reply was lost after the task was created', 'Flaky');
       return result;
     },
   };
@@ -74,9 +85,13 @@ it('an action whose activity fails after the effect is retried by Temporal and t
   expect(tasks[0]!.idempotencyKey).toBe(request.idempotencyKey);
   // Temporal's history: one execute activity, completed on its second try.
   const events = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!;
-  const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'treadle.approvalExecute');
+  const scheduled = events.filter(
+    (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'treadle.approvalExecute',
+  );
   expect(scheduled).toHaveLength(1);
-  const started = events.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(scheduled[0]!.eventId))!;
+  const started = events.find(
+    (e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(scheduled[0]!.eventId),
+  )!;
   expect(started.activityTaskStartedEventAttributes!.attempt).toBe(2);
 }, 60_000);
 
@@ -85,7 +100,13 @@ it('an action whose worker is killed after the effect runs again on another work
   const taskQueue = `actions-crash-${Math.random().toString(36).slice(2, 10)}`;
   const blobDir = path.join(dir, 'blobs');
   const child = spawn(process.execPath, [APPROVAL_WORKER], {
-    env: { ...process.env, TEMPORAL_ADDRESS: testAddress(), TREADLE_TASK_QUEUE: taskQueue, TREADLE_BLOB_DIR: blobDir, TASKS_FILE: tasksFile },
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: testAddress(),
+      TREADLE_TASK_QUEUE: taskQueue,
+      TREADLE_BLOB_DIR: blobDir,
+      TASKS_FILE: tasksFile,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -99,18 +120,33 @@ it('an action whose worker is killed after the effect runs again on another work
   const client = new TreadleClient(new Client({ connection }), { taskQueue, blobs: new FileBlobStore(blobDir) });
   const id = `actions-crash-${taskQueue}`;
   await client.start(spec(`actions-crash-${taskQueue}`), input('Book the venue'), { id });
-  const request = await eventually(async () => (await client.listApprovals()).find((r) => r.itemId === id), 30_000, 'the approval request');
+  const request = await eventually(
+    async () => (await client.listApprovals()).find((r) => r.itemId === id),
+    30_000,
+    'the approval request',
+  );
   await client.decideApproval(request.id, 'approve', { by: 'ann' });
 
   // The action took effect; Temporal has not heard of it. Kill the worker now.
-  await eventually(async () => (existsSync(`${tasksFile}.applied`) ? true : undefined), 30_000, 'the action to take effect');
-  const applied = JSON.parse(readFileSync(`${tasksFile}.applied`, 'utf8')) as { key: string; result: { taskId: string } };
+  await eventually(
+    async () => (existsSync(`${tasksFile}.applied`) ? true : undefined),
+    30_000,
+    'the action to take effect',
+  );
+  const applied = JSON.parse(readFileSync(`${tasksFile}.applied`, 'utf8')) as {
+    key: string;
+    result: { taskId: string };
+  };
   child.kill('SIGKILL');
   await new Promise((resolve) => child.once('exit', resolve));
   expect((await new TaskList({ file: tasksFile }).read()).tasks).toHaveLength(1);
 
   // Another worker with the real actions on the same task list finishes the item.
-  const h = await startHarness({ taskQueue, approvalActions: defaultActionRegistry({ tasksFile }), blobs: new FileBlobStore(blobDir) });
+  const h = await startHarness({
+    taskQueue,
+    approvalActions: defaultActionRegistry({ tasksFile }),
+    blobs: new FileBlobStore(blobDir),
+  });
   harnesses.push(h);
   expect((await client.result(id)).status).toBe('completed');
   await connection.close();
@@ -123,7 +159,11 @@ it('an action whose worker is killed after the effect runs again on another work
   expect(done.result).toEqual(applied.result);
   // The rerun came after the heartbeat timeout of the killed execution.
   const events = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!;
-  const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'treadle.approvalExecute')!;
-  const started = events.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(scheduled.eventId))!;
+  const scheduled = events.find(
+    (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'treadle.approvalExecute',
+  )!;
+  const started = events.find(
+    (e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(scheduled.eventId),
+  )!;
   expect(started.activityTaskStartedEventAttributes!.attempt).toBeGreaterThanOrEqual(2);
 }, 120_000);

@@ -51,13 +51,17 @@ async function startWorker(): Promise<ChildProcess> {
       if (output.includes('ready')) resolve();
     });
     child.stderr!.on('data', (chunk: Buffer) => void (output += chunk.toString()));
-    child.once('exit', (code, signal) => reject(new Error(`worker exited (${signal ?? code}) before it was ready:\n${output}`)));
+    child.once('exit', (code, signal) =>
+      reject(new Error(`worker exited (${signal ?? code}) before it was ready:\n${output}`)),
+    );
   });
   return child;
 }
 
 function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve()));
+  return child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
 async function killWorkers(): Promise<void> {
@@ -79,7 +83,8 @@ afterAll(async () => {
   await connection?.close();
 });
 
-const testFile = (body: string): string => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
+const testFile = (body: string): string =>
+  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
 
 /**
  * A leaf `<name>() is 1` whose implementation, the first time a test calls it, sleeps `sleepMs` (so Impl's
@@ -97,13 +102,61 @@ function slowLeaf(name: string, marker: string, sleepMs: number) {
     '} };',
     '',
   ].join('\n');
-  const spec = { id: name, description: `${name}() is 1`, acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }], targetPath: `src/${name}.js`, testPath: `test/${name}.test.js` };
+  const spec = {
+    id: name,
+    description: `${name}() is 1`,
+    acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
+    targetPath: `src/${name}.js`,
+    testPath: `test/${name}.test.js`,
+  };
   const replies: Record<string, Json[]> = {
-    [`${name}.scaffold`]: [{ exit: 'InitWork', scaffoldCommit: '', interfaceFile: `src/${name}.js`, contractSuite: `test/contract/${name}.test.js`, testPlan: [], files: { [`src/${name}.js`]: stub, [`test/contract/${name}.test.js`]: testFile(`test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`) } }],
-    [`${name}.tddWriteTests`]: [{ exit: 'TestsReady', testsCommit: '', testFiles: [`test/${name}.test.js`], pendingCriteria: ['C1'], files: { [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`) } }],
-    [`${name}.impl`]: [{ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['C1'], files: { [`src/${name}.js`]: implementation } }],
-    [`${name}.tddReviewImpl`]: [{ exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] } }],
-    [`${name}.merger`]: [{ exit: 'MergeComplete', mergeCommit: '', author: name, impactLevel: 'Additive', changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }] }],
+    [`${name}.scaffold`]: [
+      {
+        exit: 'InitWork',
+        scaffoldCommit: '',
+        interfaceFile: `src/${name}.js`,
+        contractSuite: `test/contract/${name}.test.js`,
+        testPlan: [],
+        files: {
+          [`src/${name}.js`]: stub,
+          [`test/contract/${name}.test.js`]: testFile(
+            `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
+          ),
+        },
+      },
+    ],
+    [`${name}.tddWriteTests`]: [
+      {
+        exit: 'TestsReady',
+        testsCommit: '',
+        testFiles: [`test/${name}.test.js`],
+        pendingCriteria: ['C1'],
+        files: {
+          [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
+        },
+      },
+    ],
+    [`${name}.impl`]: [
+      {
+        exit: 'TestsPassed',
+        commitHash: '',
+        iterations: 1,
+        passedTests: ['C1'],
+        files: { [`src/${name}.js`]: implementation },
+      },
+    ],
+    [`${name}.tddReviewImpl`]: [
+      { exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] } },
+    ],
+    [`${name}.merger`]: [
+      {
+        exit: 'MergeComplete',
+        mergeCommit: '',
+        author: name,
+        impactLevel: 'Additive',
+        changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
+      },
+    ],
   };
   return { spec, replies };
 }
@@ -117,11 +170,17 @@ function implExecutions(events: HistoryEvent[]) {
     return attrs?.activityType?.name === TDD_NODE_ACTIVITY && isImpl(attrs);
   });
   return scheduled.map((s) => {
-    const started = events.find((e) => e.activityTaskStartedEventAttributes && String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(s.eventId))!.activityTaskStartedEventAttributes!;
+    const started = events.find(
+      (e) =>
+        e.activityTaskStartedEventAttributes &&
+        String(e.activityTaskStartedEventAttributes.scheduledEventId) === String(s.eventId),
+    )!.activityTaskStartedEventAttributes!;
     return {
       heartbeatTimeoutSeconds: Number(s.activityTaskScheduledEventAttributes!.heartbeatTimeout?.seconds ?? 0),
       attempt: started.attempt,
-      lastTimeout: started.lastFailure?.timeoutFailureInfo ? decodeTimeoutType(started.lastFailure.timeoutFailureInfo.timeoutType) : undefined,
+      lastTimeout: started.lastFailure?.timeoutFailureInfo
+        ? decodeTimeoutType(started.lastFailure.timeoutFailureInfo.timeoutType)
+        : undefined,
     };
   });
 }
@@ -153,7 +212,9 @@ it('a worker killed while a node’s Impl runs its tests costs the tree one hear
 
   // The server's record: Impl's activity ran again (attempt 2) after a HEARTBEAT timeout of 30 s.
   const history = await temporalClient.workflow.getHandle(id).fetchHistory();
-  expect(implExecutions(history.events ?? [])).toEqual([{ heartbeatTimeoutSeconds: 30, attempt: 2, lastTimeout: 'HEARTBEAT' }]);
+  expect(implExecutions(history.events ?? [])).toEqual([
+    { heartbeatTimeoutSeconds: 30, attempt: 2, lastTimeout: 'HEARTBEAT' },
+  ]);
   // A sanity bound, well under the old stall of 2 minutes and more.
   expect(stalled).toBeLessThan(90_000);
 }, 240_000);
@@ -172,7 +233,9 @@ it('a test command that runs 40 s, longer than the heartbeat timeout, is not tim
 
   // One Impl execution, not retried, and no activity of the tree timed out.
   const history = await temporalClient.workflow.getHandle(id).fetchHistory();
-  expect(implExecutions(history.events ?? [])).toEqual([{ heartbeatTimeoutSeconds: 30, attempt: 1, lastTimeout: undefined }]);
+  expect(implExecutions(history.events ?? [])).toEqual([
+    { heartbeatTimeoutSeconds: 30, attempt: 1, lastTimeout: undefined },
+  ]);
   expect((history.events ?? []).filter((e) => e.activityTaskTimedOutEventAttributes)).toEqual([]);
   const implExit = (await client.events(id)).find((e) => e.type === 'NodeExit' && e.stage === 'impl');
   // The run took the 40 s it sleeps (node's test runner reports it).
@@ -186,13 +249,35 @@ it('a worker killed while a loop iteration runs its verify command costs the loo
   writeFileSync(path.join(workspace, 'slow.sh'), 'if [ ! -e slow.started ]; then : > slow.started; sleep 45; fi\n');
   const marker = path.join(workspace, 'slow.started');
   const id = `lost-loop-${taskQueue}`;
-  const decided = { decision: 'stop', reason: 'done', summary: 'done', work: { items_completed: [], files_touched: [] }, errors: [] };
+  const decided = {
+    decision: 'stop',
+    reason: 'done',
+    summary: 'done',
+    work: { items_completed: [], files_touched: [] },
+    errors: [],
+  };
   const reply = { output: '# Output\n', progress: '## Iteration 1\n', status: decided };
-  const stage = { name: 'ideas', run: 'loop', with: { stage: { name: 'ideas', prompt: 'Write ${OUTPUT}. Report in ${STATUS}.', termination: { type: 'fixed' }, verify: ['sh slow.sh'] }, max_iterations: 1 } };
+  const stage = {
+    name: 'ideas',
+    run: 'loop',
+    with: {
+      stage: {
+        name: 'ideas',
+        prompt: 'Write ${OUTPUT}. Report in ${STATUS}.',
+        termination: { type: 'fixed' },
+        verify: ['sh slow.sh'],
+      },
+      max_iterations: 1,
+    },
+  };
 
   const first = await startWorker();
   // Replies for the killed execution and its rerun, whichever each takes.
-  await client.start({ name: 'lost-loop', stages: [stage] }, { agent_replies: { ideas: [reply, reply, reply] } }, { id });
+  await client.start(
+    { name: 'lost-loop', stages: [stage] },
+    { agent_replies: { ideas: [reply, reply, reply] } },
+    { id },
+  );
   await eventually(async () => (existsSync(marker) ? true : undefined), 90_000, 'the slow verify command');
   first.kill('SIGKILL');
   await exited(first);
@@ -205,9 +290,13 @@ it('a worker killed while a loop iteration runs its verify command costs the loo
   // The loop's history: its one iteration ran again (attempt 2) after a HEARTBEAT timeout of 30 s.
   const [loop] = await client.loops(id);
   const events = (await temporalClient.workflow.getHandle(loop!.workflowId).fetchHistory()).events ?? [];
-  const iterations = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === LOOP_ITERATION_ACTIVITY);
+  const iterations = events.filter(
+    (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === LOOP_ITERATION_ACTIVITY,
+  );
   expect(iterations).toHaveLength(1);
-  const started = events.find((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(iterations[0]!.eventId))!.activityTaskStartedEventAttributes!;
+  const started = events.find(
+    (e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === String(iterations[0]!.eventId),
+  )!.activityTaskStartedEventAttributes!;
   expect(Number(iterations[0]!.activityTaskScheduledEventAttributes!.heartbeatTimeout?.seconds)).toBe(30);
   expect(started.attempt).toBe(2);
   expect(decodeTimeoutType(started.lastFailure?.timeoutFailureInfo?.timeoutType)).toBe('HEARTBEAT');

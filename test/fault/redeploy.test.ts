@@ -16,19 +16,38 @@ const HISTORIES = path.join(__dirname, '..', 'replay', 'histories');
 const files = readdirSync(HISTORIES).filter((f) => f.endsWith('.json'));
 // Each file's name is the workflow id it ran under (a TDD node derives its children's ids from it).
 const idOf = (file: string): string => file.replace(/\.json$/, '');
-const histories = () => files.map((file) => ({ workflowId: idOf(file), history: JSON.parse(readFileSync(path.join(HISTORIES, file), 'utf8')) as unknown }));
+const histories = () =>
+  files.map((file) => ({
+    workflowId: idOf(file),
+    history: JSON.parse(readFileSync(path.join(HISTORIES, file), 'utf8')) as unknown,
+  }));
 
-const quiet = { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, log: () => undefined, error: (m: string) => process.stderr.write(`${m}\n`) };
+const quiet = {
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  log: () => undefined,
+  error: (m: string) => process.stderr.write(`${m}\n`),
+};
 let compatible: string;
 let incompatible: string;
 const harnesses: Harness[] = [];
 
 const waitForReview = (h: Harness, id: string, stage: string) =>
-  eventually(async () => ((await h.client.getState(id)).pendingReviews.some((r) => r.stage === stage) ? true : undefined), 30_000, `${stage} of ${id} to wait for review`);
+  eventually(
+    async () => ((await h.client.getState(id)).pendingReviews.some((r) => r.stage === stage) ? true : undefined),
+    30_000,
+    `${stage} of ${id} to wait for review`,
+  );
 
 beforeAll(async () => {
-  const bundle = async (file: string) => (await bundleWorkflowCode({ workflowsPath: path.join(__dirname, 'fixtures', file), logger: quiet })).code;
-  [compatible, incompatible] = await Promise.all([bundle('compatible-workflows.ts'), bundle('incompatible-workflows.ts')]);
+  const bundle = async (file: string) =>
+    (await bundleWorkflowCode({ workflowsPath: path.join(__dirname, 'fixtures', file), logger: quiet })).code;
+  [compatible, incompatible] = await Promise.all([
+    bundle('compatible-workflows.ts'),
+    bundle('incompatible-workflows.ts'),
+  ]);
 });
 
 afterAll(async () => {
@@ -41,8 +60,11 @@ it('has recorded histories to replay', () => {
 
 it('every recorded history replays against the compatible variant', async () => {
   const results: { workflowId: string; error?: unknown }[] = [];
-  for await (const result of Worker.runReplayHistories({ workflowBundle: { code: compatible } }, histories())) results.push(result);
-  expect(results.map((r) => ({ file: r.workflowId, error: r.error }))).toEqual(files.map((file) => ({ file: idOf(file), error: undefined })));
+  for await (const result of Worker.runReplayHistories({ workflowBundle: { code: compatible } }, histories()))
+    results.push(result);
+  expect(results.map((r) => ({ file: r.workflowId, error: r.error }))).toEqual(
+    files.map((file) => ({ file: idOf(file), error: undefined })),
+  );
 });
 
 it.each(files)('the incompatible variant fails the replay of %s with a nondeterminism error', async (file) => {
@@ -59,13 +81,20 @@ it('an item started on the current code finishes on a worker redeployed with the
   const before = await startHarness();
   harnesses.push(before);
   const id = before.id('redeploy');
-  await before.client.start(draftPublish({ maxAttempts: 2 }, 'always', 'always'), { script: { draft: [{ verdict: 'rejected', summary: 'again' }, {}] } }, { id });
+  await before.client.start(
+    draftPublish({ maxAttempts: 2 }, 'always', 'always'),
+    { script: { draft: [{ verdict: 'rejected', summary: 'again' }, {}] } },
+    { id },
+  );
   await waitForReview(before, id, 'draft');
   await before.shutdown();
   harnesses.pop();
 
   // maxCachedWorkflows 0: every task of the redeployed worker replays the history the old code wrote.
-  const after = await startHarness({ taskQueue: before.taskQueue, worker: { workflowBundle: { code: compatible }, maxCachedWorkflows: 0 } });
+  const after = await startHarness({
+    taskQueue: before.taskQueue,
+    worker: { workflowBundle: { code: compatible }, maxCachedWorkflows: 0 },
+  });
   harnesses.push(after);
   await after.client.approve(id, 'draft', { reviewer: 'after-deploy' });
   await waitForReview(after, id, 'publish');

@@ -76,19 +76,34 @@ let setup: Setup | undefined;
 
 async function startSetup(): Promise<Setup> {
   const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'restart-'));
-  const serverOptions: DevServerOptions = { port: await freePort(), dbFile: path.join(dir, 'temporal.sqlite'), headless: true, allowDownload: false, progress: () => undefined };
+  const serverOptions: DevServerOptions = {
+    port: await freePort(),
+    dbFile: path.join(dir, 'temporal.sqlite'),
+    headless: true,
+    allowDownload: false,
+    progress: () => undefined,
+  };
   const server = await startDevServer(serverOptions);
   const taskQueue = `fault-restart-${Math.random().toString(36).slice(2, 10)}`;
   const blobs = new FileBlobStore(path.join(dir, 'blobs'));
   const registry = defaultRegistry().stage('held', async (ctx) => {
     const hold = holdFor(ctx.itemId);
     hold.executions++;
-    await Promise.race([hold.released, new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }))]);
+    await Promise.race([
+      hold.released,
+      new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true })),
+    ]);
     hold.returned++;
     return { outcome: 'completed', artefact: { released: true }, summary: 'released' };
   });
   const nativeConnection = await NativeConnection.connect({ address: server.address });
-  const worker = await createWorker({ connection: nativeConnection, taskQueue, blobs, registry, workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE! } });
+  const worker = await createWorker({
+    connection: nativeConnection,
+    taskQueue,
+    blobs,
+    registry,
+    workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE! },
+  });
   const running = worker.run();
   const connection = await Connection.connect({ address: server.address });
   const client = new TreadleClient(new Client({ connection }), { taskQueue, blobs });
@@ -126,93 +141,141 @@ describe.each([
   ['stopped gracefully', stopGracefully],
   ['crashed (SIGKILL)', crash],
 ] as const)('the server %s and restarted', (how, takeDown) => {
-  it('items running and waiting for review finish after the restart; the worker reconnects on its own; an activity that ended in the outage runs again', async () => {
-    setup = await startSetup();
-    const s = setup;
-    const until = (id: string, done: (state: WorkItemState) => boolean, what: string) =>
-      eventually(async () => {
+  it(
+    'items running and waiting for review finish after the restart; the worker reconnects on its own; an activity that ended in the outage runs again',
+    async () => {
+      setup = await startSetup();
+      const s = setup;
+      const until = (id: string, done: (state: WorkItemState) => boolean, what: string) =>
+        eventually(
+          async () => {
+            const state = await s.client.getState(id);
+            return done(state) ? state : undefined;
+          },
+          30_000,
+          `${id} ${what}`,
+        );
+
+      const name = `restart-${s.taskQueue}`;
+      const reviewed = pipeline(name)
+        .stage('check', 'scripted')
+        .stage('after', 'scripted', { dependsOn: ['check'] })
+        .reviewPolicy('check', 'always');
+      const held = pipeline(name)
+        .stage('work', 'held')
+        .stage('after', 'scripted', { dependsOn: ['work'] })
+        .activityOptions('work', { heartbeatTimeout: '1s', retry: { initialInterval: '100ms' } });
+      const ids = {
+        review1: `${name}-review-1`,
+        review2: `${name}-review-2`,
+        endsInOutage: `${name}-ends-in-outage`,
+        outlivesOutage: `${name}-outlives-outage`,
+      };
+      await s.client.start(reviewed, null, { id: ids.review1 });
+      await s.client.start(reviewed, null, { id: ids.review2 });
+      await s.client.start(held, null, { id: ids.endsInOutage });
+      await s.client.start(held, null, { id: ids.outlivesOutage });
+      for (const id of [ids.review1, ids.review2])
+        await until(id, (state) => state.status === 'waiting_review', 'to wait for review');
+      for (const id of [ids.endsInOutage, ids.outlivesOutage])
+        await until(id, (state) => state.stages.work?.status === 'running', 'to run its held stage');
+      await eventually(
+        async () =>
+          holdFor(ids.endsInOutage).executions > 0 && holdFor(ids.outlivesOutage).executions > 0 ? true : undefined,
+        30_000,
+        'both held stages to run',
+      );
+
+      let workerEnded: string | undefined;
+      void s.running.then(
+        () => (workerEnded = `stopped (state ${s.worker.getState()})`),
+        (error: unknown) => (workerEnded = `failed: ${(error as Error).message}`),
+      );
+      await takeDown(s.server!);
+      s.server = undefined;
+      // One held stage finishes while the server is down: its worker cannot report the result.
+      holdFor(ids.endsInOutage).release();
+      await eventually(
+        async () => (holdFor(ids.endsInOutage).returned > 0 ? true : undefined),
+        10_000,
+        'the held stage to return during the outage',
+      );
+      await new Promise((r) => setTimeout(r, OUTAGE_MS));
+      expect(s.worker.getState()).toBe('RUNNING');
+      s.server = await startDevServer(s.serverOptions);
+      // The other one was still running when the server came back.
+      expect(holdFor(ids.outlivesOutage).returned).toBe(0);
+      holdFor(ids.outlivesOutage).release();
+
+      // The same worker and client: nothing was recreated.
+      for (const id of [ids.endsInOutage, ids.outlivesOutage]) {
+        expect(await s.client.result(id)).toEqual(
+          expect.objectContaining({ id, status: 'completed', failedStages: [] }),
+        );
         const state = await s.client.getState(id);
-        return done(state) ? state : undefined;
-      }, 30_000, `${id} ${what}`);
+        // The outage cost mechanical retries at most; the stage has one attempt and the events have no gaps.
+        expect(state.stages.work!.attempts.map((a) => a.attempt)).toEqual([1]);
+        expect(state.events.map((e) => e.seq)).toEqual(state.events.map((_, i) => i + 1));
+      }
 
-    const name = `restart-${s.taskQueue}`;
-    const reviewed = pipeline(name).stage('check', 'scripted').stage('after', 'scripted', { dependsOn: ['check'] }).reviewPolicy('check', 'always');
-    const held = pipeline(name)
-      .stage('work', 'held')
-      .stage('after', 'scripted', { dependsOn: ['work'] })
-      .activityOptions('work', { heartbeatTimeout: '1s', retry: { initialInterval: '100ms' } });
-    const ids = { review1: `${name}-review-1`, review2: `${name}-review-2`, endsInOutage: `${name}-ends-in-outage`, outlivesOutage: `${name}-outlives-outage` };
-    await s.client.start(reviewed, null, { id: ids.review1 });
-    await s.client.start(reviewed, null, { id: ids.review2 });
-    await s.client.start(held, null, { id: ids.endsInOutage });
-    await s.client.start(held, null, { id: ids.outlivesOutage });
-    for (const id of [ids.review1, ids.review2]) await until(id, (state) => state.status === 'waiting_review', 'to wait for review');
-    for (const id of [ids.endsInOutage, ids.outlivesOutage]) await until(id, (state) => state.stages.work?.status === 'running', 'to run its held stage');
-    await eventually(async () => (holdFor(ids.endsInOutage).executions > 0 && holdFor(ids.outlivesOutage).executions > 0 ? true : undefined), 30_000, 'both held stages to run');
+      // The history says what happened to the stage that finished in the outage: its result was lost, the
+      // heartbeat timeout fired once the server was back, and Temporal ran the same activity again.
+      const events = (await s.client.client.workflow.getHandle(ids.endsInOutage).fetchHistory()).events!;
+      const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'held');
+      expect(scheduled).toHaveLength(1);
+      const ofHeld = (scheduledEventId: unknown): boolean => String(scheduledEventId) === String(scheduled[0]!.eventId);
+      // Only the execution that completed gets a started event: its attempt number counts the executions.
+      const started = events.filter((e) => ofHeld(e.activityTaskStartedEventAttributes?.scheduledEventId));
+      expect(started).toHaveLength(1);
+      const rerun = started[0]!.activityTaskStartedEventAttributes!;
+      expect({
+        how,
+        rerun: rerun.attempt! >= 2,
+        after: decodeTimeoutType(rerun.lastFailure?.timeoutFailureInfo?.timeoutType),
+      }).toEqual({ how, rerun: true, after: 'HEARTBEAT' });
+      expect(events.filter((e) => ofHeld(e.activityTaskCompletedEventAttributes?.scheduledEventId))).toHaveLength(1);
+      expect(holdFor(ids.endsInOutage).executions).toBeGreaterThanOrEqual(2);
 
-    let workerEnded: string | undefined;
-    void s.running.then(
-      () => (workerEnded = `stopped (state ${s.worker.getState()})`),
-      (error: unknown) => (workerEnded = `failed: ${(error as Error).message}`),
-    );
-    await takeDown(s.server!);
-    s.server = undefined;
-    // One held stage finishes while the server is down: its worker cannot report the result.
-    holdFor(ids.endsInOutage).release();
-    await eventually(async () => (holdFor(ids.endsInOutage).returned > 0 ? true : undefined), 10_000, 'the held stage to return during the outage');
-    await new Promise((r) => setTimeout(r, OUTAGE_MS));
-    expect(s.worker.getState()).toBe('RUNNING');
-    s.server = await startDevServer(s.serverOptions);
-    // The other one was still running when the server came back.
-    expect(holdFor(ids.outlivesOutage).returned).toBe(0);
-    holdFor(ids.outlivesOutage).release();
+      const listed = await eventually(
+        async () => {
+          const reviews = await s.client.listPendingReviews({ pipeline: name });
+          return reviews.length === 2 ? reviews : undefined;
+        },
+        30_000,
+        'both pending reviews to be listed after the restart',
+      );
+      expect(listed.map((r) => [r.itemId, r.stage, r.reason]).sort()).toEqual([
+        [ids.review1, 'check', 'always'],
+        [ids.review2, 'check', 'always'],
+      ]);
+      await s.client.approve(ids.review1, 'check', { reviewer: 'after-restart' });
+      await s.client.reject(ids.review2, 'check', 'seen after the restart', { reviewer: 'after-restart' });
+      expect(await s.client.result(ids.review1)).toEqual(expect.objectContaining({ status: 'completed' }));
+      expect(await s.client.result(ids.review2)).toEqual(
+        expect.objectContaining({ status: 'failed', failedStages: ['check'] }),
+      );
 
-    // The same worker and client: nothing was recreated.
-    for (const id of [ids.endsInOutage, ids.outlivesOutage]) {
-      expect(await s.client.result(id)).toEqual(expect.objectContaining({ id, status: 'completed', failedStages: [] }));
-      const state = await s.client.getState(id);
-      // The outage cost mechanical retries at most; the stage has one attempt and the events have no gaps.
-      expect(state.stages.work!.attempts.map((a) => a.attempt)).toEqual([1]);
-      expect(state.events.map((e) => e.seq)).toEqual(state.events.map((_, i) => i + 1));
-    }
+      // A new item after the restart runs on the same worker.
+      const fresh = `${name}-fresh`;
+      await s.client.start(
+        pipeline(name)
+          .stage('work', 'scripted')
+          .stage('after', 'scripted', { dependsOn: ['work'] }),
+        null,
+        { id: fresh },
+      );
+      expect(await s.client.result(fresh)).toEqual(expect.objectContaining({ status: 'completed' }));
+      expect(s.worker.getState()).toBe('RUNNING');
+      expect(workerEnded).toBeUndefined();
 
-    // The history says what happened to the stage that finished in the outage: its result was lost, the
-    // heartbeat timeout fired once the server was back, and Temporal ran the same activity again.
-    const events = (await s.client.client.workflow.getHandle(ids.endsInOutage).fetchHistory()).events!;
-    const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'held');
-    expect(scheduled).toHaveLength(1);
-    const ofHeld = (scheduledEventId: unknown): boolean => String(scheduledEventId) === String(scheduled[0]!.eventId);
-    // Only the execution that completed gets a started event: its attempt number counts the executions.
-    const started = events.filter((e) => ofHeld(e.activityTaskStartedEventAttributes?.scheduledEventId));
-    expect(started).toHaveLength(1);
-    const rerun = started[0]!.activityTaskStartedEventAttributes!;
-    expect({ how, rerun: rerun.attempt! >= 2, after: decodeTimeoutType(rerun.lastFailure?.timeoutFailureInfo?.timeoutType) }).toEqual({ how, rerun: true, after: 'HEARTBEAT' });
-    expect(events.filter((e) => ofHeld(e.activityTaskCompletedEventAttributes?.scheduledEventId))).toHaveLength(1);
-    expect(holdFor(ids.endsInOutage).executions).toBeGreaterThanOrEqual(2);
-
-    const listed = await eventually(async () => {
-      const reviews = await s.client.listPendingReviews({ pipeline: name });
-      return reviews.length === 2 ? reviews : undefined;
-    }, 30_000, 'both pending reviews to be listed after the restart');
-    expect(listed.map((r) => [r.itemId, r.stage, r.reason]).sort()).toEqual([
-      [ids.review1, 'check', 'always'],
-      [ids.review2, 'check', 'always'],
-    ]);
-    await s.client.approve(ids.review1, 'check', { reviewer: 'after-restart' });
-    await s.client.reject(ids.review2, 'check', 'seen after the restart', { reviewer: 'after-restart' });
-    expect(await s.client.result(ids.review1)).toEqual(expect.objectContaining({ status: 'completed' }));
-    expect(await s.client.result(ids.review2)).toEqual(expect.objectContaining({ status: 'failed', failedStages: ['check'] }));
-
-    // A new item after the restart runs on the same worker.
-    const fresh = `${name}-fresh`;
-    await s.client.start(pipeline(name).stage('work', 'scripted').stage('after', 'scripted', { dependsOn: ['work'] }), null, { id: fresh });
-    expect(await s.client.result(fresh)).toEqual(expect.objectContaining({ status: 'completed' }));
-    expect(s.worker.getState()).toBe('RUNNING');
-    expect(workerEnded).toBeUndefined();
-
-    for (const id of [...Object.values(ids), fresh]) {
-      const history = await s.client.client.workflow.getHandle(id).fetchHistory();
-      expect({ id, failedTasks: history.events!.filter((e) => e.workflowTaskFailedEventAttributes).length }).toEqual({ id, failedTasks: 0 });
-    }
-  }, RESTART_TEST_MS);
+      for (const id of [...Object.values(ids), fresh]) {
+        const history = await s.client.client.workflow.getHandle(id).fetchHistory();
+        expect({ id, failedTasks: history.events!.filter((e) => e.workflowTaskFailedEventAttributes).length }).toEqual({
+          id,
+          failedTasks: 0,
+        });
+      }
+    },
+    RESTART_TEST_MS,
+  );
 });

@@ -52,13 +52,17 @@ async function startLedgerWorker(sleepMs: number, env: Record<string, string> = 
     child.stdout!.on('data', () => {
       if (outputs.get(child)!.includes('ready')) resolve();
     });
-    child.once('exit', (code, signal) => reject(new Error(`ledger worker exited (${signal ?? code}) before it was ready:\n${outputs.get(child)}`)));
+    child.once('exit', (code, signal) =>
+      reject(new Error(`ledger worker exited (${signal ?? code}) before it was ready:\n${outputs.get(child)}`)),
+    );
   });
   return child;
 }
 
 function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve()));
+  return child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
 const ledger = (): string[] => {
@@ -107,7 +111,11 @@ it('a new worker finishes an item whose worker was killed mid-stage; the side ef
   const first = await startLedgerWorker(60_000);
   await client.start(spec, input, { id });
   const firstKey = `${id}/count/1`;
-  await eventually(async () => (ledger().includes(firstKey) ? true : undefined), 20_000, `the side effect of ${firstKey}`);
+  await eventually(
+    async () => (ledger().includes(firstKey) ? true : undefined),
+    20_000,
+    `the side effect of ${firstKey}`,
+  );
   expect((await client.getState(id)).stages.count!.status).toBe('running');
   first.kill('SIGKILL');
   await exited(first);
@@ -120,7 +128,11 @@ it('a new worker finishes an item whose worker was killed mid-stage; the side ef
 
   // One side effect per attempt's key, none repeated by the retried execution.
   expect(ledger()).toEqual([firstKey, `${id}/count/2`]);
-  expect(readdirSync(dir).filter((f) => f.startsWith('crash-')).sort()).toEqual([firstKey, `${id}/count/2`].map(encodeURIComponent));
+  expect(
+    readdirSync(dir)
+      .filter((f) => f.startsWith('crash-'))
+      .sort(),
+  ).toEqual([firstKey, `${id}/count/2`].map(encodeURIComponent));
 
   // The attempt history: both attempts, numbered 1 and 2; the first was finished by the second worker,
   // whose execution found the side effect already done.
@@ -134,7 +146,10 @@ it('a new worker finishes an item whose worker was killed mid-stage; the side ef
     }),
   );
   expect(attempts[1]).toEqual(
-    expect.objectContaining({ artefact: { key: `${id}/count/2`, sideEffect: 'performed', execution: 1, pid: second.pid }, verdict: { kind: 'accepted' } }),
+    expect.objectContaining({
+      artefact: { key: `${id}/count/2`, sideEffect: 'performed', execution: 1, pid: second.pid },
+      verdict: { kind: 'accepted' },
+    }),
   );
   expect(state.stages.count!.artefact).toEqual(attempts[1]!.artefact);
   expect(state.events.map((e) => e.seq)).toEqual(state.events.map((_, i) => i + 1));
@@ -154,33 +169,64 @@ it('a new worker finishes an item whose worker was killed mid-stage; the side ef
   const history = await temporal.workflow.getHandle(id).fetchHistory();
   const events = history.events!;
   const typeOf = (scheduledId: unknown): string | undefined =>
-    events.find((e) => String(e.eventId) === String(scheduledId))?.activityTaskScheduledEventAttributes?.activityType?.name ?? undefined;
+    events.find((e) => String(e.eventId) === String(scheduledId))?.activityTaskScheduledEventAttributes?.activityType
+      ?.name ?? undefined;
   const started = events
-    .filter((e) => e.activityTaskStartedEventAttributes && typeOf(e.activityTaskStartedEventAttributes.scheduledEventId) === 'ledger')
+    .filter(
+      (e) =>
+        e.activityTaskStartedEventAttributes &&
+        typeOf(e.activityTaskStartedEventAttributes.scheduledEventId) === 'ledger',
+    )
     .map((e) => e.activityTaskStartedEventAttributes!);
   expect(started.map((s) => s.attempt)).toEqual([2, 1]);
   expect(decodeTimeoutType(started[0]!.lastFailure?.timeoutFailureInfo?.timeoutType)).toBe('HEARTBEAT');
-  expect(events.filter((e) => e.workflowTaskFailedEventAttributes || e.activityTaskFailedEventAttributes || e.activityTaskTimedOutEventAttributes)).toEqual([]);
+  expect(
+    events.filter(
+      (e) =>
+        e.workflowTaskFailedEventAttributes ||
+        e.activityTaskFailedEventAttributes ||
+        e.activityTaskTimedOutEventAttributes,
+    ),
+  ).toEqual([]);
 });
 
 /** The calls on the pending `chatty` activity's last heartbeat, once it carries `calls` made so far (read through describe). */
-async function heartbeatCalls(id: string, made: number): Promise<{ usage: { calls: number }; stored?: { ref: string; count: number }; records?: unknown[] }> {
-  return eventually(async () => {
-    const { raw } = await temporal.workflow.getHandle(id).describe();
-    const payload = raw.pendingActivities?.find((a) => a.activityType?.name === 'chatty')?.heartbeatDetails?.payloads?.[0];
-    const details = payload ? (defaultPayloadConverter.fromPayload(payload as never) as { calls?: { usage: { calls: number }; stored?: { ref: string; count: number }; records?: unknown[] } }) : undefined;
-    // Wait for the compact form: the records stored, none left inline.
-    return details?.calls?.usage.calls === made && details.calls.stored?.count === made ? details.calls : undefined;
-  }, 20_000, `a heartbeat of ${id} carrying ${made} stored calls`);
+async function heartbeatCalls(
+  id: string,
+  made: number,
+): Promise<{ usage: { calls: number }; stored?: { ref: string; count: number }; records?: unknown[] }> {
+  return eventually(
+    async () => {
+      const { raw } = await temporal.workflow.getHandle(id).describe();
+      const payload = raw.pendingActivities?.find((a) => a.activityType?.name === 'chatty')?.heartbeatDetails
+        ?.payloads?.[0];
+      const details = payload
+        ? (defaultPayloadConverter.fromPayload(payload as never) as {
+            calls?: { usage: { calls: number }; stored?: { ref: string; count: number }; records?: unknown[] };
+          })
+        : undefined;
+      // Wait for the compact form: the records stored, none left inline.
+      return details?.calls?.usage.calls === made && details.calls.stored?.count === made ? details.calls : undefined;
+    },
+    20_000,
+    `a heartbeat of ${id} carrying ${made} stored calls`,
+  );
 }
 
 /**
  * Runs a `chatty` stage (`calls` model calls, then a long heartbeating sleep) on a worker that is killed once
  * its heartbeat carries them all stored, then a second worker; returns the item's result and that heartbeat.
  */
-async function chattyKilled(name: string, calls: number, retry: { initialInterval: string } | { maximumAttempts: number }, env: Record<string, string> = {}) {
+async function chattyKilled(
+  name: string,
+  calls: number,
+  retry: { initialInterval: string } | { maximumAttempts: number },
+  env: Record<string, string> = {},
+) {
   const id = `${name}-${taskQueue}`;
-  const spec = pipeline(name).stage('talk', 'chatty', { with: { calls } }).activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry });
+  const spec = pipeline(name)
+    .stage('talk', 'chatty', { with: { calls } })
+    .activityOptions('talk', { heartbeatTimeout: HEARTBEAT_TIMEOUT, retry });
   const first = await startLedgerWorker(60_000, env);
   await client.start(spec, {}, { id });
   const beat = await heartbeatCalls(id, calls);
@@ -237,7 +283,12 @@ it('the calls on a timed-out activity’s last heartbeat count when Temporal doe
 
 // An item started on engine 3, before heartbeats counted, keeps deciding as it did: those calls are not its.
 it('an item started on engine 3 does not count the calls on a timed-out activity’s last heartbeat', async () => {
-  const { id, result } = await chattyKilled('chatty-engine-3', 5, { maximumAttempts: 1 }, { TREADLE_ENGINE_VERSION: '3' });
+  const { id, result } = await chattyKilled(
+    'chatty-engine-3',
+    5,
+    { maximumAttempts: 1 },
+    { TREADLE_ENGINE_VERSION: '3' },
+  );
   expect(result).toEqual(expect.objectContaining({ status: 'failed' }));
   const state = await client.getState(id);
   expect(state.stages.talk!.attempts[0]!.error).toMatch(/heartbeat/i);

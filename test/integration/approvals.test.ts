@@ -47,13 +47,19 @@ function approvalPipeline(name: string, approval: Record<string, Json>) {
     .stage('approve', 'approval', { dependsOn: ['draft'], with: { action: 'note', items: 'notes', ...approval } })
     .stage('after', 'scripted', { dependsOn: ['approve'] });
 }
-const draftOf = (titles: string[]): Json => ({ script: { draft: [{ output: { notes: titles.map((title) => ({ title, source: `meeting about ${title}` })) } }] } });
+const draftOf = (titles: string[]): Json => ({
+  script: { draft: [{ output: { notes: titles.map((title) => ({ title, source: `meeting about ${title}` })) } }] },
+});
 
 async function pendingOf(id: string, count: number) {
-  return eventually(async () => {
-    const listed = (await h.client.listApprovals()).filter((r) => r.itemId === id);
-    return listed.length === count ? listed : undefined;
-  }, 30_000, `${count} pending approvals of ${id}`);
+  return eventually(
+    async () => {
+      const listed = (await h.client.listApprovals()).filter((r) => r.itemId === id);
+      return listed.length === count ? listed : undefined;
+    },
+    30_000,
+    `${count} pending approvals of ${id}`,
+  );
 }
 
 async function artefactOf(id: string): Promise<ApprovalStageArtefact> {
@@ -64,11 +70,25 @@ async function artefactOf(id: string): Promise<ApprovalStageArtefact> {
 it('lists requests from visibility, approves and rejects them by id, refuses double and unknown decisions, and runs each approved action once', async () => {
   const id = h.id('approve');
   executions = 0;
-  await h.client.start(approvalPipeline(`approvals-${h.taskQueue}`, { context: 'From the weekly meeting', context_field: 'source', reviewers: 'team' }), draftOf(['write the report', 'book the room']), { id });
+  await h.client.start(
+    approvalPipeline(`approvals-${h.taskQueue}`, {
+      context: 'From the weekly meeting',
+      context_field: 'source',
+      reviewers: 'team',
+    }),
+    draftOf(['write the report', 'book the room']),
+    { id },
+  );
   const listed = await pendingOf(id, 2);
   const bySummary = new Map(listed.map((r) => [r.summary, r]));
   for (const title of ['write the report', 'book the room']) {
-    expect(bySummary.get(`note "${title}"`)).toMatchObject({ step: 'approve', actionType: 'note', context: `From the weekly meeting — meeting about ${title}`, reviewers: 'team', status: 'pending' });
+    expect(bySummary.get(`note "${title}"`)).toMatchObject({
+      step: 'approve',
+      actionType: 'note',
+      context: `From the weekly meeting — meeting about ${title}`,
+      reviewers: 'team',
+      status: 'pending',
+    });
   }
   for (const r of listed) expect(r.id).toMatch(/^ap-[a-z2-9]{10}$/);
   expect(new Set(listed.map((r) => r.id)).size).toBe(2);
@@ -77,27 +97,50 @@ it('lists requests from visibility, approves and rejects them by id, refuses dou
   expect(state.status).toBe('waiting_approval');
   expect(state.stages['approve']!.status).toBe('waiting_approval');
   const [report, room] = [bySummary.get('note "write the report"'), bySummary.get('note "book the room"')];
-  expect((await h.client.getApproval(report!.id)).payload).toEqual({ title: 'write the report', source: 'meeting about write the report' });
+  expect((await h.client.getApproval(report!.id)).payload).toEqual({
+    title: 'write the report',
+    source: 'meeting about write the report',
+  });
 
   const before = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!.length;
-  await expect(h.client.decideApproval('ap-2222222222', 'approve')).rejects.toThrow('approval request ap-2222222222 not found: no work item has it');
+  await expect(h.client.decideApproval('ap-2222222222', 'approve')).rejects.toThrow(
+    'approval request ap-2222222222 not found: no work item has it',
+  );
   await expect(h.client.decideApproval('not-an-id', 'approve')).rejects.toThrow('"not-an-id" is not an approval id');
-  expect(await h.client.decideApproval(report!.id, 'approve', { by: 'ann' })).toEqual({ id: report!.id, itemId: id, step: 'approve', status: 'approved', decidedBy: 'ann' });
+  expect(await h.client.decideApproval(report!.id, 'approve', { by: 'ann' })).toEqual({
+    id: report!.id,
+    itemId: id,
+    step: 'approve',
+    status: 'approved',
+    decidedBy: 'ann',
+  });
   // A decided request is not "not found": the refusal says who decided what, and when.
-  await expect(h.client.decideApproval(report!.id, 'reject', { by: 'bob' })).rejects.toThrow(new RegExp(`^decision refused: approval request ${report!.id} is already approved \\(by ann at \\d{4}-`));
+  await expect(h.client.decideApproval(report!.id, 'reject', { by: 'bob' })).rejects.toThrow(
+    new RegExp(`^decision refused: approval request ${report!.id} is already approved \\(by ann at \\d{4}-`),
+  );
   await h.client.decideApproval(room!.id, 'reject', { by: 'bob', reason: 'no budget' });
 
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
   // Once the item has finished too.
   await expect(h.client.decideApproval(room!.id, 'approve', { by: 'cy' })).rejects.toThrow(
-    new RegExp(`^decision refused: approval request ${room!.id} is already rejected by bob at \\d{4}-\\S+: no budget; work item ${id} has finished \\(completed\\)$`),
+    new RegExp(
+      `^decision refused: approval request ${room!.id} is already rejected by bob at \\d{4}-\\S+: no budget; work item ${id} has finished \\(completed\\)$`,
+    ),
   );
   const artefact = await artefactOf(id);
   expect(artefact).toMatchObject({ approved: 1, rejected: 1, expired: 0 });
   expect(executions).toBe(1);
-  expect(artefact.requests.find((r) => r.id === report!.id)).toMatchObject({ status: 'approved', decidedBy: 'ann', result: { noted: 'write the report' } });
-  expect(artefact.requests.find((r) => r.id === room!.id)).toMatchObject({ status: 'rejected', decidedBy: 'bob', reason: 'no budget' });
+  expect(artefact.requests.find((r) => r.id === report!.id)).toMatchObject({
+    status: 'approved',
+    decidedBy: 'ann',
+    result: { noted: 'write the report' },
+  });
+  expect(artefact.requests.find((r) => r.id === room!.id)).toMatchObject({
+    status: 'rejected',
+    decidedBy: 'bob',
+    reason: 'no budget',
+  });
   const done = await h.client.getState(id);
   expect(done.stages['after']!.status).toBe('completed');
   expect(done.approvals!.map((r) => r.status).sort()).toEqual(['approved', 'rejected']);
@@ -110,7 +153,11 @@ it('lists requests from visibility, approves and rejects them by id, refuses dou
 
 it('with on_reject: stop, a rejection stops the stage and fails the run; the other pending request ends with it', async () => {
   const id = h.id('stop');
-  await h.client.start(approvalPipeline(`approvals-stop-${h.taskQueue}`, { on_reject: 'stop' }), draftOf(['one', 'two']), { id });
+  await h.client.start(
+    approvalPipeline(`approvals-stop-${h.taskQueue}`, { on_reject: 'stop' }),
+    draftOf(['one', 'two']),
+    { id },
+  );
   const [first] = await pendingOf(id, 2);
   await h.client.decideApproval(first!.id, 'reject', { by: 'cat', reason: 'not now' });
   const result = await h.client.result(id);
@@ -118,9 +165,16 @@ it('with on_reject: stop, a rejection stops the stage and fails the run; the oth
   expect(result.failedStages).toEqual(['approve']);
   expect(result.error).toContain('approve');
   const state = await h.client.getState(id);
-  expect(state.stages['approve']!.error).toContain(`approval ${first!.id} (note) was rejected by cat: not now; the stage stops on rejection`);
+  expect(state.stages['approve']!.error).toContain(
+    `approval ${first!.id} (note) was rejected by cat: not now; the stage stops on rejection`,
+  );
   expect(state.stages['after']!.status).toBe('skipped');
-  expect(state.approvals!.map((r) => [r.status, r.decidedBy])).toEqual(expect.arrayContaining([['rejected', 'cat'], ['rejected', 'treadle']]));
+  expect(state.approvals!.map((r) => [r.status, r.decidedBy])).toEqual(
+    expect.arrayContaining([
+      ['rejected', 'cat'],
+      ['rejected', 'treadle'],
+    ]),
+  );
 }, 90_000);
 
 it('expires requests after their TTL (treated as rejected: the step is skipped and the run goes on)', async () => {
@@ -137,8 +191,20 @@ it('expires requests after their TTL (treated as rejected: the step is skipped a
 
 it('escalates after the TTL to the escalation group, then applies its default decision', async () => {
   const id = h.id('escalate');
-  await h.client.start(approvalPipeline(`approvals-escalate-${h.taskQueue}`, { ttl: '1s', reviewers: 'team', escalation: { to: 'leads', ttl: '2s', default: 'approve' } }), draftOf(['urgent']), { id });
-  const escalated = await eventually(async () => (await h.client.listApprovals()).find((r) => r.itemId === id && r.escalated), 30_000, 'the escalation to show in the listing');
+  await h.client.start(
+    approvalPipeline(`approvals-escalate-${h.taskQueue}`, {
+      ttl: '1s',
+      reviewers: 'team',
+      escalation: { to: 'leads', ttl: '2s', default: 'approve' },
+    }),
+    draftOf(['urgent']),
+    { id },
+  );
+  const escalated = await eventually(
+    async () => (await h.client.listApprovals()).find((r) => r.itemId === id && r.escalated),
+    30_000,
+    'the escalation to show in the listing',
+  );
   expect(escalated.reviewers).toBe('leads');
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
@@ -151,12 +217,28 @@ it('escalates after the TTL to the escalation group, then applies its default de
 it('approve list shows an escalated request: who it is escalated to and its new expiry', async () => {
   const id = h.id('escalated-list');
   const name = `approvals-escalated-list-${h.taskQueue}`;
-  await h.client.start(approvalPipeline(name, { ttl: '1s', reviewers: 'team', escalation: { to: 'leads', ttl: '10m', default: 'reject' } }), draftOf(['late one']), { id });
-  const escalated = await eventually(async () => (await h.client.listApprovals()).find((r) => r.itemId === id && r.escalated), 30_000, 'the escalation to show in the listing');
+  await h.client.start(
+    approvalPipeline(name, {
+      ttl: '1s',
+      reviewers: 'team',
+      escalation: { to: 'leads', ttl: '10m', default: 'reject' },
+    }),
+    draftOf(['late one']),
+    { id },
+  );
+  const escalated = await eventually(
+    async () => (await h.client.listApprovals()).find((r) => r.itemId === id && r.escalated),
+    30_000,
+    'the escalation to show in the listing',
+  );
   const list = await runTreadle(h, ['approve', 'list', '--pipeline', name]);
   expect(list.code).toBe(0);
   const row = list.stdout.split('\n').find((l) => l.startsWith(escalated.id))!;
-  expect(row).toMatch(new RegExp(`^${escalated.id} +${id} +approve +note +escalated to leads +expires ${escalated.expiresAt!.slice(0, 19).replace('T', ' ')} +note "late one"$`));
+  expect(row).toMatch(
+    new RegExp(
+      `^${escalated.id} +${id} +approve +note +escalated to leads +expires ${escalated.expiresAt!.slice(0, 19).replace('T', ' ')} +note "late one"$`,
+    ),
+  );
   // The new expiry is the escalation's TTL after the first one ran out, not the first one.
   expect(Date.parse(escalated.expiresAt!) - Date.parse(escalated.createdAt)).toBeGreaterThan(9 * 60_000);
   await h.client.decideApproval(escalated.id, 'approve', { by: 'lead' });
@@ -166,7 +248,9 @@ it('approve list shows an escalated request: who it is escalated to and its new 
 it('refuses an action type the worker lacks before the first stage runs, with a did-you-mean', async () => {
   // The client starts what the CLI would refuse: the worker's own check must catch it (run --custom-worker).
   const id = h.id('unknown-action');
-  await h.client.start(approvalPipeline(`approvals-unknown-${h.taskQueue}`, { action: 'nots' }), draftOf(['alpha']), { id });
+  await h.client.start(approvalPipeline(`approvals-unknown-${h.taskQueue}`, { action: 'nots' }), draftOf(['alpha']), {
+    id,
+  });
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
   expect(result.error).toContain('unknown action type "nots" (did you mean "note"?)');
@@ -176,11 +260,17 @@ it('refuses an action type the worker lacks before the first stage runs, with a 
 
 it('refuses invalid payloads when the requests are made, listing every problem, and makes no request', async () => {
   const id = h.id('invalid');
-  await h.client.start(approvalPipeline(`approvals-invalid-${h.taskQueue}`, {}), { script: { draft: [{ output: { notes: [{ title: 'ok' }, { title: '' }, {}] } }] } }, { id });
+  await h.client.start(
+    approvalPipeline(`approvals-invalid-${h.taskQueue}`, {}),
+    { script: { draft: [{ output: { notes: [{ title: 'ok' }, { title: '' }, {}] } }] } },
+    { id },
+  );
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
   const state = await h.client.getState(id);
-  expect(state.stages['approve']!.error).toBe('approve cannot make its approval requests (2 problems): draft.notes[1]: title: must be a non-empty string; draft.notes[2]: title: must be a non-empty string');
+  expect(state.stages['approve']!.error).toBe(
+    'approve cannot make its approval requests (2 problems): draft.notes[1]: title: must be a non-empty string; draft.notes[2]: title: must be a non-empty string',
+  );
   expect(state.approvals ?? []).toEqual([]);
 }, 60_000);
 
@@ -194,15 +284,23 @@ it('a decision by signal works for temporal CLI users; an invalid one is recorde
   expect((await h.client.result(id)).status).toBe('completed');
   const state = await h.client.getState(id);
   expect(state.approvals![0]).toMatchObject({ status: 'approved', decidedBy: 'cli-user' });
-  expect(state.events.find((e) => e.type === 'ApprovalInputRejected')?.message).toBe('invalid decision: decision: must be "approve" or "reject", got "maybe"');
+  expect(state.events.find((e) => e.type === 'ApprovalInputRejected')?.message).toBe(
+    'invalid decision: decision: must be "approve" or "reject", got "maybe"',
+  );
 }, 60_000);
 
 describe('the approve commands', () => {
   /** `treadle approve batch` in a real pseudo-terminal (util-linux `script`), answering each prompt as it appears. */
   // Other test files share the server and may leave requests pending: the batch takes this test's pipeline only.
-  function batchInTerminal(answers: string[], env: Record<string, string>, pipeline: string): Promise<{ code: number | null; output: string }> {
+  function batchInTerminal(
+    answers: string[],
+    env: Record<string, string>,
+    pipeline: string,
+  ): Promise<{ code: number | null; output: string }> {
     const treadle = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
-    const command = [process.execPath, treadle, 'approve', 'batch', '--by', 'tty-user', '--pipeline', pipeline].map((a) => `'${a}'`).join(' ');
+    const command = [process.execPath, treadle, 'approve', 'batch', '--by', 'tty-user', '--pipeline', pipeline]
+      .map((a) => `'${a}'`)
+      .join(' ');
     const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...env } });
     let output = '';
     let prompts = 0;
@@ -221,7 +319,11 @@ describe('the approve commands', () => {
 
   it('lists, approves and rejects by id, and reviews every pending request in turn in a terminal', async () => {
     const id = h.id('cli');
-    await h.client.start(approvalPipeline(`approvals-cli-${h.taskQueue}`, { reviewers: 'ops', context: 'Quarterly planning' }), draftOf(['alpha', 'beta', 'gamma', 'delta']), { id });
+    await h.client.start(
+      approvalPipeline(`approvals-cli-${h.taskQueue}`, { reviewers: 'ops', context: 'Quarterly planning' }),
+      draftOf(['alpha', 'beta', 'gamma', 'delta']),
+      { id },
+    );
     const listed = await pendingOf(id, 4);
     const list = await runTreadle(h, ['approve', 'list', '--pipeline', `approvals-cli-${h.taskQueue}`]);
     expect(list.code).toBe(0);
@@ -234,15 +336,33 @@ describe('the approve commands', () => {
     for (const r of listed) expect(status.stdout).toMatch(new RegExp(`${r.id} +approve +note +pending`));
 
     const [first, second, third, fourth] = listed;
-    expect(await runTreadle(h, ['approve', first!.id, '--by', 'dee'])).toEqual({ code: 0, stdout: `${first!.id} (approve of ${id}): approved by dee\n`, stderr: '' });
+    expect(await runTreadle(h, ['approve', first!.id, '--by', 'dee'])).toEqual({
+      code: 0,
+      stdout: `${first!.id} (approve of ${id}): approved by dee\n`,
+      stderr: '',
+    });
     const again = await runTreadle(h, ['approve', 'reject', first!.id, '--reason', 'changed my mind']);
     expect(again.code).toBe(1);
-    expect(again.stderr).toMatch(new RegExp(`^treadle: decision refused: approval request ${first!.id} is already approved \\(by dee at \\d{4}-`));
-    expect(await runTreadle(h, ['approve', 'ap-2222222222'])).toMatchObject({ code: 1, stderr: 'treadle: approval request ap-2222222222 not found: no work item has it (treadle approve list shows the pending ones)\n' });
+    expect(again.stderr).toMatch(
+      new RegExp(`^treadle: decision refused: approval request ${first!.id} is already approved \\(by dee at \\d{4}-`),
+    );
+    expect(await runTreadle(h, ['approve', 'ap-2222222222'])).toMatchObject({
+      code: 1,
+      stderr:
+        'treadle: approval request ap-2222222222 not found: no work item has it (treadle approve list shows the pending ones)\n',
+    });
 
     // The batch lists from visibility, which may lag a decision by a moment: wait until the first is gone.
-    await eventually(async () => ((await h.client.listApprovals()).some((r) => r.id === first!.id) ? undefined : true), 20_000, 'the listing to drop the decided request');
-    const batch = await batchInTerminal(['a', 'r', 'not this quarter', 's'], { TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir }, `approvals-cli-${h.taskQueue}`);
+    await eventually(
+      async () => ((await h.client.listApprovals()).some((r) => r.id === first!.id) ? undefined : true),
+      20_000,
+      'the listing to drop the decided request',
+    );
+    const batch = await batchInTerminal(
+      ['a', 'r', 'not this quarter', 's'],
+      { TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir },
+      `approvals-cli-${h.taskQueue}`,
+    );
     expect(batch.code).toBe(0);
     expect(batch.output).toContain(`[1/3] ${second!.id} · approve of ${id} · note · for ops`);
     expect(batch.output).toContain('context: Quarterly planning');
@@ -251,14 +371,26 @@ describe('the approve commands', () => {
     const state = await h.client.getState(id);
     const byId = new Map(state.approvals!.map((r) => [r.id, r]));
     expect(byId.get(second!.id)).toMatchObject({ status: 'approved', decidedBy: 'tty-user' });
-    expect(byId.get(third!.id)).toMatchObject({ status: 'rejected', decidedBy: 'tty-user', reason: 'not this quarter' });
+    expect(byId.get(third!.id)).toMatchObject({
+      status: 'rejected',
+      decidedBy: 'tty-user',
+      reason: 'not this quarter',
+    });
     expect(byId.get(fourth!.id)).toMatchObject({ status: 'pending' });
 
-    expect(await runTreadle(h, ['approve', 'reject', fourth!.id, '--by', 'eve', '--reason', 'duplicate'])).toEqual({ code: 0, stdout: `${fourth!.id} (approve of ${id}): rejected by eve\n`, stderr: '' });
+    expect(await runTreadle(h, ['approve', 'reject', fourth!.id, '--by', 'eve', '--reason', 'duplicate'])).toEqual({
+      code: 0,
+      stdout: `${fourth!.id} (approve of ${id}): rejected by eve\n`,
+      stderr: '',
+    });
     expect((await h.client.result(id)).status).toBe('completed');
     // Without a terminal the batch refuses rather than waiting on a pipe.
     const piped = await runTreadle(h, ['approve', 'batch']);
-    expect(piped).toMatchObject({ code: 1, stderr: 'treadle: approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>\n' });
+    expect(piped).toMatchObject({
+      code: 1,
+      stderr:
+        'treadle: approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>\n',
+    });
   }, 120_000);
 });
 
@@ -268,7 +400,13 @@ it('audits a run from its history: steps, attempts, model calls, approval reques
     name: `audited-${h.taskQueue}`,
     stages: [
       { name: 'draft', run: 'scripted' },
-      { name: 'summarize', type: 'llm', agent: 'scripted', depends_on: ['draft'], with: { prompt: 'Summarize {{ upstream.draft.notes[0].title }}' } },
+      {
+        name: 'summarize',
+        type: 'llm',
+        agent: 'scripted',
+        depends_on: ['draft'],
+        with: { prompt: 'Summarize {{ upstream.draft.notes[0].title }}' },
+      },
       // Its first reply does not match output_schema: a failed attempt, retried.
       {
         name: 'classify',
@@ -276,12 +414,27 @@ it('audits a run from its history: steps, attempts, model calls, approval reques
         agent: 'scripted',
         depends_on: ['draft'],
         retry_budget: { max_attempts: 2 },
-        with: { prompt: 'Classify', output_schema: { type: 'object', properties: { label: { type: 'string' } }, required: ['label'] } },
+        with: {
+          prompt: 'Classify',
+          output_schema: { type: 'object', properties: { label: { type: 'string' } }, required: ['label'] },
+        },
       },
-      { name: 'approve', type: 'approval', depends_on: ['draft', 'summarize', 'classify'], with: { action: 'note', from: 'draft', items: 'notes' } },
+      {
+        name: 'approve',
+        type: 'approval',
+        depends_on: ['draft', 'summarize', 'classify'],
+        with: { action: 'note', from: 'draft', items: 'notes' },
+      },
     ],
   };
-  await h.client.start(raw, { ...(draftOf(['ship it']) as Record<string, Json>), agent_replies: { summarize: ['one note to ship'], classify: [{ kind: 'no label' }, { label: 'ops' }] } }, { id });
+  await h.client.start(
+    raw,
+    {
+      ...(draftOf(['ship it']) as Record<string, Json>),
+      agent_replies: { summarize: ['one note to ship'], classify: [{ kind: 'no label' }, { label: 'ops' }] },
+    },
+    { id },
+  );
   const [request] = await pendingOf(id, 1);
   await h.client.decideApproval(request!.id, 'approve', { by: 'ann', reason: 'looks right' });
   expect((await h.client.result(id)).status).toBe('completed');
@@ -306,7 +459,11 @@ it('audits a run from its history: steps, attempts, model calls, approval reques
   expect(positions.every((p) => p >= 0)).toBe(true);
   expect([...positions].sort((a, b) => a - b)).toEqual(positions);
   // An llm reply that failed its output_schema is a failed attempt, with the reason; the retry completed.
-  expect(lines).toContainEqual(expect.stringMatching(/^step\|classify\|classify attempt 1 \(llm\) failed: the reply did not match the output schema: .*label/));
+  expect(lines).toContainEqual(
+    expect.stringMatching(
+      /^step\|classify\|classify attempt 1 \(llm\) failed: the reply did not match the output schema: .*label/,
+    ),
+  );
   expect(lines).toContainEqual(expect.stringMatching(/^step\|classify\|classify attempt 2 \(llm\) completed: /));
   expect(lines.some((l) => /^step\|classify\|classify attempt 1 \(llm\) completed/.test(l))).toBe(false);
   // Every line about the approval step names it.
@@ -319,5 +476,8 @@ it('audits a run from its history: steps, attempts, model calls, approval reques
   expect(cli.code).toBe(0);
   expect(cli.stdout.split('\n')[0]).toMatch(/^TIME +KIND +STEP +WHAT$/);
   expect(cli.stdout).toContain(`${request!.id} approved by ann: looks right (update)`);
-  expect(await runTreadle(h, ['audit', '00000000-0000-4000-8000-000000000000'])).toMatchObject({ code: 1, stderr: 'treadle: no run has correlation id 00000000-0000-4000-8000-000000000000\n' });
+  expect(await runTreadle(h, ['audit', '00000000-0000-4000-8000-000000000000'])).toMatchObject({
+    code: 1,
+    stderr: 'treadle: no run has correlation id 00000000-0000-4000-8000-000000000000\n',
+  });
 }, 60_000);

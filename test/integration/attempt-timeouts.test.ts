@@ -56,7 +56,9 @@ afterAll(async () => {
 
 it('starts the next attempt only after every gate of a timed-out attempt has stopped', async () => {
   const id = h.id('gates');
-  const spec = pipeline('composed-timeout').stage('s', 'quick').retryBudget('s', { maxAttempts: 2, attemptTimeout: '3s' });
+  const spec = pipeline('composed-timeout')
+    .stage('s', 'quick')
+    .retryBudget('s', { maxAttempts: 2, attemptTimeout: '3s' });
   const json = spec.toJSON() as { stages: Record<string, unknown>[] };
   json.stages[0]!.gate = { all: ['fast', 'slow'] };
   await h.client.start(json, null, { id });
@@ -73,14 +75,23 @@ it('starts the next attempt only after every gate of a timed-out attempt has sto
 
 it('keeps the input of an attempt after timed-out ones the same size', async () => {
   const id = h.id('hang');
-  const spec = pipeline('hang-timeout').stage('s', 'hang-until-4').retryBudget('s', { maxAttempts: 4, attemptTimeout: '2s' });
+  const spec = pipeline('hang-timeout')
+    .stage('s', 'hang-until-4')
+    .retryBudget('s', { maxAttempts: 4, attemptTimeout: '2s' });
   await h.client.start(spec, null, { id });
   expect((await h.client.result(id)).status).toBe('completed');
   const state = await h.client.getState(id);
   expect(state.stages.s!.attempts.map((a) => a.timedOut ?? false)).toEqual([true, true, true, false]);
   expect(await h.client.readArtefact(state.stages.s!.artefact)).toEqual({ attempt: 4, previous: 3 });
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
-  const inputs = history.events!.filter((e) => e.activityTaskScheduledEventAttributes).map((e) => JSON.parse(Buffer.from(e.activityTaskScheduledEventAttributes!.input!.payloads![0]!.data!).toString()) as { previousAttempts: { log: string | null; recent: unknown[] } });
+  const inputs = history
+    .events!.filter((e) => e.activityTaskScheduledEventAttributes)
+    .map(
+      (e) =>
+        JSON.parse(Buffer.from(e.activityTaskScheduledEventAttributes!.input!.payloads![0]!.data!).toString()) as {
+          previousAttempts: { log: string | null; recent: unknown[] };
+        },
+    );
   // Attempt 2 carries attempt 1; attempts 3 and 4 name the log the cut-off attempt stored, plus one record.
   expect(inputs.map((i) => [i.previousAttempts.log === null, i.previousAttempts.recent.length])).toEqual([
     [true, 0],

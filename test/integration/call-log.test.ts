@@ -21,7 +21,9 @@ beforeAll(async () => {
   const flaky = new Registry().stage(
     'flaky_llm',
     async (ctx) => {
-      const reply = await ctx.agent('scripted').run({ messages: [{ role: 'user', content: `${SECRET} (flaky)` }], correlationId: ctx.idempotencyKey });
+      const reply = await ctx
+        .agent('scripted')
+        .run({ messages: [{ role: 'user', content: `${SECRET} (flaky)` }], correlationId: ctx.idempotencyKey });
       if (++executions === 1) throw ApplicationFailure.retryable('lost the connection after the call', 'Flaky');
       return { outcome: 'completed', artefact: { text: reply.text } };
     },
@@ -33,7 +35,19 @@ afterAll(async () => {
   await h?.shutdown();
 });
 
-const llmPipeline = (name: string) => ({ name, stages: [{ name: 'summarize', type: 'llm', agent: 'scripted', with: { prompt: `${SECRET}: {{ input.text }}` } }, { name: 'title', type: 'llm', agent: 'scripted', depends_on: ['summarize'], with: { prompt: 'Title for {{ upstream.summarize.text }}' } }] });
+const llmPipeline = (name: string) => ({
+  name,
+  stages: [
+    { name: 'summarize', type: 'llm', agent: 'scripted', with: { prompt: `${SECRET}: {{ input.text }}` } },
+    {
+      name: 'title',
+      type: 'llm',
+      agent: 'scripted',
+      depends_on: ['summarize'],
+      with: { prompt: 'Title for {{ upstream.summarize.text }}' },
+    },
+  ],
+});
 
 it('logs every call of every run once, groups them across runs and pipelines, and keeps no prompt text', async () => {
   const names = [`alpha-${h.taskQueue}`, `beta-${h.taskQueue}`];
@@ -46,7 +60,14 @@ it('logs every call of every run once, groups them across runs and pipelines, an
     }
   }
   const retried = h.id('calls-retried');
-  await h.client.start({ name: names[0]!, stages: [{ name: 'flaky', run: 'flaky_llm', activity: { retry: { initial_interval: '100ms' } } }] }, null, { id: retried });
+  await h.client.start(
+    {
+      name: names[0]!,
+      stages: [{ name: 'flaky', run: 'flaky_llm', activity: { retry: { initial_interval: '100ms' } } }],
+    },
+    null,
+    { id: retried },
+  );
   for (const id of [...ids, retried]) expect((await h.client.result(id)).status).toBe('completed');
 
   const log = new SqliteCallLog(file);
@@ -61,14 +82,22 @@ it('logs every call of every run once, groups them across runs and pipelines, an
 
   const byPipeline = await runTreadle(h, ['calls', '--by', 'pipeline', '--json'], { TREADLE_CALL_LOG: file });
   expect(byPipeline.code).toBe(0);
-  const summary = JSON.parse(byPipeline.stdout) as { groups: { group: string; calls: number; errors: number; estimatedCostUsd: number | null }[] };
-  expect(summary.groups.filter((g) => names.includes(g.group)).map((g) => [g.group, g.calls, g.estimatedCostUsd])).toEqual([
+  const summary = JSON.parse(byPipeline.stdout) as {
+    groups: { group: string; calls: number; errors: number; estimatedCostUsd: number | null }[];
+  };
+  expect(
+    summary.groups.filter((g) => names.includes(g.group)).map((g) => [g.group, g.calls, g.estimatedCostUsd]),
+  ).toEqual([
     [names[0], 6, 0],
     [names[1], 4, 0],
   ]);
-  const table = await runTreadle(h, ['calls', '--pipeline', names[1]!, '--by', 'stage', '--since', '1h'], { TREADLE_CALL_LOG: file });
+  const table = await runTreadle(h, ['calls', '--pipeline', names[1]!, '--by', 'stage', '--since', '1h'], {
+    TREADLE_CALL_LOG: file,
+  });
   expect(table.code).toBe(0);
-  expect(table.stdout.split('\n')[0]).toMatch(/^STAGE +CALLS +ERRORS +IN TOKENS +OUT TOKENS +LATENCY P50\/P95\/MAX MS +COST$/);
+  expect(table.stdout.split('\n')[0]).toMatch(
+    /^STAGE +CALLS +ERRORS +IN TOKENS +OUT TOKENS +LATENCY P50\/P95\/MAX MS +COST$/,
+  );
   expect(table.stdout).toMatch(/^summarize +2 +0 /m);
   expect(table.stdout).toMatch(/^title +2 +0 /m);
   expect(table.stdout).toMatch(/^total +4 +0 /m);

@@ -49,13 +49,22 @@ const write = (name: string, content: string): string => {
 const cases: Record<string, () => string[]> = {
   'a valid YAML pipeline': () => ['validate', path.join(ROOT, 'examples', 'review-demo.yaml')],
   'a v3 loop pipeline file': () => ['validate', path.join(ROOT, 'examples', 'loops', 'full-ideation', 'pipeline.yaml')],
-  'a JSON pipeline': () => ['validate', write('ok.json', JSON.stringify({ name: 'ok', stages: [{ name: 'a', run: 'scripted' }] }))],
+  'a JSON pipeline': () => [
+    'validate',
+    write('ok.json', JSON.stringify({ name: 'ok', stages: [{ name: 'a', run: 'scripted' }] })),
+  ],
   'a pipeline with every kind of problem': () => [
     'validate',
-    write('bad.yaml', 'name: bad\nstages:\n  - name: a\n    run: scriptd\n    depends_on: [b]\n  - name: b\n    run: scripted\n    depends_on: [a]\n    retry_budget: { max_attempts: 0 }\n'),
+    write(
+      'bad.yaml',
+      'name: bad\nstages:\n  - name: a\n    run: scriptd\n    depends_on: [b]\n  - name: b\n    run: scripted\n    depends_on: [a]\n    retry_budget: { max_attempts: 0 }\n',
+    ),
   ],
   // zod's own English messages (the bundle keeps zod's English locale only).
-  'a file zod rejects field by field (a TDD spec, not a pipeline)': () => ['validate', path.join(ROOT, 'examples', 'tdd', 'textkit.yaml')],
+  'a file zod rejects field by field (a TDD spec, not a pipeline)': () => [
+    'validate',
+    path.join(ROOT, 'examples', 'tdd', 'textkit.yaml'),
+  ],
   'a file that is not YAML': () => ['validate', write('broken.yaml', 'name: [unclosed\n')],
   'a missing file': () => ['validate', path.join(dir, 'missing.yaml')],
   'validate --help': () => ['validate', '--help'],
@@ -75,7 +84,11 @@ describe('the bundled validate is the same program as lib/cli/main.js', () => {
 });
 
 it("prints zod's English messages from the bundle, which keeps zod's English locale only", async () => {
-  const run = await node([BIN, 'validate', write('many.yaml', 'name: many\nmax_parallel: many\nstages: [{ name: a, run: scripted }]\n')]);
+  const run = await node([
+    BIN,
+    'validate',
+    write('many.yaml', 'name: many\nmax_parallel: many\nstages: [{ name: a, run: scripted }]\n'),
+  ]);
   expect(run.code).toBe(1);
   expect(run.stderr).toContain('max_parallel: Invalid input: expected number, received string');
 });
@@ -96,7 +109,16 @@ it('loads one bundled file for validate, and lib/cli/main.js for every other com
       return [parts[0]!.startsWith('@') ? `${parts[0]}/${parts[1]}` : parts[0]!];
     }),
   );
-  const heavy = ['zod', '@temporalio/client', '@temporalio/worker', '@temporalio/common', '@anthropic-ai/sdk', 'nunjucks', 'liquidjs', '@aws-sdk/client-s3'];
+  const heavy = [
+    'zod',
+    '@temporalio/client',
+    '@temporalio/worker',
+    '@temporalio/common',
+    '@anthropic-ai/sdk',
+    'nunjucks',
+    'liquidjs',
+    '@aws-sdk/client-s3',
+  ];
   expect(heavy.filter((name) => packages.has(name))).toEqual([]);
   expect(packages.size).toBeGreaterThan(0); // the listing reached node_modules at all (commander)
 });

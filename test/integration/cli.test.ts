@@ -25,7 +25,8 @@ afterAll(async () => {
   await h?.shutdown();
 });
 
-const treadle = (args: string[], env: Record<string, string> = {}): Promise<CliRun> => runTreadle(h, args, { TREADLE_REVIEWER: 'cli-user', ...env });
+const treadle = (args: string[], env: Record<string, string> = {}): Promise<CliRun> =>
+  runTreadle(h, args, { TREADLE_REVIEWER: 'cli-user', ...env });
 
 const write = (name: string, content: string): string => {
   const file = path.join(dir, name);
@@ -50,7 +51,9 @@ it('runs the review demo end to end: run, watch, reviews, review, status', async
     const reviews = JSON.parse(run.stdout) as { itemId: string; stage: string; reason: string }[];
     return reviews.find((r) => r.itemId === id) ? reviews : undefined;
   });
-  expect(listed.find((r) => r.itemId === id)).toEqual(expect.objectContaining({ stage: 'draft', reason: 'escalated', pipeline: 'review-demo' }));
+  expect(listed.find((r) => r.itemId === id)).toEqual(
+    expect.objectContaining({ stage: 'draft', reason: 'escalated', pipeline: 'review-demo' }),
+  );
   const table = await treadle(['reviews']);
   expect(table.stdout).toMatch(new RegExp(`${id}\\s+review-demo\\s+draft\\s+escalated`));
 
@@ -59,24 +62,39 @@ it('runs the review demo end to end: run, watch, reviews, review, status', async
   expect(status.stdout).toContain(`treadle review ${id} draft --approve | --reject REASON | --edit FILE`);
 
   const edited = write('edited.json', JSON.stringify({ text: 'a better draft' }));
-  expect(await treadle(['review', id, 'draft', '--edit', edited, '--note', 'rewrote it'])).toEqual({ code: 0, stdout: `draft of ${id}: approve with edits by cli-user\n`, stderr: '' });
-  await eventually(async () => ((await h.client.getState(id)).pendingReviews[0]?.stage === 'publish' ? true : undefined));
-  expect((await treadle(['review', id, 'publish', '--approve', '--reviewer', 'boss'])).stdout).toBe(`publish of ${id}: approve by boss\n`);
+  expect(await treadle(['review', id, 'draft', '--edit', edited, '--note', 'rewrote it'])).toEqual({
+    code: 0,
+    stdout: `draft of ${id}: approve with edits by cli-user\n`,
+    stderr: '',
+  });
+  await eventually(async () =>
+    (await h.client.getState(id)).pendingReviews[0]?.stage === 'publish' ? true : undefined,
+  );
+  expect((await treadle(['review', id, 'publish', '--approve', '--reviewer', 'boss'])).stdout).toBe(
+    `publish of ${id}: approve by boss\n`,
+  );
   await h.client.result(id);
 
   const json = JSON.parse((await treadle(['status', id, '--json'])).stdout) as WorkItemState;
-  expect(json).toEqual(expect.objectContaining({ id, pipeline: 'review-demo', status: 'completed', pendingReviews: [] }));
+  expect(json).toEqual(
+    expect.objectContaining({ id, pipeline: 'review-demo', status: 'completed', pendingReviews: [] }),
+  );
   expect(json.stages.draft!.artefact).toEqual({ text: 'a better draft' });
   expect(json.stages.draft!.attempts.map((a) => a.verdict?.kind)).toEqual(['rejected', 'rejected', 'rejected']);
   expect(json.stages.draft!.attempts[0]!.feedback?.failedCriteria[0]?.name).toBe('length');
-  expect((json.stages.fact_check!.artefact as { upstream: { draft: unknown } }).upstream.draft).toEqual({ text: 'a better draft' });
+  expect((json.stages.fact_check!.artefact as { upstream: { draft: unknown } }).upstream.draft).toEqual({
+    text: 'a better draft',
+  });
   expect(json.events.length).toBeGreaterThan(15);
   const artefact = await treadle(['artefact', id, 'draft']);
   expect(JSON.parse(artefact.stdout)).toEqual({ text: 'a better draft' });
 }, 120_000);
 
 it('runs a pipeline file with input from a file, waits, and rejects a review', async () => {
-  const spec = write('p.yaml', 'name: cli-file\nstages:\n  - name: only\n    run: scripted\n    review_policy: always\n');
+  const spec = write(
+    'p.yaml',
+    'name: cli-file\nstages:\n  - name: only\n    run: scripted\n    review_policy: always\n',
+  );
   const input = write('input.json', JSON.stringify({ hello: 'world' }));
   const id = h.id('cli');
   const waited = await treadle(['run', '--file', spec, '--input', `@${input}`, '--id', id, '--wait']);
@@ -84,28 +102,64 @@ it('runs a pipeline file with input from a file, waits, and rejects a review', a
   expect(waited.stdout).toContain(`started ${id}`);
   expect(waited.stdout).toContain('ReviewRequested');
   expect(waited.stdout).toMatch(/only\s+waiting_review/);
-  expect(await treadle(['review', id, 'only', '--reject', 'not today'])).toEqual({ code: 0, stdout: `only of ${id}: reject by cli-user\n`, stderr: '' });
+  expect(await treadle(['review', id, 'only', '--reject', 'not today'])).toEqual({
+    code: 0,
+    stdout: `only of ${id}: reject by cli-user\n`,
+    stderr: '',
+  });
   const result = JSON.parse((await treadle(['result', id])).stdout);
-  expect(result).toEqual(expect.objectContaining({ status: 'failed', failedStages: ['only'], error: 'stage failed: only' }));
+  expect(result).toEqual(
+    expect.objectContaining({ status: 'failed', failedStages: ['only'], error: 'stage failed: only' }),
+  );
   // Reviewing a finished item says so.
-  expect(await treadle(['review', id, 'only', '--approve'])).toEqual({ code: 1, stdout: '', stderr: `treadle: work item ${id} has finished (completed); no stage is waiting for review\n` });
+  expect(await treadle(['review', id, 'only', '--approve'])).toEqual({
+    code: 1,
+    stdout: '',
+    stderr: `treadle: work item ${id} has finished (completed); no stage is waiting for review\n`,
+  });
 });
 
 it('prints one clear line and exits 1 on every kind of error', async () => {
   const id = h.id('cli');
-  await h.client.start({ name: 'cli-err', stages: [{ name: 's', run: 'scripted', review_policy: 'always' }, { name: 't', run: 'scripted', depends_on: ['s'] }] }, null, { id });
+  await h.client.start(
+    {
+      name: 'cli-err',
+      stages: [
+        { name: 's', run: 'scripted', review_policy: 'always' },
+        { name: 't', run: 'scripted', depends_on: ['s'] },
+      ],
+    },
+    null,
+    { id },
+  );
   await eventually(async () => ((await h.client.getState(id)).status === 'waiting_review' ? true : undefined));
 
   const cases: [string[], string, Record<string, string>?][] = [
     [['status', 'no-such-item'], 'treadle: unknown work item "no-such-item" in namespace default'],
-    [['review', id, 't', '--approve'], `treadle: review rejected: stage "t" of work item ${id} is not waiting for review (it is pending); waiting: s`],
-    [['review', id, 'zz', '--approve'], `treadle: review rejected: unknown stage "zz" in work item ${id} (stages: s, t)`],
+    [
+      ['review', id, 't', '--approve'],
+      `treadle: review rejected: stage "t" of work item ${id} is not waiting for review (it is pending); waiting: s`,
+    ],
+    [
+      ['review', id, 'zz', '--approve'],
+      `treadle: review rejected: unknown stage "zz" in work item ${id} (stages: s, t)`,
+    ],
     [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE'],
-    [['review', id, 's', '--approve', '--reject', 'x'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)'],
+    [
+      ['review', id, 's', '--approve', '--reject', 'x'],
+      'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)',
+    ],
     [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT'],
-    [['run', 'nope'], 'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm, discovery, email-triage; or pass --file pipeline.yaml)'],
+    [
+      ['run', 'nope'],
+      'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm, discovery, email-triage; or pass --file pipeline.yaml)',
+    ],
     [['run', 'review-demo', '--input', '{bad'], 'treadle: --input is not valid JSON (Expected property name'],
-    [['status', 'x'], 'treadle: cannot reach the Temporal server at 127.0.0.1:1: ', { TEMPORAL_ADDRESS: '127.0.0.1:1' }],
+    [
+      ['status', 'x'],
+      'treadle: cannot reach the Temporal server at 127.0.0.1:1: ',
+      { TEMPORAL_ADDRESS: '127.0.0.1:1' },
+    ],
   ];
   for (const [args, message, env] of cases) {
     const run = await treadle(args, env);
@@ -117,7 +171,10 @@ it('prints one clear line and exits 1 on every kind of error', async () => {
 });
 
 it('validates pipeline files, listing every problem', async () => {
-  const bad = write('bad.yaml', 'name: bad\nstages:\n  - name: a\n    run: scriptd\n    depends_on: [b]\n  - name: b\n    run: scripted\n    depends_on: [a]\n    retry_budget: { max_attempts: 0 }\n');
+  const bad = write(
+    'bad.yaml',
+    'name: bad\nstages:\n  - name: a\n    run: scriptd\n    depends_on: [b]\n  - name: b\n    run: scripted\n    depends_on: [a]\n    retry_budget: { max_attempts: 0 }\n',
+  );
   const run = await treadle(['validate', bad]);
   expect(run.code).toBe(1);
   expect(run.stderr).toBe(
@@ -134,7 +191,8 @@ it('validates pipeline files, listing every problem', async () => {
 });
 
 describe('run --file with implementations Treadle does not ship', () => {
-  const customSpec = (): string => write('custom.yaml', 'name: custom\nstages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n');
+  const customSpec = (): string =>
+    write('custom.yaml', 'name: custom\nstages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n');
   const unknownProblems = [
     '  - stage summarize: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
     '  - stage summarize: unknown gate implementation "my_judge" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
@@ -160,7 +218,10 @@ describe('run --file with implementations Treadle does not ship', () => {
   });
 
   it('lists structural problems and unknown names together, with or without --custom-worker', async () => {
-    const spec = write('broken.yaml', 'name: broken\nstages:\n  - name: a\n    run: my_summarizer\n    depends_on: [nowhere]\n');
+    const spec = write(
+      'broken.yaml',
+      'name: broken\nstages:\n  - name: a\n    run: my_summarizer\n    depends_on: [nowhere]\n',
+    );
     for (const flags of [[], ['--custom-worker']]) {
       const run = await treadle(['run', '--file', spec, ...flags]);
       expect(run).toEqual({
@@ -182,22 +243,40 @@ describe('run --file with implementations Treadle does not ship', () => {
     expect(run).toEqual({
       code: 1,
       stdout: '',
-      stderr: [`treadle: the worker refused pipeline custom, so work item ${id} failed at once:`, ...unknownProblems, ''].join('\n'),
+      stderr: [
+        `treadle: the worker refused pipeline custom, so work item ${id} failed at once:`,
+        ...unknownProblems,
+        '',
+      ].join('\n'),
     });
     expect(await h.client.result(id)).toEqual(expect.objectContaining({ status: 'failed', failedStages: [] }));
   });
 
   it('with --custom-worker, starts the item when its worker registers the names', async () => {
     const registry = defaultRegistry()
-      .stage('my_summarizer', async (ctx) => ({ outcome: 'completed', artefact: { summary: String(ctx.input).slice(0, 5) } }))
+      .stage('my_summarizer', async (ctx) => ({
+        outcome: 'completed',
+        artefact: { summary: String(ctx.input).slice(0, 5) },
+      }))
       .gate('my_judge', async () => ({ kind: 'accepted' }));
     const custom = await startHarness({ registry });
     try {
       const id = custom.id('cli');
-      const run = await runTreadle(custom, ['run', '--file', customSpec(), '--id', id, '--input', '"hello world"', '--custom-worker']);
+      const run = await runTreadle(custom, [
+        'run',
+        '--file',
+        customSpec(),
+        '--id',
+        id,
+        '--input',
+        '"hello world"',
+        '--custom-worker',
+      ]);
       expect(run).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
       const result = await custom.client.result(id);
-      expect(result).toEqual(expect.objectContaining({ status: 'completed', artefacts: { summarize: { summary: 'hello' } } }));
+      expect(result).toEqual(
+        expect.objectContaining({ status: 'completed', artefacts: { summarize: { summary: 'hello' } } }),
+      );
     } finally {
       await custom.shutdown();
     }
@@ -206,7 +285,9 @@ describe('run --file with implementations Treadle does not ship', () => {
   it('with --custom-worker and no worker to ask, starts the item and warns that nothing checked the names', async () => {
     const queue = `no-worker-${h.taskQueue}`;
     const id = h.id('cli');
-    const run = await treadle(['run', '--file', customSpec(), '--id', id, '--custom-worker'], { TREADLE_TASK_QUEUE: queue });
+    const run = await treadle(['run', '--file', customSpec(), '--id', id, '--custom-worker'], {
+      TREADLE_TASK_QUEUE: queue,
+    });
     expect(run).toEqual({
       code: 0,
       stdout: `${id}\n`,
@@ -223,7 +304,7 @@ it('checks specs against the names the default worker registers', () => {
   expect({ stages: BUILT_IN_IMPLEMENTATIONS.stages, gates: BUILT_IN_IMPLEMENTATIONS.gates }).toEqual({ stages, gates });
 });
 
-it('offers the dev server\'s own defaults as the dev and demo flags', async () => {
+it("offers the dev server's own defaults as the dev and demo flags", async () => {
   for (const command of ['dev', 'demo']) {
     const help = await treadle([command, '--help']);
     expect(help.stdout).toContain(`--port <port>     gRPC port (default: ${DEFAULT_PORT})`);
@@ -234,5 +315,9 @@ it('offers the dev server\'s own defaults as the dev and demo flags', async () =
 
 it('prints a configuration error as one line', async () => {
   const run = await treadle(['status', 'x'], { TREADLE_BLOB_THRESHOLD: 'lots' });
-  expect(run).toEqual({ code: 1, stdout: '', stderr: 'treadle: TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "lots"\n' });
+  expect(run).toEqual({
+    code: 1,
+    stdout: '',
+    stderr: 'treadle: TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "lots"\n',
+  });
 });

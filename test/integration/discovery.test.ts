@@ -23,14 +23,20 @@ test('the discovery pipeline validates each boundary as the seed describes, thro
   const run = await runTreadle(h, ['run', 'discovery', '--id', id, '--wait']);
   expect(run.stderr).toBe('');
   expect(run.code).toBe(0);
-  expect(run.stdout).toMatch(/InputValidation\s+opportunity_pm → solution_designer round 0: 3 validated, 2 accepted, 1 rejected\n/);
-  expect(run.stdout).toMatch(/InputValidation\s+feasibility_designer → tpm_agent round 2: 1 revised; 1 validated, 0 accepted, 1 rejected\n[\s\S]*InputValidation\s+feasibility_designer → tpm_agent: 2 accepted, 1 passed through with warnings\n/);
+  expect(run.stdout).toMatch(
+    /InputValidation\s+opportunity_pm → solution_designer round 0: 3 validated, 2 accepted, 1 rejected\n/,
+  );
+  expect(run.stdout).toMatch(
+    /InputValidation\s+feasibility_designer → tpm_agent round 2: 1 revised; 1 validated, 0 accepted, 1 rejected\n[\s\S]*InputValidation\s+feasibility_designer → tpm_agent: 2 accepted, 1 passed through with warnings\n/,
+  );
 
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
   const upstreamOf = async (stage: string, from: string) => {
     const state = await h.client.getState(id);
-    return h.client.readArtefact(state.stages[stage]!.validatedInputs![from]) as Promise<Record<string, Record<string, Json>[]>>;
+    return h.client.readArtefact(state.stages[stage]!.validatedInputs![from]) as Promise<
+      Record<string, Record<string, Json>[]>
+    >;
   };
   const briefs = (await upstreamOf('solution_designer', 'opportunity_pm')).briefs!;
   expect(briefs.map((b) => b.affected_area)).toEqual(['checkout/payment-form', 'app', 'search/autocomplete']);
@@ -54,6 +60,8 @@ test('the discovery pipeline validates each boundary as the seed describes, thro
   expect(status.stdout).toMatch(/Input validation \(quality contracts\):/);
   expect(status.stdout).toMatch(/tpm_agent\s+3\s+3\s+2/);
   // The example's input is what the catalog runs.
-  const sample = JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'examples', 'discovery', 'findings.json'), 'utf8')) as { findings: string[] };
+  const sample = JSON.parse(
+    readFileSync(path.join(__dirname, '..', '..', 'examples', 'discovery', 'findings.json'), 'utf8'),
+  ) as { findings: string[] };
   expect(sample.findings).toHaveLength(3);
 }, 120_000);

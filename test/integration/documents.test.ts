@@ -24,38 +24,56 @@ afterAll(async () => {
 it('processes the report: table recovered on retry, concepts reconnected, final review approved', async () => {
   const id = h.id('report');
   await h.client.start(spec, sample('report'), { id });
-  const waiting = await eventually(async () => {
-    const s = await h.client.getState(id);
-    return s.status === 'waiting_review' ? s : undefined;
-  }, 60_000, 'the final review');
+  const waiting = await eventually(
+    async () => {
+      const s = await h.client.getState(id);
+      return s.status === 'waiting_review' ? s : undefined;
+    },
+    60_000,
+    'the final review',
+  );
   expect(waiting.pendingReviews.map((r) => [r.stage, r.reason])).toEqual([['final_review', 'always']]);
 
   const md = waiting.stages.pdf_to_markdown!;
   expect(md.attempts).toHaveLength(2);
   const firstVerdict = md.attempts[0]!.verdict;
   expect(firstVerdict?.kind).toBe('rejected');
-  expect(firstVerdict?.kind === 'rejected' && firstVerdict.feedback.failedCriteria.map((c) => c.name)).toEqual(['table_preservation']);
+  expect(firstVerdict?.kind === 'rejected' && firstVerdict.feedback.failedCriteria.map((c) => c.name)).toEqual([
+    'table_preservation',
+  ]);
   expect(md.attempts[1]!.verdict).toEqual({ kind: 'accepted' });
   const markdown = (await h.client.readArtefact(md.artefact)) as { markdown: string; strategy: string };
   expect(markdown.strategy).toBe('layout');
   expect(markdown.markdown).toMatch(/^\|.*\|$/m);
 
   expect(waiting.stages.extract_concepts!.attempts.map((a) => a.verdict?.kind)).toEqual(['rejected', 'accepted']);
-  for (const stage of ['generate_embeddings', 'build_fts_index', 'cross_reference']) expect(waiting.stages[stage]!.status).toBe('completed');
+  for (const stage of ['generate_embeddings', 'build_fts_index', 'cross_reference'])
+    expect(waiting.stages[stage]!.status).toBe('completed');
 
   await h.client.approve(id, 'final_review', { reviewer: 'editor' });
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
-  expect(Object.keys(result.artefacts).sort()).toEqual(['build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'pdf_to_markdown']);
+  expect(Object.keys(result.artefacts).sort()).toEqual([
+    'build_fts_index',
+    'cross_reference',
+    'extract_concepts',
+    'final_review',
+    'generate_embeddings',
+    'pdf_to_markdown',
+  ]);
 });
 
 it('escalates the tiny sample, whose gate cannot judge it, after the budget is spent', async () => {
   const id = h.id('tiny');
   await h.client.start(spec, sample('tiny'), { id });
-  const waiting = await eventually(async () => {
-    const s = await h.client.getState(id);
-    return s.status === 'waiting_review' ? s : undefined;
-  }, 60_000, 'escalation');
+  const waiting = await eventually(
+    async () => {
+      const s = await h.client.getState(id);
+      return s.status === 'waiting_review' ? s : undefined;
+    },
+    60_000,
+    'escalation',
+  );
   const md = waiting.stages.pdf_to_markdown!;
   expect(md.attempts.map((a) => a.verdict?.kind)).toEqual(['uncertain', 'uncertain', 'uncertain']);
   expect(waiting.pendingReviews[0]).toEqual(expect.objectContaining({ stage: 'pdf_to_markdown', reason: 'escalated' }));

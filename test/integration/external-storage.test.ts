@@ -93,16 +93,22 @@ function text(bytes: Uint8Array | null | undefined): string {
 }
 
 /** A work item's input built by hand, so that nothing is offloaded by Treadle before the SDK sees it. */
-function inlineStart(id: string, spec: ReturnType<typeof pipeline>, input: Json): { taskQueue: string; workflowId: string; args: [WorkItemInput] } {
+function inlineStart(
+  id: string,
+  spec: ReturnType<typeof pipeline>,
+  input: Json,
+): { taskQueue: string; workflowId: string; args: [WorkItemInput] } {
   return { taskQueue, workflowId: id, args: [{ pipeline: spec.toJSON(), input, itemId: id }] };
 }
 
 it('is needed: without it the server refuses a 3 MB workflow input', async () => {
   const spec = pipeline('extstore-refused').stage('only', 'measure');
-  const refused = await plain.workflow.start('workItem', inlineStart(`refused-${taskQueue}`, spec, { doc: 'x'.repeat(3 * MB) })).then(
-    () => undefined,
-    (error: Error) => error,
-  );
+  const refused = await plain.workflow
+    .start('workItem', inlineStart(`refused-${taskQueue}`, spec, { doc: 'x'.repeat(3 * MB) }))
+    .then(
+      () => undefined,
+      (error: Error) => error,
+    );
   expect((refused?.cause as Error | undefined)?.message).toMatch(/Blob data size exceeds limit/);
 });
 
@@ -114,7 +120,11 @@ it('carries a 3 MB input, a 1 MB config and a 400 KB update argument by referenc
     .stage('publish', 'measure')
     .dependency('publish', 'draft');
   await client.workflow.start('workItem', inlineStart(id, spec, { doc: 'x'.repeat(3 * MB) }));
-  await eventually(async () => ((await treadle.getState(id)).status === 'waiting_review' ? true : undefined), 40_000, 'the review');
+  await eventually(
+    async () => ((await treadle.getState(id)).status === 'waiting_review' ? true : undefined),
+    40_000,
+    'the review',
+  );
 
   // An inline 400 KB edit through the update (over the 256 KiB threshold, under the workflow's own 512 KB
   // cap on inline edits), bypassing TreadleClient.approveWithEdits's own offloading.
@@ -126,7 +136,10 @@ it('carries a 3 MB input, a 1 MB config and a 400 KB update argument by referenc
   expect((await treadle.result(id)).status).toBe('completed');
 
   const state = await treadle.getState(id);
-  const draft = (await treadle.readArtefact(state.stages.draft!.attempts[0]!.artefact)) as { inputChars: number; configChars: number };
+  const draft = (await treadle.readArtefact(state.stages.draft!.attempts[0]!.artefact)) as {
+    inputChars: number;
+    configChars: number;
+  };
   expect(draft.inputChars).toBe(JSON.stringify({ doc: 'x'.repeat(3 * MB) }).length);
   expect(draft.configChars).toBe(JSON.stringify({ glossary: 'g'.repeat(MB) }).length);
   const publish = (await treadle.readArtefact(state.stages.publish!.artefact)) as { upstreamChars: number };
@@ -157,16 +170,30 @@ it('carries a 3 MB input, a 1 MB config and a 400 KB update argument by referenc
   // Replay resolves the references through the driver (a replay worker never stores). Without the driver it
   // fails with ExternalStorageNotConfiguredError (TMPRL1105): recorded histories need their blobs.
   const bundle = { codePath: process.env.TREADLE_TEST_BUNDLE! };
-  await Worker.runReplayHistory({ workflowBundle: bundle, dataConverter: { externalStorage: treadleExternalStorage(blobs, THRESHOLD) } }, history, id);
+  await Worker.runReplayHistory(
+    { workflowBundle: bundle, dataConverter: { externalStorage: treadleExternalStorage(blobs, THRESHOLD) } },
+    history,
+    id,
+  );
 });
 
 describe('blobStoreDriver', () => {
   it('round-trips text and binary metadata, keeping the blob to the payload data', async () => {
     const store = new MemoryBlobStore();
     const driver = blobStoreDriver(store);
-    const payload: Payload = { metadata: { encoding: Buffer.from('binary/encrypted'), 'encryption-key-id': Buffer.from([0, 255, 7]) }, data: Buffer.from('secret bytes') };
-    const [claim] = await driver.store({ target: { kind: 'workflow', namespace: 'default', id: 'w', type: 'workItem' } }, [payload]);
-    expect(claim!.claimData).toMatchObject({ 'meta:encoding': 'binary/encrypted', 'meta64:encryption-key-id': 'AP8H', bytes: '12' });
+    const payload: Payload = {
+      metadata: { encoding: Buffer.from('binary/encrypted'), 'encryption-key-id': Buffer.from([0, 255, 7]) },
+      data: Buffer.from('secret bytes'),
+    };
+    const [claim] = await driver.store(
+      { target: { kind: 'workflow', namespace: 'default', id: 'w', type: 'workItem' } },
+      [payload],
+    );
+    expect(claim!.claimData).toMatchObject({
+      'meta:encoding': 'binary/encrypted',
+      'meta64:encryption-key-id': 'AP8H',
+      bytes: '12',
+    });
     expect((await store.get(claim!.claimData.ref!)).toString()).toBe('secret bytes');
     const [back] = await driver.retrieve({}, [claim!]);
     expect(Buffer.from(back!.data!).toString()).toBe('secret bytes');
@@ -178,7 +205,9 @@ describe('blobStoreDriver', () => {
     const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'extstore-corrupt-'));
     const store = new FileBlobStore(dir);
     const driver = blobStoreDriver(store);
-    const [claim] = await driver.store({}, [{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"original"') }]);
+    const [claim] = await driver.store({}, [
+      { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"original"') },
+    ]);
     const hex = claim!.claimData.ref!.slice('sha256:'.length);
     writeFileSync(path.join(dir, hex.slice(0, 2), hex.slice(2)), '"tampered"');
     await expect(driver.retrieve({}, [claim!])).rejects.toThrow(/the store is corrupt/);

@@ -21,12 +21,18 @@ const saved = { workspace: process.env.TREADLE_LOOP_WORKSPACE, commands: process
 beforeAll(async () => {
   workspace = mkdtempSync(path.join(os.tmpdir(), 'loops-'));
   process.env.TREADLE_LOOP_WORKSPACE = workspace;
-  process.env.TREADLE_LOOP_COMMANDS = JSON.stringify([['test', '-s'], ['sh', 'queue.sh']]);
+  process.env.TREADLE_LOOP_COMMANDS = JSON.stringify([
+    ['test', '-s'],
+    ['sh', 'queue.sh'],
+  ]);
   h = await startHarness();
 });
 afterAll(async () => {
   await h?.shutdown();
-  for (const [key, value] of [['TREADLE_LOOP_WORKSPACE', saved.workspace], ['TREADLE_LOOP_COMMANDS', saved.commands]] as const) {
+  for (const [key, value] of [
+    ['TREADLE_LOOP_WORKSPACE', saved.workspace],
+    ['TREADLE_LOOP_COMMANDS', saved.commands],
+  ] as const) {
     if (value === undefined) delete process.env[key];
     else process.env[key] = value;
   }
@@ -34,11 +40,33 @@ afterAll(async () => {
 });
 
 type Reply = { output?: string; progress?: string; status?: Json | string; crash?: string };
-const status = (decision: 'continue' | 'stop' | 'error', reason = `decided ${decision}`, extra: Record<string, Json> = {}): Json => ({ decision, reason, summary: `summary: ${reason}`, work: { items_completed: [], files_touched: [] }, errors: [], ...extra });
-const reply = (n: number, decision: 'continue' | 'stop' | 'error' = 'continue'): Reply => ({ output: `# Output ${n}\n`, progress: `## Iteration ${n}\n- did step ${n}\n`, status: status(decision, `iteration ${n}`) });
+const status = (
+  decision: 'continue' | 'stop' | 'error',
+  reason = `decided ${decision}`,
+  extra: Record<string, Json> = {},
+): Json => ({
+  decision,
+  reason,
+  summary: `summary: ${reason}`,
+  work: { items_completed: [], files_touched: [] },
+  errors: [],
+  ...extra,
+});
+const reply = (n: number, decision: 'continue' | 'stop' | 'error' = 'continue'): Reply => ({
+  output: `# Output ${n}\n`,
+  progress: `## Iteration ${n}\n- did step ${n}\n`,
+  status: status(decision, `iteration ${n}`),
+});
 
 function loopStage(name: string, stage: Record<string, Json>, extra: Record<string, Json> = {}): Json {
-  return { name, run: 'loop', with: { stage: { name, prompt: 'Read ${CTX}. Append to ${PROGRESS}. Write ${OUTPUT}. Report in ${STATUS}.', ...stage }, ...extra } };
+  return {
+    name,
+    run: 'loop',
+    with: {
+      stage: { name, prompt: 'Read ${CTX}. Append to ${PROGRESS}. Write ${OUTPUT}. Report in ${STATUS}.', ...stage },
+      ...extra,
+    },
+  };
 }
 
 function sessionDir(session: string): string {
@@ -53,10 +81,18 @@ async function artefactOf(id: string, stage: string): Promise<LoopArtefact> {
 
 test('fixed: exactly N iterations whatever the agents decide; the seed’s files in the seed’s layout', async () => {
   const id = h.id('loop-fixed');
-  const spec = { name: 'fixed-loop', stages: [loopStage('ideas', { termination: { type: 'fixed' } }, { max_iterations: 3 })] };
+  const spec = {
+    name: 'fixed-loop',
+    stages: [loopStage('ideas', { termination: { type: 'fixed' } }, { max_iterations: 3 })],
+  };
   await h.client.start(spec, { agent_replies: { ideas: [reply(1), reply(2, 'stop'), reply(3)] } }, { id });
   const artefact = await artefactOf(id, 'ideas');
-  expect(artefact).toMatchObject({ iterations: 3, stoppedBy: { by: 'termination', reason: '3 iterations done (fixed)' }, decisions: { continue: 2, stop: 1, error: 0 }, stageDir: 'stage-00-ideas' });
+  expect(artefact).toMatchObject({
+    iterations: 3,
+    stoppedBy: { by: 'termination', reason: '3 iterations done (fixed)' },
+    decisions: { continue: 2, stop: 1, error: 0 },
+    stageDir: 'stage-00-ideas',
+  });
 
   const stageDir = path.join(sessionDir(id), 'stage-00-ideas');
   expect(readdirSync(path.join(stageDir, 'iterations')).sort()).toEqual(['001', '002', '003']);
@@ -83,9 +119,16 @@ test('fixed: exactly N iterations whatever the agents decide; the seed’s files
     inputs: { from_stage: {}, from_previous_iterations: ['iterations/001/output.md', 'iterations/002/output.md'] },
     limits: { max_iterations: 3, remaining_seconds: expect.any(Number) },
   });
-  expect(readFileSync(path.join(stageDir, 'progress.md'), 'utf8')).toBe('## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n## Iteration 3\n- did step 3\n');
+  expect(readFileSync(path.join(stageDir, 'progress.md'), 'utf8')).toBe(
+    '## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n## Iteration 3\n- did step 3\n',
+  );
   expect(readFileSync(path.join(stageDir, 'output.md'), 'utf8')).toBe('# Output 3\n');
-  expect(JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'))).toMatchObject({ session: id, status: 'completed', stage: 'ideas', iteration: 3 });
+  expect(JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'))).toMatchObject({
+    session: id,
+    status: 'completed',
+    stage: 'ideas',
+    iteration: 3,
+  });
   // The final output: its text for templates and gates, and its reference.
   expect(artefact.text).toBe('# Output 3\n');
   expect(artefact.outputRef).toMatch(/^sha256:/);
@@ -94,40 +137,97 @@ test('fixed: exactly N iterations whatever the agents decide; the seed’s files
 
 test('judgment: consensus consecutive stop decisions from min_iterations on; any other decision resets the count', async () => {
   const id = h.id('loop-judgment');
-  const spec = { name: 'judged', stages: [loopStage('refine', { termination: { type: 'judgment', min_iterations: 3, consensus: 2 } }, { max_iterations: 10 })] };
+  const spec = {
+    name: 'judged',
+    stages: [
+      loopStage(
+        'refine',
+        { termination: { type: 'judgment', min_iterations: 3, consensus: 2 } },
+        { max_iterations: 10 },
+      ),
+    ],
+  };
   // stop at 1 and 2 (before min_iterations), continue at 3 resets, stop at 4, 5 → done at 5.
   const decisions = ['stop', 'stop', 'continue', 'stop', 'stop', 'stop'] as const;
   await h.client.start(spec, { agent_replies: { refine: decisions.map((d, i) => reply(i + 1, d)) } }, { id });
   const artefact = await artefactOf(id, 'refine');
-  expect(artefact).toMatchObject({ iterations: 5, stoppedBy: { by: 'termination', reason: '2 consecutive stop decisions (iteration 5)' } });
+  expect(artefact).toMatchObject({
+    iterations: 5,
+    stoppedBy: { by: 'termination', reason: '2 consecutive stop decisions (iteration 5)' },
+  });
   const [loop] = await h.client.loops(id);
-  expect(loop!.state).toMatchObject({ status: 'completed', iteration: 5, consecutiveStops: 2, decisions: { stop: 4, continue: 1, error: 0 } });
+  expect(loop!.state).toMatchObject({
+    status: 'completed',
+    iteration: 5,
+    consecutiveStops: 2,
+    decisions: { stop: 4, continue: 1, error: 0 },
+  });
   expect(loop!.state.recent.map((r) => r.decision)).toEqual(['stop', 'stop', 'continue', 'stop', 'stop']);
 }, 60_000);
 
 test('queue (command): iterates while the queue has items, stops when it is empty; a failing provider means continue', async () => {
   const id = h.id('loop-queue');
   // The queue is a file of lines; each iteration's agent takes one (the scripted reply's `files` rewrite it).
-  writeFileSync(path.join(workspace, 'queue.sh'), 'if [ -f broken ]; then rm broken; exit 3; fi\ncat queue.txt 2>/dev/null\n');
+  writeFileSync(
+    path.join(workspace, 'queue.sh'),
+    'if [ -f broken ]; then rm broken; exit 3; fi\ncat queue.txt 2>/dev/null\n',
+  );
   writeFileSync(path.join(workspace, 'queue.txt'), 'a\nb\n');
   writeFileSync(path.join(workspace, 'broken'), '');
-  const take = (left: string, n: number): Json => ({ files: { 'queue.txt': left }, output: `done ${n}\n`, status: status('continue', `took item ${n}`) });
-  const spec = { name: 'queued', stages: [loopStage('work', { termination: { type: 'queue', queue: { provider: 'command', command: 'sh queue.sh' } } }, { max_iterations: 10 })] };
+  const take = (left: string, n: number): Json => ({
+    files: { 'queue.txt': left },
+    output: `done ${n}\n`,
+    status: status('continue', `took item ${n}`),
+  });
+  const spec = {
+    name: 'queued',
+    stages: [
+      loopStage(
+        'work',
+        { termination: { type: 'queue', queue: { provider: 'command', command: 'sh queue.sh' } } },
+        { max_iterations: 10 },
+      ),
+    ],
+  };
   await h.client.start(spec, { agent_replies: { work: [take('b\n', 1), take('', 2), take('', 3)] } }, { id });
   const artefact = await artefactOf(id, 'work');
   // Iteration 1 ran although the provider failed (continue), 2 took the last item, then the queue was empty.
-  expect(artefact).toMatchObject({ iterations: 2, stoppedBy: { by: 'termination', reason: 'the queue is empty after 2 iterations' } });
+  expect(artefact).toMatchObject({
+    iterations: 2,
+    stoppedBy: { by: 'termination', reason: 'the queue is empty after 2 iterations' },
+  });
 
   // The last allowed iteration takes the last item: the queue, asked once more, is why the loop ends.
   const atLimit = h.id('loop-queue-limit');
   writeFileSync(path.join(workspace, 'queue.txt'), 'a\nb\n');
-  await h.client.start({ name: 'queued', stages: [loopStage('work', { termination: { type: 'queue', queue: { provider: 'command', command: 'sh queue.sh' } } }, { max_iterations: 2 })] }, { agent_replies: { work: [take('b\n', 1), take('', 2)] } }, { id: atLimit });
-  expect(await artefactOf(atLimit, 'work')).toMatchObject({ iterations: 2, stoppedBy: { by: 'termination', reason: 'the queue is empty after 2 iterations' } });
+  await h.client.start(
+    {
+      name: 'queued',
+      stages: [
+        loopStage(
+          'work',
+          { termination: { type: 'queue', queue: { provider: 'command', command: 'sh queue.sh' } } },
+          { max_iterations: 2 },
+        ),
+      ],
+    },
+    { agent_replies: { work: [take('b\n', 1), take('', 2)] } },
+    { id: atLimit },
+  );
+  expect(await artefactOf(atLimit, 'work')).toMatchObject({
+    iterations: 2,
+    stoppedBy: { by: 'termination', reason: 'the queue is empty after 2 iterations' },
+  });
 }, 60_000);
 
 test('queue (signal): waits for the first report, iterates while items are reported, stops on zero', async () => {
   const id = h.id('loop-signal');
-  const spec = { name: 'signalled', stages: [loopStage('work', { termination: { type: 'queue', queue: { provider: 'signal' } } }, { max_iterations: 10 })] };
+  const spec = {
+    name: 'signalled',
+    stages: [
+      loopStage('work', { termination: { type: 'queue', queue: { provider: 'signal' } } }, { max_iterations: 10 }),
+    ],
+  };
   await h.client.start(spec, { agent_replies: { work: [reply(1), reply(2), reply(3)] } }, { id });
   const loop = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'waiting_queue'));
   expect(loop.state.iteration).toBe(0);
@@ -135,7 +235,10 @@ test('queue (signal): waits for the first report, iterates while items are repor
   await eventually(async () => ((await h.client.getLoopState(loop.workflowId)).iteration >= 2 ? true : undefined));
   await h.client.reportLoopQueue(loop.workflowId, 0);
   const artefact = await artefactOf(id, 'work');
-  expect(artefact.stoppedBy).toEqual({ by: 'termination', reason: expect.stringMatching(/^the queue is empty after \d+ iterations$/) });
+  expect(artefact.stoppedBy).toEqual({
+    by: 'termination',
+    reason: expect.stringMatching(/^the queue is empty after \d+ iterations$/),
+  });
   expect(artefact.iterations).toBeGreaterThanOrEqual(2);
 }, 60_000);
 
@@ -145,14 +248,30 @@ test('guardrails: max_iterations stops a judgment loop without consensus, max_ru
     name: 'guarded',
     stages: [
       loopStage('endless', { termination: { type: 'judgment', consensus: 2 } }, { max_iterations: 4 }),
-      { ...(loopStage('slow', { termination: { type: 'fixed' }, delay: 1, guardrails: { max_runtime_seconds: 2 } }, { max_iterations: 50 }) as Record<string, Json>), depends_on: ['endless'] },
+      {
+        ...(loopStage(
+          'slow',
+          { termination: { type: 'fixed' }, delay: 1, guardrails: { max_runtime_seconds: 2 } },
+          { max_iterations: 50 },
+        ) as Record<string, Json>),
+        depends_on: ['endless'],
+      },
     ],
   };
   await h.client.start(spec, { agent_replies: { endless: [reply(1, 'continue')], slow: [reply(1)] } }, { id });
   const endless = await artefactOf(id, 'endless');
-  expect(endless).toMatchObject({ iterations: 4, stoppedBy: { by: 'guardrail', reason: 'max_iterations (4) reached without 2 consecutive stop decisions after 4 iterations' } });
+  expect(endless).toMatchObject({
+    iterations: 4,
+    stoppedBy: {
+      by: 'guardrail',
+      reason: 'max_iterations (4) reached without 2 consecutive stop decisions after 4 iterations',
+    },
+  });
   const slow = await artefactOf(id, 'slow');
-  expect(slow.stoppedBy).toEqual({ by: 'guardrail', reason: expect.stringMatching(/^max_runtime_seconds ran out after \d+ iterations?$/) });
+  expect(slow.stoppedBy).toEqual({
+    by: 'guardrail',
+    reason: expect.stringMatching(/^max_runtime_seconds ran out after \d+ iterations?$/),
+  });
   expect(slow.iterations).toBeLessThan(5);
   const loops = await h.client.loops(id);
   expect(loops.map((l) => l.state.status)).toEqual(['stopped', 'stopped']);
@@ -160,12 +279,31 @@ test('guardrails: max_iterations stops a judgment loop without consensus, max_ru
 
 test('fail fast, resume smart: an agent crash stops the loop with the seed’s failure state; resume reruns that iteration, keeping history and progress', async () => {
   const id = h.id('loop-crash');
-  const spec = { name: 'crashy', stages: [loopStage('work', { termination: { type: 'fixed' } }, { max_iterations: 4 })] };
-  await h.client.start(spec, { agent_replies: { work: [reply(1), reply(2), { crash: 'Claude process exited with code 1' }, reply(3), reply(4)] } }, { id });
+  const spec = {
+    name: 'crashy',
+    stages: [loopStage('work', { termination: { type: 'fixed' } }, { max_iterations: 4 })],
+  };
+  await h.client.start(
+    spec,
+    {
+      agent_replies: { work: [reply(1), reply(2), { crash: 'Claude process exited with code 1' }, reply(3), reply(4)] },
+    },
+    { id },
+  );
   const failed = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'failed'));
-  expect(failed.state.failure).toEqual({ status: 'failed', iteration: 3, error: { type: 'agent_crash', message: 'Claude process exited with code 1', timestamp: expect.any(String) }, resume_from: 3 });
+  expect(failed.state.failure).toEqual({
+    status: 'failed',
+    iteration: 3,
+    error: { type: 'agent_crash', message: 'Claude process exited with code 1', timestamp: expect.any(String) },
+    resume_from: 3,
+  });
   const stateFile = JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'));
-  expect(stateFile).toMatchObject({ status: 'failed', iteration: 3, error: { type: 'agent_crash', message: 'Claude process exited with code 1' }, resume_from: 3 });
+  expect(stateFile).toMatchObject({
+    status: 'failed',
+    iteration: 3,
+    error: { type: 'agent_crash', message: 'Claude process exited with code 1' },
+    resume_from: 3,
+  });
   // One attempt: the crash was not retried (the scripted agent would have answered reply 4 on a retry).
   expect((await h.client.getState(id)).status).toBe('running');
 
@@ -176,29 +314,61 @@ test('fail fast, resume smart: an agent crash stops the loop with the seed’s f
   expect(artefact.iterations).toBe(4);
   // History and progress kept: iterations 1 and 2 from before, 3 and 4 after the resume.
   const progress = readFileSync(path.join(sessionDir(id), 'stage-00-work', 'progress.md'), 'utf8');
-  expect(progress.match(/^## Iteration \d+$/gm)).toEqual(['## Iteration 1', '## Iteration 2', '## Iteration 3', '## Iteration 4']);
-  await expect(h.client.resumeLoop(id)).rejects.toThrow(/no loop stage of .* is failed, so there is nothing to resume \(work: completed at iteration 4\)/);
+  expect(progress.match(/^## Iteration \d+$/gm)).toEqual([
+    '## Iteration 1',
+    '## Iteration 2',
+    '## Iteration 3',
+    '## Iteration 4',
+  ]);
+  await expect(h.client.resumeLoop(id)).rejects.toThrow(
+    /no loop stage of .* is failed, so there is nothing to resume \(work: completed at iteration 4\)/,
+  );
 }, 60_000);
 
 test('missing, malformed or erroring status files fail the iteration with a reason; abandoning fails the stage', async () => {
   const cases: [string, Reply, string, string][] = [
     ['missing', { output: 'x\n' }, 'missing_status', 'the agent wrote no status file at'],
     ['not-json', { status: '{ decision: stop' }, 'invalid_status', 'is not JSON'],
-    ['bad-decision', { status: { decision: 'done', reason: 'r', summary: 's', errors: [] } }, 'invalid_status', 'decision'],
+    [
+      'bad-decision',
+      { status: { decision: 'done', reason: 'r', summary: 's', errors: [] } },
+      'invalid_status',
+      'decision',
+    ],
     ['no-reason', { status: { decision: 'stop', summary: 's', errors: [] } }, 'invalid_status', 'reason'],
-    ['decided-error', { status: status('error', 'the build is broken') }, 'agent_error', 'the agent decided "error": the build is broken'],
-    ['reported-errors', { status: status('continue', 'ok', { errors: ['disk full'] }) }, 'agent_error', 'the agent reported errors: disk full'],
+    [
+      'decided-error',
+      { status: status('error', 'the build is broken') },
+      'agent_error',
+      'the agent decided "error": the build is broken',
+    ],
+    [
+      'reported-errors',
+      { status: status('continue', 'ok', { errors: ['disk full'] }) },
+      'agent_error',
+      'the agent reported errors: disk full',
+    ],
   ];
   const ids = await Promise.all(
     cases.map(async ([name, bad]) => {
       const id = h.id(`loop-status-${name}`);
-      await h.client.start({ name: 'statuses', stages: [loopStage('work', { termination: { type: 'fixed' } }, { max_iterations: 2 })] }, { agent_replies: { work: [reply(1), bad] } }, { id });
+      await h.client.start(
+        { name: 'statuses', stages: [loopStage('work', { termination: { type: 'fixed' } }, { max_iterations: 2 })] },
+        { agent_replies: { work: [reply(1), bad] } },
+        { id },
+      );
       return id;
     }),
   );
   for (const [i, [, , type, message]] of cases.entries()) {
-    const failed = await eventually(async () => (await h.client.loops(ids[i]!)).find((l) => l.state.status === 'failed'));
-    expect(failed.state.failure).toMatchObject({ iteration: 2, error: { type, message: expect.stringContaining(message) }, resume_from: 2 });
+    const failed = await eventually(async () =>
+      (await h.client.loops(ids[i]!)).find((l) => l.state.status === 'failed'),
+    );
+    expect(failed.state.failure).toMatchObject({
+      iteration: 2,
+      error: { type, message: expect.stringContaining(message) },
+      resume_from: 2,
+    });
   }
   // Abandon: the stage, and so the work item, fails with the reason.
   await h.client.resumeLoop(ids[0]!, { action: 'abandon', reason: 'giving up' });
@@ -211,7 +381,10 @@ test('missing, malformed or erroring status files fail the iteration with a reas
 
 test('an iteration that fails for good (its snapshot cannot be written) fails the loop, and every call made so far still counts', async () => {
   const id = h.id('loop-broken-disk');
-  const spec = { name: 'broken-disk', stages: [loopStage('work', { termination: { type: 'fixed' }, delay: 10 }, { max_iterations: 2 })] };
+  const spec = {
+    name: 'broken-disk',
+    stages: [loopStage('work', { termination: { type: 'fixed' }, delay: 10 }, { max_iterations: 2 })],
+  };
   await h.client.start(spec, { agent_replies: { work: [reply(1), reply(2)] } }, { id });
   // During the delay after the first iteration, a folder takes the place of the second iteration's output
   // snapshot: that iteration's agent answers (a model call), then its snapshot cannot be written, which no
@@ -236,27 +409,63 @@ test('inputs: select latest gives the previous stage’s output.md, select all e
     name: 'ideation',
     stages: [
       loopStage('ideas', { termination: { type: 'fixed' } }, { max_iterations: 3 }),
-      { ...(loopStage('synthesize', { termination: { type: 'fixed' }, verify: ['test -s ${OUTPUT}'] }, { max_iterations: 1, inputs: { from: 'ideas', select: 'all' }, output: 'docs/plan-${SESSION}.md' }) as Record<string, Json>), depends_on: ['ideas'] },
-      { ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 1, inputs: { from: 'synthesize', select: 'latest' } }) as Record<string, Json>), depends_on: ['synthesize'] },
+      {
+        ...(loopStage(
+          'synthesize',
+          { termination: { type: 'fixed' }, verify: ['test -s ${OUTPUT}'] },
+          { max_iterations: 1, inputs: { from: 'ideas', select: 'all' }, output: 'docs/plan-${SESSION}.md' },
+        ) as Record<string, Json>),
+        depends_on: ['ideas'],
+      },
+      {
+        ...(loopStage(
+          'refine',
+          { termination: { type: 'fixed' } },
+          { max_iterations: 1, inputs: { from: 'synthesize', select: 'latest' } },
+        ) as Record<string, Json>),
+        depends_on: ['synthesize'],
+      },
     ],
   };
-  await h.client.start(spec, { agent_replies: { ideas: [reply(1), reply(2), reply(3)], synthesize: [reply(1)], refine: [reply(1)] } }, { id });
+  await h.client.start(
+    spec,
+    { agent_replies: { ideas: [reply(1), reply(2), reply(3)], synthesize: [reply(1)], refine: [reply(1)] } },
+    { id },
+  );
   await artefactOf(id, 'refine');
-  const ctx = (stage: string) => JSON.parse(readFileSync(path.join(sessionDir(id), stage, 'iterations', '001', 'context.json'), 'utf8'));
-  expect(ctx('stage-01-synthesize').inputs.from_stage).toEqual({ ideas: ['stage-00-ideas/iterations/001/output.md', 'stage-00-ideas/iterations/002/output.md', 'stage-00-ideas/iterations/003/output.md'] });
+  const ctx = (stage: string) =>
+    JSON.parse(readFileSync(path.join(sessionDir(id), stage, 'iterations', '001', 'context.json'), 'utf8'));
+  expect(ctx('stage-01-synthesize').inputs.from_stage).toEqual({
+    ideas: [
+      'stage-00-ideas/iterations/001/output.md',
+      'stage-00-ideas/iterations/002/output.md',
+      'stage-00-ideas/iterations/003/output.md',
+    ],
+  });
   expect(ctx('stage-01-synthesize').paths.output).toBe(`docs/plan-${id}.md`);
   expect(ctx('stage-02-refine').inputs.from_stage).toEqual({ synthesize: ['stage-01-synthesize/output.md'] });
   // The tracked output is in the workspace, mirrored into the stage folder; the verify command ran on it.
   expect(readFileSync(path.join(workspace, 'docs', `plan-${id}.md`), 'utf8')).toBe('# Output 1\n');
   expect(readFileSync(path.join(sessionDir(id), 'stage-01-synthesize', 'output.md'), 'utf8')).toBe('# Output 1\n');
-  expect(readFileSync(path.join(sessionDir(id), 'stage-01-synthesize', 'iterations', '001', 'verify.log'), 'utf8')).toContain(`$ test -s docs/plan-${id}.md`);
+  expect(
+    readFileSync(path.join(sessionDir(id), 'stage-01-synthesize', 'iterations', '001', 'verify.log'), 'utf8'),
+  ).toContain(`$ test -s docs/plan-${id}.md`);
   const [, synthesize] = await h.client.loops(id);
   expect(synthesize!.state.recent[0]!.verify).toEqual({ ran: true, passed: true, summary: '1 command passed' });
 }, 60_000);
 
 test('a verify command off the allow-list and an inputs.from that is not a dependency are refused before any iteration, every problem listed', async () => {
   const id = h.id('loop-refused');
-  const spec = { name: 'refused', stages: [loopStage('work', { termination: { type: 'fixed' }, verify: ['rm -rf ${OUTPUT}'] }, { max_iterations: 1, inputs: { from: 'elsewhere' } })] };
+  const spec = {
+    name: 'refused',
+    stages: [
+      loopStage(
+        'work',
+        { termination: { type: 'fixed' }, verify: ['rm -rf ${OUTPUT}'] },
+        { max_iterations: 1, inputs: { from: 'elsewhere' } },
+      ),
+    ],
+  };
   await h.client.start(spec, { agent_replies: { work: [reply(1)] } }, { id });
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
@@ -268,12 +477,24 @@ test('a verify command off the allow-list and an inputs.from that is not a depen
 
 test('continue-as-new every few iterations keeps the iteration numbers, progress and the consensus count across runs', async () => {
   const id = h.id('loop-can');
-  const spec = { name: 'long', stages: [loopStage('refine', { termination: { type: 'judgment', consensus: 3 } }, { max_iterations: 20, iterations_per_run: 3 })] };
+  const spec = {
+    name: 'long',
+    stages: [
+      loopStage(
+        'refine',
+        { termination: { type: 'judgment', consensus: 3 } },
+        { max_iterations: 20, iterations_per_run: 3 },
+      ),
+    ],
+  };
   // Stops at 3, 4 | 5 (consensus 3 across the boundary after iteration 3... then a continue at 6 resets), stop 7, 8 | 9.
   const decisions = ['continue', 'continue', 'stop', 'stop', 'continue', 'stop', 'stop', 'stop'] as const;
   await h.client.start(spec, { agent_replies: { refine: decisions.map((d, i) => reply(i + 1, d)) } }, { id });
   const artefact = await artefactOf(id, 'refine');
-  expect(artefact).toMatchObject({ iterations: 8, stoppedBy: { by: 'termination', reason: '3 consecutive stop decisions (iteration 8)' } });
+  expect(artefact).toMatchObject({
+    iterations: 8,
+    stoppedBy: { by: 'termination', reason: '3 consecutive stop decisions (iteration 8)' },
+  });
   const [loop] = await h.client.loops(id);
   expect(loop!.state.runs).toBe(3);
   const progress = readFileSync(path.join(sessionDir(id), 'stage-00-refine', 'progress.md'), 'utf8');
@@ -283,25 +504,54 @@ test('continue-as-new every few iterations keeps the iteration numbers, progress
 
 test('the seed’s full-ideation example runs offline with treadle loop --wait; treadle status shows iterations and decisions; resume and bad files are explained', async () => {
   const id = h.id('loop-ideation');
-  const run = await runTreadle(h, ['loop', path.join(EXAMPLE, 'pipeline.yaml'), '--replies', path.join(EXAMPLE, 'replies.yaml'), '--session', 'ideation-demo', '--id', id, '--wait']);
+  const run = await runTreadle(h, [
+    'loop',
+    path.join(EXAMPLE, 'pipeline.yaml'),
+    '--replies',
+    path.join(EXAMPLE, 'replies.yaml'),
+    '--session',
+    'ideation-demo',
+    '--id',
+    id,
+    '--wait',
+  ]);
   expect(run.stderr).toBe('');
   expect(run.code).toBe(0);
   expect(run.stdout).toMatch(/LoopCompleted\s+ideas: 5 iterations; done: 5 iterations done \(fixed\)/);
-  expect(run.stdout).toMatch(/LoopCompleted\s+refine: 3 iterations; done: 2 consecutive stop decisions \(iteration 3\)/);
+  expect(run.stdout).toMatch(
+    /LoopCompleted\s+refine: 3 iterations; done: 2 consecutive stop decisions \(iteration 3\)/,
+  );
   expect(run.stdout).toMatch(new RegExp(`loop refine \\(${id}\\.refine\\.1\\): completed, iteration 3 of at most 10`));
 
   const session = sessionDir('ideation-demo');
-  expect(readdirSync(session).sort()).toEqual(['stage-00-ideas', 'stage-01-synthesize', 'stage-02-refine', 'state.json']);
+  expect(readdirSync(session).sort()).toEqual([
+    'stage-00-ideas',
+    'stage-01-synthesize',
+    'stage-02-refine',
+    'state.json',
+  ]);
   expect(readdirSync(path.join(session, 'stage-00-ideas', 'iterations'))).toEqual(['001', '002', '003', '004', '005']);
   const plan = readFileSync(path.join(workspace, 'docs', 'plan-ideation-demo.md'), 'utf8');
   expect(plan).toContain('Security reads the audit log weekly.');
-  const synthesized = JSON.parse(readFileSync(path.join(session, 'stage-01-synthesize', 'iterations', '001', 'context.json'), 'utf8'));
+  const synthesized = JSON.parse(
+    readFileSync(path.join(session, 'stage-01-synthesize', 'iterations', '001', 'context.json'), 'utf8'),
+  );
   expect(synthesized.inputs.from_stage.ideas).toHaveLength(5);
-  expect(JSON.parse(readFileSync(path.join(session, 'state.json'), 'utf8'))).toMatchObject({ pipeline: 'full-ideation', status: 'completed', stages: { ideas: { status: 'completed', iteration: 5 }, synthesize: { status: 'completed', iteration: 1 }, refine: { status: 'completed', iteration: 3 } } });
+  expect(JSON.parse(readFileSync(path.join(session, 'state.json'), 'utf8'))).toMatchObject({
+    pipeline: 'full-ideation',
+    status: 'completed',
+    stages: {
+      ideas: { status: 'completed', iteration: 5 },
+      synthesize: { status: 'completed', iteration: 1 },
+      refine: { status: 'completed', iteration: 3 },
+    },
+  });
 
   const status = await runTreadle(h, ['status', id]);
   expect(status.code).toBe(0);
-  expect(status.stdout).toMatch(/loop refine .*: completed, iteration 3 of at most 10 \(judgment, consensus 2 from iteration 2\)/);
+  expect(status.stdout).toMatch(
+    /loop refine .*: completed, iteration 3 of at most 10 \(judgment, consensus 2 from iteration 2\)/,
+  );
   expect(status.stdout).toMatch(/decisions: 1 continue, 2 stop; consecutive stops 2/);
   expect(status.stdout).toMatch(/3\s+stop\s+-\s+Second look: the plan is complete\./);
 
@@ -311,34 +561,59 @@ test('the seed’s full-ideation example runs offline with treadle loop --wait; 
 
   // A misspelt termination type and a missing template: every problem, naming the file, the field and the fix.
   const dir = mkdtempSync(path.join(workspace, 'bad-'));
-  writeFileSync(path.join(dir, 'pipeline.yaml'), 'name: bad\nstages:\n  - id: a\n    template: typo\n  - id: b\n    template: missing\n    inputs: { from: c }\n');
+  writeFileSync(
+    path.join(dir, 'pipeline.yaml'),
+    'name: bad\nstages:\n  - id: a\n    template: typo\n  - id: b\n    template: missing\n    inputs: { from: c }\n',
+  );
   for (const template of ['typo']) {
     const stageDir = path.join(dir, 'stages', template);
     mkdirSync(stageDir, { recursive: true });
-    writeFileSync(path.join(stageDir, 'stage.yaml'), 'name: typo\nprompt: prompt.md\ntermination: { type: judgement }\nguardrail: {}\n');
+    writeFileSync(
+      path.join(stageDir, 'stage.yaml'),
+      'name: typo\nprompt: prompt.md\ntermination: { type: judgement }\nguardrail: {}\n',
+    );
   }
   const refused = await runTreadle(h, ['loop', path.join(dir, 'pipeline.yaml')]);
   expect(refused.code).toBe(1);
   expect(refused.stderr).toMatch(/the loop pipeline has 4 problems/);
-  expect(refused.stderr).toMatch(/pipeline.yaml: stages\[1\]\.inputs\.from: "c" is not an earlier stage \(earlier: a\)/);
+  expect(refused.stderr).toMatch(
+    /pipeline.yaml: stages\[1\]\.inputs\.from: "c" is not an earlier stage \(earlier: a\)/,
+  );
   expect(refused.stderr).toMatch(/no stage template "missing": looked for .*stages\/missing\/stage.yaml/);
-  expect(refused.stderr).toMatch(/stage.yaml: termination.type: must be one of judgment, queue, fixed \(got "judgement"; did you mean "judgment"\?\)/);
+  expect(refused.stderr).toMatch(
+    /stage.yaml: termination.type: must be one of judgment, queue, fixed \(got "judgement"; did you mean "judgment"\?\)/,
+  );
   expect(refused.stderr).toMatch(/stage.yaml: guardrail: unknown field \(did you mean "guardrails"\?\)/);
 }, 120_000);
 
 test('a 500-iteration fixed loop continues as new every 100 iterations, keeps every number, and its history stays small', async () => {
   const id = h.id('loop-500');
-  const spec = { name: 'long-fixed', stages: [loopStage('grind', { termination: { type: 'fixed' } }, { max_iterations: 500 })] };
+  const spec = {
+    name: 'long-fixed',
+    stages: [loopStage('grind', { termination: { type: 'fixed' } }, { max_iterations: 500 })],
+  };
   // One reply, repeated: each iteration writes the output and a status; the engine writes each progress entry.
-  await h.client.start(spec, { agent_replies: { grind: [{ output: 'x'.repeat(20_000), status: status('continue', 'ground') }] } }, { id });
+  await h.client.start(
+    spec,
+    { agent_replies: { grind: [{ output: 'x'.repeat(20_000), status: status('continue', 'ground') }] } },
+    { id },
+  );
   const artefact = await artefactOf(id, 'grind');
-  expect(artefact).toMatchObject({ iterations: 500, stoppedBy: { by: 'termination', reason: '500 iterations done (fixed)' }, outputBytes: 20_000 });
+  expect(artefact).toMatchObject({
+    iterations: 500,
+    stoppedBy: { by: 'termination', reason: '500 iterations done (fixed)' },
+    outputBytes: 20_000,
+  });
   // A 20 KB output makes the stage's artefact large: the work item keeps it by reference.
-  expect((await h.client.result(id)).artefacts.grind).toMatchObject({ ref: expect.stringMatching(/^sha256:/), mediaType: 'application/json' });
+  expect((await h.client.result(id)).artefacts.grind).toMatchObject({
+    ref: expect.stringMatching(/^sha256:/),
+    mediaType: 'application/json',
+  });
   expect(artefact.text).toHaveLength(20_000);
   const loopId = `${id}.grind.1`;
   const runs: { historySize: number; historyLength: number }[] = [];
-  for await (const run of h.temporal.workflow.list({ query: `WorkflowId = "${loopId}"` })) runs.push({ historySize: run.historySize ?? 0, historyLength: run.historyLength ?? 0 });
+  for await (const run of h.temporal.workflow.list({ query: `WorkflowId = "${loopId}"` }))
+    runs.push({ historySize: run.historySize ?? 0, historyLength: run.historyLength ?? 0 });
   expect(runs).toHaveLength(5);
   for (const run of runs) {
     expect(run.historySize).toBeGreaterThan(0);
@@ -363,20 +638,37 @@ test('a loop composes with ordinary stages: an upstream artefact becomes an inpu
     name: 'composed',
     stages: [
       { name: 'draft', run: 'scripted' },
-      { ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 2 }) as Record<string, Json>), depends_on: ['draft'], gate: 'scripted' },
+      {
+        ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 2 }) as Record<string, Json>),
+        depends_on: ['draft'],
+        gate: 'scripted',
+      },
       { name: 'publish', run: 'scripted', depends_on: ['refine'] },
     ],
   };
-  await h.client.start(spec, { script: { draft: [{ output: '# Draft\n' }] }, agent_replies: { refine: [reply(1), reply(2)] } }, { id });
+  await h.client.start(
+    spec,
+    { script: { draft: [{ output: '# Draft\n' }] }, agent_replies: { refine: [reply(1), reply(2)] } },
+    { id },
+  );
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
-  const context = JSON.parse(readFileSync(path.join(sessionDir(id), 'stage-01-refine', 'iterations', '001', 'context.json'), 'utf8'));
+  const context = JSON.parse(
+    readFileSync(path.join(sessionDir(id), 'stage-01-refine', 'iterations', '001', 'context.json'), 'utf8'),
+  );
   expect(context.inputs.from_stage).toEqual({ draft: ['inputs/draft.md'], input: ['inputs/input.json'] });
   expect(readFileSync(path.join(sessionDir(id), 'inputs', 'draft.md'), 'utf8')).toBe('# Draft\n');
   const published = (await h.client.readArtefact(result.artefacts.publish)) as { upstream: Record<string, Json> };
-  expect(await h.client.readArtefact(published.upstream.refine as Json)).toMatchObject({ iterations: 2, stageDir: 'stage-01-refine', stoppedBy: { by: 'termination' }, text: '# Output 2\n' });
+  expect(await h.client.readArtefact(published.upstream.refine as Json)).toMatchObject({
+    iterations: 2,
+    stageDir: 'stage-01-refine',
+    stoppedBy: { by: 'termination' },
+    text: '# Output 2\n',
+  });
   const events = await h.client.events(id);
-  expect(events.filter((e) => e.stage === 'refine').map((e) => e.type)).toEqual(expect.arrayContaining(['StageStarted', 'LoopStarted', 'LoopCompleted', 'QualityCheckPassed', 'StageCompleted']));
+  expect(events.filter((e) => e.stage === 'refine').map((e) => e.type)).toEqual(
+    expect.arrayContaining(['StageStarted', 'LoopStarted', 'LoopCompleted', 'QualityCheckPassed', 'StageCompleted']),
+  );
   // Each iteration's model call counts in the item's usage, as the loop's totals.
   const usage = await h.client.usage(id);
   expect(usage.stages.refine).toMatchObject({ calls: 2, errors: 0 });
@@ -388,7 +680,13 @@ test('the token budget counts a loop’s calls: a later loop waits for review on
   const spec = {
     name: 'budgeted-loops',
     token_budget: 10,
-    stages: [loopStage('first', { termination: { type: 'fixed' } }, { max_iterations: 2 }), { ...(loopStage('second', { termination: { type: 'fixed' } }, { max_iterations: 1 }) as Record<string, Json>), depends_on: ['first'] }],
+    stages: [
+      loopStage('first', { termination: { type: 'fixed' } }, { max_iterations: 2 }),
+      {
+        ...(loopStage('second', { termination: { type: 'fixed' } }, { max_iterations: 1 }) as Record<string, Json>),
+        depends_on: ['first'],
+      },
+    ],
   };
   await h.client.start(spec, { agent_replies: { first: [reply(1), reply(2)], second: [reply(1)] } }, { id });
   const waiting = await eventually(async () => {
@@ -396,7 +694,13 @@ test('the token budget counts a loop’s calls: a later loop waits for review on
     return state.status === 'waiting_review' ? state : undefined;
   });
   expect(waiting.usage!.stages.first!.calls).toBe(2);
-  expect(waiting.pendingReviews).toEqual([expect.objectContaining({ stage: 'second', reason: 'budget_exhausted', message: expect.stringContaining('token budget spent') })]);
+  expect(waiting.pendingReviews).toEqual([
+    expect.objectContaining({
+      stage: 'second',
+      reason: 'budget_exhausted',
+      message: expect.stringContaining('token budget spent'),
+    }),
+  ]);
   // Approving lets the loop run past the budget.
   await h.client.review(id, 'second', { kind: 'approve' });
   expect((await h.client.result(id)).status).toBe('completed');
@@ -418,17 +722,41 @@ test('the token budget counts a loop’s calls: a later loop waits for review on
 
 test('the pipeline guardrail: max_runtime_seconds of the whole pipeline stops a loop that would run on', async () => {
   const id = h.id('loop-pipeline-guard');
-  const spec = { name: 'pipeline-guard', stages: [loopStage('slow', { termination: { type: 'fixed' }, delay: 1 }, { max_iterations: 50, pipeline_max_runtime_seconds: 2 })] };
+  const spec = {
+    name: 'pipeline-guard',
+    stages: [
+      loopStage(
+        'slow',
+        { termination: { type: 'fixed' }, delay: 1 },
+        { max_iterations: 50, pipeline_max_runtime_seconds: 2 },
+      ),
+    ],
+  };
   await h.client.start(spec, { agent_replies: { slow: [reply(1)] } }, { id });
   const artefact = await artefactOf(id, 'slow');
-  expect(artefact.stoppedBy).toEqual({ by: 'guardrail', reason: expect.stringMatching(/^the pipeline's max_runtime_seconds ran out after \d+ iterations?$/) });
+  expect(artefact.stoppedBy).toEqual({
+    by: 'guardrail',
+    reason: expect.stringMatching(/^the pipeline's max_runtime_seconds ran out after \d+ iterations?$/),
+  });
   expect(artefact.iterations).toBeLessThan(5);
 }, 60_000);
 
 test('a gated loop whose output is rejected runs again as its next attempt: numbering continues, the feedback is in progress.md', async () => {
   const id = h.id('loop-gated');
-  const spec = { name: 'gated', stages: [{ ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 2 }) as Record<string, Json>), gate: 'scripted', retry_budget: { max_attempts: 2 } }] };
-  const input = { script: { refine: [{ verdict: 'rejected', summary: 'the plan has no milestones', criteria: ['milestones'] }, {}] }, agent_replies: { refine: [reply(1), reply(2), reply(3), reply(4)] } };
+  const spec = {
+    name: 'gated',
+    stages: [
+      {
+        ...(loopStage('refine', { termination: { type: 'fixed' } }, { max_iterations: 2 }) as Record<string, Json>),
+        gate: 'scripted',
+        retry_budget: { max_attempts: 2 },
+      },
+    ],
+  };
+  const input = {
+    script: { refine: [{ verdict: 'rejected', summary: 'the plan has no milestones', criteria: ['milestones'] }, {}] },
+    agent_replies: { refine: [reply(1), reply(2), reply(3), reply(4)] },
+  };
   await h.client.start(spec, input, { id });
   const artefact = await artefactOf(id, 'refine');
   expect(artefact).toMatchObject({ iterations: 4, text: '# Output 4\n' });
@@ -436,9 +764,17 @@ test('a gated loop whose output is rejected runs again as its next attempt: numb
   expect(readdirSync(path.join(stageDir, 'iterations')).sort()).toEqual(['001', '002', '003', '004']);
   expect(readFileSync(path.join(stageDir, 'iterations', '001', 'output.md'), 'utf8')).toBe('# Output 1\n');
   const progress = readFileSync(path.join(stageDir, 'progress.md'), 'utf8');
-  expect(progress).toBe('## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n\n## Quality gate feedback on attempt 1\n- the plan has no milestones\n- failed: milestones: expected pass, got fail\n## Iteration 3\n- did step 3\n## Iteration 4\n- did step 4\n');
+  expect(progress).toBe(
+    '## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n\n## Quality gate feedback on attempt 1\n- the plan has no milestones\n- failed: milestones: expected pass, got fail\n## Iteration 3\n- did step 3\n## Iteration 4\n- did step 4\n',
+  );
   const context = JSON.parse(readFileSync(path.join(stageDir, 'iterations', '003', 'context.json'), 'utf8'));
-  expect(context).toMatchObject({ iteration: 3, inputs: { from_previous_iterations: ['iterations/001/output.md', 'iterations/002/output.md'] } });
+  expect(context).toMatchObject({
+    iteration: 3,
+    inputs: { from_previous_iterations: ['iterations/001/output.md', 'iterations/002/output.md'] },
+  });
   const loops = await h.client.loops(id);
-  expect(loops.map((l) => [l.workflowId, l.state.iteration])).toEqual([[`${id}.refine.1`, 2], [`${id}.refine.2`, 4]]);
+  expect(loops.map((l) => [l.workflowId, l.state.iteration])).toEqual([
+    [`${id}.refine.1`, 2],
+    [`${id}.refine.2`, 4],
+  ]);
 }, 60_000);

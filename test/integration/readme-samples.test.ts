@@ -86,7 +86,11 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 /** A file name (and pipeline name) for a block, unique across the documents: `sample-readme-55`. */
 const stem = (s: MarkdownSample): string => {
-  const document = path.relative(ROOT, s.file).replace(/\.md$/i, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase();
+  const document = path
+    .relative(ROOT, s.file)
+    .replace(/\.md$/i, '')
+    .replace(/[^A-Za-z0-9]+/g, '-')
+    .toLowerCase();
   return `sample-${document}-${s.line}`;
 };
 const where = (s: MarkdownSample): string => `${path.relative(ROOT, s.file)}:${s.line} (${s.section})`;
@@ -131,15 +135,19 @@ let connection: Connection;
 
 /** Waits until some worker polls `taskQueue` for workflow tasks. */
 async function pollerOn(taskQueue: string, timeoutMs: number, alive: () => boolean): Promise<void> {
-  await eventually(async () => {
-    if (!alive()) throw new Error('the worker process exited');
-    const answer = await connection.workflowService.describeTaskQueue({
-      namespace: 'default',
-      taskQueue: { name: taskQueue },
-      taskQueueType: 1, // workflow tasks
-    });
-    return (answer.pollers ?? []).length > 0 ? true : undefined;
-  }, timeoutMs, `a worker polling ${taskQueue}`);
+  await eventually(
+    async () => {
+      if (!alive()) throw new Error('the worker process exited');
+      const answer = await connection.workflowService.describeTaskQueue({
+        namespace: 'default',
+        taskQueue: { name: taskQueue },
+        taskQueueType: 1, // workflow tasks
+      });
+      return (answer.pollers ?? []).length > 0 ? true : undefined;
+    },
+    timeoutMs,
+    `a worker polling ${taskQueue}`,
+  );
 }
 
 beforeAll(async () => {
@@ -327,10 +335,14 @@ describe('the approval sample', () => {
     const spec = { name: 'readme-approval', stages: [{ name: producer, run: 'scripted' }, stage] };
     const id = h.id('approval');
     await h.client.start(spec, { script: { [producer]: [{ output: { [stage!.with.items!]: [element] } }] } }, { id });
-    const state = await eventually(async () => {
-      const s = await h.client.getState(id);
-      return s.status === 'running' ? undefined : s;
-    }, 30_000, 'the approval step to settle');
+    const state = await eventually(
+      async () => {
+        const s = await h.client.getState(id);
+        return s.status === 'running' ? undefined : s;
+      },
+      30_000,
+      'the approval step to settle',
+    );
     const outcome = { status: state.status, error: state.stages[stage!.name]?.error };
     expect(outcome).toEqual({ status: 'waiting_approval', error: undefined });
     const [request] = state.approvals ?? [];

@@ -34,18 +34,32 @@ afterAll(async () => {
 });
 
 it('runs and reviews stages named constructor and toString', async () => {
-  const spec = pipeline('proto-names').stage('constructor', 'scripted').stage('toString', 'scripted').dependency('toString', 'constructor').reviewPolicy('constructor', 'always');
+  const spec = pipeline('proto-names')
+    .stage('constructor', 'scripted')
+    .stage('toString', 'scripted')
+    .dependency('toString', 'constructor')
+    .reviewPolicy('constructor', 'always');
   const id = h.id();
   await h.client.start(spec, null, { id });
-  const waiting = await eventually(async () => {
-    const s = await h.client.getState(id);
-    return s.status === 'waiting_review' ? s : undefined;
-  }, 30_000, 'the review of constructor');
+  const waiting = await eventually(
+    async () => {
+      const s = await h.client.getState(id);
+      return s.status === 'waiting_review' ? s : undefined;
+    },
+    30_000,
+    'the review of constructor',
+  );
   expect(waiting.pendingReviews.map((r) => r.stage)).toEqual(['constructor']);
-  const listed = await eventually(async () => (await h.client.listPendingReviews()).find((r) => r.itemId === id), 20_000, 'the listing');
+  const listed = await eventually(
+    async () => (await h.client.listPendingReviews()).find((r) => r.itemId === id),
+    20_000,
+    'the listing',
+  );
   expect(listed.stage).toBe('constructor');
   // Asking about a stage that does not exist (but is a property of every object) is still "unknown".
-  await expect(h.client.approve(id, 'hasOwnProperty')).rejects.toThrow(`review rejected: unknown stage "hasOwnProperty" in work item ${id}`);
+  await expect(h.client.approve(id, 'hasOwnProperty')).rejects.toThrow(
+    `review rejected: unknown stage "hasOwnProperty" in work item ${id}`,
+  );
   await h.client.approve(id, 'constructor', { reviewer: 'ann' });
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
@@ -72,23 +86,41 @@ it('fails an item whose token budget is invalid, with status failed', async () =
 
 it('refuses a spec whose worst case passes the history or pending-activity limit, naming the limit and the heaviest stages', () => {
   let p = pipeline('too-big');
-  for (let i = 0; i < 40; i++) p = p.stage(`s${i}`, 'scripted').qualityGate(`s${i}`, 'scripted').retryBudget(`s${i}`, { maxAttempts: 100, attemptTimeout: '1m', delay: '1s' });
+  for (let i = 0; i < 40; i++)
+    p = p
+      .stage(`s${i}`, 'scripted')
+      .qualityGate(`s${i}`, 'scripted')
+      .retryBudget(`s${i}`, { maxAttempts: 100, attemptTimeout: '1m', delay: '1s' });
   const result = validatePipeline(p.toJSON());
   expect(result.ok).toBe(false);
   expect(!result.ok && result.problems).toEqual([
-    expect.stringMatching(/^the pipeline could write 5\d{4} history events in the worst case \(every attempt used\); one work item holds at most 40000 \(Temporal's limit is 51200\): lower max_attempts or split it into several pipelines \(heaviest stages: s0 1\d{3}, s1 1\d{3}, s2 1\d{3}\)$/),
+    expect.stringMatching(
+      /^the pipeline could write 5\d{4} history events in the worst case \(every attempt used\); one work item holds at most 40000 \(Temporal's limit is 51200\): lower max_attempts or split it into several pipelines \(heaviest stages: s0 1\d{3}, s1 1\d{3}, s2 1\d{3}\)$/,
+    ),
   ]);
-  const wide = validatePipeline({ name: 'wide', max_parallel: 900, stages: [{ name: 'a', run: 'scripted', gate: { all: ['scripted', 'scripted', 'scripted'] } }] });
+  const wide = validatePipeline({
+    name: 'wide',
+    max_parallel: 900,
+    stages: [{ name: 'a', run: 'scripted', gate: { all: ['scripted', 'scripted', 'scripted'] } }],
+  });
   expect(wide.ok).toBe(false);
-  expect(!wide.ok && wide.problems).toEqual(['max_parallel: must be at most 500 (each running stage holds Temporal activities; Temporal allows 2000 per item)']);
+  expect(!wide.ok && wide.problems).toEqual([
+    'max_parallel: must be at most 500 (each running stage holds Temporal activities; Temporal allows 2000 per item)',
+  ]);
   // Within the schema's 500, but five gates in parallel per running stage could hold 2,500 activities.
   const gates = { all: ['scripted', 'scripted', 'scripted', 'scripted', 'scripted'] };
-  const gated = validatePipeline({ name: 'gated', max_parallel: 500, stages: [{ name: 'a', run: 'scripted', gate: gates }] });
+  const gated = validatePipeline({
+    name: 'gated',
+    max_parallel: 500,
+    stages: [{ name: 'a', run: 'scripted', gate: gates }],
+  });
   expect(!gated.ok && gated.problems).toEqual([
     'max_parallel 500 with up to 5 activities per running stage could hold 2500 activities at once; Temporal allows 2000 per work item: lower max_parallel',
   ]);
   // The same gates at 400 hold at most 2,000: allowed.
-  expect(validatePipeline({ name: 'gated', max_parallel: 400, stages: [{ name: 'a', run: 'scripted', gate: gates }] }).ok).toBe(true);
+  expect(
+    validatePipeline({ name: 'gated', max_parallel: 400, stages: [{ name: 'a', run: 'scripted', gate: gates }] }).ok,
+  ).toBe(true);
 });
 
 it('runs 300 independent stages with at most max_parallel at once', async () => {
@@ -107,13 +139,27 @@ it('runs 300 independent stages with at most max_parallel at once', async () => 
 it('refuses an llm template that does not parse when the spec is validated, before anything runs', async () => {
   const spec = {
     name: 'bad-template',
-    stages: [{ name: 'ask', run: 'llm', agent: 'scripted', with: { prompt: 'Hello {% if input.x %}unclosed' }, gate: { run: 'llm-judge', with: { criteria: ['c'], prompt: '{{ output | no_such_filter }}' } } }],
+    stages: [
+      {
+        name: 'ask',
+        run: 'llm',
+        agent: 'scripted',
+        with: { prompt: 'Hello {% if input.x %}unclosed' },
+        gate: { run: 'llm-judge', with: { criteria: ['c'], prompt: '{{ output | no_such_filter }}' } },
+      },
+    ],
   };
   const id = h.id('template');
-  const handle = await h.temporal.workflow.start('workItem', { taskQueue: h.taskQueue, workflowId: id, args: [{ pipeline: spec, input: null }] });
+  const handle = await h.temporal.workflow.start('workItem', {
+    taskQueue: h.taskQueue,
+    workflowId: id,
+    args: [{ pipeline: spec, input: null }],
+  });
   const result = (await handle.result()) as { status: string; error: string };
   expect(result.status).toBe('failed');
-  expect(result.error).toMatch(/^pipeline bad-template is invalid: stage ask: with\.prompt: .*; stage ask: gate llm-judge: with\.prompt: .*no_such_filter/);
+  expect(result.error).toMatch(
+    /^pipeline bad-template is invalid: stage ask: with\.prompt: .*; stage ask: gate llm-judge: with\.prompt: .*no_such_filter/,
+  );
   // Nothing ran: the only activity was the prepare step.
   const history = await handle.fetchHistory();
   expect(history.events!.filter((e) => e.activityTaskScheduledEventAttributes)).toEqual([]);
@@ -128,23 +174,29 @@ it('runs the 2,100-stage pipeline that used to wedge its worker, with no failed 
   expect(result.status).toBe('completed');
   expect(Object.keys(result.artefacts)).toHaveLength(2100);
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
-  expect(history.events!.filter((e) => e.workflowTaskFailedEventAttributes || e.workflowTaskTimedOutEventAttributes)).toEqual([]);
+  expect(
+    history.events!.filter((e) => e.workflowTaskFailedEventAttributes || e.workflowTaskTimedOutEventAttributes),
+  ).toEqual([]);
   // The state query answers one page of the item's thousands of events.
   const state = await h.client.getState(id, { eventLimit: 10 });
   expect(state.events).toHaveLength(10);
   expect(state.eventCount).toBeGreaterThan(4200);
 }, 300_000);
 
-it('keeps TreadlePendingReviews within the server\'s size limit when sixty long-named stages wait at once', async () => {
+it("keeps TreadlePendingReviews within the server's size limit when sixty long-named stages wait at once", async () => {
   let p = pipeline('many-reviews');
   const names = Array.from({ length: 60 }, (_, i) => `review-${String(i).padStart(2, '0')}-${'x'.repeat(50)}`);
   for (const name of names) p = p.stage(name, 'scripted').reviewPolicy(name, 'always');
   const id = h.id('many-reviews');
   await h.client.start(p, null, { id });
-  const state = await eventually(async () => {
-    const s = await h.client.getState(id);
-    return s.pendingReviews.length === 60 ? s : undefined;
-  }, 60_000, 'sixty reviews');
+  const state = await eventually(
+    async () => {
+      const s = await h.client.getState(id);
+      return s.pendingReviews.length === 60 ? s : undefined;
+    },
+    60_000,
+    'sixty reviews',
+  );
   expect(state.status).toBe('waiting_review');
   const description = await h.temporal.workflow.getHandle(id).describe();
   const listed = description.typedSearchAttributes.get(TreadlePendingReviews)!;
@@ -156,10 +208,14 @@ it('keeps TreadlePendingReviews within the server\'s size limit when sixty long-
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
   expect(history.events!.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
   // Listings give the first twenty with details, the rest the attribute holds by name; status has them all.
-  const rows = await eventually(async () => {
-    const all = (await h.client.listPendingReviews()).filter((r) => r.itemId === id);
-    return all.length === listed.length ? all : undefined;
-  }, 20_000, 'the listing');
+  const rows = await eventually(
+    async () => {
+      const all = (await h.client.listPendingReviews()).filter((r) => r.itemId === id);
+      return all.length === listed.length ? all : undefined;
+    },
+    20_000,
+    'the listing',
+  );
   expect(rows.filter((r) => r.reason === 'always')).toHaveLength(20);
   await h.temporal.workflow.getHandle(id).terminate('test over');
 }, 120_000);

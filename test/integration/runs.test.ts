@@ -16,7 +16,10 @@ const keys = new Map<string, { stepKey: string; idempotencyKey: string }[]>();
 let h: Harness;
 beforeAll(async () => {
   const keyed = new Registry().stage('keyed', async (ctx) => {
-    keys.set(ctx.itemId, [...(keys.get(ctx.itemId) ?? []), { stepKey: ctx.stepKey, idempotencyKey: ctx.idempotencyKey }]);
+    keys.set(ctx.itemId, [
+      ...(keys.get(ctx.itemId) ?? []),
+      { stepKey: ctx.stepKey, idempotencyKey: ctx.idempotencyKey },
+    ]);
     return { outcome: 'completed', artefact: { attempt: ctx.attempt } };
   });
   h = await startHarness({ registry: defaultRegistry().merge(keyed) });
@@ -27,7 +30,10 @@ afterAll(async () => {
 
 it('derives the run id from the pipeline and the input; the same input returns the same run, before and after it finished', async () => {
   const name = `dup-${h.taskQueue}`;
-  const spec = pipeline(name).stage('work', 'scripted').stage('after', 'scripted', { dependsOn: ['work'] }).reviewPolicy('work', 'always');
+  const spec = pipeline(name)
+    .stage('work', 'scripted')
+    .stage('after', 'scripted', { dependsOn: ['work'] })
+    .reviewPolicy('work', 'always');
   const input = { b: 2, a: [1, { y: 'x', x: 'y' }] };
   const first = await h.client.start(spec, input);
   expect(first).toMatchObject({ id: runIdFor(name, input), pipeline: name, existing: false });
@@ -39,14 +45,19 @@ it('derives the run id from the pipeline and the input; the same input returns t
   expect(other.id).not.toBe(first.id);
   expect(other.existing).toBe(false);
 
-  await eventually(async () => ((await h.client.getState(first.id)).status === 'waiting_review' ? true : undefined), 30_000, 'the review');
+  await eventually(
+    async () => ((await h.client.getState(first.id)).status === 'waiting_review' ? true : undefined),
+    30_000,
+    'the review',
+  );
   await h.client.approve(first.id, 'work');
   expect((await h.client.result(first.id)).status).toBe('completed');
   const afterwards = await h.client.start(spec, input);
   expect(afterwards).toEqual({ ...first, existing: true });
   // One run: nothing was started the second and third time.
   const runs = [];
-  for await (const execution of h.temporal.workflow.list({ query: `WorkflowId = '${first.id}'` })) runs.push(execution.runId);
+  for await (const execution of h.temporal.workflow.list({ query: `WorkflowId = '${first.id}'` }))
+    runs.push(execution.runId);
   expect(runs).toEqual([first.runId]);
 }, 60_000);
 
@@ -60,7 +71,13 @@ it('retries a step as max_retries and backoff say, and fails the run with the er
     ],
   };
   const id = h.id('retries');
-  await h.client.start(spec, { script: { flaky: [{ error: 'the service hiccuped', errorTimes: 2 }], broken: [{ error: 'the service is down' }] } }, { id });
+  await h.client.start(
+    spec,
+    {
+      script: { flaky: [{ error: 'the service hiccuped', errorTimes: 2 }], broken: [{ error: 'the service is down' }] },
+    },
+    { id },
+  );
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
   expect(result.failedStages).toEqual(['broken']);
@@ -70,17 +87,29 @@ it('retries a step as max_retries and backoff say, and fails the run with the er
 
   const events = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!;
   // The stage is named in the activity's summary ("flaky · attempt 1/1").
-  const scheduled = (stage: string) => events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'scripted' && Buffer.from(e.userMetadata?.summary?.data ?? new Uint8Array()).toString().includes(`${stage} ·`));
+  const scheduled = (stage: string) =>
+    events.find(
+      (e) =>
+        e.activityTaskScheduledEventAttributes?.activityType?.name === 'scripted' &&
+        Buffer.from(e.userMetadata?.summary?.data ?? new Uint8Array())
+          .toString()
+          .includes(`${stage} ·`),
+    );
   const flaky = scheduled('flaky')!.activityTaskScheduledEventAttributes!;
   expect(flaky.retryPolicy).toMatchObject({ maximumAttempts: 4, backoffCoefficient: 2 });
-  expect(Number(flaky.retryPolicy!.initialInterval!.nanos) / 1e6 + Number(flaky.retryPolicy!.initialInterval!.seconds ?? 0) * 1000).toBe(200);
-  const attemptOf = (e: (typeof events)[number] | undefined) => events.find((s) => String(s.activityTaskStartedEventAttributes?.scheduledEventId) === String(e?.eventId))?.activityTaskStartedEventAttributes?.attempt;
+  expect(
+    Number(flaky.retryPolicy!.initialInterval!.nanos) / 1e6 +
+      Number(flaky.retryPolicy!.initialInterval!.seconds ?? 0) * 1000,
+  ).toBe(200);
+  const attemptOf = (e: (typeof events)[number] | undefined) =>
+    events.find((s) => String(s.activityTaskStartedEventAttributes?.scheduledEventId) === String(e?.eventId))
+      ?.activityTaskStartedEventAttributes?.attempt;
   // Two failures then success: the third try; the broken step tried twice (max_retries 1) and gave up.
   expect(attemptOf(scheduled('flaky'))).toBe(3);
   expect(attemptOf(scheduled('broken'))).toBe(2);
 }, 60_000);
 
-it('shows seed 003\'s status words: a stage on its second attempt is retrying, and an activity Temporal retries is listed with its last failure', async () => {
+it("shows seed 003's status words: a stage on its second attempt is retrying, and an activity Temporal retries is listed with its last failure", async () => {
   const spec = {
     name: `words-${h.taskQueue}`,
     stages: [
@@ -91,17 +120,35 @@ it('shows seed 003\'s status words: a stage on its second attempt is retrying, a
     ],
   };
   const id = h.id('words');
-  await h.client.start(spec, { script: { draft: [{ verdict: 'rejected', summary: 'too short' }, { sleepMs: 8_000 }], send: [{ error: 'the mail server is down', errorTimes: 2 }] } }, { id });
-  const status = await eventually(async () => {
-    const run = await runTreadle(h, ['status', id]);
-    return run.stdout.includes('Retrying (Temporal activity retries):') && /draft +retrying +2\/2/.test(run.stdout) ? run : undefined;
-  }, 30_000, 'both kinds of retry to show');
+  await h.client.start(
+    spec,
+    {
+      script: {
+        draft: [{ verdict: 'rejected', summary: 'too short' }, { sleepMs: 8_000 }],
+        send: [{ error: 'the mail server is down', errorTimes: 2 }],
+      },
+    },
+    { id },
+  );
+  const status = await eventually(
+    async () => {
+      const run = await runTreadle(h, ['status', id]);
+      return run.stdout.includes('Retrying (Temporal activity retries):') && /draft +retrying +2\/2/.test(run.stdout)
+        ? run
+        : undefined;
+    },
+    30_000,
+    'both kinds of retry to show',
+  );
   expect(status.stdout).toMatch(/scripted: try [23], last failure: the mail server is down/);
   expect((await h.client.result(id)).status).toBe('completed');
 }, 60_000);
 
-it('gives each step seed 003\'s key, sha256(runId + step + inputHash): the same on every attempt, another for another run or input', async () => {
-  const spec = (name: string) => ({ name, stages: [{ name: 'write', run: 'keyed', gate: 'scripted', retry_budget: { max_attempts: 2 } }] });
+it("gives each step seed 003's key, sha256(runId + step + inputHash): the same on every attempt, another for another run or input", async () => {
+  const spec = (name: string) => ({
+    name,
+    stages: [{ name: 'write', run: 'keyed', gate: 'scripted', retry_budget: { max_attempts: 2 } }],
+  });
   const input = { script: { write: [{ verdict: 'rejected', summary: 'again' }, {}] }, note: 'x' };
   const a = h.id('key-a');
   const b = h.id('key-b');

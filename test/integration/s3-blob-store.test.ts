@@ -34,7 +34,10 @@ import { startHarness, type Harness } from '../support/harness';
 
 // s3rver ships no types.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const S3rver = require('s3rver') as new (options: Record<string, unknown>) => { run(): Promise<AddressInfo>; close(): Promise<void> };
+const S3rver = require('s3rver') as new (options: Record<string, unknown>) => {
+  run(): Promise<AddressInfo>;
+  close(): Promise<void>;
+};
 
 const BUCKET = 'treadle-test';
 const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
@@ -49,7 +52,13 @@ const stores: S3BlobStore[] = [];
 
 beforeAll(async () => {
   dataDir = mkdtempSync(path.join(tmpdir(), 'treadle-s3rver-'));
-  s3rver = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: dataDir, configureBuckets: [{ name: BUCKET }] });
+  s3rver = new S3rver({
+    address: '127.0.0.1',
+    port: 0,
+    silent: true,
+    directory: dataDir,
+    configureBuckets: [{ name: BUCKET }],
+  });
   const { port } = await s3rver.run();
   endpoint = `http://127.0.0.1:${port}`;
   proxy = await startConditionalWriteProxy(port);
@@ -65,7 +74,14 @@ afterAll(async () => {
 
 /** A store on its own prefix, straight to s3rver or through the conditional-write proxy. */
 function s3Store(via: 's3rver' | 'proxy' = 's3rver', prefix = `run-${randomUUID()}/`): S3BlobStore {
-  const store = new S3BlobStore({ bucket: BUCKET, prefix, endpoint: via === 'proxy' ? proxy.endpoint : endpoint, region: 'us-east-1', forcePathStyle: true, credentials: CREDENTIALS });
+  const store = new S3BlobStore({
+    bucket: BUCKET,
+    prefix,
+    endpoint: via === 'proxy' ? proxy.endpoint : endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: CREDENTIALS,
+  });
   stores.push(store);
   return store;
 }
@@ -80,7 +96,12 @@ describe('S3BlobStore against s3rver', () => {
     const store = s3Store('proxy');
     const bytes = Buffer.alloc(MB, 'treadle');
     const hex = createHash('sha256').update(bytes).digest('hex');
-    expect(await store.put(bytes, 'application/octet-stream', '1 MB')).toEqual({ ref: `sha256:${hex}`, bytes: MB, mediaType: 'application/octet-stream', summary: '1 MB' });
+    expect(await store.put(bytes, 'application/octet-stream', '1 MB')).toEqual({
+      ref: `sha256:${hex}`,
+      bytes: MB,
+      mediaType: 'application/octet-stream',
+      summary: '1 MB',
+    });
     const puts = () => proxy.requests.filter((r) => r.method === 'PUT' && r.path.includes(store.prefix)).length;
     expect(puts()).toBe(1);
     await store.put(Buffer.from(bytes), 'application/octet-stream', 'again');
@@ -97,23 +118,37 @@ describe('S3BlobStore against s3rver', () => {
     const missing = `sha256:${'0'.repeat(64)}`;
     await expect(store.get(missing)).rejects.toThrow(new BlobNotFoundError(missing, store.where));
     const { ref } = await store.put(Buffer.from('the real bytes'), 'text/plain', 'x');
-    await raw.send(new PutObjectCommand({ Bucket: BUCKET, Key: `${store.prefix}blobs/${ref.slice(7)}`, Body: 'tampered' }));
-    await expect(store.get(ref)).rejects.toThrow(`blob ${ref} in ${store.where} is corrupt: its bytes hash to sha256:${createHash('sha256').update('tampered').digest('hex')}`);
+    await raw.send(
+      new PutObjectCommand({ Bucket: BUCKET, Key: `${store.prefix}blobs/${ref.slice(7)}`, Body: 'tampered' }),
+    );
+    await expect(store.get(ref)).rejects.toThrow(
+      `blob ${ref} in ${store.where} is corrupt: its bytes hash to sha256:${createHash('sha256').update('tampered').digest('hex')}`,
+    );
   });
 
   it('names a missing bucket in one line', async () => {
-    const store = new S3BlobStore({ bucket: 'no-such-bucket', endpoint, region: 'us-east-1', forcePathStyle: true, credentials: CREDENTIALS });
+    const store = new S3BlobStore({
+      bucket: 'no-such-bucket',
+      endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: CREDENTIALS,
+    });
     stores.push(store);
     const failure = await store.put(Buffer.from('x'), 'text/plain', 'x').then(
       () => undefined,
       (error: Error) => error,
     );
-    expect(failure?.message).toMatch(/^S3 PUT s3:\/\/no-such-bucket\/blobs\/[0-9a-f]{64} at http:\/\/127\.0\.0\.1:\d+ failed: the bucket "no-such-bucket" does not exist$/);
+    expect(failure?.message).toMatch(
+      /^S3 PUT s3:\/\/no-such-bucket\/blobs\/[0-9a-f]{64} at http:\/\/127\.0\.0\.1:\d+ failed: the bucket "no-such-bucket" does not exist$/,
+    );
   });
 
   it('refuses compare-and-swap on s3rver, which ignores conditional writes, rather than losing updates silently', async () => {
     const store = s3Store();
-    await expect(store.compareAndSetName('conversation:x', undefined, 'sha256:aa')).rejects.toThrow(new ConditionalWritesUnsupportedError(store.where));
+    await expect(store.compareAndSetName('conversation:x', undefined, 'sha256:aa')).rejects.toThrow(
+      new ConditionalWritesUnsupportedError(store.where),
+    );
     expect(await store.getName('conversation:x')).toBeUndefined();
   });
 
@@ -123,7 +158,12 @@ describe('S3BlobStore against s3rver', () => {
     process.env.AWS_SECRET_ACCESS_KEY = CREDENTIALS.secretAccessKey;
     try {
       const prefix = `config-${randomUUID()}`;
-      const config = loadConfig({ TREADLE_BLOB_STORE: 's3', TREADLE_S3_BUCKET: BUCKET, TREADLE_S3_PREFIX: prefix, TREADLE_S3_ENDPOINT: endpoint });
+      const config = loadConfig({
+        TREADLE_BLOB_STORE: 's3',
+        TREADLE_S3_BUCKET: BUCKET,
+        TREADLE_S3_PREFIX: prefix,
+        TREADLE_S3_ENDPOINT: endpoint,
+      });
       const store = createBlobStore(config.blobStore);
       expect(store).toBeInstanceOf(S3BlobStore);
       stores.push(store as S3BlobStore);
@@ -131,7 +171,10 @@ describe('S3BlobStore against s3rver', () => {
       expect((await store.get(ref)).toString()).toBe('via configuration');
       expect(await keysUnder(`${prefix}/`)).toEqual([`${prefix}/blobs/${ref.slice(7)}`]);
     } finally {
-      for (const [name, value] of [['AWS_ACCESS_KEY_ID', saved.id], ['AWS_SECRET_ACCESS_KEY', saved.secret]] as const) {
+      for (const [name, value] of [
+        ['AWS_ACCESS_KEY_ID', saved.id],
+        ['AWS_SECRET_ACCESS_KEY', saved.secret],
+      ] as const) {
         if (value === undefined) delete process.env[name];
         else process.env[name] = value;
       }
@@ -181,7 +224,10 @@ describe('a work item whose worker keeps its blobs in s3rver', () => {
     // A client with its own store object: it shares nothing with the worker but the bucket.
     const client = new TreadleClient(h.temporal, { taskQueue: h.taskQueue, blobs: s3Store('s3rver', prefix) });
     const doc = 'd'.repeat(MB);
-    const spec = pipeline('s3-draft-publish').stage('draft', 'scripted').stage('publish', 'scripted').dependency('publish', 'draft');
+    const spec = pipeline('s3-draft-publish')
+      .stage('draft', 'scripted')
+      .stage('publish', 'scripted')
+      .dependency('publish', 'draft');
     await client.start(spec, { doc, script: { draft: [{ outputBytes: MB }] } }, { id });
     expect((await client.result(id)).status).toBe('completed');
 
@@ -192,12 +238,22 @@ describe('a work item whose worker keeps its blobs in s3rver', () => {
     const draft = (await client.readArtefact(draftRef)) as { text: string };
     expect(draft.text).toHaveLength(MB);
     // publish received draft's artefact, resolved from the bucket by the worker.
-    expect(((await client.readArtefact(publishRef)) as { upstream: { draft: { text: string } } }).upstream.draft.text).toBe(draft.text);
+    expect(
+      ((await client.readArtefact(publishRef)) as { upstream: { draft: { text: string } } }).upstream.draft.text,
+    ).toBe(draft.text);
 
     const keys = await keysUnder(prefix);
     const hexOf = (ref: unknown) => (ref as { ref: string }).ref.slice('sha256:'.length);
-    const inputHex = createHash('sha256').update(JSON.stringify({ doc, script: { draft: [{ outputBytes: MB }] } })).digest('hex');
-    expect(keys).toEqual(expect.arrayContaining([`${prefix}blobs/${inputHex}`, `${prefix}blobs/${hexOf(draftRef)}`, `${prefix}blobs/${hexOf(publishRef)}`]));
+    const inputHex = createHash('sha256')
+      .update(JSON.stringify({ doc, script: { draft: [{ outputBytes: MB }] } }))
+      .digest('hex');
+    expect(keys).toEqual(
+      expect.arrayContaining([
+        `${prefix}blobs/${inputHex}`,
+        `${prefix}blobs/${hexOf(draftRef)}`,
+        `${prefix}blobs/${hexOf(publishRef)}`,
+      ]),
+    );
 
     const description = await h.temporal.workflow.getHandle(id).describe();
     expect(description.historySize).toBeLessThan(40 * 1024);
@@ -232,29 +288,46 @@ async function startConditionalWriteProxy(upstreamPort: number): Promise<Conditi
   const queues = new Map<string, Promise<unknown>>();
   const requestTo = (method: string, pathAndQuery: string, headers: IncomingHttpHeaders, body?: Buffer) =>
     new Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
-      const upstream = http.request({ host: '127.0.0.1', port: upstreamPort, method, path: pathAndQuery, headers }, (response) => {
-        const chunks: Buffer[] = [];
-        response.on('data', (c: Buffer) => chunks.push(c));
-        response.on('end', () => resolve({ status: response.statusCode ?? 502, headers: response.headers, body: Buffer.concat(chunks) }));
-      });
+      const upstream = http.request(
+        { host: '127.0.0.1', port: upstreamPort, method, path: pathAndQuery, headers },
+        (response) => {
+          const chunks: Buffer[] = [];
+          response.on('data', (c: Buffer) => chunks.push(c));
+          response.on('end', () =>
+            resolve({ status: response.statusCode ?? 502, headers: response.headers, body: Buffer.concat(chunks) }),
+          );
+        },
+      );
       upstream.on('error', reject);
       upstream.end(body);
     });
   const refuse = (status: number, code: string): { status: number; headers: IncomingHttpHeaders; body: Buffer } => ({
     status,
     headers: { 'content-type': 'application/xml' },
-    body: Buffer.from(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${code}</Message></Error>`),
+    body: Buffer.from(
+      `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${code}</Message></Error>`,
+    ),
   });
   const unquote = (etag: string | undefined) => etag?.replace(/^"|"$/g, '');
 
-  const state: ConditionalWriteProxy = { endpoint: '', requests: [], beforeConditionalPut: undefined, close: async () => undefined };
+  const state: ConditionalWriteProxy = {
+    endpoint: '',
+    requests: [],
+    beforeConditionalPut: undefined,
+    close: async () => undefined,
+  };
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
       const pathname = new URL(req.url!, 'http://proxy').pathname;
-      const seen: SeenRequest = { method: req.method!, path: pathname, ifMatch: req.headers['if-match'], ifNoneMatch: req.headers['if-none-match'] };
+      const seen: SeenRequest = {
+        method: req.method!,
+        path: pathname,
+        ifMatch: req.headers['if-match'],
+        ifNoneMatch: req.headers['if-none-match'],
+      };
       state.requests.push(seen);
       const conditional = req.method === 'PUT' && (seen.ifMatch !== undefined || seen.ifNoneMatch !== undefined);
       const handle = async () => {
@@ -268,7 +341,10 @@ async function startConditionalWriteProxy(upstreamPort: number): Promise<Conditi
         return requestTo(req.method!, req.url!, req.headers, body);
       };
       const run = async () => {
-        const result = await handle().catch((error: Error) => ({ ...refuse(502, 'BadGateway'), body: Buffer.from(error.message) }));
+        const result = await handle().catch((error: Error) => ({
+          ...refuse(502, 'BadGateway'),
+          body: Buffer.from(error.message),
+        }));
         seen.status = result.status;
         if (typeof result.headers.etag === 'string') seen.responseEtag = result.headers.etag;
         res.writeHead(result.status, result.headers);

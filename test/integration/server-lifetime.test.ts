@@ -47,7 +47,10 @@ function portFree(port: number): Promise<boolean> {
 }
 
 /** Starts a Node process that starts a dev server and then waits; resolves with the server's pid and port. */
-async function parentWithServer(name: string, then: string): Promise<{ parent: ChildProcess; pid: number; port: number }> {
+async function parentWithServer(
+  name: string,
+  then: string,
+): Promise<{ parent: ChildProcess; pid: number; port: number }> {
   const port = await freePort();
   const script = `
     const { startDevServer } = require(${JSON.stringify(path.join(ROOT, 'lib', 'server', 'dev-server.js'))});
@@ -60,11 +63,15 @@ async function parentWithServer(name: string, then: string): Promise<{ parent: C
   let stderr = '';
   parent.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
   parent.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
-  const { pid } = await eventually(async () => {
-    if (parent.exitCode !== null) throw new Error(`the parent exited with ${parent.exitCode}: ${stderr}`);
-    const line = stdout.split('\n')[0];
-    return line ? (JSON.parse(line) as { pid: number }) : undefined;
-  }, 60_000, 'the parent to start its server');
+  const { pid } = await eventually(
+    async () => {
+      if (parent.exitCode !== null) throw new Error(`the parent exited with ${parent.exitCode}: ${stderr}`);
+      const line = stdout.split('\n')[0];
+      return line ? (JSON.parse(line) as { pid: number }) : undefined;
+    },
+    60_000,
+    'the parent to start its server',
+  );
   return { parent, pid, port };
 }
 
@@ -72,22 +79,38 @@ it.each([
   ['SIGKILLed', 'sigkill', ''],
   // Aborts when told to (not after a fixed delay): on a loaded machine a timer could fire before the checks below.
   ['crashing natively (abort)', 'abort', "process.on('SIGUSR2', () => process.abort());"],
-])('takes the server with it when the parent is %s', async (_how, name, then) => {
-  const { parent, pid, port } = await parentWithServer(name, then);
-  expect(gone(pid)).toBe(false);
-  expect(await portFree(port)).toBe(false);
-  const ended = new Promise<NodeJS.Signals | null>((resolve) => parent.once('exit', (_code, signal) => resolve(signal)));
-  parent.kill(name === 'sigkill' ? 'SIGKILL' : 'SIGUSR2');
-  expect(await ended).toBe(name === 'sigkill' ? 'SIGKILL' : 'SIGABRT');
-  const after = Date.now();
-  await eventually(async () => (gone(pid) && (await portFree(port)) ? true : undefined), 15_000, `server ${pid} to go and port ${port} to be free`);
-  // The server gets SIGTERM (a clean SQLite shutdown, ~2-3 s), SIGKILL only after 10 s.
-  expect(Date.now() - after).toBeLessThan(10_000);
-}, 90_000);
+])(
+  'takes the server with it when the parent is %s',
+  async (_how, name, then) => {
+    const { parent, pid, port } = await parentWithServer(name, then);
+    expect(gone(pid)).toBe(false);
+    expect(await portFree(port)).toBe(false);
+    const ended = new Promise<NodeJS.Signals | null>((resolve) =>
+      parent.once('exit', (_code, signal) => resolve(signal)),
+    );
+    parent.kill(name === 'sigkill' ? 'SIGKILL' : 'SIGUSR2');
+    expect(await ended).toBe(name === 'sigkill' ? 'SIGKILL' : 'SIGABRT');
+    const after = Date.now();
+    await eventually(
+      async () => (gone(pid) && (await portFree(port)) ? true : undefined),
+      15_000,
+      `server ${pid} to go and port ${port} to be free`,
+    );
+    // The server gets SIGTERM (a clean SQLite shutdown, ~2-3 s), SIGKILL only after 10 s.
+    expect(Date.now() - after).toBeLessThan(10_000);
+  },
+  90_000,
+);
 
 it('stops gracefully on stop(), runs in its own process group, and frees the port', async () => {
   const port = await freePort();
-  const server = await startDevServer({ port, dbFile: path.join(dir, 'stop.sqlite'), headless: true, allowDownload: false, progress: () => undefined });
+  const server = await startDevServer({
+    port,
+    dbFile: path.join(dir, 'stop.sqlite'),
+    headless: true,
+    allowDownload: false,
+    progress: () => undefined,
+  });
   servers.push(server);
   const pid = server.pid!;
   const pgid = spawnSync('ps', ['-o', 'pgid=', '-p', String(pid)], { encoding: 'utf8' }).stdout.trim();
@@ -105,7 +128,13 @@ it('runs SQLite in WAL mode with synchronous=NORMAL, and TREADLE_SQLITE_PRAGMAS 
   try {
     delete process.env.TREADLE_SQLITE_PRAGMAS;
     const dbFile = path.join(dir, 'pragmas.sqlite');
-    const server = await startDevServer({ port: await freePort(), dbFile, headless: true, allowDownload: false, progress: () => undefined });
+    const server = await startDevServer({
+      port: await freePort(),
+      dbFile,
+      headless: true,
+      allowDownload: false,
+      progress: () => undefined,
+    });
     servers.push(server);
     expect(server.sqlitePragmas).toEqual({ journal_mode: 'WAL', synchronous: 'NORMAL' });
     expect(commandLine(server.pid!)).toContain('--sqlite-pragma journal_mode=WAL --sqlite-pragma synchronous=NORMAL');
@@ -115,7 +144,14 @@ it('runs SQLite in WAL mode with synchronous=NORMAL, and TREADLE_SQLITE_PRAGMAS 
     process.env.TREADLE_SQLITE_PRAGMAS = 'synchronous=FULL';
     // This one also serves its Prometheus metrics (the benchmark counts persistence operations with them).
     const metricsPort = await freePort();
-    const full = await startDevServer({ port: await freePort(), dbFile: path.join(dir, 'full.sqlite'), headless: true, allowDownload: false, metricsPort, progress: () => undefined });
+    const full = await startDevServer({
+      port: await freePort(),
+      dbFile: path.join(dir, 'full.sqlite'),
+      headless: true,
+      allowDownload: false,
+      metricsPort,
+      progress: () => undefined,
+    });
     servers.push(full);
     expect(full.sqlitePragmas).toEqual({ journal_mode: 'WAL', synchronous: 'FULL' });
     expect(commandLine(full.pid!)).toContain('--sqlite-pragma journal_mode=WAL --sqlite-pragma synchronous=FULL');

@@ -87,13 +87,23 @@ it('is not delayed by a gRPC probe that failed before the server existed', async
     await eventually(async () => (listener.attempts() >= 7 ? true : undefined), 60_000, 'the 7th reconnection attempt');
     await listener.close();
     const before = Date.now();
-    started.push(await startDevServer({ port, dbFile: path.join(dir, 'after-probe.sqlite'), headless: true, allowDownload: false, progress: () => undefined }));
+    started.push(
+      await startDevServer({
+        port,
+        dbFile: path.join(dir, 'after-probe.sqlite'),
+        headless: true,
+        allowDownload: false,
+        progress: () => undefined,
+      }),
+    );
     const readyMs = Date.now() - before;
     // A fresh process sees the server in about a second; so must we (it took 35-60 s and more before).
     expect(readyMs).toBeLessThan(8_000);
     // The hazard is still there for connections that share the subchannel: this is the old readiness
     // probe, and it fails although the server answers.
-    await expect(Connection.connect({ address, connectTimeout: 1_000 })).rejects.toThrow('Failed to connect before the deadline');
+    await expect(Connection.connect({ address, connectTimeout: 1_000 })).rejects.toThrow(
+      'Failed to connect before the deadline',
+    );
   } finally {
     await early.close();
     await listener.close().catch(() => undefined);
@@ -112,7 +122,9 @@ it('waits for a server that is slow to start, saying what it waits for and where
   const waiting = messages.filter((m) => m.startsWith('Waiting for the Temporal dev server'));
   expect(waiting.length).toBeGreaterThan(0);
   expect(waiting[0]).toMatch(
-    new RegExp(`^Waiting for the Temporal dev server \\(pid ${server.pid}\\) to answer on 127\\.0\\.0\\.1:${port}: \\d+s so far, giving up after 300s \\(last: nothing listens on 127\\.0\\.0\\.1:${port} yet\\); its log: ${dbFile}\\.log$`),
+    new RegExp(
+      `^Waiting for the Temporal dev server \\(pid ${server.pid}\\) to answer on 127\\.0\\.0\\.1:${port}: \\d+s so far, giving up after 300s \\(last: nothing listens on 127\\.0\\.0\\.1:${port} yet\\); its log: ${dbFile}\\.log$`,
+    ),
   );
 }, 60_000);
 
@@ -120,13 +132,21 @@ it('fails at once, quoting its log, when the server process exits', async () => 
   const port = await freePort();
   const before = Date.now();
   const failure = await withFakeCli('exiting-temporal', 'echo "Error: unknown flag: --bogus" >&2\nexit 3', () =>
-    startDevServer({ port, dbFile: path.join(dir, 'exits.sqlite'), headless: true, allowDownload: false, progress: () => undefined }).then(
+    startDevServer({
+      port,
+      dbFile: path.join(dir, 'exits.sqlite'),
+      headless: true,
+      allowDownload: false,
+      progress: () => undefined,
+    }).then(
       () => undefined,
       (error: Error) => error,
     ),
   );
   expect(Date.now() - before).toBeLessThan(10_000);
-  expect(failure?.message).toMatch(/^the Temporal dev server \(\S+exiting-temporal, from TEMPORAL_CLI\) did not start on 127\.0\.0\.1:\d+: the server process exited with code 3 before it answered\n/);
+  expect(failure?.message).toMatch(
+    /^the Temporal dev server \(\S+exiting-temporal, from TEMPORAL_CLI\) did not start on 127\.0\.0\.1:\d+: the server process exited with code 3 before it answered\n/,
+  );
   expect(failure?.message).toContain('Error: unknown flag: --bogus');
   expect(failure?.message).toContain(`(full log: ${path.join(dir, 'exits.sqlite.log')})`);
 }, 30_000);
@@ -136,14 +156,22 @@ it('stops a server that is alive but never answers once TREADLE_SERVER_START_TIM
   const pidFile = path.join(dir, 'mute.pid');
   const failure = await withEnv('TREADLE_SERVER_START_TIMEOUT', '3', () =>
     withFakeCli('mute-temporal', `echo $$ > "${pidFile}"\nexec sleep 600`, () =>
-      startDevServer({ port, dbFile: path.join(dir, 'mute.sqlite'), headless: true, allowDownload: false, progress: () => undefined }).then(
+      startDevServer({
+        port,
+        dbFile: path.join(dir, 'mute.sqlite'),
+        headless: true,
+        allowDownload: false,
+        progress: () => undefined,
+      }).then(
         () => undefined,
         (error: Error) => error,
       ),
     ),
   );
   expect(failure?.message).toMatch(
-    new RegExp(`did not start on 127\\.0\\.0\\.1:${port}: no answer within 3s although the process is alive \\(last: nothing listens on 127\\.0\\.0\\.1:${port} yet\\); raise TREADLE_SERVER_START_TIMEOUT \\(seconds\\) if this machine is slow`),
+    new RegExp(
+      `did not start on 127\\.0\\.0\\.1:${port}: no answer within 3s although the process is alive \\(last: nothing listens on 127\\.0\\.0\\.1:${port} yet\\); raise TREADLE_SERVER_START_TIMEOUT \\(seconds\\) if this machine is slow`,
+    ),
   );
   const pid = Number(readFileSync(pidFile, 'utf8'));
   expect(isAlive(pid)).toBe(false);
@@ -154,7 +182,15 @@ it('reports a port that another process holds before starting anything', async (
   const holder = createServer();
   await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve));
   try {
-    await expect(startDevServer({ port, dbFile: path.join(dir, 'taken.sqlite'), headless: true, allowDownload: false, progress: () => undefined })).rejects.toThrow(
+    await expect(
+      startDevServer({
+        port,
+        dbFile: path.join(dir, 'taken.sqlite'),
+        headless: true,
+        allowDownload: false,
+        progress: () => undefined,
+      }),
+    ).rejects.toThrow(
       `cannot start a Temporal dev server on 127.0.0.1:${port}: another process already listens there (stop it, or choose another port)`,
     );
   } finally {

@@ -6,7 +6,12 @@
  */
 import { startHarness, type Harness } from '../support/harness';
 import { draftPublish } from '../support/pipelines';
-import { ATTEMPT_TIMEOUT, ATTEMPT_TIMEOUT_TEXT, FAR_TOO_SLOW_MS, PROMPT_CANCELLATION } from '../support/attempt-timeout';
+import {
+  ATTEMPT_TIMEOUT,
+  ATTEMPT_TIMEOUT_TEXT,
+  FAR_TOO_SLOW_MS,
+  PROMPT_CANCELLATION,
+} from '../support/attempt-timeout';
 import { pipeline } from '../../src/model/builder';
 import type { TreadleEvent } from '../../src/model/shapes';
 import type { WorkItemState } from '../../src/model/state';
@@ -24,7 +29,10 @@ const waitForStatus = async (id: string, status: WorkItemState['status']): Promi
   for (;;) {
     const state = await h.client.getState(id);
     if (state.status === status) return state;
-    if (Date.now() > deadline) throw new Error(`item ${id} stayed ${state.status}, expected ${status}: ${JSON.stringify(state.events.map((e) => e.message))}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `item ${id} stayed ${state.status}, expected ${status}: ${JSON.stringify(state.events.map((e) => e.message))}`,
+      );
     await new Promise((r) => setTimeout(r, 100));
   }
 };
@@ -34,7 +42,18 @@ const eventsOf = (state: WorkItemState, stage: string): Pick<TreadleEvent, 'type
 describe('retry with feedback', () => {
   it('threads the gate feedback into the next attempt and emits the seed 000 event order', async () => {
     const id = h.id();
-    const input = { script: { draft: [{ verdict: 'rejected', summary: 'too short', criteria: [{ name: 'length', expected: '>= 100 words', actual: '12 words' }] }, { verdict: 'accepted' }] } };
+    const input = {
+      script: {
+        draft: [
+          {
+            verdict: 'rejected',
+            summary: 'too short',
+            criteria: [{ name: 'length', expected: '>= 100 words', actual: '12 words' }],
+          },
+          { verdict: 'accepted' },
+        ],
+      },
+    };
     await h.client.start(draftPublish({ maxAttempts: 3 }), input, { id });
     const result = await h.client.result(id);
     expect(result.status).toBe('completed');
@@ -44,7 +63,10 @@ describe('retry with feedback', () => {
     expect(draft.attempts).toHaveLength(2);
     expect(draft.attempts[0]!.verdict).toEqual({
       kind: 'rejected',
-      feedback: { summary: 'too short', failedCriteria: [{ name: 'length', expected: '>= 100 words', actual: '12 words', passed: false }] },
+      feedback: {
+        summary: 'too short',
+        failedCriteria: [{ name: 'length', expected: '>= 100 words', actual: '12 words', passed: false }],
+      },
     });
     expect(draft.attempts[0]!.feedback?.summary).toBe('too short');
     expect(draft.attempts[1]!.verdict).toEqual({ kind: 'accepted' });
@@ -52,7 +74,9 @@ describe('retry with feedback', () => {
     expect((draft.attempts[0]!.artefact as { feedback: unknown }).feedback).toBeNull();
     expect((draft.attempts[1]!.artefact as { feedback: { summary: string } }).feedback.summary).toBe('too short');
     // The downstream stage received draft's final artefact.
-    expect((state.stages.publish!.artefact as { upstream: Record<string, unknown> }).upstream.draft).toEqual(draft.artefact);
+    expect((state.stages.publish!.artefact as { upstream: Record<string, unknown> }).upstream.draft).toEqual(
+      draft.artefact,
+    );
     expect(result.artefacts.draft).toEqual(draft.artefact);
 
     expect(eventsOf(state, 'draft').map((e) => `${e.type}(${e.attempt})`)).toEqual([
@@ -70,7 +94,11 @@ describe('retry with feedback', () => {
 
   it('waits the configured delay between attempts (durable timer)', async () => {
     const id = h.id();
-    await h.client.start(draftPublish({ maxAttempts: 2, delay: '2s' }), { script: { draft: [{ verdict: 'rejected' }, { verdict: 'accepted' }] } }, { id });
+    await h.client.start(
+      draftPublish({ maxAttempts: 2, delay: '2s' }),
+      { script: { draft: [{ verdict: 'rejected' }, { verdict: 'accepted' }] } },
+      { id },
+    );
     await h.client.result(id);
     const [first, second] = (await h.client.getState(id)).stages.draft!.attempts;
     const gap = Date.parse(second!.startedAt) - Date.parse(first!.completedAt!);
@@ -79,7 +107,14 @@ describe('retry with feedback', () => {
 });
 
 describe('escalation and review', () => {
-  const exhausting = { script: { draft: [{ verdict: 'rejected', summary: 'first try weak' }, { verdict: 'rejected', summary: 'second try weak' }] } };
+  const exhausting = {
+    script: {
+      draft: [
+        { verdict: 'rejected', summary: 'first try weak' },
+        { verdict: 'rejected', summary: 'second try weak' },
+      ],
+    },
+  };
 
   it('escalates an exhausted budget, waits, and continues with the latest attempt on approve', async () => {
     const id = h.id();
@@ -87,7 +122,9 @@ describe('escalation and review', () => {
     const waiting = await waitForStatus(id, 'waiting_review');
     expect(waiting.stages.draft!.status).toBe('waiting_review');
     expect(waiting.stages.publish!.status).toBe('pending');
-    expect(waiting.pendingReviews).toEqual([expect.objectContaining({ stage: 'draft', reason: 'escalated', attempt: 2 })]);
+    expect(waiting.pendingReviews).toEqual([
+      expect.objectContaining({ stage: 'draft', reason: 'escalated', attempt: 2 }),
+    ]);
     expect(waiting.pendingReviews[0]!.message).toContain('second try weak');
     expect(waiting.events.map((e) => e.type)).toEqual(expect.arrayContaining(['Escalated', 'ReviewRequested']));
 
@@ -109,7 +146,9 @@ describe('escalation and review', () => {
     await h.client.result(id);
     const state = await h.client.getState(id);
     expect(state.stages.draft!.artefact).toEqual(state.stages.draft!.attempts[0]!.artefact);
-    expect((state.stages.publish!.artefact as { upstream: { draft: { attempt: number } } }).upstream.draft.attempt).toBe(1);
+    expect(
+      (state.stages.publish!.artefact as { upstream: { draft: { attempt: number } } }).upstream.draft.attempt,
+    ).toBe(1);
   });
 
   it('fails the stage on reject and skips its dependents', async () => {
@@ -132,11 +171,13 @@ describe('escalation and review', () => {
     const result = await h.client.result(id);
     expect(result.status).toBe('failed');
     const state = await h.client.getState(id);
-    expect(state.stages.draft!.error).toContain('retry budget exhausted (2 attempts used); last feedback: second try weak');
+    expect(state.stages.draft!.error).toContain(
+      'retry budget exhausted (2 attempts used); last feedback: second try weak',
+    );
     expect(state.stages.publish!.status).toBe('skipped');
   });
 
-  it('sends the reviewer\'s edited artefact downstream instead of the original', async () => {
+  it("sends the reviewer's edited artefact downstream instead of the original", async () => {
     const id = h.id();
     await h.client.start(draftPublish({ maxAttempts: 1 }, 'always'), null, { id });
     await waitForStatus(id, 'waiting_review');
@@ -145,7 +186,9 @@ describe('escalation and review', () => {
     await h.client.result(id);
     const state = await h.client.getState(id);
     expect(state.stages.draft!.artefact).toEqual(edited);
-    expect(state.stages.draft!.review).toEqual(expect.objectContaining({ kind: 'approve_with_edits', note: 'fixed the title', reviewer: 'cy' }));
+    expect(state.stages.draft!.review).toEqual(
+      expect.objectContaining({ kind: 'approve_with_edits', note: 'fixed the title', reviewer: 'cy' }),
+    );
     expect((state.stages.publish!.artefact as { upstream: unknown }).upstream).toEqual({ draft: edited });
   });
 
@@ -154,14 +197,22 @@ describe('escalation and review', () => {
     await h.client.start(draftPublish({ maxAttempts: 3 }, 'always'), null, { id });
     const waiting = await waitForStatus(id, 'waiting_review');
     expect(waiting.pendingReviews).toEqual([expect.objectContaining({ stage: 'draft', reason: 'always', attempt: 1 })]);
-    expect(eventsOf(waiting, 'draft').map((e) => e.type)).toEqual(['StageStarted', 'QualityCheckPassed', 'ReviewRequested']);
+    expect(eventsOf(waiting, 'draft').map((e) => e.type)).toEqual([
+      'StageStarted',
+      'QualityCheckPassed',
+      'ReviewRequested',
+    ]);
     await h.client.approve(id, 'draft');
     expect((await h.client.result(id)).status).toBe('completed');
   });
 
   it('reviews when the stage itself returns awaiting_review', async () => {
     const id = h.id();
-    await h.client.start(draftPublish({ maxAttempts: 3 }), { script: { draft: [{ outcome: 'awaiting_review' }] } }, { id });
+    await h.client.start(
+      draftPublish({ maxAttempts: 3 }),
+      { script: { draft: [{ outcome: 'awaiting_review' }] } },
+      { id },
+    );
     const waiting = await waitForStatus(id, 'waiting_review');
     expect(waiting.pendingReviews[0]).toEqual(expect.objectContaining({ stage: 'draft', reason: 'stage_requested' }));
     await h.client.approve(id, 'draft');
@@ -172,21 +223,36 @@ describe('escalation and review', () => {
 describe('uncertain verdicts', () => {
   it('go to review at once under on_uncertain, whatever budget is left', async () => {
     const id = h.id();
-    await h.client.start(draftPublish({ maxAttempts: 5 }, 'on_uncertain'), { script: { draft: [{ verdict: 'uncertain', summary: 'cannot tell if the table survived' }] } }, { id });
+    await h.client.start(
+      draftPublish({ maxAttempts: 5 }, 'on_uncertain'),
+      { script: { draft: [{ verdict: 'uncertain', summary: 'cannot tell if the table survived' }] } },
+      { id },
+    );
     const waiting = await waitForStatus(id, 'waiting_review');
     expect(waiting.stages.draft!.attempts).toHaveLength(1);
-    expect(waiting.pendingReviews[0]).toEqual(expect.objectContaining({ reason: 'uncertain', message: 'the gate was uncertain: cannot tell if the table survived' }));
+    expect(waiting.pendingReviews[0]).toEqual(
+      expect.objectContaining({
+        reason: 'uncertain',
+        message: 'the gate was uncertain: cannot tell if the table survived',
+      }),
+    );
     await h.client.approve(id, 'draft');
     expect((await h.client.result(id)).status).toBe('completed');
   });
 
   it('count as a rejection with the reason as feedback when the policy does not cover them', async () => {
     const id = h.id();
-    await h.client.start(draftPublish({ maxAttempts: 3 }, 'on_escalation'), { script: { draft: [{ verdict: 'uncertain', summary: 'ambiguous' }, { verdict: 'accepted' }] } }, { id });
+    await h.client.start(
+      draftPublish({ maxAttempts: 3 }, 'on_escalation'),
+      { script: { draft: [{ verdict: 'uncertain', summary: 'ambiguous' }, { verdict: 'accepted' }] } },
+      { id },
+    );
     expect((await h.client.result(id)).status).toBe('completed');
     const draft = (await h.client.getState(id)).stages.draft!;
     expect(draft.attempts).toHaveLength(2);
-    expect((draft.attempts[1]!.artefact as { feedback: { summary: string } }).feedback.summary).toBe('the gate was uncertain: ambiguous');
+    expect((draft.attempts[1]!.artefact as { feedback: { summary: string } }).feedback.summary).toBe(
+      'the gate was uncertain: ambiguous',
+    );
   });
 });
 
@@ -198,7 +264,9 @@ describe('attempt timeout and mechanical failures', () => {
     expect((await h.client.result(id)).status).toBe('completed');
     const state = await h.client.getState(id);
     const [first, second] = state.stages.draft!.attempts;
-    expect(first).toEqual(expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: ATTEMPT_TIMEOUT_TEXT }) }));
+    expect(first).toEqual(
+      expect.objectContaining({ timedOut: true, feedback: expect.objectContaining({ summary: ATTEMPT_TIMEOUT_TEXT }) }),
+    );
     expect(second!.timedOut).toBeUndefined();
     expect((second!.artefact as { feedback: { summary: string } }).feedback.summary).toBe(ATTEMPT_TIMEOUT_TEXT);
     expect(eventsOf(state, 'draft').map((e) => e.type)).toContain('AttemptTimedOut');
@@ -206,20 +274,26 @@ describe('attempt timeout and mechanical failures', () => {
 
   it('retries exceptions with the activity retry policy without spending quality attempts', async () => {
     const id = h.id();
-    const spec = draftPublish({ maxAttempts: 3 }).activityOptions('draft', { retry: { initialInterval: '100ms', maximumAttempts: 5 } });
+    const spec = draftPublish({ maxAttempts: 3 }).activityOptions('draft', {
+      retry: { initialInterval: '100ms', maximumAttempts: 5 },
+    });
     await h.client.start(spec, { script: { draft: [{ error: 'flaky network', errorTimes: 2 }] } }, { id });
     expect((await h.client.result(id)).status).toBe('completed');
     const draft = (await h.client.getState(id)).stages.draft!;
     expect(draft.attempts).toHaveLength(1);
     expect(draft.attempts[0]!.error).toBeUndefined();
     const history = await h.temporal.workflow.getHandle(id).fetchHistory();
-    const started = history.events!.find((e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt === 3);
+    const started = history.events!.find(
+      (e) => e.activityTaskStartedEventAttributes && e.activityTaskStartedEventAttributes.attempt === 3,
+    );
     expect(started).toBeDefined();
   });
 
   it('fails the stage when mechanical retries give up, and skips dependents', async () => {
     const id = h.id();
-    const spec = draftPublish({ maxAttempts: 3 }).activityOptions('draft', { retry: { initialInterval: '100ms', maximumAttempts: 2 } });
+    const spec = draftPublish({ maxAttempts: 3 }).activityOptions('draft', {
+      retry: { initialInterval: '100ms', maximumAttempts: 2 },
+    });
     await h.client.start(spec, { script: { draft: [{ error: 'disk on fire' }] } }, { id });
     const result = await h.client.result(id);
     expect(result.status).toBe('failed');
@@ -244,7 +318,8 @@ describe('outcomes and TTL', () => {
   it('applies on_review_expired when a review TTL runs out', async () => {
     const approveId = h.id();
     const rejectId = h.id();
-    const spec = (onExpired: 'approve' | 'reject') => pipeline('ttl').stage('draft', 'scripted').reviewPolicy('draft', 'always').reviewTtl('draft', '1s', onExpired);
+    const spec = (onExpired: 'approve' | 'reject') =>
+      pipeline('ttl').stage('draft', 'scripted').reviewPolicy('draft', 'always').reviewTtl('draft', '1s', onExpired);
     await h.client.start(spec('approve'), null, { id: approveId });
     await h.client.start(spec('reject'), null, { id: rejectId });
     expect((await h.client.result(approveId)).status).toBe('completed');

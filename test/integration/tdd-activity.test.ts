@@ -32,21 +32,50 @@ test('a node call run twice with the same input commits once; a merger run twice
   const repo = path.join(root, 'calc');
   await initRepository(repo, { 'README.md': '# calc\n' });
   const blobs = new MemoryBlobStore();
-  const activities = createTddActivities({ blobs, agents: { scripted: scriptedAgentFactory }, env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' } }) as unknown as {
+  const activities = createTddActivities({
+    blobs,
+    agents: { scripted: scriptedAgentFactory },
+    env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' },
+  }) as unknown as {
     [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
     [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
   };
   const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'tdd-calc', runId: 'run-1' } });
-  const worktree = (branch: string) => env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch, base: 'HEAD' }) as Promise<TddWorktreeResult>;
+  const worktree = (branch: string) =>
+    env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch, base: 'HEAD' }) as Promise<TddWorktreeResult>;
   const call = (input: TddNodeCallInput) => env.run(activities[TDD_NODE_ACTIVITY], input) as Promise<TddNodeCallResult>;
   const node = await worktree('tdd/calc');
   const target = await worktree('treadle/calc');
 
-  const spec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(1, 2) is 3' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
-  const contextRef = (await blobs.put(Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)), 'application/json', 'spec')).ref;
+  const spec = {
+    id: 'calc',
+    description: 'add two numbers',
+    acceptanceCriteria: [{ id: 'A1', text: 'add(1, 2) is 3' }],
+    targetPath: 'src/add.js',
+    testPath: 'test/add.test.js',
+  };
+  const contextRef = (
+    await blobs.put(
+      Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)),
+      'application/json',
+      'spec',
+    )
+  ).ref;
   const test = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('A1', () => assert.equal(require('../src/add').add(1, 2), 3));\n`;
   const replies = {
-    'calc.scaffold': [{ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/add.js', contractSuite: 'test/add.test.js', testPlan: [], files: { 'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n", 'test/add.test.js': test } }],
+    'calc.scaffold': [
+      {
+        exit: 'InitWork',
+        scaffoldCommit: '',
+        interfaceFile: 'src/add.js',
+        contractSuite: 'test/add.test.js',
+        testPlan: [],
+        files: {
+          'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n",
+          'test/add.test.js': test,
+        },
+      },
+    ],
     'calc.merger': [{ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [] }],
   };
   const repliesRef = (await blobs.put(Buffer.from(JSON.stringify(replies)), 'application/json', 'replies')).ref;
@@ -75,7 +104,14 @@ test('a node call run twice with the same input commits once; a merger run twice
   expect(git(repo, 'log', '-1', '--format=%B', 'tdd/calc')).toContain('Treadle-Op: tdd-calc/scaffold/0/0');
 
   // Make the tests pass, then merge twice with the same input: one squash merge on the target branch.
-  execFileSync('sh', ['-c', "printf 'module.exports = { add: (a, b) => a + b };\\n' > src/add.js && git add -A && git -c user.name=t -c user.email=t@t commit -qm impl"], { cwd: node.worktree });
+  execFileSync(
+    'sh',
+    [
+      '-c',
+      "printf 'module.exports = { add: (a, b) => a + b };\\n' > src/add.js && git add -A && git -c user.name=t -c user.email=t@t commit -qm impl",
+    ],
+    { cwd: node.worktree },
+  );
   const merger: TddNodeCallInput = {
     ...base,
     node: 'merger',
@@ -83,7 +119,15 @@ test('a node call run twice with the same input commits once; a merger run twice
     refs: { scaffold: first.exitRef },
     merge: { parentNodeId: 'treadle/calc', parentBranch: 'treadle/calc', parentWorktree: target.worktree },
   };
-  const approval = (await blobs.put(Buffer.from(JSON.stringify({ signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } })), 'application/json', 'approval')).ref;
+  const approval = (
+    await blobs.put(
+      Buffer.from(
+        JSON.stringify({ signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } }),
+      ),
+      'application/json',
+      'approval',
+    )
+  ).ref;
   merger.refs.approval = approval;
   const merged = await call(merger);
   const mergedAgain = await call(merger);
@@ -113,22 +157,65 @@ test('claude-code runs in the node’s worktree: its files are committed, read-o
         FAKE_CLAUDE_RESULT: JSON.stringify({ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['A1'] }),
       },
     });
-  const activities = createTddActivities({ blobs, agents: { scripted: scriptedAgentFactory, 'claude-code': claudeCode }, env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' } }) as unknown as {
+  const activities = createTddActivities({
+    blobs,
+    agents: { scripted: scriptedAgentFactory, 'claude-code': claudeCode },
+    env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' },
+  }) as unknown as {
     [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
     [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
   };
   // The warning about the rigged tests is expected: keep it out of the test output.
-  const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'tdd-calc-claude', runId: 'run-1' } }, { logger: new DefaultLogger('ERROR') });
+  const env = new MockActivityEnvironment(
+    { workflowExecution: { workflowId: 'tdd-calc-claude', runId: 'run-1' } },
+    { logger: new DefaultLogger('ERROR') },
+  );
   const call = (input: TddNodeCallInput) => env.run(activities[TDD_NODE_ACTIVITY], input) as Promise<TddNodeCallResult>;
-  const node = (await env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch: 'tdd/calc', base: 'HEAD' })) as TddWorktreeResult;
+  const node = (await env.run(activities[TDD_WORKTREE_ACTIVITY], {
+    repo,
+    branch: 'tdd/calc',
+    base: 'HEAD',
+  })) as TddWorktreeResult;
 
-  const spec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(1, 2) is 3' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
-  const contextRef = (await blobs.put(Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)), 'application/json', 'spec')).ref;
+  const spec = {
+    id: 'calc',
+    description: 'add two numbers',
+    acceptanceCriteria: [{ id: 'A1', text: 'add(1, 2) is 3' }],
+    targetPath: 'src/add.js',
+    testPath: 'test/add.test.js',
+  };
+  const contextRef = (
+    await blobs.put(
+      Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)),
+      'application/json',
+      'spec',
+    )
+  ).ref;
   const tests = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('A1', () => assert.equal(require('../src/add').add(1, 2), 3));\n`;
   const contract = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('exports add', () => assert.equal(typeof require('../../src/add').add, 'function'));\n`;
   const replies = {
-    'calc.scaffold': [{ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/add.js', contractSuite: 'test/contract/add.test.js', testPlan: [], files: { 'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n", 'test/contract/add.test.js': contract } }],
-    'calc.tddWriteTests': [{ exit: 'TestsReady', testsCommit: '', testFiles: ['test/add.test.js'], pendingCriteria: ['A1'], files: { 'test/add.test.js': tests } }],
+    'calc.scaffold': [
+      {
+        exit: 'InitWork',
+        scaffoldCommit: '',
+        interfaceFile: 'src/add.js',
+        contractSuite: 'test/contract/add.test.js',
+        testPlan: [],
+        files: {
+          'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n",
+          'test/contract/add.test.js': contract,
+        },
+      },
+    ],
+    'calc.tddWriteTests': [
+      {
+        exit: 'TestsReady',
+        testsCommit: '',
+        testFiles: ['test/add.test.js'],
+        pendingCriteria: ['A1'],
+        files: { 'test/add.test.js': tests },
+      },
+    ],
   };
   const base = {
     treeId: 'tdd-calc-claude',
@@ -147,15 +234,33 @@ test('claude-code runs in the node’s worktree: its files are committed, read-o
   const scaffold = await call({ ...base, node: 'scaffold', callIndex: 0 });
   const written = await call({ ...base, node: 'tddWriteTests', callIndex: 0, refs: { scaffold: scaffold.exitRef } });
   expect(written.exit).toBe('TestsReady');
-  const impl: TddNodeCallInput = { ...base, node: 'impl', callIndex: 0, attemptCount: 1, settings: TddSettingsSchema.parse({ agent: 'claude-code', maxInvalidReplies: 1 }), refs: { scaffold: scaffold.exitRef, testsReady: written.exitRef } };
+  const impl: TddNodeCallInput = {
+    ...base,
+    node: 'impl',
+    callIndex: 0,
+    attemptCount: 1,
+    settings: TddSettingsSchema.parse({ agent: 'claude-code', maxInvalidReplies: 1 }),
+    refs: { scaffold: scaffold.exitRef, testsReady: written.exitRef },
+  };
 
   // Impl rewrites the tests to pass: they are put back and the reply is refused with the reason, twice.
-  writes = { 'src/add.js': 'module.exports = { add: () => 3 };\n', 'test/add.test.js': "require('node:test')('A1', () => {});\n" };
+  writes = {
+    'src/add.js': 'module.exports = { add: () => 3 };\n',
+    'test/add.test.js': "require('node:test')('A1', () => {});\n",
+  };
   const rigged = await call(impl);
   expect(rigged).toMatchObject({ exit: 'NoDecision', invalidReplies: 2, agentCalls: 2 });
-  expect(rigged.envelope.message).toMatch(/You changed files that are read-only for you \(test\/add\.test\.js\); they were put back/);
+  expect(rigged.envelope.message).toMatch(
+    /You changed files that are read-only for you \(test\/add\.test\.js\); they were put back/,
+  );
   // Reported for the node's events and the audit, once per reply.
-  expect(rigged.refusals).toEqual({ count: 2, texts: ['read-only files changed and put back: test/add.test.js', 'read-only files changed and put back: test/add.test.js'] });
+  expect(rigged.refusals).toEqual({
+    count: 2,
+    texts: [
+      'read-only files changed and put back: test/add.test.js',
+      'read-only files changed and put back: test/add.test.js',
+    ],
+  });
   expect(readFileSync(path.join(node.worktree, 'test', 'add.test.js'), 'utf8')).toBe(tests);
   expect(git(node.worktree, 'status', '--porcelain')).toBe('M src/add.js');
 
@@ -165,9 +270,15 @@ test('claude-code runs in the node’s worktree: its files are committed, read-o
   expect(passed.exit).toBe('TestsPassed');
   expect(passed.testRun?.passed).toBe(true);
   expect(git(repo, 'show', 'tdd/calc:src/add.js')).toBe('module.exports = { add: (a, b) => a + b };');
-  const cwds = readFileSync(record, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { cwd: string }).cwd);
+  const cwds = readFileSync(record, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => (JSON.parse(line) as { cwd: string }).cwd);
   expect(cwds).toEqual([node.worktree, node.worktree, node.worktree]);
   // The prompt told it to work in the worktree.
-  const argv = readFileSync(record, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { argv: string[] }).argv);
+  const argv = readFileSync(record, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => (JSON.parse(line) as { argv: string[] }).argv);
   expect(argv[0]!.join(' ')).toContain('You run in your worktree');
 });

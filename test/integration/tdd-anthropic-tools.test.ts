@@ -24,7 +24,13 @@ import type { CallRecord } from '../../src/model/shapes';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { SqliteCallLog } from '../../src/storage/call-log';
 import { startHarness, type Harness } from '../support/harness';
-import { startFakeAnthropic, toolResultsOf, type FakeAnthropic, type FakeReply, type RecordedRequest } from '../support/fake-anthropic';
+import {
+  startFakeAnthropic,
+  toolResultsOf,
+  type FakeAnthropic,
+  type FakeReply,
+  type RecordedRequest,
+} from '../support/fake-anthropic';
 
 let fake: FakeAnthropic;
 let h: Harness;
@@ -38,7 +44,10 @@ beforeAll(async () => {
   fake = await startFakeAnthropic();
   callLog = new SqliteCallLog(path.join(root, 'calls.sqlite'));
   h = await startHarness({
-    agents: { anthropic: () => new AnthropicAgent({ apiKey: 'sk-ant-test-key', baseURL: fake.baseURL }, {}), scripted: scriptedAgentFactory },
+    agents: {
+      anthropic: () => new AnthropicAgent({ apiKey: 'sk-ant-test-key', baseURL: fake.baseURL }, {}),
+      scripted: scriptedAgentFactory,
+    },
     callLog,
   });
 });
@@ -51,8 +60,10 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-const gitIn = (repo: string, ...args: string[]): string => execFileSync('git', args, { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-const testFile = (body: string): string => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
+const gitIn = (repo: string, ...args: string[]): string =>
+  execFileSync('git', args, { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const testFile = (body: string): string =>
+  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
 
 const STUB = "module.exports = { add: () => { throw new Error('todo'); } };\n";
 const IMPLEMENTATION = 'module.exports = { add: (a, b) => a + b };\n';
@@ -70,12 +81,32 @@ const SCRIPT: Record<string, FakeReply[]> = {
         { name: 'write_file', input: { path: 'test/contract/add.test.js', content: CONTRACT } },
       ],
     },
-    { kind: 'text', text: JSON.stringify({ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/add.js', contractSuite: 'test/contract/add.test.js', testPlan: [] }) },
+    {
+      kind: 'text',
+      text: JSON.stringify({
+        exit: 'InitWork',
+        scaffoldCommit: '',
+        interfaceFile: 'src/add.js',
+        contractSuite: 'test/contract/add.test.js',
+        testPlan: [],
+      }),
+    },
   ],
   tddWriteTests: [
     { kind: 'tools', uses: [{ name: 'write_file', input: { path: 'test/add.test.js', content: TESTS } }] },
     { kind: 'tools', uses: [{ name: 'run_tests', input: { files: ['test/add.test.js'] } }] },
-    { kind: 'text', text: '```json\n' + JSON.stringify({ exit: 'TestsReady', testsCommit: '', testFiles: ['test/add.test.js'], pendingCriteria: ['A1'] }) + '\n```' },
+    {
+      kind: 'text',
+      text:
+        '```json\n' +
+        JSON.stringify({
+          exit: 'TestsReady',
+          testsCommit: '',
+          testFiles: ['test/add.test.js'],
+          pendingCriteria: ['A1'],
+        }) +
+        '\n```',
+    },
   ],
   impl: [
     {
@@ -90,10 +121,33 @@ const SCRIPT: Record<string, FakeReply[]> = {
       ],
     },
     { kind: 'tools', uses: [{ name: 'run_tests', input: {} }] },
-    { kind: 'text', text: JSON.stringify({ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['A1: add(2, 3) is 5'] }) },
+    {
+      kind: 'text',
+      text: JSON.stringify({ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['A1: add(2, 3) is 5'] }),
+    },
   ],
-  tddReviewImpl: [{ kind: 'text', text: JSON.stringify({ exit: 'Approved', signOff: 'adds', coverageReport: { criteriaWithTests: [['A1', 'A1: add(2, 3) is 5']], criteriaMissing: [] } }) }],
-  merger: [{ kind: 'text', text: JSON.stringify({ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [{ symbol: 'add', changeType: 'NewExport', reason: 'the spec' }] }) }],
+  tddReviewImpl: [
+    {
+      kind: 'text',
+      text: JSON.stringify({
+        exit: 'Approved',
+        signOff: 'adds',
+        coverageReport: { criteriaWithTests: [['A1', 'A1: add(2, 3) is 5']], criteriaMissing: [] },
+      }),
+    },
+  ],
+  merger: [
+    {
+      kind: 'text',
+      text: JSON.stringify({
+        exit: 'MergeComplete',
+        mergeCommit: '',
+        author: 'calc',
+        impactLevel: 'Additive',
+        changes: [{ symbol: 'add', changeType: 'NewExport', reason: 'the spec' }],
+      }),
+    },
+  ],
 };
 
 /** The one-criterion leaf both tree tests run, on the anthropic provider. */
@@ -123,7 +177,15 @@ type Message = { role: string; content: unknown };
 function whereIs(request: RecordedRequest): { node: string; round: number; prompt: string } {
   const messages = (request.body as { messages: Message[] }).messages;
   let at = messages.length - 1;
-  while (at >= 0 && !(messages[at]!.role === 'user' && typeof messages[at]!.content === 'string' && (messages[at]!.content as string).includes('## How to answer'))) at--;
+  while (
+    at >= 0 &&
+    !(
+      messages[at]!.role === 'user' &&
+      typeof messages[at]!.content === 'string' &&
+      (messages[at]!.content as string).includes('## How to answer')
+    )
+  )
+    at--;
   if (at < 0) throw new Error('no node prompt in the request');
   const prompt = messages[at]!.content as string;
   const node = NODE_MARKERS.find(([, marker]) => prompt.includes(marker))?.[0];
@@ -170,28 +232,60 @@ test('the anthropic agent writes code and tests with the worktree tools, and the
     ['tddReviewImpl', 'Approved', 1],
     ['merger', 'MergeComplete', 1],
   ]);
-  expect(String(events.find((e) => e.type === 'NodeExit' && e.stage === 'tddWriteTests')?.details?.tests)).toMatch(/0 passed, 1 failed/);
+  expect(String(events.find((e) => e.type === 'NodeExit' && e.stage === 'tddWriteTests')?.details?.tests)).toMatch(
+    /0 passed, 1 failed/,
+  );
 
   // What the model was told: the tools in its prompt, the red run, the refusals, the green run.
   const rounds = fake.requests.map((r) => ({ ...whereIs(r), results: toolResultsOf(r) }));
-  expect(rounds.map((r) => `${r.node}/${r.round}`)).toEqual(['scaffold/0', 'scaffold/1', 'tddWriteTests/0', 'tddWriteTests/1', 'tddWriteTests/2', 'impl/0', 'impl/1', 'impl/2', 'tddReviewImpl/0', 'merger/0']);
+  expect(rounds.map((r) => `${r.node}/${r.round}`)).toEqual([
+    'scaffold/0',
+    'scaffold/1',
+    'tddWriteTests/0',
+    'tddWriteTests/1',
+    'tddWriteTests/2',
+    'impl/0',
+    'impl/1',
+    'impl/2',
+    'tddReviewImpl/0',
+    'merger/0',
+  ]);
   expect(rounds[0]!.prompt).toContain('`read_file`, `write_file`');
   const resultOf = (node: string, round: number) => rounds.find((r) => r.node === node && r.round === round)!.results;
-  expect(resultOf('tddWriteTests', 2)).toEqual([expect.objectContaining({ content: expect.stringMatching(/^FAILED: 0 passed, 1 failed \(node --test test\/add\.test\.js, exit 1/) })]);
+  expect(resultOf('tddWriteTests', 2)).toEqual([
+    expect.objectContaining({
+      content: expect.stringMatching(/^FAILED: 0 passed, 1 failed \(node --test test\/add\.test\.js, exit 1/),
+    }),
+  ]);
   const implTools = resultOf('impl', 1);
   expect(implTools.map((r) => r.is_error ?? false)).toEqual([false, true, true, false]);
   expect(implTools[0]!.content).toBe('README.md\nsrc/add.js\ntest/add.test.js\ntest/contract/add.test.js');
   expect(implTools[1]!.content).toBe('test/add.test.js is read-only');
   expect(implTools[2]!.content).toMatch(/leads outside the worktree/);
-  expect(resultOf('impl', 2)).toEqual([expect.objectContaining({ content: expect.stringMatching(/^PASSED: 2 passed, 0 failed/) })]);
+  expect(resultOf('impl', 2)).toEqual([
+    expect.objectContaining({ content: expect.stringMatching(/^PASSED: 2 passed, 0 failed/) }),
+  ]);
   // The user sees the refusals too: in the node's events and in the audit, naming the paths.
-  const toolRefusals = ['write_file: test/add.test.js is read-only', 'write_file: refused path "../../escaped.js": it leads outside the worktree'];
-  expect(events.filter((e) => e.type === 'WorkRefused').map((e) => [e.stage, e.details?.refusals])).toEqual([['impl', toolRefusals]]);
-  expect((await h.client.audit(id)).filter((e) => e.message.includes(' refused: ')).map((e) => e.message)).toEqual(toolRefusals.map((r) => `calc impl refused: ${r}`));
+  const toolRefusals = [
+    'write_file: test/add.test.js is read-only',
+    'write_file: refused path "../../escaped.js": it leads outside the worktree',
+  ];
+  expect(events.filter((e) => e.type === 'WorkRefused').map((e) => [e.stage, e.details?.refusals])).toEqual([
+    ['impl', toolRefusals],
+  ]);
+  expect((await h.client.audit(id)).filter((e) => e.message.includes(' refused: ')).map((e) => e.message)).toEqual(
+    toolRefusals.map((r) => `calc impl refused: ${r}`),
+  );
   // The tools were offered on every call of the agent nodes, never with a forced choice.
   for (const request of fake.requests) {
     const body = request.body as { tools?: { name: string }[]; tool_choice?: unknown };
-    expect(body.tools?.map((t) => t.name)).toEqual(['read_file', 'write_file', 'list_files', 'delete_file', 'run_tests']);
+    expect(body.tools?.map((t) => t.name)).toEqual([
+      'read_file',
+      'write_file',
+      'list_files',
+      'delete_file',
+      'run_tests',
+    ]);
     expect(body.tool_choice).toBeUndefined();
   }
 
@@ -214,25 +308,76 @@ test('a tool loop out of rounds is fed back and its files kept; a long test run 
     [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
     [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
   };
-  const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'tdd-slow', runId: 'run-1' } }, { logger: new DefaultLogger('ERROR') });
-  const node = (await env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch: 'tdd/slow', base: 'HEAD' })) as TddWorktreeResult;
-  const spec = { id: 'slow', description: 'a slow contract', acceptanceCriteria: [{ id: 'S1', text: 'slow() is 1' }], targetPath: 'src/slow.js', testPath: 'test/slow.test.js' };
-  const contextRef = (await blobs.put(Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)), 'application/json', 'spec')).ref;
+  const env = new MockActivityEnvironment(
+    { workflowExecution: { workflowId: 'tdd-slow', runId: 'run-1' } },
+    { logger: new DefaultLogger('ERROR') },
+  );
+  const node = (await env.run(activities[TDD_WORKTREE_ACTIVITY], {
+    repo,
+    branch: 'tdd/slow',
+    base: 'HEAD',
+  })) as TddWorktreeResult;
+  const spec = {
+    id: 'slow',
+    description: 'a slow contract',
+    acceptanceCriteria: [{ id: 'S1', text: 'slow() is 1' }],
+    targetPath: 'src/slow.js',
+    testPath: 'test/slow.test.js',
+  };
+  const contextRef = (
+    await blobs.put(
+      Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)),
+      'application/json',
+      'spec',
+    )
+  ).ref;
   // The contract suite takes 1.5 s, longer than the 1 s nudge timeout.
-  const slowContract = testFile("test('exports slow', async () => { await new Promise((r) => setTimeout(r, 1500)); assert.equal(typeof require('../../src/slow').slow, 'function'); });");
-  const initWork = JSON.stringify({ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/slow.js', contractSuite: 'test/contract/slow.test.js', testPlan: [] });
+  const slowContract = testFile(
+    "test('exports slow', async () => { await new Promise((r) => setTimeout(r, 1500)); assert.equal(typeof require('../../src/slow').slow, 'function'); });",
+  );
+  const initWork = JSON.stringify({
+    exit: 'InitWork',
+    scaffoldCommit: '',
+    interfaceFile: 'src/slow.js',
+    contractSuite: 'test/contract/slow.test.js',
+    testPlan: [],
+  });
 
   fake.reset();
   fake.setDefault({
     kind: 'computed',
     reply: (request) => {
       const messages = (request.body as { messages: Message[] }).messages;
-      const fedBack = messages.some((m) => m.role === 'user' && typeof m.content === 'string' && m.content.startsWith('Your reply could not be used'));
+      const fedBack = messages.some(
+        (m) =>
+          m.role === 'user' && typeof m.content === 'string' && m.content.startsWith('Your reply could not be used'),
+      );
       // The first reply only writes the interface, then keeps listing files until its rounds are used up.
-      if (!fedBack) return messages.length === 1 ? { kind: 'tools', uses: [{ name: 'write_file', input: { path: 'src/slow.js', content: 'module.exports = { slow: () => 1 };\n' } }] } : { kind: 'tools', uses: [{ name: 'list_files', input: {} }] };
-      const round = messages.length - 1 - messages.findIndex((m) => typeof m.content === 'string' && m.content.startsWith('Your reply could not be used'));
-      if (round === 0) return { kind: 'tools', uses: [{ name: 'write_file', input: { path: 'test/contract/slow.test.js', content: slowContract } }] };
-      if (round === 2) return { kind: 'tools', uses: [{ name: 'run_tests', input: { files: ['test/contract/slow.test.js'] } }] };
+      if (!fedBack)
+        return messages.length === 1
+          ? {
+              kind: 'tools',
+              uses: [
+                {
+                  name: 'write_file',
+                  input: { path: 'src/slow.js', content: 'module.exports = { slow: () => 1 };\n' },
+                },
+              ],
+            }
+          : { kind: 'tools', uses: [{ name: 'list_files', input: {} }] };
+      const round =
+        messages.length -
+        1 -
+        messages.findIndex(
+          (m) => typeof m.content === 'string' && m.content.startsWith('Your reply could not be used'),
+        );
+      if (round === 0)
+        return {
+          kind: 'tools',
+          uses: [{ name: 'write_file', input: { path: 'test/contract/slow.test.js', content: slowContract } }],
+        };
+      if (round === 2)
+        return { kind: 'tools', uses: [{ name: 'run_tests', input: { files: ['test/contract/slow.test.js'] } }] };
       return { kind: 'text', text: initWork };
     },
   });
@@ -257,18 +402,30 @@ test('a tool loop out of rounds is fed back and its files kept; a long test run 
   expect(result).toMatchObject({ exit: 'InitWork', invalidReplies: 1, nudged: false, agentCalls: 2 });
   // Every round of both tool loops is in the call log: the whole first loop, then write, run_tests, answer.
   // Too many to travel inline: the result carries their totals and the records are in the blob store.
-  expect(result.calls).toMatchObject({ usage: { calls: DEFAULT_MAX_TOOL_ROUNDS + 3, errors: 0 }, stored: { count: DEFAULT_MAX_TOOL_ROUNDS + 3 } });
+  expect(result.calls).toMatchObject({
+    usage: { calls: DEFAULT_MAX_TOOL_ROUNDS + 3, errors: 0 },
+    stored: { count: DEFAULT_MAX_TOOL_ROUNDS + 3 },
+  });
   expect(result.calls!.records).toBeUndefined();
   const stored = JSON.parse((await blobs.get(result.calls!.stored!.ref)).toString('utf8')) as CallRecord[];
   expect(stored.map((c) => c.status)).toEqual(Array.from({ length: DEFAULT_MAX_TOOL_ROUNDS + 3 }, () => 'success'));
   expect(stored.reduce((sum, c) => sum + c.inputTokens, 0)).toBe(result.calls!.usage.inputTokens);
   expect(fake.requests).toHaveLength(DEFAULT_MAX_TOOL_ROUNDS + 3);
-  const feedback = (fake.requests[DEFAULT_MAX_TOOL_ROUNDS]!.body as { messages: Message[] }).messages.at(-1)!.content as string;
-  expect(feedback).toContain(`still calling tools when your reply reached its limit of model calls (the model was still using tools after ${DEFAULT_MAX_TOOL_ROUNDS} model calls`);
+  const feedback = (fake.requests[DEFAULT_MAX_TOOL_ROUNDS]!.body as { messages: Message[] }).messages.at(-1)!
+    .content as string;
+  expect(feedback).toContain(
+    `still calling tools when your reply reached its limit of model calls (the model was still using tools after ${DEFAULT_MAX_TOOL_ROUNDS} model calls`,
+  );
   // The first loop's file was kept and committed with the second's.
-  expect(readFileSync(path.join(node.worktree, 'src', 'slow.js'), 'utf8')).toBe('module.exports = { slow: () => 1 };\n');
-  expect(gitIn(repo, 'show', '--stat', '--format=%s', 'tdd/slow')).toMatch(/src\/slow\.js[\s\S]*test\/contract\/slow\.test\.js/);
-  expect(toolResultsOf(fake.requests[fake.requests.length - 1]!)).toEqual([expect.objectContaining({ content: expect.stringMatching(/^PASSED: 1 passed/) })]);
+  expect(readFileSync(path.join(node.worktree, 'src', 'slow.js'), 'utf8')).toBe(
+    'module.exports = { slow: () => 1 };\n',
+  );
+  expect(gitIn(repo, 'show', '--stat', '--format=%s', 'tdd/slow')).toMatch(
+    /src\/slow\.js[\s\S]*test\/contract\/slow\.test\.js/,
+  );
+  expect(toolResultsOf(fake.requests[fake.requests.length - 1]!)).toEqual([
+    expect.objectContaining({ content: expect.stringMatching(/^PASSED: 1 passed/) }),
+  ]);
 }, 60_000);
 
 test('a node that gives no decision within the nudge timeout is re-prompted once with the seed’s reminder, and goes on', async () => {
@@ -303,7 +460,9 @@ test('a node that gives no decision within the nudge timeout is re-prompted once
   const second = (fake.requests[1]!.body as { messages: Message[] }).messages;
   expect(second.at(-1)).toEqual({ role: 'user', content: NUDGE_REMINDER });
   expect(second.at(-2)?.content).toEqual(expect.stringContaining('## How to answer'));
-  expect(fake.requests.filter((r) => (r.body as { messages: Message[] }).messages.at(-1)?.content === NUDGE_REMINDER)).toHaveLength(1);
+  expect(
+    fake.requests.filter((r) => (r.body as { messages: Message[] }).messages.at(-1)?.content === NUDGE_REMINDER),
+  ).toHaveLength(1);
   // The slow call is in the call log as cut off by the timeout, next to the calls that answered.
   const logged = callLog.query().filter((row) => row.workflowId === id && row.stage === 'calc.scaffold');
   expect(logged.map((row) => row.status)).toEqual(['timeout', 'success', 'success']);

@@ -42,29 +42,77 @@ const refusing: AgentProviderFactory = (ctx) => {
   return {
     provider: 'refusing',
     run: async (request) => {
-      if (ctx.stage.startsWith('refus') && ctx.stage.endsWith('.tddWriteTests') && ctx.attempt >= 2) throw ApplicationFailure.nonRetryable('the provider refused the request', 'ProviderRefused');
+      if (ctx.stage.startsWith('refus') && ctx.stage.endsWith('.tddWriteTests') && ctx.attempt >= 2)
+        throw ApplicationFailure.nonRetryable('the provider refused the request', 'ProviderRefused');
       return scripted.run(request);
     },
   };
 };
 
-const gitIn = (repo: string, ...args: string[]): string => execFileSync('git', args, { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-const testFile = (body: string): string => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
+const gitIn = (repo: string, ...args: string[]): string =>
+  execFileSync('git', args, { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
+const testFile = (body: string): string =>
+  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
 
 /** A one-function leaf spec `<name>() is 1`, with the replies every edge test builds on. */
 function leaf(name: string) {
   const stub = `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
   return {
-    spec: { id: name, description: `${name}() is 1`, acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }], targetPath: `src/${name}.js`, testPath: `test/${name}.test.js` },
-    initWork: {
-      exit: 'InitWork', scaffoldCommit: '', interfaceFile: `src/${name}.js`, contractSuite: `test/contract/${name}.test.js`, testPlan: [],
-      files: { [`src/${name}.js`]: stub, [`test/contract/${name}.test.js`]: testFile(`test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`) },
+    spec: {
+      id: name,
+      description: `${name}() is 1`,
+      acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
+      targetPath: `src/${name}.js`,
+      testPath: `test/${name}.test.js`,
     },
-    testsReady: { exit: 'TestsReady', testsCommit: '', testFiles: [`test/${name}.test.js`], pendingCriteria: ['C1'], files: { [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`) } },
-    testsPassed: { exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['C1'], files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` } },
-    requestRetry: (n: number) => ({ exit: 'RequestRetry', diagnosis: `not yet (${n})`, strategyFrom: 'guess', strategyTo: 'think', failingTests: ['C1'] }),
-    approved: { exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] } },
-    mergeComplete: { exit: 'MergeComplete', mergeCommit: '', author: name, impactLevel: 'Additive', changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }] },
+    initWork: {
+      exit: 'InitWork',
+      scaffoldCommit: '',
+      interfaceFile: `src/${name}.js`,
+      contractSuite: `test/contract/${name}.test.js`,
+      testPlan: [],
+      files: {
+        [`src/${name}.js`]: stub,
+        [`test/contract/${name}.test.js`]: testFile(
+          `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
+        ),
+      },
+    },
+    testsReady: {
+      exit: 'TestsReady',
+      testsCommit: '',
+      testFiles: [`test/${name}.test.js`],
+      pendingCriteria: ['C1'],
+      files: {
+        [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
+      },
+    },
+    testsPassed: {
+      exit: 'TestsPassed',
+      commitHash: '',
+      iterations: 1,
+      passedTests: ['C1'],
+      files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` },
+    },
+    requestRetry: (n: number) => ({
+      exit: 'RequestRetry',
+      diagnosis: `not yet (${n})`,
+      strategyFrom: 'guess',
+      strategyTo: 'think',
+      failingTests: ['C1'],
+    }),
+    approved: {
+      exit: 'Approved',
+      signOff: 'ok',
+      coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] },
+    },
+    mergeComplete: {
+      exit: 'MergeComplete',
+      mergeCommit: '',
+      author: name,
+      impactLevel: 'Additive',
+      changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
+    },
   };
 }
 
@@ -94,11 +142,21 @@ test('TDDWriteTests InvalidScaffold, Impl BlockedDependency and Impl SpecAmbigui
   const id = h.id('tdd-edges-scaffold');
   const replies: Record<string, Json[]> = {
     'edgy.scaffold': [l.initWork, l.initWork, l.initWork, l.initWork],
-    'edgy.tddWriteTests': [{ exit: 'InvalidScaffold', missingType: 'Fixture', expectedLocation: 'test/fixtures/edgy.json' }, l.testsReady, l.testsReady, l.testsReady],
+    'edgy.tddWriteTests': [
+      { exit: 'InvalidScaffold', missingType: 'Fixture', expectedLocation: 'test/fixtures/edgy.json' },
+      l.testsReady,
+      l.testsReady,
+      l.testsReady,
+    ],
     'edgy.impl': [
       l.requestRetry(1),
       { exit: 'BlockedDependency', missingSymbol: 'parseEdge', expectedImportPath: 'src/parse.js' },
-      { exit: 'SpecAmbiguity', specSentence: 'edgy() is 1', contradictionTrace: 'C1 says 1, the README says one', question: 'A number or a word?' },
+      {
+        exit: 'SpecAmbiguity',
+        specSentence: 'edgy() is 1',
+        contradictionTrace: 'C1 says 1, the README says one',
+        question: 'A number or a word?',
+      },
       l.testsPassed,
     ],
     'edgy.tddReviewImpl': [l.approved],
@@ -146,17 +204,36 @@ test('RequestRetry at the fifth Impl attempt becomes Stuck; a human’s guidance
   const replies: Record<string, Json[]> = {
     'stubborn.scaffold': [l.initWork],
     'stubborn.tddWriteTests': [l.testsReady],
-    'stubborn.impl': [l.requestRetry(1), l.requestRetry(2), l.requestRetry(3), l.requestRetry(4), l.requestRetry(5), l.testsPassed],
+    'stubborn.impl': [
+      l.requestRetry(1),
+      l.requestRetry(2),
+      l.requestRetry(3),
+      l.requestRetry(4),
+      l.requestRetry(5),
+      l.testsPassed,
+    ],
     'stubborn.tddReviewImpl': [l.approved],
     'stubborn.merger': [l.mergeComplete],
   };
   await h.client.startTdd(l.spec, { repo, id, replies });
-  const waiting = await eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id));
-  expect(waiting).toMatchObject({ stage: 'impl', message: expect.stringContaining('RequestRetry at attempt 5 of 5 becomes Stuck') });
+  const waiting = await eventually(async () =>
+    (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id),
+  );
+  expect(waiting).toMatchObject({
+    stage: 'impl',
+    message: expect.stringContaining('RequestRetry at attempt 5 of 5 becomes Stuck'),
+  });
   await h.client.review(id, 'impl', { kind: 'approve_with_edits', artefact: 'return the constant 1' });
 
   expect(await h.client.tddResult(id)).toMatchObject({ status: 'merged' });
-  expect((await exitsOf(id)).filter((e) => e.startsWith('impl:'))).toEqual(['impl:RequestRetry', 'impl:RequestRetry', 'impl:RequestRetry', 'impl:RequestRetry', 'impl:RequestRetry', 'impl:TestsPassed']);
+  expect((await exitsOf(id)).filter((e) => e.startsWith('impl:'))).toEqual([
+    'impl:RequestRetry',
+    'impl:RequestRetry',
+    'impl:RequestRetry',
+    'impl:RequestRetry',
+    'impl:RequestRetry',
+    'impl:TestsPassed',
+  ]);
   const routes = await routesOf(id);
   expect(routes.filter((r) => r.startsWith('→ impl (attempt'))).toEqual([
     '→ impl (attempt 1): barrier',
@@ -166,7 +243,9 @@ test('RequestRetry at the fifth Impl attempt becomes Stuck; a human’s guidance
     '→ impl (attempt 5): RequestRetry: not yet (4)',
     '→ impl (attempt 1): guidance from a human',
   ]);
-  expect(routes).toContainEqual(expect.stringMatching(/^→ human \(stuck\): RequestRetry at attempt 5 of 5 becomes Stuck/));
+  expect(routes).toContainEqual(
+    expect.stringMatching(/^→ human \(stuck\): RequestRetry at attempt 5 of 5 becomes Stuck/),
+  );
   // The guidance reached Impl's next call, which ran as attempt 1 (its commit says so).
   expect(gitIn(repo, 'log', '--format=%s', 'tdd/stubborn')).toContain('feat(stubborn): implementation, attempt 1');
 }, 180_000);
@@ -178,11 +257,23 @@ test('Impl Stuck escalates to a human; aborting exits the node failed', async ()
   const replies: Record<string, Json[]> = {
     'hopeless.scaffold': [l.initWork],
     'hopeless.tddWriteTests': [l.testsReady],
-    'hopeless.impl': [{ exit: 'Stuck', diagnosis: 'the criterion contradicts the interface', recommendation: 'rewrite the spec', attempts: 1 }],
+    'hopeless.impl': [
+      {
+        exit: 'Stuck',
+        diagnosis: 'the criterion contradicts the interface',
+        recommendation: 'rewrite the spec',
+        attempts: 1,
+      },
+    ],
   };
   await h.client.startTdd(l.spec, { repo, id, replies });
-  const waiting = await eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id));
-  expect(waiting).toMatchObject({ stage: 'impl', message: expect.stringContaining('Stuck: the criterion contradicts the interface') });
+  const waiting = await eventually(async () =>
+    (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id),
+  );
+  expect(waiting).toMatchObject({
+    stage: 'impl',
+    message: expect.stringContaining('Stuck: the criterion contradicts the interface'),
+  });
   await h.client.review(id, 'impl', { kind: 'reject', reason: 'spec to be rewritten' });
 
   const result = await h.client.tddResult(id);
@@ -202,21 +293,43 @@ test('TDDReviewImpl MoreTests goes back to TDDWriteTests with the critiques; Rej
     critiques: [{ file: 'test/picky.test.js', line: 4, issue: 'only the happy path', requiredFix: 'call it twice' }],
     additionalTests: [{ criterionId: 'C1', plannedTestName: 'C1 twice', approach: 'two calls' }],
   };
-  const moreTestsReady = { ...l.testsReady, files: { 'test/picky.test.js': testFile("test('C1', () => assert.equal(require('../src/picky').picky(), 1));\ntest('C1 twice', () => { const { picky } = require('../src/picky'); assert.equal(picky() + picky(), 2); });") } };
+  const moreTestsReady = {
+    ...l.testsReady,
+    files: {
+      'test/picky.test.js': testFile(
+        "test('C1', () => assert.equal(require('../src/picky').picky(), 1));\ntest('C1 twice', () => { const { picky } = require('../src/picky'); assert.equal(picky() + picky(), 2); });",
+      ),
+    },
+  };
   const replies: Record<string, Json[]> = {
     'picky.scaffold': [l.initWork],
     'picky.tddWriteTests': [l.testsReady, moreTestsReady],
     'picky.impl': [l.testsPassed, l.testsPassed],
-    'picky.tddReviewImpl': [moreTests, { exit: 'Reject', reason: 'the implementation ignores the spec', missingCriteria: ['C2'] }],
+    'picky.tddReviewImpl': [
+      moreTests,
+      { exit: 'Reject', reason: 'the implementation ignores the spec', missingCriteria: ['C2'] },
+    ],
   };
   await h.client.startTdd({ ...l.spec, tdd: { humanTtlSeconds: 2 } }, { repo, id, replies });
 
   const result = await h.client.tddResult(id);
   expect(result).toMatchObject({ status: 'failed', error: 'review rejected: nobody answered before the wait expired' });
-  expect(await exitsOf(id)).toEqual(['scaffold:InitWork', 'tddWriteTests:TestsReady', 'impl:TestsPassed', 'tddReviewImpl:MoreTests', 'tddWriteTests:TestsReady', 'impl:TestsPassed', 'tddReviewImpl:Reject']);
+  expect(await exitsOf(id)).toEqual([
+    'scaffold:InitWork',
+    'tddWriteTests:TestsReady',
+    'impl:TestsPassed',
+    'tddReviewImpl:MoreTests',
+    'tddWriteTests:TestsReady',
+    'impl:TestsPassed',
+    'tddReviewImpl:Reject',
+  ]);
   const routes = await routesOf(id);
   expect(routes).toContain('→ tddWriteTests: MoreTests: 1 critiques, 1 additional tests');
-  expect(routes).toContainEqual(expect.stringMatching(/^→ human \(review_rejected\): the reviewer rejected the implementation \(Reject: the implementation ignores the spec\)/));
+  expect(routes).toContainEqual(
+    expect.stringMatching(
+      /^→ human \(review_rejected\): the reviewer rejected the implementation \(Reject: the implementation ignores the spec\)/,
+    ),
+  );
   const all = await events(id);
   expect(all.some((e) => e.type === 'ReviewExpired' && e.stage === 'tddReviewImpl')).toBe(true);
   expect((await h.client.getTddState(id)).counters).toMatchObject({ reviewRounds: 1 });
@@ -233,7 +346,15 @@ test('Merger MergeRejected returns to Impl, counted against its attempts; the ne
     'clash.tddWriteTests': [l.testsReady],
     'clash.impl': [l.testsPassed, l.testsPassed],
     'clash.tddReviewImpl': [l.approved, l.approved],
-    'clash.merger': [{ exit: 'MergeRejected', reason: 'ContractViolation', details: 'the export is named wrong', failingTests: ['exports clash'] }, l.mergeComplete],
+    'clash.merger': [
+      {
+        exit: 'MergeRejected',
+        reason: 'ContractViolation',
+        details: 'the export is named wrong',
+        failingTests: ['exports clash'],
+      },
+      l.mergeComplete,
+    ],
   };
   await h.client.startTdd(l.spec, { repo, id, replies });
 
@@ -258,8 +379,20 @@ test('Rebaser RebaseConflict sends the sibling that did not merge first back to 
   const p = leaf('both');
   const repo = await newRepo('siblings');
   const id = h.id('tdd-edges-rebase');
-  const children = [a, b].map((c) => ({ id: c.spec.id, description: c.spec.description, acceptanceCriteria: c.spec.acceptanceCriteria, targetPath: c.spec.targetPath, testPath: c.spec.testPath }));
-  const conflict = (name: string) => ({ exit: 'RebaseConflict', conflictFile: `src/${name}.js`, ourChange: 'rewrote the export', theirChange: 'the sibling renamed it', whyUnresolvable: 'a logic change, not mechanical' });
+  const children = [a, b].map((c) => ({
+    id: c.spec.id,
+    description: c.spec.description,
+    acceptanceCriteria: c.spec.acceptanceCriteria,
+    targetPath: c.spec.targetPath,
+    testPath: c.spec.testPath,
+  }));
+  const conflict = (name: string) => ({
+    exit: 'RebaseConflict',
+    conflictFile: `src/${name}.js`,
+    ourChange: 'rewrote the export',
+    theirChange: 'the sibling renamed it',
+    whyUnresolvable: 'a logic change, not mechanical',
+  });
   // Which child merges first is the parent's to decide: both are scripted for either role.
   const childReplies = (c: ReturnType<typeof leaf>): Record<string, Json[]> => ({
     [`${c.spec.id}.scaffold`]: [c.initWork, c.initWork],
@@ -269,7 +402,13 @@ test('Rebaser RebaseConflict sends the sibling that did not merge first back to 
     [`${c.spec.id}.merger`]: [c.mergeComplete, c.mergeComplete],
     [`${c.spec.id}.rebaser`]: [conflict(c.spec.id)],
   });
-  const parentImpl = { ...p.testsPassed, files: { 'src/both.js': "const { alpha } = require('./alpha');\nconst { beta } = require('./beta');\nmodule.exports = { both: () => alpha() * beta() };\n" } };
+  const parentImpl = {
+    ...p.testsPassed,
+    files: {
+      'src/both.js':
+        "const { alpha } = require('./alpha');\nconst { beta } = require('./beta');\nmodule.exports = { both: () => alpha() * beta() };\n",
+    },
+  };
   const replies: Record<string, Json[]> = {
     'both.scaffold': [{ ...p.initWork, childSpecs: children }],
     'both.tddWriteTests': [p.testsReady],
@@ -282,17 +421,40 @@ test('Rebaser RebaseConflict sends the sibling that did not merge first back to 
   await h.client.startTdd(p.spec, { repo, id, replies });
   expect(await h.client.tddResult(id)).toMatchObject({ status: 'merged' });
 
-  const kids = await Promise.all(['alpha', 'beta'].map(async (name) => ({ name, exits: await exitsOf(`${id}.${name}`), routes: await routesOf(`${id}.${name}`) })));
+  const kids = await Promise.all(
+    ['alpha', 'beta'].map(async (name) => ({
+      name,
+      exits: await exitsOf(`${id}.${name}`),
+      routes: await routesOf(`${id}.${name}`),
+    })),
+  );
   const rebased = kids.filter((k) => k.exits.includes('rebaser:RebaseConflict'));
   expect(rebased).toHaveLength(1);
   const [second] = rebased;
   const first = kids.find((k) => k !== second)!;
-  expect(first.exits).toEqual(['scaffold:InitWork', 'tddWriteTests:TestsReady', 'impl:TestsPassed', 'tddReviewImpl:Approved', 'merger:MergeComplete']);
+  expect(first.exits).toEqual([
+    'scaffold:InitWork',
+    'tddWriteTests:TestsReady',
+    'impl:TestsPassed',
+    'tddReviewImpl:Approved',
+    'merger:MergeComplete',
+  ]);
   // The rebase came first, then Scaffold again, and the node went the whole way round to its merge.
   const afterConflict = second!.exits.slice(second!.exits.indexOf('rebaser:RebaseConflict'));
-  expect(afterConflict).toEqual(['rebaser:RebaseConflict', 'scaffold:InitWork', 'tddWriteTests:TestsReady', 'impl:TestsPassed', 'tddReviewImpl:Approved', 'merger:MergeComplete']);
+  expect(afterConflict).toEqual([
+    'rebaser:RebaseConflict',
+    'scaffold:InitWork',
+    'tddWriteTests:TestsReady',
+    'impl:TestsPassed',
+    'tddReviewImpl:Approved',
+    'merger:MergeComplete',
+  ]);
   expect(second!.routes).toContain('rebaser → scaffold: RebaseConflict: a logic change, not mechanical');
-  expect((await events(`${id}.${second!.name}`)).some((e) => e.type === 'SiblingMerged' && e.message.includes(`sibling both.${first.name} merged`))).toBe(true);
+  expect(
+    (await events(`${id}.${second!.name}`)).some(
+      (e) => e.type === 'SiblingMerged' && e.message.includes(`sibling both.${first.name} merged`),
+    ),
+  ).toBe(true);
 
   // Both children are in the parent's branch, the parent in the target, and the whole suite is green.
   const log = gitIn(repo, 'log', '--format=%s', 'treadle/both');
@@ -306,7 +468,10 @@ test('a tree the worker refuses (a test command off its allow-list) ends failed,
   const l = leaf('refused');
   const repo = await newRepo('refused');
   const id = h.id('tdd-edges-refused');
-  await h.client.startTdd({ ...l.spec, tdd: { testCommand: ['python3', '-m', 'pytest'] } }, { repo, id, replies: { 'refused.scaffold': [l.initWork] } });
+  await h.client.startTdd(
+    { ...l.spec, tdd: { testCommand: ['python3', '-m', 'pytest'] } },
+    { repo, id, replies: { 'refused.scaffold': [l.initWork] } },
+  );
   // The workflow fails (red in the Web UI) with the worker's reason; its events say so too.
   await expect(h.client.tddResult(id)).rejects.toThrow();
   const description = await h.temporal.workflow.getHandle(id).describe();
@@ -322,7 +487,14 @@ test('a tree that fails by an error (its activity failed for good) still reports
   // Scaffold answers (one call); TDDWriteTests answers malformed (a second call) and is re-prompted, which the
   // provider refuses for good.
   const replies = { 'refusal.scaffold': [l.initWork], 'refusal.tddWriteTests': ['not a decision'] };
-  await h.client.start({ name: 'refused-build', stages: [{ name: 'build', run: 'tdd', with: { spec: { ...l.spec, tdd: { agent: 'refusing' } }, repo, replies } }] }, null, { id });
+  await h.client.start(
+    {
+      name: 'refused-build',
+      stages: [{ name: 'build', run: 'tdd', with: { spec: { ...l.spec, tdd: { agent: 'refusing' } }, repo, replies } }],
+    },
+    null,
+    { id },
+  );
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
   // The message is the error's own, as before the tree reported its calls with it.
@@ -340,7 +512,13 @@ test('a child that fails by an error reports its calls to its parent, which coun
   const k = leaf('refusedkid');
   const repo = await newRepo('solo');
   const id = h.id('tdd-edges-child-error-usage');
-  const kid = { id: k.spec.id, description: k.spec.description, acceptanceCriteria: k.spec.acceptanceCriteria, targetPath: k.spec.targetPath, testPath: k.spec.testPath };
+  const kid = {
+    id: k.spec.id,
+    description: k.spec.description,
+    acceptanceCriteria: k.spec.acceptanceCriteria,
+    targetPath: k.spec.targetPath,
+    testPath: k.spec.testPath,
+  };
   const replies: Record<string, Json[]> = {
     'solo.scaffold': [{ ...p.initWork, childSpecs: [kid] }],
     'solo.tddWriteTests': [p.testsReady],
@@ -355,7 +533,9 @@ test('a child that fails by an error reports its calls to its parent, which coun
   const parent = await h.client.getTddState(id);
   const child = await h.client.getTddState(`${id}.refusedkid`);
   expect(child).toMatchObject({ status: 'failed', usage: { calls: 2 } });
-  expect(parent.children).toEqual([expect.objectContaining({ id: 'refusedkid', status: 'failed', usage: expect.objectContaining({ calls: 2 }) })]);
+  expect(parent.children).toEqual([
+    expect.objectContaining({ id: 'refusedkid', status: 'failed', usage: expect.objectContaining({ calls: 2 }) }),
+  ]);
   expect(parent.children[0]!.error).toMatch(/the provider refused the request/);
   // The tree's usage is the parent's own calls and its failed child's.
   expect(result.usage?.calls).toBe(parent.usage!.calls + 2);

@@ -26,7 +26,10 @@ const recording: AgentProviderFactory = (ctx) => {
     provider: 'recording',
     run: async (request) => {
       const last = request.messages[request.messages.length - 1]?.content;
-      prompts.set(ctx.stage, [...(prompts.get(ctx.stage) ?? []), typeof last === 'string' ? last : JSON.stringify(last)]);
+      prompts.set(ctx.stage, [
+        ...(prompts.get(ctx.stage) ?? []),
+        typeof last === 'string' ? last : JSON.stringify(last),
+      ]);
       return scripted.run(request);
     },
   };
@@ -44,26 +47,72 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-const testFile = (body: string): string => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
+const testFile = (body: string): string =>
+  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
 
 /** A one-function leaf `<name>() is 1` and its replies. */
 function leaf(name: string) {
   const stub = `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
   return {
-    spec: { id: name, description: `${name}() is 1`, acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }], targetPath: `src/${name}.js`, testPath: `test/${name}.test.js` },
-    initWork: {
-      exit: 'InitWork', scaffoldCommit: '', interfaceFile: `src/${name}.js`, contractSuite: `test/contract/${name}.test.js`, testPlan: [],
-      files: { [`src/${name}.js`]: stub, [`test/contract/${name}.test.js`]: testFile(`test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`) },
+    spec: {
+      id: name,
+      description: `${name}() is 1`,
+      acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
+      targetPath: `src/${name}.js`,
+      testPath: `test/${name}.test.js`,
     },
-    testsReady: { exit: 'TestsReady', testsCommit: '', testFiles: [`test/${name}.test.js`], pendingCriteria: ['C1'], files: { [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`) } },
-    testsPassed: { exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['C1'], files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` } },
+    initWork: {
+      exit: 'InitWork',
+      scaffoldCommit: '',
+      interfaceFile: `src/${name}.js`,
+      contractSuite: `test/contract/${name}.test.js`,
+      testPlan: [],
+      files: {
+        [`src/${name}.js`]: stub,
+        [`test/contract/${name}.test.js`]: testFile(
+          `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
+        ),
+      },
+    },
+    testsReady: {
+      exit: 'TestsReady',
+      testsCommit: '',
+      testFiles: [`test/${name}.test.js`],
+      pendingCriteria: ['C1'],
+      files: {
+        [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
+      },
+    },
+    testsPassed: {
+      exit: 'TestsPassed',
+      commitHash: '',
+      iterations: 1,
+      passedTests: ['C1'],
+      files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` },
+    },
     stuck: { exit: 'Stuck', diagnosis: `${name} cannot tell what 1 means`, recommendation: 'ask', attempts: 1 },
-    approved: { exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] } },
-    mergeComplete: { exit: 'MergeComplete', mergeCommit: '', author: name, impactLevel: 'Additive', changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }] },
+    approved: {
+      exit: 'Approved',
+      signOff: 'ok',
+      coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] },
+    },
+    mergeComplete: {
+      exit: 'MergeComplete',
+      mergeCommit: '',
+      author: name,
+      impactLevel: 'Additive',
+      changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
+    },
   };
 }
 
-const childOf = (l: ReturnType<typeof leaf>) => ({ id: l.spec.id, description: l.spec.description, acceptanceCriteria: l.spec.acceptanceCriteria, targetPath: l.spec.targetPath, testPath: l.spec.testPath });
+const childOf = (l: ReturnType<typeof leaf>) => ({
+  id: l.spec.id,
+  description: l.spec.description,
+  acceptanceCriteria: l.spec.acceptanceCriteria,
+  targetPath: l.spec.targetPath,
+  testPath: l.spec.testPath,
+});
 
 test('guidance to a stuck Impl reaches its next Impl call when a sibling merged during the wait (rebase, TDDWriteTests in between)', async () => {
   const x = leaf('gx');
@@ -72,7 +121,13 @@ test('guidance to a stuck Impl reaches its next Impl call when a sibling merged 
   const repo = path.join(root, 'siblings');
   await initRepository(repo, { 'README.md': '# siblings\n' });
   const id = h.id('tdd-guidance');
-  const rootImpl = { ...r.testsPassed, files: { 'src/gr.js': "const { gx } = require('./gx');\nconst { gy } = require('./gy');\nmodule.exports = { gr: () => gx() * gy() };\n" } };
+  const rootImpl = {
+    ...r.testsPassed,
+    files: {
+      'src/gr.js':
+        "const { gx } = require('./gx');\nconst { gy } = require('./gy');\nmodule.exports = { gr: () => gx() * gy() };\n",
+    },
+  };
   const replies: Record<string, Json[]> = {
     'gr.scaffold': [{ ...r.initWork, childSpecs: [childOf(x), childOf(y)] }],
     'gr.tddWriteTests': [r.testsReady],
@@ -94,17 +149,33 @@ test('guidance to a stuck Impl reaches its next Impl call when a sibling merged 
   };
   await h.client.startTdd({ ...r.spec, tdd: { agent: 'recording' } }, { repo, id, replies });
   const [xId, yId] = [`${id}.gx`, `${id}.gy`];
-  const waiting = async (itemId: string) => eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((p) => p.itemId === itemId), 60_000, `${itemId} waiting`);
+  const waiting = async (itemId: string) =>
+    eventually(
+      async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((p) => p.itemId === itemId),
+      60_000,
+      `${itemId} waiting`,
+    );
   await waiting(xId);
   await waiting(yId);
 
   // y is answered first and merges while x still waits; x hears of it (the parent's signal is in x's history).
   await h.client.review(yId, 'impl', { kind: 'approve', note: 'y: return 1' });
-  await eventually(async () => ((await h.client.getTddState(id)).children.find((c) => c.id === 'gy')?.status === 'merged' ? true : undefined), 60_000, 'gy merged');
-  await eventually(async () => {
-    const history = await h.temporal.workflow.getHandle(xId).fetchHistory();
-    return history.events?.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'tddSiblingMerged') ? true : undefined;
-  }, 30_000, 'x told of the sibling merge');
+  await eventually(
+    async () =>
+      (await h.client.getTddState(id)).children.find((c) => c.id === 'gy')?.status === 'merged' ? true : undefined,
+    60_000,
+    'gy merged',
+  );
+  await eventually(
+    async () => {
+      const history = await h.temporal.workflow.getHandle(xId).fetchHistory();
+      return history.events?.some((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'tddSiblingMerged')
+        ? true
+        : undefined;
+    },
+    30_000,
+    'x told of the sibling merge',
+  );
   expect((await h.client.getTddState(xId)).status).toBe('waiting_review');
 
   await h.client.review(xId, 'impl', { kind: 'approve', note: 'GUIDE-ME: gx() returns 1' });
@@ -128,7 +199,8 @@ test('guidance to a stuck Impl reaches its next Impl call when a sibling merged 
   expect(implPrompts[0]).not.toContain('GUIDE-ME');
   expect(implPrompts[1]).toContain('## Why you are called again\nGuidance from a human: GUIDE-ME: gx() returns 1');
   expect(prompts.get('gx.tddWriteTests')).toHaveLength(2);
-  for (const prompt of [...prompts.get('gx.tddWriteTests')!, ...prompts.get('gx.rebaser')!]) expect(prompt).not.toContain('GUIDE-ME');
+  for (const prompt of [...prompts.get('gx.tddWriteTests')!, ...prompts.get('gx.rebaser')!])
+    expect(prompt).not.toContain('GUIDE-ME');
   // y's own guidance reached y's Impl (no sibling merged during its wait).
   expect(prompts.get('gy.impl')![1]).toContain('Guidance from a human: y: return 1');
 }, 240_000);

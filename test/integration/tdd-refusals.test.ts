@@ -29,23 +29,63 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 });
 
-const testFile = (body: string): string => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
+const testFile = (body: string): string =>
+  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
 
 /** A one-function leaf `<name>() is 1` and its replies. */
 function leaf(name: string) {
   const stub = `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
-  const spec = { id: name, description: `${name}() is 1`, acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }], targetPath: `src/${name}.js`, testPath: `test/${name}.test.js` };
+  const spec = {
+    id: name,
+    description: `${name}() is 1`,
+    acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
+    targetPath: `src/${name}.js`,
+    testPath: `test/${name}.test.js`,
+  };
   return {
     spec,
     child: spec,
     initWork: {
-      exit: 'InitWork', scaffoldCommit: '', interfaceFile: `src/${name}.js`, contractSuite: `test/contract/${name}.test.js`, testPlan: [],
-      files: { [`src/${name}.js`]: stub, [`test/contract/${name}.test.js`]: testFile(`test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`) },
+      exit: 'InitWork',
+      scaffoldCommit: '',
+      interfaceFile: `src/${name}.js`,
+      contractSuite: `test/contract/${name}.test.js`,
+      testPlan: [],
+      files: {
+        [`src/${name}.js`]: stub,
+        [`test/contract/${name}.test.js`]: testFile(
+          `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
+        ),
+      },
     },
-    testsReady: { exit: 'TestsReady', testsCommit: '', testFiles: [`test/${name}.test.js`], pendingCriteria: ['C1'], files: { [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`) } },
-    testsPassed: { exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['C1'], files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` } },
-    approved: { exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] } },
-    mergeComplete: { exit: 'MergeComplete', mergeCommit: '', author: name, impactLevel: 'Additive', changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }] },
+    testsReady: {
+      exit: 'TestsReady',
+      testsCommit: '',
+      testFiles: [`test/${name}.test.js`],
+      pendingCriteria: ['C1'],
+      files: {
+        [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
+      },
+    },
+    testsPassed: {
+      exit: 'TestsPassed',
+      commitHash: '',
+      iterations: 1,
+      passedTests: ['C1'],
+      files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` },
+    },
+    approved: {
+      exit: 'Approved',
+      signOff: 'ok',
+      coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] },
+    },
+    mergeComplete: {
+      exit: 'MergeComplete',
+      mergeCommit: '',
+      author: name,
+      impactLevel: 'Additive',
+      changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
+    },
   };
 }
 
@@ -71,7 +111,10 @@ test('path escapes, read-only test files, too many children and the depth limit 
     ],
     'rf.tddWriteTests': [p.testsReady],
     // Impl rewrites its test to pass: refused, then an honest implementation.
-    'rf.impl': [{ ...p.testsPassed, files: { ...p.testsPassed.files, 'test/rf.test.js': testFile("test('C1', () => {});") } }, p.testsPassed],
+    'rf.impl': [
+      { ...p.testsPassed, files: { ...p.testsPassed.files, 'test/rf.test.js': testFile("test('C1', () => {});") } },
+      p.testsPassed,
+    ],
     'rf.tddReviewImpl': [p.approved, p.approved],
     'rf.merger': [p.mergeComplete],
     // The child, at depth 1 of a tree whose maxDepth is 1, may not have children of its own.
@@ -81,7 +124,10 @@ test('path escapes, read-only test files, too many children and the depth limit 
     'rk.tddReviewImpl': [k.approved],
     'rk.merger': [k.mergeComplete],
   };
-  await h.client.startTdd({ ...p.spec, tdd: { maxChildren: 2, maxDepth: 1, maxInvalidReplies: 5 } }, { repo, id, replies });
+  await h.client.startTdd(
+    { ...p.spec, tdd: { maxChildren: 2, maxDepth: 1, maxInvalidReplies: 5 } },
+    { repo, id, replies },
+  );
   expect(await h.client.tddResult(id)).toMatchObject({ status: 'merged' });
 
   // The root's events: one WorkRefused per call that refused something, naming the limit or path.
@@ -105,16 +151,32 @@ test('path escapes, read-only test files, too many children and the depth limit 
   expect(refused[1]!.message).toBe('impl: refused 1×: files: test/rf.test.js is read-only');
   // The NodeExit of the call carries them too, next to its invalidReplies.
   const scaffoldExit = events.find((e) => e.type === 'NodeExit' && e.stage === 'scaffold');
-  expect(scaffoldExit?.details).toMatchObject({ exit: 'InitWork', invalidReplies: 5, refused: 6, refusals: scaffoldRefusals });
-  expect(events.find((e) => e.type === 'NodeExit' && e.stage === 'impl')?.details).toMatchObject({ invalidReplies: 1, refused: 1, refusals: ['files: test/rf.test.js is read-only'] });
+  expect(scaffoldExit?.details).toMatchObject({
+    exit: 'InitWork',
+    invalidReplies: 5,
+    refused: 6,
+    refusals: scaffoldRefusals,
+  });
+  expect(events.find((e) => e.type === 'NodeExit' && e.stage === 'impl')?.details).toMatchObject({
+    invalidReplies: 1,
+    refused: 1,
+    refusals: ['files: test/rf.test.js is read-only'],
+  });
 
   // The child's depth limit.
   const childRefused = refusedEvents(await h.client.events(`${id}.rk`));
-  expect(childRefused.map((e) => e.message)).toEqual(["scaffold: refused 1×: childSpecs: this node is at depth 1 and the tree's maxDepth is 1; implement it directly, without children"]);
+  expect(childRefused.map((e) => e.message)).toEqual([
+    "scaffold: refused 1×: childSpecs: this node is at depth 1 and the tree's maxDepth is 1; implement it directly, without children",
+  ]);
 
   // The Web UI's details (the workflow's current details) and the state count them all.
-  expect((await h.client.getTddState(id)).refusals).toEqual({ count: 7, texts: [scaffoldRefusals[3], scaffoldRefusals[4], 'files: test/rf.test.js is read-only'] });
-  const metadata = await h.temporal.workflow.getHandle(id).query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+  expect((await h.client.getTddState(id)).refusals).toEqual({
+    count: 7,
+    texts: [scaffoldRefusals[3], scaffoldRefusals[4], 'files: test/rf.test.js is read-only'],
+  });
+  const metadata = await h.temporal.workflow
+    .getHandle(id)
+    .query<{ currentDetails?: string }>('__temporal_workflow_metadata');
   expect(metadata.currentDetails).toContain('Refused to the agent: 7 (latest: ');
 
   // The audit: a line per listed refusal, and one for the rest.
@@ -124,7 +186,9 @@ test('path escapes, read-only test files, too many children and the depth limit 
     ['scaffold', 'rf scaffold refused 1 more (not listed)'],
     ['impl', 'rf impl refused: files: test/rf.test.js is read-only'],
   ]);
-  expect((await h.client.audit(`${id}.rk`)).filter((e) => e.message.includes(' refused')).map((e) => e.message)).toEqual([
+  expect(
+    (await h.client.audit(`${id}.rk`)).filter((e) => e.message.includes(' refused')).map((e) => e.message),
+  ).toEqual([
     "rf.rk scaffold refused: childSpecs: this node is at depth 1 and the tree's maxDepth is 1; implement it directly, without children",
   ]);
 }, 180_000);

@@ -104,7 +104,8 @@ test('the example tree: children merge into the parent, the parent into the targ
   expect(rebases.sort()).toEqual([0, 1]);
 
   // Small history: the envelope pattern keeps files, diffs and test output out of it.
-  for (const nodeId of [id, ...state.children.map((c) => c.workflowId)]) expect(await historyBytes(nodeId)).toBeLessThan(80_000);
+  for (const nodeId of [id, ...state.children.map((c) => c.workflowId)])
+    expect(await historyBytes(nodeId)).toBeLessThan(80_000);
 }, 240_000);
 
 test('a tdd stage in an ordinary pipeline: the tree runs as a child workflow and its MergeComplete is the artefact', async () => {
@@ -122,7 +123,12 @@ test('a tdd stage in an ordinary pipeline: the tree runs as a child workflow and
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
 
-  const artefact = (await h.client.readArtefact(result.artefacts.build)) as { exit: string; mergeCommit: string; author: string; changes: unknown[] };
+  const artefact = (await h.client.readArtefact(result.artefacts.build)) as {
+    exit: string;
+    mergeCommit: string;
+    author: string;
+    changes: unknown[];
+  };
   expect(artefact).toMatchObject({ exit: 'MergeComplete', author: 'textkit', impactLevel: 'Additive' });
   expect(artefact.mergeCommit).toBe(gitIn(repo, 'rev-parse', 'treadle/textkit'));
 
@@ -130,7 +136,9 @@ test('a tdd stage in an ordinary pipeline: the tree runs as a child workflow and
   const tree = await h.temporal.workflow.getHandle(`${id}.build.1`).describe();
   expect(tree.type).toBe('tddNode');
   expect(tree.parentExecution?.workflowId).toBe(id);
-  expect((await h.temporal.workflow.getHandle(`${id}.build.1.tokenizer`).describe()).parentExecution?.workflowId).toBe(`${id}.build.1`);
+  expect((await h.temporal.workflow.getHandle(`${id}.build.1.tokenizer`).describe()).parentExecution?.workflowId).toBe(
+    `${id}.build.1`,
+  );
 
   // Every node's model calls count in the item's usage: the root's own and each child's.
   const treeState = await h.client.getTddState(`${id}.build.1`);
@@ -145,7 +153,16 @@ test('a tdd stage in an ordinary pipeline: the tree runs as a child workflow and
 
 test('a tdd stage whose config is wrong is refused by the worker before anything runs, every problem listed', async () => {
   const id = h.id('bad-tdd');
-  await h.client.start({ name: 'bad-tdd', stages: [{ name: 'build', run: 'tdd', with: { spec: { id: 'x y', acceptanceCriteria: [] }, repo: 'relative/path' } }] }, null, { id });
+  await h.client.start(
+    {
+      name: 'bad-tdd',
+      stages: [
+        { name: 'build', run: 'tdd', with: { spec: { id: 'x y', acceptanceCriteria: [] }, repo: 'relative/path' } },
+      ],
+    },
+    null,
+    { id },
+  );
   const result = await h.client.result(id);
   expect(result.status).toBe('failed');
   const problems = (await h.client.getState(id)).problems ?? [];
@@ -163,7 +180,17 @@ test('treadle tdd --wait and treadle status, as users run them; a bad spec file 
   const repo = path.join(root, 'textkit-cli');
   await initRepository(repo, { 'README.md': '# textkit\n' });
   const id = h.id('tdd-cli');
-  const run = await runTreadle(h, ['tdd', path.join(EXAMPLE, 'textkit.yaml'), '--repo', repo, '--replies', path.join(EXAMPLE, 'textkit.replies.yaml'), '--id', id, '--wait']);
+  const run = await runTreadle(h, [
+    'tdd',
+    path.join(EXAMPLE, 'textkit.yaml'),
+    '--repo',
+    repo,
+    '--replies',
+    path.join(EXAMPLE, 'textkit.replies.yaml'),
+    '--id',
+    id,
+    '--wait',
+  ]);
   expect(run.stderr).toBe('');
   expect(run.code).toBe(0);
   expect(run.stdout).toContain(`started ${id}: branch tdd/textkit, merges into treadle/textkit`);
@@ -179,7 +206,10 @@ test('treadle tdd --wait and treadle status, as users run them; a bad spec file 
   expect(status.stdout).toMatch(/merged as [0-9a-f]{40}/);
 
   const bad = path.join(root, 'bad.yaml');
-  writeFileSync(bad, 'id: has space\ndescription: ""\nacceptanceCriteria: []\ntargetPath: /etc/passwd\ntestPath: t.js\n');
+  writeFileSync(
+    bad,
+    'id: has space\ndescription: ""\nacceptanceCriteria: []\ntargetPath: /etc/passwd\ntestPath: t.js\n',
+  );
   const refused = await runTreadle(h, ['tdd', bad, '--repo', repo]);
   expect(refused.code).toBe(1);
   expect(refused.stderr).toMatch(/TDD spec is invalid/);
@@ -194,8 +224,10 @@ test('a parent that fails cancels its running children instead of leaving them w
   await initRepository(repo, { 'README.md': '# failing\n' });
   const id = h.id('tdd-fail');
   const stub = (name: string) => `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
-  const redTest = (name: string, file: string) => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('${name}', () => assert.equal(require('../src/${file}').${name}(), 1));\n`;
-  const contract = (name: string, file: string) => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('exports ${name}', () => assert.equal(typeof require('../../src/${file}').${name}, 'function'));\n`;
+  const redTest = (name: string, file: string) =>
+    `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('${name}', () => assert.equal(require('../src/${file}').${name}(), 1));\n`;
+  const contract = (name: string, file: string) =>
+    `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('exports ${name}', () => assert.equal(typeof require('../../src/${file}').${name}, 'function'));\n`;
   const failingSpec = {
     id: 'parent',
     description: 'a parent whose test writer never decides',
@@ -207,16 +239,55 @@ test('a parent that fails cancels its running children instead of leaving them w
   const failingReplies = {
     'parent.scaffold': [
       {
-        exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/parent.js', contractSuite: 'test/contract/parent.test.js', testPlan: [],
-        childSpecs: [{ id: 'kid', description: 'k() is 1', acceptanceCriteria: [{ id: 'K1', text: 'k() is 1' }], targetPath: 'src/kid.js', testPath: 'test/kid.test.js' }],
+        exit: 'InitWork',
+        scaffoldCommit: '',
+        interfaceFile: 'src/parent.js',
+        contractSuite: 'test/contract/parent.test.js',
+        testPlan: [],
+        childSpecs: [
+          {
+            id: 'kid',
+            description: 'k() is 1',
+            acceptanceCriteria: [{ id: 'K1', text: 'k() is 1' }],
+            targetPath: 'src/kid.js',
+            testPath: 'test/kid.test.js',
+          },
+        ],
         files: { 'src/parent.js': stub('p'), 'test/contract/parent.test.js': contract('p', 'parent') },
       },
     ],
     'parent.tddWriteTests': ['Still thinking about which tests to write.'],
-    'kid.scaffold': [{ exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/kid.js', contractSuite: 'test/contract/kid.test.js', testPlan: [], files: { 'src/kid.js': stub('k'), 'test/contract/kid.test.js': contract('k', 'kid') } }],
-    'kid.tddWriteTests': [{ exit: 'TestsReady', testsCommit: '', testFiles: ['test/kid.test.js'], pendingCriteria: ['K1'], files: { 'test/kid.test.js': redTest('k', 'kid') } }],
-    'kid.impl': [{ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['k'], files: { 'src/kid.js': "module.exports = { k: () => 1 };\n" } }],
-    'kid.tddReviewImpl': [{ exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [], criteriaMissing: [] } }],
+    'kid.scaffold': [
+      {
+        exit: 'InitWork',
+        scaffoldCommit: '',
+        interfaceFile: 'src/kid.js',
+        contractSuite: 'test/contract/kid.test.js',
+        testPlan: [],
+        files: { 'src/kid.js': stub('k'), 'test/contract/kid.test.js': contract('k', 'kid') },
+      },
+    ],
+    'kid.tddWriteTests': [
+      {
+        exit: 'TestsReady',
+        testsCommit: '',
+        testFiles: ['test/kid.test.js'],
+        pendingCriteria: ['K1'],
+        files: { 'test/kid.test.js': redTest('k', 'kid') },
+      },
+    ],
+    'kid.impl': [
+      {
+        exit: 'TestsPassed',
+        commitHash: '',
+        iterations: 1,
+        passedTests: ['k'],
+        files: { 'src/kid.js': 'module.exports = { k: () => 1 };\n' },
+      },
+    ],
+    'kid.tddReviewImpl': [
+      { exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [], criteriaMissing: [] } },
+    ],
   };
   await h.client.startTdd(failingSpec, { repo, id, replies: failingReplies });
   const result = await h.client.tddResult(id);
@@ -224,7 +295,11 @@ test('a parent that fails cancels its running children instead of leaving them w
   expect(result.error).toMatch(/nobody answered before the wait expired/);
   const events = await nodeEvents(id);
   // The reminder, then the malformed-reply feedback, then no decision: a human is asked, nobody answers.
-  expect(events.find((e) => e.type === 'NodeExit' && e.stage === 'tddWriteTests')?.details).toMatchObject({ exit: 'NoDecision', nudged: true, invalidReplies: 2 });
+  expect(events.find((e) => e.type === 'NodeExit' && e.stage === 'tddWriteTests')?.details).toMatchObject({
+    exit: 'NoDecision',
+    nudged: true,
+    invalidReplies: 2,
+  });
   expect(events.some((e) => e.type === 'ReviewExpired')).toBe(true);
   const kid = await h.temporal.workflow.getHandle(`${id}.kid`).describe();
   expect(kid.status.name).toBe('CANCELLED');
@@ -235,30 +310,79 @@ test('ClarificationNeeded waits in the review queue; the answer reruns Scaffold 
   const repo = path.join(root, 'calc');
   await initRepository(repo, { 'README.md': '# calc\n' });
   const id = h.id('tdd-calc');
-  const file = (body: string) => `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
-  const calcSpec = { id: 'calc', description: 'add two numbers', acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }], targetPath: 'src/add.js', testPath: 'test/add.test.js' };
+  const file = (body: string) =>
+    `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
+  const calcSpec = {
+    id: 'calc',
+    description: 'add two numbers',
+    acceptanceCriteria: [{ id: 'A1', text: 'add(a, b) is their sum' }],
+    targetPath: 'src/add.js',
+    testPath: 'test/add.test.js',
+  };
   const calcReplies: Record<string, Json[]> = {
     'calc.scaffold': [
-      { exit: 'ClarificationNeeded', question: 'Integers only, or floats too?', ambiguityReference: 'A1', specSentence: 'add(a, b) is their sum' },
       {
-        exit: 'InitWork', scaffoldCommit: '', interfaceFile: 'src/add.js', contractSuite: 'test/contract/add.test.js', testPlan: [],
-        files: { 'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n", 'test/contract/add.test.js': file("test('exports add', () => assert.equal(typeof require('../../src/add').add, 'function'));") },
+        exit: 'ClarificationNeeded',
+        question: 'Integers only, or floats too?',
+        ambiguityReference: 'A1',
+        specSentence: 'add(a, b) is their sum',
+      },
+      {
+        exit: 'InitWork',
+        scaffoldCommit: '',
+        interfaceFile: 'src/add.js',
+        contractSuite: 'test/contract/add.test.js',
+        testPlan: [],
+        files: {
+          'src/add.js': "module.exports = { add: () => { throw new Error('todo'); } };\n",
+          'test/contract/add.test.js': file(
+            "test('exports add', () => assert.equal(typeof require('../../src/add').add, 'function'));",
+          ),
+        },
       },
     ],
-    'calc.tddWriteTests': [{ exit: 'TestsReady', testsCommit: '', testFiles: ['test/add.test.js'], pendingCriteria: ['A1'], files: { 'test/add.test.js': file("test('A1', () => assert.equal(require('../src/add').add(2, 3), 5));") } }],
-    'calc.impl': [{ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['A1'], files: { 'src/add.js': 'module.exports = { add: (a, b) => a + b };\n' } }],
-    'calc.tddReviewImpl': [{ exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } }],
+    'calc.tddWriteTests': [
+      {
+        exit: 'TestsReady',
+        testsCommit: '',
+        testFiles: ['test/add.test.js'],
+        pendingCriteria: ['A1'],
+        files: { 'test/add.test.js': file("test('A1', () => assert.equal(require('../src/add').add(2, 3), 5));") },
+      },
+    ],
+    'calc.impl': [
+      {
+        exit: 'TestsPassed',
+        commitHash: '',
+        iterations: 1,
+        passedTests: ['A1'],
+        files: { 'src/add.js': 'module.exports = { add: (a, b) => a + b };\n' },
+      },
+    ],
+    'calc.tddReviewImpl': [
+      { exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['A1', 'A1']], criteriaMissing: [] } },
+    ],
     'calc.merger': [{ exit: 'MergeComplete', mergeCommit: '', author: 'calc', impactLevel: 'Additive', changes: [] }],
   };
   await h.client.startTdd(calcSpec, { repo, id, replies: calcReplies });
-  const listed = await eventually(async () => (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id));
-  expect(listed).toMatchObject({ stage: 'scaffold', pipeline: 'tdd', message: expect.stringContaining('Integers only, or floats too?') });
+  const listed = await eventually(async () =>
+    (await h.client.listPendingReviews({ pipeline: 'tdd' })).find((r) => r.itemId === id),
+  );
+  expect(listed).toMatchObject({
+    stage: 'scaffold',
+    pipeline: 'tdd',
+    message: expect.stringContaining('Integers only, or floats too?'),
+  });
   // A review of a graph node that is not waiting names the node and what is waiting.
-  await expect(h.client.review(id, 'impl', { kind: 'approve' })).rejects.toThrow(`stage "impl" of work item ${id} (TDD node calc) is not waiting for review (it is idle); waiting: scaffold`);
+  await expect(h.client.review(id, 'impl', { kind: 'approve' })).rejects.toThrow(
+    `stage "impl" of work item ${id} (TDD node calc) is not waiting for review (it is idle); waiting: scaffold`,
+  );
   await h.client.review(id, 'scaffold', { kind: 'approve_with_edits', artefact: 'integers only' });
   const result = await h.client.tddResult(id);
   expect(result.status).toBe('merged');
-  const exits = (await nodeEvents(id)).filter((e) => e.type === 'NodeExit').map((e) => `${e.stage}:${String(e.details?.exit)}`);
+  const exits = (await nodeEvents(id))
+    .filter((e) => e.type === 'NodeExit')
+    .map((e) => `${e.stage}:${String(e.details?.exit)}`);
   expect(exits.slice(0, 2)).toEqual(['scaffold:ClarificationNeeded', 'scaffold:InitWork']);
   expect(gitIn(repo, 'log', '-1', '--format=%s', 'treadle/calc')).toBe('feat(calc): implement');
 }, 120_000);

@@ -16,7 +16,14 @@ import { createTracing, WORKFLOW_TRACING_MODULE, type TreadleTracing } from '../
 import { createWorker } from '../../src/worker';
 import { testAddress } from '../support/harness';
 
-const quiet = { trace: () => undefined, debug: () => undefined, info: () => undefined, warn: () => undefined, log: () => undefined, error: (m: string) => process.stderr.write(`${m}\n`) };
+const quiet = {
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  log: () => undefined,
+  error: (m: string) => process.stderr.write(`${m}\n`),
+};
 const exporter = new InMemorySpanExporter();
 let tracing: TreadleTracing;
 let worker: Worker;
@@ -29,7 +36,11 @@ beforeAll(async () => {
   tracing = createTracing({ spanProcessor: new SimpleSpanProcessor(exporter), serviceName: 'treadle-test' });
   const blobs = new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-')));
   // Workflow spans need the tracing interceptor in the bundle (a worker that bundles at start adds it itself).
-  const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), workflowInterceptorModules: [WORKFLOW_TRACING_MODULE], logger: quiet });
+  const bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../../src/workflows'),
+    workflowInterceptorModules: [WORKFLOW_TRACING_MODULE],
+    logger: quiet,
+  });
   const nativeConnection = await NativeConnection.connect({ address: testAddress() });
   worker = await createWorker({ connection: nativeConnection, taskQueue, blobs, workflowBundle: bundle, tracing });
   running = worker.run();
@@ -48,12 +59,22 @@ const spec = {
   name: 'traced',
   stages: [
     { name: 'fetch', run: 'scripted' },
-    { name: 'classify', run: 'llm', agent: 'scripted', depends_on: ['fetch'], with: { prompt: 'Classify {{ input.subject }}' } },
+    {
+      name: 'classify',
+      run: 'llm',
+      agent: 'scripted',
+      depends_on: ['fetch'],
+      with: { prompt: 'Classify {{ input.subject }}' },
+    },
   ],
 };
 
 it('gives each run a correlation id, on its state, search attribute, activity inputs and call records', async () => {
-  const started = await client.start(spec, { subject: 'invoice', agent_replies: { classify: ['finance'] } }, { id: `traced-${taskQueue}-1` });
+  const started = await client.start(
+    spec,
+    { subject: 'invoice', agent_replies: { classify: ['finance'] } },
+    { id: `traced-${taskQueue}-1` },
+  );
   expect((await client.result(started.id)).status).toBe('completed');
   const state = await client.getState(started.id);
   expect(state.correlationId).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
@@ -63,30 +84,58 @@ it('gives each run a correlation id, on its state, search attribute, activity in
   expect(calls.length).toBe(1);
   expect(calls[0]!.runCorrelationId).toBe(state.correlationId);
   const history = (await client.client.workflow.getHandle(started.id).fetchHistory()).events!;
-  const activityInputs = history.filter((e) => e.activityTaskScheduledEventAttributes).map((e) => Buffer.from(e.activityTaskScheduledEventAttributes!.input!.payloads![0]!.data!).toString());
+  const activityInputs = history
+    .filter((e) => e.activityTaskScheduledEventAttributes)
+    .map((e) => Buffer.from(e.activityTaskScheduledEventAttributes!.input!.payloads![0]!.data!).toString());
   expect(activityInputs.length).toBeGreaterThanOrEqual(2);
   for (const input of activityInputs) expect(JSON.parse(input).correlationId).toBe(state.correlationId);
 }, 60_000);
 
 it('traces a run as one trace: the client start, the workflow, each activity and the model call', async () => {
   exporter.reset();
-  const started = await client.start(spec, { subject: 'meeting', agent_replies: { classify: ['calendar'] } }, { id: `traced-${taskQueue}-2` });
+  const started = await client.start(
+    spec,
+    { subject: 'meeting', agent_replies: { classify: ['calendar'] } },
+    { id: `traced-${taskQueue}-2` },
+  );
   expect((await client.result(started.id)).status).toBe('completed');
-  const spans = await waitForSpans((all) => all.some((s) => s.name === 'treadle.model_call') && all.some((s) => s.name === 'RunActivity:llm') && all.some((s) => s.name.startsWith('RunWorkflow')));
+  const spans = await waitForSpans(
+    (all) =>
+      all.some((s) => s.name === 'treadle.model_call') &&
+      all.some((s) => s.name === 'RunActivity:llm') &&
+      all.some((s) => s.name.startsWith('RunWorkflow')),
+  );
   // The client's start is the root; everything of the run is in its trace, and nothing else is.
-  const root = spans.find((s) => s.name === 'StartWorkflow:workItem' && s.attributes['temporalWorkflowId'] === started.id)!;
+  const root = spans.find(
+    (s) => s.name === 'StartWorkflow:workItem' && s.attributes['temporalWorkflowId'] === started.id,
+  )!;
   expect(root).toBeDefined();
   const ofRun = spans.filter((s) => s.spanContext().traceId === root.spanContext().traceId);
   const names = ofRun.map((s) => s.name);
-  expect(names).toEqual(expect.arrayContaining(['StartWorkflow:workItem', 'RunWorkflow:workItem', 'StartActivity:scripted', 'RunActivity:scripted', 'StartActivity:llm', 'RunActivity:llm', 'treadle.model_call']));
+  expect(names).toEqual(
+    expect.arrayContaining([
+      'StartWorkflow:workItem',
+      'RunWorkflow:workItem',
+      'StartActivity:scripted',
+      'RunActivity:scripted',
+      'StartActivity:llm',
+      'RunActivity:llm',
+      'treadle.model_call',
+    ]),
+  );
   // Every activity of the run is in it (the local activity that validates the spec too).
   const history = (await client.client.workflow.getHandle(started.id).fetchHistory()).events!;
-  expect(ofRun.filter((s) => s.name.startsWith('RunActivity:')).length).toBe(history.filter((e) => e.activityTaskCompletedEventAttributes).length + 1);
+  expect(ofRun.filter((s) => s.name.startsWith('RunActivity:')).length).toBe(
+    history.filter((e) => e.activityTaskCompletedEventAttributes).length + 1,
+  );
   const model = ofRun.find((s) => s.name === 'treadle.model_call')!;
   const runActivity = ofRun.find((s) => s.name === 'RunActivity:llm')!;
   expect(model.parentSpanId).toBe(runActivity.spanContext().spanId);
   const state = await client.getState(started.id);
-  expect(model.attributes).toMatchObject({ 'treadle.provider': 'scripted', 'treadle.correlation_id': state.correlationId });
+  expect(model.attributes).toMatchObject({
+    'treadle.provider': 'scripted',
+    'treadle.correlation_id': state.correlationId,
+  });
 }, 60_000);
 
 async function waitForSpans(ready: (spans: ReadableSpan[]) => boolean): Promise<ReadableSpan[]> {

@@ -29,13 +29,19 @@ it('triages the sample inbox: extract, classify (fan-out), dedup, route, then th
   const id = h.id('triage');
   await h.client.start(readPipelineFile(entry.specFile), inbox, { id });
 
-  const requests = await eventually(async () => {
-    const listed = (await h.client.listApprovals()).filter((r) => r.itemId === id);
-    return listed.length === 3 ? listed : undefined;
-  }, 60_000, 'three approval requests');
+  const requests = await eventually(
+    async () => {
+      const listed = (await h.client.listApprovals()).filter((r) => r.itemId === id);
+      return listed.length === 3 ? listed : undefined;
+    },
+    60_000,
+    'three approval requests',
+  );
   const byType = new Map(requests.map((r) => [r.actionType, r]));
   expect([...byType.keys()].sort()).toEqual(['add_busy_block', 'create_task', 'send_message']);
-  expect(byType.get('create_task')!.context).toBe('Triage of this morning\'s inbox — ana@example.com: Q3 report — also in: ben@example.com: Design review');
+  expect(byType.get('create_task')!.context).toBe(
+    "Triage of this morning's inbox — ana@example.com: Q3 report — also in: ben@example.com: Design review",
+  );
 
   const state = await h.client.getState(id);
   expect(state.stages['classify']!.fanOut).toEqual({ total: 5, running: 0, completed: 5, failed: 0 });
@@ -45,18 +51,33 @@ it('triages the sample inbox: extract, classify (fan-out), dedup, route, then th
   // The classification of each element is a model call of the element's own item, and counts in this one.
   const elements = await Promise.all(Array.from({ length: 5 }, (_, i) => h.client.usage(`${id}.classify.1.${i}`)));
   expect(elements.map((u) => u.total.calls)).toEqual([1, 1, 1, 1, 1]);
-  expect(state.usage!.stages['classify']).toMatchObject({ calls: 5, inputTokens: elements.reduce((sum, u) => sum + u.total.inputTokens, 0) });
+  expect(state.usage!.stages['classify']).toMatchObject({
+    calls: 5,
+    inputTokens: elements.reduce((sum, u) => sum + u.total.inputTokens, 0),
+  });
   expect(state.usage!.stages['extract']!.calls).toBe(1);
 
   await h.client.decideApproval(byType.get('create_task')!.id, 'approve', { by: 'me' });
   await h.client.decideApproval(byType.get('add_busy_block')!.id, 'approve', { by: 'me' });
-  const cli = await runTreadle(h, ['approve', 'reject', byType.get('send_message')!.id, '--reason', 'I will call her instead', '--by', 'me']);
+  const cli = await runTreadle(h, [
+    'approve',
+    'reject',
+    byType.get('send_message')!.id,
+    '--reason',
+    'I will call her instead',
+    '--by',
+    'me',
+  ]);
   expect(cli.code).toBe(0);
   expect((await h.client.result(id)).status).toBe('completed');
 
   const list = await new TaskList({ file: tasksFile }).read();
-  expect(list.tasks.map((t) => [t.title, t.priority, t.due, t.notes])).toEqual([['Send the Q3 report to Ana', 'high', '2026-11-27', 'From ana@example.com: Q3 report']]);
-  expect(list.busyBlocks.map((b) => [b.title, b.start, b.end])).toEqual([['Design review', '2026-11-26T14:00:00Z', '2026-11-26T15:00:00Z']]);
+  expect(list.tasks.map((t) => [t.title, t.priority, t.due, t.notes])).toEqual([
+    ['Send the Q3 report to Ana', 'high', '2026-11-27', 'From ana@example.com: Q3 report'],
+  ]);
+  expect(list.busyBlocks.map((b) => [b.title, b.start, b.end])).toEqual([
+    ['Design review', '2026-11-26T14:00:00Z', '2026-11-26T15:00:00Z'],
+  ]);
   expect(list.outbox).toEqual([]);
   const audit = (await h.client.audit(id)).map((e) => e.message);
   expect(audit.filter((m) => / executed: /.test(m))).toHaveLength(2);
@@ -72,6 +93,7 @@ it('treadle run email-triage --wait stops when the run waits for approval and sh
   expect(run.stdout).toMatch(new RegExp(`${id} · pipeline email-triage · waiting_approval`));
   expect(run.stdout).toMatch(/approve +waiting_approval/);
   expect(run.stdout).toContain('Approval requests:');
-  for (const request of (await h.client.getState(id)).approvals!) await h.client.decideApproval(request.id, 'reject', { reason: 'second run' });
+  for (const request of (await h.client.getState(id)).approvals!)
+    await h.client.decideApproval(request.id, 'reject', { reason: 'second run' });
   expect((await h.client.result(id)).status).toBe('completed');
 }, 120_000);

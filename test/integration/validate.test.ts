@@ -37,8 +37,12 @@ interface Run {
 /** `treadle <args>` in the test's folder (problems name files relative to it), with no server to reach. */
 function treadle(args: string[]): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd: dir, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' }, timeout: 60_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { cwd: dir, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' }, timeout: 60_000 },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
@@ -61,9 +65,19 @@ function everyKind(faults: [string, string][] = []): string {
 describe('a pipeline with a stage of every kind and a contract', () => {
   it('is valid, for the library and the CLI', async () => {
     const result = validatePipeline(YAML.parse(everyKind()), BUILT_IN_IMPLEMENTATIONS);
-    expect(result.ok && result.spec.stages.map((s) => s.type === 'deterministic' ? s.run : s.type)).toEqual(['llm', 'fan_out', 'approval', 'tdd', 'loop']);
+    expect(result.ok && result.spec.stages.map((s) => (s.type === 'deterministic' ? s.run : s.type))).toEqual([
+      'llm',
+      'fan_out',
+      'approval',
+      'tdd',
+      'loop',
+    ]);
     expect(result.ok && result.spec.contracts?.length).toBe(1);
-    expect(await treadle(['validate', write('every-kind.yaml', everyKind())])).toEqual({ code: 0, stdout: 'every-kind.yaml: pipeline every-kind is valid (5 stages)\n', stderr: '' });
+    expect(await treadle(['validate', write('every-kind.yaml', everyKind())])).toEqual({
+      code: 0,
+      stdout: 'every-kind.yaml: pipeline every-kind is valid (5 stages)\n',
+      stderr: '',
+    });
   });
 
   /** One fault per layer, spread over the kinds; each line is what validate prints for it: file:line: field: problem; fix. */
@@ -108,14 +122,25 @@ describe('a pipeline with a stage of every kind and a contract', () => {
     expect(result.ok).toBe(false);
     if (result.ok) return;
     expect(result.problems).toEqual(expected.map((line) => line.replace(/^faulty\.yaml:\d+: /, '')));
-    expect(result.found.map((p) => p.layer)).toEqual(['schema', 'schema', 'schema', 'graph', 'registry', ...Array<string>(8).fill('config')]);
+    expect(result.found.map((p) => p.layer)).toEqual([
+      'schema',
+      'schema',
+      'schema',
+      'graph',
+      'registry',
+      ...Array<string>(8).fill('config'),
+    ]);
     expect(result.found[0]!.at).toEqual(['stages', 0, 'retryBudget', 'maxAtempts']);
     expect(result.found[7]!.at).toEqual(['stages', 2, 'with', 'on_reject']);
   });
 
   it('with one fault per layer injected, `treadle validate` lists every one with its file and line, in one run', async () => {
     const run = await treadle(['validate', write('faulty.yaml', everyKind(faults))]);
-    expect(run).toEqual({ code: 1, stdout: '', stderr: `treadle: faulty.yaml is invalid (${expected.length} problems):\n${expected.map((l) => `  - ${l}`).join('\n')}\n` });
+    expect(run).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `treadle: faulty.yaml is invalid (${expected.length} problems):\n${expected.map((l) => `  - ${l}`).join('\n')}\n`,
+    });
   });
 });
 
@@ -123,10 +148,27 @@ describe("the filer's reproductions", () => {
   it('contracts: max_retries -1 in one and a `to:` naming no stage in another are reported together; a missing items is required', () => {
     const spec = {
       name: 'c',
-      stages: [{ name: 'scout', run: 'scripted' }, { name: 'bb', run: 'scripted', depends_on: ['scout'] }],
+      stages: [
+        { name: 'scout', run: 'scripted' },
+        { name: 'bb', run: 'scripted', depends_on: ['scout'] },
+      ],
       contracts: [
-        { from: 'scout', to: 'bb', items: 'list', item_id: 'id', validate: 'scripted_judge', revise: { run: 'llm', with: { criteria: 'x' } }, max_retries: -1 },
-        { from: 'scout', to: 'cc', item_id: 'id', validate: { run: 'llm', with: { criteria: 'x' } }, revise: { run: 'llm', with: { criteria: 'x' } } },
+        {
+          from: 'scout',
+          to: 'bb',
+          items: 'list',
+          item_id: 'id',
+          validate: 'scripted_judge',
+          revise: { run: 'llm', with: { criteria: 'x' } },
+          max_retries: -1,
+        },
+        {
+          from: 'scout',
+          to: 'cc',
+          item_id: 'id',
+          validate: { run: 'llm', with: { criteria: 'x' } },
+          revise: { run: 'llm', with: { criteria: 'x' } },
+        },
       ],
     };
     const result = validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
@@ -146,7 +188,11 @@ describe("the filer's reproductions", () => {
       name: 'a',
       stages: [
         { name: 'a', type: 'approval', run: 'scripted' },
-        { name: 'b', type: 'approval', with: { on_reject: 'maybe', action: 'create_tsk', ttl: '1h', escalation: { to: 'leads', default: 'reject' } } },
+        {
+          name: 'b',
+          type: 'approval',
+          with: { on_reject: 'maybe', action: 'create_tsk', ttl: '1h', escalation: { to: 'leads', default: 'reject' } },
+        },
       ],
     };
     expect((validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS) as { problems: string[] }).problems).toEqual([
@@ -158,14 +204,19 @@ describe("the filer's reproductions", () => {
   });
 
   it('the CLI knows the action types the default worker registers', () => {
-    expect(BUILT_IN_IMPLEMENTATIONS.actions).toEqual(defaultActionRegistry({ tasksFile: path.join(dir, 'tasks.json') }).names());
+    expect(BUILT_IN_IMPLEMENTATIONS.actions).toEqual(
+      defaultActionRegistry({ tasksFile: path.join(dir, 'tasks.json') }).names(),
+    );
   });
 
   it('loops: unknown variables in a prompt file and an output path are listed by file and line; `treadle loop` refuses to start', async () => {
     const loops = path.join(dir, 'ideation');
     cpSync(path.join(ROOT, 'examples', 'loops', 'full-ideation'), loops, { recursive: true });
     const stageFile = path.join(loops, 'stages', 'refiner', 'stage.yaml');
-    writeFileSync(stageFile, readFileSync(stageFile, 'utf8').replace('output: docs/plan-${SESSION}.md', 'output: notes/${UNKNOWN}.md'));
+    writeFileSync(
+      stageFile,
+      readFileSync(stageFile, 'utf8').replace('output: docs/plan-${SESSION}.md', 'output: notes/${UNKNOWN}.md'),
+    );
     const promptFile = path.join(loops, 'stages', 'refiner', 'prompt.md');
     const prompt = readFileSync(promptFile, 'utf8').split('\n');
     prompt[2] = `${prompt[2]} Then read \${UNKNOWN}.`;
@@ -178,7 +229,11 @@ describe("the filer's reproductions", () => {
     ].join('\n');
     expect(await treadle(['validate', 'ideation/pipeline.yaml'])).toEqual({ code: 1, stdout: '', stderr: problems });
     // Refused before connecting: no item starts (the address is a closed port).
-    expect(await treadle(['loop', 'ideation/pipeline.yaml', '--session', 'x'])).toEqual({ code: 1, stdout: '', stderr: problems });
+    expect(await treadle(['loop', 'ideation/pipeline.yaml', '--session', 'x'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: problems,
+    });
   });
 
   it('loops: the worker refuses a loop stage sent through the client with an unknown variable, before any loop starts', async () => {
@@ -186,10 +241,16 @@ describe("the filer's reproductions", () => {
     try {
       const id = h.id('unknown-variable');
       const stage = { name: 'r', prompt: 'Read ${CTX}, then ${UNKNOWN}', termination: { type: 'fixed' } };
-      await h.client.start({ name: 'loop-variable', stages: [{ name: 'r', run: 'loop', with: { stage, max_iterations: 1 } }] }, null, { id });
+      await h.client.start(
+        { name: 'loop-variable', stages: [{ name: 'r', run: 'loop', with: { stage, max_iterations: 1 } }] },
+        null,
+        { id },
+      );
       const result = await h.client.result(id);
       expect(result.status).toBe('failed');
-      expect(result.error).toContain('stage r: with.stage.prompt: unknown variable ${UNKNOWN} (the variables here are ${CTX},');
+      expect(result.error).toContain(
+        'stage r: with.stage.prompt: unknown variable ${UNKNOWN} (the variables here are ${CTX},',
+      );
       expect(await h.client.loops(id)).toEqual([]);
     } finally {
       await h.shutdown();
@@ -197,7 +258,12 @@ describe("the filer's reproductions", () => {
   });
 
   it('loops: a stage sent inline (the worker checks it before the loop starts) has its unknown variables refused too', () => {
-    const stage = { name: 'r', prompt: 'Read ${CTX}\nthen ${UNKNOWN}', termination: { type: 'fixed' }, verify: ['lint ${OUTPUT} ${ITERATION}'] };
+    const stage = {
+      name: 'r',
+      prompt: 'Read ${CTX}\nthen ${UNKNOWN}',
+      termination: { type: 'fixed' },
+      verify: ['lint ${OUTPUT} ${ITERATION}'],
+    };
     expect(checkLoopStageConfig({ stage, output: 'notes/${SESION}.md' })).toEqual([
       'stage.prompt: line 2: unknown variable ${UNKNOWN} (the variables here are ${CTX}, ${PROGRESS}, ${OUTPUT}, ${STATUS}, ${SESSION}, ${ITERATION}); the agent would receive it as literal text',
       'output: unknown variable ${SESION} (did you mean ${SESSION}?); it would become part of the file name',
@@ -207,18 +273,25 @@ describe("the filer's reproductions", () => {
 });
 
 describe('run --file', () => {
-  const badApproval = 'name: bad-approval\nstages:\n  - { name: a, run: scripted }\n  - { name: b, type: approval, depends_on: [a], with: { on_reject: maybe } }\n';
-  const expected = 'treadle: pipeline bad-approval is invalid:\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n';
+  const badApproval =
+    'name: bad-approval\nstages:\n  - { name: a, run: scripted }\n  - { name: b, type: approval, depends_on: [a], with: { on_reject: maybe } }\n';
+  const expected =
+    'treadle: pipeline bad-approval is invalid:\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n';
 
   it('reports a config error as a config error and starts nothing, with or without --custom-worker', async () => {
     const file = write('bad-approval.yaml', badApproval);
     expect(await treadle(['run', '--file', file])).toEqual({ code: 1, stdout: '', stderr: expected });
-    expect(await treadle(['run', '--file', file, '--custom-worker'])).toEqual({ code: 1, stdout: '', stderr: expected });
+    expect(await treadle(['run', '--file', file, '--custom-worker'])).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: expected,
+    });
   });
 
   it('with a config error and a name Treadle does not ship, lists both as invalid, even with --custom-worker', async () => {
     const file = write('bad-both.yaml', badApproval.replace('run: scripted', 'run: enrich'));
-    const both = 'treadle: pipeline bad-approval is invalid:\n  - stage a: unknown stage implementation "enrich" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n';
+    const both =
+      'treadle: pipeline bad-approval is invalid:\n  - stage a: unknown stage implementation "enrich" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n';
     expect(await treadle(['run', '--file', file, '--custom-worker'])).toEqual({ code: 1, stdout: '', stderr: both });
   });
 });
@@ -233,18 +306,30 @@ describe('validate --custom-worker <module>', () => {
 
   it("validates a pipeline naming the worker's own implementations and validators against its registry", async () => {
     const file = spec('enrich', 'schema_check');
-    expect(await treadle(['validate', file, '--custom-worker', module])).toEqual({ code: 0, stdout: `${file}: pipeline custom is valid (2 stages)\n`, stderr: '' });
+    expect(await treadle(['validate', file, '--custom-worker', module])).toEqual({
+      code: 0,
+      stdout: `${file}: pipeline custom is valid (2 stages)\n`,
+      stderr: '',
+    });
     const builtIn = await treadle(['validate', file]);
     expect(builtIn.code).toBe(1);
-    expect(builtIn.stderr).toContain(`${file}:3: stage a: unknown stage implementation "enrich" (registered: approval,`);
-    expect(builtIn.stderr).toContain(`${file}:6: contracts[0] (a → b): validate: unknown validator "schema_check" (registered: llm)`);
+    expect(builtIn.stderr).toContain(
+      `${file}:3: stage a: unknown stage implementation "enrich" (registered: approval,`,
+    );
+    expect(builtIn.stderr).toContain(
+      `${file}:6: contracts[0] (a → b): validate: unknown validator "schema_check" (registered: llm)`,
+    );
   });
 
   it('still lists names the registry lacks, with a did-you-mean from it', async () => {
     const run = await treadle(['validate', spec('enrch', 'schema_chek'), '--custom-worker', module]);
     expect(run.code).toBe(1);
-    expect(run.stderr).toContain('stage a: unknown stage implementation "enrch" (did you mean "enrich"?) (registered: approval, build_fts_index, cross_reference, enrich,');
-    expect(run.stderr).toContain('validate: unknown validator "schema_chek" (did you mean "schema_check"?) (registered: llm, schema_check)');
+    expect(run.stderr).toContain(
+      'stage a: unknown stage implementation "enrch" (did you mean "enrich"?) (registered: approval, build_fts_index, cross_reference, enrich,',
+    );
+    expect(run.stderr).toContain(
+      'validate: unknown validator "schema_chek" (did you mean "schema_check"?) (registered: llm, schema_check)',
+    );
   });
 
   it('says what is wrong with a module that exports no registry', async () => {
@@ -252,7 +337,8 @@ describe('validate --custom-worker <module>', () => {
     expect(await treadle(['validate', spec('enrich', 'llm'), '--custom-worker', empty])).toEqual({
       code: 1,
       stdout: '',
-      stderr: 'treadle: --custom-worker: empty-module.js exports no Registry: export your worker\'s registry as `registry` (module.exports = { registry })\n',
+      stderr:
+        "treadle: --custom-worker: empty-module.js exports no Registry: export your worker's registry as `registry` (module.exports = { registry })\n",
     });
   });
 });

@@ -23,10 +23,14 @@ afterAll(async () => {
 });
 
 const until = (id: string, status: WorkItemState['status']) =>
-  eventually(async () => {
-    const state = await h.client.getState(id);
-    return state.status === status ? state : undefined;
-  }, 30_000, `${id} to be ${status}`);
+  eventually(
+    async () => {
+      const state = await h.client.getState(id);
+      return state.status === status ? state : undefined;
+    },
+    30_000,
+    `${id} to be ${status}`,
+  );
 
 it('runs independent stages in parallel and joins them', async () => {
   const id = h.id();
@@ -56,13 +60,21 @@ it('a failed stage skips its dependents transitively while other branches finish
     .stage('after_bad', 'scripted', { dependsOn: ['bad'] })
     .stage('last', 'scripted', { dependsOn: ['after_bad', 'good'] })
     .qualityGate('bad', 'scripted');
-  await h.client.start(spec, { script: { bad: [{ verdict: 'rejected', summary: 'never good enough' }], good: [{ sleepMs: 500 }] } }, { id });
+  await h.client.start(
+    spec,
+    { script: { bad: [{ verdict: 'rejected', summary: 'never good enough' }], good: [{ sleepMs: 500 }] } },
+    { id },
+  );
   const result = await h.client.result(id);
   expect(result).toEqual(expect.objectContaining({ status: 'failed', failedStages: ['bad'] }));
   const { stages, events } = await h.client.getState(id);
   expect(stages.good!.status).toBe('completed');
-  expect(stages.after_bad).toEqual(expect.objectContaining({ status: 'skipped', error: 'dependency bad did not complete' }));
-  expect(stages.last).toEqual(expect.objectContaining({ status: 'skipped', error: 'dependency after_bad did not complete' }));
+  expect(stages.after_bad).toEqual(
+    expect.objectContaining({ status: 'skipped', error: 'dependency bad did not complete' }),
+  );
+  expect(stages.last).toEqual(
+    expect.objectContaining({ status: 'skipped', error: 'dependency after_bad did not complete' }),
+  );
   expect(events[events.length - 1]!.type).toBe('ItemFailed');
 });
 
@@ -72,19 +84,31 @@ describe('invalid review input', () => {
     // publish waits for review too, so the item is still running when draft is approved twice.
     await h.client.start(draftPublish({ maxAttempts: 1 }, 'always', 'always'), null, { id });
     await until(id, 'waiting_review');
-    await expect(h.client.approve(id, 'nope')).rejects.toThrow(`review rejected: unknown stage "nope" in work item ${id} (stages: draft, publish)`);
-    await expect(h.client.approve(id, 'publish')).rejects.toThrow(`stage "publish" of work item ${id} is not waiting for review (it is pending); waiting: draft`);
-    await expect(h.client.review(id, 'draft', { kind: 'approve_with_edits' } as never)).rejects.toThrow('outcome.artefact: approve_with_edits needs an artefact (the edited output)');
-    await expect(h.client.review(id, 'draft', { kind: 'reject', reason: '' })).rejects.toThrow('outcome.reason: a rejection needs a reason');
+    await expect(h.client.approve(id, 'nope')).rejects.toThrow(
+      `review rejected: unknown stage "nope" in work item ${id} (stages: draft, publish)`,
+    );
+    await expect(h.client.approve(id, 'publish')).rejects.toThrow(
+      `stage "publish" of work item ${id} is not waiting for review (it is pending); waiting: draft`,
+    );
+    await expect(h.client.review(id, 'draft', { kind: 'approve_with_edits' } as never)).rejects.toThrow(
+      'outcome.artefact: approve_with_edits needs an artefact (the edited output)',
+    );
+    await expect(h.client.review(id, 'draft', { kind: 'reject', reason: '' })).rejects.toThrow(
+      'outcome.reason: a rejection needs a reason',
+    );
     await expect(h.client.approve(id, 'draft', { attempt: 4 })).rejects.toThrow('stage "draft" has no attempt 4');
-    await expect(h.client.approve('no-such-item', 'draft')).rejects.toThrow(new TreadleError('unknown work item "no-such-item" in namespace default', 'not_found'));
+    await expect(h.client.approve('no-such-item', 'draft')).rejects.toThrow(
+      new TreadleError('unknown work item "no-such-item" in namespace default', 'not_found'),
+    );
     // Nothing changed, and nothing entered the history: rejected updates are not recorded.
     const state = await h.client.getState(id);
     expect(state.pendingReviews.map((r) => r.stage)).toEqual(['draft']);
     const history = await h.temporal.workflow.getHandle(id).fetchHistory();
     expect(history.events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes)).toHaveLength(0);
     await h.client.approve(id, 'draft');
-    await expect(h.client.approve(id, 'draft')).rejects.toThrow(`stage "draft" of work item ${id} is not waiting for review (it is completed)`);
+    await expect(h.client.approve(id, 'draft')).rejects.toThrow(
+      `stage "draft" of work item ${id} is not waiting for review (it is completed)`,
+    );
   });
 
   it('the signal records invalid input as an event and changes nothing', async () => {
@@ -105,7 +129,9 @@ describe('invalid review input', () => {
     expect(state.pendingReviews.map((r) => r.stage)).toEqual(['draft']);
     // A valid signal works.
     await handle.signal(reviewSignal, { stage: 'draft', outcome: { kind: 'approve' }, reviewer: 'eve' });
-    await until(id, 'waiting_review').then(async (s) => expect(s.pendingReviews.map((r) => r.stage)).toEqual(['publish']));
+    await until(id, 'waiting_review').then(async (s) =>
+      expect(s.pendingReviews.map((r) => r.stage)).toEqual(['publish']),
+    );
     await h.client.approve(id, 'publish');
     expect((await h.client.result(id)).status).toBe('completed');
   });
@@ -137,7 +163,9 @@ it('offloads a 1 MB artefact to the blob store; only a reference enters the hist
   const draft = (await h.client.readArtefact(ref)) as { text: string };
   expect(draft.text).toHaveLength(mb);
   // publish received the resolved artefact (and, being large again, offloaded its own).
-  const publish = (await h.client.readArtefact(state.stages.publish!.artefact)) as { upstream: { draft: { text: string } } };
+  const publish = (await h.client.readArtefact(state.stages.publish!.artefact)) as {
+    upstream: { draft: { text: string } };
+  };
   expect(publish.upstream.draft.text).toHaveLength(mb);
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
   const bytes = Buffer.byteLength(JSON.stringify(history));
@@ -148,20 +176,30 @@ it('lists pending reviews across work items with the TreadlePendingReviews searc
   const spec = pipeline(`listing-${h.taskQueue}`).stage('check', 'scripted').reviewPolicy('check', 'always');
   const ids = [h.id('listed'), h.id('listed')];
   for (const id of ids) await h.client.start(spec, null, { id });
-  const listed = await eventually(async () => {
-    const reviews = await h.client.listPendingReviews({ pipeline: `listing-${h.taskQueue}` });
-    return reviews.length === 2 ? reviews : undefined;
-  }, 30_000, 'both reviews to be listed');
-  expect(listed.map((r) => [r.itemId, r.stage, r.reason]).sort()).toEqual(ids.map((id) => [id, 'check', 'always']).sort());
+  const listed = await eventually(
+    async () => {
+      const reviews = await h.client.listPendingReviews({ pipeline: `listing-${h.taskQueue}` });
+      return reviews.length === 2 ? reviews : undefined;
+    },
+    30_000,
+    'both reviews to be listed',
+  );
+  expect(listed.map((r) => [r.itemId, r.stage, r.reason]).sort()).toEqual(
+    ids.map((id) => [id, 'check', 'always']).sort(),
+  );
   const description = await h.temporal.workflow.getHandle(ids[0]!).describe();
   expect(description.typedSearchAttributes.get(TreadlePendingReviews)).toEqual(['check']);
   expect(description.typedSearchAttributes.get(TreadleStatus)).toBe('waiting_review');
   await h.client.approve(ids[0]!, 'check');
   await h.client.result(ids[0]!);
-  const after = await eventually(async () => {
-    const reviews = await h.client.listPendingReviews({ pipeline: `listing-${h.taskQueue}` });
-    return reviews.length === 1 ? reviews : undefined;
-  }, 30_000, 'the answered review to leave the list');
+  const after = await eventually(
+    async () => {
+      const reviews = await h.client.listPendingReviews({ pipeline: `listing-${h.taskQueue}` });
+      return reviews.length === 1 ? reviews : undefined;
+    },
+    30_000,
+    'the answered review to leave the list',
+  );
   expect(after[0]!.itemId).toBe(ids[1]);
   const done = await h.temporal.workflow.getHandle(ids[0]!).describe();
   expect(done.typedSearchAttributes.get(TreadleStatus)).toBe('completed');
@@ -171,16 +209,30 @@ it('lists pending reviews across work items with the TreadlePendingReviews searc
 
 describe('specs the workflow refuses', () => {
   it('the client lists every problem before starting anything', async () => {
-    const bad = { name: 'bad', stages: [{ name: 'a', run: 'scripted', depends_on: ['b'] }, { name: 'b', run: 'scripted', depends_on: ['a'], retry_budget: { max_attempts: 0 } }] };
+    const bad = {
+      name: 'bad',
+      stages: [
+        { name: 'a', run: 'scripted', depends_on: ['b'] },
+        { name: 'b', run: 'scripted', depends_on: ['a'], retry_budget: { max_attempts: 0 } },
+      ],
+    };
     const error = await h.client.start(bad, null, { id: h.id() }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(TreadleError);
-    expect((error as TreadleError).problems).toEqual(['stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)', 'dependency cycle: a -> b -> a; remove one of these depends_on']);
+    expect((error as TreadleError).problems).toEqual([
+      'stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)',
+      'dependency cycle: a -> b -> a; remove one of these depends_on',
+    ]);
   });
 
   it('a workflow started directly with a bad spec or unknown implementations fails with every problem', async () => {
     const invalidId = h.id();
     const unknownId = h.id();
-    const start = (workflowId: string, spec: unknown) => h.temporal.workflow.start('workItem', { taskQueue: h.taskQueue, workflowId, args: [{ pipeline: spec, input: null }] });
+    const start = (workflowId: string, spec: unknown) =>
+      h.temporal.workflow.start('workItem', {
+        taskQueue: h.taskQueue,
+        workflowId,
+        args: [{ pipeline: spec, input: null }],
+      });
     await start(invalidId, { name: 'x', stages: [{ name: 'a', run: 'scripted', depends_on: ['zzz'] }] });
     await start(unknownId, { name: 'y', stages: [{ name: 'a', run: 'nonexistent', gate: 'also_missing' }] });
     const invalid = await h.client.result(invalidId);
@@ -193,7 +245,9 @@ describe('specs the workflow refuses', () => {
   });
 
   it('refuses work item inputs that are not plain JSON', async () => {
-    await expect(h.client.start(draftPublish({}), { when: new Date() }, { id: h.id() })).rejects.toThrow('the work item input must be plain JSON: input.when is a Date, not a plain object');
+    await expect(h.client.start(draftPublish({}), { when: new Date() }, { id: h.id() })).rejects.toThrow(
+      'the work item input must be plain JSON: input.when is a Date, not a plain object',
+    );
   });
 });
 
@@ -202,10 +256,14 @@ it('keeps a readable summary for the Web UI and names activities by implementati
   await h.client.start(draftPublish({ maxAttempts: 2 }), { script: { draft: [{ verdict: 'rejected' }, {}] } }, { id });
   await h.client.result(id);
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
-  const scheduled = history.events!.filter((e) => e.activityTaskScheduledEventAttributes).map((e) => ({
-    type: e.activityTaskScheduledEventAttributes!.activityType!.name,
-    summary: e.userMetadata?.summary?.data ? JSON.parse(Buffer.from(e.userMetadata.summary.data).toString()) : undefined,
-  }));
+  const scheduled = history
+    .events!.filter((e) => e.activityTaskScheduledEventAttributes)
+    .map((e) => ({
+      type: e.activityTaskScheduledEventAttributes!.activityType!.name,
+      summary: e.userMetadata?.summary?.data
+        ? JSON.parse(Buffer.from(e.userMetadata.summary.data).toString())
+        : undefined,
+    }));
   expect(scheduled).toEqual([
     { type: 'scripted', summary: 'draft · attempt 1/2' },
     { type: 'gate:scripted', summary: 'draft · gate · attempt 1/2' },
@@ -227,7 +285,9 @@ it('a cancelled item stops waiting, leaves the pending-review listing and says i
   expect(description.typedSearchAttributes.get(TreadleStatus)).toBe('cancelled');
   expect(description.typedSearchAttributes.get(TreadlePendingReviews)).toBeUndefined();
   const state = await h.client.getState(id);
-  expect(state).toEqual(expect.objectContaining({ status: 'cancelled', error: 'work item cancelled', pendingReviews: [] }));
+  expect(state).toEqual(
+    expect.objectContaining({ status: 'cancelled', error: 'work item cancelled', pendingReviews: [] }),
+  );
 });
 
 describe('when no worker answers', () => {
@@ -246,13 +306,25 @@ describe('when no worker answers', () => {
     expect(Date.now() - started).toBeLessThan(15_000);
 
     // Listing reads visibility only (search attributes and memo): full details without any worker.
-    const listed = await eventually(async () => {
-      const t0 = Date.now();
-      const reviews = await impatient.listPendingReviews();
-      const mine = reviews.find((r) => r.itemId === id);
-      return mine ? { mine, ms: Date.now() - t0 } : undefined;
-    }, 30_000, 'the worker-less item to be listed');
-    expect(listed.mine).toEqual(expect.objectContaining({ stage: 'draft', reason: 'always', attempt: 1, pipeline: 'draft-publish', message: 'review policy is always; the quality gate accepted the output' }));
+    const listed = await eventually(
+      async () => {
+        const t0 = Date.now();
+        const reviews = await impatient.listPendingReviews();
+        const mine = reviews.find((r) => r.itemId === id);
+        return mine ? { mine, ms: Date.now() - t0 } : undefined;
+      },
+      30_000,
+      'the worker-less item to be listed',
+    );
+    expect(listed.mine).toEqual(
+      expect.objectContaining({
+        stage: 'draft',
+        reason: 'always',
+        attempt: 1,
+        pipeline: 'draft-publish',
+        message: 'review policy is always; the quality gate accepted the output',
+      }),
+    );
     expect(listed.ms).toBeLessThan(10_000);
 
     // A terminated item never runs its own finish; watch must still stop (a worker on the item's queue

@@ -21,71 +21,137 @@ afterAll(async () => {
   await h?.shutdown();
 });
 
-it.each(SCENARIOS.map((s) => [s.name, s] as const))('records %s', async (name, scenario) => {
-  const id = `replay-${name}`;
-  await scenario.run(h, `${id}-${h.taskQueue}`);
-  const handle = h.temporal.workflow.getHandle(`${id}-${h.taskQueue}`);
-  expect((await h.client.getState(`${id}-${h.taskQueue}`)).status).toBe(scenario.expected);
-  const history = await handle.fetchHistory();
-  if (scenario.expected === 'waiting_review') await handle.terminate('recorded');
-  const file = path.join(__dirname, 'histories', `${name}.json`);
-  writeFileSync(file, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
-  expect(history.events!.length).toBeGreaterThan(10);
-}, SCENARIO_TEST_MS);
+it.each(SCENARIOS.map((s) => [s.name, s] as const))(
+  'records %s',
+  async (name, scenario) => {
+    const id = `replay-${name}`;
+    await scenario.run(h, `${id}-${h.taskQueue}`);
+    const handle = h.temporal.workflow.getHandle(`${id}-${h.taskQueue}`);
+    expect((await h.client.getState(`${id}-${h.taskQueue}`)).status).toBe(scenario.expected);
+    const history = await handle.fetchHistory();
+    if (scenario.expected === 'waiting_review') await handle.terminate('recorded');
+    const file = path.join(__dirname, 'histories', `${name}.json`);
+    writeFileSync(file, `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
+    expect(history.events!.length).toBeGreaterThan(10);
+  },
+  SCENARIO_TEST_MS,
+);
 
 // A TDD tree (seed 001): the root (children, merge handshake, retry, MoreTests) and a child that rebased.
-it('records tdd-tree', async () => {
-  const histories = await recordTddTree(h);
-  for (const [name, history] of Object.entries(histories)) {
-    writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
-    expect(history.events!.length).toBeGreaterThan(20);
-  }
-}, SCENARIO_TEST_MS);
+it(
+  'records tdd-tree',
+  async () => {
+    const histories = await recordTddTree(h);
+    for (const [name, history] of Object.entries(histories)) {
+      writeFileSync(
+        path.join(__dirname, 'histories', `${name}.json`),
+        `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
+      );
+      expect(history.events!.length).toBeGreaterThan(20);
+    }
+  },
+  SCENARIO_TEST_MS,
+);
 
 // A loop stage (seed 004): the work item, and the loop's first run (a crash, a resume, then continue-as-new).
-it('records loop-item', async () => {
-  const id = 'loop-item';
-  const status = (decision: string) => ({ decision, reason: decision, summary: decision, errors: [] });
-  const reply = (n: number, decision = 'continue') => ({ output: `# ${n}\n`, progress: `## Iteration ${n}\n- ${n}\n`, status: status(decision) });
-  const spec = { name: 'replayed-loop', stages: [{ name: 'work', run: 'loop', with: { stage: { name: 'work', prompt: 'Read ${CTX}', termination: { type: 'judgment', consensus: 2 } }, max_iterations: 6, iterations_per_run: 3 } }] };
-  await h.client.start(spec, { agent_replies: { work: [reply(1), { crash: 'exit 1' }, reply(2), reply(3, 'stop'), reply(4, 'stop')] } }, { id });
-  const loopId = `${id}.work.1`;
-  for (;;) {
-    const loops = await h.client.loops(id).catch(() => []);
-    if (loops.some((l) => l.state.status === 'failed')) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  await h.client.resumeLoop(id);
-  expect((await h.client.result(id)).status).toBe('completed');
-  const firstRun = (await h.temporal.workflow.getHandle(loopId).describe()).raw.workflowExecutionInfo?.firstRunId;
-  const histories = { [id]: await h.temporal.workflow.getHandle(id).fetchHistory(), [loopId]: await h.temporal.workflow.getHandle(loopId, firstRun ?? undefined).fetchHistory() };
-  for (const [name, history] of Object.entries(histories)) {
-    writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
-    expect(history.events!.length).toBeGreaterThan(10);
-  }
-}, SCENARIO_TEST_MS);
+it(
+  'records loop-item',
+  async () => {
+    const id = 'loop-item';
+    const status = (decision: string) => ({ decision, reason: decision, summary: decision, errors: [] });
+    const reply = (n: number, decision = 'continue') => ({
+      output: `# ${n}\n`,
+      progress: `## Iteration ${n}\n- ${n}\n`,
+      status: status(decision),
+    });
+    const spec = {
+      name: 'replayed-loop',
+      stages: [
+        {
+          name: 'work',
+          run: 'loop',
+          with: {
+            stage: { name: 'work', prompt: 'Read ${CTX}', termination: { type: 'judgment', consensus: 2 } },
+            max_iterations: 6,
+            iterations_per_run: 3,
+          },
+        },
+      ],
+    };
+    await h.client.start(
+      spec,
+      { agent_replies: { work: [reply(1), { crash: 'exit 1' }, reply(2), reply(3, 'stop'), reply(4, 'stop')] } },
+      { id },
+    );
+    const loopId = `${id}.work.1`;
+    for (;;) {
+      const loops = await h.client.loops(id).catch(() => []);
+      if (loops.some((l) => l.state.status === 'failed')) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await h.client.resumeLoop(id);
+    expect((await h.client.result(id)).status).toBe('completed');
+    const firstRun = (await h.temporal.workflow.getHandle(loopId).describe()).raw.workflowExecutionInfo?.firstRunId;
+    const histories = {
+      [id]: await h.temporal.workflow.getHandle(id).fetchHistory(),
+      [loopId]: await h.temporal.workflow.getHandle(loopId, firstRun ?? undefined).fetchHistory(),
+    };
+    for (const [name, history] of Object.entries(histories)) {
+      writeFileSync(
+        path.join(__dirname, 'histories', `${name}.json`),
+        `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
+      );
+      expect(history.events!.length).toBeGreaterThan(10);
+    }
+  },
+  SCENARIO_TEST_MS,
+);
 
 // A fan_out stage (seed 000 `FanOut`): four elements, two at once, one failing. From engine 5 the elements
 // run under a fan-out workflow that continues as new every two elements; its first run is recorded too.
-it('records fan-out-item', async () => {
-  const id = 'fan-out-item';
-  const element = (subject: string) => ({ subject, script: { classify: [subject === 'broken' ? { error: 'cannot classify' } : { output: { label: subject } }] } });
-  const spec = {
-    name: 'replayed-fan-out',
-    stages: [
-      { name: 'extract', run: 'scripted' },
-      { name: 'classify', type: 'fan_out', depends_on: ['extract'], with: { items: 'emails', stage: { run: 'scripted' }, max_concurrent: 2, elements_per_run: 2 } },
-    ],
-  };
-  const emails = ['a', 'broken', 'c', 'd'].map(element);
-  await h.client.start(spec, { script: { extract: [{ output: { emails } }] } }, { id });
-  expect((await h.client.result(id)).status).toBe('completed');
-  const histories: Record<string, Awaited<ReturnType<ReturnType<typeof h.temporal.workflow.getHandle>['fetchHistory']>>> = { [id]: await h.temporal.workflow.getHandle(id).fetchHistory() };
-  const fanOutId = `${id}.classify.1`;
-  const fanOut = await h.temporal.workflow.getHandle(fanOutId).describe().catch(() => undefined);
-  if (fanOut?.type === 'fanOut') histories[fanOutId] = await h.temporal.workflow.getHandle(fanOutId, fanOut.raw.workflowExecutionInfo?.firstRunId ?? undefined).fetchHistory();
-  for (const [name, history] of Object.entries(histories)) {
-    writeFileSync(path.join(__dirname, 'histories', `${name}.json`), `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`);
-    expect(history.events!.length).toBeGreaterThan(10);
-  }
-}, SCENARIO_TEST_MS);
+it(
+  'records fan-out-item',
+  async () => {
+    const id = 'fan-out-item';
+    const element = (subject: string) => ({
+      subject,
+      script: { classify: [subject === 'broken' ? { error: 'cannot classify' } : { output: { label: subject } }] },
+    });
+    const spec = {
+      name: 'replayed-fan-out',
+      stages: [
+        { name: 'extract', run: 'scripted' },
+        {
+          name: 'classify',
+          type: 'fan_out',
+          depends_on: ['extract'],
+          with: { items: 'emails', stage: { run: 'scripted' }, max_concurrent: 2, elements_per_run: 2 },
+        },
+      ],
+    };
+    const emails = ['a', 'broken', 'c', 'd'].map(element);
+    await h.client.start(spec, { script: { extract: [{ output: { emails } }] } }, { id });
+    expect((await h.client.result(id)).status).toBe('completed');
+    const histories: Record<
+      string,
+      Awaited<ReturnType<ReturnType<typeof h.temporal.workflow.getHandle>['fetchHistory']>>
+    > = { [id]: await h.temporal.workflow.getHandle(id).fetchHistory() };
+    const fanOutId = `${id}.classify.1`;
+    const fanOut = await h.temporal.workflow
+      .getHandle(fanOutId)
+      .describe()
+      .catch(() => undefined);
+    if (fanOut?.type === 'fanOut')
+      histories[fanOutId] = await h.temporal.workflow
+        .getHandle(fanOutId, fanOut.raw.workflowExecutionInfo?.firstRunId ?? undefined)
+        .fetchHistory();
+    for (const [name, history] of Object.entries(histories)) {
+      writeFileSync(
+        path.join(__dirname, 'histories', `${name}.json`),
+        `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
+      );
+      expect(history.events!.length).toBeGreaterThan(10);
+    }
+  },
+  SCENARIO_TEST_MS,
+);

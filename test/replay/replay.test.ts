@@ -50,7 +50,8 @@ it('runs a ten-stage item with at most 5 workflow promises per stage', async () 
     return global.__TEMPORAL_ACTIVATOR__ !== undefined;
   };
   let promises = 0;
-  const replay = (): Promise<void> => Worker.runReplayHistory({ workflowBundle: bundle() }, historyOf('linear-ten.json') as never, 'linear-ten');
+  const replay = (): Promise<void> =>
+    Worker.runReplayHistory({ workflowBundle: bundle() }, historyOf('linear-ten.json') as never, 'linear-ten');
   await replay();
   const stop = v8.promiseHooks.onInit((promise) => {
     if (inWorkflow(promise)) promises++;
@@ -69,11 +70,20 @@ it('runs a ten-stage item with at most 5 workflow promises per stage', async () 
 // the final status upsert. No patch marker and no `TemporalChangeVersion` upsert (each an event and, for the
 // upsert, a visibility write per item).
 it('records a ten-stage item in 67 events, its engine version in the prepare marker and no patch', () => {
-  const { events } = historyOf('linear-ten.json') as { events: { eventType: string; markerRecordedEventAttributes?: { markerName: string; details: Record<string, { payloads: { data: string }[] }> } }[] };
+  const { events } = historyOf('linear-ten.json') as {
+    events: {
+      eventType: string;
+      markerRecordedEventAttributes?: { markerName: string; details: Record<string, { payloads: { data: string }[] }> };
+    }[];
+  };
   expect(events).toHaveLength(67);
-  const markers = events.filter((e) => e.eventType === 'EVENT_TYPE_MARKER_RECORDED').map((e) => e.markerRecordedEventAttributes!);
+  const markers = events
+    .filter((e) => e.eventType === 'EVENT_TYPE_MARKER_RECORDED')
+    .map((e) => e.markerRecordedEventAttributes!);
   expect(markers.map((m) => m.markerName)).toEqual(['core_local_activity']);
-  const prepared = JSON.parse(Buffer.from(markers[0]!.details.result!.payloads[0]!.data, 'base64').toString('utf8')) as { ok: boolean; engine?: number };
+  const prepared = JSON.parse(
+    Buffer.from(markers[0]!.details.result!.payloads[0]!.data, 'base64').toString('utf8'),
+  ) as { ok: boolean; engine?: number };
   expect(prepared).toMatchObject({ ok: true, engine: ENGINE_VERSION });
   expect(events.filter((e) => e.eventType === 'EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES')).toHaveLength(1);
 });

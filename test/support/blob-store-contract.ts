@@ -17,7 +17,12 @@ export function describeBlobStoreContract(label: string, store: () => BlobStore)
       const blobs = store();
       const bytes = Buffer.from([0, 255, 10, 13, ...Buffer.from(`é ${randomUUID()}`)]);
       const ref = await blobs.put(bytes, 'application/octet-stream', 'some bytes');
-      expect(ref).toEqual({ ref: `sha256:${createHash('sha256').update(bytes).digest('hex')}`, bytes: bytes.length, mediaType: 'application/octet-stream', summary: 'some bytes' });
+      expect(ref).toEqual({
+        ref: `sha256:${createHash('sha256').update(bytes).digest('hex')}`,
+        bytes: bytes.length,
+        mediaType: 'application/octet-stream',
+        summary: 'some bytes',
+      });
       expect(await blobs.put(Buffer.from(bytes), 'text/plain', 'again')).toMatchObject({ ref: ref.ref });
       expect((await blobs.get(ref.ref)).equals(bytes)).toBe(true);
     });
@@ -72,10 +77,17 @@ export function describeBlobStoreContract(label: string, store: () => BlobStore)
     it('ConversationStore: concurrent appends to one conversation all land, each once', async () => {
       const blobs = store();
       const id = `conv-${randomUUID()}`;
-      await new ConversationStore(blobs).append(id, { correlationId: 'first', messages: [{ role: 'user', content: 'hello' }] });
+      await new ConversationStore(blobs).append(id, {
+        correlationId: 'first',
+        messages: [{ role: 'user', content: 'hello' }],
+      });
       // Separate ConversationStore objects, as separate activities (or workers) would have.
       const ids = Array.from({ length: 10 }, (_, i) => `call-${i}`);
-      await Promise.all(ids.map((c) => new ConversationStore(blobs).append(id, { correlationId: c, messages: [{ role: 'user', content: c }] })));
+      await Promise.all(
+        ids.map((c) =>
+          new ConversationStore(blobs).append(id, { correlationId: c, messages: [{ role: 'user', content: c }] }),
+        ),
+      );
       const turns = await new ConversationStore(blobs).turns(id);
       expect(turns[0]!.correlationId).toBe('first');
       expect(turns.map((t) => t.correlationId).sort()).toEqual(['first', ...ids].sort());

@@ -19,11 +19,18 @@ export function runTreadle(h: Harness, args: string[], env: Record<string, strin
       process.execPath,
       [BIN, ...args],
       {
-        env: { ...process.env, TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir, ...env },
+        env: {
+          ...process.env,
+          TEMPORAL_ADDRESS: h.address,
+          TREADLE_TASK_QUEUE: h.taskQueue,
+          TREADLE_BLOB_DIR: h.blobs.dir,
+          ...env,
+        },
         timeout: 60_000,
         maxBuffer: 16 * 1024 * 1024,
       },
-      (error, stdout, stderr) => resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      (error, stdout, stderr) =>
+        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }

@@ -27,7 +27,14 @@ export type FakeReply =
   /** The reply `reply` makes of the request (it throws: a 500 naming the error). */
   | { kind: 'computed'; reply: (request: RecordedRequest) => FakeReply }
   /** An API error: `{ type: 'error', error: { type, message, details? } }` with the given status. */
-  | { kind: 'error'; status: number; type: string; message: string; details?: Record<string, unknown>; headers?: Record<string, string> }
+  | {
+      kind: 'error';
+      status: number;
+      type: string;
+      message: string;
+      details?: Record<string, unknown>;
+      headers?: Record<string, string>;
+    }
   /** Waits, then replies; the wait ends early and quietly when the client aborts or the fake closes. */
   | { kind: 'slow'; delayMs: number; then: FakeReply }
   /** Destroys the socket without answering: a connection error for the client. */
@@ -58,7 +65,12 @@ export interface FakeAnthropic {
   close(): Promise<void>;
 }
 
-const DEFAULT_USAGE = { input_tokens: 12, output_tokens: 7, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
+const DEFAULT_USAGE = {
+  input_tokens: 12,
+  output_tokens: 7,
+  cache_read_input_tokens: 0,
+  cache_creation_input_tokens: 0,
+};
 
 /** Starts a fake on 127.0.0.1 and an ephemeral port. */
 export async function startFakeAnthropic(): Promise<FakeAnthropic> {
@@ -70,7 +82,8 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
 
   const server = createServer((req, res) => {
     void handle(req, res).catch((error: unknown) => {
-      if (!res.headersSent && !res.destroyed) sendError(res, 500, 'api_error', `fake-anthropic crashed: ${String(error)}`);
+      if (!res.headersSent && !res.destroyed)
+        sendError(res, 500, 'api_error', `fake-anthropic crashed: ${String(error)}`);
     });
   });
 
@@ -88,19 +101,36 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     const requestId = `req_fake_${served}`;
 
     if (recorded.method !== 'POST' || recorded.path.split('?')[0] !== '/v1/messages') {
-      sendError(res, 404, 'not_found_error', `fake-anthropic serves only POST /v1/messages, not ${recorded.method} ${recorded.path}`, requestId);
+      sendError(
+        res,
+        404,
+        'not_found_error',
+        `fake-anthropic serves only POST /v1/messages, not ${recorded.method} ${recorded.path}`,
+        requestId,
+      );
       return;
     }
     const reply = queue.shift() ?? fallback;
     if (!reply) {
       const model = (body as { model?: unknown } | undefined)?.model;
-      sendError(res, 500, 'api_error', `fake-anthropic: no scripted reply for request #${requests.length} (POST /v1/messages, model ${String(model)}); enqueue one or set a default`, requestId);
+      sendError(
+        res,
+        500,
+        'api_error',
+        `fake-anthropic: no scripted reply for request #${requests.length} (POST /v1/messages, model ${String(model)}); enqueue one or set a default`,
+        requestId,
+      );
       return;
     }
     await answer(reply, recorded, res, requestId);
   }
 
-  async function answer(reply: FakeReply, request: RecordedRequest, res: ServerResponse, requestId: string): Promise<void> {
+  async function answer(
+    reply: FakeReply,
+    request: RecordedRequest,
+    res: ServerResponse,
+    requestId: string,
+  ): Promise<void> {
     switch (reply.kind) {
       case 'slow':
         if (await wait(reply.delayMs, res)) await answer(reply.then, request, res, requestId);
@@ -120,23 +150,40 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
         const model = String((request.body as { model?: unknown } | undefined)?.model ?? 'claude-fake');
         const content =
           reply.kind === 'tool'
-            ? [{ type: 'tool_use', id: `toolu_fake_${requestId}`, name: forcedToolName(request.body), input: reply.input }]
+            ? [
+                {
+                  type: 'tool_use',
+                  id: `toolu_fake_${requestId}`,
+                  name: forcedToolName(request.body),
+                  input: reply.input,
+                },
+              ]
             : reply.kind === 'tools'
               ? [
                   ...(reply.text !== undefined ? [{ type: 'text', text: reply.text, citations: null }] : []),
-                  ...reply.uses.map((use, i) => ({ type: 'tool_use', id: `toolu_fake_${requestId}_${i}`, name: use.name, input: use.input })),
+                  ...reply.uses.map((use, i) => ({
+                    type: 'tool_use',
+                    id: `toolu_fake_${requestId}_${i}`,
+                    name: use.name,
+                    input: use.input,
+                  })),
                 ]
               : [{ type: 'text', text: reply.text, citations: null }];
-        sendJson(res, 200, {
-          id: `msg_fake_${requestId}`,
-          type: 'message',
-          role: 'assistant',
-          model,
-          content,
-          stop_reason: reply.stopReason ?? (reply.kind === 'text' ? 'end_turn' : 'tool_use'),
-          stop_sequence: null,
-          usage: { ...DEFAULT_USAGE, ...reply.usage },
-        }, requestId);
+        sendJson(
+          res,
+          200,
+          {
+            id: `msg_fake_${requestId}`,
+            type: 'message',
+            role: 'assistant',
+            model,
+            content,
+            stop_reason: reply.stopReason ?? (reply.kind === 'text' ? 'end_turn' : 'tool_use'),
+            stop_sequence: null,
+            usage: { ...DEFAULT_USAGE, ...reply.usage },
+          },
+          requestId,
+        );
         return;
       }
     }
@@ -198,7 +245,10 @@ function readBody(req: IncomingMessage): Promise<string> {
 
 /** The tool a reply must use: the forced one, else the first offered, else `respond`. */
 function forcedToolName(body: unknown): string {
-  const { tool_choice: choice, tools } = (body ?? {}) as { tool_choice?: { name?: unknown }; tools?: { name?: unknown }[] };
+  const { tool_choice: choice, tools } = (body ?? {}) as {
+    tool_choice?: { name?: unknown };
+    tools?: { name?: unknown }[];
+  };
   if (typeof choice?.name === 'string') return choice.name;
   const first = tools?.[0]?.name;
   return typeof first === 'string' ? first : 'respond';
@@ -213,10 +263,22 @@ function sendError(
   headers: Record<string, string> = {},
   details?: Record<string, unknown>,
 ): void {
-  sendJson(res, status, { type: 'error', error: { type, message, ...(details && { details }) }, request_id: requestId ?? null }, requestId, headers);
+  sendJson(
+    res,
+    status,
+    { type: 'error', error: { type, message, ...(details && { details }) }, request_id: requestId ?? null },
+    requestId,
+    headers,
+  );
 }
 
-function sendJson(res: ServerResponse, status: number, body: unknown, requestId?: string, headers: Record<string, string> = {}): void {
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  requestId?: string,
+  headers: Record<string, string> = {},
+): void {
   if (res.destroyed) return;
   const text = JSON.stringify(body);
   res.writeHead(status, {

@@ -47,16 +47,23 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
 
 export function testAddress(): string {
   const address = process.env.TREADLE_TEST_ADDRESS;
-  if (!address) throw new Error('TREADLE_TEST_ADDRESS is not set: run the tests through jest, whose global setup starts the dev server');
+  if (!address)
+    throw new Error(
+      'TREADLE_TEST_ADDRESS is not set: run the tests through jest, whose global setup starts the dev server',
+    );
   return address;
 }
 
 /** Starts a worker on a fresh task queue and returns a client for it. */
-export async function startHarness<B extends BlobStore = FileBlobStore>(options: HarnessOptions<B> = {}): Promise<Harness<B>> {
+export async function startHarness<B extends BlobStore = FileBlobStore>(
+  options: HarnessOptions<B> = {},
+): Promise<Harness<B>> {
   const address = testAddress();
   const taskQueue = options.taskQueue ?? `test-${Math.random().toString(36).slice(2, 10)}`;
   // Without `blobs`, B is its default, FileBlobStore.
-  const blobs = options.blobs ?? (new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-'))) as BlobStore as B);
+  const blobs =
+    options.blobs ??
+    (new FileBlobStore(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'blobs-'))) as BlobStore as B);
   const nativeConnection = await NativeConnection.connect({ address });
   const worker = await createWorker({
     connection: nativeConnection,
@@ -95,7 +102,11 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(options:
 }
 
 /** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 20_000, what = 'condition'): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  timeoutMs = 20_000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {

@@ -46,7 +46,11 @@ export const SCENARIOS: Scenario[] = [
         .retryBudget('draft', { maxAttempts: 3, delay: '100ms', onExhausted: 'escalate' })
         .reviewPolicy('publish', 'always');
       const script = {
-        draft: [{ verdict: 'rejected', summary: 'short' }, { verdict: 'uncertain', summary: 'hmm' }, { verdict: 'rejected', summary: 'still short' }],
+        draft: [
+          { verdict: 'rejected', summary: 'short' },
+          { verdict: 'uncertain', summary: 'hmm' },
+          { verdict: 'rejected', summary: 'still short' },
+        ],
         left: [{ sleepMs: 200 }],
       };
       await h.client.start(spec, { script }, { id });
@@ -71,7 +75,11 @@ export const SCENARIOS: Scenario[] = [
         .retryBudget('slow', { maxAttempts: 2, attemptTimeout: ATTEMPT_TIMEOUT })
         .activityOptions('flaky', { retry: { initialInterval: '100ms', maximumAttempts: 3 } })
         .reviewPolicy('judged', 'on_uncertain');
-      const script = { slow: [{ sleepMs: FAR_TOO_SLOW_MS }, {}], flaky: [{ error: 'transient', errorTimes: 1 }], judged: [{ verdict: 'uncertain', summary: 'a human should look' }] };
+      const script = {
+        slow: [{ sleepMs: FAR_TOO_SLOW_MS }, {}],
+        flaky: [{ error: 'transient', errorTimes: 1 }],
+        judged: [{ verdict: 'uncertain', summary: 'a human should look' }],
+      };
       await h.client.start(spec, { script }, { id });
       await waitForReview(h, id, 'judged');
       const handle = h.temporal.workflow.getHandle(id);
@@ -93,13 +101,38 @@ export const SCENARIOS: Scenario[] = [
         token_budget: 5,
         stages: [
           { name: 'constructor', run: 'scripted', gate: { all: ['scripted', { any: ['scripted', 'scripted'] }] } },
-          { name: 'expires', run: 'scripted', review_policy: 'always', review_ttl: '1s', on_review_expired: 'approve', depends_on: ['constructor'] },
+          {
+            name: 'expires',
+            run: 'scripted',
+            review_policy: 'always',
+            review_ttl: '1s',
+            on_review_expired: 'approve',
+            depends_on: ['constructor'],
+          },
           { name: 'optional', run: 'scripted', review_policy: 'always', review_ttl: '1s', on_review_expired: 'reject' },
-          { name: 'ask', run: 'llm', agent: 'scripted', with: { prompt: 'Say {{ input.word }}', output_schema: { type: 'object', properties: { said: { type: 'string' } }, required: ['said'] } }, gate: 'scripted', retry_budget: { max_attempts: 2 }, depends_on: ['expires'] },
+          {
+            name: 'ask',
+            run: 'llm',
+            agent: 'scripted',
+            with: {
+              prompt: 'Say {{ input.word }}',
+              output_schema: { type: 'object', properties: { said: { type: 'string' } }, required: ['said'] },
+            },
+            gate: 'scripted',
+            retry_budget: { max_attempts: 2 },
+            depends_on: ['expires'],
+          },
         ],
       };
-      const script = { constructor: [{ outputBytes: 40_000 }], ask: [{ verdict: 'rejected', summary: 'say it louder' }, { verdict: 'accepted' }] };
-      await h.client.start(spec, { script, word: 'hello', agent_replies: { ask: [{ said: 'hello' }, { said: 'HELLO' }] } }, { id });
+      const script = {
+        constructor: [{ outputBytes: 40_000 }],
+        ask: [{ verdict: 'rejected', summary: 'say it louder' }, { verdict: 'accepted' }],
+      };
+      await h.client.start(
+        spec,
+        { script, word: 'hello', agent_replies: { ask: [{ said: 'hello' }, { said: 'HELLO' }] } },
+        { id },
+      );
       await waitForReview(h, id, 'ask');
       await h.client.approve(id, 'ask', { reviewer: 'replay' });
       await h.client.result(id).catch(() => undefined);
@@ -133,7 +166,18 @@ export const SCENARIOS: Scenario[] = [
         .qualityGate('draft', 'scripted')
         .retryBudget('draft', { maxAttempts: 2, onExhausted: 'escalate' })
         .reviewTtl('draft', '30d');
-      await h.client.start(spec, { script: { draft: [{ verdict: 'rejected', summary: 'no' }, { verdict: 'rejected', summary: 'still no' }] } }, { id });
+      await h.client.start(
+        spec,
+        {
+          script: {
+            draft: [
+              { verdict: 'rejected', summary: 'no' },
+              { verdict: 'rejected', summary: 'still no' },
+            ],
+          },
+        },
+        { id },
+      );
       await waitForReview(h, id, 'draft');
       await h.temporal.workflow.getHandle(id).signal('review', { stage: 'draft', outcome: { kind: 'reject' } });
     },

@@ -26,7 +26,9 @@ export async function recordTddTree(h: Harness): Promise<Record<string, temporal
   const result = await h.client.tddResult(id);
   if (result.status !== 'merged') throw new Error(`the example tree did not merge: ${result.error}`);
   const state = await h.client.getTddState(id);
-  const rebased = (await Promise.all(state.children.map(async (c) => ({ c, s: await h.client.getTddState(c.workflowId) })))).find((x) => (x.s.counters.calls.rebaser ?? 0) > 0);
+  const rebased = (
+    await Promise.all(state.children.map(async (c) => ({ c, s: await h.client.getTddState(c.workflowId) })))
+  ).find((x) => (x.s.counters.calls.rebaser ?? 0) > 0);
   if (!rebased) throw new Error('no child rebased');
   return {
     [id]: await h.temporal.workflow.getHandle(id).fetchHistory(),

@@ -7,7 +7,13 @@
  */
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { AnthropicAgent, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, RESPOND_TOOL } from '../../src/agents/anthropic';
-import { ANTHROPIC_REQUEST_ERROR, ANTHROPIC_RETRYABLE, ANTHROPIC_SPEND_LIMIT, callRecordOf, retryAfterMs } from '../../src/agents/anthropic-errors';
+import {
+  ANTHROPIC_REQUEST_ERROR,
+  ANTHROPIC_RETRYABLE,
+  ANTHROPIC_SPEND_LIMIT,
+  callRecordOf,
+  retryAfterMs,
+} from '../../src/agents/anthropic-errors';
 import { promptHash } from '../../src/agents/prompt-hash';
 import { AgentUnavailableError, CallRecordSchema, type AgentRequest, type CallRecord } from '../../src/agents/types';
 import type { Json } from '../../src/model/shapes';
@@ -71,7 +77,9 @@ describe('structured replies', () => {
   test('a reply matching the schema is returned as output, and the request forces the respond tool', async () => {
     fake.enqueue({ kind: 'tool', input: { verdict: 'pass', score: 0.9 } });
 
-    const result = await agent().run(request({ outputSchema: VERDICT_SCHEMA, model: 'claude-opus-4-1', maxTokens: 1024, temperature: 0.2 }));
+    const result = await agent().run(
+      request({ outputSchema: VERDICT_SCHEMA, model: 'claude-opus-4-1', maxTokens: 1024, temperature: 0.2 }),
+    );
 
     expect(result.output).toEqual({ verdict: 'pass', score: 0.9 });
     expect(result.text).toBe('{"verdict":"pass","score":0.9}');
@@ -121,7 +129,9 @@ describe('structured replies', () => {
 
     const result = await agent().run(request({ outputSchema: VERDICT_SCHEMA }));
 
-    expect(result.invalidOutput?.issues).toEqual(['the reply did not use the respond tool (stop_reason end_turn); it answered with text only']);
+    expect(result.invalidOutput?.issues).toEqual([
+      'the reply did not use the respond tool (stop_reason end_turn); it answered with text only',
+    ]);
     expect(result.invalidOutput?.raw).toHaveLength(2_000);
     expect(result.invalidOutput?.raw.startsWith('I think it passes. ')).toBe(true);
   });
@@ -147,16 +157,26 @@ describe('text replies and the call record', () => {
     // The SDK warns that the default model is deprecated; that is for operators, not test output.
     const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
 
-    const result = await agent().run(request({ system: undefined, model: undefined })).finally(() => warn.mockRestore());
+    const result = await agent()
+      .run(request({ system: undefined, model: undefined }))
+      .finally(() => warn.mockRestore());
 
     expect(result.text).toBe('Looks good.');
     expect(result.output).toBeUndefined();
     expect(result.invalidOutput).toBeUndefined();
-    expect(fake.requests[0]!.body).toEqual({ model: DEFAULT_MODEL, max_tokens: DEFAULT_MAX_TOKENS, messages: [{ role: 'user', content: SECRET_PROMPT }] });
+    expect(fake.requests[0]!.body).toEqual({
+      model: DEFAULT_MODEL,
+      max_tokens: DEFAULT_MAX_TOKENS,
+      messages: [{ role: 'user', content: SECRET_PROMPT }],
+    });
   });
 
   test('usage and the call record come from the reply; the record holds the prompt hash, never the prompt', async () => {
-    fake.enqueue({ kind: 'text', text: 'ok', usage: { input_tokens: 321, output_tokens: 54, cache_read_input_tokens: 200 } });
+    fake.enqueue({
+      kind: 'text',
+      text: 'ok',
+      usage: { input_tokens: 321, output_tokens: 54, cache_read_input_tokens: 200 },
+    });
     const req = request({ model: 'claude-haiku-4-5' });
     const before = Date.now();
 
@@ -184,7 +204,10 @@ describe('text replies and the call record', () => {
 
   test('the default model and base URL come from the environment when not given', async () => {
     fake.enqueue({ kind: 'text', text: 'ok' });
-    const fromEnv = new AnthropicAgent({}, { ANTHROPIC_API_KEY: 'sk-from-env', ANTHROPIC_BASE_URL: fake.baseURL, TREADLE_MODEL: 'claude-env-model' });
+    const fromEnv = new AnthropicAgent(
+      {},
+      { ANTHROPIC_API_KEY: 'sk-from-env', ANTHROPIC_BASE_URL: fake.baseURL, TREADLE_MODEL: 'claude-env-model' },
+    );
 
     const result = await fromEnv.run(request({ model: undefined }));
 
@@ -204,7 +227,13 @@ describe('text replies and the call record', () => {
 
 describe('error mapping', () => {
   test('429 with retry-after: retryable, next retry after 7 s, call record in details; the SDK does not retry', async () => {
-    fake.enqueue({ kind: 'error', status: 429, type: 'rate_limit_error', message: 'Number of request tokens has exceeded your per-minute rate limit', headers: { 'retry-after': '7' } });
+    fake.enqueue({
+      kind: 'error',
+      status: 429,
+      type: 'rate_limit_error',
+      message: 'Number of request tokens has exceeded your per-minute rate limit',
+      headers: { 'retry-after': '7' },
+    });
 
     const { error, call } = await failure(agent().run(request()));
 
@@ -212,13 +241,28 @@ describe('error mapping', () => {
     expect(f.type).toBe(ANTHROPIC_RETRYABLE);
     expect(f.nonRetryable).toBe(false);
     expect(f.nextRetryDelay).toBe(7_000);
-    expect(f.message).toBe('anthropic 429 rate_limit_error: Number of request tokens has exceeded your per-minute rate limit');
-    expect(call).toMatchObject({ correlationId: 'item-1/review/1', provider: 'anthropic', status: 'error', error: f.message, inputTokens: 0, outputTokens: 0 });
+    expect(f.message).toBe(
+      'anthropic 429 rate_limit_error: Number of request tokens has exceeded your per-minute rate limit',
+    );
+    expect(call).toMatchObject({
+      correlationId: 'item-1/review/1',
+      provider: 'anthropic',
+      status: 'error',
+      error: f.message,
+      inputTokens: 0,
+      outputTokens: 0,
+    });
     expect(fake.requests).toHaveLength(1);
   });
 
   test('429 naming a spend limit: non-retryable', async () => {
-    fake.enqueue({ kind: 'error', status: 429, type: 'rate_limit_error', message: 'You have reached your specified workspace spend limit.', headers: { 'retry-after': '60' } });
+    fake.enqueue({
+      kind: 'error',
+      status: 429,
+      type: 'rate_limit_error',
+      message: 'You have reached your specified workspace spend limit.',
+      headers: { 'retry-after': '60' },
+    });
 
     const { error, call } = await failure(agent().run(request()));
 
@@ -230,7 +274,13 @@ describe('error mapping', () => {
   });
 
   test('429 with a spend-limit error code: non-retryable whatever the wording', async () => {
-    fake.enqueue({ kind: 'error', status: 429, type: 'rate_limit_error', message: 'Request refused.', details: { error_code: 'enforced_spend_limit_reached' } });
+    fake.enqueue({
+      kind: 'error',
+      status: 429,
+      type: 'rate_limit_error',
+      message: 'Request refused.',
+      details: { error_code: 'enforced_spend_limit_reached' },
+    });
 
     const f = asApplicationFailure((await failure(agent().run(request()))).error);
 
@@ -239,7 +289,13 @@ describe('error mapping', () => {
   });
 
   test('529 overloaded: retryable, delay from retry-after-ms', async () => {
-    fake.enqueue({ kind: 'error', status: 529, type: 'overloaded_error', message: 'Overloaded', headers: { 'retry-after-ms': '1500' } });
+    fake.enqueue({
+      kind: 'error',
+      status: 529,
+      type: 'overloaded_error',
+      message: 'Overloaded',
+      headers: { 'retry-after-ms': '1500' },
+    });
 
     const f = asApplicationFailure((await failure(agent().run(request()))).error);
 
@@ -261,7 +317,12 @@ describe('error mapping', () => {
   });
 
   test('400: non-retryable with a one-line message', async () => {
-    fake.enqueue({ kind: 'error', status: 400, type: 'invalid_request_error', message: 'max_tokens: must be ≤ 8192\n(got 100000)' });
+    fake.enqueue({
+      kind: 'error',
+      status: 400,
+      type: 'invalid_request_error',
+      message: 'max_tokens: must be ≤ 8192\n(got 100000)',
+    });
 
     const { error, call } = await failure(agent().run(request({ maxTokens: 9_000 })));
 
@@ -278,7 +339,9 @@ describe('error mapping', () => {
     const f = asApplicationFailure(error);
     expect(f.type).toBe(ANTHROPIC_REQUEST_ERROR);
     expect(f.nonRetryable).toBe(true);
-    expect(f.message).toMatch(/^anthropic request refused by the SDK: Streaming is required for operations that may take longer than 10 minutes/);
+    expect(f.message).toMatch(
+      /^anthropic request refused by the SDK: Streaming is required for operations that may take longer than 10 minutes/,
+    );
     expect(call.status).toBe('error');
     expect(fake.requests).toHaveLength(0);
   });

@@ -19,7 +19,13 @@ import { CallRecordSchema, type AgentRequest, type AgentTool, type CallRecord } 
 import { worktreeAccess, worktreeTools, type ToolTestRun } from '../../src/agents/worktree-tools';
 import { ConversationStore } from '../../src/storage/conversation';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
-import { startFakeAnthropic, toolResultsOf, type FakeAnthropic, type FakeReply, type FakeUsage } from '../support/fake-anthropic';
+import {
+  startFakeAnthropic,
+  toolResultsOf,
+  type FakeAnthropic,
+  type FakeReply,
+  type FakeUsage,
+} from '../support/fake-anthropic';
 
 const TEST_MODEL = 'claude-haiku-4-5';
 
@@ -86,15 +92,29 @@ async function rejection(run: Promise<unknown>): Promise<Error> {
 describe('the tool loop', () => {
   test('runs the handlers, sends their results back, and returns the final text; one call record per round', async () => {
     fake.enqueue(
-      { kind: 'tools', text: 'Let me look first.', uses: [{ name: 'list_files', input: {} }, { name: 'read_file', input: { path: 'src/add.js' } }], usage: { input_tokens: 100, output_tokens: 10 } },
-      use('write_file', { path: 'src/add.js', content: 'module.exports = { add: (a, b) => a + b };\n' }, { input_tokens: 200, output_tokens: 30, cache_read_input_tokens: 50 }),
+      {
+        kind: 'tools',
+        text: 'Let me look first.',
+        uses: [
+          { name: 'list_files', input: {} },
+          { name: 'read_file', input: { path: 'src/add.js' } },
+        ],
+        usage: { input_tokens: 100, output_tokens: 10 },
+      },
+      use(
+        'write_file',
+        { path: 'src/add.js', content: 'module.exports = { add: (a, b) => a + b };\n' },
+        { input_tokens: 200, output_tokens: 30, cache_read_input_tokens: 50 },
+      ),
       { kind: 'text', text: '{"exit": "TestsPassed"}', usage: { input_tokens: 300, output_tokens: 5 } },
     );
 
     const result = await agent().run(request({ tools: tools() }));
 
     expect(result.text).toBe('{"exit": "TestsPassed"}');
-    expect(readFileSync(path.join(worktree, 'src', 'add.js'), 'utf8')).toBe('module.exports = { add: (a, b) => a + b };\n');
+    expect(readFileSync(path.join(worktree, 'src', 'add.js'), 'utf8')).toBe(
+      'module.exports = { add: (a, b) => a + b };\n',
+    );
     expect(result.toolUses).toEqual([
       { name: 'list_files', input: '.', ok: true },
       { name: 'read_file', input: 'src/add.js', ok: true },
@@ -103,7 +123,13 @@ describe('the tool loop', () => {
 
     // Every round is a call: records parse, prompts differ (each round sends the transcript so far), tokens add up.
     expect(result.calls).toHaveLength(3);
-    for (const call of result.calls) expect(CallRecordSchema.parse(call)).toMatchObject({ correlationId: 'tree/calc/impl/0', provider: 'anthropic', model: TEST_MODEL, status: 'success' });
+    for (const call of result.calls)
+      expect(CallRecordSchema.parse(call)).toMatchObject({
+        correlationId: 'tree/calc/impl/0',
+        provider: 'anthropic',
+        model: TEST_MODEL,
+        status: 'success',
+      });
     expect(result.calls[0]!.promptHash).toBe(promptHash(request()));
     expect(new Set(result.calls.map((c) => c.promptHash)).size).toBe(3);
     expect(result.call).toEqual(result.calls[2]);
@@ -111,7 +137,10 @@ describe('the tool loop', () => {
 
     // The requests: the tools offered every round (the model chooses: no tool_choice), results paired by id.
     expect(fake.requests).toHaveLength(3);
-    const first = fake.requests[0]!.body as { tools: { name: string; input_schema: { type: string } }[]; tool_choice?: unknown };
+    const first = fake.requests[0]!.body as {
+      tools: { name: string; input_schema: { type: string } }[];
+      tool_choice?: unknown;
+    };
     expect(first.tools.map((t) => t.name)).toEqual(['read_file', 'write_file', 'list_files', 'delete_file']);
     expect(first.tools.every((t) => t.input_schema.type === 'object')).toBe(true);
     expect(first.tool_choice).toBeUndefined();
@@ -127,12 +156,22 @@ describe('the tool loop', () => {
       { type: 'tool_result', tool_use_id: listId, content: 'out\nsrc/add.js\ntest.js' },
       { type: 'tool_result', tool_use_id: readId, content: 'module.exports = {};\n' },
     ]);
-    expect(toolResultsOf(fake.requests[2]!)).toEqual([{ type: 'tool_result', tool_use_id: expect.stringMatching(/^toolu_fake_/), content: 'wrote src/add.js (43 bytes)' }]);
+    expect(toolResultsOf(fake.requests[2]!)).toEqual([
+      {
+        type: 'tool_result',
+        tool_use_id: expect.stringMatching(/^toolu_fake_/),
+        content: 'wrote src/add.js (43 bytes)',
+      },
+    ]);
   });
 
   test('the recording agent logs every round, on success and on failure', async () => {
     const calls: CallRecord[] = [];
-    const recorded = recordingAgent(agent(), { calls, conversations: new ConversationStore(new MemoryBlobStore()), runCorrelationId: 'run-1' });
+    const recorded = recordingAgent(agent(), {
+      calls,
+      conversations: new ConversationStore(new MemoryBlobStore()),
+      runCorrelationId: 'run-1',
+    });
     fake.enqueue(use('list_files', {}), use('list_files', { path: 'src' }), { kind: 'text', text: 'done' });
     const result = await recorded.run(request({ tools: tools() }));
     expect(calls).toEqual(result.calls.map((c) => ({ ...c, runCorrelationId: 'run-1' })));
@@ -153,25 +192,51 @@ describe('the tool loop', () => {
         throw new Error('the index is not built yet');
       },
     };
-    fake.enqueue({ kind: 'tools', uses: [{ name: 'lookup', input: { key: 'add' } }, { name: 'rm_rf', input: { path: '/' } }] }, { kind: 'text', text: 'I will do without.' });
+    fake.enqueue(
+      {
+        kind: 'tools',
+        uses: [
+          { name: 'lookup', input: { key: 'add' } },
+          { name: 'rm_rf', input: { path: '/' } },
+        ],
+      },
+      { kind: 'text', text: 'I will do without.' },
+    );
 
     const result = await agent().run(request({ tools: [flaky] }));
 
     expect(result.text).toBe('I will do without.');
     expect(toolResultsOf(fake.requests[1]!)).toEqual([
-      { type: 'tool_result', tool_use_id: expect.stringMatching(/_0$/), content: 'the index is not built yet', is_error: true },
-      { type: 'tool_result', tool_use_id: expect.stringMatching(/_1$/), content: 'there is no tool named "rm_rf"; the tools are: lookup', is_error: true },
+      {
+        type: 'tool_result',
+        tool_use_id: expect.stringMatching(/_0$/),
+        content: 'the index is not built yet',
+        is_error: true,
+      },
+      {
+        type: 'tool_result',
+        tool_use_id: expect.stringMatching(/_1$/),
+        content: 'there is no tool named "rm_rf"; the tools are: lookup',
+        is_error: true,
+      },
     ]);
     expect(result.toolUses).toEqual([
       { name: 'lookup', input: '{"key":"add"}', ok: false, error: 'the index is not built yet' },
-      { name: 'rm_rf', input: '{"path":"/"}', ok: false, error: 'there is no tool named "rm_rf"; the tools are: lookup' },
+      {
+        name: 'rm_rf',
+        input: '{"path":"/"}',
+        ok: false,
+        error: 'there is no tool named "rm_rf"; the tools are: lookup',
+      },
     ]);
   });
 
   test('bad tool input is an error result naming the field', async () => {
     fake.enqueue(use('write_file', { path: 'src/x.js' }), { kind: 'text', text: 'ok' });
     await agent().run(request({ tools: tools() }));
-    expect(toolResultsOf(fake.requests[1]!)).toEqual([expect.objectContaining({ is_error: true, content: expect.stringMatching(/^invalid input: content: /) })]);
+    expect(toolResultsOf(fake.requests[1]!)).toEqual([
+      expect.objectContaining({ is_error: true, content: expect.stringMatching(/^invalid input: content: /) }),
+    ]);
     expect(existsSync(path.join(worktree, 'src', 'x.js'))).toBe(false);
   });
 
@@ -184,7 +249,13 @@ describe('the tool loop', () => {
     expect(result.output).toEqual({ exit: 'TestsPassed' });
     expect(result.calls).toHaveLength(2);
     const body = fake.requests[0]!.body as { tools: { name: string }[]; tool_choice?: unknown };
-    expect(body.tools.map((t) => t.name)).toEqual(['read_file', 'write_file', 'list_files', 'delete_file', RESPOND_TOOL]);
+    expect(body.tools.map((t) => t.name)).toEqual([
+      'read_file',
+      'write_file',
+      'list_files',
+      'delete_file',
+      RESPOND_TOOL,
+    ]);
     expect(body.tool_choice).toBeUndefined();
   });
 
@@ -199,7 +270,11 @@ describe('the tool loop', () => {
 
 describe('the worktree tools refuse what is not the agent’s', () => {
   /** Runs one round calling `name` with `input` and returns the tool result the model got. */
-  async function toolResult(name: string, input: unknown, runTests?: (files: string[]) => Promise<ToolTestRun>): Promise<{ content?: unknown; is_error?: boolean }> {
+  async function toolResult(
+    name: string,
+    input: unknown,
+    runTests?: (files: string[]) => Promise<ToolTestRun>,
+  ): Promise<{ content?: unknown; is_error?: boolean }> {
     fake.enqueue(use(name, input), { kind: 'text', text: 'done' });
     await agent().run(request({ tools: tools(runTests) }));
     const [result] = toolResultsOf(fake.requests[fake.requests.length - 1]!);
@@ -236,15 +311,24 @@ describe('the worktree tools refuse what is not the agent’s', () => {
 
   test('a symlink to a file outside cannot be read or written through', async () => {
     symlinkSync(path.join(outside, 'secret.txt'), path.join(worktree, 'src', 'link.txt'));
-    expect(await toolResult('read_file', { path: 'src/link.txt' })).toMatchObject({ is_error: true, content: expect.stringMatching(/leads outside the worktree/) });
+    expect(await toolResult('read_file', { path: 'src/link.txt' })).toMatchObject({
+      is_error: true,
+      content: expect.stringMatching(/leads outside the worktree/),
+    });
     expect(await toolResult('write_file', { path: 'src/link.txt', content: 'x' })).toMatchObject({ is_error: true });
     expect(readFileSync(path.join(outside, 'secret.txt'), 'utf8')).toBe('do not read\n');
   });
 
   test('writes make folders, deletes remove files, inside the worktree', async () => {
-    expect(await toolResult('write_file', { path: 'lib/deep/x.js', content: 'x\n' })).toEqual({ type: 'tool_result', tool_use_id: expect.any(String), content: 'wrote lib/deep/x.js (2 bytes)' });
+    expect(await toolResult('write_file', { path: 'lib/deep/x.js', content: 'x\n' })).toEqual({
+      type: 'tool_result',
+      tool_use_id: expect.any(String),
+      content: 'wrote lib/deep/x.js (2 bytes)',
+    });
     expect(readFileSync(path.join(worktree, 'lib', 'deep', 'x.js'), 'utf8')).toBe('x\n');
-    expect(await toolResult('delete_file', { path: 'lib/deep/x.js' })).toMatchObject({ content: 'deleted lib/deep/x.js' });
+    expect(await toolResult('delete_file', { path: 'lib/deep/x.js' })).toMatchObject({
+      content: 'deleted lib/deep/x.js',
+    });
     expect(existsSync(path.join(worktree, 'lib', 'deep', 'x.js'))).toBe(false);
     expect(await toolResult('list_files', { path: 'lib' })).toMatchObject({ content: 'no files under lib' });
   });
@@ -253,11 +337,17 @@ describe('the worktree tools refuse what is not the agent’s', () => {
     const asked: string[][] = [];
     const runTests = async (files: string[]): Promise<ToolTestRun> => {
       asked.push(files);
-      return { passed: false, summary: '1 passed, 1 failed (node --test, exit 1, 40 ms)', output: 'not ok 2 - adds negatives\n' };
+      return {
+        passed: false,
+        summary: '1 passed, 1 failed (node --test, exit 1, 40 ms)',
+        output: 'not ok 2 - adds negatives\n',
+      };
     };
     const result = await toolResult('run_tests', { files: ['test/add.test.js'] }, runTests);
     expect(asked).toEqual([['test/add.test.js']]);
-    expect(result).toMatchObject({ content: 'FAILED: 1 passed, 1 failed (node --test, exit 1, 40 ms)\n\nnot ok 2 - adds negatives\n' });
+    expect(result).toMatchObject({
+      content: 'FAILED: 1 passed, 1 failed (node --test, exit 1, 40 ms)\n\nnot ok 2 - adds negatives\n',
+    });
     expect(result.is_error).toBeUndefined();
     expect((fake.requests[0]!.body as { tools: { name: string }[] }).tools.map((t) => t.name)).toContain('run_tests');
   });
@@ -276,13 +366,20 @@ describe('limits and failures', () => {
     expect(error).toBeInstanceOf(ApplicationFailure);
     expect((error as ApplicationFailure).type).toBe(TOOL_ROUNDS_EXHAUSTED);
     expect((error as ApplicationFailure).nonRetryable).toBe(true);
-    expect(error.message).toBe('the model was still using tools after 3 model calls (maxToolRounds) and gave no final answer');
+    expect(error.message).toBe(
+      'the model was still using tools after 3 model calls (maxToolRounds) and gave no final answer',
+    );
     expect(fake.requests).toHaveLength(3);
     expect(callRecordsOf(error).map((c) => c.status)).toEqual(['success', 'success', 'success']);
   });
 
   test('an API error mid-loop keeps its mapping and carries the earlier calls', async () => {
-    fake.enqueue(use('list_files', {}), { kind: 'error', status: 529, type: 'overloaded_error', message: 'Overloaded' });
+    fake.enqueue(use('list_files', {}), {
+      kind: 'error',
+      status: 529,
+      type: 'overloaded_error',
+      message: 'Overloaded',
+    });
 
     const error = await rejection(agent().run(request({ tools: tools() })));
 
@@ -342,7 +439,12 @@ describe('limits and failures', () => {
     [[{ name: 'read file' }], /must match/],
     [[{ name: 'x' }, { name: 'x' }], /"x" is offered twice/],
   ])('unusable tools %j: non-retryable before anything is sent', async (named, message) => {
-    const offered = named.map((t) => ({ ...t, description: 'd', inputSchema: { type: 'object' }, run: async () => '' }));
+    const offered = named.map((t) => ({
+      ...t,
+      description: 'd',
+      inputSchema: { type: 'object' },
+      run: async () => '',
+    }));
     const error = await rejection(agent().run(request({ tools: offered })));
     expect((error as ApplicationFailure).type).toBe('InvalidAgentRequest');
     expect((error as ApplicationFailure).nonRetryable).toBe(true);

@@ -44,7 +44,11 @@ afterAll(() => {
 });
 
 /** A fresh task list file (and its registry) per test. */
-function fresh(options: { staleLockMs?: number; lockTimeoutMs?: number } = {}): { file: string; store: TaskList; registry: ActionRegistry } {
+function fresh(options: { staleLockMs?: number; lockTimeoutMs?: number } = {}): {
+  file: string;
+  store: TaskList;
+  registry: ActionRegistry;
+} {
   const file = path.join(dir, `list-${++count}`, 'tasks.json');
   const store = new TaskList({ file, now: () => NOW, ...options });
   return { file, store, registry: defaultActionRegistry({ store }) };
@@ -58,7 +62,17 @@ describe('payload schemas', () => {
   const { registry } = fresh();
 
   it.each([
-    ['create_task', { title: 'Call Bob', notes: 'about the offsite', due: '2026-03-02', priority: 'high', project: 'Acme', tags: ['phone'] }],
+    [
+      'create_task',
+      {
+        title: 'Call Bob',
+        notes: 'about the offsite',
+        due: '2026-03-02',
+        priority: 'high',
+        project: 'Acme',
+        tags: ['phone'],
+      },
+    ],
     ['create_task', { title: 'Call Bob', due: '2026-03-02T17:00:00+01:00' }],
     ['send_message', { channel: 'email', to: 'bob@example.com', subject: 'Offsite', body: 'See you there.' }],
     ['send_message', { channel: 'telegram', to: '@bob_smith', body: 'See you there.' }],
@@ -66,14 +80,28 @@ describe('payload schemas', () => {
     ['add_busy_block', { start: '2026-03-02T09:00:00+01:00', end: '2026-03-02T10:30:00+01:00', title: 'Focus' }],
     ['add_busy_block', { start: '2026-03-02T08:00:00Z', end: '2026-03-02T09:00:00Z' }],
     ['modify_task', { id: 'task-3', changes: { status: 'done' } }],
-    ['modify_task', { id: 'task-3', changes: { title: 'Call Bob today', due: null, notes: null, project: null, tags: [], priority: 'low' } }],
+    [
+      'modify_task',
+      {
+        id: 'task-3',
+        changes: { title: 'Call Bob today', due: null, notes: null, project: null, tags: [], priority: 'low' },
+      },
+    ],
     ['batch_create_tasks', { tasks: [{ title: 'One' }, { title: 'Two', priority: 'urgent' }] }],
   ])('%s accepts %j', (type, payload) => {
     expect(registry.validatePayload(type, payload)).toEqual([]);
   });
 
   it('create_task lists every problem', () => {
-    expect(registry.validatePayload('create_task', { titel: 'x', due: 'tomorrow', priority: 'p1', tags: ['a', 'a', ''], notes: 5 })).toEqual([
+    expect(
+      registry.validatePayload('create_task', {
+        titel: 'x',
+        due: 'tomorrow',
+        priority: 'p1',
+        tags: ['a', 'a', ''],
+        notes: 5,
+      }),
+    ).toEqual([
       'payload.title: required',
       'payload.notes: must be a string, got number 5',
       'payload.due: must be a date (2026-03-02) or a date-time with an offset (2026-03-02T17:00:00+01:00)',
@@ -83,7 +111,9 @@ describe('payload schemas', () => {
       'payload.titel: unknown field (did you mean "title"?) (allowed: title, notes, due, priority, project, tags)',
     ]);
     expect(registry.validatePayload('create_task', { title: '   ' })).toEqual(['payload.title: must not be empty']);
-    expect(registry.validatePayload('create_task', { title: 'x'.repeat(301) })).toEqual(['payload.title: must be at most 300 characters']);
+    expect(registry.validatePayload('create_task', { title: 'x'.repeat(301) })).toEqual([
+      'payload.title: must be at most 300 characters',
+    ]);
     expect(registry.validatePayload('create_task', null)).toEqual(['payload: must be an object, got null']);
     expect(registry.validatePayload('create_task', ['Call Bob'])).toEqual(['payload: must be an object, got a list']);
     // A local time would mean different moments on workers in different time zones.
@@ -92,28 +122,43 @@ describe('payload schemas', () => {
   });
 
   it('send_message lists every problem, channel-specific ones included', () => {
-    expect(registry.validatePayload('send_message', { channel: 'telegram', to: 'bob@example.com', subject: 'hi', body: '' })).toEqual([
+    expect(
+      registry.validatePayload('send_message', { channel: 'telegram', to: 'bob@example.com', subject: 'hi', body: '' }),
+    ).toEqual([
       'payload.body: must not be empty',
       'payload.to: must be an @username or a numeric chat id for channel telegram',
       'payload.subject: telegram messages have no subject',
     ]);
-    expect(registry.validatePayload('send_message', { channel: 'email', to: 'bob', body: 'x' })).toEqual(['payload.to: must be an email address for channel email']);
-    expect(registry.validatePayload('send_message', { channel: 'telegram', to: '@bob_smith', body: 'x'.repeat(4_097) })).toEqual(['payload.body: must be at most 4096 characters for channel telegram']);
+    expect(registry.validatePayload('send_message', { channel: 'email', to: 'bob', body: 'x' })).toEqual([
+      'payload.to: must be an email address for channel email',
+    ]);
+    expect(
+      registry.validatePayload('send_message', { channel: 'telegram', to: '@bob_smith', body: 'x'.repeat(4_097) }),
+    ).toEqual(['payload.body: must be at most 4096 characters for channel telegram']);
     expect(registry.validatePayload('send_message', { channel: 'sms', to: '', body: 'x', extra: 1 })).toEqual([
       'payload.channel: must be one of "email", "telegram", got "sms"',
       'payload.to: must not be empty',
       'payload.extra: unknown field (allowed: channel, to, subject, body)',
     ]);
-    expect(registry.validatePayload('send_message', {})).toEqual(['payload.channel: required', 'payload.to: required', 'payload.body: required']);
+    expect(registry.validatePayload('send_message', {})).toEqual([
+      'payload.channel: required',
+      'payload.to: required',
+      'payload.body: required',
+    ]);
   });
 
   it('add_busy_block lists every problem, end before start included', () => {
-    expect(registry.validatePayload('add_busy_block', { start: '2026-03-02T10:00:00+01:00', end: '2026-03-02T09:00:00+01:00', title: ' ' })).toEqual([
-      'payload.title: must not be empty',
-      'payload.end: must be after start',
-    ]);
+    expect(
+      registry.validatePayload('add_busy_block', {
+        start: '2026-03-02T10:00:00+01:00',
+        end: '2026-03-02T09:00:00+01:00',
+        title: ' ',
+      }),
+    ).toEqual(['payload.title: must not be empty', 'payload.end: must be after start']);
     // The same instant in two offsets is not a block.
-    expect(registry.validatePayload('add_busy_block', { start: '2026-03-02T10:00:00+01:00', end: '2026-03-02T09:00:00Z' })).toEqual(['payload.end: must be after start']);
+    expect(
+      registry.validatePayload('add_busy_block', { start: '2026-03-02T10:00:00+01:00', end: '2026-03-02T09:00:00Z' }),
+    ).toEqual(['payload.end: must be after start']);
     expect(registry.validatePayload('add_busy_block', { start: '2026-03-02T10:00:00', end: 'noon' })).toEqual([
       'payload.start: must be a date-time with an offset, e.g. 2026-03-02T09:00:00+01:00',
       'payload.end: must be a date-time with an offset, e.g. 2026-03-02T09:00:00+01:00',
@@ -125,7 +170,12 @@ describe('payload schemas', () => {
       'payload.id: must be a task id such as task-3',
       'payload.changes: must change at least one of title, notes, due, priority, project, tags, status',
     ]);
-    expect(registry.validatePayload('modify_task', { id: 'task-3', changes: { stauts: 'done', status: 'finished', title: null } })).toEqual([
+    expect(
+      registry.validatePayload('modify_task', {
+        id: 'task-3',
+        changes: { stauts: 'done', status: 'finished', title: null },
+      }),
+    ).toEqual([
       'payload.changes.title: must be a string, got null',
       'payload.changes.status: must be one of "open", "waiting", "done", "cancelled", got "finished"',
       'payload.changes.stauts: unknown field (did you mean "status"?) (allowed: title, notes, due, priority, project, tags, status)',
@@ -134,26 +184,54 @@ describe('payload schemas', () => {
   });
 
   it('batch_create_tasks checks every draft, naming its place', () => {
-    expect(registry.validatePayload('batch_create_tasks', { tasks: [{ title: 'a' }, { title: '', projct: 'x' }, { priority: 'high' }] })).toEqual([
+    expect(
+      registry.validatePayload('batch_create_tasks', {
+        tasks: [{ title: 'a' }, { title: '', projct: 'x' }, { priority: 'high' }],
+      }),
+    ).toEqual([
       'payload.tasks[1].title: must not be empty',
       'payload.tasks[1].projct: unknown field (did you mean "project"?) (allowed: title, notes, due, priority, project, tags)',
       'payload.tasks[2].title: required',
     ]);
-    expect(registry.validatePayload('batch_create_tasks', { tasks: [] })).toEqual(['payload.tasks: must have at least 1 item']);
-    expect(registry.validatePayload('batch_create_tasks', { tasks: Array.from({ length: 101 }, (_, i) => ({ title: `t${i}` })) })).toEqual(['payload.tasks: must have at most 100 items']);
+    expect(registry.validatePayload('batch_create_tasks', { tasks: [] })).toEqual([
+      'payload.tasks: must have at least 1 item',
+    ]);
+    expect(
+      registry.validatePayload('batch_create_tasks', {
+        tasks: Array.from({ length: 101 }, (_, i) => ({ title: `t${i}` })),
+      }),
+    ).toEqual(['payload.tasks: must have at most 100 items']);
   });
 
   it('summaries are one line', () => {
-    expect(registry.summarize('create_task', { title: 'Call Bob', due: '2026-03-02', priority: 'high', project: 'Acme' })).toBe('create task "Call Bob" (due 2026-03-02, high, project Acme)');
-    expect(registry.summarize('send_message', { channel: 'email', to: 'bob@example.com', subject: 'Offsite', body: 'x' })).toBe('send email to bob@example.com: "Offsite"');
-    expect(registry.summarize('send_message', { channel: 'telegram', to: '@bob_smith', body: 'See\nyou   there' })).toBe('send telegram to @bob_smith: "See you there"');
-    expect(registry.summarize('add_busy_block', { start: '2026-03-02T09:00:00+01:00', end: '2026-03-02T10:00:00+01:00' })).toBe('add busy block "Busy" 2026-03-02T09:00:00+01:00 → 2026-03-02T10:00:00+01:00');
-    expect(registry.summarize('modify_task', { id: 'task-3', changes: { status: 'done', due: null, tags: [] } })).toBe('modify task-3: due → (cleared), tags → (none), status → done');
-    expect(registry.summarize('batch_create_tasks', { tasks: [{ title: 'One\ntwo' }, { title: 'Three' }] })).toBe('create 2 tasks: "One two", "Three"');
-    expect(registry.summarize('create_task', { title: 'x'.repeat(300), notes: 'y' })).toBe(`create task "${'x'.repeat(79)}…"`);
+    expect(
+      registry.summarize('create_task', { title: 'Call Bob', due: '2026-03-02', priority: 'high', project: 'Acme' }),
+    ).toBe('create task "Call Bob" (due 2026-03-02, high, project Acme)');
+    expect(
+      registry.summarize('send_message', { channel: 'email', to: 'bob@example.com', subject: 'Offsite', body: 'x' }),
+    ).toBe('send email to bob@example.com: "Offsite"');
+    expect(
+      registry.summarize('send_message', { channel: 'telegram', to: '@bob_smith', body: 'See\nyou   there' }),
+    ).toBe('send telegram to @bob_smith: "See you there"');
+    expect(
+      registry.summarize('add_busy_block', { start: '2026-03-02T09:00:00+01:00', end: '2026-03-02T10:00:00+01:00' }),
+    ).toBe('add busy block "Busy" 2026-03-02T09:00:00+01:00 → 2026-03-02T10:00:00+01:00');
+    expect(registry.summarize('modify_task', { id: 'task-3', changes: { status: 'done', due: null, tags: [] } })).toBe(
+      'modify task-3: due → (cleared), tags → (none), status → done',
+    );
+    expect(registry.summarize('batch_create_tasks', { tasks: [{ title: 'One\ntwo' }, { title: 'Three' }] })).toBe(
+      'create 2 tasks: "One two", "Three"',
+    );
+    expect(registry.summarize('create_task', { title: 'x'.repeat(300), notes: 'y' })).toBe(
+      `create task "${'x'.repeat(79)}…"`,
+    );
     // Listings never fail on a bad payload.
     expect(registry.summarize('create_task', { titel: 'x' })).toBe('create_task {"titel":"x"}');
-    expect(registry.summarize('batch_create_tasks', { tasks: Array.from({ length: 20 }, () => ({ title: 'a long enough title '.repeat(3) })) }).length).toBeLessThanOrEqual(200);
+    expect(
+      registry.summarize('batch_create_tasks', {
+        tasks: Array.from({ length: 20 }, () => ({ title: 'a long enough title '.repeat(3) })),
+      }).length,
+    ).toBeLessThanOrEqual(200);
   });
 });
 
@@ -161,12 +239,16 @@ describe('unknown action types', () => {
   const { registry } = fresh();
 
   it('validatePayload returns one problem naming the known types and a close one', () => {
-    expect(registry.validatePayload('create_tsk', { title: 'x' })).toEqual([`action_type: unknown action type "create_tsk" (did you mean "create_task"?) (${KNOWN})`]);
+    expect(registry.validatePayload('create_tsk', { title: 'x' })).toEqual([
+      `action_type: unknown action type "create_tsk" (did you mean "create_task"?) (${KNOWN})`,
+    ]);
     expect(registry.validatePayload('fax', {})).toEqual([`action_type: unknown action type "fax" (${KNOWN})`]);
   });
 
   it('get and execute throw UnknownActionType, non-retryable', async () => {
-    expect(() => registry.get('send_mesage')).toThrow(`unknown action type "send_mesage" (did you mean "send_message"?) (${KNOWN})`);
+    expect(() => registry.get('send_mesage')).toThrow(
+      `unknown action type "send_mesage" (did you mean "send_message"?) (${KNOWN})`,
+    );
     const error = await registry.execute('fax', {}, { idempotencyKey: 'k' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UnknownActionType);
     expect(error).toMatchObject({ type: 'UnknownActionType', nonRetryable: true });
@@ -178,15 +260,53 @@ describe('unknown action types', () => {
 describe('executing the seed types', () => {
   it('create_task writes the task', async () => {
     const { file, registry } = fresh();
-    const payload = { title: ' Call Bob ', notes: 'offsite', due: '2026-03-02', priority: 'high', project: 'Acme', tags: ['phone'] };
-    expect(await registry.execute('create_task', payload, { idempotencyKey: 'key-1' })).toEqual({ taskId: 'task-1', title: 'Call Bob' });
-    expect(await registry.execute('create_task', { title: 'Second' }, { idempotencyKey: 'key-2' })).toEqual({ taskId: 'task-2', title: 'Second' });
+    const payload = {
+      title: ' Call Bob ',
+      notes: 'offsite',
+      due: '2026-03-02',
+      priority: 'high',
+      project: 'Acme',
+      tags: ['phone'],
+    };
+    expect(await registry.execute('create_task', payload, { idempotencyKey: 'key-1' })).toEqual({
+      taskId: 'task-1',
+      title: 'Call Bob',
+    });
+    expect(await registry.execute('create_task', { title: 'Second' }, { idempotencyKey: 'key-2' })).toEqual({
+      taskId: 'task-2',
+      title: 'Second',
+    });
     const list = contents(file);
     expect(list.tasks).toEqual([
-      { id: 'task-1', title: 'Call Bob', notes: 'offsite', due: '2026-03-02', priority: 'high', project: 'Acme', tags: ['phone'], status: 'open', createdAt: NOW.toISOString(), updatedAt: NOW.toISOString(), idempotencyKey: 'key-1' },
-      { id: 'task-2', title: 'Second', priority: 'normal', tags: [], status: 'open', createdAt: NOW.toISOString(), updatedAt: NOW.toISOString(), idempotencyKey: 'key-2' },
+      {
+        id: 'task-1',
+        title: 'Call Bob',
+        notes: 'offsite',
+        due: '2026-03-02',
+        priority: 'high',
+        project: 'Acme',
+        tags: ['phone'],
+        status: 'open',
+        createdAt: NOW.toISOString(),
+        updatedAt: NOW.toISOString(),
+        idempotencyKey: 'key-1',
+      },
+      {
+        id: 'task-2',
+        title: 'Second',
+        priority: 'normal',
+        tags: [],
+        status: 'open',
+        createdAt: NOW.toISOString(),
+        updatedAt: NOW.toISOString(),
+        idempotencyKey: 'key-2',
+      },
     ]);
-    expect(list.applied['key-1']).toEqual({ action: 'create_task', result: { taskId: 'task-1', title: 'Call Bob' }, appliedAt: NOW.toISOString() });
+    expect(list.applied['key-1']).toEqual({
+      action: 'create_task',
+      result: { taskId: 'task-1', title: 'Call Bob' },
+      appliedAt: NOW.toISOString(),
+    });
     expect(list.revision).toBe(2);
     // Nothing left beside the file: temporary files renamed, lock released.
     expect(readdirSync(path.dirname(file))).toEqual(['tasks.json']);
@@ -194,39 +314,95 @@ describe('executing the seed types', () => {
 
   it('send_message queues the message in the outbox', async () => {
     const { file, registry } = fresh();
-    expect(await registry.execute('send_message', { channel: 'email', to: 'bob@example.com', subject: 'Offsite', body: 'See you.' }, { idempotencyKey: 'k' })).toEqual({ messageId: 'msg-1', channel: 'email', to: 'bob@example.com', status: 'queued' });
-    expect(contents(file).outbox).toEqual([{ id: 'msg-1', channel: 'email', to: 'bob@example.com', subject: 'Offsite', body: 'See you.', status: 'queued', queuedAt: NOW.toISOString(), idempotencyKey: 'k' }]);
+    expect(
+      await registry.execute(
+        'send_message',
+        { channel: 'email', to: 'bob@example.com', subject: 'Offsite', body: 'See you.' },
+        { idempotencyKey: 'k' },
+      ),
+    ).toEqual({ messageId: 'msg-1', channel: 'email', to: 'bob@example.com', status: 'queued' });
+    expect(contents(file).outbox).toEqual([
+      {
+        id: 'msg-1',
+        channel: 'email',
+        to: 'bob@example.com',
+        subject: 'Offsite',
+        body: 'See you.',
+        status: 'queued',
+        queuedAt: NOW.toISOString(),
+        idempotencyKey: 'k',
+      },
+    ]);
   });
 
   it('add_busy_block adds the block, titled Busy by default', async () => {
     const { file, registry } = fresh();
     const block = { start: '2026-03-02T09:00:00+01:00', end: '2026-03-02T10:00:00+01:00' };
-    expect(await registry.execute('add_busy_block', block, { idempotencyKey: 'k' })).toEqual({ busyBlockId: 'busy-1', ...block });
-    expect(contents(file).busyBlocks).toEqual([{ id: 'busy-1', ...block, title: 'Busy', createdAt: NOW.toISOString(), idempotencyKey: 'k' }]);
+    expect(await registry.execute('add_busy_block', block, { idempotencyKey: 'k' })).toEqual({
+      busyBlockId: 'busy-1',
+      ...block,
+    });
+    expect(contents(file).busyBlocks).toEqual([
+      { id: 'busy-1', ...block, title: 'Busy', createdAt: NOW.toISOString(), idempotencyKey: 'k' },
+    ]);
   });
 
   it('modify_task changes and clears fields', async () => {
     const { file, registry, store } = fresh();
-    await registry.execute('create_task', { title: 'Call Bob', due: '2026-03-02', project: 'Acme' }, { idempotencyKey: 'create' });
+    await registry.execute(
+      'create_task',
+      { title: 'Call Bob', due: '2026-03-02', project: 'Acme' },
+      { idempotencyKey: 'create' },
+    );
     const later = new Date('2026-03-01T09:00:00.000Z');
     const laterRegistry = defaultActionRegistry({ store: new TaskList({ file: store.file, now: () => later }) });
-    expect(await laterRegistry.execute('modify_task', { id: 'task-1', changes: { status: 'done', due: null, tags: ['phone'] } }, { idempotencyKey: 'modify' })).toEqual({ taskId: 'task-1', changed: ['due', 'tags', 'status'] });
-    expect(contents(file).tasks).toEqual([{ id: 'task-1', title: 'Call Bob', priority: 'normal', project: 'Acme', tags: ['phone'], status: 'done', createdAt: NOW.toISOString(), updatedAt: later.toISOString(), idempotencyKey: 'create' }]);
+    expect(
+      await laterRegistry.execute(
+        'modify_task',
+        { id: 'task-1', changes: { status: 'done', due: null, tags: ['phone'] } },
+        { idempotencyKey: 'modify' },
+      ),
+    ).toEqual({ taskId: 'task-1', changed: ['due', 'tags', 'status'] });
+    expect(contents(file).tasks).toEqual([
+      {
+        id: 'task-1',
+        title: 'Call Bob',
+        priority: 'normal',
+        project: 'Acme',
+        tags: ['phone'],
+        status: 'done',
+        createdAt: NOW.toISOString(),
+        updatedAt: later.toISOString(),
+        idempotencyKey: 'create',
+      },
+    ]);
   });
 
   it('modify_task of an unknown id is a non-retryable UnknownTask and writes nothing', async () => {
     const { file, registry } = fresh();
     await registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'create' });
     const before = readFileSync(file, 'utf8');
-    const error = await registry.execute('modify_task', { id: 'task-9', changes: { status: 'done' } }, { idempotencyKey: 'modify' }).catch((e: unknown) => e);
+    const error = await registry
+      .execute('modify_task', { id: 'task-9', changes: { status: 'done' } }, { idempotencyKey: 'modify' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UnknownTask);
-    expect(error).toMatchObject({ type: 'UnknownTask', nonRetryable: true, message: `modify_task: no task "task-9" in ${file} (it has task-1)` });
+    expect(error).toMatchObject({
+      type: 'UnknownTask',
+      nonRetryable: true,
+      message: `modify_task: no task "task-9" in ${file} (it has task-1)`,
+    });
     expect(readFileSync(file, 'utf8')).toBe(before);
   });
 
   it('batch_create_tasks creates every draft', async () => {
     const { file, registry } = fresh();
-    expect(await registry.execute('batch_create_tasks', { tasks: [{ title: 'One' }, { title: 'Two', priority: 'urgent' }, { title: 'Three' }] }, { idempotencyKey: 'batch' })).toEqual({ taskIds: ['task-1', 'task-2', 'task-3'], count: 3 });
+    expect(
+      await registry.execute(
+        'batch_create_tasks',
+        { tasks: [{ title: 'One' }, { title: 'Two', priority: 'urgent' }, { title: 'Three' }] },
+        { idempotencyKey: 'batch' },
+      ),
+    ).toEqual({ taskIds: ['task-1', 'task-2', 'task-3'], count: 3 });
     expect(contents(file).tasks.map((t) => [t.id, t.title, t.priority, t.idempotencyKey])).toEqual([
       ['task-1', 'One', 'normal', 'batch'],
       ['task-2', 'Two', 'urgent', 'batch'],
@@ -236,11 +412,19 @@ describe('executing the seed types', () => {
 
   it('validates the payload again before executing', async () => {
     const { file, registry } = fresh();
-    const error = await registry.execute('create_task', { title: '', due: 'soon' }, { idempotencyKey: 'k' }).catch((e: unknown) => e);
+    const error = await registry
+      .execute('create_task', { title: '', due: 'soon' }, { idempotencyKey: 'k' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidPayload);
-    expect(error).toMatchObject({ type: 'InvalidPayload', nonRetryable: true, problems: ['payload.title: must not be empty', expect.stringMatching(/^payload\.due: /)] });
+    expect(error).toMatchObject({
+      type: 'InvalidPayload',
+      nonRetryable: true,
+      problems: ['payload.title: must not be empty', expect.stringMatching(/^payload\.due: /)],
+    });
     expect(existsSync(file)).toBe(false);
-    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: '' })).rejects.toThrow('an idempotency key is required');
+    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: '' })).rejects.toThrow(
+      'an idempotency key is required',
+    );
   });
 });
 
@@ -264,18 +448,28 @@ describe('idempotency', () => {
   it('modify_task with the same key returns the recorded result even after later changes', async () => {
     const { file, registry } = fresh();
     await registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'create' });
-    const first = await registry.execute('modify_task', { id: 'task-1', changes: { status: 'done' } }, { idempotencyKey: 'done' });
+    const first = await registry.execute(
+      'modify_task',
+      { id: 'task-1', changes: { status: 'done' } },
+      { idempotencyKey: 'done' },
+    );
     await registry.execute('modify_task', { id: 'task-1', changes: { status: 'open' } }, { idempotencyKey: 'reopen' });
-    expect(await registry.execute('modify_task', { id: 'task-1', changes: { status: 'done' } }, { idempotencyKey: 'done' })).toEqual(first);
+    expect(
+      await registry.execute('modify_task', { id: 'task-1', changes: { status: 'done' } }, { idempotencyKey: 'done' }),
+    ).toEqual(first);
     expect(contents(file).tasks[0]!.status).toBe('open');
   });
 
   it('a key applied by one action type is refused to another', async () => {
     const { registry } = fresh();
     await registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'k' });
-    const error = await registry.execute('send_message', { channel: 'email', to: 'bob@example.com', body: 'x' }, { idempotencyKey: 'k' }).catch((e: unknown) => e);
+    const error = await registry
+      .execute('send_message', { channel: 'email', to: 'bob@example.com', body: 'x' }, { idempotencyKey: 'k' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(IdempotencyConflict);
-    expect((error as Error).message).toMatch(/^idempotency key k was applied by create_task at .*; send_message cannot reuse it$/);
+    expect((error as Error).message).toMatch(
+      /^idempotency key k was applied by create_task at .*; send_message cannot reuse it$/,
+    );
   });
 
   it('a batch is all or nothing: a failure part-way writes none of it, and the retry writes all of it once', async () => {
@@ -341,10 +535,16 @@ describe('task list file', () => {
     const { file, registry, store } = fresh();
     await registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'k' });
     writeFileSync(file, '{"tasks": [');
-    await expect(store.read()).rejects.toThrow(new RegExp(`^task list ${file} is not valid JSON \\(.*\\); fix it or move it aside$`));
-    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k2' })).rejects.toBeInstanceOf(TaskListUnreadable);
+    await expect(store.read()).rejects.toThrow(
+      new RegExp(`^task list ${file} is not valid JSON \\(.*\\); fix it or move it aside$`),
+    );
+    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k2' })).rejects.toBeInstanceOf(
+      TaskListUnreadable,
+    );
     writeFileSync(file, '{"tasks": {}, "version": 2}');
-    await expect(store.read()).rejects.toThrow(`task list ${file} is not a task list: version: 2 is not a version this Treadle reads (1); tasks: must be a list of records with string ids; fix it or move it aside`);
+    await expect(store.read()).rejects.toThrow(
+      `task list ${file} is not a task list: version: 2 is not a version this Treadle reads (1); tasks: must be a list of records with string ids; fix it or move it aside`,
+    );
     expect(readFileSync(file, 'utf8')).toBe('{"tasks": {}, "version": 2}');
   });
 
@@ -352,20 +552,47 @@ describe('task list file', () => {
     const { file, registry } = fresh();
     const { mkdirSync } = await import('node:fs');
     mkdirSync(path.dirname(file), { recursive: true });
-    writeFileSync(file, JSON.stringify({ tasks: [{ id: 'task-7', title: 'Old', priority: 'normal', tags: [], status: 'open', createdAt: '', updatedAt: '', idempotencyKey: 'old' }] }));
-    expect(await registry.execute('create_task', { title: 'New' }, { idempotencyKey: 'k' })).toEqual({ taskId: 'task-8', title: 'New' });
+    writeFileSync(
+      file,
+      JSON.stringify({
+        tasks: [
+          {
+            id: 'task-7',
+            title: 'Old',
+            priority: 'normal',
+            tags: [],
+            status: 'open',
+            createdAt: '',
+            updatedAt: '',
+            idempotencyKey: 'old',
+          },
+        ],
+      }),
+    );
+    expect(await registry.execute('create_task', { title: 'New' }, { idempotencyKey: 'k' })).toEqual({
+      taskId: 'task-8',
+      title: 'New',
+    });
   });
 
   it('a live lock held elsewhere makes a change wait, then fail retryably with its owner named; cancelling stops the wait; a minute-old one is taken over', async () => {
     const { file, registry, store } = fresh({ lockTimeoutMs: 300 });
     await registry.execute('create_task', { title: 'Before' }, { idempotencyKey: 'before' });
     // Another live process on this host (this one, under another token) holds the lock.
-    writeFileSync(store.lockFile, JSON.stringify({ pid: process.pid, host: hostname(), token: 'other', acquiredAt: '2026-03-01T07:59:59.000Z' }));
+    writeFileSync(
+      store.lockFile,
+      JSON.stringify({ pid: process.pid, host: hostname(), token: 'other', acquiredAt: '2026-03-01T07:59:59.000Z' }),
+    );
     const started = Date.now();
-    const error = await registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' }).catch((e: unknown) => e);
+    const error = await registry
+      .execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })
+      .catch((e: unknown) => e);
     expect(Date.now() - started).toBeGreaterThanOrEqual(290);
     expect(error).toBeInstanceOf(TaskListBusy);
-    expect(error).toMatchObject({ nonRetryable: false, message: `task list ${file} is locked by pid ${process.pid} on ${hostname()} since 2026-03-01T07:59:59.000Z; gave up after 300 ms` });
+    expect(error).toMatchObject({
+      nonRetryable: false,
+      message: `task list ${file} is locked by pid ${process.pid} on ${hostname()} since 2026-03-01T07:59:59.000Z; gave up after 300 ms`,
+    });
 
     const controller = new AbortController();
     const waiting = registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k', signal: controller.signal });
@@ -376,21 +603,35 @@ describe('task list file', () => {
     expect(JSON.parse(readFileSync(store.lockFile, 'utf8'))).toMatchObject({ token: 'other' });
 
     // A live owner on this host keeps its lock past staleLockMs (10 s); only after 6 × that is its pid taken for reused.
-    const aged = (seconds: number) => utimesSync(store.lockFile, new Date(Date.now() - seconds * 1000), new Date(Date.now() - seconds * 1000));
+    const aged = (seconds: number) =>
+      utimesSync(store.lockFile, new Date(Date.now() - seconds * 1000), new Date(Date.now() - seconds * 1000));
     aged(20);
-    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).rejects.toBeInstanceOf(TaskListBusy);
+    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).rejects.toBeInstanceOf(
+      TaskListBusy,
+    );
     aged(61);
-    expect(await registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).toEqual({ taskId: 'task-2', title: 'x' });
+    expect(await registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).toEqual({
+      taskId: 'task-2',
+      title: 'x',
+    });
   });
 
   it('a lock from another host is waited for while fresh and taken over once older than staleLockMs', async () => {
     const { file, registry, store } = fresh({ lockTimeoutMs: 200, staleLockMs: 5_000 });
     await registry.execute('create_task', { title: 'Before' }, { idempotencyKey: 'before' });
-    writeFileSync(store.lockFile, JSON.stringify({ pid: 1, host: 'another-host', token: 'remote', acquiredAt: NOW.toISOString() }));
-    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).rejects.toBeInstanceOf(TaskListBusy);
+    writeFileSync(
+      store.lockFile,
+      JSON.stringify({ pid: 1, host: 'another-host', token: 'remote', acquiredAt: NOW.toISOString() }),
+    );
+    await expect(registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).rejects.toBeInstanceOf(
+      TaskListBusy,
+    );
     const old = new Date(Date.now() - 6_000);
     utimesSync(store.lockFile, old, old);
-    expect(await registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).toEqual({ taskId: 'task-2', title: 'x' });
+    expect(await registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).toEqual({
+      taskId: 'task-2',
+      title: 'x',
+    });
     expect(readdirSync(path.dirname(file))).toEqual(['tasks.json']);
   });
 
@@ -398,9 +639,15 @@ describe('task list file', () => {
     const { registry, store } = fresh({ lockTimeoutMs: 60_000, staleLockMs: 60_000 });
     const { mkdirSync } = await import('node:fs');
     mkdirSync(path.dirname(store.file), { recursive: true });
-    writeFileSync(store.lockFile, JSON.stringify({ pid: await exitedPid(), host: hostname(), token: 'dead', acquiredAt: NOW.toISOString() }));
+    writeFileSync(
+      store.lockFile,
+      JSON.stringify({ pid: await exitedPid(), host: hostname(), token: 'dead', acquiredAt: NOW.toISOString() }),
+    );
     const started = Date.now();
-    expect(await registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).toEqual({ taskId: 'task-1', title: 'x' });
+    expect(await registry.execute('create_task', { title: 'x' }, { idempotencyKey: 'k' })).toEqual({
+      taskId: 'task-1',
+      title: 'x',
+    });
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 });
@@ -464,7 +711,10 @@ describe('across processes', () => {
     expect(existsSync(file)).toBe(false);
     const started = Date.now();
     const registry = defaultActionRegistry({ store });
-    expect(await registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'crash-key' })).toEqual({ taskId: 'task-1', title: 'Call Bob' });
+    expect(await registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'crash-key' })).toEqual({
+      taskId: 'task-1',
+      title: 'Call Bob',
+    });
     expect(Date.now() - started).toBeLessThan(2_000); // the dead owner's pid, not the 60 s stale age
     expect(contents(file).tasks).toHaveLength(1);
     expect(existsSync(store.lockFile)).toBe(false);
@@ -481,7 +731,13 @@ describe('across processes', () => {
       ),
     ).rejects.toThrow(/exited null/);
     const registry = defaultActionRegistry({ tasksFile: file });
-    expect(await registry.execute('batch_create_tasks', { tasks: [{ title: 'One' }, { title: 'Two' }] }, { idempotencyKey: 'crash-after' })).toEqual({ taskIds: ['task-1', 'task-2'], count: 2 });
+    expect(
+      await registry.execute(
+        'batch_create_tasks',
+        { tasks: [{ title: 'One' }, { title: 'Two' }] },
+        { idempotencyKey: 'crash-after' },
+      ),
+    ).toEqual({ taskIds: ['task-1', 'task-2'], count: 2 });
     expect(contents(file).tasks).toHaveLength(2);
   });
 });
@@ -502,13 +758,26 @@ describe('the registry', () => {
         summarize: (p) => `archive note ${p.noteId}`,
       }),
     );
-    expect(registry.names()).toEqual(['add_busy_block', 'archive_note', 'batch_create_tasks', 'create_task', 'modify_task', 'send_message']);
+    expect(registry.names()).toEqual([
+      'add_busy_block',
+      'archive_note',
+      'batch_create_tasks',
+      'create_task',
+      'modify_task',
+      'send_message',
+    ]);
     expect(registry.validatePayload('archive_note', { noteId: '' })).toEqual(['payload.noteId: must not be empty']);
     expect(registry.summarize('archive_note', { noteId: 'n1' })).toBe('archive note n1');
-    expect(await registry.execute('archive_note', { noteId: 'n1' }, { idempotencyKey: 'k' })).toEqual({ archived: 'n1' });
+    expect(await registry.execute('archive_note', { noteId: 'n1' }, { idempotencyKey: 'k' })).toEqual({
+      archived: 'n1',
+    });
     expect(seen).toEqual(['n1@k']);
-    expect(() => registry.register({ ...registry.get('create_task') })).toThrow('action type "create_task" is registered already');
-    expect(() => registry.register({ ...registry.get('create_task'), name: 'Create-Task' })).toThrow('must be snake_case');
+    expect(() => registry.register({ ...registry.get('create_task') })).toThrow(
+      'action type "create_task" is registered already',
+    );
+    expect(() => registry.register({ ...registry.get('create_task'), name: 'Create-Task' })).toThrow(
+      'must be snake_case',
+    );
   });
 
   it('is what the approval activities take (ActionCatalog)', () => {
@@ -520,7 +789,9 @@ describe('the registry', () => {
     expect(loadConfig({}).tasksFile).toBe(DEFAULT_TASKS_FILE);
     expect(DEFAULT_TASKS_FILE).toBe(path.join('.treadle', 'tasks.json'));
     expect(loadConfig({ TREADLE_TASKS_FILE: ' /srv/tasks.json ' }).tasksFile).toBe('/srv/tasks.json');
-    expect(defaultActionRegistry().store.file).toBe(path.resolve(process.env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE));
+    expect(defaultActionRegistry().store.file).toBe(
+      path.resolve(process.env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE),
+    );
     expect(defaultActionRegistry({ tasksFile: 'x/t.json' }).store.file).toBe(path.resolve('x/t.json'));
   });
 });
@@ -567,7 +838,8 @@ const index = Number(process.argv[2]);
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      if (!stdout.includes('ready\n') && (stdout + chunk).includes('ready\n') && ++ready === count) writeFileSync(go, '');
+      if (!stdout.includes('ready\n') && (stdout + chunk).includes('ready\n') && ++ready === count)
+        writeFileSync(go, '');
       stdout += chunk;
     });
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));

@@ -25,7 +25,9 @@ it('sha256Hex equals node:crypto on every length from 0 to 300 and on any text',
 });
 
 it('canonical JSON sorts keys at every depth and writes no whitespace', () => {
-  expect(canonicalJson({ b: 1, a: [{ d: true, c: null }, 'x'], '10': 'ten', '9': 'nine' })).toBe('{"10":"ten","9":"nine","a":[{"c":null,"d":true},"x"],"b":1}');
+  expect(canonicalJson({ b: 1, a: [{ d: true, c: null }, 'x'], '10': 'ten', '9': 'nine' })).toBe(
+    '{"10":"ten","9":"nine","a":[{"c":null,"d":true},"x"],"b":1}',
+  );
   expect(canonicalJson({ a: undefined, b: 1 })).toBe('{"b":1}');
   expect(canonicalJson('é\n')).toBe('"é\\n"');
   expect(canonicalJson(1e21)).toBe('1e+21');
@@ -34,7 +36,9 @@ it('canonical JSON sorts keys at every depth and writes no whitespace', () => {
 
 it('canonical JSON refuses what is not JSON, naming where', () => {
   expect(() => canonicalJson({ a: [1, Number.NaN] })).toThrow('canonicalJson: $.a[1] is NaN, which JSON cannot hold');
-  expect(() => canonicalJson({ when: new Date(0) })).toThrow('canonicalJson: $.when is a Date object, which is not JSON');
+  expect(() => canonicalJson({ when: new Date(0) })).toThrow(
+    'canonicalJson: $.when is a Date object, which is not JSON',
+  );
   expect(() => canonicalJson([undefined])).toThrow('canonicalJson: $[0] is undefined, which is not JSON');
   expect(() => canonicalJson({ n: 1n })).toThrow('$.n is bigint');
 });
@@ -43,7 +47,9 @@ it('the input hash is the SHA-256 of the canonical JSON, whatever the key order'
   const a = { actionType: 'create_task', payload: { title: 'Call Bob', due: '2026-03-02' } };
   const b = { payload: { due: '2026-03-02', title: 'Call Bob' }, actionType: 'create_task' };
   expect(inputHash(a)).toBe(inputHash(b));
-  expect(inputHash(a)).toBe(nodeSha256('{"actionType":"create_task","payload":{"due":"2026-03-02","title":"Call Bob"}}'));
+  expect(inputHash(a)).toBe(
+    nodeSha256('{"actionType":"create_task","payload":{"due":"2026-03-02","title":"Call Bob"}}'),
+  );
   expect(inputHash({ ...a, payload: { ...a.payload, title: 'Call Rob' } })).not.toBe(inputHash(a));
 });
 
@@ -58,7 +64,10 @@ it('the key is sha256(runId NUL step NUL inputHash), so run and step cannot run 
 });
 
 it('imports nothing, so workflow code can compute the same key', () => {
-  const source = readFileSync(path.join(__dirname, '..', '..', 'src', 'approvals', 'idempotency.ts'), 'utf8').replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, '');
+  const source = readFileSync(path.join(__dirname, '..', '..', 'src', 'approvals', 'idempotency.ts'), 'utf8').replace(
+    /\/\*[\s\S]*?\*\/|\/\/.*$/gm,
+    '',
+  );
   expect(source).not.toMatch(/^\s*import\s/m);
   expect(source).not.toMatch(/\brequire\(|\bBuffer\b|\bprocess\./);
 });

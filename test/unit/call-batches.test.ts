@@ -7,7 +7,15 @@ import { runInNewContext } from 'node:vm';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { ApplicationFailure } from '@temporalio/common';
-import { addTotals, callBatch, callBatchOf, keepCalls, summarizeUsage, tokensSpent, totalsOf } from '../../src/engine/usage';
+import {
+  addTotals,
+  callBatch,
+  callBatchOf,
+  keepCalls,
+  summarizeUsage,
+  tokensSpent,
+  totalsOf,
+} from '../../src/engine/usage';
 import { callsOf, supervise } from '../../src/activities/supervision';
 import { failureDetails } from '../../src/agents/call-record';
 import { MAX_INLINE_CALL_ERROR_CHARS, MAX_INLINE_CALL_RECORDS } from '../../src/model/limits';
@@ -62,7 +70,11 @@ describe('batches', () => {
     keepCalls(kept, [call(20)]); // a gate's calls in an older history
     keepCalls(kept, undefined);
     keepCalls(kept, callBatch([]));
-    expect(kept).toEqual({ usage: addTotals(totalsOf(calls(9)), totalsOf([call(20)])), calls: [call(20)], storedCalls: [stored] });
+    expect(kept).toEqual({
+      usage: addTotals(totalsOf(calls(9)), totalsOf([call(20)])),
+      calls: [call(20)],
+      storedCalls: [stored],
+    });
     expect(kept.usage!.calls).toBe(10);
   });
 
@@ -74,7 +86,9 @@ describe('batches', () => {
     const usage = summarizeUsage({ s: { attempts: [legacy, batched], contractUsage: contract } });
     expect(usage.total).toEqual(addTotals(totalsOf(calls(3)), totalsOf(calls(6)), totalsOf([call(30)])));
     expect(usage.total.calls).toBe(10);
-    expect(tokensSpent({ s: { attempts: [legacy, batched], contractUsage: contract } })).toBe(usage.total.inputTokens + usage.total.outputTokens);
+    expect(tokensSpent({ s: { attempts: [legacy, batched], contractUsage: contract } })).toBe(
+      usage.total.inputTokens + usage.total.outputTokens,
+    );
   });
 
   test('a cost is unknown when any part of it is', () => {
@@ -86,14 +100,22 @@ describe('batches', () => {
 
 describe('supervision', () => {
   const env = (heartbeatDetails?: unknown) =>
-    new MockActivityEnvironment({ ...(heartbeatDetails !== undefined ? { heartbeatDetails } : {}) }, { logger: new DefaultLogger('ERROR') });
+    new MockActivityEnvironment(
+      { ...(heartbeatDetails !== undefined ? { heartbeatDetails } : {}) },
+      { logger: new DefaultLogger('ERROR') },
+    );
 
   test('a result carries few calls inline and many by reference, all of them in the store', async () => {
     const blobs = new MemoryBlobStore();
     const few = await env().run(() => supervise(async (s) => (s.calls.push(...calls(2)), callsOf(s)), { blobs }));
     expect(few).toEqual({ calls: { usage: totalsOf(calls(2)), records: calls(2) } });
-    const many: { calls?: CallBatch } = await env().run(() => supervise(async (s) => (s.calls.push(...calls(30)), callsOf(s)), { blobs }));
-    expect(many.calls).toEqual({ usage: totalsOf(calls(30)), stored: { ref: expect.stringMatching(/^sha256:/), count: 30 } });
+    const many: { calls?: CallBatch } = await env().run(() =>
+      supervise(async (s) => (s.calls.push(...calls(30)), callsOf(s)), { blobs }),
+    );
+    expect(many.calls).toEqual({
+      usage: totalsOf(calls(30)),
+      stored: { ref: expect.stringMatching(/^sha256:/), count: 30 },
+    });
     expect(JSON.parse((await blobs.get(many.calls!.stored!.ref)).toString('utf8'))).toEqual(calls(30));
     const none = await env().run(() => supervise(async (s) => callsOf(s), { blobs }));
     expect(none).toEqual({});
@@ -123,7 +145,11 @@ describe('supervision', () => {
     // Before the store finished: the records inline (up to 16), lost by nothing.
     expect(first!.calls).toEqual({ usage: totalsOf(calls(10)), records: calls(10) });
     // After: the 10 by reference and the one made since.
-    expect(second!.calls).toEqual({ usage: totalsOf(calls(11)), stored: { ref: expect.stringMatching(/^sha256:/), count: 10 }, records: [call(11)] });
+    expect(second!.calls).toEqual({
+      usage: totalsOf(calls(11)),
+      stored: { ref: expect.stringMatching(/^sha256:/), count: 10 },
+      records: [call(11)],
+    });
     // Far behind the store: the totals of every call, the stored ones' reference, how many are not listed.
     expect(third!.calls).toEqual({ usage: totalsOf(calls(60)), stored: second!.calls.stored, omitted: 50 });
     for (const beat of beats) expect(JSON.stringify(beat).length).toBeLessThan(7_000);
@@ -132,34 +158,55 @@ describe('supervision', () => {
   test('a result whose records cannot be stored carries their totals, and the activity still succeeds', async () => {
     const blobs = new MemoryBlobStore();
     blobs.put = () => Promise.reject(new Error('the store is down'));
-    const result: { calls?: CallBatch } = await env().run(() => supervise(async (s) => (s.calls.push(...calls(9)), callsOf(s)), { blobs }));
+    const result: { calls?: CallBatch } = await env().run(() =>
+      supervise(async (s) => (s.calls.push(...calls(9)), callsOf(s)), { blobs }),
+    );
     expect(result).toEqual({ calls: { usage: totalsOf(calls(9)), omitted: 9 } });
   });
 
   test('an earlier execution’s calls whose records cannot be read back still count by their totals', async () => {
     const blobs = new MemoryBlobStore();
-    const lost = { calls: { usage: totalsOf(calls(11)), stored: { ref: `sha256:${'d'.repeat(64)}`, count: 10 }, records: [call(11)] } };
+    const lost = {
+      calls: {
+        usage: totalsOf(calls(11)),
+        stored: { ref: `sha256:${'d'.repeat(64)}`, count: 10 },
+        records: [call(11)],
+      },
+    };
     const result: { calls?: CallBatch } = await env(lost).run(() =>
-      supervise(async (s) => {
-        s.calls.push(call(12));
-        expect(s.usage()).toEqual(addTotals(totalsOf(calls(11)), totalsOf([call(12)])));
-        return callsOf(s);
-      }, { blobs }),
+      supervise(
+        async (s) => {
+          s.calls.push(call(12));
+          expect(s.usage()).toEqual(addTotals(totalsOf(calls(11)), totalsOf([call(12)])));
+          return callsOf(s);
+        },
+        { blobs },
+      ),
     );
     // The two known records inline; the ten lost ones in the totals and counted as omitted.
-    expect(result.calls).toEqual({ usage: addTotals(totalsOf(calls(11)), totalsOf([call(12)])), records: [call(11), call(12)], omitted: 10 });
+    expect(result.calls).toEqual({
+      usage: addTotals(totalsOf(calls(11)), totalsOf([call(12)])),
+      records: [call(11), call(12)],
+      omitted: 10,
+    });
   });
 
   test('a retried execution starts from the calls on the last heartbeat, reading the stored ones back', async () => {
     const blobs = new MemoryBlobStore();
     const ref = (await blobs.put(Buffer.from(JSON.stringify(calls(10))), 'application/json', 'calls')).ref;
-    const beat = { calls: { usage: totalsOf(calls(11)), stored: { ref, count: 10 }, records: [call(11)] }, progress: { step: 3 } };
+    const beat = {
+      calls: { usage: totalsOf(calls(11)), stored: { ref, count: 10 }, records: [call(11)] },
+      progress: { step: 3 },
+    };
     const result: { calls?: CallBatch } = await env(beat).run(() =>
-      supervise(async (s) => {
-        expect(s.previousProgress).toEqual({ step: 3 });
-        s.calls.push(call(12));
-        return callsOf(s);
-      }, { blobs }),
+      supervise(
+        async (s) => {
+          expect(s.previousProgress).toEqual({ step: 3 });
+          s.calls.push(call(12));
+          return callsOf(s);
+        },
+        { blobs },
+      ),
     );
     expect(result.calls!.usage).toEqual(totalsOf([...calls(11), call(12)]));
     expect(JSON.parse((await blobs.get(result.calls!.stored!.ref)).toString('utf8'))).toEqual([...calls(11), call(12)]);
@@ -172,10 +219,18 @@ describe('supervision', () => {
     const blobs = new MemoryBlobStore();
     const error = (await env()
       .run(() =>
-        supervise(async (s) => {
-          s.calls.push(...calls(8));
-          throw ApplicationFailure.create({ message: 'out of tool rounds', type: 'ToolRoundsExhausted', nonRetryable: true, details: failureDetails(call(9, { status: 'error' }), calls(8)) });
-        }, { blobs }),
+        supervise(
+          async (s) => {
+            s.calls.push(...calls(8));
+            throw ApplicationFailure.create({
+              message: 'out of tool rounds',
+              type: 'ToolRoundsExhausted',
+              nonRetryable: true,
+              details: failureDetails(call(9, { status: 'error' }), calls(8)),
+            });
+          },
+          { blobs },
+        ),
       )
       .catch((e: unknown) => e)) as ApplicationFailure;
     expect(error.details).toHaveLength(1);
@@ -194,17 +249,26 @@ describe('supervision', () => {
     const failing = (thrown: () => unknown) =>
       env()
         .run(() =>
-          supervise(async (s) => {
-            s.calls.push(...calls(2));
-            throw thrown();
-          }, { blobs }),
+          supervise(
+            async (s) => {
+              s.calls.push(...calls(2));
+              throw thrown();
+            },
+            { blobs },
+          ),
         )
         .catch((e: unknown) => e) as Promise<ApplicationFailure>;
-    const foreign = runInNewContext("Object.assign(new Error('EISDIR: illegal operation on a directory'), { code: 'EISDIR' })") as Error;
+    const foreign = runInNewContext(
+      "Object.assign(new Error('EISDIR: illegal operation on a directory'), { code: 'EISDIR' })",
+    ) as Error;
     expect(foreign instanceof Error).toBe(false);
     const wrapped = await failing(() => foreign);
     expect(wrapped).toBeInstanceOf(ApplicationFailure);
-    expect(wrapped).toMatchObject({ message: 'EISDIR: illegal operation on a directory', type: 'Error', nonRetryable: false });
+    expect(wrapped).toMatchObject({
+      message: 'EISDIR: illegal operation on a directory',
+      type: 'Error',
+      nonRetryable: false,
+    });
     expect(wrapped.cause).toBe(foreign);
     expect((wrapped.details as [{ calls: CallBatch }])[0].calls).toMatchObject({ usage: { calls: 2 } });
     const odd = await failing(() => 'a string, thrown');

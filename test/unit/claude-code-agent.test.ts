@@ -9,7 +9,12 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { CLAUDE_CODE_KILL_GRACE_MS, ClaudeCodeAgent, type ClaudeCodeAgentOptions, claudeCodeAgentFactory } from '../../src/agents/claude-code';
+import {
+  CLAUDE_CODE_KILL_GRACE_MS,
+  ClaudeCodeAgent,
+  type ClaudeCodeAgentOptions,
+  claudeCodeAgentFactory,
+} from '../../src/agents/claude-code';
 import { promptHash } from '../../src/agents/prompt-hash';
 import { type AgentRequest, type CallRecord, CallRecordSchema } from '../../src/agents/types';
 
@@ -39,10 +44,18 @@ afterEach(() => {
 });
 
 /** An agent running the fake CLI in the given mode, and the invocations it recorded. */
-function fakeAgent(env: Record<string, string> = {}, options: ClaudeCodeAgentOptions = {}): { agent: ClaudeCodeAgent; invocations: () => Invocation[] } {
+function fakeAgent(
+  env: Record<string, string> = {},
+  options: ClaudeCodeAgentOptions = {},
+): { agent: ClaudeCodeAgent; invocations: () => Invocation[] } {
   const record = join(workDir, 'invocations.jsonl');
   // Working directories go under this test's folder; their isolation is tested in security-claude-code.test.ts.
-  const agent = new ClaudeCodeAgent({ command: FAKE_CLAUDE, workRoot: join(workDir, 'work'), ...options, env: { FAKE_CLAUDE_RECORD: record, ...env } });
+  const agent = new ClaudeCodeAgent({
+    command: FAKE_CLAUDE,
+    workRoot: join(workDir, 'work'),
+    ...options,
+    env: { FAKE_CLAUDE_RECORD: record, ...env },
+  });
   const invocations = (): Invocation[] =>
     existsSync(record)
       ? readFileSync(record, 'utf8')
@@ -85,7 +98,16 @@ describe('arguments', () => {
     const { agent, invocations } = fakeAgent();
     const result = await agent.run(request({ model: 'claude-sonnet-4-5', system: 'Be brief.' }));
     expect(invocations().map((i) => i.argv)).toEqual([
-      ['-p', 'Say hello.', '--output-format', 'json', '--model', 'claude-sonnet-4-5', '--append-system-prompt', 'Be brief.'],
+      [
+        '-p',
+        'Say hello.',
+        '--output-format',
+        'json',
+        '--model',
+        'claude-sonnet-4-5',
+        '--append-system-prompt',
+        'Be brief.',
+      ],
     ]);
     expect(result.text).toBe('hello from fake claude');
     expect(result.sessionId).toBe('session-1');
@@ -152,7 +174,14 @@ describe('arguments', () => {
 
   it('resumes resumeSessionId when the conversation has no session yet', async () => {
     const { agent, invocations } = fakeAgent({}, { resumeSessionId: 'earlier-session' });
-    await agent.run(request({ messages: [{ role: 'assistant', content: 'Hi' }, { role: 'user', content: 'Go on.' }] }));
+    await agent.run(
+      request({
+        messages: [
+          { role: 'assistant', content: 'Hi' },
+          { role: 'user', content: 'Go on.' },
+        ],
+      }),
+    );
     expect(invocations()[0]!.argv).toEqual(['-p', 'Go on.', '--output-format', 'json', '--resume', 'earlier-session']);
   });
 
@@ -166,7 +195,10 @@ describe('arguments', () => {
   it('passes a prompt that starts with "-" on stdin, where it cannot be read as an option', async () => {
     const { agent, invocations } = fakeAgent();
     await agent.run(request({ messages: [{ role: 'user', content: '--- front matter\nSummarise this.' }] }));
-    expect(invocations()[0]).toMatchObject({ argv: ['-p', '--output-format', 'json'], stdin: '--- front matter\nSummarise this.' });
+    expect(invocations()[0]).toMatchObject({
+      argv: ['-p', '--output-format', 'json'],
+      stdin: '--- front matter\nSummarise this.',
+    });
   });
 
   it('passes a prompt too long for one argument on stdin', async () => {
@@ -274,15 +306,24 @@ describe('failures', () => {
     const { agent } = fakeAgent({ FAKE_CLAUDE_MODE: 'exit2' });
     const failure = await failureOf(agent.run(request()));
     expect(failure).toBeInstanceOf(ApplicationFailure);
-    expect(failure).toMatchObject({ type: 'ClaudeCodeError', nonRetryable: false, message: 'claude exited with code 2: Error: invalid API key' });
-    expect(callOf(failure as ApplicationFailure)).toMatchObject({ status: 'error', error: 'claude exited with code 2: Error: invalid API key' });
+    expect(failure).toMatchObject({
+      type: 'ClaudeCodeError',
+      nonRetryable: false,
+      message: 'claude exited with code 2: Error: invalid API key',
+    });
+    expect(callOf(failure as ApplicationFailure)).toMatchObject({
+      status: 'error',
+      error: 'claude exited with code 2: Error: invalid API key',
+    });
   });
 
   it('is_error is a retryable ClaudeCodeError carrying the usage so far', async () => {
     const { agent } = fakeAgent({ FAKE_CLAUDE_MODE: 'is_error' });
     const failure = await failureOf(agent.run(request()));
     expect(failure).toMatchObject({ type: 'ClaudeCodeError', nonRetryable: false });
-    expect(failure.message).toBe('claude reported an error (error_during_execution, exit code 0): the model is overloaded');
+    expect(failure.message).toBe(
+      'claude reported an error (error_during_execution, exit code 0): the model is overloaded',
+    );
     expect(callOf(failure as ApplicationFailure)).toMatchObject({ status: 'error', inputTokens: 3 });
   });
 
@@ -339,7 +380,10 @@ describe('cancellation and heartbeats', () => {
   });
 
   it('heartbeats while the CLI runs', async () => {
-    const { agent } = fakeAgent({ FAKE_CLAUDE_MODE: 'sleep', FAKE_CLAUDE_SLEEP_MS: '500' }, { heartbeatIntervalMs: 50 });
+    const { agent } = fakeAgent(
+      { FAKE_CLAUDE_MODE: 'sleep', FAKE_CLAUDE_SLEEP_MS: '500' },
+      { heartbeatIntervalMs: 50 },
+    );
     const heartbeat = jest.fn();
     const result = await agent.run(request({ heartbeat }));
     expect(result.text).toBe('hello from fake claude');
@@ -352,7 +396,13 @@ describe('cancellation and heartbeats', () => {
 });
 
 it('claudeCodeAgentFactory builds a claude-code agent', () => {
-  const agent = claudeCodeAgentFactory({ itemId: 'item-1', stage: 'draft', attempt: 1, input: null, config: undefined });
+  const agent = claudeCodeAgentFactory({
+    itemId: 'item-1',
+    stage: 'draft',
+    attempt: 1,
+    input: null,
+    config: undefined,
+  });
   expect(agent).toBeInstanceOf(ClaudeCodeAgent);
   expect(agent.provider).toBe('claude-code');
 });

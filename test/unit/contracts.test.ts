@@ -15,7 +15,17 @@ const yaml = (contract: Record<string, unknown>) => ({
     { name: 'pm', run: 'scripted' },
     { name: 'designer', run: 'scripted', depends_on: ['pm'] },
   ],
-  contracts: [{ from: 'pm', to: 'designer', items: 'briefs', item_id: 'affected_area', validate: { run: 'llm', with: criteria }, revise: { run: 'llm', with: criteria }, ...contract }],
+  contracts: [
+    {
+      from: 'pm',
+      to: 'designer',
+      items: 'briefs',
+      item_id: 'affected_area',
+      validate: { run: 'llm', with: criteria },
+      revise: { run: 'llm', with: criteria },
+      ...contract,
+    },
+  ],
 });
 
 describe('contracts in the spec', () => {
@@ -23,7 +33,17 @@ describe('contracts in the spec', () => {
     const result = validatePipeline(yaml({}), BUILT_IN_IMPLEMENTATIONS);
     expect(result.ok).toBe(true);
     if (!result.ok) return;
-    expect(result.spec.contracts).toEqual([{ from: 'pm', to: 'designer', items: 'briefs', itemId: 'affected_area', validate: { run: 'llm', with: criteria }, revise: { run: 'llm', with: criteria }, maxRetries: 2 }]);
+    expect(result.spec.contracts).toEqual([
+      {
+        from: 'pm',
+        to: 'designer',
+        items: 'briefs',
+        itemId: 'affected_area',
+        validate: { run: 'llm', with: criteria },
+        revise: { run: 'llm', with: criteria },
+        maxRetries: 2,
+      },
+    ]);
   });
 
   test('a pipeline without contracts has none in its canonical spec (so its histories do not change)', () => {
@@ -34,7 +54,15 @@ describe('contracts in the spec', () => {
   test('every problem at once: no such stages, no edge, two contracts on one edge, unknown implementations, no criteria, retries out of range', () => {
     const raw = yaml({});
     raw.contracts.push(
-      { from: 'pm', to: 'designer', items: 'briefs', item_id: 'affected_area', validate: { run: 'judge', with: criteria }, revise: { run: 'llm' }, max_retries: 2 } as never,
+      {
+        from: 'pm',
+        to: 'designer',
+        items: 'briefs',
+        item_id: 'affected_area',
+        validate: { run: 'judge', with: criteria },
+        revise: { run: 'llm' },
+        max_retries: 2,
+      } as never,
       { from: 'designer', to: 'pm', items: '', item_id: 'id', validate: 'llm', revise: 'llm' } as never,
       { from: 'ghost', to: 'nobody', item_id: 'id', validate: 'llm', revise: 'llm' } as never,
     );
@@ -57,24 +85,46 @@ describe('contracts in the spec', () => {
     const retries = validatePipeline(yaml({ max_retries: 9, item_id: '' }));
     expect(retries.ok).toBe(false);
     // Named as the YAML spells them.
-    if (!retries.ok) expect(retries.problems).toEqual(['contracts[0].item_id: names the field that identifies each item (e.g. affected_area)', 'contracts[0].max_retries: must be at most 5']);
+    if (!retries.ok)
+      expect(retries.problems).toEqual([
+        'contracts[0].item_id: names the field that identifies each item (e.g. affected_area)',
+        'contracts[0].max_retries: must be at most 5',
+      ]);
   });
 
   test('the builder writes the same contract', () => {
     const spec = pipeline('p')
       .stage('pm', 'scripted')
       .stage('designer', 'scripted', { dependsOn: ['pm'] })
-      .contract('pm', 'designer', { items: 'briefs', itemId: 'affected_area', validate: { run: 'llm', with: criteria }, revise: { run: 'llm', with: criteria }, maxRetries: 1 })
+      .contract('pm', 'designer', {
+        items: 'briefs',
+        itemId: 'affected_area',
+        validate: { run: 'llm', with: criteria },
+        revise: { run: 'llm', with: criteria },
+        maxRetries: 1,
+      })
       .build(BUILT_IN_IMPLEMENTATIONS);
     expect(spec.contracts).toEqual([expect.objectContaining({ from: 'pm', to: 'designer', maxRetries: 1 })]);
   });
 });
 
 describe('reading the producer’s items', () => {
-  const contract: ContractSpec = { from: 'pm', to: 'designer', items: 'out.briefs', itemId: 'meta.area', validate: { run: 'llm' }, revise: { run: 'llm' }, maxRetries: 2 };
+  const contract: ContractSpec = {
+    from: 'pm',
+    to: 'designer',
+    items: 'out.briefs',
+    itemId: 'meta.area',
+    validate: { run: 'llm' },
+    revise: { run: 'llm' },
+    maxRetries: 2,
+  };
 
   test('a nested list with nested ids, numbers allowed', () => {
-    expect(readItems({ out: { briefs: [{ meta: { area: 'a' } }, { meta: { area: 7 } }] } }, contract)).toEqual({ ok: true, items: [{ meta: { area: 'a' } }, { meta: { area: 7 } }], ids: ['a', '7'] });
+    expect(readItems({ out: { briefs: [{ meta: { area: 'a' } }, { meta: { area: 7 } }] } }, contract)).toEqual({
+      ok: true,
+      items: [{ meta: { area: 'a' } }, { meta: { area: 7 } }],
+      ids: ['a', '7'],
+    });
   });
 
   test('the artefact itself as the list', () => {
@@ -82,9 +132,18 @@ describe('reading the producer’s items', () => {
   });
 
   test('no list, missing ids, duplicates and non-objects are each named', () => {
-    expect(readItems({ out: {} }, contract)).toEqual({ ok: false, problems: ['contract pm → designer: "out.briefs" in pm\'s artefact is not a list (it is missing)'] });
-    expect(readItems('text', { ...contract, items: '' })).toEqual({ ok: false, problems: ["contract pm → designer: pm's artefact is not a list (it is string)"] });
-    const read = readItems({ out: { briefs: [{ meta: { area: 'a' } }, { meta: {} }, { meta: { area: 'a' } }, 3] } }, contract);
+    expect(readItems({ out: {} }, contract)).toEqual({
+      ok: false,
+      problems: ['contract pm → designer: "out.briefs" in pm\'s artefact is not a list (it is missing)'],
+    });
+    expect(readItems('text', { ...contract, items: '' })).toEqual({
+      ok: false,
+      problems: ["contract pm → designer: pm's artefact is not a list (it is string)"],
+    });
+    const read = readItems(
+      { out: { briefs: [{ meta: { area: 'a' } }, { meta: {} }, { meta: { area: 'a' } }, 3] } },
+      contract,
+    );
     expect(read).toEqual({
       ok: false,
       problems: [

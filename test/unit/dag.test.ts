@@ -11,13 +11,28 @@ const spec = pipeline('diamond')
   .stage('e', 'scripted', { dependsOn: ['d'] })
   .build();
 type S = Record<string, Pick<StageState, 'status' | 'skipReason'>>;
-const all = (status: StageState['status']): S => Object.fromEntries(['a', 'b', 'c', 'd', 'e'].map((n) => [n, { status }]));
+const all = (status: StageState['status']): S =>
+  Object.fromEntries(['a', 'b', 'c', 'd', 'e'].map((n) => [n, { status }]));
 
 it('runs roots first, then every stage whose dependencies completed, in parallel', () => {
   expect(readyStages(spec, all('pending'))).toEqual(['a']);
   expect(readyStages(spec, { ...all('pending'), a: { status: 'completed' } })).toEqual(['b', 'c']);
-  expect(readyStages(spec, { ...all('pending'), a: { status: 'completed' }, b: { status: 'completed' }, c: { status: 'running' } })).toEqual([]);
-  expect(readyStages(spec, { ...all('pending'), a: { status: 'completed' }, b: { status: 'completed' }, c: { status: 'skipped', skipReason: 'outcome' } })).toEqual(['d']);
+  expect(
+    readyStages(spec, {
+      ...all('pending'),
+      a: { status: 'completed' },
+      b: { status: 'completed' },
+      c: { status: 'running' },
+    }),
+  ).toEqual([]);
+  expect(
+    readyStages(spec, {
+      ...all('pending'),
+      a: { status: 'completed' },
+      b: { status: 'completed' },
+      c: { status: 'skipped', skipReason: 'outcome' },
+    }),
+  ).toEqual(['d']);
 });
 
 it('a stage waiting for review blocks only its dependents', () => {
@@ -27,7 +42,12 @@ it('a stage waiting for review blocks only its dependents', () => {
 });
 
 it('skips dependents of a failure transitively', () => {
-  const stages: S = { ...all('pending'), a: { status: 'completed' }, b: { status: 'failed' }, c: { status: 'completed' } };
+  const stages: S = {
+    ...all('pending'),
+    a: { status: 'completed' },
+    b: { status: 'failed' },
+    c: { status: 'completed' },
+  };
   expect(stagesToSkip(spec, stages)).toEqual([{ stage: 'd', because: 'b' }]);
   stages.d = { status: 'skipped', skipReason: 'upstream_failed' };
   expect(stagesToSkip(spec, stages)).toEqual([{ stage: 'e', because: 'd' }]);

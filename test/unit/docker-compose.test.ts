@@ -14,12 +14,17 @@ interface Service {
   ports?: string[];
 }
 
-const compose = YAML.parse(readFileSync(path.join(__dirname, '..', '..', 'docker-compose.yml'), 'utf8')) as { services: Record<string, Service> };
+const compose = YAML.parse(readFileSync(path.join(__dirname, '..', '..', 'docker-compose.yml'), 'utf8')) as {
+  services: Record<string, Service>;
+};
 
 it('publishes every port on 127.0.0.1 only', () => {
-  const published = Object.entries(compose.services).flatMap(([name, service]) => (service.ports ?? []).map((port) => ({ name, port: String(port) })));
+  const published = Object.entries(compose.services).flatMap(([name, service]) =>
+    (service.ports ?? []).map((port) => ({ name, port: String(port) })),
+  );
   expect(published.length).toBeGreaterThan(0);
-  for (const { name, port } of published) expect({ name, port, bound: port.split(':')[0] }).toEqual({ name, port, bound: '127.0.0.1' });
+  for (const { name, port } of published)
+    expect({ name, port, bound: port.split(':')[0] }).toEqual({ name, port, bound: '127.0.0.1' });
 });
 
 it("runs the dev server with Treadle's SQLite pragmas and exactly Treadle's search attributes", () => {
@@ -29,6 +34,10 @@ it("runs the dev server with Treadle's SQLite pragmas and exactly Treadle's sear
     command.flatMap((arg, i) => (arg === '--sqlite-pragma' ? [command[i + 1]!.split('=') as [string, string]] : [])),
   );
   expect(pragmas).toEqual(DEFAULT_SQLITE_PRAGMAS);
-  const attributes = Object.fromEntries(command.filter((arg) => arg.startsWith('--search-attribute=')).map((arg) => arg.slice('--search-attribute='.length).split('=') as [string, string]));
+  const attributes = Object.fromEntries(
+    command
+      .filter((arg) => arg.startsWith('--search-attribute='))
+      .map((arg) => arg.slice('--search-attribute='.length).split('=') as [string, string]),
+  );
   expect(attributes).toEqual(SEARCH_ATTRIBUTE_DEFINITIONS);
 });

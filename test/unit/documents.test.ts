@@ -14,7 +14,13 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import YAML from 'yaml';
-import { Registry, type GateContext, type GateImplementation, type StageContext, type StageImplementation } from '../../src/activities/registry';
+import {
+  Registry,
+  type GateContext,
+  type GateImplementation,
+  type StageContext,
+  type StageImplementation,
+} from '../../src/activities/registry';
 import { stageContext } from '../support/contexts';
 import { decideAfterAttempt } from '../../src/engine/stage-policy';
 import { gateLeaves, validatePipeline, type StageSpec } from '../../src/model/pipeline';
@@ -76,16 +82,27 @@ async function runGatedStage(
   impl: StageImplementation,
   gate: GateImplementation,
   context: Partial<StageContext>,
-): Promise<{ attempts: { verdict: QualityVerdict; output: StageOutput }[]; decision: string; artefact: Json | undefined }> {
+): Promise<{
+  attempts: { verdict: QualityVerdict; output: StageOutput }[];
+  decision: string;
+  artefact: Json | undefined;
+}> {
   const { retryBudget, reviewPolicy, gate: gateRef, with: config } = spec(stage);
   const attempts: { verdict: QualityVerdict; output: StageOutput }[] = [];
   let feedback: QualityFeedback | null = null;
   for (let attempt = 1; ; attempt++) {
     const ctx = makeContext({ ...context, stage, attempt, maxAttempts: retryBudget.maxAttempts, feedback, config });
     const output = await impl(ctx);
-    const verdict = await gate(makeGateContext(output, { ...context, stage, attempt, config: gateLeaves(gateRef)[0]?.with }));
+    const verdict = await gate(
+      makeGateContext(output, { ...context, stage, attempt, config: gateLeaves(gateRef)[0]?.with }),
+    );
     attempts.push({ verdict, output });
-    const decision = decideAfterAttempt({ attempt, budget: retryBudget, policy: reviewPolicy, outcome: { kind: 'output', output, verdict } });
+    const decision = decideAfterAttempt({
+      attempt,
+      budget: retryBudget,
+      policy: reviewPolicy,
+      outcome: { kind: 'output', output, verdict },
+    });
     if (decision.action !== 'retry') return { attempts, decision: decision.action, artefact: output.artefact };
     feedback = decision.feedback;
   }
@@ -100,7 +117,11 @@ async function convert(name: 'report' | 'memo', feedback: QualityFeedback | null
   return output.artefact as MarkdownArtefact;
 }
 
-const LAYOUT_FEEDBACK: QualityFeedback = { summary: 'tables lost', failedCriteria: [{ name: 'table_preservation', expected: '1', actual: '0', passed: false }], guidance: { strategy: 'layout' } };
+const LAYOUT_FEEDBACK: QualityFeedback = {
+  summary: 'tables lost',
+  failedCriteria: [{ name: 'table_preservation', expected: '1', actual: '0', passed: false }],
+  guidance: { strategy: 'layout' },
+};
 
 describe('document pipeline spec', () => {
   it('is the same in YAML as from the builder', () => {
@@ -114,18 +135,45 @@ describe('document pipeline spec', () => {
     const stages = Object.fromEntries(documentPipeline().stages.map((s) => [s.name, s]));
     expect(stages.final_review?.dependsOn).toEqual(['cross_reference', 'generate_embeddings', 'build_fts_index']);
     expect(stages.cross_reference?.dependsOn).toEqual(['extract_concepts']);
-    expect(stages.pdf_to_markdown?.gate).toEqual({ run: 'markdown_quality', with: { require_tables: true, min_word_count: 100 } });
-    expect(stages.extract_concepts?.gate).toEqual({ run: 'concept_graph', with: { min_nodes: 5, require_connected: true } });
-    expect(stages.pdf_to_markdown?.retryBudget).toEqual({ maxAttempts: 3, delayMs: 0, attemptTimeoutMs: 120_000, onExhausted: 'escalate' });
-    expect(stages.extract_concepts?.retryBudget).toEqual({ maxAttempts: 2, delayMs: 0, attemptTimeoutMs: 60_000, onExhausted: 'escalate' });
-    expect([stages.final_review?.reviewPolicy, stages.pdf_to_markdown?.reviewPolicy, stages.extract_concepts?.reviewPolicy]).toEqual(['always', 'on_escalation', 'on_escalation']);
+    expect(stages.pdf_to_markdown?.gate).toEqual({
+      run: 'markdown_quality',
+      with: { require_tables: true, min_word_count: 100 },
+    });
+    expect(stages.extract_concepts?.gate).toEqual({
+      run: 'concept_graph',
+      with: { min_nodes: 5, require_connected: true },
+    });
+    expect(stages.pdf_to_markdown?.retryBudget).toEqual({
+      maxAttempts: 3,
+      delayMs: 0,
+      attemptTimeoutMs: 120_000,
+      onExhausted: 'escalate',
+    });
+    expect(stages.extract_concepts?.retryBudget).toEqual({
+      maxAttempts: 2,
+      delayMs: 0,
+      attemptTimeoutMs: 60_000,
+      onExhausted: 'escalate',
+    });
+    expect([
+      stages.final_review?.reviewPolicy,
+      stages.pdf_to_markdown?.reviewPolicy,
+      stages.extract_concepts?.reviewPolicy,
+    ]).toEqual(['always', 'on_escalation', 'on_escalation']);
   });
 
   it('registers every implementation the spec names', () => {
     const registry = registerDocumentPipeline(new Registry());
     expect(registry.names()).toEqual({
       checkConfig: expect.any(Function),
-      stages: ['build_fts_index', 'cross_reference', 'extract_concepts', 'final_review', 'generate_embeddings', 'pdf_to_markdown'],
+      stages: [
+        'build_fts_index',
+        'cross_reference',
+        'extract_concepts',
+        'final_review',
+        'generate_embeddings',
+        'pdf_to_markdown',
+      ],
       gates: ['concept_graph', 'markdown_quality'],
       validators: ['llm'],
       revisers: ['llm'],
@@ -138,7 +186,9 @@ describe('document pipeline spec', () => {
 
 describe('samples through their gated stages', () => {
   it('report: tables lost by the plain reading are rejected, the layout reading is accepted on attempt 2', async () => {
-    const { attempts, decision, artefact } = await runGatedStage('pdf_to_markdown', pdfToMarkdown, markdownQuality, { input: sample('report') });
+    const { attempts, decision, artefact } = await runGatedStage('pdf_to_markdown', pdfToMarkdown, markdownQuality, {
+      input: sample('report'),
+    });
     expect(attempts.map((a) => a.verdict.kind)).toEqual(['rejected', 'accepted']);
     expect(decision).toBe('complete');
 
@@ -147,17 +197,28 @@ describe('samples through their gated stages', () => {
     const rejection = first?.verdict;
     if (rejection?.kind !== 'rejected') throw new Error('expected a rejection');
     expect(rejection.feedback.failedCriteria).toEqual([
-      { name: 'table_preservation', expected: '1 table of the source as markdown pipe tables', actual: 'no pipe tables (tables flattened into text)', passed: false },
+      {
+        name: 'table_preservation',
+        expected: '1 table of the source as markdown pipe tables',
+        actual: 'no pipe tables (tables flattened into text)',
+        passed: false,
+      },
     ]);
     expect(rejection.feedback.guidance).toMatchObject({ strategy: 'layout' });
     expect(second?.output.summary).toBe('markdown: 498 words, 6 headings, 1 table (strategy layout)');
     expect((artefact as MarkdownArtefact).markdown).toContain(
-      ['| Service | Incidents | MTTR (min) | Availability |', '| --- | --- | --- | --- |', '| Ingestion API | 4 | 38 | 99.82% |'].join('\n'),
+      [
+        '| Service | Incidents | MTTR (min) | Availability |',
+        '| --- | --- | --- | --- |',
+        '| Ingestion API | 4 | 38 | 99.82% |',
+      ].join('\n'),
     );
   });
 
   it('memo: no tables, accepted on attempt 1 with the plain reading', async () => {
-    const { attempts, decision, artefact } = await runGatedStage('pdf_to_markdown', pdfToMarkdown, markdownQuality, { input: sample('memo') });
+    const { attempts, decision, artefact } = await runGatedStage('pdf_to_markdown', pdfToMarkdown, markdownQuality, {
+      input: sample('memo'),
+    });
     expect(attempts.map((a) => a.verdict.kind)).toEqual(['accepted']);
     expect(decision).toBe('complete');
     expect((artefact as MarkdownArtefact).strategy).toBe('plain');
@@ -165,30 +226,47 @@ describe('samples through their gated stages', () => {
   });
 
   it('tiny: too short to judge, uncertain on every attempt, then escalated to review', async () => {
-    const { attempts, decision } = await runGatedStage('pdf_to_markdown', pdfToMarkdown, markdownQuality, { input: sample('tiny') });
+    const { attempts, decision } = await runGatedStage('pdf_to_markdown', pdfToMarkdown, markdownQuality, {
+      input: sample('tiny'),
+    });
     expect(attempts.map((a) => a.verdict.kind)).toEqual(['uncertain', 'uncertain', 'uncertain']);
-    expect(attempts[0]?.verdict).toEqual({ kind: 'uncertain', reason: expect.stringContaining('the source has only 10 words (fewer than 20)') });
-    expect(attempts.map((a) => (a.output.artefact as MarkdownArtefact).strategy)).toEqual(['plain', 'layout', 'layout']);
+    expect(attempts[0]?.verdict).toEqual({
+      kind: 'uncertain',
+      reason: expect.stringContaining('the source has only 10 words (fewer than 20)'),
+    });
+    expect(attempts.map((a) => (a.output.artefact as MarkdownArtefact).strategy)).toEqual([
+      'plain',
+      'layout',
+      'layout',
+    ]);
     expect(decision).toBe('review');
   });
 
-  it.each(['report', 'memo'] as const)('%s: the concept graph has orphan headings at first and is connected on attempt 2', async (name) => {
-    const markdown = await convert(name, LAYOUT_FEEDBACK);
-    const { attempts, decision, artefact } = await runGatedStage('extract_concepts', extractConcepts, conceptGraph, { input: sample(name), upstream: { pdf_to_markdown: markdown } });
-    expect(attempts.map((a) => a.verdict.kind)).toEqual(['rejected', 'accepted']);
-    expect(decision).toBe('complete');
-    const first = attempts[0]!.verdict;
-    if (first.kind !== 'rejected') throw new Error('expected a rejection');
-    expect(first.feedback.failedCriteria.map((c) => c.name)).toEqual(['no_orphans', 'connected']);
-    expect(first.feedback.guidance).toEqual({ linking: 'paragraph' });
-    const firstGraph = attempts[0]!.output.artefact as ConceptGraph;
-    // Only headings lack sentence co-occurrence in these samples: their words are not used in the text.
-    expect(orphanNodes(firstGraph).map((id) => firstGraph.nodes.find((n) => n.id === id)?.type)).toEqual(orphanNodes(firstGraph).map(() => 'heading'));
-    const graph = artefact as ConceptGraph;
-    expect(graph.linking).toBe('paragraph');
-    expect(connectedComponents(graph)).toHaveLength(1);
-    expect(graph.nodes.length).toBeGreaterThanOrEqual(5);
-  });
+  it.each(['report', 'memo'] as const)(
+    '%s: the concept graph has orphan headings at first and is connected on attempt 2',
+    async (name) => {
+      const markdown = await convert(name, LAYOUT_FEEDBACK);
+      const { attempts, decision, artefact } = await runGatedStage('extract_concepts', extractConcepts, conceptGraph, {
+        input: sample(name),
+        upstream: { pdf_to_markdown: markdown },
+      });
+      expect(attempts.map((a) => a.verdict.kind)).toEqual(['rejected', 'accepted']);
+      expect(decision).toBe('complete');
+      const first = attempts[0]!.verdict;
+      if (first.kind !== 'rejected') throw new Error('expected a rejection');
+      expect(first.feedback.failedCriteria.map((c) => c.name)).toEqual(['no_orphans', 'connected']);
+      expect(first.feedback.guidance).toEqual({ linking: 'paragraph' });
+      const firstGraph = attempts[0]!.output.artefact as ConceptGraph;
+      // Only headings lack sentence co-occurrence in these samples: their words are not used in the text.
+      expect(orphanNodes(firstGraph).map((id) => firstGraph.nodes.find((n) => n.id === id)?.type)).toEqual(
+        orphanNodes(firstGraph).map(() => 'heading'),
+      );
+      const graph = artefact as ConceptGraph;
+      expect(graph.linking).toBe('paragraph');
+      expect(connectedComponents(graph)).toHaveLength(1);
+      expect(graph.nodes.length).toBeGreaterThanOrEqual(5);
+    },
+  );
 });
 
 describe('pdf_to_markdown', () => {
@@ -201,7 +279,9 @@ describe('pdf_to_markdown', () => {
     expect(markdown).not.toContain('\f');
     expect(markdown).toContain('briefly disagreed about which documents existed');
     expect(markdown).toContain('the ingestion pipeline, the incidents');
-    expect(markdown).toContain('\n- Reject malformed PDF uploads at the Ingestion API with a size and page-count limit before they reach the workers.\n');
+    expect(markdown).toContain(
+      '\n- Reject malformed PDF uploads at the Ingestion API with a size and page-count limit before they reach the workers.\n',
+    );
     expect(stats).toEqual({ words: 498, headings: 6, tables: 1 });
   });
 
@@ -225,9 +305,21 @@ describe('pdf_to_markdown', () => {
     const plain = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input });
     const verdict = await markdownQuality(makeGateContext(plain, { input, config }));
     if (verdict.kind !== 'rejected') throw new Error(`expected a rejection, got ${verdict.kind}`);
-    expect(verdict.feedback.failedCriteria).toEqual([{ name: 'no_residual_page_markers', expected: 'no page headers or footers', actual: '1 (first: "Page 1 of 2")', passed: false }]);
+    expect(verdict.feedback.failedCriteria).toEqual([
+      {
+        name: 'no_residual_page_markers',
+        expected: 'no page headers or footers',
+        actual: '1 (first: "Page 1 of 2")',
+        passed: false,
+      },
+    ]);
 
-    const layout = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input, feedback: verdict.feedback, attempt: 2 });
+    const layout = await run(pdfToMarkdown, {
+      stage: 'pdf_to_markdown',
+      input,
+      feedback: verdict.feedback,
+      attempt: 2,
+    });
     // The first page's text ends with a full stop, so the next page starts a new paragraph.
     expect((layout.artefact as MarkdownArtefact).markdown).toBe(
       '# Archive\n\nThe archive service stores signed contracts for seven years and answers retrieval requests from the legal team within one day. ' +
@@ -239,13 +331,21 @@ describe('pdf_to_markdown', () => {
   it('rejects too few words with the word_count criterion', async () => {
     const input = sample('memo');
     const output = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input });
-    const verdict = await markdownQuality(makeGateContext(output, { input, config: { require_tables: true, min_word_count: 500 } }));
-    expect(verdict).toMatchObject({ kind: 'rejected', feedback: { failedCriteria: [{ name: 'word_count', expected: '≥ 500', actual: '188', passed: false }] } });
+    const verdict = await markdownQuality(
+      makeGateContext(output, { input, config: { require_tables: true, min_word_count: 500 } }),
+    );
+    expect(verdict).toMatchObject({
+      kind: 'rejected',
+      feedback: { failedCriteria: [{ name: 'word_count', expected: '≥ 500', actual: '188', passed: false }] },
+    });
   });
 
   it('passes markdown input through, tables included', async () => {
     const source = '## Limits\n\n| Plan | Requests |\n| --- | --- |\n| Free | 100 |\n\nPage 1 of 1\n';
-    const output = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input: { title: 'Limits', source, format: 'markdown' } });
+    const output = await run(pdfToMarkdown, {
+      stage: 'pdf_to_markdown',
+      input: { title: 'Limits', source, format: 'markdown' },
+    });
     expect(output.artefact).toEqual({
       title: 'Limits',
       markdown: '## Limits\n\n| Plan | Requests |\n| --- | --- |\n| Free | 100 |\n',
@@ -255,16 +355,22 @@ describe('pdf_to_markdown', () => {
   });
 
   it('fails non-retryably on input without a source', async () => {
-    const failure = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input: { title: 'No text' } }).catch((error: unknown) => error);
+    const failure = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input: { title: 'No text' } }).catch(
+      (error: unknown) => error,
+    );
     expect(failure).toBeInstanceOf(ApplicationFailure);
     expect(failure).toMatchObject({ type: 'InvalidInput', nonRetryable: true });
-    expect((failure as Error).message).toMatch(/^pdf_to_markdown: work item input must be \{ title: string, source: string.*source: /);
+    expect((failure as Error).message).toMatch(
+      /^pdf_to_markdown: work item input must be \{ title: string, source: string.*source: /,
+    );
   });
 
   it('fails non-retryably on unknown gate config', async () => {
     const input = sample('memo');
     const output = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input });
-    const failure = await markdownQuality(makeGateContext(output, { input, config: { min_words: 10 } })).catch((error: unknown) => error);
+    const failure = await markdownQuality(makeGateContext(output, { input, config: { min_words: 10 } })).catch(
+      (error: unknown) => error,
+    );
     expect(failure).toMatchObject({ type: 'InvalidConfig', nonRetryable: true });
   });
 });
@@ -272,26 +378,47 @@ describe('pdf_to_markdown', () => {
 describe('extract_concepts and concept_graph', () => {
   it('types concepts and records the sections that mention them', async () => {
     const markdown = await convert('report', LAYOUT_FEEDBACK);
-    const graph = (await run(extractConcepts, { stage: 'extract_concepts', upstream: { pdf_to_markdown: markdown } })).artefact as ConceptGraph;
+    const graph = (await run(extractConcepts, { stage: 'extract_concepts', upstream: { pdf_to_markdown: markdown } }))
+      .artefact as ConceptGraph;
     const byId = new Map(graph.nodes.map((node) => [node.id, node]));
     expect(byId.get('search-indexer')).toMatchObject({ label: 'Search Indexer', type: 'term', count: 7 });
     expect(byId.get('slo')).toMatchObject({ label: 'SLO', type: 'acronym', count: 3 });
-    expect(byId.get('queue-latency')).toMatchObject({ label: 'Queue Latency', type: 'heading', sections: ['2-1-queue-latency', '4-recommendations'] });
+    expect(byId.get('queue-latency')).toMatchObject({
+      label: 'Queue Latency',
+      type: 'heading',
+      sections: ['2-1-queue-latency', '4-recommendations'],
+    });
     // Longest match first: "Search Indexer" is one mention, not also "search" and "indexer".
     expect(byId.has('indexer')).toBe(false);
     const sectionIds = new Set(graph.sections.map((s) => s.id));
     for (const node of graph.nodes) for (const section of node.sections) expect(sectionIds.has(section)).toBe(true);
     for (const edge of graph.edges) expect(edge.source < edge.target).toBe(true);
     // "The Embedding Worker and the Search Indexer consume the queue independently…"
-    expect(graph.edges.find((e) => e.source === 'embedding-worker' && e.target === 'search-indexer')).toMatchObject({ weight: 1, basis: 'sentence' });
+    expect(graph.edges.find((e) => e.source === 'embedding-worker' && e.target === 'search-indexer')).toMatchObject({
+      weight: 1,
+      basis: 'sentence',
+    });
     // "…(SLO) of 99.5% for every service except the Search Indexer…", "…keeps the Search Indexer within the SLO…"
-    expect(graph.edges.find((e) => e.source === 'search-indexer' && e.target === 'slo')).toMatchObject({ weight: 2, basis: 'sentence' });
+    expect(graph.edges.find((e) => e.source === 'search-indexer' && e.target === 'slo')).toMatchObject({
+      weight: 2,
+      basis: 'sentence',
+    });
   });
 
   it('rejects a graph with an orphan, naming it and the components', async () => {
     const nodes = ['a', 'b', 'c', 'd', 'e', 'f'].map((id) => ({ id, label: id, type: 'term', count: 1, sections: [] }));
-    const edges = [['a', 'b'], ['b', 'c'], ['c', 'd'], ['d', 'e']].map(([source, target]) => ({ source: source!, target: target!, weight: 1 }));
-    const verdict = await conceptGraph(makeGateContext({ outcome: 'completed', artefact: { nodes, edges } }, { config: { min_nodes: 5, require_connected: true } }));
+    const edges = [
+      ['a', 'b'],
+      ['b', 'c'],
+      ['c', 'd'],
+      ['d', 'e'],
+    ].map(([source, target]) => ({ source: source!, target: target!, weight: 1 }));
+    const verdict = await conceptGraph(
+      makeGateContext(
+        { outcome: 'completed', artefact: { nodes, edges } },
+        { config: { min_nodes: 5, require_connected: true } },
+      ),
+    );
     expect(verdict).toEqual({
       kind: 'rejected',
       feedback: {
@@ -306,13 +433,34 @@ describe('extract_concepts and concept_graph', () => {
   });
 
   it('rejects untyped nodes, dangling edges and too few nodes', async () => {
-    const artefact = { nodes: [{ id: 'a', label: 'A', type: 'thing' }, { id: 'b', label: 'B', type: 'term' }], edges: [{ source: 'a', target: 'b' }, { source: 'a', target: 'zz' }] };
-    const verdict = await conceptGraph(makeGateContext({ outcome: 'completed', artefact }, { config: { min_nodes: 5, require_connected: false } }));
+    const artefact = {
+      nodes: [
+        { id: 'a', label: 'A', type: 'thing' },
+        { id: 'b', label: 'B', type: 'term' },
+      ],
+      edges: [
+        { source: 'a', target: 'b' },
+        { source: 'a', target: 'zz' },
+      ],
+    };
+    const verdict = await conceptGraph(
+      makeGateContext({ outcome: 'completed', artefact }, { config: { min_nodes: 5, require_connected: false } }),
+    );
     if (verdict.kind !== 'rejected') throw new Error('expected a rejection');
     expect(verdict.feedback.failedCriteria).toEqual([
       { name: 'min_nodes', expected: '≥ 5 nodes', actual: '2', passed: false },
-      { name: 'typed_nodes', expected: 'every node typed heading | acronym | term', actual: '1 not: a (thing)', passed: false },
-      { name: 'edge_endpoints', expected: 'every edge joins two nodes of the graph', actual: '1 do not: a–zz', passed: false },
+      {
+        name: 'typed_nodes',
+        expected: 'every node typed heading | acronym | term',
+        actual: '1 not: a (thing)',
+        passed: false,
+      },
+      {
+        name: 'edge_endpoints',
+        expected: 'every edge joins two nodes of the graph',
+        actual: '1 do not: a–zz',
+        passed: false,
+      },
     ]);
     expect(verdict.feedback.guidance).toEqual({ relax_thresholds: true });
     expect(await conceptGraph(makeGateContext({ outcome: 'completed', artefact: 'not a graph' }))).toMatchObject({
@@ -323,39 +471,84 @@ describe('extract_concepts and concept_graph', () => {
 
   it('relaxes thresholds after too few nodes and links by paragraph after orphans', () => {
     const config = { min_term_count: 3, min_phrase_count: 2, max_nodes: 40 };
-    const tooFew: QualityFeedback = { summary: '', failedCriteria: [{ name: 'min_nodes', expected: '≥ 5', actual: '2', passed: false }] };
-    expect(conceptOptionsFor(config, null, 1)).toEqual({ minTermCount: 3, minPhraseCount: 2, maxNodes: 40, linking: 'sentence' });
-    expect(conceptOptionsFor(config, tooFew, 2)).toEqual({ minTermCount: 2, minPhraseCount: 1, maxNodes: 40, linking: 'sentence' });
-    expect(conceptOptionsFor(config, tooFew, 3)).toEqual({ minTermCount: 1, minPhraseCount: 1, maxNodes: 40, linking: 'sentence' });
-    const orphans: QualityFeedback = { summary: '', failedCriteria: [{ name: 'no_orphans', expected: '', actual: '1: f', passed: false }] };
+    const tooFew: QualityFeedback = {
+      summary: '',
+      failedCriteria: [{ name: 'min_nodes', expected: '≥ 5', actual: '2', passed: false }],
+    };
+    expect(conceptOptionsFor(config, null, 1)).toEqual({
+      minTermCount: 3,
+      minPhraseCount: 2,
+      maxNodes: 40,
+      linking: 'sentence',
+    });
+    expect(conceptOptionsFor(config, tooFew, 2)).toEqual({
+      minTermCount: 2,
+      minPhraseCount: 1,
+      maxNodes: 40,
+      linking: 'sentence',
+    });
+    expect(conceptOptionsFor(config, tooFew, 3)).toEqual({
+      minTermCount: 1,
+      minPhraseCount: 1,
+      maxNodes: 40,
+      linking: 'sentence',
+    });
+    const orphans: QualityFeedback = {
+      summary: '',
+      failedCriteria: [{ name: 'no_orphans', expected: '', actual: '1: f', passed: false }],
+    };
     expect(conceptOptionsFor(config, orphans, 2).linking).toBe('paragraph');
   });
 
   it('finds more concepts on each relaxed retry of a short text', async () => {
     const markdown: MarkdownArtefact = {
       title: 'Backups',
-      markdown: '# Backups\n\nNightly backups copy the billing database to cold storage. Restores are tested monthly from cold storage.\n',
+      markdown:
+        '# Backups\n\nNightly backups copy the billing database to cold storage. Restores are tested monthly from cold storage.\n',
       strategy: 'passthrough',
       stats: { words: 17, headings: 1, tables: 0 },
     };
     const upstream = { pdf_to_markdown: markdown };
-    const gate = async (graph: Json | undefined) => conceptGraph(makeGateContext({ outcome: 'completed', artefact: graph }, { config: { min_nodes: 5, require_connected: true } }));
+    const gate = async (graph: Json | undefined) =>
+      conceptGraph(
+        makeGateContext(
+          { outcome: 'completed', artefact: graph },
+          { config: { min_nodes: 5, require_connected: true } },
+        ),
+      );
     const first = await run(extractConcepts, { stage: 'extract_concepts', upstream });
-    expect(first.summary).toBe('concepts: 0 nodes (0 headings, 0 acronyms, 0 terms), 0 edges, 0 orphans (sentence linking)');
+    expect(first.summary).toBe(
+      'concepts: 0 nodes (0 headings, 0 acronyms, 0 terms), 0 edges, 0 orphans (sentence linking)',
+    );
     const firstVerdict = await gate(first.artefact);
     if (firstVerdict.kind !== 'rejected') throw new Error('expected a rejection');
     expect(firstVerdict.feedback.failedCriteria.map((c) => c.name)).toEqual(['min_nodes', 'connected']);
 
     // Attempt 2: words mentioned twice qualify.
-    const second = (await run(extractConcepts, { stage: 'extract_concepts', attempt: 2, feedback: firstVerdict.feedback, upstream })).artefact as ConceptGraph;
+    const second = (
+      await run(extractConcepts, { stage: 'extract_concepts', attempt: 2, feedback: firstVerdict.feedback, upstream })
+    ).artefact as ConceptGraph;
     expect(second.nodes.map((n) => `${n.id}:${n.count}`)).toEqual(['cold:2', 'storage:2']);
     expect(second.edges).toEqual([{ source: 'cold', target: 'storage', weight: 2, basis: 'sentence' }]);
     const secondVerdict = await gate(second);
     if (secondVerdict.kind !== 'rejected') throw new Error('expected a rejection');
 
     // Attempt 3: every content word qualifies, and the graph passes.
-    const third = (await run(extractConcepts, { stage: 'extract_concepts', attempt: 3, feedback: secondVerdict.feedback, upstream })).artefact as ConceptGraph;
-    expect(third.nodes.map((n) => n.label).sort()).toEqual(['backups', 'billing', 'cold', 'copy', 'database', 'monthly', 'nightly', 'restores', 'storage', 'tested']);
+    const third = (
+      await run(extractConcepts, { stage: 'extract_concepts', attempt: 3, feedback: secondVerdict.feedback, upstream })
+    ).artefact as ConceptGraph;
+    expect(third.nodes.map((n) => n.label).sort()).toEqual([
+      'backups',
+      'billing',
+      'cold',
+      'copy',
+      'database',
+      'monthly',
+      'nightly',
+      'restores',
+      'storage',
+      'tested',
+    ]);
     expect(await gate(third)).toEqual({ kind: 'accepted' });
   });
 });
@@ -363,7 +556,9 @@ describe('extract_concepts and concept_graph', () => {
 describe('generate_embeddings', () => {
   async function embed(config?: Json): Promise<EmbeddingsArtefact> {
     const markdown = await convert('report', LAYOUT_FEEDBACK);
-    return (await run(generateEmbeddings, { stage: 'generate_embeddings', upstream: { pdf_to_markdown: markdown }, config })).artefact as EmbeddingsArtefact;
+    return (
+      await run(generateEmbeddings, { stage: 'generate_embeddings', upstream: { pdf_to_markdown: markdown }, config })
+    ).artefact as EmbeddingsArtefact;
   }
 
   it('keeps every chunk within max_tokens, headings included, and overlaps consecutive chunks', async () => {
@@ -382,7 +577,14 @@ describe('generate_embeddings', () => {
 
   it('makes one chunk per section under the default 512-token budget', async () => {
     const { chunks } = await embed();
-    expect(chunks.map((c) => c.id)).toEqual(['1-introduction/1', '2-ingestion-pipeline/1', '2-1-queue-latency/1', '3-incident-summary/1', '4-recommendations/1', '5-conclusion/1']);
+    expect(chunks.map((c) => c.id)).toEqual([
+      '1-introduction/1',
+      '2-ingestion-pipeline/1',
+      '2-1-queue-latency/1',
+      '3-incident-summary/1',
+      '4-recommendations/1',
+      '5-conclusion/1',
+    ]);
   });
 
   it('embeds as deterministic unit vectors that reflect shared words', async () => {
@@ -400,15 +602,26 @@ describe('generate_embeddings', () => {
   });
 
   it('refuses an overlap of half the budget or more', async () => {
-    await expect(embed({ max_tokens: 64, overlap_tokens: 32 })).rejects.toMatchObject({ type: 'InvalidConfig', nonRetryable: true });
+    await expect(embed({ max_tokens: 64, overlap_tokens: 32 })).rejects.toMatchObject({
+      type: 'InvalidConfig',
+      nonRetryable: true,
+    });
   });
 });
 
 describe('build_fts_index', () => {
   it('indexes each section with stemmed term frequencies', async () => {
     const markdown = await convert('report', LAYOUT_FEEDBACK);
-    const index = (await run(buildFtsIndex, { stage: 'build_fts_index', upstream: { pdf_to_markdown: markdown } })).artefact as SearchIndex;
-    expect(index.documents.map((d) => d.id)).toEqual(['1-introduction', '2-ingestion-pipeline', '2-1-queue-latency', '3-incident-summary', '4-recommendations', '5-conclusion']);
+    const index = (await run(buildFtsIndex, { stage: 'build_fts_index', upstream: { pdf_to_markdown: markdown } }))
+      .artefact as SearchIndex;
+    expect(index.documents.map((d) => d.id)).toEqual([
+      '1-introduction',
+      '2-ingestion-pipeline',
+      '2-1-queue-latency',
+      '3-incident-summary',
+      '4-recommendations',
+      '5-conclusion',
+    ]);
     // "Queue Latency" heading + "Queue latency is…" + "The P95 queue latency…" in section 2.1.
     expect(index.terms.latency).toContainEqual([2, 3]);
     // "reindexing" and "checkpoints"/"checkpointed" meet their stems.
@@ -419,7 +632,9 @@ describe('build_fts_index', () => {
   });
 
   it('ranks the relevant section first with BM25', () => {
-    const index = buildSearchIndex('# T\n\n## Billing\n\nInvoices are exported nightly.\n\n## Latency\n\nQueue latency rose during the migration. Latency alerts fired twice.\n\n## People\n\nThe on-call engineer restarted the queue.\n');
+    const index = buildSearchIndex(
+      '# T\n\n## Billing\n\nInvoices are exported nightly.\n\n## Latency\n\nQueue latency rose during the migration. Latency alerts fired twice.\n\n## People\n\nThe on-call engineer restarted the queue.\n',
+    );
     const hits = search(index, 'queue latency');
     expect(hits.map((h) => h.id)).toEqual(['latency', 'people']);
     expect(hits[0]!.score).toBeGreaterThan(hits[1]!.score);
@@ -439,12 +654,23 @@ describe('cross_reference and final_review', () => {
     const input = sample('report');
     const markdown = await convert('report', LAYOUT_FEEDBACK);
     const upstream = { pdf_to_markdown: markdown };
-    const orphanFeedback: QualityFeedback = { summary: '', failedCriteria: [{ name: 'no_orphans', expected: '', actual: '', passed: false }] };
-    const graph = (await run(extractConcepts, { stage: 'extract_concepts', upstream, feedback: orphanFeedback, attempt: 2 })).artefact as ConceptGraph;
-    const crossRef = (await run(crossReference, { stage: 'cross_reference', upstream: { extract_concepts: graph } })).artefact as CrossReferenceArtefact;
-    const embeddings = (await run(generateEmbeddings, { stage: 'generate_embeddings', upstream })).artefact as EmbeddingsArtefact;
+    const orphanFeedback: QualityFeedback = {
+      summary: '',
+      failedCriteria: [{ name: 'no_orphans', expected: '', actual: '', passed: false }],
+    };
+    const graph = (
+      await run(extractConcepts, { stage: 'extract_concepts', upstream, feedback: orphanFeedback, attempt: 2 })
+    ).artefact as ConceptGraph;
+    const crossRef = (await run(crossReference, { stage: 'cross_reference', upstream: { extract_concepts: graph } }))
+      .artefact as CrossReferenceArtefact;
+    const embeddings = (await run(generateEmbeddings, { stage: 'generate_embeddings', upstream }))
+      .artefact as EmbeddingsArtefact;
     const index = (await run(buildFtsIndex, { stage: 'build_fts_index', upstream })).artefact as SearchIndex;
-    const review = await run(finalReview, { stage: 'final_review', input, upstream: { cross_reference: crossRef, generate_embeddings: embeddings, build_fts_index: index } });
+    const review = await run(finalReview, {
+      stage: 'final_review',
+      input,
+      upstream: { cross_reference: crossRef, generate_embeddings: embeddings, build_fts_index: index },
+    });
     return { graph, crossRef, embeddings, index, review };
   }
 
@@ -460,7 +686,14 @@ describe('cross_reference and final_review', () => {
     }
     for (const id of [...crossRef.crossSection, ...crossRef.unlinked]) expect(ids.has(id)).toBe(true);
     expect(crossRef.crossSection).toContain('search-indexer');
-    expect(crossRef.links.find((l) => l.concept === 'search-indexer')?.sections).toEqual(['1-introduction', '2-ingestion-pipeline', '2-1-queue-latency', '3-incident-summary', '4-recommendations', '5-conclusion']);
+    expect(crossRef.links.find((l) => l.concept === 'search-indexer')?.sections).toEqual([
+      '1-introduction',
+      '2-ingestion-pipeline',
+      '2-1-queue-latency',
+      '3-incident-summary',
+      '4-recommendations',
+      '5-conclusion',
+    ]);
   });
 
   it('summarises every upstream artefact for the reviewer', async () => {
@@ -484,7 +717,10 @@ describe('cross_reference and final_review', () => {
   it('carries an empty document through every stage without inventing content', async () => {
     const input = { title: 'Blank scan', source: '\f\fPage 1 of 2\n\fPage 2 of 2\n' };
     const converted = await run(pdfToMarkdown, { stage: 'pdf_to_markdown', input });
-    expect(converted.artefact).toMatchObject({ markdown: '# Blank scan\n', stats: { words: 2, headings: 0, tables: 0 } });
+    expect(converted.artefact).toMatchObject({
+      markdown: '# Blank scan\n',
+      stats: { words: 2, headings: 0, tables: 0 },
+    });
     expect(await markdownQuality(makeGateContext(converted, { input }))).toMatchObject({ kind: 'uncertain' });
     const upstream = { pdf_to_markdown: converted.artefact! };
     const graph = await run(extractConcepts, { stage: 'extract_concepts', upstream });
@@ -492,18 +728,30 @@ describe('cross_reference and final_review', () => {
     const index = await run(buildFtsIndex, { stage: 'build_fts_index', upstream });
     expect(embeddings.artefact).toMatchObject({ chunks: [] });
     expect(index.artefact).toMatchObject({ documents: [], terms: {}, avgLength: 0 });
-    const crossRef = await run(crossReference, { stage: 'cross_reference', upstream: { extract_concepts: graph.artefact! } });
+    const crossRef = await run(crossReference, {
+      stage: 'cross_reference',
+      upstream: { extract_concepts: graph.artefact! },
+    });
     const review = await run(finalReview, {
       stage: 'final_review',
       input,
-      upstream: { cross_reference: crossRef.artefact!, generate_embeddings: embeddings.artefact!, build_fts_index: index.artefact! },
+      upstream: {
+        cross_reference: crossRef.artefact!,
+        generate_embeddings: embeddings.artefact!,
+        build_fts_index: index.artefact!,
+      },
     });
-    expect((review.artefact as ReviewPacket).attention).toEqual(['The document produced no chunks to embed.', 'The concept graph is empty.']);
+    expect((review.artefact as ReviewPacket).attention).toEqual([
+      'The document produced no chunks to embed.',
+      'The concept graph is empty.',
+    ]);
     expect((review.artefact as ReviewPacket).sampleSearch).toBeNull();
   });
 
   it('fails non-retryably when a dependency artefact is missing', async () => {
-    await expect(run(finalReview, { stage: 'final_review', input: sample('memo'), upstream: {} })).rejects.toMatchObject({
+    await expect(
+      run(finalReview, { stage: 'final_review', input: sample('memo'), upstream: {} }),
+    ).rejects.toMatchObject({
       type: 'InvalidInput',
       nonRetryable: true,
       message: expect.stringContaining('needs the artefact of cross_reference'),

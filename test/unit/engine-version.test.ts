@@ -12,21 +12,32 @@ import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { defaultRegistry } from '../../src/worker';
 
 const prepare = async (engineVersion?: number): Promise<PreparePipelineResult> => {
-  const activities = createActivities({ registry: defaultRegistry(), blobs: new MemoryBlobStore(), ...(engineVersion !== undefined ? { engineVersion } : {}) });
+  const activities = createActivities({
+    registry: defaultRegistry(),
+    blobs: new MemoryBlobStore(),
+    ...(engineVersion !== undefined ? { engineVersion } : {}),
+  });
   const env = new MockActivityEnvironment({}, { logger: new DefaultLogger('ERROR') });
-  return (await env.run(activities[PREPARE_PIPELINE_ACTIVITY] as (input: { pipeline: unknown }) => Promise<PreparePipelineResult>, { pipeline: { name: 'p', stages: [{ name: 'a', run: 'scripted' }] } })) as PreparePipelineResult;
+  return (await env.run(
+    activities[PREPARE_PIPELINE_ACTIVITY] as (input: { pipeline: unknown }) => Promise<PreparePipelineResult>,
+    { pipeline: { name: 'p', stages: [{ name: 'a', run: 'scripted' }] } },
+  )) as PreparePipelineResult;
 };
 
 test('TREADLE_ENGINE_VERSION is the newest engine unless pinned to an older one; anything else is refused, naming the range', () => {
   expect(loadConfig({}).engineVersion).toBe(ENGINE_VERSION);
   expect(loadConfig({ TREADLE_ENGINE_VERSION: ' 3 ' }).engineVersion).toBe(3);
   for (const bad of ['0', String(ENGINE_VERSION + 1), '3.5', 'newest']) {
-    expect(() => loadConfig({ TREADLE_ENGINE_VERSION: bad })).toThrow(`TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${bad}"`);
+    expect(() => loadConfig({ TREADLE_ENGINE_VERSION: bad })).toThrow(
+      `TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${bad}"`,
+    );
   }
 });
 
 test('the prepare step records the engine the worker starts items on', async () => {
   expect(await prepare()).toMatchObject({ ok: true, engine: ENGINE_VERSION });
   expect(await prepare(3)).toMatchObject({ ok: true, engine: 3 });
-  expect(() => createActivities({ registry: defaultRegistry(), blobs: new MemoryBlobStore(), engineVersion: ENGINE_VERSION + 1 })).toThrow(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}`);
+  expect(() =>
+    createActivities({ registry: defaultRegistry(), blobs: new MemoryBlobStore(), engineVersion: ENGINE_VERSION + 1 }),
+  ).toThrow(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}`);
 });

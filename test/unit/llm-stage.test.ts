@@ -18,7 +18,13 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
-import { Registry, type GateContext, type GateImplementation, type StageContext, type StageImplementation } from '../../src/activities/registry';
+import {
+  Registry,
+  type GateContext,
+  type GateImplementation,
+  type StageContext,
+  type StageImplementation,
+} from '../../src/activities/registry';
 import { compileOutputSchema, validateValue } from '../../src/agents/output-schema';
 import { GATE_CORRELATION_SUFFIX, ScriptedAgent, exampleOf, scriptedAgentFactory } from '../../src/agents/scripted';
 import type { Agent, AgentRequest, AgentResult } from '../../src/agents/types';
@@ -35,7 +41,16 @@ import {
   registerDocumentPipeline,
   type ReviewPacket,
 } from '../../src/pipelines/documents';
-import { JUDGE_OUTPUT_SCHEMA, feedbackSection, llmJudge, mentionsVariable, llmStage, promptVars, registerLlm, renderPrompt } from '../../src/pipelines/llm';
+import {
+  JUDGE_OUTPUT_SCHEMA,
+  feedbackSection,
+  llmJudge,
+  mentionsVariable,
+  llmStage,
+  promptVars,
+  registerLlm,
+  renderPrompt,
+} from '../../src/pipelines/llm';
 
 import { stageContext, failureOf } from '../support/contexts';
 
@@ -56,7 +71,15 @@ type Overrides = Partial<Omit<StageContext, 'agent'>>;
 
 function makeContext(overrides: Overrides = {}): StageContext & { requests: AgentRequest[] } {
   const base = stageContext({ stage: 'draft', ...overrides });
-  const agent = new RecordingScriptedAgent(scriptedAgentFactory({ itemId: base.itemId, stage: base.stage, attempt: base.attempt, input: base.input, config: base.config }));
+  const agent = new RecordingScriptedAgent(
+    scriptedAgentFactory({
+      itemId: base.itemId,
+      stage: base.stage,
+      attempt: base.attempt,
+      input: base.input,
+      config: base.config,
+    }),
+  );
   return { ...base, agent: () => agent, requests: agent.requests };
 }
 
@@ -71,11 +94,20 @@ const FEEDBACK: QualityFeedback = {
   guidance: { hint: 'drop the jokes' },
 };
 
-const SUMMARY_SCHEMA = { type: 'object', required: ['headline', 'points'], properties: { headline: { type: 'string', minLength: 1 }, points: { type: 'array', items: { type: 'string' } } } };
+const SUMMARY_SCHEMA = {
+  type: 'object',
+  required: ['headline', 'points'],
+  properties: { headline: { type: 'string', minLength: 1 }, points: { type: 'array', items: { type: 'string' } } },
+};
 
 describe('prompt templates', () => {
   it('renders the attempt variables, the failed_criteria alias and tojson', () => {
-    const ctx = makeContext({ input: { topic: 'queues' }, upstream: { outline: { parts: ['a', 'b'] } }, attempt: 2, feedback: FEEDBACK });
+    const ctx = makeContext({
+      input: { topic: 'queues' },
+      upstream: { outline: { parts: ['a', 'b'] } },
+      attempt: 2,
+      feedback: FEEDBACK,
+    });
     const template = [
       '{{ stage }} {{ item_id }} {{ attempt }}/{{ max_attempts }} on {{ input.topic }}',
       '{{ upstream.outline | tojson }}',
@@ -83,15 +115,23 @@ describe('prompt templates', () => {
       '[{{ input.missing }}] {{ nothing | tojson }}',
     ].join('\n');
     expect(renderPrompt(template, promptVars(ctx, ctx.feedback))).toBe(
-      ['draft item-1 2/3 on queues', '{"parts":["a","b"]}', '1 of 2 criteria not met: tone; tone=chatty', '[] null'].join('\n'),
+      [
+        'draft item-1 2/3 on queues',
+        '{"parts":["a","b"]}',
+        '1 of 2 criteria not met: tone; tone=chatty',
+        '[] null',
+      ].join('\n'),
     );
     expect(renderPrompt('{{ feedback | tojson }}', promptVars(ctx, null))).toBe('null');
-    expect(renderPrompt('{{ upstream.outline | tojson: 2 }}', promptVars(ctx, null))).toBe('{\n  "parts": [\n    "a",\n    "b"\n  ]\n}');
+    expect(renderPrompt('{{ upstream.outline | tojson: 2 }}', promptVars(ctx, null))).toBe(
+      '{\n  "parts": [\n    "a",\n    "b"\n  ]\n}',
+    );
   });
 
   it('treats empty strings, 0 and null as false in conditions, as Jinja did', () => {
     const ctx = makeContext({ input: { empty: '', zero: 0, text: 'x', list: [] } });
-    const template = '{% if input.empty %}E{% endif %}{% if input.zero %}Z{% endif %}{% if input.missing %}M{% endif %}{% if input.text %}T{% endif %}{{ attempt | minus: 1 }}';
+    const template =
+      '{% if input.empty %}E{% endif %}{% if input.zero %}Z{% endif %}{% if input.missing %}M{% endif %}{% if input.text %}T{% endif %}{{ attempt | minus: 1 }}';
     expect(renderPrompt(template, promptVars(ctx, null))).toBe('T0');
   });
 
@@ -100,7 +140,9 @@ describe('prompt templates', () => {
     const failure = await failureOf(() => renderPrompt('Hello {{ input.name ', promptVars(ctx, null)));
     expect(failure.type).toBe('InvalidTemplate');
     expect(failure.nonRetryable).toBe(true);
-    expect(failure.message).toMatch(/^summarise: the prompt template is invalid: output "\{\{ input\.name " not closed, line:1, col:7$/);
+    expect(failure.message).toMatch(
+      /^summarise: the prompt template is invalid: output "\{\{ input\.name " not closed, line:1, col:7$/,
+    );
   });
 
   it('the llm stage reports a system template that does not parse as InvalidConfig, before calling the agent', async () => {
@@ -119,10 +161,22 @@ describe('llm stage', () => {
     const reply = { headline: 'Queues are fine', points: ['p95 under 20s'] };
     const ctx = makeContext({
       input: { topic: 'queues', agent_replies: { draft: [reply] } },
-      config: { prompt: 'Summarise {{ input.topic }}', system: 'Be brief about {{ input.topic }}', output_schema: SUMMARY_SCHEMA, model: 'claude-test', max_tokens: 500, temperature: 0, conversation: '{{ item_id }}-design' },
+      config: {
+        prompt: 'Summarise {{ input.topic }}',
+        system: 'Be brief about {{ input.topic }}',
+        output_schema: SUMMARY_SCHEMA,
+        model: 'claude-test',
+        max_tokens: 500,
+        temperature: 0,
+        conversation: '{{ item_id }}-design',
+      },
     });
     const output = await llmStage(ctx);
-    expect(output).toEqual({ outcome: 'completed', artefact: reply, summary: expect.stringMatching(/^llm \(claude-test, \d+ tokens in, \d+ out\): structured reply$/) });
+    expect(output).toEqual({
+      outcome: 'completed',
+      artefact: reply,
+      summary: expect.stringMatching(/^llm \(claude-test, \d+ tokens in, \d+ out\): structured reply$/),
+    });
     expect(output.rejection).toBeUndefined();
     const [request] = ctx.requests;
     expect(request).toMatchObject({
@@ -140,11 +194,18 @@ describe('llm stage', () => {
 
   it('returns { text } without an output schema', async () => {
     const ctx = makeContext({ input: { agent_replies: { draft: ['A plain answer.'] } }, config: { prompt: 'Answer' } });
-    expect(await llmStage(ctx)).toMatchObject({ outcome: 'completed', artefact: { text: 'A plain answer.' }, summary: expect.stringContaining('15 characters of text') });
+    expect(await llmStage(ctx)).toMatchObject({
+      outcome: 'completed',
+      artefact: { text: 'A plain answer.' },
+      summary: expect.stringContaining('15 characters of text'),
+    });
   });
 
   it('turns a reply that breaks the schema into a rejection quoting the issue, not an exception', async () => {
-    const ctx = makeContext({ input: { agent_replies: { draft: [{ headline: 42 }] } }, config: { prompt: 'Summarise', output_schema: SUMMARY_SCHEMA } });
+    const ctx = makeContext({
+      input: { agent_replies: { draft: [{ headline: 42 }] } },
+      config: { prompt: 'Summarise', output_schema: SUMMARY_SCHEMA },
+    });
     const output = await llmStage(ctx);
     expect(output.outcome).toBe('completed');
     expect(output.artefact).toEqual({ raw: '{"headline":42}' });
@@ -152,13 +213,21 @@ describe('llm stage', () => {
     const rejection = output.rejection;
     expect(rejection?.summary).toMatch(/^the reply did not match the output schema: headline: .*expected string/i);
     expect(rejection?.failedCriteria.length).toBeGreaterThanOrEqual(2);
-    expect(rejection?.failedCriteria[0]).toEqual({ name: 'output_schema', expected: 'a reply matching output_schema', actual: expect.stringContaining('headline'), passed: false });
+    expect(rejection?.failedCriteria[0]).toEqual({
+      name: 'output_schema',
+      expected: 'a reply matching output_schema',
+      actual: expect.stringContaining('headline'),
+      passed: false,
+    });
     expect(rejection?.failedCriteria.map((c) => c.actual).join(' ')).toContain('points');
     expect(rejection?.guidance).toEqual({ issues: rejection?.failedCriteria.map((c) => c.actual) });
   });
 
   it('quotes a reply that is not JSON at all', async () => {
-    const ctx = makeContext({ input: { agent_replies: { draft: ['Sure! Here is your summary.'] } }, config: { prompt: 'Summarise', output_schema: SUMMARY_SCHEMA } });
+    const ctx = makeContext({
+      input: { agent_replies: { draft: ['Sure! Here is your summary.'] } },
+      config: { prompt: 'Summarise', output_schema: SUMMARY_SCHEMA },
+    });
     const output = await llmStage(ctx);
     expect(output.artefact).toEqual({ raw: 'Sure! Here is your summary.' });
     expect(output.rejection?.summary).toContain('the reply is not JSON');
@@ -179,18 +248,30 @@ describe('llm stage', () => {
   });
 
   it('leaves feedback to a template that handles it', async () => {
-    const ctx = makeContext({ attempt: 2, feedback: FEEDBACK, config: { prompt: 'Write the memo.{% if feedback %} Fix: {{ feedback.summary }}{% endif %}' } });
+    const ctx = makeContext({
+      attempt: 2,
+      feedback: FEEDBACK,
+      config: { prompt: 'Write the memo.{% if feedback %} Fix: {{ feedback.summary }}{% endif %}' },
+    });
     await llmStage(ctx);
     expect(ctx.requests[0]?.messages[0]?.content).toBe('Write the memo. Fix: 1 of 2 criteria not met: tone');
   });
 
   it('rejects a bad config non-retryably as InvalidConfig, listing every problem', async () => {
-    const ctx = makeContext({ config: { max_tokens: -1, temperature: 'hot', promt: 'typo', output_schema: { type: 'no-such-type' } } });
+    const ctx = makeContext({
+      config: { max_tokens: -1, temperature: 'hot', promt: 'typo', output_schema: { type: 'no-such-type' } },
+    });
     const failure = await failureOf(() => llmStage(ctx));
     expect(failure.type).toBe('InvalidConfig');
     expect(failure.nonRetryable).toBe(true);
     expect(failure.message).toContain('draft: the with: configuration of llm is invalid');
-    for (const part of ['prompt: prompt is required', 'max_tokens: max_tokens must be positive', 'temperature:', 'promt']) expect(failure.message).toContain(part);
+    for (const part of [
+      'prompt: prompt is required',
+      'max_tokens: max_tokens must be positive',
+      'temperature:',
+      'promt',
+    ])
+      expect(failure.message).toContain(part);
   });
 
   it('reports an output_schema that is not a usable JSON Schema', async () => {
@@ -207,9 +288,20 @@ describe('llm-judge gate', () => {
     { name: 'formal', description: 'formal tone throughout' },
     { name: 'short', description: 'under 200 words' },
   ];
-  const output: StageOutput = { outcome: 'completed', artefact: { headline: 'Queues', points: ['p95 under 20s'] }, summary: 'a summary' };
-  const judge = async (reply: Json, extra: Json = {}): Promise<{ verdict: QualityVerdict; request: AgentRequest | undefined }> => {
-    const ctx = makeGateContext(output, { stage: 'draft', input: { agent_replies: { 'draft.gate': [reply], draft: ['not for the judge'] } }, config: { criteria, ...(extra as object) } });
+  const output: StageOutput = {
+    outcome: 'completed',
+    artefact: { headline: 'Queues', points: ['p95 under 20s'] },
+    summary: 'a summary',
+  };
+  const judge = async (
+    reply: Json,
+    extra: Json = {},
+  ): Promise<{ verdict: QualityVerdict; request: AgentRequest | undefined }> => {
+    const ctx = makeGateContext(output, {
+      stage: 'draft',
+      input: { agent_replies: { 'draft.gate': [reply], draft: ['not for the judge'] } },
+      config: { criteria, ...(extra as object) },
+    });
     const verdict = await llmJudge(ctx);
     return { verdict, request: ctx.requests[0] };
   };
@@ -227,13 +319,21 @@ describe('llm-judge gate', () => {
   });
 
   it('rejects with the failed criteria; an omitted criterion counts as failed, not assessed', async () => {
-    const { verdict } = await judge({ criteria: [{ name: 'cites_numbers', passed: false, actual: 'no figures quoted' }, passing('formal')], reason: 'needs numbers' });
+    const { verdict } = await judge({
+      criteria: [{ name: 'cites_numbers', passed: false, actual: 'no figures quoted' }, passing('formal')],
+      reason: 'needs numbers',
+    });
     expect(verdict).toEqual({
       kind: 'rejected',
       feedback: {
         summary: '2 of 3 criteria not met: cites_numbers, short',
         failedCriteria: [
-          { name: 'cites_numbers', expected: 'quotes at least one figure from the source', actual: 'no figures quoted', passed: false },
+          {
+            name: 'cites_numbers',
+            expected: 'quotes at least one figure from the source',
+            actual: 'no figures quoted',
+            passed: false,
+          },
           { name: 'short', expected: 'under 200 words', actual: 'not assessed', passed: false },
         ],
         guidance: { judge: 'needs numbers' },
@@ -250,7 +350,9 @@ describe('llm-judge gate', () => {
     const { verdict } = await judge({ criteria: [{ name: 'formal', passed: 'yes' }] });
     expect(verdict.kind).toBe('uncertain');
     if (verdict.kind !== 'uncertain') throw new Error('expected uncertain');
-    expect(verdict.reason).toMatch(/^the judge's reply did not match the verdict schema: criteria\.0\.passed: .*boolean/i);
+    expect(verdict.reason).toMatch(
+      /^the judge's reply did not match the verdict schema: criteria\.0\.passed: .*boolean/i,
+    );
   });
 
   it('lists the criteria after a custom prompt that does not mention them, and truncates huge outputs', async () => {
@@ -260,7 +362,11 @@ describe('llm-judge gate', () => {
     const prompt = ctx.requests[0]?.messages[0]?.content ?? '';
     expect(prompt.length).toBeLessThan(21_000);
     expect(prompt).toMatch(/… \(\d+ more characters\)/);
-    expect(prompt.endsWith('Criteria:\n- cites_numbers: quotes at least one figure from the source\n- formal: formal tone throughout\n- short: under 200 words')).toBe(true);
+    expect(
+      prompt.endsWith(
+        'Criteria:\n- cites_numbers: quotes at least one figure from the source\n- formal: formal tone throughout\n- short: under 200 words',
+      ),
+    ).toBe(true);
   });
 
   it('rejects a config without criteria as InvalidConfig', async () => {
@@ -271,43 +377,81 @@ describe('llm-judge gate', () => {
 
   it('with no canned reply, the scripted default assesses nothing and the judge rejects', async () => {
     const verdict = await llmJudge(makeGateContext(output, { config: { criteria } }));
-    expect(verdict).toMatchObject({ kind: 'rejected', feedback: { summary: '3 of 3 criteria not met: cites_numbers, formal, short' } });
+    expect(verdict).toMatchObject({
+      kind: 'rejected',
+      feedback: { summary: '3 of 3 criteria not met: cites_numbers, formal, short' },
+    });
   });
 });
 
 describe('scripted agent', () => {
-  const request = (overrides: Partial<AgentRequest> = {}): AgentRequest => ({ messages: [{ role: 'user', content: 'Tell me about queues' }], correlationId: 'item-1/draft/1', ...overrides });
-  const agentFor = (attempt: number, input: Json, config?: Json) => new ScriptedAgent({ itemId: 'item-1', stage: 'draft', attempt, input, config });
+  const request = (overrides: Partial<AgentRequest> = {}): AgentRequest => ({
+    messages: [{ role: 'user', content: 'Tell me about queues' }],
+    correlationId: 'item-1/draft/1',
+    ...overrides,
+  });
+  const agentFor = (attempt: number, input: Json, config?: Json) =>
+    new ScriptedAgent({ itemId: 'item-1', stage: 'draft', attempt, input, config });
 
   it('answers reply n on attempt n, repeating the last', async () => {
     const input = { agent_replies: { draft: ['first', 'second'] } };
-    const texts = await Promise.all([1, 2, 3].map(async (attempt) => (await agentFor(attempt, input).run(request())).text));
+    const texts = await Promise.all(
+      [1, 2, 3].map(async (attempt) => (await agentFor(attempt, input).run(request())).text),
+    );
     expect(texts).toEqual(['first', 'second', 'second']);
   });
 
   it('keeps gate replies apart under <stage>.gate', async () => {
     const input = { agent_replies: { draft: ['stage reply'], 'draft.gate': ['gate reply'] } };
-    expect((await agentFor(1, input).run(request({ correlationId: `item-1/draft/1${GATE_CORRELATION_SUFFIX}` }))).text).toBe('gate reply');
+    expect(
+      (await agentFor(1, input).run(request({ correlationId: `item-1/draft/1${GATE_CORRELATION_SUFFIX}` }))).text,
+    ).toBe('gate reply');
     expect((await agentFor(1, input).run(request())).text).toBe('stage reply');
   });
 
   it('reports usage from the text length and a full call record', async () => {
-    const result = await agentFor(1, { agent_replies: { draft: ['abcde'] } }).run(request({ system: 'sys', model: 'claude-x' }));
-    expect(result.usage).toEqual({ inputTokens: Math.ceil(('sys'.length + 'Tell me about queues'.length) / 4), outputTokens: 2, cacheReadTokens: 0 });
-    expect(result.call).toMatchObject({ correlationId: 'item-1/draft/1', provider: 'scripted', model: 'claude-x', promptHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), status: 'success', inputTokens: 6, outputTokens: 2 });
+    const result = await agentFor(1, { agent_replies: { draft: ['abcde'] } }).run(
+      request({ system: 'sys', model: 'claude-x' }),
+    );
+    expect(result.usage).toEqual({
+      inputTokens: Math.ceil(('sys'.length + 'Tell me about queues'.length) / 4),
+      outputTokens: 2,
+      cacheReadTokens: 0,
+    });
+    expect(result.call).toMatchObject({
+      correlationId: 'item-1/draft/1',
+      provider: 'scripted',
+      model: 'claude-x',
+      promptHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/),
+      status: 'success',
+      inputTokens: 6,
+      outputTokens: 2,
+    });
     expect(result.call.latencyMs).toBeGreaterThanOrEqual(0);
     expect((await agentFor(1, null).run(request())).call.model).toBe('scripted');
   });
 
   it('takes full control with $reply', async () => {
-    const input = { agent_replies: { draft: [{ $reply: { text: 'custom', output: { headline: 'h', points: [] }, inputTokens: 1000, outputTokens: 7 } }] } };
+    const input = {
+      agent_replies: {
+        draft: [
+          { $reply: { text: 'custom', output: { headline: 'h', points: [] }, inputTokens: 1000, outputTokens: 7 } },
+        ],
+      },
+    };
     const result = await agentFor(1, input).run(request({ outputSchema: SUMMARY_SCHEMA }));
-    expect(result).toMatchObject({ text: 'custom', output: { headline: 'h', points: [] }, usage: { inputTokens: 1000, outputTokens: 7 } });
+    expect(result).toMatchObject({
+      text: 'custom',
+      output: { headline: 'h', points: [] },
+      usage: { inputTokens: 1000, outputTokens: 7 },
+    });
   });
 
   it('answers the text default without a schema', async () => {
     const long = 'q'.repeat(200);
-    expect((await agentFor(1, null).run(request({ messages: [{ role: 'user', content: long }] }))).text).toBe(`scripted reply to: ${'q'.repeat(80)}`);
+    expect((await agentFor(1, null).run(request({ messages: [{ role: 'user', content: long }] }))).text).toBe(
+      `scripted reply to: ${'q'.repeat(80)}`,
+    );
   });
 
   it('answers a schema-derived default that validates', async () => {
@@ -320,22 +464,42 @@ describe('scripted agent', () => {
         count: { type: 'integer', minimum: 5 },
         ratio: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
         kind: { type: 'string', enum: ['a', 'b'] },
-        nested: { type: 'object', required: ['ok'], properties: { ok: { type: 'boolean' }, extra: { type: 'string' } } },
+        nested: {
+          type: 'object',
+          required: ['ok'],
+          properties: { ok: { type: 'boolean' }, extra: { type: 'string' } },
+        },
         when: { type: 'string', format: 'date-time' },
         ref: { $ref: '#/$defs/point' },
         maybe: { anyOf: [{ type: 'null' }, { type: 'string' }] },
         fixed: { const: 'v1' },
       },
-      $defs: { point: { type: 'object', required: ['x', 'y'], properties: { x: { type: 'number' }, y: { type: 'number' } } } },
+      $defs: {
+        point: { type: 'object', required: ['x', 'y'], properties: { x: { type: 'number' }, y: { type: 'number' } } },
+      },
     };
     const result = await agentFor(1, null).run(request({ outputSchema: schema }));
     expect(result.invalidOutput).toBeUndefined();
-    expect(result.output).toEqual({ name: 'xxx', tags: ['', ''], count: 5, ratio: 1, kind: 'a', nested: { ok: false }, when: '1970-01-01T00:00:00Z', ref: { x: 0, y: 0 }, maybe: null, fixed: 'v1' });
-    for (const s of [SUMMARY_SCHEMA, JUDGE_OUTPUT_SCHEMA]) expect(validateValue(exampleOf(s), compileOutputSchema(s)).ok).toBe(true);
+    expect(result.output).toEqual({
+      name: 'xxx',
+      tags: ['', ''],
+      count: 5,
+      ratio: 1,
+      kind: 'a',
+      nested: { ok: false },
+      when: '1970-01-01T00:00:00Z',
+      ref: { x: 0, y: 0 },
+      maybe: null,
+      fixed: 'v1',
+    });
+    for (const s of [SUMMARY_SCHEMA, JUDGE_OUTPUT_SCHEMA])
+      expect(validateValue(exampleOf(s), compileOutputSchema(s)).ok).toBe(true);
   });
 
   it('reports a canned reply that breaks the schema as invalidOutput', async () => {
-    const result = await agentFor(1, { agent_replies: { draft: [{ points: 'none' }] } }).run(request({ outputSchema: SUMMARY_SCHEMA }));
+    const result = await agentFor(1, { agent_replies: { draft: [{ points: 'none' }] } }).run(
+      request({ outputSchema: SUMMARY_SCHEMA }),
+    );
     expect(result.output).toBeUndefined();
     expect(result.invalidOutput?.raw).toBe('{"points":"none"}');
     expect(result.invalidOutput?.issues.join(' ')).toMatch(/headline/);
@@ -348,19 +512,34 @@ describe('scripted agent', () => {
       writeFileSync(path.join(dir, 'replies.json'), JSON.stringify({ draft: ['from the file'] }));
     });
     afterAll(() => rmSync(dir, { recursive: true, force: true }));
-    const fileAgent = (input: Json, file: string) => new ScriptedAgent({ itemId: 'item-1', stage: 'draft', attempt: 1, input, config: { replies_file: file } }, { repliesFolders: [dir] });
+    const fileAgent = (input: Json, file: string) =>
+      new ScriptedAgent(
+        { itemId: 'item-1', stage: 'draft', attempt: 1, input, config: { replies_file: file } },
+        { repliesFolders: [dir] },
+      );
 
     it('reads replies from the file, relative to the replies folder, when the input has none for the stage', async () => {
-      expect((await fileAgent({ agent_replies: { other: ['x'] } }, 'replies.json').run(request())).text).toBe('from the file');
-      expect((await fileAgent({ agent_replies: { draft: ['from the input'] } }, 'replies.json').run(request())).text).toBe('from the input');
+      expect((await fileAgent({ agent_replies: { other: ['x'] } }, 'replies.json').run(request())).text).toBe(
+        'from the file',
+      );
+      expect(
+        (await fileAgent({ agent_replies: { draft: ['from the input'] } }, 'replies.json').run(request())).text,
+      ).toBe('from the input');
       expect((await fileAgent(null, path.join(dir, 'replies.json')).run(request())).text).toBe('from the file');
     });
 
     it('fails non-retryably on a missing file or a bad reply map', async () => {
       const missing = await failureOf(() => fileAgent(null, 'nope.json').run(request()));
-      expect(missing).toMatchObject({ type: 'InvalidConfig', nonRetryable: true, message: `cannot read replies_file ${path.join(dir, 'nope.json')}: ENOENT` });
+      expect(missing).toMatchObject({
+        type: 'InvalidConfig',
+        nonRetryable: true,
+        message: `cannot read replies_file ${path.join(dir, 'nope.json')}: ENOENT`,
+      });
       const bad = await failureOf(() => agentFor(1, { agent_replies: { draft: [] } }).run(request()));
-      expect(bad).toMatchObject({ type: 'InvalidInput', message: expect.stringContaining('draft: needs at least one reply') });
+      expect(bad).toMatchObject({
+        type: 'InvalidInput',
+        message: expect.stringContaining('draft: needs at least one reply'),
+      });
     });
   });
 });
@@ -387,9 +566,18 @@ describe('documents-llm pipeline', () => {
 
     const local = validatePipeline(YAML.parse(readFileSync(path.join(EXAMPLES, 'pipeline.yaml'), 'utf8')));
     if (!local.ok) throw new Error(local.problems.join('\n'));
-    const policy = (s: StageSpec) => ({ name: s.name, dependsOn: s.dependsOn, gate: s.gate, retryBudget: s.retryBudget, reviewPolicy: s.reviewPolicy });
+    const policy = (s: StageSpec) => ({
+      name: s.name,
+      dependsOn: s.dependsOn,
+      gate: s.gate,
+      retryBudget: s.retryBudget,
+      reviewPolicy: s.reviewPolicy,
+    });
     expect(result.spec.stages.map(policy)).toEqual(local.spec.stages.map(policy));
-    expect(result.spec.stages.filter((s) => s.run === 'llm').map((s) => s.name)).toEqual(['pdf_to_markdown', 'extract_concepts']);
+    expect(result.spec.stages.filter((s) => s.run === 'llm').map((s) => s.name)).toEqual([
+      'pdf_to_markdown',
+      'extract_concepts',
+    ]);
   });
 
   /** Attempts of one gated llm stage, decided by the engine's policy; a stage `rejection` skips the gate. */
@@ -399,12 +587,28 @@ describe('documents-llm pipeline', () => {
     const attempts: { verdict: QualityVerdict; output: StageOutput; prompt: string }[] = [];
     let feedback: QualityFeedback | null = null;
     for (let attempt = 1; ; attempt++) {
-      const ctx = makeContext({ stage: name, attempt, maxAttempts: retryBudget.maxAttempts, input: item, config, upstream, feedback });
+      const ctx = makeContext({
+        stage: name,
+        attempt,
+        maxAttempts: retryBudget.maxAttempts,
+        input: item,
+        config,
+        upstream,
+        feedback,
+      });
       const output = await llmStage(ctx);
-      const verdict: QualityVerdict = output.rejection ? { kind: 'rejected', feedback: output.rejection } : await gate(makeGateContext(output, { stage: name, attempt, input: item, config: gateConfig }));
+      const verdict: QualityVerdict = output.rejection
+        ? { kind: 'rejected', feedback: output.rejection }
+        : await gate(makeGateContext(output, { stage: name, attempt, input: item, config: gateConfig }));
       attempts.push({ verdict, output, prompt: ctx.requests[0]?.messages[0]?.content ?? '' });
-      const decision = decideAfterAttempt({ attempt, budget: retryBudget, policy: reviewPolicy, outcome: { kind: 'output', output, verdict } });
-      if (decision.action !== 'retry') return { attempts, decision: decision.action, artefact: output.artefact ?? null };
+      const decision = decideAfterAttempt({
+        attempt,
+        budget: retryBudget,
+        policy: reviewPolicy,
+        outcome: { kind: 'output', output, verdict },
+      });
+      if (decision.action !== 'retry')
+        return { attempts, decision: decision.action, artefact: output.artefact ?? null };
       feedback = decision.feedback;
     }
   }
@@ -419,9 +623,14 @@ describe('documents-llm pipeline', () => {
     expect(first.prompt).toContain('Northwind Data Platform · Q3 Reliability Report');
     expect(first.prompt).not.toContain('was rejected');
     expect(second?.prompt).toContain('Attempt 1 of 3 was rejected: 1 of 3 criteria not met: table_preservation');
-    expect(second?.prompt).toContain('- table_preservation: expected 1 table of the source as markdown pipe tables, got no pipe tables');
+    expect(second?.prompt).toContain(
+      '- table_preservation: expected 1 table of the source as markdown pipe tables, got no pipe tables',
+    );
     expect(second?.prompt).toContain('Hint: use the column-aware layout reading');
-    expect(markdown.artefact).toMatchObject({ title: 'Q3 Platform Reliability Report', markdown: expect.stringContaining('| Ingestion API | 4 | 38 | 99.82% |') });
+    expect(markdown.artefact).toMatchObject({
+      title: 'Q3 Platform Reliability Report',
+      markdown: expect.stringContaining('| Ingestion API | 4 | 38 | 99.82% |'),
+    });
 
     const upstream = { pdf_to_markdown: markdown.artefact };
     const concepts = await runGatedStage('extract_concepts', conceptGraph, upstream);
@@ -429,11 +638,16 @@ describe('documents-llm pipeline', () => {
     expect(concepts.attempts[0]?.prompt).toContain('| Search Indexer | 2 | 95 | 99.41% |');
 
     // The local stages downstream read the model's artefacts.
-    const local = async (impl: StageImplementation, stage: string, from: Record<string, Json>) => (await impl(makeContext({ stage, input: item, upstream: from }))).artefact ?? null;
+    const local = async (impl: StageImplementation, stage: string, from: Record<string, Json>) =>
+      (await impl(makeContext({ stage, input: item, upstream: from }))).artefact ?? null;
     const crossRef = await local(crossReference, 'cross_reference', { extract_concepts: concepts.artefact });
     const embeddings = await local(generateEmbeddings, 'generate_embeddings', upstream);
     const index = await local(buildFtsIndex, 'build_fts_index', upstream);
-    const packet = (await local(finalReview, 'final_review', { cross_reference: crossRef, generate_embeddings: embeddings, build_fts_index: index })) as ReviewPacket;
+    const packet = (await local(finalReview, 'final_review', {
+      cross_reference: crossRef,
+      generate_embeddings: embeddings,
+      build_fts_index: index,
+    })) as ReviewPacket;
     expect(packet.concepts.total).toBe(12);
     expect(packet.embeddings.chunks).toBeGreaterThan(0);
   });

@@ -100,7 +100,8 @@ stages:
 const SEED_STATUS = {
   decision: 'continue',
   reason: 'Improved clarity in section 3, but section 5 still needs work',
-  summary: 'Rewrote the authentication flow section. Added sequence diagram. Fixed terminology inconsistencies. Section 5 (error handling) is still vague.',
+  summary:
+    'Rewrote the authentication flow section. Added sequence diagram. Fixed terminology inconsistencies. Section 5 (error handling) is still vague.',
   work: {
     items_completed: [],
     files_touched: ['docs/plan-auth.md'],
@@ -168,9 +169,18 @@ describe('stage.yaml (StageFileSchema)', () => {
   test('each termination type of the seed parses, and a queue names its provider', () => {
     expect(StageFileSchema.safeParse(minimalStage({ termination: { type: 'fixed' } })).success).toBe(true);
     expect(StageFileSchema.safeParse(minimalStage({ termination: { type: 'queue' } })).success).toBe(true);
-    expect(StageFileSchema.safeParse(minimalStage({ termination: { type: 'queue', queue: { provider: 'command', command: 'bd ready --count' } } })).success).toBe(true);
-    expect(StageFileSchema.safeParse(minimalStage({ termination: { type: 'queue', queue: { provider: 'signal' } } })).success).toBe(true);
-    expect(issuesOf(TerminationSchema.safeParse({ type: 'queue', queue: { provider: 'beads' } }))).toEqual([{ path: 'queue.provider', code: 'invalid_union' }]);
+    expect(
+      StageFileSchema.safeParse(
+        minimalStage({ termination: { type: 'queue', queue: { provider: 'command', command: 'bd ready --count' } } }),
+      ).success,
+    ).toBe(true);
+    expect(
+      StageFileSchema.safeParse(minimalStage({ termination: { type: 'queue', queue: { provider: 'signal' } } }))
+        .success,
+    ).toBe(true);
+    expect(issuesOf(TerminationSchema.safeParse({ type: 'queue', queue: { provider: 'beads' } }))).toEqual([
+      { path: 'queue.provider', code: 'invalid_union' },
+    ]);
   });
 
   test('a misspelled termination.type is an issue at termination.type listing the types', () => {
@@ -182,15 +192,21 @@ describe('stage.yaml (StageFileSchema)', () => {
   test('consensus with type fixed is an issue at termination.consensus', () => {
     const result = StageFileSchema.safeParse(minimalStage({ termination: { type: 'fixed', consensus: 2 } }));
     expect(issuesOf(result)).toEqual([{ path: 'termination.consensus', code: 'custom' }]);
-    expect(firstIssue(result).message).toBe('only judgment termination counts decisions; remove it or use type: judgment');
+    expect(firstIssue(result).message).toBe(
+      'only judgment termination counts decisions; remove it or use type: judgment',
+    );
   });
 
   test('min_iterations with type queue is an issue at termination.min_iterations', () => {
-    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ termination: { type: 'queue', min_iterations: 2 } })))).toEqual([{ path: 'termination.min_iterations', code: 'custom' }]);
+    expect(
+      issuesOf(StageFileSchema.safeParse(minimalStage({ termination: { type: 'queue', min_iterations: 2 } }))),
+    ).toEqual([{ path: 'termination.min_iterations', code: 'custom' }]);
   });
 
   test('a queue with type judgment is an issue at termination.queue', () => {
-    const result = StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgment', queue: { provider: 'signal' } } }));
+    const result = StageFileSchema.safeParse(
+      minimalStage({ termination: { type: 'judgment', queue: { provider: 'signal' } } }),
+    );
     expect(issuesOf(result)).toEqual([{ path: 'termination.queue', code: 'custom' }]);
     expect(firstIssue(result).message).toBe('only queue termination has a queue; remove it or use type: queue');
   });
@@ -203,19 +219,33 @@ describe('stage.yaml (StageFileSchema)', () => {
     expect(issuesOf(nested)).toEqual([{ path: 'termination', code: 'unrecognized_keys' }]);
     expect(firstIssue(nested)).toMatchObject({ keys: ['consenus'] });
     // v2's output mode is gone in v3 (seed: "Change 3").
-    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ output: { mode: 'single' } })))).toEqual([{ path: 'output', code: 'invalid_type' }]);
+    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ output: { mode: 'single' } })))).toEqual([
+      { path: 'output', code: 'invalid_type' },
+    ]);
   });
 
   test('max_iterations 0 is an issue at guardrails.max_iterations, and so is one beyond the limit', () => {
-    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: 0 } })))).toEqual([{ path: 'guardrails.max_iterations', code: 'too_small' }]);
-    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: MAX_LOOP_ITERATIONS + 1 } })))).toEqual([{ path: 'guardrails.max_iterations', code: 'too_big' }]);
-    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: 2.5 } })))).toEqual([{ path: 'guardrails.max_iterations', code: 'invalid_type' }]);
-    expect(StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: MAX_LOOP_ITERATIONS } })).success).toBe(true);
+    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: 0 } })))).toEqual([
+      { path: 'guardrails.max_iterations', code: 'too_small' },
+    ]);
+    expect(
+      issuesOf(StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: MAX_LOOP_ITERATIONS + 1 } }))),
+    ).toEqual([{ path: 'guardrails.max_iterations', code: 'too_big' }]);
+    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: 2.5 } })))).toEqual([
+      { path: 'guardrails.max_iterations', code: 'invalid_type' },
+    ]);
+    expect(
+      StageFileSchema.safeParse(minimalStage({ guardrails: { max_iterations: MAX_LOOP_ITERATIONS } })).success,
+    ).toBe(true);
   });
 
   test('min_iterations and consensus must be whole numbers from 1', () => {
-    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgment', consensus: 0 } })))).toEqual([{ path: 'termination.consensus', code: 'too_small' }]);
-    expect(issuesOf(StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgment', min_iterations: -1 } })))).toEqual([{ path: 'termination.min_iterations', code: 'too_small' }]);
+    expect(
+      issuesOf(StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgment', consensus: 0 } }))),
+    ).toEqual([{ path: 'termination.consensus', code: 'too_small' }]);
+    expect(
+      issuesOf(StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgment', min_iterations: -1 } }))),
+    ).toEqual([{ path: 'termination.min_iterations', code: 'too_small' }]);
   });
 });
 
@@ -231,8 +261,21 @@ describe('pipeline.yaml (LoopPipelineFileSchema)', () => {
       guardrails: { max_runtime_seconds: 14400 },
       stages: [
         { id: 'ideas', template: 'idea-generator', max_iterations: 5 },
-        { id: 'synthesize', template: 'synthesizer', max_iterations: 1, inputs: { from: 'ideas', select: 'all' }, output: 'docs/plan-${SESSION}.md' },
-        { id: 'refine', template: 'refiner', max_iterations: 10, inputs: { from: 'synthesize', select: 'latest' }, output: 'docs/plan-${SESSION}.md', verify: ['markdownlint ${OUTPUT}'] },
+        {
+          id: 'synthesize',
+          template: 'synthesizer',
+          max_iterations: 1,
+          inputs: { from: 'ideas', select: 'all' },
+          output: 'docs/plan-${SESSION}.md',
+        },
+        {
+          id: 'refine',
+          template: 'refiner',
+          max_iterations: 10,
+          inputs: { from: 'synthesize', select: 'latest' },
+          output: 'docs/plan-${SESSION}.md',
+          verify: ['markdownlint ${OUTPUT}'],
+        },
       ],
     });
   });
@@ -250,7 +293,10 @@ describe('pipeline.yaml (LoopPipelineFileSchema)', () => {
   });
 
   test('inputs.select is latest or all, nothing else', () => {
-    const result = LoopPipelineFileSchema.safeParse({ name: 'p', stages: [{ id: 'refine', template: 'refiner', inputs: { from: 'ideas', select: 'first' } }] });
+    const result = LoopPipelineFileSchema.safeParse({
+      name: 'p',
+      stages: [{ id: 'refine', template: 'refiner', inputs: { from: 'ideas', select: 'first' } }],
+    });
     expect(issuesOf(result)).toEqual([{ path: 'stages.0.inputs.select', code: 'invalid_value' }]);
   });
 
@@ -261,8 +307,19 @@ describe('pipeline.yaml (LoopPipelineFileSchema)', () => {
   });
 
   test('a stage entry with an unknown field or a bad id is an issue at that stage', () => {
-    expect(issuesOf(LoopPipelineFileSchema.safeParse({ name: 'p', stages: [{ id: 'ideas', template: 'idea-generator', max_iteration: 5 }] }))).toEqual([{ path: 'stages.0', code: 'unrecognized_keys' }]);
-    expect(issuesOf(LoopPipelineFileSchema.safeParse({ name: 'p', stages: [{ id: '../ideas', template: 'idea-generator' }] }))).toEqual([{ path: 'stages.0.id', code: 'invalid_format' }]);
+    expect(
+      issuesOf(
+        LoopPipelineFileSchema.safeParse({
+          name: 'p',
+          stages: [{ id: 'ideas', template: 'idea-generator', max_iteration: 5 }],
+        }),
+      ),
+    ).toEqual([{ path: 'stages.0', code: 'unrecognized_keys' }]);
+    expect(
+      issuesOf(
+        LoopPipelineFileSchema.safeParse({ name: 'p', stages: [{ id: '../ideas', template: 'idea-generator' }] }),
+      ),
+    ).toEqual([{ path: 'stages.0.id', code: 'invalid_format' }]);
   });
 });
 
@@ -275,8 +332,13 @@ describe('status.json (StatusFileSchema)', () => {
   });
 
   test('decision, reason and summary are all it needs; errors defaults to none', () => {
-    expect(StatusFileSchema.parse({ decision: 'stop', reason: 'plan is complete', summary: 'Nothing left to improve.' })).toEqual({ decision: 'stop', reason: 'plan is complete', summary: 'Nothing left to improve.', errors: [] });
-    expect(StatusFileSchema.parse({ ...SEED_STATUS, work: {} }).work).toEqual({ items_completed: [], files_touched: [] });
+    expect(
+      StatusFileSchema.parse({ decision: 'stop', reason: 'plan is complete', summary: 'Nothing left to improve.' }),
+    ).toEqual({ decision: 'stop', reason: 'plan is complete', summary: 'Nothing left to improve.', errors: [] });
+    expect(StatusFileSchema.parse({ ...SEED_STATUS, work: {} }).work).toEqual({
+      items_completed: [],
+      files_touched: [],
+    });
   });
 
   test("decision 'done' is rejected at decision", () => {
@@ -291,11 +353,18 @@ describe('status.json (StatusFileSchema)', () => {
   });
 
   test('files_touched must be a list of paths', () => {
-    expect(issuesOf(StatusFileSchema.safeParse({ ...SEED_STATUS, work: { files_touched: 'docs/plan-auth.md' } }))).toEqual([{ path: 'work.files_touched', code: 'invalid_type' }]);
+    expect(
+      issuesOf(StatusFileSchema.safeParse({ ...SEED_STATUS, work: { files_touched: 'docs/plan-auth.md' } })),
+    ).toEqual([{ path: 'work.files_touched', code: 'invalid_type' }]);
   });
 
   test('extra fields are kept, at the top and inside work and verify', () => {
-    const withExtras = { ...SEED_STATUS, confidence: 0.8, work: { ...SEED_STATUS.work, tests_added: 3 }, verify: { ...SEED_STATUS.verify, log: 'verify.log' } };
+    const withExtras = {
+      ...SEED_STATUS,
+      confidence: 0.8,
+      work: { ...SEED_STATUS.work, tests_added: 3 },
+      verify: { ...SEED_STATUS.verify, log: 'verify.log' },
+    };
     expect(StatusFileSchema.parse(withExtras)).toEqual(withExtras);
   });
 });
@@ -306,17 +375,32 @@ describe('status.json (StatusFileSchema)', () => {
 describe('checkLoopStageConfig', () => {
   test('a stage writing inside the workspace has no problems', () => {
     expect(checkLoopStageConfig({ stage: seedStage() })).toEqual([]);
-    expect(checkLoopStageConfig({ stage: seedStage(), output: 'docs/plans/auth.md', max_iterations: 10, inputs: { from: 'synthesize' } })).toEqual([]);
+    expect(
+      checkLoopStageConfig({
+        stage: seedStage(),
+        output: 'docs/plans/auth.md',
+        max_iterations: 10,
+        inputs: { from: 'synthesize' },
+      }),
+    ).toEqual([]);
   });
 
   test('an absolute output is a problem, in the stage or in the override', () => {
-    expect(checkLoopStageConfig({ stage: { ...seedStage(), output: '/etc/plan.md' } })).toEqual(['stage.output: "/etc/plan.md" is absolute; give a path relative to the workspace']);
-    expect(checkLoopStageConfig({ stage: seedStage(), output: 'C:\\plans\\auth.md' })).toEqual(['output: "C:\\plans\\auth.md" is absolute; give a path relative to the workspace']);
+    expect(checkLoopStageConfig({ stage: { ...seedStage(), output: '/etc/plan.md' } })).toEqual([
+      'stage.output: "/etc/plan.md" is absolute; give a path relative to the workspace',
+    ]);
+    expect(checkLoopStageConfig({ stage: seedStage(), output: 'C:\\plans\\auth.md' })).toEqual([
+      'output: "C:\\plans\\auth.md" is absolute; give a path relative to the workspace',
+    ]);
   });
 
   test('an output with .. is a problem', () => {
-    expect(checkLoopStageConfig({ stage: seedStage(), output: '../elsewhere/plan.md' })).toEqual(['output: "../elsewhere/plan.md" leads out of the workspace ("..")']);
-    expect(checkLoopStageConfig({ stage: { ...seedStage(), output: 'docs/../../plan.md' } })).toEqual(['stage.output: "docs/../../plan.md" leads out of the workspace ("..")']);
+    expect(checkLoopStageConfig({ stage: seedStage(), output: '../elsewhere/plan.md' })).toEqual([
+      'output: "../elsewhere/plan.md" leads out of the workspace ("..")',
+    ]);
+    expect(checkLoopStageConfig({ stage: { ...seedStage(), output: 'docs/../../plan.md' } })).toEqual([
+      'stage.output: "docs/../../plan.md" leads out of the workspace ("..")',
+    ]);
     // Two dots inside a name are not a way out.
     expect(checkLoopStageConfig({ stage: seedStage(), output: 'docs/plan..md' })).toEqual([]);
   });
@@ -340,7 +424,9 @@ describe('checkLoopStageConfig', () => {
 
   test('a with: that does not parse lists its problems by field', () => {
     expect(checkLoopStageConfig(undefined)).toEqual([expect.stringMatching(/^stage: /)]);
-    expect(checkLoopStageConfig({ stage: minimalStage({ termination: { type: 'judgement' } }) })).toEqual(['stage.termination.type: must be one of judgment, queue, fixed (got "judgement"; did you mean "judgment"?)']);
+    expect(checkLoopStageConfig({ stage: minimalStage({ termination: { type: 'judgement' } }) })).toEqual([
+      'stage.termination.type: must be one of judgment, queue, fixed (got "judgement"; did you mean "judgment"?)',
+    ]);
     expect(checkLoopStageConfig({ stage: minimalStage(), max_iteration: 5 })).toEqual([
       'max_iteration: unknown field (did you mean "max_iterations"?); the fields here are: template, stage, max_iterations, inputs, output, verify, session, index, pipeline_max_runtime_seconds, iterations_per_run',
     ]);
@@ -373,28 +459,38 @@ describe('describeFileIssue', () => {
 
   test('a misspelled enum value gets the allowed values and a did-you-mean', () => {
     const issue = firstIssue(StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgement' } })));
-    expect(describeFileIssue('stage.yaml', issue, STAGE_FIELDS, 'judgement')).toBe('stage.yaml: termination.type: must be one of judgment, queue, fixed (got "judgement"; did you mean "judgment"?)');
+    expect(describeFileIssue('stage.yaml', issue, STAGE_FIELDS, 'judgement')).toBe(
+      'stage.yaml: termination.type: must be one of judgment, queue, fixed (got "judgement"; did you mean "judgment"?)',
+    );
   });
 
   test('an enum value close to none gets the allowed values and what it got, no guess', () => {
     const issue = firstIssue(StageFileSchema.safeParse(minimalStage({ termination: { type: 'forever' } })));
-    expect(describeFileIssue('stage.yaml', issue, STAGE_FIELDS, 'forever')).toBe('stage.yaml: termination.type: must be one of judgment, queue, fixed (got "forever")');
+    expect(describeFileIssue('stage.yaml', issue, STAGE_FIELDS, 'forever')).toBe(
+      'stage.yaml: termination.type: must be one of judgment, queue, fixed (got "forever")',
+    );
   });
 
   test('a misspelled status decision gets a did-you-mean too', () => {
     const issue = firstIssue(StatusFileSchema.safeParse({ ...SEED_STATUS, decision: 'stpo' }));
-    expect(describeFileIssue('status.json', issue, [], 'stpo')).toBe('status.json: decision: must be one of continue, stop, error (got "stpo"; did you mean "stop"?)');
+    expect(describeFileIssue('status.json', issue, [], 'stpo')).toBe(
+      'status.json: decision: must be one of continue, stop, error (got "stpo"; did you mean "stop"?)',
+    );
   });
 
   test('an unknown key at the top gets a did-you-mean and the fields there are', () => {
-    const issue = firstIssue(StageFileSchema.safeParse(minimalStage({ descripton: 'Iteratively improve a plan document' })));
+    const issue = firstIssue(
+      StageFileSchema.safeParse(minimalStage({ descripton: 'Iteratively improve a plan document' })),
+    );
     expect(describeFileIssue('stage.yaml', issue, STAGE_FIELDS, undefined)).toBe(
       'stage.yaml: descripton: unknown field (did you mean "description"?); the fields are: name, description, tags, prompt, termination, output, guardrails, verify, delay, model, agent',
     );
   });
 
   test('an unknown key inside an object is named with its path', () => {
-    const issue = firstIssue(StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgment', consenus: 2 } })));
+    const issue = firstIssue(
+      StageFileSchema.safeParse(minimalStage({ termination: { type: 'judgment', consenus: 2 } })),
+    );
     expect(describeFileIssue('stage.yaml', issue, ['type', 'min_iterations', 'consensus', 'queue'], undefined)).toBe(
       'stage.yaml: termination.consenus: unknown field (did you mean "consensus"?); the fields are: type, min_iterations, consensus, queue',
     );
@@ -402,19 +498,25 @@ describe('describeFileIssue', () => {
 
   test('an unknown key close to no field gets the fields only', () => {
     const issue = firstIssue(StageFileSchema.safeParse(minimalStage({ consensus_field: 'plateau' })));
-    expect(describeFileIssue('stage.yaml', issue, STAGE_FIELDS, undefined)).toBe(`stage.yaml: consensus_field: unknown field; the fields are: ${STAGE_FIELDS.join(', ')}`);
+    expect(describeFileIssue('stage.yaml', issue, STAGE_FIELDS, undefined)).toBe(
+      `stage.yaml: consensus_field: unknown field; the fields are: ${STAGE_FIELDS.join(', ')}`,
+    );
   });
 
   test("any other issue is the file, the field and zod's message", () => {
     const issue = firstIssue(LoopPipelineFileSchema.safeParse({ name: 'p', stages: [] }));
-    expect(describeFileIssue('pipeline.yaml', issue, [], [])).toBe('pipeline.yaml: stages: a pipeline needs at least one stage');
+    expect(describeFileIssue('pipeline.yaml', issue, [], [])).toBe(
+      'pipeline.yaml: stages: a pipeline needs at least one stage',
+    );
   });
 });
 
 describe('checkLoopStageConfig: a min_iterations the loop cannot reach', () => {
   test('is a problem naming both numbers', () => {
     const stage = { name: 'x', prompt: 'go', termination: { type: 'judgment', min_iterations: 12 } };
-    expect(checkLoopStageConfig({ stage, max_iterations: 10 })).toEqual(['stage.termination.min_iterations: 12 is beyond max_iterations (10): the loop could only ever stop by its guardrail; lower it or raise max_iterations']);
+    expect(checkLoopStageConfig({ stage, max_iterations: 10 })).toEqual([
+      'stage.termination.min_iterations: 12 is beyond max_iterations (10): the loop could only ever stop by its guardrail; lower it or raise max_iterations',
+    ]);
     expect(checkLoopStageConfig({ stage: { ...stage, guardrails: { max_iterations: 20 } } })).toEqual([]);
   });
 });

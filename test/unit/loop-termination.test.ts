@@ -64,10 +64,19 @@ function runLoop(termination: Termination, decisions: readonly Decision[], optio
   );
   const counters: LoopCounters = { iteration: 0, consecutiveStops: 0 };
   for (;;) {
-    const before = beforeIteration(termination, counters, limits, options.clock?.(counters.iteration) ?? START, options.queue?.[counters.iteration]);
+    const before = beforeIteration(
+      termination,
+      counters,
+      limits,
+      options.clock?.(counters.iteration) ?? START,
+      options.queue?.[counters.iteration],
+    );
     if (before.next === 'stop') return { iterations: counters.iteration, verdict: before, at: 'before' };
     const decision = decisions[counters.iteration];
-    if (decision === undefined) throw new Error(`the loop would run iteration ${counters.iteration + 1}, but the test gave only ${decisions.length} decisions`);
+    if (decision === undefined)
+      throw new Error(
+        `the loop would run iteration ${counters.iteration + 1}, but the test gave only ${decisions.length} decisions`,
+      );
     counters.iteration += 1;
     counters.consecutiveStops = countStops(counters.consecutiveStops, decision);
     const after = afterIteration(termination, counters, limits);
@@ -87,7 +96,11 @@ function limitsFor(termination: Termination, maxIterations: number, overrides: P
 const fixed: Termination = { type: 'fixed' };
 const queue: Termination = { type: 'queue' };
 function judgment(min_iterations?: number, consensus?: number): Termination {
-  return { type: 'judgment', ...(min_iterations !== undefined ? { min_iterations } : {}), ...(consensus !== undefined ? { consensus } : {}) };
+  return {
+    type: 'judgment',
+    ...(min_iterations !== undefined ? { min_iterations } : {}),
+    ...(consensus !== undefined ? { consensus } : {}),
+  };
 }
 
 const iterate: LoopVerdict = { next: 'iterate' };
@@ -112,12 +125,24 @@ describe('countStops', () => {
 
 describe('limitsOf', () => {
   test("fills in the seed's defaults: checking from iteration 1, consensus of 2", () => {
-    expect(limitsOf(judgment(), 100, START + 7_200_000, null)).toEqual({ maxIterations: 100, minIterations: 1, consensus: 2, stageDeadlineMs: START + 7_200_000, pipelineDeadlineMs: null });
+    expect(limitsOf(judgment(), 100, START + 7_200_000, null)).toEqual({
+      maxIterations: 100,
+      minIterations: 1,
+      consensus: 2,
+      stageDeadlineMs: START + 7_200_000,
+      pipelineDeadlineMs: null,
+    });
     expect(LOOP_DEFAULTS).toMatchObject({ minIterations: 1, consensus: 2 });
   });
 
   test("takes min_iterations and consensus from a judgment termination, and keeps the pipeline's deadline", () => {
-    expect(limitsOf(judgment(2, 3), 50, START + 1000, START + 500)).toEqual({ maxIterations: 50, minIterations: 2, consensus: 3, stageDeadlineMs: START + 1000, pipelineDeadlineMs: START + 500 });
+    expect(limitsOf(judgment(2, 3), 50, START + 1000, START + 500)).toEqual({
+      maxIterations: 50,
+      minIterations: 2,
+      consensus: 3,
+      stageDeadlineMs: START + 1000,
+      pipelineDeadlineMs: START + 500,
+    });
   });
 });
 
@@ -126,23 +151,43 @@ describe('limitsOf', () => {
 
 describe('fixed termination', () => {
   test('runs exactly N iterations when every agent says continue', () => {
-    expect(runLoop(fixed, times(10, 'continue'), { maxIterations: 5 })).toEqual({ iterations: 5, at: 'after', verdict: { next: 'stop', by: 'termination', reason: '5 iterations done (fixed)' } });
+    expect(runLoop(fixed, times(10, 'continue'), { maxIterations: 5 })).toEqual({
+      iterations: 5,
+      at: 'after',
+      verdict: { next: 'stop', by: 'termination', reason: '5 iterations done (fixed)' },
+    });
   });
 
   test('stop decisions do not end a fixed loop early', () => {
-    expect(runLoop(fixed, times(10, 'stop'), { maxIterations: 5 })).toEqual({ iterations: 5, at: 'after', verdict: { next: 'stop', by: 'termination', reason: '5 iterations done (fixed)' } });
-    expect(runLoop(fixed, ['stop', 'stop', 'continue', 'error', 'stop'], { maxIterations: 5 })).toEqual({ iterations: 5, at: 'after', verdict: { next: 'stop', by: 'termination', reason: '5 iterations done (fixed)' } });
+    expect(runLoop(fixed, times(10, 'stop'), { maxIterations: 5 })).toEqual({
+      iterations: 5,
+      at: 'after',
+      verdict: { next: 'stop', by: 'termination', reason: '5 iterations done (fixed)' },
+    });
+    expect(runLoop(fixed, ['stop', 'stop', 'continue', 'error', 'stop'], { maxIterations: 5 })).toEqual({
+      iterations: 5,
+      at: 'after',
+      verdict: { next: 'stop', by: 'termination', reason: '5 iterations done (fixed)' },
+    });
   });
 
   test('a fixed loop of 1 iteration stops after that iteration, whatever the agent decided', () => {
     for (const decision of ['continue', 'stop', 'error'] as const) {
-      expect(runLoop(fixed, [decision], { maxIterations: 1 })).toEqual({ iterations: 1, at: 'after', verdict: { next: 'stop', by: 'termination', reason: '1 iteration done (fixed)' } });
+      expect(runLoop(fixed, [decision], { maxIterations: 1 })).toEqual({
+        iterations: 1,
+        at: 'after',
+        verdict: { next: 'stop', by: 'termination', reason: '1 iteration done (fixed)' },
+      });
     }
   });
 
   test('a fixed loop that already has its N iterations does not run another one', () => {
     // E.g. after a continue-as-new or a resume: the check before the next iteration stops it too.
-    expect(beforeIteration(fixed, { iteration: 3, consecutiveStops: 0 }, limitsFor(fixed, 3), START)).toEqual({ next: 'stop', by: 'termination', reason: '3 iterations done (fixed)' });
+    expect(beforeIteration(fixed, { iteration: 3, consecutiveStops: 0 }, limitsFor(fixed, 3), START)).toEqual({
+      next: 'stop',
+      by: 'termination',
+      reason: '3 iterations done (fixed)',
+    });
     expect(beforeIteration(fixed, { iteration: 2, consecutiveStops: 0 }, limitsFor(fixed, 3), START)).toEqual(iterate);
   });
 });
@@ -162,15 +207,25 @@ describe('judgment termination', () => {
       at: 'after',
       verdict: { next: 'stop', by: 'termination', reason: '1 consecutive stop decision (iteration 3)' },
     });
-    expect(runLoop(judgment(1, 1), ['stop'], { maxIterations: 10 })).toEqual({ iterations: 1, at: 'after', verdict: { next: 'stop', by: 'termination', reason: '1 consecutive stop decision (iteration 1)' } });
+    expect(runLoop(judgment(1, 1), ['stop'], { maxIterations: 10 })).toEqual({
+      iterations: 1,
+      at: 'after',
+      verdict: { next: 'stop', by: 'termination', reason: '1 consecutive stop decision (iteration 1)' },
+    });
   });
 
   test('consensus 2: one stop decision alone does not end it, the second in a row does', () => {
-    expect(runLoop(judgment(1, 2), ['stop', 'stop'], { maxIterations: 10 })).toEqual({ iterations: 2, at: 'after', verdict: { next: 'stop', by: 'termination', reason: '2 consecutive stop decisions (iteration 2)' } });
+    expect(runLoop(judgment(1, 2), ['stop', 'stop'], { maxIterations: 10 })).toEqual({
+      iterations: 2,
+      at: 'after',
+      verdict: { next: 'stop', by: 'termination', reason: '2 consecutive stop decisions (iteration 2)' },
+    });
   });
 
   test('consensus 3: it takes three stop decisions in a row', () => {
-    expect(runLoop(judgment(1, 3), ['stop', 'stop', 'continue', 'stop', 'stop', 'stop', 'continue'], { maxIterations: 10 })).toEqual({
+    expect(
+      runLoop(judgment(1, 3), ['stop', 'stop', 'continue', 'stop', 'stop', 'stop', 'continue'], { maxIterations: 10 }),
+    ).toEqual({
       iterations: 6,
       at: 'after',
       verdict: { next: 'stop', by: 'termination', reason: '3 consecutive stop decisions (iteration 6)' },
@@ -201,7 +256,9 @@ describe('judgment termination', () => {
       verdict: { next: 'stop', by: 'termination', reason: '1 consecutive stop decision (iteration 4)' },
     });
     // min_iterations 3, consensus 2: two stops before the checking starts, then a continue resets the count.
-    expect(runLoop(judgment(3, 2), ['stop', 'stop', 'continue', 'stop', 'stop', 'continue'], { maxIterations: 10 })).toEqual({
+    expect(
+      runLoop(judgment(3, 2), ['stop', 'stop', 'continue', 'stop', 'stop', 'continue'], { maxIterations: 10 }),
+    ).toEqual({
       iterations: 5,
       at: 'after',
       verdict: { next: 'stop', by: 'termination', reason: '2 consecutive stop decisions (iteration 5)' },
@@ -225,7 +282,11 @@ describe('judgment termination', () => {
   test('afterIteration checks the consensus from iteration min_iterations on, not before', () => {
     const t = judgment(3, 2);
     expect(afterIteration(t, { iteration: 2, consecutiveStops: 2 }, limitsFor(t, 10))).toEqual(iterate);
-    expect(afterIteration(t, { iteration: 3, consecutiveStops: 2 }, limitsFor(t, 10))).toEqual({ next: 'stop', by: 'termination', reason: '2 consecutive stop decisions (iteration 3)' });
+    expect(afterIteration(t, { iteration: 3, consecutiveStops: 2 }, limitsFor(t, 10))).toEqual({
+      next: 'stop',
+      by: 'termination',
+      reason: '2 consecutive stop decisions (iteration 3)',
+    });
     expect(afterIteration(t, { iteration: 3, consecutiveStops: 1 }, limitsFor(t, 10))).toEqual(iterate);
   });
 
@@ -240,17 +301,35 @@ describe('judgment termination', () => {
 
 describe('queue termination', () => {
   test('a queue empty before the first iteration stops the loop with zero iterations', () => {
-    expect(runLoop(queue, [], { maxIterations: 10, queue: [empty] })).toEqual({ iterations: 0, at: 'before', verdict: { next: 'stop', by: 'termination', reason: 'the queue is empty after 0 iterations' } });
+    expect(runLoop(queue, [], { maxIterations: 10, queue: [empty] })).toEqual({
+      iterations: 0,
+      at: 'before',
+      verdict: { next: 'stop', by: 'termination', reason: 'the queue is empty after 0 iterations' },
+    });
   });
 
   test('a pending queue lets the next iteration run', () => {
-    expect(beforeIteration(queue, { iteration: 0, consecutiveStops: 0 }, limitsFor(queue, 10), START, pending(3))).toEqual(iterate);
-    expect(beforeIteration(queue, { iteration: 4, consecutiveStops: 0 }, limitsFor(queue, 10), START, pending(1))).toEqual(iterate);
+    expect(
+      beforeIteration(queue, { iteration: 0, consecutiveStops: 0 }, limitsFor(queue, 10), START, pending(3)),
+    ).toEqual(iterate);
+    expect(
+      beforeIteration(queue, { iteration: 4, consecutiveStops: 0 }, limitsFor(queue, 10), START, pending(1)),
+    ).toEqual(iterate);
   });
 
   test('a queue provider that failed means continue', () => {
-    expect(beforeIteration(queue, { iteration: 0, consecutiveStops: 0 }, limitsFor(queue, 10), START, { kind: 'failed', error: 'bd: command not found' })).toEqual(iterate);
-    expect(runLoop(queue, times(3, 'continue'), { maxIterations: 10, queue: [{ kind: 'failed', error: 'exit 1' }, pending(2), { kind: 'failed', error: 'exit 1' }, empty] })).toEqual({
+    expect(
+      beforeIteration(queue, { iteration: 0, consecutiveStops: 0 }, limitsFor(queue, 10), START, {
+        kind: 'failed',
+        error: 'bd: command not found',
+      }),
+    ).toEqual(iterate);
+    expect(
+      runLoop(queue, times(3, 'continue'), {
+        maxIterations: 10,
+        queue: [{ kind: 'failed', error: 'exit 1' }, pending(2), { kind: 'failed', error: 'exit 1' }, empty],
+      }),
+    ).toEqual({
       iterations: 3,
       at: 'before',
       verdict: { next: 'stop', by: 'termination', reason: 'the queue is empty after 3 iterations' },
@@ -258,16 +337,27 @@ describe('queue termination', () => {
   });
 
   test('the loop runs until the queue is empty, checked before each iteration', () => {
-    expect(runLoop(queue, times(3, 'continue'), { maxIterations: 10, queue: [pending(3), pending(2), pending(1), empty] })).toEqual({
+    expect(
+      runLoop(queue, times(3, 'continue'), { maxIterations: 10, queue: [pending(3), pending(2), pending(1), empty] }),
+    ).toEqual({
       iterations: 3,
       at: 'before',
       verdict: { next: 'stop', by: 'termination', reason: 'the queue is empty after 3 iterations' },
     });
-    expect(runLoop(queue, ['continue'], { maxIterations: 10, queue: [pending(1), empty] })).toEqual({ iterations: 1, at: 'before', verdict: { next: 'stop', by: 'termination', reason: 'the queue is empty after 1 iteration' } });
+    expect(runLoop(queue, ['continue'], { maxIterations: 10, queue: [pending(1), empty] })).toEqual({
+      iterations: 1,
+      at: 'before',
+      verdict: { next: 'stop', by: 'termination', reason: 'the queue is empty after 1 iteration' },
+    });
   });
 
   test('stop decisions do not end a queue loop while the queue has items', () => {
-    expect(runLoop(queue, times(4, 'stop'), { maxIterations: 10, queue: [pending(4), pending(3), pending(2), pending(1), empty] })).toEqual({
+    expect(
+      runLoop(queue, times(4, 'stop'), {
+        maxIterations: 10,
+        queue: [pending(4), pending(3), pending(2), pending(1), empty],
+      }),
+    ).toEqual({
       iterations: 4,
       at: 'before',
       verdict: { next: 'stop', by: 'termination', reason: 'the queue is empty after 4 iterations' },
@@ -275,8 +365,12 @@ describe('queue termination', () => {
   });
 
   test('only queue loops read the queue: an empty reading does not stop a judgment or a fixed loop', () => {
-    expect(beforeIteration(judgment(), { iteration: 1, consecutiveStops: 0 }, limitsFor(judgment(), 10), START, empty)).toEqual(iterate);
-    expect(beforeIteration(fixed, { iteration: 1, consecutiveStops: 0 }, limitsFor(fixed, 10), START, empty)).toEqual(iterate);
+    expect(
+      beforeIteration(judgment(), { iteration: 1, consecutiveStops: 0 }, limitsFor(judgment(), 10), START, empty),
+    ).toEqual(iterate);
+    expect(beforeIteration(fixed, { iteration: 1, consecutiveStops: 0 }, limitsFor(fixed, 10), START, empty)).toEqual(
+      iterate,
+    );
   });
 });
 
@@ -285,29 +379,47 @@ describe('queue termination', () => {
 
 describe('max_iterations guardrail', () => {
   test('a judgment loop that reaches max_iterations without consensus stops by guardrail', () => {
-    expect(runLoop(judgment(1, 2), ['stop', 'continue', 'stop', 'continue', 'stop', 'continue'], { maxIterations: 5 })).toEqual({
+    expect(
+      runLoop(judgment(1, 2), ['stop', 'continue', 'stop', 'continue', 'stop', 'continue'], { maxIterations: 5 }),
+    ).toEqual({
       iterations: 5,
       at: 'after',
-      verdict: { next: 'stop', by: 'guardrail', reason: 'max_iterations (5) reached without 2 consecutive stop decisions after 5 iterations' },
+      verdict: {
+        next: 'stop',
+        by: 'guardrail',
+        reason: 'max_iterations (5) reached without 2 consecutive stop decisions after 5 iterations',
+      },
     });
     expect(runLoop(judgment(1, 3), times(4, 'continue'), { maxIterations: 4 })).toEqual({
       iterations: 4,
       at: 'after',
-      verdict: { next: 'stop', by: 'guardrail', reason: 'max_iterations (4) reached without 3 consecutive stop decisions after 4 iterations' },
+      verdict: {
+        next: 'stop',
+        by: 'guardrail',
+        reason: 'max_iterations (4) reached without 3 consecutive stop decisions after 4 iterations',
+      },
     });
   });
 
   test('a judgment loop whose min_iterations is beyond max_iterations stops by guardrail, stops or not', () => {
     const result = runLoop(judgment(5, 1), times(5, 'stop'), { maxIterations: 3 });
     expect(result).toMatchObject({ iterations: 3, at: 'after', verdict: { next: 'stop', by: 'guardrail' } });
-    expect(result.verdict.next === 'stop' && result.verdict.reason).toMatch(/^max_iterations \(3\) reached .* after 3 iterations$/);
+    expect(result.verdict.next === 'stop' && result.verdict.reason).toMatch(
+      /^max_iterations \(3\) reached .* after 3 iterations$/,
+    );
   });
 
   test('a queue that never empties stops by guardrail at max_iterations', () => {
-    expect(runLoop(queue, times(3, 'continue'), { maxIterations: 3, queue: Array.from({ length: 4 }, () => pending(9)) })).toEqual({
+    expect(
+      runLoop(queue, times(3, 'continue'), { maxIterations: 3, queue: Array.from({ length: 4 }, () => pending(9)) }),
+    ).toEqual({
       iterations: 3,
       at: 'after',
-      verdict: { next: 'stop', by: 'guardrail', reason: 'max_iterations (3) reached with the queue not yet empty after 3 iterations' },
+      verdict: {
+        next: 'stop',
+        by: 'guardrail',
+        reason: 'max_iterations (3) reached with the queue not yet empty after 3 iterations',
+      },
     });
   });
 
@@ -318,12 +430,16 @@ describe('max_iterations guardrail', () => {
   });
 
   test('beforeIteration stops a loop that already has max_iterations iterations', () => {
-    expect(beforeIteration(judgment(), { iteration: 10, consecutiveStops: 0 }, limitsFor(judgment(), 10), START)).toEqual({
+    expect(
+      beforeIteration(judgment(), { iteration: 10, consecutiveStops: 0 }, limitsFor(judgment(), 10), START),
+    ).toEqual({
       next: 'stop',
       by: 'guardrail',
       reason: 'max_iterations (10) reached without 2 consecutive stop decisions after 10 iterations',
     });
-    expect(beforeIteration(queue, { iteration: 10, consecutiveStops: 0 }, limitsFor(queue, 10), START, pending(1))).toEqual({
+    expect(
+      beforeIteration(queue, { iteration: 10, consecutiveStops: 0 }, limitsFor(queue, 10), START, pending(1)),
+    ).toEqual({
       next: 'stop',
       by: 'guardrail',
       reason: 'max_iterations (10) reached with the queue not yet empty after 10 iterations',
@@ -334,7 +450,13 @@ describe('max_iterations guardrail', () => {
 describe('runtime guardrails', () => {
   test("the stage's max_runtime_seconds stops the loop before the next iteration", () => {
     // 30 s per iteration against a 60 s stage: iterations 1 and 2 run, the check before iteration 3 stops it.
-    expect(runLoop(judgment(), times(5, 'continue'), { maxIterations: 10, stageSeconds: 60, clock: (done) => START + done * 30 * SECOND })).toEqual({
+    expect(
+      runLoop(judgment(), times(5, 'continue'), {
+        maxIterations: 10,
+        stageSeconds: 60,
+        clock: (done) => START + done * 30 * SECOND,
+      }),
+    ).toEqual({
       iterations: 2,
       at: 'before',
       verdict: { next: 'stop', by: 'guardrail', reason: 'max_runtime_seconds ran out after 2 iterations' },
@@ -342,15 +464,28 @@ describe('runtime guardrails', () => {
   });
 
   test("the pipeline's max_runtime_seconds stops the loop with a reason naming the pipeline", () => {
-    expect(runLoop(fixed, times(5, 'continue'), { maxIterations: 5, stageSeconds: 7200, pipelineSeconds: 90, clock: (done) => START + done * 30 * SECOND })).toEqual({
+    expect(
+      runLoop(fixed, times(5, 'continue'), {
+        maxIterations: 5,
+        stageSeconds: 7200,
+        pipelineSeconds: 90,
+        clock: (done) => START + done * 30 * SECOND,
+      }),
+    ).toEqual({
       iterations: 3,
       at: 'before',
-      verdict: { next: 'stop', by: 'guardrail', reason: "the pipeline's max_runtime_seconds ran out after 3 iterations" },
+      verdict: {
+        next: 'stop',
+        by: 'guardrail',
+        reason: "the pipeline's max_runtime_seconds ran out after 3 iterations",
+      },
     });
   });
 
   test('a runtime that ran out before the first iteration stops with zero iterations', () => {
-    expect(runLoop(queue, [], { maxIterations: 10, stageSeconds: 1, queue: [pending(5)], clock: () => START + 2 * SECOND })).toEqual({
+    expect(
+      runLoop(queue, [], { maxIterations: 10, stageSeconds: 1, queue: [pending(5)], clock: () => START + 2 * SECOND }),
+    ).toEqual({
       iterations: 0,
       at: 'before',
       verdict: { next: 'stop', by: 'guardrail', reason: 'max_runtime_seconds ran out after 0 iterations' },
@@ -361,26 +496,51 @@ describe('runtime guardrails', () => {
     const limits = limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND });
     const counters = { iteration: 1, consecutiveStops: 0 };
     expect(beforeIteration(judgment(), counters, limits, START + 60 * SECOND - 1)).toEqual(iterate);
-    expect(beforeIteration(judgment(), counters, limits, START + 60 * SECOND)).toEqual({ next: 'stop', by: 'guardrail', reason: 'max_runtime_seconds ran out after 1 iteration' });
+    expect(beforeIteration(judgment(), counters, limits, START + 60 * SECOND)).toEqual({
+      next: 'stop',
+      by: 'guardrail',
+      reason: 'max_runtime_seconds ran out after 1 iteration',
+    });
   });
 
   test('when both ran out, the one that ran out first is the reason', () => {
     const counters = { iteration: 4, consecutiveStops: 0 };
     const now = START + 120 * SECOND;
     // The stage's ran out first.
-    expect(beforeIteration(judgment(), counters, limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND, pipelineDeadlineMs: START + 90 * SECOND }), now)).toEqual({
+    expect(
+      beforeIteration(
+        judgment(),
+        counters,
+        limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND, pipelineDeadlineMs: START + 90 * SECOND }),
+        now,
+      ),
+    ).toEqual({
       next: 'stop',
       by: 'guardrail',
       reason: 'max_runtime_seconds ran out after 4 iterations',
     });
     // The pipeline's ran out first.
-    expect(beforeIteration(judgment(), counters, limitsFor(judgment(), 10, { stageDeadlineMs: START + 90 * SECOND, pipelineDeadlineMs: START + 60 * SECOND }), now)).toEqual({
+    expect(
+      beforeIteration(
+        judgment(),
+        counters,
+        limitsFor(judgment(), 10, { stageDeadlineMs: START + 90 * SECOND, pipelineDeadlineMs: START + 60 * SECOND }),
+        now,
+      ),
+    ).toEqual({
       next: 'stop',
       by: 'guardrail',
       reason: "the pipeline's max_runtime_seconds ran out after 4 iterations",
     });
     // Both at once: the pipeline's.
-    expect(beforeIteration(judgment(), counters, limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND, pipelineDeadlineMs: START + 60 * SECOND }), now)).toEqual({
+    expect(
+      beforeIteration(
+        judgment(),
+        counters,
+        limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND, pipelineDeadlineMs: START + 60 * SECOND }),
+        now,
+      ),
+    ).toEqual({
       next: 'stop',
       by: 'guardrail',
       reason: "the pipeline's max_runtime_seconds ran out after 4 iterations",
@@ -390,12 +550,26 @@ describe('runtime guardrails', () => {
   test('only the deadline that ran out is the reason when the other has time left', () => {
     const counters = { iteration: 2, consecutiveStops: 0 };
     const now = START + 75 * SECOND;
-    expect(beforeIteration(judgment(), counters, limitsFor(judgment(), 10, { stageDeadlineMs: START + 90 * SECOND, pipelineDeadlineMs: START + 60 * SECOND }), now)).toEqual({
+    expect(
+      beforeIteration(
+        judgment(),
+        counters,
+        limitsFor(judgment(), 10, { stageDeadlineMs: START + 90 * SECOND, pipelineDeadlineMs: START + 60 * SECOND }),
+        now,
+      ),
+    ).toEqual({
       next: 'stop',
       by: 'guardrail',
       reason: "the pipeline's max_runtime_seconds ran out after 2 iterations",
     });
-    expect(beforeIteration(judgment(), counters, limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND, pipelineDeadlineMs: START + 90 * SECOND }), now)).toEqual({
+    expect(
+      beforeIteration(
+        judgment(),
+        counters,
+        limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND, pipelineDeadlineMs: START + 90 * SECOND }),
+        now,
+      ),
+    ).toEqual({
       next: 'stop',
       by: 'guardrail',
       reason: 'max_runtime_seconds ran out after 2 iterations',
@@ -404,13 +578,23 @@ describe('runtime guardrails', () => {
 
   test('a pipeline without a runtime limit never stops the loop by the pipeline', () => {
     const limits = limitsFor(judgment(), 10, { stageDeadlineMs: START + 60 * SECOND, pipelineDeadlineMs: null });
-    expect(beforeIteration(judgment(), { iteration: 1, consecutiveStops: 0 }, limits, START + 59 * SECOND)).toEqual(iterate);
+    expect(beforeIteration(judgment(), { iteration: 1, consecutiveStops: 0 }, limits, START + 59 * SECOND)).toEqual(
+      iterate,
+    );
   });
 
   test('the runtime guardrails come before max_iterations and the queue in beforeIteration', () => {
     const ranOut = limitsFor(queue, 3, { stageDeadlineMs: START });
-    expect(beforeIteration(queue, { iteration: 3, consecutiveStops: 0 }, ranOut, START, empty)).toEqual({ next: 'stop', by: 'guardrail', reason: 'max_runtime_seconds ran out after 3 iterations' });
-    expect(beforeIteration(queue, { iteration: 1, consecutiveStops: 0 }, ranOut, START, empty)).toEqual({ next: 'stop', by: 'guardrail', reason: 'max_runtime_seconds ran out after 1 iteration' });
+    expect(beforeIteration(queue, { iteration: 3, consecutiveStops: 0 }, ranOut, START, empty)).toEqual({
+      next: 'stop',
+      by: 'guardrail',
+      reason: 'max_runtime_seconds ran out after 3 iterations',
+    });
+    expect(beforeIteration(queue, { iteration: 1, consecutiveStops: 0 }, ranOut, START, empty)).toEqual({
+      next: 'stop',
+      by: 'guardrail',
+      reason: 'max_runtime_seconds ran out after 1 iteration',
+    });
   });
 });
 
@@ -420,12 +604,24 @@ describe('runtime guardrails', () => {
 describe('remainingSeconds', () => {
   test("is the stage's time left when the pipeline has no limit", () => {
     expect(remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START + 7200 * SECOND }), START)).toBe(7200);
-    expect(remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START + 7200 * SECOND }), START + 4000 * SECOND)).toBe(3200);
+    expect(
+      remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START + 7200 * SECOND }), START + 4000 * SECOND),
+    ).toBe(3200);
   });
 
   test('is the smaller of the two deadlines', () => {
-    expect(remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START + 7200 * SECOND, pipelineDeadlineMs: START + 3200 * SECOND }), START)).toBe(3200);
-    expect(remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START + 600 * SECOND, pipelineDeadlineMs: START + 14_400 * SECOND }), START)).toBe(600);
+    expect(
+      remainingSeconds(
+        limitsFor(fixed, 5, { stageDeadlineMs: START + 7200 * SECOND, pipelineDeadlineMs: START + 3200 * SECOND }),
+        START,
+      ),
+    ).toBe(3200);
+    expect(
+      remainingSeconds(
+        limitsFor(fixed, 5, { stageDeadlineMs: START + 600 * SECOND, pipelineDeadlineMs: START + 14_400 * SECOND }),
+        START,
+      ),
+    ).toBe(600);
   });
 
   test('counts whole seconds, rounding down', () => {
@@ -436,7 +632,12 @@ describe('remainingSeconds', () => {
   test('is never negative: 0 at and after the first deadline', () => {
     expect(remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START }), START)).toBe(0);
     expect(remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START }), START + 3600 * SECOND)).toBe(0);
-    expect(remainingSeconds(limitsFor(fixed, 5, { stageDeadlineMs: START + 3600 * SECOND, pipelineDeadlineMs: START - 60 * SECOND }), START)).toBe(0);
+    expect(
+      remainingSeconds(
+        limitsFor(fixed, 5, { stageDeadlineMs: START + 3600 * SECOND, pipelineDeadlineMs: START - 60 * SECOND }),
+        START,
+      ),
+    ).toBe(0);
   });
 });
 
@@ -458,7 +659,10 @@ describe('readQueueOutput', () => {
 
   test('otherwise each non-empty line is an item; blank lines are not', () => {
     expect(readQueueOutput('bd-1 fix login\nbd-2 add tests\n')).toEqual({ kind: 'pending', count: 2 });
-    expect(readQueueOutput('\nbd-1 fix login\n\n   \nbd-2 add tests\nbd-3 docs\n\n')).toEqual({ kind: 'pending', count: 3 });
+    expect(readQueueOutput('\nbd-1 fix login\n\n   \nbd-2 add tests\nbd-3 docs\n\n')).toEqual({
+      kind: 'pending',
+      count: 3,
+    });
     expect(readQueueOutput('bd-1 fix login\r\n\r\nbd-2 add tests\r\n')).toEqual({ kind: 'pending', count: 2 });
   });
 
@@ -469,22 +673,42 @@ describe('readQueueOutput', () => {
 
 describe('a queue loop at its last allowed iteration', () => {
   const queue: Termination = { type: 'queue' };
-  const atLimit = afterIteration(queue, { iteration: 3, consecutiveStops: 0 }, limitsOf(queue, 3, Number.MAX_SAFE_INTEGER, null));
+  const atLimit = afterIteration(
+    queue,
+    { iteration: 3, consecutiveStops: 0 },
+    limitsOf(queue, 3, Number.MAX_SAFE_INTEGER, null),
+  );
 
   test('if that iteration emptied the queue, the queue is why it ends, not the guardrail', () => {
     expect(atLimit).toMatchObject({ next: 'stop', by: 'guardrail' });
-    expect(settleAtLimit(atLimit, queue, { iteration: 3, consecutiveStops: 0 }, { kind: 'empty' })).toEqual({ next: 'stop', by: 'termination', reason: 'the queue is empty after 3 iterations' });
+    expect(settleAtLimit(atLimit, queue, { iteration: 3, consecutiveStops: 0 }, { kind: 'empty' })).toEqual({
+      next: 'stop',
+      by: 'termination',
+      reason: 'the queue is empty after 3 iterations',
+    });
   });
 
   test('items left, a failed provider, or another kind of loop: the verdict stands', () => {
-    expect(settleAtLimit(atLimit, queue, { iteration: 3, consecutiveStops: 0 }, { kind: 'pending', count: 1 })).toBe(atLimit);
-    expect(settleAtLimit(atLimit, queue, { iteration: 3, consecutiveStops: 0 }, { kind: 'failed', error: 'x' })).toBe(atLimit);
-    const judged = afterIteration({ type: 'judgment' }, { iteration: 3, consecutiveStops: 0 }, limitsOf({ type: 'judgment' }, 3, Number.MAX_SAFE_INTEGER, null));
-    expect(settleAtLimit(judged, { type: 'judgment' }, { iteration: 3, consecutiveStops: 0 }, { kind: 'empty' })).toBe(judged);
+    expect(settleAtLimit(atLimit, queue, { iteration: 3, consecutiveStops: 0 }, { kind: 'pending', count: 1 })).toBe(
+      atLimit,
+    );
+    expect(settleAtLimit(atLimit, queue, { iteration: 3, consecutiveStops: 0 }, { kind: 'failed', error: 'x' })).toBe(
+      atLimit,
+    );
+    const judged = afterIteration(
+      { type: 'judgment' },
+      { iteration: 3, consecutiveStops: 0 },
+      limitsOf({ type: 'judgment' }, 3, Number.MAX_SAFE_INTEGER, null),
+    );
+    expect(settleAtLimit(judged, { type: 'judgment' }, { iteration: 3, consecutiveStops: 0 }, { kind: 'empty' })).toBe(
+      judged,
+    );
   });
 
   test('the guardrail reason counts one stop decision in the singular', () => {
     const one: Termination = { type: 'judgment', consensus: 1 };
-    expect(afterIteration(one, { iteration: 2, consecutiveStops: 0 }, limitsOf(one, 2, Number.MAX_SAFE_INTEGER, null))).toMatchObject({ reason: 'max_iterations (2) reached without 1 consecutive stop decision after 2 iterations' });
+    expect(
+      afterIteration(one, { iteration: 2, consecutiveStops: 0 }, limitsOf(one, 2, Number.MAX_SAFE_INTEGER, null)),
+    ).toMatchObject({ reason: 'max_iterations (2) reached without 1 consecutive stop decision after 2 iterations' });
   });
 });

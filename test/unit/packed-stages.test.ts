@@ -22,10 +22,36 @@ it('gives back exactly the canonical stages of a pipeline whose stages differ in
   const stages = canonical({
     name: 'varied',
     stages: [
-      { name: 'draft', run: 'draft', description: 'first', with: { words: 100 }, retry_budget: { max_attempts: 3, delay: '2s' }, gate: 'check', review_policy: 'on_uncertain' },
-      { name: 'check', run: 'check', depends_on: ['draft'], description: 'second', with: { words: 200, nested: { a: [1, 2] } } },
-      { name: 'publish', run: 'publish', depends_on: ['draft', 'check'], review_policy: 'always', review_ttl: '1h', on_review_expired: 'approve' },
-      { name: 'again', run: 'scripted', gate: { all: ['check', { any: ['scripted', 'check'] }] }, retry_budget: { attempt_timeout: '30s' } },
+      {
+        name: 'draft',
+        run: 'draft',
+        description: 'first',
+        with: { words: 100 },
+        retry_budget: { max_attempts: 3, delay: '2s' },
+        gate: 'check',
+        review_policy: 'on_uncertain',
+      },
+      {
+        name: 'check',
+        run: 'check',
+        depends_on: ['draft'],
+        description: 'second',
+        with: { words: 200, nested: { a: [1, 2] } },
+      },
+      {
+        name: 'publish',
+        run: 'publish',
+        depends_on: ['draft', 'check'],
+        review_policy: 'always',
+        review_ttl: '1h',
+        on_review_expired: 'approve',
+      },
+      {
+        name: 'again',
+        run: 'scripted',
+        gate: { all: ['check', { any: ['scripted', 'check'] }] },
+        retry_budget: { attempt_timeout: '30s' },
+      },
     ],
   });
   const packed = packStages(stages)!;
@@ -35,7 +61,14 @@ it('gives back exactly the canonical stages of a pipeline whose stages differ in
 });
 
 it('makes a ten-stage line of defaults a fraction of its canonical size', () => {
-  const stages = canonical({ name: 'line', stages: Array.from({ length: 10 }, (_, i) => ({ name: `s${i}`, run: 'scripted', ...(i > 0 ? { depends_on: [`s${i - 1}`] } : {}) })) });
+  const stages = canonical({
+    name: 'line',
+    stages: Array.from({ length: 10 }, (_, i) => ({
+      name: `s${i}`,
+      run: 'scripted',
+      ...(i > 0 ? { depends_on: [`s${i - 1}`] } : {}),
+    })),
+  });
   const packed = JSON.stringify(packStages(stages));
   const whole = JSON.stringify(stages);
   expect(unpackStages(JSON.parse(packed))).toEqual(asJson(stages));
@@ -43,7 +76,13 @@ it('makes a ten-stage line of defaults a fraction of its canonical size', () => 
 });
 
 it('unpacks into stages that share no object, so changing one cannot change another', () => {
-  const stages = canonical({ name: 'two', stages: [{ name: 'a', run: 'scripted' }, { name: 'b', run: 'scripted' }] });
+  const stages = canonical({
+    name: 'two',
+    stages: [
+      { name: 'a', run: 'scripted' },
+      { name: 'b', run: 'scripted' },
+    ],
+  });
   const [a, b] = unpackStages(packStages(stages)!);
   a!.retryBudget.maxAttempts = 99;
   expect(b!.retryBudget.maxAttempts).toBe(stages[1]!.retryBudget.maxAttempts);

@@ -43,15 +43,25 @@ stages:
 });
 
 it('rejects duplicates, self-dependencies, unknown keys and empty pipelines', () => {
-  const result = validatePipeline({ name: 'x', stages: [{ name: 'a', run: 'scripted', depends_on: ['a'], colour: 'red' }, { name: 'a', run: 'scripted' }] });
+  const result = validatePipeline({
+    name: 'x',
+    stages: [
+      { name: 'a', run: 'scripted', depends_on: ['a'], colour: 'red' },
+      { name: 'a', run: 'scripted' },
+    ],
+  });
   expect((result as { problems: string[] }).problems).toEqual(
     expect.arrayContaining([
       'stages[1] (a): duplicate stage name, first used at stages[0]; rename one',
       'stage a: depends on itself; remove it from its depends_on',
-      expect.stringMatching(/^stages\[0\] \(a\)\.colour: unknown field; the fields here are: name, description, type, run, max_retries, /),
+      expect.stringMatching(
+        /^stages\[0\] \(a\)\.colour: unknown field; the fields here are: name, description, type, run, max_retries, /,
+      ),
     ]),
   );
-  expect((validatePipeline({ name: 'x', stages: [] }) as { problems: string[] }).problems).toEqual(['stages: a pipeline needs at least one stage']);
+  expect((validatePipeline({ name: 'x', stages: [] }) as { problems: string[] }).problems).toEqual([
+    'stages: a pipeline needs at least one stage',
+  ]);
   expect(validatePipeline('nonsense').ok).toBe(false);
 });
 
@@ -82,20 +92,38 @@ stages:
     known,
   );
   expect(yaml).toEqual({ ok: true, spec: built });
-  expect(built.stages[0]!.retryBudget).toEqual({ maxAttempts: 3, delayMs: 0, attemptTimeoutMs: 30_000, onExhausted: 'escalate' });
+  expect(built.stages[0]!.retryBudget).toEqual({
+    maxAttempts: 3,
+    delayMs: 0,
+    attemptTimeoutMs: 30_000,
+    onExhausted: 'escalate',
+  });
   // The activity's own timeout comes after the attempt timer, which cancels and waits for it.
   expect(built.stages[0]!.activity.startToCloseTimeoutMs).toBe(30_000 + 30_000);
-  expect(built.stages[1]).toEqual(expect.objectContaining({ dependsOn: ['draft'], reviewPolicy: 'always', gate: null }));
+  expect(built.stages[1]).toEqual(
+    expect.objectContaining({ dependsOn: ['draft'], reviewPolicy: 'always', gate: null }),
+  );
 });
 
 it('keeps with: payloads verbatim while camelising spec keys', () => {
-  const result = validatePipeline({ name: 'p', stages: [{ name: 's', run: 'scripted', with: { max_tokens: 5, nested: { snake_key: 1 } }, gate: { run: 'scripted', with: { min_word_count: 3 } } }] });
+  const result = validatePipeline({
+    name: 'p',
+    stages: [
+      {
+        name: 's',
+        run: 'scripted',
+        with: { max_tokens: 5, nested: { snake_key: 1 } },
+        gate: { run: 'scripted', with: { min_word_count: 3 } },
+      },
+    ],
+  });
   expect(result.ok && result.spec.stages[0]!.with).toEqual({ max_tokens: 5, nested: { snake_key: 1 } });
   expect(result.ok && result.spec.stages[0]!.gate).toEqual({ run: 'scripted', with: { min_word_count: 3 } });
 });
 
 it('the builder reports calls naming undeclared stages together with spec problems', () => {
-  const build = () => pipeline('p').stage('a', 'scripted').reviewPolicy('ghost', 'always').dependency('a', 'missing').build();
+  const build = () =>
+    pipeline('p').stage('a', 'scripted').reviewPolicy('ghost', 'always').dependency('a', 'missing').build();
   expect(build).toThrow(PipelineValidationError);
   try {
     build();
@@ -108,7 +136,18 @@ it('the builder reports calls naming undeclared stages together with spec proble
 });
 
 it('refuses zero timeouts, which Temporal would read as none', () => {
-  const result = validatePipeline({ name: 'z', stages: [{ name: 'a', run: 'scripted', retry_budget: { attempt_timeout: 0, delay: 0 }, review_ttl: '0s', activity: { heartbeat_timeout: 0 } }] });
+  const result = validatePipeline({
+    name: 'z',
+    stages: [
+      {
+        name: 'a',
+        run: 'scripted',
+        retry_budget: { attempt_timeout: 0, delay: 0 },
+        review_ttl: '0s',
+        activity: { heartbeat_timeout: 0 },
+      },
+    ],
+  });
   expect((result as { problems: string[] }).problems).toEqual([
     'stages[0] (a).retry_budget.attempt_timeout: must be longer than 0',
     'stages[0] (a).review_ttl: must be longer than 0',
@@ -194,16 +233,36 @@ stages:
   });
 
   it('maps max_retries, backoff_seconds and backoff_coefficient onto the activity retry policy', () => {
-    const result = validatePipeline({ name: 'retries', stages: [{ name: 'send', run: 'scripted', max_retries: 3, backoff_seconds: 0.5, backoff_coefficient: 3 }, { name: 'plain', run: 'scripted' }] }, withApproval);
+    const result = validatePipeline(
+      {
+        name: 'retries',
+        stages: [
+          { name: 'send', run: 'scripted', max_retries: 3, backoff_seconds: 0.5, backoff_coefficient: 3 },
+          { name: 'plain', run: 'scripted' },
+        ],
+      },
+      withApproval,
+    );
     expect(result.ok).toBe(true);
-    const [send, plain] = (result as { spec: { stages: { activity: { retry: Record<string, unknown> } }[] } }).spec.stages;
+    const [send, plain] = (result as { spec: { stages: { activity: { retry: Record<string, unknown> } }[] } }).spec
+      .stages;
     expect(send!.activity.retry).toMatchObject({ maximumAttempts: 4, initialIntervalMs: 500, backoffCoefficient: 3 });
-    expect(plain!.activity.retry).toMatchObject({ maximumAttempts: 5, initialIntervalMs: 1_000, backoffCoefficient: 2 });
+    expect(plain!.activity.retry).toMatchObject({
+      maximumAttempts: 5,
+      initialIntervalMs: 1_000,
+      backoffCoefficient: 2,
+    });
   });
 
   it('refuses a retry policy given twice, and bad values', () => {
     const result = validatePipeline(
-      { name: 'twice', stages: [{ name: 'a', run: 'scripted', max_retries: 1, activity: { retry: { maximum_attempts: 2 } } }, { name: 'b', run: 'scripted', max_retries: -1, backoff_seconds: 0, backoff_coefficient: 0.5 }] },
+      {
+        name: 'twice',
+        stages: [
+          { name: 'a', run: 'scripted', max_retries: 1, activity: { retry: { maximum_attempts: 2 } } },
+          { name: 'b', run: 'scripted', max_retries: -1, backoff_seconds: 0, backoff_coefficient: 0.5 },
+        ],
+      },
       withApproval,
     );
     expect((result as { problems: string[] }).problems).toEqual(
@@ -216,15 +275,44 @@ stages:
     );
   });
 
-  it('checks an approval stage\'s config, listing every problem', () => {
-    const known = { ...withApproval, checkConfig: (_kind: 'stage' | 'gate', name: string, config: unknown) => (name === 'approval' ? checkApprovalStageConfig(config) : []) };
-    const result = validatePipeline({ name: 'bad-approval', stages: [{ name: 'a', type: 'approval', with: { ttl: 'soon', on_reject: 'maybe', escalation: { to: 'leads', ttl: '1h', default: 'approve' }, extra: 1 } }] }, known);
+  it("checks an approval stage's config, listing every problem", () => {
+    const known = {
+      ...withApproval,
+      checkConfig: (_kind: 'stage' | 'gate', name: string, config: unknown) =>
+        name === 'approval' ? checkApprovalStageConfig(config) : [],
+    };
+    const result = validatePipeline(
+      {
+        name: 'bad-approval',
+        stages: [
+          {
+            name: 'a',
+            type: 'approval',
+            with: {
+              ttl: 'soon',
+              on_reject: 'maybe',
+              escalation: { to: 'leads', ttl: '1h', default: 'approve' },
+              extra: 1,
+            },
+          },
+        ],
+      },
+      known,
+    );
     expect((result as { problems: string[] }).problems.sort()).toEqual([
       'stage a: with.extra: unknown field; the fields here are: action, from, items, context, context_field, ttl, on_reject, escalation, reviewers',
       'stage a: with.on_reject: must be one of skip, stop (got "maybe")',
       'stage a: with.ttl: "soon" is not a duration (use e.g. 500ms, 30s, 5m, 2h, 1d or 1m30s)',
     ]);
-    const noTtl = validatePipeline({ name: 'no-ttl', stages: [{ name: 'a', type: 'approval', with: { escalation: { to: 'leads', ttl: '1h', default: 'reject' } } }] }, known);
-    expect((noTtl as { problems: string[] }).problems).toEqual(['stage a: with.escalation: needs a ttl: the request escalates when its ttl has passed']);
+    const noTtl = validatePipeline(
+      {
+        name: 'no-ttl',
+        stages: [{ name: 'a', type: 'approval', with: { escalation: { to: 'leads', ttl: '1h', default: 'reject' } } }],
+      },
+      known,
+    );
+    expect((noTtl as { problems: string[] }).problems).toEqual([
+      'stage a: with.escalation: needs a ttl: the request escalates when its ttl has passed',
+    ]);
   });
 });

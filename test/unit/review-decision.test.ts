@@ -9,28 +9,44 @@ const attempts: AttemptRecord[] = [
   { attempt: 3, startedAt: 't3', error: 'crashed' },
 ];
 const at = '2026-11-23T00:00:00.000Z';
-const decide = (resolution: AcceptedReview | undefined, reason: ReviewReason = 'escalated', onReviewExpired: 'approve' | 'reject' = 'reject') =>
-  decideReview({ stage: 'draft', reason, attempts, resolution, onReviewExpired, reviewTtlMs: 60_000, at });
+const decide = (
+  resolution: AcceptedReview | undefined,
+  reason: ReviewReason = 'escalated',
+  onReviewExpired: 'approve' | 'reject' = 'reject',
+) => decideReview({ stage: 'draft', reason, attempts, resolution, onReviewExpired, reviewTtlMs: 60_000, at });
 const by = (outcome: AcceptedReview['outcome']): AcceptedReview => ({ stage: 'draft', outcome, reviewer: 'ann' });
 
 it('approve completes with the latest attempt that produced output', () => {
   expect(decide(by({ kind: 'approve' }))).toEqual({
     decision: { action: 'complete', artefact: { v: 2 }, summary: 'second', message: 'draft completed after approval' },
-    event: { type: 'ReviewResolved', message: 'draft approved by ann', details: { reviewer: 'ann', outcome: 'approve' } },
+    event: {
+      type: 'ReviewResolved',
+      message: 'draft approved by ann',
+      details: { reviewer: 'ann', outcome: 'approve' },
+    },
     review: { reviewer: 'ann', kind: 'approve', at },
   });
 });
 
 it('approve of a chosen attempt completes with that attempt', () => {
   const d = decide(by({ kind: 'approve', attempt: 1, note: 'better' }));
-  expect(d.decision).toEqual({ action: 'complete', artefact: { v: 1 }, summary: 'first', message: 'draft completed after approval' });
+  expect(d.decision).toEqual({
+    action: 'complete',
+    artefact: { v: 1 },
+    summary: 'first',
+    message: 'draft completed after approval',
+  });
   expect(d.review).toEqual({ reviewer: 'ann', kind: 'approve', at, note: 'better', attempt: 1 });
   expect(d.event.message).toBe('draft approved by ann (attempt 1)');
 });
 
 it('reject fails the stage with the reason', () => {
   const d = decide(by({ kind: 'reject', reason: 'off topic' }));
-  expect(d.decision).toEqual({ action: 'fail', error: 'rejected by ann: off topic', message: 'draft failed: rejected by ann' });
+  expect(d.decision).toEqual({
+    action: 'fail',
+    error: 'rejected by ann: off topic',
+    message: 'draft failed: rejected by ann',
+  });
   expect(d.review.reason).toBe('off topic');
 });
 
@@ -45,19 +61,34 @@ it('approve with edits completes with the edited artefact', () => {
 
 it('a plain approval of a spent budget resumes the stage; approving an attempt completes it', () => {
   expect(decide(by({ kind: 'approve' }), 'budget_exhausted').decision).toEqual({ action: 'resume' });
-  expect(decide(by({ kind: 'approve', attempt: 2 }), 'budget_exhausted').decision).toEqual(expect.objectContaining({ action: 'complete', artefact: { v: 2 } }));
+  expect(decide(by({ kind: 'approve', attempt: 2 }), 'budget_exhausted').decision).toEqual(
+    expect.objectContaining({ action: 'complete', artefact: { v: 2 } }),
+  );
 });
 
 it('expiry means what the configured action means there', () => {
   expect(decide(undefined, 'escalated', 'reject')).toEqual({
     decision: { action: 'fail', error: 'review expired after 1m', message: 'draft failed: review expired' },
-    event: { type: 'ReviewExpired', message: 'draft review expired after 1m; rejected by policy', details: { outcome: 'expired_reject' } },
+    event: {
+      type: 'ReviewExpired',
+      message: 'draft review expired after 1m; rejected by policy',
+      details: { outcome: 'expired_reject' },
+    },
     review: { reviewer: 'ttl', kind: 'expired_reject', at },
   });
-  expect(decide(undefined, 'escalated', 'approve').decision).toEqual({ action: 'complete', artefact: { v: 2 }, summary: 'second', message: 'draft completed: review expired and policy approves' });
+  expect(decide(undefined, 'escalated', 'approve').decision).toEqual({
+    action: 'complete',
+    artefact: { v: 2 },
+    summary: 'second',
+    message: 'draft completed: review expired and policy approves',
+  });
   // On a spent token budget, approval lets the stage continue, so expiry with approve does the same.
   const budget = decide(undefined, 'budget_exhausted', 'approve');
   expect(budget.decision).toEqual({ action: 'resume' });
-  expect(budget.event).toEqual({ type: 'ReviewExpired', message: 'draft review expired after 1m; approved by policy: the stage continues past the token budget', details: { outcome: 'expired_approve' } });
+  expect(budget.event).toEqual({
+    type: 'ReviewExpired',
+    message: 'draft review expired after 1m; approved by policy: the stage continues past the token budget',
+    details: { outcome: 'expired_approve' },
+  });
   expect(decide(undefined, 'budget_exhausted', 'reject').decision.action).toBe('fail');
 });

@@ -10,11 +10,26 @@
  *   the directory under another call still running; a root others can write to is refused; an agent with
  *   no attempt gets a fresh directory per call, and an explicit `cwd` is used as it is.
  */
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import { CLAUDE_CODE_ENV_ALLOW_LIST, ClaudeCodeAgent, attemptWorkDir, claudeCodeAgentFactory, cliEnvironment } from '../../src/agents/claude-code';
+import {
+  CLAUDE_CODE_ENV_ALLOW_LIST,
+  ClaudeCodeAgent,
+  attemptWorkDir,
+  claudeCodeAgentFactory,
+  cliEnvironment,
+} from '../../src/agents/claude-code';
 import type { AgentRequest } from '../../src/agents/types';
 
 const FAKE_CLAUDE = path.join(__dirname, '..', 'fixtures', 'fake-claude', 'claude');
@@ -69,12 +84,23 @@ function invocations(): Invocation[] {
 }
 
 /** An agent on the fake CLI, recording to this test's file; `options` as for {@link ClaudeCodeAgent}. */
-function agent(options: ConstructorParameters<typeof ClaudeCodeAgent>[0] = {}, mode: Record<string, string> = {}): ClaudeCodeAgent {
-  return new ClaudeCodeAgent({ command: FAKE_CLAUDE, workRoot: root, ...options, env: { FAKE_CLAUDE_RECORD: record, ...mode, ...options.env } });
+function agent(
+  options: ConstructorParameters<typeof ClaudeCodeAgent>[0] = {},
+  mode: Record<string, string> = {},
+): ClaudeCodeAgent {
+  return new ClaudeCodeAgent({
+    command: FAKE_CLAUDE,
+    workRoot: root,
+    ...options,
+    env: { FAKE_CLAUDE_RECORD: record, ...mode, ...options.env },
+  });
 }
 
 /** Runs the factory's agent as a worker would: settings from the environment only. */
-async function runFactoryAgent(ctx: { itemId: string; stage: string; attempt: number }, mode: Record<string, string> = {}): Promise<Invocation> {
+async function runFactoryAgent(
+  ctx: { itemId: string; stage: string; attempt: number },
+  mode: Record<string, string> = {},
+): Promise<Invocation> {
   setEnv('CLAUDE_CODE_BIN', FAKE_CLAUDE);
   setEnv('TREADLE_WORK_DIR', root);
   // The fake CLI's own settings reach it through the allow-list, as any extra variable would.
@@ -99,39 +125,64 @@ async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure>
 }
 
 /** True when a name is on the allow-list (exactly, or by a `PREFIX_*` pattern). */
-const allowed = (list: readonly string[], name: string): boolean => list.some((entry) => (entry.endsWith('*') ? name.startsWith(entry.slice(0, -1)) : entry === name));
+const allowed = (list: readonly string[], name: string): boolean =>
+  list.some((entry) => (entry.endsWith('*') ? name.startsWith(entry.slice(0, -1)) : entry === name));
 
 describe('environment', () => {
   it('passes only allow-listed variables of the worker, plus the agent’s own', async () => {
     await agent().run(request);
     const { env } = invocations()[0]!;
-    expect(env).toMatchObject({ PATH: process.env.PATH, ANTHROPIC_API_KEY: 'sk-ant-test', CLAUDE_CODE_USE_BEDROCK: '0', LC_ALL: 'C.UTF-8', FAKE_CLAUDE_RECORD: record });
+    expect(env).toMatchObject({
+      PATH: process.env.PATH,
+      ANTHROPIC_API_KEY: 'sk-ant-test',
+      CLAUDE_CODE_USE_BEDROCK: '0',
+      LC_ALL: 'C.UTF-8',
+      FAKE_CLAUDE_RECORD: record,
+    });
     if (process.env.HOME !== undefined) expect(env.HOME).toBe(process.env.HOME);
     expect(env).not.toHaveProperty('TREADLE_TEST_DATABASE_PASSWORD');
     expect(env).not.toHaveProperty('AWS_SECRET_ACCESS_KEY');
     expect(env).not.toHaveProperty('GITHUB_TOKEN');
     expect(JSON.stringify(env)).not.toMatch(/hunter2|aws-secret|ghp_secret/);
     // Nothing else slipped through: every variable is allow-listed or the agent's own.
-    expect(Object.keys(env).filter((name) => !allowed(CLAUDE_CODE_ENV_ALLOW_LIST, name) && name !== 'FAKE_CLAUDE_RECORD')).toEqual([]);
+    expect(
+      Object.keys(env).filter((name) => !allowed(CLAUDE_CODE_ENV_ALLOW_LIST, name) && name !== 'FAKE_CLAUDE_RECORD'),
+    ).toEqual([]);
   });
 
   it('adds the names in TREADLE_CLAUDE_ENV (exact and PREFIX_*) to the list', async () => {
     setEnv('TREADLE_CLAUDE_ENV', ' AWS_* , TREADLE_TEST_DATABASE_PASSWORD');
     await agent().run(request);
-    expect(invocations()[0]!.env).toMatchObject({ AWS_SECRET_ACCESS_KEY: 'aws-secret', TREADLE_TEST_DATABASE_PASSWORD: 'hunter2' });
+    expect(invocations()[0]!.env).toMatchObject({
+      AWS_SECRET_ACCESS_KEY: 'aws-secret',
+      TREADLE_TEST_DATABASE_PASSWORD: 'hunter2',
+    });
     expect(invocations()[0]!.env).not.toHaveProperty('GITHUB_TOKEN');
   });
 
   it('takes an explicit allow-list, and the agent’s env over the allowed values', async () => {
-    await agent({ envAllowList: ['PATH', 'GITHUB_TOKEN'], env: { GITHUB_TOKEN: 'scoped-token', EXTRA: 'x' } }).run(request);
+    await agent({ envAllowList: ['PATH', 'GITHUB_TOKEN'], env: { GITHUB_TOKEN: 'scoped-token', EXTRA: 'x' } }).run(
+      request,
+    );
     const { env } = invocations()[0]!;
     expect(Object.keys(env).sort()).toEqual(['EXTRA', 'FAKE_CLAUDE_RECORD', 'GITHUB_TOKEN', 'PATH']);
     expect(env.GITHUB_TOKEN).toBe('scoped-token');
   });
 
   it('cliEnvironment matches names exactly and PREFIX_* by prefix', () => {
-    const from = { ANTHROPIC_API_KEY: 'k', ANTHROPIC: 'no', MY_ANTHROPIC_KEY: 'no', PATH: '/bin', PATHEXT: 'no', LC_ALL: 'C' };
-    expect(cliEnvironment(from, ['PATH', 'ANTHROPIC_*', 'LC_*'], { PATH: '/usr/bin' })).toEqual({ ANTHROPIC_API_KEY: 'k', PATH: '/usr/bin', LC_ALL: 'C' });
+    const from = {
+      ANTHROPIC_API_KEY: 'k',
+      ANTHROPIC: 'no',
+      MY_ANTHROPIC_KEY: 'no',
+      PATH: '/bin',
+      PATHEXT: 'no',
+      LC_ALL: 'C',
+    };
+    expect(cliEnvironment(from, ['PATH', 'ANTHROPIC_*', 'LC_*'], { PATH: '/usr/bin' })).toEqual({
+      ANTHROPIC_API_KEY: 'k',
+      PATH: '/usr/bin',
+      LC_ALL: 'C',
+    });
   });
 });
 
@@ -177,7 +228,9 @@ describe('working directory', () => {
     }
     expect(new Set(dirs).size).toBe(hostile.length);
     // Names that are already safe stay readable; two names never share a folder.
-    expect(attemptWorkDir(root, { itemId: 'a_b', stage: 's', attempt: 1 })).not.toBe(attemptWorkDir(root, { itemId: 'a/b', stage: 's', attempt: 1 }));
+    expect(attemptWorkDir(root, { itemId: 'a_b', stage: 's', attempt: 1 })).not.toBe(
+      attemptWorkDir(root, { itemId: 'a/b', stage: 's', attempt: 1 }),
+    );
   });
 
   it('does not remove the directory under a call of the same attempt that is still running', async () => {
@@ -196,7 +249,9 @@ describe('working directory', () => {
     chmodSync(root, 0o777);
     const failure = await failureOf(agent({ attempt: ctx }).run(request));
     expect(failure).toMatchObject({ type: 'InvalidAgentConfig', nonRetryable: true });
-    expect(failure.message).toBe(`cannot create a working directory for claude: ${root} must be a directory of this user that no one else can write to (set TREADLE_WORK_DIR to another one)`);
+    expect(failure.message).toBe(
+      `cannot create a working directory for claude: ${root} must be a directory of this user that no one else can write to (set TREADLE_WORK_DIR to another one)`,
+    );
     expect(invocations()).toEqual([]);
   });
 
@@ -227,6 +282,10 @@ describe('working directory', () => {
     expect(existsSync(attemptWorkDir(root, ctx))).toBe(false);
 
     const failure = await failureOf(agent({ attempt: ctx }).run({ ...request, workdir: path.join(dir, 'missing') }));
-    expect(failure).toMatchObject({ type: 'InvalidAgentConfig', nonRetryable: true, message: `the working directory for claude does not exist: ${path.join(dir, 'missing')}` });
+    expect(failure).toMatchObject({
+      type: 'InvalidAgentConfig',
+      nonRetryable: true,
+      message: `the working directory for claude does not exist: ${path.join(dir, 'missing')}`,
+    });
   });
 });

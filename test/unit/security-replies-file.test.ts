@@ -32,7 +32,10 @@ afterEach(() => rmSync(root, { recursive: true, force: true }));
 
 const request: AgentRequest = { messages: [{ role: 'user', content: 'hi' }], correlationId: 'item-1/draft/1' };
 const agentReading = (file: string, folders = [folder]) =>
-  new ScriptedAgent({ itemId: 'item-1', stage: 'draft', attempt: 1, input: null, config: { replies_file: file } }, { repliesFolders: folders });
+  new ScriptedAgent(
+    { itemId: 'item-1', stage: 'draft', attempt: 1, input: null, config: { replies_file: file } },
+    { repliesFolders: folders },
+  );
 
 function expectRefused(failure: ApplicationFailure, file: string): void {
   expect(failure).toMatchObject({ type: 'InvalidConfig', nonRetryable: true });
@@ -80,12 +83,17 @@ it('reports a missing file and a folder inside as unreadable, in one line', asyn
     nonRetryable: true,
     message: `cannot read replies_file ${path.join(folder, 'nope.json')}: ENOENT`,
   });
-  expect((await failureOf(() => agentReading('sub').run(request))).message).toBe(`cannot read replies_file ${path.join(folder, 'sub')}: not a regular file`);
+  expect((await failureOf(() => agentReading('sub').run(request))).message).toBe(
+    `cannot read replies_file ${path.join(folder, 'sub')}: not a regular file`,
+  );
 });
 
 it('takes its folders from TREADLE_REPLIES_DIR (several, by path delimiter), else ./replies', async () => {
   expect(repliesFolders({}, '/srv/worker')).toEqual(['/srv/worker/replies']);
-  expect(repliesFolders({ [REPLIES_DIR_ENV]: `fixtures${path.delimiter}/data/replies` }, '/srv/worker')).toEqual(['/srv/worker/fixtures', '/data/replies']);
+  expect(repliesFolders({ [REPLIES_DIR_ENV]: `fixtures${path.delimiter}/data/replies` }, '/srv/worker')).toEqual([
+    '/srv/worker/fixtures',
+    '/data/replies',
+  ]);
   // A file in the second folder, by absolute path; relative paths resolve against the first.
   const second = path.join(root, 'secrets');
   expect((await agentReading(outside, [folder, second]).run(request)).text).toBe('SECRET read from outside');
@@ -103,7 +111,9 @@ it('fails the llm stage attempt with the one-line error, through the scripted ag
     expectRefused(failure, '/etc/passwd');
     const allowed = { prompt: 'Write.', replies_file: 'replies.json' };
     const ok = scriptedAgentFactory({ itemId: base.itemId, stage: 'draft', attempt: 1, input: null, config: allowed });
-    expect(await llmStage({ ...base, config: allowed, agent: () => ok })).toMatchObject({ artefact: { text: 'inside' } });
+    expect(await llmStage({ ...base, config: allowed, agent: () => ok })).toMatchObject({
+      artefact: { text: 'inside' },
+    });
   } finally {
     if (previous === undefined) delete process.env[REPLIES_DIR_ENV];
     else process.env[REPLIES_DIR_ENV] = previous;

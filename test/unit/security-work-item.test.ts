@@ -33,13 +33,23 @@ const spec = (withConfig: Record<string, unknown>) => ({
 });
 
 /** Starts an item as an attacker would and returns its result and everything the item recorded, as text. */
-async function attack(pipeline: unknown, input: unknown = { text: 'hello' }): Promise<{ result: WorkItemResult; failure: string; recorded: string }> {
+async function attack(
+  pipeline: unknown,
+  input: unknown = { text: 'hello' },
+): Promise<{ result: WorkItemResult; failure: string; recorded: string }> {
   const id = h.id('attack');
   const args: WorkItemInput = { pipeline, input: input as WorkItemInput['input'], itemId: id };
   const handle = await h.temporal.workflow.start('workItem', { taskQueue: h.taskQueue, workflowId: id, args: [args] });
   const result = (await handle.result()) as WorkItemResult;
   const state = await h.client.getState(id);
-  const failure = [result.error, state.error, ...(state.problems ?? []), ...Object.values(state.stages).map((s) => s.error)].filter(Boolean).join('\n');
+  const failure = [
+    result.error,
+    state.error,
+    ...(state.problems ?? []),
+    ...Object.values(state.stages).map((s) => s.error),
+  ]
+    .filter(Boolean)
+    .join('\n');
   const history = await handle.fetchHistory();
   return { result, failure, recorded: JSON.stringify(state) + JSON.stringify(history) };
 }
@@ -70,7 +80,9 @@ it('a replies_file outside the replies folder fails the item and reads nothing',
 
 it('a template that would hang the worker fails the item within seconds, and the worker serves the next item', async () => {
   const started = Date.now();
-  const { result, failure } = await attack(spec({ prompt: '{% for i in (1..5000) %}{% for j in (1..5000) %}x{% endfor %}{% endfor %}' }));
+  const { result, failure } = await attack(
+    spec({ prompt: '{% for i in (1..5000) %}{% for j in (1..5000) %}x{% endfor %}{% endfor %}' }),
+  );
   expect(result.status).toBe('failed');
   expect(failure).toContain('draft: the prompt template is invalid: template render limit exceeded');
   expect(Date.now() - started).toBeLessThan(20_000);

@@ -61,7 +61,8 @@ const index = Number(process.argv[2]);
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      if (!stdout.includes('ready\n') && (stdout + chunk).includes('ready\n') && ++ready === count) writeFileSync(go, '');
+      if (!stdout.includes('ready\n') && (stdout + chunk).includes('ready\n') && ++ready === count)
+        writeFileSync(go, '');
       stdout += chunk;
     });
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
@@ -127,7 +128,10 @@ describe('FileBlobStore names on disk', () => {
   it('reads a pointer written before names were versioned, and swaps from it', async () => {
     const root = path.join(dir, 'legacy');
     mkdirSync(path.join(root, 'names'), { recursive: true });
-    writeFileSync(path.join(root, 'names', nameHash('conversation:old')), JSON.stringify({ name: 'conversation:old', ref: 'sha256:old' }));
+    writeFileSync(
+      path.join(root, 'names', nameHash('conversation:old')),
+      JSON.stringify({ name: 'conversation:old', ref: 'sha256:old' }),
+    );
     const blobs = new FileBlobStore(root);
     expect(await blobs.getName('conversation:old')).toBe('sha256:old');
     expect(await blobs.compareAndSetName('conversation:old', undefined, 'sha256:new')).toBe(false);
@@ -150,6 +154,8 @@ describe('FileBlobStore names on disk', () => {
     const root = path.join(dir, 'damaged');
     mkdirSync(path.join(root, 'pointers', nameHash('conversation:x')), { recursive: true });
     writeFileSync(path.join(root, 'pointers', nameHash('conversation:x'), '1'), 'not json');
-    await expect(new FileBlobStore(root).getName('conversation:x')).rejects.toThrow('the stored pointer for name "conversation:x" is not {name, ref} JSON');
+    await expect(new FileBlobStore(root).getName('conversation:x')).rejects.toThrow(
+      'the stored pointer for name "conversation:x" is not {name, ref} JSON',
+    );
   });
 });

@@ -12,24 +12,48 @@ import { S3BlobStore } from '../../src/storage/s3-blob-store';
 it('uses the file store by default, in TREADLE_BLOB_DIR when set', () => {
   expect(loadConfig({}).blobStore).toEqual({ kind: 'file', dir: '.treadle/blobs' });
   expect(loadConfig({ TREADLE_BLOB_DIR: '/srv/blobs' }).blobStore).toEqual({ kind: 'file', dir: '/srv/blobs' });
-  expect(loadConfig({ TREADLE_BLOB_STORE: 'file', TREADLE_S3_BUCKET: 'ignored' }).blobStore).toEqual({ kind: 'file', dir: '.treadle/blobs' });
+  expect(loadConfig({ TREADLE_BLOB_STORE: 'file', TREADLE_S3_BUCKET: 'ignored' }).blobStore).toEqual({
+    kind: 'file',
+    dir: '.treadle/blobs',
+  });
 });
 
 it('uses S3 on AWS when a bucket is named: virtual-hosted URLs, the region from AWS_REGION or the SDK', () => {
-  expect(loadConfig({ TREADLE_S3_BUCKET: 'team-treadle' }).blobStore).toEqual({ kind: 's3', bucket: 'team-treadle', prefix: 'treadle/', forcePathStyle: false });
-  expect(loadConfig({ TREADLE_BLOB_STORE: 's3', TREADLE_S3_BUCKET: 'team-treadle', AWS_REGION: 'eu-west-1' }).blobStore).toMatchObject({ region: 'eu-west-1' });
-  expect(loadConfig({ TREADLE_S3_BUCKET: 'b', AWS_REGION: 'eu-west-1', TREADLE_S3_REGION: 'us-west-2' }).blobStore).toMatchObject({ region: 'us-west-2' });
+  expect(loadConfig({ TREADLE_S3_BUCKET: 'team-treadle' }).blobStore).toEqual({
+    kind: 's3',
+    bucket: 'team-treadle',
+    prefix: 'treadle/',
+    forcePathStyle: false,
+  });
+  expect(
+    loadConfig({ TREADLE_BLOB_STORE: 's3', TREADLE_S3_BUCKET: 'team-treadle', AWS_REGION: 'eu-west-1' }).blobStore,
+  ).toMatchObject({ region: 'eu-west-1' });
+  expect(
+    loadConfig({ TREADLE_S3_BUCKET: 'b', AWS_REGION: 'eu-west-1', TREADLE_S3_REGION: 'us-west-2' }).blobStore,
+  ).toMatchObject({ region: 'us-west-2' });
 });
 
 it('uses path-style URLs and a default region for an S3-compatible endpoint, unless told otherwise', () => {
   const env = { TREADLE_BLOB_STORE: 's3', TREADLE_S3_BUCKET: 'treadle', TREADLE_S3_ENDPOINT: 'http://minio:9000' };
-  expect(loadConfig(env).blobStore).toEqual({ kind: 's3', bucket: 'treadle', prefix: 'treadle/', endpoint: 'http://minio:9000', region: 'us-east-1', forcePathStyle: true });
-  expect(loadConfig({ ...env, TREADLE_S3_FORCE_PATH_STYLE: 'false' }).blobStore).toMatchObject({ forcePathStyle: false });
-  expect(loadConfig({ TREADLE_S3_BUCKET: 'b', TREADLE_S3_FORCE_PATH_STYLE: 'TRUE' }).blobStore).toMatchObject({ forcePathStyle: true });
+  expect(loadConfig(env).blobStore).toEqual({
+    kind: 's3',
+    bucket: 'treadle',
+    prefix: 'treadle/',
+    endpoint: 'http://minio:9000',
+    region: 'us-east-1',
+    forcePathStyle: true,
+  });
+  expect(loadConfig({ ...env, TREADLE_S3_FORCE_PATH_STYLE: 'false' }).blobStore).toMatchObject({
+    forcePathStyle: false,
+  });
+  expect(loadConfig({ TREADLE_S3_BUCKET: 'b', TREADLE_S3_FORCE_PATH_STYLE: 'TRUE' }).blobStore).toMatchObject({
+    forcePathStyle: true,
+  });
 });
 
 it('normalises the key prefix to "" or "folder/"', () => {
-  const prefix = (value: string) => (loadConfig({ TREADLE_S3_BUCKET: 'b', TREADLE_S3_PREFIX: value }).blobStore as { prefix: string }).prefix;
+  const prefix = (value: string) =>
+    (loadConfig({ TREADLE_S3_BUCKET: 'b', TREADLE_S3_PREFIX: value }).blobStore as { prefix: string }).prefix;
   expect(prefix('')).toBe('');
   expect(prefix('/')).toBe('');
   expect(prefix('/team/treadle')).toBe('team/treadle/');
@@ -38,11 +62,26 @@ it('normalises the key prefix to "" or "folder/"', () => {
 
 it.each([
   [{ TREADLE_BLOB_STORE: 'gcs' }, 'TREADLE_BLOB_STORE must be "file" or "s3", got "gcs"'],
-  [{ TREADLE_BLOB_STORE: 's3' }, 'TREADLE_BLOB_STORE=s3 needs TREADLE_S3_BUCKET, the name of the bucket to keep blobs in'],
-  [{ TREADLE_S3_BUCKET: 's3://team/treadle' }, 'TREADLE_S3_BUCKET must be a bare bucket name (put any folder in TREADLE_S3_PREFIX), got "s3://team/treadle"'],
-  [{ TREADLE_S3_BUCKET: 'b', TREADLE_S3_ENDPOINT: 'minio:9000' }, 'TREADLE_S3_ENDPOINT must be an http(s) URL such as http://minio:9000, got "minio:9000"'],
-  [{ TREADLE_S3_BUCKET: 'b', TREADLE_S3_ENDPOINT: 'not a url' }, 'TREADLE_S3_ENDPOINT must be an http(s) URL such as http://minio:9000, got "not a url"'],
-  [{ TREADLE_S3_BUCKET: 'b', TREADLE_S3_FORCE_PATH_STYLE: 'yes' }, 'TREADLE_S3_FORCE_PATH_STYLE must be true or false, got "yes"'],
+  [
+    { TREADLE_BLOB_STORE: 's3' },
+    'TREADLE_BLOB_STORE=s3 needs TREADLE_S3_BUCKET, the name of the bucket to keep blobs in',
+  ],
+  [
+    { TREADLE_S3_BUCKET: 's3://team/treadle' },
+    'TREADLE_S3_BUCKET must be a bare bucket name (put any folder in TREADLE_S3_PREFIX), got "s3://team/treadle"',
+  ],
+  [
+    { TREADLE_S3_BUCKET: 'b', TREADLE_S3_ENDPOINT: 'minio:9000' },
+    'TREADLE_S3_ENDPOINT must be an http(s) URL such as http://minio:9000, got "minio:9000"',
+  ],
+  [
+    { TREADLE_S3_BUCKET: 'b', TREADLE_S3_ENDPOINT: 'not a url' },
+    'TREADLE_S3_ENDPOINT must be an http(s) URL such as http://minio:9000, got "not a url"',
+  ],
+  [
+    { TREADLE_S3_BUCKET: 'b', TREADLE_S3_FORCE_PATH_STYLE: 'yes' },
+    'TREADLE_S3_FORCE_PATH_STYLE must be true or false, got "yes"',
+  ],
 ])('refuses %j with one line naming the variable', (env, message) => {
   // The whole message, exactly: one line, naming the variable and the value.
   expect(() => loadConfig(env)).toThrow(new Error(message));

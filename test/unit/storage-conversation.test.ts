@@ -33,7 +33,15 @@ describe('ConversationStore', () => {
     const conversations = new ConversationStore(new MemoryBlobStore());
     expect(await conversations.context('c', { provider: 'claude-code' })).toEqual({ messages: [], version: undefined });
     let context = await conversations.context('c', { provider: 'claude-code' });
-    await conversations.append('c', { correlationId: 'x/1', messages: [user('hi'), assistant('hello')], session: { provider: 'claude-code', id: 's-1' } }, context);
+    await conversations.append(
+      'c',
+      {
+        correlationId: 'x/1',
+        messages: [user('hi'), assistant('hello')],
+        session: { provider: 'claude-code', id: 's-1' },
+      },
+      context,
+    );
     context = await conversations.context('c', { provider: 'claude-code' });
     expect(context).toMatchObject({ messages: [user('hi'), assistant('hello')], resumeSessionId: 's-1' });
     expect(context.version).toMatch(/^sha256:/);
@@ -41,14 +49,26 @@ describe('ConversationStore', () => {
     expect(await conversations.context('c')).not.toHaveProperty('resumeSessionId');
 
     // A turn by another provider: claude-code's session has not seen it, so it is not offered any more.
-    await conversations.append('c', { correlationId: 'y/1', messages: [user('more'), assistant('ok')] }, await conversations.context('c'));
+    await conversations.append(
+      'c',
+      { correlationId: 'y/1', messages: [user('more'), assistant('ok')] },
+      await conversations.context('c'),
+    );
     expect(await conversations.context('c', { provider: 'claude-code' })).not.toHaveProperty('resumeSessionId');
   });
 
   it('offers no session when the call’s own earlier try is left out (every later session has seen it)', async () => {
     const conversations = new ConversationStore(new MemoryBlobStore());
-    await conversations.append('c', { correlationId: 'a', messages: [user('1')], session: { provider: 'p', id: 's-a' } }, await conversations.context('c'));
-    await conversations.append('c', { correlationId: 'b', messages: [user('2')], session: { provider: 'p', id: 's-b' } }, await conversations.context('c'));
+    await conversations.append(
+      'c',
+      { correlationId: 'a', messages: [user('1')], session: { provider: 'p', id: 's-a' } },
+      await conversations.context('c'),
+    );
+    await conversations.append(
+      'c',
+      { correlationId: 'b', messages: [user('2')], session: { provider: 'p', id: 's-b' } },
+      await conversations.context('c'),
+    );
     expect(await conversations.context('c', { provider: 'p' })).toMatchObject({ resumeSessionId: 's-b' });
     expect(await conversations.context('c', { provider: 'p', except: 'b' })).not.toHaveProperty('resumeSessionId');
     expect(await conversations.context('c', { provider: 'p', except: 'a' })).not.toHaveProperty('resumeSessionId');
@@ -59,9 +79,17 @@ describe('ConversationStore', () => {
     const first = await conversations.context('c', { provider: 'p' });
     const second = await conversations.context('c', { provider: 'p' });
     // Two calls read the same (empty) conversation; the first to append keeps its session...
-    await conversations.append('c', { correlationId: 'a', messages: [user('a')], session: { provider: 'p', id: 's-a' } }, first);
+    await conversations.append(
+      'c',
+      { correlationId: 'a', messages: [user('a')], session: { provider: 'p', id: 's-a' } },
+      first,
+    );
     // ...the second lands after it, so its session never saw turn `a` and must not be resumed.
-    await conversations.append('c', { correlationId: 'b', messages: [user('b')], session: { provider: 'p', id: 's-b' } }, second);
+    await conversations.append(
+      'c',
+      { correlationId: 'b', messages: [user('b')], session: { provider: 'p', id: 's-b' } },
+      second,
+    );
     const turns = await conversations.turns('c');
     expect(turns.map((t) => [t.correlationId, t.session?.id])).toEqual([
       ['a', 's-a'],
@@ -69,7 +97,11 @@ describe('ConversationStore', () => {
     ]);
     expect(await conversations.context('c', { provider: 'p' })).not.toHaveProperty('resumeSessionId');
     // Without the context it was based on, a session cannot be vouched for either.
-    await conversations.append('c', { correlationId: 'c', messages: [user('c')], session: { provider: 'p', id: 's-c' } });
+    await conversations.append('c', {
+      correlationId: 'c',
+      messages: [user('c')],
+      session: { provider: 'p', id: 's-c' },
+    });
     expect((await conversations.turns('c'))[2]!.session).toBeUndefined();
   });
 });
@@ -108,7 +140,8 @@ process.stdout.write(JSON.stringify({ type: 'result', subtype: 'success', is_err
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   /** An agent as a worker builds it: `machine` is what its CLI knows sessions of, `cwd` where it runs. */
-  const agentOn = (machine: string, cwd: string): ClaudeCodeAgent => new ClaudeCodeAgent({ command: fakeClaude, cwd, env: { FAKE_MACHINE: machine } });
+  const agentOn = (machine: string, cwd: string): ClaudeCodeAgent =>
+    new ClaudeCodeAgent({ command: fakeClaude, cwd, env: { FAKE_MACHINE: machine } });
   const invocations = (): string[][] =>
     existsSync(record)
       ? readFileSync(record, 'utf8')
@@ -121,13 +154,26 @@ process.stdout.write(JSON.stringify({ type: 'result', subtype: 'success', is_err
    * One call continuing a stored conversation, as the recording agent does it: the stored messages and the
    * current session go with the request, and the exchange and its session are appended against that read.
    */
-  async function say(agent: ClaudeCodeAgent, conversations: ConversationStore, correlationId: string, text: string): Promise<void> {
+  async function say(
+    agent: ClaudeCodeAgent,
+    conversations: ConversationStore,
+    correlationId: string,
+    text: string,
+  ): Promise<void> {
     const context = await conversations.context('design', { except: correlationId, provider: agent.provider });
-    const request: ClaudeCodeRequest = { messages: [...context.messages, user(text)], conversationId: 'design', correlationId };
+    const request: ClaudeCodeRequest = {
+      messages: [...context.messages, user(text)],
+      conversationId: 'design',
+      correlationId,
+    };
     if (context.resumeSessionId !== undefined) request.resumeSessionId = context.resumeSessionId;
     const result = await agent.run(request);
     const session = result.sessionId !== undefined ? { provider: agent.provider, id: result.sessionId } : undefined;
-    await conversations.append('design', { correlationId, messages: [user(text), assistant(result.text)], ...(session ? { session } : {}) }, context);
+    await conversations.append(
+      'design',
+      { correlationId, messages: [user(text), assistant(result.text)], ...(session ? { session } : {}) },
+      context,
+    );
   }
 
   it('resumes the stored session where the CLI has it, and sends the transcript everywhere else', async () => {
@@ -145,21 +191,47 @@ process.stdout.write(JSON.stringify({ type: 'result', subtype: 'success', is_err
     expect(invocations()).toEqual([
       ['-p', 'Plan it.', '--output-format', 'json'],
       ['-p', 'Draft it.', '--output-format', 'json', '--resume', 'a:session-1'],
-      ['-p', `${transcript('user: Plan it.', 'assistant: reply 1', 'user: Draft it.', 'assistant: reply 2')}\n\nReview it.`, '--output-format', 'json'],
+      [
+        '-p',
+        `${transcript('user: Plan it.', 'assistant: reply 1', 'user: Draft it.', 'assistant: reply 2')}\n\nReview it.`,
+        '--output-format',
+        'json',
+      ],
       ['-p', 'Publish it.', '--output-format', 'json', '--resume', 'b:session-3'],
-      ['-p', `${transcript('user: Plan it.', 'assistant: reply 1', 'user: Draft it.', 'assistant: reply 2', 'user: Review it.', 'assistant: reply 3')}\n\nPublish it.`, '--output-format', 'json'],
+      [
+        '-p',
+        `${transcript('user: Plan it.', 'assistant: reply 1', 'user: Draft it.', 'assistant: reply 2', 'user: Review it.', 'assistant: reply 3')}\n\nPublish it.`,
+        '--output-format',
+        'json',
+      ],
     ]);
     // The conversation carries the latest session, which the next call will be offered.
-    expect(await conversations.context('design', { provider: 'claude-code' })).toMatchObject({ resumeSessionId: 'lost:session-5' });
+    expect(await conversations.context('design', { provider: 'claude-code' })).toMatchObject({
+      resumeSessionId: 'lost:session-5',
+    });
   });
 
   it('the default factory keeps no sessions per process: without a stored session, no --resume', async () => {
     const previous = process.env.CLAUDE_CODE_BIN;
     process.env.CLAUDE_CODE_BIN = fakeClaude;
     try {
-      const context = { itemId: `item-${path.basename(dir)}`, stage: 'draft', attempt: 1, input: null, config: undefined };
-      await claudeCodeAgentFactory(context).run({ messages: [user('one')], conversationId: 'design', correlationId: 'item/draft/1' });
-      await claudeCodeAgentFactory(context).run({ messages: [user('one'), assistant('reply 1'), user('two')], conversationId: 'design', correlationId: 'item/draft/2' });
+      const context = {
+        itemId: `item-${path.basename(dir)}`,
+        stage: 'draft',
+        attempt: 1,
+        input: null,
+        config: undefined,
+      };
+      await claudeCodeAgentFactory(context).run({
+        messages: [user('one')],
+        conversationId: 'design',
+        correlationId: 'item/draft/1',
+      });
+      await claudeCodeAgentFactory(context).run({
+        messages: [user('one'), assistant('reply 1'), user('two')],
+        conversationId: 'design',
+        correlationId: 'item/draft/2',
+      });
       expect(invocations().map((argv) => argv.includes('--resume'))).toEqual([false, false]);
     } finally {
       if (previous === undefined) delete process.env.CLAUDE_CODE_BIN;

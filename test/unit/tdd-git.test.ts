@@ -39,7 +39,9 @@ afterAll(() => {
 });
 
 /** A new repository with `files` committed on main, and its worktrees folder (where the TDD activity puts them). */
-async function freshRepo(files: Record<string, string> = { 'README.md': '# test\n' }): Promise<{ repo: string; worktreesDir: string; initial: string }> {
+async function freshRepo(
+  files: Record<string, string> = { 'README.md': '# test\n' },
+): Promise<{ repo: string; worktreesDir: string; initial: string }> {
   const repo = path.join(dir, `repo-${++counter}`);
   const initial = await initRepository(repo, files);
   return { repo, worktreesDir: path.join(repo, '.git', 'treadle-worktrees'), initial };
@@ -70,8 +72,12 @@ describe('git()', () => {
 
   test('commits as Treadle unless TREADLE_GIT_AUTHOR_NAME / _EMAIL say otherwise', async () => {
     const { repo } = await freshRepo();
-    expect(await git(repo, ['log', '-1', '--format=%an <%ae> / %cn <%ce>'])).toBe('Treadle <treadle@localhost> / Treadle <treadle@localhost>');
-    await git(repo, ['commit', '--allow-empty', '-m', 'as someone else'], { env: { TREADLE_GIT_AUTHOR_NAME: 'Robot', TREADLE_GIT_AUTHOR_EMAIL: 'robot@example.com' } });
+    expect(await git(repo, ['log', '-1', '--format=%an <%ae> / %cn <%ce>'])).toBe(
+      'Treadle <treadle@localhost> / Treadle <treadle@localhost>',
+    );
+    await git(repo, ['commit', '--allow-empty', '-m', 'as someone else'], {
+      env: { TREADLE_GIT_AUTHOR_NAME: 'Robot', TREADLE_GIT_AUTHOR_EMAIL: 'robot@example.com' },
+    });
     expect(await git(repo, ['log', '-1', '--format=%an <%ae>'])).toBe('Robot <robot@example.com>');
   });
 });
@@ -139,9 +145,13 @@ describe('ensureWorktree', () => {
   test('refuses branch names git would not accept or would read as options', async () => {
     const { repo, worktreesDir } = await freshRepo();
     for (const branch of ['bad..name', '-x', 'a b', 'x@{-1}', '']) {
-      await expect(ensureWorktree({ repo, worktreesDir, branch, base: 'main' })).rejects.toThrow(/not a valid branch name/);
+      await expect(ensureWorktree({ repo, worktreesDir, branch, base: 'main' })).rejects.toThrow(
+        /not a valid branch name/,
+      );
     }
-    await expect(ensureWorktree({ repo, worktreesDir, branch: 'ok', base: '--orphan' })).rejects.toThrow(/not a branch or commit/);
+    await expect(ensureWorktree({ repo, worktreesDir, branch: 'ok', base: '--orphan' })).rejects.toThrow(
+      /not a branch or commit/,
+    );
     expect(await git(repo, ['branch', '--list'])).toBe('* main');
   });
 });
@@ -173,20 +183,28 @@ describe('commitAll', () => {
 
   test('with nothing to commit returns HEAD, unless allowEmpty, which commits once', async () => {
     const { repo, initial } = await freshRepo();
-    expect(await commitAll({ worktree: repo, message: 'nothing', opKey: 'k-empty' })).toEqual({ commit: initial, created: false });
+    expect(await commitAll({ worktree: repo, message: 'nothing', opKey: 'k-empty' })).toEqual({
+      commit: initial,
+      created: false,
+    });
     expect(await commitCount(repo)).toBe(1);
 
     const empty = await commitAll({ worktree: repo, message: 'marker', opKey: 'k-marker', allowEmpty: true });
     expect(empty.created).toBe(true);
     expect(empty.commit).not.toBe(initial);
-    expect(await commitAll({ worktree: repo, message: 'marker', opKey: 'k-marker', allowEmpty: true })).toEqual({ commit: empty.commit, created: false });
+    expect(await commitAll({ worktree: repo, message: 'marker', opKey: 'k-marker', allowEmpty: true })).toEqual({
+      commit: empty.commit,
+      created: false,
+    });
     expect(await commitCount(repo)).toBe(2);
   });
 
   test('refuses an empty message and an op key that is not one line', async () => {
     const { repo } = await freshRepo();
     await expect(commitAll({ worktree: repo, message: ' ', opKey: 'k' })).rejects.toThrow(/message must not be empty/);
-    await expect(commitAll({ worktree: repo, message: 'm', opKey: 'a\nTreadle-Op: b' })).rejects.toThrow(/invalid op key/);
+    await expect(commitAll({ worktree: repo, message: 'm', opKey: 'a\nTreadle-Op: b' })).rejects.toThrow(
+      /invalid op key/,
+    );
   });
 });
 
@@ -207,17 +225,29 @@ describe('squashMerge', () => {
     await commitAll({ worktree: child, message: 'impl', opKey: 'c/impl' });
     const before = await commitCount(parent);
 
-    const merged = await squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'feat(child): implement', opKey: 'p/merger/0' });
+    const merged = await squashMerge({
+      worktree: parent,
+      branch: 'tdd/root.child',
+      message: 'feat(child): implement',
+      opKey: 'p/merger/0',
+    });
     expect(merged.created).toBe(true);
     expect(merged.commit).toBe(await headCommit(parent));
     expect(await commitCount(parent)).toBe(before + 1);
     expect(await git(parent, ['log', '-1', '--format=%s'])).toBe('feat(child): implement');
-    expect((await git(parent, ['log', '-1', '--format=%(trailers:key=Treadle-Op,valueonly)'])).trim()).toBe('p/merger/0');
+    expect((await git(parent, ['log', '-1', '--format=%(trailers:key=Treadle-Op,valueonly)'])).trim()).toBe(
+      'p/merger/0',
+    );
     expect(readFileSync(path.join(parent, 'src/child.ts'), 'utf8')).toBe('export const child = 2;\n');
     expect(await currentBranch(parent)).toBe('tdd/root');
     expect(await git(parent, ['status', '--porcelain'])).toBe('');
 
-    const retry = await squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'feat(child): implement', opKey: 'p/merger/0' });
+    const retry = await squashMerge({
+      worktree: parent,
+      branch: 'tdd/root.child',
+      message: 'feat(child): implement',
+      opKey: 'p/merger/0',
+    });
     expect(retry).toEqual({ commit: merged.commit, created: false });
     expect(await commitCount(parent)).toBe(before + 1);
   });
@@ -225,7 +255,12 @@ describe('squashMerge', () => {
   test('a merge that brings nothing still commits (empty), so it is recorded once', async () => {
     const { parent } = await parentAndChild();
     const before = await headCommit(parent);
-    const merged = await squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'feat(child): implement', opKey: 'p/merger/empty' });
+    const merged = await squashMerge({
+      worktree: parent,
+      branch: 'tdd/root.child',
+      message: 'feat(child): implement',
+      opKey: 'p/merger/empty',
+    });
     expect(merged.created).toBe(true);
     expect(await git(parent, ['rev-parse', 'HEAD~1'])).toBe(before);
     expect(await git(parent, ['diff', '--name-only', 'HEAD~1', 'HEAD'])).toBe('');
@@ -241,7 +276,12 @@ describe('squashMerge', () => {
     write(parent, 'shared.txt', 'one\nPARENT\nthree\n');
     const parentHead = (await commitAll({ worktree: parent, message: 'parent change', opKey: 'p/1' })).commit;
 
-    const error = await squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'feat(child): implement', opKey: 'p/merger/1' }).catch((e: unknown) => e);
+    const error = await squashMerge({
+      worktree: parent,
+      branch: 'tdd/root.child',
+      message: 'feat(child): implement',
+      opKey: 'p/merger/1',
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(MergeConflictError);
     expect((error as MergeConflictError).files).toEqual(['shared.txt']);
     expect((error as MergeConflictError).details).toMatch(/CONFLICT \(content\): Merge conflict in shared.txt/);
@@ -259,7 +299,12 @@ describe('squashMerge', () => {
     await commitAll({ worktree: child, message: 'x becomes a folder', opKey: 'c/df' });
     write(parent, 'x', 'parent change\n');
     const parentHead = (await commitAll({ worktree: parent, message: 'parent changes x', opKey: 'p/df' })).commit;
-    const error = await squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'm', opKey: 'p/merger/df' }).catch((e: unknown) => e);
+    const error = await squashMerge({
+      worktree: parent,
+      branch: 'tdd/root.child',
+      message: 'm',
+      opKey: 'p/merger/df',
+    }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(MergeConflictError);
     expect((error as MergeConflictError).files.length).toBeGreaterThan(0);
     expect(await headCommit(parent)).toBe(parentHead);
@@ -274,7 +319,9 @@ describe('squashMerge', () => {
     write(parent, 'shared.txt', 'PARENT\n');
     await commitAll({ worktree: parent, message: 'parent', opKey: 'p/u' });
     write(parent, 'notes.txt', 'mine\n');
-    await expect(squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'm', opKey: 'p/merger/u' })).rejects.toBeInstanceOf(MergeConflictError);
+    await expect(
+      squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'm', opKey: 'p/merger/u' }),
+    ).rejects.toBeInstanceOf(MergeConflictError);
     expect(await git(parent, ['status', '--porcelain'])).toBe('?? notes.txt');
   });
 
@@ -286,7 +333,12 @@ describe('squashMerge', () => {
     await git(parent, ['merge', '--squash', 'tdd/root.child']);
     expect(await git(parent, ['status', '--porcelain'])).toBe('A  feature.txt');
 
-    const merged = await squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'feat(child): implement', opKey: 'p/merger/crash' });
+    const merged = await squashMerge({
+      worktree: parent,
+      branch: 'tdd/root.child',
+      message: 'feat(child): implement',
+      opKey: 'p/merger/crash',
+    });
     expect(merged.created).toBe(true);
     expect(await commitCount(parent)).toBe(before + 1);
     expect(await git(parent, ['show', '--name-only', '--format=', 'HEAD'])).toBe('feature.txt');
@@ -296,7 +348,9 @@ describe('squashMerge', () => {
   test('refuses to merge into a worktree with uncommitted changes', async () => {
     const { parent } = await parentAndChild();
     write(parent, 'shared.txt', 'edited but not committed\n');
-    await expect(squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'm', opKey: 'p/dirty' })).rejects.toThrow(/uncommitted changes/);
+    await expect(
+      squashMerge({ worktree: parent, branch: 'tdd/root.child', message: 'm', opKey: 'p/dirty' }),
+    ).rejects.toThrow(/uncommitted changes/);
     expect(readFileSync(path.join(parent, 'shared.txt'), 'utf8')).toBe('edited but not committed\n');
   });
 });
@@ -307,7 +361,8 @@ describe('rebaseOnto', () => {
     write(child, 'child.txt', 'child\n');
     await commitAll({ worktree: child, message: 'child work', opKey: 'c/r1' });
     write(parent, 'sibling.txt', 'merged sibling\n');
-    const parentHead = (await commitAll({ worktree: parent, message: 'feat(sibling): implement', opKey: 'p/r1' })).commit;
+    const parentHead = (await commitAll({ worktree: parent, message: 'feat(sibling): implement', opKey: 'p/r1' }))
+      .commit;
 
     const rebased = await rebaseOnto({ worktree: child, onto: 'tdd/root' });
     expect(rebased).toEqual({ clean: true, newBase: parentHead, changed: true });
@@ -317,7 +372,11 @@ describe('rebaseOnto', () => {
     expect(await currentBranch(child)).toBe('tdd/root.child');
 
     const head = await headCommit(child);
-    expect(await rebaseOnto({ worktree: child, onto: parentHead })).toEqual({ clean: true, newBase: parentHead, changed: false });
+    expect(await rebaseOnto({ worktree: child, onto: parentHead })).toEqual({
+      clean: true,
+      newBase: parentHead,
+      changed: false,
+    });
     expect(await headCommit(child)).toBe(head);
   });
 
@@ -347,11 +406,15 @@ describe('rebaseOnto', () => {
     write(parent, 'shared.txt', 'PARENT\n');
     await commitAll({ worktree: parent, message: 'parent', opKey: 'p/r3' });
     await expect(git(child, ['rebase', 'tdd/root'])).rejects.toBeInstanceOf(GitError);
-    expect(existsSync(await git(child, ['rev-parse', '--path-format=absolute', '--git-path', 'rebase-merge']))).toBe(true);
+    expect(existsSync(await git(child, ['rev-parse', '--path-format=absolute', '--git-path', 'rebase-merge']))).toBe(
+      true,
+    );
 
     const result = await rebaseOnto({ worktree: child, onto: 'tdd/root' });
     expect(result).toMatchObject({ clean: false, conflictFiles: ['shared.txt'] });
-    expect(existsSync(await git(child, ['rev-parse', '--path-format=absolute', '--git-path', 'rebase-merge']))).toBe(false);
+    expect(existsSync(await git(child, ['rev-parse', '--path-format=absolute', '--git-path', 'rebase-merge']))).toBe(
+      false,
+    );
     expect(await headCommit(child)).toBe(childHead);
     expect(await currentBranch(child)).toBe('tdd/root.child');
   });
@@ -391,7 +454,12 @@ describe('diffText and changedFiles', () => {
 
 describe('restoreFromHead', () => {
   test('puts changed, deleted, staged and new files under the paths back as HEAD has them; other changes stay', async () => {
-    const { repo } = await freshRepo({ 'test/a.test.js': 'a\n', 'test/b.test.js': 'b\n', 'api.js': 'api\n', 'src/x.js': 'x\n' });
+    const { repo } = await freshRepo({
+      'test/a.test.js': 'a\n',
+      'test/b.test.js': 'b\n',
+      'api.js': 'api\n',
+      'src/x.js': 'x\n',
+    });
     write(repo, 'test/a.test.js', 'rigged\n');
     unlinkSync(path.join(repo, 'test', 'b.test.js'));
     write(repo, 'test/new.test.js', 'planted\n');
@@ -400,7 +468,13 @@ describe('restoreFromHead', () => {
     write(repo, 'api.js', 'changed\n');
     write(repo, 'src/x.js', 'mine\n');
 
-    expect(await restoreFromHead(repo, ['test', 'api.js'])).toEqual(['api.js', 'test/a.test.js', 'test/b.test.js', 'test/new.test.js', 'test/staged.test.js']);
+    expect(await restoreFromHead(repo, ['test', 'api.js'])).toEqual([
+      'api.js',
+      'test/a.test.js',
+      'test/b.test.js',
+      'test/new.test.js',
+      'test/staged.test.js',
+    ]);
     expect(readFileSync(path.join(repo, 'test', 'a.test.js'), 'utf8')).toBe('a\n');
     expect(readFileSync(path.join(repo, 'test', 'b.test.js'), 'utf8')).toBe('b\n');
     expect(readFileSync(path.join(repo, 'api.js'), 'utf8')).toBe('api\n');

@@ -72,7 +72,10 @@ function naming(problems: string[], field: string): string[] {
 describe('validateTddSpec: valid spec files', () => {
   test('the example spec file: its settings apply, the others keep their defaults', () => {
     const checked = validateTddSpec(parseYaml(readFileSync(path.join(EXAMPLES, 'textkit.yaml'), 'utf8')));
-    expect(checked).toEqual({ ok: true, spec: expect.objectContaining({ id: 'textkit', targetPath: 'src/textkit.js', testPath: 'test/textkit.test.js' }) });
+    expect(checked).toEqual({
+      ok: true,
+      spec: expect.objectContaining({ id: 'textkit', targetPath: 'src/textkit.js', testPath: 'test/textkit.test.js' }),
+    });
     if (!checked.ok) return;
     expect(checked.spec.complexityConstraints).toEqual({ time: 'O(n) in the length of the text' });
     expect(checked.spec.tdd).toEqual({ ...DEFAULT_SETTINGS, testTimeoutSeconds: 60, maxDepth: 2, maxChildren: 4 });
@@ -83,18 +86,34 @@ describe('validateTddSpec: valid spec files', () => {
     expect(checked).toEqual({ ok: true, spec: { ...specFile(), tdd: DEFAULT_SETTINGS } });
   });
 
-  test('the defaults are the limits\' defaults and the seed\'s 60 s nudge', () => {
-    for (const [key, limit] of Object.entries(TDD_LIMITS)) expect({ key, value: DEFAULT_SETTINGS[key as keyof typeof DEFAULT_SETTINGS] }).toEqual({ key, value: limit.default });
+  test("the defaults are the limits' defaults and the seed's 60 s nudge", () => {
+    for (const [key, limit] of Object.entries(TDD_LIMITS))
+      expect({ key, value: DEFAULT_SETTINGS[key as keyof typeof DEFAULT_SETTINGS] }).toEqual({
+        key,
+        value: limit.default,
+      });
     expect(TddSettingsSchema.parse({})).toEqual(DEFAULT_SETTINGS);
   });
 
   test('empty `tdd:` settings are the defaults', () => {
-    expect(validateTddSpec({ ...specFile(), tdd: {} })).toEqual({ ok: true, spec: { ...specFile(), tdd: DEFAULT_SETTINGS } });
+    expect(validateTddSpec({ ...specFile(), tdd: {} })).toEqual({
+      ok: true,
+      spec: { ...specFile(), tdd: DEFAULT_SETTINGS },
+    });
   });
 
   test('partial `tdd:` settings keep the rest at their defaults', () => {
-    const tdd = { testCommand: ['npx', 'jest'], maxDepth: 1, agent: 'scripted', humanTtlSeconds: 86_400, baseBranch: 'main' };
-    expect(validateTddSpec({ ...specFile(), tdd })).toEqual({ ok: true, spec: { ...specFile(), tdd: { ...DEFAULT_SETTINGS, ...tdd } } });
+    const tdd = {
+      testCommand: ['npx', 'jest'],
+      maxDepth: 1,
+      agent: 'scripted',
+      humanTtlSeconds: 86_400,
+      baseBranch: 'main',
+    };
+    expect(validateTddSpec({ ...specFile(), tdd })).toEqual({
+      ok: true,
+      spec: { ...specFile(), tdd: { ...DEFAULT_SETTINGS, ...tdd } },
+    });
   });
 
   test.each([
@@ -118,8 +137,17 @@ describe('validateTddSpec: each problem names its field', () => {
     { problem: 'empty description', patch: { description: '' }, field: 'description' },
     { problem: 'empty acceptance criteria', patch: { acceptanceCriteria: [] }, field: 'acceptanceCriteria' },
     { problem: 'missing acceptance criteria', patch: { acceptanceCriteria: undefined }, field: 'acceptanceCriteria' },
-    { problem: 'a criterion without an id', patch: { acceptanceCriteria: [{ id: '', text: 'x' }] }, field: 'acceptanceCriteria.0.id' },
-    { problem: 'duplicate criterion ids', patch: { acceptanceCriteria: [criterion, { ...criterion, text: 'again' }] }, field: 'acceptanceCriteria', says: /"TK1"/ },
+    {
+      problem: 'a criterion without an id',
+      patch: { acceptanceCriteria: [{ id: '', text: 'x' }] },
+      field: 'acceptanceCriteria.0.id',
+    },
+    {
+      problem: 'duplicate criterion ids',
+      patch: { acceptanceCriteria: [criterion, { ...criterion, text: 'again' }] },
+      field: 'acceptanceCriteria',
+      says: /"TK1"/,
+    },
     { problem: 'testPath equal to targetPath', patch: { testPath: 'src/textkit.js' }, field: 'testPath' },
     { problem: 'absolute targetPath', patch: { targetPath: '/etc/textkit.js' }, field: 'targetPath' },
     { problem: 'absolute Windows testPath', patch: { testPath: 'C:\\test\\textkit.js' }, field: 'testPath' },
@@ -130,9 +158,18 @@ describe('validateTddSpec: each problem names its field', () => {
     { problem: 'an id starting with "-"', patch: { id: '-textkit' }, field: 'id' },
     { problem: 'a "." in the id (it joins node paths)', patch: { id: 'text.kit' }, field: 'id' },
     { problem: 'an id of 61 characters', patch: { id: 'a'.repeat(61) }, field: 'id' },
-    { problem: 'an unknown key in `tdd:`', patch: { tdd: { testComand: ['node', '--test'] } }, field: 'tdd', says: /testComand/ },
+    {
+      problem: 'an unknown key in `tdd:`',
+      patch: { tdd: { testComand: ['node', '--test'] } },
+      field: 'tdd',
+      says: /testComand/,
+    },
     { problem: 'an empty test command', patch: { tdd: { testCommand: [] } }, field: 'tdd.testCommand' },
-    { problem: 'a test timeout of 1.5 s', patch: { tdd: { testTimeoutSeconds: 1.5 } }, field: 'tdd.testTimeoutSeconds' },
+    {
+      problem: 'a test timeout of 1.5 s',
+      patch: { tdd: { testTimeoutSeconds: 1.5 } },
+      field: 'tdd.testTimeoutSeconds',
+    },
     { problem: 'a human TTL of 0', patch: { tdd: { humanTtlSeconds: 0 } }, field: 'tdd.humanTtlSeconds' },
     { problem: 'an unknown top-level key', patch: { maxDepth: 2 }, field: '(spec)', says: /maxDepth/ },
   ])('$problem', ({ patch, field, says }) => {
@@ -163,7 +200,10 @@ describe('validateTddSpec: limits', () => {
 
   test.each(ranges)('tdd.$key refuses below $min, above $max, fractions and strings', ({ key, min, max }) => {
     for (const value of [min - 1, max + 1, min + 0.5, String(min)]) {
-      expect({ value, problems: naming(problemsOf({ ...specFile(), tdd: { [key]: value } }), `tdd.${key}`) }).toEqual({ value, problems: [expect.any(String)] });
+      expect({ value, problems: naming(problemsOf({ ...specFile(), tdd: { [key]: value } }), `tdd.${key}`) }).toEqual({
+        value,
+        problems: [expect.any(String)],
+      });
     }
   });
 });
@@ -175,17 +215,48 @@ describe('validateTddSpec: every problem at once', () => {
       acceptanceCriteria: [],
       targetPath: '/src/textkit.js',
       testPath: '../test/textkit.test.js',
-      tdd: { testComand: ['node'], maxDepth: 7, maxChildren: 0, maxReviewRounds: 11, maxScaffoldRuns: 0, maxInvalidReplies: 6 },
+      tdd: {
+        testComand: ['node'],
+        maxDepth: 7,
+        maxChildren: 0,
+        maxReviewRounds: 11,
+        maxScaffoldRuns: 0,
+        maxInvalidReplies: 6,
+      },
     });
-    for (const field of ['id', 'description', 'acceptanceCriteria', 'targetPath', 'testPath', 'tdd', 'tdd.maxDepth', 'tdd.maxChildren', 'tdd.maxReviewRounds', 'tdd.maxScaffoldRuns', 'tdd.maxInvalidReplies']) {
+    for (const field of [
+      'id',
+      'description',
+      'acceptanceCriteria',
+      'targetPath',
+      'testPath',
+      'tdd',
+      'tdd.maxDepth',
+      'tdd.maxChildren',
+      'tdd.maxReviewRounds',
+      'tdd.maxScaffoldRuns',
+      'tdd.maxInvalidReplies',
+    ]) {
       expect({ field, problems: naming(problems, field) }).toEqual({ field, problems: [expect.any(String)] });
     }
     expect(problems).toHaveLength(11);
   });
 
   test('duplicate criterion ids and testPath == targetPath together', () => {
-    const problems = problemsOf({ ...specFile(), acceptanceCriteria: [{ id: 'TK1', text: 'a' }, { id: 'TK1', text: 'b' }, { id: 'TK2', text: 'c' }, { id: 'TK2', text: 'd' }], testPath: 'src/textkit.js' });
-    expect(naming(problems, 'acceptanceCriteria')).toEqual([expect.stringContaining('"TK1"'), expect.stringContaining('"TK2"')]);
+    const problems = problemsOf({
+      ...specFile(),
+      acceptanceCriteria: [
+        { id: 'TK1', text: 'a' },
+        { id: 'TK1', text: 'b' },
+        { id: 'TK2', text: 'c' },
+        { id: 'TK2', text: 'd' },
+      ],
+      testPath: 'src/textkit.js',
+    });
+    expect(naming(problems, 'acceptanceCriteria')).toEqual([
+      expect.stringContaining('"TK1"'),
+      expect.stringContaining('"TK2"'),
+    ]);
     expect(naming(problems, 'testPath')).toHaveLength(1);
     expect(problems).toHaveLength(3);
   });
@@ -194,7 +265,10 @@ describe('validateTddSpec: every problem at once', () => {
     const problems = problemsOf({
       ...specFile(),
       description: undefined,
-      acceptanceCriteria: [{ id: 'TK1', text: 'a' }, { id: 'TK1', text: 'b' }],
+      acceptanceCriteria: [
+        { id: 'TK1', text: 'a' },
+        { id: 'TK1', text: 'b' },
+      ],
       testPath: 'src/textkit.js',
       tdd: { maxDepth: 99 },
     });
@@ -208,7 +282,13 @@ describe('validateTddSpec: every problem at once', () => {
 // checkChildSpecs
 
 function child(id: string): ChildSpec {
-  return { id, description: `the ${id}`, acceptanceCriteria: [{ id: `${id}-1`, text: 'works' }], targetPath: `src/${id}.js`, testPath: `test/${id}.test.js` };
+  return {
+    id,
+    description: `the ${id}`,
+    acceptanceCriteria: [{ id: `${id}-1`, text: 'works' }],
+    targetPath: `src/${id}.js`,
+    testPath: `test/${id}.test.js`,
+  };
 }
 const children = (n: number) => Array.from({ length: n }, (_, i) => child(`c${i + 1}`));
 const limits = { depth: 0, maxDepth: 3, maxChildren: 8 };
@@ -225,13 +305,19 @@ describe('checkChildSpecs', () => {
 
   test('depth limit: the new children would be deeper than maxDepth', () => {
     expect(checkChildSpecs(children(1), { depth: 2, maxDepth: 3, maxChildren: 8 })).toEqual([]);
-    expect(checkChildSpecs(children(1), { depth: 3, maxDepth: 3, maxChildren: 8 })).toEqual([expect.stringMatching(/^childSpecs: .*depth 3.*maxDepth is 3/)]);
-    expect(checkChildSpecs(children(1), { depth: 0, maxDepth: 0, maxChildren: 8 })).toEqual([expect.stringMatching(/^childSpecs: .*maxDepth is 0/)]);
+    expect(checkChildSpecs(children(1), { depth: 3, maxDepth: 3, maxChildren: 8 })).toEqual([
+      expect.stringMatching(/^childSpecs: .*depth 3.*maxDepth is 3/),
+    ]);
+    expect(checkChildSpecs(children(1), { depth: 0, maxDepth: 0, maxChildren: 8 })).toEqual([
+      expect.stringMatching(/^childSpecs: .*maxDepth is 0/),
+    ]);
   });
 
   test('child-count limit', () => {
     expect(checkChildSpecs(children(8), limits)).toEqual([]);
-    expect(checkChildSpecs(children(9), limits)).toEqual([expect.stringMatching(/^childSpecs: 9 children.*maxChildren is 8/)]);
+    expect(checkChildSpecs(children(9), limits)).toEqual([
+      expect.stringMatching(/^childSpecs: 9 children.*maxChildren is 8/),
+    ]);
   });
 
   test('duplicate ids, each named once', () => {
@@ -243,7 +329,11 @@ describe('checkChildSpecs', () => {
 
   test('all problems together', () => {
     const problems = checkChildSpecs([...children(3), child('c1')], { depth: 2, maxDepth: 2, maxChildren: 3 });
-    expect(problems).toEqual([expect.stringMatching(/maxDepth/), expect.stringMatching(/maxChildren/), expect.stringMatching(/"c1"/)]);
+    expect(problems).toEqual([
+      expect.stringMatching(/maxDepth/),
+      expect.stringMatching(/maxChildren/),
+      expect.stringMatching(/"c1"/),
+    ]);
   });
 });
 
@@ -256,7 +346,8 @@ const VALID_REPLIES = SAMPLE_EXITS;
 const MAYBE_FIELDS: Partial<Record<ExitName, string[]>> = { InitWork: ['childSpecs', 'interfaces'] };
 
 const EVERY_EXIT = TDD_NODES.flatMap((node) => exitNamesOf(node).map((exit) => ({ node, exit })));
-const reply = (exit: ExitName): Record<string, unknown> => structuredClone(VALID_REPLIES[exit]) as Record<string, unknown>;
+const reply = (exit: ExitName): Record<string, unknown> =>
+  structuredClone(VALID_REPLIES[exit]) as Record<string, unknown>;
 /** A value of another type than `value`'s. */
 const wrongTypeFor = (value: unknown): unknown => (typeof value === 'string' ? 42 : 'not the right type');
 
@@ -265,8 +356,11 @@ describe('exit schemas: valid replies', () => {
     expect(EXIT_SCHEMAS[node].parse(reply(exit))).toEqual(reply(exit));
   });
 
-  test('every scripted reply of the example parses with its node\'s schema', () => {
-    const replies = parseYaml(readFileSync(path.join(EXAMPLES, 'textkit.replies.yaml'), 'utf8')) as Record<string, unknown[] | null>;
+  test("every scripted reply of the example parses with its node's schema", () => {
+    const replies = parseYaml(readFileSync(path.join(EXAMPLES, 'textkit.replies.yaml'), 'utf8')) as Record<
+      string,
+      unknown[] | null
+    >;
     let parsed = 0;
     for (const [key, list] of Object.entries(replies)) {
       const node = key.split('.').pop() as TddNodeName;
@@ -316,12 +410,13 @@ describe('exit schemas: refused replies', () => {
     expect(result.error?.issues.map((i) => i.path.join('.'))).toEqual([at]);
   });
 
-  test.each(TDD_NODES)('%s refuses an unknown exit, a missing exit, and another node\'s exit', (node) => {
+  test.each(TDD_NODES)("%s refuses an unknown exit, a missing exit, and another node's exit", (node) => {
     const own = reply(exitNamesOf(node)[0]!);
     expect(EXIT_SCHEMAS[node].safeParse({ ...own, exit: 'Teleport' }).success).toBe(false);
     expect(EXIT_SCHEMAS[node].safeParse({ ...own, exit: undefined }).success).toBe(false);
     expect(EXIT_SCHEMAS[node].safeParse({ ...own, exit: own.exit!.toString().toLowerCase() }).success).toBe(false);
-    for (const other of TDD_NODES.filter((n) => n !== node).flatMap(exitNamesOf)) expect({ other, ok: EXIT_SCHEMAS[node].safeParse(reply(other)).success }).toEqual({ other, ok: false });
+    for (const other of TDD_NODES.filter((n) => n !== node).flatMap(exitNamesOf))
+      expect({ other, ok: EXIT_SCHEMAS[node].safeParse(reply(other)).success }).toEqual({ other, ok: false });
   });
 
   test.each([
@@ -332,24 +427,49 @@ describe('exit schemas: refused replies', () => {
     { exit: 'RebaseConflict', field: 'conflictFile' },
   ] as const)('$exit refuses an absolute or ".." $field', ({ exit, field }) => {
     const schema = EXIT_SCHEMAS[EVERY_EXIT.find((e) => e.exit === exit)!.node];
-    for (const bad of ['/etc/passwd', '../outside.js', 'src/../../outside.js', 'C:\\x.js', '', 'a\0b']) expect({ bad, ok: schema.safeParse({ ...reply(exit), [field]: bad }).success }).toEqual({ bad, ok: false });
+    for (const bad of ['/etc/passwd', '../outside.js', 'src/../../outside.js', 'C:\\x.js', '', 'a\0b'])
+      expect({ bad, ok: schema.safeParse({ ...reply(exit), [field]: bad }).success }).toEqual({ bad, ok: false });
   });
 
   test('paths inside lists are checked too (test files, critiques, interfaces, child specs)', () => {
-    expect(EXIT_SCHEMAS.tddWriteTests.safeParse({ ...reply('TestsReady'), testFiles: ['test/ok.js', '/abs.js'] }).success).toBe(false);
-    expect(EXIT_SCHEMAS.tddReviewImpl.safeParse({ ...reply('MoreTests'), critiques: [{ file: '../x.js', line: 1, issue: 'i', requiredFix: 'f' }] }).success).toBe(false);
-    expect(EXIT_SCHEMAS.scaffold.safeParse({ ...reply('InitWork'), interfaces: [{ path: '/abs.js', exports: [] }] }).success).toBe(false);
-    expect(EXIT_SCHEMAS.scaffold.safeParse({ ...reply('InitWork'), childSpecs: [{ ...child('a'), targetPath: '../a.js' }] }).success).toBe(false);
+    expect(
+      EXIT_SCHEMAS.tddWriteTests.safeParse({ ...reply('TestsReady'), testFiles: ['test/ok.js', '/abs.js'] }).success,
+    ).toBe(false);
+    expect(
+      EXIT_SCHEMAS.tddReviewImpl.safeParse({
+        ...reply('MoreTests'),
+        critiques: [{ file: '../x.js', line: 1, issue: 'i', requiredFix: 'f' }],
+      }).success,
+    ).toBe(false);
+    expect(
+      EXIT_SCHEMAS.scaffold.safeParse({ ...reply('InitWork'), interfaces: [{ path: '/abs.js', exports: [] }] }).success,
+    ).toBe(false);
+    expect(
+      EXIT_SCHEMAS.scaffold.safeParse({ ...reply('InitWork'), childSpecs: [{ ...child('a'), targetPath: '../a.js' }] })
+        .success,
+    ).toBe(false);
   });
 
   test('enumerations refuse values the seed does not list', () => {
     expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeRejected'), reason: 'Other' }).success).toBe(false);
     expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeComplete'), impactLevel: 'Huge' }).success).toBe(false);
-    expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeComplete'), changes: [{ symbol: 's', changeType: 'Rename', reason: 'r' }] }).success).toBe(false);
-    for (const reason of ['ContractViolation', 'BuildFailure', 'IntegrationFailure']) expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeRejected'), reason }).success).toBe(true);
-    for (const impactLevel of ['Trivial', 'Additive', 'Breaking']) expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeComplete'), impactLevel }).success).toBe(true);
+    expect(
+      EXIT_SCHEMAS.merger.safeParse({
+        ...reply('MergeComplete'),
+        changes: [{ symbol: 's', changeType: 'Rename', reason: 'r' }],
+      }).success,
+    ).toBe(false);
+    for (const reason of ['ContractViolation', 'BuildFailure', 'IntegrationFailure'])
+      expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeRejected'), reason }).success).toBe(true);
+    for (const impactLevel of ['Trivial', 'Additive', 'Breaking'])
+      expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeComplete'), impactLevel }).success).toBe(true);
     for (const changeType of ['SignatureChange', 'NewExport', 'RemovedExport', 'BehaviorChange']) {
-      expect(EXIT_SCHEMAS.merger.safeParse({ ...reply('MergeComplete'), changes: [{ symbol: 's', changeType, reason: 'r' }] }).success).toBe(true);
+      expect(
+        EXIT_SCHEMAS.merger.safeParse({
+          ...reply('MergeComplete'),
+          changes: [{ symbol: 's', changeType, reason: 'r' }],
+        }).success,
+      ).toBe(true);
     }
   });
 });
@@ -367,8 +487,18 @@ describe('Maybe fields accept null and absence', () => {
 
   test('Spec.complexityConstraints and its time and space', () => {
     const spec = specFile();
-    for (const complexityConstraints of [undefined, null, {}, { time: null, space: null }, { time: 'O(n)' }, { space: 'O(1)' }]) {
-      expect({ complexityConstraints, ok: SpecSchema.safeParse({ ...spec, complexityConstraints }).success }).toEqual({ complexityConstraints, ok: true });
+    for (const complexityConstraints of [
+      undefined,
+      null,
+      {},
+      { time: null, space: null },
+      { time: 'O(n)' },
+      { space: 'O(1)' },
+    ]) {
+      expect({ complexityConstraints, ok: SpecSchema.safeParse({ ...spec, complexityConstraints }).success }).toEqual({
+        complexityConstraints,
+        ok: true,
+      });
     }
     expect(SpecSchema.safeParse({ ...spec, complexityConstraints: { time: 3 } }).success).toBe(false);
   });
@@ -377,7 +507,17 @@ describe('Maybe fields accept null and absence', () => {
 describe('CoverageReport', () => {
   test.each([
     ['no tests yet', { criteriaWithTests: [], criteriaMissing: ['TK1'] }],
-    ['(criterionId, testName) pairs', { criteriaWithTests: [['TK1', 'counts words'], ['TK1', 'counts spaces'], ['TK2', 'capitalises']], criteriaMissing: [] }],
+    [
+      '(criterionId, testName) pairs',
+      {
+        criteriaWithTests: [
+          ['TK1', 'counts words'],
+          ['TK1', 'counts spaces'],
+          ['TK2', 'capitalises'],
+        ],
+        criteriaMissing: [],
+      },
+    ],
   ])('accepts %s', (_name, report) => {
     expect(CoverageReportSchema.parse(report)).toEqual(report);
   });
@@ -387,7 +527,10 @@ describe('CoverageReport', () => {
     ['a one-element pair', { criteriaWithTests: [['TK1']], criteriaMissing: [] }],
     ['a three-element pair', { criteriaWithTests: [['TK1', 'a', 'b']], criteriaMissing: [] }],
     ['a number for the test name', { criteriaWithTests: [['TK1', 2]], criteriaMissing: [] }],
-    ['an object instead of a pair', { criteriaWithTests: [{ criterionId: 'TK1', testName: 'a' }], criteriaMissing: [] }],
+    [
+      'an object instead of a pair',
+      { criteriaWithTests: [{ criterionId: 'TK1', testName: 'a' }], criteriaMissing: [] },
+    ],
     ['no criteriaMissing', { criteriaWithTests: [] }],
     ['criteriaMissing of numbers', { criteriaWithTests: [], criteriaMissing: [1] }],
   ])('refuses %s', (_name, report) => {

@@ -82,7 +82,11 @@ const scaffold = {
     { criterionId: 'C2', plannedTestName: 'subtracts', approach: 'property test' },
   ],
 };
-const testsReady = { testsCommit: '4d5e6f', testFiles: ['test/calc.test.ts', 'test/parse.test.ts'], pendingCriteria: ['C1', 'C2', 'C3'] };
+const testsReady = {
+  testsCommit: '4d5e6f',
+  testFiles: ['test/calc.test.ts', 'test/parse.test.ts'],
+  pendingCriteria: ['C1', 'C2', 'C3'],
+};
 const node = { nodeId: 'calc/parser', branch: 'treadle/calc/parser' };
 const rebaseInput = (impactLevel: 'Trivial' | 'Additive' | 'Breaking'): NodeTemplateVars['rebaser'] => ({
   node,
@@ -106,7 +110,16 @@ type Case = { [N in TddNodeName]: [N, NodeTemplateVars[N]] }[TddNodeName];
 /** Inputs rendered by both Jinja2 and nunjucks; the hashes are of Jinja2 3.1.6's output. */
 const CASES: Record<string, { input: Case; jinja2Sha256: string }> = {
   scaffoldChild: {
-    input: ['scaffold', { spec: childSpec, parentContext: { interface: "export type Token = { kind: 'num' | 'op'; text: string };", assignedCriteria: 'C1, C2' } }],
+    input: [
+      'scaffold',
+      {
+        spec: childSpec,
+        parentContext: {
+          interface: "export type Token = { kind: 'num' | 'op'; text: string };",
+          assignedCriteria: 'C1, C2',
+        },
+      },
+    ],
     jinja2Sha256: '56c5db69443c9f2b87b98099a3be390653a6dccfdf369de6e9e33d0bd48c363a',
   },
   scaffoldRootEmptyConstraints: {
@@ -146,7 +159,12 @@ const CASES: Record<string, { input: Case; jinja2Sha256: string }> = {
         ],
         attemptCount: 3,
         critiqueList: [
-          { file: 'src/calc.ts', line: 42, issue: 'division by zero returns Infinity', requiredFix: 'throw a RangeError' },
+          {
+            file: 'src/calc.ts',
+            line: 42,
+            issue: 'division by zero returns Infinity',
+            requiredFix: 'throw a RangeError',
+          },
           { file: 'src/parse.ts', line: 7, issue: 'ignores whitespace', requiredFix: 'skip spaces' },
         ],
       },
@@ -154,7 +172,17 @@ const CASES: Record<string, { input: Case; jinja2Sha256: string }> = {
     jinja2Sha256: '8d41002aaf2fe595d600fb820b5a6d501ea8607b1a59fb862e0fc1256b3f8452',
   },
   implEmptyLists: {
-    input: ['impl', { spec, scaffold, testsReady: { ...testsReady, testFiles: ['test/calc.test.ts'], pendingCriteria: [] }, childMerges: [], attemptCount: 1, critiqueList: [] }],
+    input: [
+      'impl',
+      {
+        spec,
+        scaffold,
+        testsReady: { ...testsReady, testFiles: ['test/calc.test.ts'], pendingCriteria: [] },
+        childMerges: [],
+        attemptCount: 1,
+        critiqueList: [],
+      },
+    ],
     jinja2Sha256: '92d0cb6c4b1fec1da63532c28cdd49d8b3f1b19c274ab67a21804cf92578d56e',
   },
   implNulls: {
@@ -194,11 +222,19 @@ const CASES: Record<string, { input: Case; jinja2Sha256: string }> = {
     ],
     jinja2Sha256: '7ecd5da4ac2f2f154717c9476db54a04c1e5dc24911b42a2e34d70a83cdee3e9',
   },
-  rebaserTrivial: { input: ['rebaser', rebaseInput('Trivial')], jinja2Sha256: '746cd76efb616c622d8a23755f05b1254b13839c6eaa4cdb0687c115dbe85fb5' },
-  rebaserAdditive: { input: ['rebaser', rebaseInput('Additive')], jinja2Sha256: '11d622f895e94f6a367930e11184f81e47db766a1aea2a51336c266b6b88d0ea' },
-  rebaserBreaking: { input: ['rebaser', rebaseInput('Breaking')], jinja2Sha256: 'a8debc816aca9080779112c850d2ae781b292bb3590d8ac0cf38abd5e1ba985e' },
+  rebaserTrivial: {
+    input: ['rebaser', rebaseInput('Trivial')],
+    jinja2Sha256: '746cd76efb616c622d8a23755f05b1254b13839c6eaa4cdb0687c115dbe85fb5',
+  },
+  rebaserAdditive: {
+    input: ['rebaser', rebaseInput('Additive')],
+    jinja2Sha256: '11d622f895e94f6a367930e11184f81e47db766a1aea2a51336c266b6b88d0ea',
+  },
+  rebaserBreaking: {
+    input: ['rebaser', rebaseInput('Breaking')],
+    jinja2Sha256: 'a8debc816aca9080779112c850d2ae781b292bb3590d8ac0cf38abd5e1ba985e',
+  },
 };
-
 
 const render = (name: keyof typeof CASES): string => {
   const [n, vars] = CASES[name]!.input;
@@ -214,7 +250,9 @@ describe('the seed templates', () => {
   it('keeps the distinctive lines, fences and Jinja constructs', () => {
     expect(Object.keys(TDD_TEMPLATES).sort()).toEqual([...TDD_NODES].sort());
     expect(lines(TDD_TEMPLATES.scaffold)[0]).toBe('# Scaffold: {{ spec.description }}');
-    expect(lines(TDD_TEMPLATES.impl)).toContain('- {{ m.author }}: {{ m.changes | map(attribute=\'symbol\') | join(", ") }}');
+    expect(lines(TDD_TEMPLATES.impl)).toContain(
+      '- {{ m.author }}: {{ m.changes | map(attribute=\'symbol\') | join(", ") }}',
+    );
     expect(lines(TDD_TEMPLATES.impl)).toContain('## Attempt {{ attemptCount }} of 5');
     expect(lines(TDD_TEMPLATES.tddReviewImpl)).toEqual(expect.arrayContaining(['```diff', '{{ diff }}', '```']));
     expect(lines(TDD_TEMPLATES.merger)).toContain('- {{ item[0] }}: `{{ item[1] }}` ✓');
@@ -232,9 +270,23 @@ describe('rendering', () => {
 
   it('Scaffold: criteria, constraints and the parent context of a child', () => {
     const out = lines(render('scaffoldChild'));
-    expect(out).toEqual(expect.arrayContaining(['# Scaffold: Tokenizer for the calculator.', '**ID:** `lexer`', '- L1: tokenize splits numbers and operators', '- L2: tokenize rejects unknown characters']));
+    expect(out).toEqual(
+      expect.arrayContaining([
+        '# Scaffold: Tokenizer for the calculator.',
+        '**ID:** `lexer`',
+        '- L1: tokenize splits numbers and operators',
+        '- L2: tokenize rejects unknown characters',
+      ]),
+    );
     expect(out).toEqual(expect.arrayContaining(['### Complexity Constraints', '- Time: O(n)', '- Space: O(1)']));
-    expect(out).toEqual(expect.arrayContaining(['## Parent Context', "export type Token = { kind: 'num' | 'op'; text: string };", 'You must satisfy: C1, C2', "Parent's interface files are **read-only**."]));
+    expect(out).toEqual(
+      expect.arrayContaining([
+        '## Parent Context',
+        "export type Token = { kind: 'num' | 'op'; text: string };",
+        'You must satisfy: C1, C2',
+        "Parent's interface files are **read-only**.",
+      ]),
+    );
   });
 
   it('Scaffold: no parent context and empty constraints render no section; one constraint renders one line', () => {
@@ -249,7 +301,15 @@ describe('rendering', () => {
 
   it('TDDWriteTests: criteria, the test plan and the covered criteria', () => {
     const out = lines(render('tddWriteTests'));
-    expect(out).toEqual(expect.arrayContaining(['- C1: adds', '- C2: subtracts', '- C1: `adds two numbers` — unit test on add', '- C2: `subtracts` — property test', '- C1 ✓']));
+    expect(out).toEqual(
+      expect.arrayContaining([
+        '- C1: adds',
+        '- C2: subtracts',
+        '- C1: `adds two numbers` — unit test on add',
+        '- C2: `subtracts` — property test',
+        '- C1 ✓',
+      ]),
+    );
     expect(out).not.toContain('- C2 ✓');
     const none = render('tddWriteTestsNoneCovered');
     expect(none).toContain('## Already Covered\n\n\n\n---');
@@ -258,10 +318,27 @@ describe('rendering', () => {
 
   it('Impl: test files, criteria, child merges through map, the attempt and the critiques', () => {
     const out = lines(render('implFull'));
-    expect(out).toEqual(expect.arrayContaining(['- test/calc.test.ts', '- test/parse.test.ts', 'Criteria: C1, C2, C3']));
-    expect(out).toEqual(expect.arrayContaining(['## Child Subsystems Available', '- lexer: tokenize, Token', '- parser: ', "Use these subsystems - don't reimplement."]));
+    expect(out).toEqual(
+      expect.arrayContaining(['- test/calc.test.ts', '- test/parse.test.ts', 'Criteria: C1, C2, C3']),
+    );
+    expect(out).toEqual(
+      expect.arrayContaining([
+        '## Child Subsystems Available',
+        '- lexer: tokenize, Token',
+        '- parser: ',
+        "Use these subsystems - don't reimplement.",
+      ]),
+    );
     expect(out).toContain('## Attempt 3 of 5');
-    expect(out).toEqual(expect.arrayContaining(['### TDD Feedback', '- **src/calc.ts:42** — division by zero returns Infinity', '  Fix: throw a RangeError', '- **src/parse.ts:7** — ignores whitespace', '  Fix: skip spaces']));
+    expect(out).toEqual(
+      expect.arrayContaining([
+        '### TDD Feedback',
+        '- **src/calc.ts:42** — division by zero returns Infinity',
+        '  Fix: throw a RangeError',
+        '- **src/parse.ts:7** — ignores whitespace',
+        '  Fix: skip spaces',
+      ]),
+    );
   });
 
   it('Impl: empty lists and nulls render no child or feedback section (Jinja2 truthiness, not JavaScript)', () => {
@@ -276,16 +353,27 @@ describe('rendering', () => {
 
   it('TDDReviewImpl: the impl result and the diff, verbatim (no escaping, no re-rendering)', () => {
     const out = render('tddReviewImpl');
-    expect(lines(out)).toEqual(expect.arrayContaining(['Commit: `9f8e7d`', 'Iterations: 2', '- `adds two numbers`', '- `subtracts`']));
+    expect(lines(out)).toEqual(
+      expect.arrayContaining(['Commit: `9f8e7d`', 'Iterations: 2', '- `adds two numbers`', '- `subtracts`']),
+    );
     expect(out).toContain('```diff\ndiff --git a/src/calc.ts b/src/calc.ts\n');
     expect(out).toContain('=> a + b; // {{ not a tag }} <b>&</b>\n```');
   });
 
   it('Merger: coverage pairs through item[0] and item[1], and the squash commands', () => {
     const out = lines(render('merger'));
-    expect(out).toEqual(expect.arrayContaining(['# Merge: calc/lexer', 'Parent: `calc` on `treadle/calc`', 'Child: `calc/lexer` on `treadle/calc/lexer`', 'All criteria covered; code is clear.']));
+    expect(out).toEqual(
+      expect.arrayContaining([
+        '# Merge: calc/lexer',
+        'Parent: `calc` on `treadle/calc`',
+        'Child: `calc/lexer` on `treadle/calc/lexer`',
+        'All criteria covered; code is clear.',
+      ]),
+    );
     expect(out).toEqual(expect.arrayContaining(['- L1: `splits numbers` ✓', '- L2: `rejects unknown` ✓']));
-    expect(out).toEqual(expect.arrayContaining(['git merge --squash treadle/calc/lexer', 'git commit -m "feat(calc/lexer): implement"']));
+    expect(out).toEqual(
+      expect.arrayContaining(['git merge --squash treadle/calc/lexer', 'git commit -m "feat(calc/lexer): implement"']),
+    );
   });
 
   it("Rebaser: one branch per impact level, the changes and the parent's branch", () => {
@@ -298,8 +386,22 @@ describe('rendering', () => {
     expect(additive).not.toContain('Auto-resolve');
     expect(additive).not.toContain('BREAKING');
     const breaking = lines(render('rebaserBreaking'));
-    expect(breaking).toEqual(expect.arrayContaining(['**BREAKING** — Sibling changed APIs you may depend on.', '**Impact:** Breaking', '- tokenize (SignatureChange): now takes options', '- Token (RemovedExport): replaced by Lexeme']));
-    expect(breaking).toEqual(expect.arrayContaining(['Your Node: `calc/parser`', 'New Parent HEAD: `c0ffee`', 'git fetch origin treadle/calc', 'git rebase origin/treadle/calc']));
+    expect(breaking).toEqual(
+      expect.arrayContaining([
+        '**BREAKING** — Sibling changed APIs you may depend on.',
+        '**Impact:** Breaking',
+        '- tokenize (SignatureChange): now takes options',
+        '- Token (RemovedExport): replaced by Lexeme',
+      ]),
+    );
+    expect(breaking).toEqual(
+      expect.arrayContaining([
+        'Your Node: `calc/parser`',
+        'New Parent HEAD: `c0ffee`',
+        'git fetch origin treadle/calc',
+        'git rebase origin/treadle/calc',
+      ]),
+    );
     expect(breaking.join('\n')).not.toContain('Auto-resolve');
   });
 });
@@ -307,7 +409,18 @@ describe('rendering', () => {
 describe('the Jinja2 pieces nunjucks lacks', () => {
   it('tests conditions with Python truthiness', () => {
     for (const falsy of [null, undefined, '', 0, false, [], {}, new Map()]) expect(jinjaTruthy(falsy)).toBe(false);
-    for (const truthy of ['x', 1, -1, true, [0], { a: null }, Object.assign(Object.create(null) as object, { a: 1 }), new Set([1]), new Date(0)]) expect(jinjaTruthy(truthy)).toBe(true);
+    for (const truthy of [
+      'x',
+      1,
+      -1,
+      true,
+      [0],
+      { a: null },
+      Object.assign(Object.create(null) as object, { a: 1 }),
+      new Set([1]),
+      new Date(0),
+    ])
+      expect(jinjaTruthy(truthy)).toBe(true);
   });
 
   it("map(attribute=…) takes each item's attribute, with dotted paths, indices and a default", () => {
@@ -322,9 +435,12 @@ describe('the Jinja2 pieces nunjucks lacks', () => {
   });
 
   it('rewrites if/elif conditions for truthiness and refuses conditions beyond the subset', () => {
-    expect(jinjaConditions('{% if a.b %}x{% elif a == "T" %}y{% endif %}')).toBe('{% if (a.b) | jinja_truthy %}x{% elif (a == "T") | jinja_truthy %}y{% endif %}');
+    expect(jinjaConditions('{% if a.b %}x{% elif a == "T" %}y{% endif %}')).toBe(
+      '{% if (a.b) | jinja_truthy %}x{% elif (a == "T") | jinja_truthy %}y{% endif %}',
+    );
     expect(jinjaConditions('{%- if a -%}')).toBe('{%- if (a) | jinja_truthy -%}');
-    for (const bad of ['{% if not a %}', '{% if a and b %}', '{% if a or b %}', '{% if a | length %}']) expect(() => jinjaConditions(bad)).toThrow(/beyond the Jinja2 subset/);
+    for (const bad of ['{% if not a %}', '{% if a and b %}', '{% if a or b %}', '{% if a | length %}'])
+      expect(() => jinjaConditions(bad)).toThrow(/beyond the Jinja2 subset/);
     for (const n of TDD_NODES) {
       const ifs = (TDD_TEMPLATES[n].match(/\{% (?:if|elif) /g) ?? []).length;
       expect((jinjaConditions(TDD_TEMPLATES[n]).match(/\| jinja_truthy %\}/g) ?? []).length).toBe(ifs);
@@ -337,23 +453,70 @@ describe('the Jinja2 pieces nunjucks lacks', () => {
 
 /** One valid reply per exit (as the agent would send it, `files` aside). */
 const VALID: Record<ExitName, Record<string, unknown>> = {
-  InitWork: { exit: 'InitWork', scaffoldCommit: 'pending', interfaceFile: 'src/types.ts', contractSuite: 'test/contract.test.ts', testPlan: [{ criterionId: 'C1', plannedTestName: 'adds', approach: 'unit' }], childSpecs: null },
-  ClarificationNeeded: { exit: 'ClarificationNeeded', question: 'Integers or floats?', ambiguityReference: 'C1', specSentence: 'adds' },
+  InitWork: {
+    exit: 'InitWork',
+    scaffoldCommit: 'pending',
+    interfaceFile: 'src/types.ts',
+    contractSuite: 'test/contract.test.ts',
+    testPlan: [{ criterionId: 'C1', plannedTestName: 'adds', approach: 'unit' }],
+    childSpecs: null,
+  },
+  ClarificationNeeded: {
+    exit: 'ClarificationNeeded',
+    question: 'Integers or floats?',
+    ambiguityReference: 'C1',
+    specSentence: 'adds',
+  },
   TestsReady: { exit: 'TestsReady', testsCommit: 'pending', testFiles: ['test/calc.test.ts'], pendingCriteria: ['C1'] },
   InvalidScaffold: { exit: 'InvalidScaffold', missingType: 'Token', expectedLocation: 'src/types.ts' },
   TestsPassed: { exit: 'TestsPassed', commitHash: 'pending', iterations: 2, passedTests: ['adds'] },
-  RequestRetry: { exit: 'RequestRetry', diagnosis: 'off by one', strategyFrom: 'loop', strategyTo: 'reduce', failingTests: ['adds'] },
+  RequestRetry: {
+    exit: 'RequestRetry',
+    diagnosis: 'off by one',
+    strategyFrom: 'loop',
+    strategyTo: 'reduce',
+    failingTests: ['adds'],
+  },
   BlockedDependency: { exit: 'BlockedDependency', missingSymbol: 'tokenize', expectedImportPath: 'src/lexer.ts' },
-  SpecAmbiguity: { exit: 'SpecAmbiguity', specSentence: 'adds', contradictionTrace: 'C1 vs C2', question: 'Which wins?' },
+  SpecAmbiguity: {
+    exit: 'SpecAmbiguity',
+    specSentence: 'adds',
+    contradictionTrace: 'C1 vs C2',
+    question: 'Which wins?',
+  },
   Stuck: { exit: 'Stuck', diagnosis: 'cannot parse', recommendation: 'split the parser', attempts: 5 },
-  Approved: { exit: 'Approved', signOff: 'LGTM', coverageReport: { criteriaWithTests: [['C1', 'adds']], criteriaMissing: [] } },
-  MoreTests: { exit: 'MoreTests', critiques: [{ file: 'src/calc.ts', line: 3, issue: 'no overflow test', requiredFix: 'add one' }], additionalTests: [{ criterionId: 'C1', plannedTestName: 'overflows', approach: 'edge' }] },
+  Approved: {
+    exit: 'Approved',
+    signOff: 'LGTM',
+    coverageReport: { criteriaWithTests: [['C1', 'adds']], criteriaMissing: [] },
+  },
+  MoreTests: {
+    exit: 'MoreTests',
+    critiques: [{ file: 'src/calc.ts', line: 3, issue: 'no overflow test', requiredFix: 'add one' }],
+    additionalTests: [{ criterionId: 'C1', plannedTestName: 'overflows', approach: 'edge' }],
+  },
   Reject: { exit: 'Reject', reason: 'wrong approach', missingCriteria: ['C2'] },
-  MergeComplete: { exit: 'MergeComplete', mergeCommit: 'pending', author: 'calc/lexer', impactLevel: 'Additive', changes: [{ symbol: 'tokenize', changeType: 'NewExport', reason: 'new' }] },
+  MergeComplete: {
+    exit: 'MergeComplete',
+    mergeCommit: 'pending',
+    author: 'calc/lexer',
+    impactLevel: 'Additive',
+    changes: [{ symbol: 'tokenize', changeType: 'NewExport', reason: 'new' }],
+  },
   MergeRejected: { exit: 'MergeRejected', reason: 'BuildFailure', details: 'tsc fails', failingTests: [] },
   RebaseClean: { exit: 'RebaseClean', newBase: 'c0ffee' },
-  RebaseAdapted: { exit: 'RebaseAdapted', newBase: 'c0ffee', adaptations: [{ symbol: 'tokenize', change: 'new argument', reason: 'signature changed' }] },
-  RebaseConflict: { exit: 'RebaseConflict', conflictFile: 'src/parse.ts', ourChange: 'a', theirChange: 'b', whyUnresolvable: 'logic' },
+  RebaseAdapted: {
+    exit: 'RebaseAdapted',
+    newBase: 'c0ffee',
+    adaptations: [{ symbol: 'tokenize', change: 'new argument', reason: 'signature changed' }],
+  },
+  RebaseConflict: {
+    exit: 'RebaseConflict',
+    conflictFile: 'src/parse.ts',
+    ourChange: 'a',
+    theirChange: 'b',
+    whyUnresolvable: 'logic',
+  },
 };
 const nodeExits = TDD_NODES.flatMap((n) => exitNames(n).map((e) => [n, e as ExitName] as const));
 
@@ -369,17 +532,26 @@ describe('exitJsonSchema', () => {
     const variants = schema.oneOf as Array<{ properties: Record<string, { const?: string }>; required: string[] }>;
     expect(variants.map((v) => v.properties.exit!.const)).toEqual(exitNames(n));
     for (const v of variants) {
-      expect(v.properties.files).toEqual({ type: 'object', additionalProperties: { anyOf: [{ type: 'string' }, { type: 'null' }] } });
+      expect(v.properties.files).toEqual({
+        type: 'object',
+        additionalProperties: { anyOf: [{ type: 'string' }, { type: 'null' }] },
+      });
       expect(v.required).not.toContain('files');
     }
   });
 
-  it.each(TDD_NODES)("%s: the agents' JSON Schema compiler accepts every valid reply and refuses a foreign exit", (n) => {
-    const compiled = compileOutputSchema(exitJsonSchema(n));
-    for (const e of exitNames(n)) expect(compiled.safeParse({ ...VALID[e as ExitName], files: { 'src/a.ts': 'x', 'old.ts': null } }).success).toBe(true);
-    expect(compiled.safeParse({ exit: 'NoSuchExit' }).success).toBe(false);
-    expect(compiled.safeParse({ ...VALID[exitNames(n)[0] as ExitName], files: { 'a.ts': 3 } }).success).toBe(false);
-  });
+  it.each(TDD_NODES)(
+    "%s: the agents' JSON Schema compiler accepts every valid reply and refuses a foreign exit",
+    (n) => {
+      const compiled = compileOutputSchema(exitJsonSchema(n));
+      for (const e of exitNames(n))
+        expect(
+          compiled.safeParse({ ...VALID[e as ExitName], files: { 'src/a.ts': 'x', 'old.ts': null } }).success,
+        ).toBe(true);
+      expect(compiled.safeParse({ exit: 'NoSuchExit' }).success).toBe(false);
+      expect(compiled.safeParse({ ...VALID[exitNames(n)[0] as ExitName], files: { 'a.ts': 3 } }).success).toBe(false);
+    },
+  );
 });
 
 describe('replyInstructions', () => {
@@ -389,9 +561,11 @@ describe('replyInstructions', () => {
       const name = (option.shape.exit as { value: string }).value;
       const line = lines(text).find((l) => l.startsWith(`- \`{ "exit": "${name}"`));
       expect(line).toBeDefined();
-      for (const field of Object.keys(option.shape).filter((f) => f !== 'exit')) expect(line).toMatch(new RegExp(`[{;] ${field}\\??: `));
+      for (const field of Object.keys(option.shape).filter((f) => f !== 'exit'))
+        expect(line).toMatch(new RegExp(`[{;] ${field}\\??: `));
     }
-    for (const other of TDD_NODES.filter((o) => o !== n).flatMap(exitNames)) expect(text).not.toContain(`"exit": "${other}"`);
+    for (const other of TDD_NODES.filter((o) => o !== n).flatMap(exitNames))
+      expect(text).not.toContain(`"exit": "${other}"`);
     expect(text).toContain('"files"');
     expect(text).toContain('relative to your worktree');
     expect(text).toContain('null deletes the file');
@@ -400,11 +574,19 @@ describe('replyInstructions', () => {
   });
 
   it('writes types in a compact notation', () => {
-    expect(lines(replyInstructions('impl'))).toContain('- `{ "exit": "TestsPassed"; commitHash: string; iterations: integer; passedTests: string[] }`');
+    expect(lines(replyInstructions('impl'))).toContain(
+      '- `{ "exit": "TestsPassed"; commitHash: string; iterations: integer; passedTests: string[] }`',
+    );
     const scaffoldText = replyInstructions('scaffold');
-    expect(scaffoldText).toContain('interfaceFile: path; contractSuite: path; testPlan: { criterionId: string; plannedTestName: string; approach: string }[]; childSpecs?: { id: string;');
-    expect(replyInstructions('merger')).toContain('impactLevel: "Trivial" | "Additive" | "Breaking"; changes: { symbol: string; changeType: "SignatureChange" | "NewExport" | "RemovedExport" | "BehaviorChange"; reason: string }[]');
-    expect(replyInstructions('tddReviewImpl')).toContain('coverageReport: { criteriaWithTests: [string, string][]; criteriaMissing: string[] }');
+    expect(scaffoldText).toContain(
+      'interfaceFile: path; contractSuite: path; testPlan: { criterionId: string; plannedTestName: string; approach: string }[]; childSpecs?: { id: string;',
+    );
+    expect(replyInstructions('merger')).toContain(
+      'impactLevel: "Trivial" | "Additive" | "Breaking"; changes: { symbol: string; changeType: "SignatureChange" | "NewExport" | "RemovedExport" | "BehaviorChange"; reason: string }[]',
+    );
+    expect(replyInstructions('tddReviewImpl')).toContain(
+      'coverageReport: { criteriaWithTests: [string, string][]; criteriaMissing: string[] }',
+    );
   });
 });
 
@@ -421,59 +603,117 @@ describe('parseNodeReply', () => {
   });
 
   it('finds the object inside a ```json fence, after prose and a stray brace, and keeps the files', () => {
-    const reply = { ...VALID.TestsPassed, files: { 'src/calc.ts': 'export const add = (a, b) => a + b;\n', 'src/old.ts': null } };
+    const reply = {
+      ...VALID.TestsPassed,
+      files: { 'src/calc.ts': 'export const add = (a, b) => a + b;\n', 'src/old.ts': null },
+    };
     const fenced = `Done. Here is my decision:\n\n\`\`\`json\n${JSON.stringify(reply, null, 2)}\n\`\`\`\n\nLet me know {if} anything is off.`;
     expect(parseNodeReply('impl', fenced)).toEqual({ ok: true, exit: VALID.TestsPassed, files: reply.files });
     const stray = `I used { as a placeholder and {"note": "not it"} first, then: ${JSON.stringify(reply)} — that's all.`;
     expect(parseNodeReply('impl', stray)).toEqual({ ok: true, exit: VALID.TestsPassed, files: reply.files });
     const braces = JSON.stringify({ ...VALID.RebaseClean, files: { 'a.ts': 'function f() { return "}"; }' } });
-    expect(parseNodeReply('rebaser', `x ${braces} y`)).toEqual({ ok: true, exit: VALID.RebaseClean, files: { 'a.ts': 'function f() { return "}"; }' } });
+    expect(parseNodeReply('rebaser', `x ${braces} y`)).toEqual({
+      ok: true,
+      exit: VALID.RebaseClean,
+      files: { 'a.ts': 'function f() { return "}"; }' },
+    });
   });
 
   it('drops unknown fields from the exit; files null means none', () => {
-    expect(parseNodeReply('rebaser', JSON.stringify({ ...VALID.RebaseClean, mood: 'happy', files: null }))).toEqual({ ok: true, exit: VALID.RebaseClean, files: {} });
+    expect(parseNodeReply('rebaser', JSON.stringify({ ...VALID.RebaseClean, mood: 'happy', files: null }))).toEqual({
+      ok: true,
+      exit: VALID.RebaseClean,
+      files: {},
+    });
   });
 
   it('refuses unknown, foreign, missing and non-string exits, listing the valid ones', () => {
-    expect(issuesOf('impl', '{"exit": "Done"}')).toEqual(['exit: "Done" is not an exit of impl; valid exits: "TestsPassed", "RequestRetry", "BlockedDependency", "SpecAmbiguity", "Stuck"']);
-    expect(issuesOf('impl', JSON.stringify(VALID.Approved))[0]).toBe(`exit: "Approved" is not an exit of impl (it is tddReviewImpl's exit); valid exits: "TestsPassed", "RequestRetry", "BlockedDependency", "SpecAmbiguity", "Stuck"`);
-    expect(issuesOf('rebaser', '{"newBase": "x"}')).toEqual(['exit: missing; name one of "RebaseClean", "RebaseAdapted", "RebaseConflict"']);
-    expect(issuesOf('rebaser', '{"exit": 3}')).toEqual(['exit: expected a string naming one of "RebaseClean", "RebaseAdapted", "RebaseConflict", received number']);
+    expect(issuesOf('impl', '{"exit": "Done"}')).toEqual([
+      'exit: "Done" is not an exit of impl; valid exits: "TestsPassed", "RequestRetry", "BlockedDependency", "SpecAmbiguity", "Stuck"',
+    ]);
+    expect(issuesOf('impl', JSON.stringify(VALID.Approved))[0]).toBe(
+      `exit: "Approved" is not an exit of impl (it is tddReviewImpl's exit); valid exits: "TestsPassed", "RequestRetry", "BlockedDependency", "SpecAmbiguity", "Stuck"`,
+    );
+    expect(issuesOf('rebaser', '{"newBase": "x"}')).toEqual([
+      'exit: missing; name one of "RebaseClean", "RebaseAdapted", "RebaseConflict"',
+    ]);
+    expect(issuesOf('rebaser', '{"exit": 3}')).toEqual([
+      'exit: expected a string naming one of "RebaseClean", "RebaseAdapted", "RebaseConflict", received number',
+    ]);
   });
 
   it('names each wrong, missing or non-whole field', () => {
-    expect(issuesOf('impl', JSON.stringify({ ...VALID.TestsPassed, passedTests: 'adds' }))).toEqual(['passedTests: expected array, received string']);
-    expect(issuesOf('impl', JSON.stringify({ ...VALID.TestsPassed, iterations: 2.5 }))).toEqual(['iterations: expected int, received number']);
-    expect(issuesOf('impl', '{"exit": "Stuck", "diagnosis": "d"}')).toEqual(['recommendation: missing (expected string)', 'attempts: missing (expected number)']);
-    expect(issuesOf('tddReviewImpl', JSON.stringify({ ...VALID.MoreTests, critiques: [{ file: 'a.ts', line: '3', issue: 'i', requiredFix: 'f' }] }))).toEqual(['critiques[0].line: expected number, received string']);
-    expect(issuesOf('merger', JSON.stringify({ ...VALID.MergeRejected, reason: 'Flaky' }))[0]).toMatch(/^reason: .*"ContractViolation"/);
-    expect(issuesOf('tddWriteTests', JSON.stringify({ ...VALID.InvalidScaffold, expectedLocation: '../outside.ts' }))).toEqual(['expectedLocation: must be a relative path inside the worktree (no leading "/", no "..")']);
+    expect(issuesOf('impl', JSON.stringify({ ...VALID.TestsPassed, passedTests: 'adds' }))).toEqual([
+      'passedTests: expected array, received string',
+    ]);
+    expect(issuesOf('impl', JSON.stringify({ ...VALID.TestsPassed, iterations: 2.5 }))).toEqual([
+      'iterations: expected int, received number',
+    ]);
+    expect(issuesOf('impl', '{"exit": "Stuck", "diagnosis": "d"}')).toEqual([
+      'recommendation: missing (expected string)',
+      'attempts: missing (expected number)',
+    ]);
+    expect(
+      issuesOf(
+        'tddReviewImpl',
+        JSON.stringify({ ...VALID.MoreTests, critiques: [{ file: 'a.ts', line: '3', issue: 'i', requiredFix: 'f' }] }),
+      ),
+    ).toEqual(['critiques[0].line: expected number, received string']);
+    expect(issuesOf('merger', JSON.stringify({ ...VALID.MergeRejected, reason: 'Flaky' }))[0]).toMatch(
+      /^reason: .*"ContractViolation"/,
+    );
+    expect(
+      issuesOf('tddWriteTests', JSON.stringify({ ...VALID.InvalidScaffold, expectedLocation: '../outside.ts' })),
+    ).toEqual(['expectedLocation: must be a relative path inside the worktree (no leading "/", no "..")']);
   });
 
   it('refuses file paths outside the worktree and non-string contents, naming the path', () => {
-    const reply = { ...VALID.RebaseClean, files: { '../x': 'a', '/etc/passwd': null, 'ok.ts': 'fine', 'n.ts': 3, '': 'empty' } };
+    const reply = {
+      ...VALID.RebaseClean,
+      files: { '../x': 'a', '/etc/passwd': null, 'ok.ts': 'fine', 'n.ts': 3, '': 'empty' },
+    };
     expect(issuesOf('rebaser', JSON.stringify(reply))).toEqual([
       'files["../x"]: must be a relative path inside the worktree (no leading "/", no "..")',
       'files["/etc/passwd"]: must be a relative path inside the worktree (no leading "/", no "..")',
       'files["n.ts"]: expected the full new content (string) or null, received number',
       'files[""]: a file path is needed',
     ]);
-    expect(issuesOf('rebaser', JSON.stringify({ ...VALID.RebaseClean, files: ['a.ts'] }))).toEqual(['files: expected an object of path → content or null, received array']);
-    expect(issuesOf('rebaser', JSON.stringify({ ...VALID.RebaseClean, files: { 'a\\..\\..\\b': 'x' } }))[0]).toMatch(/^files\["a\\\\\.\.\\\\\.\.\\\\b"\]: must be a relative path/);
+    expect(issuesOf('rebaser', JSON.stringify({ ...VALID.RebaseClean, files: ['a.ts'] }))).toEqual([
+      'files: expected an object of path → content or null, received array',
+    ]);
+    expect(issuesOf('rebaser', JSON.stringify({ ...VALID.RebaseClean, files: { 'a\\..\\..\\b': 'x' } }))[0]).toMatch(
+      /^files\["a\\\\\.\.\\\\\.\.\\\\b"\]: must be a relative path/,
+    );
   });
 
   it('reports exit and file issues together, at most five', () => {
-    const reply = { exit: 'RebaseConflict', conflictFile: 1, ourChange: 2, theirChange: 3, whyUnresolvable: 4, files: { '/a': 'x', '/b': 'y' } };
+    const reply = {
+      exit: 'RebaseConflict',
+      conflictFile: 1,
+      ourChange: 2,
+      theirChange: 3,
+      whyUnresolvable: 4,
+      files: { '/a': 'x', '/b': 'y' },
+    };
     const issues = issuesOf('rebaser', JSON.stringify(reply));
     expect(issues).toHaveLength(5);
-    expect(issues.slice(0, 4)).toEqual(['conflictFile: expected string, received number', 'ourChange: expected string, received number', 'theirChange: expected string, received number', 'whyUnresolvable: expected string, received number']);
+    expect(issues.slice(0, 4)).toEqual([
+      'conflictFile: expected string, received number',
+      'ourChange: expected string, received number',
+      'theirChange: expected string, received number',
+      'whyUnresolvable: expected string, received number',
+    ]);
     expect(issues[4]).toBe('… and 2 more issues');
   });
 
   it('tells a reply without JSON ("no decision") from broken JSON', () => {
-    expect(issuesOf('impl', 'I am still working on it.')).toEqual(['no JSON object in the reply: answer with one JSON object whose "exit" names your decision']);
+    expect(issuesOf('impl', 'I am still working on it.')).toEqual([
+      'no JSON object in the reply: answer with one JSON object whose "exit" names your decision',
+    ]);
     expect(issuesOf('impl', '')[0]).toMatch(/^no JSON object/);
-    expect(issuesOf('impl', '{"exit": "Stuck", "diagnosis": }')[0]).toMatch(/^the reply's JSON object does not parse: /);
+    expect(issuesOf('impl', '{"exit": "Stuck", "diagnosis": }')[0]).toMatch(
+      /^the reply's JSON object does not parse: /,
+    );
     expect(issuesOf('impl', '{"exit": "Stuck", "diagnosis": "cut off')[0]).toMatch(/never closes/);
     // An array around the object is prose like any other: the object inside is the reply.
     expect(issuesOf('impl', '[{"exit": "Stuck"}]')[0]).toBe('diagnosis: missing (expected string)');
@@ -482,17 +722,37 @@ describe('parseNodeReply', () => {
 
 describe('parseNodeOutput', () => {
   it('checks structured output the same way, and parses strings as reply text', () => {
-    expect(parseNodeOutput('merger', { ...VALID.MergeComplete, files: { 'src/a.ts': null } })).toEqual({ ok: true, exit: VALID.MergeComplete, files: { 'src/a.ts': null } });
-    expect(parseNodeOutput('merger', JSON.stringify(VALID.MergeRejected))).toEqual({ ok: true, exit: VALID.MergeRejected, files: {} });
-    expect(parseNodeOutput('merger', [VALID.MergeComplete])).toEqual({ ok: false, issues: ['(reply): expected a JSON object, received array'] });
-    expect(parseNodeOutput('merger', null)).toEqual({ ok: false, issues: ['(reply): expected a JSON object, received null'] });
-    expect(parseNodeOutput('merger', { ...VALID.MergeComplete, changes: {} })).toEqual({ ok: false, issues: ['changes: expected array, received object'] });
+    expect(parseNodeOutput('merger', { ...VALID.MergeComplete, files: { 'src/a.ts': null } })).toEqual({
+      ok: true,
+      exit: VALID.MergeComplete,
+      files: { 'src/a.ts': null },
+    });
+    expect(parseNodeOutput('merger', JSON.stringify(VALID.MergeRejected))).toEqual({
+      ok: true,
+      exit: VALID.MergeRejected,
+      files: {},
+    });
+    expect(parseNodeOutput('merger', [VALID.MergeComplete])).toEqual({
+      ok: false,
+      issues: ['(reply): expected a JSON object, received array'],
+    });
+    expect(parseNodeOutput('merger', null)).toEqual({
+      ok: false,
+      issues: ['(reply): expected a JSON object, received null'],
+    });
+    expect(parseNodeOutput('merger', { ...VALID.MergeComplete, changes: {} })).toEqual({
+      ok: false,
+      issues: ['changes: expected array, received object'],
+    });
   });
 });
 
 describe('feedback and nudge', () => {
   it('quotes the issues and restates the exits with their fields', () => {
-    const text = invalidReplyFeedback('rebaser', ['newBase: expected string, received number', 'files["/a"]: must be a relative path']);
+    const text = invalidReplyFeedback('rebaser', [
+      'newBase: expected string, received number',
+      'files["/a"]: must be a relative path',
+    ]);
     expect(lines(text)).toEqual([
       'Your reply could not be used:',
       '- newBase: expected string, received number',
@@ -500,7 +760,9 @@ describe('feedback and nudge', () => {
       '',
       'Send the whole reply again as one JSON object whose "exit" is one of "RebaseClean" (newBase), "RebaseAdapted" (newBase, adaptations), "RebaseConflict" (conflictFile, ourChange, theirChange, whyUnresolvable), with that exit\'s fields beside it and any file changes in "files".',
     ]);
-    expect(lines(invalidReplyFeedback('impl', ['a', 'b', 'c', 'd', 'e', 'f'])).filter((l) => l.startsWith('- '))).toHaveLength(5);
+    expect(
+      lines(invalidReplyFeedback('impl', ['a', 'b', 'c', 'd', 'e', 'f'])).filter((l) => l.startsWith('- ')),
+    ).toHaveLength(5);
   });
 
   it("is the seed's reminder, word for word", () => {

@@ -49,9 +49,6 @@ import {
 // ---------------------------------------------------------------------------------------------------------
 // Exits: one schema-valid sample per exit name
 
-
-
-
 function nodeOf(exit: ExitName): TddNodeName {
   const node = TDD_NODES.find((n) => exitNamesOf(n).includes(exit));
   if (!node) throw new Error(`no node's schema has the exit ${exit}`);
@@ -84,9 +81,16 @@ function counters(overrides: Partial<TddCounters> = {}): TddCounters {
   };
 }
 /** Every bound spent. */
-const spent = counters({ implAttempt: MAX_IMPL_ATTEMPTS, reviewRounds: TDD_LIMITS.maxReviewRounds.default, scaffoldRuns: TDD_LIMITS.maxScaffoldRuns.default });
+const spent = counters({
+  implAttempt: MAX_IMPL_ATTEMPTS,
+  reviewRounds: TDD_LIMITS.maxReviewRounds.default,
+  scaffoldRuns: TDD_LIMITS.maxScaffoldRuns.default,
+});
 
-const HUMAN_REASONS = Object.keys({ clarification: true, stuck: true, review_rejected: true } satisfies Record<HumanReason, true>) as HumanReason[];
+const HUMAN_REASONS = Object.keys({ clarification: true, stuck: true, review_rejected: true } satisfies Record<
+  HumanReason,
+  true
+>) as HumanReason[];
 
 const because = z.string().min(1);
 /** A well-formed route: the `to` is known and carries exactly its fields; an Impl attempt is within the seed's 5. */
@@ -98,7 +102,13 @@ const RouteShape = z.discriminatedUnion('to', [
   z.object({ to: z.literal('impl'), attempt: z.number().int().min(1).max(MAX_IMPL_ATTEMPTS), because }).strict(),
   z.object({ to: z.literal('tddReviewImpl') }).strict(),
   z.object({ to: z.literal('merger') }).strict(),
-  z.object({ to: z.literal('human'), reason: z.enum(HUMAN_REASONS as [HumanReason, ...HumanReason[]]), message: because }).strict(),
+  z
+    .object({
+      to: z.literal('human'),
+      reason: z.enum(HUMAN_REASONS as [HumanReason, ...HumanReason[]]),
+      message: because,
+    })
+    .strict(),
   z.object({ to: z.literal('exit'), status: z.enum(['merged', 'failed']), because }).strict(),
 ]) satisfies z.ZodType<TddRoute>;
 
@@ -119,14 +129,29 @@ describe('Scaffold', () => {
   test('Scaffold —InitWork→ Fork', () => {
     expect(afterScaffold(exitOf('InitWork'))).toEqual({ to: 'fork' });
     // Children start with the fork, not instead of it (seed: "Always InitWork, optionally with children").
-    const withChildren = { ...exitOf('InitWork'), childSpecs: [{ id: 'tokenizer', description: 'Split text', acceptanceCriteria: [{ id: 'TOK1', text: 'splits' }], targetPath: 'src/tokenizer.js', testPath: 'test/tokenizer.test.js' }] };
+    const withChildren = {
+      ...exitOf('InitWork'),
+      childSpecs: [
+        {
+          id: 'tokenizer',
+          description: 'Split text',
+          acceptanceCriteria: [{ id: 'TOK1', text: 'splits' }],
+          targetPath: 'src/tokenizer.js',
+          testPath: 'test/tokenizer.test.js',
+        },
+      ],
+    };
     expect(EXIT_SCHEMAS.scaffold.safeParse(withChildren).success).toBe(true);
     expect(afterScaffold(withChildren)).toEqual({ to: 'fork' });
   });
 
   test('Scaffold —ClarificationNeeded→ Exit (via a human: clarification)', () => {
     const route = afterScaffold(exitOf('ClarificationNeeded', 'Does a hyphen split words?'));
-    expect(route).toEqual({ to: 'human', reason: 'clarification', message: 'ClarificationNeeded: Does a hyphen split words?' });
+    expect(route).toEqual({
+      to: 'human',
+      reason: 'clarification',
+      message: 'ClarificationNeeded: Does a hyphen split words?',
+    });
     expect(exitAfterHuman(route)).toEqual({ to: 'exit', status: 'failed', because: expect.any(String) });
   });
 });
@@ -136,7 +161,10 @@ describe('Fork', () => {
   test('Fork —(spawns)→ TDDWriteTests, ImplBarrier', () => {
     expect(afterScaffold(exitOf('InitWork'))).toEqual({ to: 'fork' });
     // The ImplBarrier it spawns holds Impl back until TDDWriteTests' TestsReady and every child Scaffold spawned.
-    expect(barrierReady(false, [{ id: 'tokenizer', status: 'running' }])).toEqual({ ready: false, waitingFor: ['TestsReady', 'child tokenizer'] });
+    expect(barrierReady(false, [{ id: 'tokenizer', status: 'running' }])).toEqual({
+      ready: false,
+      waitingFor: ['TestsReady', 'child tokenizer'],
+    });
   });
 });
 
@@ -146,7 +174,10 @@ describe('TDDWriteTests', () => {
   });
 
   test('TDDWriteTests —InvalidScaffold→ Scaffold', () => {
-    expect(afterWriteTests(exitOf('InvalidScaffold', 'Token is not in src/textkit.js'), counters())).toEqual({ to: 'scaffold', because: 'InvalidScaffold: Token is not in src/textkit.js' });
+    expect(afterWriteTests(exitOf('InvalidScaffold', 'Token is not in src/textkit.js'), counters())).toEqual({
+      to: 'scaffold',
+      because: 'InvalidScaffold: Token is not in src/textkit.js',
+    });
   });
 });
 
@@ -166,15 +197,25 @@ describe('Impl', () => {
   });
 
   test('Impl —RequestRetry→ Impl (self-loop, attempt n+1)', () => {
-    expect(afterImpl(exitOf('RequestRetry', 'off by one'), counters({ implAttempt: 2 }))).toEqual({ to: 'impl', attempt: 3, because: 'RequestRetry: off by one' });
+    expect(afterImpl(exitOf('RequestRetry', 'off by one'), counters({ implAttempt: 2 }))).toEqual({
+      to: 'impl',
+      attempt: 3,
+      because: 'RequestRetry: off by one',
+    });
   });
 
   test('Impl —BlockedDependency→ Scaffold', () => {
-    expect(afterImpl(exitOf('BlockedDependency', 'tokenize'), counters())).toEqual({ to: 'scaffold', because: 'BlockedDependency: tokenize' });
+    expect(afterImpl(exitOf('BlockedDependency', 'tokenize'), counters())).toEqual({
+      to: 'scaffold',
+      because: 'BlockedDependency: tokenize',
+    });
   });
 
   test('Impl —SpecAmbiguity→ Scaffold', () => {
-    expect(afterImpl(exitOf('SpecAmbiguity', 'trim the ends?'), counters())).toEqual({ to: 'scaffold', because: 'SpecAmbiguity: trim the ends?' });
+    expect(afterImpl(exitOf('SpecAmbiguity', 'trim the ends?'), counters())).toEqual({
+      to: 'scaffold',
+      because: 'SpecAmbiguity: trim the ends?',
+    });
   });
 
   test('Impl —Stuck→ Exit (via a human: stuck)', () => {
@@ -190,37 +231,61 @@ describe('TDDReviewImpl', () => {
   });
 
   test('TDDReviewImpl —MoreTests→ TDDWriteTests', () => {
-    expect(afterReview(exitOf('MoreTests', 'test empty input'), counters())).toEqual({ to: 'tddWriteTests', because: 'MoreTests: test empty input' });
+    expect(afterReview(exitOf('MoreTests', 'test empty input'), counters())).toEqual({
+      to: 'tddWriteTests',
+      because: 'MoreTests: test empty input',
+    });
   });
 
   test('TDDReviewImpl —Reject→ Exit (via a human: review_rejected)', () => {
     const route = afterReview(exitOf('Reject', 'reimplements the tokenizer'), counters());
-    expect(route).toEqual({ to: 'human', reason: 'review_rejected', message: expect.stringContaining('Reject: reimplements the tokenizer') });
+    expect(route).toEqual({
+      to: 'human',
+      reason: 'review_rejected',
+      message: expect.stringContaining('Reject: reimplements the tokenizer'),
+    });
     expect(exitAfterHuman(route)).toEqual({ to: 'exit', status: 'failed', because: expect.any(String) });
   });
 });
 
 describe('Merger', () => {
   test('Merger —MergeComplete→ Parent + Rebaser (the node exits merged)', () => {
-    expect(afterMerger(exitOf('MergeComplete', 'd4e5f6'), counters())).toEqual({ to: 'exit', status: 'merged', because: 'MergeComplete: d4e5f6' });
+    expect(afterMerger(exitOf('MergeComplete', 'd4e5f6'), counters())).toEqual({
+      to: 'exit',
+      status: 'merged',
+      because: 'MergeComplete: d4e5f6',
+    });
   });
 
   test('Merger —MergeRejected→ Impl', () => {
-    expect(afterMerger(exitOf('MergeRejected', 'ContractViolation'), counters())).toEqual({ to: 'impl', attempt: 2, because: 'MergeRejected: ContractViolation' });
+    expect(afterMerger(exitOf('MergeRejected', 'ContractViolation'), counters())).toEqual({
+      to: 'impl',
+      attempt: 2,
+      because: 'MergeRejected: ContractViolation',
+    });
   });
 });
 
 describe('Rebaser', () => {
   test('Rebaser —RebaseClean→ TDDWriteTests', () => {
-    expect(afterRebaser(exitOf('RebaseClean', 'onto e5f6a7'), counters(), true)).toEqual({ to: 'tddWriteTests', because: 'RebaseClean: onto e5f6a7' });
+    expect(afterRebaser(exitOf('RebaseClean', 'onto e5f6a7'), counters(), true)).toEqual({
+      to: 'tddWriteTests',
+      because: 'RebaseClean: onto e5f6a7',
+    });
   });
 
   test('Rebaser —RebaseAdapted→ TDDWriteTests', () => {
-    expect(afterRebaser(exitOf('RebaseAdapted', '1 adaptation'), counters(), true)).toEqual({ to: 'tddWriteTests', because: 'RebaseAdapted: 1 adaptation' });
+    expect(afterRebaser(exitOf('RebaseAdapted', '1 adaptation'), counters(), true)).toEqual({
+      to: 'tddWriteTests',
+      because: 'RebaseAdapted: 1 adaptation',
+    });
   });
 
   test('Rebaser —RebaseConflict→ Scaffold', () => {
-    expect(afterRebaser(exitOf('RebaseConflict', 'src/textkit.js'), counters(), true)).toEqual({ to: 'scaffold', because: 'RebaseConflict: src/textkit.js' });
+    expect(afterRebaser(exitOf('RebaseConflict', 'src/textkit.js'), counters(), true)).toEqual({
+      to: 'scaffold',
+      because: 'RebaseConflict: src/textkit.js',
+    });
   });
 });
 
@@ -235,7 +300,12 @@ describe('Retry Protocol: RequestRetry within 5 attempts', () => {
   test.each([1, 2, 3, 4, 5])('RequestRetry at attempt %i', (attempt) => {
     const route = afterImpl(exitOf('RequestRetry'), counters({ implAttempt: attempt }));
     if (attempt < 5) expect(route).toEqual({ to: 'impl', attempt: attempt + 1, because: 'RequestRetry' });
-    else expect(route).toEqual({ to: 'human', reason: 'stuck', message: expect.stringMatching(/RequestRetry at attempt 5 of 5 becomes Stuck/) });
+    else
+      expect(route).toEqual({
+        to: 'human',
+        reason: 'stuck',
+        message: expect.stringMatching(/RequestRetry at attempt 5 of 5 becomes Stuck/),
+      });
   });
 
   test('an agent that always asks to retry makes exactly 5 attempts, then is Stuck', () => {
@@ -263,7 +333,11 @@ describe('MergeRejected counts against Impl attempts', () => {
     expect(route).toEqual({ to: 'impl', attempt: 2, because: 'RequestRetry' });
     route = afterMerger(exitOf('MergeRejected'), counters({ implAttempt: 2 }));
     expect(route).toEqual({ to: 'impl', attempt: 3, because: 'MergeRejected' });
-    expect(afterImpl(exitOf('RequestRetry'), counters({ implAttempt: 4 }))).toEqual({ to: 'impl', attempt: 5, because: 'RequestRetry' });
+    expect(afterImpl(exitOf('RequestRetry'), counters({ implAttempt: 4 }))).toEqual({
+      to: 'impl',
+      attempt: 5,
+      because: 'RequestRetry',
+    });
     expect(afterMerger(exitOf('MergeRejected'), counters({ implAttempt: 5 }))).toEqual(stuck);
   });
 });
@@ -278,7 +352,11 @@ describe('MoreTests bounded by maxReviewRounds', () => {
     { maxReviewRounds: 1, reviewRounds: 1, to: 'human' },
   ])('MoreTests after $reviewRounds of $maxReviewRounds rounds → $to', ({ maxReviewRounds, reviewRounds, to }) => {
     const route = afterReview(exitOf('MoreTests'), counters({ reviewRounds, maxReviewRounds }));
-    expect(route).toEqual(to === 'human' ? { ...stuck, message: expect.stringContaining(`maxReviewRounds ${maxReviewRounds}`) } : { to, because: 'MoreTests' });
+    expect(route).toEqual(
+      to === 'human'
+        ? { ...stuck, message: expect.stringContaining(`maxReviewRounds ${maxReviewRounds}`) }
+        : { to, because: 'MoreTests' },
+    );
   });
 
   test('a reviewer that always asks for more tests gets maxReviewRounds rounds, then the node is Stuck', () => {
@@ -295,7 +373,9 @@ describe('MoreTests bounded by maxReviewRounds', () => {
 
   test('Approved and Reject are not bounded by review rounds', () => {
     expect(afterReview(exitOf('Approved'), spent)).toEqual({ to: 'merger' });
-    expect(afterReview(exitOf('Reject'), spent)).toEqual(expect.objectContaining({ to: 'human', reason: 'review_rejected' }));
+    expect(afterReview(exitOf('Reject'), spent)).toEqual(
+      expect.objectContaining({ to: 'human', reason: 'review_rejected' }),
+    );
   });
 });
 
@@ -305,18 +385,27 @@ describe('returning to Scaffold bounded by maxScaffoldRuns', () => {
     { name: 'Impl BlockedDependency', route: (c) => afterImpl(exitOf('BlockedDependency'), c) },
     { name: 'Impl SpecAmbiguity', route: (c) => afterImpl(exitOf('SpecAmbiguity'), c) },
     { name: 'Rebaser RebaseConflict (scaffolded)', route: (c) => afterRebaser(exitOf('RebaseConflict'), c, true) },
-    { name: 'Rebaser RebaseConflict (before the scaffold was done)', route: (c) => afterRebaser(exitOf('RebaseConflict'), c, false) },
+    {
+      name: 'Rebaser RebaseConflict (before the scaffold was done)',
+      route: (c) => afterRebaser(exitOf('RebaseConflict'), c, false),
+    },
   ];
   const maxScaffoldRuns = TDD_LIMITS.maxScaffoldRuns.default;
 
   test.each(toScaffold)('$name: back to Scaffold while it ran fewer than maxScaffoldRuns times', ({ route }) => {
     for (let scaffoldRuns = 1; scaffoldRuns < maxScaffoldRuns; scaffoldRuns++) {
-      expect(route(counters({ scaffoldRuns, maxScaffoldRuns }))).toEqual({ to: 'scaffold', because: expect.any(String) });
+      expect(route(counters({ scaffoldRuns, maxScaffoldRuns }))).toEqual({
+        to: 'scaffold',
+        because: expect.any(String),
+      });
     }
   });
 
   test.each(toScaffold)('$name: Stuck once Scaffold ran maxScaffoldRuns times', ({ route }) => {
-    expect(route(counters({ scaffoldRuns: maxScaffoldRuns, maxScaffoldRuns }))).toEqual({ ...stuck, message: expect.stringContaining('maxScaffoldRuns') });
+    expect(route(counters({ scaffoldRuns: maxScaffoldRuns, maxScaffoldRuns }))).toEqual({
+      ...stuck,
+      message: expect.stringContaining('maxScaffoldRuns'),
+    });
     expect(route(counters({ scaffoldRuns: 2, maxScaffoldRuns: 2 }))).toEqual(stuck);
   });
 
@@ -327,9 +416,15 @@ describe('returning to Scaffold bounded by maxScaffoldRuns', () => {
 });
 
 describe('Rebaser before the scaffold is done', () => {
-  test.each(['RebaseClean', 'RebaseAdapted'] as const)('%s before InitWork → Scaffold (no tests to write yet)', (name) => {
-    expect(afterRebaser(exitOf(name, 'onto e5f6a7'), counters(), false)).toEqual({ to: 'scaffold', because: expect.stringContaining(`${name}: onto e5f6a7`) });
-  });
+  test.each(['RebaseClean', 'RebaseAdapted'] as const)(
+    '%s before InitWork → Scaffold (no tests to write yet)',
+    (name) => {
+      expect(afterRebaser(exitOf(name, 'onto e5f6a7'), counters(), false)).toEqual({
+        to: 'scaffold',
+        because: expect.stringContaining(`${name}: onto e5f6a7`),
+      });
+    },
+  );
 });
 
 describe('each bound counts only its own edges', () => {
@@ -340,7 +435,10 @@ describe('each bound counts only its own edges', () => {
   });
 
   test('spent Scaffold runs and review rounds do not stop a retry', () => {
-    const c = counters({ scaffoldRuns: TDD_LIMITS.maxScaffoldRuns.default, reviewRounds: TDD_LIMITS.maxReviewRounds.default });
+    const c = counters({
+      scaffoldRuns: TDD_LIMITS.maxScaffoldRuns.default,
+      reviewRounds: TDD_LIMITS.maxReviewRounds.default,
+    });
     expect(afterImpl(exitOf('RequestRetry'), c)).toEqual({ to: 'impl', attempt: 2, because: 'RequestRetry' });
     expect(afterMerger(exitOf('MergeRejected'), c)).toEqual({ to: 'impl', attempt: 2, because: 'MergeRejected' });
   });
@@ -355,7 +453,11 @@ describe('each bound counts only its own edges', () => {
     expect(afterWriteTests(exitOf('TestsReady'), spent)).toEqual({ to: 'barrier' });
     expect(afterImpl(exitOf('TestsPassed'), spent)).toEqual({ to: 'tddReviewImpl' });
     expect(afterReview(exitOf('Approved'), spent)).toEqual({ to: 'merger' });
-    expect(afterMerger(exitOf('MergeComplete'), spent)).toEqual({ to: 'exit', status: 'merged', because: 'MergeComplete' });
+    expect(afterMerger(exitOf('MergeComplete'), spent)).toEqual({
+      to: 'exit',
+      status: 'merged',
+      because: 'MergeComplete',
+    });
     expect(afterRebaser(exitOf('RebaseClean'), spent, true)).toEqual({ to: 'tddWriteTests', because: 'RebaseClean' });
   });
 });
@@ -364,8 +466,12 @@ describe('reasons quote the exit', () => {
   test('a whole exit is quoted by its name; a signal with a detail by name and detail', () => {
     expect(afterImpl(exitOf('RequestRetry'), counters())).toEqual(expect.objectContaining({ because: 'RequestRetry' }));
     const signal: ExitSignal<ImplExit> = { exit: 'RequestRetry', detail: '2 tests still fail' };
-    expect(afterImpl(signal, counters())).toEqual(expect.objectContaining({ because: 'RequestRetry: 2 tests still fail' }));
-    expect(afterImpl({ exit: 'RequestRetry', detail: '' }, counters())).toEqual(expect.objectContaining({ because: 'RequestRetry' }));
+    expect(afterImpl(signal, counters())).toEqual(
+      expect.objectContaining({ because: 'RequestRetry: 2 tests still fail' }),
+    );
+    expect(afterImpl({ exit: 'RequestRetry', detail: '' }, counters())).toEqual(
+      expect.objectContaining({ because: 'RequestRetry' }),
+    );
   });
 });
 
@@ -375,7 +481,9 @@ describe('reasons quote the exit', () => {
 /** Every ordering of `items`. */
 function permutations<T>(items: readonly T[]): T[][] {
   if (items.length <= 1) return [[...items]];
-  return items.flatMap((item, i) => permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]));
+  return items.flatMap((item, i) =>
+    permutations([...items.slice(0, i), ...items.slice(i + 1)]).map((rest) => [item, ...rest]),
+  );
 }
 
 type BarrierEvent = 'TestsReady' | `${string} merged` | `${string} failed`;
@@ -383,28 +491,31 @@ type BarrierEvent = 'TestsReady' | `${string} merged` | `${string} failed`;
 describe('barrierReady', () => {
   const events: BarrierEvent[] = ['TestsReady', 'tokenizer merged', 'formatter failed', 'stemmer merged'];
 
-  test.each(permutations(events).map((order) => [order.join(', '), order] as const))('tests ready and all children settled, in the order %s', (_name, order) => {
-    let testsReady = false;
-    const children: ChildStatus[] = [
-      { id: 'tokenizer', status: 'running' },
-      { id: 'formatter', status: 'running' },
-      { id: 'stemmer', status: 'running' },
-    ];
-    const outstanding = new Set<string>(['TestsReady', 'child tokenizer', 'child formatter', 'child stemmer']);
-    order.forEach((event, i) => {
-      if (event === 'TestsReady') {
-        testsReady = true;
-        outstanding.delete('TestsReady');
-      } else {
-        const [id, status] = event.split(' ') as [string, 'merged' | 'failed'];
-        children.find((c) => c.id === id)!.status = status;
-        outstanding.delete(`child ${id}`);
-      }
-      const { ready, waitingFor } = barrierReady(testsReady, children);
-      expect(ready).toBe(i === order.length - 1);
-      expect([...waitingFor].sort()).toEqual([...outstanding].sort());
-    });
-  });
+  test.each(permutations(events).map((order) => [order.join(', '), order] as const))(
+    'tests ready and all children settled, in the order %s',
+    (_name, order) => {
+      let testsReady = false;
+      const children: ChildStatus[] = [
+        { id: 'tokenizer', status: 'running' },
+        { id: 'formatter', status: 'running' },
+        { id: 'stemmer', status: 'running' },
+      ];
+      const outstanding = new Set<string>(['TestsReady', 'child tokenizer', 'child formatter', 'child stemmer']);
+      order.forEach((event, i) => {
+        if (event === 'TestsReady') {
+          testsReady = true;
+          outstanding.delete('TestsReady');
+        } else {
+          const [id, status] = event.split(' ') as [string, 'merged' | 'failed'];
+          children.find((c) => c.id === id)!.status = status;
+          outstanding.delete(`child ${id}`);
+        }
+        const { ready, waitingFor } = barrierReady(testsReady, children);
+        expect(ready).toBe(i === order.length - 1);
+        expect([...waitingFor].sort()).toEqual([...outstanding].sort());
+      });
+    },
+  );
 
   test('children that finished before the tests were ready wait only for TestsReady', () => {
     const children: ChildStatus[] = [
@@ -459,24 +570,45 @@ describe('afterHuman', () => {
   test.each(cases)('$reason × $kind', ({ reason, kind, answer }) => {
     const route = afterHuman(reason, answer);
     expect(RouteShape.parse(route)).toEqual(route);
-    if (kind === 'abort') expect(route).toEqual({ to: 'exit', status: 'failed', because: expect.stringContaining('out of scope') });
-    else if (kind === 'expired') expect(route).toEqual({ to: 'exit', status: 'failed', because: expect.stringMatching(/expired/) });
+    if (kind === 'abort')
+      expect(route).toEqual({ to: 'exit', status: 'failed', because: expect.stringContaining('out of scope') });
+    else if (kind === 'expired')
+      expect(route).toEqual({ to: 'exit', status: 'failed', because: expect.stringMatching(/expired/) });
     else if (reason === 'clarification') expect(route).toEqual({ to: 'scaffold', because: expect.any(String) });
     else expect(route).toEqual({ to: 'impl', attempt: 1, because: expect.any(String) });
   });
 
   test('guidance for a node stuck before it had tests resumes at Scaffold, not Impl', () => {
     const guidance: HumanAnswer = { kind: 'answer', text: 'put the types in src/types.js' };
-    expect(afterHuman('stuck', guidance, { testsReady: false })).toEqual({ to: 'scaffold', because: 'guidance from a human' });
-    expect(afterHuman('stuck', guidance, { testsReady: true })).toEqual({ to: 'impl', attempt: 1, because: 'guidance from a human' });
-    expect(afterHuman('clarification', guidance, { testsReady: false })).toEqual({ to: 'scaffold', because: 'clarification answered' });
-    expect(afterHuman('stuck', { kind: 'abort', reason: 'no' }, { testsReady: false })).toMatchObject({ to: 'exit', status: 'failed' });
+    expect(afterHuman('stuck', guidance, { testsReady: false })).toEqual({
+      to: 'scaffold',
+      because: 'guidance from a human',
+    });
+    expect(afterHuman('stuck', guidance, { testsReady: true })).toEqual({
+      to: 'impl',
+      attempt: 1,
+      because: 'guidance from a human',
+    });
+    expect(afterHuman('clarification', guidance, { testsReady: false })).toEqual({
+      to: 'scaffold',
+      because: 'clarification answered',
+    });
+    expect(afterHuman('stuck', { kind: 'abort', reason: 'no' }, { testsReady: false })).toMatchObject({
+      to: 'exit',
+      status: 'failed',
+    });
   });
 
   test('an exit after a human says what the node was waiting for', () => {
-    expect(afterHuman('clarification', nobodyAnswers)).toEqual(expect.objectContaining({ because: expect.stringMatching(/clarification/) }));
-    expect(afterHuman('stuck', nobodyAnswers)).toEqual(expect.objectContaining({ because: expect.stringMatching(/stuck/) }));
-    expect(afterHuman('review_rejected', nobodyAnswers)).toEqual(expect.objectContaining({ because: expect.stringMatching(/review rejected/) }));
+    expect(afterHuman('clarification', nobodyAnswers)).toEqual(
+      expect.objectContaining({ because: expect.stringMatching(/clarification/) }),
+    );
+    expect(afterHuman('stuck', nobodyAnswers)).toEqual(
+      expect.objectContaining({ because: expect.stringMatching(/stuck/) }),
+    );
+    expect(afterHuman('review_rejected', nobodyAnswers)).toEqual(
+      expect.objectContaining({ because: expect.stringMatching(/review rejected/) }),
+    );
   });
 });
 
@@ -527,7 +659,9 @@ function routesOf(node: TddNodeName, exit: string): unknown[] {
     case 'merger':
       return contexts.map((c) => afterMerger({ exit } as ExitSignal<MergerExit>, c));
     case 'rebaser':
-      return contexts.flatMap((c) => [true, false].map((scaffolded) => afterRebaser({ exit } as ExitSignal<RebaserExit>, c, scaffolded)));
+      return contexts.flatMap((c) =>
+        [true, false].map((scaffolded) => afterRebaser({ exit } as ExitSignal<RebaserExit>, c, scaffolded)),
+      );
   }
 }
 
@@ -542,8 +676,9 @@ describe('table completeness', () => {
     }
   });
 
-  test('the schemas hold exactly the seed\'s exits, node by node', () => {
-    for (const node of TDD_NODES) expect({ node, exits: exitNamesOf(node).sort() }).toEqual({ node, exits: [...SEED_EXITS[node]].sort() });
+  test("the schemas hold exactly the seed's exits, node by node", () => {
+    for (const node of TDD_NODES)
+      expect({ node, exits: exitNamesOf(node).sort() }).toEqual({ node, exits: [...SEED_EXITS[node]].sort() });
   });
 
   test.each(everyExit)('$node —$exit→ has a route', ({ node, exit }) => {
@@ -560,6 +695,8 @@ describe('table completeness', () => {
 
   test('an exit no schema knows has no route', () => {
     // The guard for the tests above: an unknown exit falls through every switch.
-    expect(RouteShape.safeParse(afterImpl({ exit: 'Teleport' } as unknown as ExitSignal<ImplExit>, counters())).success).toBe(false);
+    expect(
+      RouteShape.safeParse(afterImpl({ exit: 'Teleport' } as unknown as ExitSignal<ImplExit>, counters())).success,
+    ).toBe(false);
   });
 });

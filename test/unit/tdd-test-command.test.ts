@@ -10,7 +10,13 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { DEFAULT_TEST_COMMANDS, TEST_COMMANDS_ENV, allowedTestCommands, checkTestCommand, runTestCommand } from '../../src/activities/test-command';
+import {
+  DEFAULT_TEST_COMMANDS,
+  TEST_COMMANDS_ENV,
+  allowedTestCommands,
+  checkTestCommand,
+  runTestCommand,
+} from '../../src/activities/test-command';
 import { isAlive } from '../support/processes';
 
 let dir: string;
@@ -22,7 +28,10 @@ afterAll(() => {
 });
 
 function testFile(name: string, body: string): string {
-  writeFileSync(path.join(dir, name), `const test = require('node:test');\nconst assert = require('node:assert');\n${body}\n`);
+  writeFileSync(
+    path.join(dir, name),
+    `const test = require('node:test');\nconst assert = require('node:assert');\n${body}\n`,
+  );
   return name;
 }
 
@@ -67,8 +76,12 @@ describe('the allow-list', () => {
       ['node', '--test'],
       ['npm', 'test'],
     ]);
-    expect(() => allowedTestCommands({ [TEST_COMMANDS_ENV]: 'node --test' })).toThrow(/^TREADLE_TDD_TEST_COMMANDS is not valid JSON/);
-    expect(() => allowedTestCommands({ [TEST_COMMANDS_ENV]: '["node","--test"]' })).toThrow(/^TREADLE_TDD_TEST_COMMANDS must be a JSON array of non-empty argv arrays/);
+    expect(() => allowedTestCommands({ [TEST_COMMANDS_ENV]: 'node --test' })).toThrow(
+      /^TREADLE_TDD_TEST_COMMANDS is not valid JSON/,
+    );
+    expect(() => allowedTestCommands({ [TEST_COMMANDS_ENV]: '["node","--test"]' })).toThrow(
+      /^TREADLE_TDD_TEST_COMMANDS must be a JSON array of non-empty argv arrays/,
+    );
     expect(() => allowedTestCommands({ [TEST_COMMANDS_ENV]: '[[]]' })).toThrow(/TREADLE_TDD_TEST_COMMANDS/);
   });
 
@@ -102,7 +115,10 @@ describe('the allow-list', () => {
 
 describe('runTestCommand', () => {
   test('a passing run', async () => {
-    const file = testFile('pass.test.js', `test('adds', () => assert.strictEqual(1 + 1, 2));\ntest('concatenates', () => assert.strictEqual('a' + 'b', 'ab'));`);
+    const file = testFile(
+      'pass.test.js',
+      `test('adds', () => assert.strictEqual(1 + 1, 2));\ntest('concatenates', () => assert.strictEqual('a' + 'b', 'ab'));`,
+    );
     const run = await runTestCommand({ cwd: dir, command: ['node', '--test', file], timeoutMs: 30_000 });
     expect(run).toMatchObject({ passed: true, exitCode: 0, signal: null, timedOut: false, outputTruncated: false });
     expect(run.tests).toEqual([
@@ -163,14 +179,21 @@ test('outer', async (t) => {
     const pidFile = path.join(dir, 'aborted-grandchild.pid');
     const file = hangingTestFile('abort.test.js', pidFile);
     const controller = new AbortController();
-    const running = runTestCommand({ cwd: dir, command: ['node', '--test', file], timeoutMs: 60_000, signal: controller.signal });
+    const running = runTestCommand({
+      cwd: dir,
+      command: ['node', '--test', file],
+      timeoutMs: 60_000,
+      signal: controller.signal,
+    });
     expect(await waitUntil(() => existsSync(pidFile), 10_000)).toBe(true);
     const started = Date.now();
     controller.abort(new Error('activity cancelled'));
     await expect(running).rejects.toMatchObject({ name: 'AbortError', message: 'the test run was cancelled' });
     expect(Date.now() - started).toBeLessThan(5_000);
     expect(await waitUntil(() => stopped(Number(readFileSync(pidFile, 'utf8'))))).toBe(true);
-    await expect(runTestCommand({ cwd: dir, command: ['node', '--test', file], timeoutMs: 1_000, signal: controller.signal })).rejects.toMatchObject({ name: 'AbortError' });
+    await expect(
+      runTestCommand({ cwd: dir, command: ['node', '--test', file], timeoutMs: 1_000, signal: controller.signal }),
+    ).rejects.toMatchObject({ name: 'AbortError' });
   });
 
   test('the command sees PATH, HOME, LANG, TMPDIR and what is passed, not the worker’s other variables', async () => {
@@ -188,7 +211,12 @@ test('outer', async (t) => {
     // Were NODE_OPTIONS passed on, node would fail to start.
     process.env.NODE_OPTIONS = '--require /nonexistent/treadle-preload.js';
     try {
-      const run = await runTestCommand({ cwd: dir, command: ['node', '--test', file], timeoutMs: 30_000, env: { VISIBLE: 'yes' } });
+      const run = await runTestCommand({
+        cwd: dir,
+        command: ['node', '--test', file],
+        timeoutMs: 30_000,
+        env: { VISIBLE: 'yes' },
+      });
       expect(run.passed).toBe(true);
       expect(run.output).not.toContain('hunter2');
       expect(run.output).toContain('SECRET_X=undefined');
@@ -211,7 +239,12 @@ test('outer', async (t) => {
   test('case ' + i, () => { console.log('x'.repeat(500)); assert.ok(i !== 150); });
 }`,
     );
-    const run = await runTestCommand({ cwd: dir, command: ['node', '--test', file], timeoutMs: 30_000, maxOutputBytes: 4_096 });
+    const run = await runTestCommand({
+      cwd: dir,
+      command: ['node', '--test', file],
+      timeoutMs: 30_000,
+      maxOutputBytes: 4_096,
+    });
     expect(run.outputTruncated).toBe(true);
     expect(Buffer.byteLength(run.output)).toBeLessThan(4_096 + 100);
     expect(run.output).toMatch(/\n\[… \d+ bytes of output omitted …\]\n/);
@@ -223,7 +256,11 @@ test('outer', async (t) => {
   });
 
   test('a command that cannot start throws', async () => {
-    await expect(runTestCommand({ cwd: dir, command: ['treadle-no-such-test-runner'], timeoutMs: 5_000 })).rejects.toThrow(/could not start.*ENOENT/);
-    await expect(runTestCommand({ cwd: path.join(dir, 'missing'), command: ['node', '--test'], timeoutMs: 5_000 })).rejects.toThrow(/could not start/);
+    await expect(
+      runTestCommand({ cwd: dir, command: ['treadle-no-such-test-runner'], timeoutMs: 5_000 }),
+    ).rejects.toThrow(/could not start.*ENOENT/);
+    await expect(
+      runTestCommand({ cwd: path.join(dir, 'missing'), command: ['node', '--test'], timeoutMs: 5_000 }),
+    ).rejects.toThrow(/could not start/);
   });
 });

@@ -7,7 +7,16 @@
  * when one path is bad; reading caps the size; listing is sorted, recursive and skips `.git` and
  * `node_modules`.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
@@ -113,7 +122,9 @@ describe('reading', () => {
     symlinkSync(path.join(root, 'src', 'a.ts'), path.join(root, 'a-link.ts'));
     expect(await readFileInside(root, 'src/a.ts')).toBe('export const a = 1;\n');
     expect(await readFileInside(root, 'a-link.ts')).toBe('export const a = 1;\n');
-    await expect(readFileInside(root, 'src/a.ts', { maxBytes: 5 })).rejects.toThrow('src/a.ts is 20 bytes, more than the 5 bytes that may be read');
+    await expect(readFileInside(root, 'src/a.ts', { maxBytes: 5 })).rejects.toThrow(
+      'src/a.ts is 20 bytes, more than the 5 bytes that may be read',
+    );
     await expect(readFileInside(root, 'src/missing.ts')).rejects.toThrow('src/missing.ts does not exist');
     await expect(readFileInside(root, 'src')).rejects.toThrow('src is not a file');
     await expect(readFileInside(root, `../outside-${counter}/secret.txt`)).rejects.toBeInstanceOf(PathEscapeError);
@@ -154,7 +165,14 @@ describe('writing and deleting', () => {
     const readOnly = ['src/a.ts', 'interfaces/', './contracts'];
     mkdirSync(path.join(root, 'interfaces'));
     writeFileSync(path.join(root, 'interfaces', 'api.ts'), 'export interface Api {}\n');
-    for (const target of ['src/a.ts', './src/a.ts', 'interfaces/api.ts', 'interfaces/new.ts', 'contracts/suite.test.ts', 'src/../interfaces/api.ts']) {
+    for (const target of [
+      'src/a.ts',
+      './src/a.ts',
+      'interfaces/api.ts',
+      'interfaces/new.ts',
+      'contracts/suite.test.ts',
+      'src/../interfaces/api.ts',
+    ]) {
       const error = await writeFileInside(root, target, 'changed', { readOnly }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(ReadOnlyPathError);
       expect((error as ReadOnlyPathError).requested).toBe(target);
@@ -172,7 +190,9 @@ describe('writing and deleting', () => {
   test('a read-only folder stays read-only through a symlink to it', async () => {
     mkdirSync(path.join(root, 'interfaces'));
     symlinkSync(path.join(root, 'interfaces'), path.join(root, 'alias'));
-    await expect(writeFileInside(root, 'alias/api.ts', 'sneaky', { readOnly: ['interfaces'] })).rejects.toBeInstanceOf(ReadOnlyPathError);
+    await expect(writeFileInside(root, 'alias/api.ts', 'sneaky', { readOnly: ['interfaces'] })).rejects.toBeInstanceOf(
+      ReadOnlyPathError,
+    );
     expect(existsSync(path.join(root, 'interfaces', 'api.ts'))).toBe(false);
   });
 
@@ -207,7 +227,12 @@ describe('applyFileWrites', () => {
     ['a read-only path', { 'interfaces/api.ts': 'changed' }, ReadOnlyPathError],
     ['a folder', { src: 'not a file' }, Error],
   ])('writes nothing when one path is bad: %s', async (_label, bad, errorType) => {
-    const writes: Record<string, string | null> = { 'src/first.ts': 'first\n', 'new-folder/second.ts': 'second\n', 'src/a.ts': null, ...bad };
+    const writes: Record<string, string | null> = {
+      'src/first.ts': 'first\n',
+      'new-folder/second.ts': 'second\n',
+      'src/a.ts': null,
+      ...bad,
+    };
     await expect(applyFileWrites(root, writes, { readOnly: ['interfaces'] })).rejects.toBeInstanceOf(errorType);
     expect(existsSync(path.join(root, 'src', 'first.ts'))).toBe(false);
     expect(existsSync(path.join(root, 'new-folder'))).toBe(false);
@@ -227,7 +252,13 @@ describe('listFilesInside', () => {
     mkdirSync(path.join(root, 'src', 'z'));
     writeFileSync(path.join(root, 'src', 'z', 'last.ts'), '');
     symlinkSync(outside, path.join(root, 'outside-link'));
-    expect(await listFilesInside(root)).toEqual(['README.md', 'outside-link', 'src/a.ts', 'src/z/last.ts', 'vendor/lib.ts']);
+    expect(await listFilesInside(root)).toEqual([
+      'README.md',
+      'outside-link',
+      'src/a.ts',
+      'src/z/last.ts',
+      'vendor/lib.ts',
+    ]);
     expect(await listFilesInside(root, 'src')).toEqual(['src/a.ts', 'src/z/last.ts']);
     expect(await listFilesInside(root, 'src/a.ts')).toEqual(['src/a.ts']);
     expect(await listFilesInside(root, 'missing')).toEqual([]);
@@ -239,6 +270,16 @@ describe('listFilesInside', () => {
     const listed = await listFilesInside(root, '.', { maxEntries: 10 });
     expect(listed).toHaveLength(10);
     expect(listed[0]).toBe('src/a.ts');
-    expect(listed.slice(1)).toEqual(['src/f00.ts', 'src/f01.ts', 'src/f02.ts', 'src/f03.ts', 'src/f04.ts', 'src/f05.ts', 'src/f06.ts', 'src/f07.ts', 'src/f08.ts']);
+    expect(listed.slice(1)).toEqual([
+      'src/f00.ts',
+      'src/f01.ts',
+      'src/f02.ts',
+      'src/f03.ts',
+      'src/f04.ts',
+      'src/f05.ts',
+      'src/f06.ts',
+      'src/f07.ts',
+      'src/f08.ts',
+    ]);
   });
 });

@@ -7,10 +7,17 @@ import type { Client } from '@temporalio/client';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { listExecutions } from '../../src/visibility';
-import { explainSearchAttributeError, SEARCH_ATTRIBUTE_DEFINITIONS, searchAttributeCommands } from '../../src/model/search-attributes';
+import {
+  explainSearchAttributeError,
+  SEARCH_ATTRIBUTE_DEFINITIONS,
+  searchAttributeCommands,
+} from '../../src/model/search-attributes';
 
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s);
-const json = (value: unknown, type?: string) => ({ metadata: { encoding: bytes('json/plain'), ...(type ? { type: bytes(type) } : {}) }, data: bytes(JSON.stringify(value)) });
+const json = (value: unknown, type?: string) => ({
+  metadata: { encoding: bytes('json/plain'), ...(type ? { type: bytes(type) } : {}) },
+  data: bytes(JSON.stringify(value)),
+});
 
 function execution(id: string, fields: { memo?: Record<string, unknown>; attributes?: Record<string, unknown> } = {}) {
   return {
@@ -23,8 +30,10 @@ function execution(id: string, fields: { memo?: Record<string, unknown>; attribu
 }
 
 /** The server's words (dev server 1.29.1) for a query, and for a start, naming an attribute it lacks. */
-const UNKNOWN_IN_QUERY = "3 INVALID_ARGUMENT: invalid query: invalid expression: column name 'TreadlePendingReviews' is not a valid search attribute";
-const UNKNOWN_AT_START = '3 INVALID_ARGUMENT: Namespace default has no mapping defined for search attribute TreadlePipeline';
+const UNKNOWN_IN_QUERY =
+  "3 INVALID_ARGUMENT: invalid query: invalid expression: column name 'TreadlePendingReviews' is not a valid search attribute";
+const UNKNOWN_AT_START =
+  '3 INVALID_ARGUMENT: Namespace default has no mapping defined for search attribute TreadlePipeline';
 
 /** A client whose service answers from `pages` (one per call, linked by page tokens) and records requests. */
 function fakeClient(pages: unknown[][], described: Record<string, Record<string, unknown>> = {}) {
@@ -78,7 +87,15 @@ describe('listExecutions', () => {
   it('decodes start time, json/plain memo and keyword attributes without the SDK', async () => {
     const reviews = { pipeline: 'p', reviews: [{ stage: 'draft', reason: 'always' }], omitted: 0 };
     const { client, describes } = fakeClient([
-      [execution('a', { memo: { treadleReviews: json(reviews) }, attributes: { TreadlePipeline: json('p', 'Keyword'), TreadlePendingReviews: json(['draft', 'edit'], 'KeywordList') } })],
+      [
+        execution('a', {
+          memo: { treadleReviews: json(reviews) },
+          attributes: {
+            TreadlePipeline: json('p', 'Keyword'),
+            TreadlePendingReviews: json(['draft', 'edit'], 'KeywordList'),
+          },
+        }),
+      ],
     ]);
     const [a] = await all(client, 'q');
     expect(a!.startTime.toISOString()).toBe('2026-11-25T08:19:57.943Z');
@@ -92,26 +109,42 @@ describe('listExecutions', () => {
   });
 
   it('reads a cleared attribute (json null) as absent', async () => {
-    const { client } = fakeClient([[execution('a', { attributes: { TreadlePendingReviews: json(null, 'KeywordList'), TreadlePipeline: json(null, 'Keyword') } })]]);
+    const { client } = fakeClient([
+      [
+        execution('a', {
+          attributes: { TreadlePendingReviews: json(null, 'KeywordList'), TreadlePipeline: json(null, 'Keyword') },
+        }),
+      ],
+    ]);
     const [a] = await all(client, 'q');
     expect(a!.keywordList('TreadlePendingReviews')).toEqual([]);
     expect(a!.keyword('TreadlePipeline')).toBeUndefined();
   });
 
   it('lets the SDK decode a memo in any other encoding (an external-storage reference) through describe()', async () => {
-    const reference = { metadata: { encoding: bytes('json/protobuf'), messageType: bytes('temporal.api.sdk.v1.ExternalStorageReference') }, data: bytes('{}') };
-    const { client, describes } = fakeClient([[execution('big', { memo: { treadleReviews: reference } })]], { big: { treadleReviews: { reviews: [{ stage: 's' }] } } });
+    const reference = {
+      metadata: {
+        encoding: bytes('json/protobuf'),
+        messageType: bytes('temporal.api.sdk.v1.ExternalStorageReference'),
+      },
+      data: bytes('{}'),
+    };
+    const { client, describes } = fakeClient([[execution('big', { memo: { treadleReviews: reference } })]], {
+      big: { treadleReviews: { reviews: [{ stage: 's' }] } },
+    });
     const [big] = await all(client, 'q');
     expect(await big!.memo('treadleReviews')).toEqual({ reviews: [{ stage: 's' }] });
     expect(describes).toEqual(['big']);
   });
 });
 
-describe('a server without Treadle\'s search attributes', () => {
+describe("a server without Treadle's search attributes", () => {
   it('gets one registration command per attribute (the CLI adds only the first of several --name flags)', () => {
     const commands = searchAttributeCommands();
     expect(commands).toHaveLength(Object.keys(SEARCH_ATTRIBUTE_DEFINITIONS).length);
-    expect(commands).toContain('temporal operator search-attribute create --name TreadlePendingReviews --type KeywordList');
+    expect(commands).toContain(
+      'temporal operator search-attribute create --name TreadlePendingReviews --type KeywordList',
+    );
     expect(commands).toContain('temporal operator search-attribute create --name TreadlePipeline --type Keyword');
   });
 
@@ -127,10 +160,12 @@ describe('a server without Treadle\'s search attributes', () => {
       expect(explained).toContain("the server does not have Treadle's search attributes");
       for (const command of searchAttributeCommands()) expect(explained).toContain(command);
     }
-    expect(explainSearchAttributeError('14 UNAVAILABLE: connection refused')).toBe('14 UNAVAILABLE: connection refused');
+    expect(explainSearchAttributeError('14 UNAVAILABLE: connection refused')).toBe(
+      '14 UNAVAILABLE: connection refused',
+    );
   });
 
-  it('makes a listing fail with the query, the server\'s reason and the fix', async () => {
+  it("makes a listing fail with the query, the server's reason and the fix", async () => {
     const client = {
       options: { namespace: 'default' },
       workflowService: {

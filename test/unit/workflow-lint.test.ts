@@ -21,7 +21,18 @@ export function f(): unknown {
 async function ruleIds(file: string): Promise<string[]> {
   let out: string;
   try {
-    out = execFileSync(process.execPath, [path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'), '--stdin', '--stdin-filename', file, '--format', 'json'], { cwd: root, input: probe, encoding: 'utf8' });
+    out = execFileSync(
+      process.execPath,
+      [
+        path.join(root, 'node_modules', 'eslint', 'bin', 'eslint.js'),
+        '--stdin',
+        '--stdin-filename',
+        file,
+        '--format',
+        'json',
+      ],
+      { cwd: root, input: probe, encoding: 'utf8' },
+    );
   } catch (error) {
     out = (error as { stdout: string }).stdout; // exit 1 when there are errors
   }

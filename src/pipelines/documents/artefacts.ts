@@ -107,10 +107,14 @@ export type EmbeddingsArtefact = {
   overlapTokens: number;
   chunks: EmbeddingChunk[];
 };
-const EmbeddingsSchema = z.object({
-  dimensions: z.number().int().positive(),
-  chunks: z.array(z.object({ id: z.string(), heading: z.string(), tokens: z.number(), vector: z.array(z.number()) }).loose()),
-}).loose();
+const EmbeddingsSchema = z
+  .object({
+    dimensions: z.number().int().positive(),
+    chunks: z.array(
+      z.object({ id: z.string(), heading: z.string(), tokens: z.number(), vector: z.array(z.number()) }).loose(),
+    ),
+  })
+  .loose();
 
 /** Artefact of `build_fts_index`: an inverted index with one document per markdown section. */
 export type SearchIndex = {
@@ -149,19 +153,33 @@ export type CrossReferenceArtefact = {
   /** Concepts that share no section with any other concept. */
   unlinked: string[];
 };
-const CrossReferenceSchema = z.object({
-  links: z.array(
-    z.object({ concept: z.string(), label: z.string().default(''), type: z.string().default('term'), count: z.number().default(0), sections: z.array(z.string()).default([]) }).loose(),
-  ),
-  crossSection: z.array(z.string()).default([]),
-  unlinked: z.array(z.string()).default([]),
-}).loose();
+const CrossReferenceSchema = z
+  .object({
+    links: z.array(
+      z
+        .object({
+          concept: z.string(),
+          label: z.string().default(''),
+          type: z.string().default('term'),
+          count: z.number().default(0),
+          sections: z.array(z.string()).default([]),
+        })
+        .loose(),
+    ),
+    crossSection: z.array(z.string()).default([]),
+    unlinked: z.array(z.string()).default([]),
+  })
+  .loose();
 
 /** Reads the work item input of a document pipeline stage. */
 export function readDocumentInput(ctx: Pick<StageContext, 'input' | 'stage'>): DocumentInput {
   const parsed = DocumentInputSchema.safeParse(ctx.input);
   if (parsed.success) return parsed.data;
-  throw invalid(ctx.stage, 'work item input must be { title: string, source: string, format?: "text" | "markdown" }', parsed.error);
+  throw invalid(
+    ctx.stage,
+    'work item input must be { title: string, source: string, format?: "text" | "markdown" }',
+    parsed.error,
+  );
 }
 
 const UPSTREAM = {
@@ -174,7 +192,10 @@ const UPSTREAM = {
 type UpstreamStage = keyof typeof UPSTREAM;
 
 /** Reads a dependency's artefact by stage name, checked against the shape that stage produces. */
-export function readUpstream<S extends UpstreamStage>(ctx: Pick<StageContext, 'upstream' | 'stage'>, stage: S): z.output<(typeof UPSTREAM)[S]> {
+export function readUpstream<S extends UpstreamStage>(
+  ctx: Pick<StageContext, 'upstream' | 'stage'>,
+  stage: S,
+): z.output<(typeof UPSTREAM)[S]> {
   const artefact: Json | undefined = ctx.upstream[stage];
   if (artefact === undefined) {
     throw ApplicationFailure.nonRetryable(
@@ -188,7 +209,11 @@ export function readUpstream<S extends UpstreamStage>(ctx: Pick<StageContext, 'u
 }
 
 /** Reads an implementation's `with:` configuration (absent means all defaults). */
-export function readConfig<T extends z.ZodType>(ctx: Pick<StageContext, 'config' | 'stage'>, schema: T, implementation: string): z.output<T> {
+export function readConfig<T extends z.ZodType>(
+  ctx: Pick<StageContext, 'config' | 'stage'>,
+  schema: T,
+  implementation: string,
+): z.output<T> {
   const parsed = schema.safeParse(ctx.config ?? {});
   if (parsed.success) return parsed.data;
   throw invalid(ctx.stage, `the with: configuration of ${implementation} is invalid`, parsed.error, INVALID_CONFIG);

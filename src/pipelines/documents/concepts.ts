@@ -26,7 +26,12 @@ export interface ConceptOptions {
 }
 
 /** First-attempt settings: strict enough that the graph holds what the document is about. */
-export const DEFAULT_CONCEPT_OPTIONS: ConceptOptions = { minTermCount: 3, minPhraseCount: 2, maxNodes: 40, linking: 'sentence' };
+export const DEFAULT_CONCEPT_OPTIONS: ConceptOptions = {
+  minTermCount: 3,
+  minPhraseCount: 2,
+  maxNodes: 40,
+  linking: 'sentence',
+};
 
 interface Token {
   surface: string;
@@ -66,7 +71,11 @@ const ROMAN_NUMERAL = /^[IVXLCDM]+$/;
 const NUMBERING = /^\d+(?:\.\d+)*\.?\s+/;
 
 /** Builds the concept graph of a markdown document. */
-export function extractConceptGraph(title: string, markdown: string, options: ConceptOptions = DEFAULT_CONCEPT_OPTIONS): ConceptGraph {
+export function extractConceptGraph(
+  title: string,
+  markdown: string,
+  options: ConceptOptions = DEFAULT_CONCEPT_OPTIONS,
+): ConceptGraph {
   const sections = parseMarkdown(markdown).filter((section) => section.level !== 1 || section.blocks.length > 0);
   const sentences = readSentences(sections);
   const candidates = findCandidates(sections, sentences);
@@ -83,7 +92,13 @@ export function extractConceptGraph(title: string, markdown: string, options: Co
   const firstCounts = countBy(matchMentions(sentences, selected), (m) => m.key);
   selected = selected
     .map((candidate) => ({ candidate, count: firstCounts.get(candidate.key.join(' ')) ?? 0 }))
-    .sort((a, b) => TYPE_RANK[b.candidate.type] - TYPE_RANK[a.candidate.type] || b.count - a.count || b.candidate.key.length - a.candidate.key.length || compareText(a.candidate.key.join(' '), b.candidate.key.join(' ')))
+    .sort(
+      (a, b) =>
+        TYPE_RANK[b.candidate.type] - TYPE_RANK[a.candidate.type] ||
+        b.count - a.count ||
+        b.candidate.key.length - a.candidate.key.length ||
+        compareText(a.candidate.key.join(' '), b.candidate.key.join(' ')),
+    )
     .slice(0, options.maxNodes)
     .map(({ candidate }) => candidate);
 
@@ -100,7 +115,12 @@ export function extractConceptGraph(title: string, markdown: string, options: Co
       sections: unique(mine.map((m) => sentences[m.sentence]!.section)),
     };
   });
-  const edges = linkConcepts(nodes, mentions.map((m) => ({ id: ids.get(m.key)!, sentence: sentences[m.sentence]! })), sections, options.linking);
+  const edges = linkConcepts(
+    nodes,
+    mentions.map((m) => ({ id: ids.get(m.key)!, sentence: sentences[m.sentence]! })),
+    sections,
+    options.linking,
+  );
   nodes.sort((a, b) => b.count - a.count || compareText(a.id, b.id));
   return {
     title,
@@ -134,7 +154,8 @@ function readSentences(sections: MarkdownSection[]): Sentence[] {
       if (block.kind === 'code') continue;
       for (const unit of block.units) {
         const caseless = isAllCapitals(unit);
-        for (const sentence of block.kind === 'table' ? [unit] : splitSentences(unit)) add(sentence, section.id, caseless);
+        for (const sentence of block.kind === 'table' ? [unit] : splitSentences(unit))
+          add(sentence, section.id, caseless);
       }
       passage++;
     }
@@ -161,7 +182,9 @@ function isAllCapitals(text: string): boolean {
 function headingLabel(heading: string): string {
   const text = heading.replace(NUMBERING, '').trim();
   if (!isAllCapitals(text)) return text;
-  return text.toLowerCase().replace(/(^|[\s-])(\p{L})/gu, (_, before: string, letter: string) => before + letter.toUpperCase());
+  return text
+    .toLowerCase()
+    .replace(/(^|[\s-])(\p{L})/gu, (_, before: string, letter: string) => before + letter.toUpperCase());
 }
 
 function isAcronym(surface: string): boolean {
@@ -192,7 +215,8 @@ function findCandidates(sections: MarkdownSection[], sentences: Sentence[]): Map
 
   // Words that also occur in lowercase are ordinary words, even when a sentence starts with them.
   const lowercaseWords = new Set<string>();
-  for (const sentence of sentences) for (const token of sentence.tokens) if (/^\p{Ll}/u.test(token.surface)) lowercaseWords.add(token.surface);
+  for (const sentence of sentences)
+    for (const token of sentence.tokens) if (/^\p{Ll}/u.test(token.surface)) lowercaseWords.add(token.surface);
 
   for (const sentence of sentences) {
     sentence.tokens.forEach((token, i) => {
@@ -214,13 +238,16 @@ function capitalisedNames(sentence: Sentence, lowercaseWords: Set<string>): Toke
   let run: Token[] = [];
   const close = (): void => {
     let name = trimStopwords(run);
-    while (name.length > 0 && name[0] === sentence.tokens[0] && lowercaseWords.has(name[0]!.surface.toLowerCase())) name = trimStopwords(name.slice(1));
+    while (name.length > 0 && name[0] === sentence.tokens[0] && lowercaseWords.has(name[0]!.surface.toLowerCase()))
+      name = trimStopwords(name.slice(1));
     if (name.length >= 2) names.push(name);
     run = [];
   };
   sentence.tokens.forEach((token, i) => {
     const previous = sentence.tokens[i - 1];
-    const adjacent = previous !== undefined && /^\s+$/.test(sentence.text.slice(previous.offset + previous.surface.length, token.offset));
+    const adjacent =
+      previous !== undefined &&
+      /^\s+$/.test(sentence.text.slice(previous.offset + previous.surface.length, token.offset));
     const capital = /^\p{Lu}/u.test(token.surface);
     const joiner = token.surface === 'of' && run.length > 0;
     if (run.length > 0 && !adjacent) close();
@@ -257,9 +284,11 @@ function matchMentions(sentences: Sentence[], concepts: Candidate[]): Mention[] 
   const mentions: Mention[] = [];
   sentences.forEach((sentence, index) => {
     const stems = sentence.tokens.map((t) => t.stem);
-    for (let i = 0; i < stems.length; ) {
+    for (let i = 0; i < stems.length;) {
       const stop = sentence.tokens[i]!.stop;
-      const match = (byFirst.get(stems[i]!) ?? []).find((c) => !(stop && c.key.length === 1) && c.key.every((part, k) => stems[i + k] === part));
+      const match = (byFirst.get(stems[i]!) ?? []).find(
+        (c) => !(stop && c.key.length === 1) && c.key.every((part, k) => stems[i + k] === part),
+      );
       if (match) {
         mentions.push({ key: match.key.join(' '), sentence: index });
         i += match.key.length;
@@ -288,13 +317,20 @@ function assignIds(concepts: Candidate[]): Map<string, string> {
  */
 function labelOf(concept: Candidate): string {
   if (concept.heading !== undefined) return concept.heading;
-  const ranked = [...concept.surfaces].sort((a, b) => b[1] - a[1] || compareText(a[0], b[0])).map(([surface]) => surface);
+  const ranked = [...concept.surfaces]
+    .sort((a, b) => b[1] - a[1] || compareText(a[0], b[0]))
+    .map(([surface]) => surface);
   const lower = concept.key.length === 1 ? ranked.find((surface) => /^\p{Ll}/u.test(surface)) : undefined;
   return lower ?? ranked[0] ?? concept.key.join(' ');
 }
 
 /** Co-occurrence edges; see {@link ConceptOptions.linking}. */
-function linkConcepts(nodes: ConceptNode[], mentions: { id: string; sentence: Sentence }[], sections: MarkdownSection[], linking: ConceptOptions['linking']): ConceptEdge[] {
+function linkConcepts(
+  nodes: ConceptNode[],
+  mentions: { id: string; sentence: Sentence }[],
+  sections: MarkdownSection[],
+  linking: ConceptOptions['linking'],
+): ConceptEdge[] {
   const edges = new Map<string, ConceptEdge>();
   const link = (a: string, b: string, basis: ConceptEdge['basis']): void => {
     if (a === b) return;
@@ -321,12 +357,17 @@ function linkConcepts(nodes: ConceptNode[], mentions: { id: string; sentence: Se
       }
       if (orphan.type !== 'heading') continue;
       // A heading names what its section is about: link it to what the section mentions.
-      const own = sections.find((s) => orphan.sections.includes(s.id) && slugify(headingLabel(s.heading)) === slugify(orphan.label));
+      const own = sections.find(
+        (s) => orphan.sections.includes(s.id) && slugify(headingLabel(s.heading)) === slugify(orphan.label),
+      );
       if (!own) continue;
-      for (const other of unique(mentions.filter((m) => m.sentence.section === own.id).map((m) => m.id))) link(orphan.id, other, 'section');
+      for (const other of unique(mentions.filter((m) => m.sentence.section === own.id).map((m) => m.id)))
+        link(orphan.id, other, 'section');
     }
   }
-  return [...edges.values()].sort((a, b) => b.weight - a.weight || compareText(a.source, b.source) || compareText(a.target, b.target));
+  return [...edges.values()].sort(
+    (a, b) => b.weight - a.weight || compareText(a.source, b.source) || compareText(a.target, b.target),
+  );
 }
 
 const BASIS_RANK: Record<ConceptEdge['basis'], number> = { sentence: 3, paragraph: 2, section: 1 };
@@ -338,7 +379,10 @@ export function orphanNodes(graph: { nodes: { id: string }[]; edges: { source: s
 }
 
 /** Connected components of the graph, largest first, each a sorted list of node ids. */
-export function connectedComponents(graph: { nodes: { id: string }[]; edges: { source: string; target: string }[] }): string[][] {
+export function connectedComponents(graph: {
+  nodes: { id: string }[];
+  edges: { source: string; target: string }[];
+}): string[][] {
   const parent = new Map(graph.nodes.map((node) => [node.id, node.id]));
   const find = (id: string): string => {
     let root = id;
@@ -350,8 +394,13 @@ export function connectedComponents(graph: { nodes: { id: string }[]; edges: { s
     if (!parent.has(edge.source) || !parent.has(edge.target)) continue;
     parent.set(find(edge.source), find(edge.target));
   }
-  const components = groupBy(graph.nodes.map((node) => node.id), find);
-  return [...components.values()].map((ids) => ids.sort()).sort((a, b) => b.length - a.length || compareText(a[0]!, b[0]!));
+  const components = groupBy(
+    graph.nodes.map((node) => node.id),
+    find,
+  );
+  return [...components.values()]
+    .map((ids) => ids.sort())
+    .sort((a, b) => b.length - a.length || compareText(a[0]!, b[0]!));
 }
 
 function pairs(ids: string[], visit: (a: string, b: string) => void): void {

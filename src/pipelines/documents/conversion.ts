@@ -121,7 +121,11 @@ function joinBrokenLines(lines: string[]): string[] {
     if (line === PAGE_BREAK) {
       const previous = lastText(out);
       const next = nextText(lines, i + 1);
-      const continues = previous !== null && next !== null && !/[.!?:]$/.test(out[previous]!.trim()) && /^\s*\p{Ll}/u.test(lines[next]!);
+      const continues =
+        previous !== null &&
+        next !== null &&
+        !/[.!?:]$/.test(out[previous]!.trim()) &&
+        /^\s*\p{Ll}/u.test(lines[next]!);
       if (continues) {
         out.length = previous + 1;
         i = next - 1;
@@ -181,7 +185,11 @@ export function findLaidOutTables(lines: string[]): LaidOutTable[] {
     }
     let end = i;
     // Rule lines ("-----  -----") may sit between header and body.
-    while (end + 1 < lines.length && (columnGaps(lines[end + 1]!) >= 2 || (RULE_LINE.test(lines[end + 1]!) && lines[end + 1]!.trim().length > 0))) end++;
+    while (
+      end + 1 < lines.length &&
+      (columnGaps(lines[end + 1]!) >= 2 || (RULE_LINE.test(lines[end + 1]!) && lines[end + 1]!.trim().length > 0))
+    )
+      end++;
     const rows = lines.slice(i, end + 1).filter((line) => !RULE_LINE.test(line));
     const cells = rows.length >= 2 ? tableCells(rows) : null;
     if (cells) tables.push({ start: i, end, rows: cells });
@@ -197,7 +205,7 @@ function tableCells(rows: string[]): string[][] | null {
   const width = Math.max(...body.map((row) => row.length));
   const blank: boolean[] = Array.from({ length: width }, (_, col) => body.every((row) => (row[col] ?? ' ') === ' '));
   const gutters: [number, number][] = [];
-  for (let col = 0; col < width; ) {
+  for (let col = 0; col < width;) {
     if (!blank[col]) {
       col++;
       continue;
@@ -253,7 +261,10 @@ type Block =
  */
 export function convertToMarkdown(title: string, source: string, strategy: ConversionStrategy): Conversion {
   if (strategy === 'passthrough') {
-    const markdown = removePageLayout(source, 'layout').join('\n').replace(/\n{3,}/g, '\n\n').trim();
+    const markdown = removePageLayout(source, 'layout')
+      .join('\n')
+      .replace(/\n{3,}/g, '\n\n')
+      .trim();
     return {
       markdown: `${markdown}\n`,
       strategy,
@@ -299,7 +310,11 @@ export function convertToMarkdown(title: string, source: string, strategy: Conve
 }
 
 function sameText(a: string, b: string): boolean {
-  const norm = (text: string): string => text.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, ' ').trim();
+  const norm = (text: string): string =>
+    text
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}]+/gu, ' ')
+      .trim();
   return norm(a) === norm(b);
 }
 
@@ -334,13 +349,19 @@ function readBlock(raw: string[]): Block[] {
     }
     const field = FIELD.exec(line);
     // One "Note: ..." line is prose; consecutive "Name: value" lines are the fields of a memo or form.
-    if (field && prose.length === 0 && list === null && (fields.length > 0 || (next !== undefined && FIELD.test(next)))) {
+    if (
+      field &&
+      prose.length === 0 &&
+      list === null &&
+      (fields.length > 0 || (next !== undefined && FIELD.test(next)))
+    ) {
       fields.push([field[1]!, field[2]!]);
       return;
     }
     const bullet = BULLET.exec(line);
     const ordered = ORDERED_ITEM.exec(line);
-    const orderedList = ordered !== null && ((list !== null && list.ordered) || (next !== undefined && ORDERED_ITEM.test(next)));
+    const orderedList =
+      ordered !== null && ((list !== null && list.ordered) || (next !== undefined && ORDERED_ITEM.test(next)));
     if (bullet || orderedList) {
       const isOrdered = bullet === null;
       if (list === null || list.ordered !== isOrdered) {
@@ -399,9 +420,12 @@ function renderBlock(block: Block): string {
     case 'table': {
       const columns = Math.max(...block.rows.map((row) => row.length));
       const cell = (text: string | undefined): string => (text ?? '').replace(/\|/g, '\\|');
-      const row = (cells: string[]): string => `| ${Array.from({ length: columns }, (_, i) => cell(cells[i])).join(' | ')} |`;
+      const row = (cells: string[]): string =>
+        `| ${Array.from({ length: columns }, (_, i) => cell(cells[i])).join(' | ')} |`;
       const [header = [], ...body] = block.rows;
-      return [row(header), `| ${Array.from({ length: columns }, () => '---').join(' | ')} |`, ...body.map(row)].join('\n');
+      return [row(header), `| ${Array.from({ length: columns }, () => '---').join(' | ')} |`, ...body.map(row)].join(
+        '\n',
+      );
     }
   }
 }

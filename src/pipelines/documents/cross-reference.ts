@@ -28,13 +28,21 @@ export function crossReference(graph: ConceptGraphInput): CrossReferenceArtefact
   const links = graph.nodes.map((node) => {
     const shared = new Map<string, number>();
     for (const section of new Set(node.sections)) {
-      for (const other of members.get(section) ?? []) if (other !== node.id) shared.set(other, (shared.get(other) ?? 0) + 1);
+      for (const other of members.get(section) ?? [])
+        if (other !== node.id) shared.set(other, (shared.get(other) ?? 0) + 1);
     }
     const related = [...shared]
       .sort((a, b) => b[1] - a[1] || compareText(a[0], b[0]))
       .slice(0, MAX_RELATED)
       .map(([concept, sharedSections]) => ({ concept, sharedSections }));
-    return { concept: node.id, label: node.label, type: node.type, count: node.count, sections: [...new Set(node.sections)], related };
+    return {
+      concept: node.id,
+      label: node.label,
+      type: node.type,
+      count: node.count,
+      sections: [...new Set(node.sections)],
+      related,
+    };
   });
 
   return {

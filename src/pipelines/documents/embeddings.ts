@@ -42,14 +42,19 @@ export interface TextChunk {
  */
 export function chunkMarkdown(markdown: string, options: ChunkOptions = DEFAULT_CHUNK_OPTIONS): TextChunk[] {
   if (!Number.isInteger(options.maxTokens) || wordsWithinTokens(options.maxTokens) < MIN_CHUNK_WORDS) {
-    throw new RangeError(`maxTokens must be a whole number of at least ${tokensForWords(MIN_CHUNK_WORDS)}, got ${options.maxTokens}`);
+    throw new RangeError(
+      `maxTokens must be a whole number of at least ${tokensForWords(MIN_CHUNK_WORDS)}, got ${options.maxTokens}`,
+    );
   }
   const chunks: TextChunk[] = [];
   for (const section of parseMarkdown(markdown)) {
     const pieces = section.blocks.flatMap((block) => blockPieces(block));
     if (pieces.length === 0) continue;
     const maxWords = wordsWithinTokens(options.maxTokens);
-    const headingWords = section.heading.split(/\s+/).filter(Boolean).slice(0, Math.floor(maxWords / 4));
+    const headingWords = section.heading
+      .split(/\s+/)
+      .filter(Boolean)
+      .slice(0, Math.floor(maxWords / 4));
     const heading = headingWords.join(' ');
     const budget = maxWords - headingWords.length;
     const overlap = Math.min(wordsWithinTokens(options.overlapTokens), Math.floor(budget / 2));
@@ -69,9 +74,18 @@ export function chunkMarkdown(markdown: string, options: ChunkOptions = DEFAULT_
     if (current.length > 0) texts.push(current);
 
     texts.forEach((words, index) => {
-      const text = words.join(' ').replace(/ ?\n ?/g, '\n').trim();
+      const text = words
+        .join(' ')
+        .replace(/ ?\n ?/g, '\n')
+        .trim();
       const counted = words.filter((w) => w !== '\n').length + headingWords.length;
-      chunks.push({ id: `${section.id}/${index + 1}`, section: section.id, heading, text, tokens: tokensForWords(counted) });
+      chunks.push({
+        id: `${section.id}/${index + 1}`,
+        section: section.id,
+        heading,
+        text,
+        tokens: tokensForWords(counted),
+      });
     });
   }
   return chunks;
@@ -159,5 +173,8 @@ export function cosineSimilarity(a: number[], b: number[]): number {
 
 /** Chunks and embeds a markdown document. */
 export function embedMarkdown(markdown: string, options: ChunkOptions = DEFAULT_CHUNK_OPTIONS): EmbeddingChunk[] {
-  return chunkMarkdown(markdown, options).map((chunk) => ({ ...chunk, vector: embedText(`${chunk.heading}\n${chunk.text}`) }));
+  return chunkMarkdown(markdown, options).map((chunk) => ({
+    ...chunk,
+    vector: embedText(`${chunk.heading}\n${chunk.text}`),
+  }));
 }

@@ -31,7 +31,10 @@ export const markdownQuality: GateImplementation = async (ctx) => {
   const config = readConfig(ctx, MarkdownQualityConfig, 'markdown_quality');
   const input = readDocumentInput(ctx);
   const artefact = MarkdownArtefactSchema.safeParse(ctx.output.artefact);
-  if (!artefact.success) return shapeRejection('markdown_artefact', '{ title, markdown } with markdown text', ctx.output.artefact, { strategy: 'layout' });
+  if (!artefact.success)
+    return shapeRejection('markdown_artefact', '{ title, markdown } with markdown text', ctx.output.artefact, {
+      strategy: 'layout',
+    });
 
   const sourceWords = countWords(removePageLayout(input.source, 'layout').join('\n'));
   if (sourceWords < MIN_JUDGEABLE_WORDS) {
@@ -43,7 +46,14 @@ export const markdownQuality: GateImplementation = async (ctx) => {
 
   const { markdown } = artefact.data;
   const words = countWords(markdown);
-  const criteria: CriterionResult[] = [{ name: 'word_count', expected: `≥ ${config.min_word_count}`, actual: `${words}`, passed: words >= config.min_word_count }];
+  const criteria: CriterionResult[] = [
+    {
+      name: 'word_count',
+      expected: `≥ ${config.min_word_count}`,
+      actual: `${words}`,
+      passed: words >= config.min_word_count,
+    },
+  ];
   const sourceTables = countSourceTables(input.source);
   if (config.require_tables && sourceTables > 0) {
     const tables = countPipeTables(markdown);
@@ -83,17 +93,31 @@ const ConceptGraphConfig = z
 export const conceptGraph: GateImplementation = async (ctx) => {
   const config = readConfig(ctx, ConceptGraphConfig, 'concept_graph');
   const parsed = ConceptGraphSchema.safeParse(ctx.output.artefact);
-  if (!parsed.success) return shapeRejection('graph_shape', '{ nodes: [{ id, label, type }], edges: [{ source, target }] }', ctx.output.artefact, {});
+  if (!parsed.success)
+    return shapeRejection(
+      'graph_shape',
+      '{ nodes: [{ id, label, type }], edges: [{ source, target }] }',
+      ctx.output.artefact,
+      {},
+    );
   const graph = parsed.data;
 
   const criteria: CriterionResult[] = [
-    { name: 'min_nodes', expected: `≥ ${config.min_nodes} nodes`, actual: `${graph.nodes.length}`, passed: graph.nodes.length >= config.min_nodes },
+    {
+      name: 'min_nodes',
+      expected: `≥ ${config.min_nodes} nodes`,
+      actual: `${graph.nodes.length}`,
+      passed: graph.nodes.length >= config.min_nodes,
+    },
   ];
   const untyped = graph.nodes.filter((node) => !(CONCEPT_TYPES as readonly string[]).includes(node.type));
   criteria.push({
     name: 'typed_nodes',
     expected: `every node typed ${CONCEPT_TYPES.join(' | ')}`,
-    actual: untyped.length === 0 ? 'all typed' : `${untyped.length} not: ${sample(untyped.map((node) => `${node.id} (${node.type || 'no type'})`))}`,
+    actual:
+      untyped.length === 0
+        ? 'all typed'
+        : `${untyped.length} not: ${sample(untyped.map((node) => `${node.id} (${node.type || 'no type'})`))}`,
     passed: untyped.length === 0,
   });
   const ids = new Set(graph.nodes.map((node) => node.id));
@@ -101,12 +125,18 @@ export const conceptGraph: GateImplementation = async (ctx) => {
   criteria.push({
     name: 'edge_endpoints',
     expected: 'every edge joins two nodes of the graph',
-    actual: dangling.length === 0 ? 'all do' : `${dangling.length} do not: ${sample(dangling.map((edge) => `${edge.source}–${edge.target}`))}`,
+    actual:
+      dangling.length === 0
+        ? 'all do'
+        : `${dangling.length} do not: ${sample(dangling.map((edge) => `${edge.source}–${edge.target}`))}`,
     passed: dangling.length === 0,
   });
   if (config.require_connected) {
     const orphans = orphanNodes(graph);
-    const components = connectedComponents({ nodes: graph.nodes, edges: graph.edges.filter((edge) => !dangling.includes(edge)) });
+    const components = connectedComponents({
+      nodes: graph.nodes,
+      edges: graph.edges.filter((edge) => !dangling.includes(edge)),
+    });
     criteria.push({
       name: 'no_orphans',
       expected: 'no node without edges',
@@ -140,13 +170,23 @@ function verdictOf(criteria: CriterionResult[], guidance: { [key: string]: Json 
   };
 }
 
-function shapeRejection(name: string, expected: string, artefact: GateContext['output']['artefact'], guidance: { [key: string]: Json }): QualityVerdict {
-  const actual = artefact === undefined ? 'no artefact' : `${Array.isArray(artefact) ? 'an array' : typeof artefact} without that shape`;
+function shapeRejection(
+  name: string,
+  expected: string,
+  artefact: GateContext['output']['artefact'],
+  guidance: { [key: string]: Json },
+): QualityVerdict {
+  const actual =
+    artefact === undefined
+      ? 'no artefact'
+      : `${Array.isArray(artefact) ? 'an array' : typeof artefact} without that shape`;
   return verdictOf([{ name, expected, actual, passed: false }], guidance);
 }
 
 function sample(items: string[], shown = 5): string {
-  return items.length <= shown ? items.join(', ') : `${items.slice(0, shown).join(', ')} and ${items.length - shown} more`;
+  return items.length <= shown
+    ? items.join(', ')
+    : `${items.slice(0, shown).join(', ')} and ${items.length - shown} more`;
 }
 
 function plural(count: number, noun: string, nouns = `${noun}s`): string {

@@ -33,7 +33,9 @@ export function registerDocumentPipeline(registry: Registry): Registry {
  */
 export function documentPipeline(): PipelineSpec {
   return pipeline(DOCUMENT_PIPELINE)
-    .describe('Seed 000 use case B: a PDF text layer becomes markdown, a concept graph, embeddings and a search index, reviewed by a person at the end.')
+    .describe(
+      'Seed 000 use case B: a PDF text layer becomes markdown, a concept graph, embeddings and a search index, reviewed by a person at the end.',
+    )
     .stage('pdf_to_markdown', 'pdf_to_markdown')
     .stage('extract_concepts', 'extract_concepts')
     .stage('generate_embeddings', 'generate_embeddings')
@@ -62,11 +64,46 @@ export function documentPipeline(): PipelineSpec {
 }
 
 export * from './artefacts';
-export { chooseStrategy, conceptOptionsFor, pdfToMarkdown, extractConcepts, generateEmbeddings, buildFtsIndex, crossReference, finalReview, DOCUMENT_STAGES } from './stages';
+export {
+  chooseStrategy,
+  conceptOptionsFor,
+  pdfToMarkdown,
+  extractConcepts,
+  generateEmbeddings,
+  buildFtsIndex,
+  crossReference,
+  finalReview,
+  DOCUMENT_STAGES,
+} from './stages';
 export { markdownQuality, conceptGraph, MIN_JUDGEABLE_WORDS, DOCUMENT_GATES } from './gates';
-export { convertToMarkdown, countPipeTables, countSourceTables, findLaidOutTables, findPageMarkers, removePageLayout, type Conversion, type ConversionStrategy } from './conversion';
-export { extractConceptGraph, connectedComponents, orphanNodes, DEFAULT_CONCEPT_OPTIONS, type ConceptOptions } from './concepts';
-export { chunkMarkdown, embedMarkdown, embedText, cosineSimilarity, EMBEDDING_DIMENSIONS, EMBEDDING_MODEL, DEFAULT_CHUNK_OPTIONS, type ChunkOptions, type TextChunk } from './embeddings';
+export {
+  convertToMarkdown,
+  countPipeTables,
+  countSourceTables,
+  findLaidOutTables,
+  findPageMarkers,
+  removePageLayout,
+  type Conversion,
+  type ConversionStrategy,
+} from './conversion';
+export {
+  extractConceptGraph,
+  connectedComponents,
+  orphanNodes,
+  DEFAULT_CONCEPT_OPTIONS,
+  type ConceptOptions,
+} from './concepts';
+export {
+  chunkMarkdown,
+  embedMarkdown,
+  embedText,
+  cosineSimilarity,
+  EMBEDDING_DIMENSIONS,
+  EMBEDDING_MODEL,
+  DEFAULT_CHUNK_OPTIONS,
+  type ChunkOptions,
+  type TextChunk,
+} from './embeddings';
 export { buildSearchIndex, search, TOKENIZER, type Bm25Options, type SearchHit } from './search-index';
 export { crossReference as crossReferenceConcepts } from './cross-reference';
 export { assembleReviewPacket, describeReviewPacket, type ReviewPacket } from './review-packet';

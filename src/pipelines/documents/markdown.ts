@@ -82,7 +82,14 @@ export function parseMarkdown(markdown: string): MarkdownSection[] {
 function readBlock(lines: string[]): MarkdownBlock {
   const text = lines.join('\n');
   if (lines.length >= 2 && TABLE_ROW.test(lines[0]!) && TABLE_RULE.test(lines[1]!)) {
-    const rows = lines.filter((line) => !TABLE_RULE.test(line)).map((line) => splitRow(line).map(stripInline).filter((cell) => cell.length > 0).join('; '));
+    const rows = lines
+      .filter((line) => !TABLE_RULE.test(line))
+      .map((line) =>
+        splitRow(line)
+          .map(stripInline)
+          .filter((cell) => cell.length > 0)
+          .join('; '),
+      );
     return { kind: 'table', text, units: rows.filter((row) => row.length > 0) };
   }
   if (LIST_ITEM.test(lines[0]!)) {

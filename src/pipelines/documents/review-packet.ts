@@ -29,7 +29,13 @@ export type ReviewPacket = {
     crossSection: number;
     unlinked: string[];
   };
-  embeddings: { chunks: number; dimensions: number; maxChunkTokens: number; meanChunkTokens: number; budget: number | null };
+  embeddings: {
+    chunks: number;
+    dimensions: number;
+    maxChunkTokens: number;
+    meanChunkTokens: number;
+    budget: number | null;
+  };
   index: { sections: number; terms: number; postings: number; avgLength: number };
   sampleSearch: { query: string; hits: SearchHit[] } | null;
   /** Findings the reviewer should check, one sentence each; empty when nothing stands out. */
@@ -45,7 +51,13 @@ export function assembleReviewPacket(sources: ReviewSources): ReviewPacket {
   const byType: Record<string, number> = {};
   for (const link of crossReference.links) byType[link.type] = (byType[link.type] ?? 0) + 1;
   const ranked = [...crossReference.links].sort((a, b) => b.count - a.count || compareText(a.concept, b.concept));
-  const top = ranked.slice(0, TOP_CONCEPTS).map((link) => ({ id: link.concept, label: link.label, type: link.type, count: link.count, sections: link.sections.length }));
+  const top = ranked.slice(0, TOP_CONCEPTS).map((link) => ({
+    id: link.concept,
+    label: link.label,
+    type: link.type,
+    count: link.count,
+    sections: link.sections.length,
+  }));
 
   // Search for the most mentioned concept that is not a heading: a heading trivially finds its own section.
   const probe = ranked.find((link) => link.type !== 'heading') ?? ranked[0];
@@ -57,19 +69,33 @@ export function assembleReviewPacket(sources: ReviewSources): ReviewPacket {
 
   const attention: string[] = [];
   if (crossReference.unlinked.length > 0) {
-    attention.push(`${crossReference.unlinked.length} concept(s) share no section with any other: ${crossReference.unlinked.join(', ')}.`);
+    attention.push(
+      `${crossReference.unlinked.length} concept(s) share no section with any other: ${crossReference.unlinked.join(', ')}.`,
+    );
   }
   if (budget !== null) {
     const over = embeddings.chunks.filter((chunk) => chunk.tokens > budget);
-    if (over.length > 0) attention.push(`${over.length} chunk(s) exceed the ${budget}-token budget: ${over.map((chunk) => chunk.id).join(', ')}.`);
+    if (over.length > 0)
+      attention.push(
+        `${over.length} chunk(s) exceed the ${budget}-token budget: ${over.map((chunk) => chunk.id).join(', ')}.`,
+      );
   }
-  if (sampleSearch && sampleSearch.hits.length === 0) attention.push(`Searching the index for "${sampleSearch.query}" finds nothing, though it is the most mentioned concept.`);
+  if (sampleSearch && sampleSearch.hits.length === 0)
+    attention.push(
+      `Searching the index for "${sampleSearch.query}" finds nothing, though it is the most mentioned concept.`,
+    );
   if (embeddings.chunks.length === 0) attention.push('The document produced no chunks to embed.');
   if (crossReference.links.length === 0) attention.push('The concept graph is empty.');
 
   return {
     title: sources.title,
-    concepts: { total: crossReference.links.length, byType, top, crossSection: crossReference.crossSection.length, unlinked: crossReference.unlinked },
+    concepts: {
+      total: crossReference.links.length,
+      byType,
+      top,
+      crossSection: crossReference.crossSection.length,
+      unlinked: crossReference.unlinked,
+    },
     embeddings: {
       chunks: embeddings.chunks.length,
       dimensions: embeddings.dimensions,
@@ -77,7 +103,12 @@ export function assembleReviewPacket(sources: ReviewSources): ReviewPacket {
       meanChunkTokens: tokens.length > 0 ? Math.round(tokens.reduce((a, b) => a + b, 0) / tokens.length) : 0,
       budget,
     },
-    index: { sections: index.documents.length, terms: Object.keys(index.terms).length, postings, avgLength: index.avgLength },
+    index: {
+      sections: index.documents.length,
+      terms: Object.keys(index.terms).length,
+      postings,
+      avgLength: index.avgLength,
+    },
     sampleSearch,
     attention,
   };

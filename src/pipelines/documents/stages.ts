@@ -20,7 +20,13 @@ import {
 import { DEFAULT_CONCEPT_OPTIONS, extractConceptGraph, orphanNodes, type ConceptOptions } from './concepts';
 import { convertToMarkdown, type ConversionStrategy } from './conversion';
 import { crossReference as crossReferenceConcepts } from './cross-reference';
-import { DEFAULT_CHUNK_OPTIONS, EMBEDDING_DIMENSIONS, EMBEDDING_MODEL, MIN_CHUNK_WORDS, embedMarkdown } from './embeddings';
+import {
+  DEFAULT_CHUNK_OPTIONS,
+  EMBEDDING_DIMENSIONS,
+  EMBEDDING_MODEL,
+  MIN_CHUNK_WORDS,
+  embedMarkdown,
+} from './embeddings';
 import { tokensForWords } from './language';
 import { assembleReviewPacket, describeReviewPacket, type ReviewPacket } from './review-packet';
 import { buildSearchIndex } from './search-index';
@@ -32,7 +38,10 @@ const PdfToMarkdownConfig = z.object({ strategy: z.enum(['plain', 'layout']).def
  * rejection (the plain reading was judged inadequate, and layout is the stronger reading); else the
  * configured one (default `plain`, the cheap reading that is right for documents without tables).
  */
-export function chooseStrategy(feedback: QualityFeedback | null, configured: 'plain' | 'layout' = 'plain'): 'plain' | 'layout' {
+export function chooseStrategy(
+  feedback: QualityFeedback | null,
+  configured: 'plain' | 'layout' = 'plain',
+): 'plain' | 'layout' {
   const guided = guidance(feedback).strategy;
   if (guided === 'plain' || guided === 'layout') return guided;
   return feedback ? 'layout' : configured;
@@ -43,12 +52,28 @@ export const pdfToMarkdown: StageImplementation = async (ctx) => {
   ctx.signal.throwIfAborted();
   const input = readDocumentInput(ctx);
   const config = readConfig(ctx, PdfToMarkdownConfig, 'pdf_to_markdown');
-  const strategy: ConversionStrategy = input.format === 'markdown' ? 'passthrough' : chooseStrategy(ctx.feedback, config.strategy);
+  const strategy: ConversionStrategy =
+    input.format === 'markdown' ? 'passthrough' : chooseStrategy(ctx.feedback, config.strategy);
   const conversion = convertToMarkdown(input.title, input.source, strategy);
-  const artefact: MarkdownArtefact = { title: input.title, markdown: conversion.markdown, strategy, stats: conversion.stats };
+  const artefact: MarkdownArtefact = {
+    title: input.title,
+    markdown: conversion.markdown,
+    strategy,
+    stats: conversion.stats,
+  };
   const { words, headings, tables } = conversion.stats;
-  ctx.log.info('converted document to markdown', { itemId: ctx.itemId, attempt: ctx.attempt, strategy, words, headings, tables });
-  return completed(artefact, `markdown: ${words} words, ${plural(headings, 'heading')}, ${plural(tables, 'table')} (strategy ${strategy})`);
+  ctx.log.info('converted document to markdown', {
+    itemId: ctx.itemId,
+    attempt: ctx.attempt,
+    strategy,
+    words,
+    headings,
+    tables,
+  });
+  return completed(
+    artefact,
+    `markdown: ${words} words, ${plural(headings, 'heading')}, ${plural(tables, 'table')} (strategy ${strategy})`,
+  );
 };
 
 const ExtractConceptsConfig = z
@@ -64,8 +89,17 @@ const ExtractConceptsConfig = z
  * the mention thresholds by one per retry (down to 1); orphans or a disconnected graph switch to paragraph
  * linking. Guidance may set `linking` and `min_term_count` directly.
  */
-export function conceptOptionsFor(config: z.output<typeof ExtractConceptsConfig>, feedback: QualityFeedback | null, attempt: number): ConceptOptions {
-  const options: ConceptOptions = { minTermCount: config.min_term_count, minPhraseCount: config.min_phrase_count, maxNodes: config.max_nodes, linking: 'sentence' };
+export function conceptOptionsFor(
+  config: z.output<typeof ExtractConceptsConfig>,
+  feedback: QualityFeedback | null,
+  attempt: number,
+): ConceptOptions {
+  const options: ConceptOptions = {
+    minTermCount: config.min_term_count,
+    minPhraseCount: config.min_phrase_count,
+    maxNodes: config.max_nodes,
+    linking: 'sentence',
+  };
   if (!feedback) return options;
   const failed = new Set(feedback.failedCriteria.filter((c) => !c.passed).map((c) => c.name));
   const hint = guidance(feedback);
@@ -74,8 +108,10 @@ export function conceptOptionsFor(config: z.output<typeof ExtractConceptsConfig>
     options.minTermCount = Math.max(1, options.minTermCount - relief);
     options.minPhraseCount = Math.max(1, options.minPhraseCount - relief);
   }
-  if (typeof hint.min_term_count === 'number' && hint.min_term_count >= 1) options.minTermCount = Math.floor(hint.min_term_count);
-  if (failed.has('no_orphans') || failed.has('connected') || hint.linking === 'paragraph') options.linking = 'paragraph';
+  if (typeof hint.min_term_count === 'number' && hint.min_term_count >= 1)
+    options.minTermCount = Math.floor(hint.min_term_count);
+  if (failed.has('no_orphans') || failed.has('connected') || hint.linking === 'paragraph')
+    options.linking = 'paragraph';
   return options;
 }
 
@@ -83,12 +119,28 @@ export function conceptOptionsFor(config: z.output<typeof ExtractConceptsConfig>
 export const extractConcepts: StageImplementation = async (ctx) => {
   ctx.signal.throwIfAborted();
   const { title, markdown } = readUpstream(ctx, 'pdf_to_markdown');
-  const options = conceptOptionsFor(readConfig(ctx, ExtractConceptsConfig, 'extract_concepts'), ctx.feedback, ctx.attempt);
+  const options = conceptOptionsFor(
+    readConfig(ctx, ExtractConceptsConfig, 'extract_concepts'),
+    ctx.feedback,
+    ctx.attempt,
+  );
   const graph: ConceptGraph = extractConceptGraph(title, markdown, options);
   const orphans = orphanNodes(graph).length;
-  ctx.log.info('extracted concept graph', { itemId: ctx.itemId, attempt: ctx.attempt, nodes: graph.nodes.length, edges: graph.edges.length, orphans, ...options });
-  const breakdown = CONCEPT_TYPES.map((type) => plural(graph.nodes.filter((node) => node.type === type).length, type)).join(', ');
-  return completed(graph, `concepts: ${plural(graph.nodes.length, 'node')} (${breakdown}), ${plural(graph.edges.length, 'edge')}, ${plural(orphans, 'orphan')} (${options.linking} linking)`);
+  ctx.log.info('extracted concept graph', {
+    itemId: ctx.itemId,
+    attempt: ctx.attempt,
+    nodes: graph.nodes.length,
+    edges: graph.edges.length,
+    orphans,
+    ...options,
+  });
+  const breakdown = CONCEPT_TYPES.map((type) =>
+    plural(graph.nodes.filter((node) => node.type === type).length, type),
+  ).join(', ');
+  return completed(
+    graph,
+    `concepts: ${plural(graph.nodes.length, 'node')} (${breakdown}), ${plural(graph.edges.length, 'edge')}, ${plural(orphans, 'orphan')} (${options.linking} linking)`,
+  );
 };
 
 const GenerateEmbeddingsConfig = z
@@ -97,7 +149,10 @@ const GenerateEmbeddingsConfig = z
     overlap_tokens: z.number().int().min(0).default(DEFAULT_CHUNK_OPTIONS.overlapTokens),
   })
   .strict()
-  .refine((c) => c.overlap_tokens < c.max_tokens / 2, { message: 'overlap_tokens must be less than half of max_tokens', path: ['overlap_tokens'] });
+  .refine((c) => c.overlap_tokens < c.max_tokens / 2, {
+    message: 'overlap_tokens must be less than half of max_tokens',
+    path: ['overlap_tokens'],
+  });
 
 /** `generate_embeddings`: markdown → chunks with hashed bag-of-words vectors; artefact {@link EmbeddingsArtefact}. */
 export const generateEmbeddings: StageImplementation = async (ctx) => {
@@ -105,10 +160,19 @@ export const generateEmbeddings: StageImplementation = async (ctx) => {
   const { markdown } = readUpstream(ctx, 'pdf_to_markdown');
   const config = readConfig(ctx, GenerateEmbeddingsConfig, 'generate_embeddings');
   const chunks = embedMarkdown(markdown, { maxTokens: config.max_tokens, overlapTokens: config.overlap_tokens });
-  const artefact: EmbeddingsArtefact = { model: EMBEDDING_MODEL, dimensions: EMBEDDING_DIMENSIONS, maxTokens: config.max_tokens, overlapTokens: config.overlap_tokens, chunks };
+  const artefact: EmbeddingsArtefact = {
+    model: EMBEDDING_MODEL,
+    dimensions: EMBEDDING_DIMENSIONS,
+    maxTokens: config.max_tokens,
+    overlapTokens: config.overlap_tokens,
+    chunks,
+  };
   const largest = chunks.reduce((max, chunk) => Math.max(max, chunk.tokens), 0);
   ctx.log.info('embedded chunks', { itemId: ctx.itemId, chunks: chunks.length, largest, maxTokens: config.max_tokens });
-  return completed(artefact, `embeddings: ${plural(chunks.length, 'chunk')} ≤ ${largest} tokens (budget ${config.max_tokens}), ${EMBEDDING_DIMENSIONS} dimensions`);
+  return completed(
+    artefact,
+    `embeddings: ${plural(chunks.length, 'chunk')} ≤ ${largest} tokens (budget ${config.max_tokens}), ${EMBEDDING_DIMENSIONS} dimensions`,
+  );
 };
 
 /** `build_fts_index`: markdown → inverted index with one document per section; artefact {@link SearchIndex}. */
@@ -119,14 +183,22 @@ export const buildFtsIndex: StageImplementation = async (ctx) => {
   const terms = Object.keys(index.terms).length;
   const postings = Object.values(index.terms).reduce((sum, list) => sum + list.length, 0);
   ctx.log.info('built search index', { itemId: ctx.itemId, sections: index.documents.length, terms, postings });
-  return completed(index, `fts index: ${plural(index.documents.length, 'section')}, ${plural(terms, 'term')}, ${plural(postings, 'posting')}`);
+  return completed(
+    index,
+    `fts index: ${plural(index.documents.length, 'section')}, ${plural(terms, 'term')}, ${plural(postings, 'posting')}`,
+  );
 };
 
 /** `cross_reference`: concept graph → concepts linked through shared sections; artefact {@link CrossReferenceArtefact}. */
 export const crossReference: StageImplementation = async (ctx) => {
   ctx.signal.throwIfAborted();
   const artefact: CrossReferenceArtefact = crossReferenceConcepts(readUpstream(ctx, 'extract_concepts'));
-  ctx.log.info('cross-referenced concepts', { itemId: ctx.itemId, concepts: artefact.links.length, crossSection: artefact.crossSection.length, unlinked: artefact.unlinked.length });
+  ctx.log.info('cross-referenced concepts', {
+    itemId: ctx.itemId,
+    concepts: artefact.links.length,
+    crossSection: artefact.crossSection.length,
+    unlinked: artefact.unlinked.length,
+  });
   return completed(
     artefact,
     `cross references: ${plural(artefact.links.length, 'concept')} over ${plural(artefact.sections.length, 'section')}, ${artefact.crossSection.length} span several sections, ${artefact.unlinked.length} unlinked`,
@@ -142,7 +214,12 @@ export const finalReview: StageImplementation = async (ctx) => {
     embeddings: readUpstream(ctx, 'generate_embeddings'),
     index: readUpstream(ctx, 'build_fts_index'),
   });
-  ctx.log.info('assembled review packet', { itemId: ctx.itemId, concepts: packet.concepts.total, chunks: packet.embeddings.chunks, attention: packet.attention.length });
+  ctx.log.info('assembled review packet', {
+    itemId: ctx.itemId,
+    concepts: packet.concepts.total,
+    chunks: packet.embeddings.chunks,
+    attention: packet.attention.length,
+  });
   return completed(packet, describeReviewPacket(packet));
 };
 

@@ -21,7 +21,8 @@ const template = (what: string, message = `${what} must be a template string`) =
     .min(1, `${what} must not be empty`)
     .superRefine((text, ctx) => {
       const problem = text.length === 0 ? undefined : templateProblem(text);
-      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `the ${what} template does not parse: ${problem}` });
+      if (problem !== undefined)
+        ctx.addIssue({ code: 'custom', message: `the ${what} template does not parse: ${problem}` });
     });
 
 /** Settings both implementations share: how to reach the model. */
@@ -62,7 +63,12 @@ export const LlmJudgeConfigSchema = z
   .object({
     criteria: z
       .array(
-        z.object({ name: z.string().min(1, 'a criterion needs a name'), description: z.string().min(1, 'a criterion needs a description') }).strict(),
+        z
+          .object({
+            name: z.string().min(1, 'a criterion needs a name'),
+            description: z.string().min(1, 'a criterion needs a description'),
+          })
+          .strict(),
         { error: 'criteria is required: a list of { name, description }' },
       )
       .min(1, 'criteria needs at least one criterion')
@@ -85,13 +91,22 @@ export function llmJudgeConfigProblems(config: Json | undefined): string[] {
 
 function configProblems(schema: z.ZodType, config: Json | undefined): string[] {
   const parsed = schema.safeParse(config ?? {});
-  return parsed.success ? [] : parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  return parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
 }
 
 /** Parses an implementation's `with:` config; throws `InvalidConfig` listing every problem. */
-export function readLlmConfig<T extends z.ZodType>(ctx: Pick<ImplementationContext, 'config' | 'stage'>, schema: T, implementation: string): z.output<T> {
+export function readLlmConfig<T extends z.ZodType>(
+  ctx: Pick<ImplementationContext, 'config' | 'stage'>,
+  schema: T,
+  implementation: string,
+): z.output<T> {
   const parsed = schema.safeParse(ctx.config ?? ({} as Json));
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`);
-  throw ApplicationFailure.nonRetryable(`${ctx.stage}: the with: configuration of ${implementation} is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}): ${problems.join('; ')}`, INVALID_CONFIG);
+  throw ApplicationFailure.nonRetryable(
+    `${ctx.stage}: the with: configuration of ${implementation} is invalid (${problems.length} problem${problems.length === 1 ? '' : 's'}): ${problems.join('; ')}`,
+    INVALID_CONFIG,
+  );
 }

@@ -19,7 +19,16 @@ export function registerLlm(registry: Registry): Registry {
 }
 
 export { LLM_STAGE, llmStage, llmRequest, schemaRejection } from './stage';
-export { LLM_JUDGE_GATE, llmJudge, judgeRequest, judgeVerdict, JUDGE_OUTPUT_SCHEMA, MAX_JUDGED_OUTPUT_CHARS, NOT_ASSESSED, type JudgeReply } from './judge';
+export {
+  LLM_JUDGE_GATE,
+  llmJudge,
+  judgeRequest,
+  judgeVerdict,
+  JUDGE_OUTPUT_SCHEMA,
+  MAX_JUDGED_OUTPUT_CHARS,
+  NOT_ASSESSED,
+  type JudgeReply,
+} from './judge';
 export {
   LlmStageConfigSchema,
   LlmJudgeConfigSchema,

@@ -51,7 +51,8 @@ const JudgeReplySchema = z.object({
 /** The judge's parsed reply. */
 export type JudgeReply = z.infer<typeof JudgeReplySchema>;
 
-const DEFAULT_SYSTEM = 'You are a strict, fair reviewer. You judge work against the criteria you are given, one by one, and report what you observed. You never add criteria of your own.';
+const DEFAULT_SYSTEM =
+  'You are a strict, fair reviewer. You judge work against the criteria you are given, one by one, and report what you observed. You never add criteria of your own.';
 
 const DEFAULT_PROMPT = `Judge the output of the stage "{{ stage }}" (attempt {{ attempt }} of {{ max_attempts }}).
 {% if output_summary %}
@@ -71,7 +72,8 @@ export function judgeRequest(ctx: GateContext, config: LlmJudgeConfig): AgentReq
   const vars = judgeVars(ctx, config);
   const template = config.prompt ?? DEFAULT_PROMPT;
   let prompt = renderPrompt(template, vars, 'judge prompt');
-  if (!mentionsVariable(template, 'criteria') && !mentionsVariable(template, 'criteria_list')) prompt = `${prompt.trimEnd()}\n\n${vars.criteria_list}`;
+  if (!mentionsVariable(template, 'criteria') && !mentionsVariable(template, 'criteria_list'))
+    prompt = `${prompt.trimEnd()}\n\n${vars.criteria_list}`;
   const request: AgentRequest = {
     system: renderPrompt(config.system ?? DEFAULT_SYSTEM, vars, 'judge system'),
     messages: [{ role: 'user', content: prompt }],
@@ -112,14 +114,20 @@ export const llmJudge: GateImplementation = async (ctx) => {
  * passed; else rejected, criteria it did not assess counting as failed with actual {@link NOT_ASSESSED}.
  */
 export function judgeVerdict(criteria: LlmJudgeConfig['criteria'], reply: JudgeReply): QualityVerdict {
-  if (reply.uncertain) return { kind: 'uncertain', reason: reply.reason?.trim() || 'the judge was not sure and gave no reason' };
+  if (reply.uncertain)
+    return { kind: 'uncertain', reason: reply.reason?.trim() || 'the judge was not sure and gave no reason' };
   const answers = new Map<string, JudgeReply['criteria'][number]>();
   for (const answer of reply.criteria) if (!answers.has(answer.name)) answers.set(answer.name, answer);
   const failedCriteria: CriterionResult[] = [];
   for (const criterion of criteria) {
     const answer = answers.get(criterion.name);
     if (answer?.passed) continue;
-    failedCriteria.push({ name: criterion.name, expected: criterion.description, actual: answer?.actual ?? NOT_ASSESSED, passed: false });
+    failedCriteria.push({
+      name: criterion.name,
+      expected: criterion.description,
+      actual: answer?.actual ?? NOT_ASSESSED,
+      passed: false,
+    });
   }
   if (failedCriteria.length === 0) return { kind: 'accepted' };
   const feedback: QualityFeedback = {
@@ -143,7 +151,10 @@ function judgeVars(ctx: GateContext, config: LlmJudgeConfig): PromptVars {
     ...promptVars(ctx, previous?.feedback ?? null),
     output: ctx.output.artefact ?? null,
     output_summary: ctx.output.summary ?? '',
-    output_json: json.length > MAX_JUDGED_OUTPUT_CHARS ? `${json.slice(0, MAX_JUDGED_OUTPUT_CHARS)}\n… (${json.length - MAX_JUDGED_OUTPUT_CHARS} more characters)` : json,
+    output_json:
+      json.length > MAX_JUDGED_OUTPUT_CHARS
+        ? `${json.slice(0, MAX_JUDGED_OUTPUT_CHARS)}\n… (${json.length - MAX_JUDGED_OUTPUT_CHARS} more characters)`
+        : json,
     output_truncated: json.length > MAX_JUDGED_OUTPUT_CHARS,
     criteria: config.criteria,
     criteria_list: ['Criteria:', ...config.criteria.map((c) => `- ${c.name}: ${c.description}`)].join('\n'),

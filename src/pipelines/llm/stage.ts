@@ -19,9 +19,16 @@ export const LLM_STAGE = 'llm';
 export function llmRequest(ctx: StageContext, config: LlmStageConfig): AgentRequest {
   const vars = promptVars(ctx, ctx.feedback);
   let prompt = renderPrompt(config.prompt, vars, 'prompt');
-  const handlesFeedback = mentionsVariable(config.prompt, 'feedback') || (config.system !== undefined && mentionsVariable(config.system, 'feedback'));
+  const handlesFeedback =
+    mentionsVariable(config.prompt, 'feedback') ||
+    (config.system !== undefined && mentionsVariable(config.system, 'feedback'));
   if (ctx.feedback && !handlesFeedback) prompt = `${prompt.trimEnd()}\n\n${feedbackSection(ctx.feedback)}`;
-  const request: AgentRequest = { messages: [{ role: 'user', content: prompt }], correlationId: ctx.idempotencyKey, signal: ctx.signal, heartbeat: () => ctx.heartbeat() };
+  const request: AgentRequest = {
+    messages: [{ role: 'user', content: prompt }],
+    correlationId: ctx.idempotencyKey,
+    signal: ctx.signal,
+    heartbeat: () => ctx.heartbeat(),
+  };
   if (config.system !== undefined) request.system = renderPrompt(config.system, vars, 'system');
   if (config.output_schema !== undefined) request.outputSchema = config.output_schema;
   if (config.model !== undefined) request.model = config.model;
@@ -29,7 +36,11 @@ export function llmRequest(ctx: StageContext, config: LlmStageConfig): AgentRequ
   if (config.temperature !== undefined) request.temperature = config.temperature;
   if (config.conversation !== undefined) {
     const conversationId = renderPrompt(config.conversation, vars, 'conversation').trim();
-    if (conversationId.length === 0) throw ApplicationFailure.nonRetryable(`${ctx.stage}: the conversation template rendered an empty conversation id`, INVALID_TEMPLATE);
+    if (conversationId.length === 0)
+      throw ApplicationFailure.nonRetryable(
+        `${ctx.stage}: the conversation template rendered an empty conversation id`,
+        INVALID_TEMPLATE,
+      );
     request.conversationId = conversationId;
   }
   return request;
@@ -58,22 +69,39 @@ export const llmStage: StageImplementation = async (ctx): Promise<StageOutput> =
   });
   const usage = `${call.model}, ${result.usage.inputTokens} tokens in, ${result.usage.outputTokens} out`;
   if (issues.length > 0) {
-    return { outcome: 'completed', artefact: { raw: result.invalidOutput?.raw ?? result.text }, summary: `llm (${usage}): the reply did not match output_schema`, rejection: schemaRejection(issues) };
+    return {
+      outcome: 'completed',
+      artefact: { raw: result.invalidOutput?.raw ?? result.text },
+      summary: `llm (${usage}): the reply did not match output_schema`,
+      rejection: schemaRejection(issues),
+    };
   }
   if (config.output_schema === undefined || result.output === undefined) {
-    return { outcome: 'completed', artefact: { text: result.text }, summary: `llm (${usage}): ${result.text.length} characters of text` };
+    return {
+      outcome: 'completed',
+      artefact: { text: result.text },
+      summary: `llm (${usage}): ${result.text.length} characters of text`,
+    };
   }
   return { outcome: 'completed', artefact: result.output, summary: `llm (${usage}): structured reply` };
 };
 
 /** The issues of a reply that should have matched the schema; empty when it did. */
 function schemaIssues(result: AgentResult): string[] {
-  if (result.invalidOutput) return result.invalidOutput.issues.length > 0 ? result.invalidOutput.issues : ['the reply was rejected without a reason'];
+  if (result.invalidOutput)
+    return result.invalidOutput.issues.length > 0
+      ? result.invalidOutput.issues
+      : ['the reply was rejected without a reason'];
   return result.output === undefined ? ['the agent returned no structured output'] : [];
 }
 
 /** Feedback for a reply that did not match `output_schema`: every quoted issue as a failed criterion. */
 export function schemaRejection(issues: string[]): QualityFeedback {
-  const failedCriteria: CriterionResult[] = issues.map((issue) => ({ name: 'output_schema', expected: 'a reply matching output_schema', actual: issue, passed: false }));
+  const failedCriteria: CriterionResult[] = issues.map((issue) => ({
+    name: 'output_schema',
+    expected: 'a reply matching output_schema',
+    actual: issue,
+    passed: false,
+  }));
   return { summary: `the reply did not match the output schema: ${issues[0]}`, failedCriteria, guidance: { issues } };
 }

@@ -95,7 +95,9 @@ function createEngine(): Liquid {
   });
   for (const name of FILE_TAGS) engine.registerTag(name, refusedFileTag(name));
   engine.registerFilter('tojson', function (this: { context: Context }, value: unknown, indent?: unknown) {
-    const json = JSON.stringify(value ?? null, null, typeof indent === 'number' ? Math.min(Math.max(indent, 0), 10) : undefined) ?? 'null';
+    const json =
+      JSON.stringify(value ?? null, null, typeof indent === 'number' ? Math.min(Math.max(indent, 0), 10) : undefined) ??
+      'null';
     // Counted like the built-in `json` filter, so a loop of `tojson` over a large value meets the memory limit.
     this.context.memoryLimit.use(json.length);
     return json;
@@ -168,7 +170,8 @@ export function renderPrompt(template: string, vars: PromptVars, what = 'prompt'
     throw invalid(engineMessage(error));
   }
   const text = String(rendered);
-  if (text.length > MAX_RENDERED_CHARS) throw invalid(`it rendered ${text.length} characters, more than the ${MAX_RENDERED_CHARS} a prompt may have`);
+  if (text.length > MAX_RENDERED_CHARS)
+    throw invalid(`it rendered ${text.length} characters, more than the ${MAX_RENDERED_CHARS} a prompt may have`);
   return text;
 }
 
