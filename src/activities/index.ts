@@ -23,7 +23,6 @@ import {
   type Json,
   type QualityFeedback,
   type QualityVerdict,
-  type StageOutput,
 } from '../model/shapes';
 import { MAX_INLINE_FEEDBACK_BYTES, shortFeedback, truncateText } from '../model/limits';
 import type { GateRef } from '../model/gate-ref';
@@ -128,7 +127,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
           const ctx: StageContext = await baseContext(input, before, deps.blobs, supervision, agents, {
             feedback: await resolveFeedback(input.feedback, deps.blobs),
           });
-          const parsed = parseStageOutput(await impl(ctx));
+          const parsed = StageOutputSchema.safeParse(await impl(ctx));
           if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
           const output = parsed.data;
           const summary = output.summary !== undefined ? truncateText(output.summary) : undefined;
@@ -263,60 +262,6 @@ function resolveArtefact(value: Json | undefined, blobs: BlobStore): Promise<Jso
   const mayBeReference =
     typeof value === 'object' && value !== null && !Array.isArray(value) && typeof value.ref === 'string';
   return mayBeReference ? resolveStored(value, blobs) : value;
-}
-
-/** Nesting deeper than this goes through zod (which recurses as deep as it must). */
-const FAST_JSON_DEPTH = 32;
-
-/**
- * `StageOutputSchema.safeParse`, with a fast path for what implementations nearly always return: a known
- * outcome (or none), a plain JSON artefact and a string summary. Anything else (a rejection, unknown keys,
- * values JSON cannot carry, unusual objects) goes through zod, so what is refused and why stays the schema's.
- */
-function parseStageOutput(
-  value: unknown,
-): { success: true; data: StageOutput } | ReturnType<typeof StageOutputSchema.safeParse> {
-  if (!isPlainObject(value)) return StageOutputSchema.safeParse(value);
-  const { outcome, artefact, summary, ...rest } = value as Record<string, unknown>;
-  const plain =
-    Reflect.ownKeys(rest).length === 0 &&
-    (outcome === undefined || STAGE_OUTCOMES.has(outcome as string)) &&
-    (summary === undefined || typeof summary === 'string') &&
-    (artefact === undefined || isPlainJson(artefact, 0));
-  if (!plain) return StageOutputSchema.safeParse(value);
-  const data: StageOutput = { outcome: (outcome ?? 'completed') as StageOutput['outcome'] };
-  if (artefact !== undefined) data.artefact = artefact as Json;
-  if (summary !== undefined) data.summary = summary as string;
-  return { success: true, data };
-}
-
-const STAGE_OUTCOMES = new Set<string>(StageOutputSchema.shape.outcome.unwrap().options);
-
-function isPlainObject(value: unknown): value is object {
-  if (typeof value !== 'object' || value === null) return false;
-  const proto = Object.getPrototypeOf(value) as unknown;
-  return proto === Object.prototype || proto === null;
-}
-
-/** True only for values `JsonSchema` surely accepts unchanged: finite numbers, dense arrays, plain objects. */
-function isPlainJson(value: unknown, depth: number): boolean {
-  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
-  if (typeof value === 'number') return Number.isFinite(value);
-  if (depth >= FAST_JSON_DEPTH) return false;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (!isPlainJson(value[i], depth + 1)) return false;
-    return true;
-  }
-  if (!isPlainObject(value)) return false;
-  for (const key of Reflect.ownKeys(value)) {
-    if (
-      typeof key !== 'string' ||
-      key === '__proto__' ||
-      !isPlainJson((value as Record<string, unknown>)[key], depth + 1)
-    )
-      return false;
-  }
-  return true;
 }
 
 /** Feedback too long for the history goes to the blob store; the history keeps its short form. */
