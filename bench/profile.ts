@@ -12,7 +12,7 @@
  * With `PROFILE_SAVE_HISTORIES=<dir>`, one history per side is saved there as JSON, for replaying the
  * workflow code alone (`Worker.runReplayHistories`) without a server.
  *
- * Not part of `npm run bench`; see BENCHMARKS.md "Where the gap came from".
+ * Not part of `npm run bench`; see BENCHMARKS.md "How to run".
  */
 import { randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';

@@ -12,7 +12,7 @@
  *   PROFILE_SAVE_HISTORIES=/tmp/h node .bench-build/bench/profile.js 20 1    # records treadle.json, baseline.json
  *   node .bench-build/bench/replay-cost.js /tmp/h [batches of 20 replays] [processes] [--without-promise-hook]
  *
- * Not part of `npm run bench`; BENCHMARKS.md "This round" reports its results.
+ * Not part of `npm run bench`; BENCHMARKS.md "How to run" says how, and "Second paths" reports what it measured.
  */
 import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';

@@ -34,7 +34,7 @@ it.each(files)('replays %s deterministically', async (file) => {
 });
 
 // Every promise workflow code creates costs the workflow thread a stack trace (the SDK's promise hook,
-// BENCHMARKS.md "2026-11-26, second session"): the count per stage is the engine's overhead over a
+// BENCHMARKS.md "Second paths: what each measured"): the count per stage is the engine's overhead over a
 // hand-written loop (3.6 per activity: the SDK's two, the loop's `await`, and the start), counted exactly by
 // replaying (replay workers run workflows in this thread). Engine 3 makes 47 for ten stages (engine 2: 67).
 it('runs a ten-stage item with at most 5 workflow promises per stage', async () => {
@@ -66,7 +66,7 @@ it('runs a ten-stage item with at most 5 workflow promises per stage', async () 
 });
 
 // What a ten-stage item adds to a hand-written workflow's 65 events (3 per workflow task, 3 per activity,
-// start and end): the prepare step's marker, which records the engine version (README "Versioning"), and
+// start and end): the prepare step's marker, which records the engine version (docs/versioning.md), and
 // the final status upsert. No patch marker and no `TemporalChangeVersion` upsert (each an event and, for the
 // upsert, a visibility write per item).
 it('records a ten-stage item in 67 events, its engine version in the prepare marker and no patch', () => {

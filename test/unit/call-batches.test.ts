@@ -1,5 +1,5 @@
 /**
- * Model calls as history carries them (README "Model usage"): a batch per activity, with the totals always
+ * Model calls as history carries them (docs/stages/agents.md "Call log, usage, budgets"): a batch per activity, with the totals always
  * and the records inline when few, else in the blob store; what an attempt keeps of its batches; what
  * supervision puts on heartbeats, results and failures, and what a retried execution reads back.
  */

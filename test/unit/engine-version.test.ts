@@ -1,5 +1,5 @@
 /**
- * The engine version a worker starts items on (README "Versioning"): the newest by default, pinned to an
+ * The engine version a worker starts items on (docs/versioning.md): the newest by default, pinned to an
  * older one with `TREADLE_ENGINE_VERSION` (or `engineVersion`) while a deploy that raises it rolls out.
  */
 import { MockActivityEnvironment } from '@temporalio/testing';

@@ -1,7 +1,8 @@
 /**
- * README stays true to the code and to itself: every environment variable src/ reads is in the
- * configuration table; every "see X" names a heading or a bold paragraph lead that exists, and "above" or
- * "below" points the way it lies. Also the code-block extractor the samples test uses (fences, markers).
+ * README and docs/ stay true to the code and to themselves: every environment variable src/ reads is in the
+ * configuration table; in every document, every "see X" names a heading or a bold paragraph lead of that
+ * document, and "above" or "below" points the way it lies; every relative link reaches a file, and its
+ * anchor a heading of that file. Also the code-block extractor the samples test uses (fences, markers).
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -9,6 +10,13 @@ import { parseMarkdown, parseMarker } from '../support/markdown-samples';
 
 const ROOT = path.join(__dirname, '..', '..');
 const README = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+/** Every document checked here: README.md and everything under docs/, by path from the root. */
+const DOCUMENTS = [
+  'README.md',
+  ...(existsSync(path.join(ROOT, 'docs')) ? sourceFiles(path.join(ROOT, 'docs'), '.md') : []),
+]
+  .map((file) => path.relative(ROOT, path.resolve(ROOT, file)))
+  .map((file) => ({ file, text: readFileSync(path.join(ROOT, file), 'utf8') }));
 
 /** Read by src/ but set by the platform or another tool, not Treadle's configuration (why, for each). */
 const NOT_TREADLE_SETTINGS: Record<string, string> = {
@@ -18,7 +26,7 @@ const NOT_TREADLE_SETTINGS: Record<string, string> = {
   GOFLAGS: "Go's own, passed on to that `go install`",
   AWS_REGION: "the AWS SDK's; TREADLE_S3_REGION's default in the table",
   AWS_DEFAULT_REGION: "the AWS SDK's, read with AWS_REGION",
-  COLUMNS: "the terminal's width, set by the shell; README's CLI tour says how tables use it",
+  COLUMNS: "the terminal's width, set by the shell; docs/cli.md says how tables use it",
 };
 
 function sourceFiles(dir: string, extension = '.ts'): string[] {
@@ -68,27 +76,71 @@ it('lists every environment variable src/ reads in the configuration table', () 
 });
 
 /** Where a "see X" may point: headings and bold paragraph leads (`**Idempotent runs.**`), by line. */
-function targets(): { text: string; line: number }[] {
-  const { headings } = parseMarkdown(README, 'README.md');
-  const leads = [...README.matchAll(/^\*\*([^*]+?)\.?\*\*/gm)].map((m) => ({ text: m[1]!, line: lineAt(m.index) }));
+function targets(text: string, file: string): { text: string; line: number }[] {
+  const { headings } = parseMarkdown(text, file);
+  const leads = [...text.matchAll(/^\*\*([^*]+?)\.?\*\*/gm)].map((m) => ({ text: m[1]!, line: lineAt(text, m.index) }));
   return [...headings, ...leads];
 }
 
-const lineAt = (offset: number): number => README.slice(0, offset).split('\n').length;
+const lineAt = (text: string, offset: number): number => text.slice(0, offset).split('\n').length;
 
-it('points every "see X" at a section that exists, in the direction it says', () => {
-  const all = targets();
+it('points every "see X" at a section of the same document, in the direction it says', () => {
   const problems: string[] = [];
-  // A reference may break across lines: match on the text with newlines as spaces (offsets unchanged).
-  for (const m of README.replace(/\n/g, ' ').matchAll(/\b[Ss]ee (?:\*([^*]+)\*|"([^"]+)")(?:\s+(above|below))?/g)) {
-    const name = (m[1] ?? m[2]!).trim();
-    const line = lineAt(m.index);
-    const found = all.filter((t) => t.text === name || t.text.startsWith(`${name}:`) || t.text.startsWith(`${name} (`));
-    if (found.length === 0) problems.push(`line ${line}: "${name}" is no heading or bold lead`);
-    else if (m[3] === 'above' && !found.some((t) => t.line < line)) problems.push(`line ${line}: "${name}" is below`);
-    else if (m[3] === 'below' && !found.some((t) => t.line > line)) problems.push(`line ${line}: "${name}" is above`);
+  for (const { file, text } of DOCUMENTS) {
+    const all = targets(text, file);
+    // A reference may break across lines: match on the text with newlines as spaces (offsets unchanged).
+    for (const m of text.replace(/\n/g, ' ').matchAll(/\b[Ss]ee (?:\*([^*]+)\*|"([^"]+)")(?:\s+(above|below))?/g)) {
+      const name = (m[1] ?? m[2]!).trim();
+      const line = `${file}:${lineAt(text, m.index)}`;
+      const found = all.filter(
+        (t) => t.text === name || t.text.startsWith(`${name}:`) || t.text.startsWith(`${name} (`),
+      );
+      if (found.length === 0) problems.push(`${line}: "${name}" is no heading or bold lead`);
+      else if (m[3] === 'above' && !found.some((t) => t.line < lineAt(text, m.index)))
+        problems.push(`${line}: "${name}" is below`);
+      else if (m[3] === 'below' && !found.some((t) => t.line > lineAt(text, m.index)))
+        problems.push(`${line}: "${name}" is above`);
+    }
   }
   expect(problems).toEqual([]);
+});
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens; repeats get -1, -2, … */
+function anchors(text: string, file: string): Set<string> {
+  const seen = new Map<string, number>();
+  const result = new Set<string>();
+  for (const { text: heading } of parseMarkdown(text, file).headings) {
+    const plain = heading.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
+    const slug = plain
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
+    const count = seen.get(slug) ?? 0;
+    seen.set(slug, count + 1);
+    result.add(count === 0 ? slug : `${slug}-${count}`);
+  }
+  return result;
+}
+
+it('links only to files that exist, and to headings they have', () => {
+  const problems: string[] = [];
+  let checked = 0;
+  for (const { file, text } of DOCUMENTS) {
+    // Code blocks and code spans hold no links.
+    const prose = text.replace(/^(\s*)(`{3,}|~{3,})[\s\S]*?^\1\2\s*$/gm, '').replace(/`[^`\n]*`/g, '');
+    for (const m of prose.matchAll(/\]\(([^()\s]+)\)/g)) {
+      const target = m[1]!;
+      if (/^[a-z]+:/i.test(target)) continue; // https:, mailto:
+      const [where = '', anchor] = target.split('#');
+      const linked = where === '' ? path.join(ROOT, file) : path.resolve(path.dirname(path.join(ROOT, file)), where);
+      checked++;
+      if (!existsSync(linked)) problems.push(`${file}: ${target}: no such file`);
+      else if (anchor !== undefined && !anchors(readFileSync(linked, 'utf8'), linked).has(anchor))
+        problems.push(`${file}: ${target}: no such heading in ${path.relative(ROOT, linked)}`);
+    }
+  }
+  expect(problems).toEqual([]);
+  expect(checked).toBeGreaterThan(20);
 });
 
 describe('the code-block extractor', () => {

@@ -148,9 +148,9 @@ describe("a server without Treadle's search attributes", () => {
     expect(commands).toContain('temporal operator search-attribute create --name TreadlePipeline --type Keyword');
   });
 
-  it('are the commands the README gives', () => {
-    const readme = readFileSync(path.join(__dirname, '..', '..', 'README.md'), 'utf8');
-    for (const command of searchAttributeCommands()) expect(readme).toContain(`\n${command}\n`);
+  it('are the commands the deployment docs give', () => {
+    const deployment = readFileSync(path.join(__dirname, '..', '..', 'docs', 'deployment.md'), 'utf8');
+    for (const command of searchAttributeCommands()) expect(deployment).toContain(`\n${command}\n`);
   });
 
   it('explains both refusals with the commands, and leaves other messages alone', () => {
