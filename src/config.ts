@@ -1,5 +1,5 @@
 /**
- * Configuration from the environment, with the defaults the README's table lists.
+ * Configuration from the environment, with the defaults docs/configuration.md lists.
  */
 import path from 'node:path';
 import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
@@ -21,7 +21,7 @@ export interface TreadleConfig {
   tasksFile: string;
   /** The cross-run call log's SQLite file (`TREADLE_CALL_LOG`; `off` for none), relative to the working directory. */
   callLog: string | null;
-  /** The engine version workers start items on (`TREADLE_ENGINE_VERSION`, default the newest): see README "Versioning". */
+  /** The engine version workers start items on (`TREADLE_ENGINE_VERSION`, default the newest): see docs/versioning.md. */
   engineVersion: number;
 }
 

@@ -67,7 +67,7 @@ export interface TreadleWorkerOptions {
   tracing?: TreadleTracing;
   /**
    * The engine version this worker starts items on (default `TREADLE_ENGINE_VERSION`, else the newest): pin
-   * it to the old version while a deploy that raises it rolls out (README "Versioning").
+   * it to the old version while a deploy that raises it rolls out (docs/versioning.md).
    */
   engineVersion?: number;
   /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */

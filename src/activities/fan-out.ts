@@ -111,7 +111,7 @@ export function createFanOutActivities(deps: {
   };
 
   const store = async (input: FanOutPrepareInput): Promise<FanOutStoreResult> => {
-    const checked = await check(input, MAX_FAN_OUT_ITEMS, 'see README "Fan-out steps"');
+    const checked = await check(input, MAX_FAN_OUT_ITEMS, 'see docs/stages/fan-out.md');
     if (!checked.ok) return checked;
     const { elements, pipeline, pipelineName, config } = checked;
     // A page holds small elements themselves and larger ones by reference, so reading one stays cheap.

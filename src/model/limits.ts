@@ -1,6 +1,6 @@
 /**
  * Size and scale limits that keep a work item's history small and every workflow activation bounded
- * (README "Limits"). Everything here is plain data and pure functions, shared by workflows and activities.
+ * (docs/concepts.md "Payloads, history and limits"). Everything here is plain data and pure functions, shared by workflows and activities.
  */
 import type { QualityFeedback } from './shapes';
 
@@ -29,7 +29,7 @@ export const MAX_ERROR_CHARS = 2_000;
 export const MAX_INLINE_FEEDBACK_BYTES = 1_024;
 /**
  * An activity that made more model calls than this stores their records in the blob store; its result (and
- * its failure, its heartbeats) carries their totals and the reference (README "Model usage").
+ * its failure, its heartbeats) carries their totals and the reference (docs/stages/agents.md "Call log, usage, budgets").
  */
 export const MAX_INLINE_CALL_RECORDS = 4;
 /** Error texts of call records that travel inline are cut to this many characters (the stored ones are whole). */

@@ -244,7 +244,7 @@ export const FAN_OUT_WORKFLOW_ENGINE = 5;
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
- * that every `patched()` adds to every item (README "Versioning"). Histories without it are version 1.
+ * that every `patched()` adds to every item (docs/versioning.md). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
 export const ENGINE_VERSION = FAN_OUT_WORKFLOW_ENGINE;
