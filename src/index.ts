@@ -36,7 +36,7 @@ export {
   type ActionContext,
 } from './approvals/actions';
 export { TaskList } from './approvals/task-list';
-export { idempotencyKey, inputHash } from './approvals/idempotency';
+export { idempotencyKey, inputHash } from './model/hashing';
 export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './model/approvals';
 export { createTracing, tracingFromEnv, WORKFLOW_TRACING_MODULE, type TreadleTracing } from './tracing';
 export type { AuditEntry } from './audit';

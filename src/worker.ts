@@ -3,7 +3,7 @@
  * gate implementation. Run it with `treadle worker` (or `node lib/worker.js`).
  */
 import { Connection } from '@temporalio/client';
-import { idempotencyKey, inputHash } from './approvals/idempotency';
+import { idempotencyKey, inputHash } from './model/hashing';
 import { defaultActionRegistry } from './approvals/actions';
 import { correlationInterceptors } from './observability';
 import { tracingFromEnv, type TreadleTracing } from './tracing';

@@ -5,5 +5,4 @@
  */
 export * from './actions';
 export * from './errors';
-export * from './idempotency';
 export * from './task-list';
