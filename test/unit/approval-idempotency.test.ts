@@ -64,7 +64,7 @@ it('the key is sha256(runId NUL step NUL inputHash), so run and step cannot run 
 });
 
 it('imports nothing, so workflow code can compute the same key', () => {
-  const source = readFileSync(path.join(__dirname, '..', '..', 'src', 'approvals', 'idempotency.ts'), 'utf8').replace(
+  const source = readFileSync(path.join(__dirname, '..', '..', 'src', 'model', 'hashing.ts'), 'utf8').replace(
     /\/\*[\s\S]*?\*\/|\/\/.*$/gm,
     '',
   );
