@@ -13,6 +13,7 @@ COPY package.json package-lock.json ./
 RUN npm install --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
+COPY examples ./examples
 COPY scripts ./scripts
 RUN npm run build \
  && npm prune --omit=dev --no-audit --no-fund

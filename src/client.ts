@@ -15,7 +15,7 @@ import {
 import { createHash, randomUUID } from 'node:crypto';
 import type { TreadleTracing } from './tracing';
 import { audit, auditHistory, type AuditEntry } from './audit';
-import { canonicalJson } from './approvals/idempotency';
+import { canonicalJson } from './model/hashing';
 import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';

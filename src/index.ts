@@ -7,7 +7,8 @@ export {
   type ApprovalListing,
   type ConnectOptions,
 } from './client';
-export { createWorker, runWorker, defaultRegistry, type TreadleWorkerOptions } from './worker';
+export { createWorker, runWorker, type TreadleWorkerOptions } from './worker';
+export { defaultRegistry, defaultActionRegistry } from './bundled-examples';
 export {
   Registry,
   type StageImplementation,
@@ -28,15 +29,8 @@ export {
 export * from './model/shapes';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';
-export {
-  defaultActionRegistry,
-  defineActionType,
-  ActionRegistry,
-  type ActionType,
-  type ActionContext,
-} from './approvals/actions';
-export { TaskList } from './approvals/task-list';
-export { idempotencyKey, inputHash } from './approvals/idempotency';
+export { defineActionType, ActionRegistry, type ActionType, type ActionContext } from './approvals/actions';
+export { idempotencyKey, inputHash } from './model/hashing';
 export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './model/approvals';
 export { createTracing, tracingFromEnv, WORKFLOW_TRACING_MODULE, type TreadleTracing } from './tracing';
 export type { AuditEntry } from './audit';

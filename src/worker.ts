@@ -3,8 +3,7 @@
  * gate implementation. Run it with `treadle worker` (or `node lib/worker.js`).
  */
 import { Connection } from '@temporalio/client';
-import { idempotencyKey, inputHash } from './approvals/idempotency';
-import { defaultActionRegistry } from './approvals/actions';
+import { idempotencyKey, inputHash } from './model/hashing';
 import { correlationInterceptors } from './observability';
 import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
@@ -19,29 +18,13 @@ import type { AgentProviders } from './agents/providers';
 import type { BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
-import { Registry } from './activities/registry';
+import type { Registry } from './activities/registry';
+import { defaultActionRegistry, defaultRegistry } from './bundled-examples';
 import { loadConfig } from './config';
-import { registerDocumentPipeline } from './pipelines/documents';
-import { registerLlm } from './pipelines/llm';
-import { registerScripted } from './pipelines/scripted';
-import { registerTdd } from './pipelines/tdd';
-import { registerApproval } from './pipelines/approval';
-import { registerFanOut } from './pipelines/fan-out';
-import { registerTriage } from './pipelines/triage';
-import { registerLoop } from './pipelines/loop';
 import { createFanOutActivities } from './activities/fan-out';
 import { ensureSearchAttributes } from './server/search-attributes';
 
-/** The built-in implementations: `scripted`, `llm` / `llm-judge`, `tdd`, `loop`, `approval`, `fan_out`, and the document pipeline's stages and gates. */
-export function defaultRegistry(): Registry {
-  return registerLoop(
-    registerTriage(
-      registerFanOut(
-        registerApproval(registerTdd(registerDocumentPipeline(registerLlm(registerScripted(new Registry()))))),
-      ),
-    ),
-  );
-}
+export { defaultRegistry } from './bundled-examples';
 
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
 const HEARTBEAT_THROTTLE = '1s';

@@ -58,10 +58,11 @@ function quietLogger() {
 /**
  * The CLI, bad-input, server-lifetime, dev-command and agents tests run the build output (lib/), as users
  * do; `npm test` builds first, `npx jest` does not. Stop before anything starts when lib/ is missing or
- * older than src/, instead of testing old code.
+ * older than src/ or the examples' TypeScript, instead of testing old code.
  */
 function ensureBuildIsCurrent(): void {
-  const source = newestFile(path.join(ROOT, 'src'));
+  // The bundled examples' TypeScript is built into lib/ too (scripts/build-examples.js).
+  const source = newer(newestFile(path.join(ROOT, 'src')), newestFile(path.join(ROOT, 'examples'), '.ts'));
   const build = newestFile(path.join(ROOT, 'lib'));
   if (!source) return;
   if (!build)
@@ -70,14 +71,22 @@ function ensureBuildIsCurrent(): void {
     );
   if (source.mtimeMs > build.mtimeMs) {
     throw new Error(
-      `lib/ is older than src/ (${path.relative(ROOT, source.file)} changed after the last build): the CLI tests would run old code. ` +
+      `lib/ is older than its sources (${path.relative(ROOT, source.file)} changed after the last build): the CLI tests would run old code. ` +
         'Run "npm run build" first (npm test builds before it runs jest).',
     );
   }
 }
 
-/** The most recently modified file under `dir`, or undefined when there is none. */
-function newestFile(dir: string): { file: string; mtimeMs: number } | undefined {
+/** The more recently modified of two files. */
+function newer(
+  a: { file: string; mtimeMs: number } | undefined,
+  b: { file: string; mtimeMs: number } | undefined,
+): { file: string; mtimeMs: number } | undefined {
+  return !a || (b && b.mtimeMs > a.mtimeMs) ? b : a;
+}
+
+/** The most recently modified file under `dir` (ending in `extension`, when given), or undefined when there is none. */
+function newestFile(dir: string, extension = ''): { file: string; mtimeMs: number } | undefined {
   let newest: { file: string; mtimeMs: number } | undefined;
   let entries;
   try {
@@ -86,7 +95,7 @@ function newestFile(dir: string): { file: string; mtimeMs: number } | undefined 
     return undefined;
   }
   for (const entry of entries) {
-    if (!entry.isFile()) continue;
+    if (!entry.isFile() || !entry.name.endsWith(extension)) continue;
     const file = path.join(entry.parentPath, entry.name);
     const { mtimeMs } = statSync(file);
     if (!newest || mtimeMs > newest.mtimeMs) newest = { file, mtimeMs };

@@ -17,7 +17,7 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { lstat, mkdir, realpath, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { resolveInside } from './worktree-files';
+import { resolveInside } from '../agents/worktree-files';
 
 /** The trailer that names the operation a commit was made for. */
 export const OP_TRAILER = 'Treadle-Op';

@@ -81,7 +81,7 @@ import { ConversationStore } from '../storage/conversation';
 import { supervise, withHeartbeats, type Supervision } from './supervision';
 import { isRecord } from './sources';
 import { checkCommand, commandList, PASSED_ENV, runTestCommand } from './test-command';
-import { writeFileInside } from './worktree-files';
+import { writeFileInside } from '../agents/worktree-files';
 
 /** The folder loops work in (agents act there; output paths are relative to it); default the worker's working directory. */
 export const LOOP_WORKSPACE_ENV = 'TREADLE_LOOP_WORKSPACE';

@@ -47,7 +47,7 @@ import {
   restoreFromHead,
   squashMerge,
 } from './git';
-import { applyFileWrites, PathEscapeError, readFileInside, ReadOnlyPathError } from './worktree-files';
+import { applyFileWrites, PathEscapeError, readFileInside, ReadOnlyPathError } from '../agents/worktree-files';
 import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from './test-command';
 import {
   invalidReplyFeedback,

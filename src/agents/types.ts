@@ -5,13 +5,10 @@
  * status — never the raw prompt). A request may offer tools that run on the worker (the `anthropic` provider
  * runs the model's tool-use loop with them) and name the directory the agent acts in (`claude-code`).
  */
-import type { Json } from '../model/shapes';
+import type { AgentMessage, Json } from '../model/shapes';
 
-/** One message of a conversation. */
-export interface AgentMessage {
-  role: 'user' | 'assistant';
-  content: string;
-}
+// Conversations are stored below the agents (storage/conversation.ts), so the message shape lives in model/.
+export type { AgentMessage } from '../model/shapes';
 
 /** What a stage or gate asks of an agent. */
 export interface AgentRequest {

@@ -2,7 +2,7 @@
  * The tools an agent gets to act in its worktree: `read_file`, `write_file`, `list_files`, `delete_file`
  * and, when a test command is allowed, `run_tests`. The tools only check and describe; every path goes
  * through a {@link WorktreeAccess}, whose real implementation ({@link worktreeAccess}) is the path-checked
- * file access of `activities/worktree-files.ts` (`..`, absolute paths, `.git` and symlinks out of the
+ * file access of `./worktree-files.ts` (`..`, absolute paths, `.git` and symlinks out of the
  * worktree refused; writes and deletions of read-only paths refused), so tests can inject their own.
  */
 import { z } from 'zod';
@@ -13,7 +13,7 @@ import {
   readFileInside,
   ReadOnlyPathError,
   writeFileInside,
-} from '../activities/worktree-files';
+} from './worktree-files';
 import type { AgentTool, JsonSchemaObject } from './types';
 
 /** A file read by `read_file` is refused past this size (the model's context is the limit, not the disk). */

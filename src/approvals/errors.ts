@@ -7,7 +7,7 @@
 
 /** Base class: `type` is the class name; `nonRetryable` says whether running the action again can help. */
 export class ActionError extends Error {
-  /** The failure type: the class name (`UnknownActionType`, `InvalidPayload`, `UnknownTask`, …). */
+  /** The failure type: the class name (`UnknownActionType`, `InvalidPayload`, an action's own, …). */
   readonly type: string;
   /** True when retrying with the same input cannot succeed. */
   readonly nonRetryable: boolean;
@@ -33,37 +33,6 @@ export class InvalidPayload extends ActionError {
     message: string,
     readonly problems: string[],
   ) {
-    super(message, true);
-  }
-}
-
-/** `modify_task` named a task the task list does not have. */
-export class UnknownTask extends ActionError {
-  constructor(message: string) {
-    super(message, true);
-  }
-}
-
-/** An idempotency key already applied by a different action type: a caller bug, never a retry. */
-export class IdempotencyConflict extends ActionError {
-  constructor(message: string) {
-    super(message, true);
-  }
-}
-
-/** The task list stayed locked by another live process for longer than the lock timeout; retrying may help. */
-export class TaskListBusy extends ActionError {
-  constructor(message: string) {
-    super(message, false);
-  }
-}
-
-/**
- * The task list file is not a task list (bad JSON or shape). Treadle writes it atomically, so this comes from
- * a hand edit; retrying does not fix it, a person does.
- */
-export class TaskListUnreadable extends ActionError {
-  constructor(message: string) {
     super(message, true);
   }
 }

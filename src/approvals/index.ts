@@ -1,9 +1,6 @@
 /**
- * Approval actions (seed 003): the action type registry with the seed's five examples, the local task list
- * they write to, and the seed's idempotency key. Workflow code imports `./idempotency` directly: this index
- * also loads zod and Node's file system.
+ * Approval actions (seed 003): the action type registry and its typed errors. The seed's five example types
+ * and the task list they write to are in examples/task-list; the idempotency key is in model/hashing.
  */
 export * from './actions';
 export * from './errors';
-export * from './idempotency';
-export * from './task-list';

@@ -70,6 +70,12 @@ export const QualityVerdictSchema = z.discriminatedUnion('kind', [
 ]);
 export type QualityVerdict = z.infer<typeof QualityVerdictSchema>;
 
+/** One message of a conversation with an agent (kept by storage/conversation.ts, sent by agents/). */
+export interface AgentMessage {
+  role: 'user' | 'assistant';
+  content: string;
+}
+
 /** One call in the LLM call log (seed 003 `llm_call_log`); never the prompt, only its hash. */
 export const CallRecordSchema = z.object({
   /** `<item>/<stage>/<attempt>`: ties the call to its attempt. */

@@ -20,7 +20,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { CallRecord } from '../model/shapes';
 import type * as ActivityModule from '@temporalio/activity';
-import { estimateCost } from '../engine/usage';
+import { estimateCost } from '../model/pricing';
 
 /** Where a call was made: the activity's workflow, run and id, the pipeline and the stage. */
 export interface CallOrigin {

@@ -7,7 +7,7 @@
  */
 import { randomInt } from 'node:crypto';
 import type { BlobStore } from './blob-store';
-import type { AgentMessage } from '../agents/types';
+import type { AgentMessage } from '../model/shapes';
 
 /** A provider's session that holds the conversation up to and including the turn it is stored on. */
 export interface ProviderSession {

@@ -7,7 +7,7 @@ import { pipeline } from '../../src/model/builder';
 import { runIdFor } from '../../src/client';
 import { Registry } from '../../src/activities/registry';
 import { defaultRegistry } from '../../src/worker';
-import { idempotencyKey, inputHash } from '../../src/approvals/idempotency';
+import { idempotencyKey, inputHash } from '../../src/model/hashing';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 

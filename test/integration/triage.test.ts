@@ -5,8 +5,8 @@
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { defaultActionRegistry } from '../../src/approvals/actions';
-import { TaskList } from '../../src/approvals/task-list';
+import { defaultActionRegistry } from '../../src/bundled-examples';
+import { TaskList } from '../../examples/task-list';
 import { EXAMPLES_DIR, findPipeline, readPipelineFile } from '../../src/pipelines/catalog';
 import type { Json } from '../../src/model/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';

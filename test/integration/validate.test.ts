@@ -20,7 +20,7 @@ import YAML from 'yaml';
 import { validatePipeline } from '../../src/model/pipeline';
 import { checkLoopStageConfig } from '../../src/model/loop';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
-import { defaultActionRegistry } from '../../src/approvals/actions';
+import { defaultActionRegistry } from '../../src/bundled-examples';
 import { startHarness } from '../support/harness';
 
 const ROOT = path.join(__dirname, '..', '..');

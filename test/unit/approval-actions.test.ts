@@ -17,22 +17,20 @@ import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import type { ActionCatalog } from '../../src/activities/approvals';
+import { type ActionRegistry, defineActionType, InvalidPayload, UnknownActionType } from '../../src/approvals';
+import { defaultActionRegistry } from '../../src/bundled-examples';
 import {
-  type ActionRegistry,
-  defaultActionRegistry,
-  defineActionType,
+  exampleActionRegistry,
   IdempotencyConflict,
-  InvalidPayload,
   TaskList,
   TaskListBusy,
   TaskListUnreadable,
-  UnknownActionType,
   UnknownTask,
   type TaskListContents,
-} from '../../src/approvals';
+} from '../../examples/task-list';
 import { DEFAULT_TASKS_FILE, loadConfig } from '../../src/config';
 
-const SRC = path.join(__dirname, '..', '..', 'src');
+const EXAMPLES = path.join(__dirname, '..', '..', 'examples');
 const NOW = new Date('2026-03-01T08:00:00.000Z');
 const KNOWN = 'known: add_busy_block, batch_create_tasks, create_task, modify_task, send_message';
 
@@ -47,11 +45,11 @@ afterAll(() => {
 function fresh(options: { staleLockMs?: number; lockTimeoutMs?: number } = {}): {
   file: string;
   store: TaskList;
-  registry: ActionRegistry;
+  registry: ActionRegistry<TaskList>;
 } {
   const file = path.join(dir, `list-${++count}`, 'tasks.json');
   const store = new TaskList({ file, now: () => NOW, ...options });
-  return { file, store, registry: defaultActionRegistry({ store }) };
+  return { file, store, registry: exampleActionRegistry({ store }) };
 }
 
 function contents(file: string): TaskListContents {
@@ -355,7 +353,7 @@ describe('executing the seed types', () => {
       { idempotencyKey: 'create' },
     );
     const later = new Date('2026-03-01T09:00:00.000Z');
-    const laterRegistry = defaultActionRegistry({ store: new TaskList({ file: store.file, now: () => later }) });
+    const laterRegistry = exampleActionRegistry({ store: new TaskList({ file: store.file, now: () => later }) });
     expect(
       await laterRegistry.execute(
         'modify_task',
@@ -657,7 +655,7 @@ describe('across processes', () => {
     const { file } = fresh();
     const results = await inProcesses<unknown>(
       2,
-      `const registry = defaultActionRegistry({ tasksFile: ${JSON.stringify(file)} });
+      `const registry = exampleActionRegistry({ tasksFile: ${JSON.stringify(file)} });
        return registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'same-key' });`,
     );
     expect(results).toEqual([
@@ -681,7 +679,7 @@ describe('across processes', () => {
     try {
       await inProcesses<unknown>(
         4,
-        `const registry = defaultActionRegistry({ tasksFile: ${JSON.stringify(file)} });
+        `const registry = exampleActionRegistry({ tasksFile: ${JSON.stringify(file)} });
          for (let i = 0; i < 10; i++) await registry.execute('create_task', { title: 'p' + index + '-' + i }, { idempotencyKey: 'p' + index + '-' + i });
          return null;`,
       );
@@ -710,7 +708,7 @@ describe('across processes', () => {
     expect(existsSync(store.lockFile)).toBe(true);
     expect(existsSync(file)).toBe(false);
     const started = Date.now();
-    const registry = defaultActionRegistry({ store });
+    const registry = exampleActionRegistry({ store });
     expect(await registry.execute('create_task', { title: 'Call Bob' }, { idempotencyKey: 'crash-key' })).toEqual({
       taskId: 'task-1',
       title: 'Call Bob',
@@ -725,12 +723,12 @@ describe('across processes', () => {
     await expect(
       inProcesses<unknown>(
         1,
-        `const registry = defaultActionRegistry({ tasksFile: ${JSON.stringify(file)} });
+        `const registry = exampleActionRegistry({ tasksFile: ${JSON.stringify(file)} });
          await registry.execute('batch_create_tasks', { tasks: [{ title: 'One' }, { title: 'Two' }] }, { idempotencyKey: 'crash-after' });
          process.kill(process.pid, 'SIGKILL');`,
       ),
     ).rejects.toThrow(/exited null/);
-    const registry = defaultActionRegistry({ tasksFile: file });
+    const registry = exampleActionRegistry({ tasksFile: file });
     expect(
       await registry.execute(
         'batch_create_tasks',
@@ -789,10 +787,10 @@ describe('the registry', () => {
     expect(loadConfig({}).tasksFile).toBe(DEFAULT_TASKS_FILE);
     expect(DEFAULT_TASKS_FILE).toBe(path.join('.treadle', 'tasks.json'));
     expect(loadConfig({ TREADLE_TASKS_FILE: ' /srv/tasks.json ' }).tasksFile).toBe('/srv/tasks.json');
-    expect(defaultActionRegistry().store.file).toBe(
+    expect((defaultActionRegistry().store as TaskList).file).toBe(
       path.resolve(process.env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE),
     );
-    expect(defaultActionRegistry({ tasksFile: 'x/t.json' }).store.file).toBe(path.resolve('x/t.json'));
+    expect((defaultActionRegistry({ tasksFile: 'x/t.json' }).store as TaskList).file).toBe(path.resolve('x/t.json'));
   });
 });
 
@@ -804,8 +802,8 @@ async function exitedPid(): Promise<number> {
 }
 
 /**
- * Runs `body` (CommonJS, with src/approvals' exports in scope, compiled on the fly with swc as jest does) in
- * `count` separate node processes, `index` set to each one's number. They start `body` together: each
+ * Runs `body` (CommonJS, with examples/task-list's exports in scope, compiled on the fly with swc as jest
+ * does) in `count` separate node processes, `index` set to each one's number. They start `body` together: each
  * reports ready, then waits until every one has. Returns what each printed last (JSON); rejects with the exit
  * code (null when killed by a signal) when one fails.
  */
@@ -822,7 +820,7 @@ require.extensions['.ts'] = (module, filename) => {
   const { code } = swc.transformSync(fs.readFileSync(filename, 'utf8'), { filename, jsc: { target: 'es2022', parser: { syntax: 'typescript' } }, module: { type: 'commonjs' } });
   module._compile(code, filename);
 };
-const { defaultActionRegistry, TaskList } = require(${JSON.stringify(path.join(SRC, 'approvals', 'index.ts'))});
+const { exampleActionRegistry, TaskList } = require(${JSON.stringify(path.join(EXAMPLES, 'task-list', 'index.ts'))});
 const index = Number(process.argv[2]);
 (async () => {
   process.stdout.write('ready\\n');

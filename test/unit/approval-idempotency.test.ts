@@ -1,5 +1,5 @@
 /**
- * Seed 003's idempotency key and input hash (src/approvals/idempotency.ts). Cases: the pure SHA-256 equals
+ * Seed 003's idempotency key and input hash (src/model/hashing.ts). Cases: the pure SHA-256 equals
  * node:crypto's on every length across block boundaries, multi-byte text and lone surrogates; canonical JSON
  * sorts keys at every depth, drops undefined properties and refuses what is not JSON; the input hash ignores
  * key order; the key is sha256(runId NUL step NUL inputHash), injective where plain concatenation is not;
@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { canonicalJson, idempotencyKey, inputHash, sha256Hex } from '../../src/approvals/idempotency';
+import { canonicalJson, idempotencyKey, inputHash, sha256Hex } from '../../src/model/hashing';
 
 const nodeSha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -64,7 +64,7 @@ it('the key is sha256(runId NUL step NUL inputHash), so run and step cannot run 
 });
 
 it('imports nothing, so workflow code can compute the same key', () => {
-  const source = readFileSync(path.join(__dirname, '..', '..', 'src', 'approvals', 'idempotency.ts'), 'utf8').replace(
+  const source = readFileSync(path.join(__dirname, '..', '..', 'src', 'model', 'hashing.ts'), 'utf8').replace(
     /\/\*[\s\S]*?\*\/|\/\/.*$/gm,
     '',
   );

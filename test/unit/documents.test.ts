@@ -1,5 +1,5 @@
 /**
- * The built-in document pipeline (src/pipelines/documents), its implementations called directly with
+ * The built-in document pipeline (examples/documents), its implementations called directly with
  * hand-made contexts. Cases:
  * - the spec: builder and examples/documents/pipeline.yaml agree; every implementation is registered;
  * - each sample driven through its gated stages with the engine's own retry decisions: report rejected for
@@ -52,8 +52,8 @@ import {
   type MarkdownArtefact,
   type ReviewPacket,
   type SearchIndex,
-} from '../../src/pipelines/documents';
-import { estimateTokens } from '../../src/pipelines/documents/language';
+} from '../../examples/documents';
+import { estimateTokens } from '../../examples/documents/language';
 
 const EXAMPLES = path.join(__dirname, '..', '..', 'examples', 'documents');
 

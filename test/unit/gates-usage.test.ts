@@ -1,6 +1,7 @@
 /** Gate composition (all / any, merged feedback) and usage accounting with cost estimates. */
 import { combineVerdicts, type NamedVerdict } from '../../src/engine/gates';
-import { estimateCost, summarizeUsage, tokensSpent } from '../../src/engine/usage';
+import { summarizeUsage, tokensSpent } from '../../src/engine/usage';
+import { estimateCost } from '../../src/model/pricing';
 import { validatePipeline, gateLeaves } from '../../src/model/pipeline';
 import type { CallRecord } from '../../src/model/shapes';
 

@@ -40,7 +40,7 @@ import {
   markdownQuality,
   registerDocumentPipeline,
   type ReviewPacket,
-} from '../../src/pipelines/documents';
+} from '../../examples/documents';
 import {
   JUDGE_OUTPUT_SCHEMA,
   feedbackSection,

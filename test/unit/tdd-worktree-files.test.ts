@@ -28,7 +28,7 @@ import {
   readFileInside,
   resolveInside,
   writeFileInside,
-} from '../../src/activities/worktree-files';
+} from '../../src/agents/worktree-files';
 
 let base: string;
 let root: string;

@@ -1,5 +1,5 @@
 /** The triage example's deterministic steps (seed 003): dedup by normalized title, route by kind. */
-import { triageDedup, triageRoute } from '../../src/pipelines/triage';
+import { triageDedup, triageRoute } from '../../examples/triage/stages';
 import type { Json } from '../../src/model/shapes';
 import { failureOf, stageContext } from '../support/contexts';
 

@@ -6,8 +6,8 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import type { StageContext } from '../../activities/registry';
-import type { Json } from '../../model/shapes';
+import type { StageContext } from '../../src/activities/registry';
+import type { Json } from '../../src/model/shapes';
 
 /** Failure type of input no attempt can process; names it in the history and for `nonRetryableErrorTypes`. */
 export const INVALID_INPUT = 'InvalidInput';

@@ -4,8 +4,8 @@
  * Bad input or config fails non-retryably (see `artefacts.ts`); everything else is deterministic.
  */
 import { z } from 'zod';
-import type { StageImplementation } from '../../activities/registry';
-import type { QualityFeedback, StageOutput } from '../../model/shapes';
+import type { StageImplementation } from '../../src/activities/registry';
+import type { QualityFeedback, StageOutput } from '../../src/model/shapes';
 import {
   CONCEPT_TYPES,
   readConfig,

@@ -1,5 +1,7 @@
 /**
- * Seed 003's idempotency key, `hash(run_id + step_name + input_hash)`, and the input hash it is built from.
+ * The hashes Treadle computes over JSON: canonical JSON (equal for equal JSON whatever its key order), its
+ * SHA-256, and seed 003's idempotency key, `hash(run_id + step_name + input_hash)`, built from it. Every step's
+ * key (stage context, approval actions) and the client's run ids use these, so they live below all of them.
  *
  * Pure and dependency-free (a small SHA-256 instead of `node:crypto`, UTF-8 encoded by hand instead of
  * `Buffer`/`TextEncoder`), so workflow code may import it as well as activities: the lint rule on

@@ -8,11 +8,11 @@
  *                   └─▶ build_fts_index ─────────────────────┘
  * ```
  *
- * The same pipeline in YAML is `examples/documents/pipeline.yaml`; sample work items sit beside it.
+ * The same pipeline in YAML is `pipeline.yaml` beside this file, with sample work items.
  */
-import type { Registry } from '../../activities/registry';
-import { pipeline } from '../../model/builder';
-import type { PipelineSpec } from '../../model/pipeline';
+import type { Registry } from '../../src/activities/registry';
+import { pipeline } from '../../src/model/builder';
+import type { PipelineSpec } from '../../src/model/pipeline';
 import { DOCUMENT_GATES } from './gates';
 import { DOCUMENT_STAGES } from './stages';
 

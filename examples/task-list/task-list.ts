@@ -28,7 +28,7 @@ import { randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Json } from '../model/shapes';
+import type { Json } from '../../src/model/shapes';
 import { IdempotencyConflict, TaskListBusy, TaskListUnreadable, UnknownTask } from './errors';
 
 /** A task's state. New tasks are `open`; `modify_task` moves them. */

@@ -12,8 +12,8 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import type { Registry, StageImplementation } from '../activities/registry';
-import type { Json } from '../model/shapes';
+import type { Registry, StageImplementation } from '../../src/activities/registry';
+import type { Json } from '../../src/model/shapes';
 
 /** What `classify` says about one extracted item (its output schema in the example). */
 const ClassifiedSchema = z.object({

@@ -4,8 +4,8 @@
  * and guidance the stage acts on in its next attempt. A gate that cannot judge says so (`uncertain`).
  */
 import { z } from 'zod';
-import type { GateContext, GateImplementation } from '../../activities/registry';
-import type { CriterionResult, Json, QualityVerdict } from '../../model/shapes';
+import type { GateContext, GateImplementation } from '../../src/activities/registry';
+import type { CriterionResult, Json, QualityVerdict } from '../../src/model/shapes';
 import { CONCEPT_TYPES, ConceptGraphSchema, MarkdownArtefactSchema, readConfig, readDocumentInput } from './artefacts';
 import { connectedComponents, orphanNodes } from './concepts';
 import { countPipeTables, countSourceTables, findPageMarkers, removePageLayout } from './conversion';
