@@ -2,12 +2,23 @@
  * The shapes the contract activities and the work item's workflow code share (seed 002): types and
  * constants only, no zod, so workflow code can import them. The spec's schema is in `contracts.ts`.
  */
-import type { ContractSpec } from './contracts';
 import type { Json } from './shapes';
 import type { CallBatch } from './state';
 
 /** Revision calls of one round running at once. */
 export const CONTRACT_REVISION_LANES = 50;
+
+/** One contract of the canonical spec (`canonicalContract` in contracts.ts makes it from the parsed input). */
+export interface ContractSpec {
+  from: string;
+  to: string;
+  /** Dot path of the list in `from`'s artefact; "" for the artefact itself. */
+  items: string;
+  itemId: string;
+  validate: { run: string; with?: Json };
+  revise: { run: string; with?: Json };
+  maxRetries: number;
+}
 
 /** The seed's `quality_flags` of a consuming stage. */
 export interface QualityFlags {

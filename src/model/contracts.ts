@@ -16,6 +16,7 @@
  * ```
  */
 import { z } from 'zod';
+import type { ContractSpec } from './contract-state';
 import { JsonSchema, type Json } from './shapes';
 import type { SpecProblem } from './spec-problems';
 import { closest } from './suggest';
@@ -64,18 +65,6 @@ export const ContractInput = z
       .default(DEFAULT_CONTRACT_RETRIES),
   })
   .strict();
-
-/** One contract of the canonical spec. */
-export interface ContractSpec {
-  from: string;
-  to: string;
-  /** Dot path of the list in `from`'s artefact; "" for the artefact itself. */
-  items: string;
-  itemId: string;
-  validate: { run: string; with?: Json };
-  revise: { run: string; with?: Json };
-  maxRetries: number;
-}
 
 export function canonicalContract(input: z.output<typeof ContractInput>): ContractSpec {
   return {

@@ -2,11 +2,28 @@
  * The loop stage's shapes shared by the `loopStage` workflow, its activities and the client: types and
  * constants only (no zod), so workflow code can import them. The files' schemas are in `loop.ts`.
  */
-import type { Decision, Termination } from './loop';
 import type { Json, UsageTotals } from './shapes';
 
 /** `run:` of a loop stage. */
 export const LOOP_STAGE = 'loop';
+
+/** What an iteration's `status.json` may decide (the seed's universal format). */
+export const LOOP_DECISIONS = ['continue', 'stop', 'error'] as const;
+export type Decision = (typeof LOOP_DECISIONS)[number];
+
+/** How a queue-terminated loop learns whether its queue is empty (`QueueProviderSchema` in loop.ts parses it). */
+export type QueueProvider = { provider: 'command'; command: string } | { provider: 'signal' };
+
+/** A loop's termination as `TerminationSchema` (loop.ts) parses it: the shape workflow code routes on. */
+export interface Termination {
+  type: 'judgment' | 'queue' | 'fixed';
+  /** judgment: the consensus is checked from this iteration on. */
+  min_iterations?: number;
+  /** judgment: consecutive `stop` decisions needed. */
+  consensus?: number;
+  /** queue: where the queue is. */
+  queue?: QueueProvider;
+}
 
 /** `context.json`, exactly the seed's fields. Paths in `paths` are relative to the workspace. */
 export interface LoopContext {

@@ -16,6 +16,7 @@
 import { z } from 'zod';
 import { describeConfigIssues, unknownVariables } from './spec-problems';
 import { closest } from './suggest';
+import { LOOP_DECISIONS, type QueueProvider, type Termination } from './loop-state';
 
 export * from './loop-state';
 
@@ -43,8 +44,7 @@ export const QueueProviderSchema = z.discriminatedUnion('provider', [
   z.object({ provider: z.literal('command'), command: z.string().min(1) }).strict(),
   /** The queue's owner reports its length with the `loopQueue` signal; the loop waits for the first report. */
   z.object({ provider: z.literal('signal') }).strict(),
-]);
-export type QueueProvider = z.infer<typeof QueueProviderSchema>;
+]) satisfies z.ZodType<QueueProvider>;
 
 export const TerminationSchema = z
   .object({
@@ -71,8 +71,7 @@ export const TerminationSchema = z
         path: ['queue'],
         message: 'only queue termination has a queue; remove it or use type: queue',
       });
-  });
-export type Termination = z.infer<typeof TerminationSchema>;
+  }) satisfies z.ZodType<Termination>;
 
 export const GuardrailsSchema = z
   .object({
@@ -288,7 +287,7 @@ export function describeFileIssue(
 
 /** `status.json`, the seed's universal format. Extra fields are kept; the listed ones must be right. */
 export const StatusFileSchema = z.looseObject({
-  decision: z.enum(['continue', 'stop', 'error']),
+  decision: z.enum(LOOP_DECISIONS),
   reason: z.string(),
   summary: z.string(),
   work: z
@@ -301,4 +300,3 @@ export const StatusFileSchema = z.looseObject({
   errors: z.array(z.unknown()).default([]),
 });
 export type StatusFile = z.infer<typeof StatusFileSchema>;
-export type Decision = StatusFile['decision'];

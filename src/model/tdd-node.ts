@@ -4,8 +4,71 @@
  * output, diffs, each exit in full) lives in the blob store and travels as `sha256:` references.
  */
 import type { TreadleEvent, UsageTotals } from './shapes';
-import type { ExitName, ImpactLevel, ParentContext, Spec, TddNodeName, TddSettings } from './tdd';
 import type { CallBatch, PendingReview } from './state';
+
+// ---------------------------------------------------------------------------------------------------------
+// The seed's shared types the workflow routes on, zod-free (tdd.ts's schemas parse to exactly these)
+
+/** The graph's agent nodes (Fork and ImplBarrier are workflow code, not calls). */
+export const TDD_NODES = ['scaffold', 'tddWriteTests', 'impl', 'tddReviewImpl', 'merger', 'rebaser'] as const;
+export type TddNodeName = (typeof TDD_NODES)[number];
+
+/** The seed's `ImpactLevel` of a merge. */
+export const IMPACT_LEVELS = ['Trivial', 'Additive', 'Breaking'] as const;
+export type ImpactLevel = (typeof IMPACT_LEVELS)[number];
+
+/** Every node's exits by name (tdd.ts checks at compile time that its schemas parse exactly these). */
+export type ExitName =
+  | 'InitWork'
+  | 'ClarificationNeeded'
+  | 'TestsReady'
+  | 'InvalidScaffold'
+  | 'Approved'
+  | 'MoreTests'
+  | 'Reject'
+  | 'TestsPassed'
+  | 'RequestRetry'
+  | 'BlockedDependency'
+  | 'SpecAmbiguity'
+  | 'Stuck'
+  | 'MergeComplete'
+  | 'MergeRejected'
+  | 'RebaseClean'
+  | 'RebaseAdapted'
+  | 'RebaseConflict';
+
+/** The seed's `Spec` (`Maybe X` is an optional field that may also be null). */
+export interface Spec {
+  id: string;
+  description: string;
+  acceptanceCriteria: { id: string; text: string }[];
+  targetPath: string;
+  testPath: string;
+  complexityConstraints?: { time?: string | null; space?: string | null } | null;
+}
+
+/** What a parent gives a child besides its spec. */
+export interface ParentContext {
+  interface: string;
+  assignedCriteria: string;
+}
+
+/** Treadle's settings for a tree (`tdd:` in a spec file), defaults applied; `TddSettingsSchema` documents each. */
+export interface TddSettings {
+  testCommand: string[];
+  testTimeoutSeconds: number;
+  agent?: string;
+  model?: string;
+  nudgeTimeoutSeconds: number;
+  humanTtlSeconds?: number;
+  maxDepth: number;
+  maxChildren: number;
+  maxReviewRounds: number;
+  maxScaffoldRuns: number;
+  maxInvalidReplies: number;
+  baseBranch?: string;
+  targetBranch?: string;
+}
 
 /** The seed's retry protocol: attempts per Impl invocation (here, not in tdd.ts, which loads zod: workflows import it). */
 export const MAX_IMPL_ATTEMPTS = 5;

@@ -13,7 +13,19 @@
  */
 import { z } from 'zod';
 import { describeConfigIssues } from './spec-problems';
-import type { TddNodeInput } from './tdd-node';
+import {
+  IMPACT_LEVELS,
+  type ExitName,
+  type ParentContext,
+  type Spec,
+  type TddNodeInput,
+  type TddNodeName,
+  type TddSettings,
+} from './tdd-node';
+
+// The seed's shared types the workflow routes on are zod-free, in tdd-node.ts; the schemas below parse to them.
+export { IMPACT_LEVELS, TDD_NODES } from './tdd-node';
+export type { ExitName, ImpactLevel, ParentContext, Spec, TddNodeName, TddSettings } from './tdd-node';
 
 /** A path relative to the node's worktree: no absolute paths, no `..`, no NUL (checked again on disk). */
 export const FilePathSchema = z
@@ -35,7 +47,7 @@ export const CriterionSchema = z.object({ id: z.string().min(1), text: Text });
 export const ConstraintsSchema = z.object({ time: maybe(Text), space: maybe(Text) });
 export const PlannedTestSchema = z.object({ criterionId: Text, plannedTestName: Text, approach: Text });
 export const CritiqueSchema = z.object({ file: FilePathSchema, line: Int, issue: Text, requiredFix: Text });
-export const ImpactLevelSchema = z.enum(['Trivial', 'Additive', 'Breaking']);
+export const ImpactLevelSchema = z.enum(IMPACT_LEVELS);
 export const ChangeEntrySchema = z.object({
   symbol: Text,
   changeType: z.enum(['SignatureChange', 'NewExport', 'RemovedExport', 'BehaviorChange']),
@@ -85,10 +97,13 @@ export const SpecSchema = z.object({
   targetPath: FilePathSchema,
   testPath: FilePathSchema,
   complexityConstraints: maybe(ConstraintsSchema),
-});
+}) satisfies z.ZodType<Spec>;
 export const ChildSpecSchema = SpecSchema.omit({ complexityConstraints: true });
 export const InterfaceFileSchema = z.object({ path: FilePathSchema, exports: z.array(Text) });
-export const ParentContextSchema = z.object({ interface: Text, assignedCriteria: Text });
+export const ParentContextSchema = z.object({
+  interface: Text,
+  assignedCriteria: Text,
+}) satisfies z.ZodType<ParentContext>;
 
 /** Scaffold's exit. */
 export const ScaffoldExitSchema = z.discriminatedUnion('exit', [
@@ -155,7 +170,6 @@ export const RebaserExitSchema = z.discriminatedUnion('exit', [
 export type Criterion = z.infer<typeof CriterionSchema>;
 export type PlannedTest = z.infer<typeof PlannedTestSchema>;
 export type Critique = z.infer<typeof CritiqueSchema>;
-export type ImpactLevel = z.infer<typeof ImpactLevelSchema>;
 export type ChangeEntry = z.infer<typeof ChangeEntrySchema>;
 export type NodeInfo = z.infer<typeof NodeInfoSchema>;
 export type MergeComplete = z.infer<typeof MergeCompleteSchema>;
@@ -164,19 +178,13 @@ export type InitWorkPayload = z.infer<typeof InitWorkPayloadSchema>;
 export type TestsReadyPayload = z.infer<typeof TestsReadyPayloadSchema>;
 export type ImplResult = z.infer<typeof ImplResultSchema>;
 export type TDDApproval = z.infer<typeof TDDApprovalSchema>;
-export type Spec = z.infer<typeof SpecSchema>;
 export type ChildSpec = z.infer<typeof ChildSpecSchema>;
-export type ParentContext = z.infer<typeof ParentContextSchema>;
 export type ScaffoldExit = z.infer<typeof ScaffoldExitSchema>;
 export type TDDWriteTestsExit = z.infer<typeof TDDWriteTestsExitSchema>;
 export type TDDReviewImplExit = z.infer<typeof TDDReviewImplExitSchema>;
 export type ImplExit = z.infer<typeof ImplExitSchema>;
 export type MergerExit = z.infer<typeof MergerExitSchema>;
 export type RebaserExit = z.infer<typeof RebaserExitSchema>;
-
-/** The graph's agent nodes (Fork and ImplBarrier are workflow code, not calls). */
-export const TDD_NODES = ['scaffold', 'tddWriteTests', 'impl', 'tddReviewImpl', 'merger', 'rebaser'] as const;
-export type TddNodeName = (typeof TDD_NODES)[number];
 
 /** Each node's exit schema. */
 export const EXIT_SCHEMAS = {
@@ -190,7 +198,13 @@ export const EXIT_SCHEMAS = {
 
 /** Any node's exit. */
 export type NodeExit = ScaffoldExit | TDDWriteTestsExit | ImplExit | TDDReviewImplExit | MergerExit | RebaserExit;
-export type ExitName = NodeExit['exit'];
+/** The zod-free {@link ExitName} (tdd-node.ts) names exactly the exits these schemas parse: a compile-time check. */
+type ExitNamesMatch = [ExitName] extends [NodeExit['exit']]
+  ? [NodeExit['exit']] extends [ExitName]
+    ? true
+    : never
+  : never;
+const _exitNamesMatch: ExitNamesMatch = true;
 
 // ---------------------------------------------------------------------------------------------------------
 // Treadle's settings around the seed's Spec
@@ -245,8 +259,7 @@ export const TddSettingsSchema = z
     /** Branch the root merges into (default `treadle/<spec id>`, made from the base branch). */
     targetBranch: z.string().optional(),
   })
-  .strict();
-export type TddSettings = z.infer<typeof TddSettingsSchema>;
+  .strict() satisfies z.ZodType<TddSettings>;
 
 /** A spec file for `treadle tdd`: the seed's Spec plus Treadle's `tdd:` settings. */
 export const TddSpecFileSchema = SpecSchema.extend({
