@@ -62,6 +62,7 @@ import {
   type ReviewAccepted,
 } from './workflows/messages';
 import type { LoopState } from './model/loop-state';
+import { openItemsByEngine, type EngineCount } from './engine-versions';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './model/tdd';
 import type { NodeContext, TddNodeResult, TddNodeState } from './model/tdd-node';
 
@@ -518,6 +519,14 @@ export class TreadleClient {
       { kind: 'approve_with_edits', artefact: stored, ...(options.note !== undefined ? { note: options.note } : {}) },
       options.reviewer,
     );
+  }
+
+  /**
+   * Open work items per engine version, newest first (src/engine-versions.ts): all in the namespace, or only
+   * those on `taskQueue`. One visibility listing plus the first page of each open item's history.
+   */
+  openItemsByEngine(options: { taskQueue?: string } = {}): Promise<EngineCount[]> {
+    return openItemsByEngine(this.client, options);
   }
 
   /**

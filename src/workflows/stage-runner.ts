@@ -19,7 +19,7 @@ import type { PendingReview, StageState, StoreArtefactInput, StoreArtefactResult
 import { callsReported, describeFailure, now } from './common';
 import { runFanOutWorkflow } from './fan-out';
 import { runContracts } from './contracts';
-import { agentBackedStage, prepareAttempt, withAttemptTimeout } from './stage-attempt';
+import { agentBackedStage, runAttemptWork } from './stage-attempt';
 import type { AttemptLog, EngineRules, StageRun } from './stage-run';
 
 // A local activity: storing an approved edit needs only the worker's blob store, no task-queue round trip.
@@ -117,22 +117,7 @@ export function runStage(run: StageRun): void {
       });
     const decided = (outcome: AttemptOutcome): void => step(() => afterAttempt(record, outcome));
     try {
-      const { execute, afterExecuted } = prepareAttempt(run, record, log, feedback);
-      const timeoutMs = stage.retryBudget.attemptTimeoutMs;
-      if (timeoutMs !== null) {
-        withAttemptTimeout(run, record, log, timeoutMs, () => execute().then(afterExecuted)).then(decided, failed);
-        return;
-      }
-      execute().then((executed) => {
-        let outcome: AttemptOutcome | Promise<AttemptOutcome>;
-        try {
-          outcome = afterExecuted(executed);
-        } catch (error) {
-          return failed(error);
-        }
-        if ('then' in outcome) outcome.then(decided, failed);
-        else decided(outcome);
-      }, failed);
+      runAttemptWork(run, record, log, feedback, decided, failed);
     } catch (error) {
       failed(error);
     }
