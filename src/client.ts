@@ -59,6 +59,7 @@ import {
   resolveReviewUpdate,
   resumeLoopUpdate,
   stateQuery,
+  tddStateQuery,
   type ReviewAccepted,
 } from './workflows/messages';
 import type { LoopState } from './model/loop-state';
@@ -317,7 +318,7 @@ export class TreadleClient {
 
   /** A TDD node's state (the `state` query of a `tddNode` workflow). */
   async getTddState(id: string, page: StateQueryArgs = {}): Promise<TddNodeState> {
-    return this.call(id, (h) => h.query(stateQuery, page)) as unknown as Promise<TddNodeState>;
+    return this.call(id, (h) => h.query(tddStateQuery, page));
   }
 
   /** Waits for a TDD node to finish: its MergeComplete (by reference) or why it failed. */

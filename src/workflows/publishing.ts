@@ -1,6 +1,6 @@
 /**
- * What a Treadle workflow shows the world besides its result, shared by the work item and written for the
- * TDD node and the loop too: its event stream (numbered, in workflow time, routine ones kept out of the
+ * What a Treadle workflow shows the world besides its result, used by the work item and the loop stage and
+ * written for the TDD node too: its event stream (numbered, in workflow time, routine ones kept out of the
  * worker's log), what it last published as search attributes and memo (each upsert is a command and a
  * history event, so only changes are upserted), and its pending decisions as listings read them.
  */

@@ -73,7 +73,7 @@ import {
 import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
-import type { StateQueryArgs, WorkItemState } from '../model/state';
+import type { StateQueryArgs } from '../model/state';
 import { describeFailure, eventPage, failureWithUsage, now, usageReported } from './common';
 import {
   eventsQuery,
@@ -83,7 +83,7 @@ import {
   resolveReviewUpdate,
   reviewSignal,
   siblingMergedSignal,
-  stateQuery,
+  tddStateQuery,
   type MergeDone,
   type MergeGrant,
   type MergeRequest,
@@ -201,10 +201,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       },
     },
   );
-  setHandler(stateQuery, ((args?: StateQueryArgs) => ({
-    ...state,
-    events: eventPage(state.events, args),
-  })) as unknown as (args?: StateQueryArgs) => WorkItemState);
+  setHandler(tddStateQuery, (args?: StateQueryArgs) => ({ ...state, events: eventPage(state.events, args) }));
   setHandler(eventsQuery, (args?: StateQueryArgs) => ({
     status: state.status === 'merged' ? 'completed' : state.status,
     eventCount: state.eventCount,
