@@ -16,8 +16,8 @@ import {
   CHAINED_STAGE_RUNNER_ENGINE,
   EVENT_DRIVEN_SCHEDULER_ENGINE,
   ENGINE_VERSION,
+  FAN_OUT_WORKFLOW_ENGINE,
 } from '../../model/state';
-import { FAN_OUT_WORKFLOW_ENGINE } from '../../model/state';
 import { LIVE_ENGINE } from '../stage-runner';
 import type { EngineRules } from '../stage-run';
 import { attemptBeforeEventDriven, scheduleByCondition } from './engine-1';
