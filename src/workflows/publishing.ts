@@ -1,6 +1,6 @@
 /**
- * What a Treadle workflow shows the world besides its result, used by the work item and the loop stage and
- * written for the TDD node too: its event stream (numbered, in workflow time, routine ones kept out of the
+ * What a Treadle workflow shows the world besides its result, shared by the work item, the TDD node and the
+ * loop stage: its event stream (numbered, in workflow time, routine ones kept out of the
  * worker's log), what it last published as search attributes and memo (each upsert is a command and a
  * history event, so only changes are upserted), and its pending decisions as listings read them.
  */
@@ -17,15 +17,16 @@ export interface EventHolder {
 }
 
 /**
- * A workflow's event stream. Events in `routine` are progress: in the stream, the `state` query and the Web
- * UI, but not in the worker's log (every workflow log line is a sink call, BENCHMARKS.md). Without `log`
- * nothing is logged.
+ * A workflow's event stream. With `logging`, events not in its `routine` set also go to the worker's log
+ * (every workflow log line is a sink call, BENCHMARKS.md); with `truncate`, messages are cut to the usual
+ * length (for messages built from agents' text).
  */
 export class EventStream {
   constructor(
     private readonly holder: EventHolder,
     private readonly itemId: string,
     private readonly logging?: { routine: ReadonlySet<EventType>; correlationId: string },
+    private readonly truncate = false,
   ) {}
 
   /** Appends an event; logs it unless it is routine. */
@@ -36,7 +37,7 @@ export class EventStream {
       type,
       itemId: this.itemId,
       at: now(),
-      message,
+      message: this.truncate ? truncateText(message) : message,
       ...fields,
     };
     holder.events.push(event);
