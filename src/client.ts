@@ -59,9 +59,11 @@ import {
   resolveReviewUpdate,
   resumeLoopUpdate,
   stateQuery,
+  tddStateQuery,
   type ReviewAccepted,
 } from './workflows/messages';
 import type { LoopState } from './model/loop-state';
+import { openItemsByEngine, type EngineCount } from './engine-versions';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './model/tdd';
 import type { NodeContext, TddNodeResult, TddNodeState } from './model/tdd-node';
 
@@ -316,7 +318,7 @@ export class TreadleClient {
 
   /** A TDD node's state (the `state` query of a `tddNode` workflow). */
   async getTddState(id: string, page: StateQueryArgs = {}): Promise<TddNodeState> {
-    return this.call(id, (h) => h.query(stateQuery, page)) as unknown as Promise<TddNodeState>;
+    return this.call(id, (h) => h.query(tddStateQuery, page));
   }
 
   /** Waits for a TDD node to finish: its MergeComplete (by reference) or why it failed. */
@@ -518,6 +520,14 @@ export class TreadleClient {
       { kind: 'approve_with_edits', artefact: stored, ...(options.note !== undefined ? { note: options.note } : {}) },
       options.reviewer,
     );
+  }
+
+  /**
+   * Open work items per engine version, newest first (src/engine-versions.ts): all in the namespace, or only
+   * those on `taskQueue`. One visibility listing plus the first page of each open item's history.
+   */
+  openItemsByEngine(options: { taskQueue?: string } = {}): Promise<EngineCount[]> {
+    return openItemsByEngine(this.client, options);
   }
 
   /**

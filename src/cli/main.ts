@@ -34,6 +34,7 @@ import {
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
 import { registerApproveCommands } from './approve';
 import { registerCallsCommand } from './calls';
+import { registerEnginesCommand } from './engines';
 import type { TddNodeState } from '../model/tdd-node';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
@@ -654,6 +655,7 @@ program
 
 registerApproveCommands(program, withClient);
 registerCallsCommand(program);
+registerEnginesCommand(program, withClient);
 
 program
   .command('audit <id>')

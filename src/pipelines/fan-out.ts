@@ -1,8 +1,8 @@
 /**
  * The `fan_out` stage kind: registered so that specs naming it (`type: fan_out` or `run: fan_out`)
  * validate; its config (and element stage) is checked by the pipeline validation itself, against the same
- * implementations. The work item's stage runner runs it in the workflow (`workflows/fan-out-stage.ts`) as
- * child work items; it never schedules the activity below.
+ * implementations. The work item's stage runner runs it in the workflow (`workflows/fan-out.ts`; on engines 1
+ * to 4 `workflows/legacy/engine-1-4-fan-out.ts`) as child work items; it never schedules the activity below.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Registry } from '../activities/registry';

@@ -84,41 +84,8 @@ export async function runContracts(
     const edge = `${contract.from} → ${contract.to}`;
     // Each round's counts, for the finalize call's summary: the Web UI shows the contract's rounds in one line.
     const tally: string[] = [];
-    const event = (
-      round: number,
-      v: Extract<ContractValidateResult, { ok: true }>,
-      revised?: { ok: number; skipped: number; wasted: number },
-    ): void => {
-      const counts = `${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected`;
-      const fellBack = v.fallback ? ` (${v.fallback} fallback)` : '';
-      tally.push(`round ${round}: ${revised ? `${revised.ok} revised, ` : ''}${counts}${fellBack}`);
-      const fallback = v.fallback
-        ? `; ${v.fallback === 'threw' ? 'the validator failed, so every item is accepted' : v.fallback === 'malformed' ? 'the answer was malformed, so every item is accepted' : 'items not mentioned are accepted'} (${v.fallbackDetail})`
-        : '';
-      const revisions = revised
-        ? `${revised.ok} revised${revised.skipped > 0 ? `, ${revised.skipped} revision${revised.skipped === 1 ? '' : 's'} unusable (${revised.wasted} tokens wasted)` : ''}; `
-        : '';
-      run.emit(
-        'InputValidation',
-        `${edge} round ${round}: ${revisions}${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected${fallback}`,
-        {
-          stage: run.stage.name,
-          details: {
-            from: contract.from,
-            round,
-            validated: v.validated,
-            accepted: v.accepted,
-            rejected: v.rejectedNow,
-            stillRejected: v.rejected,
-            tokens: v.tokens,
-            ...(v.fallback ? { fallback: v.fallback } : {}),
-            sample: v.sample as unknown as Json,
-            ...(revised ? { revised: revised.ok, skipped: revised.skipped, wastedTokens: revised.wasted } : {}),
-          },
-        },
-      );
-      run.touch();
-    };
+    const event = (round: number, v: ValidatedRound, revised?: RevisedRound): void =>
+      emitRound(run, contract.from, edge, tally, round, v, revised);
 
     const acts = (round: number, what: string): ContractActivities =>
       contractActivities(run.stage.name, contract, round, what);
@@ -189,6 +156,56 @@ export async function runContracts(
   st.validatedInputs = validated;
   run.touch();
   return { ok: true };
+}
+
+/** What a validate call answered when it could validate. */
+type ValidatedRound = Extract<ContractValidateResult, { ok: true }>;
+/** A round's revisions: usable ones, unusable ones and the tokens those wasted. */
+interface RevisedRound {
+  ok: number;
+  skipped: number;
+  wasted: number;
+}
+
+/** One round of a contract: its line in the finalize call's tally, and its `InputValidation` event. */
+function emitRound(
+  run: ContractRun,
+  from: string,
+  edge: string,
+  tally: string[],
+  round: number,
+  v: ValidatedRound,
+  revised?: RevisedRound,
+): void {
+  const counts = `${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected`;
+  const fellBack = v.fallback ? ` (${v.fallback} fallback)` : '';
+  tally.push(`round ${round}: ${revised ? `${revised.ok} revised, ` : ''}${counts}${fellBack}`);
+  const fallback = v.fallback
+    ? `; ${v.fallback === 'threw' ? 'the validator failed, so every item is accepted' : v.fallback === 'malformed' ? 'the answer was malformed, so every item is accepted' : 'items not mentioned are accepted'} (${v.fallbackDetail})`
+    : '';
+  const revisions = revised
+    ? `${revised.ok} revised${revised.skipped > 0 ? `, ${revised.skipped} revision${revised.skipped === 1 ? '' : 's'} unusable (${revised.wasted} tokens wasted)` : ''}; `
+    : '';
+  run.emit(
+    'InputValidation',
+    `${edge} round ${round}: ${revisions}${v.validated} validated, ${v.accepted} accepted, ${v.rejectedNow} rejected${fallback}`,
+    {
+      stage: run.stage.name,
+      details: {
+        from,
+        round,
+        validated: v.validated,
+        accepted: v.accepted,
+        rejected: v.rejectedNow,
+        stillRejected: v.rejected,
+        tokens: v.tokens,
+        ...(v.fallback ? { fallback: v.fallback } : {}),
+        sample: v.sample as unknown as Json,
+        ...(revised ? { revised: revised.ok, skipped: revised.skipped, wastedTokens: revised.wasted } : {}),
+      },
+    },
+  );
+  run.touch();
 }
 
 /** One revision per rejected item, at most {@link CONTRACT_REVISION_LANES} at once; a revision that fails is a skipped item. */

@@ -11,7 +11,7 @@
  * continues as new. The last run joins the pages into the artefact: every element's result in input order,
  * a failed one reported without losing the others (or failing the stage, with `on_item_failure: fail`).
  *
- * The fan-out of engines 1 to 4 (every element a child of the work item itself) is in fan-out-stage.ts.
+ * The fan-out of engines 1 to 4 (every element a child of the work item itself) is in legacy/engine-1-4-fan-out.ts.
  */
 import {
   ApplicationFailure,

@@ -66,6 +66,7 @@ import {
 } from '../model/loop-state';
 import { TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
+import { Publications } from './publishing';
 
 /** The listing's pipeline name for loop stages. */
 export const LOOP_PIPELINE_NAME = 'loop';
@@ -77,231 +78,301 @@ const housekeeping = proxyActivities<{
 
 /** Runs one loop stage; see the module comment. */
 export async function loopStage(input: LoopStageInput): Promise<LoopResult> {
-  const { plan } = input;
-  // Iterations on disk before this loop (an earlier attempt's): numbers continue after them.
-  const base = plan.startIteration ?? 0;
-  const carry: LoopCarry = input.carry ?? {
-    iteration: 0,
-    consecutiveStops: 0,
-    startedAtMs: Date.now(),
-    recent: [],
-    decisions: { continue: 0, stop: 0, error: 0 },
-    runs: 0,
-    verifyFailures: 0,
-  };
-  carry.runs++;
-  const state: LoopState = {
-    itemId: input.itemId,
-    stage: input.stage,
-    session: plan.session,
-    status: 'running',
-    iteration: base + carry.iteration,
-    maxIterations: base + plan.maxIterations,
-    termination: plan.termination,
-    consecutiveStops: carry.consecutiveStops,
-    decisions: carry.decisions,
-    recent: carry.recent,
-    runs: carry.runs,
-    ...(carry.queuePending !== undefined ? { queuePending: carry.queuePending } : {}),
-    paths: { session_dir: plan.sessionDir, stage_dir: `${plan.sessionDir}/${plan.stageDir}`, output: plan.output },
-  };
-  const iterationActivity = (n: number) =>
-    proxyActivities<{ [LOOP_ITERATION_ACTIVITY]: (i: LoopIterationInput) => Promise<LoopIterationResult> }>({
-      // An agent at work with its tools: long, heartbeating. Agent errors come back as results (fail fast);
-      // what is thrown is infrastructure (a lost worker, a full disk), which Temporal retries.
-      startToCloseTimeout: `${Math.max(60, plan.maxRuntimeSeconds)}s`,
-      // A lost worker is noticed within this timeout, and the iteration retried on another.
-      heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
-      retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidConfig'] },
-      summary: `${input.stage} · iteration ${n}`,
-    })[LOOP_ITERATION_ACTIVITY];
+  const run = new LoopRun(input);
+  // Before the first await, so no message is dropped.
+  run.registerHandlers();
+  return run.run();
+}
 
-  let resumeRequest: { action: 'resume' | 'abandon'; reason?: string } | undefined;
-  setHandler(loopStateQuery, () => state);
-  setHandler(
-    resumeLoopUpdate,
-    (request) => {
-      resumeRequest = {
-        action: request.action ?? 'resume',
-        ...(request.reason !== undefined ? { reason: request.reason } : {}),
-      };
-      return {
-        resumed: resumeRequest.action === 'resume',
-        from: carry.failure?.resume_from ?? base + carry.iteration + 1,
-      };
-    },
-    {
-      validator: (request) => {
-        if (request === null || typeof request !== 'object')
-          throw new Error('a resume request is an object: { "action": "resume" | "abandon", "reason"?: string }');
-        if (request.action !== undefined && request.action !== 'resume' && request.action !== 'abandon')
-          throw new Error(`action must be "resume" or "abandon", not ${JSON.stringify(request.action)}`);
-        if (!carry.failure || resumeRequest !== undefined)
-          throw new Error(
-            `loop stage ${input.stage} of ${input.itemId} is not failed (it is ${state.status}, at iteration ${carry.iteration}); only a failed loop can be resumed`,
-          );
+/** One run of a loop stage (up to its next continue-as-new): its state, its handlers and its iterations. */
+class LoopRun {
+  private readonly plan: LoopStageInput['plan'];
+  /** Iterations on disk before this loop (an earlier attempt's): numbers continue after them. */
+  private readonly base: number;
+  /** What travels across continue-as-new. */
+  private readonly carry: LoopCarry;
+  private readonly state: LoopState;
+  private readonly published = new Publications();
+  private resumeRequest: { action: 'resume' | 'abandon'; reason?: string } | undefined;
+
+  constructor(private readonly input: LoopStageInput) {
+    const { plan } = input;
+    this.plan = plan;
+    this.base = plan.startIteration ?? 0;
+    const carry: LoopCarry = input.carry ?? {
+      iteration: 0,
+      consecutiveStops: 0,
+      startedAtMs: Date.now(),
+      recent: [],
+      decisions: { continue: 0, stop: 0, error: 0 },
+      runs: 0,
+      verifyFailures: 0,
+    };
+    carry.runs++;
+    this.carry = carry;
+    this.state = {
+      itemId: input.itemId,
+      stage: input.stage,
+      session: plan.session,
+      status: 'running',
+      iteration: this.base + carry.iteration,
+      maxIterations: this.base + plan.maxIterations,
+      termination: plan.termination,
+      consecutiveStops: carry.consecutiveStops,
+      decisions: carry.decisions,
+      recent: carry.recent,
+      runs: carry.runs,
+      ...(carry.queuePending !== undefined ? { queuePending: carry.queuePending } : {}),
+      paths: { session_dir: plan.sessionDir, stage_dir: `${plan.sessionDir}/${plan.stageDir}`, output: plan.output },
+    };
+  }
+
+  /** The `loopState` query, the `resumeLoop` update and the queue signal. */
+  registerHandlers(): void {
+    const { input, carry, state, base } = this;
+    setHandler(loopStateQuery, () => state);
+    setHandler(
+      resumeLoopUpdate,
+      (request) => {
+        this.resumeRequest = {
+          action: request.action ?? 'resume',
+          ...(request.reason !== undefined ? { reason: request.reason } : {}),
+        };
+        return {
+          resumed: this.resumeRequest.action === 'resume',
+          from: carry.failure?.resume_from ?? base + carry.iteration + 1,
+        };
       },
-    },
-  );
-  setHandler(loopQueueSignal, (report) => {
-    if (report && Number.isInteger(report.pending) && report.pending >= 0) carry.queuePending = report.pending;
-  });
+      {
+        validator: (request) => {
+          if (request === null || typeof request !== 'object')
+            throw new Error('a resume request is an object: { "action": "resume" | "abandon", "reason"?: string }');
+          if (request.action !== undefined && request.action !== 'resume' && request.action !== 'abandon')
+            throw new Error(`action must be "resume" or "abandon", not ${JSON.stringify(request.action)}`);
+          if (!carry.failure || this.resumeRequest !== undefined)
+            throw new Error(
+              `loop stage ${input.stage} of ${input.itemId} is not failed (it is ${state.status}, at iteration ${carry.iteration}); only a failed loop can be resumed`,
+            );
+        },
+      },
+    );
+    setHandler(loopQueueSignal, (report) => {
+      if (report && Number.isInteger(report.pending) && report.pending >= 0) carry.queuePending = report.pending;
+    });
+  }
 
-  let published: string | undefined;
-  const publish = (): void => {
-    state.iteration = base + carry.iteration;
+  /** The state from the carry; the status upserted when it changed; the Web UI details. */
+  private publish(): void {
+    const { state, carry } = this;
+    state.iteration = this.base + carry.iteration;
     state.consecutiveStops = carry.consecutiveStops;
     if (carry.queuePending !== undefined) state.queuePending = carry.queuePending;
     if (carry.failure) state.failure = carry.failure;
     else delete state.failure;
-    if (published !== state.status) {
+    const first = !this.published.has(STATUS);
+    if (this.published.changed(STATUS, state.status))
       upsertSearchAttributes([
-        ...(published === undefined ? [{ key: TreadlePipeline, value: LOOP_PIPELINE_NAME }] : []),
+        ...(first ? [{ key: TreadlePipeline, value: LOOP_PIPELINE_NAME }] : []),
         { key: TreadleStatus, value: state.status },
       ]);
-      published = state.status;
-    }
     setCurrentDetails(renderDetails(state));
-  };
-  const writeState = (fields: Omit<LoopWriteStateInput, 'planRef' | 'iteration'>): Promise<void> =>
-    housekeeping[LOOP_WRITE_STATE_ACTIVITY]({ planRef: input.planRef, iteration: base + carry.iteration, ...fields });
+  }
 
-  publish();
-  if (carry.runs === 1) await writeState({ status: 'running' });
-  const limits = () =>
-    limitsOf(
+  /** Writes the seed's `state.json` through an activity. */
+  private writeState(fields: Omit<LoopWriteStateInput, 'planRef' | 'iteration'>): Promise<void> {
+    const { input, base, carry } = this;
+    return housekeeping[LOOP_WRITE_STATE_ACTIVITY]({
+      planRef: input.planRef,
+      iteration: base + carry.iteration,
+      ...fields,
+    });
+  }
+
+  private limits() {
+    const { plan, carry } = this;
+    return limitsOf(
       plan.termination,
       plan.maxIterations,
       carry.startedAtMs + plan.maxRuntimeSeconds * 1000,
       plan.pipelineDeadlineMs,
     );
-  let iterationsThisRun = 0;
-  let verdict: LoopVerdict;
-  try {
-    for (;;) {
-      verdict = beforeIteration(plan.termination, carry, limits(), Date.now(), await readQueue());
-      if (verdict.next === 'stop') break;
-      if (iterationsThisRun >= plan.iterationsPerRun || workflowInfo().continueAsNewSuggested) {
-        await condition(allHandlersFinished);
-        return continueAsNew<typeof loopStage>({ ...input, carry });
-      }
-      if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
-      const n = carry.iteration + 1;
-      carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
-      const result = await iterationActivity(base + n)({
-        planRef: input.planRef,
-        iteration: base + n,
-        run: base + carry.iterationRuns,
-        remainingSeconds: remainingSeconds(limits(), Date.now()),
-        ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}),
-      });
-      iterationsThisRun++;
-      if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
-      if (!result.ok) {
-        // Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed.
-        carry.failure = { status: 'failed', iteration: base + n, error: result.error, resume_from: base + n };
-        state.status = 'failed';
-        publish();
-        await writeState({ status: 'failed', failure: carry.failure });
-        const pausedAt = Date.now();
-        resumeRequest = undefined;
-        await condition(() => resumeRequest !== undefined);
-        const request = resumeRequest!;
-        if (request.action === 'abandon') {
-          // The calls made so far still count for the work item: their totals ride on the failure.
-          throw failureWithUsage(
-            `loop stage ${input.stage} failed at iteration ${base + n} (${result.error.type}: ${result.error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
-            'LoopFailed',
-            carry.usage,
-          );
-        }
-        // The time spent failed does not count against the stage's runtime.
-        carry.startedAtMs += Date.now() - pausedAt;
-        carry.failure = undefined;
-        resumeRequest = undefined;
-        state.status = 'running';
-        publish();
-        await writeState({ status: 'running' });
-        continue;
-      }
-      const { ok: _ok, usage: _usage, ...record } = result;
-      carry.iteration = n;
-      carry.decisions[record.decision]++;
-      carry.consecutiveStops = countStops(carry.consecutiveStops, record.decision);
-      if (record.verify && !record.verify.passed) carry.verifyFailures++;
-      if (record.outputRef !== undefined) {
-        carry.lastOutputRef = record.outputRef;
-        carry.lastOutputBytes = record.outputBytes;
-      }
-      carry.recent.push(record);
-      if (carry.recent.length > KEPT_ITERATIONS) carry.recent.splice(0, carry.recent.length - KEPT_ITERATIONS);
-      publish();
-      verdict = afterIteration(plan.termination, carry, limits());
-      // A queue loop at its last allowed iteration: asked once more, an empty queue is why it ends.
-      if (
-        verdict.next === 'stop' &&
-        verdict.by === 'guardrail' &&
-        plan.termination.type === 'queue' &&
-        carry.iteration >= plan.maxIterations
-      ) {
-        verdict = settleAtLimit(verdict, plan.termination, carry, await readQueue());
-      }
-      if (verdict.next === 'stop') break;
-    }
-  } catch (error) {
-    // An abandoned loop already says why; a continue-as-new or a cancellation is not a failure; an error that
-    // is no Temporal failure (a bug in workflow code) fails the workflow task, which Temporal retries until a
-    // fixed worker runs it. Any other (an iteration that failed for good: its worker lost three times, a full
-    // disk) fails the loop with its calls so far in the details, as an abandoned loop does, so that the work
-    // item still counts them.
-    if (
-      isCancellation(error) ||
-      !(error instanceof TemporalFailure) ||
-      (error instanceof ApplicationFailure && error.type === 'LoopFailed')
-    )
-      throw error;
-    throw failureWithUsage(describeFailure(error), 'LoopFailed', addTotals(carry.usage, usageReported(error)), error);
   }
 
-  state.status = verdict.by === 'guardrail' ? 'stopped' : 'completed';
-  state.stoppedBy = { by: verdict.by, reason: verdict.reason };
-  publish();
-  await writeState({ status: state.status, stoppedBy: state.stoppedBy });
-  return {
-    session: plan.session,
-    stage: input.stage,
-    stageDir: plan.stageDir,
-    iterations: base + carry.iteration,
-    stoppedBy: state.stoppedBy,
-    decisions: carry.decisions,
-    output: plan.output,
-    outputRef: carry.lastOutputRef ?? null,
-    outputBytes: carry.lastOutputBytes ?? 0,
-    latest: `${plan.stageDir}/output.md`,
-    snapshots:
-      base + carry.iteration > 0
-        ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(base + carry.iteration).slice('iterations/'.length)}/output.md`
-        : '',
-    ...(carry.usage ? { usage: carry.usage } : {}),
-  };
+  /** Iterates until the termination rules stop the loop (or it continues as new), then reports how it ended. */
+  async run(): Promise<LoopResult> {
+    const { input, plan, carry, state, base } = this;
+    this.publish();
+    if (carry.runs === 1) await this.writeState({ status: 'running' });
+    let iterationsThisRun = 0;
+    let verdict: LoopVerdict;
+    try {
+      for (;;) {
+        verdict = beforeIteration(plan.termination, carry, this.limits(), Date.now(), await this.readQueue());
+        if (verdict.next === 'stop') break;
+        if (iterationsThisRun >= plan.iterationsPerRun || workflowInfo().continueAsNewSuggested) {
+          await condition(allHandlersFinished);
+          return continueAsNew<typeof loopStage>({ ...input, carry });
+        }
+        if (carry.iteration > 0 && plan.delaySeconds > 0) await sleep(plan.delaySeconds * 1000);
+        const n = carry.iteration + 1;
+        carry.iterationRuns = (carry.iterationRuns ?? 0) + 1;
+        const result = await iterationActivity(
+          plan,
+          input.stage,
+          base + n,
+        )({
+          planRef: input.planRef,
+          iteration: base + n,
+          run: base + carry.iterationRuns,
+          remainingSeconds: remainingSeconds(this.limits(), Date.now()),
+          ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}),
+        });
+        iterationsThisRun++;
+        if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
+        if (!result.ok) {
+          await this.failedIteration(base + n, result.error);
+          continue;
+        }
+        verdict = this.recordIteration(n, result);
+        // A queue loop at its last allowed iteration: asked once more, an empty queue is why it ends.
+        if (
+          verdict.next === 'stop' &&
+          verdict.by === 'guardrail' &&
+          plan.termination.type === 'queue' &&
+          carry.iteration >= plan.maxIterations
+        ) {
+          verdict = settleAtLimit(verdict, plan.termination, carry, await this.readQueue());
+        }
+        if (verdict.next === 'stop') break;
+      }
+    } catch (error) {
+      // An abandoned loop already says why; a continue-as-new or a cancellation is not a failure; an error that
+      // is no Temporal failure (a bug in workflow code) fails the workflow task, which Temporal retries until a
+      // fixed worker runs it. Any other (an iteration that failed for good: its worker lost three times, a full
+      // disk) fails the loop with its calls so far in the details, as an abandoned loop does, so that the work
+      // item still counts them.
+      if (
+        isCancellation(error) ||
+        !(error instanceof TemporalFailure) ||
+        (error instanceof ApplicationFailure && error.type === 'LoopFailed')
+      )
+        throw error;
+      throw failureWithUsage(describeFailure(error), 'LoopFailed', addTotals(carry.usage, usageReported(error)), error);
+    }
+
+    state.status = verdict.by === 'guardrail' ? 'stopped' : 'completed';
+    state.stoppedBy = { by: verdict.by, reason: verdict.reason };
+    this.publish();
+    await this.writeState({ status: state.status, stoppedBy: state.stoppedBy });
+    return this.result(state.stoppedBy);
+  }
+
+  /**
+   * Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed; an abandoned
+   * loop fails with its calls so far.
+   */
+  private async failedIteration(iteration: number, error: Extract<LoopIterationResult, { ok: false }>['error']) {
+    const { carry, state, input } = this;
+    carry.failure = { status: 'failed', iteration, error, resume_from: iteration };
+    state.status = 'failed';
+    this.publish();
+    await this.writeState({ status: 'failed', failure: carry.failure });
+    const pausedAt = Date.now();
+    this.resumeRequest = undefined;
+    await condition(() => this.resumeRequest !== undefined);
+    const request = this.resumeRequest!;
+    if (request.action === 'abandon') {
+      // The calls made so far still count for the work item: their totals ride on the failure.
+      throw failureWithUsage(
+        `loop stage ${input.stage} failed at iteration ${iteration} (${error.type}: ${error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
+        'LoopFailed',
+        carry.usage,
+      );
+    }
+    // The time spent failed does not count against the stage's runtime.
+    carry.startedAtMs += Date.now() - pausedAt;
+    carry.failure = undefined;
+    this.resumeRequest = undefined;
+    state.status = 'running';
+    this.publish();
+    await this.writeState({ status: 'running' });
+  }
+
+  /** A finished iteration counted and kept (the last few records); what the termination rules say after it. */
+  private recordIteration(n: number, result: Extract<LoopIterationResult, { ok: true }>): LoopVerdict {
+    const { carry, plan } = this;
+    const { ok: _ok, usage: _usage, ...record } = result;
+    carry.iteration = n;
+    carry.decisions[record.decision]++;
+    carry.consecutiveStops = countStops(carry.consecutiveStops, record.decision);
+    if (record.verify && !record.verify.passed) carry.verifyFailures++;
+    if (record.outputRef !== undefined) {
+      carry.lastOutputRef = record.outputRef;
+      carry.lastOutputBytes = record.outputBytes;
+    }
+    carry.recent.push(record);
+    if (carry.recent.length > KEPT_ITERATIONS) carry.recent.splice(0, carry.recent.length - KEPT_ITERATIONS);
+    this.publish();
+    return afterIteration(plan.termination, carry, this.limits());
+  }
+
+  /** The loop's result: where its output and snapshots are, how it ended, its model calls. */
+  private result(stoppedBy: NonNullable<LoopState['stoppedBy']>): LoopResult {
+    const { plan, carry, input, base } = this;
+    return {
+      session: plan.session,
+      stage: input.stage,
+      stageDir: plan.stageDir,
+      iterations: base + carry.iteration,
+      stoppedBy,
+      decisions: carry.decisions,
+      output: plan.output,
+      outputRef: carry.lastOutputRef ?? null,
+      outputBytes: carry.lastOutputBytes ?? 0,
+      latest: `${plan.stageDir}/output.md`,
+      snapshots:
+        base + carry.iteration > 0
+          ? `${plan.stageDir}/${iterationDir(1)}…${iterationDir(base + carry.iteration).slice('iterations/'.length)}/output.md`
+          : '',
+      ...(carry.usage ? { usage: carry.usage } : {}),
+    };
+  }
 
   /** The queue before an iteration: the command's answer, or the last report of a signal-fed queue (waiting for the first). */
-  async function readQueue(): Promise<QueueReading | undefined> {
+  private async readQueue(): Promise<QueueReading | undefined> {
+    const { plan, carry, state } = this;
     if (plan.termination.type !== 'queue') return undefined;
     if (plan.termination.queue?.provider === 'signal') {
       if (carry.queuePending === undefined) {
         state.status = 'waiting_queue';
-        publish();
+        this.publish();
         await condition(() => carry.queuePending !== undefined);
         state.status = 'running';
-        publish();
+        this.publish();
       }
       return carry.queuePending === 0 ? { kind: 'empty' } : { kind: 'pending', count: carry.queuePending! };
     }
-    return housekeeping[LOOP_CHECK_QUEUE_ACTIVITY]({ planRef: input.planRef });
+    return housekeeping[LOOP_CHECK_QUEUE_ACTIVITY]({ planRef: this.input.planRef });
   }
 }
 
+/** The activity of iteration `n`: an agent at work with its tools, long and heartbeating. */
+function iterationActivity(plan: LoopStageInput['plan'], stage: string, n: number) {
+  return proxyActivities<{ [LOOP_ITERATION_ACTIVITY]: (i: LoopIterationInput) => Promise<LoopIterationResult> }>({
+    // Agent errors come back as results (fail fast); what is thrown is infrastructure (a lost worker, a full
+    // disk), which Temporal retries.
+    startToCloseTimeout: `${Math.max(60, plan.maxRuntimeSeconds)}s`,
+    // A lost worker is noticed within this timeout, and the iteration retried on another.
+    heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
+    retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidConfig'] },
+    summary: `${stage} · iteration ${n}`,
+  })[LOOP_ITERATION_ACTIVITY];
+}
+
+/** The name under which the status last upserted is kept. */
+const STATUS = 'status';
+
+/** A Markdown summary for the Web UI's "current details". */
 function renderDetails(state: LoopState): string {
   const t = state.termination;
   const rule =

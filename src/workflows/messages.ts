@@ -5,6 +5,7 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { ApprovalDecided, ApprovalDecision } from '../model/approvals';
 import { LOOP_QUEUE_SIGNAL, RESUME_LOOP_UPDATE, type LoopState, type ResumeRequest } from '../model/loop-state';
 import type { ReviewRequest } from '../model/shapes';
+import type { TddNodeState } from '../model/tdd-node';
 import type { ItemStatus, PendingReview, StateQueryArgs, WorkItemState } from '../model/state';
 import type { TreadleEvent, UsageTotals } from '../model/shapes';
 
@@ -33,6 +34,9 @@ export const resolveReviewUpdate = defineUpdate<ReviewAccepted, [ReviewRequest]>
  * reading must never change the item.
  */
 export const stateQuery = defineQuery<WorkItemState, [StateQueryArgs?]>('state');
+
+/** A TDD node's `state` query: the work item's wire name, answered with the node's own state and one page of events. */
+export const tddStateQuery = defineQuery<TddNodeState, [StateQueryArgs?]>('state');
 
 /** What `events` answers: the status and the events after a sequence number, without the stages. */
 export interface EventsPage {

@@ -73,8 +73,9 @@ import {
 import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../model/shapes';
-import type { StateQueryArgs, WorkItemState } from '../model/state';
+import type { StateQueryArgs } from '../model/state';
 import { describeFailure, eventPage, failureWithUsage, now, usageReported } from './common';
+import { EventStream, Publications } from './publishing';
 import {
   eventsQuery,
   mergeDoneSignal,
@@ -83,7 +84,7 @@ import {
   resolveReviewUpdate,
   reviewSignal,
   siblingMergedSignal,
-  stateQuery,
+  tddStateQuery,
   type MergeDone,
   type MergeGrant,
   type MergeRequest,
@@ -108,6 +109,9 @@ const tdd = proxyActivities<{
     ],
   },
 });
+
+/** The name under which the search attributes' last published value is kept. */
+const ATTRIBUTES = 'attributes';
 
 /** Refusals the Web UI's details show, the latest. */
 const LATEST_REFUSALS_SHOWN = 3;
@@ -142,18 +146,10 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     eventCount: 0,
     startedAt: now(),
   };
-  const emit = (type: EventType, message: string, fields: Partial<TreadleEvent> = {}): void => {
-    const event: TreadleEvent = {
-      seq: state.events.length + 1,
-      type,
-      itemId: info.workflowId,
-      at: now(),
-      message: truncateText(message),
-      ...fields,
-    };
-    state.events.push(event);
-    state.eventCount = event.seq;
-  };
+  // Messages carry agents' text, so they are cut to the usual length.
+  const events = new EventStream(state, info.workflowId, undefined, true);
+  const emit = (type: EventType, message: string, fields?: Partial<TreadleEvent>): void =>
+    events.emit(type, message, fields);
 
   // Messages. Registered before the first await so that none is dropped.
   let humanAnswer: HumanAnswer | undefined;
@@ -201,10 +197,7 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
       },
     },
   );
-  setHandler(stateQuery, ((args?: StateQueryArgs) => ({
-    ...state,
-    events: eventPage(state.events, args),
-  })) as unknown as (args?: StateQueryArgs) => WorkItemState);
+  setHandler(tddStateQuery, (args?: StateQueryArgs) => ({ ...state, events: eventPage(state.events, args) }));
   setHandler(eventsQuery, (args?: StateQueryArgs) => ({
     status: state.status === 'merged' ? 'completed' : state.status,
     eventCount: state.eventCount,
@@ -229,12 +222,14 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
     if (state.status === 'running' || state.status === 'waiting_review') siblingMerges.push(event);
   });
 
-  let published: string | undefined;
+  // Each upsert is a command and a history event, so only changes are upserted.
+  const published = new Publications();
   const publish = (): void => {
     const current = JSON.stringify([state.status, state.pendingReviews.map((r) => r.stage)]);
-    if (current !== published) {
+    const first = !published.has(ATTRIBUTES);
+    if (published.changed(ATTRIBUTES, current)) {
       upsertSearchAttributes([
-        ...(published === undefined ? [{ key: TreadlePipeline, value: TDD_PIPELINE_NAME }] : []),
+        ...(first ? [{ key: TreadlePipeline, value: TDD_PIPELINE_NAME }] : []),
         { key: TreadleStatus, value: state.status },
         {
           key: TreadlePendingReviews,
@@ -247,7 +242,6 @@ export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
             ? { pipeline: TDD_PIPELINE_NAME, reviews: state.pendingReviews, omitted: 0 }
             : null,
       });
-      published = current;
     }
     setCurrentDetails(renderDetails(state));
   };

@@ -1,0 +1,379 @@
+/**
+ * One attempt of a work item's stage: its input (earlier attempts as a stored log plus recent records, the
+ * upstream artefacts), its work (the stage's activity, or a stage kind's run: TDD tree, approval, fan-out,
+ * loop), its gate, and the attempt timeout around both. The stage runner (stage-runner.ts) decides what
+ * happens after it.
+ */
+import {
+  ActivityCancellationType,
+  CancellationScope,
+  executeChild,
+  proxyActivities,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { combineVerdicts } from '../engine/gates';
+import { keepCalls } from '../engine/usage';
+import type { AttemptOutcome } from '../engine/stage-policy';
+import { TDD_PREPARE_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { TDD_STAGE } from '../model/tdd-node';
+import type { TddNodeInput, TddPrepareInput } from '../model/tdd-node';
+import { tddNode } from './tdd-node';
+import { failureDetails, failureWithUsage, retryPolicyOf, usageBatch, type StageKindRun } from './common';
+import { runApprovalStage } from './approval-stage';
+import { runLoopStage } from './loop-stage';
+import { LOOP_STAGE } from '../model/loop-state';
+import { FAN_OUT_STAGE } from '../model/fan-out';
+import { APPROVAL_STAGE } from '../model/approvals';
+import { truncateText } from '../model/limits';
+import { gateLeaves, type GateRef } from '../model/gate-ref';
+import type { StageSpec } from '../model/pipeline';
+import type { Artefact, AttemptRecord, Json, QualityFeedback, QualityVerdict } from '../model/shapes';
+import type {
+  GateActivityInput,
+  GateActivityResult,
+  PreviousAttempts,
+  StageActivityInput,
+  StageActivityResult,
+  WorkItemState,
+} from '../model/state';
+import type { AttemptLog, StageRun } from './stage-run';
+
+const tddPrepare = proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({
+  startToCloseTimeout: '1m',
+  retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
+})[TDD_PREPARE_ACTIVITY];
+
+/** Stages run by workflow code (child workflows, requests) rather than by one activity. */
+export const STAGE_KINDS: ReadonlySet<string> = new Set([TDD_STAGE, LOOP_STAGE, FAN_OUT_STAGE, APPROVAL_STAGE]);
+
+/** Whether a stage's implementation or one of its gates is registered as calling models. */
+export function agentBackedStage(stage: StageSpec, agentBacked: ReadonlySet<string>): boolean {
+  return agentBacked.has(stage.run) || gateLeaves(stage.gate).some((g) => agentBacked.has(gateActivityType(g.run)));
+}
+
+/**
+ * One attempt's steps, made by {@link prepareAttempt}: `execute` starts the stage's work, `afterExecuted`
+ * records what it produced and has the gate judge it; the rest are the pieces of those two that engine 1's
+ * attempt (legacy/engine-1-2.ts) puts together in its own order.
+ */
+export interface PreparedAttempt {
+  execute: () => Promise<StageActivityResult>;
+  afterExecuted: (executed: StageActivityResult) => AttemptOutcome | Promise<AttemptOutcome>;
+  kindRun: StageKindRun;
+  /** Seed 000's FanOut outcome: the stage's artefact names the elements and the stage each one runs. */
+  fansOut: (executed: StageActivityResult) => boolean;
+  /** Keeps the calls that count and the attempt log a result names; what is left is the output. */
+  takeCalls: (result: StageActivityResult) => StageActivityOutput;
+  /** Records what the attempt produced; the outcome, unless a gate has yet to judge it (null). */
+  recordOutput: (output: StageActivityOutput) => AttemptOutcome | null;
+  judgeOutput: (output: StageActivityOutput) => Promise<QualityVerdict>;
+  judged: (output: StageActivityOutput, verdict: QualityVerdict) => AttemptOutcome;
+}
+
+/** A stage activity's result without what the workflow takes out of it (model calls, the attempt log). */
+export type StageActivityOutput = Omit<StageActivityResult, 'calls' | 'previousLog'>;
+
+/** The earlier attempts of this one, as activities receive them: the log plus the compact records after it. */
+function previousOf(attempts: AttemptRecord[], log: AttemptLog, attempt: number): PreviousAttempts {
+  return { log: log.ref, recent: attempts.slice(log.count, attempt - 1).map(compactAttempt) };
+}
+
+/**
+ * What one attempt does: `execute` starts the stage's work (its activity, or a stage kind's run), and
+ * `afterExecuted` records what it produced and has the gate judge it when there is one.
+ */
+export function prepareAttempt(
+  run: StageRun,
+  record: AttemptRecord,
+  log: AttemptLog,
+  feedback: QualityFeedback | null,
+): PreparedAttempt {
+  const { stage, state } = run;
+  const attempts = state.stages[stage.name]!.attempts;
+  const previousAttempts = previousOf(attempts, log, record.attempt);
+  const base = {
+    itemId: run.itemId,
+    ...(state.correlationId !== undefined ? { correlationId: state.correlationId } : {}),
+    pipeline: run.spec.name,
+    stage: stage.name,
+    attempt: record.attempt,
+    maxAttempts: stage.retryBudget.maxAttempts,
+    input: run.input,
+    upstream: upstreamArtefacts(stage, state),
+    previousAttempts,
+    ...(stage.with !== undefined ? { config: stage.with } : {}),
+  };
+  const agent = stage.agent !== undefined ? { agent: stage.agent } : {};
+  // Not async: the usual path hands back the activity's own promise (every workflow promise costs, see BENCHMARKS.md).
+  const execute = (): Promise<StageActivityResult> =>
+    stage.run === TDD_STAGE
+      ? runTddTree(run, record.attempt)
+      : stage.run === APPROVAL_STAGE
+        ? runApprovalStage(kindRun)
+        : stage.run === FAN_OUT_STAGE
+          ? run.engine.fanOut(kindRun)
+          : stage.run === LOOP_STAGE
+            ? runLoopStage(kindRun, run.spec.stages.indexOf(stage))
+            : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+  const kindRun: StageKindRun = {
+    itemId: run.itemId,
+    pipeline: run.spec.name,
+    stage,
+    attempt: record.attempt,
+    input: run.input,
+    upstream: base.upstream,
+    state,
+    emit: run.emit,
+    touch: run.touch,
+    feedback,
+  };
+  const fansOut = (executed: StageActivityResult): boolean =>
+    executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE;
+  const recordOutput = (output: StageActivityOutput): AttemptOutcome | null => {
+    if (output.artefact !== undefined) record.artefact = output.artefact;
+    if (output.summary !== undefined) record.outputSummary = output.summary;
+    if (output.rejection) {
+      // The stage judged its own output unusable (e.g. a reply that broke the schema): a rejected attempt.
+      record.verdict = { kind: 'rejected', feedback: output.rejection };
+      return { kind: 'output', output, verdict: record.verdict };
+    }
+    if (!stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
+    return null;
+  };
+  const reportsCalls = run.engine.reportsCalls(stage);
+  const takeCalls = ({ calls, previousLog, ...output }: StageActivityResult): StageActivityOutput => {
+    if (reportsCalls) keepCalls(record, calls);
+    if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
+    return output;
+  };
+  const judgeOutput = (output: StageActivityOutput): Promise<QualityVerdict> => {
+    const { config: _stageConfig, previousAttempts: _before, ...rest } = base;
+    const shared = { ...rest, previousAttempts: previousOf(attempts, log, record.attempt) };
+    const judge = (gate: { run: string; with?: Json }) =>
+      gateActivity(
+        stage,
+        gate.run,
+        record.attempt,
+      )({
+        ...shared,
+        ...agent,
+        ...(gate.with !== undefined ? { config: gate.with } : {}),
+        output,
+      } satisfies GateActivityInput);
+    return evaluateGate(run, stage.gate!, judge, record);
+  };
+  const judged = (output: StageActivityOutput, verdict: QualityVerdict): AttemptOutcome => {
+    record.verdict = verdict;
+    return { kind: 'output', output, verdict };
+  };
+  // Every promise a workflow makes costs (BENCHMARKS.md): a gate or a fan-out adds its own `then`.
+  const afterExecuted = (executed: StageActivityResult): AttemptOutcome | Promise<AttemptOutcome> => {
+    const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
+      recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
+    if (!fansOut(executed)) return afterOutput(takeCalls(executed));
+    return run.engine.fanOutOutcome(run, kindRun, record, executed, (fanned) => afterOutput(takeCalls(fanned)));
+  };
+  return { execute, afterExecuted, kindRun, fansOut, takeCalls, recordOutput, judgeOutput, judged };
+}
+
+/**
+ * Starts an attempt's work (inside its timeout when the budget sets one) and hands its outcome to `decided`,
+ * or its error to `failed`: without a timeout or a gate, one `then` on the activity's promise.
+ */
+export function runAttemptWork(
+  run: StageRun,
+  record: AttemptRecord,
+  log: AttemptLog,
+  feedback: QualityFeedback | null,
+  decided: (outcome: AttemptOutcome) => void,
+  failed: (error: unknown) => void,
+): void {
+  const { execute, afterExecuted } = prepareAttempt(run, record, log, feedback);
+  const timeoutMs = run.stage.retryBudget.attemptTimeoutMs;
+  if (timeoutMs !== null) {
+    withAttemptTimeout(run, record, log, timeoutMs, () => execute().then(afterExecuted)).then(decided, failed);
+    return;
+  }
+  execute().then((executed) => {
+    let outcome: AttemptOutcome | Promise<AttemptOutcome>;
+    try {
+      outcome = afterExecuted(executed);
+    } catch (error) {
+      return failed(error);
+    }
+    if ('then' in outcome) outcome.then(decided, failed);
+    else decided(outcome);
+  }, failed);
+}
+
+/** CancellationScope.withTimeout, but with a timer the Web UI can name; a timeout is an outcome, not an error. */
+export async function withAttemptTimeout(
+  run: StageRun,
+  record: AttemptRecord,
+  log: AttemptLog,
+  timeoutMs: number,
+  work: () => Promise<AttemptOutcome>,
+): Promise<AttemptOutcome> {
+  const { stage } = run;
+  const attemptScope = new CancellationScope();
+  let timedOut = false;
+  try {
+    const outcome = await attemptScope.run(async () => {
+      const timerScope = new CancellationScope();
+      const summary = `${stage.name} · attempt ${record.attempt} timeout`;
+      void timerScope
+        .run(() => sleep(timeoutMs, { summary }))
+        .then(
+          () => {
+            timedOut = true;
+            attemptScope.cancel();
+          },
+          () => undefined, // the attempt finished first and cancelled its timer
+        );
+      try {
+        return await work();
+      } finally {
+        if (!timerScope.consideredCancelled) timerScope.cancel();
+      }
+    });
+    // The timer fired but the work finished before its cancellation reached it: the attempt still ran past
+    // its timeout, as a gated stage's would (its gate is cancelled). Its output stays on the record.
+    if (timedOut && !CancellationScope.current().consideredCancelled) {
+      record.timedOut = true;
+      return { kind: 'timed_out', afterMs: timeoutMs };
+    }
+    return outcome;
+  } catch (error) {
+    // Once the timer fired, whatever ended the attempt (its cancellation, or a worker that died while it was
+    // being cancelled and so a heartbeat timeout) is the timeout, unless the item itself was cancelled.
+    if (timedOut && !CancellationScope.current().consideredCancelled) {
+      record.timedOut = true;
+      keepCalls(record, run.engine.callsOfFailure(error));
+      const previousLog = failureDetails(error, false)?.previousLog;
+      if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
+      return { kind: 'timed_out', afterMs: timeoutMs };
+    }
+    throw error;
+  }
+}
+
+function activityOptions(stage: StageSpec, attempt: number, what: string) {
+  const { activity } = stage;
+  return {
+    startToCloseTimeout: activity.startToCloseTimeoutMs,
+    heartbeatTimeout: activity.heartbeatTimeoutMs,
+    retry: retryPolicyOf(activity),
+    summary: `${stage.name} · ${what}attempt ${attempt}/${stage.retryBudget.maxAttempts}`,
+    // A timed-out attempt ends only once its activity has stopped: attempts of a stage never overlap (one
+    // conversation, one working directory), and the calls it made come back with the cancellation.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+  };
+}
+
+/**
+ * A `tdd` stage's attempt: the TDD tree as a child workflow (its own history and Web UI page, under this
+ * item), its root's `MergeComplete` as the artefact, by reference. A tree that fails fails the attempt.
+ */
+async function runTddTree(run: StageRun, attempt: number): Promise<StageActivityResult> {
+  const treeId = `${workflowInfo().workflowId}.${run.stage.name}.${attempt}`;
+  const input = await tddPrepare({ config: run.stage.with ?? null, treeId });
+  const result = await executeChild(tddNode, { workflowId: treeId, args: [input] });
+  // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
+  if (result.status !== 'merged' || !result.mergeRef)
+    throw failureWithUsage(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed', result.usage);
+  const summary = truncateText(
+    `${result.nodePath} merged as ${result.mergeCommit?.slice(0, 10) ?? '?'} into ${input.mergeInto}`,
+  );
+  return {
+    outcome: 'completed',
+    artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary },
+    summary,
+    previousLog: null,
+    ...usageBatch(result.usage),
+  };
+}
+
+function stageActivity(stage: StageSpec, attempt: number): (input: StageActivityInput) => Promise<StageActivityResult> {
+  const acts = proxyActivities<Record<string, (input: StageActivityInput) => Promise<StageActivityResult>>>(
+    activityOptions(stage, attempt, ''),
+  );
+  return acts[stage.run]!;
+}
+
+function gateActivity(
+  stage: StageSpec,
+  gate: string,
+  attempt: number,
+): (input: GateActivityInput) => Promise<GateActivityResult> {
+  const composed = gateLeaves(stage.gate).length > 1;
+  const acts = proxyActivities<Record<string, (input: GateActivityInput) => Promise<GateActivityResult>>>(
+    activityOptions(stage, attempt, composed ? `gate ${gate} · ` : 'gate · '),
+  );
+  return acts[gateActivityType(gate)]!;
+}
+
+/** Evaluates a gate, composed ones by running their gates in parallel and combining the verdicts. */
+async function evaluateGate(
+  run: StageRun,
+  gate: GateRef,
+  judge: (leaf: { run: string; with?: Json }) => Promise<GateActivityResult>,
+  record: AttemptRecord,
+): Promise<QualityVerdict> {
+  if ('run' in gate) {
+    const { calls, ...verdict } = await judge(gate);
+    keepCalls(record, calls);
+    return verdict as QualityVerdict;
+  }
+  const mode = 'all' in gate ? 'all' : 'any';
+  const parts = 'all' in gate ? gate.all : gate.any;
+  // Every gate settles before the attempt ends, so a cancelled or failed gate never leaves a sibling running
+  // into the next attempt, and every gate's calls reach the log.
+  const settled = await Promise.allSettled(
+    parts.map(async (part) => ({ gate: describeGate(part), verdict: await evaluateGate(run, part, judge, record) })),
+  );
+  const verdicts: { gate: string; verdict: QualityVerdict }[] = [];
+  let failure: { error: unknown } | undefined;
+  for (const result of settled) {
+    if (result.status === 'fulfilled') verdicts.push(result.value);
+    // The error rethrown carries its calls to whoever catches it; the other failures' calls are logged here.
+    else if (failure) keepCalls(record, run.engine.callsOfFailure(result.reason));
+    else failure = { error: result.reason };
+  }
+  if (failure) throw failure.error;
+  return combineVerdicts(mode, verdicts);
+}
+
+function describeGate(gate: GateRef): string {
+  if ('run' in gate) return gate.run;
+  return 'all' in gate
+    ? `all(${gate.all.map(describeGate).join(', ')})`
+    : `any(${gate.any.map(describeGate).join(', ')})`;
+}
+
+/** The artefacts of a stage's dependencies, as its attempts receive them. */
+function upstreamArtefacts(stage: StageSpec, state: WorkItemState): Record<string, Artefact> {
+  const out: Record<string, Artefact> = {};
+  // A contract's final list stands in for its producer's artefact (seed 002).
+  const validated = state.stages[stage.name]?.validatedInputs;
+  for (const dep of stage.dependsOn) {
+    const artefact = validated?.[dep] ?? state.stages[dep]?.artefact;
+    if (artefact !== undefined) out[dep] = artefact;
+  }
+  return out;
+}
+
+/**
+ * An earlier attempt as the next activities receive it: no calls, and a rejected verdict's feedback only
+ * once (in `feedback`; the activity puts it back into the verdict).
+ */
+function compactAttempt({
+  calls: _calls,
+  usage: _usage,
+  storedCalls: _stored,
+  ...record
+}: AttemptRecord): AttemptRecord {
+  if (record.verdict?.kind === 'rejected' && record.feedback)
+    return { ...record, verdict: { kind: 'rejected', feedback: { summary: '', failedCriteria: [] } } };
+  return record;
+}

@@ -1,0 +1,504 @@
+/**
+ * One work item's run: its state, its message handlers (reviews, approvals, fan-out progress, queries), the
+ * scheduler that starts stages as their dependencies settle, and what it publishes (status, pending reviews
+ * and approvals as search attributes and memo, the Web UI details). The `workItem` workflow (work-item.ts)
+ * is a short shell over this class; each stage runs in the stage runner chosen by the item's engine version.
+ */
+import {
+  ApplicationFailure,
+  CancellationScope,
+  isCancellation,
+  proxyLocalActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+  uuid4,
+} from '@temporalio/workflow';
+import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
+import { checkReview, type AcceptedReview } from '../engine/review';
+import { summarizeUsage } from '../engine/usage';
+import { PREPARE_PIPELINE_ACTIVITY } from '../model/activity-types';
+import { APPROVALS_MEMO_KEY, checkApprovalDecision } from '../model/approvals';
+import { truncateText } from '../model/limits';
+import { unpackStages } from '../model/packed-stages';
+import type { PipelineSpec, StageSpec } from '../model/pipeline';
+import {
+  MAX_APPROVAL_IDS_ATTRIBUTE,
+  REVIEWS_MEMO_KEY,
+  TreadleApprovals,
+  TreadlePendingReviews,
+  TreadlePipeline,
+  TreadleStatus,
+} from '../model/search-attributes';
+import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
+import type {
+  PreparePipelineInput,
+  PreparePipelineResult,
+  StageState,
+  StateQueryArgs,
+  WorkItemInput,
+  WorkItemResult,
+  WorkItemState,
+} from '../model/state';
+import { applyDecision } from './approval-stage';
+import { describeFailure, eventPage, now } from './common';
+import { fanOutElementInput, fanOutElementOf, handleFanOutProgress } from './fan-out';
+import { engineRules } from './legacy';
+import {
+  approvalSignal,
+  decideApprovalUpdate,
+  eventsQuery,
+  resolveReviewUpdate,
+  reviewSignal,
+  stateQuery,
+} from './messages';
+import { EventStream, Publications, attributeStages, describePayload, reviewsMemo, stageOf } from './publishing';
+import type { EngineRules, Scheduling, StageRun } from './stage-run';
+import { LIVE_ENGINE } from './stage-runner';
+import { approvalsMemoOf, pageOfState, renderDetails } from './work-item-details';
+
+// A local activity: it only reads the worker's registry, so it needs no task-queue round trip.
+const preparePipeline = proxyLocalActivities<{
+  [PREPARE_PIPELINE_ACTIVITY]: (input: PreparePipelineInput) => Promise<PreparePipelineResult>;
+}>({
+  startToCloseTimeout: '30s',
+  retry: { maximumAttempts: 5 },
+})[PREPARE_PIPELINE_ACTIVITY];
+
+/**
+ * Events that are routine progress: in the event stream, the `state` query and the Web UI, but not in the
+ * worker's log. Every workflow log line is a sink call, cloned with the workflow's info and sent from the
+ * workflow thread to the main thread (BENCHMARKS.md), so the log keeps the item's start and end and
+ * whatever needs attention: failures, rejections, retries, timeouts, reviews and escalations.
+ */
+const ROUTINE_EVENTS: ReadonlySet<EventType> = new Set<EventType>([
+  'StageStarted',
+  'StageCompleted',
+  'QualityCheckPassed',
+  'RetryAttempt',
+]);
+
+/** The name under which the search attributes' last published value is kept. */
+const ATTRIBUTES = 'attributes';
+
+/** A work item's state and handlers; `run` takes it from its start to its result. */
+export class WorkItemRun implements Scheduling {
+  readonly state: WorkItemState;
+  private readonly itemId: string;
+  private input: Json;
+  private readonly resolutions = new Map<string, AcceptedReview>();
+  private readonly events: EventStream;
+  private readonly published = new Publications();
+  /** The rules of the engine version the item started on, known once the prepare step has answered. */
+  private engine: EngineRules = LIVE_ENGINE;
+  private spec: PipelineSpec | undefined;
+  private stageByName = new Map<string, StageSpec>();
+  private agentBacked: ReadonlySet<string> = new Set();
+  changed = false;
+  cancellation: unknown;
+  /** The status is final (finished or cancelled): publishing no longer derives it from the stages. */
+  private settledStatus = false;
+  private passQueued = false;
+  /** The event-driven scheduler's pass, installed by {@link runEventDriven} (never on engine 1's loop). */
+  private pass: (() => void) | undefined;
+  private inPass = false;
+  private endedInPass = false;
+  // One settled promise for the whole run: queueing a pass costs one `then`, not a promise of its own.
+  private readonly settledPromise = Promise.resolve();
+
+  constructor(private readonly args: WorkItemInput) {
+    const info = workflowInfo();
+    this.itemId = args.itemId ?? info.workflowId;
+    this.input = args.input ?? null;
+    this.state = {
+      id: this.itemId,
+      pipeline: args.pipelineName ?? readName(args.pipeline),
+      // The starter's correlation id (TreadleClient.start makes one and sets the search attribute), else one
+      // made here, deterministically (uuid4 is replay-safe), for items started by other means.
+      correlationId: args.correlationId ?? uuid4(),
+      status: 'running',
+      // Stage names are data: a null-prototype record, so "constructor" is a stage like any other.
+      stages: Object.create(null) as Record<string, StageState>,
+      pendingReviews: [],
+      events: [],
+      eventCount: 0,
+      startedAt: now(),
+    };
+    this.events = new EventStream(this.state, this.itemId, {
+      routine: ROUTINE_EVENTS,
+      correlationId: this.state.correlationId!,
+    });
+  }
+
+  /** Appends an event to the item's stream (and the worker's log unless routine). */
+  readonly emit = (type: EventType, message: string, fields?: Partial<TreadleEvent>): void =>
+    this.events.emit(type, message, fields);
+
+  /**
+   * Something changed (a stage settled, an attempt began, a review arrived): the status, the reviews memo
+   * and ready stages are looked at again. One pass is queued after the code running now, so the changes of
+   * one activation share a pass and its publish (engine 1's loop sees the flag instead).
+   */
+  readonly touch = (): void => {
+    this.changed = true;
+    if (this.pass === undefined || this.passQueued) return;
+    this.passQueued = true;
+    void this.settledPromise.then(() => this.pass!());
+  };
+
+  /**
+   * A stage ended: the pass runs at once (its runner has finished, so nothing is left half-done), without a
+   * promise; a stage that ends inside a pass makes that pass look again.
+   */
+  readonly ended = (): void => {
+    this.changed = true;
+    if (this.pass === undefined) return;
+    if (this.inPass) this.endedInPass = true;
+    else this.pass();
+  };
+
+  /**
+   * What the runner does when its stage ends by an exception: a cancellation is kept and rethrown, any other
+   * error (an engine bug) fails its stage instead of failing workflow tasks forever.
+   */
+  readonly crashed = (stage: StageSpec, error: unknown): void => {
+    const st = this.state.stages[stage.name]!;
+    if (isCancellation(error)) this.cancellation ??= error;
+    else if (!['completed', 'failed', 'skipped'].includes(st.status)) {
+      const message = `internal error in the stage runner: ${describeFailure(error)}`;
+      Object.assign(st, { status: 'failed', error: message, completedAt: now() });
+      this.emit('StageFailed', `${stage.name} failed: ${message}`, { stage: stage.name });
+    }
+  };
+
+  /** Registers every message handler; called before the first await, so no message is ever dropped. */
+  registerHandlers(): void {
+    const { state, itemId } = this;
+    setHandler(reviewSignal, (payload) => {
+      const checked = checkReview(state, payload);
+      if (checked.ok) this.deliver(checked.review);
+      // What was wrong, never the payload itself: a rejected 500 KB edit must not live in every query.
+      else
+        this.emit('ReviewInputRejected', truncateText(checked.error), {
+          ...stageOf(payload),
+          details: describePayload(payload),
+        });
+    });
+    setHandler(
+      resolveReviewUpdate,
+      (payload) => {
+        const checked = checkReview(state, payload);
+        if (!checked.ok) throw ApplicationFailure.nonRetryable(checked.error, 'InvalidReview');
+        this.deliver(checked.review);
+        const { stage, outcome, reviewer } = checked.review;
+        return { itemId, stage, outcome: outcome.kind, reviewer };
+      },
+      {
+        validator: (payload) => {
+          const checked = checkReview(state, payload);
+          if (!checked.ok) throw new Error(checked.error);
+        },
+        description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
+      },
+    );
+    // Approval requests (seed 003): decided by id, by update (validated) or signal.
+    setHandler(approvalSignal, (payload) => {
+      const decided = this.decideApproval(payload);
+      if (!decided.ok)
+        this.emit('ApprovalInputRejected', truncateText(decided.error), { details: describePayload(payload) });
+    });
+    setHandler(
+      decideApprovalUpdate,
+      (payload) => {
+        const decided = this.decideApproval(payload);
+        if (!decided.ok) throw ApplicationFailure.nonRetryable(decided.error, 'InvalidDecision');
+        const { id, step, status, decidedBy } = decided.request;
+        return { id, itemId, step, status: status as 'approved' | 'rejected', decidedBy: decidedBy! };
+      },
+      {
+        validator: (payload) => {
+          const checked = checkApprovalDecision(state.approvals ?? [], itemId, payload);
+          if (!checked.ok) throw new Error(checked.error);
+        },
+        description:
+          'Approve or reject a pending approval request by id: {id, decision: "approve" | "reject", by?, reason?}.',
+      },
+    );
+    handleFanOutProgress(state, this.touch);
+    setHandler(stateQuery, (args?: StateQueryArgs) => pageOfState(state, args), {
+      description:
+        'The work item: status, stages, attempts, pending reviews, model usage, and a page of events ({eventsAfter, eventLimit}).',
+    });
+    setHandler(
+      eventsQuery,
+      (args?: StateQueryArgs) => ({
+        status: state.status,
+        eventCount: state.eventCount,
+        events: eventPage(state.events, args),
+        pendingReviews: state.pendingReviews,
+        ...(state.error ? { error: state.error } : {}),
+      }),
+      { description: 'Status, pending reviews and a page of events ({eventsAfter, eventLimit}), without the stages.' },
+    );
+  }
+
+  /** A review accepted by a handler, for its stage's runner to pick up. */
+  private deliver(review: AcceptedReview): void {
+    // Removing the pending entry here (not when the runner wakes) makes a second review of the same stage
+    // in the same activation fail validation instead of overwriting the first.
+    this.state.pendingReviews = this.state.pendingReviews.filter((r) => r.stage !== review.stage);
+    this.resolutions.set(review.stage, review);
+    this.touch();
+  }
+
+  /** An approval decision, checked and applied to its request. */
+  private decideApproval(payload: unknown): ReturnType<typeof checkApprovalDecision> {
+    const checked = checkApprovalDecision(this.state.approvals ?? [], this.itemId, payload);
+    if (!checked.ok) return checked;
+    const { request, decision } = checked;
+    const by = decision.by ?? 'anonymous';
+    applyDecision(request, decision.decision, by, decision.reason);
+    this.emit(
+      'ApprovalDecided',
+      `${request.step}: approval ${request.id} ${request.status} by ${by}${decision.reason ? `: ${decision.reason}` : ''}`,
+      { stage: request.step, details: { id: request.id, status: request.status, by } },
+    );
+    this.touch();
+    return checked;
+  }
+
+  /** Runs the item: prepares its pipeline, runs its stages, and returns its result. */
+  async run(): Promise<WorkItemResult> {
+    const { args, state } = this;
+    // A fan-out's element names its place in the stored list; it is read once the spec is prepared.
+    const element = fanOutElementOf(args);
+    this.emit('ItemStarted', `work item ${this.itemId} started on pipeline ${state.pipeline}`);
+    const prepared = await preparePipeline({ pipeline: args.pipeline });
+    // The engine version the item started on, recorded with the prepare step, decides the rules from here on.
+    this.engine = engineRules(prepared.engine);
+    if (this.engine.trustsStartAttributes) this.assumeStartAttributes();
+    if (!prepared.ok) {
+      state.problems = prepared.problems;
+      return this.finish(`pipeline ${state.pipeline} is invalid: ${prepared.problems.join('; ')}`);
+    }
+    // Histories recorded before packed stages carry every stage whole.
+    const spec = prepared.packedStages
+      ? { ...prepared.spec, stages: unpackStages(prepared.packedStages) }
+      : prepared.spec;
+    if (element !== undefined) this.input = await fanOutElementInput(element);
+    const { tokenBudget } = args;
+    if (tokenBudget !== undefined && tokenBudget !== null && !(Number.isInteger(tokenBudget) && tokenBudget > 0)) {
+      state.problems = [
+        `tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(tokenBudget)}`,
+      ];
+      return this.finish(`invalid work item: ${state.problems[0]}`);
+    }
+    state.tokenBudget = tokenBudget !== undefined ? tokenBudget : spec.tokenBudget;
+    this.spec = spec;
+    this.agentBacked = new Set(prepared.agentBacked);
+    for (const stage of spec.stages)
+      state.stages[stage.name] = { status: 'pending', attempts: [], maxAttempts: stage.retryBudget.maxAttempts };
+    this.stageByName = new Map(spec.stages.map((s) => [s.name, s]));
+    this.publish();
+    try {
+      await this.engine.schedule(this);
+    } catch (error) {
+      if (!isCancellation(error)) throw error;
+      this.cancelled();
+      throw error;
+    }
+    return this.finish();
+  }
+
+  /**
+   * TreadleClient.start sets the pipeline and `running` as the item starts: nothing to upsert until they
+   * change (an upsert is an event and a visibility write). Items started by other means get the upsert.
+   */
+  private assumeStartAttributes(): void {
+    const started = workflowInfo().typedSearchAttributes;
+    if (
+      started.get(TreadlePipeline) === this.state.pipeline &&
+      started.get(TreadleStatus) === 'running' &&
+      started.get(TreadlePendingReviews) === undefined
+    )
+      this.published.assume(ATTRIBUTES, JSON.stringify(['running', [], []]));
+  }
+
+  /**
+   * The live scheduler: no loop waiting on a `condition` (five promises and one more pass over the
+   * workflow's conditions per activation, BENCHMARKS.md); a pass runs when something touched the state, and
+   * the run ends when the last stage settles.
+   */
+  runEventDriven(): Promise<void> {
+    const finished = new Promise<void>((resolve, reject) => {
+      this.pass = () => {
+        // Touches made during the pass (the runners it starts) are covered by its own publish.
+        this.passQueued = true;
+        this.inPass = true;
+        do {
+          this.endedInPass = false;
+          while (this.startReady());
+        } while (this.endedInPass);
+        this.publish();
+        this.inPass = false;
+        this.passQueued = false;
+        if (this.cancellation !== undefined) reject(this.cancellation);
+        else if (allSettled(this.state.stages)) resolve();
+      };
+      // Cancelled from outside while every stage waits: end now.
+      CancellationScope.current().cancelRequested.catch((error: unknown) => {
+        this.cancellation ??= error;
+        reject(error);
+      });
+    });
+    this.pass!();
+    return finished;
+  }
+
+  /** Whether every stage has settled. */
+  allSettled(): boolean {
+    return allSettled(this.state.stages);
+  }
+
+  /**
+   * Starts what can start (skipping what cannot run any more) and reports whether it skipped anything:
+   * skipped stages may make their dependents skippable in turn.
+   */
+  startReady(): boolean {
+    const { state } = this;
+    const spec = this.spec!;
+    let skipped = false;
+    for (const { stage, because } of stagesToSkip(spec, state.stages)) {
+      state.stages[stage] = {
+        ...state.stages[stage]!,
+        status: 'skipped',
+        skipReason: 'upstream_failed',
+        error: `dependency ${because} did not complete`,
+      };
+      this.emit('StageSkipped', `${stage} skipped: dependency ${because} did not complete`, { stage });
+      skipped = true;
+    }
+    // At most max_parallel stages run at once, so no width of pipeline floods one activation or passes
+    // Temporal's pending-activity limit; the rest start in spec order as others settle.
+    let free = spec.maxParallel - Object.values(state.stages).filter((s) => s.status === 'running').length;
+    for (const name of free > 0 ? readyStages(spec, state.stages) : []) {
+      if (free-- <= 0) break;
+      state.stages[name]!.status = 'running';
+      this.startStage(this.stageByName.get(name)!);
+    }
+    return skipped;
+  }
+
+  /** Hands a stage to the engine's stage runner, which never fails (it reports through `crashed` and `ended`). */
+  private startStage(stage: StageSpec): void {
+    const { engine } = this;
+    engine.runStage({
+      stage,
+      spec: this.spec!,
+      state: this.state,
+      input: this.input,
+      itemId: this.itemId,
+      emit: this.emit,
+      touch: this.touch,
+      ended: this.ended,
+      crashed: this.crashed,
+      engine,
+      resolutions: this.resolutions,
+      usesAgent: engine.usesAgent(stage, this.agentBacked),
+    } satisfies StageRun);
+  }
+
+  /**
+   * Upserts what changed (each upsert is a command and a history event) and refreshes the Web UI details.
+   * Called once per activation by the scheduler (and at the end), never per stage: its cost grows with the
+   * number of stages.
+   */
+  publish(): void {
+    const { state } = this;
+    if (!this.settledStatus) state.status = itemStatus(state.stages);
+    const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
+    const approvalIds = (state.approvals ?? [])
+      .filter((r) => r.status === 'pending')
+      .slice(0, MAX_APPROVAL_IDS_ATTRIBUTE)
+      .map((r) => r.id);
+    const first = !this.published.has(ATTRIBUTES);
+    if (this.published.changed(ATTRIBUTES, JSON.stringify([state.status, waiting, approvalIds]))) {
+      // When to upsert stays what it was (commands replay); the value also names decided requests, newest
+      // first, so a decision on one finds its item and hears how it was decided instead of "not found".
+      const decidedIds = (state.approvals ?? [])
+        .filter((r) => r.status !== 'pending')
+        .map((r) => r.id)
+        .reverse();
+      const searchableIds = [...approvalIds, ...decidedIds].slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
+      upsertSearchAttributes([
+        ...(first ? [{ key: TreadlePipeline, value: state.pipeline }] : []),
+        { key: TreadleStatus, value: state.status },
+        { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
+        // Only once an item has had approvals: items without any never carry the attribute.
+        ...(approvalIds.length > 0 || state.approvals !== undefined
+          ? [{ key: TreadleApprovals, value: searchableIds.length > 0 ? searchableIds : null }]
+          : []),
+      ]);
+    }
+    if (state.approvals !== undefined) this.published.memo(APPROVALS_MEMO_KEY, approvalsMemoOf(state), false);
+    this.published.memo(REVIEWS_MEMO_KEY, reviewsMemo(state.pipeline, state.pendingReviews), true);
+    setCurrentDetails(renderDetails(state));
+  }
+
+  /** Cancelled from outside (temporal workflow cancel): recorded where UIs and listings look. */
+  private cancelled(): void {
+    const { state } = this;
+    state.status = 'cancelled';
+    this.settledStatus = true;
+    state.error = 'work item cancelled';
+    state.completedAt = now();
+    state.pendingReviews = [];
+    this.emit('ItemFailed', 'work item cancelled');
+    this.publish();
+  }
+
+  /** Ends the item: its final status, event and publish, and its result. */
+  private finish(error?: string): WorkItemResult {
+    const { state } = this;
+    state.completedAt = now();
+    if (error !== undefined) state.error = error;
+    const failedStages = Object.entries(state.stages)
+      .filter(([, s]) => s.status === 'failed')
+      .map(([name]) => name);
+    const failed = error !== undefined || failedStages.length > 0;
+    state.status = failed ? 'failed' : 'completed';
+    this.settledStatus = true;
+    if (failed && state.error === undefined)
+      state.error = `stage${failedStages.length > 1 ? 's' : ''} failed: ${failedStages.join(', ')}`;
+    this.emit(
+      failed ? 'ItemFailed' : 'ItemCompleted',
+      failed ? `work item failed: ${state.error}` : 'work item completed',
+    );
+    this.publish();
+    const artefacts: Record<string, Artefact> = Object.create(null) as Record<string, Artefact>;
+    for (const [name, s] of Object.entries(state.stages))
+      if (s.status === 'completed' && s.artefact !== undefined) artefacts[name] = s.artefact;
+    const stageErrors: Record<string, string> = Object.create(null) as Record<string, string>;
+    for (const name of failedStages) stageErrors[name] = state.stages[name]!.error ?? 'failed';
+    // The item's model calls in total, for a parent that fans out over items like this one.
+    const { total } = summarizeUsage(state.stages);
+    return {
+      id: this.itemId,
+      pipeline: state.pipeline,
+      status: state.status === 'failed' ? 'failed' : 'completed',
+      artefacts,
+      failedStages,
+      ...(state.error ? { error: state.error } : {}),
+      ...(failedStages.length > 0 ? { stageErrors } : {}),
+      ...(total.calls > 0 ? { usage: total } : {}),
+    };
+  }
+}
+
+/** The pipeline's name as the spec gives it, before validation. */
+function readName(pipeline: unknown): string {
+  return typeof pipeline === 'object' && pipeline !== null && typeof (pipeline as { name?: unknown }).name === 'string'
+    ? (pipeline as { name: string }).name
+    : '(unnamed)';
+}
