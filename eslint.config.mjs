@@ -36,7 +36,17 @@ export default tseslint.config(
     rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
   },
   {
-    files: ['src/workflows/**/*.ts', 'src/engine/**/*.ts', 'src/model/**/*.ts'],
+    files: [
+      'src/workflows/**/*.ts',
+      'src/engine/**/*.ts',
+      'src/model/**/*.ts',
+      'src/kinds/*/spec.ts',
+      'src/kinds/*/shapes.ts',
+      'src/kinds/*/routes.ts',
+      'src/kinds/*/termination.ts',
+      'src/kinds/*/workflow.ts',
+      'src/kinds/*/stage.ts',
+    ],
     rules: {
       'no-restricted-imports': [
         'error',
@@ -59,6 +69,7 @@ export default tseslint.config(
                 '**/cli/**',
                 '**/agents/**',
                 '**/server/**',
+                '**/git',
               ],
               message: 'Workflow code must not import side-effecting modules.',
             },

@@ -2,10 +2,10 @@
  * The Treadle side of the benchmarks: a registry of no-op implementations and the pipeline specs each
  * scenario runs. Every stage does no work, so what is measured is the engine.
  */
-import { registerLoop } from '../src/pipelines/loop';
+import { registerLoop } from '../src/kinds/loop/registration';
 import { Registry } from '../src/activities/registry';
 import { registerScripted } from '../src/pipelines/scripted';
-import { registerFanOut } from '../src/pipelines/fan-out';
+import { registerFanOut } from '../src/kinds/fan-out/registration';
 
 /** Stage names of the linear pipeline: `s01` … `s10`. */
 export function linearStageNames(stages: number): string[] {

@@ -5,15 +5,15 @@
  * depends on them.
  */
 import path from 'node:path';
-import type { ActionRegistry } from './approvals/actions';
+import type { ActionRegistry } from './kinds/approval/actions';
 import { Registry } from './activities/registry';
 import { loadConfig } from './config';
-import { registerApproval } from './pipelines/approval';
-import { registerFanOut } from './pipelines/fan-out';
+import { registerApproval } from './kinds/approval/registration';
+import { registerFanOut } from './kinds/fan-out/registration';
 import { registerLlm } from './pipelines/llm';
-import { registerLoop } from './pipelines/loop';
+import { registerLoop } from './kinds/loop/registration';
 import { registerScripted } from './pipelines/scripted';
-import { registerTdd } from './pipelines/tdd';
+import { registerTdd } from './kinds/tdd/registration';
 
 /** What examples/index.ts provides: the examples' implementations and action types. */
 export interface BundledExamples {

@@ -41,7 +41,7 @@ import {
   type ApprovalDecision,
   type ApprovalRequest,
   type ApprovalsMemo,
-} from './model/approvals';
+} from './kinds/approval/shapes';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
 import type {
   PendingReview,
@@ -62,10 +62,10 @@ import {
   tddStateQuery,
   type ReviewAccepted,
 } from './workflows/messages';
-import type { LoopState } from './model/loop-state';
+import type { LoopState } from './kinds/loop/shapes';
 import { openItemsByEngine, type EngineCount } from './engine-versions';
-import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './model/tdd';
-import type { NodeContext, TddNodeResult, TddNodeState } from './model/tdd-node';
+import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './kinds/tdd/spec';
+import type { NodeContext, TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
 
 /** A Treadle error meant for users: one line that says what went wrong. */
 export class TreadleError extends Error {

@@ -29,8 +29,8 @@ export {
 export * from './model/shapes';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';
-export { defineActionType, ActionRegistry, type ActionType, type ActionContext } from './approvals/actions';
+export { defineActionType, ActionRegistry, type ActionType, type ActionContext } from './kinds/approval/actions';
 export { idempotencyKey, inputHash } from './model/hashing';
-export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './model/approvals';
+export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './kinds/approval/shapes';
 export { createTracing, tracingFromEnv, WORKFLOW_TRACING_MODULE, type TreadleTracing } from './tracing';
 export type { AuditEntry } from './audit';

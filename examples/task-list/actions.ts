@@ -1,11 +1,11 @@
 /**
  * Seed 003's five example action types, offline on the local task list ({@link TaskList}): `create_task`,
  * `send_message` (queued in the outbox, never sent), `add_busy_block`, `modify_task`, `batch_create_tasks`.
- * They are ordinary users of the core's action registry (src/approvals/actions.ts): a payload schema, an
+ * They are ordinary users of the core's action registry (src/kinds/approval/actions.ts): a payload schema, an
  * `execute` that honours the idempotency key through {@link TaskList.applyOnce}, and a one-line summary.
  */
 import { z } from 'zod';
-import { ActionRegistry, type ActionType } from '../../src/approvals/actions';
+import { ActionRegistry, type ActionType } from '../../src/kinds/approval/actions';
 import { loadConfig } from '../../src/config';
 import { MESSAGE_CHANNELS, TASK_PRIORITIES, TASK_STATUSES, TaskList, type NewTask } from './task-list';
 

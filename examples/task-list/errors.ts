@@ -2,7 +2,7 @@
  * Why a task-list action could not run, typed by cause on the core's {@link ActionError}: the class name is
  * the failure type Temporal records, and `nonRetryable` says whether running the action again can help.
  */
-import { ActionError } from '../../src/approvals/errors';
+import { ActionError } from '../../src/kinds/approval/errors';
 
 /** `modify_task` named a task the task list does not have. */
 export class UnknownTask extends ActionError {

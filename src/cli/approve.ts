@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { createInterface } from 'node:readline/promises';
 import type { ApprovalListing, TreadleClient } from '../client';
 import { table } from './render';
-import { APPROVAL_ID_PATTERN } from '../model/approvals';
+import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
 
 type WithClient = <A extends unknown[]>(
   fn: (client: TreadleClient, ...args: A) => Promise<void>,

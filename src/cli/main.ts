@@ -15,7 +15,7 @@ import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../tracing';
 import type * as DevModule from './dev';
-import type * as LoopFilesModule from '../pipelines/loop-files';
+import type * as LoopFilesModule from '../kinds/loop/files';
 import type * as SpecLinesModule from '../pipelines/spec-lines';
 import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
 import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
@@ -35,7 +35,7 @@ import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } f
 import { registerApproveCommands } from './approve';
 import { registerCallsCommand } from './calls';
 import { registerEnginesCommand } from './engines';
-import type { TddNodeState } from '../model/tdd-node';
+import type { TddNodeState } from '../kinds/tdd/shapes';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
    `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more. */
@@ -48,7 +48,7 @@ const load = {
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
   worker: (): typeof WorkerModule => require('../worker'),
   tracing: (): typeof TracingModule => require('../tracing'),
-  loopFiles: (): typeof LoopFilesModule => require('../pipelines/loop-files'),
+  loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/files'),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */
 

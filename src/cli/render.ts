@@ -1,12 +1,12 @@
 /**
  * Text rendering for the CLI: the stage table, pending reviews and event lines.
  */
-import type { LoopState } from '../model/loop-state';
-import type { TddNodeState } from '../model/tdd-node';
+import type { LoopState } from '../kinds/loop/shapes';
+import type { TddNodeState } from '../kinds/tdd/shapes';
 import type * as Shapes from '../model/shapes';
 import type { BlobRef, TreadleEvent } from '../model/shapes';
 import type { PendingReview, StageState, WorkItemState } from '../model/state';
-import type { ApprovalRequest } from '../model/approvals';
+import type { ApprovalRequest } from '../kinds/approval/shapes';
 
 /**
  * Whether an artefact is a blob reference. `model/shapes` loads zod (~60 ms), which `treadle pipelines`

@@ -17,7 +17,7 @@ import {
   TEMPORAL_PENDING_ACTIVITY_LIMIT,
 } from './limits';
 import { JsonSchema, type Json } from './shapes';
-import { FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE } from './fan-out';
+import { FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE } from '../kinds/fan-out/shapes';
 import {
   canonicalContract,
   CONTRACT_FIELD_HINTS,
@@ -25,8 +25,8 @@ import {
   contractProblems,
   LLM_CONTRACT_IMPLEMENTATION,
   type ContractSpec,
-} from './contracts';
-import { checkFanOut } from './fan-out-config';
+} from '../kinds/contract/spec';
+import { checkFanOut } from '../kinds/fan-out/spec';
 import { describeIssue, type SpecProblem } from './spec-problems';
 import { closest } from './suggest';
 

@@ -2,9 +2,9 @@
  * Workflow and activity inputs and outputs, and the work item state served by the `state` query.
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
-import type { QualityFlags } from './contract-state';
-import type { ApprovalRequest } from './approvals';
-import type { FanOutProgress } from './fan-out';
+import type { QualityFlags } from '../kinds/contract/shapes';
+import type { ApprovalRequest } from '../kinds/approval/shapes';
+import type { FanOutProgress } from '../kinds/fan-out/shapes';
 import type { PipelineSpec } from './pipeline';
 import type { PackedStages } from './packed-stages';
 import type {
@@ -236,7 +236,7 @@ export const CHAINED_STAGE_RUNNER_ENGINE = 3;
 export const CALL_BATCH_ENGINE = 4;
 /**
  * Engine version 5: a `fan_out` stage stores its list once and runs its elements under a `fanOut` workflow
- * that continues as new, so no history grows with the width (src/workflows/fan-out.ts); up to 1,000,000
+ * that continues as new, so no history grows with the width (src/kinds/fan-out/workflow.ts); up to 1,000,000
  * elements instead of 2,000. Older items keep starting every element from the work item itself.
  */
 export const FAN_OUT_WORKFLOW_ENGINE = 5;

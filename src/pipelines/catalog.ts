@@ -5,9 +5,9 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type * as Yaml from 'yaml';
-import type * as ApprovalConfigModule from '../model/approval-config';
-import type * as TddModule from '../model/tdd';
-import type * as LoopModule from '../model/loop';
+import type * as ApprovalConfigModule from '../kinds/approval/spec';
+import type * as TddModule from '../kinds/tdd/spec';
+import type * as LoopModule from '../kinds/loop/spec';
 import type * as LlmConfigModule from './llm/config';
 import type { KnownImplementations } from '../model/pipeline';
 import type { Json } from '../model/shapes';
@@ -89,15 +89,15 @@ export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
   checkConfig: (kind, name, config) => {
     if (kind === 'stage' && name === 'approval') {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-      return (require('../model/approval-config') as typeof ApprovalConfigModule).checkApprovalStageConfig(config);
+      return (require('../kinds/approval/spec') as typeof ApprovalConfigModule).checkApprovalStageConfig(config);
     }
     if (kind === 'stage' && name === 'loop') {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-      return (require('../model/loop') as typeof LoopModule).checkLoopStageConfig(config);
+      return (require('../kinds/loop/spec') as typeof LoopModule).checkLoopStageConfig(config);
     }
     if (kind === 'stage' && name === 'tdd') {
       // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-      return (require('../model/tdd') as typeof TddModule).checkTddStageConfig(config);
+      return (require('../kinds/tdd/spec') as typeof TddModule).checkTddStageConfig(config);
     }
     if (!(kind === 'stage' && name === 'llm') && !(kind === 'gate' && name === 'llm-judge')) return [];
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it

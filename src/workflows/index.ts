@@ -1,6 +1,6 @@
 /** Every workflow the Treadle worker runs. */
 export { workItem } from './work-item';
-export { tddNode } from './tdd-node';
-export { loopStage } from './loop-stage';
-export { fanOut } from './fan-out';
+export { tddNode } from '../kinds/tdd/workflow';
+export { loopStage } from '../kinds/loop/workflow';
+export { fanOut } from '../kinds/fan-out/workflow';
 export { reviewSignal, resolveReviewUpdate, stateQuery } from './messages';

@@ -2,10 +2,10 @@
  * Messages of the `workItem` workflow. Wire names equal the constants' stems (STYLE.md).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { ApprovalDecided, ApprovalDecision } from '../model/approvals';
-import { LOOP_QUEUE_SIGNAL, RESUME_LOOP_UPDATE, type LoopState, type ResumeRequest } from '../model/loop-state';
+import type { ApprovalDecided, ApprovalDecision } from '../kinds/approval/shapes';
+import { LOOP_QUEUE_SIGNAL, RESUME_LOOP_UPDATE, type LoopState, type ResumeRequest } from '../kinds/loop/shapes';
 import type { ReviewRequest } from '../model/shapes';
-import type { TddNodeState } from '../model/tdd-node';
+import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { ItemStatus, PendingReview, StateQueryArgs, WorkItemState } from '../model/state';
 import type { TreadleEvent, UsageTotals } from '../model/shapes';
 

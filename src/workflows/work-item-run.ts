@@ -19,7 +19,7 @@ import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag
 import { checkReview, type AcceptedReview } from '../engine/review';
 import { summarizeUsage } from '../engine/usage';
 import { PREPARE_PIPELINE_ACTIVITY } from '../model/activity-types';
-import { APPROVALS_MEMO_KEY, checkApprovalDecision } from '../model/approvals';
+import { APPROVALS_MEMO_KEY, checkApprovalDecision } from '../kinds/approval/shapes';
 import { truncateText } from '../model/limits';
 import { unpackStages } from '../model/packed-stages';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
@@ -41,9 +41,9 @@ import type {
   WorkItemResult,
   WorkItemState,
 } from '../model/state';
-import { applyDecision } from './approval-stage';
+import { applyDecision } from '../kinds/approval/stage';
 import { describeFailure, eventPage, now } from './common';
-import { fanOutElementInput, fanOutElementOf, handleFanOutProgress } from './fan-out';
+import { fanOutElementInput, fanOutElementOf, handleFanOutProgress } from '../kinds/fan-out/workflow';
 import { engineRules } from './legacy';
 import {
   approvalSignal,

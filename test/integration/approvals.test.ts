@@ -4,9 +4,9 @@
  * escalated and then decided by the escalation's default; stale and double decisions refused without
  * entering history; the approved action executed once per idempotency key.
  */
-import type { ActionCatalog } from '../../src/activities/approvals';
+import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import { pipeline } from '../../src/model/builder';
-import type { ApprovalStageArtefact } from '../../src/model/approvals';
+import type { ApprovalStageArtefact } from '../../src/kinds/approval/shapes';
 import type { Json } from '../../src/model/shapes';
 import { resolveArtefact } from '../../src/storage/blob-store';
 import { spawn } from 'node:child_process';

@@ -4,7 +4,7 @@
  * the others (or failing the stage), and the parent's history small however large the elements are.
  */
 import { pipeline } from '../../src/model/builder';
-import type { FanOutArtefact } from '../../src/model/fan-out';
+import type { FanOutArtefact } from '../../src/kinds/fan-out/shapes';
 import { TreadlePipeline } from '../../src/model/search-attributes';
 import type { Json } from '../../src/model/shapes';
 import { resolveArtefact } from '../../src/storage/blob-store';

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import os from 'node:os';
 import path from 'node:path';
 import type { Json } from '../../src/model/shapes';
-import type { LoopArtefact } from '../../src/model/loop';
+import type { LoopArtefact } from '../../src/kinds/loop/spec';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 

@@ -11,13 +11,13 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createTddActivities } from '../../src/activities/tdd';
-import { initRepository } from '../../src/activities/git';
+import { createTddActivities } from '../../src/kinds/tdd/activities';
+import { initRepository } from '../../src/kinds/tdd/git';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
 import { ClaudeCodeAgent } from '../../src/agents/claude-code';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../src/model/activity-types';
-import { TddSettingsSchema } from '../../src/model/tdd';
-import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/model/tdd-node';
+import { TddSettingsSchema } from '../../src/kinds/tdd/spec';
+import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/kinds/tdd/shapes';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 
 let root: string;

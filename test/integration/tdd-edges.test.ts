@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import { initRepository } from '../../src/activities/git';
+import { initRepository } from '../../src/kinds/tdd/git';
 import { defaultAgentProviders } from '../../src/agents';
 import type { AgentProviderFactory } from '../../src/agents/providers';
 import type { Json, TreadleEvent } from '../../src/model/shapes';

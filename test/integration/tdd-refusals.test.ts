@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { initRepository } from '../../src/activities/git';
+import { initRepository } from '../../src/kinds/tdd/git';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import { startHarness, type Harness } from '../support/harness';
 

@@ -9,9 +9,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { initRepository } from '../../src/activities/git';
+import { initRepository } from '../../src/kinds/tdd/git';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
-import type { TddNodeState } from '../../src/model/tdd-node';
+import type { TddNodeState } from '../../src/kinds/tdd/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 

@@ -18,7 +18,7 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { validatePipeline } from '../../src/model/pipeline';
-import { checkLoopStageConfig } from '../../src/model/loop';
+import { checkLoopStageConfig } from '../../src/kinds/loop/spec';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
 import { defaultActionRegistry } from '../../src/bundled-examples';
 import { startHarness } from '../support/harness';

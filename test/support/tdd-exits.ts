@@ -2,7 +2,7 @@
  * One schema-valid sample of every TDD exit, shared by the unit tests of the routes and of the model; the
  * mapped type makes an exit added to a schema without a sample a type error.
  */
-import { EXIT_SCHEMAS, type ExitName, type NodeExit, type TddNodeName } from '../../src/model/tdd';
+import { EXIT_SCHEMAS, type ExitName, type NodeExit, type TddNodeName } from '../../src/kinds/tdd/spec';
 
 export type ExitOf<N extends ExitName> = Extract<NodeExit, { exit: N }>;
 

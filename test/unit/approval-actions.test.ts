@@ -16,8 +16,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync,
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import type { ActionCatalog } from '../../src/activities/approvals';
-import { type ActionRegistry, defineActionType, InvalidPayload, UnknownActionType } from '../../src/approvals';
+import type { ActionCatalog } from '../../src/kinds/approval/activities';
+import { type ActionRegistry, defineActionType, InvalidPayload, UnknownActionType } from '../../src/kinds/approval';
 import { defaultActionRegistry } from '../../src/bundled-examples';
 import {
   exampleActionRegistry,

@@ -2,11 +2,11 @@
  * Quality contracts (seed 002) without Temporal: the spec's contract checks (as YAML writes them and as the
  * builder does), and how the activities read a producer's list and its ids.
  */
-import { readItems } from '../../src/activities/contracts';
+import { readItems } from '../../src/kinds/contract/activities';
 import { pipeline } from '../../src/model/builder';
 import { validatePipeline } from '../../src/model/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
-import type { ContractSpec } from '../../src/model/contracts';
+import type { ContractSpec } from '../../src/kinds/contract/spec';
 
 const criteria = { criteria: 'one concrete surface' };
 const yaml = (contract: Record<string, unknown>) => ({

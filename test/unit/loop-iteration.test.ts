@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { createLoopActivities } from '../../src/activities/loop';
+import { createLoopActivities } from '../../src/kinds/loop/activities';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
 import { LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY } from '../../src/model/activity-types';
 import type {
@@ -16,7 +16,7 @@ import type {
   LoopIterationResult,
   LoopPrepareInput,
   LoopPrepareResult,
-} from '../../src/model/loop';
+} from '../../src/kinds/loop/spec';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 
 let workspace: string;

@@ -1,5 +1,5 @@
 /**
- * model/loop.ts against seed 004's files ("Complete Schema (v3)"), without Temporal. Cases:
+ * kinds/loop/spec.ts against seed 004's files ("Complete Schema (v3)"), without Temporal. Cases:
  * - stage.yaml: the seed's example (its YAML text, comments and all) parses; each kind of mistake is an issue
  *   at the field that is wrong;
  * - pipeline.yaml: the seed's full-ideation example parses, `inputs.select` defaulting to `latest`;
@@ -22,7 +22,7 @@ import {
   StageFileSchema,
   StatusFileSchema,
   TerminationSchema,
-} from '../../src/model/loop';
+} from '../../src/kinds/loop/spec';
 
 // ---------------------------------------------------------------------------------------------------------
 // The seed's examples, verbatim

@@ -1,5 +1,5 @@
 /**
- * engine/loop-termination.ts against seed 004 ("Termination Types", "Change 7: Configurable Consensus Count",
+ * kinds/loop/termination.ts against seed 004 ("Termination Types", "Change 7: Configurable Consensus Count",
  * the guardrails of "Change 6"), without Temporal. Cases:
  * - sequences of agent decisions folded through countStops + beforeIteration + afterIteration exactly as the
  *   loopStage workflow does (see `runLoop`), one `describe` per termination type;
@@ -19,8 +19,8 @@ import {
   type LoopLimits,
   type LoopVerdict,
   type QueueReading,
-} from '../../src/engine/loop-termination';
-import { LOOP_DEFAULTS, type Decision, type Termination } from '../../src/model/loop';
+} from '../../src/kinds/loop/termination';
+import { LOOP_DEFAULTS, type Decision, type Termination } from '../../src/kinds/loop/spec';
 
 // ---------------------------------------------------------------------------------------------------------
 // The fold

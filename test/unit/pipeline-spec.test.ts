@@ -3,7 +3,7 @@ import YAML from 'yaml';
 import { pipeline } from '../../src/model/builder';
 import { formatDuration, parseDuration } from '../../src/model/duration';
 import { PipelineValidationError, validatePipeline } from '../../src/model/pipeline';
-import { checkApprovalStageConfig } from '../../src/model/approval-config';
+import { checkApprovalStageConfig } from '../../src/kinds/approval/spec';
 
 const known = { stages: ['scripted', 'llm'], gates: ['scripted'] };
 

@@ -27,7 +27,7 @@ import {
   removeWorktree,
   restoreFromHead,
   squashMerge,
-} from '../../src/activities/git';
+} from '../../src/kinds/tdd/git';
 
 let dir: string;
 let counter = 0;

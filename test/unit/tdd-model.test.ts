@@ -1,5 +1,5 @@
 /**
- * model/tdd.ts: spec files, a Scaffold's child specs, and each node's exit schema. Cases:
+ * kinds/tdd/spec.ts: spec files, a Scaffold's child specs, and each node's exit schema. Cases:
  * - validateTddSpec: the example spec file; a spec without `tdd:` gets every default; partial `tdd:` settings
  *   keep the rest at their defaults; each problem alone names its field; every problem of one file at once;
  *   each limit's range;
@@ -24,7 +24,7 @@ import {
   type ChildSpec,
   type ExitName,
   type TddNodeName,
-} from '../../src/model/tdd';
+} from '../../src/kinds/tdd/spec';
 
 const EXAMPLES = path.join(__dirname, '..', '..', 'examples', 'tdd');
 

@@ -1,5 +1,5 @@
 /**
- * activities/tdd-templates.ts and tdd-prompts.ts: the seed's six templates, their rendering, and the reply
+ * kinds/tdd/prompt-templates.ts and tdd-prompts.ts: the seed's six templates, their rendering, and the reply
  * format. Cases:
  * - templates: each is the seed's ```jinja block character for character (SHA-256 of the block, computed
  *   from seed 001), with a few distinctive lines checked in the clear;
@@ -32,10 +32,10 @@ import {
   renderNodeTemplate,
   replyInstructions,
   type NodeTemplateVars,
-} from '../../src/activities/tdd-prompts';
-import { TDD_TEMPLATES } from '../../src/activities/tdd-templates';
+} from '../../src/kinds/tdd/prompts';
+import { TDD_TEMPLATES } from '../../src/kinds/tdd/prompt-templates';
 import { compileOutputSchema } from '../../src/agents/output-schema';
-import { EXIT_SCHEMAS, TDD_NODES, type ExitName, type Spec, type TddNodeName } from '../../src/model/tdd';
+import { EXIT_SCHEMAS, TDD_NODES, type ExitName, type Spec, type TddNodeName } from '../../src/kinds/tdd/spec';
 
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 

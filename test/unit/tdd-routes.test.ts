@@ -1,5 +1,5 @@
 /**
- * engine/tdd-routes.ts against seed 001, without Temporal. Cases:
+ * kinds/tdd/routes.ts against seed 001, without Temporal. Cases:
  * - the seed's "Node Edges" table, one `describe` per From node and one test per row, named after the row;
  * - the bounds: RequestRetry and MergeRejected against Impl's 5 attempts (the seed's "Retry Protocol"),
  *   MoreTests against `maxReviewRounds`, each way back to Scaffold against `maxScaffoldRuns`, and that each
@@ -28,7 +28,7 @@ import {
   type HumanReason,
   type TddCounters,
   type TddRoute,
-} from '../../src/engine/tdd-routes';
+} from '../../src/kinds/tdd/routes';
 import {
   EXIT_SCHEMAS,
   ImpactLevelSchema,
@@ -44,7 +44,7 @@ import {
   type TDDReviewImplExit,
   type TDDWriteTestsExit,
   type TddNodeName,
-} from '../../src/model/tdd';
+} from '../../src/kinds/tdd/spec';
 
 // ---------------------------------------------------------------------------------------------------------
 // Exits: one schema-valid sample per exit name

@@ -13,7 +13,7 @@ import {
   type FanOutItemResult,
   type FanOutPrepareInput,
   type FanOutPrepareResult,
-} from '../../model/fan-out';
+} from '../../kinds/fan-out/shapes';
 import { STORE_ARTEFACT_ACTIVITY } from '../../model/activity-types';
 import { truncateText } from '../../model/limits';
 import type { Artefact, Json, UsageTotals } from '../../model/shapes';

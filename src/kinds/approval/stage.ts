@@ -1,0 +1,277 @@
+/**
+ * The approval stage kind (seed 003 "Approval Gate"), run by the work item's stage runner as one attempt:
+ * the stage's actions become approval requests (an activity validates every payload against its action
+ * type and makes ids and idempotency keys), the requests wait for decisions in parallel, each approved one's
+ * action executes at once (an idempotent activity), and the attempt's artefact is every request's outcome.
+ *
+ * A request's life: pending → approved (its action runs) | rejected | expired (no decision within the TTL;
+ * treated as rejected). With an escalation, the TTL first hands the request to the escalation group with a
+ * TTL of its own, after which the escalation's default decision applies. A rejection with `on_reject: stop`
+ * stops the stage at once (its other pending requests are rejected with it) and fails it; with `skip` the
+ * stage goes on, and when nothing at all was approved it ends skipped, so the run continues without it.
+ */
+import {
+  ActivityCancellationType,
+  ApplicationFailure,
+  condition,
+  proxyActivities,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  APPROVAL_CREATE_ACTIVITY,
+  APPROVAL_EXECUTE_ACTIVITY,
+  APPROVAL_OUTCOME_SUMMARY,
+  APPROVAL_REQUESTS_SUMMARY,
+  type ApprovalCreateInput,
+  type ApprovalCreateResult,
+  type ApprovalExecuteInput,
+  type ApprovalExecuteResult,
+  type ApprovalRequest,
+  type ApprovalStageArtefact,
+  type ApprovalStageConfig,
+} from './shapes';
+import { STORE_ARTEFACT_ACTIVITY } from '../../model/activity-types';
+import { truncateText } from '../../model/limits';
+import type { StageSpec } from '../../model/pipeline';
+import type { Artefact, Json } from '../../model/shapes';
+import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../../model/state';
+import { describeFailure, now, retryPolicyOf, type StageKindRun } from '../../workflows/common';
+
+/**
+ * The step's own activities, named `<stage> · attempt n/m · <what>` like every stage attempt, so the Web UI
+ * and the audit show the approval step as a step (summaries are user metadata: replay does not compare them).
+ */
+function stepActivities(run: ApprovalRun, what: string) {
+  const summary = `${run.stage.name} · attempt ${run.attempt}/${run.stage.retryBudget.maxAttempts} · ${what}`;
+  const options = { startToCloseTimeout: '1m', retry: { maximumAttempts: 5 }, summary } as const;
+  return proxyActivities<{
+    [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
+    [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult>;
+  }>(options);
+}
+
+/** What an approval attempt needs of its work item. */
+export type ApprovalRun = StageKindRun;
+
+/** Who decided when nobody did. */
+const TREADLE = 'treadle';
+/** Approved actions of one stage executing at once (a batch approval of 1,000 must not flood the worker). */
+const MAX_CONCURRENT_ACTIONS = 20;
+
+/** One attempt of an approval stage; see the module comment. */
+export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityResult> {
+  const { stage, state, emit } = run;
+  const info = workflowInfo();
+  const create = stepActivities(run, APPROVAL_REQUESTS_SUMMARY)[APPROVAL_CREATE_ACTIVITY];
+  const { itemId, attempt, upstream, input } = run;
+  const created = await create({
+    itemId,
+    runId: info.runId,
+    step: stage.name,
+    attempt,
+    config: stage.with ?? null,
+    upstream,
+    input,
+  });
+  if (!created.ok)
+    throw ApplicationFailure.nonRetryable(
+      `${stage.name} cannot make its approval requests (${created.problems.length} problem${created.problems.length === 1 ? '' : 's'}): ${created.problems.join('; ')}`,
+      'InvalidApprovalRequests',
+    );
+  const config = created.config;
+  const requests: ApprovalRequest[] = created.requests.map((r) => ({
+    ...r,
+    itemId: run.itemId,
+    runId: info.runId,
+    step: stage.name,
+    status: 'pending',
+    createdAt: now(),
+    ...(config.ttlMs !== null ? { expiresAt: new Date(Date.now() + config.ttlMs).toISOString() } : {}),
+    ...(config.reviewers !== undefined ? { reviewers: config.reviewers } : {}),
+  }));
+  state.approvals = [...(state.approvals ?? []), ...requests];
+  const st = state.stages[stage.name]!;
+  if (requests.length > 0) st.status = 'waiting_approval';
+  for (const r of requests)
+    emit('ApprovalRequested', `${stage.name}: approval ${r.id} requested: ${r.summary}`, {
+      stage: stage.name,
+      attempt: run.attempt,
+      details: { id: r.id, actionType: r.actionType },
+    });
+  run.touch();
+
+  // A rejection that stops the stage: the other pending requests end with it.
+  let stopped: ApprovalRequest | undefined;
+  const slots = { free: MAX_CONCURRENT_ACTIONS };
+  await Promise.all(
+    requests.map((request) =>
+      lifecycle(
+        run,
+        config,
+        request,
+        slots,
+        () => stopped,
+        (r) => (stopped ??= r),
+      ),
+    ),
+  );
+  st.status = 'running';
+  run.touch();
+
+  const artefact: ApprovalStageArtefact = {
+    requests: requests.map((r) => ({
+      id: r.id,
+      actionType: r.actionType,
+      status: r.status,
+      ...(r.decidedBy !== undefined ? { decidedBy: r.decidedBy } : {}),
+      ...(r.reason !== undefined ? { reason: r.reason } : {}),
+      ...(r.result !== undefined ? { result: r.result } : {}),
+      ...(r.error !== undefined ? { error: r.error } : {}),
+    })),
+    approved: requests.filter((r) => r.status === 'approved').length,
+    rejected: requests.filter((r) => r.status === 'rejected').length,
+    expired: requests.filter((r) => r.status === 'expired').length,
+  };
+  if (stopped) {
+    throw ApplicationFailure.nonRetryable(
+      `approval ${stopped.id} (${stopped.actionType}) was ${stopped.status}${stopped.decidedBy ? ` by ${stopped.decidedBy}` : ''}${stopped.reason ? `: ${stopped.reason}` : ''}; the stage stops on rejection (on_reject: stop)`,
+      'ApprovalRejected',
+    );
+  }
+  const failed = requests.filter((r) => r.error !== undefined);
+  if (failed.length > 0)
+    throw ApplicationFailure.nonRetryable(
+      `${failed.length} approved action${failed.length === 1 ? '' : 's'} failed: ${failed.map((r) => `${r.id} (${r.actionType}): ${r.error}`).join('; ')}`,
+      'ApprovalActionFailed',
+    );
+
+  const summary = truncateText(
+    `${artefact.approved} approved, ${artefact.rejected} rejected, ${artefact.expired} expired of ${requests.length} request${requests.length === 1 ? '' : 's'}`,
+  );
+  const storeOutcome = stepActivities(run, APPROVAL_OUTCOME_SUMMARY)[STORE_ARTEFACT_ACTIVITY];
+  const stored = (await storeOutcome({ artefact: artefact as unknown as Json, summary })).artefact as Artefact;
+  // Nothing approved (and something asked): the run goes on without this step, as the seed's "completed (with skip)".
+  const outcome = requests.length > 0 && artefact.approved === 0 ? 'skipped' : 'completed';
+  return { outcome, artefact: stored, summary, previousLog: null };
+}
+
+/** One request: wait for a decision (escalating or expiring on its TTL), then run its action if approved. */
+async function lifecycle(
+  run: ApprovalRun,
+  config: ApprovalStageConfig,
+  request: ApprovalRequest,
+  slots: { free: number },
+  stoppedBy: () => ApprovalRequest | undefined,
+  stop: (r: ApprovalRequest) => void,
+): Promise<void> {
+  const { stage, emit } = run;
+  const decidedOrStopped = (): boolean => request.status !== 'pending' || stoppedBy() !== undefined;
+  if (config.ttlMs === null) await condition(decidedOrStopped);
+  else if (!(await condition(decidedOrStopped, config.ttlMs))) {
+    if (config.escalation) {
+      request.escalated = true;
+      request.reviewers = config.escalation.to;
+      request.expiresAt = new Date(Date.now() + config.escalation.ttlMs).toISOString();
+      emit(
+        'ApprovalEscalated',
+        `${stage.name}: approval ${request.id} escalated to ${config.escalation.to} (no decision within ${Math.round(config.ttlMs / 1000)}s)`,
+        { stage: stage.name, details: { id: request.id, to: config.escalation.to } },
+      );
+      run.touch();
+      if (!(await condition(decidedOrStopped, config.escalation.ttlMs))) {
+        decide(
+          request,
+          config.escalation.default === 'approve' ? 'approved' : 'expired',
+          TREADLE,
+          `no decision from ${config.escalation.to} in time; the escalation's default is ${config.escalation.default}`,
+        );
+        emit(
+          request.status === 'approved' ? 'ApprovalDecided' : 'ApprovalExpired',
+          `${stage.name}: approval ${request.id} ${request.status} by default: ${request.reason}`,
+          { stage: stage.name, details: { id: request.id, status: request.status } },
+        );
+      }
+    } else {
+      decide(request, 'expired', TREADLE, `no decision within ${Math.round(config.ttlMs / 1000)}s`);
+      emit('ApprovalExpired', `${stage.name}: approval ${request.id} expired: ${request.reason}`, {
+        stage: stage.name,
+        details: { id: request.id },
+      });
+    }
+    run.touch();
+  }
+  if (request.status === 'pending') {
+    // Another request stopped the stage.
+    const by = stoppedBy()!;
+    decide(request, 'rejected', TREADLE, `the stage stopped: ${by.id} was ${by.status}`);
+    run.touch();
+    return;
+  }
+  if (request.status !== 'approved') {
+    if (config.onReject === 'stop') stop(request);
+    return;
+  }
+  await condition(() => slots.free > 0);
+  slots.free--;
+  try {
+    const executed = await executeActivity(stage)({
+      id: request.id,
+      itemId: request.itemId,
+      step: request.step,
+      actionType: request.actionType,
+      payload: request.payload,
+      idempotencyKey: request.idempotencyKey,
+    });
+    request.result = executed.result;
+    request.executedAt = now();
+    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: ${executed.summary}`, {
+      stage: stage.name,
+      details: { id: request.id },
+    });
+  } catch (error) {
+    request.error = truncateText(describeFailure(error), 500);
+    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: the action failed: ${request.error}`, {
+      stage: stage.name,
+      details: { id: request.id, failed: true },
+    });
+  } finally {
+    slots.free++;
+  }
+  run.touch();
+}
+
+function decide(
+  request: ApprovalRequest,
+  status: 'approved' | 'rejected' | 'expired',
+  by: string,
+  reason?: string,
+): void {
+  request.status = status;
+  request.decidedAt = now();
+  request.decidedBy = by;
+  if (reason !== undefined) request.reason = reason;
+}
+
+/** Applies a validated human decision (the update's and signal's handler). */
+export function applyDecision(
+  request: ApprovalRequest,
+  decision: 'approve' | 'reject',
+  by: string,
+  reason?: string,
+): void {
+  decide(request, decision === 'approve' ? 'approved' : 'rejected', by, reason);
+}
+
+/** The action runs with the stage's activity settings: its timeouts and the seed's retry policy. */
+function executeActivity(stage: StageSpec): (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult> {
+  const { activity } = stage;
+  return proxyActivities<{
+    [APPROVAL_EXECUTE_ACTIVITY]: (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult>;
+  }>({
+    startToCloseTimeout: activity.startToCloseTimeoutMs,
+    heartbeatTimeout: activity.heartbeatTimeoutMs,
+    retry: retryPolicyOf(activity, ['InvalidPayload', 'UnknownActionType', 'UnknownTask', 'IdempotencyConflict']),
+    summary: `${stage.name} · execute approved action`,
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+  })[APPROVAL_EXECUTE_ACTIVITY];
+}

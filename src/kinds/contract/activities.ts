@@ -1,0 +1,618 @@
+/**
+ * The contract activities (seed 002's Validate-Retry-Process), run by the work item before a consuming
+ * stage's first attempt:
+ *
+ * - `treadle.contractValidate`: round 0 reads the producer's list and checks every item has a unique id,
+ *   then asks the validator about all items in **one** call; later rounds apply the round's revisions and
+ *   re-validate **only** the revised items. The seed's conservative fallbacks: a validator that throws
+ *   accepts everything, a malformed answer accepts everything, items it does not mention are accepted.
+ * - `treadle.contractRevise`: one call of the producer's reviser for one rejected item, with the reason;
+ *   a reply that does not parse skips the item (it stays rejected) and reports the tokens it wasted.
+ * - `treadle.contractFinalize`: accepted items in their original order, then the still-rejected ones with
+ *   `validation_warnings: ["Rejected after N retries: <reason>"]`, put back where the list was in the
+ *   producer's artefact: that artefact is what the consumer receives.
+ *
+ * The items and their verdicts live in the blob store (a state blob per round); the history carries counts
+ * and references, whatever the list's size. Every validation and revision call lands in the call log.
+ */
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { recordingAgent } from '../../agents';
+import { defaultAgentName, type AgentProviders } from '../../agents/providers';
+import type { Agent } from '../../agents/types';
+import {
+  CONTRACT_FINALIZE_ACTIVITY,
+  CONTRACT_REVISE_ACTIVITY,
+  CONTRACT_VALIDATE_ACTIVITY,
+} from '../../model/activity-types';
+import {
+  LLM_CONTRACT_IMPLEMENTATION,
+  type ContractCall,
+  type ContractFinalizeInput,
+  type ContractFinalizeResult,
+  type ContractReviseInput,
+  type ContractReviseResult,
+  type ContractSpec,
+  type ContractValidateInput,
+  type ContractValidateResult,
+} from './spec';
+import { truncateText } from '../../model/limits';
+import { isBlobRef, type Json } from '../../model/shapes';
+import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../../storage/blob-store';
+import { callLogWriter, type CallLog } from '../../storage/call-log';
+import { ConversationStore } from '../../storage/conversation';
+import { callsOf, supervise, type Supervision } from '../../activities/supervision';
+
+/** What a validator or reviser is given. */
+export interface ContractContext {
+  itemId: string;
+  pipeline: string;
+  contract: ContractSpec;
+  round: number;
+  /** The implementation's `with:`. */
+  config: Json | undefined;
+  /** The work item's input. */
+  input: Json;
+  signal: AbortSignal;
+  /** The agent for this call (the contract's `with.agent`, else the worker's default); its calls are logged. */
+  agent(provider?: string): Agent;
+}
+
+/** A validator's answer: the rejections with reasons; items it does not name are accepted. */
+export interface ContractValidation {
+  rejected: { id: string; reason: string }[];
+  /** Ids it named as accepted (to tell a partial answer from a full one). */
+  accepted?: string[];
+  /** Set when the answer could not be read: everything is accepted (the seed's conservative fallback). */
+  malformed?: string;
+}
+
+/** The consuming stage's judge of the producer's items (one call for all of them). */
+export type ContractValidator = (
+  ctx: ContractContext & { items: { id: string; item: Json }[] },
+) => Promise<ContractValidation>;
+/** The producing stage's reviser of one rejected item; throw {@link UnparsableRevision} for a reply that is not an item. */
+export type ContractReviser = (ctx: ContractContext & { id: string; item: Json; reason: string }) => Promise<Json>;
+
+/** A revision whose reply could not be read as an item: the item is skipped this round. */
+export class UnparsableRevision extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnparsableRevision';
+  }
+}
+
+export interface ContractActivityDependencies {
+  blobs: BlobStore;
+  agents: AgentProviders;
+  callLog?: CallLog;
+  validators?: Record<string, ContractValidator>;
+  revisers?: Record<string, ContractReviser>;
+  blobThresholdBytes: number;
+}
+
+/** The contract's items and verdicts after a round (a blob): later rounds and revisions read it all from here. */
+interface ContractState {
+  contract: ContractSpec;
+  /** The work item's input as it came (a reference when large). */
+  input: Json;
+  /** The producer's artefact as it came (a reference when large). */
+  source: Json;
+  ids: string[];
+  /** Current version of each item (revised ones replaced), in the original order. */
+  items: Json[];
+  verdicts: ('accepted' | 'rejected')[];
+  reasons: (string | null)[];
+  /** Indexes of the items rejected in the last round, in order: what the next round revises. */
+  rejected: number[];
+}
+
+/** Rejections an event names; the state holds all of them. */
+const SAMPLE = 5;
+const MAX_REASON = 500;
+
+export function createContractActivities(deps: ContractActivityDependencies) {
+  const validators: Record<string, ContractValidator> = {
+    [LLM_CONTRACT_IMPLEMENTATION]: llmValidator,
+    ...deps.validators,
+  };
+  const revisers: Record<string, ContractReviser> = { [LLM_CONTRACT_IMPLEMENTATION]: llmReviser, ...deps.revisers };
+  const where = (call: ContractCall, kind: 'validate' | 'revise') =>
+    callLogWriter(deps.callLog, { pipeline: call.pipeline, stage: `${call.consumer}.${kind}` });
+  // The work item's input, resolved once per worker for all the rounds and revisions that read it.
+  const inputs = new Map<string, Json>();
+  const resolveInput = async (input: Json): Promise<Json> => {
+    if (!isBlobRef(input)) return input;
+    const cached = inputs.get(input.ref);
+    if (cached !== undefined) return cached;
+    const resolved = (await resolveArtefact(input, deps.blobs)) ?? null;
+    if (inputs.size >= 20) inputs.clear();
+    inputs.set(input.ref, resolved);
+    return resolved;
+  };
+  return {
+    [CONTRACT_VALIDATE_ACTIVITY]: async (input: ContractValidateInput): Promise<ContractValidateResult> =>
+      supervise((s) => validate(input, deps, validators, resolveInput, s), {
+        blobs: deps.blobs,
+        onCalls: where(input, 'validate'),
+      }),
+    [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> =>
+      supervise((s) => revise(input, deps, revisers, resolveInput, s), {
+        blobs: deps.blobs,
+        onCalls: where(input, 'revise'),
+      }),
+    [CONTRACT_FINALIZE_ACTIVITY]: async (input: ContractFinalizeInput): Promise<ContractFinalizeResult> =>
+      finalize(input, deps),
+  };
+}
+
+/** What a validator or reviser call needs of its activity: the call, the contract, the round, the item's input (resolved). */
+interface CallSetting {
+  call: ContractCall;
+  contract: ContractSpec;
+  round: number;
+  input: Json;
+}
+
+function contextFor(
+  at: CallSetting,
+  kind: 'validate' | 'revise',
+  key: string,
+  deps: ContractActivityDependencies,
+  s: Supervision,
+): ContractContext {
+  const { call, contract, round, input } = at;
+  const ref = kind === 'validate' ? contract.validate : contract.revise;
+  const configured = (ref.with as { agent?: unknown } | undefined)?.agent;
+  return {
+    itemId: call.itemId,
+    pipeline: call.pipeline,
+    contract,
+    round,
+    config: ref.with,
+    input,
+    signal: s.signal,
+    agent: (provider) => {
+      const name = provider ?? (typeof configured === 'string' ? configured : defaultAgentName());
+      const factory = deps.agents[name];
+      if (!factory)
+        throw ApplicationFailure.nonRetryable(
+          `unknown agent provider "${name}" (available: ${Object.keys(deps.agents).join(', ')})`,
+          'UnknownAgent',
+        );
+      // Scripted replies: `<consumer>.validate` (reply n for round n-1), `<consumer>.revise.<item id>` (reply n for round n).
+      return recordingAgent(
+        factory({
+          itemId: call.itemId,
+          stage: key,
+          attempt: kind === 'validate' ? round + 1 : round,
+          input,
+          config: ref.with,
+        }),
+        {
+          calls: s.calls,
+          conversations: new ConversationStore(deps.blobs),
+          ...(call.correlationId !== undefined ? { runCorrelationId: call.correlationId } : {}),
+        },
+      );
+    },
+  };
+}
+
+async function validate(
+  input: ContractValidateInput,
+  deps: ContractActivityDependencies,
+  validators: Record<string, ContractValidator>,
+  resolveInput: (input: Json) => Promise<Json>,
+  s: Supervision,
+): Promise<ContractValidateResult> {
+  let state: ContractState;
+  let toValidate: number[];
+  if ('source' in input) {
+    const source = (await resolveArtefact(input.source, deps.blobs)) ?? null;
+    const read = readItems(source, input.contract);
+    if (!read.ok) return { ok: false, problems: read.problems };
+    state = {
+      contract: input.contract,
+      input: input.input,
+      source: input.source,
+      ids: read.ids,
+      items: read.items,
+      verdicts: read.items.map(() => 'accepted'),
+      reasons: read.items.map(() => null),
+      rejected: [],
+    };
+    toValidate = read.items.map((_, i) => i);
+  } else {
+    state = await readJson<ContractState>(deps.blobs, input.stateRef);
+    toValidate = [];
+    for (const revision of input.revisions) {
+      const at = state.rejected[revision.index];
+      if (at === undefined || revision.revisedRef === null) continue;
+      const revised = await readJson<Json>(deps.blobs, revision.revisedRef);
+      state.items[at] = revised;
+      toValidate.push(at);
+    }
+    // Items whose revision failed stay rejected with their reason, and are revised again next round.
+    const unrevised = state.rejected.filter((at) => !toValidate.includes(at));
+    state.rejected = unrevised;
+  }
+  const { contract } = state;
+  let fallback: { kind: 'threw' | 'malformed' | 'partial'; detail: string } | undefined;
+  const newlyRejected: number[] = [];
+  if (toValidate.length > 0) {
+    // Empty input makes no call; otherwise one call for every item of the round.
+    const validator = validators[contract.validate.run];
+    if (!validator)
+      throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
+    let answer: ContractValidation | undefined;
+    try {
+      const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
+      answer = await validator({
+        ...contextFor(setting, 'validate', `${contract.to}.validate`, deps, s),
+        items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })),
+      });
+    } catch (error) {
+      if (error instanceof CancelledFailure || s.signal.aborted) throw error;
+      fallback = {
+        kind: 'threw',
+        detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON),
+      };
+    }
+    // A validator of the user's own may answer anything: a shape the engine does not know is a flagged
+    // fallback like a malformed llm reply, never a silent "everything accepted".
+    const unrecognised = answer !== undefined ? unrecognisedAnswer(answer) : undefined;
+    if (unrecognised !== undefined) {
+      fallback = { kind: 'malformed', detail: truncateText(unrecognised, MAX_REASON) };
+      answer = undefined;
+    }
+    if (answer?.malformed !== undefined)
+      fallback = { kind: 'malformed', detail: truncateText(answer.malformed, MAX_REASON) };
+    const byId = new Map(toValidate.map((i) => [state.ids[i]!, i]));
+    if (answer && answer.malformed === undefined) {
+      const mentioned = new Set<string>();
+      const unknown: string[] = [];
+      for (const r of answer.rejected) {
+        const id = String(r.id);
+        const at = byId.get(id);
+        if (at === undefined) unknown.push(id);
+        if (at === undefined || mentioned.has(id)) continue;
+        mentioned.add(id);
+        state.verdicts[at] = 'rejected';
+        state.reasons[at] = truncateText(r.reason || 'rejected without a reason', MAX_REASON);
+        newlyRejected.push(at);
+      }
+      for (const id of (answer.accepted ?? []).map(String)) if (byId.has(id)) mentioned.add(id);
+      if (mentioned.size < toValidate.length && answer.accepted !== undefined) {
+        fallback = {
+          kind: 'partial',
+          detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted`,
+        };
+      }
+      if (unknown.length > 0) {
+        const quoted = unknown.slice(0, 5).map((id) => JSON.stringify(id));
+        const ids = `${quoted.join(', ')}${unknown.length > 5 ? ', …' : ''}`;
+        const named = `rejections name ids no item of this round has (${ids})`;
+        const detail = fallback ? `${fallback.detail}; ${named}` : `${named}: items not rejected are accepted`;
+        fallback = { kind: 'partial', detail };
+      }
+    }
+    for (const at of toValidate) {
+      if (!newlyRejected.includes(at)) {
+        state.verdicts[at] = 'accepted';
+        state.reasons[at] = null;
+      }
+    }
+  }
+  newlyRejected.sort((a, b) => a - b);
+  state.rejected = [...state.rejected, ...newlyRejected].sort((a, b) => a - b);
+  const stateRef = await storeJson(
+    deps.blobs,
+    state,
+    `contract ${contract.from} → ${contract.to}, round ${input.round}`,
+  );
+  return {
+    ok: true,
+    stateRef,
+    validated: toValidate.length,
+    produced: state.items.length,
+    accepted: toValidate.length - newlyRejected.length,
+    rejectedNow: newlyRejected.length,
+    rejected: state.rejected.length,
+    ...(fallback ? { fallback: fallback.kind, fallbackDetail: fallback.detail } : {}),
+    sample: newlyRejected
+      .slice(0, SAMPLE)
+      .map((at) => ({ id: truncateText(state.ids[at]!, 100), reason: truncateText(state.reasons[at] ?? '', 200) })),
+    tokens: tokensOf(s),
+    ...(await callsOf(s)),
+  };
+}
+
+/** The shape a validator answers in, as its error messages name it. */
+const VALIDATION_SHAPE = '{rejected: [{id, reason}], accepted?: [id]}';
+
+/**
+ * Why a validator's answer is not a {@link ContractValidation} (the engine would misread it), or undefined
+ * when it is one. Ids may be numbers (item ids are read as text).
+ */
+export function unrecognisedAnswer(answer: unknown): string | undefined {
+  const kind = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value);
+  const keys = (value: object): string => Object.keys(value).join(', ') || 'none';
+  const isId = (id: unknown): boolean => typeof id === 'string' || typeof id === 'number';
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) {
+    return `the validator's answer is ${kind(answer)}, not ${VALIDATION_SHAPE}`;
+  }
+  const a = answer as Record<string, unknown>;
+  if (a.malformed !== undefined) {
+    return typeof a.malformed === 'string' ? undefined : `malformed: must be text, got ${kind(a.malformed)}`;
+  }
+  const problems: string[] = [];
+  if (!Array.isArray(a.rejected)) {
+    const got = a.rejected === undefined ? 'nothing' : kind(a.rejected);
+    problems.push(`rejected: must be a list, got ${got} (keys given: ${keys(a)})`);
+  } else {
+    a.rejected.forEach((r: unknown, i) => {
+      if (r === null || typeof r !== 'object' || Array.isArray(r)) {
+        problems.push(`rejected[${i}] is ${kind(r)}, not {id, reason}`);
+        return;
+      }
+      const entry = r as Record<string, unknown>;
+      if (!isId(entry.id)) problems.push(`rejected[${i}] has no id (keys given: ${keys(entry)})`);
+      if (entry.reason !== undefined && typeof entry.reason !== 'string') {
+        problems.push(`rejected[${i}].reason: must be text, got ${kind(entry.reason)}`);
+      }
+    });
+  }
+  if (a.accepted !== undefined && (!Array.isArray(a.accepted) || !a.accepted.every(isId))) {
+    problems.push('accepted: must be a list of ids');
+  }
+  if (problems.length === 0) return undefined;
+  const more = problems.length > 3 ? `; … and ${problems.length - 3} more` : '';
+  return `the validator's answer is not ${VALIDATION_SHAPE}: ${problems.slice(0, 3).join('; ')}${more}`;
+}
+
+async function revise(
+  input: ContractReviseInput,
+  deps: ContractActivityDependencies,
+  revisers: Record<string, ContractReviser>,
+  resolveInput: (input: Json) => Promise<Json>,
+  s: Supervision,
+): Promise<ContractReviseResult> {
+  const state = await readJson<ContractState>(deps.blobs, input.stateRef);
+  const { contract } = state;
+  const at = state.rejected[input.index];
+  if (at === undefined)
+    throw ApplicationFailure.nonRetryable(`no rejected item ${input.index} in the contract's state`, 'InvalidInput');
+  const id = state.ids[at]!;
+  const reviser = revisers[contract.revise.run];
+  if (!reviser)
+    throw ApplicationFailure.nonRetryable(`unknown contract reviser "${contract.revise.run}"`, 'InvalidConfig');
+  let revised: Json;
+  try {
+    const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
+    revised = await reviser({
+      ...contextFor(setting, 'revise', `${contract.to}.revise.${id}`, deps, s),
+      id,
+      item: state.items[at]!,
+      reason: state.reasons[at] ?? '',
+    });
+  } catch (error) {
+    if (error instanceof UnparsableRevision) {
+      const wasted = tokensOf(s);
+      Context.current().log.warn('contract revision skipped: its reply is not an item', {
+        contract: `${contract.from} → ${contract.to}`,
+        item: id,
+        wastedTokens: wasted,
+        error: error.message,
+      });
+      return {
+        ok: false,
+        id: truncateText(id, 100),
+        error: truncateText(error.message, MAX_REASON),
+        wastedTokens: wasted,
+        ...(await callsOf(s)),
+      };
+    }
+    throw error;
+  }
+  if (revised === null || typeof revised !== 'object' || Array.isArray(revised)) {
+    return {
+      ok: false,
+      id: truncateText(id, 100),
+      error: 'the revision is not an object',
+      wastedTokens: tokensOf(s),
+      ...(await callsOf(s)),
+    };
+  }
+  // A revision keeps the item's identity: the id field is the original's, whatever the reply says.
+  const kept = setPath(revised, contract.itemId, getPath(state.items[at]!, contract.itemId) ?? id);
+  return {
+    ok: true,
+    id: truncateText(id, 100),
+    revisedRef: await storeJson(deps.blobs, kept, `revision of ${id}`),
+    tokens: tokensOf(s),
+    ...(await callsOf(s)),
+  };
+}
+
+async function finalize(
+  input: ContractFinalizeInput,
+  deps: ContractActivityDependencies,
+): Promise<ContractFinalizeResult> {
+  const state = await readJson<ContractState>(deps.blobs, input.stateRef);
+  const { contract } = state;
+  const accepted = state.items.filter((_, i) => state.verdicts[i] === 'accepted');
+  const retries = `${input.retries} ${input.retries === 1 ? 'retry' : 'retries'}`;
+  const warned = state.items.flatMap((item, i) => {
+    if (state.verdicts[i] !== 'rejected') return [];
+    const record = item as Record<string, Json>;
+    const earlier = Array.isArray(record.validation_warnings) ? record.validation_warnings : [];
+    return [{ ...record, validation_warnings: [...earlier, `Rejected after ${retries}: ${state.reasons[i] ?? ''}`] }];
+  });
+  const source = (await resolveArtefact(state.source, deps.blobs)) ?? null;
+  const list = [...accepted, ...warned] as Json[];
+  const replaced = contract.items === '' ? list : setPath(source, contract.items, list);
+  const summary = `${accepted.length} accepted, ${warned.length} passed through with warnings`;
+  const artefact = await offloadArtefact(
+    replaced,
+    deps.blobs,
+    deps.blobThresholdBytes,
+    `${contract.from}'s items for ${contract.to}: ${summary}`,
+  );
+  return { artefact: artefact as Json, accepted: accepted.length, warned: warned.length, summary };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The built-in llm validator and reviser
+
+const VALIDATION_SCHEMA: Json = {
+  type: 'object',
+  properties: {
+    results: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          id: { type: 'string' },
+          verdict: { type: 'string', enum: ['accepted', 'rejected'] },
+          reason: { type: 'string' },
+        },
+        required: ['id', 'verdict'],
+      },
+    },
+  },
+  required: ['results'],
+};
+
+/** One call for every item: the criteria, the items by id, and a verdict per id back. */
+export const llmValidator: ContractValidator = async (ctx) => {
+  const criteria = String((ctx.config as { criteria?: unknown } | undefined)?.criteria ?? '');
+  const prompt = [
+    `You are the ${ctx.contract.to} stage. Before you work on them, judge the items the ${ctx.contract.from} stage produced against your acceptance criteria.`,
+    '',
+    '## Acceptance criteria',
+    criteria,
+    '',
+    `## Items (each named by its "${ctx.contract.itemId}")`,
+    ...ctx.items.map(({ id, item }) => `### ${id}\n${JSON.stringify(item, null, 2)}`),
+    '',
+    'Answer with one result per item: {"results": [{"id": "<id>", "verdict": "accepted" | "rejected", "reason": "<why, for the producer to fix>"}]}. A rejection must say what to change.',
+  ].join('\n');
+  const model = (ctx.config as { model?: unknown } | undefined)?.model;
+  const result = await ctx.agent().run({
+    messages: [{ role: 'user', content: prompt }],
+    outputSchema: VALIDATION_SCHEMA,
+    correlationId: `${ctx.itemId}/${ctx.contract.to}/validate/${ctx.round}`,
+    signal: ctx.signal,
+    ...(typeof model === 'string' ? { model } : {}),
+  });
+  if (result.output === undefined)
+    return {
+      rejected: [],
+      malformed: result.invalidOutput
+        ? `the validator's reply did not match its schema: ${result.invalidOutput.issues.join('; ')}`
+        : 'the validator gave no structured reply',
+    };
+  const results = (result.output as { results: { id: string; verdict: string; reason?: string }[] }).results;
+  return {
+    rejected: results.filter((r) => r.verdict === 'rejected').map((r) => ({ id: r.id, reason: r.reason ?? '' })),
+    accepted: results.filter((r) => r.verdict === 'accepted').map((r) => r.id),
+  };
+};
+
+/** One call for one item: the criteria, the rejection's reason, the item; the revised item back as JSON. */
+export const llmReviser: ContractReviser = async (ctx) => {
+  const criteria = String((ctx.config as { criteria?: unknown } | undefined)?.criteria ?? '');
+  const prompt = [
+    `You are the ${ctx.contract.from} stage. The ${ctx.contract.to} stage rejected one of your items. Revise it so that it meets the criteria; keep what was right.`,
+    '',
+    '## Criteria',
+    criteria,
+    '',
+    '## Why it was rejected',
+    ctx.reason,
+    '',
+    '## The item',
+    JSON.stringify(ctx.item, null, 2),
+    '',
+    'Answer with the whole revised item as one JSON object, and nothing else.',
+  ].join('\n');
+  const model = (ctx.config as { model?: unknown } | undefined)?.model;
+  const result = await ctx.agent().run({
+    messages: [{ role: 'user', content: prompt }],
+    correlationId: `${ctx.itemId}/${ctx.contract.to}/revise/${ctx.id}/${ctx.round}`,
+    signal: ctx.signal,
+    ...(typeof model === 'string' ? { model } : {}),
+  });
+  const text = result.text.trim().replace(/^```(?:json)?\s*([\s\S]*?)\s*```$/, '$1');
+  try {
+    return JSON.parse(text) as Json;
+  } catch (error) {
+    throw new UnparsableRevision(`the revision is not JSON: ${(error as Error).message}`);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// helpers
+
+/** The list at `contract.items` in the producer's artefact, each item an object with a unique id. */
+export function readItems(
+  source: Json,
+  contract: ContractSpec,
+): { ok: true; items: Json[]; ids: string[] } | { ok: false; problems: string[] } {
+  const label = `contract ${contract.from} → ${contract.to}`;
+  const list = contract.items === '' ? source : getPath(source, contract.items);
+  if (!Array.isArray(list))
+    return {
+      ok: false,
+      problems: [
+        `${label}: ${contract.items === '' ? `${contract.from}'s artefact` : `"${contract.items}" in ${contract.from}'s artefact`} is not a list (it is ${list === undefined ? 'missing' : list === null ? 'null' : typeof list})`,
+      ],
+    };
+  const problems: string[] = [];
+  const ids: string[] = [];
+  const first = new Map<string, number>();
+  list.forEach((item, i) => {
+    const id =
+      item !== null && typeof item === 'object' && !Array.isArray(item) ? getPath(item, contract.itemId) : undefined;
+    if (item === null || typeof item !== 'object' || Array.isArray(item))
+      problems.push(`${label}: item ${i} is not an object`);
+    else if (typeof id !== 'string' && typeof id !== 'number')
+      problems.push(`${label}: item ${i} has no "${contract.itemId}" (the contract's item_id)`);
+    else if (first.has(String(id)))
+      problems.push(
+        `${label}: items ${first.get(String(id))} and ${i} share the ${contract.itemId} "${String(id)}"; ids must be unique`,
+      );
+    else first.set(String(id), i);
+    ids.push(id === undefined || id === null ? '' : String(id));
+  });
+  if (problems.length > 0)
+    return {
+      ok: false,
+      problems:
+        problems.length > 10 ? [...problems.slice(0, 10), `${label}: … and ${problems.length - 10} more`] : problems,
+    };
+  return { ok: true, items: list as Json[], ids };
+}
+
+function getPath(value: Json | undefined, path: string): Json | undefined {
+  let cursor: Json | undefined = value;
+  for (const key of path.split('.')) {
+    if (cursor === null || typeof cursor !== 'object' || Array.isArray(cursor)) return undefined;
+    cursor = (cursor as Record<string, Json>)[key];
+  }
+  return cursor;
+}
+
+function setPath(value: Json, path: string, to: Json): Json {
+  const [key, ...rest] = path.split('.');
+  const base =
+    value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, Json>) : {};
+  return { ...base, [key!]: rest.length === 0 ? to : setPath(base[key!] ?? {}, rest.join('.'), to) };
+}
+
+/** Tokens this activity spent, its earlier executions' included (a retried execution reports their calls too). */
+function tokensOf(s: Supervision): number {
+  const { inputTokens, outputTokens } = s.usage();
+  return inputTokens + outputTokens;
+}

@@ -1,0 +1,310 @@
+/**
+ * The `fan_out` stage kind from engine 5 on (FAN_OUT_WORKFLOW_ENGINE): a fan-out at any width, its histories
+ * flat per element.
+ *
+ * The work item stores the list once, in pages (`treadle.fanOutStore`), and starts one `fanOut` workflow
+ * (`<item>.<stage>.<attempt>`). That workflow starts each element as a child work item of a one-stage
+ * pipeline (`<item>.<stage>.<attempt>.<index>`: its own history, status, gate and reviews in the Web UI), at
+ * most `max_concurrent` at once, giving it its page and place instead of the element, so every element costs
+ * its histories the same few bytes whatever it weighs. When a run's history passes 1 MB (or `elements_per_run`
+ * elements), the run stops starting elements, waits for the running ones, stores its results as a page and
+ * continues as new. The last run joins the pages into the artefact: every element's result in input order,
+ * a failed one reported without losing the others (or failing the stage, with `on_item_failure: fail`).
+ *
+ * The fan-out of engines 1 to 4 (every element a child of the work item itself) is in legacy/engine-1-4-fan-out.ts.
+ */
+import {
+  ApplicationFailure,
+  continueAsNew,
+  defineSignal,
+  executeChild,
+  getExternalWorkflowHandle,
+  isCancellation,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  FAN_OUT_COLLECT_ACTIVITY,
+  FAN_OUT_ELEMENT_ACTIVITY,
+  FAN_OUT_ELEMENTS_PER_REPORT,
+  FAN_OUT_FAILURES_KEPT,
+  FAN_OUT_PAGE_ELEMENTS,
+  FAN_OUT_PROGRESS_REPORTS,
+  FAN_OUT_RESULTS_ACTIVITY,
+  FAN_OUT_RUN_HISTORY_BYTES,
+  FAN_OUT_STORE_ACTIVITY,
+  type FanOutElementInput,
+  type FanOutElementRef,
+  type FanOutInput,
+  type FanOutItemResult,
+  type FanOutPrepareInput,
+  type FanOutProgressUpdate,
+  type FanOutResult,
+  type FanOutStoreResult,
+} from './shapes';
+import { truncateText } from '../../model/limits';
+import type { Artefact, Json, UsageTotals } from '../../model/shapes';
+import { addTotals } from '../../engine/usage';
+import type { StageActivityResult, WorkItemInput, WorkItemResult, WorkItemState } from '../../model/state';
+import { describeFailure, failureWithUsage, usageBatch, type StageKindRun } from '../../workflows/common';
+
+/** Storing a list of a million elements takes a while; checking it is cheap and never worth retrying. */
+const STORE_TIMEOUT = '30m';
+const activities = proxyActivities<{
+  [FAN_OUT_STORE_ACTIVITY]: (input: FanOutPrepareInput) => Promise<FanOutStoreResult>;
+  [FAN_OUT_RESULTS_ACTIVITY]: (input: { results: FanOutItemResult[]; label: string }) => Promise<{ page: string }>;
+  [FAN_OUT_COLLECT_ACTIVITY]: (input: {
+    pages: string[];
+    completed: number;
+    failed: number;
+    summary: string;
+  }) => Promise<{ artefact: Artefact }>;
+}>({ startToCloseTimeout: STORE_TIMEOUT, retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] } });
+// A local activity: the element's own work item reads it from a page the worker most likely has cached.
+const readElement = proxyLocalActivities<{
+  [FAN_OUT_ELEMENT_ACTIVITY]: (input: FanOutElementInput) => Promise<{ input: Json }>;
+}>({ startToCloseTimeout: '1m', retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidFanOutElement'] } })[
+  FAN_OUT_ELEMENT_ACTIVITY
+];
+
+/**
+ * A fan-out workflow tells its work item how far it is, so `treadle status` and the Web UI show progress. A
+ * signal: the fan-out needs no answer, and spacing them out (at most {@link FAN_OUT_PROGRESS_REPORTS}) keeps
+ * the work item's history flat.
+ */
+export const fanOutProgressSignal = defineSignal<[FanOutProgressUpdate]>('fanOutProgress');
+
+/** Registers the work item's handler of {@link fanOutProgressSignal} (before its first await). */
+export function handleFanOutProgress(state: WorkItemState, touch: () => void): void {
+  setHandler(fanOutProgressSignal, ({ stage, progress }) => {
+    const shown = state.stages[stage]?.fanOut;
+    // A late signal from a fan-out that has ended since is no news.
+    if (shown === undefined || shown.completed + shown.failed > progress.completed + progress.failed) return;
+    Object.assign(shown, progress);
+    touch();
+  });
+}
+
+/** The stored element a fan-out's child work item runs on, when it is one. */
+export function fanOutElementOf(args: WorkItemInput): FanOutElementRef | undefined {
+  return (args as WorkItemInput & Partial<FanOutElementInput>).element;
+}
+
+/** An element's payload, read out of its page (small elements themselves, larger ones by reference). */
+export async function fanOutElementInput(element: FanOutElementRef): Promise<Json> {
+  return (await readElement({ element })).input;
+}
+
+/**
+ * One fan-out attempt of the work item (a `fan_out` stage, or a stage that returned seed 000's `fan_out`
+ * outcome, given as `outcome`): stores the list, runs the `fanOut` workflow, reports its failures.
+ */
+export async function runFanOutWorkflow(run: StageKindRun, outcome?: Artefact): Promise<StageActivityResult> {
+  const { stage, emit } = run;
+  const prepared = await activities[FAN_OUT_STORE_ACTIVITY]({
+    itemId: run.itemId,
+    pipeline: run.pipeline,
+    stage: stage.name,
+    config: outcome !== undefined ? null : (stage.with ?? null),
+    upstream: run.upstream,
+    input: run.input,
+    ...(outcome !== undefined ? { outcome } : {}),
+  });
+  if (!prepared.ok)
+    throw ApplicationFailure.nonRetryable(
+      `${stage.name} cannot fan out (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`,
+      'InvalidFanOut',
+    );
+  const { total, maxConcurrent } = prepared;
+  const progress = { total, running: 0, completed: 0, failed: 0 };
+  run.state.stages[stage.name]!.fanOut = progress;
+  emit(
+    'FanOutStarted',
+    `${stage.name} fans out over ${total} element${total === 1 ? '' : 's'} (at most ${maxConcurrent} at once)`,
+    { stage: stage.name, attempt: run.attempt, details: { total, maxConcurrent } },
+  );
+  run.touch();
+
+  const input: FanOutInput = {
+    itemId: run.itemId,
+    stage: stage.name,
+    attempt: run.attempt,
+    ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}),
+    pipeline: prepared.pipeline,
+    pipelineName: prepared.pipelineName,
+    childStage: prepared.childStage,
+    total,
+    pages: prepared.pages,
+    maxConcurrent,
+    ...(prepared.elementsPerRun !== undefined ? { elementsPerRun: prepared.elementsPerRun } : {}),
+    next: 0,
+    resultPages: [],
+    completed: 0,
+    failed: 0,
+    failures: [],
+    reported: 0,
+  };
+  let result: FanOutResult;
+  try {
+    result = await executeChild(fanOut, {
+      workflowId: `${run.itemId}.${stage.name}.${run.attempt}`,
+      args: [input],
+      staticSummary: `${stage.name}: fan-out over ${total} elements`,
+    });
+  } catch (error) {
+    if (isCancellation(error)) throw error;
+    throw ApplicationFailure.nonRetryable(
+      `${stage.name}: the fan-out workflow failed: ${describeFailure(error)}`,
+      'FanOutFailed',
+    );
+  }
+  Object.assign(progress, { running: 0, completed: result.completed, failed: result.failed });
+  for (const failure of result.failures) {
+    emit('FanOutItemFailed', `${stage.name}: element ${failure.index} (${failure.id}) failed: ${failure.error}`, {
+      stage: stage.name,
+      details: { index: failure.index, id: failure.id },
+    });
+  }
+  const unlisted = result.failed - result.failures.length;
+  const summary = `${result.completed} of ${total} element${total === 1 ? '' : 's'} completed${result.failed > 0 ? `, ${result.failed} failed` : ''}`;
+  emit(
+    'FanOutCompleted',
+    `${stage.name}: ${summary}${unlisted > 0 ? ` (${unlisted} failures not listed as events: every one is in the results)` : ''}`,
+    {
+      stage: stage.name,
+      details: { completed: result.completed, failed: result.failed, runs: result.runs },
+    },
+  );
+  if (result.failed > 0 && prepared.onItemFailure === 'fail') {
+    const listed = result.failures
+      .slice(0, 5)
+      .map((r) => `${r.index}: ${r.error}`)
+      .join('; ');
+    throw failureWithUsage(
+      `${result.failed} of ${total} elements failed (on_item_failure: fail): ${listed}${result.failed > 5 ? '; …' : ''}`,
+      'FanOutFailed',
+      result.usage,
+    );
+  }
+  return { outcome: 'completed', artefact: result.artefact, summary, previousLog: null, ...usageBatch(result.usage) };
+}
+
+/**
+ * The `fanOut` workflow: one run takes elements from `input.next` on, `maxConcurrent` lanes each starting the
+ * next element's work item when its last one is done, until the list ends or the run's history is full; then
+ * it stores the run's results as a page and continues as new (or, after the last element, joins the pages).
+ */
+export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
+  const first = input.next;
+  const results: FanOutItemResult[] = [];
+  const failures = [...input.failures];
+  let { next, completed, failed, reported } = input;
+  let usage: UsageTotals | undefined = input.usage;
+  const parent = workflowInfo().parent;
+  const signals: Promise<void>[] = [];
+  // Each report is two events here and a workflow task in the work item: no more than a fiftieth of the
+  // elements apart, and never fewer than a hundred elements apart.
+  const reportEvery = Math.max(FAN_OUT_ELEMENTS_PER_REPORT, Math.ceil(input.total / FAN_OUT_PROGRESS_REPORTS));
+  let running = 0;
+  const report = (): void => {
+    reported = completed + failed;
+    if (parent === undefined) return;
+    const update: FanOutProgressUpdate = {
+      stage: input.stage,
+      attempt: input.attempt,
+      progress: { total: input.total, running, completed, failed },
+    };
+    // The work item may have ended (cancelled): its progress is no one's business then.
+    signals.push(
+      getExternalWorkflowHandle(parent.workflowId, parent.runId)
+        .signal(fanOutProgressSignal, update)
+        .catch(() => undefined),
+    );
+  };
+  // The run ends (starting no more elements) by count when the stage sets one, else when its history would be
+  // full once the running elements are done and the results page is stored (its input holds every result).
+  let resultBytes = 0;
+  const full = (): boolean => {
+    const info = workflowInfo();
+    if (input.elementsPerRun !== undefined && next - first >= input.elementsPerRun) return true;
+    const done = Math.max(1, next - first - running);
+    const projected = info.historySize + resultBytes + (running * (info.historySize + resultBytes)) / done;
+    return projected > FAN_OUT_RUN_HISTORY_BYTES || info.continueAsNewSuggested;
+  };
+  const correlation = input.correlationId !== undefined ? { correlationId: input.correlationId } : {};
+  const runElement = async (index: number): Promise<void> => {
+    const id = `${input.itemId}.${input.stage}.${input.attempt}.${index}`;
+    const element: FanOutElementRef = {
+      page: input.pages[Math.floor(index / FAN_OUT_PAGE_ELEMENTS)]!,
+      offset: index % FAN_OUT_PAGE_ELEMENTS,
+    };
+    const args: WorkItemInput & FanOutElementInput = {
+      pipeline: input.pipeline,
+      pipelineName: input.pipelineName,
+      itemId: id,
+      ...correlation,
+      element,
+    };
+    let result: FanOutItemResult;
+    running++;
+    try {
+      const child = await executeChild<(args: WorkItemInput) => Promise<WorkItemResult>>('workItem', {
+        workflowId: id,
+        args: [args],
+        staticSummary: `${input.stage} element ${index + 1}/${input.total}`,
+      });
+      const artefact = child.artefacts[input.childStage];
+      if (child.usage) usage = addTotals(usage, child.usage);
+      result =
+        child.status === 'completed'
+          ? { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) }
+          : {
+              index,
+              id,
+              status: 'failed',
+              error: truncateText(child.stageErrors?.[input.childStage] ?? child.error ?? 'failed', 500),
+            };
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      result = { index, id, status: 'failed', error: truncateText(describeFailure(error), 500) };
+    }
+    running--;
+    results[index - first] = result;
+    resultBytes += JSON.stringify(result).length;
+    if (result.status === 'completed') completed++;
+    else {
+      failed++;
+      if (failures.length < FAN_OUT_FAILURES_KEPT) failures.push(result);
+    }
+    if (completed + failed - reported >= reportEvery) report();
+  };
+  const lane = async (): Promise<void> => {
+    // Every run starts at least one element, so a run that finds itself full at once still makes progress.
+    while (next < input.total && (next === first || !full())) await runElement(next++);
+  };
+  await Promise.all(Array.from({ length: Math.min(input.maxConcurrent, input.total - first) }, lane));
+
+  const { page } = await activities[FAN_OUT_RESULTS_ACTIVITY]({
+    results,
+    label: `results ${first}-${next - 1} of ${input.stage} (${input.itemId})`,
+  });
+  const resultPages = [...input.resultPages, page];
+  await Promise.all(signals);
+  if (next < input.total) {
+    return continueAsNew<typeof fanOut>({
+      ...input,
+      next,
+      resultPages,
+      completed,
+      failed,
+      ...(usage ? { usage } : {}),
+      failures,
+      reported,
+    });
+  }
+  const summary = `${input.stage}: ${completed} of ${input.total} elements completed${failed > 0 ? `, ${failed} failed` : ''}`;
+  const { artefact } = await activities[FAN_OUT_COLLECT_ACTIVITY]({ pages: resultPages, completed, failed, summary });
+  return { artefact, completed, failed, ...(usage ? { usage } : {}), failures, runs: resultPages.length };
+}
