@@ -19,17 +19,32 @@ interface RunSelection {
   testPathPatterns?: { patterns?: readonly string[] };
 }
 
+/**
+ * A free port is free only when probed: a client's outgoing connection may take it (from the same ephemeral
+ * range) before the server binds it. So a start that fails is tried again, twice, on a new port and database.
+ */
+async function startOnFreePort(dir: string): Promise<DevServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startDevServer({
+        port: await freePort(),
+        dbFile: path.join(dir, attempt === 1 ? 'temporal.sqlite' : `temporal-${attempt}.sqlite`),
+        headless: true,
+        allowDownload: false,
+        progress: (m) => process.stderr.write(`[global-setup] ${m}\n`),
+      });
+    } catch (error) {
+      if (attempt === 3) throw error;
+      process.stderr.write(`[global-setup] the dev server did not start (${String(error).split('\n')[0]}); again\n`);
+    }
+  }
+}
+
 export default async function globalSetup(globalConfig?: RunSelection): Promise<void> {
   if (!unitTestsOnly(globalConfig)) ensureBuildIsCurrent();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-test-'));
   const [server, bundle] = await Promise.all([
-    startDevServer({
-      port: await freePort(),
-      dbFile: path.join(dir, 'temporal.sqlite'),
-      headless: true,
-      allowDownload: false,
-      progress: (m) => process.stderr.write(`[global-setup] ${m}\n`),
-    }),
+    startOnFreePort(dir),
     bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: quietLogger() }),
   ]);
   const bundlePath = path.join(dir, 'workflow-bundle.js');
