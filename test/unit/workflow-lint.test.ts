@@ -46,6 +46,7 @@ it.each([
   'src/workflows/work-item.ts',
   'src/workflows/legacy/engine-1.ts',
   'src/kinds/tdd/workflow.ts',
+  'src/kinds/tdd/node-run.ts',
   'src/kinds/tdd/routes.ts',
   'src/kinds/loop/termination.ts',
   'src/kinds/fan-out/workflow.ts',
