@@ -5,7 +5,7 @@
 import { parseReviewRequest } from '../model/review-request';
 import { formatDuration } from '../model/duration';
 import type { Artefact, AttemptRecord, Json, ReviewOutcome } from '../model/shapes';
-import type { ReviewReason, ReviewRecord, WorkItemState } from '../model/state';
+import type { PendingReview, ReviewReason, ReviewRecord } from '../model/state';
 
 /** Inline edits larger than this would bloat the history (and the update carrying them) past safe sizes. */
 export const MAX_INLINE_EDIT_CHARS = 512 * 1024;
@@ -17,9 +17,19 @@ export interface AcceptedReview {
   reviewer: string;
 }
 
+/**
+ * What a review is checked against: a work item's state, or a workflow that answers reviews as one does (a
+ * TDD node): its id, the stages a review may name with their attempts, and the reviews it waits for.
+ */
+export interface ReviewTarget {
+  id: string;
+  stages: Readonly<Record<string, { status: string; attempts: readonly AttemptRecord[] }>>;
+  pendingReviews: readonly PendingReview[];
+}
+
 /** Validates a review payload against the current state; the error names exactly what is wrong. */
 export function checkReview(
-  state: WorkItemState,
+  state: ReviewTarget,
   payload: unknown,
 ): { ok: true; review: AcceptedReview } | { ok: false; error: string } {
   const parsed = parseReviewRequest(payload);

@@ -22,6 +22,7 @@ const deterministic = [
   'src/workflows/work-item.ts',
   'src/workflows/legacy/engine-1.ts',
   'src/kinds/tdd/workflow.ts',
+  'src/kinds/tdd/node-run.ts',
   'src/kinds/loop/termination.ts',
   'src/kinds/fan-out/workflow.ts',
   'src/kinds/contract/shapes.ts',
