@@ -36,17 +36,11 @@ import type { AgentMessage, AgentTool, ToolUse } from '../../agents/types';
 import { TOOL_ROUNDS_EXHAUSTED } from '../../agents/anthropic';
 import { worktreeAccess, worktreeTools } from '../../agents/worktree-tools';
 import { callsOf, supervise, withHeartbeats, type Supervision } from '../../activities/supervision';
-import {
-  commitAll,
-  diffText,
-  ensureWorktree,
-  git,
-  headCommit,
-  MergeConflictError,
-  rebaseOnto,
-  restoreFromHead,
-  squashMerge,
-} from './git';
+import { commitAll } from './commits';
+import { git, headCommit } from './git';
+import { MergeConflictError, rebaseOnto, squashMerge } from './merge-rebase';
+import { diffText, restoreFromHead } from './worktree-changes';
+import { ensureWorktree } from './worktrees';
 import { applyFileWrites, PathEscapeError, readFileInside, ReadOnlyPathError } from '../../agents/worktree-files';
 import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from '../../activities/test-command';
 import {
