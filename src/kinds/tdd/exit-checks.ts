@@ -23,7 +23,7 @@ import { truncateText } from '../../model/limits';
 import { commitAll } from './commits';
 import { git, headCommit } from './git';
 import { MergeConflictError, rebaseOnto, squashMerge } from './merge-rebase';
-import { MAX_ENVELOPE_ITEMS, ownTests, runTests, type Checked, type NodeRun } from './node-run';
+import { MAX_ENVELOPE_ITEMS, ownTests, runTests, type Checked, type NodeRun } from './call-state';
 import type { NodeContext } from './shapes';
 import { checkChildSpecs, type ChildSpec, type NodeExit } from './spec';
 

@@ -26,7 +26,7 @@ import { truncateText } from '../../model/limits';
 import type { Json } from '../../model/shapes';
 import { checkExit } from './exit-checks';
 import { renderPrompt } from './node-prompt';
-import { MAX_ENVELOPE_ITEMS, RefusalLog, readOnlyFor, testRunnerFor, type Checked, type NodeRun } from './node-run';
+import { MAX_ENVELOPE_ITEMS, RefusalLog, readOnlyFor, testRunnerFor, type Checked, type NodeRun } from './call-state';
 import { invalidReplyFeedback, nudgeMessage, parseNodeReply, type NodeReply, type WorktreeMode } from './prompts';
 import { allowedRepoRoots, checkRepo } from './repo-roots';
 import type { NodeContext, TddNodeCallInput, TddNodeCallResult } from './shapes';

@@ -6,7 +6,7 @@ import { readJson } from '../../storage/blob-store';
 import { git } from './git';
 import { diffText } from './worktree-changes';
 import { renderNodeTemplate, replyInstructions } from './prompts';
-import type { NodeRun } from './node-run';
+import type { NodeRun } from './call-state';
 import type { NodeContext } from './shapes';
 import type {
   Critique,
