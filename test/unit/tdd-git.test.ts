@@ -11,23 +11,11 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import {
-  GitError,
-  MergeConflictError,
-  OP_TRAILER,
-  branchExists,
-  changedFiles,
-  commitAll,
-  diffText,
-  ensureWorktree,
-  git,
-  headCommit,
-  initRepository,
-  rebaseOnto,
-  removeWorktree,
-  restoreFromHead,
-  squashMerge,
-} from '../../src/kinds/tdd/git';
+import { commitAll, OP_TRAILER } from '../../src/kinds/tdd/commits';
+import { branchExists, git, GitError, headCommit, initRepository } from '../../src/kinds/tdd/git';
+import { MergeConflictError, rebaseOnto, squashMerge } from '../../src/kinds/tdd/merge-rebase';
+import { changedFiles, diffText, restoreFromHead } from '../../src/kinds/tdd/worktree-changes';
+import { ensureWorktree, removeWorktree } from '../../src/kinds/tdd/worktrees';
 
 let dir: string;
 let counter = 0;

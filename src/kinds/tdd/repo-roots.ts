@@ -1,0 +1,22 @@
+/**
+ * Which repositories a TDD tree may work in (seed 001): a spec or a start request names its repository, and
+ * the worker admits only those under the folders it was told to allow.
+ */
+import path from 'node:path';
+
+/** Folders (separated by `path.delimiter`) whose repositories TDD trees may work in. */
+export const TDD_REPOS_ENV = 'TREADLE_TDD_REPOS';
+
+/** The repository roots TDD trees may use: `TREADLE_TDD_REPOS`, else the worker's working directory. */
+export function allowedRepoRoots(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string[] {
+  const listed = (env[TDD_REPOS_ENV] ?? '').split(path.delimiter).filter((p) => p.trim() !== '');
+  return (listed.length > 0 ? listed : [cwd]).map((p) => path.resolve(cwd, p));
+}
+
+/** Refuses a repository outside the allowed roots (a spec or a start request is not trusted to name one). */
+export function checkRepo(repo: string, roots: string[]): string | null {
+  if (!path.isAbsolute(repo)) return `repository "${repo}" must be an absolute path on the worker`;
+  const resolved = path.resolve(repo);
+  if (roots.some((root) => resolved === root || resolved.startsWith(root + path.sep))) return null;
+  return `repository ${resolved} is outside the folders this worker allows (${TDD_REPOS_ENV}: ${roots.join(path.delimiter)})`;
+}
