@@ -85,43 +85,20 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
   const approvalSteps: ApprovalSteps = new Map();
   // Contracts of a stage run one after another: an older history's later calls belong to the last one named.
   let lastContract: ContractCallLabel | undefined;
-  const add = (event: HistoryEvent, entry: Omit<AuditEntry, 'at' | 'workflowId'>): void => {
+  const add = (event: HistoryEvent, entry: Entry): void => {
     out.push({ at: timeOf(event), workflowId, ...entry });
   };
   for (const event of events) {
     const started = event.workflowExecutionStartedEventAttributes;
     if (started) {
-      const input = decode(started.input?.payloads?.[0]) as
-        { pipelineName?: string; pipeline?: { name?: string }; correlationId?: string } | undefined;
-      const name = input?.pipelineName ?? input?.pipeline?.name ?? started.workflowType?.name ?? '?';
-      add(event, {
-        kind: 'run',
-        message: `started: ${started.workflowType?.name} of pipeline ${name}${input?.correlationId ? ` (correlation ${input.correlationId})` : ''}`,
-      });
+      add(event, runStarted(started));
       continue;
     }
     const scheduledAttrs = event.activityTaskScheduledEventAttributes;
     if (scheduledAttrs) {
-      const summary = text(decode(event.userMetadata?.summary));
-      const type = scheduledAttrs.activityType?.name ?? '?';
-      const input = decode(scheduledAttrs.input?.payloads?.[0]) as
-        { stage?: string; attempt?: number; step?: string } | undefined;
-      const contract = contractCall(type, summary, input, lastContract);
-      if (contract) lastContract = contract;
-      const match = summary !== undefined ? /^(.+?) · .*?attempt (\d+)/.exec(summary) : null;
-      scheduled.set(String(event.eventId), {
-        type,
-        ...(contract
-          ? { step: contract.stage, contract }
-          : match
-            ? { step: match[1]!, attempt: Number(match[2]) }
-            : input?.stage
-              ? { step: input.stage, ...(input.attempt ? { attempt: input.attempt } : {}) }
-              : input?.step
-                ? { step: input.step, ...(input.attempt ? { attempt: input.attempt } : {}) }
-                : {}),
-        input,
-      });
+      const activity = scheduledActivity(event, scheduledAttrs, lastContract);
+      if (activity.contract) lastContract = activity.contract;
+      scheduled.set(String(event.eventId), activity);
       continue;
     }
     const completed = event.activityTaskCompletedEventAttributes;
@@ -131,39 +108,9 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
       if (activity) auditActivityResult(activity, result, (entry) => add(event, entry), approvalSteps);
       continue;
     }
-    const failed = event.activityTaskFailedEventAttributes;
-    if (failed) {
-      const activity = scheduled.get(String(failed.scheduledEventId));
-      const details = decode(failed.failure?.applicationFailureInfo?.details?.payloads?.[0]) as
-        { calls?: unknown } | undefined;
-      for (const entry of modelCalls(activity, details?.calls)) add(event, entry);
-      add(event, {
-        kind: 'step',
-        ...where(activity),
-        message: `${label(activity)} failed: ${failed.failure?.message ?? '?'}`,
-      });
-      continue;
-    }
-    const timedOut = event.activityTaskTimedOutEventAttributes;
-    if (timedOut) {
-      const activity = scheduled.get(String(timedOut.scheduledEventId));
-      // What its last heartbeat reported: all that is left of the calls of an activity whose worker died.
-      const beat = decode(timedOut.failure?.timeoutFailureInfo?.lastHeartbeatDetails?.payloads?.[0]) as
-        { calls?: unknown } | undefined;
-      for (const entry of modelCalls(activity, beat?.calls)) add(event, entry);
-      add(event, {
-        kind: 'step',
-        ...where(activity),
-        message: `${label(activity)} timed out: ${timedOut.failure?.message ?? '?'}`,
-      });
-      continue;
-    }
-    const canceled = event.activityTaskCanceledEventAttributes;
-    if (canceled) {
-      const activity = scheduled.get(String(canceled.scheduledEventId));
-      const details = decode(canceled.details?.payloads?.[0]) as { calls?: unknown } | undefined;
-      for (const entry of modelCalls(activity, details?.calls)) add(event, entry);
-      add(event, { kind: 'step', ...where(activity), message: `${label(activity)} cancelled` });
+    const ended = activityEnd(event, (scheduledEventId) => scheduled.get(String(scheduledEventId)));
+    if (ended) {
+      for (const entry of ended) add(event, entry);
       continue;
     }
     const accepted = event.workflowExecutionUpdateAcceptedEventAttributes;
@@ -179,44 +126,114 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
       add(event, decision(name, decode(signaled.input?.payloads?.[0]), 'signal', approvalSteps));
       continue;
     }
-    const child = event.startChildWorkflowExecutionInitiatedEventAttributes;
-    if (child) {
-      add(event, { kind: 'child', message: `child ${child.workflowType?.name} ${child.workflowId} started` });
-      continue;
-    }
-    const childDone =
-      event.childWorkflowExecutionCompletedEventAttributes ?? event.childWorkflowExecutionFailedEventAttributes;
-    if (childDone) {
-      const result = decode(event.childWorkflowExecutionCompletedEventAttributes?.result?.payloads?.[0]) as
-        { status?: string } | undefined;
-      add(event, {
-        kind: 'child',
-        message: `child ${childDone.workflowExecution?.workflowId} ${event.childWorkflowExecutionFailedEventAttributes ? 'failed' : (result?.status ?? 'completed')}`,
-      });
-      continue;
-    }
-    const done = event.workflowExecutionCompletedEventAttributes;
-    if (done) {
-      const result = decode(done.result?.payloads?.[0]) as { status?: string; error?: string } | undefined;
-      add(event, {
-        kind: 'run',
-        message: `finished: ${result?.status ?? 'completed'}${result?.error ? ` (${result.error})` : ''}`,
-      });
-      continue;
-    }
-    if (event.workflowExecutionFailedEventAttributes)
-      add(event, {
-        kind: 'run',
-        message: `failed: ${event.workflowExecutionFailedEventAttributes.failure?.message ?? '?'}`,
-      });
-    else if (event.workflowExecutionCanceledEventAttributes) add(event, { kind: 'run', message: 'cancelled' });
-    else if (event.workflowExecutionTerminatedEventAttributes)
-      add(event, {
-        kind: 'run',
-        message: `terminated: ${event.workflowExecutionTerminatedEventAttributes.reason ?? ''}`,
-      });
+    const other = childEntry(event) ?? runEnd(event);
+    if (other) add(event, other);
   }
   return out;
+}
+
+/** The run's first entry: its workflow type, pipeline and correlation id. */
+function runStarted(started: NonNullable<HistoryEvent['workflowExecutionStartedEventAttributes']>): Entry {
+  const input = decode(started.input?.payloads?.[0]) as
+    { pipelineName?: string; pipeline?: { name?: string }; correlationId?: string } | undefined;
+  const name = input?.pipelineName ?? input?.pipeline?.name ?? started.workflowType?.name ?? '?';
+  return {
+    kind: 'run',
+    message: `started: ${started.workflowType?.name} of pipeline ${name}${input?.correlationId ? ` (correlation ${input.correlationId})` : ''}`,
+  };
+}
+
+/**
+ * A scheduled activity with the step (and attempt) it serves, read from its summary (`<step> · … attempt N`)
+ * or its input; a contract call names its contract, or inherits `lastContract` in an older history.
+ */
+function scheduledActivity(
+  event: HistoryEvent,
+  attrs: NonNullable<HistoryEvent['activityTaskScheduledEventAttributes']>,
+  lastContract: ContractCallLabel | undefined,
+): Activity {
+  const summary = text(decode(event.userMetadata?.summary));
+  const type = attrs.activityType?.name ?? '?';
+  const input = decode(attrs.input?.payloads?.[0]) as { stage?: string; attempt?: number; step?: string } | undefined;
+  const contract = contractCall(type, summary, input, lastContract);
+  const match = summary !== undefined ? /^(.+?) · .*?attempt (\d+)/.exec(summary) : null;
+  return {
+    type,
+    ...(contract
+      ? { step: contract.stage, contract }
+      : match
+        ? { step: match[1]!, attempt: Number(match[2]) }
+        : input?.stage
+          ? { step: input.stage, ...(input.attempt ? { attempt: input.attempt } : {}) }
+          : input?.step
+            ? { step: input.step, ...(input.attempt ? { attempt: input.attempt } : {}) }
+            : {}),
+    input,
+  };
+}
+
+/**
+ * An activity that failed, timed out or was cancelled: the model calls it reported (in its failure details,
+ * last heartbeat or cancellation details) and the step entry; undefined for any other event.
+ */
+function activityEnd(
+  event: HistoryEvent,
+  activityOf: (scheduledEventId: unknown) => Activity | undefined,
+): Entry[] | undefined {
+  const ending = (activity: Activity | undefined, reported: unknown, outcome: string): Entry[] => [
+    ...modelCalls(activity, (reported as { calls?: unknown } | undefined)?.calls),
+    { kind: 'step', ...where(activity), message: `${label(activity)} ${outcome}` },
+  ];
+  const failed = event.activityTaskFailedEventAttributes;
+  if (failed) {
+    const details = decode(failed.failure?.applicationFailureInfo?.details?.payloads?.[0]);
+    return ending(activityOf(failed.scheduledEventId), details, `failed: ${failed.failure?.message ?? '?'}`);
+  }
+  const timedOut = event.activityTaskTimedOutEventAttributes;
+  if (timedOut) {
+    // What its last heartbeat reported: all that is left of the calls of an activity whose worker died.
+    const beat = decode(timedOut.failure?.timeoutFailureInfo?.lastHeartbeatDetails?.payloads?.[0]);
+    return ending(activityOf(timedOut.scheduledEventId), beat, `timed out: ${timedOut.failure?.message ?? '?'}`);
+  }
+  const canceled = event.activityTaskCanceledEventAttributes;
+  if (canceled) {
+    const details = decode(canceled.details?.payloads?.[0]);
+    return ending(activityOf(canceled.scheduledEventId), details, 'cancelled');
+  }
+  return undefined;
+}
+
+/** A child workflow started or ended, or undefined for any other event. */
+function childEntry(event: HistoryEvent): Entry | undefined {
+  const child = event.startChildWorkflowExecutionInitiatedEventAttributes;
+  if (child) return { kind: 'child', message: `child ${child.workflowType?.name} ${child.workflowId} started` };
+  const childDone =
+    event.childWorkflowExecutionCompletedEventAttributes ?? event.childWorkflowExecutionFailedEventAttributes;
+  if (!childDone) return undefined;
+  const result = decode(event.childWorkflowExecutionCompletedEventAttributes?.result?.payloads?.[0]) as
+    { status?: string } | undefined;
+  return {
+    kind: 'child',
+    message: `child ${childDone.workflowExecution?.workflowId} ${event.childWorkflowExecutionFailedEventAttributes ? 'failed' : (result?.status ?? 'completed')}`,
+  };
+}
+
+/** How the run ended (finished with its status, failed, cancelled, terminated), or undefined for any other event. */
+function runEnd(event: HistoryEvent): Entry | undefined {
+  const done = event.workflowExecutionCompletedEventAttributes;
+  if (done) {
+    const result = decode(done.result?.payloads?.[0]) as { status?: string; error?: string } | undefined;
+    return {
+      kind: 'run',
+      message: `finished: ${result?.status ?? 'completed'}${result?.error ? ` (${result.error})` : ''}`,
+    };
+  }
+  if (event.workflowExecutionFailedEventAttributes)
+    return { kind: 'run', message: `failed: ${event.workflowExecutionFailedEventAttributes.failure?.message ?? '?'}` };
+  if (event.workflowExecutionCanceledEventAttributes) return { kind: 'run', message: 'cancelled' };
+  if (event.workflowExecutionTerminatedEventAttributes)
+    return { kind: 'run', message: `terminated: ${event.workflowExecutionTerminatedEventAttributes.reason ?? ''}` };
+  return undefined;
 }
 
 /** A scheduled activity: its type, the step (and attempt) it serves, its input, and for contract calls which. */

@@ -2,55 +2,18 @@
  * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list
  * pending reviews. Every error is a {@link TreadleError} with one clear line.
  */
-import {
-  Client,
-  Connection,
-  ServiceError,
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
-  WorkflowUpdateRPCTimeoutOrCancelledError,
-  type WorkflowHandle,
-} from '@temporalio/client';
-import { createHash, randomUUID } from 'node:crypto';
+import { Client, Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { TreadleTracing } from './tracing';
-import { audit, auditHistory, type AuditEntry } from './audit';
-import { canonicalJson } from './model/hashing';
-import { offloadArtefact, resolveArtefact, type BlobStore } from './storage/blob-store';
+import { audit, type AuditEntry } from './audit';
+import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
 import { loadConfig } from './config';
-import { listExecutions } from './visibility';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
-import { PipelineBuilder } from './model/builder';
-import { validatePipeline, type KnownImplementations } from './model/pipeline';
-import {
-  explainSearchAttributeError,
-  PENDING_APPROVALS_QUERY,
-  PENDING_REVIEWS_QUERY,
-  REVIEWS_MEMO_KEY,
-  TreadleCorrelationId,
-  TreadlePendingReviews,
-  TreadlePipeline,
-  TreadleStatus,
-} from './model/search-attributes';
-import {
-  APPROVAL_ID_PATTERN,
-  APPROVALS_MEMO_KEY,
-  type ApprovalDecided,
-  type ApprovalDecision,
-  type ApprovalRequest,
-  type ApprovalsMemo,
-} from './kinds/approval/shapes';
+import type { KnownImplementations } from './model/pipeline';
+import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from './kinds/approval/shapes';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
-import type {
-  PendingReview,
-  ReviewsMemo,
-  StateQueryArgs,
-  WorkItemInput,
-  WorkItemResult,
-  WorkItemState,
-} from './model/state';
+import type { StateQueryArgs, WorkItemResult, WorkItemState } from './model/state';
 import {
   decideApprovalUpdate,
   eventsQuery,
@@ -64,45 +27,13 @@ import {
 } from './workflows/messages';
 import type { LoopState } from './kinds/loop/shapes';
 import { openItemsByEngine, type EngineCount } from './engine-versions';
-import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from './kinds/tdd/spec';
-import type { NodeContext, TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
+import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
+import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
+import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
+import { approvalItem, decidedBefore } from './client/approval-lookup';
+import { runIdFor, startTddTree, startWorkItem, type StartContext } from './client/start';
 
-/** A Treadle error meant for users: one line that says what went wrong. */
-export class TreadleError extends Error {
-  constructor(
-    message: string,
-    readonly code: 'not_found' | 'invalid_pipeline' | 'invalid_review' | 'unreachable' | 'invalid_input' | 'failed',
-    readonly problems: string[] = [],
-  ) {
-    super(message);
-    this.name = 'TreadleError';
-  }
-}
-
-/**
- * Orders strings by UTF-16 code units: ISO timestamps and ids sort the same on every machine, and 1,000
- * listings sort in well under a millisecond (`localeCompare` goes through ICU, ~5 ms for 1,000).
- */
-function byCodeUnits(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** A pending review across work items. */
-export interface PendingReviewListing extends PendingReview {
-  itemId: string;
-  pipeline: string;
-}
-
-/**
- * The default id of a work item: `<pipeline>-<first 16 hex of sha256(canonical input)>`, so the same input
- * names the same run (seed 003: a run is found by its pipeline and input hash).
- */
-export function runIdFor(pipeline: string, input: Json): string {
-  return `${pipeline}-${createHash('sha256').update(canonicalJson(input)).digest('hex').slice(0, 16)}`;
-}
-
-/** A pending approval request across work items (no payload: {@link TreadleClient.getApproval} has it). */
-export type ApprovalListing = ApprovalsMemo['requests'][number] & { pipeline: string };
+export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing };
 
 /** Options for {@link TreadleClient.connect}. */
 export interface ConnectOptions {
@@ -118,14 +49,9 @@ export interface ConnectOptions {
   tracing?: TreadleTracing;
 }
 
-/** How long a refused decision waits for a worker to say how a finished item's request was decided. */
-const DECIDED_QUERY_WAIT_MS = 5_000;
-
 /** Reviews are updates, which need a running worker; without one the call would wait forever. */
 const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
 
-const WORKFLOW_TYPE = 'workItem';
-const TDD_WORKFLOW_TYPE = 'tddNode';
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
 const WATCH_INTERVAL_MS = 500;
 
@@ -187,75 +113,7 @@ export class TreadleClient {
     input: unknown = null,
     options: { id?: string; tokenBudget?: number | null } = {},
   ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
-    const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
-    const validation = validatePipeline(raw, this.known);
-    if (!validation.ok) {
-      const name =
-        typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string'
-          ? (raw as { name: string }).name
-          : '(unnamed)';
-      throw new TreadleError(
-        `pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}`,
-        'invalid_pipeline',
-        validation.problems,
-      );
-    }
-    const inputProblem = jsonProblem(input);
-    if (inputProblem)
-      throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
-    // A large input is stored once, content-addressed; the history carries its reference.
-    const storedInput =
-      (await offloadArtefact((input ?? null) as Json, this.blobs, this.blobThresholdBytes, 'work item input')) ?? null;
-    const id = options.id ?? runIdFor(validation.spec.name, (input ?? null) as Json);
-    if (
-      options.tokenBudget !== undefined &&
-      options.tokenBudget !== null &&
-      !(Number.isInteger(options.tokenBudget) && options.tokenBudget > 0)
-    ) {
-      throw new TreadleError(
-        `tokenBudget must be a whole number of tokens above 0, got ${options.tokenBudget}`,
-        'invalid_input',
-      );
-    }
-    // Seed 003's correlation id: a UUID per run, on every activity, model call record and log line.
-    const correlationId = randomUUID();
-    const args: WorkItemInput = {
-      pipeline: raw,
-      input: storedInput,
-      itemId: id,
-      correlationId,
-      ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}),
-    };
-    try {
-      const handle = await this.client.workflow.start(WORKFLOW_TYPE, {
-        taskQueue: this.taskQueue,
-        workflowId: id,
-        args: [args],
-        // A running or finished run with this id is the answer: the start fails, and the catch below returns it.
-        workflowIdConflictPolicy: 'FAIL',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        typedSearchAttributes: [
-          { key: TreadlePipeline, value: validation.spec.name },
-          { key: TreadleStatus, value: 'running' },
-          { key: TreadleCorrelationId, value: correlationId },
-        ],
-        staticSummary: `${validation.spec.name}: ${validation.spec.stages.length} stages`,
-      });
-      return { id, runId: handle.firstExecutionRunId, pipeline: validation.spec.name, existing: false };
-    } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) {
-        const description = await this.handle(id).describe();
-        return { id, runId: description.runId, pipeline: validation.spec.name, existing: true };
-      }
-      if (error instanceof ServiceError) {
-        // The SDK's message is only "Failed to start Workflow"; the server's reason is in the cause.
-        throw new TreadleError(
-          `could not start work item ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`,
-          'failed',
-        );
-      }
-      throw error;
-    }
+    return startWorkItem(this.startContext(), pipeline, input, options);
   }
 
   /**
@@ -269,51 +127,7 @@ export class TreadleClient {
     spec: unknown,
     options: { repo: string; id?: string; replies?: Json },
   ): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
-    const checked = validateTddSpec(spec);
-    if (!checked.ok)
-      throw new TreadleError(
-        `TDD spec is invalid:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`,
-        'invalid_pipeline',
-        checked.problems,
-      );
-    const seedSpec = seedSpecOf(checked.spec);
-    const id = options.id ?? `tdd-${seedSpec.id}`;
-    const put = async (value: unknown, summary: string): Promise<string> =>
-      (await this.blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary)).ref;
-    const context: NodeContext = { spec: seedSpec, parentContext: null };
-    const targetBranch = tddTargetBranch(checked.spec);
-    const input = tddRootInput(checked.spec, {
-      treeId: id,
-      repo: options.repo,
-      contextRef: await put(context, `TDD spec ${seedSpec.id}`),
-      ...(options.replies !== undefined
-        ? { repliesRef: await put(options.replies, `scripted replies for ${seedSpec.id}`) }
-        : {}),
-    });
-    try {
-      const handle = await this.client.workflow.start(TDD_WORKFLOW_TYPE, {
-        taskQueue: this.taskQueue,
-        workflowId: id,
-        args: [input],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        typedSearchAttributes: [
-          { key: TreadlePipeline, value: 'tdd' },
-          { key: TreadleStatus, value: 'running' },
-        ],
-        staticSummary: `TDD ${seedSpec.id}: ${seedSpec.acceptanceCriteria.length} criteria → ${targetBranch}`,
-      });
-      return { id, runId: handle.firstExecutionRunId, branch: `tdd/${seedSpec.id}`, targetBranch };
-    } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError)
-        return { id, runId: (await this.handle(id).describe()).runId, branch: `tdd/${seedSpec.id}`, targetBranch };
-      if (error instanceof ServiceError)
-        throw new TreadleError(
-          `could not start TDD tree ${id}: ${explainSearchAttributeError(error.cause?.message ?? error.message)}`,
-          'failed',
-        );
-      throw error;
-    }
+    return startTddTree(this.startContext(), spec, options);
   }
 
   /** A TDD node's state (the `state` query of a `tddNode` workflow). */
@@ -445,10 +259,7 @@ export class TreadleClient {
         if (error instanceof WorkflowUpdateFailedError) {
           throw new TreadleError(`review rejected: ${error.cause?.message ?? error.message}`, 'invalid_review');
         }
-        if (
-          error instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
-          (error as { name?: string }).name === 'AbortError'
-        ) {
+        if (isUpdateUnanswered(error)) {
           throw new TreadleError(
             `no worker accepted the review of ${id} within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue} ("treadle dev" or "treadle worker")?`,
             'unreachable',
@@ -536,35 +347,7 @@ export class TreadleClient {
    * Eventually consistent: a review requested a moment ago may take a second to appear.
    */
   async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
-    const query = options.pipeline
-      ? `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'`
-      : PENDING_REVIEWS_QUERY;
-    const listings: PendingReviewListing[] = [];
-    for await (const execution of listExecutions(this.client, query)) {
-      const pipeline = execution.keyword(TreadlePipeline.name) ?? '';
-      const memo = (await execution.memo(REVIEWS_MEMO_KEY)) as ReviewsMemo | null | undefined;
-      const reviews = memo?.reviews ?? [];
-      for (const review of reviews) listings.push({ ...review, itemId: execution.workflowId, pipeline });
-      // Stages named in the search attribute but not in the memo (a memo cut short, or written by an older
-      // workflow version) are still listed, with what visibility knows.
-      const inMemo = new Set(reviews.map((r) => r.stage));
-      for (const stage of execution.keywordList(TreadlePendingReviews.name)) {
-        if (inMemo.has(stage)) continue;
-        listings.push({
-          itemId: execution.workflowId,
-          pipeline,
-          stage,
-          reason: 'unknown',
-          message: 'details not in the listing; see treadle status',
-          requestedAt: execution.startTime.toISOString(),
-          attempt: 0,
-        });
-      }
-    }
-    return listings.sort(
-      (a, b) =>
-        byCodeUnits(a.requestedAt, b.requestedAt) || byCodeUnits(a.itemId, b.itemId) || byCodeUnits(a.stage, b.stage),
-    );
+    return listPendingReviews(this.client, options);
   }
 
   /**
@@ -573,65 +356,12 @@ export class TreadleClient {
    * them with {@link getApproval}. Eventually consistent, like {@link listPendingReviews}.
    */
   async listApprovals(options: { pipeline?: string } = {}): Promise<ApprovalListing[]> {
-    const query = options.pipeline
-      ? `${PENDING_APPROVALS_QUERY} AND TreadlePipeline = '${options.pipeline.replace(/'/g, "''")}'`
-      : PENDING_APPROVALS_QUERY;
-    const listings: ApprovalListing[] = [];
-    for await (const execution of listExecutions(this.client, query)) {
-      const pipeline = execution.keyword(TreadlePipeline.name) ?? '';
-      const memo = (await execution.memo(APPROVALS_MEMO_KEY)) as ApprovalsMemo | null | undefined;
-      for (const request of memo?.requests ?? [])
-        if (request.status === 'pending') listings.push({ ...request, pipeline });
-    }
-    return listings.sort((a, b) => byCodeUnits(a.createdAt, b.createdAt) || byCodeUnits(a.id, b.id));
-  }
-
-  /** The work item holding an approval request (pending or decided), found in visibility by the request's id. */
-  private async approvalItem(id: string): Promise<string> {
-    if (!APPROVAL_ID_PATTERN.test(id))
-      throw new TreadleError(
-        `"${id}" is not an approval id (they look like ap-7k3m9q2xwd; see treadle approve list)`,
-        'invalid_review',
-      );
-    for await (const execution of listExecutions(this.client, `TreadleApprovals = '${id}'`, 2))
-      return execution.workflowId;
-    const hint = 'treadle approve list shows the pending ones';
-    const message = `approval request ${id} not found: no work item has it (${hint})`;
-    throw new TreadleError(message, 'not_found');
-  }
-
-  /**
-   * Why a request of an item that has finished cannot be decided: how it was decided (by whom, what, when),
-   * from the item's last state when a worker answers the query, else from the decisions in its history.
-   */
-  private async decidedBefore(id: string, itemId: string): Promise<TreadleError> {
-    const handle = this.handle(itemId);
-    const description = await handle.describe();
-    const deadline = Date.now() + DECIDED_QUERY_WAIT_MS;
-    const query = (): Promise<WorkItemState> => handle.query(stateQuery, { eventLimit: 1 });
-    const state = await this.client.withDeadline(deadline, query).catch(() => undefined);
-    const request = state?.approvals?.find((r) => r.id === id);
-    let how: string | undefined;
-    if (request && request.status !== 'pending') {
-      const by = request.decidedBy ? ` by ${request.decidedBy}` : '';
-      const at = request.decidedAt ? ` at ${request.decidedAt}` : '';
-      how = `${request.status}${by}${at}${request.reason ? `: ${request.reason}` : ''}`;
-    } else {
-      // No worker answered: the decision as the history recorded it (expiries are timers, not decisions).
-      const events = (await handle.fetchHistory()).events ?? [];
-      const isDecision = (e: AuditEntry): boolean =>
-        e.kind === 'approval' && e.message.startsWith(`${id} `) && !/^\S+ (requested|executed):/.test(e.message);
-      const decided = auditHistory(itemId, events).filter(isDecision).pop();
-      if (decided) how = `${decided.message.slice(id.length + 1)} at ${decided.at}`;
-    }
-    const ended = `work item ${itemId} has finished (${description.status.name.toLowerCase()})`;
-    const message = `decision refused: approval request ${id} is already ${how ?? 'decided'}; ${ended}`;
-    return new TreadleError(message, 'invalid_review');
+    return listApprovals(this.client, options);
   }
 
   /** An approval request with its payload resolved (for reviewing it); `status` says whether it is still pending. */
   async getApproval(id: string): Promise<ApprovalRequest> {
-    const itemId = await this.approvalItem(id);
+    const itemId = await approvalItem(this.client, id);
     const state = await this.getState(itemId, { eventLimit: 1 });
     const request = state.approvals?.find((r) => r.id === id);
     if (!request) throw new TreadleError(`work item ${itemId} has no approval request ${id}`, 'not_found');
@@ -647,7 +377,7 @@ export class TreadleClient {
     decision: 'approve' | 'reject',
     options: { by?: string; reason?: string } = {},
   ): Promise<ApprovalDecided> {
-    const itemId = await this.approvalItem(id);
+    const itemId = await approvalItem(this.client, id);
     const payload: ApprovalDecision = {
       id,
       decision,
@@ -663,11 +393,8 @@ export class TreadleClient {
         if (error instanceof WorkflowUpdateFailedError)
           throw new TreadleError(`decision refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
         // The item exists (visibility found it) but takes no more updates: it has finished.
-        if (isNotFound(error)) throw await this.decidedBefore(id, itemId);
-        if (
-          error instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
-          (error as { name?: string }).name === 'AbortError'
-        ) {
+        if (isNotFound(error)) throw await decidedBefore(this.client, id, itemId);
+        if (isUpdateUnanswered(error)) {
           throw new TreadleError(
             `no worker accepted the decision on ${id} (work item ${itemId}) within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue}?`,
             'unreachable',
@@ -775,6 +502,17 @@ export class TreadleClient {
     await this.ownedConnection?.close();
   }
 
+  /** What the start functions need from this client. */
+  private startContext(): StartContext {
+    return {
+      client: this.client,
+      taskQueue: this.taskQueue,
+      ...(this.known ? { known: this.known } : {}),
+      blobs: this.blobs,
+      blobThresholdBytes: this.blobThresholdBytes,
+    };
+  }
+
   private handle(id: string): WorkflowHandle {
     return this.client.workflow.getHandle(id);
   }
@@ -791,37 +529,4 @@ export class TreadleClient {
       throw error;
     }
   }
-}
-
-/** Why a value is not plain JSON (undefined, functions, non-finite numbers, class instances), or undefined. */
-function jsonProblem(value: unknown, at = 'input'): string | undefined {
-  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
-  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${at} is ${value}`;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const problem = jsonProblem(value[i], `${at}[${i}]`);
-      if (problem) return problem;
-    }
-    return undefined;
-  }
-  if (typeof value === 'object') {
-    const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null)
-      return `${at} is a ${(value as object).constructor?.name ?? 'class instance'}, not a plain object`;
-    for (const [key, inner] of Object.entries(value)) {
-      if (inner === undefined) continue;
-      const problem = jsonProblem(inner, `${at}.${key}`);
-      if (problem) return problem;
-    }
-    return undefined;
-  }
-  return `${at} is ${typeof value}`;
-}
-
-function isNotFound(error: unknown): boolean {
-  return error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError';
-}
-
-function defaultReviewer(): string {
-  return process.env.TREADLE_REVIEWER || process.env.USER || 'anonymous';
 }

@@ -8,11 +8,9 @@ import { createInterface } from 'node:readline/promises';
 import type { ApprovalListing, TreadleClient } from '../client';
 import { table } from './render';
 import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
+import type { WithClient } from './with-client';
 
-type WithClient = <A extends unknown[]>(
-  fn: (client: TreadleClient, ...args: A) => Promise<void>,
-) => (...args: A) => Promise<void>;
-
+/** Registers `treadle approve` and its subcommands `list`, `reject` and `batch`. */
 export function registerApproveCommands(program: Command, withClient: WithClient): void {
   const approve = program
     .command('approve')
@@ -80,65 +78,66 @@ export function registerApproveCommands(program: Command, withClient: WithClient
     .description('review every pending request in turn: [a]pprove, [r]eject, [s]kip, [q]uit')
     .option('--pipeline <name>', "only this pipeline's items")
     .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
-    .action(
-      withClient(async (client, opts: { pipeline?: string; by?: string }) => {
-        if (!process.stdin.isTTY)
-          throw new Error(
-            'approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>',
-          );
-        const requests = await client.listApprovals(opts.pipeline ? { pipeline: opts.pipeline } : {});
-        if (requests.length === 0) {
-          process.stdout.write('no pending approval requests\n');
-          return;
-        }
-        const rl = createInterface({ input: process.stdin, output: process.stdout });
-        const tally = { approved: 0, rejected: 0, skipped: 0, refused: 0 };
-        const by = opts.by !== undefined ? { by: opts.by } : {};
-        try {
-          for (const [index, listed] of requests.entries()) {
-            const request = await client.getApproval(listed.id).catch(() => undefined);
-            const forWhom = listed.reviewers ? ` · for ${reviewers(listed)}` : '';
-            const what = `${listed.step} of ${listed.itemId} · ${listed.actionType}${forWhom} · ${expiry(listed)}`;
-            const where = `${listed.id} · ${what}`;
-            process.stdout.write(`\n[${index + 1}/${requests.length}] ${where}\n`);
-            process.stdout.write(`  ${listed.summary}\n`);
-            if (listed.context) process.stdout.write(`  context: ${listed.context}\n`);
-            if (request === undefined || request.status !== 'pending') {
-              process.stdout.write('  (decided meanwhile; skipped)\n');
-              tally.skipped++;
-              continue;
-            }
-            process.stdout.write(`  payload: ${JSON.stringify(request.payload, null, 2).split('\n').join('\n  ')}\n`);
-            let answer = '';
-            while (!['a', 'r', 's', 'q'].includes(answer))
-              answer = (await rl.question('[a]pprove, [r]eject, [s]kip, [q]uit? ')).trim().toLowerCase().slice(0, 1);
-            if (answer === 'q') break;
-            if (answer === 's') {
-              tally.skipped++;
-              continue;
-            }
-            const reason = answer === 'r' ? (await rl.question('reason (optional): ')).trim() : '';
-            try {
-              const decided = await client.decideApproval(listed.id, answer === 'a' ? 'approve' : 'reject', {
-                ...by,
-                ...(reason ? { reason } : {}),
-              });
-              process.stdout.write(`  ${decided.status} by ${decided.decidedBy}\n`);
-              tally[decided.status]++;
-            } catch (error) {
-              // Someone else decided it, or it expired: say so and go on with the next one.
-              process.stdout.write(`  not recorded: ${(error as Error).message}\n`);
-              tally.refused++;
-            }
-          }
-        } finally {
-          rl.close();
-        }
-        process.stdout.write(
-          `\n${tally.approved} approved, ${tally.rejected} rejected, ${tally.skipped} skipped${tally.refused ? `, ${tally.refused} refused` : ''}\n`,
-        );
-      }),
+    .action(withClient((client, opts: { pipeline?: string; by?: string }) => approveBatch(client, opts)));
+}
+
+/** `approve batch`: each pending request in turn with its context and payload, decided at the terminal. */
+async function approveBatch(client: TreadleClient, opts: { pipeline?: string; by?: string }): Promise<void> {
+  if (!process.stdin.isTTY)
+    throw new Error(
+      'approve batch is interactive and needs a terminal; in scripts use treadle approve <id> or treadle approve reject <id>',
     );
+  const requests = await client.listApprovals(opts.pipeline ? { pipeline: opts.pipeline } : {});
+  if (requests.length === 0) {
+    process.stdout.write('no pending approval requests\n');
+    return;
+  }
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  const tally = { approved: 0, rejected: 0, skipped: 0, refused: 0 };
+  const by = opts.by !== undefined ? { by: opts.by } : {};
+  try {
+    for (const [index, listed] of requests.entries()) {
+      const request = await client.getApproval(listed.id).catch(() => undefined);
+      const forWhom = listed.reviewers ? ` · for ${reviewers(listed)}` : '';
+      const what = `${listed.step} of ${listed.itemId} · ${listed.actionType}${forWhom} · ${expiry(listed)}`;
+      const where = `${listed.id} · ${what}`;
+      process.stdout.write(`\n[${index + 1}/${requests.length}] ${where}\n`);
+      process.stdout.write(`  ${listed.summary}\n`);
+      if (listed.context) process.stdout.write(`  context: ${listed.context}\n`);
+      if (request === undefined || request.status !== 'pending') {
+        process.stdout.write('  (decided meanwhile; skipped)\n');
+        tally.skipped++;
+        continue;
+      }
+      process.stdout.write(`  payload: ${JSON.stringify(request.payload, null, 2).split('\n').join('\n  ')}\n`);
+      let answer = '';
+      while (!['a', 'r', 's', 'q'].includes(answer))
+        answer = (await rl.question('[a]pprove, [r]eject, [s]kip, [q]uit? ')).trim().toLowerCase().slice(0, 1);
+      if (answer === 'q') break;
+      if (answer === 's') {
+        tally.skipped++;
+        continue;
+      }
+      const reason = answer === 'r' ? (await rl.question('reason (optional): ')).trim() : '';
+      try {
+        const decided = await client.decideApproval(listed.id, answer === 'a' ? 'approve' : 'reject', {
+          ...by,
+          ...(reason ? { reason } : {}),
+        });
+        process.stdout.write(`  ${decided.status} by ${decided.decidedBy}\n`);
+        tally[decided.status]++;
+      } catch (error) {
+        // Someone else decided it, or it expired: say so and go on with the next one.
+        process.stdout.write(`  not recorded: ${(error as Error).message}\n`);
+        tally.refused++;
+      }
+    }
+  } finally {
+    rl.close();
+  }
+  process.stdout.write(
+    `\n${tally.approved} approved, ${tally.rejected} rejected, ${tally.skipped} skipped${tally.refused ? `, ${tally.refused} refused` : ''}\n`,
+  );
 }
 
 function checkId(id: string): void {

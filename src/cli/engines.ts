@@ -1,13 +1,8 @@
 /** `treadle engines`: open work items per engine version (src/engine-versions.ts), for operators. */
 import type { Command } from 'commander';
 import { ENGINE_VERSION } from '../model/state';
-import type { TreadleClient } from '../client';
 import { table } from './render';
-
-/** The CLI's wrapper that connects a client for a command's action and closes it after. */
-type WithClient = <A extends unknown[]>(
-  fn: (client: TreadleClient, ...args: A) => Promise<void>,
-) => (...args: A) => Promise<void>;
+import type { WithClient } from './with-client';
 
 /** Registers `treadle engines`. */
 export function registerEnginesCommand(program: Command, withClient: WithClient): void {

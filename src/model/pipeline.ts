@@ -8,60 +8,37 @@
 import { z } from 'zod';
 import { parseDuration } from './duration';
 import type { GateRef } from './gate-ref';
-import { gateLeaves } from './gate-ref';
-import {
-  DEFAULT_MAX_PARALLEL,
-  HISTORY_EVENT_BUDGET,
-  MAX_PARALLEL_LIMIT,
-  TEMPORAL_HISTORY_EVENT_LIMIT,
-  TEMPORAL_PENDING_ACTIVITY_LIMIT,
-} from './limits';
-import { JsonSchema, type Json } from './shapes';
-import { FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE } from '../kinds/fan-out/shapes';
+import { DEFAULT_MAX_PARALLEL, MAX_PARALLEL_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
+import { JsonSchema } from './shapes';
 import {
   canonicalContract,
   CONTRACT_FIELD_HINTS,
   ContractInput,
   contractProblems,
   LLM_CONTRACT_IMPLEMENTATION,
-  type ContractSpec,
 } from '../kinds/contract/spec';
-import { checkFanOut } from '../kinds/fan-out/spec';
 import { describeIssue, type SpecProblem } from './spec-problems';
-import { closest } from './suggest';
+import {
+  ATTEMPT_CANCEL_MARGIN_MS,
+  DEFAULT_ACTIVITY_RETRY,
+  DEFAULT_HEARTBEAT_TIMEOUT_MS,
+  DEFAULT_START_TO_CLOSE_MS,
+  EXHAUSTED_ACTIONS,
+  KIND_RUNS,
+  REVIEW_EXPIRED_ACTIONS,
+  REVIEW_POLICIES,
+  STEP_TYPES,
+  TYPE_DEFAULT_RUN,
+  type KnownImplementations,
+  type PipelineSpec,
+  type StageSpec,
+  type ValidationResult,
+} from './pipeline-shapes';
+import { graphProblems, implementationProblems, isRecord, limitProblems, stageConfigProblems } from './pipeline-checks';
 
 export type { SpecProblem } from './spec-problems';
-
-export const REVIEW_POLICIES = [
-  'never',
-  'always',
-  'on_escalation',
-  'on_uncertain',
-  'on_escalation_or_uncertain',
-] as const;
-export type ReviewPolicy = (typeof REVIEW_POLICIES)[number];
-export const EXHAUSTED_ACTIONS = ['fail', 'escalate'] as const;
-export type ExhaustedAction = (typeof EXHAUSTED_ACTIONS)[number];
-export const REVIEW_EXPIRED_ACTIONS = ['approve', 'reject'] as const;
-
-/** Mechanical-failure defaults: exceptions, crashes and timeouts retried by Temporal, not quality attempts. */
-export const DEFAULT_ACTIVITY_RETRY = {
-  maximumAttempts: 5,
-  initialIntervalMs: 1_000,
-  backoffCoefficient: 2,
-  maximumIntervalMs: 60_000,
-  nonRetryableErrorTypes: [] as string[],
-};
-/** Upper bound on one activity execution when the stage has no attempt timeout. */
-export const DEFAULT_START_TO_CLOSE_MS = 10 * 60_000;
-/**
- * With an attempt timeout, the workflow's timer ends the attempt and waits for the activity to stop; the
- * activity's own start-to-close timeout comes this much later, so it never races the timer (a server-side
- * timeout would retry the activity and lose the calls it made).
- */
-export const ATTEMPT_CANCEL_MARGIN_MS = 30_000;
-/** Activities heartbeat every few seconds, so a dead worker is noticed within this long. */
-export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 30_000;
+export * from './pipeline-shapes';
+export { worstCaseStageEvents } from './pipeline-checks';
 
 const name = z
   .string()
@@ -121,14 +98,6 @@ const ActivityInput = z
       .optional(),
   })
   .strict();
-
-/** Seed 003's step types; `tdd` and the kinds still to come are named by `run:`. */
-export const STEP_TYPES = ['deterministic', 'llm', 'approval', 'fan_out'] as const;
-export type StepType = (typeof STEP_TYPES)[number];
-/** The implementation a step type runs when the stage names none. */
-const TYPE_DEFAULT_RUN: Partial<Record<StepType, string>> = { llm: 'llm', approval: 'approval', fan_out: 'fan_out' };
-/** Implementations that are a step type of their own: `type: deterministic` cannot run them. */
-const KIND_RUNS: Record<string, StepType> = { llm: 'llm', approval: 'approval', fan_out: 'fan_out' };
 
 const StageInput = z
   .object({
@@ -218,73 +187,7 @@ const PipelineInput = z
   })
   .strict();
 
-/** Retry budget (seed 000 `RetryBudget`); `maxAttempts` includes the first attempt. */
-export interface RetryBudget {
-  maxAttempts: number;
-  delayMs: number;
-  attemptTimeoutMs: number | null;
-  onExhausted: ExhaustedAction;
-}
-
-/** Temporal activity options for the stage's work and gate activities (mechanical failures only). */
-export interface ActivitySettings {
-  startToCloseTimeoutMs: number;
-  heartbeatTimeoutMs: number;
-  retry: typeof DEFAULT_ACTIVITY_RETRY;
-}
-
 export { gateLeaves, type GateRef } from './gate-ref';
-
-/** One stage of the canonical spec. */
-export interface StageSpec {
-  name: string;
-  description?: string;
-  /** Seed 003's step type: given, or derived from `run` (llm, approval, fan_out; everything else deterministic). */
-  type: StepType;
-  run: string;
-  with?: Json;
-  agent?: string;
-  gate: GateRef | null;
-  dependsOn: string[];
-  retryBudget: RetryBudget;
-  reviewPolicy: ReviewPolicy;
-  reviewTtlMs: number | null;
-  onReviewExpired: (typeof REVIEW_EXPIRED_ACTIONS)[number];
-  activity: ActivitySettings;
-}
-
-/** The canonical, validated pipeline spec. */
-export interface PipelineSpec {
-  name: string;
-  description?: string;
-  /** Tokens one work item may spend on model calls; null for no limit. */
-  tokenBudget: number | null;
-  /** Stages of one item running at once. */
-  maxParallel: number;
-  stages: StageSpec[];
-  /** Seed 002's quality contracts (absent when there are none). */
-  contracts?: ContractSpec[];
-}
-
-/** Implementation names a worker has registered, for checking a spec against. */
-export interface KnownImplementations {
-  stages: readonly string[];
-  gates: readonly string[];
-  /** The implementation's own check of its `with:` config (`path: message` per problem), when it has one. */
-  checkConfig?: (kind: 'stage' | 'gate', implementation: string, config: Json | undefined) => string[];
-  /** Contract validators and revisers (seed 002); the built-in `llm` ones when absent. */
-  validators?: readonly string[];
-  revisers?: readonly string[];
-  /** Action types approval stages may name (`with: { action }`); not checked when absent. */
-  actions?: readonly string[];
-}
-
-/**
- * The outcome of {@link validatePipeline}. When invalid, `problems` is every problem as printed, and
- * `found` the same problems with the check that found each and where it is in the spec as written.
- */
-export type ValidationResult =
-  { ok: true; spec: PipelineSpec } | { ok: false; problems: string[]; found: SpecProblem[] };
 
 /** Thrown by {@link parsePipeline}; `problems` lists every issue found. */
 export class PipelineValidationError extends Error {
@@ -314,7 +217,7 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   if (!parsed.success) found.push(...schemaProblems(input, parsed.error.issues));
   found.push(...graphProblems(input));
   if (known) found.push(...implementationProblems(input, known));
-  found.push(...stageConfigProblems(input, known));
+  found.push(...stageConfigProblems(input, known, validatePipeline));
   if (isRecord(input)) {
     const builtIn = [LLM_CONTRACT_IMPLEMENTATION];
     const contractNames = known && { validators: known.validators ?? builtIn, revisers: known.revisers ?? builtIn };
@@ -403,110 +306,6 @@ function seedRetry(stage: {
   };
 }
 
-/** Graph checks run on whatever parts of the input are readable, so they report alongside schema errors. */
-function graphProblems(input: unknown): SpecProblem[] {
-  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
-  const problems: SpecProblem[] = [];
-  const names = new Map<string, number>();
-  const deps = new Map<string, string[]>();
-  const dependsOnAt = new Map<string, (string | number)[]>();
-  input.stages.forEach((stage: unknown, index: number) => {
-    if (!isRecord(stage) || typeof stage.name !== 'string') return;
-    if (names.has(stage.name)) {
-      const first = names.get(stage.name);
-      const text = `stages[${index}] (${stage.name}): duplicate stage name, first used at stages[${first}]; rename one`;
-      problems.push({ layer: 'graph', at: ['stages', index, 'name'], text });
-    } else names.set(stage.name, index);
-    const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
-    deps.set(stage.name, [...(deps.get(stage.name) ?? []), ...on]);
-    if (!dependsOnAt.has(stage.name)) dependsOnAt.set(stage.name, ['stages', index, 'dependsOn']);
-  });
-  for (const [stage, on] of deps) {
-    const at = dependsOnAt.get(stage)!;
-    for (const dep of on) {
-      if (dep === stage) {
-        problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on itself; remove it from its depends_on` });
-      } else if (!names.has(dep)) {
-        const near = closest(dep, [...names.keys()]);
-        const fix = near ? `did you mean "${near}"?` : `the stages are: ${[...names.keys()].join(', ')}`;
-        problems.push({ layer: 'graph', at, text: `stage ${stage}: depends on unknown stage "${dep}" (${fix})` });
-      }
-    }
-  }
-  const cycle = findCycle(deps);
-  if (cycle) {
-    const text = `dependency cycle: ${cycle.join(' -> ')}; remove one of these depends_on`;
-    problems.push({ layer: 'graph', at: dependsOnAt.get(cycle[0]!) ?? ['stages'], text });
-  }
-  return problems;
-}
-
-/** Names a worker must register: every stage's and gate's implementation, and approval stages' action types. */
-function implementationProblems(input: unknown, known: KnownImplementations): SpecProblem[] {
-  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
-  const problems: SpecProblem[] = [];
-  (input.stages as unknown[]).forEach((stage, index) => {
-    if (!isRecord(stage)) return;
-    const label = typeof stage.name === 'string' ? stage.name : '?';
-    const run =
-      typeof stage.run === 'string'
-        ? stage.run
-        : typeof stage.type === 'string'
-          ? TYPE_DEFAULT_RUN[stage.type as StepType]
-          : undefined;
-    if (run && !known.stages.includes(run)) {
-      const text = `stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)}${registered(known.stages)}`;
-      problems.push({ layer: 'registry', at: ['stages', index, typeof stage.run === 'string' ? 'run' : 'type'], text });
-    }
-    for (const gate of rawGateNames(stage.gate)) {
-      if (!known.gates.includes(gate)) {
-        const text = `stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)}${registered(known.gates)}`;
-        problems.push({ layer: 'registry', at: ['stages', index, 'gate'], text });
-      }
-    }
-    const action = run === 'approval' && isRecord(stage.with) ? stage.with.action : undefined;
-    if (known.actions && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
-      const unknown = `unknown action type "${action}"${suggest(action, known.actions)}${registered(known.actions)}`;
-      const text = `stage ${label}: with.action: ${unknown}`;
-      problems.push({ layer: 'registry', at: ['stages', index, 'with', 'action'], text });
-    }
-  });
-  return problems;
-}
-
-/** Gate implementation names in a raw (unvalidated) gate value. */
-function rawGateNames(gate: unknown): string[] {
-  return rawGateRefs(gate).map((g) => g.run);
-}
-
-/** Finds one cycle (self-loops are reported separately) and returns it closed, e.g. `[a, b, a]`. */
-function findCycle(deps: Map<string, string[]>): string[] | null {
-  const state = new Map<string, 'visiting' | 'done'>();
-  const path: string[] = [];
-  const visit = (node: string): string[] | null => {
-    state.set(node, 'visiting');
-    path.push(node);
-    for (const next of deps.get(node) ?? []) {
-      if (next === node || !deps.has(next)) continue;
-      if (state.get(next) === 'visiting') return [...path.slice(path.indexOf(next)), next].reverse();
-      if (!state.has(next)) {
-        const found = visit(next);
-        if (found) return found;
-      }
-    }
-    path.pop();
-    state.set(node, 'done');
-    return null;
-  };
-  for (const node of deps.keys()) {
-    if (!state.has(node)) {
-      const found = visit(node);
-      if (found) return found;
-    }
-  }
-  return null;
-}
-
 /** Keys whose values are user payloads and keep their spelling. */
 const OPAQUE_KEYS = new Set(['with']);
 
@@ -546,151 +345,6 @@ function describePath(input: unknown, path: PropertyKey[]): string {
 
 function snake(key: string): string {
   return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-}
-
-/** ` (registered: a, b)`, the names a worker has, after an unknown one. */
-function registered(names: readonly string[]): string {
-  return ` (registered: ${names.join(', ') || 'none'})`;
-}
-
-function suggest(word: string, candidates: readonly string[]): string {
-  const close = closest(word, candidates);
-  return close ? ` (did you mean "${close}"?)` : '';
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/**
- * The most history events one stage can write: per attempt a workflow task, the stage activity, every gate
- * activity, the attempt timer and the retry delay (three events per task or activity, two per timer), plus
- * a review (update, workflow task, upserts, TTL timer).
- */
-export function worstCaseStageEvents(stage: StageSpec): number {
-  // A fan-out's elements run under a fan-out workflow: the work item holds its start and its progress signals.
-  const fanOut = stage.run === FAN_OUT_STAGE ? FAN_OUT_ATTEMPT_EVENTS : 0;
-  const perAttempt =
-    3 +
-    3 +
-    3 * gateLeaves(stage.gate).length +
-    (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) +
-    (stage.retryBudget.delayMs > 0 ? 2 : 0) +
-    fanOut;
-  const review = 12;
-  return stage.retryBudget.maxAttempts * perAttempt + review;
-}
-
-/** The most activities one running stage holds at once: its own, or all its gates in parallel. */
-function activitiesPerStage(stage: StageSpec): number {
-  return Math.max(1, gateLeaves(stage.gate).length);
-}
-
-/**
- * Limits that no schema can see: a spec whose worst case would pass Temporal's history or pending-activity
- * limits is refused here, naming the limit and the stages that weigh most, instead of failing mid-run.
- */
-function limitProblems(spec: PipelineSpec): SpecProblem[] {
-  const problems: SpecProblem[] = [];
-  const weights = spec.stages
-    .map((s) => ({ name: s.name, events: worstCaseStageEvents(s) }))
-    .sort((a, b) => b.events - a.events);
-  const total = weights.reduce((sum, w) => sum + w.events, 20);
-  if (total > HISTORY_EVENT_BUDGET) {
-    const heaviest = weights
-      .slice(0, 3)
-      .map((w) => `${w.name} ${w.events}`)
-      .join(', ');
-    problems.push({
-      layer: 'limit',
-      at: ['stages'],
-      text: `the pipeline could write ${total} history events in the worst case (every attempt used); one work item holds at most ${HISTORY_EVENT_BUDGET} (Temporal's limit is ${TEMPORAL_HISTORY_EVENT_LIMIT}): lower max_attempts or split it into several pipelines (heaviest stages: ${heaviest})`,
-    });
-  }
-  const perStage = Math.max(...spec.stages.map(activitiesPerStage));
-  if (spec.maxParallel * perStage > TEMPORAL_PENDING_ACTIVITY_LIMIT) {
-    problems.push({
-      layer: 'limit',
-      at: ['maxParallel'],
-      text: `max_parallel ${spec.maxParallel} with up to ${perStage} activities per running stage could hold ${spec.maxParallel * perStage} activities at once; Temporal allows ${TEMPORAL_PENDING_ACTIVITY_LIMIT} per work item: lower max_parallel`,
-    });
-  }
-  return problems;
-}
-
-/**
- * Each stage's `with:` checked by its kind, read from the spec as written: the implementation's own check
- * (approval, loop, tdd, llm and the user's, when `known` has them), gates' configs, and a fan_out's element
- * stage as a one-stage pipeline. A stage whose type and `run:` disagree is left to the schema's problem.
- */
-function stageConfigProblems(input: unknown, known: KnownImplementations | undefined): SpecProblem[] {
-  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
-  const problems: SpecProblem[] = [];
-  (input.stages as unknown[]).forEach((stage, index) => {
-    if (!isRecord(stage)) return;
-    const label = typeof stage.name === 'string' ? stage.name : '?';
-    const run = rawRun(stage);
-    const config = stage.with as Json | undefined;
-    const add = (layer: SpecProblem['layer'], line: string, at = ['stages', index, 'with', ...configPath(line)]) =>
-      problems.push({ layer, at, text: `stage ${label}: with.${line}` });
-    if (run === FAN_OUT_STAGE) {
-      const registry: string[] = [];
-      const checked = checkFanOut(config, (element) => {
-        const result = validatePipeline(element, known);
-        if (result.ok) return [];
-        // The element's names are the worker's to confirm, like the stage's own (run --custom-worker).
-        const names = result.found.filter((p) => p.layer === 'registry');
-        registry.push(...names.map((p) => p.text.replace(/^stage element: /, 'stage: ')));
-        return result.found.filter((p) => p.layer !== 'registry').map((p) => p.text);
-      });
-      if (!checked.ok) for (const line of checked.problems) add('config', line);
-      for (const line of registry) add('registry', line, ['stages', index, 'with', 'stage']);
-    }
-    if (!known?.checkConfig) return;
-    if (run !== undefined && known.stages.includes(run)) {
-      for (const line of known.checkConfig('stage', run, config)) add('config', line);
-    }
-    for (const gate of rawGateRefs(stage.gate)) {
-      if (!known.gates.includes(gate.run)) continue;
-      for (const line of known.checkConfig('gate', gate.run, gate.with)) {
-        const text = `stage ${label}: gate ${gate.run}: with.${line}`;
-        problems.push({ layer: 'config', at: ['stages', index, 'gate'], text });
-      }
-    }
-  });
-  return problems;
-}
-
-/** The implementation a stage as written runs; undefined when it names none or its type and run disagree. */
-function rawRun(stage: Record<string, unknown>): string | undefined {
-  const run = typeof stage.run === 'string' && stage.run !== '' ? stage.run : undefined;
-  const type = typeof stage.type === 'string' ? (stage.type as StepType) : undefined;
-  if (run === undefined) return type !== undefined ? TYPE_DEFAULT_RUN[type] : undefined;
-  if (type === 'deterministic' && KIND_RUNS[run] !== undefined) return undefined;
-  const ownRun = type !== undefined && type !== 'deterministic' && type !== 'llm';
-  if (ownRun && TYPE_DEFAULT_RUN[type] !== run) return undefined;
-  return run;
-}
-
-/** The path a config check's `path: message` line names (`escalation.ttl` → `['escalation', 'ttl']`). */
-function configPath(line: string): (string | number)[] {
-  const field = /^([A-Za-z0-9_.[\]-]+):/.exec(line)?.[1];
-  if (field === undefined) return [];
-  return field
-    .split(/[.[\]]/)
-    .filter((part) => part !== '')
-    .map((part) => (/^\d+$/.test(part) ? Number(part) : part));
-}
-
-/** Gate implementations and their configs in a raw (unvalidated) gate value. */
-function rawGateRefs(gate: unknown): { run: string; with?: Json }[] {
-  if (typeof gate === 'string') return gate ? [{ run: gate }] : [];
-  if (!isRecord(gate)) return [];
-  if (typeof gate.run === 'string') {
-    return [{ run: gate.run, ...(gate.with !== undefined ? { with: gate.with as Json } : {}) }];
-  }
-  const parts = Array.isArray(gate.all) ? gate.all : Array.isArray(gate.any) ? gate.any : [];
-  return (parts as unknown[]).flatMap(rawGateRefs);
 }
 
 /** The fields each object of the spec takes, by path (`*` for a list index), for unknown fields' did-you-mean. */

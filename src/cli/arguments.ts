@@ -1,0 +1,29 @@
+/** Parsing the CLI's arguments (numbers, `--input`) and listing problems the way every CLI error does. */
+import { InvalidArgumentError } from 'commander';
+import type { Json } from '../model/shapes';
+import { oneLine, readJsonFile } from '../pipelines/catalog';
+
+/** A commander argument parser for whole numbers in [min, max], with the message shown otherwise. */
+export const wholeNumber =
+  (min: number, message: string, max = Number.MAX_SAFE_INTEGER) =>
+  (value: string): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(message);
+    return n;
+  };
+/** A commander argument parser for TCP ports. */
+export const port = wholeNumber(1, 'must be a port number', 65_535);
+
+/** Reads `--input`: inline JSON, or `@file`. */
+export function readInput(value: string | undefined, fallback: Json): Json {
+  if (value === undefined) return fallback;
+  if (value.startsWith('@')) return readJsonFile(value.slice(1));
+  try {
+    return JSON.parse(value) as Json;
+  } catch (error) {
+    throw new Error(`--input is not valid JSON (${oneLine((error as Error).message)}); pass JSON or @file.json`);
+  }
+}
+
+/** Problems as the indented list every multi-problem error uses. */
+export const listed = (problems: string[]): string => problems.map((p) => `  - ${p}`).join('\n');

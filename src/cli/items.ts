@@ -1,0 +1,133 @@
+/**
+ * Commands that read one work item: `status` and `watch` (where it is), `usage`, `result` and `artefact`
+ * (what it spent and made), `audit` (what happened, from its history).
+ */
+import type { Command } from 'commander';
+import type { UsageTotals } from '../engine/usage';
+import type { TddNodeState } from '../kinds/tdd/shapes';
+import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
+import { withClient } from './with-client';
+
+/** Registers `treadle status` and `watch`. */
+export function registerProgressCommands(program: Command): void {
+  program
+    .command('status <id>')
+    .description("a work item's stages, attempts and pending reviews")
+    .option('--json', 'the full state as JSON')
+    .action(
+      withClient(async (client, id: string, opts: { json?: boolean }) => {
+        if ((await client.workflowType(id)) === 'loopStage') {
+          const loop = await client.getLoopState(id);
+          process.stdout.write(opts.json ? `${JSON.stringify(loop, null, 2)}\n` : `${renderLoopStatus(id, loop)}\n`);
+          return;
+        }
+        const state = await client.getState(id);
+        const tdd = (state as unknown as { kind?: string }).kind === 'tdd';
+        const retries =
+          !tdd &&
+          !opts.json &&
+          (state.status === 'running' || state.status === 'waiting_review' || state.status === 'waiting_approval')
+            ? await client.activityRetries(id)
+            : [];
+        const text = tdd ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state, retries);
+        process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${text}\n`);
+        if (!opts.json && !tdd && state.events.some((e) => e.type === 'LoopStarted')) {
+          for (const loop of await client.loops(id))
+            process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
+        }
+      }),
+    );
+
+  program
+    .command('watch <id>')
+    .description('print events as they happen until the item finishes or waits for review')
+    .action(
+      withClient(async (client, id: string) => {
+        const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
+        process.stdout.write(`${state.id} is ${state.status}\n`);
+      }),
+    );
+}
+
+/** Registers `treadle usage`, `result` and `artefact`. */
+export function registerOutputCommands(program: Command): void {
+  program
+    .command('usage <id>')
+    .description('model calls, tokens and estimated cost of a work item, per stage and in total')
+    .option('--json', 'as JSON: { total: {...}, stages: { <name>: {...} } }')
+    .action(
+      withClient(async (client, id: string, opts: { json?: boolean }) => {
+        const usage = await client.usage(id);
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify(usage, null, 2)}\n`);
+          return;
+        }
+        const cost = (usd: number | null) => (usd === null ? 'unknown' : `$${usd.toFixed(4)}`);
+        const row = (name: string, t: UsageTotals) => [
+          name,
+          String(t.calls),
+          String(t.errors),
+          String(t.inputTokens),
+          String(t.outputTokens),
+          String(t.cacheReadTokens),
+          `${Math.round(t.latencyMs)}ms`,
+          cost(t.estimatedCostUsd),
+        ];
+        const rows = [...Object.entries(usage.stages).map(([name, t]) => row(name, t)), row('TOTAL', usage.total)];
+        process.stdout.write(
+          `${table(['STAGE', 'CALLS', 'ERRORS', 'INPUT', 'OUTPUT', 'CACHE READ', 'LATENCY', 'EST. COST'], rows)}\n`,
+        );
+      }),
+    );
+
+  program
+    .command('result <id>')
+    .description('wait for a work item to finish and print its result as JSON')
+    .action(
+      withClient(async (client, id: string) => {
+        process.stdout.write(`${JSON.stringify(await client.result(id), null, 2)}\n`);
+      }),
+    );
+
+  program
+    .command('artefact <id> <stage>')
+    .description("print a stage's final artefact as JSON, read from the blob store when it was offloaded")
+    .action(
+      withClient(async (client, id: string, stage: string) => {
+        const state = await client.getState(id);
+        const st = state.stages[stage];
+        if (!st)
+          throw new Error(`work item ${id} has no stage "${stage}" (stages: ${Object.keys(state.stages).join(', ')})`);
+        if (st.artefact === undefined) throw new Error(`stage ${stage} of ${id} has no artefact (it is ${st.status})`);
+        process.stdout.write(`${JSON.stringify(await client.readArtefact(st.artefact), null, 2)}\n`);
+      }),
+    );
+}
+
+/** Registers `treadle audit`. */
+export function registerAuditCommand(program: Command): void {
+  program
+    .command('audit <id>')
+    .description(
+      "a run's steps, attempts, reviews, approvals and model calls in order, from its history (a work item id, or a correlation id for the run and its fan-out elements)",
+    )
+    .option('--json', 'as JSON lines: {at, workflowId, kind, step?, attempt?, message, stored?}')
+    .action(
+      withClient(async (client, id: string, opts: { json?: boolean }) => {
+        const entries = await client.audit(id);
+        if (opts.json) {
+          for (const entry of entries) process.stdout.write(`${JSON.stringify(entry)}\n`);
+          return;
+        }
+        const several = new Set(entries.map((e) => e.workflowId)).size > 1;
+        const rows = entries.map((e) => [
+          e.at.slice(0, 23).replace('T', ' '),
+          ...(several ? [e.workflowId] : []),
+          e.kind,
+          e.step ? `${e.step}${e.attempt ? `#${e.attempt}` : ''}` : '',
+          e.message,
+        ]);
+        process.stdout.write(`${table(['TIME', ...(several ? ['RUN'] : []), 'KIND', 'STEP', 'WHAT'], rows)}\n`);
+      }),
+    );
+}

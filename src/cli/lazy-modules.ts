@@ -1,0 +1,28 @@
+/**
+ * The modules CLI commands load when they run (issue 7's start time): the SDK client and worker, the dev
+ * server, zod (validation). `scripts/bundle-cli.js` keeps the server ones out of the `validate` bundle by
+ * these exact specifiers, so this file stays in src/cli/.
+ */
+import type * as ClientModule from '../client';
+import type * as ConfigModule from '../config';
+import type * as PipelineModule from '../model/pipeline';
+import type * as TemporalCliModule from '../server/temporal-cli';
+import type * as WorkerModule from '../worker';
+import type * as TracingModule from '../tracing';
+import type * as DevModule from './dev';
+import type * as LoopFilesModule from '../kinds/loop/files';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
+   `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more. */
+/** The modules commands load when they run: the SDK client and worker, the dev server, zod (validation). */
+export const load = {
+  client: (): typeof ClientModule => require('../client'),
+  config: (): typeof ConfigModule => require('../config'),
+  dev: (): typeof DevModule => require('./dev'),
+  pipeline: (): typeof PipelineModule => require('../model/pipeline'),
+  temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
+  worker: (): typeof WorkerModule => require('../worker'),
+  tracing: (): typeof TracingModule => require('../tracing'),
+  loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/files'),
+};
+/* eslint-enable @typescript-eslint/no-require-imports */

@@ -1,0 +1,99 @@
+/** Commands for stage reviews: `reviews` (pending across all items) and `review` (approve, reject or edit). */
+import type { Command } from 'commander';
+import { readJsonFile } from '../pipelines/catalog';
+import { wholeNumber } from './arguments';
+import { table } from './render';
+import { withClient } from './with-client';
+
+/** Registers `treadle reviews` and `review`. */
+export function registerReviewCommands(program: Command): void {
+  program
+    .command('reviews')
+    .description('pending reviews across all work items')
+    .option('--json', 'as JSON')
+    .option('--pipeline <name>', "only this pipeline's items")
+    .action(
+      withClient(async (client, opts: { json?: boolean; pipeline?: string }) => {
+        const reviews = await client.listPendingReviews(opts.pipeline ? { pipeline: opts.pipeline } : {});
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify(reviews, null, 2)}\n`);
+          return;
+        }
+        if (reviews.length === 0) {
+          process.stdout.write('no pending reviews\n');
+          return;
+        }
+        const rows = reviews.map((r) => [
+          r.itemId,
+          r.pipeline,
+          r.stage,
+          r.reason,
+          r.requestedAt.slice(0, 19).replace('T', ' '),
+          r.message,
+        ]);
+        process.stdout.write(`${table(['ITEM', 'PIPELINE', 'STAGE', 'REASON', 'REQUESTED', 'WHY'], rows)}\n`);
+      }),
+    );
+
+  program
+    .command('review <id> <stage>')
+    .description('approve, reject, or approve with an edited artefact')
+    .option('--approve', "approve the output (the latest attempt's, or --attempt N)")
+    .option('--reject <reason>', 'reject: the stage fails and its dependents are skipped')
+    .option('--edit <file>', 'approve with the JSON artefact in FILE instead of the output')
+    .option(
+      '--attempt <n>',
+      "with --approve: which attempt's output to approve",
+      wholeNumber(1, 'must be a whole number >= 1'),
+    )
+    .option('--note <text>', 'a note recorded with the review')
+    .option('--reviewer <name>', 'who reviews (default: $TREADLE_REVIEWER or $USER)')
+    .action(
+      withClient(
+        async (
+          client,
+          id: string,
+          stage: string,
+          opts: {
+            approve?: boolean;
+            reject?: string;
+            edit?: string;
+            attempt?: number;
+            note?: string;
+            reviewer?: string;
+          },
+        ) => {
+          const chosen = [
+            opts.approve ? '--approve' : '',
+            opts.reject !== undefined ? '--reject' : '',
+            opts.edit !== undefined ? '--edit' : '',
+          ].filter(Boolean);
+          if (chosen.length !== 1)
+            throw new Error(
+              `give exactly one of --approve, --reject REASON, --edit FILE${chosen.length ? ` (got ${chosen.join(', ')})` : ''}`,
+            );
+          if (opts.attempt !== undefined && !opts.approve) throw new Error('--attempt goes with --approve');
+          const note = opts.note !== undefined ? { note: opts.note } : {};
+          let done;
+          if (opts.approve)
+            done = await client.review(
+              id,
+              stage,
+              { kind: 'approve', ...note, ...(opts.attempt !== undefined ? { attempt: opts.attempt } : {}) },
+              opts.reviewer,
+            );
+          else if (opts.reject !== undefined)
+            done = await client.review(id, stage, { kind: 'reject', reason: opts.reject, ...note }, opts.reviewer);
+          // Through approveWithEdits, so that large edits go to the blob store like stage artefacts.
+          else
+            done = await client.approveWithEdits(id, stage, readJsonFile(opts.edit!), {
+              ...note,
+              ...(opts.reviewer ? { reviewer: opts.reviewer } : {}),
+            });
+          process.stdout.write(
+            `${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`,
+          );
+        },
+      ),
+    );
+}

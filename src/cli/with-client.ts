@@ -1,0 +1,28 @@
+/** The connection every server-talking command runs in: one client, traced when OTLP is configured, closed after. */
+import type { TreadleClient } from '../client';
+import { load } from './lazy-modules';
+
+/** The type of {@link withClient}, for command modules that receive it. */
+export type WithClient = <A extends unknown[]>(
+  fn: (client: TreadleClient, ...args: A) => Promise<void>,
+) => (...args: A) => Promise<void>;
+
+/** Runs an action with one connected client, closed afterwards (errors become one line in the catch at the end). */
+export function withClient<A extends unknown[]>(
+  fn: (client: TreadleClient, ...args: A) => Promise<void>,
+): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    // With OTEL_EXPORTER_OTLP_ENDPOINT set, a start is the root span of the item's trace (loaded only then).
+    const tracing =
+      process.env.OTEL_EXPORTER_OTLP_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+        ? load.tracing().tracingFromEnv()
+        : undefined;
+    const client = await load.client().TreadleClient.connect(tracing ? { tracing } : {});
+    try {
+      await fn(client, ...args);
+    } finally {
+      await client.close();
+      await tracing?.shutdown();
+    }
+  };
+}

@@ -1,0 +1,195 @@
+/**
+ * Starting work: a work item (`workItem`) or a TDD tree (`tddNode`), each validated first with every problem
+ * listed, idempotent by workflow id, and with large inputs stored by reference.
+ */
+import { ServiceError, WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { createHash, randomUUID } from 'node:crypto';
+import { canonicalJson } from '../model/hashing';
+import { offloadArtefact, type BlobStore } from '../storage/blob-store';
+import { PipelineBuilder } from '../model/builder';
+import { validatePipeline, type KnownImplementations } from '../model/pipeline';
+import {
+  explainSearchAttributeError,
+  TreadleCorrelationId,
+  TreadlePipeline,
+  TreadleStatus,
+} from '../model/search-attributes';
+import type { Json } from '../model/shapes';
+import type { WorkItemInput } from '../model/state';
+import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from '../kinds/tdd/spec';
+import type { NodeContext } from '../kinds/tdd/shapes';
+import { TreadleError } from './errors';
+
+const WORKFLOW_TYPE = 'workItem';
+const TDD_WORKFLOW_TYPE = 'tddNode';
+
+/** What a start needs from the client that runs it. */
+export interface StartContext {
+  client: Client;
+  taskQueue: string;
+  known?: KnownImplementations;
+  blobs: BlobStore;
+  blobThresholdBytes: number;
+}
+
+/**
+ * The default id of a work item: `<pipeline>-<first 16 hex of sha256(canonical input)>`, so the same input
+ * names the same run (seed 003: a run is found by its pipeline and input hash).
+ */
+export function runIdFor(pipeline: string, input: Json): string {
+  return `${pipeline}-${createHash('sha256').update(canonicalJson(input)).digest('hex').slice(0, 16)}`;
+}
+
+/** A server refusal of a start, with the server's reason (the SDK's own message is only "Failed to start"). */
+function startRefused(what: string, error: ServiceError): TreadleError {
+  const reason = explainSearchAttributeError(error.cause?.message ?? error.message);
+  return new TreadleError(`could not start ${what}: ${reason}`, 'failed');
+}
+
+/** The pipeline spec, validated against the known implementations, or a TreadleError listing every problem. */
+function validSpec(ctx: StartContext, raw: unknown): Extract<ReturnType<typeof validatePipeline>, { ok: true }> {
+  const validation = validatePipeline(raw, ctx.known);
+  if (validation.ok) return validation;
+  const name =
+    typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string'
+      ? (raw as { name: string }).name
+      : '(unnamed)';
+  throw new TreadleError(
+    `pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}`,
+    'invalid_pipeline',
+    validation.problems,
+  );
+}
+
+/** Refuses a token budget that is not a whole number of tokens above 0 (null and undefined mean none). */
+function checkTokenBudget(tokenBudget: number | null | undefined): void {
+  if (tokenBudget === undefined || tokenBudget === null) return;
+  if (Number.isInteger(tokenBudget) && tokenBudget > 0) return;
+  throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${tokenBudget}`, 'invalid_input');
+}
+
+/** Starts a work item or returns the existing one with the same id (see `TreadleClient.start`). */
+export async function startWorkItem(
+  ctx: StartContext,
+  pipeline: unknown,
+  input: unknown,
+  options: { id?: string; tokenBudget?: number | null },
+): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
+  const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
+  const { spec } = validSpec(ctx, raw);
+  const inputProblem = jsonProblem(input);
+  if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
+  // A large input is stored once, content-addressed; the history carries its reference.
+  const storedInput =
+    (await offloadArtefact((input ?? null) as Json, ctx.blobs, ctx.blobThresholdBytes, 'work item input')) ?? null;
+  const id = options.id ?? runIdFor(spec.name, (input ?? null) as Json);
+  checkTokenBudget(options.tokenBudget);
+  // Seed 003's correlation id: a UUID per run, on every activity, model call record and log line.
+  const correlationId = randomUUID();
+  const args: WorkItemInput = {
+    pipeline: raw,
+    input: storedInput,
+    itemId: id,
+    correlationId,
+    ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}),
+  };
+  try {
+    const handle = await ctx.client.workflow.start(WORKFLOW_TYPE, {
+      taskQueue: ctx.taskQueue,
+      workflowId: id,
+      args: [args],
+      // A running or finished run with this id is the answer: the start fails, and the catch below returns it.
+      workflowIdConflictPolicy: 'FAIL',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: TreadlePipeline, value: spec.name },
+        { key: TreadleStatus, value: 'running' },
+        { key: TreadleCorrelationId, value: correlationId },
+      ],
+      staticSummary: `${spec.name}: ${spec.stages.length} stages`,
+    });
+    return { id, runId: handle.firstExecutionRunId, pipeline: spec.name, existing: false };
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) {
+      const description = await ctx.client.workflow.getHandle(id).describe();
+      return { id, runId: description.runId, pipeline: spec.name, existing: true };
+    }
+    if (error instanceof ServiceError) throw startRefused(`work item ${id}`, error);
+    throw error;
+  }
+}
+
+/** Starts a V3 TDD tree or returns the existing one with the same id (see `TreadleClient.startTdd`). */
+export async function startTddTree(
+  ctx: StartContext,
+  spec: unknown,
+  options: { repo: string; id?: string; replies?: Json },
+): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
+  const checked = validateTddSpec(spec);
+  if (!checked.ok)
+    throw new TreadleError(
+      `TDD spec is invalid:\n${checked.problems.map((p) => `  - ${p}`).join('\n')}`,
+      'invalid_pipeline',
+      checked.problems,
+    );
+  const seedSpec = seedSpecOf(checked.spec);
+  const id = options.id ?? `tdd-${seedSpec.id}`;
+  const put = async (value: unknown, summary: string): Promise<string> =>
+    (await ctx.blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary)).ref;
+  const context: NodeContext = { spec: seedSpec, parentContext: null };
+  const targetBranch = tddTargetBranch(checked.spec);
+  const input = tddRootInput(checked.spec, {
+    treeId: id,
+    repo: options.repo,
+    contextRef: await put(context, `TDD spec ${seedSpec.id}`),
+    ...(options.replies !== undefined
+      ? { repliesRef: await put(options.replies, `scripted replies for ${seedSpec.id}`) }
+      : {}),
+  });
+  const branch = `tdd/${seedSpec.id}`;
+  try {
+    const handle = await ctx.client.workflow.start(TDD_WORKFLOW_TYPE, {
+      taskQueue: ctx.taskQueue,
+      workflowId: id,
+      args: [input],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      typedSearchAttributes: [
+        { key: TreadlePipeline, value: 'tdd' },
+        { key: TreadleStatus, value: 'running' },
+      ],
+      staticSummary: `TDD ${seedSpec.id}: ${seedSpec.acceptanceCriteria.length} criteria → ${targetBranch}`,
+    });
+    return { id, runId: handle.firstExecutionRunId, branch, targetBranch };
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError)
+      return { id, runId: (await ctx.client.workflow.getHandle(id).describe()).runId, branch, targetBranch };
+    if (error instanceof ServiceError) throw startRefused(`TDD tree ${id}`, error);
+    throw error;
+  }
+}
+
+/** Why a value is not plain JSON (undefined, functions, non-finite numbers, class instances), or undefined. */
+function jsonProblem(value: unknown, at = 'input'): string | undefined {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return undefined;
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : `${at} is ${value}`;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const problem = jsonProblem(value[i], `${at}[${i}]`);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  if (typeof value === 'object') {
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null)
+      return `${at} is a ${(value as object).constructor?.name ?? 'class instance'}, not a plain object`;
+    for (const [key, inner] of Object.entries(value)) {
+      if (inner === undefined) continue;
+      const problem = jsonProblem(inner, `${at}.${key}`);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  return `${at} is ${typeof value}`;
+}

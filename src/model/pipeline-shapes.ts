@@ -1,0 +1,117 @@
+/**
+ * The pipeline spec's zod-free half: the canonical spec's types, the settings' allowed values and the
+ * defaults, for code that reads a validated spec (engine, workflows) without loading the schema.
+ */
+import type { Json } from './shapes';
+import type { GateRef } from './gate-ref';
+import type { SpecProblem } from './spec-problems';
+import type { ContractSpec } from '../kinds/contract/spec';
+
+export const REVIEW_POLICIES = [
+  'never',
+  'always',
+  'on_escalation',
+  'on_uncertain',
+  'on_escalation_or_uncertain',
+] as const;
+export type ReviewPolicy = (typeof REVIEW_POLICIES)[number];
+export const EXHAUSTED_ACTIONS = ['fail', 'escalate'] as const;
+export type ExhaustedAction = (typeof EXHAUSTED_ACTIONS)[number];
+export const REVIEW_EXPIRED_ACTIONS = ['approve', 'reject'] as const;
+
+/** Mechanical-failure defaults: exceptions, crashes and timeouts retried by Temporal, not quality attempts. */
+export const DEFAULT_ACTIVITY_RETRY = {
+  maximumAttempts: 5,
+  initialIntervalMs: 1_000,
+  backoffCoefficient: 2,
+  maximumIntervalMs: 60_000,
+  nonRetryableErrorTypes: [] as string[],
+};
+/** Upper bound on one activity execution when the stage has no attempt timeout. */
+export const DEFAULT_START_TO_CLOSE_MS = 10 * 60_000;
+/**
+ * With an attempt timeout, the workflow's timer ends the attempt and waits for the activity to stop; the
+ * activity's own start-to-close timeout comes this much later, so it never races the timer (a server-side
+ * timeout would retry the activity and lose the calls it made).
+ */
+export const ATTEMPT_CANCEL_MARGIN_MS = 30_000;
+/** Activities heartbeat every few seconds, so a dead worker is noticed within this long. */
+export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 30_000;
+
+/** Seed 003's step types; `tdd` and the kinds still to come are named by `run:`. */
+export const STEP_TYPES = ['deterministic', 'llm', 'approval', 'fan_out'] as const;
+export type StepType = (typeof STEP_TYPES)[number];
+/** The implementation a step type runs when the stage names none. */
+export const TYPE_DEFAULT_RUN: Partial<Record<StepType, string>> = {
+  llm: 'llm',
+  approval: 'approval',
+  fan_out: 'fan_out',
+};
+/** Implementations that are a step type of their own: `type: deterministic` cannot run them. */
+export const KIND_RUNS: Record<string, StepType> = { llm: 'llm', approval: 'approval', fan_out: 'fan_out' };
+
+/** Retry budget (seed 000 `RetryBudget`); `maxAttempts` includes the first attempt. */
+export interface RetryBudget {
+  maxAttempts: number;
+  delayMs: number;
+  attemptTimeoutMs: number | null;
+  onExhausted: ExhaustedAction;
+}
+
+/** Temporal activity options for the stage's work and gate activities (mechanical failures only). */
+export interface ActivitySettings {
+  startToCloseTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+  retry: typeof DEFAULT_ACTIVITY_RETRY;
+}
+
+/** One stage of the canonical spec. */
+export interface StageSpec {
+  name: string;
+  description?: string;
+  /** Seed 003's step type: given, or derived from `run` (llm, approval, fan_out; everything else deterministic). */
+  type: StepType;
+  run: string;
+  with?: Json;
+  agent?: string;
+  gate: GateRef | null;
+  dependsOn: string[];
+  retryBudget: RetryBudget;
+  reviewPolicy: ReviewPolicy;
+  reviewTtlMs: number | null;
+  onReviewExpired: (typeof REVIEW_EXPIRED_ACTIONS)[number];
+  activity: ActivitySettings;
+}
+
+/** The canonical, validated pipeline spec. */
+export interface PipelineSpec {
+  name: string;
+  description?: string;
+  /** Tokens one work item may spend on model calls; null for no limit. */
+  tokenBudget: number | null;
+  /** Stages of one item running at once. */
+  maxParallel: number;
+  stages: StageSpec[];
+  /** Seed 002's quality contracts (absent when there are none). */
+  contracts?: ContractSpec[];
+}
+
+/** Implementation names a worker has registered, for checking a spec against. */
+export interface KnownImplementations {
+  stages: readonly string[];
+  gates: readonly string[];
+  /** The implementation's own check of its `with:` config (`path: message` per problem), when it has one. */
+  checkConfig?: (kind: 'stage' | 'gate', implementation: string, config: Json | undefined) => string[];
+  /** Contract validators and revisers (seed 002); the built-in `llm` ones when absent. */
+  validators?: readonly string[];
+  revisers?: readonly string[];
+  /** Action types approval stages may name (`with: { action }`); not checked when absent. */
+  actions?: readonly string[];
+}
+
+/**
+ * The outcome of {@link validatePipeline}. When invalid, `problems` is every problem as printed, and
+ * `found` the same problems with the check that found each and where it is in the spec as written.
+ */
+export type ValidationResult =
+  { ok: true; spec: PipelineSpec } | { ok: false; problems: string[]; found: SpecProblem[] };
