@@ -2,7 +2,7 @@
  * Quality contracts (seed 002) without Temporal: the spec's contract checks (as YAML writes them and as the
  * builder does), and how the activities read a producer's list and its ids.
  */
-import { readItems } from '../../src/kinds/contract/activities';
+import { readItems } from '../../src/kinds/contract/items';
 import { pipeline } from '../../src/model/builder';
 import { validatePipeline } from '../../src/model/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';

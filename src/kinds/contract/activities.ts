@@ -17,9 +17,18 @@
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { getPath, readItems, setPath } from './items';
+import { llmReviser, llmValidator } from './llm';
+import {
+  unrecognisedAnswer,
+  UnparsableRevision,
+  type ContractContext,
+  type ContractReviser,
+  type ContractValidation,
+  type ContractValidator,
+} from './validators';
 import { recordingAgent } from '../../agents';
 import { defaultAgentName, type AgentProviders } from '../../agents/providers';
-import type { Agent } from '../../agents/types';
 import {
   CONTRACT_FINALIZE_ACTIVITY,
   CONTRACT_REVISE_ACTIVITY,
@@ -43,45 +52,7 @@ import { callLogWriter, type CallLog } from '../../storage/call-log';
 import { ConversationStore } from '../../storage/conversation';
 import { callsOf, supervise, type Supervision } from '../../activities/supervision';
 
-/** What a validator or reviser is given. */
-export interface ContractContext {
-  itemId: string;
-  pipeline: string;
-  contract: ContractSpec;
-  round: number;
-  /** The implementation's `with:`. */
-  config: Json | undefined;
-  /** The work item's input. */
-  input: Json;
-  signal: AbortSignal;
-  /** The agent for this call (the contract's `with.agent`, else the worker's default); its calls are logged. */
-  agent(provider?: string): Agent;
-}
-
-/** A validator's answer: the rejections with reasons; items it does not name are accepted. */
-export interface ContractValidation {
-  rejected: { id: string; reason: string }[];
-  /** Ids it named as accepted (to tell a partial answer from a full one). */
-  accepted?: string[];
-  /** Set when the answer could not be read: everything is accepted (the seed's conservative fallback). */
-  malformed?: string;
-}
-
-/** The consuming stage's judge of the producer's items (one call for all of them). */
-export type ContractValidator = (
-  ctx: ContractContext & { items: { id: string; item: Json }[] },
-) => Promise<ContractValidation>;
-/** The producing stage's reviser of one rejected item; throw {@link UnparsableRevision} for a reply that is not an item. */
-export type ContractReviser = (ctx: ContractContext & { id: string; item: Json; reason: string }) => Promise<Json>;
-
-/** A revision whose reply could not be read as an item: the item is skipped this round. */
-export class UnparsableRevision extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'UnparsableRevision';
-  }
-}
-
+/** What the contract activities are given by the worker. */
 export interface ContractActivityDependencies {
   blobs: BlobStore;
   agents: AgentProviders;
@@ -111,6 +82,7 @@ interface ContractState {
 const SAMPLE = 5;
 const MAX_REASON = 500;
 
+/** The contract activities, registered under their `CONTRACT_*_ACTIVITY` names. */
 export function createContractActivities(deps: ContractActivityDependencies) {
   const validators: Record<string, ContractValidator> = {
     [LLM_CONTRACT_IMPLEMENTATION]: llmValidator,
@@ -199,6 +171,12 @@ function contextFor(
   };
 }
 
+/** How a round fell back to accepting (the seed's conservative fallbacks), for its event to flag. */
+interface RoundFallback {
+  kind: 'threw' | 'malformed' | 'partial';
+  detail: string;
+}
+
 async function validate(
   input: ContractValidateInput,
   deps: ContractActivityDependencies,
@@ -206,103 +184,16 @@ async function validate(
   resolveInput: (input: Json) => Promise<Json>,
   s: Supervision,
 ): Promise<ContractValidateResult> {
-  let state: ContractState;
-  let toValidate: number[];
-  if ('source' in input) {
-    const source = (await resolveArtefact(input.source, deps.blobs)) ?? null;
-    const read = readItems(source, input.contract);
-    if (!read.ok) return { ok: false, problems: read.problems };
-    state = {
-      contract: input.contract,
-      input: input.input,
-      source: input.source,
-      ids: read.ids,
-      items: read.items,
-      verdicts: read.items.map(() => 'accepted'),
-      reasons: read.items.map(() => null),
-      rejected: [],
-    };
-    toValidate = read.items.map((_, i) => i);
-  } else {
-    state = await readJson<ContractState>(deps.blobs, input.stateRef);
-    toValidate = [];
-    for (const revision of input.revisions) {
-      const at = state.rejected[revision.index];
-      if (at === undefined || revision.revisedRef === null) continue;
-      const revised = await readJson<Json>(deps.blobs, revision.revisedRef);
-      state.items[at] = revised;
-      toValidate.push(at);
-    }
-    // Items whose revision failed stay rejected with their reason, and are revised again next round.
-    const unrevised = state.rejected.filter((at) => !toValidate.includes(at));
-    state.rejected = unrevised;
-  }
+  const opened = await openRound(input, deps.blobs);
+  if (!opened.ok) return { ok: false, problems: opened.problems };
+  const { state, toValidate } = opened;
   const { contract } = state;
-  let fallback: { kind: 'threw' | 'malformed' | 'partial'; detail: string } | undefined;
-  const newlyRejected: number[] = [];
+  let fallback: RoundFallback | undefined;
+  let newlyRejected: number[] = [];
   if (toValidate.length > 0) {
     // Empty input makes no call; otherwise one call for every item of the round.
-    const validator = validators[contract.validate.run];
-    if (!validator)
-      throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
-    let answer: ContractValidation | undefined;
-    try {
-      const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
-      answer = await validator({
-        ...contextFor(setting, 'validate', `${contract.to}.validate`, deps, s),
-        items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })),
-      });
-    } catch (error) {
-      if (error instanceof CancelledFailure || s.signal.aborted) throw error;
-      fallback = {
-        kind: 'threw',
-        detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON),
-      };
-    }
-    // A validator of the user's own may answer anything: a shape the engine does not know is a flagged
-    // fallback like a malformed llm reply, never a silent "everything accepted".
-    const unrecognised = answer !== undefined ? unrecognisedAnswer(answer) : undefined;
-    if (unrecognised !== undefined) {
-      fallback = { kind: 'malformed', detail: truncateText(unrecognised, MAX_REASON) };
-      answer = undefined;
-    }
-    if (answer?.malformed !== undefined)
-      fallback = { kind: 'malformed', detail: truncateText(answer.malformed, MAX_REASON) };
-    const byId = new Map(toValidate.map((i) => [state.ids[i]!, i]));
-    if (answer && answer.malformed === undefined) {
-      const mentioned = new Set<string>();
-      const unknown: string[] = [];
-      for (const r of answer.rejected) {
-        const id = String(r.id);
-        const at = byId.get(id);
-        if (at === undefined) unknown.push(id);
-        if (at === undefined || mentioned.has(id)) continue;
-        mentioned.add(id);
-        state.verdicts[at] = 'rejected';
-        state.reasons[at] = truncateText(r.reason || 'rejected without a reason', MAX_REASON);
-        newlyRejected.push(at);
-      }
-      for (const id of (answer.accepted ?? []).map(String)) if (byId.has(id)) mentioned.add(id);
-      if (mentioned.size < toValidate.length && answer.accepted !== undefined) {
-        fallback = {
-          kind: 'partial',
-          detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted`,
-        };
-      }
-      if (unknown.length > 0) {
-        const quoted = unknown.slice(0, 5).map((id) => JSON.stringify(id));
-        const ids = `${quoted.join(', ')}${unknown.length > 5 ? ', …' : ''}`;
-        const named = `rejections name ids no item of this round has (${ids})`;
-        const detail = fallback ? `${fallback.detail}; ${named}` : `${named}: items not rejected are accepted`;
-        fallback = { kind: 'partial', detail };
-      }
-    }
-    for (const at of toValidate) {
-      if (!newlyRejected.includes(at)) {
-        state.verdicts[at] = 'accepted';
-        state.reasons[at] = null;
-      }
-    }
+    const asked = await askValidator(input, state, toValidate, { deps, validators, resolveInput, s });
+    ({ fallback, newlyRejected } = recordVerdicts(state, toValidate, asked));
   }
   newlyRejected.sort((a, b) => a - b);
   state.rejected = [...state.rejected, ...newlyRejected].sort((a, b) => a - b);
@@ -328,47 +219,140 @@ async function validate(
   };
 }
 
-/** The shape a validator answers in, as its error messages name it. */
-const VALIDATION_SHAPE = '{rejected: [{id, reason}], accepted?: [id]}';
+/**
+ * The round's state and the items it validates: round 0 reads the producer's list (all of it); later rounds
+ * apply the revisions to the last state and validate only the revised items.
+ */
+async function openRound(
+  input: ContractValidateInput,
+  blobs: BlobStore,
+): Promise<{ ok: true; state: ContractState; toValidate: number[] } | { ok: false; problems: string[] }> {
+  let state: ContractState;
+  let toValidate: number[];
+  if ('source' in input) {
+    const source = (await resolveArtefact(input.source, blobs)) ?? null;
+    const read = readItems(source, input.contract);
+    if (!read.ok) return { ok: false, problems: read.problems };
+    state = {
+      contract: input.contract,
+      input: input.input,
+      source: input.source,
+      ids: read.ids,
+      items: read.items,
+      verdicts: read.items.map(() => 'accepted'),
+      reasons: read.items.map(() => null),
+      rejected: [],
+    };
+    toValidate = read.items.map((_, i) => i);
+  } else {
+    state = await readJson<ContractState>(blobs, input.stateRef);
+    toValidate = [];
+    for (const revision of input.revisions) {
+      const at = state.rejected[revision.index];
+      if (at === undefined || revision.revisedRef === null) continue;
+      const revised = await readJson<Json>(blobs, revision.revisedRef);
+      state.items[at] = revised;
+      toValidate.push(at);
+    }
+    // Items whose revision failed stay rejected with their reason, and are revised again next round.
+    const unrevised = state.rejected.filter((at) => !toValidate.includes(at));
+    state.rejected = unrevised;
+  }
+  return { ok: true, state, toValidate };
+}
+
+/** One call of the contract's validator for the round's items; a throw or an unreadable answer is a fallback. */
+async function askValidator(
+  input: ContractValidateInput,
+  state: ContractState,
+  toValidate: number[],
+  using: {
+    deps: ContractActivityDependencies;
+    validators: Record<string, ContractValidator>;
+    resolveInput: (input: Json) => Promise<Json>;
+    s: Supervision;
+  },
+): Promise<{ answer: ContractValidation | undefined; fallback: RoundFallback | undefined }> {
+  const { deps, validators, resolveInput, s } = using;
+  const { contract } = state;
+  let fallback: RoundFallback | undefined;
+  const validator = validators[contract.validate.run];
+  if (!validator)
+    throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
+  let answer: ContractValidation | undefined;
+  try {
+    const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
+    answer = await validator({
+      ...contextFor(setting, 'validate', `${contract.to}.validate`, deps, s),
+      items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })),
+    });
+  } catch (error) {
+    if (error instanceof CancelledFailure || s.signal.aborted) throw error;
+    fallback = {
+      kind: 'threw',
+      detail: truncateText(error instanceof Error ? error.message : String(error), MAX_REASON),
+    };
+  }
+  // A validator of the user's own may answer anything: a shape the engine does not know is a flagged
+  // fallback like a malformed llm reply, never a silent "everything accepted".
+  const unrecognised = answer !== undefined ? unrecognisedAnswer(answer) : undefined;
+  if (unrecognised !== undefined) {
+    fallback = { kind: 'malformed', detail: truncateText(unrecognised, MAX_REASON) };
+    answer = undefined;
+  }
+  if (answer?.malformed !== undefined)
+    fallback = { kind: 'malformed', detail: truncateText(answer.malformed, MAX_REASON) };
+  return { answer, fallback };
+}
 
 /**
- * Why a validator's answer is not a {@link ContractValidation} (the engine would misread it), or undefined
- * when it is one. Ids may be numbers (item ids are read as text).
+ * Applies the validator's answer to the round's items (rejections with their reasons, the rest accepted) and
+ * returns the newly rejected ones, with the fallback the answer calls for (ids it does not name, partial answers).
  */
-export function unrecognisedAnswer(answer: unknown): string | undefined {
-  const kind = (value: unknown): string => (value === null ? 'null' : Array.isArray(value) ? 'a list' : typeof value);
-  const keys = (value: object): string => Object.keys(value).join(', ') || 'none';
-  const isId = (id: unknown): boolean => typeof id === 'string' || typeof id === 'number';
-  if (answer === null || typeof answer !== 'object' || Array.isArray(answer)) {
-    return `the validator's answer is ${kind(answer)}, not ${VALIDATION_SHAPE}`;
+function recordVerdicts(
+  state: ContractState,
+  toValidate: number[],
+  asked: { answer: ContractValidation | undefined; fallback: RoundFallback | undefined },
+): { newlyRejected: number[]; fallback: RoundFallback | undefined } {
+  const { answer } = asked;
+  let { fallback } = asked;
+  const newlyRejected: number[] = [];
+  const byId = new Map(toValidate.map((i) => [state.ids[i]!, i]));
+  if (answer && answer.malformed === undefined) {
+    const mentioned = new Set<string>();
+    const unknown: string[] = [];
+    for (const r of answer.rejected) {
+      const id = String(r.id);
+      const at = byId.get(id);
+      if (at === undefined) unknown.push(id);
+      if (at === undefined || mentioned.has(id)) continue;
+      mentioned.add(id);
+      state.verdicts[at] = 'rejected';
+      state.reasons[at] = truncateText(r.reason || 'rejected without a reason', MAX_REASON);
+      newlyRejected.push(at);
+    }
+    for (const id of (answer.accepted ?? []).map(String)) if (byId.has(id)) mentioned.add(id);
+    if (mentioned.size < toValidate.length && answer.accepted !== undefined) {
+      fallback = {
+        kind: 'partial',
+        detail: `${toValidate.length - mentioned.size} of ${toValidate.length} items not mentioned: accepted`,
+      };
+    }
+    if (unknown.length > 0) {
+      const quoted = unknown.slice(0, 5).map((id) => JSON.stringify(id));
+      const ids = `${quoted.join(', ')}${unknown.length > 5 ? ', …' : ''}`;
+      const named = `rejections name ids no item of this round has (${ids})`;
+      const detail = fallback ? `${fallback.detail}; ${named}` : `${named}: items not rejected are accepted`;
+      fallback = { kind: 'partial', detail };
+    }
   }
-  const a = answer as Record<string, unknown>;
-  if (a.malformed !== undefined) {
-    return typeof a.malformed === 'string' ? undefined : `malformed: must be text, got ${kind(a.malformed)}`;
+  for (const at of toValidate) {
+    if (!newlyRejected.includes(at)) {
+      state.verdicts[at] = 'accepted';
+      state.reasons[at] = null;
+    }
   }
-  const problems: string[] = [];
-  if (!Array.isArray(a.rejected)) {
-    const got = a.rejected === undefined ? 'nothing' : kind(a.rejected);
-    problems.push(`rejected: must be a list, got ${got} (keys given: ${keys(a)})`);
-  } else {
-    a.rejected.forEach((r: unknown, i) => {
-      if (r === null || typeof r !== 'object' || Array.isArray(r)) {
-        problems.push(`rejected[${i}] is ${kind(r)}, not {id, reason}`);
-        return;
-      }
-      const entry = r as Record<string, unknown>;
-      if (!isId(entry.id)) problems.push(`rejected[${i}] has no id (keys given: ${keys(entry)})`);
-      if (entry.reason !== undefined && typeof entry.reason !== 'string') {
-        problems.push(`rejected[${i}].reason: must be text, got ${kind(entry.reason)}`);
-      }
-    });
-  }
-  if (a.accepted !== undefined && (!Array.isArray(a.accepted) || !a.accepted.every(isId))) {
-    problems.push('accepted: must be a list of ids');
-  }
-  if (problems.length === 0) return undefined;
-  const more = problems.length > 3 ? `; … and ${problems.length - 3} more` : '';
-  return `the validator's answer is not ${VALIDATION_SHAPE}: ${problems.slice(0, 3).join('; ')}${more}`;
+  return { newlyRejected, fallback };
 }
 
 async function revise(
@@ -460,155 +444,6 @@ async function finalize(
     `${contract.from}'s items for ${contract.to}: ${summary}`,
   );
   return { artefact: artefact as Json, accepted: accepted.length, warned: warned.length, summary };
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// The built-in llm validator and reviser
-
-const VALIDATION_SCHEMA: Json = {
-  type: 'object',
-  properties: {
-    results: {
-      type: 'array',
-      items: {
-        type: 'object',
-        properties: {
-          id: { type: 'string' },
-          verdict: { type: 'string', enum: ['accepted', 'rejected'] },
-          reason: { type: 'string' },
-        },
-        required: ['id', 'verdict'],
-      },
-    },
-  },
-  required: ['results'],
-};
-
-/** One call for every item: the criteria, the items by id, and a verdict per id back. */
-export const llmValidator: ContractValidator = async (ctx) => {
-  const criteria = String((ctx.config as { criteria?: unknown } | undefined)?.criteria ?? '');
-  const prompt = [
-    `You are the ${ctx.contract.to} stage. Before you work on them, judge the items the ${ctx.contract.from} stage produced against your acceptance criteria.`,
-    '',
-    '## Acceptance criteria',
-    criteria,
-    '',
-    `## Items (each named by its "${ctx.contract.itemId}")`,
-    ...ctx.items.map(({ id, item }) => `### ${id}\n${JSON.stringify(item, null, 2)}`),
-    '',
-    'Answer with one result per item: {"results": [{"id": "<id>", "verdict": "accepted" | "rejected", "reason": "<why, for the producer to fix>"}]}. A rejection must say what to change.',
-  ].join('\n');
-  const model = (ctx.config as { model?: unknown } | undefined)?.model;
-  const result = await ctx.agent().run({
-    messages: [{ role: 'user', content: prompt }],
-    outputSchema: VALIDATION_SCHEMA,
-    correlationId: `${ctx.itemId}/${ctx.contract.to}/validate/${ctx.round}`,
-    signal: ctx.signal,
-    ...(typeof model === 'string' ? { model } : {}),
-  });
-  if (result.output === undefined)
-    return {
-      rejected: [],
-      malformed: result.invalidOutput
-        ? `the validator's reply did not match its schema: ${result.invalidOutput.issues.join('; ')}`
-        : 'the validator gave no structured reply',
-    };
-  const results = (result.output as { results: { id: string; verdict: string; reason?: string }[] }).results;
-  return {
-    rejected: results.filter((r) => r.verdict === 'rejected').map((r) => ({ id: r.id, reason: r.reason ?? '' })),
-    accepted: results.filter((r) => r.verdict === 'accepted').map((r) => r.id),
-  };
-};
-
-/** One call for one item: the criteria, the rejection's reason, the item; the revised item back as JSON. */
-export const llmReviser: ContractReviser = async (ctx) => {
-  const criteria = String((ctx.config as { criteria?: unknown } | undefined)?.criteria ?? '');
-  const prompt = [
-    `You are the ${ctx.contract.from} stage. The ${ctx.contract.to} stage rejected one of your items. Revise it so that it meets the criteria; keep what was right.`,
-    '',
-    '## Criteria',
-    criteria,
-    '',
-    '## Why it was rejected',
-    ctx.reason,
-    '',
-    '## The item',
-    JSON.stringify(ctx.item, null, 2),
-    '',
-    'Answer with the whole revised item as one JSON object, and nothing else.',
-  ].join('\n');
-  const model = (ctx.config as { model?: unknown } | undefined)?.model;
-  const result = await ctx.agent().run({
-    messages: [{ role: 'user', content: prompt }],
-    correlationId: `${ctx.itemId}/${ctx.contract.to}/revise/${ctx.id}/${ctx.round}`,
-    signal: ctx.signal,
-    ...(typeof model === 'string' ? { model } : {}),
-  });
-  const text = result.text.trim().replace(/^```(?:json)?\s*([\s\S]*?)\s*```$/, '$1');
-  try {
-    return JSON.parse(text) as Json;
-  } catch (error) {
-    throw new UnparsableRevision(`the revision is not JSON: ${(error as Error).message}`);
-  }
-};
-
-// ---------------------------------------------------------------------------------------------------------
-// helpers
-
-/** The list at `contract.items` in the producer's artefact, each item an object with a unique id. */
-export function readItems(
-  source: Json,
-  contract: ContractSpec,
-): { ok: true; items: Json[]; ids: string[] } | { ok: false; problems: string[] } {
-  const label = `contract ${contract.from} → ${contract.to}`;
-  const list = contract.items === '' ? source : getPath(source, contract.items);
-  if (!Array.isArray(list))
-    return {
-      ok: false,
-      problems: [
-        `${label}: ${contract.items === '' ? `${contract.from}'s artefact` : `"${contract.items}" in ${contract.from}'s artefact`} is not a list (it is ${list === undefined ? 'missing' : list === null ? 'null' : typeof list})`,
-      ],
-    };
-  const problems: string[] = [];
-  const ids: string[] = [];
-  const first = new Map<string, number>();
-  list.forEach((item, i) => {
-    const id =
-      item !== null && typeof item === 'object' && !Array.isArray(item) ? getPath(item, contract.itemId) : undefined;
-    if (item === null || typeof item !== 'object' || Array.isArray(item))
-      problems.push(`${label}: item ${i} is not an object`);
-    else if (typeof id !== 'string' && typeof id !== 'number')
-      problems.push(`${label}: item ${i} has no "${contract.itemId}" (the contract's item_id)`);
-    else if (first.has(String(id)))
-      problems.push(
-        `${label}: items ${first.get(String(id))} and ${i} share the ${contract.itemId} "${String(id)}"; ids must be unique`,
-      );
-    else first.set(String(id), i);
-    ids.push(id === undefined || id === null ? '' : String(id));
-  });
-  if (problems.length > 0)
-    return {
-      ok: false,
-      problems:
-        problems.length > 10 ? [...problems.slice(0, 10), `${label}: … and ${problems.length - 10} more`] : problems,
-    };
-  return { ok: true, items: list as Json[], ids };
-}
-
-function getPath(value: Json | undefined, path: string): Json | undefined {
-  let cursor: Json | undefined = value;
-  for (const key of path.split('.')) {
-    if (cursor === null || typeof cursor !== 'object' || Array.isArray(cursor)) return undefined;
-    cursor = (cursor as Record<string, Json>)[key];
-  }
-  return cursor;
-}
-
-function setPath(value: Json, path: string, to: Json): Json {
-  const [key, ...rest] = path.split('.');
-  const base =
-    value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, Json>) : {};
-  return { ...base, [key!]: rest.length === 0 ? to : setPath(base[key!] ?? {}, rest.join('.'), to) };
 }
 
 /** Tokens this activity spent, its earlier executions' included (a retried execution reports their calls too). */
