@@ -287,7 +287,9 @@ async function main(): Promise<void> {
       };
       printTable(rows, []);
       mkdirSync(RESULTS_DIR, { recursive: true });
-      const file = path.join(RESULTS_DIR, `${mode}-${only}.json`);
+      // A run at other fan-out sizes keeps its own file, so it never overwrites the mode's committed figures.
+      const suffix = sizes === SIZES[mode] ? '' : `-${items.join('-')}`;
+      const file = path.join(RESULTS_DIR, `${mode}-${only}${suffix}.json`);
       writeFileSync(file, `${JSON.stringify(alone, null, 2)}\n`);
       progress(`wrote ${file} (${(durationMs / 1000).toFixed(1)} s)`);
       return;
