@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * Builds the bundled examples (examples/**.ts) into `lib/examples/index.js` after `tsc` has built `lib/`
- * from `src/` (`npm run build` runs both); the default worker loads it (src/bundled-examples.ts).
+ * from `src/` (`npm run build` runs both); the CLI's worker loads it (src/cli/bundled-examples.ts), and SDK users
+ * import it as `treadle/examples` (package.json "exports"), typed by the `index.d.ts` written beside it.
  *
  * Why a bundle and not tsc: lib/ holds src/'s output at its top (`lib/worker.js`, `lib/cli/main.js`, what
  * `main`, bin/treadle.js and the image run), so tsc cannot emit examples/ beside it without moving all of it
@@ -10,6 +11,7 @@
  * lib/ (`../model/builder`), so the examples share the core's module instances. Packages stay `require`s.
  * esbuild only strips types: `npm run typecheck` checks examples/ with everything else.
  */
+const { writeFileSync } = require('node:fs');
 const path = require('node:path');
 const esbuild = require('esbuild');
 
@@ -44,4 +46,22 @@ esbuild
       },
     ],
   })
-  .catch(() => process.exit(1));
+  // esbuild emits no types: the entry's one export has the shape tsc declared in lib/cli/bundled-examples.d.ts.
+  .then(() => {
+    const exported = Object.keys(require(path.join(OUT_DIR, 'index.js')));
+    if (exported.join() !== 'bundledExamples')
+      throw new Error(`examples/index.ts exports ${exported.join(', ')}: declare them in lib/examples/index.d.ts here`);
+    writeFileSync(
+      path.join(OUT_DIR, 'index.d.ts'),
+      [
+        '/** The bundled examples (examples/index.ts): written by scripts/build-examples.js. */',
+        "import type { BundledExamples } from '../cli/bundled-examples';",
+        'export declare const bundledExamples: BundledExamples;',
+        '',
+      ].join('\n'),
+    );
+  })
+  .catch((error) => {
+    if (!error.errors) process.stderr.write(`build-examples: ${error.message}\n`);
+    process.exit(1);
+  });

@@ -11,9 +11,10 @@
  * What is in it: `lib/cli/main.js` with everything it loads at start, the pipeline validator and the loop-file
  * reader (what `validate` loads), and the three packages they use (commander, zod, yaml). What is not: every
  * other package, and the modules commands load lazily to talk to the server (the SDK client, the worker,
- * the dev server, tracing), which stay `require`s of the files in `lib/`. `bin/treadle.js` runs the bundle
- * for `validate` only; every other command runs `lib/cli/main.js`, so no process loads the pipeline model
- * twice, and `--help` and `pipelines` (which need neither zod nor yaml) do not read the 680 KB bundle.
+ * the dev server, tracing, the bundled examples), which stay `require`s of the files in `lib/`.
+ * `bin/treadle.js` runs the bundle for `validate` only; every other command runs `lib/cli/main.js`, so no
+ * process loads the pipeline model twice, and `--help` and `pipelines` (which need neither zod nor yaml) do
+ * not read the 680 KB bundle.
  */
 const path = require('node:path');
 const esbuild = require('esbuild');
@@ -22,7 +23,14 @@ const ROOT = path.resolve(__dirname, '..');
 /** Packages inlined into the bundle; every other package stays a `require` of node_modules. */
 const INLINED_PACKAGES = new Set(['commander', 'zod', 'yaml']);
 /** Modules `lib/cli/main.js` loads lazily for commands that talk to the server (its `load` object). */
-const SERVER_MODULES = ['../client', './dev', '../server/temporal-cli', '../worker', '../tracing'];
+const SERVER_MODULES = [
+  '../client',
+  './dev',
+  '../server/temporal-cli',
+  '../worker',
+  '../tracing',
+  './bundled-examples',
+];
 
 /** The package a bare import names (`@scope/name/sub` → `@scope/name`). */
 function packageOf(specifier) {

@@ -8,7 +8,7 @@ export {
   type ConnectOptions,
 } from './client';
 export { createWorker, runWorker, type TreadleWorkerOptions } from './worker';
-export { defaultRegistry, defaultActionRegistry } from './bundled-examples';
+export { defaultRegistry, defaultActionRegistry } from './registries';
 export {
   Registry,
   type StageImplementation,

@@ -1,6 +1,7 @@
 /**
  * Builds and runs a Treadle worker: the `workItem` workflow plus one activity per registered stage and
- * gate implementation. Run it with `treadle worker` (or `node lib/worker.js`).
+ * gate implementation. Its defaults are the generic registries; `treadle worker` (or `node lib/worker.js`)
+ * runs it with the bundled examples on top (src/cli/bundled-examples.ts).
  */
 import { Connection } from '@temporalio/client';
 import { idempotencyKey, inputHash } from './model/hashing';
@@ -19,12 +20,13 @@ import type { BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
 import type { Registry } from './activities/registry';
-import { defaultActionRegistry, defaultRegistry } from './bundled-examples';
+import { defaultActionRegistry, defaultRegistry } from './registries';
 import { loadConfig } from './config';
 import { createFanOutActivities } from './kinds/fan-out/activities';
 import { ensureSearchAttributes } from './server/search-attributes';
+import type * as BundledExamplesModule from './cli/bundled-examples';
 
-export { defaultRegistry } from './bundled-examples';
+export { defaultRegistry } from './registries';
 
 /** The longest a heartbeat (and so a cancellation) waits in the worker before it goes to the server. */
 const HEARTBEAT_THROTTLE = '1s';
@@ -41,7 +43,7 @@ export interface TreadleWorkerOptions {
   agents?: AgentProviders;
   /** The cross-run call log (default: the SQLite file `TREADLE_CALL_LOG`; null for none). */
   callLog?: CallLog | null;
-  /** The action types approval stages may request (default: the seed's five examples, on the local task list). */
+  /** The action types approval stages may request (default: none, `defaultActionRegistry()`). */
   approvalActions?: ActionCatalog;
   /**
    * OpenTelemetry tracing (`createTracing`, or `tracingFromEnv` for `treadle worker`). A prebuilt bundle
@@ -188,7 +190,10 @@ export async function connectWorker(address: string): Promise<NativeConnection> 
 }
 
 if (require.main === module) {
-  runWorker().catch((error: unknown) => {
+  // `node lib/worker.js` is the CLI's worker, examples included; lazily, so an SDK import never loads them.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the default worker entry's one examples edge
+  const { bundledWorkerOptions } = require('./cli/bundled-examples') as typeof BundledExamplesModule;
+  runWorker(bundledWorkerOptions()).catch((error: unknown) => {
     process.stderr.write(`treadle worker: ${(error as Error).message}\n`);
     process.exit(1);
   });

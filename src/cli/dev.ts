@@ -13,7 +13,8 @@ import { findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catal
 import { startDevServer, type DevServer } from '../server/dev-server';
 import { temporalAnswers } from '../server/probes';
 import { ensureSearchAttributes } from '../server/search-attributes';
-import { connectWorker, createWorker, defaultRegistry } from '../worker';
+import { connectWorker, createWorker } from '../worker';
+import { bundledRegistry, bundledWorkerOptions } from './bundled-examples';
 import { renderEvent, renderStatus } from './render';
 
 interface DevOptions {
@@ -61,7 +62,12 @@ async function bringUp(opts: DevOptions): Promise<Running> {
       if (added.length) say(`Registered search attributes ${added.join(', ')} in namespace ${config.namespace}.`);
     }
     const connection = await connectWorker(address);
-    const worker = await createWorker({ connection, namespace: config.namespace, taskQueue: config.taskQueue });
+    const worker = await createWorker({
+      connection,
+      namespace: config.namespace,
+      taskQueue: config.taskQueue,
+      ...bundledWorkerOptions(),
+    });
     const running = worker.run().catch(async (error: unknown) => {
       // The worker stopped on its own (server gone, fatal error): say so and take the server down too.
       say(`treadle: the worker stopped: ${(error as Error).message}`);
@@ -133,7 +139,7 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
   });
   void stopOnSignal;
   try {
-    client = await TreadleClient.connect({ address: running.address, known: defaultRegistry().names() });
+    client = await TreadleClient.connect({ address: running.address, known: bundledRegistry().names() });
     const entry = findPipeline('review-demo');
     const { id } = await client.start(readPipelineFile(entry.specFile), readJsonFile(entry.sampleInputFile));
     say(`\nStarted work item ${id} on pipeline review-demo.`);

@@ -1,6 +1,6 @@
 /**
- * The modules CLI commands load when they run (issue 7's start time): the SDK client and worker, the dev
- * server, zod (validation). `scripts/bundle-cli.js` keeps the server ones out of the `validate` bundle by
+ * The modules CLI commands load when they run (issue 7's start time): the SDK client and worker, the bundled
+ * examples, the dev server, zod (validation). `scripts/bundle-cli.js` keeps the server ones out of the `validate` bundle by
  * these exact specifiers, so this file stays in src/cli/.
  */
 import type * as ClientModule from '../client';
@@ -11,6 +11,7 @@ import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../tracing';
 import type * as DevModule from './dev';
 import type * as LoopFilesModule from '../kinds/loop/files';
+import type * as BundledExamplesModule from './bundled-examples';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
    `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more. */
@@ -24,5 +25,6 @@ export const load = {
   worker: (): typeof WorkerModule => require('../worker'),
   tracing: (): typeof TracingModule => require('../tracing'),
   loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/files'),
+  bundledExamples: (): typeof BundledExamplesModule => require('./bundled-examples'),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */

@@ -68,7 +68,7 @@ program
   .command('worker')
   .description('run a worker against TEMPORAL_ADDRESS (default localhost:7233)')
   .action(async () => {
-    await load.worker().runWorker();
+    await load.worker().runWorker(load.bundledExamples().bundledWorkerOptions());
   });
 
 program

@@ -9,7 +9,7 @@ import type * as SpecLinesModule from '../pipelines/spec-lines';
 import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
 import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
 import type { SpecProblem as SpecProblemType } from '../model/pipeline';
-import { BUILT_IN_IMPLEMENTATIONS, oneLine, readPipelineFile } from '../pipelines/catalog';
+import { BUILT_IN_IMPLEMENTATIONS, GENERIC_IMPLEMENTATIONS, oneLine, readPipelineFile } from '../pipelines/catalog';
 import { listed } from './arguments';
 import { load } from './lazy-modules';
 
@@ -41,7 +41,7 @@ export function registerValidateCommand(program: Command): void {
 /**
  * The names and checks `validate --custom-worker <module>` validates against: the module's Registry (its
  * export `registry`, its default export, the module itself, or what a function of those returns) and its
- * `approvalActions` when it has them, else the built-in action types, as `runWorker` defaults them.
+ * `approvalActions` when it has them, else none, as `runWorker` defaults them (`defaultActionRegistry()`).
  */
 function customWorkerNames(module: string): KnownImplementationsType {
   const file = path.resolve(module);
@@ -63,7 +63,7 @@ function customWorkerNames(module: string): KnownImplementationsType {
     throw new Error(`--custom-worker: ${module} exports no Registry: ${how}`);
   }
   const actions = pick(loaded.approvalActions) as { names?: () => string[] } | undefined;
-  const actionTypes = typeof actions?.names === 'function' ? actions.names() : BUILT_IN_IMPLEMENTATIONS.actions!;
+  const actionTypes = typeof actions?.names === 'function' ? actions.names() : GENERIC_IMPLEMENTATIONS.actions;
   return { ...registry.names(), actions: actionTypes };
 }
 

@@ -61,30 +61,45 @@ export const CATALOG: CatalogEntry[] = [
 ];
 
 /**
- * The implementation names `defaultRegistry()` registers (what `treadle worker` runs), written out so that
- * the CLI checks specs without loading the implementations and the Temporal SDK behind them (~60 ms and
- * more; issue 7). test/integration/cli.test.ts fails when the two disagree.
+ * The implementation names `defaultRegistry()` registers (the generic stage kinds) and, with no action types,
+ * `defaultActionRegistry()`'s, written out so that the CLI checks specs without loading the implementations and
+ * the Temporal SDK behind them (~60 ms and more; issue 7). test/integration/cli.test.ts fails when they disagree.
  */
-export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
+export const GENERIC_IMPLEMENTATIONS = {
+  stages: ['approval', 'fan_out', 'llm', 'loop', 'scripted', 'tdd'],
+  gates: ['llm-judge', 'scripted'],
+  actions: [] as string[],
+};
+
+/**
+ * The names the bundled examples (examples/, src/cli/bundled-examples.ts) add for the CLI's worker: the
+ * document pipeline's and triage's stages and gates, the seed's five action types. cli.test.ts checks them too.
+ */
+export const EXAMPLE_IMPLEMENTATIONS = {
   stages: [
-    'approval',
     'build_fts_index',
     'cross_reference',
     'extract_concepts',
-    'fan_out',
     'final_review',
     'generate_embeddings',
-    'llm',
-    'loop',
     'pdf_to_markdown',
-    'scripted',
-    'tdd',
     'triage_dedup',
     'triage_route',
   ],
-  gates: ['concept_graph', 'llm-judge', 'markdown_quality', 'scripted'],
-  // The action types `defaultActionRegistry()` registers (what approval stages of `treadle worker` may name).
+  gates: ['concept_graph', 'markdown_quality'],
   actions: ['add_busy_block', 'batch_create_tasks', 'create_task', 'modify_task', 'send_message'],
+};
+
+const together = (generic: string[], examples: string[]): string[] => [...generic, ...examples].sort();
+
+/**
+ * What the CLI's worker (`treadle worker`, `dev`, `demo`) registers, the generic names and the examples'
+ * together, sorted as a registry lists them: what `treadle validate` and `treadle run` check specs against.
+ */
+export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
+  stages: together(GENERIC_IMPLEMENTATIONS.stages, EXAMPLE_IMPLEMENTATIONS.stages),
+  gates: together(GENERIC_IMPLEMENTATIONS.gates, EXAMPLE_IMPLEMENTATIONS.gates),
+  actions: together(GENERIC_IMPLEMENTATIONS.actions, EXAMPLE_IMPLEMENTATIONS.actions),
   // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
   checkConfig: (kind, name, config) => {
     if (kind === 'stage' && name === 'approval') {

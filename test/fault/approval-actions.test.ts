@@ -10,8 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { ActionCatalog } from '../../src/kinds/approval/activities';
-import { defaultActionRegistry } from '../../src/bundled-examples';
-import { TaskList } from '../../examples/task-list';
+import { exampleActionRegistry, TaskList } from '../../examples/task-list';
 import { TreadleClient } from '../../src/client';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { eventually, startHarness, testAddress, type Harness } from '../support/harness';
@@ -57,7 +56,7 @@ async function approveTheOnlyRequest(h: Harness, id: string): Promise<string> {
 
 it('an action whose activity fails after the effect is retried by Temporal and takes effect once', async () => {
   const tasksFile = path.join(dir, 'retry.json');
-  const registry = defaultActionRegistry({ tasksFile });
+  const registry = exampleActionRegistry({ tasksFile });
   let executions = 0;
   // The first execution applies the action and then fails, as if the worker lost the reply.
   const flaky: ActionCatalog = {
@@ -144,7 +143,7 @@ it('an action whose worker is killed after the effect runs again on another work
   // Another worker with the real actions on the same task list finishes the item.
   const h = await startHarness({
     taskQueue,
-    approvalActions: defaultActionRegistry({ tasksFile }),
+    approvalActions: exampleActionRegistry({ tasksFile }),
     blobs: new FileBlobStore(blobDir),
   });
   harnesses.push(h);

@@ -19,7 +19,7 @@ import type { WorkItemState } from '../../src/model/state';
 import { TreadleError } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import { reviewSignal } from '../../src/workflows/messages';
-import { defaultRegistry } from '../../src/worker';
+import { bundledRegistry } from '../../src/cli/bundled-examples';
 import { runTreadle, type CliRun } from '../support/cli';
 
 /** Above Temporal's 2 MB payload limit, below gRPC's 4 MB message limit. */
@@ -37,7 +37,7 @@ const waitingSpec = () =>
 
 beforeAll(async () => {
   // A stage that breaks its contract: `outcome` must be completed, skipped, awaiting_review or fan_out.
-  const registry = defaultRegistry().stage('bogus', async () => ({ outcome: 'bogus' }) as unknown as StageOutput);
+  const registry = bundledRegistry().stage('bogus', async () => ({ outcome: 'bogus' }) as unknown as StageOutput);
   h = await startHarness({ registry });
   dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'bad-input-'));
   waiting = h.id('waiting');

@@ -10,9 +10,14 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import type { WorkItemState } from '../../src/model/state';
-import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
+import {
+  BUILT_IN_IMPLEMENTATIONS,
+  EXAMPLE_IMPLEMENTATIONS,
+  GENERIC_IMPLEMENTATIONS,
+} from '../../src/pipelines/catalog';
 import { DEFAULT_DB_FILE, DEFAULT_PORT, DEFAULT_UI_PORT } from '../../src/server/dev-server';
 import { defaultRegistry } from '../../src/worker';
+import { bundledRegistry } from '../../src/cli/bundled-examples';
 import { runTreadle, type CliRun } from '../support/cli';
 
 let h: Harness;
@@ -299,9 +304,19 @@ describe('run --file with implementations Treadle does not ship', () => {
   }, 60_000);
 });
 
-it('checks specs against the names the default worker registers', () => {
-  const { stages, gates } = defaultRegistry().names();
+it("checks specs against the names the CLI's worker registers: the generic kinds' and the examples'", () => {
+  const { stages, gates } = bundledRegistry().names();
   expect({ stages: BUILT_IN_IMPLEMENTATIONS.stages, gates: BUILT_IN_IMPLEMENTATIONS.gates }).toEqual({ stages, gates });
+  const generic = defaultRegistry().names();
+  expect({ stages: GENERIC_IMPLEMENTATIONS.stages, gates: GENERIC_IMPLEMENTATIONS.gates }).toEqual({
+    stages: generic.stages,
+    gates: generic.gates,
+  });
+  // The examples' names are exactly what they add: none of them is a generic kind's.
+  expect({ stages: EXAMPLE_IMPLEMENTATIONS.stages, gates: EXAMPLE_IMPLEMENTATIONS.gates }).toEqual({
+    stages: stages.filter((name) => !generic.stages.includes(name)),
+    gates: gates.filter((name) => !generic.gates.includes(name)),
+  });
 });
 
 it("offers the dev server's own defaults as the dev and demo flags", async () => {

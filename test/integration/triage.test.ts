@@ -5,7 +5,7 @@
  */
 import { mkdtempSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { defaultActionRegistry } from '../../src/bundled-examples';
+import { bundledActionRegistry } from '../../src/cli/bundled-examples';
 import { TaskList } from '../../examples/task-list';
 import { EXAMPLES_DIR, findPipeline, readPipelineFile } from '../../src/pipelines/catalog';
 import type { Json } from '../../src/model/shapes';
@@ -16,7 +16,7 @@ let h: Harness;
 let tasksFile: string;
 beforeAll(async () => {
   tasksFile = path.join(mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'triage-')), 'tasks.json');
-  h = await startHarness({ approvalActions: defaultActionRegistry({ tasksFile }) });
+  h = await startHarness({ approvalActions: bundledActionRegistry({ tasksFile }) });
 });
 afterAll(async () => {
   await h?.shutdown();

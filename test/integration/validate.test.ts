@@ -19,8 +19,13 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { validatePipeline } from '../../src/model/pipeline';
 import { checkLoopStageConfig } from '../../src/kinds/loop/spec';
-import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
-import { defaultActionRegistry } from '../../src/bundled-examples';
+import {
+  BUILT_IN_IMPLEMENTATIONS,
+  EXAMPLE_IMPLEMENTATIONS,
+  GENERIC_IMPLEMENTATIONS,
+} from '../../src/pipelines/catalog';
+import { bundledActionRegistry } from '../../src/cli/bundled-examples';
+import { defaultActionRegistry } from '../../src/registries';
 import { startHarness } from '../support/harness';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -203,10 +208,11 @@ describe("the filer's reproductions", () => {
     ]);
   });
 
-  it('the CLI knows the action types the default worker registers', () => {
-    expect(BUILT_IN_IMPLEMENTATIONS.actions).toEqual(
-      defaultActionRegistry({ tasksFile: path.join(dir, 'tasks.json') }).names(),
-    );
+  it("the CLI knows the action types its worker registers: none generic, the examples' five", () => {
+    const bundled = bundledActionRegistry({ tasksFile: path.join(dir, 'tasks.json') }).names();
+    expect(BUILT_IN_IMPLEMENTATIONS.actions).toEqual(bundled);
+    expect(GENERIC_IMPLEMENTATIONS.actions).toEqual(defaultActionRegistry().names());
+    expect(EXAMPLE_IMPLEMENTATIONS.actions).toEqual(bundled.filter((name) => !defaultActionRegistry().has(name)));
   });
 
   it('loops: unknown variables in a prompt file and an output path are listed by file and line; `treadle loop` refuses to start', async () => {

@@ -11,7 +11,8 @@ import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import type { CallLog } from '../../src/storage/call-log';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';
-import { createWorker, defaultRegistry } from '../../src/worker';
+import { createWorker } from '../../src/worker';
+import { bundledActionRegistry, bundledRegistry } from '../../src/cli/bundled-examples';
 import { treadleExternalStorage } from '../../src/storage/external-storage';
 
 /** A running worker and a client bound to its task queue. */
@@ -31,13 +32,14 @@ export interface Harness<B extends BlobStore = FileBlobStore> {
 export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
   /** The blob store of the worker and the client; default a FileBlobStore in a fresh temporary folder. */
   blobs?: B;
+  /** The stages and gates (default: the CLI worker's, the generic kinds and the bundled examples). */
   registry?: Registry;
   blobThresholdBytes?: number;
   worker?: Partial<WorkerOptions>;
   agents?: AgentProviders;
   /** The cross-run call log (default: the worker's, `TREADLE_CALL_LOG`, which the test setup points at its folder). */
   callLog?: CallLog | null;
-  /** The action types approval stages may request (default: the worker's). */
+  /** The action types approval stages may request (default: the CLI worker's, the examples' on TREADLE_TASKS_FILE). */
   approvalActions?: ActionCatalog;
   /** Reuse a task queue (e.g. to serve items another harness started); default: a fresh one. */
   taskQueue?: string;
@@ -68,13 +70,13 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(
   const worker = await createWorker({
     connection: nativeConnection,
     taskQueue,
-    registry: options.registry ?? defaultRegistry(),
+    registry: options.registry ?? bundledRegistry(),
     blobs,
     ...(options.blobThresholdBytes !== undefined ? { blobThresholdBytes: options.blobThresholdBytes } : {}),
     workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE! },
     ...(options.worker ? { worker: options.worker } : {}),
     ...(options.agents ? { agents: options.agents } : {}),
-    ...(options.approvalActions ? { approvalActions: options.approvalActions } : {}),
+    approvalActions: options.approvalActions ?? bundledActionRegistry(),
     ...(options.callLog !== undefined ? { callLog: options.callLog } : {}),
     ...(options.engineVersion !== undefined ? { engineVersion: options.engineVersion } : {}),
   });

@@ -9,7 +9,8 @@
  * task after the retry, and its lock is taken over at once; two processes with the same key make one task;
  * four processes with distinct keys lose no write while a reader never sees half a file; a live owner's
  * lock on this host (kept for a minute), another host's (kept for staleLockMs), a dead owner's (taken at
- * once); cancellation while waiting; a hand-broken file; custom types; TREADLE_TASKS_FILE.
+ * once); cancellation while waiting; a hand-broken file; custom types; TREADLE_TASKS_FILE; the generic
+ * registry has none of the examples' types.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
@@ -18,7 +19,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import { type ActionRegistry, defineActionType, InvalidPayload, UnknownActionType } from '../../src/kinds/approval';
-import { defaultActionRegistry } from '../../src/bundled-examples';
+import { bundledActionRegistry } from '../../src/cli/bundled-examples';
+import { defaultActionRegistry } from '../../src/registries';
 import {
   exampleActionRegistry,
   IdempotencyConflict,
@@ -783,14 +785,24 @@ describe('the registry', () => {
     expect(catalog.validatePayload('create_task', { title: 'x' })).toEqual([]);
   });
 
-  it('defaultActionRegistry uses TREADLE_TASKS_FILE, default .treadle/tasks.json', () => {
+  it("the CLI worker's action registry uses TREADLE_TASKS_FILE, default .treadle/tasks.json", () => {
     expect(loadConfig({}).tasksFile).toBe(DEFAULT_TASKS_FILE);
     expect(DEFAULT_TASKS_FILE).toBe(path.join('.treadle', 'tasks.json'));
     expect(loadConfig({ TREADLE_TASKS_FILE: ' /srv/tasks.json ' }).tasksFile).toBe('/srv/tasks.json');
-    expect((defaultActionRegistry().store as TaskList).file).toBe(
+    expect((bundledActionRegistry().store as TaskList).file).toBe(
       path.resolve(process.env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE),
     );
-    expect((defaultActionRegistry({ tasksFile: 'x/t.json' }).store as TaskList).file).toBe(path.resolve('x/t.json'));
+    expect((bundledActionRegistry({ tasksFile: 'x/t.json' }).store as TaskList).file).toBe(path.resolve('x/t.json'));
+    expect(bundledActionRegistry().names()).toEqual(exampleActionRegistry({ tasksFile: 'x/t.json' }).names());
+  });
+
+  it("defaultActionRegistry is the generic registry: none of the examples' types, no store", () => {
+    const generic = defaultActionRegistry();
+    expect(generic.names()).toEqual([]);
+    expect(generic.store).toBeUndefined();
+    expect(() => generic.get('create_task')).toThrow(
+      new UnknownActionType('unknown action type "create_task" (known: none)'),
+    );
   });
 });
 
