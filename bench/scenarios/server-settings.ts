@@ -17,8 +17,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
-import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../../src/model/search-attributes';
-import { freePort, startDevServer } from '../../src/server/dev-server';
+import { devServerArgs, freePort, startDevServer } from '../../src/server/dev-server';
 import { probeTemporal } from '../../src/server/probes';
 import { DEFAULT_SQLITE_PRAGMAS } from '../../src/server/sqlite-pragmas';
 import { resolveTemporalCli } from '../../src/server/temporal-cli';
@@ -84,30 +83,15 @@ interface ServerHandle {
 
 /**
  * `temporal server start-dev` with nothing but the essentials: `startDevServer` always applies Treadle's
- * default pragmas, so the "no pragmas" server is started here with the same binary, flags and watchdog.
+ * default pragmas, so the "no pragmas" server is started here with the same binary, arguments
+ * (`devServerArgs`, without pragmas) and watchdog.
  */
 async function startWithoutPragmas(dbFile: string, progress: (m: string) => void): Promise<ServerHandle> {
   const { binary, tried } = await resolveTemporalCli({ allowBuild: false, progress });
   if (!binary) throw new Error(`no temporal CLI found (tried ${tried.join(', ')})`);
   const port = await freePort();
   const namespace = 'default';
-  const args = [
-    'server',
-    'start-dev',
-    '--ip',
-    '127.0.0.1',
-    '--port',
-    String(port),
-    '--db-filename',
-    dbFile,
-    '--namespace',
-    namespace,
-    '--log-level',
-    'warn',
-    '--headless',
-  ];
-  for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS))
-    args.push('--search-attribute', `${key}=${type}`);
+  const args = devServerArgs({ ip: '127.0.0.1', port, dbFile, namespace, headless: true });
   const server = startWatched({ command: binary.path, args, logFile: `${dbFile}.log` });
   const address = `127.0.0.1:${port}`;
   const deadline = Date.now() + READY_TIMEOUT_MS;

@@ -114,6 +114,21 @@ export type UsageTotals = z.infer<typeof UsageTotalsSchema>;
 export const StoredCallsSchema = z.object({ ref: z.string(), count: z.number().int().nonnegative() });
 export type StoredCalls = z.infer<typeof StoredCallsSchema>;
 
+/**
+ * The model calls of one activity as they travel in history (its result, its failure or cancellation
+ * details, its heartbeats): the totals always, and the records inline when there are at most
+ * MAX_INLINE_CALL_RECORDS of them, else in the blob store, so that history never grows with the number of
+ * calls. A heartbeat may carry both: the records stored so far, and the ones made since (`records`).
+ * Histories recorded before batches carry a plain array of records instead (`callBatchOf` reads both).
+ */
+export interface CallBatch {
+  usage: UsageTotals;
+  records?: CallRecord[];
+  stored?: StoredCalls;
+  /** Records neither inline nor stored, because the blob store failed (they are in the totals and the call log). */
+  omitted?: number;
+}
+
 /** What a stage implementation returns (seed 000 `StageOutput`). */
 export const StageOutputSchema = z.object({
   outcome: z.enum(['completed', 'skipped', 'awaiting_review', 'fan_out']).default('completed'),

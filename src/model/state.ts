@@ -10,7 +10,7 @@ import type { PackedStages } from './packed-stages';
 import type {
   Artefact,
   AttemptRecord,
-  CallRecord,
+  CallBatch,
   Json,
   QualityFeedback,
   QualityVerdict,
@@ -20,7 +20,7 @@ import type {
   UsageTotals,
 } from './shapes';
 
-export type { StoredCalls, UsageTotals };
+export type { CallBatch, StoredCalls, UsageTotals };
 
 /** `cancelled` only when the workflow was cancelled from outside (e.g. `temporal workflow cancel`). */
 export type ItemStatus = 'running' | 'waiting_review' | 'waiting_approval' | 'completed' | 'failed' | 'cancelled';
@@ -187,21 +187,6 @@ export interface StageActivityInput extends ActivityContextBase {
 export interface GateActivityInput extends ActivityContextBase {
   output: StageOutput;
   agent?: string;
-}
-
-/**
- * The model calls of one activity as they travel in history (its result, its failure or cancellation
- * details, its heartbeats): the totals always, and the records inline when there are at most
- * MAX_INLINE_CALL_RECORDS of them, else in the blob store, so that history never grows with the number of
- * calls. A heartbeat may carry both: the records stored so far, and the ones made since (`records`).
- * Histories recorded before batches carry a plain array of records instead (`callBatchOf` reads both).
- */
-export interface CallBatch {
-  usage: UsageTotals;
-  records?: CallRecord[];
-  stored?: StoredCalls;
-  /** Records neither inline nor stored, because the blob store failed (they are in the totals and the call log). */
-  omitted?: number;
 }
 
 /** Model calls an attempt keeps: their totals, the records that travelled inline, and the stored ones. */

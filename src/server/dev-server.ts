@@ -84,6 +84,49 @@ const PROBE_TIMEOUT_MS = 2_000;
 const FIRST_PROGRESS_AFTER_MS = 5_000;
 const PROGRESS_EVERY_MS = 15_000;
 
+/** What {@link devServerArgs} builds a command line from. */
+export interface DevServerCommand {
+  ip: string;
+  port: number;
+  dbFile: string;
+  namespace: string;
+  /** No Web UI; otherwise it is served on `uiPort` (default {@link DEFAULT_UI_PORT}). */
+  headless?: boolean;
+  uiPort?: number;
+  /** One `--sqlite-pragma` each; none when absent or empty (SQLite's and the CLI's own defaults). */
+  sqlitePragmas?: Record<string, string>;
+  metricsPort?: number;
+}
+
+/**
+ * The arguments of `temporal server start-dev` for a Treadle dev server: address, database, namespace, quiet
+ * log, Web UI or headless, Treadle's search attributes, the SQLite pragmas and the metrics port. The
+ * benchmark starts its "no pragmas" server with these too, so both start the same server the same way.
+ */
+export function devServerArgs(command: DevServerCommand): string[] {
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    command.ip,
+    '--port',
+    String(command.port),
+    '--db-filename',
+    command.dbFile,
+    '--namespace',
+    command.namespace,
+    '--log-level',
+    'warn',
+  ];
+  if (command.headless) args.push('--headless');
+  else args.push('--ui-port', String(command.uiPort ?? DEFAULT_UI_PORT));
+  for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS))
+    args.push('--search-attribute', `${key}=${type}`);
+  args.push(...sqlitePragmaArgs(command.sqlitePragmas ?? {}));
+  if (command.metricsPort !== undefined) args.push('--metrics-port', String(command.metricsPort));
+  return args;
+}
+
 /** Starts the server and resolves once it answers gRPC calls for `namespace`. */
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
   const ip = options.ip ?? '127.0.0.1';
@@ -119,26 +162,16 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     });
   }
 
-  const args = [
-    'server',
-    'start-dev',
-    '--ip',
+  const args = devServerArgs({
     ip,
-    '--port',
-    String(port),
-    '--db-filename',
+    port,
     dbFile,
-    '--namespace',
     namespace,
-    '--log-level',
-    'warn',
-  ];
-  if (options.headless) args.push('--headless');
-  else args.push('--ui-port', String(uiPort));
-  for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS))
-    args.push('--search-attribute', `${key}=${type}`);
-  args.push(...sqlitePragmaArgs(sqlitePragmas));
-  if (options.metricsPort !== undefined) args.push('--metrics-port', String(options.metricsPort));
+    headless: options.headless,
+    uiPort,
+    sqlitePragmas,
+    metricsPort: options.metricsPort,
+  });
 
   const logFile = options.logFile ?? `${dbFile}.log`;
   const server = startWatched({ command: binary.path, args, logFile });

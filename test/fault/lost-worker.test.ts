@@ -17,6 +17,7 @@ import { LOOP_ITERATION_ACTIVITY, TDD_NODE_ACTIVITY } from '../../src/model/acti
 import type { Json } from '../../src/model/shapes';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { eventually, testAddress } from '../support/harness';
+import { leaf } from '../support/tdd-fixtures';
 
 /** A Treadle worker in a process of its own (the crash test's; its ledger stage is not used here). */
 const WORKER = path.join(__dirname, 'fixtures', 'ledger-worker.js');
@@ -83,15 +84,12 @@ afterAll(async () => {
   await connection?.close();
 });
 
-const testFile = (body: string): string =>
-  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
-
 /**
  * A leaf `<name>() is 1` whose implementation, the first time a test calls it, sleeps `sleepMs` (so Impl's
  * TestsPassed run is long once; the merge's run is quick). `marker` tells that the long run has begun.
  */
 function slowLeaf(name: string, marker: string, sleepMs: number) {
-  const stub = `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
+  const l = leaf(name);
   const implementation = [
     "'use strict';",
     "const fs = require('node:fs');",
@@ -102,63 +100,14 @@ function slowLeaf(name: string, marker: string, sleepMs: number) {
     '} };',
     '',
   ].join('\n');
-  const spec = {
-    id: name,
-    description: `${name}() is 1`,
-    acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
-    targetPath: `src/${name}.js`,
-    testPath: `test/${name}.test.js`,
-  };
   const replies: Record<string, Json[]> = {
-    [`${name}.scaffold`]: [
-      {
-        exit: 'InitWork',
-        scaffoldCommit: '',
-        interfaceFile: `src/${name}.js`,
-        contractSuite: `test/contract/${name}.test.js`,
-        testPlan: [],
-        files: {
-          [`src/${name}.js`]: stub,
-          [`test/contract/${name}.test.js`]: testFile(
-            `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
-          ),
-        },
-      },
-    ],
-    [`${name}.tddWriteTests`]: [
-      {
-        exit: 'TestsReady',
-        testsCommit: '',
-        testFiles: [`test/${name}.test.js`],
-        pendingCriteria: ['C1'],
-        files: {
-          [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
-        },
-      },
-    ],
-    [`${name}.impl`]: [
-      {
-        exit: 'TestsPassed',
-        commitHash: '',
-        iterations: 1,
-        passedTests: ['C1'],
-        files: { [`src/${name}.js`]: implementation },
-      },
-    ],
-    [`${name}.tddReviewImpl`]: [
-      { exit: 'Approved', signOff: 'ok', coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] } },
-    ],
-    [`${name}.merger`]: [
-      {
-        exit: 'MergeComplete',
-        mergeCommit: '',
-        author: name,
-        impactLevel: 'Additive',
-        changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
-      },
-    ],
+    [`${name}.scaffold`]: [l.initWork],
+    [`${name}.tddWriteTests`]: [l.testsReady],
+    [`${name}.impl`]: [{ ...l.testsPassed, files: { [`src/${name}.js`]: implementation } }],
+    [`${name}.tddReviewImpl`]: [l.approved],
+    [`${name}.merger`]: [l.mergeComplete],
   };
-  return { spec, replies };
+  return { spec: l.spec, replies };
 }
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;

@@ -5,47 +5,34 @@
  * writes is committed, and the read-only tests it changed are put back with feedback. Real git, real test
  * runs, the real activity function in Temporal's mock activity environment.
  */
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { chmodSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { createTddActivities } from '../../src/kinds/tdd/activities';
-import { initRepository } from '../../src/kinds/tdd/git';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
 import { ClaudeCodeAgent } from '../../src/agents/claude-code';
-import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../src/model/activity-types';
 import { TddSettingsSchema } from '../../src/kinds/tdd/spec';
-import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/kinds/tdd/shapes';
+import type { TddNodeCallInput } from '../../src/kinds/tdd/shapes';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
+import { gitIn, nodeActivities, storeRootContext, tddRepos, type TddRepos } from '../support/tdd-fixtures';
 
-let root: string;
+// The activities are given the folder in their own environment: the process's is left alone.
+let repos: TddRepos;
 beforeAll(() => {
-  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-activity-'));
+  repos = tddRepos('tdd-activity-', { setEnv: false });
 });
-afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-const git = (cwd: string, ...args: string[]): string => execFileSync('git', args, { cwd, encoding: 'utf8' }).trim();
+afterAll(() => repos.remove());
 
 test('a node call run twice with the same input commits once; a merger run twice merges once', async () => {
-  const repo = path.join(root, 'calc');
-  await initRepository(repo, { 'README.md': '# calc\n' });
+  const repo = await repos.create('calc');
   const blobs = new MemoryBlobStore();
-  const activities = createTddActivities({
+  const { call, worktree } = nodeActivities({
+    root: repos.root,
     blobs,
     agents: { scripted: scriptedAgentFactory },
-    env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' },
-  }) as unknown as {
-    [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
-    [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
-  };
-  const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'tdd-calc', runId: 'run-1' } });
-  const worktree = (branch: string) =>
-    env.run(activities[TDD_WORKTREE_ACTIVITY], { repo, branch, base: 'HEAD' }) as Promise<TddWorktreeResult>;
-  const call = (input: TddNodeCallInput) => env.run(activities[TDD_NODE_ACTIVITY], input) as Promise<TddNodeCallResult>;
-  const node = await worktree('tdd/calc');
-  const target = await worktree('treadle/calc');
+    workflowId: 'tdd-calc',
+  });
+  const node = await worktree(repo, 'tdd/calc');
+  const target = await worktree(repo, 'treadle/calc');
 
   const spec = {
     id: 'calc',
@@ -54,13 +41,7 @@ test('a node call run twice with the same input commits once; a merger run twice
     targetPath: 'src/add.js',
     testPath: 'test/add.test.js',
   };
-  const contextRef = (
-    await blobs.put(
-      Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)),
-      'application/json',
-      'spec',
-    )
-  ).ref;
+  const contextRef = await storeRootContext(blobs, spec);
   const test = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('A1', () => assert.equal(require('../src/add').add(1, 2), 3));\n`;
   const replies = {
     'calc.scaffold': [
@@ -95,13 +76,13 @@ test('a node call run twice with the same input commits once; a merger run twice
   };
   const scaffold: TddNodeCallInput = { ...base, node: 'scaffold', callIndex: 0 };
   const first = await call(scaffold);
-  const commits = git(repo, 'rev-list', '--count', 'tdd/calc');
+  const commits = gitIn(repo, 'rev-list', '--count', 'tdd/calc');
   // Temporal retries the same input after, say, a crash before the completion reached the server.
   const again = await call(scaffold);
   expect(first.exit).toBe('InitWork');
   expect(again.commit).toBe(first.commit);
-  expect(git(repo, 'rev-list', '--count', 'tdd/calc')).toBe(commits);
-  expect(git(repo, 'log', '-1', '--format=%B', 'tdd/calc')).toContain('Treadle-Op: tdd-calc/scaffold/0/0');
+  expect(gitIn(repo, 'rev-list', '--count', 'tdd/calc')).toBe(commits);
+  expect(gitIn(repo, 'log', '-1', '--format=%B', 'tdd/calc')).toContain('Treadle-Op: tdd-calc/scaffold/0/0');
 
   // Make the tests pass, then merge twice with the same input: one squash merge on the target branch.
   execFileSync(
@@ -133,17 +114,16 @@ test('a node call run twice with the same input commits once; a merger run twice
   const mergedAgain = await call(merger);
   expect(merged.exit).toBe('MergeComplete');
   expect(mergedAgain.envelope.mergeCommit).toBe(merged.envelope.mergeCommit);
-  const targetLog = git(repo, 'log', '--format=%s', 'treadle/calc').split('\n');
+  const targetLog = gitIn(repo, 'log', '--format=%s', 'treadle/calc').split('\n');
   expect(targetLog.filter((s) => s === 'feat(calc): implement')).toHaveLength(1);
-  expect(git(repo, 'rev-parse', 'treadle/calc')).toBe(merged.envelope.mergeCommit);
+  expect(gitIn(repo, 'rev-parse', 'treadle/calc')).toBe(merged.envelope.mergeCommit);
 });
 
 test('claude-code runs in the node’s worktree: its files are committed, read-only tests it changed are put back', async () => {
   const fakeClaude = path.join(__dirname, '..', 'fixtures', 'fake-claude', 'claude');
   chmodSync(fakeClaude, 0o755);
-  const record = path.join(root, 'claude-invocations.jsonl');
-  const repo = path.join(root, 'calc-claude');
-  await initRepository(repo, { 'README.md': '# calc\n' });
+  const record = path.join(repos.root, 'claude-invocations.jsonl');
+  const repo = await repos.create('calc-claude', { 'README.md': '# calc\n' });
   const blobs = new MemoryBlobStore();
   // What the fake CLI writes in its working directory on the next call.
   let writes: Record<string, string> = {};
@@ -157,25 +137,15 @@ test('claude-code runs in the node’s worktree: its files are committed, read-o
         FAKE_CLAUDE_RESULT: JSON.stringify({ exit: 'TestsPassed', commitHash: '', iterations: 1, passedTests: ['A1'] }),
       },
     });
-  const activities = createTddActivities({
+  const { call, worktree } = nodeActivities({
+    root: repos.root,
     blobs,
     agents: { scripted: scriptedAgentFactory, 'claude-code': claudeCode },
-    env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' },
-  }) as unknown as {
-    [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
-    [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
-  };
-  // The warning about the rigged tests is expected: keep it out of the test output.
-  const env = new MockActivityEnvironment(
-    { workflowExecution: { workflowId: 'tdd-calc-claude', runId: 'run-1' } },
-    { logger: new DefaultLogger('ERROR') },
-  );
-  const call = (input: TddNodeCallInput) => env.run(activities[TDD_NODE_ACTIVITY], input) as Promise<TddNodeCallResult>;
-  const node = (await env.run(activities[TDD_WORKTREE_ACTIVITY], {
-    repo,
-    branch: 'tdd/calc',
-    base: 'HEAD',
-  })) as TddWorktreeResult;
+    workflowId: 'tdd-calc-claude',
+    // The warning about the rigged tests is expected: keep it out of the test output.
+    quiet: true,
+  });
+  const node = await worktree(repo, 'tdd/calc');
 
   const spec = {
     id: 'calc',
@@ -184,13 +154,7 @@ test('claude-code runs in the node’s worktree: its files are committed, read-o
     targetPath: 'src/add.js',
     testPath: 'test/add.test.js',
   };
-  const contextRef = (
-    await blobs.put(
-      Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)),
-      'application/json',
-      'spec',
-    )
-  ).ref;
+  const contextRef = await storeRootContext(blobs, spec);
   const tests = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('A1', () => assert.equal(require('../src/add').add(1, 2), 3));\n`;
   const contract = `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\ntest('exports add', () => assert.equal(typeof require('../../src/add').add, 'function'));\n`;
   const replies = {
@@ -262,14 +226,14 @@ test('claude-code runs in the node’s worktree: its files are committed, read-o
     ],
   });
   expect(readFileSync(path.join(node.worktree, 'test', 'add.test.js'), 'utf8')).toBe(tests);
-  expect(git(node.worktree, 'status', '--porcelain')).toBe('M src/add.js');
+  expect(gitIn(node.worktree, 'status', '--porcelain')).toBe('M src/add.js');
 
   // An honest implementation, written by the CLI in the worktree, is committed and green.
   writes = { 'src/add.js': 'module.exports = { add: (a, b) => a + b };\n' };
   const passed = await call({ ...impl, callIndex: 1 });
   expect(passed.exit).toBe('TestsPassed');
   expect(passed.testRun?.passed).toBe(true);
-  expect(git(repo, 'show', 'tdd/calc:src/add.js')).toBe('module.exports = { add: (a, b) => a + b };');
+  expect(gitIn(repo, 'show', 'tdd/calc:src/add.js')).toBe('module.exports = { add: (a, b) => a + b };');
   const cwds = readFileSync(record, 'utf8')
     .trim()
     .split('\n')

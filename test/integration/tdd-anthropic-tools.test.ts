@@ -7,23 +7,18 @@
  * malformed reply (its files kept), and a test run longer than the nudge timeout does not trigger the nudge.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { AnthropicAgent } from '../../src/agents/anthropic';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
 import { DEFAULT_MAX_TOOL_ROUNDS } from '../../src/agents/types';
-import { createTddActivities } from '../../src/kinds/tdd/activities';
-import { initRepository } from '../../src/kinds/tdd/git';
-import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../src/model/activity-types';
 import { NUDGE_REMINDER, TddSettingsSchema } from '../../src/kinds/tdd/spec';
-import type { NodeContext, TddNodeCallInput, TddNodeCallResult, TddWorktreeResult } from '../../src/kinds/tdd/shapes';
+import type { TddNodeCallInput } from '../../src/kinds/tdd/shapes';
 import type { CallRecord } from '../../src/model/shapes';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { SqliteCallLog } from '../../src/storage/call-log';
 import { startHarness, type Harness } from '../support/harness';
+import { gitIn, nodeActivities, storeRootContext, tddRepos, testFile, type TddRepos } from '../support/tdd-fixtures';
 import {
   startFakeAnthropic,
   toolResultsOf,
@@ -34,15 +29,13 @@ import {
 
 let fake: FakeAnthropic;
 let h: Harness;
-let root: string;
+let repos: TddRepos;
 let callLog: SqliteCallLog;
-const previousRepos = process.env.TREADLE_TDD_REPOS;
 
 beforeAll(async () => {
-  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-anthropic-tools-'));
-  process.env.TREADLE_TDD_REPOS = root;
+  repos = tddRepos('tdd-anthropic-tools-');
   fake = await startFakeAnthropic();
-  callLog = new SqliteCallLog(path.join(root, 'calls.sqlite'));
+  callLog = new SqliteCallLog(path.join(repos.root, 'calls.sqlite'));
   h = await startHarness({
     agents: {
       anthropic: () => new AnthropicAgent({ apiKey: 'sk-ant-test-key', baseURL: fake.baseURL }, {}),
@@ -55,15 +48,8 @@ afterAll(async () => {
   await h?.shutdown();
   await fake?.close();
   callLog?.close();
-  if (previousRepos === undefined) delete process.env.TREADLE_TDD_REPOS;
-  else process.env.TREADLE_TDD_REPOS = previousRepos;
-  rmSync(root, { recursive: true, force: true });
+  repos?.remove();
 });
-
-const gitIn = (repo: string, ...args: string[]): string =>
-  execFileSync('git', args, { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-const testFile = (body: string): string =>
-  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
 
 const STUB = "module.exports = { add: () => { throw new Error('todo'); } };\n";
 const IMPLEMENTATION = 'module.exports = { add: (a, b) => a + b };\n';
@@ -203,8 +189,7 @@ test('the anthropic agent writes code and tests with the worktree tools, and the
       return reply;
     },
   });
-  const repo = path.join(root, 'calc');
-  await initRepository(repo, { 'README.md': '# calc\n' });
+  const repo = await repos.create('calc');
   const id = h.id('tdd-tools');
   const spec = calcSpec();
   await h.client.startTdd(spec, { repo, id });
@@ -216,10 +201,10 @@ test('the anthropic agent writes code and tests with the worktree tools, and the
   expect(gitIn(repo, 'log', '-1', '--format=%s', 'treadle/calc')).toBe('feat(calc): implement');
   expect(gitIn(repo, 'show', 'treadle/calc:src/add.js')).toBe(IMPLEMENTATION.trim());
   expect(gitIn(repo, 'show', 'treadle/calc:test/add.test.js')).toBe(TESTS.trim());
-  const checkout = path.join(root, 'checkout');
+  const checkout = path.join(repos.root, 'checkout');
   gitIn(repo, 'worktree', 'add', '--detach', checkout, 'treadle/calc');
   expect(execFileSync('node', ['--test'], { cwd: checkout, encoding: 'utf8' })).toMatch(/# fail 0/);
-  expect(existsSync(path.join(root, 'escaped.js'))).toBe(false);
+  expect(existsSync(path.join(repos.root, 'escaped.js'))).toBe(false);
   expect(existsSync(path.join(repo, '.git', 'escaped.js'))).toBe(false);
 
   const events = await h.client.events(id);
@@ -297,26 +282,16 @@ test('the anthropic agent writes code and tests with the worktree tools, and the
 }, 120_000);
 
 test('a tool loop out of rounds is fed back and its files kept; a long test run does not trigger the nudge', async () => {
-  const repo = path.join(root, 'slow');
-  await initRepository(repo, { 'README.md': '# slow\n' });
+  const repo = await repos.create('slow');
   const blobs = new MemoryBlobStore();
-  const activities = createTddActivities({
+  const activities = nodeActivities({
+    root: repos.root,
     blobs,
     agents: { anthropic: () => new AnthropicAgent({ apiKey: 'sk-ant-test-key', baseURL: fake.baseURL }, {}) },
-    env: { TREADLE_TDD_REPOS: root, PATH: process.env.PATH ?? '' },
-  }) as unknown as {
-    [TDD_WORKTREE_ACTIVITY]: (input: { repo: string; branch: string; base: string }) => Promise<TddWorktreeResult>;
-    [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
-  };
-  const env = new MockActivityEnvironment(
-    { workflowExecution: { workflowId: 'tdd-slow', runId: 'run-1' } },
-    { logger: new DefaultLogger('ERROR') },
-  );
-  const node = (await env.run(activities[TDD_WORKTREE_ACTIVITY], {
-    repo,
-    branch: 'tdd/slow',
-    base: 'HEAD',
-  })) as TddWorktreeResult;
+    workflowId: 'tdd-slow',
+    quiet: true,
+  });
+  const node = await activities.worktree(repo, 'tdd/slow');
   const spec = {
     id: 'slow',
     description: 'a slow contract',
@@ -324,13 +299,7 @@ test('a tool loop out of rounds is fed back and its files kept; a long test run 
     targetPath: 'src/slow.js',
     testPath: 'test/slow.test.js',
   };
-  const contextRef = (
-    await blobs.put(
-      Buffer.from(JSON.stringify({ spec, parentContext: null } satisfies NodeContext)),
-      'application/json',
-      'spec',
-    )
-  ).ref;
+  const contextRef = await storeRootContext(blobs, spec);
   // The contract suite takes 1.5 s, longer than the 1 s nudge timeout.
   const slowContract = testFile(
     "test('exports slow', async () => { await new Promise((r) => setTimeout(r, 1500)); assert.equal(typeof require('../../src/slow').slow, 'function'); });",
@@ -397,7 +366,7 @@ test('a tool loop out of rounds is fed back and its files kept; a long test run 
     conversationId: 'tdd:slow',
     refs: {},
   };
-  const result = (await env.run(activities[TDD_NODE_ACTIVITY], scaffold)) as TddNodeCallResult;
+  const result = await activities.call(scaffold);
 
   expect(result).toMatchObject({ exit: 'InitWork', invalidReplies: 1, nudged: false, agentCalls: 2 });
   // Every round of both tool loops is in the call log: the whole first loop, then write, run_tests, answer.
@@ -447,8 +416,7 @@ test('a node that gives no decision within the nudge timeout is re-prompted once
       return reply;
     },
   });
-  const repo = path.join(root, 'nudged');
-  await initRepository(repo, { 'README.md': '# nudged\n' });
+  const repo = await repos.create('nudged');
   const id = h.id('tdd-nudge');
   const spec = calcSpec({ nudgeTimeoutSeconds: 1 });
   await h.client.startTdd(spec, { repo, id });

@@ -7,30 +7,24 @@
  * TDDWriteTests, RequestRetry → Impl) are taken again here where a route needs them.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import { initRepository } from '../../src/kinds/tdd/git';
 import { defaultAgentProviders } from '../../src/agents';
 import type { AgentProviderFactory } from '../../src/agents/providers';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { gitIn, leaf, tddRepos, testFile, type TddRepos } from '../support/tdd-fixtures';
 
 let h: Harness;
-let root: string;
-const previousRepos = process.env.TREADLE_TDD_REPOS;
+let repos: TddRepos;
 
 beforeAll(async () => {
-  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-edges-'));
-  process.env.TREADLE_TDD_REPOS = root;
+  repos = tddRepos('tdd-edges-');
   h = await startHarness({ agents: { ...defaultAgentProviders(), refusing } });
 });
 afterAll(async () => {
   await h?.shutdown();
-  if (previousRepos === undefined) delete process.env.TREADLE_TDD_REPOS;
-  else process.env.TREADLE_TDD_REPOS = previousRepos;
-  rmSync(root, { recursive: true, force: true });
+  repos?.remove();
 });
 
 /**
@@ -49,79 +43,6 @@ const refusing: AgentProviderFactory = (ctx) => {
   };
 };
 
-const gitIn = (repo: string, ...args: string[]): string =>
-  execFileSync('git', args, { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).trim();
-const testFile = (body: string): string =>
-  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
-
-/** A one-function leaf spec `<name>() is 1`, with the replies every edge test builds on. */
-function leaf(name: string) {
-  const stub = `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
-  return {
-    spec: {
-      id: name,
-      description: `${name}() is 1`,
-      acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
-      targetPath: `src/${name}.js`,
-      testPath: `test/${name}.test.js`,
-    },
-    initWork: {
-      exit: 'InitWork',
-      scaffoldCommit: '',
-      interfaceFile: `src/${name}.js`,
-      contractSuite: `test/contract/${name}.test.js`,
-      testPlan: [],
-      files: {
-        [`src/${name}.js`]: stub,
-        [`test/contract/${name}.test.js`]: testFile(
-          `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
-        ),
-      },
-    },
-    testsReady: {
-      exit: 'TestsReady',
-      testsCommit: '',
-      testFiles: [`test/${name}.test.js`],
-      pendingCriteria: ['C1'],
-      files: {
-        [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
-      },
-    },
-    testsPassed: {
-      exit: 'TestsPassed',
-      commitHash: '',
-      iterations: 1,
-      passedTests: ['C1'],
-      files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` },
-    },
-    requestRetry: (n: number) => ({
-      exit: 'RequestRetry',
-      diagnosis: `not yet (${n})`,
-      strategyFrom: 'guess',
-      strategyTo: 'think',
-      failingTests: ['C1'],
-    }),
-    approved: {
-      exit: 'Approved',
-      signOff: 'ok',
-      coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] },
-    },
-    mergeComplete: {
-      exit: 'MergeComplete',
-      mergeCommit: '',
-      author: name,
-      impactLevel: 'Additive',
-      changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
-    },
-  };
-}
-
-async function newRepo(name: string): Promise<string> {
-  const repo = path.join(root, name);
-  await initRepository(repo, { 'README.md': `# ${name}\n` });
-  return repo;
-}
-
 async function events(id: string): Promise<TreadleEvent[]> {
   return h.client.events(id);
 }
@@ -138,7 +59,7 @@ async function routesOf(id: string): Promise<string[]> {
 
 test('TDDWriteTests InvalidScaffold, Impl BlockedDependency and Impl SpecAmbiguity each go back to Scaffold; RequestRetry loops Impl with the next attempt', async () => {
   const l = leaf('edgy');
-  const repo = await newRepo('edgy');
+  const repo = await repos.create('edgy');
   const id = h.id('tdd-edges-scaffold');
   const replies: Record<string, Json[]> = {
     'edgy.scaffold': [l.initWork, l.initWork, l.initWork, l.initWork],
@@ -199,7 +120,7 @@ test('TDDWriteTests InvalidScaffold, Impl BlockedDependency and Impl SpecAmbigui
 
 test('RequestRetry at the fifth Impl attempt becomes Stuck; a human’s guidance reruns Impl from attempt 1 with it', async () => {
   const l = leaf('stubborn');
-  const repo = await newRepo('stubborn');
+  const repo = await repos.create('stubborn');
   const id = h.id('tdd-edges-stuck');
   const replies: Record<string, Json[]> = {
     'stubborn.scaffold': [l.initWork],
@@ -252,7 +173,7 @@ test('RequestRetry at the fifth Impl attempt becomes Stuck; a human’s guidance
 
 test('Impl Stuck escalates to a human; aborting exits the node failed', async () => {
   const l = leaf('hopeless');
-  const repo = await newRepo('hopeless');
+  const repo = await repos.create('hopeless');
   const id = h.id('tdd-edges-abort');
   const replies: Record<string, Json[]> = {
     'hopeless.scaffold': [l.initWork],
@@ -286,7 +207,7 @@ test('Impl Stuck escalates to a human; aborting exits the node failed', async ()
 
 test('TDDReviewImpl MoreTests goes back to TDDWriteTests with the critiques; Reject waits for a human and, unanswered, exits', async () => {
   const l = leaf('picky');
-  const repo = await newRepo('picky');
+  const repo = await repos.create('picky');
   const id = h.id('tdd-edges-reject');
   const moreTests = {
     exit: 'MoreTests',
@@ -339,7 +260,7 @@ test('TDDReviewImpl MoreTests goes back to TDDWriteTests with the critiques; Rej
 
 test('Merger MergeRejected returns to Impl, counted against its attempts; the next merge completes', async () => {
   const l = leaf('clash');
-  const repo = await newRepo('clash');
+  const repo = await repos.create('clash');
   const id = h.id('tdd-edges-merge');
   const replies: Record<string, Json[]> = {
     'clash.scaffold': [l.initWork],
@@ -377,7 +298,7 @@ test('Rebaser RebaseConflict sends the sibling that did not merge first back to 
   const a = leaf('alpha');
   const b = leaf('beta');
   const p = leaf('both');
-  const repo = await newRepo('siblings');
+  const repo = await repos.create('siblings');
   const id = h.id('tdd-edges-rebase');
   const children = [a, b].map((c) => ({
     id: c.spec.id,
@@ -459,14 +380,14 @@ test('Rebaser RebaseConflict sends the sibling that did not merge first back to 
   // Both children are in the parent's branch, the parent in the target, and the whole suite is green.
   const log = gitIn(repo, 'log', '--format=%s', 'treadle/both');
   expect(log).toMatch(/feat\(both\): implement/);
-  const checkout = path.join(root, 'siblings-checkout');
+  const checkout = path.join(repos.root, 'siblings-checkout');
   gitIn(repo, 'worktree', 'add', '--detach', checkout, 'treadle/both');
   expect(execFileSync('node', ['--test'], { cwd: checkout, encoding: 'utf8' })).toMatch(/# fail 0/);
 }, 240_000);
 
 test('a tree the worker refuses (a test command off its allow-list) ends failed, visibly, instead of waiting', async () => {
   const l = leaf('refused');
-  const repo = await newRepo('refused');
+  const repo = await repos.create('refused');
   const id = h.id('tdd-edges-refused');
   await h.client.startTdd(
     { ...l.spec, tdd: { testCommand: ['python3', '-m', 'pytest'] } },
@@ -482,7 +403,7 @@ test('a tree the worker refuses (a test command off its allow-list) ends failed,
 
 test('a tree that fails by an error (its activity failed for good) still reports its calls, which the work item counts', async () => {
   const l = leaf('refusal');
-  const repo = await newRepo('refusal');
+  const repo = await repos.create('refusal');
   const id = h.id('tdd-edges-error-usage');
   // Scaffold answers (one call); TDDWriteTests answers malformed (a second call) and is re-prompted, which the
   // provider refuses for good.
@@ -510,7 +431,7 @@ test('a tree that fails by an error (its activity failed for good) still reports
 test('a child that fails by an error reports its calls to its parent, which counts them in the tree', async () => {
   const p = leaf('solo');
   const k = leaf('refusedkid');
-  const repo = await newRepo('solo');
+  const repo = await repos.create('solo');
   const id = h.id('tdd-edges-child-error-usage');
   const kid = {
     id: k.spec.id,

@@ -5,18 +5,14 @@
  * must still reach `x`'s next Impl call (and not be used up by TDDWriteTests). Prompts are recorded by an agent
  * provider that wraps the scripted one.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { initRepository } from '../../src/kinds/tdd/git';
 import { defaultAgentProviders } from '../../src/agents';
 import type { AgentProviderFactory } from '../../src/agents/providers';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
 
 let h: Harness;
-let root: string;
-const previousRepos = process.env.TREADLE_TDD_REPOS;
+let repos: TddRepos;
 
 /** The prompt of every agent call (its last message: the shared conversation comes before it), by `<spec>.<node>`. */
 const prompts = new Map<string, string[]>();
@@ -36,90 +32,19 @@ const recording: AgentProviderFactory = (ctx) => {
 };
 
 beforeAll(async () => {
-  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-guidance-'));
-  process.env.TREADLE_TDD_REPOS = root;
+  repos = tddRepos('tdd-guidance-');
   h = await startHarness({ agents: { ...defaultAgentProviders(), recording } });
 });
 afterAll(async () => {
   await h?.shutdown();
-  if (previousRepos === undefined) delete process.env.TREADLE_TDD_REPOS;
-  else process.env.TREADLE_TDD_REPOS = previousRepos;
-  rmSync(root, { recursive: true, force: true });
-});
-
-const testFile = (body: string): string =>
-  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
-
-/** A one-function leaf `<name>() is 1` and its replies. */
-function leaf(name: string) {
-  const stub = `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
-  return {
-    spec: {
-      id: name,
-      description: `${name}() is 1`,
-      acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
-      targetPath: `src/${name}.js`,
-      testPath: `test/${name}.test.js`,
-    },
-    initWork: {
-      exit: 'InitWork',
-      scaffoldCommit: '',
-      interfaceFile: `src/${name}.js`,
-      contractSuite: `test/contract/${name}.test.js`,
-      testPlan: [],
-      files: {
-        [`src/${name}.js`]: stub,
-        [`test/contract/${name}.test.js`]: testFile(
-          `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
-        ),
-      },
-    },
-    testsReady: {
-      exit: 'TestsReady',
-      testsCommit: '',
-      testFiles: [`test/${name}.test.js`],
-      pendingCriteria: ['C1'],
-      files: {
-        [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
-      },
-    },
-    testsPassed: {
-      exit: 'TestsPassed',
-      commitHash: '',
-      iterations: 1,
-      passedTests: ['C1'],
-      files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` },
-    },
-    stuck: { exit: 'Stuck', diagnosis: `${name} cannot tell what 1 means`, recommendation: 'ask', attempts: 1 },
-    approved: {
-      exit: 'Approved',
-      signOff: 'ok',
-      coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] },
-    },
-    mergeComplete: {
-      exit: 'MergeComplete',
-      mergeCommit: '',
-      author: name,
-      impactLevel: 'Additive',
-      changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
-    },
-  };
-}
-
-const childOf = (l: ReturnType<typeof leaf>) => ({
-  id: l.spec.id,
-  description: l.spec.description,
-  acceptanceCriteria: l.spec.acceptanceCriteria,
-  targetPath: l.spec.targetPath,
-  testPath: l.spec.testPath,
+  repos?.remove();
 });
 
 test('guidance to a stuck Impl reaches its next Impl call when a sibling merged during the wait (rebase, TDDWriteTests in between)', async () => {
   const x = leaf('gx');
   const y = leaf('gy');
   const r = leaf('gr');
-  const repo = path.join(root, 'siblings');
-  await initRepository(repo, { 'README.md': '# siblings\n' });
+  const repo = await repos.create('siblings');
   const id = h.id('tdd-guidance');
   const rootImpl = {
     ...r.testsPassed,
@@ -129,7 +54,7 @@ test('guidance to a stuck Impl reaches its next Impl call when a sibling merged 
     },
   };
   const replies: Record<string, Json[]> = {
-    'gr.scaffold': [{ ...r.initWork, childSpecs: [childOf(x), childOf(y)] }],
+    'gr.scaffold': [{ ...r.initWork, childSpecs: [x.child, y.child] }],
     'gr.tddWriteTests': [r.testsReady],
     'gr.impl': [rootImpl],
     // The root judges y's merge, then x's, then approves its own work.

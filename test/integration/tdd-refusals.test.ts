@@ -6,88 +6,21 @@
  * limit. A call's refusals are capped (5 listed, the rest counted). The worktree tools' refusals are covered
  * in tdd-anthropic-tools.test.ts, claude-code's read-only files in tdd-activity.test.ts.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { initRepository } from '../../src/kinds/tdd/git';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import { startHarness, type Harness } from '../support/harness';
+import { leaf, tddRepos, testFile, type TddRepos } from '../support/tdd-fixtures';
 
 let h: Harness;
-let root: string;
-const previousRepos = process.env.TREADLE_TDD_REPOS;
+let repos: TddRepos;
 
 beforeAll(async () => {
-  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-refusals-'));
-  process.env.TREADLE_TDD_REPOS = root;
+  repos = tddRepos('tdd-refusals-');
   h = await startHarness();
 });
 afterAll(async () => {
   await h?.shutdown();
-  if (previousRepos === undefined) delete process.env.TREADLE_TDD_REPOS;
-  else process.env.TREADLE_TDD_REPOS = previousRepos;
-  rmSync(root, { recursive: true, force: true });
+  repos?.remove();
 });
-
-const testFile = (body: string): string =>
-  `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;
-
-/** A one-function leaf `<name>() is 1` and its replies. */
-function leaf(name: string) {
-  const stub = `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
-  const spec = {
-    id: name,
-    description: `${name}() is 1`,
-    acceptanceCriteria: [{ id: 'C1', text: `${name}() is 1` }],
-    targetPath: `src/${name}.js`,
-    testPath: `test/${name}.test.js`,
-  };
-  return {
-    spec,
-    child: spec,
-    initWork: {
-      exit: 'InitWork',
-      scaffoldCommit: '',
-      interfaceFile: `src/${name}.js`,
-      contractSuite: `test/contract/${name}.test.js`,
-      testPlan: [],
-      files: {
-        [`src/${name}.js`]: stub,
-        [`test/contract/${name}.test.js`]: testFile(
-          `test('exports ${name}', () => assert.equal(typeof require('../../src/${name}').${name}, 'function'));`,
-        ),
-      },
-    },
-    testsReady: {
-      exit: 'TestsReady',
-      testsCommit: '',
-      testFiles: [`test/${name}.test.js`],
-      pendingCriteria: ['C1'],
-      files: {
-        [`test/${name}.test.js`]: testFile(`test('C1', () => assert.equal(require('../src/${name}').${name}(), 1));`),
-      },
-    },
-    testsPassed: {
-      exit: 'TestsPassed',
-      commitHash: '',
-      iterations: 1,
-      passedTests: ['C1'],
-      files: { [`src/${name}.js`]: `module.exports = { ${name}: () => 1 };\n` },
-    },
-    approved: {
-      exit: 'Approved',
-      signOff: 'ok',
-      coverageReport: { criteriaWithTests: [['C1', 'C1']], criteriaMissing: [] },
-    },
-    mergeComplete: {
-      exit: 'MergeComplete',
-      mergeCommit: '',
-      author: name,
-      impactLevel: 'Additive',
-      changes: [{ symbol: name, changeType: 'NewExport', reason: 'the spec' }],
-    },
-  };
-}
 
 const refusedEvents = (events: TreadleEvent[]) => events.filter((e) => e.type === 'WorkRefused');
 
@@ -95,8 +28,7 @@ test('path escapes, read-only test files, too many children and the depth limit 
   const p = leaf('rf');
   const k = leaf('rk');
   const g = leaf('rg');
-  const repo = path.join(root, 'rf');
-  await initRepository(repo, { 'README.md': '# rf\n' });
+  const repo = await repos.create('rf');
   const id = h.id('tdd-refusals');
   const withFiles = (files: Record<string, string>) => ({ ...p.initWork, files: { ...p.initWork.files, ...files } });
   const replies: Record<string, Json[]> = {

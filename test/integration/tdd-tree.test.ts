@@ -5,39 +5,30 @@
  * rebase. The proof is in git: the branches' logs and a passing `node --test` on the merged result.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { initRepository } from '../../src/kinds/tdd/git';
 import type { Json, TreadleEvent } from '../../src/model/shapes';
 import type { TddNodeState } from '../../src/kinds/tdd/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
+import { gitIn, tddRepos, type TddRepos } from '../support/tdd-fixtures';
 
 const EXAMPLE = path.join(__dirname, '..', '..', 'examples', 'tdd');
 const spec = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.yaml'), 'utf8')) as Json;
 const replies = parseYaml(readFileSync(path.join(EXAMPLE, 'textkit.replies.yaml'), 'utf8')) as Json;
 
 let h: Harness;
-let root: string;
-const previousRepos = process.env.TREADLE_TDD_REPOS;
+let repos: TddRepos;
 
 beforeAll(async () => {
-  root = mkdtempSync(path.join(os.tmpdir(), 'tdd-tree-'));
-  process.env.TREADLE_TDD_REPOS = root;
+  repos = tddRepos('tdd-tree-');
   h = await startHarness();
 });
 afterAll(async () => {
   await h?.shutdown();
-  if (previousRepos === undefined) delete process.env.TREADLE_TDD_REPOS;
-  else process.env.TREADLE_TDD_REPOS = previousRepos;
-  rmSync(root, { recursive: true, force: true });
+  repos?.remove();
 });
-
-function gitIn(repo: string, ...args: string[]): string {
-  return execFileSync('git', args, { cwd: repo, encoding: 'utf8' }).trim();
-}
 
 async function nodeEvents(id: string): Promise<TreadleEvent[]> {
   return h.client.events(id);
@@ -49,8 +40,7 @@ async function historyBytes(id: string): Promise<number> {
 }
 
 test('the example tree: children merge into the parent, the parent into the target branch, and node --test passes', async () => {
-  const repo = path.join(root, 'textkit');
-  await initRepository(repo, { 'README.md': '# textkit\n' });
+  const repo = await repos.create('textkit');
   const id = h.id('tdd-textkit');
   const started = await h.client.startTdd(spec, { repo, id, replies });
   expect(started.targetBranch).toBe('treadle/textkit');
@@ -67,7 +57,7 @@ test('the example tree: children merge into the parent, the parent into the targ
   expect(gitIn(repo, 'rev-parse', 'treadle/textkit')).toBe(result.mergeCommit);
 
   // The merged library works: a fresh checkout of the target branch passes its whole test suite.
-  const checkout = path.join(root, 'checkout');
+  const checkout = path.join(repos.root, 'checkout');
   gitIn(repo, 'worktree', 'add', '--detach', checkout, 'treadle/textkit');
   const run = execFileSync('node', ['--test'], { cwd: checkout, encoding: 'utf8' });
   expect(run).toMatch(/# pass 9/);
@@ -109,8 +99,7 @@ test('the example tree: children merge into the parent, the parent into the targ
 }, 240_000);
 
 test('a tdd stage in an ordinary pipeline: the tree runs as a child workflow and its MergeComplete is the artefact', async () => {
-  const repo = path.join(root, 'textkit-stage');
-  await initRepository(repo, { 'README.md': '# textkit\n' });
+  const repo = await repos.create('textkit-stage', { 'README.md': '# textkit\n' });
   const id = h.id('with-tdd');
   const pipelineSpec = {
     name: 'plan-and-build',
@@ -177,8 +166,7 @@ test('a tdd stage whose config is wrong is refused by the worker before anything
 });
 
 test('treadle tdd --wait and treadle status, as users run them; a bad spec file is refused with every problem', async () => {
-  const repo = path.join(root, 'textkit-cli');
-  await initRepository(repo, { 'README.md': '# textkit\n' });
+  const repo = await repos.create('textkit-cli', { 'README.md': '# textkit\n' });
   const id = h.id('tdd-cli');
   const run = await runTreadle(h, [
     'tdd',
@@ -205,7 +193,7 @@ test('treadle tdd --wait and treadle status, as users run them; a bad spec file 
   expect(status.stdout).toMatch(/impl\s+TestsPassed/);
   expect(status.stdout).toMatch(/merged as [0-9a-f]{40}/);
 
-  const bad = path.join(root, 'bad.yaml');
+  const bad = path.join(repos.root, 'bad.yaml');
   writeFileSync(
     bad,
     'id: has space\ndescription: ""\nacceptanceCriteria: []\ntargetPath: /etc/passwd\ntestPath: t.js\n',
@@ -220,8 +208,7 @@ test('treadle tdd --wait and treadle status, as users run them; a bad spec file 
 }, 240_000);
 
 test('a parent that fails cancels its running children instead of leaving them waiting to merge', async () => {
-  const repo = path.join(root, 'failing-parent');
-  await initRepository(repo, { 'README.md': '# failing\n' });
+  const repo = await repos.create('failing-parent', { 'README.md': '# failing\n' });
   const id = h.id('tdd-fail');
   const stub = (name: string) => `'use strict';\nmodule.exports = { ${name}: () => { throw new Error('todo'); } };\n`;
   const redTest = (name: string, file: string) =>
@@ -307,8 +294,7 @@ test('a parent that fails cancels its running children instead of leaving them w
 }, 120_000);
 
 test('ClarificationNeeded waits in the review queue; the answer reruns Scaffold and the leaf merges', async () => {
-  const repo = path.join(root, 'calc');
-  await initRepository(repo, { 'README.md': '# calc\n' });
+  const repo = await repos.create('calc');
   const id = h.id('tdd-calc');
   const file = (body: string) =>
     `'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert/strict');\n${body}\n`;

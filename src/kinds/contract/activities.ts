@@ -104,12 +104,12 @@ export function createContractActivities(deps: ContractActivityDependencies) {
   };
   return {
     [CONTRACT_VALIDATE_ACTIVITY]: async (input: ContractValidateInput): Promise<ContractValidateResult> =>
-      supervise((s) => validate(input, deps, validators, resolveInput, s), {
+      supervise((s) => validate(input, { deps, validators, resolveInput, s }), {
         blobs: deps.blobs,
         onCalls: where(input, 'validate'),
       }),
     [CONTRACT_REVISE_ACTIVITY]: async (input: ContractReviseInput): Promise<ContractReviseResult> =>
-      supervise((s) => revise(input, deps, revisers, resolveInput, s), {
+      supervise((s) => revise(input, { deps, revisers, resolveInput, s }), {
         blobs: deps.blobs,
         onCalls: where(input, 'revise'),
       }),
@@ -130,8 +130,7 @@ function contextFor(
   at: CallSetting,
   kind: 'validate' | 'revise',
   key: string,
-  deps: ContractActivityDependencies,
-  s: Supervision,
+  { deps, s }: Pick<CallTools, 'deps' | 's'>,
 ): ContractContext {
   const { call, contract, round, input } = at;
   const ref = kind === 'validate' ? contract.validate : contract.revise;
@@ -172,6 +171,16 @@ function contextFor(
 }
 
 /** How a round fell back to accepting (the seed's conservative fallbacks), for its event to flag. */
+/**
+ * What a validate or revise call works with besides its input: the worker's dependencies, the work item
+ * input's resolver (cached per worker) and the activity's supervision.
+ */
+interface CallTools {
+  deps: ContractActivityDependencies;
+  resolveInput: (input: Json) => Promise<Json>;
+  s: Supervision;
+}
+
 interface RoundFallback {
   kind: 'threw' | 'malformed' | 'partial';
   detail: string;
@@ -179,11 +188,9 @@ interface RoundFallback {
 
 async function validate(
   input: ContractValidateInput,
-  deps: ContractActivityDependencies,
-  validators: Record<string, ContractValidator>,
-  resolveInput: (input: Json) => Promise<Json>,
-  s: Supervision,
+  tools: CallTools & { validators: Record<string, ContractValidator> },
 ): Promise<ContractValidateResult> {
+  const { deps, s } = tools;
   const opened = await openRound(input, deps.blobs);
   if (!opened.ok) return { ok: false, problems: opened.problems };
   const { state, toValidate } = opened;
@@ -192,7 +199,7 @@ async function validate(
   let newlyRejected: number[] = [];
   if (toValidate.length > 0) {
     // Empty input makes no call; otherwise one call for every item of the round.
-    const asked = await askValidator(input, state, toValidate, { deps, validators, resolveInput, s });
+    const asked = await askValidator(input, state, toValidate, tools);
     ({ fallback, newlyRejected } = recordVerdicts(state, toValidate, asked));
   }
   newlyRejected.sort((a, b) => a - b);
@@ -266,14 +273,9 @@ async function askValidator(
   input: ContractValidateInput,
   state: ContractState,
   toValidate: number[],
-  using: {
-    deps: ContractActivityDependencies;
-    validators: Record<string, ContractValidator>;
-    resolveInput: (input: Json) => Promise<Json>;
-    s: Supervision;
-  },
+  tools: CallTools & { validators: Record<string, ContractValidator> },
 ): Promise<{ answer: ContractValidation | undefined; fallback: RoundFallback | undefined }> {
-  const { deps, validators, resolveInput, s } = using;
+  const { validators, resolveInput, s } = tools;
   const { contract } = state;
   let fallback: RoundFallback | undefined;
   const validator = validators[contract.validate.run];
@@ -283,7 +285,7 @@ async function askValidator(
   try {
     const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
     answer = await validator({
-      ...contextFor(setting, 'validate', `${contract.to}.validate`, deps, s),
+      ...contextFor(setting, 'validate', `${contract.to}.validate`, tools),
       items: toValidate.map((i) => ({ id: state.ids[i]!, item: state.items[i]! })),
     });
   } catch (error) {
@@ -357,11 +359,9 @@ function recordVerdicts(
 
 async function revise(
   input: ContractReviseInput,
-  deps: ContractActivityDependencies,
-  revisers: Record<string, ContractReviser>,
-  resolveInput: (input: Json) => Promise<Json>,
-  s: Supervision,
+  tools: CallTools & { revisers: Record<string, ContractReviser> },
 ): Promise<ContractReviseResult> {
+  const { deps, revisers, resolveInput, s } = tools;
   const state = await readJson<ContractState>(deps.blobs, input.stateRef);
   const { contract } = state;
   const at = state.rejected[input.index];
@@ -375,7 +375,7 @@ async function revise(
   try {
     const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
     revised = await reviser({
-      ...contextFor(setting, 'revise', `${contract.to}.revise.${id}`, deps, s),
+      ...contextFor(setting, 'revise', `${contract.to}.revise.${id}`, tools),
       id,
       item: state.items[at]!,
       reason: state.reasons[at] ?? '',

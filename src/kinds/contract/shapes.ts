@@ -2,8 +2,7 @@
  * The shapes the contract activities and the work item's workflow code share (seed 002): types and
  * constants only, no zod, so workflow code can import them. The spec's schema is in `spec.ts`.
  */
-import type { Json } from '../../model/shapes';
-import type { CallBatch } from '../../model/state';
+import type { CallBatch, Json } from '../../model/shapes';
 
 /** Revision calls of one round running at once. */
 export const CONTRACT_REVISION_LANES = 50;

@@ -84,8 +84,9 @@ export async function runContracts(
     const edge = `${contract.from} → ${contract.to}`;
     // Each round's counts, for the finalize call's summary: the Web UI shows the contract's rounds in one line.
     const tally: string[] = [];
+    const rounds: RoundLog = { run, from: contract.from, edge, tally };
     const event = (round: number, v: ValidatedRound, revised?: RevisedRound): void =>
-      emitRound(run, contract.from, edge, tally, round, v, revised);
+      emitRound(rounds, round, v, revised);
 
     const acts = (round: number, what: string): ContractActivities =>
       contractActivities(run.stage.name, contract, round, what);
@@ -167,12 +168,20 @@ interface RevisedRound {
   wasted: number;
 }
 
+/** Where a contract's rounds are recorded: the consuming stage's events, and the tally for its finalize call. */
+interface RoundLog {
+  run: ContractRun;
+  /** The producing stage. */
+  from: string;
+  /** The edge's label, `from → to`. */
+  edge: string;
+  /** Each round's counts, for the finalize call's summary. */
+  tally: string[];
+}
+
 /** One round of a contract: its line in the finalize call's tally, and its `InputValidation` event. */
 function emitRound(
-  run: ContractRun,
-  from: string,
-  edge: string,
-  tally: string[],
+  { run, from, edge, tally }: RoundLog,
   round: number,
   v: ValidatedRound,
   revised?: RevisedRound,

@@ -85,10 +85,13 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
     [LOOP_ITERATION_ACTIVITY]: async (input: LoopIterationInput): Promise<LoopIterationResult> => {
       const plan = await planOf(input.planRef);
       const replies = plan.repliesRef ? await jsonOf<Json>(plan.repliesRef) : undefined;
-      return supervise((supervision) => iterate(plan, replies, input, deps, env, where().workspace, supervision), {
-        blobs: deps.blobs,
-        onCalls: callLogWriter(deps.callLog, { pipeline: plan.pipeline, stage: plan.stage }),
-      });
+      return supervise(
+        (supervision) => iterate({ plan, replies, input, deps, env, workspace: where().workspace, supervision }),
+        {
+          blobs: deps.blobs,
+          onCalls: callLogWriter(deps.callLog, { pipeline: plan.pipeline, stage: plan.stage }),
+        },
+      );
     },
     [LOOP_CHECK_QUEUE_ACTIVITY]: async (input: { planRef: string }): Promise<QueueReading> => {
       const plan = await planOf(input.planRef);

@@ -20,15 +20,27 @@ const COMMAND_TIMEOUT_MS = 120_000;
 /** What verify.log and the output snapshot may hold in the history: nothing; what a summary line shows of a command. */
 const MAX_VERIFY_SUMMARY = 300;
 
+/** Where and with what an iteration's verify commands run. */
+export interface VerifyRun {
+  plan: StoredPlan;
+  workspace: string;
+  /** The iteration's folder (absolute), which receives `verify.log`. */
+  iterAbs: string;
+  /** The iteration's file paths the commands may name (`output`, `progress`, `status`, `CTX`). */
+  vars: Record<string, string>;
+  env: NodeJS.ProcessEnv;
+  signal: AbortSignal;
+}
+
 /** Runs the plan's verify commands in the workspace, writing `verify.log` to the iteration's folder. */
-export async function runVerify(
-  plan: StoredPlan,
-  workspace: string,
-  iterAbs: string,
-  vars: Record<string, string>,
-  env: NodeJS.ProcessEnv,
-  signal: AbortSignal,
-): Promise<IterationRecord['verify']> {
+export async function runVerify({
+  plan,
+  workspace,
+  iterAbs,
+  vars,
+  env,
+  signal,
+}: VerifyRun): Promise<IterationRecord['verify']> {
   const allowed = commandList(env, LOOP_COMMANDS_ENV, []);
   const log: string[] = [];
   const failed: string[] = [];

@@ -44,16 +44,22 @@ interface IterationFiles {
   abs(relative: string): string;
 }
 
+/** What one iteration runs with: its plan and activity input, the worker's stores and agents, its workspace. */
+export interface IterationRun {
+  plan: StoredPlan;
+  /** The scripted agent's replies (the plan's `repliesRef`), when the loop has them. */
+  replies: Json | undefined;
+  input: LoopIterationInput;
+  deps: { blobs: BlobStore; agents: AgentProviders };
+  env: NodeJS.ProcessEnv;
+  workspace: string;
+  /** The activity's supervision: its model calls, heartbeats and cancellation signal. */
+  supervision: Supervision;
+}
+
 /** Runs iteration `input.iteration` of the plan under supervision; a failed agent is a result, not a throw. */
-export async function iterate(
-  plan: StoredPlan,
-  replies: Json | undefined,
-  input: LoopIterationInput,
-  deps: { blobs: BlobStore; agents: AgentProviders },
-  env: NodeJS.ProcessEnv,
-  workspace: string,
-  supervision: Supervision,
-): Promise<LoopIterationResult> {
+export async function iterate(run: IterationRun): Promise<LoopIterationResult> {
+  const { plan, input, deps, env, workspace, supervision } = run;
   const n = input.iteration;
   const files = iterationFiles(plan, n, workspace);
   const { abs, paths } = files;
@@ -69,7 +75,7 @@ export async function iterate(
     calls: supervision.calls.length,
     ...iterationUsage(supervision),
   });
-  const failed = await runAgent(plan, replies, input, deps, env, workspace, supervision, files, prompt);
+  const failed = await runAgent(run, files, prompt);
   if (failed) return fail(failed);
   const read = await readStatus(abs, paths.status);
   if ('failure' in read) return fail(read.failure);
@@ -85,7 +91,14 @@ export async function iterate(
   }
   const verify =
     plan.verify.length > 0
-      ? await runVerify(plan, workspace, abs(files.iterRel), { ...paths, CTX: files.ctxRel }, env, supervision.signal)
+      ? await runVerify({
+          plan,
+          workspace,
+          iterAbs: abs(files.iterRel),
+          vars: { ...paths, CTX: files.ctxRel },
+          env,
+          signal: supervision.signal,
+        })
       : null;
   if (verify)
     await appendFile(abs(paths.progress), `- verify: ${verify.passed ? 'passed' : `FAILED (${verify.summary})`}\n`);
@@ -153,13 +166,7 @@ async function writeContext(plan: StoredPlan, input: LoopIterationInput, files: 
 
 /** Runs the iteration's agent (the scripted one acting through its reply); how it failed, if it did. */
 async function runAgent(
-  plan: StoredPlan,
-  replies: Json | undefined,
-  input: LoopIterationInput,
-  deps: { blobs: BlobStore; agents: AgentProviders },
-  env: NodeJS.ProcessEnv,
-  workspace: string,
-  supervision: Supervision,
+  { plan, replies, input, deps, env, workspace, supervision }: IterationRun,
   files: IterationFiles,
   prompt: string,
 ): Promise<IterationFailure | undefined> {

@@ -9,15 +9,27 @@ import { truncateText } from '../../model/limits';
 import { now } from '../../workflows/common';
 import { resolveReviewUpdate, reviewSignal } from '../../workflows/messages';
 import type { HumanAnswer } from './routes';
-import type { HumanReason } from './shapes';
-import type { TddNodeRun } from './node-run';
+import type { EventType, TreadleEvent } from '../../model/shapes';
+import type { HumanReason, TddNodeInput, TddNodeState } from './shapes';
 import { reviewTarget } from './node-view';
+
+/**
+ * What the review queue needs of its node (`TddNodeRun` is one): declared here so that this file does not
+ * import the run that imports it.
+ */
+export interface ReviewingNode {
+  readonly info: { workflowId: string };
+  readonly state: TddNodeState;
+  readonly settings: TddNodeInput['settings'];
+  emit(type: EventType, message: string, fields?: Partial<TreadleEvent>): void;
+  publish(): void;
+}
 
 /** The node's review queue: the handlers that answer it and the wait for an answer. */
 export class HumanReviews {
   private answer: HumanAnswer | undefined;
 
-  constructor(private readonly node: TddNodeRun) {}
+  constructor(private readonly node: ReviewingNode) {}
 
   /**
    * The `review` signal (bad input becomes an event) and the `resolveReview` update (bad input is rejected

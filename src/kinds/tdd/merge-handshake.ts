@@ -25,12 +25,41 @@ import {
   type MergeRequest,
   type SiblingMerged,
 } from '../../workflows/messages';
-import type { TddChildState, TddNodeCallResult, TddNodeResult } from './shapes';
-import type { TddNodeRun } from './node-run';
-import type { tddNode } from './workflow';
+import type { EventType, TreadleEvent, UsageTotals } from '../../model/shapes';
+import type {
+  TddChildState,
+  TddNodeCallInput,
+  TddNodeCallResult,
+  TddNodeInput,
+  TddNodeName,
+  TddNodeResult,
+  TddNodeState,
+  TddWorktreeResult,
+} from './shapes';
 
 /** The workflow type of `tddNode`, by name: this file must not import the workflow that imports it. */
 const TDD_NODE_WORKFLOW = 'tddNode';
+
+/** The signature of the `tddNode` workflow (`workflow.ts`), which starts its children through this file. */
+type TddNodeWorkflow = (input: TddNodeInput) => Promise<TddNodeResult>;
+
+/**
+ * What the handshake needs of its node (`TddNodeRun` is one): declared here so that this file does not
+ * import the run that imports it.
+ */
+export interface MergingNode {
+  readonly info: { workflowId: string };
+  readonly input: TddNodeInput;
+  readonly state: TddNodeState;
+  readonly settings: TddNodeInput['settings'];
+  readonly branch: string;
+  readonly worktree: TddWorktreeResult;
+  readonly refs: TddNodeCallInput['refs'];
+  emit(type: EventType, message: string, fields?: Partial<TreadleEvent>): void;
+  publish(): void;
+  call(node: TddNodeName, extra?: Partial<TddNodeCallInput>): Promise<TddNodeCallResult>;
+  usageOfTree(): { usage?: UsageTotals };
+}
 
 /** One node's side of the handshake, both as a parent (serving its children) and as a child (asking its parent). */
 export class MergeHandshake {
@@ -41,7 +70,7 @@ export class MergeHandshake {
   private grant: MergeGrant | undefined;
   private mergeDone: MergeDone | undefined;
 
-  constructor(private readonly node: TddNodeRun) {}
+  constructor(private readonly node: MergingNode) {}
 
   /** The handshake's signals; a signal since each side only informs the other and waits in its own time. */
   registerHandlers(): void {
@@ -136,7 +165,7 @@ export class MergeHandshake {
     for (const spec of r.envelope.children ?? []) {
       if (state.children.some((c) => c.id === spec.id)) continue;
       const workflowId = `${info.workflowId}.${spec.id}`;
-      const handle = await startChild<typeof tddNode>(TDD_NODE_WORKFLOW, {
+      const handle = await startChild<TddNodeWorkflow>(TDD_NODE_WORKFLOW, {
         workflowId,
         args: [
           {
@@ -164,7 +193,7 @@ export class MergeHandshake {
   }
 
   /** Children reported by their results too (a child that fails never asks to merge). */
-  watchChild(child: TddChildState, handle: ChildWorkflowHandle<typeof tddNode>): void {
+  watchChild(child: TddChildState, handle: ChildWorkflowHandle<TddNodeWorkflow>): void {
     const { node } = this;
     void handle.result().then(
       (result) => {

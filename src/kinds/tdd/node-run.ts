@@ -56,8 +56,8 @@ import type { StateQueryArgs } from '../../model/state';
 import { describeFailure, eventPage, failureWithUsage, now, usageReported } from '../../workflows/common';
 import { EventStream, Publications } from '../../workflows/publishing';
 import { eventsQuery, tddStateQuery } from '../../workflows/messages';
-import { HumanReviews } from './human-review';
-import { MergeHandshake } from './merge-handshake';
+import { HumanReviews, type ReviewingNode } from './human-review';
+import { MergeHandshake, type MergingNode } from './merge-handshake';
 import { describeRoute, renderDetails, signalOf } from './node-view';
 
 const tdd = proxyActivities<{
@@ -89,7 +89,7 @@ const LATEST_REFUSALS_SHOWN = 3;
 export const TDD_PIPELINE_NAME = 'tdd';
 
 /** One run of a TDD node: its state, its handlers and its walk of the graph. */
-export class TddNodeRun {
+export class TddNodeRun implements ReviewingNode, MergingNode {
   readonly info = workflowInfo();
   readonly branch: string;
   readonly conversationId: string;
