@@ -65,12 +65,12 @@ export function temporalConfigFile(env: NodeJS.ProcessEnv = process.env): string
  * Reads the connection settings. Throws a `config` {@link TreadleError} naming the setting when the profile
  * is missing, the file is malformed or a certificate file cannot be read.
  */
-export function temporalSettings(env: NodeJS.ProcessEnv = process.env): TemporalSettings {
+export function temporalSettings(environment: NodeJS.ProcessEnv = process.env): TemporalSettings {
   // An empty variable means unset, as it always has for Treadle (envconfig would take "" as the address).
-  const given: Record<string, string> = {};
-  for (const [key, value] of Object.entries(env)) if (value !== undefined && value !== '') given[key] = value;
-  const configFile = temporalConfigFile(given);
-  if (truthy(given.TEMPORAL_TLS_DISABLE_HOST_VERIFICATION)) {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(environment)) if (value !== undefined && value !== '') env[key] = value;
+  const configFile = temporalConfigFile(env);
+  if (truthy(env.TEMPORAL_TLS_DISABLE_HOST_VERIFICATION)) {
     // envconfig reads this and drops it; a silently verified connection would be the opposite of what was asked.
     throw configError(
       'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported by the TypeScript SDK: set TEMPORAL_TLS_SERVER_NAME to the name in the server certificate instead',
@@ -78,14 +78,14 @@ export function temporalSettings(env: NodeJS.ProcessEnv = process.env): Temporal
   }
   let loaded: ReturnType<typeof loadClientConnectConfig>;
   try {
-    loaded = loadClientConnectConfig({ overrideEnvVars: given });
+    loaded = loadClientConnectConfig({ overrideEnvVars: env });
   } catch (error) {
-    throw configError(explainLoadError(error as NodeJS.ErrnoException, given, configFile));
+    throw configError(explainLoadError(error as NodeJS.ErrnoException, env, configFile));
   }
   const options = loaded.connectionOptions;
   const address = options.address || DEFAULT_ADDRESS;
   const namespace = loaded.namespace || DEFAULT_NAMESPACE;
-  const profile = given.TEMPORAL_PROFILE;
+  const profile = env.TEMPORAL_PROFILE;
   const out: TemporalSettings = {
     address,
     namespace,
