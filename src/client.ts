@@ -2,13 +2,14 @@
  * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list
  * pending reviews. Every error is a {@link TreadleError} with one clear line.
  */
-import { Client, Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { Client, type Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { TreadleTracing } from './tracing';
 import { audit, type AuditEntry } from './audit';
 import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
 import { loadConfig } from './config';
+import { connectClient, temporalSettings, type TemporalSettings } from './connection';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import type { KnownImplementations } from './model/pipeline';
 import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from './kinds/approval/shapes';
@@ -37,8 +38,11 @@ export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing
 
 /** Options for {@link TreadleClient.connect}. */
 export interface ConnectOptions {
+  /** Overrides the configured address (TLS, API key and the rest stay as configured). */
   address?: string;
   namespace?: string;
+  /** Connection settings to use instead of the configured ones (`temporalSettings()`). */
+  temporal?: TemporalSettings;
   taskQueue?: string;
   /** Implementation names to check specs against before starting (the CLI passes the built-ins). */
   known?: KnownImplementations;
@@ -76,26 +80,27 @@ export class TreadleClient {
     this.blobThresholdBytes = config.blobThresholdBytes;
   }
 
-  /** Connects to Temporal (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE` by default). */
+  /**
+   * Connects to Temporal as configured by the environment and `temporal.toml` profiles (`TEMPORAL_ADDRESS`,
+   * `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`, `TEMPORAL_TLS_*`, `TEMPORAL_PROFILE`; see src/connection.ts);
+   * `address` and `namespace` override them.
+   */
   static async connect(options: ConnectOptions = {}): Promise<TreadleClient> {
     const config = loadConfig();
-    const address = options.address ?? config.address;
-    let connection: Connection;
-    try {
-      connection = await Connection.connect({ address, connectTimeout: 5_000 });
-      await connection.workflowService.getSystemInfo({});
-    } catch (error) {
-      throw new TreadleError(
-        `cannot reach the Temporal server at ${address}: ${(error as Error).message.split('\n')[0]} (start one with "treadle dev" or set TEMPORAL_ADDRESS)`,
-        'unreachable',
-      );
+    const settings = options.temporal
+      ? { ...options.temporal, options: { ...options.temporal.options } }
+      : temporalSettings();
+    if (options.address) {
+      settings.address = options.address;
+      settings.options.address = options.address;
     }
-    const { address: _address, namespace, ...rest } = options;
+    const connection = await connectClient(settings);
+    const { address: _address, namespace, temporal: _temporal, ...rest } = options;
     // Payloads the worker offloaded (ExternalStorage, over 256 KiB) are read back from the same blob store.
     const blobs = rest.blobs ?? createBlobStore(config.blobStore);
     const client = new Client({
       connection,
-      namespace: namespace ?? config.namespace,
+      namespace: namespace ?? settings.namespace,
       dataConverter: { externalStorage: treadleExternalStorage(blobs) },
       ...(options.tracing ? { plugins: [options.tracing.plugin] } : {}),
     });

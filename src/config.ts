@@ -8,10 +8,7 @@ import { ENGINE_VERSION, isEngineVersion } from './model/state';
 
 /** Treadle's settings. */
 export interface TreadleConfig {
-  /** Temporal frontend; when `TEMPORAL_ADDRESS` is set, `treadle dev` starts no server. */
-  address: string;
-  addressFromEnv: boolean;
-  namespace: string;
+  /** The task queue workers poll and items start on. Where Temporal is: src/connection.ts (`temporalSettings`). */
   taskQueue: string;
   blobDir: string;
   blobThresholdBytes: number;
@@ -25,8 +22,6 @@ export interface TreadleConfig {
   engineVersion: number;
 }
 
-export const DEFAULT_ADDRESS = 'localhost:7233';
-export const DEFAULT_NAMESPACE = 'default';
 export const DEFAULT_TASK_QUEUE = 'treadle';
 /** The example approval actions' task list when `TREADLE_TASKS_FILE` is unset, relative to the working directory. */
 export const DEFAULT_TASKS_FILE = path.join('.treadle', 'tasks.json');
@@ -47,9 +42,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
     );
   }
   return {
-    address: env.TEMPORAL_ADDRESS || DEFAULT_ADDRESS,
-    addressFromEnv: Boolean(env.TEMPORAL_ADDRESS),
-    namespace: env.TEMPORAL_NAMESPACE || DEFAULT_NAMESPACE,
     taskQueue: env.TREADLE_TASK_QUEUE || DEFAULT_TASK_QUEUE,
     blobDir: env.TREADLE_BLOB_DIR || DEFAULT_BLOB_DIR,
     blobThresholdBytes,

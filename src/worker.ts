@@ -3,7 +3,6 @@
  * gate implementation. Its defaults are the generic registries; `treadle worker` (or `node lib/worker.js`)
  * runs it with the bundled examples on top (src/cli/bundled-examples.ts).
  */
-import { Connection } from '@temporalio/client';
 import { idempotencyKey, inputHash } from './model/hashing';
 import { correlationInterceptors } from './observability';
 import { tracingFromEnv, type TreadleTracing } from './tracing';
@@ -22,6 +21,7 @@ import { treadleExternalStorage } from './storage/external-storage';
 import type { Registry } from './activities/registry';
 import { defaultActionRegistry, defaultRegistry } from './registries';
 import { loadConfig } from './config';
+import { connectClient, connectFailure, temporalSettings, type TemporalSettings } from './connection';
 import { createFanOutActivities } from './kinds/fan-out/activities';
 import { ensureSearchAttributes } from './server/search-attributes';
 import type * as BundledExamplesModule from './cli/bundled-examples';
@@ -75,7 +75,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         : undefined;
   return Worker.create({
     connection: options.connection,
-    namespace: options.namespace ?? config.namespace,
+    namespace: options.namespace ?? temporalSettings().namespace,
     taskQueue: options.taskQueue ?? config.taskQueue,
     ...(options.workflowBundle
       ? { workflowBundle: options.workflowBundle }
@@ -140,15 +140,21 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
   });
 }
 
-/** Connects to `TEMPORAL_ADDRESS` and runs a worker until SIGINT/SIGTERM. */
+/**
+ * Connects to Temporal as configured (the environment and `temporal.toml` profiles: src/connection.ts) and
+ * runs a worker until SIGINT/SIGTERM.
+ */
 export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Promise<void> {
   const config = loadConfig();
-  const connection = options.connection ?? (await connectWorker(config.address));
-  await registerSearchAttributes(config.address, options.namespace ?? config.namespace);
+  const settings = temporalSettings();
+  const namespace = options.namespace ?? settings.namespace;
+  const connection = options.connection ?? (await connectWorker(settings));
+  await registerSearchAttributes(settings, namespace);
   const tracing = options.tracing ?? tracingFromEnv();
-  const worker = await createWorker({ ...options, connection, ...(tracing ? { tracing } : {}) });
+  const worker = await createWorker({ ...options, namespace, connection, ...(tracing ? { tracing } : {}) });
+  const taskQueue = options.taskQueue ?? config.taskQueue;
   process.stderr.write(
-    `treadle worker: task queue ${config.taskQueue} on ${config.address} (namespace ${config.namespace})${tracing ? ', tracing to OTLP' : ''}\n`,
+    `treadle worker: task queue ${taskQueue} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}\n`,
   );
   try {
     await worker.run();
@@ -159,9 +165,9 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
 }
 
 /** Makes sure the namespace has Treadle's search attributes; a server that refuses is reported, not fatal. */
-async function registerSearchAttributes(address: string, namespace: string): Promise<void> {
+async function registerSearchAttributes(settings: TemporalSettings, namespace: string): Promise<void> {
   try {
-    const connection = await Connection.connect({ address, connectTimeout: 5_000 });
+    const connection = await connectClient(settings);
     try {
       const added = await ensureSearchAttributes(connection, namespace);
       if (added.length)
@@ -178,14 +184,12 @@ async function registerSearchAttributes(address: string, namespace: string): Pro
   }
 }
 
-/** Connects a worker, with an error that names the address tried. */
-export async function connectWorker(address: string): Promise<NativeConnection> {
+/** Connects a worker (`NativeConnection`), or throws one line naming the setting to fix. */
+export async function connectWorker(settings: TemporalSettings = temporalSettings()): Promise<NativeConnection> {
   try {
-    return await NativeConnection.connect({ address });
+    return await NativeConnection.connect(settings.options);
   } catch (error) {
-    throw new Error(
-      `cannot reach the Temporal server at ${address} (${(error as Error).message}); start one with "treadle dev" or set TEMPORAL_ADDRESS`,
-    );
+    throw await connectFailure(error, settings);
   }
 }
 
@@ -195,6 +199,6 @@ if (require.main === module) {
   const { bundledWorkerOptions } = require('./cli/bundled-examples') as typeof BundledExamplesModule;
   runWorker(bundledWorkerOptions()).catch((error: unknown) => {
     process.stderr.write(`treadle worker: ${(error as Error).message}\n`);
-    process.exit(1);
+    process.exit((error as { code?: string }).code === 'config' ? 2 : 1);
   });
 }

@@ -2,11 +2,12 @@
  * `treadle dev` (a dev server and a worker in one process) and `treadle demo` (the same, plus the
  * review-demo work item with review prompts in the terminal).
  */
-import { Connection } from '@temporalio/client';
+import type { Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { createInterface } from 'node:readline/promises';
 import { TreadleClient } from '../client';
 import { loadConfig } from '../config';
+import { connectClient, localServerSettings, temporalSettings, type TemporalSettings } from '../connection';
 import type { Json, ReviewOutcome } from '../model/shapes';
 import type { PendingReview, WorkItemState } from '../model/state';
 import { findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
@@ -25,6 +26,8 @@ interface DevOptions {
 
 interface Running {
   address: string;
+  /** How to reach the server the worker uses (a configured one, or the local dev server). */
+  temporal: TemporalSettings;
   uiUrl?: string;
   worker: Worker;
   stop(): Promise<void>;
@@ -34,37 +37,34 @@ interface Running {
 async function bringUp(opts: DevOptions): Promise<Running> {
   Runtime.install({ logger: new DefaultLogger('WARN') });
   const config = loadConfig();
+  const configured = temporalSettings();
+  const namespace = configured.namespace;
   let server: DevServer | undefined;
-  let address = config.address;
+  let target: TemporalSettings = configured;
   let uiUrl: string | undefined;
   const local = `127.0.0.1:${opts.port}`;
-  if (config.addressFromEnv) {
-    say(`Using the Temporal server at ${address} (TEMPORAL_ADDRESS); no server started.`);
+  if (configured.configured) {
+    say(`Using the Temporal server at ${configured.summary}; no server started.`);
   } else if (await temporalAnswers(local)) {
-    address = local;
+    target = localServerSettings(local, namespace);
     uiUrl = `http://localhost:${opts.uiPort}`;
     say(`A Temporal server already answers at ${local}; using it.`);
   } else {
-    server = await startDevServer({
-      port: opts.port,
-      uiPort: opts.uiPort,
-      dbFile: opts.db,
-      namespace: config.namespace,
-      progress: say,
-    });
-    address = server.address;
+    server = await startDevServer({ port: opts.port, uiPort: opts.uiPort, dbFile: opts.db, namespace, progress: say });
+    target = localServerSettings(server.address, namespace);
     uiUrl = server.uiUrl;
-    say(`Temporal dev server: ${address} (SQLite ${server.dbFile}, binary ${server.binary})`);
+    say(`Temporal dev server: ${server.address} (SQLite ${server.dbFile}, binary ${server.binary})`);
   }
+  const address = target.address;
   try {
     if (!server) {
-      const added = await withClientConnection(address, (c) => ensureSearchAttributes(c, config.namespace));
-      if (added.length) say(`Registered search attributes ${added.join(', ')} in namespace ${config.namespace}.`);
+      const added = await withClientConnection(target, (c) => ensureSearchAttributes(c, namespace));
+      if (added.length) say(`Registered search attributes ${added.join(', ')} in namespace ${namespace}.`);
     }
-    const connection = await connectWorker(address);
+    const connection = await connectWorker(target);
     const worker = await createWorker({
       connection,
-      namespace: config.namespace,
+      namespace,
       taskQueue: config.taskQueue,
       ...bundledWorkerOptions(),
     });
@@ -74,11 +74,12 @@ async function bringUp(opts: DevOptions): Promise<Running> {
       await server?.stop();
       process.exit(1);
     });
-    say(`Worker: task queue ${config.taskQueue}, namespace ${config.namespace}`);
-    if (uiUrl) say(`Web UI: ${uiUrl}/namespaces/${config.namespace}/workflows`);
+    say(`Worker: task queue ${config.taskQueue}, namespace ${namespace}`);
+    if (uiUrl) say(`Web UI: ${uiUrl}/namespaces/${namespace}/workflows`);
     let stopped: Promise<void> | undefined;
     return {
       address,
+      temporal: target,
       ...(uiUrl ? { uiUrl } : {}),
       worker,
       stop: () =>
@@ -95,8 +96,11 @@ async function bringUp(opts: DevOptions): Promise<Running> {
   }
 }
 
-async function withClientConnection<T>(address: string, fn: (connection: Connection) => Promise<T>): Promise<T> {
-  const connection = await Connection.connect({ address, connectTimeout: 5_000 });
+async function withClientConnection<T>(
+  settings: TemporalSettings,
+  fn: (connection: Connection) => Promise<T>,
+): Promise<T> {
+  const connection = await connectClient(settings);
   try {
     return await fn(connection);
   } finally {
@@ -129,7 +133,6 @@ export async function runDev(opts: DevOptions): Promise<void> {
 /** `treadle demo`. */
 export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<void> {
   const running = await bringUp(opts);
-  const config = loadConfig();
   let client: TreadleClient | undefined;
   const stopOnSignal = interrupted().then(async () => {
     say('\nStopping the worker and the server...');
@@ -139,11 +142,12 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
   });
   void stopOnSignal;
   try {
-    client = await TreadleClient.connect({ address: running.address, known: bundledRegistry().names() });
+    client = await TreadleClient.connect({ temporal: running.temporal, known: bundledRegistry().names() });
     const entry = findPipeline('review-demo');
     const { id } = await client.start(readPipelineFile(entry.specFile), readJsonFile(entry.sampleInputFile));
     say(`\nStarted work item ${id} on pipeline review-demo.`);
-    if (running.uiUrl) say(`Follow it in the Web UI: ${running.uiUrl}/namespaces/${config.namespace}/workflows/${id}`);
+    if (running.uiUrl)
+      say(`Follow it in the Web UI: ${running.uiUrl}/namespaces/${running.temporal.namespace}/workflows/${id}`);
     say('');
     let seen = 0;
     for (;;) {

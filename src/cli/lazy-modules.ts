@@ -5,6 +5,7 @@
  */
 import type * as ClientModule from '../client';
 import type * as ConfigModule from '../config';
+import type * as ConnectionModule from '../connection';
 import type * as PipelineModule from '../model/pipeline';
 import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
@@ -19,6 +20,7 @@ import type * as BundledExamplesModule from './bundled-examples';
 export const load = {
   client: (): typeof ClientModule => require('../client'),
   config: (): typeof ConfigModule => require('../config'),
+  connection: (): typeof ConnectionModule => require('../connection'),
   dev: (): typeof DevModule => require('./dev'),
   pipeline: (): typeof PipelineModule => require('../model/pipeline'),
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),

@@ -106,21 +106,30 @@ registerEnginesCommand(program, withClient);
 registerAuditCommand(program);
 
 program.addHelpText('after', () => {
-  let address: string;
+  let temporal: string;
   try {
-    address = load.config().loadConfig().address;
+    temporal = load.connection().temporalSettings().summary;
   } catch (error) {
-    address = `configuration error: ${(error as Error).message}`;
+    temporal = `configuration error: ${(error as Error).message}`;
   }
   const version = (
     JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }
   ).version;
-  return `\nEnvironment: TEMPORAL_ADDRESS (${address}), TEMPORAL_NAMESPACE, TREADLE_TASK_QUEUE, TREADLE_BLOB_DIR, TREADLE_BLOB_THRESHOLD.\nVersion: ${version}`;
+  return [
+    '',
+    `Temporal: ${temporal}.`,
+    'Connection settings, as for every Temporal tool: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,',
+    'TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH / _KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME,',
+    'TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (temporal.toml profiles).',
+    'Treadle: TREADLE_TASK_QUEUE, TREADLE_BLOB_DIR, TREADLE_BLOB_THRESHOLD (docs/configuration.md).',
+    `Version: ${version}`,
+  ].join('\n');
 });
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   if (process.env.TREADLE_DEBUG && error instanceof Error)
     process.stderr.write(`${error.stack}\ncause: ${String(error.cause)}\n`);
   process.stderr.write(`treadle: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exit(1);
+  // A setting that cannot work (a Temporal connection setting, a profile) is a configuration error: exit 2.
+  process.exit((error as { code?: string }).code === 'config' ? 2 : 1);
 });

@@ -8,7 +8,15 @@ import { WorkflowNotFoundError, WorkflowUpdateRPCTimeoutOrCancelledError } from 
 export class TreadleError extends Error {
   constructor(
     message: string,
-    readonly code: 'not_found' | 'invalid_pipeline' | 'invalid_review' | 'unreachable' | 'invalid_input' | 'failed',
+    readonly code:
+      | 'not_found'
+      | 'invalid_pipeline'
+      | 'invalid_review'
+      | 'unreachable'
+      | 'invalid_input'
+      | 'failed'
+      /** A setting that cannot work as given (a Temporal connection setting, a profile): fix the setting. */
+      | 'config',
     readonly problems: string[] = [],
   ) {
     super(message);

@@ -27,6 +27,7 @@ const NOT_TREADLE_SETTINGS: Record<string, string> = {
   AWS_REGION: "the AWS SDK's; TREADLE_S3_REGION's default in the table",
   AWS_DEFAULT_REGION: "the AWS SDK's, read with AWS_REGION",
   COLUMNS: "the terminal's width, set by the shell; docs/cli.md says how tables use it",
+  XDG_CONFIG_HOME: "the XDG base directory; TEMPORAL_CONFIG_FILE's default in the table follows it",
 };
 
 function sourceFiles(dir: string, extension = '.ts'): string[] {
@@ -67,7 +68,7 @@ it('lists every environment variable src/ reads in the configuration table', () 
   const reads = environmentReads();
   const table = configurationTable();
   // The scan finds what it is meant to: names read directly and through constants.
-  const sure = ['TEMPORAL_ADDRESS', 'TREADLE_TDD_REPOS', 'TREADLE_GIT_AUTHOR_NAME', 'OTEL_SERVICE_NAME'];
+  const sure = ['TEMPORAL_PROFILE', 'TREADLE_TDD_REPOS', 'TREADLE_GIT_AUTHOR_NAME', 'OTEL_SERVICE_NAME'];
   expect([...reads.keys()]).toEqual(expect.arrayContaining(sure));
   const missing = [...reads]
     .filter(([name]) => !table.has(name) && !(name in NOT_TREADLE_SETTINGS))

@@ -1,0 +1,193 @@
+/**
+ * Treadle against a secured Temporal (issue 26 §1): nginx terminates TLS in front of the run's dev server,
+ * one port wanting an API key, one a client certificate. A work item started by the CLI, run by a
+ * `treadle worker` process and reviewed through the SDK completes through each; wrong settings fail fast
+ * with one line naming the setting, for the CLI and for the worker.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { TreadleClient } from '../../src/client';
+import { temporalSettings } from '../../src/connection';
+import { testAddress } from '../support/harness';
+import { startTlsProxy, type TlsProxy } from '../support/tls-proxy';
+
+const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
+
+let proxy: TlsProxy;
+let dir: string;
+const workers: ChildProcess[] = [];
+
+beforeAll(async () => {
+  proxy = await startTlsProxy(testAddress());
+  dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'secured-'));
+  writeFileSync(
+    path.join(dir, 'pipeline.yaml'),
+    ['name: secured', 'stages:', '  - name: draft', '    run: scripted', '    review_policy: always', ''].join('\n'),
+  );
+}, 60_000);
+
+afterAll(async () => {
+  for (const w of workers) if (w.exitCode === null) w.kill('SIGTERM');
+  await Promise.all(
+    workers.map((w) => (w.exitCode === null ? new Promise((r) => w.once('exit', r)) : Promise.resolve())),
+  );
+  await proxy?.stop();
+});
+
+/** The variables every process of one case shares: its own queue and blob store, no user temporal.toml. */
+function baseEnv(queue: string): Record<string, string> {
+  return {
+    TREADLE_TASK_QUEUE: queue,
+    TREADLE_BLOB_DIR: path.join(dir, `blobs-${queue}`),
+    TEMPORAL_CONFIG_FILE: path.join(dir, 'no-such-temporal.toml'),
+    TEMPORAL_ADDRESS: '',
+  };
+}
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+function treadle(args: string[], env: Record<string, string>): Promise<Run> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: { ...process.env, ...env }, timeout: 60_000 },
+      (error, stdout, stderr) =>
+        resolve({
+          code: error ? ((error as { code?: number }).code ?? 1) : 0,
+          stdout,
+          stderr,
+          ms: Date.now() - started,
+        }),
+    );
+  });
+}
+
+/** Starts `treadle worker` and resolves once it polls (its "task queue … on …" line). */
+function startWorker(env: Record<string, string>): Promise<string> {
+  const child = spawn(process.execPath, [BIN, 'worker'], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  workers.push(child);
+  let stderr = '';
+  return new Promise((resolve, reject) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const line = /treadle worker: task queue .*/.exec(stderr);
+      if (line) resolve(line[0]);
+    });
+    child.once('exit', (code) => reject(new Error(`treadle worker exited ${code}: ${stderr}`)));
+  });
+}
+
+/** CLI start → worker runs the stage → SDK client approves → the item completes; all through the proxy. */
+async function completeThrough(env: Record<string, string>, id: string): Promise<void> {
+  const started = await treadle(['run', '--file', path.join(dir, 'pipeline.yaml'), '--input', '{}', '--id', id], env);
+  expect({ code: started.code, stderr: started.stderr }).toEqual({ code: 0, stderr: expect.any(String) });
+  expect(started.stdout).toContain(id);
+  const client = await TreadleClient.connect({ temporal: temporalSettings({ ...process.env, ...env }) });
+  try {
+    const deadline = Date.now() + 60_000;
+    while (!(await client.getState(id)).pendingReviews.some((r) => r.stage === 'draft')) {
+      if (Date.now() > deadline) throw new Error(`${id}: draft never waited for review`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await client.approve(id, 'draft', { reviewer: 'tls-test' });
+    expect((await client.result(id)).status).toBe('completed');
+  } finally {
+    await client.close();
+  }
+}
+
+it('TLS with an API key: started by the CLI, run by treadle worker, reviewed through the SDK', async () => {
+  const env = {
+    ...baseEnv('secured-key'),
+    TEMPORAL_ADDRESS: proxy.apiKeyAddress,
+    TEMPORAL_API_KEY: proxy.apiKey,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca,
+  };
+  const ready = await startWorker(env);
+  expect(ready).toBe(
+    `treadle worker: task queue secured-key on ${proxy.apiKeyAddress}, namespace default (TLS, API key)`,
+  );
+  await completeThrough(env, `secured-key-${Date.now()}`);
+}, 120_000);
+
+it('mTLS from a temporal.toml profile: started by the CLI, run by treadle worker, reviewed through the SDK', async () => {
+  const toml = path.join(dir, 'temporal.toml');
+  writeFileSync(
+    toml,
+    [
+      '[profile.secure]',
+      `address = "${proxy.mtlsAddress}"`,
+      '[profile.secure.tls]',
+      `server_ca_cert_path = "${proxy.certs.ca}"`,
+      `client_cert_path = "${proxy.certs.clientCert}"`,
+      `client_key_path = "${proxy.certs.clientKey}"`,
+      '',
+    ].join('\n'),
+  );
+  const env = { ...baseEnv('secured-mtls'), TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'secure' };
+  const ready = await startWorker(env);
+  expect(ready).toBe(
+    `treadle worker: task queue secured-mtls on ${proxy.mtlsAddress}, namespace default (profile secure, mTLS)`,
+  );
+  await completeThrough(env, `secured-mtls-${Date.now()}`);
+}, 120_000);
+
+it('wrong settings fail fast, in one line naming the setting, for the CLI and for the worker', async () => {
+  const key = () => ({ TEMPORAL_ADDRESS: proxy.apiKeyAddress, TEMPORAL_API_KEY: proxy.apiKey });
+  const cases: Array<[string, Record<string, string>, string]> = [
+    [
+      'a wrong CA',
+      { ...key(), TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.wrongCa },
+      'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
+    ],
+    ['no CA for a private one', { ...key() }, 'TEMPORAL_TLS_SERVER_CA_CERT_PATH'],
+    [
+      'a bad API key',
+      { ...key(), TEMPORAL_API_KEY: 'wrong-key', TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca },
+      'it refused the API key (401 Unauthorized): check TEMPORAL_API_KEY',
+    ],
+    [
+      'no API key',
+      { TEMPORAL_ADDRESS: proxy.apiKeyAddress, TEMPORAL_TLS: 'true', TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca },
+      'it asks for an API key (401 Unauthorized): set TEMPORAL_API_KEY',
+    ],
+    [
+      'a missing client certificate',
+      { TEMPORAL_ADDRESS: proxy.mtlsAddress, TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca },
+      'TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH',
+    ],
+    [
+      'a server name the certificate does not list',
+      { ...key(), TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca, TEMPORAL_TLS_SERVER_NAME: 'temporal.example.com' },
+      'TEMPORAL_TLS_SERVER_NAME',
+    ],
+    ['plaintext to a TLS endpoint', { TEMPORAL_ADDRESS: proxy.apiKeyAddress }, 'it expects TLS: set TEMPORAL_TLS=true'],
+  ];
+  for (const [what, settings, names] of cases) {
+    const env = { ...baseEnv('secured-wrong'), ...settings };
+    for (const args of [['status', 'any-id'], ['worker']]) {
+      const run = await treadle(args, env);
+      const lines = run.stderr.split('\n').filter(Boolean);
+      expect({ what, args, code: run.code, lines: lines.length }).toEqual({ what, args, code: 2, lines: 1 });
+      expect({ what, args, line: lines[0] }).toEqual({ what, args, line: expect.stringContaining(names) });
+      expect({ what, args, line: lines[0] }).toEqual({
+        what,
+        args,
+        line: expect.stringMatching(/^treadle( worker)?: cannot connect to the Temporal server at /),
+      });
+      // Fail fast: the CLI's connection would otherwise wait for its 5 s deadline, a worker retry for longer.
+      expect({ what, args, fast: run.ms < 8_000 }).toEqual({ what, args, fast: true });
+    }
+  }
+}, 240_000);
