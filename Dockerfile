@@ -28,7 +28,7 @@ COPY --from=build /app/lib ./lib
 COPY bin ./bin
 COPY examples ./examples
 USER node
-# The file blob store (TREADLE_BLOB_STORE=file) writes under the working directory; give it a writable one.
+# Local state (the file blob store, the call log, the task list, loop workspaces): a folder the worker owns.
 WORKDIR /home/node
-ENV TREADLE_BLOB_DIR=/home/node/.treadle/blobs
+ENV TREADLE_HOME=/home/node/.treadle
 CMD ["node", "/app/bin/treadle.js", "worker"]

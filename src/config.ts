@@ -1,8 +1,8 @@
 /**
  * Configuration from the environment, with the defaults docs/configuration.md lists.
  */
-import path from 'node:path';
-import { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
+import { DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
+import { homeLocation, treadleHome } from './home';
 import type { BlobStoreSettings } from './storage';
 import { ENGINE_VERSION, isEngineVersion } from './model/state';
 
@@ -10,21 +10,22 @@ import { ENGINE_VERSION, isEngineVersion } from './model/state';
 export interface TreadleConfig {
   /** The task queue workers poll and items start on. Where Temporal is: src/connection.ts (`temporalSettings`). */
   taskQueue: string;
+  /** Where the local state below lives, absolute (`TREADLE_HOME`, else per user: src/home.ts). */
+  home: string;
+  /** The file blob store's folder, absolute (`TREADLE_BLOB_DIR`, relative to the home; default `<home>/blobs`). */
   blobDir: string;
   blobThresholdBytes: number;
   /** Which blob store workers, clients and the CLI use (`TREADLE_BLOB_STORE`, `TREADLE_S3_*`). */
   blobStore: BlobStoreSettings;
-  /** The local task list the example approval actions write to (`TREADLE_TASKS_FILE`); relative to the working directory. */
+  /** The local task list the example approval actions write to, absolute (`TREADLE_TASKS_FILE`, relative to the home). */
   tasksFile: string;
-  /** The cross-run call log's SQLite file (`TREADLE_CALL_LOG`; `off` for none), relative to the working directory. */
+  /** The cross-run call log's SQLite file, absolute (`TREADLE_CALL_LOG`, relative to the home; `off` for none). */
   callLog: string | null;
   /** The engine version workers start items on (`TREADLE_ENGINE_VERSION`, default the newest): see docs/versioning.md. */
   engineVersion: number;
 }
 
 export const DEFAULT_TASK_QUEUE = 'treadle';
-/** The example approval actions' task list when `TREADLE_TASKS_FILE` is unset, relative to the working directory. */
-export const DEFAULT_TASKS_FILE = path.join('.treadle', 'tasks.json');
 
 /** Reads the configuration; throws naming the variable when a value is malformed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig {
@@ -43,22 +44,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
   }
   return {
     taskQueue: env.TREADLE_TASK_QUEUE || DEFAULT_TASK_QUEUE,
-    blobDir: env.TREADLE_BLOB_DIR || DEFAULT_BLOB_DIR,
+    home: treadleHome(env),
+    blobDir: homeLocation('TREADLE_BLOB_DIR', env),
     blobThresholdBytes,
     blobStore: blobStoreSettings(env),
-    tasksFile: env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE,
-    callLog: callLogOf(env.TREADLE_CALL_LOG),
+    tasksFile: homeLocation('TREADLE_TASKS_FILE', env),
+    callLog: callLogOf(env),
     engineVersion,
   };
 }
 
-/** The call log when `TREADLE_CALL_LOG` is unset, relative to the working directory. */
-export const DEFAULT_CALL_LOG = path.join('.treadle', 'calls.sqlite');
-
-function callLogOf(value: string | undefined): string | null {
-  const given = value?.trim();
-  if (!given) return DEFAULT_CALL_LOG;
-  return ['off', 'none', 'false', '0'].includes(given.toLowerCase()) ? null : given;
+function callLogOf(env: NodeJS.ProcessEnv): string | null {
+  const given = env.TREADLE_CALL_LOG?.trim();
+  return given && ['off', 'none', 'false', '0'].includes(given.toLowerCase())
+    ? null
+    : homeLocation('TREADLE_CALL_LOG', env);
 }
 
 /** Key prefix in the bucket when `TREADLE_S3_PREFIX` is unset. */
@@ -71,7 +71,7 @@ export const DEFAULT_S3_PREFIX = 'treadle/';
 function blobStoreSettings(env: NodeJS.ProcessEnv): BlobStoreSettings {
   const bucket = env.TREADLE_S3_BUCKET?.trim() ?? '';
   const kind = env.TREADLE_BLOB_STORE?.trim() || (bucket ? 's3' : 'file');
-  if (kind === 'file') return { kind, dir: env.TREADLE_BLOB_DIR || DEFAULT_BLOB_DIR };
+  if (kind === 'file') return { kind, dir: homeLocation('TREADLE_BLOB_DIR', env) };
   if (kind !== 's3') throw new Error(`TREADLE_BLOB_STORE must be "file" or "s3", got "${kind}"`);
 
   if (!bucket)

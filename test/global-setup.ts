@@ -53,8 +53,9 @@ export default async function globalSetup(globalConfig?: RunSelection): Promise<
   process.env.TREADLE_TEST_ADDRESS = server.address;
   process.env.TREADLE_TEST_BUNDLE = bundlePath;
   process.env.TREADLE_TEST_DIR = dir;
-  // Every worker of the run logs its model calls here, not in the project's .treadle/ folder.
-  process.env.TREADLE_CALL_LOG = path.join(dir, 'calls.sqlite');
+  // Every worker and CLI command of the run keeps its local state (call log, task list, default blob folder,
+  // loop workspace, TDD repos) here, never in the user's own home (src/home.ts).
+  process.env.TREADLE_HOME = path.join(dir, 'home');
   process.env.TREADLE_TEST_DB = server.dbFile;
 }
 

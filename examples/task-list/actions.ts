@@ -16,7 +16,7 @@ function defineTaskListAction<S extends z.ZodType>(type: ActionType<S, TaskList>
 
 /**
  * The seed's five action types on a local task list: the given store, else a {@link TaskList} on
- * `tasksFile`, else on `TREADLE_TASKS_FILE` (default `.treadle/tasks.json`).
+ * `tasksFile`, else on `TREADLE_TASKS_FILE` (default `<TREADLE_HOME>/tasks.json`).
  */
 export function exampleActionRegistry(
   options: { store?: TaskList; tasksFile?: string } = {},

@@ -1,6 +1,6 @@
 /**
  * The offline store the example approval actions write to: one JSON file (`TREADLE_TASKS_FILE`, default
- * `.treadle/tasks.json`) holding tasks, an outbox of messages and calendar busy blocks, plus every applied
+ * `<TREADLE_HOME>/tasks.json`) holding tasks, an outbox of messages and calendar busy blocks, plus every applied
  * idempotency key with the result it produced.
  *
  * Every change goes through {@link TaskList.applyOnce}: under a lock file, it reads the file, returns the

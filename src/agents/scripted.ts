@@ -8,7 +8,7 @@
  *
  * `replies_file` comes from the spec, which anyone who can start a work item can write, so it is read only
  * from the worker's replies folders ({@link repliesFolders}: `TREADLE_REPLIES_DIR`, default `replies/` in
- * the worker's working directory). A relative path is resolved against the first folder; the path, symlinks
+ * the home, `TREADLE_HOME`). A relative path is resolved against the first folder; the path, symlinks
  * followed, must stay inside one of them, so `..`, absolute paths and symlinks leading elsewhere are refused
  * before anything outside is read. Without a canned reply the agent answers a minimal value generated
  * from the request's `outputSchema`, or `scripted reply to: <the last user message>`.
@@ -26,6 +26,7 @@ import { compileOutputSchema, validateReply, validateValue } from './output-sche
 import { startCallRecord } from './call-record';
 import type { AgentContext, AgentProviderFactory } from './providers';
 import type { Agent, AgentRequest, AgentResult } from './types';
+import { homeLocations } from '../home';
 
 /** Provider name of the scripted agent. */
 export const SCRIPTED_PROVIDER = 'scripted';
@@ -57,13 +58,12 @@ export type AgentReplies = z.infer<typeof RepliesSchema>;
 
 /** Environment variable listing the folders `replies_file` may be read from (separated by `path.delimiter`). */
 export const REPLIES_DIR_ENV = 'TREADLE_REPLIES_DIR';
-/** The replies folder when {@link REPLIES_DIR_ENV} is not set, relative to the worker's working directory. */
-export const DEFAULT_REPLIES_DIR = 'replies';
-
-/** The folders `replies_file` may be read from, as absolute paths: {@link REPLIES_DIR_ENV}, else `./replies`. */
-export function repliesFolders(env: NodeJS.ProcessEnv = process.env, cwd: string = process.cwd()): string[] {
-  const listed = (env[REPLIES_DIR_ENV] ?? '').split(path.delimiter).filter((folder) => folder.trim() !== '');
-  return (listed.length > 0 ? listed : [DEFAULT_REPLIES_DIR]).map((folder) => path.resolve(cwd, folder));
+/**
+ * The folders `replies_file` may be read from, as absolute paths: {@link REPLIES_DIR_ENV} (relative folders are
+ * taken from the home), else `<TREADLE_HOME>/replies`.
+ */
+export function repliesFolders(env: NodeJS.ProcessEnv = process.env): string[] {
+  return homeLocations(REPLIES_DIR_ENV, env);
 }
 
 /** Options of a {@link ScriptedAgent}. */

@@ -37,7 +37,7 @@ export function bundledRegistry(): Registry {
 /**
  * The action types approval stages of the CLI's worker may request: the seed's five examples, in a registry of
  * their own whose store is the local task list in `tasksFile`, else `TREADLE_TASKS_FILE` (default
- * `.treadle/tasks.json`); the generic registry has no types and no store to add them to.
+ * `<TREADLE_HOME>/tasks.json`); the generic registry has no types and no store to add them to.
  */
 export function bundledActionRegistry(options: { tasksFile?: string } = {}): ActionRegistry {
   return loadBundledExamples().actionRegistry({ tasksFile: options.tasksFile ?? loadConfig().tasksFile });

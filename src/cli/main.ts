@@ -6,8 +6,9 @@
  * load the Temporal SDK. `bench/scenarios/cli-start.ts` measures it.
  */
 import { Command, Option } from 'commander';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { devDatabaseFile, oldStateWarning, treadleHome } from '../home';
 import { CATALOG, oneLine } from '../pipelines/catalog';
 import { port } from './arguments';
 import { registerApproveCommands } from './approve';
@@ -39,11 +40,15 @@ program
   // Options after a subcommand belong to it (`approve batch --by x`, where `approve` has a --by of its own).
   .enablePositionalOptions();
 
+// State an older version kept in ./.treadle/ is no longer read: say so once, with the line that keeps it.
+const oldState = oldStateWarning(process.env, process.cwd(), existsSync);
+if (oldState) process.stderr.write(`${oldState}\n`);
+
 /**
  * Defaults of the `dev` / `demo` flags: the same as the dev server's own (`server/dev-server.ts`), written out
  * because that module loads the Temporal client and `--help` should not; the CLI test checks they agree.
  */
-const DEV_DEFAULTS = { port: 7233, uiPort: 8233, db: path.join('.treadle', 'temporal.sqlite') } as const;
+const DEV_DEFAULTS = { port: 7233, uiPort: 8233, db: devDatabaseFile() } as const;
 
 /** The dev server's flags, shared by `dev` and `demo`. */
 function withServerOptions(command: Command): Command {
@@ -54,7 +59,7 @@ function withServerOptions(command: Command): Command {
 }
 
 withServerOptions(program.command('dev'))
-  .description('start a Temporal dev server (SQLite under .treadle/) and a worker in one process')
+  .description('start a Temporal dev server (SQLite in TREADLE_HOME) and a worker in one process')
   .action(async (opts: { port: number; uiPort: number; db: string }) => load.dev().runDev(opts));
 
 withServerOptions(program.command('demo'))
@@ -122,6 +127,7 @@ program.addHelpText('after', () => {
     'TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH / _KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME,',
     'TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE (temporal.toml profiles).',
     'Treadle: TREADLE_TASK_QUEUE, TREADLE_BLOB_DIR, TREADLE_BLOB_THRESHOLD (docs/configuration.md).',
+    `Local state (blobs, call log, task list): ${treadleHome()} (TREADLE_HOME).`,
     `Version: ${version}`,
   ].join('\n');
 });

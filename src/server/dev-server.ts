@@ -16,6 +16,7 @@ import {
   TreadlePipeline,
   TreadleStatus,
 } from '../model/search-attributes';
+import { devDatabaseFile } from '../home';
 import { portAccepts, probeTemporal } from './probes';
 import { resolveSqlitePragmas, sqlitePragmaArgs } from './sqlite-pragmas';
 import { resolveTemporalCli, TemporalCliNotFoundError, type ResolvedBinary } from './temporal-cli';
@@ -25,7 +26,7 @@ import { startWatched, type WatchedProcess } from './watchdog';
 export interface DevServerOptions {
   port?: number;
   uiPort?: number;
-  /** SQLite file; the folder is created. Default `.treadle/temporal.sqlite`. */
+  /** SQLite file; the folder is created. Default `<TREADLE_HOME>/temporal.sqlite` (src/home.ts). */
   dbFile?: string;
   ip?: string;
   namespace?: string;
@@ -73,7 +74,6 @@ export interface DevServer {
 
 export const DEFAULT_PORT = 7233;
 export const DEFAULT_UI_PORT = 8233;
-export const DEFAULT_DB_FILE = path.join('.treadle', 'temporal.sqlite');
 /** The environment variable for {@link DevServerOptions.readyTimeoutMs}, in seconds. */
 export const SERVER_START_TIMEOUT_ENV = 'TREADLE_SERVER_START_TIMEOUT';
 /** Generous: a cold machine, a first SQLite migration and a loaded CI box all fit. */
@@ -133,7 +133,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const port = options.port ?? DEFAULT_PORT;
   const uiPort = options.uiPort ?? DEFAULT_UI_PORT;
   const namespace = options.namespace ?? 'default';
-  const dbFile = path.resolve(options.dbFile ?? DEFAULT_DB_FILE);
+  const dbFile = path.resolve(options.dbFile ?? devDatabaseFile());
   const sqlitePragmas = resolveSqlitePragmas(options.sqlitePragmas);
   const readyTimeoutMs = options.readyTimeoutMs ?? readyTimeoutFromEnv();
   mkdirSync(path.dirname(dbFile), { recursive: true });

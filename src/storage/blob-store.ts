@@ -6,7 +6,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { link, mkdir, open, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { DEFAULT_BLOB_DIR } from './defaults';
+import { homeLocation } from '../home';
 import { isBlobRef, type Artefact, type BlobRef, type Json } from '../model/shapes';
 
 /**
@@ -37,18 +37,25 @@ export function blobHex(ref: string): string {
   return match[1]!;
 }
 
-/** The blob behind a reference is not in the store. */
+/**
+ * The blob behind a reference is not in the store. `settings` names what chose the store, since the usual cause
+ * is a CLI and a worker that use different ones.
+ */
 export class BlobNotFoundError extends Error {
   constructor(
     readonly ref: string,
     where: string,
+    settings?: string,
   ) {
-    super(`blob ${ref} not found in ${where}`);
+    super(`blob ${ref} not found in ${where}${settings ? ` (${settings})` : ''}`);
     this.name = 'BlobNotFoundError';
   }
 }
 
-export { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './defaults';
+export { DEFAULT_BLOB_THRESHOLD_BYTES } from './defaults';
+
+/** What a missing blob in a folder store says about where the folder comes from. */
+const FILE_STORE_SETTINGS = 'TREADLE_BLOB_DIR; the workers and the CLI must share it, or use TREADLE_BLOB_STORE=s3';
 
 /**
  * Blobs as files `<dir>/<first two hex>/<rest>`, written atomically. A name is a folder of numbered versions
@@ -58,7 +65,13 @@ export { DEFAULT_BLOB_DIR, DEFAULT_BLOB_THRESHOLD_BYTES } from './defaults';
  * never deleted: deleting one could let a slow writer recreate it and "win" behind the current version.
  */
 export class FileBlobStore implements BlobStore {
-  constructor(readonly dir: string = process.env.TREADLE_BLOB_DIR ?? DEFAULT_BLOB_DIR) {}
+  /** The folder, absolute. */
+  readonly dir: string;
+
+  /** A store in `dir` (relative: to the working directory); default `TREADLE_BLOB_DIR`, else `<TREADLE_HOME>/blobs`. */
+  constructor(dir: string = homeLocation('TREADLE_BLOB_DIR')) {
+    this.dir = path.resolve(dir);
+  }
 
   async put(bytes: Buffer, mediaType: string, summary: string): Promise<BlobRef> {
     const hex = createHash('sha256').update(bytes).digest('hex');
@@ -81,7 +94,7 @@ export class FileBlobStore implements BlobStore {
     try {
       return await readFile(this.fileFor(hex));
     } catch {
-      throw new BlobNotFoundError(ref, this.dir);
+      throw new BlobNotFoundError(ref, this.dir, FILE_STORE_SETTINGS);
     }
   }
 

@@ -61,6 +61,10 @@ function isNotFound(error: unknown): boolean {
   return name === 'NoSuchKey' || name === 'NotFound' || statusOf(error) === 404;
 }
 
+/** What a missing blob in a bucket says about where the bucket and prefix come from. */
+const S3_STORE_SETTINGS =
+  'TREADLE_S3_BUCKET, TREADLE_S3_PREFIX, TREADLE_S3_ENDPOINT; the workers and the CLI must use the same bucket and prefix';
+
 /** Blobs and names in an S3 bucket; see the file comment for the layout and the compare-and-swap. */
 export class S3BlobStore implements BlobStore {
   readonly bucket: string;
@@ -103,7 +107,7 @@ export class S3BlobStore implements BlobStore {
   async get(ref: string): Promise<Buffer> {
     const hex = blobHex(ref);
     const object = await this.read(this.blobKey(hex));
-    if (!object) throw new BlobNotFoundError(ref, this.where);
+    if (!object) throw new BlobNotFoundError(ref, this.where, S3_STORE_SETTINGS);
     // Content addressing makes the check free: bytes that do not hash to their key are not the blob.
     const actual = createHash('sha256').update(object.bytes).digest('hex');
     if (actual !== hex) throw new Error(`blob ${ref} in ${this.where} is corrupt: its bytes hash to sha256:${actual}`);

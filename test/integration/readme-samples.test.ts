@@ -152,7 +152,7 @@ async function pollerOn(taskQueue: string, timeoutMs: number, alive: () => boole
 
 beforeAll(async () => {
   connection = await Connection.connect({ address: testAddress() });
-  // A user's project: its own folder (so .treadle/ is its own), the package linked in as an install would.
+  // A user's project: its own folder, the package linked in as an install would.
   project = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'readme-project-'));
   mkdirSync(path.join(project, 'node_modules', '@types'), { recursive: true });
   symlinkSync(ROOT, path.join(project, 'node_modules', 'treadle'));
@@ -183,6 +183,11 @@ beforeAll(async () => {
     PATH: `${shims}${path.delimiter}${path.dirname(process.execPath)}${path.delimiter}${process.env.PATH ?? ''}`,
     TEMPORAL_ADDRESS: testAddress(),
     TREADLE_TASK_QUEUE: `readme-${Math.random().toString(36).slice(2, 10)}`,
+    // A user's per-user home holds the state; the test's is its own folder, never the real one.
+    TREADLE_HOME: mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'readme-home-')),
+    // As docs/stages/tdd.md and loop.md say to start the worker: TDD repositories and loops in the project.
+    TREADLE_TDD_REPOS: project,
+    TREADLE_LOOP_WORKSPACE: project,
     // A user's git knows who they are; the test machine's may not.
     GIT_AUTHOR_NAME: 'Readme Reader',
     GIT_AUTHOR_EMAIL: 'reader@localhost',

@@ -116,7 +116,13 @@ describe('S3BlobStore against s3rver', () => {
     expect(await store.getName('conversation:x')).toBe('sha256:aa');
     expect(await store.getName('conversation:y')).toBeUndefined();
     const missing = `sha256:${'0'.repeat(64)}`;
-    await expect(store.get(missing)).rejects.toThrow(new BlobNotFoundError(missing, store.where));
+    // The bucket, the prefix and the settings that choose them, since a CLI and a worker on different ones is the usual cause.
+    const error = await store.get(missing).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BlobNotFoundError);
+    expect((error as Error).message).toBe(
+      `blob ${missing} not found in s3://${BUCKET}/${store.prefix} at ${endpoint} (TREADLE_S3_BUCKET, TREADLE_S3_PREFIX, ` +
+        'TREADLE_S3_ENDPOINT; the workers and the CLI must use the same bucket and prefix)',
+    );
     const { ref } = await store.put(Buffer.from('the real bytes'), 'text/plain', 'x');
     await raw.send(
       new PutObjectCommand({ Bucket: BUCKET, Key: `${store.prefix}blobs/${ref.slice(7)}`, Body: 'tampered' }),

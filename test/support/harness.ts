@@ -37,7 +37,7 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
   blobThresholdBytes?: number;
   worker?: Partial<WorkerOptions>;
   agents?: AgentProviders;
-  /** The cross-run call log (default: the worker's, `TREADLE_CALL_LOG`, which the test setup points at its folder). */
+  /** The cross-run call log (default: the worker's, `TREADLE_CALL_LOG`, else in `TREADLE_HOME`, which the test setup points at its folder). */
   callLog?: CallLog | null;
   /** The action types approval stages may request (default: the CLI worker's, the examples' on TREADLE_TASKS_FILE). */
   approvalActions?: ActionCatalog;

@@ -30,7 +30,8 @@ import {
   UnknownTask,
   type TaskListContents,
 } from '../../examples/task-list';
-import { DEFAULT_TASKS_FILE, loadConfig } from '../../src/config';
+import { loadConfig } from '../../src/config';
+import { homeLocation } from '../../src/home';
 
 const EXAMPLES = path.join(__dirname, '..', '..', 'examples');
 const NOW = new Date('2026-03-01T08:00:00.000Z');
@@ -785,13 +786,13 @@ describe('the registry', () => {
     expect(catalog.validatePayload('create_task', { title: 'x' })).toEqual([]);
   });
 
-  it("the CLI worker's action registry uses TREADLE_TASKS_FILE, default .treadle/tasks.json", () => {
-    expect(loadConfig({}).tasksFile).toBe(DEFAULT_TASKS_FILE);
-    expect(DEFAULT_TASKS_FILE).toBe(path.join('.treadle', 'tasks.json'));
-    expect(loadConfig({ TREADLE_TASKS_FILE: ' /srv/tasks.json ' }).tasksFile).toBe('/srv/tasks.json');
-    expect((bundledActionRegistry().store as TaskList).file).toBe(
-      path.resolve(process.env.TREADLE_TASKS_FILE?.trim() || DEFAULT_TASKS_FILE),
+  it("the CLI worker's action registry uses TREADLE_TASKS_FILE (relative to the home), default <TREADLE_HOME>/tasks.json", () => {
+    expect(loadConfig({ TREADLE_HOME: '/srv/home' }).tasksFile).toBe('/srv/home/tasks.json');
+    expect(loadConfig({ TREADLE_HOME: '/srv/home', TREADLE_TASKS_FILE: ' lists/t.json ' }).tasksFile).toBe(
+      '/srv/home/lists/t.json',
     );
+    expect(loadConfig({ TREADLE_TASKS_FILE: ' /srv/tasks.json ' }).tasksFile).toBe('/srv/tasks.json');
+    expect((bundledActionRegistry().store as TaskList).file).toBe(homeLocation('TREADLE_TASKS_FILE', process.env));
     expect((bundledActionRegistry({ tasksFile: 'x/t.json' }).store as TaskList).file).toBe(path.resolve('x/t.json'));
     expect(bundledActionRegistry().names()).toEqual(exampleActionRegistry({ tasksFile: 'x/t.json' }).names());
   });

@@ -28,6 +28,10 @@ const NOT_TREADLE_SETTINGS: Record<string, string> = {
   AWS_DEFAULT_REGION: "the AWS SDK's, read with AWS_REGION",
   COLUMNS: "the terminal's width, set by the shell; docs/cli.md says how tables use it",
   XDG_CONFIG_HOME: "the XDG base directory; TEMPORAL_CONFIG_FILE's default in the table follows it",
+  XDG_STATE_HOME: "the XDG base directory; TREADLE_HOME's default in the table follows it",
+  HOME: "the operating system's; TREADLE_HOME's default in the table is under it",
+  USERPROFILE: "Windows' HOME, for TREADLE_HOME's default when LOCALAPPDATA is unset",
+  LOCALAPPDATA: "Windows' per-user state folder; TREADLE_HOME's default in the table follows it",
 };
 
 function sourceFiles(dir: string, extension = '.ts'): string[] {

@@ -88,10 +88,11 @@ it('reports a missing file and a folder inside as unreadable, in one line', asyn
   );
 });
 
-it('takes its folders from TREADLE_REPLIES_DIR (several, by path delimiter), else ./replies', async () => {
-  expect(repliesFolders({}, '/srv/worker')).toEqual(['/srv/worker/replies']);
-  expect(repliesFolders({ [REPLIES_DIR_ENV]: `fixtures${path.delimiter}/data/replies` }, '/srv/worker')).toEqual([
-    '/srv/worker/fixtures',
+it('takes its folders from TREADLE_REPLIES_DIR (several, by path delimiter, relative to the home), else <home>/replies', async () => {
+  const home = { TREADLE_HOME: '/srv/home' };
+  expect(repliesFolders(home)).toEqual(['/srv/home/replies']);
+  expect(repliesFolders({ ...home, [REPLIES_DIR_ENV]: `fixtures${path.delimiter}/data/replies` })).toEqual([
+    '/srv/home/fixtures',
     '/data/replies',
   ]);
   // A file in the second folder, by absolute path; relative paths resolve against the first.

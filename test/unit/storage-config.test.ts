@@ -1,5 +1,6 @@
 /**
- * Choosing the blob store from the environment. Cases: the file store by default and with TREADLE_BLOB_DIR;
+ * Choosing the blob store from the environment. Cases: the file store by default (in the home) and with
+ * TREADLE_BLOB_DIR, absolute or relative to the home;
  * S3 chosen explicitly or by TREADLE_S3_BUCKET alone; the defaults for prefix, region and path style with
  * and without an endpoint; prefix normalisation; an explicit `file` winning over a bucket; one-line errors
  * naming the variable for every malformed value; the factory building the store the settings describe.
@@ -9,12 +10,20 @@ import { FileBlobStore } from '../../src/storage/blob-store';
 import { createBlobStore } from '../../src/storage';
 import { S3BlobStore } from '../../src/storage/s3-blob-store';
 
-it('uses the file store by default, in TREADLE_BLOB_DIR when set', () => {
-  expect(loadConfig({}).blobStore).toEqual({ kind: 'file', dir: '.treadle/blobs' });
-  expect(loadConfig({ TREADLE_BLOB_DIR: '/srv/blobs' }).blobStore).toEqual({ kind: 'file', dir: '/srv/blobs' });
-  expect(loadConfig({ TREADLE_BLOB_STORE: 'file', TREADLE_S3_BUCKET: 'ignored' }).blobStore).toEqual({
+it('uses the file store by default, in the home, or in TREADLE_BLOB_DIR when set (relative: to the home)', () => {
+  const home = { TREADLE_HOME: '/srv/home' };
+  expect(loadConfig(home).blobStore).toEqual({ kind: 'file', dir: '/srv/home/blobs' });
+  expect(loadConfig({ ...home, TREADLE_BLOB_DIR: '/srv/blobs' }).blobStore).toEqual({
     kind: 'file',
-    dir: '.treadle/blobs',
+    dir: '/srv/blobs',
+  });
+  expect(loadConfig({ ...home, TREADLE_BLOB_DIR: 'shared' }).blobStore).toEqual({
+    kind: 'file',
+    dir: '/srv/home/shared',
+  });
+  expect(loadConfig({ ...home, TREADLE_BLOB_STORE: 'file', TREADLE_S3_BUCKET: 'ignored' }).blobStore).toEqual({
+    kind: 'file',
+    dir: '/srv/home/blobs',
   });
 });
 

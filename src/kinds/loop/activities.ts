@@ -58,7 +58,6 @@ export interface LoopActivityDependencies {
   agents: AgentProviders;
   callLog?: CallLog;
   env?: NodeJS.ProcessEnv;
-  cwd?: string;
   /** Artefacts above this size go to the blob store (the worker's `TREADLE_BLOB_THRESHOLD`). */
   blobThresholdBytes?: number;
 }
@@ -66,7 +65,6 @@ export interface LoopActivityDependencies {
 /** The loop stage's activities, registered under their `LOOP_*_ACTIVITY` names. */
 export function createLoopActivities(deps: LoopActivityDependencies) {
   const env = deps.env ?? process.env;
-  const cwd = deps.cwd ?? process.cwd();
   // Plans and scripted replies are read by every iteration of a loop: once per worker is enough (content-addressed).
   const stored = new Map<string, unknown>();
   const jsonOf = async <T>(ref: string): Promise<T> => {
@@ -77,7 +75,7 @@ export function createLoopActivities(deps: LoopActivityDependencies) {
     return value;
   };
   const planOf = (ref: string): Promise<StoredPlan> => jsonOf<StoredPlan>(ref);
-  const where = (): { workspace: string; runs: string } => loopFolders(cwd, env);
+  const where = (): { workspace: string; runs: string } => loopFolders(env);
   return {
     // Every loop activity heartbeats: their heartbeat timeout is how soon a lost worker is noticed.
     [LOOP_PREPARE_ACTIVITY]: async (input: LoopPrepareInput): Promise<LoopPrepareResult> =>

@@ -7,8 +7,9 @@ import path from 'node:path';
 import type { LoopPlan, LoopWriteStateInput } from './spec';
 import type { Json } from '../../model/shapes';
 import { isRecord } from '../../activities/sources';
+import { homeLocation } from '../../home';
 
-/** The folder loops work in (agents act there; output paths are relative to it); default the worker's working directory. */
+/** The folder loops work in (agents act there; output paths are relative to it); default `<TREADLE_HOME>/workspace`. */
 export const LOOP_WORKSPACE_ENV = 'TREADLE_LOOP_WORKSPACE';
 /** The runs folder, relative to the workspace unless absolute; default `.treadle/pipeline-runs`. */
 export const LOOP_RUNS_ENV = 'TREADLE_LOOP_RUNS';
@@ -33,9 +34,9 @@ export interface StoredPlan extends LoopPlan {
   mirrorOutput: boolean;
 }
 
-/** The workspace and the runs folder, absolute, as the worker's environment sets them. */
-export function loopFolders(cwd: string, env: NodeJS.ProcessEnv): { workspace: string; runs: string } {
-  const workspace = path.resolve(cwd, env[LOOP_WORKSPACE_ENV] || '.');
+/** The workspace (a relative one taken from the home) and the runs folder, absolute, as the worker's environment sets them. */
+export function loopFolders(env: NodeJS.ProcessEnv): { workspace: string; runs: string } {
+  const workspace = homeLocation(LOOP_WORKSPACE_ENV, env);
   return { workspace, runs: path.resolve(workspace, env[LOOP_RUNS_ENV] || DEFAULT_LOOP_RUNS) };
 }
 

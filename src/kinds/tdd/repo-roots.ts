@@ -3,14 +3,17 @@
  * the worker admits only those under the folders it was told to allow.
  */
 import path from 'node:path';
+import { homeLocations } from '../../home';
 
 /** Folders (separated by `path.delimiter`) whose repositories TDD trees may work in. */
 export const TDD_REPOS_ENV = 'TREADLE_TDD_REPOS';
 
-/** The repository roots TDD trees may use: `TREADLE_TDD_REPOS`, else the worker's working directory. */
-export function allowedRepoRoots(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): string[] {
-  const listed = (env[TDD_REPOS_ENV] ?? '').split(path.delimiter).filter((p) => p.trim() !== '');
-  return (listed.length > 0 ? listed : [cwd]).map((p) => path.resolve(cwd, p));
+/**
+ * The repository roots TDD trees may use, absolute: `TREADLE_TDD_REPOS` (relative folders are taken from the
+ * home), else `<TREADLE_HOME>/repos`; never the worker's working directory.
+ */
+export function allowedRepoRoots(env: NodeJS.ProcessEnv = process.env): string[] {
+  return homeLocations(TDD_REPOS_ENV, env);
 }
 
 /** Refuses a repository outside the allowed roots (a spec or a start request is not trusted to name one). */
