@@ -128,6 +128,8 @@ export async function startEnvironment(
   const warnings: WorkerWarning[] = [];
   installRuntime(warnings);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-'));
+  // The run's local state (the call log its workers append to) stays in its folder, not the user's home.
+  process.env.TREADLE_HOME ??= path.join(dir, 'home');
   const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   let stopped: Promise<void> | undefined;
   // Idempotent: a failure handler and the normal path may both ask for it.
