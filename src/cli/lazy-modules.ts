@@ -5,7 +5,7 @@
  */
 import type * as ClientModule from '../client';
 import type * as ConfigModule from '../config';
-import type * as ConnectionModule from '../connection';
+import type * as ConnectionSettingsModule from '../connection-settings';
 import type * as PipelineModule from '../model/pipeline';
 import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
@@ -20,7 +20,7 @@ import type * as BundledExamplesModule from './bundled-examples';
 export const load = {
   client: (): typeof ClientModule => require('../client'),
   config: (): typeof ConfigModule => require('../config'),
-  connection: (): typeof ConnectionModule => require('../connection'),
+  connectionSettings: (): typeof ConnectionSettingsModule => require('../connection-settings'),
   dev: (): typeof DevModule => require('./dev'),
   pipeline: (): typeof PipelineModule => require('../model/pipeline'),
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),

@@ -113,7 +113,7 @@ registerAuditCommand(program);
 program.addHelpText('after', () => {
   let temporal: string;
   try {
-    temporal = load.connection().temporalSettings().summary;
+    temporal = load.connectionSettings().temporalSettings().summary;
   } catch (error) {
     temporal = `configuration error: ${(error as Error).message}`;
   }

@@ -4,25 +4,7 @@
  */
 import { WorkflowNotFoundError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
 
-/** A Treadle error meant for users: one line that says what went wrong. */
-export class TreadleError extends Error {
-  constructor(
-    message: string,
-    readonly code:
-      | 'not_found'
-      | 'invalid_pipeline'
-      | 'invalid_review'
-      | 'unreachable'
-      | 'invalid_input'
-      | 'failed'
-      /** A setting that cannot work as given (a Temporal connection setting, a profile): fix the setting. */
-      | 'config',
-    readonly problems: string[] = [],
-  ) {
-    super(message);
-    this.name = 'TreadleError';
-  }
-}
+export { TreadleError } from './treadle-error';
 
 /** Whether an SDK error says the workflow does not exist (or no longer takes updates). */
 export function isNotFound(error: unknown): boolean {

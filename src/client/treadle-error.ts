@@ -1,0 +1,24 @@
+/**
+ * The error every `TreadleClient` call and CLI command reports to users, in a module of its own with no SDK
+ * import, so that code read at CLI start (the connection settings) can throw it cheaply.
+ */
+
+/** A Treadle error meant for users: one line that says what went wrong. */
+export class TreadleError extends Error {
+  constructor(
+    message: string,
+    readonly code:
+      | 'not_found'
+      | 'invalid_pipeline'
+      | 'invalid_review'
+      | 'unreachable'
+      | 'invalid_input'
+      | 'failed'
+      /** A setting that cannot work as given (a Temporal connection setting, a profile): fix the setting. */
+      | 'config',
+    readonly problems: string[] = [],
+  ) {
+    super(message);
+    this.name = 'TreadleError';
+  }
+}
