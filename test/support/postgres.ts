@@ -26,7 +26,8 @@ const USER = 'treadle';
 /** Starts a server; it is stopped and its folder removed by `stop()`. */
 export async function startPostgres(): Promise<TestPostgres> {
   const bin = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
-  const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? os.tmpdir(), 'postgres-'));
+  // In the system's tmp, not the test run's folder: that one is private to root, and postgres runs as its own user.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-postgres-'));
   const data = path.join(dir, 'data');
   const owner = process.getuid?.() === 0 ? postgresUser() : undefined;
   if (owner) chownSync(dir, owner.uid, owner.gid);
