@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { summarizeRows } from '../../src/storage/call-log';
 import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
+import { describeCallLog } from '../../src/storage/open-call-log';
 import { call, callLogContract } from '../support/call-log-contract';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'call-log-'));
@@ -38,4 +39,13 @@ it('lets two processes append to one file at once without losing a call', async 
   const log = new SqliteCallLog(file);
   expect((await log.query()).length).toBe(400);
   await log.close();
+});
+
+it('shows a PostgreSQL call log without its password, and a file as it is', () => {
+  expect(describeCallLog('postgres://treadle:s3cret@db:5432/calls')).toBe('postgres://treadle:***@db:5432/calls');
+  expect(describeCallLog('postgresql://db/calls?user=t&password=s3cret')).toBe(
+    'postgresql://db/calls?user=t&password=***',
+  );
+  expect(describeCallLog('postgres://db/calls')).toBe('postgres://db/calls');
+  expect(describeCallLog('/srv/treadle/calls.sqlite')).toBe('/srv/treadle/calls.sqlite');
 });
