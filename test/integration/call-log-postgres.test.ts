@@ -78,7 +78,7 @@ it('`treadle calls` reads PostgreSQL and gives the numbers SQLite gives for the 
       [url, file].map((log) => treadle(['calls', '--by', by, '--json'], { TREADLE_CALL_LOG: log })),
     );
     expect(fromPostgres).toMatchObject({ code: 0, stderr: '' });
-    expect(fromPostgres.stdout).toBe(fromSqlite!.stdout);
+    expect(fromPostgres!.stdout).toBe(fromSqlite!.stdout);
   }
   const table = await treadle(['calls', '--since', '7d'], { TREADLE_CALL_LOG: url });
   expect(table.stdout).toMatch(/^total +3 +1 /m);
