@@ -5,7 +5,7 @@
  * every marked blob (a stored list of calls, a conversation turn). Sweep: unmarked blobs stored longer ago than
  * the grace period, which covers a blob an activity has put but whose reference is not in a history yet.
  */
-import type { BlobStore, StoredBlob } from './blob-store';
+import { BlobNotFoundError, type BlobStore, type StoredBlob } from './blob-store';
 
 /** A blob reference anywhere in text or bytes. */
 const REF = /sha256:[0-9a-f]{64}/g;
@@ -57,7 +57,12 @@ export async function collectBlobs(blobs: BlobStore, options: BlobCollectionOpti
   while (pending.length > 0) {
     const ref = pending.pop()!;
     if (!present.has(ref)) continue;
-    mark((await blobs.get(ref)).toString('latin1'));
+    try {
+      mark((await blobs.get(ref)).toString('latin1'));
+    } catch (error) {
+      // Deleted since the listing (another collection): it is not swept again, and has nothing to follow.
+      if (!(error instanceof BlobNotFoundError)) throw error;
+    }
   }
 
   const cutoff = (options.now ?? new Date()).getTime() - options.graceMs;

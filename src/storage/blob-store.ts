@@ -4,7 +4,7 @@
  * S3-compatible one (`s3-blob-store.ts`) serves workers on several machines.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { link, mkdir, open, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, open, readFile, readdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { homeLocation } from '../home';
 import { isBlobRef, type Artefact, type BlobRef, type Json } from '../model/shapes';
@@ -97,7 +97,11 @@ export class FileBlobStore implements BlobStore {
       (s) => s.size === bytes.length,
       () => false,
     );
-    if (!exists) {
+    if (exists) {
+      // Stored again: its time is now, so garbage collection's grace period covers this put as it does a new blob.
+      const now = new Date();
+      await utimes(file, now, now).catch(() => undefined);
+    } else {
       await mkdir(path.dirname(file), { recursive: true });
       const temp = `${file}.${randomUUID()}.tmp`;
       await writeFile(temp, bytes);
