@@ -9,6 +9,7 @@ import type { CallRecord } from '../../src/model/shapes';
 /** Opens an empty log named `name` (each case uses its own). */
 export type OpenEmptyLog = (name: string) => Promise<CallLog>;
 
+/** Where a test call was made: an `llm` activity of `workflowId` in `pipeline`'s `stage`. */
 export const origin = (workflowId: string, pipeline: string, stage = 'draft'): CallOrigin => ({
   workflowId,
   runId: `${workflowId}-run`,
@@ -18,6 +19,7 @@ export const origin = (workflowId: string, pipeline: string, stage = 'draft'): C
   stage,
 });
 
+/** A successful Sonnet call at `at` (1,000 tokens in, 100 out, 500 ms), with `extra` over it. */
 export const call = (at: string, extra: Partial<CallRecord> = {}): CallRecord => ({
   correlationId: 'item/draft/1',
   provider: 'anthropic',
