@@ -5,6 +5,7 @@ import { DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
 import { homeLocation, treadleHome } from './home';
 import type { BlobStoreSettings } from './storage';
 import { ENGINE_VERSION, isEngineVersion } from './model/state';
+import { isPostgresUrl } from './storage/open-call-log';
 
 /** Treadle's settings. */
 export interface TreadleConfig {
@@ -19,7 +20,10 @@ export interface TreadleConfig {
   blobStore: BlobStoreSettings;
   /** The local task list the example approval actions write to, absolute (`TREADLE_TASKS_FILE`, relative to the home). */
   tasksFile: string;
-  /** The cross-run call log's SQLite file, absolute (`TREADLE_CALL_LOG`, relative to the home; `off` for none). */
+  /**
+   * The cross-run call log (`TREADLE_CALL_LOG`): a SQLite file, absolute (relative to the home), or a
+   * `postgres://` URL as given; null when `off`. Open it with `openCallLog` (src/storage/open-call-log.ts).
+   */
   callLog: string | null;
   /** The engine version workers start items on (`TREADLE_ENGINE_VERSION`, default the newest): see docs/versioning.md. */
   engineVersion: number;
@@ -56,9 +60,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
 
 function callLogOf(env: NodeJS.ProcessEnv): string | null {
   const given = env.TREADLE_CALL_LOG?.trim();
-  return given && ['off', 'none', 'false', '0'].includes(given.toLowerCase())
-    ? null
-    : homeLocation('TREADLE_CALL_LOG', env);
+  if (given && ['off', 'none', 'false', '0'].includes(given.toLowerCase())) return null;
+  // A database URL is not a place in the home.
+  if (given && isPostgresUrl(given)) return given;
+  return homeLocation('TREADLE_CALL_LOG', env);
 }
 
 /** Key prefix in the bucket when `TREADLE_S3_PREFIX` is unset. */

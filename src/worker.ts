@@ -12,7 +12,8 @@ import { createTddActivities } from './kinds/tdd/activities';
 import { createLoopActivities } from './kinds/loop/activities';
 import { createContractActivities } from './kinds/contract/activities';
 import { createApprovalActivities, type ActionCatalog } from './kinds/approval/activities';
-import { SqliteCallLog, type CallLog } from './storage/call-log';
+import type { CallLog } from './storage/call-log';
+import { describeCallLog, isPostgresUrl, openCallLog } from './storage/open-call-log';
 import { defaultAgentProviders } from './agents';
 import type { AgentProviders } from './agents/providers';
 import type { BlobStore } from './storage/blob-store';
@@ -41,7 +42,7 @@ export interface TreadleWorkerOptions {
   blobThresholdBytes?: number;
   /** Agent providers by name (default: anthropic, scripted, claude-code). */
   agents?: AgentProviders;
-  /** The cross-run call log (default: the SQLite file `TREADLE_CALL_LOG`; null for none). */
+  /** The cross-run call log (default: `TREADLE_CALL_LOG`, a SQLite file or a PostgreSQL URL; null for none). */
   callLog?: CallLog | null;
   /** The action types approval stages may request (default: none, `defaultActionRegistry()`). */
   approvalActions?: ActionCatalog;
@@ -71,7 +72,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     options.callLog !== undefined
       ? (options.callLog ?? undefined)
       : config.callLog !== null
-        ? new SqliteCallLog(config.callLog)
+        ? openCallLog(config.callLog)
         : undefined;
   return Worker.create({
     connection: options.connection,
@@ -154,7 +155,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const worker = await createWorker({ ...options, namespace, connection, ...(tracing ? { tracing } : {}) });
   const taskQueue = options.taskQueue ?? config.taskQueue;
   process.stderr.write(
-    `treadle worker: task queue ${taskQueue} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}\n`,
+    `treadle worker: task queue ${taskQueue} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}\n`,
   );
   try {
     await worker.run();
@@ -162,6 +163,12 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     await tracing?.shutdown();
     await connection.close();
   }
+}
+
+/** The start line's note of a PostgreSQL call log (without its password): the shared state an operator checks. */
+function callLogNote(options: Partial<TreadleWorkerOptions>, setting: string | null): string {
+  if (options.callLog !== undefined || setting === null || !isPostgresUrl(setting)) return '';
+  return `, call log ${describeCallLog(setting)}`;
 }
 
 /** Makes sure the namespace has Treadle's search attributes; a server that refuses is reported, not fatal. */

@@ -45,10 +45,10 @@ export interface SupervisionOptions {
   /** Where call records go when an activity made more than fit inline. */
   blobs: BlobStore;
   /**
-   * Gets the calls when the body ends, however it ends (the cross-run call log); what it throws is logged,
-   * never the activity's failure.
+   * Gets the calls when the body ends, however it ends (the cross-run call log), and is awaited before the
+   * activity reports; what it throws or rejects with is logged, never the activity's failure.
    */
-  onCalls?: ((calls: CallRecord[]) => void) | undefined;
+  onCalls?: ((calls: CallRecord[]) => void | Promise<void>) | undefined;
 }
 
 /**
@@ -125,7 +125,7 @@ export async function supervise<T>(
     clearInterval(beat);
     if (onCalls && calls.length > 0) {
       try {
-        onCalls(calls);
+        await onCalls(calls);
       } catch (error) {
         activityLog.warn('could not write the call log', { error: (error as Error).message });
       }

@@ -1,46 +1,34 @@
 /**
  * `treadle calls`: the cross-run LLM call log (seed 003's `llm_call_log`), grouped by model, provider,
- * pipeline or stage, with counts, errors, tokens, latency percentiles and estimated cost. Reads the SQLite
- * file (`TREADLE_CALL_LOG`) directly: no server, no worker.
+ * pipeline or stage, with counts, errors, tokens, latency percentiles and estimated cost; `treadle calls
+ * prune` deletes old rows. Reads the log `TREADLE_CALL_LOG` names (a SQLite file or a PostgreSQL URL)
+ * directly: no Temporal server, no worker.
  */
 import type { Command } from 'commander';
 import { existsSync } from 'node:fs';
 import { parseDuration } from '../model/duration';
 import { loadConfig } from '../config';
-import type { CallGrouping, CallSummary } from '../storage/call-log';
-import type * as CallLogModule from '../storage/call-log';
+import type { CallGrouping, CallLog, CallSummary } from '../storage/call-log';
+import { describeCallLog, isPostgresUrl, openCallLog } from '../storage/open-call-log';
 import { table } from './render';
 
 const GROUPINGS: CallGrouping[] = ['model', 'provider', 'pipeline', 'stage'];
 
+/** Registers `calls` and `calls prune`. */
 export function registerCallsCommand(program: Command): void {
-  program
+  const calls = program
     .command('calls')
     .description('model calls across runs (the call log): counts, errors, tokens, latency and estimated cost')
     .option('--since <duration>', 'only calls of the last DURATION (24h, 7d, 30m)')
     .option('--pipeline <name>', "only this pipeline's calls")
     .option('--by <group>', `group by ${GROUPINGS.join(' | ')}`, 'model')
     .option('--json', 'as JSON: { groups: [...], total: {...} }')
-    .action((opts: { since?: string; pipeline?: string; by: string; json?: boolean }) => {
+    .action(async (opts: { since?: string; pipeline?: string; by: string; json?: boolean }) => {
       if (!GROUPINGS.includes(opts.by as CallGrouping))
         throw new Error(`--by must be one of ${GROUPINGS.join(', ')}, got "${opts.by}"`);
-      let since: Date | undefined;
-      if (opts.since !== undefined) {
-        const parsed = parseDuration(opts.since);
-        if ('error' in parsed) throw new Error(`--since: ${parsed.error}`);
-        since = new Date(Date.now() - parsed.ms);
-      }
-      const file = loadConfig().callLog;
-      if (file === null) throw new Error('the call log is off (TREADLE_CALL_LOG=off)');
-      if (!existsSync(file))
-        throw new Error(
-          `no call log at ${file} yet: workers write it when they make model calls (set TREADLE_CALL_LOG to read another)`,
-        );
-      // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only by this command (native module)
-      const { SqliteCallLog } = require('../storage/call-log') as typeof CallLogModule;
-      const log = new SqliteCallLog(file);
-      try {
-        const summary = log.summarize(opts.by as CallGrouping, {
+      const since = opts.since !== undefined ? new Date(Date.now() - durationOf('--since', opts.since)) : undefined;
+      await withCallLog(async (log) => {
+        const summary = await log.summarize(opts.by as CallGrouping, {
           ...(since ? { since } : {}),
           ...(opts.pipeline !== undefined ? { pipeline: opts.pipeline } : {}),
         });
@@ -64,8 +52,46 @@ export function registerCallsCommand(program: Command): void {
         process.stdout.write(
           `${table([opts.by.toUpperCase(), 'CALLS', 'ERRORS', 'IN TOKENS', 'OUT TOKENS', 'LATENCY P50/P95/MAX MS', 'COST'], [...summary.groups.map(row), row(summary.total)])}\n`,
         );
-      } finally {
-        log.close();
-      }
+      });
     });
+
+  calls
+    .command('prune')
+    .description('delete the calls that started more than DURATION ago from the call log')
+    .requiredOption('--before <duration>', 'the age of the oldest calls kept (90d, 720h)')
+    .action(async (opts: { before: string }) => {
+      const before = new Date(Date.now() - durationOf('--before', opts.before));
+      await withCallLog(async (log) => {
+        const deleted = await log.prune(before);
+        process.stdout.write(`deleted ${deleted} calls from before ${before.toISOString()}\n`);
+      });
+    });
+}
+
+/** The milliseconds a duration option gives, or a one-line error naming the option. */
+function durationOf(option: string, value: string): number {
+  const parsed = parseDuration(value);
+  if ('error' in parsed) throw new Error(`${option}: ${parsed.error}`);
+  return parsed.ms;
+}
+
+/** Opens the configured call log for one command, and closes it after. */
+async function withCallLog(use: (log: CallLog) => Promise<void>): Promise<void> {
+  const setting = loadConfig().callLog;
+  if (setting === null) throw new Error('the call log is off (TREADLE_CALL_LOG=off)');
+  if (!isPostgresUrl(setting) && !existsSync(setting))
+    throw new Error(
+      `no call log at ${setting} yet: workers write it when they make model calls (set TREADLE_CALL_LOG to read another)`,
+    );
+  const log = openCallLog(setting);
+  try {
+    await use(log);
+  } catch (error) {
+    // A database error names the log; nothing here may print its password.
+    const where = describeCallLog(setting);
+    const message = (error as Error).message.split(setting).join(where);
+    throw new Error(message.includes(where) ? message : `call log ${where}: ${message}`, { cause: error });
+  } finally {
+    await log.close();
+  }
 }

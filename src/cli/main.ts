@@ -12,6 +12,7 @@ import { devDatabaseFile, oldStateWarning, treadleHome } from '../home';
 import { CATALOG, oneLine } from '../pipelines/catalog';
 import { port } from './arguments';
 import { registerApproveCommands } from './approve';
+import { registerBlobsCommand } from './blobs';
 import { registerCallsCommand } from './calls';
 import { registerEnginesCommand } from './engines';
 import { registerAuditCommand, registerOutputCommands, registerProgressCommands } from './items';
@@ -107,6 +108,7 @@ registerReviewCommands(program);
 registerOutputCommands(program);
 registerApproveCommands(program, withClient);
 registerCallsCommand(program);
+registerBlobsCommand(program, withClient);
 registerEnginesCommand(program, withClient);
 registerAuditCommand(program);
 

@@ -4,7 +4,7 @@
  * S3-compatible one (`s3-blob-store.ts`) serves workers on several machines.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { link, mkdir, open, readFile, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, open, readFile, readdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { homeLocation } from '../home';
 import { isBlobRef, type Artefact, type BlobRef, type Json } from '../model/shapes';
@@ -28,6 +28,23 @@ export interface BlobStore {
    * expect the same value, at most one gets `true`; the others re-read and try again.
    */
   compareAndSetName(name: string, expected: string | undefined, next: string): Promise<boolean>;
+  /**
+   * Every stored blob, with its size and when it was stored (`treadle blobs gc`). Optional: a store without it
+   * cannot be collected, only bounded by its own means (an S3 lifecycle rule, say).
+   */
+  list?(): AsyncIterable<StoredBlob>;
+  /** Deletes a blob; deleting a missing one is not an error. Optional, with {@link list}. */
+  delete?(ref: string): Promise<void>;
+  /** The references every name points at now: garbage collection keeps them. Optional, with {@link list}. */
+  namedRefs?(): AsyncIterable<string>;
+}
+
+/** A blob as a store lists it. */
+export interface StoredBlob {
+  ref: string;
+  bytes: number;
+  /** When it was stored (or last stored again: the same bytes put twice). */
+  modified: Date;
 }
 
 /** `sha256:<hex>` → `<hex>`; throws on anything else. */
@@ -80,7 +97,11 @@ export class FileBlobStore implements BlobStore {
       (s) => s.size === bytes.length,
       () => false,
     );
-    if (!exists) {
+    if (exists) {
+      // Stored again: its time is now, so garbage collection's grace period covers this put as it does a new blob.
+      const now = new Date();
+      await utimes(file, now, now).catch(() => undefined);
+    } else {
       await mkdir(path.dirname(file), { recursive: true });
       const temp = `${file}.${randomUUID()}.tmp`;
       await writeFile(temp, bytes);
@@ -166,6 +187,38 @@ export class FileBlobStore implements BlobStore {
     return parsePointer(text, name);
   }
 
+  async *list(): AsyncIterable<StoredBlob> {
+    for (const shard of await readdir(this.dir).catch(() => [] as string[])) {
+      if (!/^[0-9a-f]{2}$/.test(shard)) continue;
+      for (const rest of await readdir(path.join(this.dir, shard)).catch(() => [] as string[])) {
+        if (!/^[0-9a-f]{62}$/.test(rest)) continue; // an interrupted put's temporary file is not a blob
+        const info = await stat(path.join(this.dir, shard, rest)).catch(() => undefined);
+        if (info) yield { ref: `sha256:${shard}${rest}`, bytes: info.size, modified: info.mtime };
+      }
+    }
+  }
+
+  async delete(ref: string): Promise<void> {
+    await unlink(this.fileFor(blobHex(ref))).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ENOENT') throw error;
+    });
+  }
+
+  async *namedRefs(): AsyncIterable<string> {
+    const pointers = path.join(this.dir, 'pointers');
+    for (const folder of await readdir(pointers).catch(() => [] as string[])) {
+      const versions = (await readdir(path.join(pointers, folder)).catch(() => [] as string[])).filter((e) =>
+        /^[0-9]+$/.test(e),
+      );
+      const current = versions.reduce((max, e) => Math.max(max, Number(e)), 0);
+      if (current > 0) yield parsePointer(await readFile(path.join(pointers, folder, String(current)), 'utf8'), folder);
+    }
+    // Pointers written before names were versioned, read as version 0 when a name has no versions.
+    const legacy = path.join(this.dir, 'names');
+    for (const file of await readdir(legacy).catch(() => [] as string[]))
+      yield parsePointer(await readFile(path.join(legacy, file), 'utf8'), file);
+  }
+
   private pointerFolder(name: string): string {
     return path.join(this.dir, 'pointers', nameHash(name));
   }
@@ -226,11 +279,13 @@ function describeJson(value: Json, text: string): string {
 /** Blobs in memory: for tests and short-lived tools; lost when the process ends. */
 export class MemoryBlobStore implements BlobStore {
   private readonly blobs = new Map<string, Buffer>();
+  private readonly stored = new Map<string, Date>();
   private readonly names = new Map<string, string>();
 
   async put(bytes: Buffer, mediaType: string, summary: string): Promise<BlobRef> {
     const ref = `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
     this.blobs.set(ref, Buffer.from(bytes));
+    this.stored.set(ref, new Date());
     return { ref, bytes: bytes.length, mediaType, summary };
   }
 
@@ -247,6 +302,20 @@ export class MemoryBlobStore implements BlobStore {
 
   async getName(name: string): Promise<string | undefined> {
     return this.names.get(name);
+  }
+
+  async *list(): AsyncIterable<StoredBlob> {
+    for (const [ref, bytes] of this.blobs) yield { ref, bytes: bytes.length, modified: this.stored.get(ref)! };
+  }
+
+  async delete(ref: string): Promise<void> {
+    blobHex(ref);
+    this.blobs.delete(ref);
+    this.stored.delete(ref);
+  }
+
+  async *namedRefs(): AsyncIterable<string> {
+    yield* this.names.values();
   }
 
   // No await between the read and the write: a JavaScript turn is atomic, so this is a true CAS.

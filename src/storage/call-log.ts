@@ -1,23 +1,18 @@
 /**
- * The cross-run LLM call log (seed 003's `llm_call_log`): every model call any worker on this machine made,
- * queryable across runs by time, pipeline, model and provider (`treadle calls`). Each attempt's calls are
- * also in its work item's history and `state`; this store is for questions across runs ("what did the
- * triage pipeline cost this week, per model?").
+ * The cross-run LLM call log (seed 003's `llm_call_log`): every model call any worker made, queryable across
+ * runs by time, pipeline, model and provider (`treadle calls`). Each attempt's calls are also in its work
+ * item's history and `state`; this store is for questions across runs ("what did the triage pipeline cost
+ * this week, per model?"). Prompts are never stored, only their hashes.
  *
- * The store is an embedded SQLite file (better-sqlite3, WAL): no server to run, one file that any number of
- * worker and CLI processes on the machine share safely, and readable with any sqlite client. Workers on
- * several machines each keep their own file unless `TREADLE_CALL_LOG` points them at shared storage; the
- * `CallLog` interface is what another store (a server database) would implement. Prompts are never stored,
- * only their hashes.
+ * This module is the store's contract and what every backend shares: the row's columns and id, and the
+ * summaries, computed here from the rows so that the embedded SQLite file (sqlite-call-log.ts) and a shared
+ * PostgreSQL database (postgres-call-log.ts) give identical numbers. `openCallLog` (open-call-log.ts) picks one.
  *
  * Rows are keyed by the call itself (workflow, run, activity, start time, prompt hash, attempt correlation):
  * a retried activity reports the calls of the executions before it again (they ride on its heartbeats),
  * and inserting them again changes nothing.
  */
-import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
-import path from 'node:path';
 import type { CallRecord } from '../model/shapes';
 import type * as ActivityModule from '@temporalio/activity';
 import { estimateCost } from '../model/pricing';
@@ -37,12 +32,14 @@ export interface CallLogRow extends CallRecord, CallOrigin {
   id: string;
 }
 
+/** Which calls a query or summary covers. */
 export interface CallFilter {
   /** Calls that started at or after this time. */
   since?: Date;
   pipeline?: string;
 }
 
+/** What `treadle calls --by` groups on. */
 export type CallGrouping = 'model' | 'provider' | 'pipeline' | 'stage';
 
 /** Totals of one group of calls. */
@@ -58,16 +55,26 @@ export interface CallSummary {
   estimatedCostUsd: number | null;
 }
 
-/** What a call log store does. */
-export interface CallLog {
-  /** Appends the calls made by one activity; calls already logged are left as they are. */
-  append(origin: CallOrigin, calls: readonly CallRecord[]): void;
-  query(filter?: CallFilter): CallLogRow[];
-  summarize(by: CallGrouping, filter?: CallFilter): { groups: CallSummary[]; total: CallSummary };
-  close(): void;
+/** The groups of a summary, sorted by name, and their total. */
+export interface CallLogSummary {
+  groups: CallSummary[];
+  total: CallSummary;
 }
 
-const COLUMNS = [
+/** What a call log store does. Every method may reach a server, so each returns a promise. */
+export interface CallLog {
+  /** Appends the calls made by one activity; calls already logged are left as they are. */
+  append(origin: CallOrigin, calls: readonly CallRecord[]): Promise<void>;
+  /** The calls the filter covers, oldest first. */
+  query(filter?: CallFilter): Promise<CallLogRow[]>;
+  summarize(by: CallGrouping, filter?: CallFilter): Promise<CallLogSummary>;
+  /** Deletes the calls that started before `before`; returns how many it deleted. */
+  prune(before: Date): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** The table's columns, in the order every backend inserts them. */
+export const CALL_LOG_COLUMNS = [
   'id',
   'workflow_id',
   'run_id',
@@ -89,96 +96,32 @@ const COLUMNS = [
   'created_at',
 ] as const;
 
-/** The SQLite call log. */
-export class SqliteCallLog implements CallLog {
-  private readonly db: Database.Database;
-  private readonly insert: Database.Statement;
+/** One row as the table stores it. */
+export type CallLogColumns = Record<(typeof CALL_LOG_COLUMNS)[number], string | number | null>;
 
-  constructor(readonly file: string) {
-    if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-    this.db = new Database(file);
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('busy_timeout = 5000');
-    this.db.pragma('synchronous = NORMAL');
-    this.db.exec(`CREATE TABLE IF NOT EXISTS llm_call_log (
-      id TEXT PRIMARY KEY,
-      workflow_id TEXT NOT NULL, run_id TEXT NOT NULL, activity_id TEXT NOT NULL, activity_type TEXT NOT NULL,
-      pipeline TEXT, stage TEXT,
-      correlation_id TEXT NOT NULL, run_correlation_id TEXT,
-      provider TEXT NOT NULL, model TEXT NOT NULL, prompt_hash TEXT,
-      input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, cache_read_tokens INTEGER NOT NULL,
-      latency_ms REAL NOT NULL, status TEXT NOT NULL, error TEXT, created_at TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS llm_call_log_created ON llm_call_log (created_at);
-    CREATE INDEX IF NOT EXISTS llm_call_log_pipeline ON llm_call_log (pipeline, created_at);
-    CREATE INDEX IF NOT EXISTS llm_call_log_correlation ON llm_call_log (run_correlation_id);`);
-    this.insert = this.db.prepare(
-      `INSERT OR IGNORE INTO llm_call_log (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map((c) => `@${c}`).join(', ')})`,
-    );
-  }
-
-  append(origin: CallOrigin, calls: readonly CallRecord[]): void {
-    if (calls.length === 0) return;
-    const rows = calls.map((call) => ({
-      id: callId(origin, call),
-      workflow_id: origin.workflowId,
-      run_id: origin.runId,
-      activity_id: origin.activityId,
-      activity_type: origin.activityType,
-      pipeline: origin.pipeline ?? null,
-      stage: origin.stage ?? null,
-      correlation_id: call.correlationId,
-      run_correlation_id: call.runCorrelationId ?? null,
-      provider: call.provider,
-      model: call.model,
-      prompt_hash: call.promptHash,
-      input_tokens: call.inputTokens,
-      output_tokens: call.outputTokens,
-      cache_read_tokens: call.cacheReadTokens,
-      latency_ms: call.latencyMs,
-      status: call.status,
-      error: call.error ?? null,
-      created_at: call.at,
-    }));
-    this.db.transaction(() => {
-      for (const row of rows) this.insert.run(row);
-    })();
-  }
-
-  query(filter: CallFilter = {}): CallLogRow[] {
-    const { where, params } = whereOf(filter);
-    const rows = this.db.prepare(`SELECT * FROM llm_call_log ${where} ORDER BY created_at, id`).all(params) as Record<
-      string,
-      unknown
-    >[];
-    return rows.map(rowToCall);
-  }
-
-  summarize(by: CallGrouping, filter: CallFilter = {}): { groups: CallSummary[]; total: CallSummary } {
-    const rows = this.query(filter);
-    const groups = new Map<string, CallLogRow[]>();
-    for (const row of rows) {
-      const key =
-        (by === 'model'
-          ? row.model
-          : by === 'provider'
-            ? row.provider
-            : by === 'pipeline'
-              ? row.pipeline
-              : row.stage) ?? '(none)';
-      groups.set(key, [...(groups.get(key) ?? []), row]);
-    }
-    return {
-      groups: [...groups.entries()]
-        .sort(([a], [b]) => a.localeCompare(b))
-        .map(([group, calls]) => summarizeRows(group, calls)),
-      total: summarizeRows('total', rows),
-    };
-  }
-
-  close(): void {
-    this.db.close();
-  }
+/** The rows to insert for one activity's calls, each with its id. */
+export function callLogColumns(origin: CallOrigin, calls: readonly CallRecord[]): CallLogColumns[] {
+  return calls.map((call) => ({
+    id: callId(origin, call),
+    workflow_id: origin.workflowId,
+    run_id: origin.runId,
+    activity_id: origin.activityId,
+    activity_type: origin.activityType,
+    pipeline: origin.pipeline ?? null,
+    stage: origin.stage ?? null,
+    correlation_id: call.correlationId,
+    run_correlation_id: call.runCorrelationId ?? null,
+    provider: call.provider,
+    model: call.model,
+    prompt_hash: call.promptHash,
+    input_tokens: call.inputTokens,
+    output_tokens: call.outputTokens,
+    cache_read_tokens: call.cacheReadTokens,
+    latency_ms: call.latencyMs,
+    status: call.status,
+    error: call.error ?? null,
+    created_at: call.at,
+  }));
 }
 
 function callId(origin: CallOrigin, call: CallRecord): string {
@@ -198,21 +141,8 @@ function callId(origin: CallOrigin, call: CallRecord): string {
     .slice(0, 32);
 }
 
-function whereOf(filter: CallFilter): { where: string; params: Record<string, string> } {
-  const clauses: string[] = [];
-  const params: Record<string, string> = {};
-  if (filter.since) {
-    clauses.push('created_at >= @since');
-    params.since = filter.since.toISOString();
-  }
-  if (filter.pipeline !== undefined) {
-    clauses.push('pipeline = @pipeline');
-    params.pipeline = filter.pipeline;
-  }
-  return { where: clauses.length > 0 ? `WHERE ${clauses.join(' AND ')}` : '', params };
-}
-
-function rowToCall(row: Record<string, unknown>): CallLogRow {
+/** A stored row as a call: the table's columns back to the record's fields. */
+export function rowToCall(row: Record<string, unknown>): CallLogRow {
   const text = (key: string): string | undefined => (typeof row[key] === 'string' ? (row[key] as string) : undefined);
   return {
     id: row.id as string,
@@ -227,13 +157,32 @@ function rowToCall(row: Record<string, unknown>): CallLogRow {
     provider: row.provider as string,
     model: row.model as string,
     promptHash: row.prompt_hash as string,
-    inputTokens: row.input_tokens as number,
-    outputTokens: row.output_tokens as number,
-    cacheReadTokens: row.cache_read_tokens as number,
-    latencyMs: row.latency_ms as number,
+    inputTokens: Number(row.input_tokens),
+    outputTokens: Number(row.output_tokens),
+    cacheReadTokens: Number(row.cache_read_tokens),
+    latencyMs: Number(row.latency_ms),
     status: row.status as CallRecord['status'],
     ...(text('error') !== undefined ? { error: text('error')! } : {}),
     at: row.created_at as string,
+  };
+}
+
+/** The summary of some calls grouped by `by`: the same computation whichever store the rows came from. */
+export function summarizeCalls(by: CallGrouping, rows: readonly CallLogRow[]): CallLogSummary {
+  const groups = new Map<string, CallLogRow[]>();
+  for (const row of rows) {
+    const key =
+      (by === 'model' ? row.model : by === 'provider' ? row.provider : by === 'pipeline' ? row.pipeline : row.stage) ??
+      '(none)';
+    const group = groups.get(key);
+    if (group) group.push(row);
+    else groups.set(key, [row]);
+  }
+  return {
+    groups: [...groups.entries()]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([group, calls]) => summarizeRows(group, calls)),
+    total: summarizeRows('total', rows),
   };
 }
 
@@ -269,14 +218,14 @@ export function summarizeRows(group: string, rows: readonly CallRecord[]): CallS
 export function callLogWriter(
   log: CallLog | undefined,
   where: { pipeline?: string; stage?: string },
-): ((calls: CallRecord[]) => void) | undefined {
+): ((calls: CallRecord[]) => Promise<void>) | undefined {
   if (!log) return undefined;
   return (calls) => {
     // Loaded only when a call is logged: this module is also used where no activity runs (the CLI).
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { Context } = require('@temporalio/activity') as typeof ActivityModule;
     const info = Context.current().info;
-    log.append(
+    return log.append(
       {
         workflowId: info.workflowExecution?.workflowId ?? '(standalone)',
         runId: info.workflowExecution?.runId ?? '',

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type * as S3Sdk from '@aws-sdk/client-s3';
-import { BlobNotFoundError, blobHex, nameHash, parsePointer, type BlobStore } from './blob-store';
+import { BlobNotFoundError, blobHex, nameHash, parsePointer, type BlobStore, type StoredBlob } from './blob-store';
 import type { BlobRef } from '../model/shapes';
 
 /** Where an {@link S3BlobStore} keeps its objects, and how it reaches them. */
@@ -202,6 +202,50 @@ export class S3BlobStore implements BlobStore {
     ) {
       throw new ConditionalWritesUnsupportedError(this.where);
     }
+  }
+
+  async *list(): AsyncIterable<StoredBlob> {
+    for await (const object of this.objects(`${this.prefix}blobs/`)) {
+      const hex = object.Key!.slice(`${this.prefix}blobs/`.length);
+      if (/^[0-9a-f]{64}$/.test(hex))
+        yield { ref: `sha256:${hex}`, bytes: object.Size ?? 0, modified: object.LastModified ?? new Date(0) };
+    }
+  }
+
+  async delete(ref: string): Promise<void> {
+    const key = this.blobKey(blobHex(ref));
+    const { s3, sdk } = await this.connect();
+    await s3.send(new sdk.DeleteObjectCommand({ Bucket: this.bucket, Key: key })).catch((error: unknown) => {
+      throw this.failure('DELETE', key, error);
+    });
+  }
+
+  async *namedRefs(): AsyncIterable<string> {
+    for await (const object of this.objects(`${this.prefix}names/`)) {
+      const pointer = await this.read(object.Key!);
+      if (pointer) yield parsePointer(pointer.bytes.toString('utf8'), object.Key!);
+    }
+  }
+
+  /** The objects under a key prefix, page by page. */
+  private async *objects(prefix: string): AsyncIterable<S3Sdk._Object> {
+    const { s3, sdk } = await this.connect();
+    let token: string | undefined;
+    do {
+      const page = await s3
+        .send(
+          new sdk.ListObjectsV2Command({
+            Bucket: this.bucket,
+            Prefix: prefix,
+            ...(token !== undefined ? { ContinuationToken: token } : {}),
+          }),
+        )
+        .catch((error: unknown) => {
+          throw this.failure('LIST', prefix, error);
+        });
+      for (const object of page.Contents ?? []) if (object.Key) yield object;
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token !== undefined);
   }
 
   /** An object's bytes and ETag, or undefined when it does not exist. */

@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Registry } from '../../src/activities/registry';
-import { SqliteCallLog } from '../../src/storage/call-log';
+import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import { defaultRegistry } from '../../src/worker';
 import { startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
@@ -71,14 +71,14 @@ it('logs every call of every run once, groups them across runs and pipelines, an
   for (const id of [...ids, retried]) expect((await h.client.result(id)).status).toBe('completed');
 
   const log = new SqliteCallLog(file);
-  const rows = log.query().filter((r) => [...ids, retried].includes(r.workflowId));
+  const rows = (await log.query()).filter((r) => [...ids, retried].includes(r.workflowId));
   // Two calls per two-stage run; the retried activity made two calls (one per execution), each logged once.
   expect(rows.length).toBe(4 * 2 + 2);
   expect(rows.filter((r) => r.workflowId === retried).length).toBe(2);
   const retriedState = await h.client.getState(retried);
   expect(retriedState.stages['flaky']!.attempts.flatMap((a) => a.calls ?? []).length).toBe(2);
   for (const row of rows) expect(row.runCorrelationId).toBe((await h.client.getState(row.workflowId)).correlationId);
-  log.close();
+  await log.close();
 
   const byPipeline = await runTreadle(h, ['calls', '--by', 'pipeline', '--json'], { TREADLE_CALL_LOG: file });
   expect(byPipeline.code).toBe(0);

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { defaultRegistry } from '../../src/worker';
-import { SqliteCallLog } from '../../src/storage/call-log';
+import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import type { Json } from '../../src/model/shapes';
 import { startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
@@ -41,7 +41,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await h?.shutdown();
-  callLog?.close();
+  await callLog?.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -151,7 +151,7 @@ test('rejected items are revised and re-validated alone, at most max_retries rou
     validation_retries: 2,
   });
   // Every validation and revision call is in the call log, with its tokens.
-  const calls = callLog.query().filter((row) => row.workflowId === id);
+  const calls = (await callLog.query()).filter((row) => row.workflowId === id);
   expect(calls.filter((c) => c.stage === 'solution_designer.validate')).toHaveLength(3);
   expect(calls.filter((c) => c.stage === 'solution_designer.revise')).toHaveLength(3);
   expect(calls.every((c) => c.inputTokens > 0 && c.outputTokens > 0)).toBe(true);
@@ -172,7 +172,7 @@ test('all accepted the first time: one validation call, no revision', async () =
   await h.client.start(pipeline(), input, { id });
   expect((await received(id)).briefs).toEqual([brief('a'), brief('b')]);
   expect((await validations(id)).map((e) => e.details?.round)).toEqual([0, undefined]);
-  const calls = callLog.query().filter((row) => row.workflowId === id);
+  const calls = (await callLog.query()).filter((row) => row.workflowId === id);
   expect(calls.map((c) => c.stage)).toEqual(['solution_designer.validate']);
   expect((await h.client.getState(id)).stages.solution_designer!.qualityFlags).toEqual({
     items_produced: 2,
@@ -235,7 +235,7 @@ test('the seed’s fallbacks: a validator that throws or answers nonsense accept
   expect((await validations(empty))[0]).toMatchObject({ details: { round: 0, validated: 0 } });
   for (const id of [threw, empty])
     expect(
-      callLog.query().filter((row) => row.workflowId === id && row.stage === 'solution_designer.validate'),
+      (await callLog.query()).filter((row) => row.workflowId === id && row.stage === 'solution_designer.validate'),
     ).toHaveLength(0);
 }, 60_000);
 

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AnthropicAgent } from '../../src/agents/anthropic';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
-import { SqliteCallLog } from '../../src/storage/call-log';
+import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import type { Json } from '../../src/model/shapes';
 import { startHarness, type Harness } from '../support/harness';
 import {
@@ -42,7 +42,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.shutdown();
   await fake?.close();
-  callLog?.close();
+  await callLog?.close();
   if (saved === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
   else process.env.TREADLE_LOOP_WORKSPACE = saved;
   rmSync(workspace, { recursive: true, force: true });
@@ -157,7 +157,7 @@ test('each iteration is a fresh agent that works through the files with the work
   );
   expect(readFileSync(path.join(stageDir, 'iterations', '002', 'output.md'), 'utf8')).toBe('# Draft, pass 2\n');
   // The context file is read-only for the agent, like state.json; every model call is logged.
-  const logged = callLog.query().filter((row) => row.workflowId === `${id}.refine.1`);
+  const logged = (await callLog.query()).filter((row) => row.workflowId === `${id}.refine.1`);
   expect(logged).toHaveLength(9);
   expect(logged.every((row) => row.provider === 'anthropic' && row.stage === 'refine')).toBe(true);
 }, 120_000);

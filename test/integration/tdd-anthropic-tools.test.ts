@@ -16,7 +16,7 @@ import { NUDGE_REMINDER, TddSettingsSchema } from '../../src/kinds/tdd/spec';
 import type { TddNodeCallInput } from '../../src/kinds/tdd/shapes';
 import type { CallRecord } from '../../src/model/shapes';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
-import { SqliteCallLog } from '../../src/storage/call-log';
+import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import { startHarness, type Harness } from '../support/harness';
 import { gitIn, nodeActivities, storeRootContext, tddRepos, testFile, type TddRepos } from '../support/tdd-fixtures';
 import {
@@ -47,7 +47,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.shutdown();
   await fake?.close();
-  callLog?.close();
+  await callLog?.close();
   repos?.remove();
 });
 
@@ -275,7 +275,7 @@ test('the anthropic agent writes code and tests with the worktree tools, and the
   }
 
   // Every model call is in the cross-run call log, once.
-  const logged = callLog.query().filter((row) => row.workflowId === id);
+  const logged = (await callLog.query()).filter((row) => row.workflowId === id);
   expect(logged).toHaveLength(fake.requests.length);
   expect(logged.filter((row) => row.stage === 'calc.impl')).toHaveLength(3);
   expect(logged.every((row) => row.provider === 'anthropic' && row.status === 'success')).toBe(true);
@@ -432,6 +432,6 @@ test('a node that gives no decision within the nudge timeout is re-prompted once
     fake.requests.filter((r) => (r.body as { messages: Message[] }).messages.at(-1)?.content === NUDGE_REMINDER),
   ).toHaveLength(1);
   // The slow call is in the call log as cut off by the timeout, next to the calls that answered.
-  const logged = callLog.query().filter((row) => row.workflowId === id && row.stage === 'calc.scaffold');
+  const logged = (await callLog.query()).filter((row) => row.workflowId === id && row.stage === 'calc.scaffold');
   expect(logged.map((row) => row.status)).toEqual(['timeout', 'success', 'success']);
 }, 120_000);

@@ -4,7 +4,7 @@
  * Cases: content addressing (ref = sha256 of the bytes, dedupe, binary-safe), missing and malformed refs,
  * names (unset, set, replaced, any characters), compare-and-swap (create-if-absent, stale and right
  * expectations, concurrent writers with one expectation: exactly one wins), and ConversationStore appends
- * from concurrent writers all landing.
+ * from concurrent writers all landing, and what garbage collection needs: list, delete and the names' targets.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { BlobNotFoundError, type BlobStore } from '../../src/storage/blob-store';
@@ -91,6 +91,36 @@ export function describeBlobStoreContract(label: string, store: () => BlobStore)
       const turns = await new ConversationStore(blobs).turns(id);
       expect(turns[0]!.correlationId).toBe('first');
       expect(turns.map((t) => t.correlationId).sort()).toEqual(['first', ...ids].sort());
+    });
+
+    it("lists its blobs with their sizes and times, deletes one (a missing one quietly), and lists the names' targets", async () => {
+      const blobs = store();
+      const before = Date.now() - 5_000; // S3 keeps whole seconds
+      const kept = await blobs.put(Buffer.from(`kept ${randomUUID()}`), 'text/plain', 'kept');
+      const gone = await blobs.put(Buffer.from(`gone ${randomUUID()}`), 'text/plain', 'gone');
+      const named = await blobs.put(Buffer.from(`named ${randomUUID()}`), 'text/plain', 'named');
+      await blobs.setName(`name ${randomUUID()}`, named.ref);
+      const listed = async (): Promise<Map<string, { bytes: number; modified: Date }>> => {
+        const all = new Map<string, { bytes: number; modified: Date }>();
+        for await (const blob of blobs.list!()) all.set(blob.ref, blob);
+        return all;
+      };
+      const first = await listed();
+      for (const ref of [kept, gone, named]) {
+        expect(first.get(ref.ref)?.bytes).toBe(ref.bytes);
+        expect(first.get(ref.ref)!.modified.getTime()).toBeGreaterThan(before);
+        expect(first.get(ref.ref)!.modified.getTime()).toBeLessThan(Date.now() + 5_000);
+      }
+      await blobs.delete!(gone.ref);
+      await blobs.delete!(gone.ref);
+      await expect(blobs.get(gone.ref)).rejects.toBeInstanceOf(BlobNotFoundError);
+      const second = await listed();
+      expect(second.has(gone.ref)).toBe(false);
+      expect(second.has(kept.ref)).toBe(true);
+      const targets: string[] = [];
+      for await (const ref of blobs.namedRefs!()) targets.push(ref);
+      expect(targets).toContain(named.ref);
+      await expect(blobs.delete!('sha256:nope')).rejects.toThrow('not a blob reference');
     });
   });
 }

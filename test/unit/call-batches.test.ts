@@ -155,6 +155,25 @@ describe('supervision', () => {
     for (const beat of beats) expect(JSON.stringify(beat).length).toBeLessThan(7_000);
   });
 
+  test('the call log (an async store) has the calls when the activity ends, and a failing one fails nothing', async () => {
+    const blobs = new MemoryBlobStore();
+    const logged: CallRecord[][] = [];
+    const slowLog = async (made: CallRecord[]): Promise<void> => {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      logged.push([...made]);
+    };
+    const result = await env().run(() =>
+      supervise(async (s) => (s.calls.push(...calls(3)), 'done'), { blobs, onCalls: slowLog }),
+    );
+    expect(result).toBe('done');
+    expect(logged).toEqual([calls(3)]);
+    const down = (): Promise<void> => Promise.reject(new Error('the database is down'));
+    const despite = await env().run(() =>
+      supervise(async (s) => (s.calls.push(...calls(1)), 'still done'), { blobs, onCalls: down }),
+    );
+    expect(despite).toBe('still done');
+  });
+
   test('a result whose records cannot be stored carries their totals, and the activity still succeeds', async () => {
     const blobs = new MemoryBlobStore();
     blobs.put = () => Promise.reject(new Error('the store is down'));

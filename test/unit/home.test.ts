@@ -96,6 +96,11 @@ describe('the settings under the home', () => {
     expect(loadConfig(HOME).callLog).toBe('/srv/treadle/calls.sqlite');
   });
 
+  it('leave a PostgreSQL call log URL as it is: a database is not a place in the home', () => {
+    for (const url of ['postgres://u:p@db:5432/treadle', 'postgresql://db/treadle?sslmode=require', 'POSTGRES://db/x'])
+      expect(loadConfig({ ...HOME, TREADLE_CALL_LOG: ` ${url} ` }).callLog).toBe(url);
+  });
+
   it("are where the worker's TDD roots, loop workspace and replies folders are", () => {
     expect(allowedRepoRoots(HOME)).toEqual(['/srv/treadle/repos']);
     expect(allowedRepoRoots({ ...HOME, TREADLE_TDD_REPOS: `/tmp${path.delimiter}code` })).toEqual([

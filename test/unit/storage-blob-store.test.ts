@@ -6,7 +6,7 @@
  * compare-and-swap leaves no temporary files behind.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync, mkdirSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describeBlobStoreContract } from '../support/blob-store-contract';
@@ -158,4 +158,19 @@ describe('FileBlobStore names on disk', () => {
       'the stored pointer for name "conversation:x" is not {name, ref} JSON',
     );
   });
+});
+
+it('FileBlobStore: storing the same bytes again makes the blob new for garbage collection', async () => {
+  const store = new FileBlobStore(path.join(dir, 'touched'));
+  const { ref } = await store.put(Buffer.from('stored twice'), 'text/plain', 'twice');
+  const hex = ref.slice('sha256:'.length);
+  const twoDaysAgo = new Date(Date.now() - 2 * 86_400_000);
+  utimesSync(path.join(store.dir, hex.slice(0, 2), hex.slice(2)), twoDaysAgo, twoDaysAgo);
+  const modified = async (): Promise<number> => {
+    for await (const blob of store.list()) if (blob.ref === ref) return blob.modified.getTime();
+    throw new Error('not listed');
+  };
+  expect(await modified()).toBeLessThan(Date.now() - 86_400_000);
+  await store.put(Buffer.from('stored twice'), 'text/plain', 'again');
+  expect(await modified()).toBeGreaterThan(Date.now() - 60_000);
 });

@@ -1,0 +1,90 @@
+/**
+ * `treadle blobs gc [--dry-run] [--grace 24h]`: deletes the blobs no retained execution references (issue 26 §6,
+ * bounded growth). The roots are every execution the namespace's visibility lists, open and closed within its
+ * retention: each one's memo and history are scanned for `sha256:` references (src/storage/blob-gc.ts follows
+ * them into the blobs and keeps the names' targets). Histories that retention has deleted reference nothing.
+ */
+import type { Command } from 'commander';
+import type { Client } from '@temporalio/client';
+import type * as ProtoModule from '@temporalio/proto';
+import { parseDuration } from '../model/duration';
+import { loadConfig } from '../config';
+import type * as BlobGcModule from '../storage/blob-gc';
+import type * as StorageModule from '../storage';
+import type { WithClient } from './with-client';
+
+/** Executions listed per visibility page. */
+const PAGE_SIZE = 500;
+
+/** Registers `blobs gc`. */
+export function registerBlobsCommand(program: Command, withClient: WithClient): void {
+  const blobs = program.command('blobs').description('the blob store: collect the blobs nothing references');
+  blobs
+    .command('gc')
+    .description(
+      'delete blobs that no execution in the namespace (open, or closed within retention) references and that are older than --grace',
+    )
+    .option('--dry-run', 'list what would be deleted, delete nothing')
+    .option(
+      '--grace <duration>',
+      'keep unreferenced blobs younger than this (covers blobs put by running activities)',
+      '24h',
+    )
+    .action(async (opts: { dryRun?: boolean; grace: string }) => {
+      const grace = parseDuration(opts.grace);
+      if ('error' in grace) throw new Error(`--grace: ${grace.error}`);
+      await withClient(async (client) => {
+        /* eslint-disable @typescript-eslint/no-require-imports -- loaded only by this command */
+        const { collectBlobs } = require('../storage/blob-gc') as typeof BlobGcModule;
+        const { createBlobStore } = require('../storage') as typeof StorageModule;
+        /* eslint-enable @typescript-eslint/no-require-imports */
+        const store = createBlobStore(loadConfig().blobStore);
+        const result = await collectBlobs(store, {
+          roots: executionTexts(client.client),
+          graceMs: grace.ms,
+          dryRun: opts.dryRun === true,
+        });
+        const verb = result.dryRun ? 'would delete' : 'deleted';
+        if (result.dryRun)
+          for (const blob of result.unreferenced)
+            process.stdout.write(`${blob.ref}  ${bytes(blob.bytes)}  stored ${blob.modified.toISOString()}\n`);
+        const total = result.unreferenced.reduce((sum, b) => sum + b.bytes, 0);
+        process.stdout.write(
+          `${verb} ${result.unreferenced.length} unreferenced blobs (${bytes(total)}); kept ${result.referenced.blobs} referenced (${bytes(result.referenced.bytes)}) and ${result.young.blobs} younger than ${opts.grace} (${bytes(result.young.bytes)})\n`,
+        );
+      })();
+    });
+}
+
+/** A byte count for people. */
+function bytes(n: number): string {
+  return n < 1024 ? `${n} B` : n < 1024 ** 2 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`;
+}
+
+/** The memo and the history of every execution visibility lists in the client's namespace, encoded. */
+async function* executionTexts(client: Client): AsyncIterable<Buffer> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the client has loaded it already
+  const { temporal } = require('@temporalio/proto') as typeof ProtoModule;
+  const namespace = client.options.namespace;
+  let nextPageToken: Uint8Array | undefined;
+  do {
+    const page = await client.workflowService.listWorkflowExecutions({
+      namespace,
+      pageSize: PAGE_SIZE,
+      ...(nextPageToken ? { nextPageToken } : {}),
+    });
+    for (const info of page.executions ?? []) {
+      yield Buffer.from(temporal.api.workflow.v1.WorkflowExecutionInfo.encode(info).finish());
+      const { workflowId, runId } = info.execution ?? {};
+      if (!workflowId) continue;
+      try {
+        const history = await client.workflow.getHandle(workflowId, runId ?? undefined).fetchHistory();
+        yield Buffer.from(temporal.api.history.v1.History.encode(history).finish());
+      } catch (error) {
+        // Deleted by retention between the listing and now: it references nothing any more.
+        if ((error as Error).name !== 'WorkflowNotFoundError') throw error;
+      }
+    }
+    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+  } while (nextPageToken);
+}
