@@ -2,7 +2,14 @@
  * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list
  * pending reviews. Every error is a {@link TreadleError} with one clear line.
  */
-import { Client, type Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import {
+  ApplicationFailure,
+  Client,
+  type Connection,
+  WorkflowFailedError,
+  WorkflowUpdateFailedError,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import type { TreadleTracing } from './tracing';
 import { audit, type AuditEntry } from './audit';
 import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob-store';
@@ -14,7 +21,7 @@ import { summarizeUsage, type UsageSummary } from './engine/usage';
 import type { KnownImplementations } from './model/pipeline';
 import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from './kinds/approval/shapes';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
-import type { StateQueryArgs, WorkItemResult, WorkItemState } from './model/state';
+import { WORK_ITEM_FAILED, type StateQueryArgs, type WorkItemResult, type WorkItemState } from './model/state';
 import {
   decideApprovalUpdate,
   eventsQuery,
@@ -28,7 +35,7 @@ import {
 } from './workflows/messages';
 import type { LoopState } from './kinds/loop/shapes';
 import { openItemsByEngine, type EngineCount } from './engine-versions';
-import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
+import { TDD_TREE_FAILED, type TddNodeResult, type TddNodeState } from './kinds/tdd/shapes';
 import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import { approvalItem, decidedBefore } from './client/approval-lookup';
@@ -142,7 +149,7 @@ export class TreadleClient {
 
   /** Waits for a TDD node to finish: its MergeComplete (by reference) or why it failed. */
   async tddResult(id: string): Promise<TddNodeResult> {
-    return this.call(id, (h) => h.result() as Promise<TddNodeResult>);
+    return this.call(id, (h) => resultOrFailure<TddNodeResult>(h));
   }
 
   /**
@@ -185,6 +192,12 @@ export class TreadleClient {
         state: await this.call(workflowId, (h) => h.query(loopStateQuery)),
       })),
     );
+  }
+
+  /** Whether one of these loop stages failed and waits for a resume (a loop that has ended waits for nothing). */
+  private async anyLoopFailed(loopIds: ReadonlySet<string>): Promise<boolean> {
+    const states = await Promise.all([...loopIds].map((loopId) => this.getLoopState(loopId).catch(() => undefined)));
+    return states.some((state) => state?.status === 'failed');
   }
 
   /** The workflow type behind an id (`workItem`, `tddNode`, `loopStage`). */
@@ -448,23 +461,25 @@ export class TreadleClient {
     return (await this.getState(id)).usage ?? summarizeUsage({});
   }
 
-  /** Waits for the work item to finish and returns its result. */
+  /** Waits for the work item to finish and returns its result, failed or not (engine 6 fails the workflow). */
   async result(id: string): Promise<WorkItemResult> {
-    return this.call(id, (h) => h.result() as Promise<WorkItemResult>);
+    return this.call(id, (h) => resultOrFailure<WorkItemResult>(h));
   }
 
   /**
    * Calls `onEvent` for each new event until the item finishes or (with `untilReview`) waits for a human
-   * (a review or an approval).
+   * (a review or an approval), or (with `untilLoopFails`) one of its loop stages failed and waits for
+   * `resumeLoop`: the item is still `running` then, and {@link loops} says which.
    * Returns the last state read; its `events` are the last ones delivered, and every event up to its
    * `eventCount` has been delivered once.
    */
   async watch(
     id: string,
     onEvent: (event: TreadleEvent) => void,
-    options: { untilReview?: boolean; afterSeq?: number; signal?: AbortSignal } = {},
+    options: { untilReview?: boolean; untilLoopFails?: boolean; afterSeq?: number; signal?: AbortSignal } = {},
   ): Promise<WorkItemState> {
     let seen = options.afterSeq ?? 0;
+    const loopIds = new Set<string>();
     // The whole state is read once, at the end; events that arrived since the last poll are delivered too,
     // so every event up to the returned state's `eventCount` has been seen exactly once.
     const finalState = async (): Promise<WorkItemState> => {
@@ -478,11 +493,14 @@ export class TreadleClient {
       for (const event of page.events) {
         onEvent(event);
         seen = event.seq;
+        if (event.type === 'LoopStarted' && typeof event.details?.workflowId === 'string')
+          loopIds.add(event.details.workflowId);
       }
       if (page.events.length > 0 && seen < page.eventCount) continue;
       const waiting = page.status === 'waiting_review' || page.status === 'waiting_approval';
       const done = page.status !== 'running' && !waiting;
       if (done || (options.untilReview && waiting) || options.signal?.aborted) return finalState();
+      if (options.untilLoopFails && (await this.anyLoopFailed(loopIds))) return finalState();
       // Terminated or timed-out executions never reach the workflow's own finish; Temporal knows.
       const execution = (await this.handle(id).describe()).status.name;
       if (execution !== 'RUNNING') {
@@ -533,5 +551,23 @@ export class TreadleClient {
       }
       throw error;
     }
+  }
+}
+
+/** The failure types whose first detail is the workflow's result (a work item's, a TDD node's). */
+const RESULT_FAILURES: ReadonlySet<string> = new Set([WORK_ITEM_FAILED, TDD_TREE_FAILED]);
+
+/**
+ * A workflow's result: what it returned, or the result a failed item or tree carries as its failure's first
+ * detail (engine 6's `WorkItemFailed`, `TddTreeFailed`); any other failure is thrown.
+ */
+async function resultOrFailure<T>(handle: WorkflowHandle): Promise<T> {
+  try {
+    return (await handle.result()) as T;
+  } catch (error) {
+    const cause = error instanceof WorkflowFailedError ? error.cause : undefined;
+    const carriesResult = cause instanceof ApplicationFailure && RESULT_FAILURES.has(cause.type ?? '');
+    if (carriesResult && cause.details?.[0] !== undefined) return cause.details[0] as T;
+    throw error;
   }
 }

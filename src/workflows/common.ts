@@ -101,6 +101,15 @@ export function failureDetails(
   );
 }
 
+/**
+ * The result a child workflow failed with (engine 6): the first detail of its `type` failure, or undefined
+ * for any other failure. Parents read a failed child's result from here as they read a returned one.
+ */
+export function resultOfFailure<T>(error: unknown, type: string): T | undefined {
+  const cause = error instanceof ChildWorkflowFailure ? error.cause : error;
+  return cause instanceof ApplicationFailure && cause.type === type ? (cause.details?.[0] as T | undefined) : undefined;
+}
+
 /** A heartbeat's or a failure's first detail, when it is an object. */
 function detailsIn(detail: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
   return typeof detail === 'object' && detail !== null

@@ -4,6 +4,7 @@
  * merge handshake with the parent and the children is `merge-handshake.ts`.
  */
 import {
+  ApplicationFailure,
   CancellationScope,
   condition,
   isCancellation,
@@ -41,6 +42,7 @@ import type {
 } from './spec';
 import {
   MAX_IMPL_ATTEMPTS,
+  TDD_TREE_FAILED,
   type TddNodeCallInput,
   type TddNodeCallResult,
   type TddNodeInput,
@@ -213,8 +215,23 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     notes[node] = notes[node] === undefined ? text : `${notes[node]}\n\n${text}`;
   }
 
-  /** Walks the graph to its exit, waits for the children to settle, and reports how the node ended. */
+  /**
+   * Runs the node to its result; a flagged node that did not merge fails its workflow with the result as
+   * details, so the Web UI and `ExecutionStatus="Failed"` tell the truth.
+   */
   async run(): Promise<TddNodeResult> {
+    const result = await this.settle();
+    if (result.status === 'merged' || !this.input.failAsWorkflow) return result;
+    throw ApplicationFailure.create({
+      type: TDD_TREE_FAILED,
+      message: `${result.nodePath} failed: ${result.error ?? 'no merge'}`,
+      nonRetryable: true,
+      details: [result],
+    });
+  }
+
+  /** Walks the graph to its exit, waits for the children to settle, and reports how the node ended. */
+  private async settle(): Promise<TddNodeResult> {
     const { input, state, branch } = this;
     try {
       this.emit('ItemStarted', `TDD node ${input.nodePath} started on ${branch} (depth ${input.depth})`);
