@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import type { UsageTotals } from '../engine/usage';
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
+import { exitCodeOf, exitWith } from './exit-codes';
 import { withClient } from './with-client';
 
 /** Registers `treadle status` and `watch`. */
@@ -40,11 +41,14 @@ export function registerProgressCommands(program: Command): void {
 
   program
     .command('watch <id>')
-    .description('print events as they happen until the item finishes or waits for review')
+    .description(
+      'print events as they happen until the item finishes or waits for a person; exit 0 completed, 1 failed, 3 waiting',
+    )
     .action(
       withClient(async (client, id: string) => {
         const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
         process.stdout.write(`${state.id} is ${state.status}\n`);
+        exitWith(id, state);
       }),
     );
 }
@@ -82,10 +86,12 @@ export function registerOutputCommands(program: Command): void {
 
   program
     .command('result <id>')
-    .description('wait for a work item to finish and print its result as JSON')
+    .description('wait for a work item to finish and print its result as JSON; exit 0 completed, 1 failed')
     .action(
       withClient(async (client, id: string) => {
-        process.stdout.write(`${JSON.stringify(await client.result(id), null, 2)}\n`);
+        const result = await client.result(id);
+        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+        process.exitCode = exitCodeOf(result.status);
       }),
     );
 

@@ -104,7 +104,9 @@ it('runs a pipeline file with input from a file, waits, and rejects a review', a
   const input = write('input.json', JSON.stringify({ hello: 'world' }));
   const id = h.id('cli');
   const waited = await treadle(['run', '--file', spec, '--input', `@${input}`, '--id', id, '--wait']);
-  expect(waited.code).toBe(0);
+  // Waiting for a person is exit 3, with the command that gives the decision.
+  expect(waited.code).toBe(3);
+  expect(waited.stdout).toContain(`treadle review ${id} only --approve`);
   expect(waited.stdout).toContain(`started ${id}`);
   expect(waited.stdout).toContain('ReviewRequested');
   expect(waited.stdout).toMatch(/only\s+waiting_review/);
@@ -121,7 +123,8 @@ it('runs a pipeline file with input from a file, waits, and rejects a review', a
   expect(await treadle(['review', id, 'only', '--approve'])).toEqual({
     code: 1,
     stdout: '',
-    stderr: `treadle: work item ${id} has finished (completed); no stage is waiting for review\n`,
+    // Rejected, the item failed: its workflow says so too (engine 6).
+    stderr: `treadle: work item ${id} has finished (failed); no stage is waiting for review\n`,
   });
 });
 
