@@ -2,14 +2,7 @@
  * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list
  * pending reviews. Every error is a {@link TreadleError} with one clear line.
  */
-import {
-  ApplicationFailure,
-  Client,
-  type Connection,
-  WorkflowFailedError,
-  WorkflowUpdateFailedError,
-  type WorkflowHandle,
-} from '@temporalio/client';
+import { Client, type Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { TreadleTracing } from './tracing';
 import { audit, type AuditEntry } from './audit';
 import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob-store';
@@ -21,7 +14,7 @@ import { summarizeUsage, type UsageSummary } from './engine/usage';
 import type { KnownImplementations } from './model/pipeline';
 import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from './kinds/approval/shapes';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
-import { WORK_ITEM_FAILED, type StateQueryArgs, type WorkItemResult, type WorkItemState } from './model/state';
+import type { StateQueryArgs, WorkItemResult, WorkItemState } from './model/state';
 import {
   decideApprovalUpdate,
   eventsQuery,
@@ -35,11 +28,12 @@ import {
 } from './workflows/messages';
 import type { LoopState } from './kinds/loop/shapes';
 import { openItemsByEngine, type EngineCount } from './engine-versions';
-import { TDD_TREE_FAILED, type TddNodeResult, type TddNodeState } from './kinds/tdd/shapes';
+import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
 import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import { approvalItem, decidedBefore } from './client/approval-lookup';
 import { runIdFor, startTddTree, startWorkItem, type StartContext } from './client/start';
+import { answeredByWorker, resultOf, visibleItem, type VisibleItem } from './client/worker-presence';
 
 export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing };
 
@@ -144,12 +138,12 @@ export class TreadleClient {
 
   /** A TDD node's state (the `state` query of a `tddNode` workflow). */
   async getTddState(id: string, page: StateQueryArgs = {}): Promise<TddNodeState> {
-    return this.call(id, (h) => h.query(tddStateQuery, page));
+    return this.ask(id, (h) => h.query(tddStateQuery, page));
   }
 
   /** Waits for a TDD node to finish: its MergeComplete (by reference) or why it failed. */
   async tddResult(id: string): Promise<TddNodeResult> {
-    return this.call(id, (h) => resultOrFailure<TddNodeResult>(h));
+    return this.call(id, (h) => resultOf<TddNodeResult>(h));
   }
 
   /**
@@ -157,14 +151,14 @@ export class TreadleClient {
    * (`eventsAfter`, `eventLimit`; `eventCount` says how many there are).
    */
   async getState(id: string, page: StateQueryArgs = {}): Promise<WorkItemState> {
-    return this.call(id, (h) => h.query(stateQuery, page));
+    return this.ask(id, (h) => h.query(stateQuery, page));
   }
 
   /** Every event of a work item, read page by page. */
   async events(id: string): Promise<TreadleEvent[]> {
     const out: TreadleEvent[] = [];
     for (;;) {
-      const page = await this.call(id, (h) => h.query(eventsQuery, { eventsAfter: out.length }));
+      const page = await this.ask(id, (h) => h.query(eventsQuery, { eventsAfter: out.length }));
       out.push(...page.events);
       if (page.events.length === 0 || out.length >= page.eventCount) return out;
     }
@@ -189,7 +183,7 @@ export class TreadleClient {
     return Promise.all(
       ids.map(async (workflowId) => ({
         workflowId,
-        state: await this.call(workflowId, (h) => h.query(loopStateQuery)),
+        state: await this.ask(workflowId, (h) => h.query(loopStateQuery)),
       })),
     );
   }
@@ -207,7 +201,7 @@ export class TreadleClient {
 
   /** A loop stage's state: iterations, decisions, the failure waiting for a resume. */
   async getLoopState(loopWorkflowId: string): Promise<LoopState> {
-    return this.call(loopWorkflowId, (h) => h.query(loopStateQuery));
+    return this.ask(loopWorkflowId, (h) => h.query(loopStateQuery));
   }
 
   /**
@@ -245,8 +239,11 @@ export class TreadleClient {
       ...(options.reason !== undefined ? { reason: options.reason } : {}),
     };
     try {
-      const answer = await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
-        this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+      const answer = await answeredByWorker(
+        this.client,
+        loop.workflowId,
+        () => this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+        this.reviewTimeoutMs,
       );
       return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
     } catch (error) {
@@ -270,8 +267,11 @@ export class TreadleClient {
   ): Promise<ReviewAccepted> {
     return this.call(id, async (h) => {
       try {
-        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
-          h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] }),
+        return await answeredByWorker(
+          this.client,
+          id,
+          () => h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] }),
+          this.reviewTimeoutMs,
         );
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError) {
@@ -404,8 +404,11 @@ export class TreadleClient {
     };
     return this.call(itemId, async (h) => {
       try {
-        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
-          h.executeUpdate(decideApprovalUpdate, { args: [payload] }),
+        return await answeredByWorker(
+          this.client,
+          itemId,
+          () => h.executeUpdate(decideApprovalUpdate, { args: [payload] }),
+          this.reviewTimeoutMs,
         );
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError)
@@ -456,14 +459,33 @@ export class TreadleClient {
       }));
   }
 
-  /** Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total. */
+  /**
+   * Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total (only the
+   * total for a closed item when no worker runs).
+   */
   async usage(id: string): Promise<UsageSummary> {
-    return (await this.getState(id)).usage ?? summarizeUsage({});
+    try {
+      return (await this.getState(id)).usage ?? summarizeUsage({});
+    } catch (error) {
+      // With no worker, a closed item's result still has its total (not the per-stage split).
+      const ended =
+        error instanceof TreadleError && error.code === 'no_worker' ? await this.visibleItem(id) : undefined;
+      if (ended?.result === undefined) throw error;
+      return { total: ended.result.usage ?? summarizeUsage({}).total, stages: {} };
+    }
+  }
+
+  /**
+   * What Temporal knows of an item without asking a worker: its execution status, pipeline, Treadle status
+   * and pending reviews from visibility and memo, and a closed item's result (for `status` with no worker).
+   */
+  async visibleItem(id: string): Promise<VisibleItem> {
+    return this.call(id, () => visibleItem(this.client, id));
   }
 
   /** Waits for the work item to finish and returns its result, failed or not (engine 6 fails the workflow). */
   async result(id: string): Promise<WorkItemResult> {
-    return this.call(id, (h) => resultOrFailure<WorkItemResult>(h));
+    return this.call(id, (h) => resultOf<WorkItemResult>(h));
   }
 
   /**
@@ -489,7 +511,7 @@ export class TreadleClient {
     };
     for (;;) {
       // Only new events travel on each poll.
-      const page = await this.call(id, (h) => h.query(eventsQuery, { eventsAfter: seen }));
+      const page = await this.ask(id, (h) => h.query(eventsQuery, { eventsAfter: seen }));
       for (const event of page.events) {
         onEvent(event);
         seen = event.seq;
@@ -540,6 +562,11 @@ export class TreadleClient {
     return this.client.workflow.getHandle(id);
   }
 
+  /** A query or update of a work item: as {@link call}, and "no worker" within seconds when none polls its queue. */
+  private ask<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    return this.call(id, (h) => answeredByWorker(this.client, id, () => fn(h)));
+  }
+
   /** Runs a call on a work item's handle, turning "not found" into a clear error. */
   private async call<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
     try {
@@ -551,23 +578,5 @@ export class TreadleClient {
       }
       throw error;
     }
-  }
-}
-
-/** The failure types whose first detail is the workflow's result (a work item's, a TDD node's). */
-const RESULT_FAILURES: ReadonlySet<string> = new Set([WORK_ITEM_FAILED, TDD_TREE_FAILED]);
-
-/**
- * A workflow's result: what it returned, or the result a failed item or tree carries as its failure's first
- * detail (engine 6's `WorkItemFailed`, `TddTreeFailed`); any other failure is thrown.
- */
-async function resultOrFailure<T>(handle: WorkflowHandle): Promise<T> {
-  try {
-    return (await handle.result()) as T;
-  } catch (error) {
-    const cause = error instanceof WorkflowFailedError ? error.cause : undefined;
-    const carriesResult = cause instanceof ApplicationFailure && RESULT_FAILURES.has(cause.type ?? '');
-    if (carriesResult && cause.details?.[0] !== undefined) return cause.details[0] as T;
-    throw error;
   }
 }
