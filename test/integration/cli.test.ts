@@ -46,11 +46,13 @@ it('runs the review demo end to end: run, watch, reviews, review, status', async
   expect(started).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
 
   const watched = await treadle(['watch', id]);
-  expect(watched.code).toBe(0);
+  // Waiting for review is a person's turn: exit 3, with the command that gives the decision.
+  expect(watched.code).toBe(3);
   expect(watched.stdout).toMatch(/QualityCheckFailed\s+draft attempt 1 rejected: the draft is too short/);
   expect(watched.stdout).toMatch(/RetryAttempt\s+draft attempt 2\/3 because: the draft is too short/);
   expect(watched.stdout).toMatch(/Escalated\s+draft escalated to review/);
-  expect(watched.stdout.trim().split('\n').pop()).toBe(`${id} is waiting_review`);
+  expect(watched.stdout).toContain(`\n${id} is waiting_review\n`);
+  expect(watched.stdout.trim().split('\n').pop()).toMatch(new RegExp(`^ +treadle review ${id} draft --approve `));
 
   const listed = await eventually(async () => {
     const run = await treadle(['reviews', '--json']);
