@@ -102,6 +102,14 @@ export function failureDetails(
 }
 
 /**
+ * The failure a failed work item or TDD node ends its workflow with (engine 6): non-retryable, its message
+ * Treadle's summary and its first detail the result, which {@link resultOfFailure} reads back.
+ */
+export function failureCarrying(type: string, message: string, result: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, details: [result] });
+}
+
+/**
  * The result a child workflow failed with (engine 6): the first detail of its `type` failure, or undefined
  * for any other failure. Parents read a failed child's result from here as they read a returned one.
  */

@@ -43,7 +43,7 @@ import {
   type WorkItemState,
 } from '../model/state';
 import { applyDecision } from '../kinds/approval/stage';
-import { describeFailure, eventPage, now } from './common';
+import { describeFailure, eventPage, failureCarrying, now } from './common';
 import { fanOutElementInput, fanOutElementOf, handleFanOutProgress } from '../kinds/fan-out/workflow';
 import { engineRules } from './legacy';
 import {
@@ -321,12 +321,7 @@ export class WorkItemRun implements Scheduling {
     const result = this.finish(error);
     const asked = fanOutElementOf(this.args) === undefined || this.args.failAsWorkflow === true;
     if (result.status === 'completed' || !this.engine.failsWorkflow || !asked) return result;
-    throw ApplicationFailure.create({
-      type: WORK_ITEM_FAILED,
-      message: result.error ?? 'work item failed',
-      nonRetryable: true,
-      details: [result],
-    });
+    throw failureCarrying(WORK_ITEM_FAILED, result.error ?? 'work item failed', result);
   }
 
   /**

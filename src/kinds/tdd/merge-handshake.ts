@@ -12,9 +12,10 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   setHandler,
+  type ApplicationFailure,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { describeFailure, resultOfFailure, usageReported } from '../../workflows/common';
+import { describeFailure, failureCarrying, resultOfFailure, usageReported } from '../../workflows/common';
 import {
   mergeDoneSignal,
   mergeGrantSignal,
@@ -37,6 +38,11 @@ import {
   type TddNodeState,
   type TddWorktreeResult,
 } from './shapes';
+
+/** How a flagged node that did not merge fails its workflow; its parent's {@link MergeHandshake.watchChild} reads it back. */
+export function treeFailure(result: TddNodeResult): ApplicationFailure {
+  return failureCarrying(TDD_TREE_FAILED, `${result.nodePath} failed: ${result.error ?? 'no merge'}`, result);
+}
 
 /** The workflow type of `tddNode`, by name: this file must not import the workflow that imports it. */
 const TDD_NODE_WORKFLOW = 'tddNode';

@@ -4,7 +4,6 @@
  * merge handshake with the parent and the children is `merge-handshake.ts`.
  */
 import {
-  ApplicationFailure,
   CancellationScope,
   condition,
   isCancellation,
@@ -42,7 +41,6 @@ import type {
 } from './spec';
 import {
   MAX_IMPL_ATTEMPTS,
-  TDD_TREE_FAILED,
   type TddNodeCallInput,
   type TddNodeCallResult,
   type TddNodeInput,
@@ -59,7 +57,7 @@ import { describeFailure, eventPage, failureWithUsage, now, usageReported } from
 import { EventStream, Publications } from '../../workflows/publishing';
 import { eventsQuery, tddStateQuery } from '../../workflows/messages';
 import { HumanReviews, type ReviewingNode } from './human-review';
-import { MergeHandshake, type MergingNode } from './merge-handshake';
+import { MergeHandshake, treeFailure, type MergingNode } from './merge-handshake';
 import { describeRoute, renderDetails, signalOf } from './node-view';
 
 const tdd = proxyActivities<{
@@ -215,19 +213,11 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     notes[node] = notes[node] === undefined ? text : `${notes[node]}\n\n${text}`;
   }
 
-  /**
-   * Runs the node to its result; a flagged node that did not merge fails its workflow with the result as
-   * details, so the Web UI and `ExecutionStatus="Failed"` tell the truth.
-   */
+  /** Runs the node to its result; a flagged node that did not merge fails its workflow (the result its details). */
   async run(): Promise<TddNodeResult> {
     const result = await this.settle();
     if (result.status === 'merged' || !this.input.failAsWorkflow) return result;
-    throw ApplicationFailure.create({
-      type: TDD_TREE_FAILED,
-      message: `${result.nodePath} failed: ${result.error ?? 'no merge'}`,
-      nonRetryable: true,
-      details: [result],
-    });
+    throw treeFailure(result);
   }
 
   /** Walks the graph to its exit, waits for the children to settle, and reports how the node ended. */
