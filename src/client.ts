@@ -33,6 +33,7 @@ import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from '.
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import { approvalItem, decidedBefore } from './client/approval-lookup';
 import { runIdFor, startTddTree, startWorkItem, type StartContext } from './client/start';
+import { answeredByWorker, resultOf, visibleItem, type VisibleItem } from './client/worker-presence';
 
 export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing };
 
@@ -137,12 +138,12 @@ export class TreadleClient {
 
   /** A TDD node's state (the `state` query of a `tddNode` workflow). */
   async getTddState(id: string, page: StateQueryArgs = {}): Promise<TddNodeState> {
-    return this.call(id, (h) => h.query(tddStateQuery, page));
+    return this.ask(id, (h) => h.query(tddStateQuery, page));
   }
 
   /** Waits for a TDD node to finish: its MergeComplete (by reference) or why it failed. */
   async tddResult(id: string): Promise<TddNodeResult> {
-    return this.call(id, (h) => h.result() as Promise<TddNodeResult>);
+    return this.call(id, (h) => resultOf<TddNodeResult>(h));
   }
 
   /**
@@ -150,14 +151,14 @@ export class TreadleClient {
    * (`eventsAfter`, `eventLimit`; `eventCount` says how many there are).
    */
   async getState(id: string, page: StateQueryArgs = {}): Promise<WorkItemState> {
-    return this.call(id, (h) => h.query(stateQuery, page));
+    return this.ask(id, (h) => h.query(stateQuery, page));
   }
 
   /** Every event of a work item, read page by page. */
   async events(id: string): Promise<TreadleEvent[]> {
     const out: TreadleEvent[] = [];
     for (;;) {
-      const page = await this.call(id, (h) => h.query(eventsQuery, { eventsAfter: out.length }));
+      const page = await this.ask(id, (h) => h.query(eventsQuery, { eventsAfter: out.length }));
       out.push(...page.events);
       if (page.events.length === 0 || out.length >= page.eventCount) return out;
     }
@@ -182,9 +183,15 @@ export class TreadleClient {
     return Promise.all(
       ids.map(async (workflowId) => ({
         workflowId,
-        state: await this.call(workflowId, (h) => h.query(loopStateQuery)),
+        state: await this.ask(workflowId, (h) => h.query(loopStateQuery)),
       })),
     );
+  }
+
+  /** Whether one of these loop stages failed and waits for a resume (a loop that has ended waits for nothing). */
+  private async anyLoopFailed(loopIds: ReadonlySet<string>): Promise<boolean> {
+    const states = await Promise.all([...loopIds].map((loopId) => this.getLoopState(loopId).catch(() => undefined)));
+    return states.some((state) => state?.status === 'failed');
   }
 
   /** The workflow type behind an id (`workItem`, `tddNode`, `loopStage`). */
@@ -194,7 +201,7 @@ export class TreadleClient {
 
   /** A loop stage's state: iterations, decisions, the failure waiting for a resume. */
   async getLoopState(loopWorkflowId: string): Promise<LoopState> {
-    return this.call(loopWorkflowId, (h) => h.query(loopStateQuery));
+    return this.ask(loopWorkflowId, (h) => h.query(loopStateQuery));
   }
 
   /**
@@ -232,8 +239,11 @@ export class TreadleClient {
       ...(options.reason !== undefined ? { reason: options.reason } : {}),
     };
     try {
-      const answer = await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
-        this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+      const answer = await answeredByWorker(
+        this.client,
+        loop.workflowId,
+        () => this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+        this.reviewTimeoutMs,
       );
       return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
     } catch (error) {
@@ -257,8 +267,11 @@ export class TreadleClient {
   ): Promise<ReviewAccepted> {
     return this.call(id, async (h) => {
       try {
-        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
-          h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] }),
+        return await answeredByWorker(
+          this.client,
+          id,
+          () => h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] }),
+          this.reviewTimeoutMs,
         );
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError) {
@@ -391,8 +404,11 @@ export class TreadleClient {
     };
     return this.call(itemId, async (h) => {
       try {
-        return await this.client.withAbortSignal(AbortSignal.timeout(this.reviewTimeoutMs), () =>
-          h.executeUpdate(decideApprovalUpdate, { args: [payload] }),
+        return await answeredByWorker(
+          this.client,
+          itemId,
+          () => h.executeUpdate(decideApprovalUpdate, { args: [payload] }),
+          this.reviewTimeoutMs,
         );
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError)
@@ -443,28 +459,49 @@ export class TreadleClient {
       }));
   }
 
-  /** Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total. */
+  /**
+   * Model usage of a work item: calls, tokens, latency and estimated cost, per stage and in total (only the
+   * total for a closed item when no worker runs).
+   */
   async usage(id: string): Promise<UsageSummary> {
-    return (await this.getState(id)).usage ?? summarizeUsage({});
+    try {
+      return (await this.getState(id)).usage ?? summarizeUsage({});
+    } catch (error) {
+      // With no worker, a closed item's result still has its total (not the per-stage split).
+      const ended =
+        error instanceof TreadleError && error.code === 'no_worker' ? await this.visibleItem(id) : undefined;
+      if (ended?.result === undefined) throw error;
+      return { total: ended.result.usage ?? summarizeUsage({}).total, stages: {} };
+    }
   }
 
-  /** Waits for the work item to finish and returns its result. */
+  /**
+   * What Temporal knows of an item without asking a worker: its execution status, pipeline, Treadle status
+   * and pending reviews from visibility and memo, and a closed item's result (for `status` with no worker).
+   */
+  async visibleItem(id: string): Promise<VisibleItem> {
+    return this.call(id, () => visibleItem(this.client, id));
+  }
+
+  /** Waits for the work item to finish and returns its result, failed or not (engine 6 fails the workflow). */
   async result(id: string): Promise<WorkItemResult> {
-    return this.call(id, (h) => h.result() as Promise<WorkItemResult>);
+    return this.call(id, (h) => resultOf<WorkItemResult>(h));
   }
 
   /**
    * Calls `onEvent` for each new event until the item finishes or (with `untilReview`) waits for a human
-   * (a review or an approval).
+   * (a review or an approval), or (with `untilLoopFails`) one of its loop stages failed and waits for
+   * `resumeLoop`: the item is still `running` then, and {@link loops} says which.
    * Returns the last state read; its `events` are the last ones delivered, and every event up to its
    * `eventCount` has been delivered once.
    */
   async watch(
     id: string,
     onEvent: (event: TreadleEvent) => void,
-    options: { untilReview?: boolean; afterSeq?: number; signal?: AbortSignal } = {},
+    options: { untilReview?: boolean; untilLoopFails?: boolean; afterSeq?: number; signal?: AbortSignal } = {},
   ): Promise<WorkItemState> {
     let seen = options.afterSeq ?? 0;
+    const loopIds = new Set<string>();
     // The whole state is read once, at the end; events that arrived since the last poll are delivered too,
     // so every event up to the returned state's `eventCount` has been seen exactly once.
     const finalState = async (): Promise<WorkItemState> => {
@@ -474,15 +511,18 @@ export class TreadleClient {
     };
     for (;;) {
       // Only new events travel on each poll.
-      const page = await this.call(id, (h) => h.query(eventsQuery, { eventsAfter: seen }));
+      const page = await this.ask(id, (h) => h.query(eventsQuery, { eventsAfter: seen }));
       for (const event of page.events) {
         onEvent(event);
         seen = event.seq;
+        if (event.type === 'LoopStarted' && typeof event.details?.workflowId === 'string')
+          loopIds.add(event.details.workflowId);
       }
       if (page.events.length > 0 && seen < page.eventCount) continue;
       const waiting = page.status === 'waiting_review' || page.status === 'waiting_approval';
       const done = page.status !== 'running' && !waiting;
       if (done || (options.untilReview && waiting) || options.signal?.aborted) return finalState();
+      if (options.untilLoopFails && (await this.anyLoopFailed(loopIds))) return finalState();
       // Terminated or timed-out executions never reach the workflow's own finish; Temporal knows.
       const execution = (await this.handle(id).describe()).status.name;
       if (execution !== 'RUNNING') {
@@ -520,6 +560,11 @@ export class TreadleClient {
 
   private handle(id: string): WorkflowHandle {
     return this.client.workflow.getHandle(id);
+  }
+
+  /** A query or update of a work item: as {@link call}, and "no worker" within seconds when none polls its queue. */
+  private ask<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+    return this.call(id, (h) => answeredByWorker(this.client, id, () => fn(h)));
   }
 
   /** Runs a call on a work item's handle, turning "not found" into a clear error. */

@@ -3,9 +3,12 @@
  * (what it spent and made), `audit` (what happened, from its history).
  */
 import type { Command } from 'commander';
+import type { TreadleClient } from '../client';
+import type { VisibleItem } from '../client/worker-presence';
 import type { UsageTotals } from '../engine/usage';
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
+import { exitCodeOf, exitWith } from './exit-codes';
 import { withClient } from './with-client';
 
 /** Registers `treadle status` and `watch`. */
@@ -16,35 +19,28 @@ export function registerProgressCommands(program: Command): void {
     .option('--json', 'the full state as JSON')
     .action(
       withClient(async (client, id: string, opts: { json?: boolean }) => {
-        if ((await client.workflowType(id)) === 'loopStage') {
-          const loop = await client.getLoopState(id);
-          process.stdout.write(opts.json ? `${JSON.stringify(loop, null, 2)}\n` : `${renderLoopStatus(id, loop)}\n`);
-          return;
-        }
-        const state = await client.getState(id);
-        const tdd = (state as unknown as { kind?: string }).kind === 'tdd';
-        const retries =
-          !tdd &&
-          !opts.json &&
-          (state.status === 'running' || state.status === 'waiting_review' || state.status === 'waiting_approval')
-            ? await client.activityRetries(id)
-            : [];
-        const text = tdd ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state, retries);
-        process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${text}\n`);
-        if (!opts.json && !tdd && state.events.some((e) => e.type === 'LoopStarted')) {
-          for (const loop of await client.loops(id))
-            process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
+        try {
+          await printStatus(client, id, opts);
+        } catch (error) {
+          if ((error as { code?: string }).code !== 'no_worker') throw error;
+          // No worker to ask: what Temporal itself knows, and why that is all (exit 0: status answered).
+          const item = await client.visibleItem(id);
+          process.stdout.write(opts.json ? `${JSON.stringify(item, null, 2)}\n` : `${renderVisibleItem(item)}\n`);
+          process.stderr.write(`treadle: ${(error as Error).message}\n`);
         }
       }),
     );
 
   program
     .command('watch <id>')
-    .description('print events as they happen until the item finishes or waits for review')
+    .description(
+      'print events as they happen until the item finishes or waits for a person; exit 0 completed, 1 failed, 3 waiting',
+    )
     .action(
       withClient(async (client, id: string) => {
         const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
         process.stdout.write(`${state.id} is ${state.status}\n`);
+        exitWith(id, state);
       }),
     );
 }
@@ -82,10 +78,12 @@ export function registerOutputCommands(program: Command): void {
 
   program
     .command('result <id>')
-    .description('wait for a work item to finish and print its result as JSON')
+    .description('wait for a work item to finish and print its result as JSON; exit 0 completed, 1 failed')
     .action(
       withClient(async (client, id: string) => {
-        process.stdout.write(`${JSON.stringify(await client.result(id), null, 2)}\n`);
+        const result = await client.result(id);
+        process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+        process.exitCode = exitCodeOf(result.status);
       }),
     );
 
@@ -130,4 +128,36 @@ export function registerAuditCommand(program: Command): void {
         process.stdout.write(`${table(['TIME', ...(several ? ['RUN'] : []), 'KIND', 'STEP', 'WHAT'], rows)}\n`);
       }),
     );
+}
+
+/** `status` with a worker: the item's, TDD node's or loop's state, and an item's loops. */
+async function printStatus(client: TreadleClient, id: string, opts: { json?: boolean }): Promise<void> {
+  if ((await client.workflowType(id)) === 'loopStage') {
+    const loop = await client.getLoopState(id);
+    process.stdout.write(opts.json ? `${JSON.stringify(loop, null, 2)}\n` : `${renderLoopStatus(id, loop)}\n`);
+    return;
+  }
+  const state = await client.getState(id);
+  const tdd = (state as unknown as { kind?: string }).kind === 'tdd';
+  const retries =
+    !tdd &&
+    !opts.json &&
+    (state.status === 'running' || state.status === 'waiting_review' || state.status === 'waiting_approval')
+      ? await client.activityRetries(id)
+      : [];
+  const text = tdd ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state, retries);
+  process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${text}\n`);
+  if (!opts.json && !tdd && state.events.some((e) => e.type === 'LoopStarted')) {
+    for (const loop of await client.loops(id))
+      process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
+  }
+}
+
+/** What `status` shows with no worker: Temporal's status, the Treadle status, pending reviews, a closed result. */
+function renderVisibleItem(item: VisibleItem): string {
+  const lines = [`${item.id} · pipeline ${item.pipeline ?? '?'} · ${item.status ?? '?'} (Temporal: ${item.execution})`];
+  for (const r of item.pendingReviews) lines.push(`  waiting for review: ${r.stage} (${r.reason}): ${r.message}`);
+  if (item.result) lines.push(`result: ${JSON.stringify(item.result, null, 2)}`);
+  if (item.failure) lines.push(`failure: ${item.failure}`);
+  return lines.join('\n');
 }

@@ -1,11 +1,12 @@
 /**
- * The `treadle` command. Every failure prints one line, `treadle: <what went wrong>`, and exits 1.
+ * The `treadle` command. Every failure prints one line, `treadle: <what went wrong>`, and exits 1 (2 for a
+ * usage or configuration error; the exit codes are in exit-codes.ts).
  *
  * Start time (issue 7): at load this file reads only commander and the pipeline catalog; each command loads
  * what it needs when it runs (`load`, in lazy-modules.ts), so `--help`, `pipelines`, `validate` and `server-binary` never
  * load the Temporal SDK. `bench/scenarios/cli-start.ts` measures it.
  */
-import { Command, Option } from 'commander';
+import { Command, CommanderError, Option } from 'commander';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { devDatabaseFile, oldStateWarning, treadleHome } from '../home';
@@ -15,6 +16,7 @@ import { registerApproveCommands } from './approve';
 import { registerBlobsCommand } from './blobs';
 import { registerCallsCommand } from './calls';
 import { registerEnginesCommand } from './engines';
+import { EXIT } from './exit-codes';
 import { registerAuditCommand, registerOutputCommands, registerProgressCommands } from './items';
 import { load } from './lazy-modules';
 import { table } from './render';
@@ -38,6 +40,8 @@ program
     outputError: (text, write) => write(`treadle: ${oneLine(text.replace(/^error: /, ''))} (see treadle --help)\n`),
   })
   .showSuggestionAfterError()
+  // Usage errors reach the catch at the end (exit 2, src/cli/exit-codes.ts) instead of exiting 1 inside commander.
+  .exitOverride()
   // Options after a subcommand belong to it (`approve batch --by x`, where `approve` has a --by of its own).
   .enablePositionalOptions();
 
@@ -135,9 +139,11 @@ program.addHelpText('after', () => {
 });
 
 program.parseAsync(process.argv).catch((error: unknown) => {
+  // Commander has printed its message (or the help, or the version, which exit 0).
+  if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? EXIT.completed : EXIT.usage);
   if (process.env.TREADLE_DEBUG && error instanceof Error)
     process.stderr.write(`${error.stack}\ncause: ${String(error.cause)}\n`);
   process.stderr.write(`treadle: ${error instanceof Error ? error.message : String(error)}\n`);
   // A setting that cannot work (a Temporal connection setting, a profile) is a configuration error: exit 2.
-  process.exit((error as { code?: string }).code === 'config' ? 2 : 1);
+  process.exit((error as { code?: string }).code === 'config' ? EXIT.usage : EXIT.failed);
 });

@@ -9,6 +9,7 @@ import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { listed, readInput, wholeNumber } from './arguments';
 import { load } from './lazy-modules';
+import { EXIT, exitWith, failedLoopMessage } from './exit-codes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
 
@@ -44,7 +45,10 @@ function registerRun(program: Command): void {
       '--session <name>',
       'loop pipelines (seed 004): the session, its folder under the runs directory and ${SESSION} (default: the work item id)',
     )
-    .option('-w, --wait', 'print events until the item finishes or waits for review, then its status')
+    .option(
+      '-w, --wait',
+      'print events until the item finishes or waits for a person, then its status; exit 0 completed, 1 failed, 3 waiting',
+    )
     .action(
       async (
         name: string | undefined,
@@ -90,7 +94,10 @@ function registerLoop(program: Command): void {
     )
     .option('-i, --input <json>', "work item input: JSON, or @file.json (written to the session's inputs/input.json)")
     .option('--id <id>', 'work item id (default: <pipeline>-<hash of the input>)')
-    .option('-w, --wait', 'print events until the item finishes, then its status and its loops')
+    .option(
+      '-w, --wait',
+      'print events until the item finishes or a loop fails and waits for resume, then its status and its loops; exit 0 completed, 1 failed, 3 waiting',
+    )
     .action(
       async (
         file: string,
@@ -158,7 +165,10 @@ function registerTdd(program: Command): void {
       '--id <id>',
       'workflow id of the root node (default tdd-<spec id>); starting the same id twice returns the same tree',
     )
-    .option('-w, --wait', "print the root's events until it finishes or waits for a human, then its status")
+    .option(
+      '-w, --wait',
+      "print the root's events until it finishes or waits for a human, then its status; exit 0 merged, 1 failed, 3 waiting",
+    )
     .action(async (file: string, opts: { repo: string; replies?: string; id?: string; wait?: boolean }) => {
       const spec = readPipelineFile(path.resolve(file));
       const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
@@ -174,7 +184,9 @@ function registerTdd(program: Command): void {
         }
         process.stdout.write(`started ${started.id}: branch ${started.branch}, merges into ${started.targetBranch}\n`);
         await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
-        process.stdout.write(`\n${renderTddStatus(await client.getTddState(started.id))}\n`);
+        const tree = await client.getTddState(started.id);
+        process.stdout.write(`\n${renderTddStatus(tree)}\n`);
+        exitWith(started.id, tree);
       })();
     });
 }
@@ -206,13 +218,21 @@ async function startItem(
   process.stdout.write(`started ${started.id}\n`);
   const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
     untilReview: true,
+    untilLoopFails: true,
   });
   process.stdout.write(`\n${renderStatus(state)}\n`);
   const stages = (spec as { stages?: unknown } | null)?.stages;
-  if (Array.isArray(stages) && stages.some((s) => (s as { run?: unknown } | null)?.run === 'loop')) {
-    for (const loop of await client.loops(started.id))
-      process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
-  }
+  const loops =
+    Array.isArray(stages) && stages.some((s) => (s as { run?: unknown } | null)?.run === 'loop')
+      ? await client.loops(started.id)
+      : [];
+  for (const loop of loops) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
+  // A failed loop waits for `treadle resume` while its item still runs: a person's turn, said at once.
+  const failed = state.status === 'running' ? loops.find((l) => l.state.status === 'failed') : undefined;
+  if (failed) {
+    process.stdout.write(`\n${failedLoopMessage(started.id, failed.state)}\n`);
+    process.exitCode = EXIT.waiting;
+  } else exitWith(started.id, state);
 }
 
 /** A pipeline file as a spec: a v3 loop pipeline (seed 004) becomes an ordinary spec of loop stages. */

@@ -151,7 +151,8 @@ export async function startTddTree(
     const handle = await ctx.client.workflow.start(TDD_WORKFLOW_TYPE, {
       taskQueue: ctx.taskQueue,
       workflowId: id,
-      args: [input],
+      // The tree fails its workflow when it does not merge (engine 6; TreadleClient.tddResult reads either way).
+      args: [{ ...input, failAsWorkflow: true }],
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: [

@@ -14,6 +14,8 @@ export class TreadleError extends Error {
       | 'unreachable'
       | 'invalid_input'
       | 'failed'
+      /** No worker polls the task queue of the item asked (queries and updates need one). */
+      | 'no_worker'
       /** A setting that cannot work as given (a Temporal connection setting, a profile): fix the setting. */
       | 'config',
     readonly problems: string[] = [],

@@ -128,7 +128,15 @@ export interface WorkItemInput {
   itemId?: string;
   /** Overrides the pipeline's `token_budget` for this item. */
   tokenBudget?: number | null;
+  /**
+   * Set by starters that expect a failed element to fail its workflow (an engine-6 fan-out): an element
+   * without it returns its failed result, as the parents begun before engine 6 expect.
+   */
+  failAsWorkflow?: boolean;
 }
+
+/** The failure type a failed work item ends with from engine 6 on; its first detail is its {@link WorkItemResult}. */
+export const WORK_ITEM_FAILED = 'WorkItemFailed';
 
 /** Result of the `workItem` workflow. */
 export interface WorkItemResult {
@@ -226,13 +234,19 @@ export const CALL_BATCH_ENGINE = 4;
  */
 export const FAN_OUT_WORKFLOW_ENGINE = 5;
 /**
+ * Engine version 6: a failed work item ends as a *failed* workflow (a non-retryable `WorkItemFailed` whose
+ * details are its result), so the Web UI and `ExecutionStatus="Failed"` show it; its fan-out elements and
+ * TDD trees are asked to fail the same way. Older items keep returning their failed result.
+ */
+export const FAILED_WORKFLOW_ENGINE = 6;
+/**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (docs/versioning.md). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
-export const ENGINE_VERSION = FAN_OUT_WORKFLOW_ENGINE;
+export const ENGINE_VERSION = FAILED_WORKFLOW_ENGINE;
 
 /** Whether a worker can start items on `version` (pinned while a deploy that raises it rolls out). */
 export function isEngineVersion(version: number): boolean {

@@ -101,6 +101,23 @@ export function failureDetails(
   );
 }
 
+/**
+ * The failure a failed work item or TDD node ends its workflow with (engine 6): non-retryable, its message
+ * Treadle's summary and its first detail the result, which {@link resultOfFailure} reads back.
+ */
+export function failureCarrying(type: string, message: string, result: unknown): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, details: [result] });
+}
+
+/**
+ * The result a child workflow failed with (engine 6): the first detail of its `type` failure, or undefined
+ * for any other failure. Parents read a failed child's result from here as they read a returned one.
+ */
+export function resultOfFailure<T>(error: unknown, type: string): T | undefined {
+  const cause = error instanceof ChildWorkflowFailure ? error.cause : error;
+  return cause instanceof ApplicationFailure && cause.type === type ? (cause.details?.[0] as T | undefined) : undefined;
+}
+
 /** A heartbeat's or a failure's first detail, when it is an object. */
 function detailsIn(detail: unknown): { calls?: unknown; previousLog?: unknown } | undefined {
   return typeof detail === 'object' && detail !== null

@@ -16,10 +16,17 @@ import { combineVerdicts } from '../engine/gates';
 import { keepCalls } from '../engine/usage';
 import type { AttemptOutcome } from '../engine/stage-policy';
 import { TDD_PREPARE_ACTIVITY, gateActivityType } from '../model/activity-types';
-import { TDD_STAGE } from '../kinds/tdd/shapes';
-import type { TddNodeInput, TddPrepareInput } from '../kinds/tdd/shapes';
+import { TDD_STAGE, TDD_TREE_FAILED } from '../kinds/tdd/shapes';
+import type { TddNodeInput, TddNodeResult, TddPrepareInput } from '../kinds/tdd/shapes';
 import { tddNode } from '../kinds/tdd/workflow';
-import { failureDetails, failureWithUsage, retryPolicyOf, usageBatch, type StageKindRun } from './common';
+import {
+  failureDetails,
+  failureWithUsage,
+  resultOfFailure,
+  retryPolicyOf,
+  usageBatch,
+  type StageKindRun,
+} from './common';
 import { runApprovalStage } from '../kinds/approval/stage';
 import { runLoopStage } from '../kinds/loop/workflow';
 import { LOOP_STAGE } from '../kinds/loop/shapes';
@@ -278,7 +285,11 @@ function activityOptions(stage: StageSpec, attempt: number, what: string) {
 async function runTddTree(run: StageRun, attempt: number): Promise<StageActivityResult> {
   const treeId = `${workflowInfo().workflowId}.${run.stage.name}.${attempt}`;
   const input = await tddPrepare({ config: run.stage.with ?? null, treeId });
-  const result = await executeChild(tddNode, { workflowId: treeId, args: [input] });
+  // Engine 6 asks the tree to fail its workflow when it does not merge; its result comes with the failure.
+  const flagged = run.engine.failsWorkflow ? { failAsWorkflow: true } : {};
+  const result = await executeChild(tddNode, { workflowId: treeId, args: [{ ...input, ...flagged }] }).catch(
+    (error: unknown) => resultOfFailure<TddNodeResult>(error, TDD_TREE_FAILED) ?? Promise.reject(error),
+  );
   // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
   if (result.status !== 'merged' || !result.mergeRef)
     throw failureWithUsage(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed', result.usage);

@@ -79,6 +79,8 @@ export interface EngineRules {
   reportsCalls(stage: StageSpec): boolean;
   /** Whether the token budget applies to a stage: it, a gate, or the stage kind calls models. */
   usesAgent(stage: StageSpec, agentBacked: ReadonlySet<string>): boolean;
+  /** Whether a failed item fails its workflow and asks its fan-outs' elements and TDD trees to (engine 6). */
+  failsWorkflow: boolean;
 }
 
 /** Where a stage's attempt log stands: its blob reference and how many attempts it holds. */

@@ -48,6 +48,7 @@ export const LIVE_ENGINE: EngineRules = {
   reportsCalls: () => true,
   usesAgent: (stage, agentBacked) =>
     stage.run === TDD_STAGE || stage.run === LOOP_STAGE || agentBackedStage(stage, agentBacked),
+  failsWorkflow: true,
 };
 
 /**

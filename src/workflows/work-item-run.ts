@@ -32,17 +32,18 @@ import {
   TreadleStatus,
 } from '../model/search-attributes';
 import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
-import type {
-  PreparePipelineInput,
-  PreparePipelineResult,
-  StageState,
-  StateQueryArgs,
-  WorkItemInput,
-  WorkItemResult,
-  WorkItemState,
+import {
+  WORK_ITEM_FAILED,
+  type PreparePipelineInput,
+  type PreparePipelineResult,
+  type StageState,
+  type StateQueryArgs,
+  type WorkItemInput,
+  type WorkItemResult,
+  type WorkItemState,
 } from '../model/state';
 import { applyDecision } from '../kinds/approval/stage';
-import { describeFailure, eventPage, now } from './common';
+import { describeFailure, eventPage, failureCarrying, now } from './common';
 import { fanOutElementInput, fanOutElementOf, handleFanOutProgress } from '../kinds/fan-out/workflow';
 import { engineRules } from './legacy';
 import {
@@ -280,7 +281,7 @@ export class WorkItemRun implements Scheduling {
     if (this.engine.trustsStartAttributes) this.assumeStartAttributes();
     if (!prepared.ok) {
       state.problems = prepared.problems;
-      return this.finish(`pipeline ${state.pipeline} is invalid: ${prepared.problems.join('; ')}`);
+      return this.end(`pipeline ${state.pipeline} is invalid: ${prepared.problems.join('; ')}`);
     }
     // Histories recorded before packed stages carry every stage whole.
     const spec = prepared.packedStages
@@ -292,7 +293,7 @@ export class WorkItemRun implements Scheduling {
       state.problems = [
         `tokenBudget must be a whole number of tokens above 0 or null, got ${JSON.stringify(tokenBudget)}`,
       ];
-      return this.finish(`invalid work item: ${state.problems[0]}`);
+      return this.end(`invalid work item: ${state.problems[0]}`);
     }
     state.tokenBudget = tokenBudget !== undefined ? tokenBudget : spec.tokenBudget;
     this.spec = spec;
@@ -308,7 +309,19 @@ export class WorkItemRun implements Scheduling {
       this.cancelled();
       throw error;
     }
-    return this.finish();
+    return this.end();
+  }
+
+  /**
+   * Finishes the item; from engine 6 on a failed one fails its workflow, so the Web UI and
+   * `ExecutionStatus="Failed"` tell the truth, with its result as the failure's details. A fan-out's element
+   * fails only when its fan-out asked: a fan-out begun before engine 6 expects a returned result.
+   */
+  private end(error?: string): WorkItemResult {
+    const result = this.finish(error);
+    const asked = fanOutElementOf(this.args) === undefined || this.args.failAsWorkflow === true;
+    if (result.status === 'completed' || !this.engine.failsWorkflow || !asked) return result;
+    throw failureCarrying(WORK_ITEM_FAILED, result.error ?? 'work item failed', result);
   }
 
   /**

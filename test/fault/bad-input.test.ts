@@ -273,8 +273,13 @@ describe('the CLI', () => {
       if ('line' in c && lines.length === 1 && lines[0]!.startsWith(c.line)) stderr = [c.line];
       return { name: c.name, code: run.code, stdout: run.stdout, stderr };
     });
+    // Usage errors (commander's, which point at --help) exit 2, the others 1 (docs/cli.md "Exit codes").
+    const codeOf = (lines: string[]): number => (lines.some((l) => l.endsWith('(see treadle --help)')) ? 2 : 1);
     expect(seen).toEqual(
-      cases.map((c) => ({ name: c.name, code: 1, stdout: '', stderr: 'lines' in c ? c.lines : [c.line] })),
+      cases.map((c) => {
+        const stderr = 'lines' in c ? c.lines : [c.line];
+        return { name: c.name, code: codeOf(stderr), stdout: '', stderr };
+      }),
     );
     // None of them started anything.
     const started: string[] = [];

@@ -46,11 +46,13 @@ it('runs the review demo end to end: run, watch, reviews, review, status', async
   expect(started).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
 
   const watched = await treadle(['watch', id]);
-  expect(watched.code).toBe(0);
+  // Waiting for review is a person's turn: exit 3, with the command that gives the decision.
+  expect(watched.code).toBe(3);
   expect(watched.stdout).toMatch(/QualityCheckFailed\s+draft attempt 1 rejected: the draft is too short/);
   expect(watched.stdout).toMatch(/RetryAttempt\s+draft attempt 2\/3 because: the draft is too short/);
   expect(watched.stdout).toMatch(/Escalated\s+draft escalated to review/);
-  expect(watched.stdout.trim().split('\n').pop()).toBe(`${id} is waiting_review`);
+  expect(watched.stdout).toContain(`\n${id} is waiting_review\n`);
+  expect(watched.stdout.trim().split('\n').pop()).toMatch(new RegExp(`^ +treadle review ${id} draft --approve `));
 
   const listed = await eventually(async () => {
     const run = await treadle(['reviews', '--json']);
@@ -104,7 +106,9 @@ it('runs a pipeline file with input from a file, waits, and rejects a review', a
   const input = write('input.json', JSON.stringify({ hello: 'world' }));
   const id = h.id('cli');
   const waited = await treadle(['run', '--file', spec, '--input', `@${input}`, '--id', id, '--wait']);
-  expect(waited.code).toBe(0);
+  // Waiting for a person is exit 3, with the command that gives the decision.
+  expect(waited.code).toBe(3);
+  expect(waited.stdout).toContain(`treadle review ${id} only --approve`);
   expect(waited.stdout).toContain(`started ${id}`);
   expect(waited.stdout).toContain('ReviewRequested');
   expect(waited.stdout).toMatch(/only\s+waiting_review/);
@@ -121,7 +125,8 @@ it('runs a pipeline file with input from a file, waits, and rejects a review', a
   expect(await treadle(['review', id, 'only', '--approve'])).toEqual({
     code: 1,
     stdout: '',
-    stderr: `treadle: work item ${id} has finished (completed); no stage is waiting for review\n`,
+    // Rejected, the item failed: its workflow says so too (engine 6).
+    stderr: `treadle: work item ${id} has finished (failed); no stage is waiting for review\n`,
   });
 });
 

@@ -145,7 +145,10 @@ it('runs an item with a large input from X and reads its state and offloaded art
 
 it('lists approvals, approves one and reads the call log from Z, for an item started from X', async () => {
   const id = `cwd-triage-${env.TREADLE_TASK_QUEUE}`;
-  const started = await ok(dirs.x, ['run', 'email-triage', '--id', id, '--wait']);
+  // `--wait` stops at the approvals: exit 3, a person's turn (src/cli/exit-codes.ts).
+  const waited = await treadleIn(dirs.x, ['run', 'email-triage', '--id', id, '--wait']);
+  expect(waited.code).toBe(3);
+  const started = waited.stdout;
   expect(started).toMatch(new RegExp(`${id} · pipeline email-triage · waiting_approval`));
 
   const listed = JSON.parse(await ok(dirs.z, ['approve', 'list', '--json', '--pipeline', 'email-triage'])) as {

@@ -312,7 +312,7 @@ it('runs every shell sample in the project, with npx treadle the built CLI', asy
   for (const { sample } of ofKind('shell')) {
     const bash = ['-e', '-o', 'pipefail', '-c', sample.code];
     const result = await run('bash', bash, { cwd: project, env, timeoutMs: 150_000 });
-    // `run --wait` and `tdd --wait` exit 0 whatever the item's end: a sample that leaves one failed is broken too.
+    // `run --wait` and `tdd --wait` exit 1 for a failed item (and 3 at a person's turn); the status line is checked too.
     const failedItem = / · pipeline \S+ · failed$|^\S+: failed \(phase /m.test(result.stdout);
     if (result.code !== 0 || failedItem) failures.push(`${where(sample)}: ${show(result)}`);
   }

@@ -87,7 +87,9 @@ it('triages the sample inbox: extract, classify (fan-out), dedup, route, then th
 it('treadle run email-triage --wait stops when the run waits for approval and shows the requests', async () => {
   const id = h.id('triage-cli');
   const run = await runTreadle(h, ['run', 'email-triage', '--id', id, '--wait']);
-  expect(run.code).toBe(0);
+  // Waiting for approval is exit 3, with the commands that decide the requests.
+  expect(run.code).toBe(3);
+  expect(run.stdout).toMatch(/treadle approve ap-\S+ +\(or treadle approve reject ap-/);
   expect(run.stdout).toContain(`started ${id}`);
   expect(run.stdout).toContain('ApprovalRequested');
   expect(run.stdout).toMatch(new RegExp(`${id} · pipeline email-triage · waiting_approval`));

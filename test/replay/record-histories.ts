@@ -10,7 +10,7 @@ import path from 'node:path';
 import { startHarness, type Harness } from '../support/harness';
 import { SCENARIOS, SCENARIO_TEST_MS } from '../support/scenarios';
 import { PROMPT_CANCELLATION } from '../support/attempt-timeout';
-import { recordTddTree } from '../support/tdd-recording';
+import { recordFailedTddRoot, recordTddTree } from '../support/tdd-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -38,10 +38,13 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))(
 );
 
 // A TDD tree (seed 001): the root (children, merge handshake, retry, MoreTests) and a child that rebased.
-it(
-  'records tdd-tree',
-  async () => {
-    const histories = await recordTddTree(h);
+it.each([
+  ['tdd-tree', recordTddTree],
+  ['tdd-failed-root', recordFailedTddRoot],
+] as const)(
+  'records %s',
+  async (_name, record) => {
+    const histories = await record(h);
     for (const [name, history] of Object.entries(histories)) {
       writeFileSync(
         path.join(__dirname, 'histories', `${name}.json`),

@@ -18,14 +18,18 @@ const historyOf = (file: string): unknown => JSON.parse(readFileSync(path.join(d
 // The file's name is the workflow id it ran under: a TDD node derives its children's ids from it.
 const workflowIdOf = (file: string): string => path.basename(file, '.json');
 
-it('has recorded histories to replay, from before the event-driven scheduler, the chained stage runner, call batches and the fan-out workflow, and after them', () => {
+it('has recorded histories to replay, from before the event-driven scheduler, the chained stage runner, call batches, the fan-out workflow and failed workflows, and after them', () => {
   expect(files.length).toBeGreaterThanOrEqual(35);
   expect(files.filter((f) => f.startsWith(`before-event-scheduler${path.sep}`)).length).toBeGreaterThanOrEqual(5);
   expect(files.filter((f) => f.startsWith(`before-chained-runner${path.sep}`)).length).toBeGreaterThanOrEqual(10);
   expect(files.filter((f) => f.startsWith(`before-call-batches${path.sep}`)).length).toBeGreaterThanOrEqual(10);
   // Engine 4's fan-out (every element a child of the work item), and its ten-stage line.
   expect(files.filter((f) => f.startsWith(`before-fan-out-tree${path.sep}`)).length).toBeGreaterThanOrEqual(2);
-  expect(files).toEqual(expect.arrayContaining(['fan-out-item.json', 'fan-out-item.classify.1.json']));
+  // Engine 5's histories: failed items, elements and trees returned their results.
+  expect(files.filter((f) => f.startsWith(`before-failed-workflow${path.sep}`)).length).toBeGreaterThanOrEqual(12);
+  expect(files).toEqual(
+    expect.arrayContaining(['fan-out-item.json', 'fan-out-item.classify.1.json', 'tdd-failed-root.json']),
+  );
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 
@@ -86,4 +90,19 @@ it('records a ten-stage item in 67 events, its engine version in the prepare mar
   ) as { ok: boolean; engine?: number };
   expect(prepared).toMatchObject({ ok: true, engine: ENGINE_VERSION });
   expect(events.filter((e) => e.eventType === 'EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES')).toHaveLength(1);
+});
+
+// Engine 6: a failed item and a TDD root that did not merge end as failed workflows, and a fan-out reads its
+// failing element's result from the element's failure (the recorded histories pin it).
+it('records failed items and trees as failed workflows, and a failing element as a failed child', () => {
+  const events = (file: string) => (historyOf(file) as { events: { eventType: string }[] }).events;
+  const last = (file: string) => events(file).at(-1)!.eventType;
+  expect(last('timeout-mechanical-reject.json')).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_FAILED');
+  expect(last('tdd-failed-root.json')).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_FAILED');
+  expect(last('fan-out-item.json')).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED');
+  const children = events('fan-out-item.classify.1.json').map((e) => e.eventType);
+  expect(children).toContain('EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED');
+  expect(last(path.join('before-failed-workflow', 'timeout-mechanical-reject.json'))).toBe(
+    'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED',
+  );
 });

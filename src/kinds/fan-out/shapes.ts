@@ -111,6 +111,8 @@ export interface FanOutInput extends FanOutPlan {
   failures: FanOutItemResult[];
   /** Elements done when the work item was last told (progress signals are spaced out, see the workflow). */
   reported: number;
+  /** Set by engine-6 work items: the elements fail their workflows when they fail (and the fan-out unwraps them). */
+  failAsWorkflow?: boolean;
 }
 
 /** Result of the `fanOut` workflow. */

@@ -10,6 +10,7 @@
  * elements), the run stops starting elements, waits for the running ones, stores its results as a page and
  * continues as new. The last run joins the pages into the artefact: every element's result in input order,
  * a failed one reported without losing the others (or failing the stage, with `on_item_failure: fail`).
+ * From engine 6 a failed element fails its workflow; its result is read from the failure's details.
  *
  * The fan-out of engines 1 to 4 (every element a child of the work item itself) is in legacy/engine-1-4-fan-out.ts.
  */
@@ -47,8 +48,20 @@ import {
 import { truncateText } from '../../model/limits';
 import type { Artefact, Json, UsageTotals } from '../../model/shapes';
 import { addTotals } from '../../engine/usage';
-import type { StageActivityResult, WorkItemInput, WorkItemResult, WorkItemState } from '../../model/state';
-import { describeFailure, failureWithUsage, usageBatch, type StageKindRun } from '../../workflows/common';
+import {
+  WORK_ITEM_FAILED,
+  type StageActivityResult,
+  type WorkItemInput,
+  type WorkItemResult,
+  type WorkItemState,
+} from '../../model/state';
+import {
+  describeFailure,
+  failureWithUsage,
+  resultOfFailure,
+  usageBatch,
+  type StageKindRun,
+} from '../../workflows/common';
 
 /** Storing a list of a million elements takes a while; checking it is cheap and never worth retrying. */
 const STORE_TIMEOUT = '30m';
@@ -101,7 +114,11 @@ export async function fanOutElementInput(element: FanOutElementRef): Promise<Jso
  * One fan-out attempt of the work item (a `fan_out` stage, or a stage that returned seed 000's `fan_out`
  * outcome, given as `outcome`): stores the list, runs the `fanOut` workflow, reports its failures.
  */
-export async function runFanOutWorkflow(run: StageKindRun, outcome?: Artefact): Promise<StageActivityResult> {
+export async function runFanOutWorkflow(
+  run: StageKindRun,
+  outcome?: Artefact,
+  failAsWorkflow = true,
+): Promise<StageActivityResult> {
   const { stage, emit } = run;
   const prepared = await activities[FAN_OUT_STORE_ACTIVITY]({
     itemId: run.itemId,
@@ -145,6 +162,7 @@ export async function runFanOutWorkflow(run: StageKindRun, outcome?: Artefact): 
     failed: 0,
     failures: [],
     reported: 0,
+    ...(failAsWorkflow ? { failAsWorkflow } : {}),
   };
   let result: FanOutResult;
   try {
@@ -246,6 +264,7 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
       itemId: id,
       ...correlation,
       element,
+      ...(input.failAsWorkflow ? { failAsWorkflow: true } : {}),
     };
     let result: FanOutItemResult;
     running++;
@@ -254,7 +273,7 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
         workflowId: id,
         args: [args],
         staticSummary: `${input.stage} element ${index + 1}/${input.total}`,
-      });
+      }).catch((error: unknown) => resultOfFailure<WorkItemResult>(error, WORK_ITEM_FAILED) ?? Promise.reject(error));
       const artefact = child.artefacts[input.childStage];
       if (child.usage) usage = addTotals(usage, child.usage);
       result =

@@ -12,9 +12,10 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   setHandler,
+  type ApplicationFailure,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { describeFailure, usageReported } from '../../workflows/common';
+import { describeFailure, failureCarrying, resultOfFailure, usageReported } from '../../workflows/common';
 import {
   mergeDoneSignal,
   mergeGrantSignal,
@@ -26,16 +27,22 @@ import {
   type SiblingMerged,
 } from '../../workflows/messages';
 import type { EventType, TreadleEvent, UsageTotals } from '../../model/shapes';
-import type {
-  TddChildState,
-  TddNodeCallInput,
-  TddNodeCallResult,
-  TddNodeInput,
-  TddNodeName,
-  TddNodeResult,
-  TddNodeState,
-  TddWorktreeResult,
+import {
+  TDD_TREE_FAILED,
+  type TddChildState,
+  type TddNodeCallInput,
+  type TddNodeCallResult,
+  type TddNodeInput,
+  type TddNodeName,
+  type TddNodeResult,
+  type TddNodeState,
+  type TddWorktreeResult,
 } from './shapes';
+
+/** How a flagged node that did not merge fails its workflow; its parent's {@link MergeHandshake.watchChild} reads it back. */
+export function treeFailure(result: TddNodeResult): ApplicationFailure {
+  return failureCarrying(TDD_TREE_FAILED, `${result.nodePath} failed: ${result.error ?? 'no merge'}`, result);
+}
 
 /** The workflow type of `tddNode`, by name: this file must not import the workflow that imports it. */
 const TDD_NODE_WORKFLOW = 'tddNode';
@@ -182,6 +189,7 @@ export class MergeHandshake {
             readOnly: spec.readOnly,
             ...(input.repliesRef ? { repliesRef: input.repliesRef } : {}),
             parentWorkflowId: info.workflowId,
+            ...(input.failAsWorkflow ? { failAsWorkflow: true } : {}),
           },
         ],
       });
@@ -195,28 +203,29 @@ export class MergeHandshake {
   /** Children reported by their results too (a child that fails never asks to merge). */
   watchChild(child: TddChildState, handle: ChildWorkflowHandle<TddNodeWorkflow>): void {
     const { node } = this;
-    void handle.result().then(
-      (result) => {
-        if (result.usage) child.usage = result.usage;
-        if (result.status === 'merged') {
-          child.status = 'merged';
-          child.mergeCommit ??= result.mergeCommit;
-          child.mergeRef ??= result.mergeRef;
-        } else {
-          child.status = 'failed';
-          child.error = result.error ?? 'failed';
-          node.emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
-        }
-      },
-      (error: unknown) => {
-        // A child that failed by an error reports its tree's calls with the failure (cancelled, it reports none).
-        const used = usageReported(error);
-        if (used) child.usage = used;
+    const settled = (result: TddNodeResult): void => {
+      if (result.usage) child.usage = result.usage;
+      if (result.status === 'merged') {
+        child.status = 'merged';
+        child.mergeCommit ??= result.mergeCommit;
+        child.mergeRef ??= result.mergeRef;
+      } else {
         child.status = 'failed';
-        child.error = describeFailure(error);
+        child.error = result.error ?? 'failed';
         node.emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
-      },
-    );
+      }
+    };
+    void handle.result().then(settled, (error: unknown) => {
+      // A flagged child that did not merge fails with its result (engine 6's trees): settled as a returned one.
+      const failed = resultOfFailure<TddNodeResult>(error, TDD_TREE_FAILED);
+      if (failed !== undefined) return settled(failed);
+      // A child that failed by an error reports its tree's calls with the failure (cancelled, it reports none).
+      const used = usageReported(error);
+      if (used) child.usage = used;
+      child.status = 'failed';
+      child.error = describeFailure(error);
+      node.emit('ChildSettled', `child ${child.id} failed: ${child.error}`, { stage: 'impl' });
+    });
   }
 
   /**

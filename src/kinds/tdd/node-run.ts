@@ -57,7 +57,7 @@ import { describeFailure, eventPage, failureWithUsage, now, usageReported } from
 import { EventStream, Publications } from '../../workflows/publishing';
 import { eventsQuery, tddStateQuery } from '../../workflows/messages';
 import { HumanReviews, type ReviewingNode } from './human-review';
-import { MergeHandshake, type MergingNode } from './merge-handshake';
+import { MergeHandshake, treeFailure, type MergingNode } from './merge-handshake';
 import { describeRoute, renderDetails, signalOf } from './node-view';
 
 const tdd = proxyActivities<{
@@ -213,8 +213,15 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     notes[node] = notes[node] === undefined ? text : `${notes[node]}\n\n${text}`;
   }
 
-  /** Walks the graph to its exit, waits for the children to settle, and reports how the node ended. */
+  /** Runs the node to its result; a flagged node that did not merge fails its workflow (the result its details). */
   async run(): Promise<TddNodeResult> {
+    const result = await this.settle();
+    if (result.status === 'merged' || !this.input.failAsWorkflow) return result;
+    throw treeFailure(result);
+  }
+
+  /** Walks the graph to its exit, waits for the children to settle, and reports how the node ended. */
+  private async settle(): Promise<TddNodeResult> {
     const { input, state, branch } = this;
     try {
       this.emit('ItemStarted', `TDD node ${input.nodePath} started on ${branch} (depth ${input.depth})`);

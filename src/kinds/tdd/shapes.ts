@@ -117,7 +117,15 @@ export interface TddNodeInput {
   repliesRef?: string;
   /** The parent node's workflow id; absent for the root. */
   parentWorkflowId?: string;
+  /**
+   * Set by starters that expect a failed node to fail its workflow ({@link TDD_TREE_FAILED}, details: its
+   * result): the client, engine-6 work items, and flagged parents for their children. Absent: it returns.
+   */
+  failAsWorkflow?: boolean;
 }
+
+/** The failure type a flagged TDD node that did not merge ends with; its first detail is its TddNodeResult. */
+export const TDD_TREE_FAILED = 'TddTreeFailed';
 
 /** What the blob store holds for a node: its spec and what its parent gave it. */
 export interface NodeContext {

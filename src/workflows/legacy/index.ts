@@ -9,15 +9,19 @@
  * - engine-1-3.ts    engines 1–3: only an activity's own model calls count
  * - engine-1-4-fan-out.ts  engines 1–4: a fan-out's elements started from the work item itself
  *
- * Engine 5 (ENGINE_VERSION) is the live path: ../work-item-run.ts, ../stage-runner.ts, ../stage-attempt.ts.
+ * Engines 1–5 returned a failed item's result instead of failing its workflow (`failsWorkflow: false`).
+ *
+ * Engine 6 (ENGINE_VERSION) is the live path: ../work-item-run.ts, ../stage-runner.ts, ../stage-attempt.ts.
  */
 import {
   CALL_BATCH_ENGINE,
   CHAINED_STAGE_RUNNER_ENGINE,
   EVENT_DRIVEN_SCHEDULER_ENGINE,
   ENGINE_VERSION,
+  FAILED_WORKFLOW_ENGINE,
   FAN_OUT_WORKFLOW_ENGINE,
 } from '../../model/state';
+import { runFanOutWorkflow } from '../../kinds/fan-out/workflow';
 import { LIVE_ENGINE } from '../stage-runner';
 import type { EngineRules } from '../stage-run';
 import { attemptBeforeEventDriven, scheduleByCondition } from './engine-1';
@@ -37,6 +41,8 @@ export function engineRules(version: number | undefined): EngineRules {
 function rulesOf(version: number): EngineRules {
   if (version >= ENGINE_VERSION) return LIVE_ENGINE;
   let rules: EngineRules = { ...LIVE_ENGINE, version };
+  if (version < FAILED_WORKFLOW_ENGINE)
+    rules = { ...rules, failsWorkflow: false, fanOut: (run, outcome) => runFanOutWorkflow(run, outcome, false) };
   if (version < FAN_OUT_WORKFLOW_ENGINE) rules = { ...rules, fanOut: runInlineFanOut };
   if (version < CALL_BATCH_ENGINE) rules = { ...rules, ...CALLS_BEFORE_BATCHES };
   if (version < CHAINED_STAGE_RUNNER_ENGINE) {

@@ -1,0 +1,58 @@
+/**
+ * The exit codes of the commands that report an outcome (`run|loop|tdd --wait`, `watch`, `result`; docs/cli.md),
+ * so scripts can branch on them, and the commands a person runs when one of them stops at their turn.
+ */
+import type { PendingReview } from '../model/state';
+import type { ApprovalRequest } from '../kinds/approval/shapes';
+import type { LoopState } from '../kinds/loop/shapes';
+
+/** 0 completed, 1 failed (or cancelled), 2 a usage or configuration error, 3 waiting for a person. */
+export const EXIT = { completed: 0, failed: 1, usage: 2, waiting: 3 } as const;
+
+/** What a finished watch knows of a work item or TDD node: its status and what a person owes it. */
+export interface WatchedOutcome {
+  status: string;
+  pendingReviews?: PendingReview[];
+  approvals?: ApprovalRequest[];
+}
+
+/** The exit code for a work item's or TDD node's status (a cancelled or terminated one counts as failed). */
+export function exitCodeOf(status: string): number {
+  if (status === 'completed' || status === 'merged') return EXIT.completed;
+  if (status === 'waiting_review' || status === 'waiting_approval') return EXIT.waiting;
+  return EXIT.failed;
+}
+
+/** The commands that give the decisions an item waits for, one a line; empty when it waits for none. */
+export function decisionCommands(id: string, outcome: WatchedOutcome): string[] {
+  const reviews = (outcome.pendingReviews ?? []).map(
+    (r) => `treadle review ${id} ${r.stage} --approve   (or --reject <reason>; ${r.reason}: ${r.message})`,
+  );
+  const approvals = (outcome.approvals ?? [])
+    .filter((r) => r.status === 'pending')
+    .map((r) => `treadle approve ${r.id}   (or treadle approve reject ${r.id}; ${r.step})`);
+  return [...reviews, ...approvals];
+}
+
+/** What `--wait` says of a loop stage that failed and waits for `treadle resume`. */
+export function failedLoopMessage(id: string, loop: LoopState): string {
+  const failure = loop.failure;
+  const at = failure?.iteration ?? loop.iteration;
+  const why = failure ? `: ${failure.error.message}` : '';
+  return (
+    `loop stage ${loop.stage} failed at iteration ${at}${why}; ` +
+    `resume with \`treadle resume ${id} --stage ${loop.stage}\` or give up with \`treadle resume ${id} --stage ${loop.stage} --abandon\``
+  );
+}
+
+/**
+ * Ends a command that watched an item or tree: its exit code, and at a person's turn the commands that
+ * give the decisions it waits for (stdout, after the status).
+ */
+export function exitWith(id: string, outcome: WatchedOutcome): void {
+  const code = exitCodeOf(outcome.status);
+  const commands = code === EXIT.waiting ? decisionCommands(id, outcome) : [];
+  if (commands.length > 0)
+    process.stdout.write(`\n${id} waits for a person:\n${commands.map((c) => `  ${c}`).join('\n')}\n`);
+  process.exitCode = code;
+}
