@@ -32,7 +32,11 @@ export function registerValidateCommand(program: Command): void {
       if (!result.ok) {
         const problems = loopPipeline ? result.problems : placedProblems(resolved, file, result.problems, result.found);
         const count = `${problems.length} problem${problems.length === 1 ? '' : 's'}`;
-        throw new Error(`${file} is invalid (${count}):\n${listed(problems)}`);
+        const hint =
+          opts.customWorker === undefined && result.found.some((p) => p.layer === 'registry')
+            ? '\nImplementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls.'
+            : '';
+        throw new Error(`${file} is invalid (${count}):\n${listed(problems)}${hint}`);
       }
       process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
     });
