@@ -7,6 +7,7 @@
 import { gateActivityType } from './model/activity-types';
 import { gateLeaves } from './model/gate-ref';
 import type { PipelineSpec, StageSpec } from './model/pipeline';
+import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY, APPROVAL_STAGE } from './kinds/approval/shapes';
 
 /** The names a worker registers, as a Registry's `names()` and the action registry give them. */
 export interface RegisteredNames {
@@ -26,8 +27,12 @@ export function routeImplementations(spec: PipelineSpec, registered: RegisteredN
   const stages = spec.stages.map((stage): StageSpec => {
     const queue = stage.taskQueue ?? spec.taskQueue;
     if (queue === undefined) return stage;
+    const action = stage.run === APPROVAL_STAGE ? approvalActionOf(stage) : undefined;
     const types = [
       ...(registered.stages.includes(stage.run) ? [] : [stage.run]),
+      ...(action !== undefined && !(registered.actions ?? []).includes(action)
+        ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY]
+        : []),
       ...gateLeaves(stage.gate)
         .map((g) => g.run)
         .filter((gate) => !registered.gates.includes(gate))
@@ -36,6 +41,13 @@ export function routeImplementations(spec: PipelineSpec, registered: RegisteredN
     return types.length > 0 ? { ...stage, queues: Object.fromEntries(types.map((type) => [type, queue])) } : stage;
   });
   return { ...spec, stages };
+}
+
+/** The action type an approval stage requests (`with: { action }`), when it names one. */
+function approvalActionOf(stage: StageSpec): string | undefined {
+  const config = stage.with;
+  const action = typeof config === 'object' && config !== null && !Array.isArray(config) ? config.action : undefined;
+  return typeof action === 'string' && action !== '' ? action : undefined;
 }
 
 /** Names one registry adds to another, by kind (`stage summarize`, `gate tone`, `action type notify`). */
@@ -66,4 +78,17 @@ export class CoreQueueRegistrationError extends Error {
     );
     this.name = 'CoreQueueRegistrationError';
   }
+}
+
+/**
+ * The line `run` and `validate` add under problems that a `task_queue` would solve (a stage or gate
+ * implementation Treadle does not ship, not a typo of one, named with no queue); empty when there is none.
+ */
+export function missingQueueHint(problems: readonly string[]): string {
+  // A name close to a shipped one is a typo, and its problem already says so.
+  const unshipped = problems.some((p) => /unknown (stage|gate) implementation "[^"]*"(?! \(did you mean)/.test(p));
+  return unshipped
+    ? '\nImplementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls ' +
+        '(on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).'
+    : '';
 }

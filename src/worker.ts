@@ -9,6 +9,7 @@ import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import { gateActivityType } from './model/activity-types';
+import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY } from './kinds/approval/shapes';
 import { createTddActivities } from './kinds/tdd/activities';
 import { createLoopActivities } from './kinds/loop/activities';
 import { createContractActivities } from './kinds/contract/activities';
@@ -197,25 +198,29 @@ export async function createImplementationsWorker(
 ): Promise<Worker> {
   const config = loadConfig();
   const registry = options.registry ?? defaultRegistry();
-  const shipped = registeredNames(shippedRegistrations().registry, shippedRegistrations().approvalActions);
-  const own = registeredNames(registry, options.approvalActions);
-  // Stages and gates are routed by the spec's task_queue; the rest are looked up on the item's own queue.
-  const unroutable = namesBeyond({ ...own, stages: [], gates: [] }, shipped);
+  const actions = options.approvalActions ?? defaultActionRegistry();
+  const shippedSet = shippedRegistrations();
+  const shipped = registeredNames(shippedSet.registry, shippedSet.approvalActions);
+  const own = registeredNames(registry, actions);
+  // Stages, gates and action types are routed by the spec's task_queue; contract roles are not (yet).
+  const unroutable = namesBeyond(
+    { stages: [], gates: [], validators: own.validators, revisers: own.revisers },
+    shipped,
+  );
   if (unroutable.length > 0)
     throw new Error(
-      `an implementations queue serves stages and gates; ${unroutable.join(', ')} must run on the item's own queue: ` +
+      `an implementations queue serves stages, gates and action types; ${unroutable.join(', ')} must run on the item's own queue: ` +
         'give the worker that registers them a taskQueue of its own and start the items there',
     );
+  const ownActions = (own.actions ?? []).filter((name) => !(shipped.actions ?? []).includes(name));
   const types = new Set([
-    ...registry.names().stages.filter((name) => !shipped.stages.includes(name)),
-    ...registry
-      .names()
-      .gates.filter((name) => !shipped.gates.includes(name))
-      .map(gateActivityType),
+    ...own.stages.filter((name) => !shipped.stages.includes(name)),
+    ...own.gates.filter((name) => !shipped.gates.includes(name)).map(gateActivityType),
+    ...(ownActions.length > 0 ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY] : []),
   ]);
   if (types.size === 0)
     throw new Error(
-      `the implementations queue ${options.implementationsQueue} would serve nothing: the registry adds no stage or gate to what Treadle ships`,
+      `the implementations queue ${options.implementationsQueue} would serve nothing: the registry and approvalActions add no stage, gate or action type to what Treadle ships`,
     );
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
   const callLog =
@@ -231,11 +236,18 @@ export async function createImplementationsWorker(
     ...(options.agents ? { agents: options.agents } : {}),
     ...(callLog ? { callLog } : {}),
   });
+  const approvals = createApprovalActivities({
+    blobs,
+    actions,
+    blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+    idempotencyKey,
+    inputHash,
+  });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? temporalSettings().namespace,
     taskQueue: options.implementationsQueue,
-    activities: Object.fromEntries(Object.entries(all).filter(([type]) => types.has(type))),
+    activities: Object.fromEntries(Object.entries({ ...all, ...approvals }).filter(([type]) => types.has(type))),
     ...workerPlumbing(options, blobs),
   });
 }
@@ -255,7 +267,10 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const base = { ...options, namespace, connection, ...(tracing ? { tracing } : {}) };
   // With an implementations queue the registry's own names go there; the core queue keeps the shipped set.
   const core = { ...base };
-  if (implementationsQueue !== undefined) delete core.registry;
+  if (implementationsQueue !== undefined) {
+    delete core.registry;
+    delete core.approvalActions;
+  }
   const workers = [
     await createWorker(core),
     ...(implementationsQueue !== undefined

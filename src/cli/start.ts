@@ -11,6 +11,7 @@ import { listed, readInput, wholeNumber } from './arguments';
 import { load } from './lazy-modules';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
+import { missingQueueHint } from '../task-queues';
 
 /** Registers `treadle run`, `loop`, `resume` and `tdd`. */
 export function registerStartCommands(program: Command): void {
@@ -229,10 +230,7 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
 function checkBeforeStart(spec: unknown): void {
   const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
   if (result.ok) return;
-  const hint = result.found.some((p) => p.layer === 'registry')
-    ? '\nImplementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls ' +
-      '(on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).'
-    : '';
+  const hint = missingQueueHint(result.problems);
   throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}${hint}`);
 }
 

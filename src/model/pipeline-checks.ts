@@ -85,7 +85,7 @@ export function implementationProblems(input: unknown, known: KnownImplementatio
       }
     }
     const action = run === 'approval' && isRecord(stage.with) ? stage.with.action : undefined;
-    if (known.actions && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
+    if (known.actions && !queued && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
       const unknown = `unknown action type "${action}"${suggest(action, known.actions)}${registered(known.actions)}`;
       const text = `stage ${label}: with.action: ${unknown}`;
       problems.push({ layer: 'registry', at: ['stages', index, 'with', 'action'], text });
