@@ -1,10 +1,11 @@
 /**
  * Issue 26 §2, one rule per task queue: `treadle worker` (the core queue, what Treadle ships) beside a
  * custom worker process (the same shipped set on the core queue, plus `summarize` on its implementations
- * queue), as README's recipe runs them. Cases: 50 items of a pipeline whose stage names `summarize` and its
+ * queue), as docs/stages/code.md's recipe runs them. Cases: 50 items of a pipeline whose stage names `summarize` and its
  * `task_queue` all complete, whichever worker takes their workflow tasks (before, both polled `treadle` with
  * different registrations and items failed at random: "the worker refused pipeline summarize", "Activity
- * function summarize is not registered on this Worker"); the custom worker with `summarize` on the core queue
+ * function summarize is not registered on this Worker"); an approval stage on that queue requests and executes
+ * the custom worker's own action type; the custom worker with `summarize` on the core queue
  * refuses to start, saying what to do; `run` and `validate` of the pipeline without a `task_queue` list the
  * problem and name the fix.
  */
@@ -131,11 +132,40 @@ it(`runs ${ITEMS} items with a custom implementation beside treadle worker, with
   expect(results.map((r) => r.artefacts.summarize)).toHaveLength(ITEMS);
 }, 150_000);
 
+it("requests and executes an action type of its own on the stage's queue", async () => {
+  const id = `notes-${suffix}`;
+  const spec = {
+    name: 'notes',
+    stages: [
+      { name: 'draft', run: 'scripted' },
+      {
+        name: 'approve',
+        type: 'approval',
+        depends_on: ['draft'],
+        task_queue: summaries,
+        with: { action: 'post_note', items: 'notes' },
+      },
+    ],
+  };
+  await client.start(spec, { script: { draft: [{ output: { notes: [{ title: 'ship it' }] } }] } }, { id });
+  const [request] = await eventually(
+    async () => {
+      const listed = (await client.listApprovals()).filter((r) => r.itemId === id);
+      return listed.length === 1 ? listed : undefined;
+    },
+    30_000,
+    'the request',
+  );
+  expect(request).toMatchObject({ actionType: 'post_note', summary: 'note ship it', status: 'pending' });
+  await client.decideApproval(request!.id, 'approve', { by: 'test' });
+  expect(await client.result(id)).toMatchObject({ status: 'completed' });
+}, 60_000);
+
 it('refuses to start a worker that adds implementations to the core queue, saying what to do', async () => {
   const run = await runToEnd([SUMMARIES_WORKER], { TREADLE_TEST_BUNDLE: process.env.TREADLE_TEST_BUNDLE });
   expect(run.code).toBe(2);
   expect(run.stderr).toContain(
-    `summaries worker: the core task queue ${core} runs only what Treadle ships, so every worker on it registers the same; this worker adds stage summarize. Give those implementations a queue of their own: runWorker({ registry, implementationsQueue: 'my-queue' })`,
+    `summaries worker: the core task queue ${core} runs only what Treadle ships, so every worker on it registers the same; this worker adds stage summarize, action type post_note. Give those implementations a queue of their own: runWorker({ registry, implementationsQueue: 'my-queue' })`,
   );
 }, 60_000);
 

@@ -46,13 +46,14 @@ function stepActivities(run: ApprovalRun, what: string) {
   const options = { startToCloseTimeout: '1m', retry: { maximumAttempts: 5 }, summary } as const;
   // An action type Treadle does not ship is checked and executed by the worker of the stage's queue.
   const taskQueue = run.stage.queues?.[APPROVAL_CREATE_ACTIVITY];
+  // Proxies have no own keys to spread: each activity is taken from its own.
   return {
-    ...proxyActivities<{
+    [APPROVAL_CREATE_ACTIVITY]: proxyActivities<{
       [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
-    }>(taskQueue !== undefined ? { ...options, taskQueue } : options),
-    ...proxyActivities<{
+    }>(taskQueue !== undefined ? { ...options, taskQueue } : options)[APPROVAL_CREATE_ACTIVITY],
+    [STORE_ARTEFACT_ACTIVITY]: proxyActivities<{
       [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult>;
-    }>(options),
+    }>(options)[STORE_ARTEFACT_ACTIVITY],
   };
 }
 
