@@ -104,13 +104,28 @@ it('runs two trees in two repositories held by two workers, each on its own queu
   );
   const runs = await Promise.all(
     hosts.map((env) =>
-      treadle(['tdd', SPEC, '--repo', path.join(env.folder, 'textkit'), '--replies', REPLIES, '--wait'], env, root),
+      treadle(
+        [
+          'tdd',
+          SPEC,
+          '--repo',
+          path.join(env.folder, 'textkit'),
+          '--replies',
+          REPLIES,
+          '--id',
+          `tdd-${env.TREADLE_TASK_QUEUE}`,
+          '--wait',
+        ],
+        env,
+        root,
+      ),
     ),
   );
   for (const [i, run] of runs.entries()) {
     if (run.code !== 0)
       throw new Error(`tree ${i}: exit ${run.code}\n${run.stdout}\n${run.stderr}\n${workers[i]!.log}`);
-    const branches = execFileSync('git', ['-C', path.join(hosts[i]!.folder, 'textkit'), 'branch', '--list']);
-    expect(branches.toString()).toContain('treadle/textkit');
+    expect(run.stdout).toContain(`started tdd-${hosts[i]!.TREADLE_TASK_QUEUE}: branch tdd/textkit`);
+    expect(run.stdout).toContain('\ntextkit: merged (phase done, branch tdd/textkit, depth 0)\n');
+    expect(run.stdout).toMatch(/ItemCompleted +textkit merged as [0-9a-f]{10}/);
   }
 }, 300_000);
