@@ -7,7 +7,13 @@ export {
   type ApprovalListing,
   type ConnectOptions,
 } from './client';
-export { createWorker, runWorker, connectWorker, type TreadleWorkerOptions } from './worker';
+export {
+  createWorker,
+  createImplementationsWorker,
+  runWorker,
+  connectWorker,
+  type TreadleWorkerOptions,
+} from './worker';
 export { temporalSettings, connectClient, type TemporalSettings } from './connection';
 export { defaultRegistry, defaultActionRegistry } from './registries';
 export {

@@ -8,6 +8,8 @@ import { correlationInterceptors } from './observability';
 import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
+import { gateActivityType } from './model/activity-types';
+import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY } from './kinds/approval/shapes';
 import { createTddActivities } from './kinds/tdd/activities';
 import { createLoopActivities } from './kinds/loop/activities';
 import { createContractActivities } from './kinds/contract/activities';
@@ -26,6 +28,7 @@ import { connectClient, connectFailure, temporalSettings, type TemporalSettings 
 import { createFanOutActivities } from './kinds/fan-out/activities';
 import { ensureSearchAttributes } from './server/search-attributes';
 import type * as BundledExamplesModule from './cli/bundled-examples';
+import { CoreQueueRegistrationError, namesBeyond, type RegisteredNames } from './task-queues';
 
 export { defaultRegistry } from './registries';
 
@@ -36,7 +39,14 @@ const HEARTBEAT_THROTTLE = '1s';
 export interface TreadleWorkerOptions {
   connection: NativeConnection;
   namespace?: string;
+  /**
+   * A queue of this worker's own for the workflows and its registrations (a test, an isolated deployment):
+   * items must then be started on it, and every worker on it must register the same. Without it the worker
+   * polls the core queue (`TREADLE_TASK_QUEUE`, default `treadle`), where it registers exactly what Treadle
+   * ships: a `registry` or `approvalActions` with names of its own is refused there (see `implementationsQueue`).
+   */
   taskQueue?: string;
+  /** Implementations and gates of your own: on the core queue only with `implementationsQueue` (runWorker). */
   registry?: Registry;
   blobs?: BlobStore;
   blobThresholdBytes?: number;
@@ -60,20 +70,47 @@ export interface TreadleWorkerOptions {
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
   worker?: Partial<WorkerOptions>;
+  /**
+   * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages and
+   * gates that Treadle does not ship, in a second, activities-only Temporal worker; pipelines name it as `task_queue`.
+   */
+  implementationsQueue?: string;
+}
+
+/** What the core queue registers: the generic registries and the bundled examples, loaded only when needed. */
+function shippedRegistrations(): { registry: Registry; approvalActions: ActionCatalog } {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the core queue's one examples edge
+  return (require('./cli/bundled-examples') as typeof BundledExamplesModule).bundledWorkerOptions();
+}
+
+/** Every name a registry and an action catalog hold, for comparing a worker's set with the shipped one. */
+function registeredNames(registry: Registry, actions: ActionCatalog | undefined): RegisteredNames {
+  return { ...registry.names(), ...(actions?.names ? { actions: actions.names() } : {}) };
+}
+
+/**
+ * The registrations a worker runs: on its own queue, what it was given; on the core queue, the shipped set,
+ * after making sure it was given nothing beyond it.
+ */
+function registrationsOf(options: TreadleWorkerOptions): { registry: Registry; actions: ActionCatalog } {
+  if (options.taskQueue !== undefined)
+    return {
+      registry: options.registry ?? defaultRegistry(),
+      actions: options.approvalActions ?? defaultActionRegistry(),
+    };
+  const shipped = shippedRegistrations();
+  const given = registeredNames(options.registry ?? shipped.registry, options.approvalActions);
+  const extras = namesBeyond(given, registeredNames(shipped.registry, shipped.approvalActions));
+  if (extras.length > 0) throw new CoreQueueRegistrationError(loadConfig().taskQueue, extras);
+  return { registry: shipped.registry, actions: shipped.approvalActions };
 }
 
 /** Creates a worker (not yet running). */
 export async function createWorker(options: TreadleWorkerOptions): Promise<Worker> {
   const config = loadConfig();
-  const registry = options.registry ?? defaultRegistry();
+  const { registry, actions } = registrationsOf(options);
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
-  const actions = options.approvalActions ?? defaultActionRegistry();
-  const callLog =
-    options.callLog !== undefined
-      ? (options.callLog ?? undefined)
-      : config.callLog !== null
-        ? openCallLog(config.callLog)
-        : undefined;
+  const callLog = callLogFor(options, config.callLog);
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? temporalSettings().namespace,
@@ -123,6 +160,13 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         inputHash,
       }),
     },
+    ...workerPlumbing(options, blobs),
+  });
+}
+
+/** What every Treadle worker shares: blob references for large payloads, heartbeats, correlation ids, tracing. */
+function workerPlumbing(options: TreadleWorkerOptions, blobs: BlobStore): Partial<WorkerOptions> {
+  return {
     // The safety net under Treadle's own references: any payload that still reaches 256 KiB (a large spec,
     // an inline edit, a big query answer) travels through the same blob store by reference.
     dataConverter: { externalStorage: treadleExternalStorage(blobs) },
@@ -138,6 +182,64 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       activity: [...(options.worker?.interceptors?.activity ?? []), correlationInterceptors],
     },
     ...(options.tracing ? { plugins: [...(options.worker?.plugins ?? []), options.tracing.plugin] } : {}),
+  };
+}
+
+/**
+ * Creates the activities-only worker of an implementations queue: the `registry`'s stages and gates that
+ * Treadle does not ship, on `queue`. Pipelines send them there with `task_queue: <queue>`.
+ */
+export async function createImplementationsWorker(
+  options: TreadleWorkerOptions & { implementationsQueue: string },
+): Promise<Worker> {
+  const config = loadConfig();
+  const registry = options.registry ?? defaultRegistry();
+  const actions = options.approvalActions ?? defaultActionRegistry();
+  const shippedSet = shippedRegistrations();
+  const shipped = registeredNames(shippedSet.registry, shippedSet.approvalActions);
+  const own = registeredNames(registry, actions);
+  // Stages, gates and action types are routed by the spec's task_queue; contract roles are not (yet).
+  const unroutable = namesBeyond(
+    { stages: [], gates: [], validators: own.validators, revisers: own.revisers },
+    shipped,
+  );
+  if (unroutable.length > 0)
+    throw new Error(
+      `an implementations queue serves stages, gates and action types; ${unroutable.join(', ')} must run on the item's own queue: ` +
+        'give the worker that registers them a taskQueue of its own and start the items there',
+    );
+  const ownActions = (own.actions ?? []).filter((name) => !(shipped.actions ?? []).includes(name));
+  const types = new Set([
+    ...own.stages.filter((name) => !shipped.stages.includes(name)),
+    ...own.gates.filter((name) => !shipped.gates.includes(name)).map(gateActivityType),
+    ...(ownActions.length > 0 ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY] : []),
+  ]);
+  if (types.size === 0)
+    throw new Error(
+      `the implementations queue ${options.implementationsQueue} would serve nothing: the registry and approvalActions add no stage, gate or action type to what Treadle ships`,
+    );
+  const blobs = options.blobs ?? createBlobStore(config.blobStore);
+  const callLog = callLogFor(options, config.callLog);
+  const all = createActivities({
+    registry,
+    blobs,
+    blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+    ...(options.agents ? { agents: options.agents } : {}),
+    ...(callLog ? { callLog } : {}),
+  });
+  const approvals = createApprovalActivities({
+    blobs,
+    actions,
+    blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+    idempotencyKey,
+    inputHash,
+  });
+  return Worker.create({
+    connection: options.connection,
+    namespace: options.namespace ?? temporalSettings().namespace,
+    taskQueue: options.implementationsQueue,
+    activities: Object.fromEntries(Object.entries({ ...all, ...approvals }).filter(([type]) => types.has(type))),
+    ...workerPlumbing(options, blobs),
   });
 }
 
@@ -152,13 +254,35 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const connection = options.connection ?? (await connectWorker(settings));
   await registerSearchAttributes(settings, namespace);
   const tracing = options.tracing ?? tracingFromEnv();
-  const worker = await createWorker({ ...options, namespace, connection, ...(tracing ? { tracing } : {}) });
+  const implementationsQueue = options.implementationsQueue ?? (process.env.TREADLE_IMPLEMENTATIONS_QUEUE || undefined);
+  const base = { ...options, namespace, connection, ...(tracing ? { tracing } : {}) };
+  // With an implementations queue the registry's own names go there; the core queue keeps the shipped set.
+  const core = { ...base };
+  if (implementationsQueue !== undefined) {
+    delete core.registry;
+    delete core.approvalActions;
+  }
+  const workers = [
+    await createWorker(core),
+    ...(implementationsQueue !== undefined
+      ? [await createImplementationsWorker({ ...base, implementationsQueue })]
+      : []),
+  ];
   const taskQueue = options.taskQueue ?? config.taskQueue;
+  const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
   process.stderr.write(
-    `treadle worker: task queue ${taskQueue} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}\n`,
+    `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}
+`,
   );
   try {
-    await worker.run();
+    // One stopping (a signal stops both; a fatal error one) takes the other down with it.
+    await Promise.all(
+      workers.map((worker) =>
+        worker.run().finally(() => {
+          for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
+        }),
+      ),
+    );
   } finally {
     await tracing?.shutdown();
     await connection.close();
@@ -189,6 +313,12 @@ async function registerSearchAttributes(settings: TemporalSettings, namespace: s
       `treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews and approvals needs TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId\n`,
     );
   }
+}
+
+/** The call log a worker appends to: the one passed (null: none), else the one `TREADLE_CALL_LOG` names. */
+function callLogFor(options: { callLog?: CallLog | null }, configured: string | null): CallLog | undefined {
+  if (options.callLog !== undefined) return options.callLog ?? undefined;
+  return configured !== null ? openCallLog(configured) : undefined;
 }
 
 /** Connects a worker (`NativeConnection`), or throws one line naming the setting to fix. */

@@ -48,6 +48,7 @@ import { ENGINE_VERSION, isEngineVersion } from '../model/state';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { validatePipeline } from '../model/pipeline';
 import { packStages } from '../model/packed-stages';
+import { routeImplementations } from '../task-queues';
 import { idempotencyKey as seedIdempotencyKey, inputHash } from '../model/hashing';
 
 /** What activities need; tests pass their own. */
@@ -85,7 +86,8 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     const result = validatePipeline(raw, names);
     if (!result.ok) return { ok: false, problems: result.problems, engine };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
-    const spec = await offloadConfigs(result.spec, deps.blobs, threshold);
+    // What this worker lacks runs on the queue the spec names for it (validation made sure there is one).
+    const spec = await offloadConfigs(routeImplementations(result.spec, names), deps.blobs, threshold);
     // The result is recorded in the item's history: stages travel as differences from the first one.
     const packedStages = packStages(spec.stages);
     return {

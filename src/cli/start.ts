@@ -12,6 +12,7 @@ import { load } from './lazy-modules';
 import { EXIT, exitWith, failedLoopMessage } from './exit-codes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
+import { missingQueueHint } from '../task-queues';
 
 /** Registers `treadle run`, `loop`, `resume` and `tdd`. */
 export function registerStartCommands(program: Command): void {
@@ -37,10 +38,7 @@ function registerRun(program: Command): void {
       'tokens this item may spend on models; then agent-backed stages escalate to review',
       wholeNumber(1, 'must be a whole number of tokens above 0'),
     )
-    .option(
-      '--custom-worker',
-      "the pipeline names implementations your worker registers beyond the built-ins: start anyway and report the worker's check of them",
-    )
+    .option('--custom-worker', 'deprecated, does nothing: name the task_queue of your implementations in the pipeline')
     .option(
       '--session <name>',
       'loop pipelines (seed 004): the session, its folder under the runs directory and ${SESSION} (default: the work item id)',
@@ -71,8 +69,12 @@ function registerRun(program: Command): void {
         );
         const input = readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null);
         // Checked before connecting: a bad spec is reported with no server, and no work item is created.
-        const unconfirmed = checkBeforeStart(spec, opts.customWorker === true);
-        await withClient((client) => startItem(client, spec, input, opts, unconfirmed))();
+        if (opts.customWorker)
+          process.stderr.write(
+            'treadle: --custom-worker is deprecated and does nothing: implementations of your own run on the task_queue the pipeline names for them\n',
+          );
+        checkBeforeStart(spec);
+        await withClient((client) => startItem(client, spec, input, opts))();
       },
     );
 }
@@ -114,8 +116,8 @@ function registerLoop(program: Command): void {
                 ...(given !== null && typeof given === 'object' && !Array.isArray(given) ? given : {}),
                 agent_replies: replies,
               } as Json);
-        const unconfirmed = checkBeforeStart(spec, false);
-        await withClient((client) => startItem(client, spec, input, opts, unconfirmed))();
+        checkBeforeStart(spec);
+        await withClient((client) => startItem(client, spec, input, opts))();
       },
     );
 }
@@ -192,15 +194,14 @@ function registerTdd(program: Command): void {
 }
 
 /**
- * Starts a work item as `run` and `loop` do: says when the id names an earlier run, waits for the worker's
- * check of names it does not ship, then prints the id, or (`--wait`) the events, the status and its loops.
+ * Starts a work item as `run` and `loop` do: says when the id names an earlier run, then prints the id, or
+ * (`--wait`) the events, the status and its loops.
  */
 async function startItem(
   client: TreadleClient,
   spec: unknown,
   input: Json,
   opts: { id?: string; tokenBudget?: number; wait?: boolean },
-  unconfirmed: string[],
 ): Promise<void> {
   const started = await client.start(spec, input, {
     ...(opts.id ? { id: opts.id } : {}),
@@ -210,7 +211,6 @@ async function startItem(
     process.stderr.write(
       `treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`,
     );
-  if (unconfirmed.length > 0) await awaitWorkerVerdict(client, started.id, unconfirmed);
   if (!opts.wait) {
     process.stdout.write(`${started.id}\n`);
     return;
@@ -242,64 +242,19 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
   return loops.isLoopPipelineFile(raw) ? loops.loopPipelineSpec(file, raw, options) : raw;
 }
 
-/** An unshipped name in a problem's text: `unknown stage implementation "x"`, `unknown validator "y"`, … */
-const UNKNOWN_NAME = /unknown (stage|gate) implementation "([^"]+)"|unknown (validator|reviser|action type) "([^"]+)"/g;
-
 /**
- * Checks a spec before `run` or `loop` starts it, in one pass. Any problem but a name Treadle does not
- * ship refuses, listing every problem. Unshipped names (implementations, validators, action types) refuse
- * too, unless `customWorker` says the worker registers them: then they are returned, for the worker's own
- * check (the item's prepare step) to confirm.
+ * Checks a spec before `run` or `loop` starts it, in one pass, against what Treadle ships (what every worker
+ * on the core queue registers), listing every problem. An implementation of your own is fine where the stage
+ * or the pipeline names the `task_queue` its worker polls; without one it is a problem.
  */
-function checkBeforeStart(spec: unknown, customWorker: boolean): string[] {
+function checkBeforeStart(spec: unknown): void {
   const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
-  if (result.ok) return [];
-  if (result.found.some((p) => p.layer !== 'registry')) {
-    throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}`);
-  }
-  if (!customWorker) {
-    throw new Error(
-      `pipeline ${specName(spec)} names implementations Treadle does not ship:\n${listed(result.problems)}\n` +
-        'If your worker registers them, add --custom-worker: the item starts and the worker checks them before its first stage.',
-    );
-  }
-  // The names alone, for the warning when no worker confirms them.
-  const named = (p: string) => [...p.matchAll(UNKNOWN_NAME)].map((m) => `${m[2] ?? m[4]} (${m[1] ?? m[3]})`);
-  const names = result.problems.flatMap(named);
-  return [...new Set(names)];
+  if (result.ok) return;
+  const hint = missingQueueHint(result.problems);
+  throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}${hint}`);
 }
 
 function specName(spec: unknown): string {
   const name = typeof spec === 'object' && spec !== null ? (spec as { name?: unknown }).name : undefined;
   return typeof name === 'string' ? name : '(unnamed)';
-}
-
-/** How long `run --custom-worker` waits for the worker's verdict on implementations Treadle does not ship. */
-const WORKER_VERDICT_WAIT_MS = 10_000;
-/** Between state queries while waiting for that verdict. */
-const WORKER_VERDICT_POLL_MS = 200;
-
-/**
- * Waits for the item's prepare step, which checks the spec against the worker's real registry: returns
- * once the worker accepted it (its stages appear in the state), throws the worker's problems when it refused
- * (the item has then failed), and warns when no worker answered in time (the item stays started).
- */
-async function awaitWorkerVerdict(client: TreadleClient, id: string, unconfirmed: string[]): Promise<void> {
-  const deadline = Date.now() + WORKER_VERDICT_WAIT_MS;
-  while (Date.now() < deadline) {
-    // A query needs a worker; without one it would block, so it gets the time left and no more.
-    const state = await client.client.withDeadline(deadline, () => client.getState(id)).catch(() => undefined);
-    if (state?.problems?.length)
-      throw new Error(
-        `the worker refused pipeline ${state.pipeline}, so work item ${id} failed at once:\n${listed(state.problems)}`,
-      );
-    if (state && Object.keys(state.stages).length > 0) return;
-    if (state && state.status !== 'running')
-      throw new Error(`work item ${id} ended before its first stage: ${state.error ?? state.status}`);
-    await new Promise((r) => setTimeout(r, WORKER_VERDICT_POLL_MS));
-  }
-  process.stderr.write(
-    `treadle: warning: no worker on task queue ${client.taskQueue} checked ${unconfirmed.join(', ')} within ${WORKER_VERDICT_WAIT_MS / 1000}s; ` +
-      `work item ${id} is started and fails at once if its worker lacks them\n`,
-  );
 }

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type * as SpecLinesModule from '../pipelines/spec-lines';
 import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
+import { missingQueueHint } from '../task-queues';
 import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
 import type { SpecProblem as SpecProblemType } from '../model/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS, GENERIC_IMPLEMENTATIONS, oneLine, readPipelineFile } from '../pipelines/catalog';
@@ -32,7 +33,8 @@ export function registerValidateCommand(program: Command): void {
       if (!result.ok) {
         const problems = loopPipeline ? result.problems : placedProblems(resolved, file, result.problems, result.found);
         const count = `${problems.length} problem${problems.length === 1 ? '' : 's'}`;
-        throw new Error(`${file} is invalid (${count}):\n${listed(problems)}`);
+        const hint = opts.customWorker === undefined ? missingQueueHint(problems) : '';
+        throw new Error(`${file} is invalid (${count}):\n${listed(problems)}${hint}`);
       }
       process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
     });

@@ -60,6 +60,7 @@ interface DraftStage {
   reviewTtl?: Duration | null;
   onReviewExpired?: 'approve' | 'reject';
   activity?: ActivityOptionsInput;
+  taskQueue?: string;
 }
 
 /** Fluent builder; every method returns the builder. Problems are collected and reported by `build()`. */
@@ -68,6 +69,7 @@ export class PipelineBuilder {
   private readonly problems: string[] = [];
   private description?: string;
   private parallel?: number;
+  private queue?: string;
   private readonly contracts: Record<string, unknown>[] = [];
 
   constructor(private readonly name: string) {}
@@ -76,6 +78,18 @@ export class PipelineBuilder {
   maxParallel(stages: number): this {
     this.parallel = stages;
     return this;
+  }
+
+  /**
+   * The task queue whose worker runs the implementations Treadle does not ship (`task_queue`), for every
+   * stage; with `stage`, for that stage's implementation, gate and action type only.
+   */
+  taskQueue(queue: string, stage?: string): this {
+    if (stage === undefined) {
+      this.queue = queue;
+      return this;
+    }
+    return this.update(stage, 'taskQueue', (s) => (s.taskQueue = queue));
   }
 
   /** Describes the pipeline. */
@@ -157,6 +171,7 @@ export class PipelineBuilder {
       name: this.name,
       ...(this.description !== undefined ? { description: this.description } : {}),
       ...(this.parallel !== undefined ? { maxParallel: this.parallel } : {}),
+      ...(this.queue !== undefined ? { taskQueue: this.queue } : {}),
       stages: this.stages.map((s) => ({ ...s })),
       ...(this.contracts.length > 0 ? { contracts: this.contracts.map((c) => ({ ...c })) } : {}),
     };

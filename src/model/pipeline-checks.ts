@@ -62,8 +62,11 @@ export function graphProblems(input: unknown): SpecProblem[] {
 export function implementationProblems(input: unknown, known: KnownImplementations): SpecProblem[] {
   if (!isRecord(input) || !Array.isArray(input.stages)) return [];
   const problems: SpecProblem[] = [];
+  const pipelineQueue = typeof input.taskQueue === 'string' ? input.taskQueue : undefined;
   (input.stages as unknown[]).forEach((stage, index) => {
     if (!isRecord(stage)) return;
+    // Implementations Treadle does not ship are the business of the worker polling the stage's queue.
+    const queued = typeof stage.taskQueue === 'string' || pipelineQueue !== undefined;
     const label = typeof stage.name === 'string' ? stage.name : '?';
     const run =
       typeof stage.run === 'string'
@@ -71,18 +74,18 @@ export function implementationProblems(input: unknown, known: KnownImplementatio
         : typeof stage.type === 'string'
           ? TYPE_DEFAULT_RUN[stage.type as StepType]
           : undefined;
-    if (run && !known.stages.includes(run)) {
+    if (run && !queued && !known.stages.includes(run)) {
       const text = `stage ${label}: unknown stage implementation "${run}"${suggest(run, known.stages)}${registered(known.stages)}`;
       problems.push({ layer: 'registry', at: ['stages', index, typeof stage.run === 'string' ? 'run' : 'type'], text });
     }
-    for (const gate of rawGateNames(stage.gate)) {
+    for (const gate of queued ? [] : rawGateNames(stage.gate)) {
       if (!known.gates.includes(gate)) {
         const text = `stage ${label}: unknown gate implementation "${gate}"${suggest(gate, known.gates)}${registered(known.gates)}`;
         problems.push({ layer: 'registry', at: ['stages', index, 'gate'], text });
       }
     }
     const action = run === 'approval' && isRecord(stage.with) ? stage.with.action : undefined;
-    if (known.actions && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
+    if (known.actions && !queued && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
       const unknown = `unknown action type "${action}"${suggest(action, known.actions)}${registered(known.actions)}`;
       const text = `stage ${label}: with.action: ${unknown}`;
       problems.push({ layer: 'registry', at: ['stages', index, 'with', 'action'], text });

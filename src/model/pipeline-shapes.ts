@@ -81,6 +81,13 @@ export interface StageSpec {
   reviewTtlMs: number | null;
   onReviewExpired: (typeof REVIEW_EXPIRED_ACTIONS)[number];
   activity: ActivitySettings;
+  /** `task_queue:` as written: where this stage's implementations that Treadle does not ship run. */
+  taskQueue?: string;
+  /**
+   * Set by the worker's prepare step: the activity types of this stage (its implementation, `gate:<name>`)
+   * that run on a queue of their own, and that queue. Absent: everything runs on the item's queue.
+   */
+  queues?: Record<string, string>;
 }
 
 /** The canonical, validated pipeline spec. */
@@ -94,6 +101,8 @@ export interface PipelineSpec {
   stages: StageSpec[];
   /** Seed 002's quality contracts (absent when there are none). */
   contracts?: ContractSpec[];
+  /** `task_queue:` as written: the default queue of the stages' implementations that Treadle does not ship. */
+  taskQueue?: string;
 }
 
 /** Implementation names a worker has registered, for checking a spec against. */

@@ -55,6 +55,12 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
 /** Timeouts and intervals: zero would mean "no timeout" to Temporal, or a busy loop, so it is refused. */
 const positiveDuration = duration.refine((ms) => ms > 0, 'must be longer than 0');
 const implName = z.string().min(1, 'must name a registered implementation');
+/** A Temporal task queue (Temporal allows 1000 bytes; no spaces keeps it one word on every command line). */
+const taskQueueName = z
+  .string()
+  .min(1, 'must name the task queue a worker polls')
+  .max(200, 'must be at most 200 characters')
+  .regex(/^\S+$/, 'must not contain spaces');
 
 /** A gate: a registered gate implementation with its config, or a composition `{ all: [...] }` / `{ any: [...] }`. */
 const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
@@ -122,6 +128,8 @@ const StageInput = z
     reviewTtl: positiveDuration.nullable().optional(),
     onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
     activity: ActivityInput.optional(),
+    /** The queue whose worker runs this stage's implementations that Treadle does not ship (its gates', too). */
+    taskQueue: taskQueueName.optional(),
   })
   .strict()
   .superRefine((stage, ctx) => {
@@ -184,6 +192,8 @@ const PipelineInput = z
     stages: z.array(StageInput).min(1, 'a pipeline needs at least one stage'),
     /** Seed 002's quality contracts on dependency edges. */
     contracts: z.array(ContractInput).optional(),
+    /** The default queue of the stages' implementations that Treadle does not ship. */
+    taskQueue: taskQueueName.optional(),
   })
   .strict();
 
@@ -248,6 +258,7 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
     ...(data.description !== undefined ? { description: data.description } : {}),
     tokenBudget: data.tokenBudget ?? null,
     maxParallel: data.maxParallel ?? DEFAULT_MAX_PARALLEL,
+    ...(data.taskQueue !== undefined ? { taskQueue: data.taskQueue } : {}),
     ...(data.contracts && data.contracts.length > 0 ? { contracts: data.contracts.map(canonicalContract) } : {}),
     stages: data.stages.map((stage) => {
       const run = stage.run ?? TYPE_DEFAULT_RUN[stage.type!]!;
@@ -286,6 +297,7 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
       if (stage.description !== undefined) spec.description = stage.description;
       if (stage.with !== undefined) spec.with = stage.with;
       if (stage.agent !== undefined) spec.agent = stage.agent;
+      if (stage.taskQueue !== undefined) spec.taskQueue = stage.taskQueue;
       return spec;
     }),
   };

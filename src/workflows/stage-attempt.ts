@@ -265,9 +265,12 @@ export async function withAttemptTimeout(
   }
 }
 
-function activityOptions(stage: StageSpec, attempt: number, what: string) {
+function activityOptions(stage: StageSpec, attempt: number, what: string, type: string) {
   const { activity } = stage;
+  const taskQueue = stage.queues?.[type];
   return {
+    // An implementation Treadle does not ship runs on its own queue; the rest stay on the item's.
+    ...(taskQueue !== undefined ? { taskQueue } : {}),
     startToCloseTimeout: activity.startToCloseTimeoutMs,
     heartbeatTimeout: activity.heartbeatTimeoutMs,
     retry: retryPolicyOf(activity),
@@ -307,7 +310,7 @@ async function runTddTree(run: StageRun, attempt: number): Promise<StageActivity
 
 function stageActivity(stage: StageSpec, attempt: number): (input: StageActivityInput) => Promise<StageActivityResult> {
   const acts = proxyActivities<Record<string, (input: StageActivityInput) => Promise<StageActivityResult>>>(
-    activityOptions(stage, attempt, ''),
+    activityOptions(stage, attempt, '', stage.run),
   );
   return acts[stage.run]!;
 }
@@ -319,7 +322,7 @@ function gateActivity(
 ): (input: GateActivityInput) => Promise<GateActivityResult> {
   const composed = gateLeaves(stage.gate).length > 1;
   const acts = proxyActivities<Record<string, (input: GateActivityInput) => Promise<GateActivityResult>>>(
-    activityOptions(stage, attempt, composed ? `gate ${gate} · ` : 'gate · '),
+    activityOptions(stage, attempt, composed ? `gate ${gate} · ` : 'gate · ', gateActivityType(gate)),
   );
   return acts[gateActivityType(gate)]!;
 }

@@ -21,6 +21,7 @@ import { pipeline } from '../../src/model/builder';
 import { reviewSignal } from '../../src/workflows/messages';
 import { bundledRegistry } from '../../src/cli/bundled-examples';
 import { runTreadle, type CliRun } from '../support/cli';
+import { readPipelineFile } from '../../src/pipelines/catalog';
 
 /** Above Temporal's 2 MB payload limit, below gRPC's 4 MB message limit. */
 const THREE_MB = 3 * 1024 * 1024;
@@ -159,8 +160,8 @@ describe('the CLI', () => {
         args: ['run', '--file', files.unknownKeys],
         lines: [
           'treadle: pipeline unknown-keys is invalid:',
-          '  - stages[0] (a).retries: unknown field (did you mean "max_retries"?); the fields here are: name, description, type, run, max_retries, backoff_seconds, backoff_coefficient, with, agent, gate, depends_on, retry_budget, review_policy, review_ttl, on_review_expired, activity',
-          '  - owner: unknown field; the fields here are: name, description, token_budget, max_parallel, stages, contracts',
+          '  - stages[0] (a).retries: unknown field (did you mean "max_retries"?); the fields here are: name, description, type, run, max_retries, backoff_seconds, backoff_coefficient, with, agent, gate, depends_on, retry_budget, review_policy, review_ttl, on_review_expired, activity, task_queue',
+          '  - owner: unknown field; the fields here are: name, description, token_budget, max_parallel, stages, contracts, task_queue',
         ],
       },
       {
@@ -188,6 +189,7 @@ describe('the CLI', () => {
           `treadle: ${files.unknownImpl} is invalid (2 problems):`,
           `  - ${files.unknownImpl}:4: stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)`,
           `  - ${files.unknownImpl}:5: stage a: unknown gate implementation "nope" (registered: concept_graph, llm-judge, markdown_quality, scripted)`,
+          'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).',
         ],
       },
       {
@@ -288,7 +290,7 @@ describe('the CLI', () => {
     expect(started).toEqual([waiting]);
   });
 
-  it('a pipeline naming implementations Treadle does not ship is refused before starting; with --custom-worker the worker lists what it lacks', async () => {
+  it('a pipeline naming implementations Treadle does not ship is refused before starting; started through the client, the worker lists what it lacks', async () => {
     const file = write(
       'unknown-run.yaml',
       'name: unknown-run\nstages:\n  - name: a\n    run: scriptd\n    gate: nope\n',
@@ -296,14 +298,12 @@ describe('the CLI', () => {
     const id = h.id('unknown-impl');
     const refused = await treadle(['run', '--file', file, '--id', id]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/^treadle: pipeline unknown-run names implementations Treadle does not ship:\n/);
-    const run = await treadle(['run', '--file', file, '--id', id, '--custom-worker']);
-    expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(
-      new RegExp(
-        `^treadle: the worker refused pipeline unknown-run, so work item ${id} failed at once:\\n  - stage a: unknown stage implementation "scriptd" \\(did you mean "scripted"\\?\\) \\(registered: .*bogus.*\\)`,
-      ),
+    expect(refused.stderr).toMatch(
+      /^treadle: pipeline unknown-run is invalid:\n {2}- stage a: unknown stage implementation "scriptd" \(did you mean "scripted"\?\)/,
     );
+    expect(refused.stderr).toContain('name the task_queue their worker polls');
+    // The client checks no names; the worker's prepare step does, against what it registers.
+    await h.client.start(readPipelineFile(file), null, { id });
     const result = await h.client.result(id);
     expect(result.status).toBe('failed');
     expect(result.error).toMatch(

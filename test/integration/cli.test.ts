@@ -2,8 +2,8 @@
  * The `treadle` command (built output, as users run it) against the test server: run, run --wait,
  * status (table and JSON), watch, reviews (table and JSON), review (approve, reject, edit), artefact,
  * validate, and one-line errors for unknown items, stages not waiting, bad input and an unreachable server;
- * `run --file` with implementations Treadle does not ship: refused before starting, or with --custom-worker
- * the worker's verdict (refused, accepted, or a warning when no worker answers); the CLI's copies of the
+ * `run --file` with implementations Treadle does not ship: refused before starting without a task_queue (and
+ * --custom-worker a deprecated no-op), run on the queue's worker with one; the CLI's copies of the
  * built-in names and the dev server defaults agree with the originals.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -17,7 +17,8 @@ import {
 } from '../../src/pipelines/catalog';
 import { DEFAULT_PORT, DEFAULT_UI_PORT } from '../../src/server/dev-server';
 import { devDatabaseFile } from '../../src/home';
-import { defaultRegistry } from '../../src/worker';
+import { NativeConnection } from '@temporalio/worker';
+import { createImplementationsWorker, defaultRegistry } from '../../src/worker';
 import { bundledRegistry } from '../../src/cli/bundled-examples';
 import { runTreadle, type CliRun } from '../support/cli';
 
@@ -202,112 +203,87 @@ it('validates pipeline files, listing every problem', async () => {
 });
 
 describe('run --file with implementations Treadle does not ship', () => {
-  const customSpec = (): string =>
-    write('custom.yaml', 'name: custom\nstages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n');
+  const customSpec = (queue?: string): string =>
+    write(
+      `custom-${queue ?? 'none'}.yaml`,
+      `name: custom\n${queue ? `task_queue: ${queue}\n` : ''}stages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n`,
+    );
   const unknownProblems = [
     '  - stage summarize: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
     '  - stage summarize: unknown gate implementation "my_judge" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
   ];
+  const queueHint =
+    'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).';
+  const deprecated =
+    'treadle: --custom-worker is deprecated and does nothing: implementations of your own run on the task_queue the pipeline names for them\n';
 
-  it('refuses before starting (and before connecting), listing every unknown name and the flag that proceeds', async () => {
+  it('refuses before starting (and before connecting), listing every unknown name and how to name their queue', async () => {
     const spec = customSpec();
     const id = h.id('cli');
     const expected = {
       code: 1,
       stdout: '',
-      stderr: [
-        'treadle: pipeline custom names implementations Treadle does not ship:',
-        ...unknownProblems,
-        'If your worker registers them, add --custom-worker: the item starts and the worker checks them before its first stage.',
-        '',
-      ].join('\n'),
+      stderr: ['treadle: pipeline custom is invalid:', ...unknownProblems, queueHint, ''].join('\n'),
     };
     expect(await treadle(['run', '--file', spec, '--id', id])).toEqual(expected);
     await expect(h.client.getState(id)).rejects.toThrow(`unknown work item "${id}"`);
     // No server is needed to find out.
     expect(await treadle(['run', '--file', spec, '--id', id], { TEMPORAL_ADDRESS: '127.0.0.1:1' })).toEqual(expected);
+    // The old flag changes nothing but says so.
+    expect(await treadle(['run', '--file', spec, '--id', id, '--custom-worker'])).toEqual({
+      ...expected,
+      stderr: deprecated + expected.stderr,
+    });
   });
 
-  it('lists structural problems and unknown names together, with or without --custom-worker', async () => {
+  it('lists structural problems and unknown names together', async () => {
     const spec = write(
       'broken.yaml',
       'name: broken\nstages:\n  - name: a\n    run: my_summarizer\n    depends_on: [nowhere]\n',
     );
-    for (const flags of [[], ['--custom-worker']]) {
-      const run = await treadle(['run', '--file', spec, ...flags]);
-      expect(run).toEqual({
-        code: 1,
-        stdout: '',
-        stderr: [
-          'treadle: pipeline broken is invalid:',
-          '  - stage a: depends on unknown stage "nowhere" (the stages are: a)',
-          '  - stage a: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
-          '',
-        ].join('\n'),
-      });
-    }
-  });
-
-  it('with --custom-worker, reports the worker refusing names it lacks', async () => {
-    const id = h.id('cli');
-    const run = await treadle(['run', '--file', customSpec(), '--id', id, '--custom-worker']);
-    expect(run).toEqual({
+    expect(await treadle(['run', '--file', spec])).toEqual({
       code: 1,
       stdout: '',
       stderr: [
-        `treadle: the worker refused pipeline custom, so work item ${id} failed at once:`,
-        ...unknownProblems,
+        'treadle: pipeline broken is invalid:',
+        '  - stage a: depends on unknown stage "nowhere" (the stages are: a)',
+        '  - stage a: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+        queueHint,
         '',
       ].join('\n'),
     });
-    expect(await h.client.result(id)).toEqual(expect.objectContaining({ status: 'failed', failedStages: [] }));
   });
 
-  it('with --custom-worker, starts the item when its worker registers the names', async () => {
+  it('with task_queue, runs the stage and its gate on the worker polling that queue', async () => {
     const registry = defaultRegistry()
       .stage('my_summarizer', async (ctx) => ({
         outcome: 'completed',
         artefact: { summary: String(ctx.input).slice(0, 5) },
       }))
       .gate('my_judge', async () => ({ kind: 'accepted' }));
-    const custom = await startHarness({ registry });
+    const queue = `summaries-${h.taskQueue}`;
+    const connection = await NativeConnection.connect({ address: h.address });
+    const implementations = await createImplementationsWorker({
+      connection,
+      registry,
+      blobs: h.blobs,
+      implementationsQueue: queue,
+    });
+    const running = implementations.run();
     try {
-      const id = custom.id('cli');
-      const run = await runTreadle(custom, [
-        'run',
-        '--file',
-        customSpec(),
-        '--id',
-        id,
-        '--input',
-        '"hello world"',
-        '--custom-worker',
-      ]);
+      const id = h.id('cli');
+      const run = await treadle(['run', '--file', customSpec(queue), '--id', id, '--input', '"hello world"']);
       expect(run).toEqual({ code: 0, stdout: `${id}\n`, stderr: '' });
-      const result = await custom.client.result(id);
+      const result = await h.client.result(id);
       expect(result).toEqual(
         expect.objectContaining({ status: 'completed', artefacts: { summarize: { summary: 'hello' } } }),
       );
     } finally {
-      await custom.shutdown();
+      implementations.shutdown();
+      await running;
+      await connection.close();
     }
   });
-
-  it('with --custom-worker and no worker to ask, starts the item and warns that nothing checked the names', async () => {
-    const queue = `no-worker-${h.taskQueue}`;
-    const id = h.id('cli');
-    const run = await treadle(['run', '--file', customSpec(), '--id', id, '--custom-worker'], {
-      TREADLE_TASK_QUEUE: queue,
-    });
-    expect(run).toEqual({
-      code: 0,
-      stdout: `${id}\n`,
-      stderr: `treadle: warning: no worker on task queue ${queue} checked my_summarizer (stage), my_judge (gate) within 10s; work item ${id} is started and fails at once if its worker lacks them\n`,
-    });
-    const handle = h.temporal.workflow.getHandle(id);
-    expect((await handle.describe()).taskQueue).toBe(queue);
-    await handle.terminate('test cleanup: no worker polls this task queue');
-  }, 60_000);
 });
 
 it("checks specs against the names the CLI's worker registers: the generic kinds' and the examples'", () => {

@@ -5,7 +5,7 @@
  * injected, every one reported in one run with its file, line, field and fix; the filer's reproductions
  * (two contract problems at once, a missing `items`, two approval stages at once, an unknown action type, a
  * missing escalation ttl, unknown `${VARIABLES}` in a loop's prompt file and output path); `run --file` and
- * `loop` refusing config errors as config errors, before connecting, with or without `--custom-worker`; and
+ * `loop` refusing config errors as config errors, before connecting; and
  * `validate --custom-worker <module>` checking against the user's registry.
  *
  * The CLI commands need no server: each fails or succeeds before it would connect (TEMPORAL_ADDRESS points at
@@ -284,21 +284,17 @@ describe('run --file', () => {
   const expected =
     'treadle: pipeline bad-approval is invalid:\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n';
 
-  it('reports a config error as a config error and starts nothing, with or without --custom-worker', async () => {
+  it('reports a config error as a config error and starts nothing', async () => {
     const file = write('bad-approval.yaml', badApproval);
     expect(await treadle(['run', '--file', file])).toEqual({ code: 1, stdout: '', stderr: expected });
-    expect(await treadle(['run', '--file', file, '--custom-worker'])).toEqual({
-      code: 1,
-      stdout: '',
-      stderr: expected,
-    });
   });
 
-  it('with a config error and a name Treadle does not ship, lists both as invalid, even with --custom-worker', async () => {
+  it('with a config error and a name Treadle does not ship, lists both as invalid and names the missing task_queue', async () => {
     const file = write('bad-both.yaml', badApproval.replace('run: scripted', 'run: enrich'));
     const both =
-      'treadle: pipeline bad-approval is invalid:\n  - stage a: unknown stage implementation "enrich" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n';
-    expect(await treadle(['run', '--file', file, '--custom-worker'])).toEqual({ code: 1, stdout: '', stderr: both });
+      'treadle: pipeline bad-approval is invalid:\n  - stage a: unknown stage implementation "enrich" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n' +
+      'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).\n';
+    expect(await treadle(['run', '--file', file])).toEqual({ code: 1, stdout: '', stderr: both });
   });
 });
 

@@ -44,10 +44,17 @@ import { describeFailure, now, retryPolicyOf, type StageKindRun } from '../../wo
 function stepActivities(run: ApprovalRun, what: string) {
   const summary = `${run.stage.name} · attempt ${run.attempt}/${run.stage.retryBudget.maxAttempts} · ${what}`;
   const options = { startToCloseTimeout: '1m', retry: { maximumAttempts: 5 }, summary } as const;
-  return proxyActivities<{
-    [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
-    [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult>;
-  }>(options);
+  // An action type Treadle does not ship is checked and executed by the worker of the stage's queue.
+  const taskQueue = run.stage.queues?.[APPROVAL_CREATE_ACTIVITY];
+  // Proxies have no own keys to spread: each activity is taken from its own.
+  return {
+    [APPROVAL_CREATE_ACTIVITY]: proxyActivities<{
+      [APPROVAL_CREATE_ACTIVITY]: (input: ApprovalCreateInput) => Promise<ApprovalCreateResult>;
+    }>(taskQueue !== undefined ? { ...options, taskQueue } : options)[APPROVAL_CREATE_ACTIVITY],
+    [STORE_ARTEFACT_ACTIVITY]: proxyActivities<{
+      [STORE_ARTEFACT_ACTIVITY]: (input: StoreArtefactInput) => Promise<StoreArtefactResult>;
+    }>(options)[STORE_ARTEFACT_ACTIVITY],
+  };
 }
 
 /** What an approval attempt needs of its work item. */
@@ -265,9 +272,11 @@ export function applyDecision(
 /** The action runs with the stage's activity settings: its timeouts and the seed's retry policy. */
 function executeActivity(stage: StageSpec): (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult> {
   const { activity } = stage;
+  const taskQueue = stage.queues?.[APPROVAL_EXECUTE_ACTIVITY];
   return proxyActivities<{
     [APPROVAL_EXECUTE_ACTIVITY]: (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult>;
   }>({
+    ...(taskQueue !== undefined ? { taskQueue } : {}),
     startToCloseTimeout: activity.startToCloseTimeoutMs,
     heartbeatTimeout: activity.heartbeatTimeoutMs,
     retry: retryPolicyOf(activity, ['InvalidPayload', 'UnknownActionType', 'UnknownTask', 'IdempotencyConflict']),

@@ -1,0 +1,94 @@
+/**
+ * One rule per task queue (docs/deployment.md, "Task queues"): the core queue runs the workflows and exactly
+ * what Treadle ships, and implementations of your own run on queues their spec names. This module holds the
+ * rule's two decisions: which activities of a spec leave the item's queue, and whether a core worker's
+ * registrations are the shipped set.
+ */
+import { gateActivityType } from './model/activity-types';
+import { gateLeaves } from './model/gate-ref';
+import type { PipelineSpec, StageSpec } from './model/pipeline';
+import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY, APPROVAL_STAGE } from './kinds/approval/shapes';
+
+/** The names a worker registers, as a Registry's `names()` and the action registry give them. */
+export interface RegisteredNames {
+  stages: readonly string[];
+  gates: readonly string[];
+  validators?: readonly string[];
+  revisers?: readonly string[];
+  actions?: readonly string[];
+}
+
+/**
+ * The spec with each stage's `queues`: its activity types (implementation, `gate:<name>`) that this worker
+ * does not register, on the stage's `task_queue`, else the pipeline's. Validation has made sure each of
+ * them has one; a stage with nothing to route is returned as it was, so old specs schedule as before.
+ */
+export function routeImplementations(spec: PipelineSpec, registered: RegisteredNames): PipelineSpec {
+  const stages = spec.stages.map((stage): StageSpec => {
+    const queue = stage.taskQueue ?? spec.taskQueue;
+    if (queue === undefined) return stage;
+    const action = stage.run === APPROVAL_STAGE ? approvalActionOf(stage) : undefined;
+    const types = [
+      ...(registered.stages.includes(stage.run) ? [] : [stage.run]),
+      ...(action !== undefined && !(registered.actions ?? []).includes(action)
+        ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY]
+        : []),
+      ...gateLeaves(stage.gate)
+        .map((g) => g.run)
+        .filter((gate) => !registered.gates.includes(gate))
+        .map(gateActivityType),
+    ];
+    return types.length > 0 ? { ...stage, queues: Object.fromEntries(types.map((type) => [type, queue])) } : stage;
+  });
+  return { ...spec, stages };
+}
+
+/** The action type an approval stage requests (`with: { action }`), when it names one. */
+function approvalActionOf(stage: StageSpec): string | undefined {
+  const config = stage.with;
+  const action = typeof config === 'object' && config !== null && !Array.isArray(config) ? config.action : undefined;
+  return typeof action === 'string' && action !== '' ? action : undefined;
+}
+
+/** Names one registry adds to another, by kind (`stage summarize`, `gate tone`, `action type notify`). */
+export function namesBeyond(given: RegisteredNames, shipped: RegisteredNames): string[] {
+  const extra = (kind: string, names: readonly string[] | undefined, known: readonly string[] | undefined) =>
+    (names ?? []).filter((name) => !(known ?? []).includes(name)).map((name) => `${kind} ${name}`);
+  return [
+    ...extra('stage', given.stages, shipped.stages),
+    ...extra('gate', given.gates, shipped.gates),
+    ...extra('validator', given.validators, shipped.validators),
+    ...extra('reviser', given.revisers, shipped.revisers),
+    ...extra('action type', given.actions, shipped.actions),
+  ];
+}
+
+/** Thrown when a worker on the core queue would register more than Treadle ships. */
+export class CoreQueueRegistrationError extends Error {
+  readonly code = 'config';
+  constructor(
+    readonly taskQueue: string,
+    readonly extras: string[],
+  ) {
+    super(
+      `the core task queue ${taskQueue} runs only what Treadle ships, so every worker on it registers the same; ` +
+        `this worker adds ${extras.join(', ')}. Give those implementations a queue of their own: ` +
+        `runWorker({ registry, implementationsQueue: 'my-queue' }) (or TREADLE_IMPLEMENTATIONS_QUEUE), and name ` +
+        'it as task_queue in the pipeline or the stage',
+    );
+    this.name = 'CoreQueueRegistrationError';
+  }
+}
+
+/**
+ * The line `run` and `validate` add under problems that a `task_queue` would solve (a stage or gate
+ * implementation Treadle does not ship, not a typo of one, named with no queue); empty when there is none.
+ */
+export function missingQueueHint(problems: readonly string[]): string {
+  // A name close to a shipped one is a typo, and its problem already says so.
+  const unshipped = problems.some((p) => /unknown (stage|gate) implementation "[^"]*"(?! \(did you mean)/.test(p));
+  return unshipped
+    ? '\nImplementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls ' +
+        '(on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).'
+    : '';
+}

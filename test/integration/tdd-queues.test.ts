@@ -1,0 +1,131 @@
+/**
+ * Issue 26 §2, host-bound work: docs/stages/tdd.md's recipe for a worker that serves other repositories than its
+ * neighbours. Two `treadle worker` processes, each with its own TREADLE_TDD_REPOS, cwd and home, each on a queue
+ * of its own (TREADLE_TASK_QUEUE), and one TDD tree started on each queue with `treadle tdd --repo --wait`:
+ * both trees merge. (With both workers on one queue, Temporal handed each tree's tasks to either worker and
+ * trees failed "repository … is outside the folders this worker allows".)
+ */
+import { Connection } from '@temporalio/client';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync } from 'node:fs';
+import path from 'node:path';
+import { eventually, testAddress } from '../support/harness';
+import { isAlive } from '../support/processes';
+
+const ROOT = path.join(__dirname, '..', '..');
+const BIN = path.join(ROOT, 'bin', 'treadle.js');
+const SPEC = path.join(ROOT, 'examples', 'tdd', 'textkit.yaml');
+const REPLIES = path.join(ROOT, 'examples', 'tdd', 'textkit.replies.yaml');
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+let root: string;
+let connection: Connection;
+const workers: { child: ChildProcess; log: string }[] = [];
+const suffix = Math.random().toString(36).slice(2, 10);
+
+/** One worker's setting: its folder (repositories under it, its cwd), home and queue. */
+function host(name: string): NodeJS.ProcessEnv & { folder: string } {
+  const folder = path.join(root, name);
+  mkdirSync(folder);
+  execFileSync('git', ['init', '-q', '-b', 'main', 'textkit'], { cwd: folder });
+  execFileSync('git', ['-C', 'textkit', 'commit', '-q', '--allow-empty', '-m', 'init'], { cwd: folder, env: gitEnv });
+  const settings = /^(TREADLE_|TEMPORAL_|ANTHROPIC_|OTEL_|CLAUDE_)/;
+  return {
+    ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !settings.test(key))),
+    ...gitEnv,
+    folder,
+    TEMPORAL_ADDRESS: testAddress(),
+    TREADLE_TASK_QUEUE: `tdd-${name}-${suffix}`,
+    TREADLE_TDD_REPOS: folder,
+    TREADLE_HOME: path.join(root, `${name}-home`),
+  };
+}
+
+const gitEnv = {
+  GIT_AUTHOR_NAME: 'Test',
+  GIT_AUTHOR_EMAIL: 'test@localhost',
+  GIT_COMMITTER_NAME: 'Test',
+  GIT_COMMITTER_EMAIL: 'test@localhost',
+};
+
+function treadle(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], { cwd, env, timeout: 150_000 }, (error, stdout, stderr) =>
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+beforeAll(async () => {
+  root = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'tdd-queues-'));
+  connection = await Connection.connect({ address: testAddress() });
+});
+
+afterAll(async () => {
+  for (const { child } of workers) {
+    if (child.pid && isAlive(child.pid) && child.exitCode === null) {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+  }
+  await connection?.close();
+}, 60_000);
+
+it('runs two trees in two repositories held by two workers, each on its own queue', async () => {
+  const hosts = [host('a'), host('b')];
+  for (const env of hosts) {
+    const child = spawn(process.execPath, [BIN, 'worker'], { cwd: env.folder, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const worker = { child, log: '' };
+    child.stdout!.on('data', (d: Buffer) => (worker.log += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (worker.log += d.toString()));
+    workers.push(worker);
+  }
+  await eventually(
+    async () => {
+      for (const w of workers) if (w.child.exitCode !== null) throw new Error(`a worker exited:\n${w.log}`);
+      const polled = await Promise.all(
+        hosts.map((env) =>
+          connection.workflowService.describeTaskQueue({
+            namespace: 'default',
+            taskQueue: { name: env.TREADLE_TASK_QUEUE! },
+            taskQueueType: 1,
+          }),
+        ),
+      );
+      return polled.every((answer) => (answer.pollers ?? []).length > 0) ? true : undefined;
+    },
+    150_000,
+    'both workers polling',
+  );
+  const runs = await Promise.all(
+    hosts.map((env) =>
+      treadle(
+        [
+          'tdd',
+          SPEC,
+          '--repo',
+          path.join(env.folder, 'textkit'),
+          '--replies',
+          REPLIES,
+          '--id',
+          `tdd-${env.TREADLE_TASK_QUEUE}`,
+          '--wait',
+        ],
+        env,
+        root,
+      ),
+    ),
+  );
+  for (const [i, run] of runs.entries()) {
+    if (run.code !== 0)
+      throw new Error(`tree ${i}: exit ${run.code}\n${run.stdout}\n${run.stderr}\n${workers[i]!.log}`);
+    expect(run.stdout).toContain(`started tdd-${hosts[i]!.TREADLE_TASK_QUEUE}: branch tdd/textkit`);
+    expect(run.stdout).toContain('\ntextkit: merged (phase done, branch tdd/textkit, depth 0)\n');
+    expect(run.stdout).toMatch(/ItemCompleted +textkit merged as [0-9a-f]{10}/);
+  }
+}, 300_000);
