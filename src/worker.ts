@@ -24,6 +24,7 @@ import { loadConfig } from './config';
 import { connectClient, connectFailure, temporalSettings, type TemporalSettings } from './connection';
 import { createFanOutActivities } from './kinds/fan-out/activities';
 import { ensureSearchAttributes } from './server/search-attributes';
+import { workflowCodeForWorker } from './workflow-bundle';
 import type * as BundledExamplesModule from './cli/bundled-examples';
 
 export { defaultRegistry } from './registries';
@@ -55,7 +56,10 @@ export interface TreadleWorkerOptions {
    * it to the old version while a deploy that raises it rolls out (docs/versioning.md).
    */
   engineVersion?: number;
-  /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */
+  /**
+   * A workflow bundle of your own (tests, benchmarks); otherwise the one `npm run build` prebuilt, or the workflows
+   * bundled at start when their files changed since (src/workflow-bundle.ts).
+   */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
   worker?: Partial<WorkerOptions>;
@@ -77,9 +81,10 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     connection: options.connection,
     namespace: options.namespace ?? temporalSettings().namespace,
     taskQueue: options.taskQueue ?? config.taskQueue,
+    // The bundle `npm run build` made, unless the files changed since (then bundled here, 5-6 s).
     ...(options.workflowBundle
       ? { workflowBundle: options.workflowBundle }
-      : { workflowsPath: require.resolve('./workflows') }),
+      : workflowCodeForWorker(options.tracing ? 'traced' : 'plain')),
     activities: {
       ...createActivities({
         registry,
@@ -149,7 +154,8 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const settings = temporalSettings();
   const namespace = options.namespace ?? settings.namespace;
   const connection = options.connection ?? (await connectWorker(settings));
-  await registerSearchAttributes(settings, namespace);
+  // Off the critical path: the worker needs no search attribute to poll, only listings do.
+  const searchAttributes = registerSearchAttributes(settings, namespace);
   const tracing = options.tracing ?? tracingFromEnv();
   const worker = await createWorker({ ...options, namespace, connection, ...(tracing ? { tracing } : {}) });
   const taskQueue = options.taskQueue ?? config.taskQueue;
@@ -157,11 +163,27 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     `treadle worker: task queue ${taskQueue} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}\n`,
   );
   try {
-    await worker.run();
+    const running = worker.run();
+    await reportReady(worker, running);
+    await Promise.all([running, searchAttributes]);
   } finally {
     await tracing?.shutdown();
     await connection.close();
   }
+}
+
+/** The line deployments and health checks wait for: printed once the worker polls (or never, if it fails first). */
+export const WORKER_READY_LINE = 'treadle worker: ready';
+
+/** Prints {@link WORKER_READY_LINE} when `worker` is polling; `run()` sets its state at once, plugins may defer it. */
+async function reportReady(worker: Worker, running: Promise<void>): Promise<void> {
+  let settled = false;
+  void running.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  while (!settled && worker.getState() === 'INITIALIZED') await new Promise((resolve) => setTimeout(resolve, 10));
+  if (worker.getState() === 'RUNNING') process.stderr.write(`${WORKER_READY_LINE}\n`);
 }
 
 /** Makes sure the namespace has Treadle's search attributes; a server that refuses is reported, not fatal. */
