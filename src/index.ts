@@ -7,8 +7,9 @@ export {
   type ApprovalListing,
   type ConnectOptions,
 } from './client';
-export { createWorker, runWorker, connectWorker, type TreadleWorkerOptions } from './worker';
+export { createWorker, runWorker, connectWorker, WORKER_READY_LINE, type TreadleWorkerOptions } from './worker';
 export { temporalSettings, connectClient, type TemporalSettings } from './connection';
+export { prebuiltWorkflowBundle, type WorkflowBundleVariant } from './workflow-bundle';
 export { defaultRegistry, defaultActionRegistry } from './registries';
 export {
   Registry,
@@ -17,7 +18,30 @@ export {
   type StageContext,
   type GateContext,
 } from './activities/registry';
-export { FileBlobStore, type BlobStore } from './storage/blob-store';
+export {
+  FileBlobStore,
+  MemoryBlobStore,
+  BlobNotFoundError,
+  createBlobStore,
+  S3BlobStore,
+  ConditionalWritesUnsupportedError,
+  type BlobStore,
+  type BlobStoreSettings,
+  type S3BlobStoreOptions,
+} from './storage';
+export { treadleExternalStorage, DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES } from './storage/external-storage';
+export {
+  SqliteCallLog,
+  summarizeRows,
+  type CallLog,
+  type CallLogRow,
+  type CallFilter,
+  type CallGrouping,
+  type CallOrigin,
+  type CallSummary,
+} from './storage/call-log';
+export { loadConfig, DEFAULT_TASK_QUEUE, type TreadleConfig } from './config';
+export { treadleHome, HOME_ENV } from './home';
 export { pipeline, PipelineBuilder } from './model/builder';
 export {
   validatePipeline,
