@@ -2,9 +2,9 @@
  * `npm run bench` / `npm run bench:quick`: runs every scenario on Treadle and on the raw-Temporal baseline
  * against one dev server in this process, prints a table, and writes `bench/results/<mode>.json`.
  *
- * Flags: `--quick` (CI size, under two minutes), `--medium`, default full; `--only=fan-out-items` runs that one
- * scenario at the mode's sizes (after the warm-up) and writes `bench/results/<mode>-fan-out-items.json`. See
- * BENCHMARKS.md.
+ * Flags: `--quick` (CI size, under two minutes), `--medium`, default full; `--only=fan-out-items` (or
+ * `worker-start`, `cli-start`) runs that one scenario at the mode's sizes (after the warm-up) and writes
+ * `bench/results/<mode>-<scenario>.json`. See BENCHMARKS.md.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
