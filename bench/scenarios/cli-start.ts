@@ -7,7 +7,7 @@
  * Commands run round-robin, one at a time, so a burst of load on the machine weighs on all of them alike.
  * The CLI runs from `lib/` (`npm run build`), which this benchmark does not build.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { distribution, ratio, type Distribution } from '../statistics';
@@ -72,6 +72,26 @@ function timeOnce(args: string[], env: NodeJS.ProcessEnv = process.env): number 
       `node ${args.join(' ')} exited ${run.status ?? run.signal}: ${run.stderr.trim() || run.error?.message}`,
     );
   return elapsed;
+}
+
+/**
+ * {@link timeOnce} without blocking: the benchmark's own workers run in this process, and a command that queries
+ * a work item (`status`) or updates it (`review`) waits for them to answer.
+ */
+function timeOnceAsync(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = nowMs();
+    const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      const elapsed = nowMs() - started;
+      if (code === 0) resolve(elapsed);
+      else reject(new Error(`node ${args.join(' ')} exited ${code ?? signal}: ${stderr.trim()}`));
+    });
+  });
 }
 
 /** Fails early when the CLI is not built, and warns when the build is older than the CLI's source. */
@@ -165,8 +185,8 @@ async function serverCommandStarts(ctx: ScenarioContext, runs: number): Promise<
   // One unmeasured round first, as above.
   for (let round = -1; round < runs; round++) {
     for (const [label, command] of Object.entries(commands)) {
-      const treadle = timeOnce(command.treadle(round), env);
-      const bareMs = timeOnce(command.bare(round), env);
+      const treadle = await timeOnceAsync(command.treadle(round), env);
+      const bareMs = await timeOnceAsync(command.bare(round), env);
       if (round >= 0) {
         samples[label]!.treadle.push(treadle);
         samples[label]!.bare.push(bareMs);
