@@ -2,9 +2,9 @@
  * `npm run bench` / `npm run bench:quick`: runs every scenario on Treadle and on the raw-Temporal baseline
  * against one dev server in this process, prints a table, and writes `bench/results/<mode>.json`.
  *
- * Flags: `--quick` (CI size, under two minutes), `--medium`, default full; `--only=fan-out-items` runs that one
- * scenario at the mode's sizes (after the warm-up) and writes `bench/results/<mode>-fan-out-items.json`. See
- * BENCHMARKS.md.
+ * Flags: `--quick` (CI size, under two minutes), `--medium`, default full; `--only=fan-out-items` (or
+ * `worker-start`, `cli-start`) runs that one scenario at the mode's sizes (after the warm-up) and writes
+ * `bench/results/<mode>-<scenario>.json`. See BENCHMARKS.md.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
@@ -13,7 +13,8 @@ import path from 'node:path';
 import { startEnvironment, type BenchEnvironment, type EnvironmentRecord } from './environment';
 import { SIZES, mapLimited, type Row, type ScenarioContext, type Sizes } from './scenario';
 import { baselineSide, treadleSide } from './sides';
-import { CLI_START_GOAL_MS, cliStart, type CliStartResult } from './scenarios/cli-start';
+import { CLI_SERVER_GOAL_RATIO, CLI_START_GOAL_MS, cliStart, type CliStartResult } from './scenarios/cli-start';
+import { WORKER_START_GOAL_MS, workerStart, type WorkerStartResult } from './scenarios/worker-start';
 import { fanOut, type FanOutWidthResult } from './scenarios/fan-out';
 import { fanOutItems, type FanOutItemsResult } from './scenarios/fan-out-items';
 import { loopIterations, type LoopIterationsResult } from './scenarios/loop-iterations';
@@ -77,6 +78,7 @@ export interface BenchResults {
     waitingItems: WaitingItemsResult;
     tddTree: TddTreeResult;
     cliStart: CliStartResult;
+    workerStart: WorkerStartResult;
     /** Null in quick mode (three more servers would not fit CI's budget). */
     serverSettings: ServerSettingsResult | null;
     /** Throughput with each worker in its own process, on a server of its own; null in quick mode (CI's budget). */
@@ -87,7 +89,7 @@ export interface BenchResults {
 }
 
 /** Scenarios `--only=<name>` runs by themselves: the long ones worth measuring alone. */
-const ALONE = { 'fan-out-items': fanOutItems } as const;
+const ALONE = { 'fan-out-items': fanOutItems, 'worker-start': workerStart, 'cli-start': cliStart } as const;
 
 /** `--only=<name>`, when given. */
 function parseOnly(argv: string[]): keyof typeof ALONE | undefined {
@@ -184,6 +186,18 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
       target: `< ${CLI_START_GOAL_MS}`,
       met: c.underGoal,
     })),
+    ...s.cliStart.serverCommands.map((c) => ({
+      goal: `CLI start: ${c.command} ÷ bare @temporalio/client script, medians`,
+      measured: c.ratioToBare ?? Number.NaN,
+      target: `≤ ${CLI_SERVER_GOAL_RATIO}`,
+      met: c.underGoal,
+    })),
+    {
+      goal: 'treadle worker: spawn → ready line, prebuilt bundle, median ms',
+      measured: s.workerStart.prebuiltMs.p50,
+      target: `< ${WORKER_START_GOAL_MS}`,
+      met: s.workerStart.underGoal,
+    },
   ];
   if (mode === 'quick')
     goals.push({
@@ -272,7 +286,7 @@ async function main(): Promise<void> {
       return result;
     };
     if (only !== undefined) {
-      await run(ALONE[only]);
+      await run<unknown>(ALONE[only]);
       const durationMs = performance.now() - started;
       const alone = {
         mode,
@@ -297,6 +311,7 @@ async function main(): Promise<void> {
     const scenarios: Omit<BenchResults['scenarios'], 'serverSettings' | 'separateProcesses'> = {
       // First, while no work items are in flight: it measures the wall time of short processes.
       cliStart: await run(cliStart),
+      workerStart: await run(workerStart),
       throughput: await run(throughput),
       serverWork: await run(serverWork),
       latency: await run(latency),

@@ -12,9 +12,11 @@ export {
   createImplementationsWorker,
   runWorker,
   connectWorker,
+  WORKER_READY_LINE,
   type TreadleWorkerOptions,
 } from './worker';
 export { temporalSettings, connectClient, type TemporalSettings } from './connection';
+export { prebuiltWorkflowBundle, type WorkflowBundleVariant } from './workflow-bundle';
 export { defaultRegistry, defaultActionRegistry } from './registries';
 export {
   Registry,
@@ -23,7 +25,32 @@ export {
   type StageContext,
   type GateContext,
 } from './activities/registry';
-export { FileBlobStore, type BlobStore } from './storage/blob-store';
+export {
+  FileBlobStore,
+  MemoryBlobStore,
+  BlobNotFoundError,
+  createBlobStore,
+  S3BlobStore,
+  ConditionalWritesUnsupportedError,
+  type BlobStore,
+  type BlobStoreSettings,
+  type S3BlobStoreOptions,
+} from './storage';
+export { treadleExternalStorage, DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES } from './storage/external-storage';
+export { SqliteCallLog } from './storage/sqlite-call-log';
+export { PostgresCallLog } from './storage/postgres-call-log';
+export { openCallLog } from './storage/open-call-log';
+export {
+  summarizeRows,
+  type CallLog,
+  type CallLogRow,
+  type CallFilter,
+  type CallGrouping,
+  type CallOrigin,
+  type CallSummary,
+} from './storage/call-log';
+export { loadConfig, DEFAULT_TASK_QUEUE, type TreadleConfig } from './config';
+export { treadleHome, HOME_ENV } from './home';
 export { pipeline, PipelineBuilder } from './model/builder';
 export {
   validatePipeline,

@@ -27,6 +27,7 @@ import { loadConfig } from './config';
 import { connectClient, connectFailure, temporalSettings, type TemporalSettings } from './connection';
 import { createFanOutActivities } from './kinds/fan-out/activities';
 import { ensureSearchAttributes } from './server/search-attributes';
+import { workflowCodeForWorker } from './workflow-bundle';
 import type * as BundledExamplesModule from './cli/bundled-examples';
 import { CoreQueueRegistrationError, namesBeyond, type RegisteredNames } from './task-queues';
 
@@ -66,7 +67,10 @@ export interface TreadleWorkerOptions {
    * it to the old version while a deploy that raises it rolls out (docs/versioning.md).
    */
   engineVersion?: number;
-  /** A prebuilt workflow bundle (tests, benchmarks); otherwise the workflows are bundled at start. */
+  /**
+   * A workflow bundle of your own (tests, benchmarks); otherwise the one `npm run build` prebuilt, or the workflows
+   * bundled at start when their files changed since (src/workflow-bundle.ts).
+   */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
   worker?: Partial<WorkerOptions>;
@@ -115,9 +119,10 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     connection: options.connection,
     namespace: options.namespace ?? temporalSettings().namespace,
     taskQueue: options.taskQueue ?? config.taskQueue,
+    // The bundle `npm run build` made, unless the files changed since (then bundled here, 5-6 s).
     ...(options.workflowBundle
       ? { workflowBundle: options.workflowBundle }
-      : { workflowsPath: require.resolve('./workflows') }),
+      : workflowCodeForWorker(options.tracing ? 'traced' : 'plain')),
     activities: {
       ...createActivities({
         registry,
@@ -252,7 +257,8 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const settings = temporalSettings();
   const namespace = options.namespace ?? settings.namespace;
   const connection = options.connection ?? (await connectWorker(settings));
-  await registerSearchAttributes(settings, namespace);
+  // Off the critical path: the worker needs no search attribute to poll, only listings do.
+  const searchAttributes = registerSearchAttributes(settings, namespace);
   const tracing = options.tracing ?? tracingFromEnv();
   const implementationsQueue = options.implementationsQueue ?? (process.env.TREADLE_IMPLEMENTATIONS_QUEUE || undefined);
   const base = { ...options, namespace, connection, ...(tracing ? { tracing } : {}) };
@@ -271,18 +277,17 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const taskQueue = options.taskQueue ?? config.taskQueue;
   const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
   process.stderr.write(
-    `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}
-`,
+    `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}\n`,
   );
   try {
     // One stopping (a signal stops both; a fatal error one) takes the other down with it.
-    await Promise.all(
-      workers.map((worker) =>
-        worker.run().finally(() => {
-          for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
-        }),
-      ),
+    const running = workers.map((worker) =>
+      worker.run().finally(() => {
+        for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
+      }),
     );
+    await reportReady(workers, running);
+    await Promise.all([...running, searchAttributes]);
   } finally {
     await tracing?.shutdown();
     await connection.close();
@@ -293,6 +298,25 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
 function callLogNote(options: Partial<TreadleWorkerOptions>, setting: string | null): string {
   if (options.callLog !== undefined || setting === null || !isPostgresUrl(setting)) return '';
   return `, call log ${describeCallLog(setting)}`;
+}
+
+/** The line deployments and health checks wait for: printed once the worker polls (or never, if it fails first). */
+export const WORKER_READY_LINE = 'treadle worker: ready';
+
+/**
+ * Prints {@link WORKER_READY_LINE} once every worker polls; `run()` sets a worker's state at once, plugins may
+ * defer it. Nothing is printed when one stops first.
+ */
+async function reportReady(workers: readonly Worker[], running: readonly Promise<void>[]): Promise<void> {
+  let settled = false;
+  for (const run of running)
+    void run.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+  while (!settled && workers.some((worker) => worker.getState() === 'INITIALIZED'))
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  if (workers.every((worker) => worker.getState() === 'RUNNING')) process.stderr.write(`${WORKER_READY_LINE}\n`);
 }
 
 /** Makes sure the namespace has Treadle's search attributes; a server that refuses is reported, not fatal. */

@@ -20,6 +20,7 @@ import { promptHash } from './prompt-hash';
 import {
   AgentUnavailableError,
   DEFAULT_MAX_TOOL_ROUNDS,
+  TOOL_ROUNDS_EXHAUSTED,
   type Agent,
   type AgentRequest,
   type AgentResult,
@@ -46,8 +47,8 @@ export const MAX_TOOL_RESULT_CHARS = 100_000;
 const MAX_TOOL_USE_SUMMARY = 120;
 /** What the Messages API accepts as a tool name. */
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
-/** Failure type when a tool loop used all its rounds without a final answer: non-retryable. */
-export const TOOL_ROUNDS_EXHAUSTED = 'AgentToolRoundsExhausted';
+// In types.ts, so code that recognises the failure need not load the Anthropic SDK.
+export { TOOL_ROUNDS_EXHAUSTED };
 
 /** Failure type thrown when the provider cannot run here (no API key). */
 export const AGENT_UNAVAILABLE = 'AgentUnavailableError';

@@ -2,7 +2,7 @@
  * Agents: one interface, several providers. `defaultAgentProviders()` is what a worker offers unless it
  * is given its own map.
  */
-import { AnthropicAgent } from './anthropic';
+import type * as AnthropicModule from './anthropic';
 import { claudeCodeAgentFactory } from './claude-code';
 import type { AgentProviders } from './providers';
 import { scriptedAgentFactory } from './scripted';
@@ -15,7 +15,9 @@ export { ConversationStore } from '../storage/conversation';
 /** anthropic (needs ANTHROPIC_API_KEY), scripted (offline), claude-code (needs the `claude` CLI). */
 export function defaultAgentProviders(): AgentProviders {
   return {
-    anthropic: () => new AnthropicAgent(),
+    // Loaded on first use: the Anthropic SDK is a third of a worker's module load time, and offline workers never use it.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
+    anthropic: () => new (require('./anthropic') as typeof AnthropicModule).AnthropicAgent(),
     scripted: scriptedAgentFactory,
     'claude-code': claudeCodeAgentFactory,
   };

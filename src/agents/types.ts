@@ -10,6 +10,9 @@ import type { AgentMessage, Json } from '../model/shapes';
 // Conversations are stored below the agents (storage/conversation.ts), so the message shape lives in model/.
 export type { AgentMessage } from '../model/shapes';
 
+/** Failure type when a tool loop used all its rounds without a final answer: non-retryable. */
+export const TOOL_ROUNDS_EXHAUSTED = 'AgentToolRoundsExhausted';
+
 /** What a stage or gate asks of an agent. */
 export interface AgentRequest {
   system?: string;

@@ -7,7 +7,13 @@ import { createHash, randomUUID } from 'node:crypto';
 import { link, mkdir, open, readFile, readdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { homeLocation } from '../home';
-import { isBlobRef, type Artefact, type BlobRef, type Json } from '../model/shapes';
+import type { Artefact, BlobRef, Json } from '../model/shapes';
+import type * as Shapes from '../model/shapes';
+
+// The schemas (zod) load on the first artefact checked, not with the store: a client that only lists or reads
+// state (`treadle status`, `reviews`) never needs them (issue 26 §5, CLI start).
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
+const isBlobRef = (value: unknown): value is BlobRef => (require('../model/shapes') as typeof Shapes).isBlobRef(value);
 
 /**
  * Where blobs live; implement it to put them in S3, GCS, a database... Blobs are immutable and addressed by

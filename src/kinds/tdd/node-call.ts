@@ -16,7 +16,7 @@ import { ConversationStore } from '../../storage/conversation';
 import { recordingAgent } from '../../agents';
 import { defaultAgentName, type AgentProviderFactory, type AgentProviders } from '../../agents/providers';
 import type { AgentMessage, AgentTool, ToolUse } from '../../agents/types';
-import { TOOL_ROUNDS_EXHAUSTED } from '../../agents/anthropic';
+import { TOOL_ROUNDS_EXHAUSTED } from '../../agents/types';
 import { worktreeAccess, worktreeTools } from '../../agents/worktree-tools';
 import { applyFileWrites, PathEscapeError, ReadOnlyPathError } from '../../agents/worktree-files';
 import { callsOf, type Supervision } from '../../activities/supervision';

@@ -1,0 +1,34 @@
+/**
+ * What starting costs, by the modules loaded (issue 26 §5; the times themselves are in the benchmark, not here):
+ * - the SDK client (`lib/client.js`, what `status`, `reviews`, `review` and `approve list` load) loads neither the
+ *   schemas (zod), nor the start path, nor the audit: @temporalio/client plus Treadle's thin layer;
+ * - the worker (`lib/worker.js`) loads neither the Anthropic SDK nor OpenTelemetry's SDK until used.
+ * Each check runs in a fresh node process on the build, as the CLI does.
+ */
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+
+const ROOT = path.join(__dirname, '..', '..');
+
+/** The files `require(entry)` loads in a fresh process, relative to the repository or its node_modules. */
+function modulesLoadedBy(entry: string): string[] {
+  const script = `require(${JSON.stringify(entry)}); process.stdout.write(JSON.stringify(Object.keys(require.cache)))`;
+  const files = JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: ROOT, encoding: 'utf8' })) as string[];
+  return files.map((file) => file.replace(/^.*\/node_modules\//, 'node_modules/').replace(`${ROOT}/`, ''));
+}
+
+const matching = (files: string[], pattern: RegExp) => files.filter((file) => pattern.test(file));
+
+it('the client loads no schemas, start path or audit', () => {
+  const files = modulesLoadedBy('./lib/client');
+  expect(matching(files, /^node_modules\/@temporalio\/client\//).length).toBeGreaterThan(0);
+  expect(matching(files, /^node_modules\/zod\/|^lib\/(client\/start|audit|model\/pipeline)\.js$/)).toEqual([]);
+});
+
+it('the worker loads no Anthropic SDK and no OpenTelemetry SDK until they are used', () => {
+  const files = modulesLoadedBy('./lib/worker');
+  expect(matching(files, /^lib\/workflow-bundle\.js$/)).toEqual(['lib/workflow-bundle.js']);
+  expect(
+    matching(files, /^node_modules\/(@anthropic-ai\/sdk|@opentelemetry\/sdk-trace-\w+|@opentelemetry\/resources)\//),
+  ).toEqual([]);
+});
