@@ -5,7 +5,6 @@
 import { Client, type Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import type { TreadleTracing } from './tracing';
 import type { AuditEntry } from './audit';
-import type * as AuditModule from './audit';
 import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
@@ -32,31 +31,11 @@ import { openItemsByEngine, type EngineCount } from './engine-versions';
 import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
 import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
-import type * as ApprovalLookupModule from './client/approval-lookup';
-import type * as StartModule from './client/start';
 import type { StartContext } from './client/start';
 import { answeredByWorker, resultOf, visibleItem, type VisibleItem } from './client/worker-presence';
+import { approvalItem, audit, decidedBefore, runIdFor, startTddTree, startWorkItem } from './client/on-demand';
 
-// Loaded on first use: starting items (the pipeline model and its validation), audits and approval lookups are
-// what few commands do, and `status`, `reviews` and `approve list` start faster without them (issue 26 §5).
-/* eslint-disable @typescript-eslint/no-require-imports -- the lazy modules above */
-const startModule = (): typeof StartModule => require('./client/start');
-const auditModule = (): typeof AuditModule => require('./audit');
-const approvalLookup = (): typeof ApprovalLookupModule => require('./client/approval-lookup');
-/* eslint-enable @typescript-eslint/no-require-imports */
-const startWorkItem: typeof StartModule.startWorkItem = (...args) => startModule().startWorkItem(...args);
-const startTddTree: typeof StartModule.startTddTree = (...args) => startModule().startTddTree(...args);
-const audit: typeof AuditModule.audit = (...args) => auditModule().audit(...args);
-const approvalItem: typeof ApprovalLookupModule.approvalItem = (...args) => approvalLookup().approvalItem(...args);
-const decidedBefore: typeof ApprovalLookupModule.decidedBefore = (...args) => approvalLookup().decidedBefore(...args);
-
-/**
- * The default id of a work item: `<pipeline>-<first 16 hex of sha256(canonical input)>`, so the same input
- * names the same run (seed 003: a run is found by its pipeline and input hash).
- */
-export const runIdFor: typeof StartModule.runIdFor = (pipeline, input) => startModule().runIdFor(pipeline, input);
-
-export { TreadleError, type ApprovalListing, type PendingReviewListing };
+export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing };
 
 /** Options for {@link TreadleClient.connect}. */
 export interface ConnectOptions {

@@ -1,0 +1,28 @@
+/**
+ * The client's parts loaded on first use: starting items (the pipeline model and its validation), audits and
+ * approval lookups are what few commands do, and `status`, `reviews` and `approve list` start faster without
+ * them (issue 26 §5; test/integration/start-modules.test.ts checks what the client loads).
+ */
+import type * as AuditModule from '../audit';
+import type * as ApprovalLookupModule from './approval-lookup';
+import type * as StartModule from './start';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loading these lazily is the point */
+const startModule = (): typeof StartModule => require('./start');
+const auditModule = (): typeof AuditModule => require('../audit');
+const approvalLookup = (): typeof ApprovalLookupModule => require('./approval-lookup');
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+export const startWorkItem: typeof StartModule.startWorkItem = (...args) => startModule().startWorkItem(...args);
+export const startTddTree: typeof StartModule.startTddTree = (...args) => startModule().startTddTree(...args);
+export const audit: typeof AuditModule.audit = (...args) => auditModule().audit(...args);
+export const approvalItem: typeof ApprovalLookupModule.approvalItem = (...args) =>
+  approvalLookup().approvalItem(...args);
+export const decidedBefore: typeof ApprovalLookupModule.decidedBefore = (...args) =>
+  approvalLookup().decidedBefore(...args);
+
+/**
+ * The default id of a work item: `<pipeline>-<first 16 hex of sha256(canonical input)>`, so the same input
+ * names the same run (seed 003: a run is found by its pipeline and input hash).
+ */
+export const runIdFor: typeof StartModule.runIdFor = (pipeline, input) => startModule().runIdFor(pipeline, input);
