@@ -38,7 +38,7 @@ export {
 } from './storage';
 export { treadleExternalStorage, DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES } from './storage/external-storage';
 export { SqliteCallLog } from './storage/sqlite-call-log';
-export { PostgresCallLog } from './storage/postgres-call-log';
+export { PostgresCallLog, type PostgresCallLogOptions } from './storage/postgres-call-log';
 export { openCallLog } from './storage/open-call-log';
 export {
   summarizeRows,

@@ -5,7 +5,7 @@
  * missing; appends are one multi-row `INSERT … ON CONFLICT (id) DO NOTHING`; summaries are computed from the
  * rows as SQLite's are (call-log.ts), so both give identical numbers.
  */
-import { Pool, type PoolConfig } from 'pg';
+import { Pool } from 'pg';
 import type { CallRecord } from '../model/shapes';
 import {
   CALL_LOG_COLUMNS,
@@ -37,6 +37,16 @@ CREATE INDEX IF NOT EXISTS llm_call_log_created ON llm_call_log (created_at);
 CREATE INDEX IF NOT EXISTS llm_call_log_pipeline ON llm_call_log (pipeline, created_at);
 CREATE INDEX IF NOT EXISTS llm_call_log_correlation ON llm_call_log (run_correlation_id);`;
 
+/** Pool settings of a {@link PostgresCallLog}; Treadle's own names, so its types need no `@types/pg`. */
+export interface PostgresCallLogOptions {
+  /** Connections at most (default 4). */
+  maxConnections?: number;
+  /** How long to wait for a connection (default 10 s). */
+  connectionTimeoutMs?: number;
+  /** How long one statement may run (default 30 s). */
+  queryTimeoutMs?: number;
+}
+
 /** The PostgreSQL call log: a small connection pool, the table made on first use. */
 export class PostgresCallLog implements CallLog {
   private readonly pool: Pool;
@@ -44,17 +54,16 @@ export class PostgresCallLog implements CallLog {
 
   constructor(
     readonly url: string,
-    options: Omit<PoolConfig, 'connectionString'> = {},
+    options: PostgresCallLogOptions = {},
   ) {
     this.pool = new Pool({
       connectionString: url,
-      max: 4,
+      max: options.maxConnections ?? 4,
       // A database that is down must not hold an activity's end for long: the supervision logs the failure.
-      connectionTimeoutMillis: 10_000,
-      query_timeout: 30_000,
+      connectionTimeoutMillis: options.connectionTimeoutMs ?? 10_000,
+      query_timeout: options.queryTimeoutMs ?? 30_000,
       // The worker never closes its log: idle connections must not keep a stopping process alive.
       allowExitOnIdle: true,
-      ...options,
     });
     // An idle connection the server drops is reported here; without a listener it would end the process.
     this.pool.on('error', () => undefined);

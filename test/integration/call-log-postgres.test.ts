@@ -13,7 +13,7 @@ import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import { call, callLogContract, origin } from '../support/call-log-contract';
 import { eventually, testAddress } from '../support/harness';
 import { startPostgres, type TestPostgres } from '../support/postgres';
-import { isAlive } from '../support/processes';
+import { pollerCount, stopProcess } from '../support/processes';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const PASSWORD = 'pw-nobody-may-print';
@@ -127,12 +127,7 @@ describe('two workers on two machines', () => {
       await eventually(
         async () => {
           if (worker.child.exitCode !== null) throw new Error(`the worker exited:\n${worker.log}`);
-          const answer = await connection.workflowService.describeTaskQueue({
-            namespace: 'default',
-            taskQueue: { name: worker.queue },
-            taskQueueType: 1, // workflow tasks
-          });
-          return (answer.pollers ?? []).length > 0 ? true : undefined;
+          return (await pollerCount(connection, worker.queue)) > 0 ? true : undefined;
         },
         150_000,
         'the worker polling',
@@ -140,12 +135,7 @@ describe('two workers on two machines', () => {
   }, 180_000);
 
   afterAll(async () => {
-    for (const { child } of workers)
-      if (child.pid && isAlive(child.pid)) {
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGTERM');
-        await exited;
-      }
+    for (const { child } of workers) await stopProcess(child);
     await connection?.close();
   }, 60_000);
 

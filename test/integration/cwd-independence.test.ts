@@ -13,7 +13,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, testAddress } from '../support/harness';
-import { isAlive } from '../support/processes';
+import { pollerCount, stopProcess } from '../support/processes';
 import type { WorkItemState } from '../../src/model/state';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
@@ -79,12 +79,7 @@ beforeAll(async () => {
   await eventually(
     async () => {
       if (worker!.exitCode !== null) throw new Error(`the worker exited:\n${workerLog}`);
-      const answer = await connection.workflowService.describeTaskQueue({
-        namespace: 'default',
-        taskQueue: { name: env.TREADLE_TASK_QUEUE! },
-        taskQueueType: 1, // workflow tasks
-      });
-      return (answer.pollers ?? []).length > 0 ? true : undefined;
+      return (await pollerCount(connection, env.TREADLE_TASK_QUEUE!)) > 0 ? true : undefined;
     },
     150_000,
     'the worker polling',
@@ -92,10 +87,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  if (worker?.pid && isAlive(worker.pid)) {
-    worker.kill('SIGTERM');
-    await new Promise((resolve) => worker!.once('exit', resolve));
-  }
+  if (worker) await stopProcess(worker);
   await connection?.close();
 }, 60_000);
 

@@ -16,7 +16,7 @@ import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { eventually, testAddress } from '../support/harness';
-import { isAlive } from '../support/processes';
+import { pollerCount, stopProcess } from '../support/processes';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const SUMMARIES_WORKER = path.join(__dirname, '..', 'fixtures', 'queues', 'summaries-worker.js');
@@ -71,16 +71,6 @@ function startWorker(args: string[], extra: NodeJS.ProcessEnv = {}): { child: Ch
   return worker;
 }
 
-/** How many pollers a queue has for workflow tasks (1) or activity tasks (2). */
-async function pollers(taskQueue: string, taskQueueType: 1 | 2): Promise<number> {
-  const answer = await connection.workflowService.describeTaskQueue({
-    namespace: 'default',
-    taskQueue: { name: taskQueue },
-    taskQueueType,
-  });
-  return (answer.pollers ?? []).length;
-}
-
 beforeAll(async () => {
   root = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'mixed-workers-'));
   const settings = /^(TREADLE_|TEMPORAL_|ANTHROPIC_|OTEL_|CLAUDE_)/;
@@ -99,12 +89,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const { child } of workers) {
-    if (child.pid && isAlive(child.pid) && child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.once('exit', resolve));
-    }
-  }
+  for (const { child } of workers) await stopProcess(child);
   await connection?.close();
 }, 60_000);
 
@@ -117,7 +102,9 @@ it(`runs ${ITEMS} items with a custom implementation beside treadle worker, with
   await eventually(
     async () => {
       for (const w of [dev, custom]) if (w.child.exitCode !== null) throw new Error(`a worker exited:\n${w.log}`);
-      return (await pollers(core, 1)) >= 2 && (await pollers(summaries, 2)) >= 1 ? true : undefined;
+      return (await pollerCount(connection, core, 1)) >= 2 && (await pollerCount(connection, summaries, 2)) >= 1
+        ? true
+        : undefined;
     },
     150_000,
     'both workers polling',

@@ -19,7 +19,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { readMarkdown, type MarkdownSample } from '../support/markdown-samples';
 import { eventually, startHarness, testAddress, type Harness } from '../support/harness';
-import { isAlive } from '../support/processes';
+import { pollerCount, stopProcess } from '../support/processes';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BIN = path.join(ROOT, 'bin', 'treadle.js');
@@ -138,12 +138,7 @@ async function pollerOn(taskQueue: string, timeoutMs: number, alive: () => boole
   await eventually(
     async () => {
       if (!alive()) throw new Error('the worker process exited');
-      const answer = await connection.workflowService.describeTaskQueue({
-        namespace: 'default',
-        taskQueue: { name: taskQueue },
-        taskQueueType: 1, // workflow tasks
-      });
-      return (answer.pollers ?? []).length > 0 ? true : undefined;
+      return (await pollerCount(connection, taskQueue)) > 0 ? true : undefined;
     },
     timeoutMs,
     `a worker polling ${taskQueue}`,
@@ -203,10 +198,7 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  if (worker?.pid && isAlive(worker.pid)) {
-    worker.kill('SIGTERM');
-    await new Promise((resolve) => worker!.once('exit', resolve));
-  }
+  if (worker) await stopProcess(worker);
   await connection?.close();
 }, 60_000);
 

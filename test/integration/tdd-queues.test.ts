@@ -10,7 +10,7 @@ import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_pro
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, testAddress } from '../support/harness';
-import { isAlive } from '../support/processes';
+import { pollerCount, stopProcess } from '../support/processes';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BIN = path.join(ROOT, 'bin', 'treadle.js');
@@ -67,12 +67,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const { child } of workers) {
-    if (child.pid && isAlive(child.pid) && child.exitCode === null) {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.once('exit', resolve));
-    }
-  }
+  for (const { child } of workers) await stopProcess(child);
   await connection?.close();
 }, 60_000);
 
@@ -88,16 +83,8 @@ it('runs two trees in two repositories held by two workers, each on its own queu
   await eventually(
     async () => {
       for (const w of workers) if (w.child.exitCode !== null) throw new Error(`a worker exited:\n${w.log}`);
-      const polled = await Promise.all(
-        hosts.map((env) =>
-          connection.workflowService.describeTaskQueue({
-            namespace: 'default',
-            taskQueue: { name: env.TREADLE_TASK_QUEUE! },
-            taskQueueType: 1,
-          }),
-        ),
-      );
-      return polled.every((answer) => (answer.pollers ?? []).length > 0) ? true : undefined;
+      const polled = await Promise.all(hosts.map((env) => pollerCount(connection, env.TREADLE_TASK_QUEUE!)));
+      return polled.every((count) => count > 0) ? true : undefined;
     },
     150_000,
     'both workers polling',
