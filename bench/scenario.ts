@@ -28,6 +28,11 @@ export interface Sizes {
   serverRounds: number;
   /** Whether the throughput scenario runs again with each worker in its own process (its own server too). */
   separateProcesses: boolean;
+  /**
+   * Whether the spawn-heavy start scenarios run: `treadle worker` to its ready line, and the CLI's commands
+   * against the server beside bare-client scripts (about a minute together); `--only=<scenario>` runs them in any mode.
+   */
+  processStarts: boolean;
   /** Children of the wide TDD tree. */
   tddWidth: number;
   /** Sizes of the fan-out stage over elements (one child workflow each), and how many run at once. */
@@ -58,6 +63,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     serverItemsAtOnce: 60,
     serverRounds: 0,
     separateProcesses: false,
+    // Worker and server-command starts (about a minute) would break the quick budget: `--only` measures them.
+    processStarts: false,
     // A parent with 4 children took 26 s of a 125 s quick run on 2026-11-25's slow VM; 2 show the same shape
     // in about half the time (medium and full run 10 and 20).
     tddWidth: 2,
@@ -85,6 +92,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     serverItemsAtOnce: 60,
     serverRounds: 1,
     separateProcesses: true,
+    processStarts: true,
     tddWidth: 10,
     fanOutItems: [1_000],
     fanOutConcurrency: 50,
@@ -109,6 +117,7 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     serverItemsAtOnce: 60,
     serverRounds: 2,
     separateProcesses: true,
+    processStarts: true,
     tddWidth: 20,
     // 10,000: a Treadle fan-out continues as new; the baseline's one parent holds ~7.5 MB of history. Above
     // 10,000 only Treadle runs (BASELINE_MAX_ITEMS).

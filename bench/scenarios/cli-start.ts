@@ -129,7 +129,7 @@ export async function cliStart(ctx: ScenarioContext): Promise<ScenarioResult<Cli
       underGoal: startMs.p50 < CLI_START_GOAL_MS,
     };
   });
-  const serverCommands = await serverCommandStarts(ctx, runs);
+  const serverCommands = ctx.sizes.processStarts ? await serverCommandStarts(ctx, runs) : [];
   const scenario = `CLI start (median of ${runs}; baseline: node -e 0)`;
   const serverScenario = `CLI start against the server (median of ${runs}; baseline: bare @temporalio/client script)`;
   return {
