@@ -297,7 +297,11 @@ test('fail fast, resume smart: an agent crash stops the loop with the seed’s f
     error: { type: 'agent_crash', message: 'Claude process exited with code 1', timestamp: expect.any(String) },
     resume_from: 3,
   });
-  const stateFile = JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'));
+  // The query shows the failure as the loop schedules the activity that writes state.json: wait for the file too.
+  const stateFile = await eventually(async () => {
+    const written = JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'));
+    return written.status === 'failed' ? written : undefined;
+  });
   expect(stateFile).toMatchObject({
     status: 'failed',
     iteration: 3,
