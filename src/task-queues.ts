@@ -53,7 +53,7 @@ function approvalActionOf(stage: StageSpec): string | undefined {
 /** Names one registry adds to another, by kind (`stage summarize`, `gate tone`, `action type notify`). */
 export function namesBeyond(given: RegisteredNames, shipped: RegisteredNames): string[] {
   const extra = (kind: string, names: readonly string[] | undefined, known: readonly string[] | undefined) =>
-    (names ?? []).filter((name) => !(known ?? []).includes(name)).map((name) => `${kind} ${name}`);
+    beyond(names, known).map((name) => `${kind} ${name}`);
   return [
     ...extra('stage', given.stages, shipped.stages),
     ...extra('gate', given.gates, shipped.gates),
@@ -61,6 +61,42 @@ export function namesBeyond(given: RegisteredNames, shipped: RegisteredNames): s
     ...extra('reviser', given.revisers, shipped.revisers),
     ...extra('action type', given.actions, shipped.actions),
   ];
+}
+
+/**
+ * The activity types an implementations queue serves: the stages, gates (`gate:<name>`) and approval actions
+ * that `own` adds to what Treadle ships. Throws when `own` adds contract roles, which specs cannot route yet,
+ * or nothing at all.
+ */
+export function implementationActivityTypes(
+  queue: string,
+  own: RegisteredNames,
+  shipped: RegisteredNames,
+): Set<string> {
+  const unroutable = namesBeyond(
+    { stages: [], gates: [], validators: own.validators, revisers: own.revisers },
+    shipped,
+  );
+  if (unroutable.length > 0)
+    throw new Error(
+      `an implementations queue serves stages, gates and action types; ${unroutable.join(', ')} must run on the item's own queue: ` +
+        'give the worker that registers them a taskQueue of its own and start the items there',
+    );
+  const types = new Set([
+    ...beyond(own.stages, shipped.stages),
+    ...beyond(own.gates, shipped.gates).map(gateActivityType),
+    ...(beyond(own.actions, shipped.actions).length > 0 ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY] : []),
+  ]);
+  if (types.size === 0)
+    throw new Error(
+      `the implementations queue ${queue} would serve nothing: the registry and approvalActions add no stage, gate or action type to what Treadle ships`,
+    );
+  return types;
+}
+
+/** The names in `names` that `known` lacks. */
+function beyond(names: readonly string[] | undefined, known: readonly string[] | undefined): string[] {
+  return (names ?? []).filter((name) => !(known ?? []).includes(name));
 }
 
 /** Thrown when a worker on the core queue would register more than Treadle ships. */

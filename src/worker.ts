@@ -8,8 +8,6 @@ import { correlationInterceptors } from './observability';
 import { tracingFromEnv, type TreadleTracing } from './tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
-import { gateActivityType } from './model/activity-types';
-import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY } from './kinds/approval/shapes';
 import { createTddActivities } from './kinds/tdd/activities';
 import { createLoopActivities } from './kinds/loop/activities';
 import { createContractActivities } from './kinds/contract/activities';
@@ -29,7 +27,12 @@ import { createFanOutActivities } from './kinds/fan-out/activities';
 import { ensureSearchAttributes } from './server/search-attributes';
 import { workflowCodeForWorker } from './workflow-bundle';
 import type * as BundledExamplesModule from './cli/bundled-examples';
-import { CoreQueueRegistrationError, namesBeyond, type RegisteredNames } from './task-queues';
+import {
+  CoreQueueRegistrationError,
+  implementationActivityTypes,
+  namesBeyond,
+  type RegisteredNames,
+} from './task-queues';
 
 export { defaultRegistry } from './registries';
 
@@ -201,28 +204,11 @@ export async function createImplementationsWorker(
   const registry = options.registry ?? defaultRegistry();
   const actions = options.approvalActions ?? defaultActionRegistry();
   const shippedSet = shippedRegistrations();
-  const shipped = registeredNames(shippedSet.registry, shippedSet.approvalActions);
-  const own = registeredNames(registry, actions);
-  // Stages, gates and action types are routed by the spec's task_queue; contract roles are not (yet).
-  const unroutable = namesBeyond(
-    { stages: [], gates: [], validators: own.validators, revisers: own.revisers },
-    shipped,
+  const types = implementationActivityTypes(
+    options.implementationsQueue,
+    registeredNames(registry, actions),
+    registeredNames(shippedSet.registry, shippedSet.approvalActions),
   );
-  if (unroutable.length > 0)
-    throw new Error(
-      `an implementations queue serves stages, gates and action types; ${unroutable.join(', ')} must run on the item's own queue: ` +
-        'give the worker that registers them a taskQueue of its own and start the items there',
-    );
-  const ownActions = (own.actions ?? []).filter((name) => !(shipped.actions ?? []).includes(name));
-  const types = new Set([
-    ...own.stages.filter((name) => !shipped.stages.includes(name)),
-    ...own.gates.filter((name) => !shipped.gates.includes(name)).map(gateActivityType),
-    ...(ownActions.length > 0 ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY] : []),
-  ]);
-  if (types.size === 0)
-    throw new Error(
-      `the implementations queue ${options.implementationsQueue} would serve nothing: the registry and approvalActions add no stage, gate or action type to what Treadle ships`,
-    );
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
   const callLog = callLogFor(options, config.callLog);
   const all = createActivities({

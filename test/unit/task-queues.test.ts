@@ -9,7 +9,14 @@ import YAML from 'yaml';
 import { pipeline } from '../../src/model/builder';
 import { validatePipeline, type PipelineSpec } from '../../src/model/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
-import { missingQueueHint, namesBeyond, routeImplementations } from '../../src/task-queues';
+import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY } from '../../src/kinds/approval/shapes';
+import { gateActivityType } from '../../src/model/activity-types';
+import {
+  implementationActivityTypes,
+  missingQueueHint,
+  namesBeyond,
+  routeImplementations,
+} from '../../src/task-queues';
 
 const valid = (raw: unknown): PipelineSpec => {
   const result = validatePipeline(raw, BUILT_IN_IMPLEMENTATIONS);
@@ -84,4 +91,18 @@ it("names what a worker's registrations add to the shipped set", () => {
       BUILT_IN_IMPLEMENTATIONS,
     ),
   ).toEqual(['stage summarize', 'gate tone', 'action type post_invoice']);
+});
+
+it('gives an implementations queue the activity types beyond the shipped set, and refuses contract roles or nothing', () => {
+  const shipped = { ...BUILT_IN_IMPLEMENTATIONS, actions: ['create_task'] };
+  const own = { stages: ['scripted', 'summarize'], gates: ['tone'], actions: ['create_task', 'post_invoice'] };
+  expect([...implementationActivityTypes('summaries', own, shipped)].sort()).toEqual(
+    ['summarize', gateActivityType('tone'), APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY].sort(),
+  );
+  expect(() => implementationActivityTypes('summaries', { ...own, validators: ['schema_x'] }, shipped)).toThrow(
+    /validator schema_x must run on the item's own queue/,
+  );
+  expect(() => implementationActivityTypes('summaries', { stages: ['scripted'], gates: [] }, shipped)).toThrow(
+    'the implementations queue summaries would serve nothing',
+  );
 });
