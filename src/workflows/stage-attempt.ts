@@ -46,10 +46,13 @@ import type {
 } from '../model/state';
 import type { AttemptLog, StageRun } from './stage-run';
 
-const tddPrepare = proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({
-  startToCloseTimeout: '1m',
-  retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
-})[TDD_PREPARE_ACTIVITY];
+/** The tree's prepare step, on `taskQueue` when the stage names one (the host that holds the repository). */
+const tddPrepareOn = (taskQueue: string | undefined) =>
+  proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({
+    startToCloseTimeout: '1m',
+    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
+    ...(taskQueue !== undefined ? { taskQueue } : {}),
+  })[TDD_PREPARE_ACTIVITY];
 
 /** Stages run by workflow code (child workflows, requests) rather than by one activity. */
 export const STAGE_KINDS: ReadonlySet<string> = new Set([TDD_STAGE, LOOP_STAGE, FAN_OUT_STAGE, APPROVAL_STAGE]);
@@ -283,16 +286,22 @@ function activityOptions(stage: StageSpec, attempt: number, what: string, type: 
 
 /**
  * A `tdd` stage's attempt: the TDD tree as a child workflow (its own history and Web UI page, under this
- * item), its root's `MergeComplete` as the artefact, by reference. A tree that fails fails the attempt.
+ * item; on the stage's `task_queue` when it names one), its root's `MergeComplete` as the artefact, by
+ * reference. A tree that fails fails the attempt.
  */
 async function runTddTree(run: StageRun, attempt: number): Promise<StageActivityResult> {
   const treeId = `${workflowInfo().workflowId}.${run.stage.name}.${attempt}`;
-  const input = await tddPrepare({ config: run.stage.with ?? null, treeId });
+  // A repository is a folder on one host: a stage's task_queue sends the whole tree (its prepare step, its
+  // workflows and their activities) to the queue the workers holding it poll. Without one, nothing changes.
+  const taskQueue = run.stage.taskQueue;
+  const input = await tddPrepareOn(taskQueue)({ config: run.stage.with ?? null, treeId });
   // Engine 6 asks the tree to fail its workflow when it does not merge; its result comes with the failure.
   const flagged = run.engine.failsWorkflow ? { failAsWorkflow: true } : {};
-  const result = await executeChild(tddNode, { workflowId: treeId, args: [{ ...input, ...flagged }] }).catch(
-    (error: unknown) => resultOfFailure<TddNodeResult>(error, TDD_TREE_FAILED) ?? Promise.reject(error),
-  );
+  const result = await executeChild(tddNode, {
+    workflowId: treeId,
+    args: [{ ...input, ...flagged }],
+    ...(taskQueue !== undefined ? { taskQueue } : {}),
+  }).catch((error: unknown) => resultOfFailure<TddNodeResult>(error, TDD_TREE_FAILED) ?? Promise.reject(error));
   // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
   if (result.status !== 'merged' || !result.mergeRef)
     throw failureWithUsage(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed', result.usage);

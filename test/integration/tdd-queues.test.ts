@@ -7,8 +7,9 @@
  */
 import { Connection } from '@temporalio/client';
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import YAML from 'yaml';
 import { eventually, testAddress } from '../support/harness';
 import { pollerCount, stopProcess } from '../support/processes';
 
@@ -43,6 +44,8 @@ function host(name: string): NodeJS.ProcessEnv & { folder: string } {
     TREADLE_TASK_QUEUE: `tdd-${name}-${suffix}`,
     TREADLE_TDD_REPOS: folder,
     TREADLE_HOME: path.join(root, `${name}-home`),
+    // Items that span both hosts (below) need one blob store: a shared folder here, S3 across machines.
+    TREADLE_BLOB_DIR: path.join(root, 'shared-blobs'),
   };
 }
 
@@ -115,4 +118,63 @@ it('runs two trees in two repositories held by two workers, each on its own queu
     expect(run.stdout).toContain('\ntextkit: merged (phase done, branch tdd/textkit, depth 0)\n');
     expect(run.stdout).toMatch(/ItemCompleted +textkit merged as [0-9a-f]{10}/);
   }
+
+  // A pipeline started on b's queue whose tdd and loop stages name a's queue: the tree (a's repository,
+  // which b's worker refuses) and the loop (its folders) run on a's worker; the item completes on b's.
+  const [a, b] = hosts as [(typeof hosts)[0], (typeof hosts)[0]];
+  const id = `host-stages-${suffix}`;
+  const spec = {
+    name: 'host-stages',
+    stages: [
+      {
+        name: 'build',
+        run: 'tdd',
+        task_queue: a.TREADLE_TASK_QUEUE,
+        with: {
+          spec: YAML.parse(readFileSync(SPEC, 'utf8')),
+          repo: path.join(a.folder, 'textkit'),
+          replies: YAML.parse(readFileSync(REPLIES, 'utf8')),
+        },
+      },
+      {
+        name: 'refine',
+        run: 'loop',
+        task_queue: a.TREADLE_TASK_QUEUE,
+        depends_on: ['build'],
+        with: {
+          stage: {
+            name: 'refine',
+            prompt: 'Read ${CTX}. Write ${OUTPUT}. Report in ${STATUS}.',
+            termination: { type: 'fixed' },
+          },
+          max_iterations: 1,
+        },
+      },
+    ],
+  };
+  const status = {
+    decision: 'stop',
+    reason: 'done',
+    summary: 'done',
+    work: { items_completed: [], files_touched: [] },
+    errors: [],
+  };
+  const input = { agent_replies: { refine: [{ output: '# Notes\n', progress: '## 1\n', status }] } };
+  writeFileSync(path.join(root, 'host-stages.yaml'), YAML.stringify(spec));
+  writeFileSync(path.join(root, 'host-stages.input.json'), JSON.stringify(input));
+  const run = await treadle(
+    ['run', '--file', 'host-stages.yaml', '--input', '@host-stages.input.json', '--id', id, '--wait'],
+    b,
+    root,
+  );
+  if (run.code !== 0)
+    throw new Error(`exit ${run.code}\n${run.stdout}\n${run.stderr}\n${workers.map((w) => w.log).join('\n')}`);
+  const tree = await connection.workflowService.describeWorkflowExecution({
+    namespace: 'default',
+    execution: { workflowId: `${id}.build.1` },
+  });
+  expect(tree.executionConfig?.taskQueue?.name).toBe(a.TREADLE_TASK_QUEUE);
+  const runFolder = (home: string) => path.join(home, 'workspace', '.treadle', 'pipeline-runs', id);
+  expect(existsSync(runFolder(a.TREADLE_HOME!))).toBe(true);
+  expect(existsSync(runFolder(b.TREADLE_HOME!))).toBe(false);
 }, 300_000);

@@ -410,14 +410,18 @@ function renderDetails(state: LoopState): string {
   return lines.join('\n');
 }
 
-const { [LOOP_PREPARE_ACTIVITY]: prepareActivity, [LOOP_ARTEFACT_ACTIVITY]: artefactActivity } = proxyActivities<{
-  [LOOP_PREPARE_ACTIVITY]: (input: LoopPrepareInput) => Promise<LoopPrepareResult>;
-  [LOOP_ARTEFACT_ACTIVITY]: (input: { artefact: LoopArtefact }) => Promise<Json>;
-}>({
-  startToCloseTimeout: '5m',
-  heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
-  retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
-});
+/** The stage's two activities around the loop; prepare makes the run folder, so on the workspace's host queue. */
+const stageActivities = (taskQueue: string | undefined) =>
+  proxyActivities<{
+    [LOOP_PREPARE_ACTIVITY]: (input: LoopPrepareInput) => Promise<LoopPrepareResult>;
+    [LOOP_ARTEFACT_ACTIVITY]: (input: { artefact: LoopArtefact }) => Promise<Json>;
+  }>({
+    startToCloseTimeout: '5m',
+    heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
+    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
+    ...(taskQueue !== undefined ? { taskQueue } : {}),
+  });
+const { [LOOP_ARTEFACT_ACTIVITY]: artefactActivity } = stageActivities(undefined);
 
 /**
  * A `loop` stage's attempt in a work item: the plan made and stored by an activity, then the loop as a child
@@ -427,7 +431,10 @@ const { [LOOP_PREPARE_ACTIVITY]: prepareActivity, [LOOP_ARTEFACT_ACTIVITY]: arte
  */
 export async function runLoopStage(run: StageKindRun, stageIndex: number): Promise<StageActivityResult> {
   const { stage } = run;
-  const prepared = await prepareActivity({
+  // A workspace is a folder on one host: a stage's task_queue sends the prepare step and the loop's workflow
+  // (with its activities) to the queue the workers holding it poll. Without one, nothing changes.
+  const taskQueue = stage.taskQueue;
+  const prepared = await stageActivities(taskQueue)[LOOP_PREPARE_ACTIVITY]({
     itemId: run.itemId,
     pipeline: run.pipeline,
     stage: stage.name,
@@ -471,6 +478,7 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
       },
     ],
     staticSummary: `loop stage ${stage.name} of ${run.itemId}`,
+    ...(taskQueue !== undefined ? { taskQueue } : {}),
   });
   const summary = truncateText(
     `${artefact.iterations} iteration${artefact.iterations === 1 ? '' : 's'}; ${artefact.stoppedBy.by === 'guardrail' ? 'stopped by a guardrail' : 'done'}: ${artefact.stoppedBy.reason}`,
