@@ -247,25 +247,27 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const searchAttributes = registerSearchAttributes(settings, namespace);
   const tracing = options.tracing ?? tracingFromEnv();
   const implementationsQueue = options.implementationsQueue ?? (process.env.TREADLE_IMPLEMENTATIONS_QUEUE || undefined);
-  const base = { ...options, namespace, connection, ...(tracing ? { tracing } : {}) };
+  // One call log for both workers, closed when they stop (an open PostgreSQL pool would keep the process alive).
+  const callLog = options.callLog === undefined && config.callLog !== null ? openCallLog(config.callLog) : undefined;
+  const base = { ...options, namespace, connection, ...(tracing ? { tracing } : {}), ...(callLog ? { callLog } : {}) };
   // With an implementations queue the registry's own names go there; the core queue keeps the shipped set.
   const core = { ...base };
   if (implementationsQueue !== undefined) {
     delete core.registry;
     delete core.approvalActions;
   }
-  const workers = [
-    await createWorker(core),
-    ...(implementationsQueue !== undefined
-      ? [await createImplementationsWorker({ ...base, implementationsQueue })]
-      : []),
-  ];
-  const taskQueue = options.taskQueue ?? config.taskQueue;
-  const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
-  process.stderr.write(
-    `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}\n`,
-  );
   try {
+    const workers = [
+      await createWorker(core),
+      ...(implementationsQueue !== undefined
+        ? [await createImplementationsWorker({ ...base, implementationsQueue })]
+        : []),
+    ];
+    const taskQueue = options.taskQueue ?? config.taskQueue;
+    const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
+    process.stderr.write(
+      `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}\n`,
+    );
     // One stopping (a signal stops both; a fatal error one) takes the other down with it.
     const running = workers.map((worker) =>
       worker.run().finally(() => {
@@ -276,6 +278,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     await Promise.all([...running, searchAttributes]);
   } finally {
     await tracing?.shutdown();
+    await callLog?.close();
     await connection.close();
   }
 }
