@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # The Treadle worker image: builds lib/ from src/, keeps production dependencies only, and runs
 # `treadle worker` as the unprivileged `node` user. Configure it with environment variables (docs/configuration.md;
-# deployment in docs/deployment.md); docker-compose.yml runs it against a Temporal dev server and MinIO.
+# deployment in docs/deploy.md); docker-compose.yml runs it against a Temporal dev server and MinIO.
 
 ARG NODE_IMAGE=node:20-bookworm-slim
 

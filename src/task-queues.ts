@@ -1,5 +1,5 @@
 /**
- * One rule per task queue (docs/deployment.md, "Task queues"): the core queue runs the workflows and exactly
+ * One rule per task queue (docs/deploy.md, "Task queues"): the core queue runs the workflows and exactly
  * what Treadle ships, and implementations of your own run on queues their spec names. This module holds the
  * rule's two decisions: which activities of a spec leave the item's queue, and whether a core worker's
  * registrations are the shipped set.

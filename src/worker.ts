@@ -26,6 +26,7 @@ import { connectClient, connectFailure, temporalSettings, type TemporalSettings 
 import { createFanOutActivities } from './kinds/fan-out/activities';
 import { ensureSearchAttributes } from './server/search-attributes';
 import { workflowCodeForWorker } from './workflow-bundle';
+import { installPrometheusMetrics, prometheusAddressFromEnv } from './worker-metrics';
 import type * as BundledExamplesModule from './cli/bundled-examples';
 import {
   CoreQueueRegistrationError,
@@ -236,12 +237,16 @@ export async function createImplementationsWorker(
 
 /**
  * Connects to Temporal as configured (the environment and `temporal.toml` profiles: src/connection.ts) and
- * runs a worker until SIGINT/SIGTERM.
+ * runs a worker until SIGINT/SIGTERM. With `TREADLE_METRICS_PROMETHEUS` set it first serves the SDK's metrics
+ * there (src/worker-metrics.ts).
  */
 export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Promise<void> {
   const config = loadConfig();
   const settings = temporalSettings();
   const namespace = options.namespace ?? settings.namespace;
+  const metrics = prometheusAddressFromEnv();
+  // Before the first connection, which would make the process's runtime without the exporter.
+  if (metrics !== undefined) installPrometheusMetrics(metrics);
   const connection = options.connection ?? (await connectWorker(settings));
   // Off the critical path: the worker needs no search attribute to poll, only listings do.
   const searchAttributes = registerSearchAttributes(settings, namespace);
@@ -266,7 +271,8 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     const taskQueue = options.taskQueue ?? config.taskQueue;
     const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
     process.stderr.write(
-      `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}${callLogNote(options, config.callLog)}\n`,
+      `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}` +
+        `${metrics !== undefined ? `, metrics on http://${metrics}/metrics` : ''}${callLogNote(options, config.callLog)}\n`,
     );
     // One stopping (a signal stops both; a fatal error one) takes the other down with it.
     const running = workers.map((worker) =>

@@ -27,7 +27,7 @@ export class TemporalCliNotFoundError extends Error {
         ...tried.map((t) => `  - ${t}`),
         'Fix one of: set TEMPORAL_ADDRESS to use a running server; set TEMPORAL_CLI to a temporal binary;',
         `put temporal on PATH; install Go and let Treadle run go install ${TEMPORAL_CLI_MODULE};`,
-        'or use docker compose up (see docs/deployment.md).',
+        'or use docker compose up (see docs/deploy.md).',
       ].join('\n'),
     );
     this.name = 'TemporalCliNotFoundError';

@@ -148,9 +148,12 @@ describe("a server without Treadle's search attributes", () => {
     expect(commands).toContain('temporal operator search-attribute create --name TreadlePipeline --type Keyword');
   });
 
-  it('are the commands the deployment docs give', () => {
-    const deployment = readFileSync(path.join(__dirname, '..', '..', 'docs', 'deployment.md'), 'utf8');
+  it('are the commands the deployment docs give, for the temporal CLI and for tcld (Temporal Cloud)', () => {
+    const deployment = readFileSync(path.join(__dirname, '..', '..', 'docs', 'deploy.md'), 'utf8');
     for (const command of searchAttributeCommands()) expect(deployment).toContain(`\n${command}\n`);
+    const tcld = /\ntcld namespace search-attributes add [^`]*/.exec(deployment)?.[0] ?? '';
+    const named = [...tcld.matchAll(/--search-attribute (\w+)=(\w+)/g)].map(([, name, type]) => [name, type]);
+    expect(Object.fromEntries(named)).toEqual(SEARCH_ATTRIBUTE_DEFINITIONS);
   });
 
   it('explains both refusals with the commands, and leaves other messages alone', () => {
