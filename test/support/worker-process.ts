@@ -2,9 +2,11 @@
  * `treadle worker` as a process of its own, started as users start it (bin/treadle.js, an environment and a
  * directory of its own): tests that need workers on separate "machines", or one they can kill, start it here.
  */
+import { Connection } from '@temporalio/client';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { WORKER_READY_LINE } from '../../src/worker';
+import { eventually, testAddress } from './harness';
 import { stopProcess } from './processes';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
@@ -35,8 +37,9 @@ export interface TreadleWorkerProcess {
 }
 
 /**
- * Starts `treadle worker` and resolves once it prints {@link WORKER_READY_LINE}; rejects, with everything it
- * printed, when it exits first or is not ready within `readyWithinMs`.
+ * Starts `treadle worker` and resolves once it prints {@link WORKER_READY_LINE} and the test server lists it
+ * among the pollers of its task queue (`TREADLE_TASK_QUEUE`, default `treadle`), so a command that asks whether
+ * a worker polls gets yes; rejects, with everything it printed, when it exits first or is not ready in time.
  */
 export async function startTreadleWorker(options: TreadleWorkerOptions): Promise<TreadleWorkerProcess> {
   const child = spawn(process.execPath, [BIN, 'worker', ...(options.args ?? [])], {
@@ -82,5 +85,30 @@ export async function startTreadleWorker(options: TreadleWorkerOptions): Promise
     };
     child.once('exit', onExit);
   });
+  await polling(child, options.env.TREADLE_TASK_QUEUE || 'treadle', within).catch((error: Error) => {
+    child.kill('SIGKILL');
+    throw new Error(`${error.message}\n${log}`);
+  });
   return worker;
+}
+
+/** Waits until the test server lists this process (`<pid>@<host>`, the SDK's identity) polling `taskQueue`. */
+async function polling(child: ChildProcess, taskQueue: string, timeoutMs: number): Promise<void> {
+  const connection = await Connection.connect({ address: testAddress() });
+  try {
+    await eventually(
+      async () => {
+        if (child.exitCode !== null) throw new Error('treadle worker exited');
+        const { pollers } = await connection.workflowService.describeTaskQueue({
+          namespace: 'default',
+          taskQueue: { name: taskQueue },
+        });
+        return (pollers ?? []).some((p) => p.identity?.startsWith(`${child.pid}@`)) ? true : undefined;
+      },
+      timeoutMs,
+      `treadle worker (pid ${child.pid}) polling ${taskQueue}`,
+    );
+  } finally {
+    await connection.close();
+  }
 }
