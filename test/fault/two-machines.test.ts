@@ -8,9 +8,10 @@
  * review-demo (a gate, escalation to a person, a sign-off), discovery (quality contracts), a loop pipeline and
  * a TDD tree on A's queue. Cases: A's host worker is killed with SIGKILL once the tree is mid-way (a child
  * merged, the root not) and restarted with the same settings, and the tree merges; B's core worker is killed
- * with SIGKILL while items it may hold wait for people, and restarted; every item completes; `treadle calls`
- * with A's settings and with B's sees the same calls, as many as the items and the tree counted; the large
- * artefacts are in the bucket, and no home holds a blob.
+ * with SIGKILL while items it may hold wait for people, and restarted; every item completes, and both core
+ * workers ran some of their activities; `treadle calls` with A's settings and with B's shows the same calls,
+ * per pipeline as many as each item and the tree counted; the large artefacts are in the bucket, and no home
+ * holds a blob or a call log of its own.
  */
 import { Client, Connection } from '@temporalio/client';
 import { execFile, execFileSync } from 'node:child_process';
@@ -276,16 +277,35 @@ it('runs every stage kind across two machines that share S3 and PostgreSQL, thro
   const items = [ids.triage, ids.review, ids.discovery, ids.loop];
   for (const id of items) expect({ id, status: (await client.result(id)).status }).toEqual({ id, status: 'completed' });
 
-  // Every call, once, whichever machine asks: as many as the items and the tree counted themselves.
-  const counted =
-    (await Promise.all(items.map(async (id) => (await client.usage(id)).total.calls))).reduce((x, y) => x + y, 0) +
-    ((await client.tddResult(ids.tree)).usage?.calls ?? 0);
-  expect(counted).toBeGreaterThan(0);
+  // Every call, once, whichever machine asks: per pipeline, as many as each item and the tree counted themselves
+  // (a fan-out's elements log under <pipeline>.<stage>, and their calls are the item's too).
+  const usageOf = async (id: string): Promise<number> => (await client.usage(id)).total.calls;
+  const counted = {
+    discovery: await usageOf(ids.discovery),
+    'email-triage': await usageOf(ids.triage),
+    'full-ideation': await usageOf(ids.loop),
+    tdd: (await client.tddResult(ids.tree)).usage?.calls ?? 0,
+  };
+  expect(await usageOf(ids.review)).toBe(0);
+  for (const [pipeline, calls] of Object.entries(counted))
+    expect({ pipeline, made: calls > 0 }).toEqual({ pipeline, made: true });
   for (const by of ['pipeline', 'stage']) {
     const [fromA, fromB] = await Promise.all([a, b].map((on) => treadle(on, ['calls', '--by', by, '--json'])));
     expectExit(fromA!, 0, `calls --by ${by} on A`);
     expect(fromB).toEqual(fromA);
-    expect((JSON.parse(fromA!.stdout) as { total: { calls: number } }).total.calls).toBe(counted);
+    const logged = JSON.parse(fromA!.stdout) as {
+      groups: { group: string; calls: number }[];
+      total: { calls: number };
+    };
+    expect(logged.total.calls).toBe(Object.values(counted).reduce((x, y) => x + y, 0));
+    if (by === 'pipeline') {
+      const perPipeline: Record<string, number> = {};
+      for (const { group, calls } of logged.groups) {
+        const pipeline = group.split('.')[0]!;
+        perPipeline[pipeline] = (perPipeline[pipeline] ?? 0) + calls;
+      }
+      expect(perPipeline).toEqual(counted);
+    }
   }
 
   // Both machines ran the core queue's work: activities of the items were started by a worker of each.
