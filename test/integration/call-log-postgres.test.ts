@@ -4,16 +4,15 @@
  * calls, and `calls prune` deletes old rows; a password in the URL is never printed; and two `treadle worker`
  * processes with separate homes, writing to one PostgreSQL log, are both seen by `treadle calls` from either home.
  */
-import { Connection } from '@temporalio/client';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { openCallLog } from '../../src/storage/open-call-log';
 import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import { call, callLogContract, origin } from '../support/call-log-contract';
-import { eventually, testAddress } from '../support/harness';
+import { testAddress } from '../support/harness';
 import { startPostgres, type TestPostgres } from '../support/postgres';
-import { pollerCount, stopProcess } from '../support/processes';
+import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const PASSWORD = 'pw-nobody-may-print';
@@ -102,48 +101,35 @@ it('names an unreachable PostgreSQL log without its password', async () => {
 });
 
 describe('two workers on two machines', () => {
-  const workers: { child: ChildProcess; log: string; home: string; queue: string }[] = [];
-  let connection: Connection;
+  const workers: { process: TreadleWorkerProcess; home: string; queue: string }[] = [];
   let url: string;
 
   beforeAll(async () => {
     url = withPassword(await pg.createDatabase('machines'));
-    connection = await Connection.connect({ address: testAddress() });
     for (const name of ['a', 'b']) {
       const home = path.join(root, `home-${name}`);
       mkdirSync(home);
       const queue = `calls-pg-${name}-${Math.random().toString(36).slice(2, 8)}`;
-      const child = spawn(process.execPath, [BIN, 'worker'], {
-        cwd: home,
-        env: { ...env, TREADLE_HOME: home, TREADLE_TASK_QUEUE: queue, TREADLE_CALL_LOG: url },
-        stdio: ['ignore', 'pipe', 'pipe'],
+      workers.push({
+        process: await startTreadleWorker({
+          env: { ...env, TREADLE_HOME: home, TREADLE_TASK_QUEUE: queue, TREADLE_CALL_LOG: url },
+          cwd: home,
+        }),
+        home,
+        queue,
       });
-      const worker = { child, log: '', home, queue };
-      child.stdout!.on('data', (d: Buffer) => (worker.log += d.toString()));
-      child.stderr!.on('data', (d: Buffer) => (worker.log += d.toString()));
-      workers.push(worker);
     }
-    for (const worker of workers)
-      await eventually(
-        async () => {
-          if (worker.child.exitCode !== null) throw new Error(`the worker exited:\n${worker.log}`);
-          return (await pollerCount(connection, worker.queue)) > 0 ? true : undefined;
-        },
-        150_000,
-        'the worker polling',
-      );
   }, 180_000);
 
   afterAll(async () => {
-    for (const { child } of workers) await stopProcess(child);
-    await connection?.close();
+    for (const { process: worker } of workers) await worker.stop();
   }, 60_000);
 
   it('both write to the one log, and `treadle calls` from either home sees both', async () => {
     for (const [i, worker] of workers.entries()) {
       // The start line names the log for the operator, without its password.
-      expect(worker.log).toContain(`call log ${url.replace(PASSWORD, '***')}`);
-      expect(worker.log).not.toContain(PASSWORD);
+      expect(worker.process.log()).toContain(`call log ${url.replace(PASSWORD, '***')}`);
+      expect(worker.process.log()).not.toContain(PASSWORD);
       const pipeline = path.join(worker.home, 'pipeline.json');
       writeFileSync(
         pipeline,
@@ -156,7 +142,7 @@ describe('two workers on two machines', () => {
         TREADLE_HOME: worker.home,
         TREADLE_TASK_QUEUE: worker.queue,
       });
-      expect({ code: run.code, stderr: run.stderr, worker: run.code === 0 ? '' : worker.log }).toEqual({
+      expect({ code: run.code, stderr: run.stderr, worker: run.code === 0 ? '' : worker.process.log() }).toEqual({
         code: 0,
         stderr: '',
         worker: '',

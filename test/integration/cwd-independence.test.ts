@@ -8,12 +8,11 @@
  * warning about an older version's `./.treadle/`. Before issue 26 the defaults were under each command's
  * directory, so the first command reading a blob failed "blob sha256:… not found in .treadle/blobs".
  */
-import { Connection } from '@temporalio/client';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { eventually, testAddress } from '../support/harness';
-import { pollerCount, stopProcess } from '../support/processes';
+import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 import type { WorkItemState } from '../../src/model/state';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
@@ -30,9 +29,7 @@ let home: string;
 /** The worker's directory and the three the CLI runs in. */
 const dirs: Record<'worker' | 'x' | 'y' | 'z', string> = { worker: '', x: '', y: '', z: '' };
 let env: NodeJS.ProcessEnv;
-let worker: ChildProcess | undefined;
-let workerLog = '';
-let connection: Connection;
+let worker: TreadleWorkerProcess | undefined;
 
 /** `treadle …` in `cwd`, with the shared environment (and `extra` over it). */
 function treadleIn(cwd: string, args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Run> {
@@ -52,7 +49,8 @@ const show = (r: Run): string => `exit ${r.code}\n--- stdout\n${r.stdout}\n--- s
 /** The command's stdout, failing with everything it printed when it did not exit 0. */
 async function ok(cwd: string, args: string[]): Promise<string> {
   const run = await treadleIn(cwd, args);
-  if (run.code !== 0) throw new Error(`treadle ${args.join(' ')} in ${cwd}: ${show(run)}\n--- worker\n${workerLog}`);
+  if (run.code !== 0)
+    throw new Error(`treadle ${args.join(' ')} in ${cwd}: ${show(run)}\n--- worker\n${worker?.log()}`);
   return run.stdout;
 }
 
@@ -72,23 +70,11 @@ beforeAll(async () => {
     TREADLE_HOME: home,
     TREADLE_AGENT: 'scripted',
   };
-  connection = await Connection.connect({ address: testAddress() });
-  worker = spawn(process.execPath, [BIN, 'worker'], { cwd: dirs.worker, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  worker.stdout!.on('data', (d: Buffer) => (workerLog += d.toString()));
-  worker.stderr!.on('data', (d: Buffer) => (workerLog += d.toString()));
-  await eventually(
-    async () => {
-      if (worker!.exitCode !== null) throw new Error(`the worker exited:\n${workerLog}`);
-      return (await pollerCount(connection, env.TREADLE_TASK_QUEUE!)) > 0 ? true : undefined;
-    },
-    150_000,
-    'the worker polling',
-  );
+  worker = await startTreadleWorker({ env, cwd: dirs.worker });
 }, 180_000);
 
 afterAll(async () => {
-  if (worker) await stopProcess(worker);
-  await connection?.close();
+  await worker?.stop();
 }, 60_000);
 
 it('runs an item with a large input from X and reads its state and offloaded artefact from Y', async () => {
@@ -111,7 +97,7 @@ it('runs an item with a large input from X and reads its state and offloaded art
     async () => {
       const run = await treadleIn(dirs.y, ['status', id, '--json']);
       const parsed = run.code === 0 ? (JSON.parse(run.stdout) as WorkItemState) : undefined;
-      if (parsed?.status === 'failed') throw new Error(`the item failed: ${show(run)}\n--- worker\n${workerLog}`);
+      if (parsed?.status === 'failed') throw new Error(`the item failed: ${show(run)}\n--- worker\n${worker?.log()}`);
       return parsed?.status === 'waiting_review' ? parsed : undefined;
     },
     60_000,

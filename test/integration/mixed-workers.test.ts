@@ -17,6 +17,7 @@ import { TreadleClient } from '../../src/client';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { eventually, testAddress } from '../support/harness';
 import { pollerCount, stopProcess } from '../support/processes';
+import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const SUMMARIES_WORKER = path.join(__dirname, '..', 'fixtures', 'queues', 'summaries-worker.js');
@@ -31,6 +32,7 @@ interface Run {
 let root: string;
 let env: NodeJS.ProcessEnv;
 const workers: { child: ChildProcess; log: string }[] = [];
+const treadleWorkers: TreadleWorkerProcess[] = [];
 let connection: Connection;
 let client: TreadleClient;
 const suffix = Math.random().toString(36).slice(2, 10);
@@ -90,18 +92,19 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const { child } of workers) await stopProcess(child);
+  for (const worker of treadleWorkers) await worker.stop();
   await connection?.close();
 }, 60_000);
 
 it(`runs ${ITEMS} items with a custom implementation beside treadle worker, with no failure`, async () => {
-  const dev = startWorker([BIN, 'worker']);
+  treadleWorkers.push(await startTreadleWorker({ env, cwd: root }));
   const custom = startWorker([SUMMARIES_WORKER], {
     SUMMARIES_QUEUE: summaries,
     TREADLE_TEST_BUNDLE: process.env.TREADLE_TEST_BUNDLE,
   });
   await eventually(
     async () => {
-      for (const w of [dev, custom]) if (w.child.exitCode !== null) throw new Error(`a worker exited:\n${w.log}`);
+      if (custom.child.exitCode !== null) throw new Error(`the custom worker exited:\n${custom.log}`);
       return (await pollerCount(connection, core, 1)) >= 2 && (await pollerCount(connection, summaries, 2)) >= 1
         ? true
         : undefined;

@@ -13,13 +13,14 @@
  * Also: the approval sample's `with:` makes requests from elements shaped as it describes.
  */
 import { Connection } from '@temporalio/client';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { readMarkdown, type MarkdownSample } from '../support/markdown-samples';
 import { eventually, startHarness, testAddress, type Harness } from '../support/harness';
-import { pollerCount, stopProcess } from '../support/processes';
+import { pollerCount } from '../support/processes';
+import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BIN = path.join(ROOT, 'bin', 'treadle.js');
@@ -129,8 +130,7 @@ const show = (r: Run): string => `exit ${r.code}\n--- stdout\n${r.stdout}\n--- s
 
 let project: string;
 let env: NodeJS.ProcessEnv;
-let worker: ChildProcess | undefined;
-let workerLog = '';
+let worker: TreadleWorkerProcess | undefined;
 let connection: Connection;
 
 /** Waits until some worker polls `taskQueue` for workflow tasks. */
@@ -189,16 +189,11 @@ beforeAll(async () => {
     GIT_COMMITTER_NAME: 'Readme Reader',
     GIT_COMMITTER_EMAIL: 'reader@localhost',
   };
-  worker = spawn(process.execPath, [BIN, 'worker'], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  worker.stdout!.on('data', (d: Buffer) => (workerLog += d.toString()));
-  worker.stderr!.on('data', (d: Buffer) => (workerLog += d.toString()));
-  await pollerOn(env.TREADLE_TASK_QUEUE!, 120_000, () => worker!.exitCode === null).catch((error: Error) => {
-    throw new Error(`${error.message}\n${workerLog}`);
-  });
+  worker = await startTreadleWorker({ env, cwd: project });
 }, 180_000);
 
 afterAll(async () => {
-  if (worker) await stopProcess(worker);
+  await worker?.stop();
   await connection?.close();
 }, 60_000);
 

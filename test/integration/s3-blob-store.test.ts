@@ -7,21 +7,16 @@
  * - against s3rver itself: blobs (1 MB round trip, dedupe, corruption detected, missing bucket named),
  *   names, selection through the configuration with credentials from the AWS environment variables,
  *   and the store *refusing* compare-and-swap with a one-line error once its probe sees the writes ignored;
- * - against s3rver behind a small proxy in this file that evaluates If-None-Match / If-Match against
- *   s3rver's current ETag (HEAD) before forwarding, one PUT per key at a time, as S3 does: the whole
- *   BlobStore contract, including concurrent compare-and-swap and concurrent conversation appends, and the
+ * - against s3rver behind the conditional-write proxy of test/support/s3.ts, which evaluates If-None-Match /
+ *   If-Match against s3rver's current ETag (HEAD) before forwarding, one PUT per key at a time, as S3 does: the
+ *   whole BlobStore contract, including concurrent compare-and-swap and concurrent conversation appends, and the
  *   headers the store sends. This proves Treadle's side (the conditions it asks for, how it reads 412 and
  *   409, its retries); the atomicity itself is the server's guarantee, which s3rver cannot show.
  * - a work item with a 1 MB input and 1 MB artefacts through a worker and a client that share only s3rver:
  *   the blobs are in the bucket and the history stays small.
  */
-import { S3Client, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { createHash, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import http, { type IncomingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { loadConfig } from '../../src/config';
 import { pipeline } from '../../src/model/builder';
@@ -31,45 +26,24 @@ import { BlobNotFoundError } from '../../src/storage/blob-store';
 import { ConditionalWritesUnsupportedError, S3BlobStore } from '../../src/storage/s3-blob-store';
 import { describeBlobStoreContract } from '../support/blob-store-contract';
 import { startHarness, type Harness } from '../support/harness';
-
-// s3rver ships no types.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const S3rver = require('s3rver') as new (options: Record<string, unknown>) => {
-  run(): Promise<AddressInfo>;
-  close(): Promise<void>;
-};
+import { S3_CREDENTIALS as CREDENTIALS, startS3, type TestS3 } from '../support/s3';
 
 const BUCKET = 'treadle-test';
-const CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' };
 const MB = 1024 * 1024;
 
-let dataDir: string;
-let s3rver: { run(): Promise<AddressInfo>; close(): Promise<void> };
+let s3: TestS3;
 let endpoint: string;
-let proxy: ConditionalWriteProxy;
-let raw: S3Client;
+let proxy: TestS3['proxy'];
+let raw: TestS3['client'];
 const stores: S3BlobStore[] = [];
 
 beforeAll(async () => {
-  dataDir = mkdtempSync(path.join(tmpdir(), 'treadle-s3rver-'));
-  s3rver = new S3rver({
-    address: '127.0.0.1',
-    port: 0,
-    silent: true,
-    directory: dataDir,
-    configureBuckets: [{ name: BUCKET }],
-  });
-  const { port } = await s3rver.run();
-  endpoint = `http://127.0.0.1:${port}`;
-  proxy = await startConditionalWriteProxy(port);
-  raw = new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, credentials: CREDENTIALS });
+  s3 = await startS3(BUCKET);
+  ({ s3rverEndpoint: endpoint, proxy, client: raw } = s3);
 });
 afterAll(async () => {
   await Promise.all(stores.map((s) => s.close()));
-  raw?.destroy();
-  await proxy?.close();
-  await s3rver?.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await s3?.close();
 });
 
 /** A store on its own prefix, straight to s3rver or through the conditional-write proxy. */
@@ -86,10 +60,7 @@ function s3Store(via: 's3rver' | 'proxy' = 's3rver', prefix = `run-${randomUUID(
   return store;
 }
 
-async function keysUnder(prefix: string): Promise<string[]> {
-  const listed = await raw.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: prefix }));
-  return (listed.Contents ?? []).map((o) => o.Key!).sort();
-}
+const keysUnder = (prefix: string): Promise<string[]> => s3.keysUnder(prefix);
 
 describe('S3BlobStore against s3rver', () => {
   it('round-trips a 1 MB blob under <prefix>blobs/<hex>, and stores the same bytes once', async () => {
@@ -265,108 +236,3 @@ describe('a work item whose worker keeps its blobs in s3rver', () => {
     expect(description.historySize).toBeLessThan(40 * 1024);
   });
 });
-
-/** One request the proxy saw, with the conditions it carried and what came of it. */
-interface SeenRequest {
-  method: string;
-  path: string;
-  ifMatch: string | undefined;
-  ifNoneMatch: string | undefined;
-  status?: number;
-  responseEtag?: string;
-}
-
-interface ConditionalWriteProxy {
-  endpoint: string;
-  requests: SeenRequest[];
-  /** Runs once, when the next conditional PUT arrives, before it is queued (to stage a race). */
-  beforeConditionalPut: (() => Promise<void>) | undefined;
-  close(): Promise<void>;
-}
-
-/**
- * Forwards everything to s3rver; a PUT with If-None-Match / If-Match is first checked against the object's
- * current ETag (HEAD to s3rver) and refused as S3 refuses it: 412 PreconditionFailed, or 404 NoSuchKey for
- * If-Match on a missing key. Requests to one key run one at a time, so check and write are atomic, and
- * writes are atomic to readers, as in S3.
- */
-async function startConditionalWriteProxy(upstreamPort: number): Promise<ConditionalWriteProxy> {
-  const queues = new Map<string, Promise<unknown>>();
-  const requestTo = (method: string, pathAndQuery: string, headers: IncomingHttpHeaders, body?: Buffer) =>
-    new Promise<{ status: number; headers: IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
-      const upstream = http.request(
-        { host: '127.0.0.1', port: upstreamPort, method, path: pathAndQuery, headers },
-        (response) => {
-          const chunks: Buffer[] = [];
-          response.on('data', (c: Buffer) => chunks.push(c));
-          response.on('end', () =>
-            resolve({ status: response.statusCode ?? 502, headers: response.headers, body: Buffer.concat(chunks) }),
-          );
-        },
-      );
-      upstream.on('error', reject);
-      upstream.end(body);
-    });
-  const refuse = (status: number, code: string): { status: number; headers: IncomingHttpHeaders; body: Buffer } => ({
-    status,
-    headers: { 'content-type': 'application/xml' },
-    body: Buffer.from(
-      `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${code}</Message></Error>`,
-    ),
-  });
-  const unquote = (etag: string | undefined) => etag?.replace(/^"|"$/g, '');
-
-  const state: ConditionalWriteProxy = {
-    endpoint: '',
-    requests: [],
-    beforeConditionalPut: undefined,
-    close: async () => undefined,
-  };
-  const server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const pathname = new URL(req.url!, 'http://proxy').pathname;
-      const seen: SeenRequest = {
-        method: req.method!,
-        path: pathname,
-        ifMatch: req.headers['if-match'],
-        ifNoneMatch: req.headers['if-none-match'],
-      };
-      state.requests.push(seen);
-      const conditional = req.method === 'PUT' && (seen.ifMatch !== undefined || seen.ifNoneMatch !== undefined);
-      const handle = async () => {
-        if (conditional) {
-          const head = await requestTo('HEAD', pathname, {});
-          const current = head.status === 200 ? unquote(head.headers.etag as string | undefined) : undefined;
-          if (seen.ifNoneMatch === '*' && current !== undefined) return refuse(412, 'PreconditionFailed');
-          if (seen.ifMatch !== undefined && current === undefined) return refuse(404, 'NoSuchKey');
-          if (seen.ifMatch !== undefined && unquote(seen.ifMatch) !== current) return refuse(412, 'PreconditionFailed');
-        }
-        return requestTo(req.method!, req.url!, req.headers, body);
-      };
-      const run = async () => {
-        const result = await handle().catch((error: Error) => ({
-          ...refuse(502, 'BadGateway'),
-          body: Buffer.from(error.message),
-        }));
-        seen.status = result.status;
-        if (typeof result.headers.etag === 'string') seen.responseEtag = result.headers.etag;
-        res.writeHead(result.status, result.headers);
-        res.end(result.body);
-      };
-      // Requests to one key run one at a time: a condition cannot be overtaken between check and write, and
-      // a read never sees a write half done (s3rver writes objects in place; S3 never shows a partial one).
-      const enqueue = () => queues.set(pathname, (queues.get(pathname) ?? Promise.resolve()).then(run, run));
-      const hook = conditional ? state.beforeConditionalPut : undefined;
-      state.beforeConditionalPut = conditional ? undefined : state.beforeConditionalPut;
-      if (hook) void hook().then(enqueue, enqueue);
-      else enqueue();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  state.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  state.close = () => new Promise<void>((resolve) => server.close(() => resolve()));
-  return state;
-}

@@ -4,19 +4,20 @@
  * `treadle worker` process and reviewed through the SDK completes through each; wrong settings fail fast
  * with one line naming the setting, for the CLI and for the worker.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { temporalSettings } from '../../src/connection';
 import { testAddress } from '../support/harness';
 import { startTlsProxy, type TlsProxy } from '../support/tls-proxy';
+import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 
 let proxy: TlsProxy;
 let dir: string;
-const workers: ChildProcess[] = [];
+const workers: TreadleWorkerProcess[] = [];
 
 beforeAll(async () => {
   proxy = await startTlsProxy(testAddress());
@@ -28,10 +29,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const w of workers) if (w.exitCode === null) w.kill('SIGTERM');
-  await Promise.all(
-    workers.map((w) => (w.exitCode === null ? new Promise((r) => w.once('exit', r)) : Promise.resolve())),
-  );
+  await Promise.all(workers.map((w) => w.stop()));
   await proxy?.stop();
 });
 
@@ -70,22 +68,11 @@ function treadle(args: string[], env: Record<string, string>): Promise<Run> {
   });
 }
 
-/** Starts `treadle worker` and resolves once it polls (its "task queue … on …" line). */
-function startWorker(env: Record<string, string>): Promise<string> {
-  const child = spawn(process.execPath, [BIN, 'worker'], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  workers.push(child);
-  let stderr = '';
-  return new Promise((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      const line = /treadle worker: task queue .*/.exec(stderr);
-      if (line) resolve(line[0]);
-    });
-    child.once('exit', (code) => reject(new Error(`treadle worker exited ${code}: ${stderr}`)));
-  });
+/** Starts `treadle worker`, and once it is ready returns its "task queue … on …" line. */
+async function startWorker(env: Record<string, string>): Promise<string> {
+  const worker = await startTreadleWorker({ env: { ...process.env, ...env } });
+  workers.push(worker);
+  return /treadle worker: task queue .*/.exec(worker.log())![0];
 }
 
 /** CLI start → worker runs the stage → SDK client approves → the item completes; all through the proxy. */

@@ -6,12 +6,12 @@
  * trees failed "repository … is outside the folders this worker allows".)
  */
 import { Connection } from '@temporalio/client';
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { eventually, testAddress } from '../support/harness';
-import { pollerCount, stopProcess } from '../support/processes';
+import { testAddress } from '../support/harness';
+import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const ROOT = path.join(__dirname, '..', '..');
 const BIN = path.join(ROOT, 'bin', 'treadle.js');
@@ -26,7 +26,7 @@ interface Run {
 
 let root: string;
 let connection: Connection;
-const workers: { child: ChildProcess; log: string }[] = [];
+const workers: TreadleWorkerProcess[] = [];
 const suffix = Math.random().toString(36).slice(2, 10);
 
 /** One worker's setting: its folder (repositories under it, its cwd), home and queue. */
@@ -70,28 +70,13 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const { child } of workers) await stopProcess(child);
+  for (const worker of workers) await worker.stop();
   await connection?.close();
 }, 60_000);
 
 it('runs two trees in two repositories held by two workers, each on its own queue', async () => {
   const hosts = [host('a'), host('b')];
-  for (const env of hosts) {
-    const child = spawn(process.execPath, [BIN, 'worker'], { cwd: env.folder, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    const worker = { child, log: '' };
-    child.stdout!.on('data', (d: Buffer) => (worker.log += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (worker.log += d.toString()));
-    workers.push(worker);
-  }
-  await eventually(
-    async () => {
-      for (const w of workers) if (w.child.exitCode !== null) throw new Error(`a worker exited:\n${w.log}`);
-      const polled = await Promise.all(hosts.map((env) => pollerCount(connection, env.TREADLE_TASK_QUEUE!)));
-      return polled.every((count) => count > 0) ? true : undefined;
-    },
-    150_000,
-    'both workers polling',
-  );
+  workers.push(...(await Promise.all(hosts.map((env) => startTreadleWorker({ env, cwd: env.folder })))));
   const runs = await Promise.all(
     hosts.map((env) =>
       treadle(
@@ -113,7 +98,7 @@ it('runs two trees in two repositories held by two workers, each on its own queu
   );
   for (const [i, run] of runs.entries()) {
     if (run.code !== 0)
-      throw new Error(`tree ${i}: exit ${run.code}\n${run.stdout}\n${run.stderr}\n${workers[i]!.log}`);
+      throw new Error(`tree ${i}: exit ${run.code}\n${run.stdout}\n${run.stderr}\n${workers[i]!.log()}`);
     expect(run.stdout).toContain(`started tdd-${hosts[i]!.TREADLE_TASK_QUEUE}: branch tdd/textkit`);
     expect(run.stdout).toContain('\ntextkit: merged (phase done, branch tdd/textkit, depth 0)\n');
     expect(run.stdout).toMatch(/ItemCompleted +textkit merged as [0-9a-f]{10}/);
@@ -168,7 +153,7 @@ it('runs two trees in two repositories held by two workers, each on its own queu
     root,
   );
   if (run.code !== 0)
-    throw new Error(`exit ${run.code}\n${run.stdout}\n${run.stderr}\n${workers.map((w) => w.log).join('\n')}`);
+    throw new Error(`exit ${run.code}\n${run.stdout}\n${run.stderr}\n${workers.map((w) => w.log()).join('\n')}`);
   const tree = await connection.workflowService.describeWorkflowExecution({
     namespace: 'default',
     execution: { workflowId: `${id}.build.1` },
