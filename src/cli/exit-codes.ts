@@ -1,6 +1,7 @@
 /**
- * The exit codes of the commands that report an outcome (`run|loop|tdd --wait`, `watch`, `result`; docs/cli.md),
- * so scripts can branch on them, and the commands a person runs when one of them stops at their turn.
+ * The exit codes (docs/cli.md#exit-codes), so scripts can branch on them: of a command that failed (2 when what
+ * it was given cannot work, else 1), of the commands that report an outcome (`run|loop|tdd --wait`, `watch`,
+ * `result`), and the commands a person runs when one of those stops at their turn.
  */
 import type { PendingReview } from '../model/state';
 import type { ApprovalRequest } from '../kinds/approval/shapes';
