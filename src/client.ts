@@ -32,7 +32,7 @@ import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
 import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import type { StartContext } from './client/start';
-import { answeredByWorker, resultOf, visibleItem, type VisibleItem } from './client/worker-presence';
+import { answeredByWorker, pollersOf, resultOf, visibleItem, type VisibleItem } from './client/worker-presence';
 import { approvalItem, audit, decidedBefore, runIdFor, startTddTree, startWorkItem } from './client/on-demand';
 
 export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing };
@@ -535,6 +535,14 @@ export class TreadleClient {
       }
       await new Promise((r) => setTimeout(r, WATCH_INTERVAL_MS));
     }
+  }
+
+  /**
+   * The identities of the workers that polled `taskQueue` (default: this client's) for workflow tasks in the
+   * last minute or so; empty when none did, so work started there waits until one does.
+   */
+  async workersPolling(taskQueue: string = this.taskQueue): Promise<string[]> {
+    return pollersOf(this.client, taskQueue);
   }
 
   /** Reads an artefact, following a blob reference into the blob store. */

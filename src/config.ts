@@ -6,6 +6,7 @@ import { homeLocation, treadleHome } from './home';
 import type { BlobStoreSettings } from './storage';
 import { ENGINE_VERSION, isEngineVersion } from './model/state';
 import { isPostgresUrl } from './storage/open-call-log';
+import { configError } from './client/treadle-error';
 
 /** Treadle's settings. */
 export interface TreadleConfig {
@@ -37,12 +38,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
   const blobThresholdBytes =
     threshold === undefined || threshold === '' ? DEFAULT_BLOB_THRESHOLD_BYTES : Number(threshold);
   if (!Number.isInteger(blobThresholdBytes) || blobThresholdBytes < 0) {
-    throw new Error(`TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "${threshold}"`);
+    throw configError(`TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "${threshold}"`);
   }
   const engine = env.TREADLE_ENGINE_VERSION?.trim();
   const engineVersion = engine ? Number(engine) : ENGINE_VERSION;
   if (!isEngineVersion(engineVersion)) {
-    throw new Error(
+    throw configError(
       `TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${engine}"`,
     );
   }
@@ -77,12 +78,12 @@ function blobStoreSettings(env: NodeJS.ProcessEnv): BlobStoreSettings {
   const bucket = env.TREADLE_S3_BUCKET?.trim() ?? '';
   const kind = env.TREADLE_BLOB_STORE?.trim() || (bucket ? 's3' : 'file');
   if (kind === 'file') return { kind, dir: homeLocation('TREADLE_BLOB_DIR', env) };
-  if (kind !== 's3') throw new Error(`TREADLE_BLOB_STORE must be "file" or "s3", got "${kind}"`);
+  if (kind !== 's3') throw configError(`TREADLE_BLOB_STORE must be "file" or "s3", got "${kind}"`);
 
   if (!bucket)
-    throw new Error('TREADLE_BLOB_STORE=s3 needs TREADLE_S3_BUCKET, the name of the bucket to keep blobs in');
+    throw configError('TREADLE_BLOB_STORE=s3 needs TREADLE_S3_BUCKET, the name of the bucket to keep blobs in');
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(bucket)) {
-    throw new Error(
+    throw configError(
       `TREADLE_S3_BUCKET must be a bare bucket name (put any folder in TREADLE_S3_PREFIX), got "${bucket}"`,
     );
   }
@@ -97,7 +98,7 @@ function blobStoreSettings(env: NodeJS.ProcessEnv): BlobStoreSettings {
       url = undefined;
     }
     if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-      throw new Error(`TREADLE_S3_ENDPOINT must be an http(s) URL such as http://minio:9000, got "${endpoint}"`);
+      throw configError(`TREADLE_S3_ENDPOINT must be an http(s) URL such as http://minio:9000, got "${endpoint}"`);
     }
     settings.endpoint = endpoint;
   }
@@ -118,7 +119,7 @@ function blobStoreSettings(env: NodeJS.ProcessEnv): BlobStoreSettings {
   } else if (pathStyle === 'false' || pathStyle === '0') {
     settings.forcePathStyle = false;
   } else {
-    throw new Error(`TREADLE_S3_FORCE_PATH_STYLE must be true or false, got "${env.TREADLE_S3_FORCE_PATH_STYLE}"`);
+    throw configError(`TREADLE_S3_FORCE_PATH_STYLE must be true or false, got "${env.TREADLE_S3_FORCE_PATH_STYLE}"`);
   }
   return settings;
 }

@@ -8,7 +8,7 @@ import type { ConnectionOptions } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import os from 'node:os';
 import path from 'node:path';
-import { TreadleError } from './client/treadle-error';
+import { configError } from './client/treadle-error';
 
 export const DEFAULT_ADDRESS = 'localhost:7233';
 export const DEFAULT_NAMESPACE = 'default';
@@ -46,10 +46,7 @@ export function localServerSettings(address: string, namespace: string): Tempora
   };
 }
 
-/** A setting that cannot work as given: the CLI exits 2 for these. */
-export function configError(message: string): TreadleError {
-  return new TreadleError(message, 'config');
-}
+export { configError };
 
 /** The `temporal.toml` the settings come from: `TEMPORAL_CONFIG_FILE`, else the per-user default. */
 export function temporalConfigFile(env: NodeJS.ProcessEnv = process.env): string {
@@ -59,7 +56,7 @@ export function temporalConfigFile(env: NodeJS.ProcessEnv = process.env): string
 }
 
 /**
- * Reads the connection settings. Throws a `config` {@link TreadleError} naming the setting when the profile
+ * Reads the connection settings. Throws a `config` TreadleError naming the setting when the profile
  * is missing, the file is malformed or a certificate file cannot be read.
  */
 export function temporalSettings(environment: NodeJS.ProcessEnv = process.env): TemporalSettings {

@@ -1,6 +1,7 @@
 /**
- * The exit codes of the commands that report an outcome (`run|loop|tdd --wait`, `watch`, `result`; docs/cli.md),
- * so scripts can branch on them, and the commands a person runs when one of them stops at their turn.
+ * The exit codes (docs/cli.md#exit-codes), so scripts can branch on them: of a command that failed (2 when what
+ * it was given cannot work, else 1), of the commands that report an outcome (`run|loop|tdd --wait`, `watch`,
+ * `result`), and the commands a person runs when one of those stops at their turn.
  */
 import type { PendingReview } from '../model/state';
 import type { ApprovalRequest } from '../kinds/approval/shapes';
@@ -8,6 +9,37 @@ import type { LoopState } from '../kinds/loop/shapes';
 
 /** 0 completed, 1 failed (or cancelled), 2 a usage or configuration error, 3 waiting for a person. */
 export const EXIT = { completed: 0, failed: 1, usage: 2, waiting: 3 } as const;
+
+/** The error codes of what a command was given and cannot use (an argument, a file, a spec, a setting): exit 2. */
+const USAGE_CODES: ReadonlySet<string> = new Set(['usage', 'config', 'invalid_pipeline', 'invalid_input']);
+
+/** Something a command was given that cannot work: an argument, a file it names or a spec in it (exit 2). */
+export class UsageError extends Error {
+  readonly code = 'usage';
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'UsageError';
+  }
+}
+
+/**
+ * Reads what a command was given (its files, its input, the spec in them) before it starts anything: a
+ * failure there is a {@link UsageError}, so a script tells "you asked wrong" (2) from "the work failed" (1).
+ */
+export function given<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (exitCodeOfError(error) === EXIT.usage) throw error;
+    throw new UsageError(error instanceof Error ? error.message : String(error), { cause: error });
+  }
+}
+
+/** The exit code of a command that threw: 2 for what it was given or configured with, else 1. */
+export function exitCodeOfError(error: unknown): number {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && USAGE_CODES.has(code) ? EXIT.usage : EXIT.failed;
+}
 
 /** What a finished watch knows of a work item or TDD node: its status and what a person owes it. */
 export interface WatchedOutcome {
@@ -55,4 +87,16 @@ export function exitWith(id: string, outcome: WatchedOutcome): void {
   if (commands.length > 0)
     process.stdout.write(`\n${id} waits for a person:\n${commands.map((c) => `  ${c}`).join('\n')}\n`);
   process.exitCode = code;
+}
+
+/**
+ * Ends a command that watched a work item: as {@link exitWith}, and when the watch stopped at a loop stage that
+ * failed and waits for `treadle resume` (the item still runs), that is a person's turn too (3), said with the
+ * commands.
+ */
+export function exitWithItem(id: string, item: WatchedOutcome, loops: { state: LoopState }[]): void {
+  const failed = item.status === 'running' ? loops.find((l) => l.state.status === 'failed') : undefined;
+  if (!failed) return exitWith(id, item);
+  process.stdout.write(`\n${failedLoopMessage(id, failed.state)}\n`);
+  process.exitCode = EXIT.waiting;
 }

@@ -8,7 +8,7 @@ import type { VisibleItem } from '../client/worker-presence';
 import type { UsageTotals } from '../engine/usage';
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
-import { exitCodeOf, exitWith } from './exit-codes';
+import { exitCodeOf, exitWithItem } from './exit-codes';
 import { withClient } from './with-client';
 
 /** Registers `treadle status` and `watch`. */
@@ -34,13 +34,17 @@ export function registerProgressCommands(program: Command): void {
   program
     .command('watch <id>')
     .description(
-      'print events as they happen until the item finishes or waits for a person; exit 0 completed, 1 failed, 3 waiting',
+      'print events as they happen until the item finishes or waits for a person (a review, an approval, a failed loop to resume); exit 0 completed, 1 failed, 3 waiting',
     )
     .action(
       withClient(async (client, id: string) => {
-        const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
+        const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
+          untilReview: true,
+          untilLoopFails: true,
+        });
         process.stdout.write(`${state.id} is ${state.status}\n`);
-        exitWith(id, state);
+        // Still running, the watch stopped at a loop stage that failed and waits for `treadle resume`.
+        exitWithItem(id, state, state.status === 'running' ? await client.loops(id) : []);
       }),
     );
 }

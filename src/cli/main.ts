@@ -16,7 +16,7 @@ import { registerApproveCommands } from './approve';
 import { registerBlobsCommand } from './blobs';
 import { registerCallsCommand } from './calls';
 import { registerEnginesCommand } from './engines';
-import { EXIT } from './exit-codes';
+import { EXIT, exitCodeOfError } from './exit-codes';
 import { registerAuditCommand, registerOutputCommands, registerProgressCommands } from './items';
 import { load } from './lazy-modules';
 import { table } from './render';
@@ -144,6 +144,6 @@ program.parseAsync(process.argv).catch((error: unknown) => {
   if (process.env.TREADLE_DEBUG && error instanceof Error)
     process.stderr.write(`${error.stack}\ncause: ${String(error.cause)}\n`);
   process.stderr.write(`treadle: ${error instanceof Error ? error.message : String(error)}\n`);
-  // A setting that cannot work (a Temporal connection setting, a profile) is a configuration error: exit 2.
-  process.exit((error as { code?: string }).code === 'config' ? EXIT.usage : EXIT.failed);
+  // What the command was given or configured with cannot work (a file, a spec, a setting, a profile): exit 2.
+  process.exit(exitCodeOfError(error));
 });

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { readJsonFile } from '../pipelines/catalog';
 import { wholeNumber } from './arguments';
 import { table } from './render';
+import { given, UsageError } from './exit-codes';
 import { withClient } from './with-client';
 
 /** Registers `treadle reviews` and `review`. */
@@ -69,10 +70,12 @@ export function registerReviewCommands(program: Command): void {
             opts.edit !== undefined ? '--edit' : '',
           ].filter(Boolean);
           if (chosen.length !== 1)
-            throw new Error(
+            throw new UsageError(
               `give exactly one of --approve, --reject REASON, --edit FILE${chosen.length ? ` (got ${chosen.join(', ')})` : ''}`,
             );
-          if (opts.attempt !== undefined && !opts.approve) throw new Error('--attempt goes with --approve');
+          if (opts.attempt !== undefined && !opts.approve) throw new UsageError('--attempt goes with --approve');
+          // Read before the review is sent: a file that cannot be read is a usage error (exit 2), not a review's.
+          const edited = opts.edit !== undefined ? { artefact: given(() => readJsonFile(opts.edit!)) } : undefined;
           const note = opts.note !== undefined ? { note: opts.note } : {};
           let done;
           if (opts.approve)
@@ -86,7 +89,7 @@ export function registerReviewCommands(program: Command): void {
             done = await client.review(id, stage, { kind: 'reject', reason: opts.reject, ...note }, opts.reviewer);
           // Through approveWithEdits, so that large edits go to the blob store like stage artefacts.
           else
-            done = await client.approveWithEdits(id, stage, readJsonFile(opts.edit!), {
+            done = await client.approveWithEdits(id, stage, edited!.artefact, {
               ...note,
               ...(opts.reviewer ? { reviewer: opts.reviewer } : {}),
             });

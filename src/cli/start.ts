@@ -2,14 +2,14 @@
  * Commands that start or resume work: `run` and `loop` (a work item on a pipeline), `resume` (a failed
  * loop stage), `tdd` (a V3 TDD tree). Specs are checked before connecting, so a bad one needs no server.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import path from 'node:path';
 import type { TreadleClient } from '../client';
 import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
 import { listed, readInput, wholeNumber } from './arguments';
 import { load } from './lazy-modules';
-import { EXIT, exitWith, failedLoopMessage } from './exit-codes';
+import { exitWith, exitWithItem, given } from './exit-codes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
 import { missingQueueHint } from '../task-queues';
@@ -38,6 +38,7 @@ function registerRun(program: Command): void {
       'tokens this item may spend on models; then agent-backed stages escalate to review',
       wholeNumber(1, 'must be a whole number of tokens above 0'),
     )
+    .addOption(taskQueueOption('item'))
     .option('--custom-worker', 'deprecated, does nothing: name the task_queue of your implementations in the pipeline')
     .option(
       '--session <name>',
@@ -58,23 +59,26 @@ function registerRun(program: Command): void {
           tokenBudget?: number;
           customWorker?: boolean;
           session?: string;
+          taskQueue?: string;
         },
       ) => {
-        if (!name && !opts.file) throw new Error('name a built-in pipeline or pass --file pipeline.yaml');
-        if (name && opts.file) throw new Error('give a pipeline name or --file, not both');
-        const entry = name ? findPipeline(name) : undefined;
-        const spec = specOfFile(
-          entry ? entry.specFile : path.resolve(opts.file!),
-          opts.session !== undefined ? { session: opts.session } : {},
-        );
-        const input = readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null);
-        // Checked before connecting: a bad spec is reported with no server, and no work item is created.
         if (opts.customWorker)
           process.stderr.write(
             'treadle: --custom-worker is deprecated and does nothing: implementations of your own run on the task_queue the pipeline names for them\n',
           );
-        checkBeforeStart(spec);
-        await withClient((client) => startItem(client, spec, input, opts))();
+        // Checked before connecting: a bad spec is reported with no server, and no work item is created.
+        const { spec, input } = given(() => {
+          if (!name && !opts.file) throw new Error('name a built-in pipeline or pass --file pipeline.yaml');
+          if (name && opts.file) throw new Error('give a pipeline name or --file, not both');
+          const entry = name ? findPipeline(name) : undefined;
+          const read = specOfFile(
+            entry ? entry.specFile : path.resolve(opts.file!),
+            opts.session !== undefined ? { session: opts.session } : {},
+          );
+          checkBeforeStart(read);
+          return { spec: read, input: readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null) };
+        });
+        await withClient((client) => startItem(client, spec, input, opts), queueOf(opts))();
       },
     );
 }
@@ -96,6 +100,7 @@ function registerLoop(program: Command): void {
     )
     .option('-i, --input <json>', "work item input: JSON, or @file.json (written to the session's inputs/input.json)")
     .option('--id <id>', 'work item id (default: <pipeline>-<hash of the input>)')
+    .addOption(taskQueueOption('item'))
     .option(
       '-w, --wait',
       'print events until the item finishes or a loop fails and waits for resume, then its status and its loops; exit 0 completed, 1 failed, 3 waiting',
@@ -103,21 +108,19 @@ function registerLoop(program: Command): void {
     .action(
       async (
         file: string,
-        opts: { session?: string; replies?: string; input?: string; id?: string; wait?: boolean },
+        opts: { session?: string; replies?: string; input?: string; id?: string; wait?: boolean; taskQueue?: string },
       ) => {
-        const resolved = path.resolve(file);
-        const spec = specOfFile(resolved, opts.session !== undefined ? { session: opts.session } : {});
-        const given = readInput(opts.input, null);
-        const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
-        const input =
-          replies === undefined
-            ? given
-            : ({
-                ...(given !== null && typeof given === 'object' && !Array.isArray(given) ? given : {}),
-                agent_replies: replies,
-              } as Json);
-        checkBeforeStart(spec);
-        await withClient((client) => startItem(client, spec, input, opts))();
+        const { spec, input } = given(() => {
+          const read = specOfFile(path.resolve(file), opts.session !== undefined ? { session: opts.session } : {});
+          checkBeforeStart(read);
+          const inputGiven = readInput(opts.input, null);
+          const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
+          if (replies === undefined) return { spec: read, input: inputGiven };
+          const fields =
+            inputGiven !== null && typeof inputGiven === 'object' && !Array.isArray(inputGiven) ? inputGiven : {};
+          return { spec: read, input: { ...fields, agent_replies: replies } as Json };
+        });
+        await withClient((client) => startItem(client, spec, input, opts), queueOf(opts))();
       },
     );
 }
@@ -167,30 +170,41 @@ function registerTdd(program: Command): void {
       '--id <id>',
       'workflow id of the root node (default tdd-<spec id>); starting the same id twice returns the same tree',
     )
+    .addOption(taskQueueOption('tree'))
     .option(
       '-w, --wait',
       "print the root's events until it finishes or waits for a human, then its status; exit 0 merged, 1 failed, 3 waiting",
     )
-    .action(async (file: string, opts: { repo: string; replies?: string; id?: string; wait?: boolean }) => {
-      const spec = readPipelineFile(path.resolve(file));
-      const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
-      await withClient(async (client) => {
-        const started = await client.startTdd(spec, {
-          repo: path.resolve(opts.repo),
-          ...(opts.id ? { id: opts.id } : {}),
-          ...(replies !== undefined ? { replies } : {}),
-        });
-        if (!opts.wait) {
-          process.stdout.write(`${started.id}\n`);
-          return;
-        }
-        process.stdout.write(`started ${started.id}: branch ${started.branch}, merges into ${started.targetBranch}\n`);
-        await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
-        const tree = await client.getTddState(started.id);
-        process.stdout.write(`\n${renderTddStatus(tree)}\n`);
-        exitWith(started.id, tree);
-      })();
-    });
+    .action(
+      async (
+        file: string,
+        opts: { repo: string; replies?: string; id?: string; wait?: boolean; taskQueue?: string },
+      ) => {
+        const { spec, replies } = given(() => ({
+          spec: readPipelineFile(path.resolve(file)),
+          replies: opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined,
+        }));
+        await withClient(async (client) => {
+          const started = await client.startTdd(spec, {
+            repo: path.resolve(opts.repo),
+            ...(opts.id ? { id: opts.id } : {}),
+            ...(replies !== undefined ? { replies } : {}),
+          });
+          await warnWithoutWorker(client, 'tree');
+          if (!opts.wait) {
+            process.stdout.write(`${started.id}\n`);
+            return;
+          }
+          process.stdout.write(
+            `started ${started.id}: branch ${started.branch}, merges into ${started.targetBranch}\n`,
+          );
+          await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
+          const tree = await client.getTddState(started.id);
+          process.stdout.write(`\n${renderTddStatus(tree)}\n`);
+          exitWith(started.id, tree);
+        }, queueOf(opts))();
+      },
+    );
 }
 
 /**
@@ -211,6 +225,7 @@ async function startItem(
     process.stderr.write(
       `treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`,
     );
+  else await warnWithoutWorker(client, 'item');
   if (!opts.wait) {
     process.stdout.write(`${started.id}\n`);
     return;
@@ -227,12 +242,34 @@ async function startItem(
       ? await client.loops(started.id)
       : [];
   for (const loop of loops) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
-  // A failed loop waits for `treadle resume` while its item still runs: a person's turn, said at once.
-  const failed = state.status === 'running' ? loops.find((l) => l.state.status === 'failed') : undefined;
-  if (failed) {
-    process.stdout.write(`\n${failedLoopMessage(started.id, failed.state)}\n`);
-    process.exitCode = EXIT.waiting;
-  } else exitWith(started.id, state);
+  exitWithItem(started.id, state, loops);
+}
+
+/** `--task-queue`, as `temporal workflow start --task-queue` has it. */
+function taskQueueOption(what: 'item' | 'tree'): Option {
+  return new Option(
+    '--task-queue <queue>',
+    `the task queue the ${what} starts on, which its workers poll (default: TREADLE_TASK_QUEUE, else treadle)`,
+  );
+}
+
+/** The client a start command connects: on `--task-queue` when given. */
+function queueOf(opts: { taskQueue?: string }): { taskQueue?: string } {
+  return opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue } : {};
+}
+
+/**
+ * One stderr line when no worker polls the queue work was just started on: the work waits for one, which is
+ * not a failure, but a wrong queue (a typo, a worker started without TREADLE_TASK_QUEUE) looks the same.
+ */
+async function warnWithoutWorker(client: TreadleClient, what: 'item' | 'tree'): Promise<void> {
+  // A courtesy: a server that will not describe the queue (a narrow API key's role) gets no warning.
+  const polling = await client.workersPolling().catch(() => undefined);
+  if (polling === undefined || polling.length > 0) return;
+  const queue = client.taskQueue;
+  process.stderr.write(
+    `treadle: no worker polls task queue ${queue} yet; the ${what} waits until one does: start one with TREADLE_TASK_QUEUE=${queue} treadle worker\n`,
+  );
 }
 
 /** A pipeline file as a spec: a v3 loop pipeline (seed 004) becomes an ordinary spec of loop stages. */

@@ -12,6 +12,7 @@ import type { KnownImplementations as KnownImplementationsType } from '../model/
 import type { SpecProblem as SpecProblemType } from '../model/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS, GENERIC_IMPLEMENTATIONS, oneLine, readPipelineFile } from '../pipelines/catalog';
 import { listed } from './arguments';
+import { given } from './exit-codes';
 import { load } from './lazy-modules';
 
 /** Registers `treadle validate`. */
@@ -22,8 +23,11 @@ export function registerValidateCommand(program: Command): void {
     .option('--custom-worker <module>', "check against your worker's registry: a module exporting it as `registry`")
     .action((file: string, opts: { customWorker?: string }) => {
       const resolved = path.resolve(file);
-      const known = opts.customWorker !== undefined ? customWorkerNames(opts.customWorker) : BUILT_IN_IMPLEMENTATIONS;
-      const raw = readPipelineFile(resolved);
+      // A file or module that cannot be read is a usage error (2); problems in a file read are the report (1).
+      const { known, raw } = given(() => ({
+        known: opts.customWorker !== undefined ? customWorkerNames(opts.customWorker) : BUILT_IN_IMPLEMENTATIONS,
+        raw: readPipelineFile(resolved),
+      }));
       const loops = load.loopFiles();
       // A loop pipeline's spec is made from several files, whose problems name them; the rest are placed in this file.
       const loopPipeline = loops.isLoopPipelineFile(raw);

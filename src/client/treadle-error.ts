@@ -24,3 +24,8 @@ export class TreadleError extends Error {
     this.name = 'TreadleError';
   }
 }
+
+/** A setting that cannot work as given (code `config`): the CLI and `treadle worker` exit 2 for these. */
+export function configError(message: string): TreadleError {
+  return new TreadleError(message, 'config');
+}

@@ -9,6 +9,7 @@ import type { temporal } from '@temporalio/proto';
 import { TDD_TREE_FAILED } from '../kinds/tdd/shapes';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../model/state';
+import { DEFAULT_TASK_QUEUE } from '../config';
 import { TreadleError } from './treadle-error';
 
 /** How long a query or update may take before the item's queue is checked for a worker (a worker answers in ms). */
@@ -27,9 +28,12 @@ export async function pollersOf(client: Client, taskQueue: string): Promise<stri
   return (response.pollers ?? []).map((p) => p.identity ?? '?');
 }
 
-/** The message for a task queue no worker polls. */
+/** The message for a task queue no worker polls, with the command that starts a worker on that queue. */
 export function noWorkerMessage(taskQueue: string): string {
-  return `no worker is polling task queue ${taskQueue}; start one with \`treadle worker\``;
+  // `treadle worker` alone polls the default queue, or TREADLE_TASK_QUEUE: on another queue it would not help.
+  const command =
+    taskQueue === DEFAULT_TASK_QUEUE ? 'treadle worker' : `TREADLE_TASK_QUEUE=${taskQueue} treadle worker`;
+  return `no worker is polling task queue ${taskQueue}; start one with \`${command}\``;
 }
 
 /**

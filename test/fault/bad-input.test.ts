@@ -108,11 +108,11 @@ async function expectOneNonRetryableFailure(
 describe('the CLI', () => {
   /**
    * One row per bad input: the arguments and what stderr must say. `lines` is the exact stderr; `line` is
-   * the start of a one-line stderr (for messages that quote a parser).
+   * the start of a one-line stderr (for messages that quote a parser). `code` when the rule below does not give it.
    */
-  type Case = { name: string; args: string[] } & ({ lines: string[] } | { line: string });
+  type Case = { name: string; args: string[]; code?: number } & ({ lines: string[] } | { line: string });
 
-  it('refuses every malformed spec, input and review with a specific message and exit code 1', async () => {
+  it('refuses every malformed spec, input and review with a specific message, exit 2 for what it was given', async () => {
     const files = {
       unparsable: write('unparsable.yaml', 'name: broken\nstages: [\n  - name: a\n'),
       list: write('list.yaml', '- name: a\n  run: scripted\n'),
@@ -247,6 +247,7 @@ describe('the CLI', () => {
       {
         name: 'review: edits from an empty file',
         args: ['review', waiting, 's', '--edit', files.empty],
+        code: 2,
         lines: [`treadle: ${files.empty} is not valid JSON: Unexpected end of JSON input`],
       },
       {
@@ -264,6 +265,7 @@ describe('the CLI', () => {
       {
         name: 'review: --attempt without --approve',
         args: ['review', waiting, 's', '--reject', 'no', '--attempt', '1'],
+        code: 2,
         lines: ['treadle: --attempt goes with --approve'],
       },
     ];
@@ -275,12 +277,15 @@ describe('the CLI', () => {
       if ('line' in c && lines.length === 1 && lines[0]!.startsWith(c.line)) stderr = [c.line];
       return { name: c.name, code: run.code, stdout: run.stdout, stderr };
     });
-    // Usage errors (commander's, which point at --help) exit 2, the others 1 (docs/cli.md "Exit codes").
-    const codeOf = (lines: string[]): number => (lines.some((l) => l.endsWith('(see treadle --help)')) ? 2 : 1);
+    // Exit 2 for what a command was given and cannot use (commander's usage errors, which point at --help, and
+    // every spec and input `run` refuses); 1 when it failed: validate's report, a review the item refuses
+    // (docs/cli.md "Exit codes").
+    const codeOf = (c: Case, lines: string[]): number =>
+      c.code ?? (c.args[0] === 'run' || lines.some((l) => l.endsWith('(see treadle --help)')) ? 2 : 1);
     expect(seen).toEqual(
       cases.map((c) => {
         const stderr = 'lines' in c ? c.lines : [c.line];
-        return { name: c.name, code: codeOf(stderr), stdout: '', stderr };
+        return { name: c.name, code: codeOf(c, stderr), stdout: '', stderr };
       }),
     );
     // None of them started anything.
@@ -297,7 +302,7 @@ describe('the CLI', () => {
     );
     const id = h.id('unknown-impl');
     const refused = await treadle(['run', '--file', file, '--id', id]);
-    expect(refused.code).toBe(1);
+    expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(
       /^treadle: pipeline unknown-run is invalid:\n {2}- stage a: unknown stage implementation "scriptd" \(did you mean "scripted"\?\)/,
     );

@@ -146,36 +146,42 @@ it('prints one clear line and exits 1 on every kind of error', async () => {
   );
   await eventually(async () => ((await h.client.getState(id)).status === 'waiting_review' ? true : undefined));
 
-  const cases: [string[], string, Record<string, string>?][] = [
-    [['status', 'no-such-item'], 'treadle: unknown work item "no-such-item" in namespace default'],
+  // Exit 1 when the command failed; 2 when what it was given cannot work (docs/cli.md#exit-codes).
+  const cases: [string[], string, number, Record<string, string>?][] = [
+    [['status', 'no-such-item'], 'treadle: unknown work item "no-such-item" in namespace default', 1],
     [
       ['review', id, 't', '--approve'],
       `treadle: review rejected: stage "t" of work item ${id} is not waiting for review (it is pending); waiting: s`,
+      1,
     ],
     [
       ['review', id, 'zz', '--approve'],
       `treadle: review rejected: unknown stage "zz" in work item ${id} (stages: s, t)`,
+      1,
     ],
-    [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE'],
+    [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE', 2],
     [
       ['review', id, 's', '--approve', '--reject', 'x'],
       'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)',
+      2,
     ],
-    [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT'],
+    [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT', 2],
     [
       ['run', 'nope'],
       'treadle: unknown pipeline "nope" (built-in: review-demo, documents, documents-llm, discovery, email-triage; or pass --file pipeline.yaml)',
+      2,
     ],
-    [['run', 'review-demo', '--input', '{bad'], 'treadle: --input is not valid JSON (Expected property name'],
+    [['run', 'review-demo', '--input', '{bad'], 'treadle: --input is not valid JSON (Expected property name', 2],
     [
       ['status', 'x'],
       'treadle: cannot reach the Temporal server at 127.0.0.1:1: ',
+      1,
       { TEMPORAL_ADDRESS: '127.0.0.1:1' },
     ],
   ];
-  for (const [args, message, env] of cases) {
+  for (const [args, message, code, env] of cases) {
     const run = await treadle(args, env);
-    expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code: 1, stdout: '' });
+    expect({ args, code: run.code, stdout: run.stdout }).toEqual({ args, code, stdout: '' });
     expect(run.stderr.split('\n').filter(Boolean)).toHaveLength(1);
     expect({ args, stderr: run.stderr.slice(0, message.length) }).toEqual({ args, stderr: message });
   }
@@ -221,7 +227,7 @@ describe('run --file with implementations Treadle does not ship', () => {
     const spec = customSpec();
     const id = h.id('cli');
     const expected = {
-      code: 1,
+      code: 2,
       stdout: '',
       stderr: ['treadle: pipeline custom is invalid:', ...unknownProblems, queueHint, ''].join('\n'),
     };
@@ -242,7 +248,7 @@ describe('run --file with implementations Treadle does not ship', () => {
       'name: broken\nstages:\n  - name: a\n    run: my_summarizer\n    depends_on: [nowhere]\n',
     );
     expect(await treadle(['run', '--file', spec])).toEqual({
-      code: 1,
+      code: 2,
       stdout: '',
       stderr: [
         'treadle: pipeline broken is invalid:',
@@ -313,10 +319,10 @@ it("offers the dev server's own defaults as the dev and demo flags", async () =>
   }
 });
 
-it('prints a configuration error as one line', async () => {
+it('prints a configuration error as one line, exit 2', async () => {
   const run = await treadle(['status', 'x'], { TREADLE_BLOB_THRESHOLD: 'lots' });
   expect(run).toEqual({
-    code: 1,
+    code: 2,
     stdout: '',
     stderr: 'treadle: TREADLE_BLOB_THRESHOLD must be a whole number of bytes, got "lots"\n',
   });

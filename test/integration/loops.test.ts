@@ -578,7 +578,7 @@ test('the seed’s full-ideation example runs offline with treadle loop --wait; 
     );
   }
   const refused = await runTreadle(h, ['loop', path.join(dir, 'pipeline.yaml')]);
-  expect(refused.code).toBe(1);
+  expect(refused.code).toBe(2);
   expect(refused.stderr).toMatch(/the loop pipeline has 4 problems/);
   expect(refused.stderr).toMatch(
     /pipeline.yaml: stages\[1\]\.inputs\.from: "c" is not an earlier stage \(earlier: a\)/,

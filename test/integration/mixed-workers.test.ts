@@ -165,7 +165,7 @@ it('lists an implementation Treadle does not ship without a task_queue as a prob
   const hint =
     'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls';
   const run = await runToEnd([BIN, 'run', '--file', without]);
-  expect(run.code).toBe(1);
+  expect(run.code).toBe(2);
   expect(run.stderr).toContain(
     'pipeline summaries is invalid:\n  - stage summarize: unknown stage implementation "summarize"',
   );

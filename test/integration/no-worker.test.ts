@@ -22,7 +22,8 @@ afterAll(async () => {
   await h?.shutdown();
 });
 
-const message = `no worker is polling task queue ${queue}; start one with \`treadle worker\``;
+// Not the default queue: `treadle worker` alone would poll another one.
+const message = `no worker is polling task queue ${queue}; start one with \`TREADLE_TASK_QUEUE=${queue} treadle worker\``;
 
 /** Runs `treadle …` and asserts it answered within 5 s. */
 async function timed(args: string[]): Promise<CliRun> {

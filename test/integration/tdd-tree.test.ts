@@ -199,7 +199,7 @@ test('treadle tdd --wait and treadle status, as users run them; a bad spec file 
     'id: has space\ndescription: ""\nacceptanceCriteria: []\ntargetPath: /etc/passwd\ntestPath: t.js\n',
   );
   const refused = await runTreadle(h, ['tdd', bad, '--repo', repo]);
-  expect(refused.code).toBe(1);
+  expect(refused.code).toBe(2);
   expect(refused.stderr).toMatch(/TDD spec is invalid/);
   expect(refused.stderr).toMatch(/- id: letters, digits/);
   expect(refused.stderr).toMatch(/- description: describe what to build/);

@@ -236,7 +236,7 @@ describe("the filer's reproductions", () => {
     expect(await treadle(['validate', 'ideation/pipeline.yaml'])).toEqual({ code: 1, stdout: '', stderr: problems });
     // Refused before connecting: no item starts (the address is a closed port).
     expect(await treadle(['loop', 'ideation/pipeline.yaml', '--session', 'x'])).toEqual({
-      code: 1,
+      code: 2,
       stdout: '',
       stderr: problems,
     });
@@ -284,9 +284,9 @@ describe('run --file', () => {
   const expected =
     'treadle: pipeline bad-approval is invalid:\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n';
 
-  it('reports a config error as a config error and starts nothing', async () => {
+  it('reports a config error as a config error and starts nothing (exit 2: the pipeline given cannot run)', async () => {
     const file = write('bad-approval.yaml', badApproval);
-    expect(await treadle(['run', '--file', file])).toEqual({ code: 1, stdout: '', stderr: expected });
+    expect(await treadle(['run', '--file', file])).toEqual({ code: 2, stdout: '', stderr: expected });
   });
 
   it('with a config error and a name Treadle does not ship, lists both as invalid and names the missing task_queue', async () => {
@@ -294,7 +294,7 @@ describe('run --file', () => {
     const both =
       'treadle: pipeline bad-approval is invalid:\n  - stage a: unknown stage implementation "enrich" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n' +
       'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).\n';
-    expect(await treadle(['run', '--file', file])).toEqual({ code: 1, stdout: '', stderr: both });
+    expect(await treadle(['run', '--file', file])).toEqual({ code: 2, stdout: '', stderr: both });
   });
 });
 
@@ -337,7 +337,7 @@ describe('validate --custom-worker <module>', () => {
   it('says what is wrong with a module that exports no registry', async () => {
     const empty = write('empty-module.js', 'exports.nothing = 1;\n');
     expect(await treadle(['validate', spec('enrich', 'llm'), '--custom-worker', empty])).toEqual({
-      code: 1,
+      code: 2,
       stdout: '',
       stderr:
         "treadle: --custom-worker: empty-module.js exports no Registry: export your worker's registry as `registry` (module.exports = { registry })\n",
