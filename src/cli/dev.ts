@@ -16,6 +16,7 @@ import { temporalAnswers } from '../server/probes';
 import { ensureSearchAttributes } from '../server/search-attributes';
 import { connectWorker, createWorker } from '../worker';
 import { bundledRegistry, bundledWorkerOptions } from './bundled-examples';
+import { exitCodeOf } from './exit-codes';
 import { renderEvent, renderStatus } from './render';
 
 interface DevOptions {
@@ -158,6 +159,8 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
       seen = state.eventCount;
       if (state.status === 'completed' || state.status === 'failed') {
         process.stdout.write(`\n${renderStatus(state)}\n`);
+        // With --exit the demo ends with the item, so its exit code says how the item ended.
+        process.exitCode = exitCodeOf(state.status);
         break;
       }
       process.stdout.write(`\n${renderStatus(state)}\n\n`);

@@ -161,12 +161,24 @@ it(
   TWO_BOOT_TEST_MS,
 );
 
-it(
-  'treadle demo runs the review demo to the end when reviews are answered from elsewhere',
-  async () => {
+it.each([
+  ['completed', 0, 'ItemCompleted\\s+work item completed'],
+  ['failed', 1, 'ItemFailed\\s+work item failed'],
+] as const)(
+  'treadle demo --exit runs the review demo to the end when reviews are answered from elsewhere: %s, exit %i',
+  async (outcome, code, lastEvent) => {
     const [port, uiPort] = [await freePort(), await freePort()];
     const demo = start(
-      ['demo', '--port', String(port), '--ui-port', String(uiPort), '--db', path.join(dir, 'demo.sqlite'), '--exit'],
+      [
+        'demo',
+        '--port',
+        String(port),
+        '--ui-port',
+        String(uiPort),
+        '--db',
+        path.join(dir, `demo-${outcome}.sqlite`),
+        '--exit',
+      ],
       {
         TREADLE_TASK_QUEUE: 'demo-test',
         TREADLE_BLOB_DIR: path.join(dir, 'demo-blobs'),
@@ -188,16 +200,18 @@ it(
         30_000,
         `${stage} review`,
       );
-      await client.approve(id, stage, { reviewer: 'tester' });
+      // The sign-off decides the outcome: approved, the item completes; rejected, it fails.
+      if (stage === 'publish' && outcome === 'failed') await client.reject(id, stage, 'not this week');
+      else await client.approve(id, stage, { reviewer: 'tester' });
     }
     await close();
-    // --exit: the demo stops its worker and server by itself once the item completes.
-    expect(await stopWith(demo)).toBe(0);
+    // --exit: the demo stops its worker and server by itself once the item ends, with its exit code.
+    expect(await stopWith(demo)).toBe(code);
     const { stdout } = demo.output();
     expect(stdout).toMatch(/RetryAttempt\s+draft attempt 3\/3 because: claims lack sources/);
     expect(stdout).toMatch(/Escalated\s+draft escalated to review/);
-    expect(stdout).toMatch(/ItemCompleted\s+work item completed/);
-    expect(stdout).toContain(`${id} · pipeline review-demo · completed`);
+    expect(stdout).toMatch(new RegExp(lastEvent));
+    expect(stdout).toContain(`${id} · pipeline review-demo · ${outcome}`);
   },
   ONE_BOOT_TEST_MS,
 );
