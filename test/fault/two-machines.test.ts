@@ -14,19 +14,19 @@
  * holds a blob or a call log of its own.
  */
 import { Client, Connection } from '@temporalio/client';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { isBlobRef } from '../../src/model/shapes';
 import { S3BlobStore } from '../../src/storage/s3-blob-store';
+import { runCli, type CliRun } from '../support/cli';
 import { eventually, testAddress } from '../support/harness';
 import { startPostgres, type TestPostgres } from '../support/postgres';
 import { S3_CREDENTIALS, startS3, type TestS3 } from '../support/s3';
 import { startTreadleWorker, type TreadleWorkerOptions, type TreadleWorkerProcess } from '../support/worker-process';
 
 const ROOT = path.join(__dirname, '..', '..');
-const BIN = path.join(ROOT, 'bin', 'treadle.js');
 const EXAMPLES = path.join(ROOT, 'examples');
 
 const suffix = Math.random().toString(36).slice(2, 10);
@@ -46,12 +46,6 @@ interface Machine {
   cwd: string;
   home: string;
   env: NodeJS.ProcessEnv;
-}
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
 }
 
 let root: string;
@@ -97,16 +91,8 @@ function machine(name: string, callLog: string): Machine {
 }
 
 /** `treadle …` on a machine, in its directory, with `extra` over its settings. */
-function treadle(on: Machine, args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { cwd: on.cwd, env: { ...on.env, ...extra }, timeout: 200_000, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+function treadle(on: Machine, args: string[], extra: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  return runCli(args, { cwd: on.cwd, env: { ...on.env, ...extra }, timeoutMs: 200_000 });
 }
 
 /** Starts (or restarts, with the same settings) the worker playing `role`. */
@@ -131,7 +117,7 @@ function workerLogs(): string {
 }
 
 /** A run's output and every worker's log, when it did not exit as expected. */
-function expectExit(run: Run, code: number, what: string): void {
+function expectExit(run: CliRun, code: number, what: string): void {
   if (run.code !== code)
     throw new Error(`${what}: exit ${run.code}, expected ${code}\n${run.stdout}\n${run.stderr}\n${workerLogs()}`);
 }

@@ -4,17 +4,16 @@
  * calls, and `calls prune` deletes old rows; a password in the URL is never printed; and two `treadle worker`
  * processes with separate homes, writing to one PostgreSQL log, are both seen by `treadle calls` from either home.
  */
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { openCallLog } from '../../src/storage/open-call-log';
 import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import { call, callLogContract, origin } from '../support/call-log-contract';
+import { runCli, type CliRun } from '../support/cli';
 import { testAddress } from '../support/harness';
 import { startPostgres, type TestPostgres } from '../support/postgres';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
-const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const PASSWORD = 'pw-nobody-may-print';
 let pg: TestPostgres;
 let root: string;
@@ -35,23 +34,9 @@ afterAll(async () => {
   await pg?.stop();
 }, 30_000);
 
-/** Exit code and output of one `treadle` run. */
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function treadle(args: string[], extra: NodeJS.ProcessEnv): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { cwd: root, env: { ...env, ...extra }, timeout: 90_000 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+/** `treadle …` in the test's folder, from the user's shell (and `extra` over it). */
+function treadle(args: string[], extra: NodeJS.ProcessEnv): Promise<CliRun> {
+  return runCli(args, { cwd: root, env: { ...env, ...extra }, timeoutMs: 90_000 });
 }
 
 /** A URL with a password: the test server trusts every connection, so any password gets in. */

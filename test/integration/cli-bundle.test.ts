@@ -5,27 +5,17 @@
  * and yaml's ~170 modules, with zod's English messages (its other locales are left out). A bundle older than
  * main.js is never used.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { runCommand, TREADLE_BIN as BIN, type CliRun } from '../support/cli';
 
 const ROOT = path.join(__dirname, '..', '..');
-const BIN = path.join(ROOT, 'bin', 'treadle.js');
 const MAIN = path.join(ROOT, 'lib', 'cli', 'main.js');
 const BUNDLE = path.join(ROOT, 'lib', 'cli', 'offline.js');
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function node(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: ROOT, timeout: 60_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+/** `node args…` in the repository, with the test process's environment. */
+function node(args: string[]): Promise<CliRun> {
+  return runCommand(process.execPath, args, { cwd: ROOT, timeoutMs: 60_000 });
 }
 
 /** The files `bin/treadle.js <args>` loaded, as `require.cache` holds them when the process exits. */

@@ -8,21 +8,12 @@
  * warning about an older version's `./.treadle/`. Before issue 26 the defaults were under each command's
  * directory, so the first command reading a blob failed "blob sha256:… not found in .treadle/blobs".
  */
-import { execFile } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { runCli, showRun, type CliRun } from '../support/cli';
 import { eventually, testAddress } from '../support/harness';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 import type { WorkItemState } from '../../src/model/state';
-
-const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
-
-/** Exit code and output of one command. */
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 let root: string;
 let home: string;
@@ -32,25 +23,15 @@ let env: NodeJS.ProcessEnv;
 let worker: TreadleWorkerProcess | undefined;
 
 /** `treadle …` in `cwd`, with the shared environment (and `extra` over it). */
-function treadleIn(cwd: string, args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { cwd, env: { ...env, ...extra }, timeout: 90_000, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+function treadleIn(cwd: string, args: string[], extra: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  return runCli(args, { cwd, env: { ...env, ...extra }, timeoutMs: 90_000 });
 }
-
-const show = (r: Run): string => `exit ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`;
 
 /** The command's stdout, failing with everything it printed when it did not exit 0. */
 async function ok(cwd: string, args: string[]): Promise<string> {
   const run = await treadleIn(cwd, args);
   if (run.code !== 0)
-    throw new Error(`treadle ${args.join(' ')} in ${cwd}: ${show(run)}\n--- worker\n${worker?.log()}`);
+    throw new Error(`treadle ${args.join(' ')} in ${cwd}: ${showRun(run)}\n--- worker\n${worker?.log()}`);
   return run.stdout;
 }
 
@@ -97,7 +78,8 @@ it('runs an item with a large input from X and reads its state and offloaded art
     async () => {
       const run = await treadleIn(dirs.y, ['status', id, '--json']);
       const parsed = run.code === 0 ? (JSON.parse(run.stdout) as WorkItemState) : undefined;
-      if (parsed?.status === 'failed') throw new Error(`the item failed: ${show(run)}\n--- worker\n${worker?.log()}`);
+      if (parsed?.status === 'failed')
+        throw new Error(`the item failed: ${showRun(run)}\n--- worker\n${worker?.log()}`);
       return parsed?.status === 'waiting_review' ? parsed : undefined;
     },
     60_000,

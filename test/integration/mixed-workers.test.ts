@@ -10,24 +10,18 @@
  * problem and name the fix.
  */
 import { Client, Connection } from '@temporalio/client';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { FileBlobStore } from '../../src/storage/blob-store';
+import { runCommand, TREADLE_BIN as BIN, type CliRun } from '../support/cli';
 import { eventually, testAddress } from '../support/harness';
 import { pollerCount, stopProcess } from '../support/processes';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
-const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 const SUMMARIES_WORKER = path.join(__dirname, '..', 'fixtures', 'queues', 'summaries-worker.js');
 const ITEMS = 50;
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 let root: string;
 let env: NodeJS.ProcessEnv;
@@ -47,17 +41,9 @@ function summarizePipeline(queue?: string): Record<string, unknown> {
   };
 }
 
-/** Runs a process to its end with the shared environment (and `extra` over it). */
-function runToEnd(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      args,
-      { cwd: root, env: { ...env, ...extra }, timeout: 90_000 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+/** Runs `node args…` to its end with the shared environment (and `extra` over it). */
+function runToEnd(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  return runCommand(process.execPath, args, { cwd: root, env: { ...env, ...extra }, timeoutMs: 90_000 });
 }
 
 function startWorker(args: string[], extra: NodeJS.ProcessEnv = {}): { child: ChildProcess; log: string } {

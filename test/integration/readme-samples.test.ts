@@ -13,17 +13,17 @@
  * Also: the approval sample's `with:` makes requests from elements shaped as it describes.
  */
 import { Connection } from '@temporalio/client';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
+import { runCli, runCommand, showRun, TREADLE_BIN } from '../support/cli';
 import { readMarkdown, type MarkdownSample } from '../support/markdown-samples';
 import { eventually, startHarness, testAddress, type Harness } from '../support/harness';
 import { pollerCount } from '../support/processes';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const ROOT = path.join(__dirname, '..', '..');
-const BIN = path.join(ROOT, 'bin', 'treadle.js');
 /** The Markdown files whose samples must run: README.md and everything under docs/. */
 const DOCUMENTS = ['README.md', ...markdownUnder('docs')];
 const SHELL_LANGS = new Set(['sh', 'bash', 'shell']);
@@ -103,31 +103,6 @@ const ofKind = <K extends Plan['kind']>(kind: K) =>
     'kind' in plan && plan.kind === kind ? [{ sample, plan: plan as Extract<Plan, { kind: K }> }] : [],
   );
 
-/** Output of one process. */
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Where and how long a process runs. */
-interface RunOptions {
-  cwd: string;
-  env: NodeJS.ProcessEnv;
-  timeoutMs: number;
-}
-
-function run(file: string, args: string[], options: RunOptions): Promise<Run> {
-  const settings = { ...options, timeout: options.timeoutMs, maxBuffer: 16 * 1024 * 1024 };
-  return new Promise((resolve) => {
-    execFile(file, args, settings, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-const show = (r: Run): string => `exit ${r.code}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`;
-
 let project: string;
 let env: NodeJS.ProcessEnv;
 let worker: TreadleWorkerProcess | undefined;
@@ -163,7 +138,7 @@ beforeAll(async () => {
     path.join(shims, 'npx'),
     [
       '#!/bin/sh',
-      `if [ "$1" = treadle ]; then shift; exec "${process.execPath}" "${BIN}" "$@"; fi`,
+      `if [ "$1" = treadle ]; then shift; exec "${process.execPath}" "${TREADLE_BIN}" "$@"; fi`,
       'echo "npx $1: README samples run only npx treadle" >&2',
       'exit 127',
       '',
@@ -213,8 +188,8 @@ it('validates every YAML pipeline with `treadle validate`', async () => {
   for (const { sample, plan } of ofKind('pipeline')) {
     const file = path.join(project, `${stem(sample)}.yaml`);
     writeFileSync(file, plan.fragment ? YAML.stringify(completedFragment(sample, plan.into)) : sample.code);
-    const result = await run(process.execPath, [BIN, 'validate', file], { cwd: project, env, timeoutMs: 60_000 });
-    if (result.code !== 0) failures.push(`${where(sample)}: ${show(result)}`);
+    const result = await runCli(['validate', file], { cwd: project, env, timeoutMs: 60_000 });
+    if (result.code !== 0) failures.push(`${where(sample)}: ${showRun(result)}`);
   }
   expect(failures).toEqual([]);
 }, 180_000);
@@ -258,7 +233,7 @@ it('type-checks every TypeScript sample as a project that installed treadle', as
     }),
   );
   const tscBin = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  const tsc = await run(process.execPath, [tscBin, '-p', project], { cwd: project, env, timeoutMs: 150_000 });
+  const tsc = await runCommand(process.execPath, [tscBin, '-p', project], { cwd: project, env, timeoutMs: 150_000 });
   expect(tsc.stdout + tsc.stderr).toBe('');
   expect(typescript.length).toBeGreaterThan(0);
 }, 180_000);
@@ -268,8 +243,8 @@ it('runs every TypeScript sample against the server and the worker', async () =>
   for (const { sample, plan } of ofKind('typescript')) {
     const script = path.join(project, 'out', `${stem(sample)}.js`);
     if (!plan.worker) {
-      const result = await run(process.execPath, [script], { cwd: project, env, timeoutMs: 90_000 });
-      if (result.code !== 0) failures.push(`${where(sample)}: ${show(result)}`);
+      const result = await runCommand(process.execPath, [script], { cwd: project, env, timeoutMs: 90_000 });
+      if (result.code !== 0) failures.push(`${where(sample)}: ${showRun(result)}`);
       continue;
     }
     // A worker runs until stopped: it must come up and poll its queue (one of its own, so it serves nothing else).
@@ -298,10 +273,10 @@ it('runs every shell sample in the project, with npx treadle the built CLI', asy
   const failures: string[] = [];
   for (const { sample } of ofKind('shell')) {
     const bash = ['-e', '-o', 'pipefail', '-c', sample.code];
-    const result = await run('bash', bash, { cwd: project, env, timeoutMs: 150_000 });
+    const result = await runCommand('bash', bash, { cwd: project, env, timeoutMs: 150_000 });
     // `run --wait` and `tdd --wait` exit 1 for a failed item (and 3 at a person's turn); the status line is checked too.
     const failedItem = / · pipeline \S+ · failed$|^\S+: failed \(phase /m.test(result.stdout);
-    if (result.code !== 0 || failedItem) failures.push(`${where(sample)}: ${show(result)}`);
+    if (result.code !== 0 || failedItem) failures.push(`${where(sample)}: ${showRun(result)}`);
   }
   expect(failures).toEqual([]);
 }, 400_000);

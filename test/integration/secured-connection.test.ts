@@ -4,16 +4,14 @@
  * `treadle worker` process and reviewed through the SDK completes through each; wrong settings fail fast
  * with one line naming the setting, for the CLI and for the worker.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { temporalSettings } from '../../src/connection';
+import { runCli, type CliRun } from '../support/cli';
 import { testAddress } from '../support/harness';
 import { startTlsProxy, type TlsProxy } from '../support/tls-proxy';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
-
-const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
 
 let proxy: TlsProxy;
 let dir: string;
@@ -43,29 +41,11 @@ function baseEnv(queue: string): Record<string, string> {
   };
 }
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-function treadle(args: string[], env: Record<string, string>): Promise<Run> {
+/** `treadle …` with `env` over the test process's settings, and how long it took (wrong settings must fail fast). */
+async function treadle(args: string[], env: Record<string, string>): Promise<CliRun & { ms: number }> {
   const started = Date.now();
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { env: { ...process.env, ...env }, timeout: 60_000 },
-      (error, stdout, stderr) =>
-        resolve({
-          code: error ? ((error as { code?: number }).code ?? 1) : 0,
-          stdout,
-          stderr,
-          ms: Date.now() - started,
-        }),
-    );
-  });
+  const run = await runCli(args, { env: { ...process.env, ...env }, timeoutMs: 60_000 });
+  return { ...run, ms: Date.now() - started };
 }
 
 /** Starts `treadle worker`, and once it is ready returns its "task queue … on …" line. */

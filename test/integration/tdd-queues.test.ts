@@ -6,23 +6,17 @@
  * trees failed "repository … is outside the folders this worker allows".)
  */
 import { Connection } from '@temporalio/client';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
+import { runCli, type CliRun } from '../support/cli';
 import { testAddress } from '../support/harness';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const ROOT = path.join(__dirname, '..', '..');
-const BIN = path.join(ROOT, 'bin', 'treadle.js');
 const SPEC = path.join(ROOT, 'examples', 'tdd', 'textkit.yaml');
 const REPLIES = path.join(ROOT, 'examples', 'tdd', 'textkit.replies.yaml');
-
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 let root: string;
 let connection: Connection;
@@ -56,12 +50,9 @@ const gitEnv = {
   GIT_COMMITTER_EMAIL: 'test@localhost',
 };
 
-function treadle(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [BIN, ...args], { cwd, env, timeout: 150_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+/** `treadle …` in `cwd` with `env` as its whole environment (one host's settings). */
+function treadle(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<CliRun> {
+  return runCli(args, { cwd, env, timeoutMs: 150_000 });
 }
 
 beforeAll(async () => {

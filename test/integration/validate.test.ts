@@ -13,7 +13,6 @@
  * real server: a loop stage sent through the client with an unknown variable is refused by the worker's check
  * before any loop starts.
  */
-import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
@@ -26,30 +25,16 @@ import {
 } from '../../src/pipelines/catalog';
 import { bundledActionRegistry } from '../../src/cli/bundled-examples';
 import { defaultActionRegistry } from '../../src/registries';
+import { runCli, type CliRun } from '../support/cli';
 import { startHarness } from '../support/harness';
 
 const ROOT = path.join(__dirname, '..', '..');
-const BIN = path.join(ROOT, 'bin', 'treadle.js');
 const FIXTURES = path.join(__dirname, '..', 'fixtures', 'validate');
 const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'validate-'));
 
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 /** `treadle <args>` in the test's folder (problems name files relative to it), with no server to reach. */
-function treadle(args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { cwd: dir, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' }, timeout: 60_000 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+function treadle(args: string[]): Promise<CliRun> {
+  return runCli(args, { cwd: dir, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' }, timeoutMs: 60_000 });
 }
 
 const write = (name: string, content: string): string => {

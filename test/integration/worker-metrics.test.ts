@@ -5,21 +5,13 @@
  * schedule-to-start histograms). A setting that cannot work (a host name, a port already taken) is one line
  * naming it and exit code 2, before the worker connects. Before this setting `treadle worker` served no metrics.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import path from 'node:path';
+import { runCli, TREADLE_BIN, type CliRun } from '../support/cli';
 import { testAddress } from '../support/harness';
 import { stopProcess } from '../support/processes';
-
-const BIN = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
-
-/** Exit code and output of one command. */
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 let root: string;
 let env: NodeJS.ProcessEnv;
@@ -27,16 +19,9 @@ let worker: ChildProcess | undefined;
 let workerLog = '';
 let address: string;
 
-function treadle(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [BIN, ...args],
-      { cwd: root, env: { ...env, ...extra }, timeout: 90_000, maxBuffer: 16 * 1024 * 1024 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+/** `treadle …` in the test's folder with the shared environment (and `extra` over it). */
+function treadle(args: string[], extra: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  return runCli(args, { cwd: root, env: { ...env, ...extra }, timeoutMs: 90_000 });
 }
 
 /** A port nothing listens on now (the kernel's pick, released at once). */
@@ -65,7 +50,7 @@ beforeAll(async () => {
     TREADLE_HOME: path.join(root, 'home'),
     TREADLE_AGENT: 'scripted',
   };
-  worker = spawn(process.execPath, [BIN, 'worker'], {
+  worker = spawn(process.execPath, [TREADLE_BIN, 'worker'], {
     cwd: root,
     env: { ...env, TREADLE_METRICS_PROMETHEUS: address },
     stdio: ['ignore', 'pipe', 'pipe'],
