@@ -25,22 +25,15 @@ export interface RunOptions {
   cwd?: string;
   /** The child is killed (SIGTERM) after this long, and the run reports exit code 1. */
   timeoutMs: number;
-  /** Written to the child's stdin, which is then closed; without it stdin stays an open, empty pipe. */
-  input?: string;
 }
 
 /** Runs `file args…` to its end and resolves with its exit code and output; it never rejects. */
 export function runCommand(file: string, args: string[], options: RunOptions): Promise<CliRun> {
-  const { env, cwd, timeoutMs, input } = options;
+  const { env, cwd, timeoutMs } = options;
   return new Promise((resolve) => {
-    const child = execFile(
-      file,
-      args,
-      { env, cwd, timeout: timeoutMs, maxBuffer: MAX_OUTPUT_BYTES },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(file, args, { env, cwd, timeout: timeoutMs, maxBuffer: MAX_OUTPUT_BYTES }, (error, stdout, stderr) =>
+      resolve({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
-    if (input !== undefined) child.stdin!.end(input);
   });
 }
 
