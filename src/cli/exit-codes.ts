@@ -24,7 +24,7 @@ export class UsageError extends Error {
 
 /**
  * Reads what a command was given (its files, its input, the spec in them) before it starts anything: a
- * failure there is a {@link UsageError}, so a script tells "you asked wrong" (2) from "the work failed" (1).
+ * failure there is a {@link UsageError}, so a script can tell "you asked wrong" (2) apart from "the work failed" (1).
  */
 export function given<T>(read: () => T): T {
   try {

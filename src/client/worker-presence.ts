@@ -17,15 +17,33 @@ export const WORKER_CHECK_AFTER_MS = 1_000;
 // temporal.api.enums.v1 values, written out: the proto package is the SDK's, not a dependency of ours.
 const TASK_QUEUE_TYPE_WORKFLOW = 1 as temporal.api.enums.v1.TaskQueueType;
 const TASK_QUEUE_KIND_NORMAL = 1 as temporal.api.enums.v1.TaskQueueKind;
+const DESCRIBE_MODE_ENHANCED = 1 as temporal.api.enums.v1.DescribeTaskQueueMode;
 
-/** The identities of the workers that polled `taskQueue` for workflow tasks lately (Temporal keeps about a minute). */
+/**
+ * The identities of the workers that polled `taskQueue` for workflow tasks lately (Temporal keeps about a
+ * minute), over all of the queue's partitions. A queue has several: the plain description reads only the root
+ * one, whose list stays empty after a server restart while the workers' polls wait on the others.
+ */
 export async function pollersOf(client: Client, taskQueue: string): Promise<string[]> {
-  const response = await client.workflowService.describeTaskQueue({
-    namespace: client.options.namespace,
-    taskQueue: { name: taskQueue, kind: TASK_QUEUE_KIND_NORMAL },
-    taskQueueType: TASK_QUEUE_TYPE_WORKFLOW,
-  });
-  return (response.pollers ?? []).map((p) => p.identity ?? '?');
+  const request = { namespace: client.options.namespace, taskQueue: { name: taskQueue, kind: TASK_QUEUE_KIND_NORMAL } };
+  try {
+    const response = await client.workflowService.describeTaskQueue({
+      ...request,
+      apiMode: DESCRIBE_MODE_ENHANCED,
+      reportPollers: true,
+      taskQueueTypes: [TASK_QUEUE_TYPE_WORKFLOW],
+    });
+    return Object.values(response.versionsInfo ?? {})
+      .flatMap((version) => version.typesInfo?.[String(TASK_QUEUE_TYPE_WORKFLOW)]?.pollers ?? [])
+      .map((p) => p.identity ?? '?');
+  } catch {
+    // A server without the enhanced description: the root partition's list.
+    const response = await client.workflowService.describeTaskQueue({
+      ...request,
+      taskQueueType: TASK_QUEUE_TYPE_WORKFLOW,
+    });
+    return (response.pollers ?? []).map((p) => p.identity ?? '?');
+  }
 }
 
 /** The message for a task queue no worker polls, with the command that starts a worker on that queue. */
@@ -80,10 +98,22 @@ export async function answeredByWorker<T>(
   }
 }
 
-/** The task queue of workflow `id` when no worker polls it, else undefined. */
+/** How many times, {@link ABSENCE_RECHECK_MS} apart, a queue must show no poller before "no worker" is said. */
+const ABSENCE_CHECKS = 4;
+const ABSENCE_RECHECK_MS = 500;
+
+/**
+ * The task queue of workflow `id` when no worker polls it, else undefined. One empty answer is not enough:
+ * right after a server restart the list is empty until each worker's next poll reaches it, though the workers
+ * are there; an absence that lasts {@link ABSENCE_CHECKS} checks is.
+ */
 async function queueWithoutWorker(client: Client, id: string): Promise<string | undefined> {
   const { taskQueue } = await client.workflow.getHandle(id).describe();
-  return (await pollersOf(client, taskQueue)).length === 0 ? taskQueue : undefined;
+  for (let check = 1; ; check++) {
+    if ((await pollersOf(client, taskQueue)).length > 0) return undefined;
+    if (check === ABSENCE_CHECKS) return taskQueue;
+    await new Promise((resolve) => setTimeout(resolve, ABSENCE_RECHECK_MS));
+  }
 }
 
 /** What Temporal knows of a work item or TDD node without a worker. */

@@ -114,7 +114,10 @@ function packagesImportedBy(lib: string): Set<string> {
     (entry) => entry.isFile() && entry.name.endsWith('.d.ts'),
   );
   for (const entry of files) {
-    const text = readFileSync(path.join(entry.parentPath, entry.name), 'utf8');
+    // Comments may quote words as `from "…"`: only the declarations' own imports count.
+    const text = readFileSync(path.join(entry.parentPath, entry.name), 'utf8')
+      .replace(/\/\*[\s\S]*?\*\//g, '')
+      .replace(/^\s*\/\/.*$/gm, '');
     for (const [, specifier] of text.matchAll(/(?:from\s+|import\()['"]([^'".][^'"]*)['"]/g)) {
       if (specifier!.startsWith('node:')) continue;
       const parts = specifier!.split('/');
