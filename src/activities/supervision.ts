@@ -122,13 +122,14 @@ export async function supervise<T>(
       ...(errorLike ? { cause: withoutCallRecords(error) } : {}),
     });
   } finally {
-    clearInterval(beat);
-    if (onCalls && calls.length > 0) {
-      try {
-        await onCalls(calls);
-      } catch (error) {
-        activityLog.warn('could not write the call log', { error: (error as Error).message });
-      }
+    // The heartbeat goes on while the call log is written (a PostgreSQL append can wait seconds for a
+    // connection): a finished step that stopped beating could miss its heartbeat timeout and run again.
+    try {
+      if (onCalls && calls.length > 0) await onCalls(calls);
+    } catch (error) {
+      activityLog.warn('could not write the call log', { error: (error as Error).message });
+    } finally {
+      clearInterval(beat);
     }
   }
 }

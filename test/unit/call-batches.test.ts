@@ -174,6 +174,24 @@ describe('supervision', () => {
     expect(despite).toBe('still done');
   });
 
+  test('the heartbeat goes on while the call log is written, so a slow log cannot time a finished step out', async () => {
+    const activity = new MockActivityEnvironment({ heartbeatTimeoutMs: 300 }, { logger: new DefaultLogger('ERROR') });
+    let writing = false;
+    const beatsWhileWriting: unknown[] = [];
+    activity.on('heartbeat', (details: unknown) => writing && beatsWhileWriting.push(details));
+    const slowLog = async (): Promise<void> => {
+      writing = true;
+      await new Promise((resolve) => setTimeout(resolve, 500)); // longer than the heartbeat timeout
+      writing = false;
+    };
+    const result = await activity.run(() =>
+      supervise(async (s) => (s.calls.push(...calls(2)), 'done'), { blobs: new MemoryBlobStore(), onCalls: slowLog }),
+    );
+    expect(result).toBe('done');
+    // Every 100 ms (a third of the timeout) for 500 ms.
+    expect(beatsWhileWriting.length).toBeGreaterThanOrEqual(3);
+  });
+
   test('a result whose records cannot be stored carries their totals, and the activity still succeeds', async () => {
     const blobs = new MemoryBlobStore();
     blobs.put = () => Promise.reject(new Error('the store is down'));
