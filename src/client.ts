@@ -32,7 +32,14 @@ import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
 import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import type { StartContext } from './client/start';
-import { answeredByWorker, pollersOf, resultOf, visibleItem, type VisibleItem } from './client/worker-presence';
+import {
+  answeredByWorker,
+  noWorkerPolls,
+  pollersOf,
+  resultOf,
+  visibleItem,
+  type VisibleItem,
+} from './client/worker-presence';
 import { approvalItem, audit, decidedBefore, runIdFor, startTddTree, startWorkItem } from './client/on-demand';
 
 export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing };
@@ -543,6 +550,14 @@ export class TreadleClient {
    */
   async workersPolling(taskQueue: string = this.taskQueue): Promise<string[]> {
     return pollersOf(this.client, taskQueue);
+  }
+
+  /**
+   * Whether no worker polls `taskQueue` (default: this client's), checked a few times over two seconds: right
+   * after a server restart a queue's pollers take a moment to show, so one empty answer proves nothing.
+   */
+  async noWorkerPolls(taskQueue: string = this.taskQueue): Promise<boolean> {
+    return noWorkerPolls(this.client, taskQueue);
   }
 
   /** Reads an artefact, following a blob reference into the blob store. */

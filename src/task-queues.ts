@@ -4,6 +4,7 @@
  * rule's two decisions: which activities of a spec leave the item's queue, and whether a core worker's
  * registrations are the shipped set.
  */
+import { DEFAULT_TASK_QUEUE } from './config';
 import { gateActivityType } from './model/activity-types';
 import { gateLeaves } from './model/gate-ref';
 import type { PipelineSpec, StageSpec } from './model/pipeline';
@@ -127,4 +128,10 @@ export function missingQueueHint(problems: readonly string[]): string {
     ? '\nImplementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls ' +
         '(on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).'
     : '';
+}
+
+/** The command that starts a worker polling `taskQueue`. */
+export function workerCommandFor(taskQueue: string): string {
+  // `treadle worker` alone polls the default queue, or TREADLE_TASK_QUEUE: on another queue it would not help.
+  return taskQueue === DEFAULT_TASK_QUEUE ? 'treadle worker' : `TREADLE_TASK_QUEUE=${taskQueue} treadle worker`;
 }

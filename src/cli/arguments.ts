@@ -1,5 +1,6 @@
 /** Parsing the CLI's arguments (numbers, `--input`) and listing problems the way every CLI error does. */
 import { InvalidArgumentError } from 'commander';
+import { parseDuration } from '../model/duration';
 import type { Json } from '../model/shapes';
 import { oneLine, readJsonFile } from '../pipelines/catalog';
 
@@ -13,6 +14,13 @@ export const wholeNumber =
   };
 /** A commander argument parser for TCP ports. */
 export const port = wholeNumber(1, 'must be a port number', 65_535);
+
+/** A commander argument parser for durations (`30m`, `24h`, `7d`, `1h30m`): their milliseconds. */
+export function duration(value: string): number {
+  const parsed = parseDuration(value);
+  if ('error' in parsed) throw new InvalidArgumentError(parsed.error);
+  return parsed.ms;
+}
 
 /** Reads `--input`: inline JSON, or `@file`. */
 export function readInput(value: string | undefined, fallback: Json): Json {

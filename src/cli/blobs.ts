@@ -4,14 +4,18 @@
  * retention: each one's memo and history are scanned for `sha256:` references (src/storage/blob-gc.ts follows
  * them into the blobs and keeps the names' targets). Histories that retention has deleted reference nothing.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import type { Client } from '@temporalio/client';
 import type * as ProtoModule from '@temporalio/proto';
-import { parseDuration } from '../model/duration';
+import { formatDuration } from '../model/duration';
 import { loadConfig } from '../config';
 import type * as BlobGcModule from '../storage/blob-gc';
 import type * as StorageModule from '../storage';
+import { duration } from './arguments';
 import type { WithClient } from './with-client';
+
+/** Unreferenced blobs younger than this are kept unless `--grace` says otherwise: a day. */
+const DEFAULT_GRACE_MS = 86_400_000;
 
 /** Executions listed per visibility page. */
 const PAGE_SIZE = 500;
@@ -25,14 +29,15 @@ export function registerBlobsCommand(program: Command, withClient: WithClient): 
       'delete blobs that no execution in the namespace (open, or closed within retention) references and that are older than --grace',
     )
     .option('--dry-run', 'list what would be deleted, delete nothing')
-    .option(
-      '--grace <duration>',
-      'keep unreferenced blobs younger than this (covers blobs put by running activities)',
-      '24h',
+    .addOption(
+      new Option(
+        '--grace <duration>',
+        'keep unreferenced blobs younger than this (covers blobs put by running activities)',
+      )
+        .argParser(duration)
+        .default(DEFAULT_GRACE_MS, '24h'),
     )
-    .action(async (opts: { dryRun?: boolean; grace: string }) => {
-      const grace = parseDuration(opts.grace);
-      if ('error' in grace) throw new Error(`--grace: ${grace.error}`);
+    .action(async (opts: { dryRun?: boolean; grace: number }) => {
       await withClient(async (client) => {
         /* eslint-disable @typescript-eslint/no-require-imports -- loaded only by this command */
         const { collectBlobs } = require('../storage/blob-gc') as typeof BlobGcModule;
@@ -41,7 +46,7 @@ export function registerBlobsCommand(program: Command, withClient: WithClient): 
         const store = createBlobStore(loadConfig().blobStore);
         const result = await collectBlobs(store, {
           roots: executionTexts(client.client),
-          graceMs: grace.ms,
+          graceMs: opts.grace,
           dryRun: opts.dryRun === true,
         });
         const verb = result.dryRun ? 'would delete' : 'deleted';
@@ -50,7 +55,7 @@ export function registerBlobsCommand(program: Command, withClient: WithClient): 
             process.stdout.write(`${blob.ref}  ${bytes(blob.bytes)}  stored ${blob.modified.toISOString()}\n`);
         const total = result.unreferenced.reduce((sum, b) => sum + b.bytes, 0);
         process.stdout.write(
-          `${verb} ${result.unreferenced.length} unreferenced blobs (${bytes(total)}); kept ${result.referenced.blobs} referenced (${bytes(result.referenced.bytes)}) and ${result.young.blobs} younger than ${opts.grace} (${bytes(result.young.bytes)})\n`,
+          `${verb} ${result.unreferenced.length} unreferenced blobs (${bytes(total)}); kept ${result.referenced.blobs} referenced (${bytes(result.referenced.bytes)}) and ${result.young.blobs} younger than ${formatDuration(opts.grace)} (${bytes(result.young.bytes)})\n`,
         );
       })();
     });

@@ -4,12 +4,12 @@
  * prune` deletes old rows. Reads the log `TREADLE_CALL_LOG` names (a SQLite file or a PostgreSQL URL)
  * directly: no Temporal server, no worker.
  */
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { existsSync } from 'node:fs';
-import { parseDuration } from '../model/duration';
 import { loadConfig } from '../config';
 import type { CallGrouping, CallLog, CallSummary } from '../storage/call-log';
 import { describeCallLog, isPostgresUrl, openCallLog } from '../storage/open-call-log';
+import { duration } from './arguments';
 import { table } from './render';
 
 const GROUPINGS: CallGrouping[] = ['model', 'provider', 'pipeline', 'stage'];
@@ -19,16 +19,14 @@ export function registerCallsCommand(program: Command): void {
   const calls = program
     .command('calls')
     .description('model calls across runs (the call log): counts, errors, tokens, latency and estimated cost')
-    .option('--since <duration>', 'only calls of the last DURATION (24h, 7d, 30m)')
+    .option('--since <duration>', 'only calls of the last DURATION (24h, 7d, 30m)', duration)
     .option('--pipeline <name>', "only this pipeline's calls")
-    .option('--by <group>', `group by ${GROUPINGS.join(' | ')}`, 'model')
+    .addOption(new Option('--by <group>', 'group by').choices(GROUPINGS).default('model'))
     .option('--json', 'as JSON: { groups: [...], total: {...} }')
-    .action(async (opts: { since?: string; pipeline?: string; by: string; json?: boolean }) => {
-      if (!GROUPINGS.includes(opts.by as CallGrouping))
-        throw new Error(`--by must be one of ${GROUPINGS.join(', ')}, got "${opts.by}"`);
-      const since = opts.since !== undefined ? new Date(Date.now() - durationOf('--since', opts.since)) : undefined;
+    .action(async (opts: { since?: number; pipeline?: string; by: CallGrouping; json?: boolean }) => {
+      const since = opts.since !== undefined ? new Date(Date.now() - opts.since) : undefined;
       await withCallLog(async (log) => {
-        const summary = await log.summarize(opts.by as CallGrouping, {
+        const summary = await log.summarize(opts.by, {
           ...(since ? { since } : {}),
           ...(opts.pipeline !== undefined ? { pipeline: opts.pipeline } : {}),
         });
@@ -58,21 +56,14 @@ export function registerCallsCommand(program: Command): void {
   calls
     .command('prune')
     .description('delete the calls that started more than DURATION ago from the call log')
-    .requiredOption('--before <duration>', 'the age of the oldest calls kept (90d, 720h)')
-    .action(async (opts: { before: string }) => {
-      const before = new Date(Date.now() - durationOf('--before', opts.before));
+    .requiredOption('--before <duration>', 'the age of the oldest calls kept (90d, 720h)', duration)
+    .action(async (opts: { before: number }) => {
+      const before = new Date(Date.now() - opts.before);
       await withCallLog(async (log) => {
         const deleted = await log.prune(before);
         process.stdout.write(`deleted ${deleted} calls from before ${before.toISOString()}\n`);
       });
     });
-}
-
-/** The milliseconds a duration option gives, or a one-line error naming the option. */
-function durationOf(option: string, value: string): number {
-  const parsed = parseDuration(value);
-  if ('error' in parsed) throw new Error(`${option}: ${parsed.error}`);
-  return parsed.ms;
 }
 
 /** Opens the configured call log for one command, and closes it after. */

@@ -12,7 +12,7 @@ import { load } from './lazy-modules';
 import { exitWith, exitWithItem, given } from './exit-codes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
-import { missingQueueHint } from '../task-queues';
+import { missingQueueHint, workerCommandFor } from '../task-queues';
 
 /** Registers `treadle run`, `loop`, `resume` and `tdd`. */
 export function registerStartCommands(program: Command): void {
@@ -264,11 +264,10 @@ function queueOf(opts: { taskQueue?: string }): { taskQueue?: string } {
  */
 async function warnWithoutWorker(client: TreadleClient, what: 'item' | 'tree'): Promise<void> {
   // A courtesy: a server that will not describe the queue (a narrow API key's role) gets no warning.
-  const polling = await client.workersPolling().catch(() => undefined);
-  if (polling === undefined || polling.length > 0) return;
+  if (!(await client.noWorkerPolls().catch(() => false))) return;
   const queue = client.taskQueue;
   process.stderr.write(
-    `treadle: no worker polls task queue ${queue} yet; the ${what} waits until one does: start one with TREADLE_TASK_QUEUE=${queue} treadle worker\n`,
+    `treadle: no worker polls task queue ${queue} yet; the ${what} waits until one does: start one with \`${workerCommandFor(queue)}\`\n`,
   );
 }
 

@@ -9,7 +9,7 @@ import type { temporal } from '@temporalio/proto';
 import { TDD_TREE_FAILED } from '../kinds/tdd/shapes';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../model/state';
-import { DEFAULT_TASK_QUEUE } from '../config';
+import { workerCommandFor } from '../task-queues';
 import { TreadleError } from './treadle-error';
 
 /** How long a query or update may take before the item's queue is checked for a worker (a worker answers in ms). */
@@ -48,10 +48,7 @@ export async function pollersOf(client: Client, taskQueue: string): Promise<stri
 
 /** The message for a task queue no worker polls, with the command that starts a worker on that queue. */
 export function noWorkerMessage(taskQueue: string): string {
-  // `treadle worker` alone polls the default queue, or TREADLE_TASK_QUEUE: on another queue it would not help.
-  const command =
-    taskQueue === DEFAULT_TASK_QUEUE ? 'treadle worker' : `TREADLE_TASK_QUEUE=${taskQueue} treadle worker`;
-  return `no worker is polling task queue ${taskQueue}; start one with \`${command}\``;
+  return `no worker is polling task queue ${taskQueue}; start one with \`${workerCommandFor(taskQueue)}\``;
 }
 
 /**
@@ -103,17 +100,22 @@ const ABSENCE_CHECKS = 4;
 const ABSENCE_RECHECK_MS = 500;
 
 /**
- * The task queue of workflow `id` when no worker polls it, else undefined. One empty answer is not enough:
- * right after a server restart the list is empty until each worker's next poll reaches it, though the workers
- * are there; an absence that lasts {@link ABSENCE_CHECKS} checks is.
+ * Whether no worker polls `taskQueue`. One empty answer is not enough: right after a server restart the list
+ * is empty until each worker's next poll reaches it, though the workers are there; an absence that lasts
+ * {@link ABSENCE_CHECKS} checks is.
  */
-async function queueWithoutWorker(client: Client, id: string): Promise<string | undefined> {
-  const { taskQueue } = await client.workflow.getHandle(id).describe();
+export async function noWorkerPolls(client: Client, taskQueue: string): Promise<boolean> {
   for (let check = 1; ; check++) {
-    if ((await pollersOf(client, taskQueue)).length > 0) return undefined;
-    if (check === ABSENCE_CHECKS) return taskQueue;
+    if ((await pollersOf(client, taskQueue)).length > 0) return false;
+    if (check === ABSENCE_CHECKS) return true;
     await new Promise((resolve) => setTimeout(resolve, ABSENCE_RECHECK_MS));
   }
+}
+
+/** The task queue of workflow `id` when no worker polls it, else undefined. */
+async function queueWithoutWorker(client: Client, id: string): Promise<string | undefined> {
+  const { taskQueue } = await client.workflow.getHandle(id).describe();
+  return (await noWorkerPolls(client, taskQueue)) ? taskQueue : undefined;
 }
 
 /** What Temporal knows of a work item or TDD node without a worker. */

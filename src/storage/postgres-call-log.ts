@@ -5,7 +5,7 @@
  * missing; appends are one multi-row `INSERT … ON CONFLICT (id) DO NOTHING`; summaries are computed from the
  * rows as SQLite's are (call-log.ts), so both give identical numbers.
  */
-import { Pool } from 'pg';
+import type * as Pg from 'pg';
 import type { CallRecord } from '../model/shapes';
 import {
   CALL_LOG_COLUMNS,
@@ -49,13 +49,16 @@ export interface PostgresCallLogOptions {
 
 /** The PostgreSQL call log: a small connection pool, the table made on first use. */
 export class PostgresCallLog implements CallLog {
-  private readonly pool: Pool;
+  private readonly pool: Pg.Pool;
   private schema: Promise<void> | undefined;
 
   constructor(
     readonly url: string,
     options: PostgresCallLogOptions = {},
   ) {
+    // pg loads with the first log opened: `require('treadle')` alone does not load it.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { Pool } = require('pg') as typeof Pg;
     this.pool = new Pool({
       connectionString: url,
       max: options.maxConnections ?? 4,

@@ -4,7 +4,7 @@
  * with any sqlite client. Workers on several machines share one log through PostgreSQL instead
  * (postgres-call-log.ts).
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import type { CallRecord } from '../model/shapes';
@@ -28,7 +28,10 @@ export class SqliteCallLog implements CallLog {
 
   constructor(readonly file: string) {
     if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-    this.db = new Database(file);
+    // The native module loads with the first log opened: `require('treadle')` alone does not load it.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const Sqlite = require('better-sqlite3') as typeof Database;
+    this.db = new Sqlite(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');
     this.db.pragma('synchronous = NORMAL');

@@ -2,8 +2,9 @@
  * Exit codes of every command that waits for work or reports its outcome (issue 26 §4, docs/cli.md "Exit
  * codes"): `run --wait`, `loop --wait`, `tdd --wait`, `watch` and `result`, each × 0 completed, 1 failed,
  * 2 usage or configuration error, 3 waiting for a person. `--wait` and `watch` do not wait for people (they
- * stop at a person's turn with 3); `result` does, so it never exits 3. Also `--task-queue` on `run`, `loop`
- * and `tdd`, over TREADLE_TASK_QUEUE, and the warning when no worker polls the queue work starts on.
+ * stop at a person's turn with 3); `result` does, so it never exits 3. Also 2 for option values `calls` and
+ * `blobs gc` cannot use, `--task-queue` on `run`, `loop` and `tdd`, over TREADLE_TASK_QUEUE, and the warning
+ * when no worker polls the queue work starts on.
  *
  * Cells covered elsewhere, not repeated here: run --wait 0 and 1, watch 0 and 1, result 0 and 1, tdd --wait 3,
  * loop --wait 3, usage errors 2 (outcomes.test.ts); run --wait 3 at a review (cli.test.ts).
@@ -237,6 +238,27 @@ describe('2: a usage or configuration error, before anything starts', () => {
       args: () => ['tdd', write('bad.tdd.json', { id: 'has space' }), '--repo', dir, '--wait'],
       stderr: /^treadle: TDD spec is invalid:\n {2}- id: letters, digits/,
     },
+    {
+      name: 'calls with a --since that is not a duration',
+      args: () => ['calls', '--since', '3x'],
+      stderr: /^treadle: option '--since <duration>' argument '3x' is invalid\. "3x" is not a duration \(use e\.g\. /,
+    },
+    {
+      name: 'calls with a --by that is not a grouping',
+      args: () => ['calls', '--by', 'nobody'],
+      stderr:
+        /^treadle: option '--by <group>' argument 'nobody' is invalid\. Allowed choices are model, provider, pipeline, stage\./,
+    },
+    {
+      name: 'calls prune with a --before that is not a duration',
+      args: () => ['calls', 'prune', '--before', 'soon'],
+      stderr: /^treadle: option '--before <duration>' argument 'soon' is invalid\. "soon" is not a duration/,
+    },
+    {
+      name: 'blobs gc with a --grace that is not a duration',
+      args: () => ['blobs', 'gc', '--grace', 'forever'],
+      stderr: /^treadle: option '--grace <duration>' argument 'forever' is invalid\. "forever" is not a duration/,
+    },
   ];
   test.each(cases)('$name', async ({ args, env, stderr }) => {
     const run = await runTreadle(h, args(), env?.() ?? {});
@@ -269,7 +291,7 @@ describe('--task-queue', () => {
     expect(run).toEqual({
       code: 0,
       stdout: `${id}\n`,
-      stderr: `treadle: no worker polls task queue ${nowhere} yet; the item waits until one does: start one with TREADLE_TASK_QUEUE=${nowhere} treadle worker\n`,
+      stderr: `treadle: no worker polls task queue ${nowhere} yet; the item waits until one does: start one with \`TREADLE_TASK_QUEUE=${nowhere} treadle worker\`\n`,
     });
     expect(await queueOf(id)).toBe(nowhere);
 
@@ -279,7 +301,7 @@ describe('--task-queue', () => {
     expect(tdd).toEqual({
       code: 0,
       stdout: `${tree}\n`,
-      stderr: `treadle: no worker polls task queue ${nowhere} yet; the tree waits until one does: start one with TREADLE_TASK_QUEUE=${nowhere} treadle worker\n`,
+      stderr: `treadle: no worker polls task queue ${nowhere} yet; the tree waits until one does: start one with \`TREADLE_TASK_QUEUE=${nowhere} treadle worker\`\n`,
     });
     expect(await queueOf(tree)).toBe(nowhere);
     for (const started of [id, tree]) await h.temporal.workflow.getHandle(started).terminate('test over');

@@ -2,7 +2,9 @@
  * What starting costs, by the modules loaded (issue 26 §5; the times themselves are in the benchmark, not here):
  * - the SDK client (`lib/client.js`, what `status`, `reviews`, `review` and `approve list` load) loads neither the
  *   schemas (zod), nor the start path, nor the audit: @temporalio/client plus Treadle's thin layer;
- * - the worker (`lib/worker.js`) loads neither the Anthropic SDK nor OpenTelemetry's SDK until used.
+ * - the worker (`lib/worker.js`) loads neither the Anthropic SDK nor OpenTelemetry's SDK until used;
+ * - the package (`lib/index.js`) loads no database driver (better-sqlite3, pg) or S3 client until a log or store
+ *   of theirs is opened.
  * Each check runs in a fresh node process on the build, as the CLI does.
  */
 import { execFileSync } from 'node:child_process';
@@ -31,4 +33,10 @@ it('the worker loads no Anthropic SDK and no OpenTelemetry SDK until they are us
   expect(
     matching(files, /^node_modules\/(@anthropic-ai\/sdk|@opentelemetry\/sdk-trace-\w+|@opentelemetry\/resources)\//),
   ).toEqual([]);
+});
+
+it('the package loads no database driver and no S3 client until one is used', () => {
+  const files = modulesLoadedBy('./lib/index');
+  expect(matching(files, /^lib\/storage\/(sqlite|postgres)-call-log\.js$/).length).toBe(2);
+  expect(matching(files, /^node_modules\/(better-sqlite3|pg|pg-pool|@aws-sdk\/[\w-]+)\//)).toEqual([]);
 });

@@ -16,6 +16,7 @@ import {
   missingQueueHint,
   namesBeyond,
   routeImplementations,
+  workerCommandFor,
 } from '../../src/task-queues';
 
 const valid = (raw: unknown): PipelineSpec => {
@@ -105,4 +106,9 @@ it('gives an implementations queue the activity types beyond the shipped set, an
   expect(() => implementationActivityTypes('summaries', { stages: ['scripted'], gates: [] }, shipped)).toThrow(
     'the implementations queue summaries would serve nothing',
   );
+});
+
+test('the advice for a queue nobody polls names the command that polls it: plain on the default queue', () => {
+  expect(workerCommandFor('treadle')).toBe('treadle worker');
+  expect(workerCommandFor('host-b')).toBe('TREADLE_TASK_QUEUE=host-b treadle worker');
 });
