@@ -100,6 +100,24 @@ export class S3BlobStore implements BlobStore {
         .catch((error: unknown) => {
           throw this.failure('PUT', key, error);
         });
+    } else {
+      // Stored again: its time is now, so garbage collection's grace period covers this put as it does a new
+      // blob (an old unreferenced blob put again by a running activity must not be collected before the
+      // activity's result references it). A copy onto itself is how S3 renews LastModified without the bytes.
+      const source = `${this.bucket}/${key.split('/').map(encodeURIComponent).join('/')}`;
+      await s3
+        .send(
+          new sdk.CopyObjectCommand({
+            Bucket: this.bucket,
+            Key: key,
+            CopySource: source,
+            MetadataDirective: 'REPLACE',
+            ContentType: mediaType,
+          }),
+        )
+        .catch((error: unknown) => {
+          throw this.failure('COPY', key, error);
+        });
     }
     return { ref: `sha256:${hex}`, bytes: bytes.length, mediaType, summary };
   }

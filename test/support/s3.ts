@@ -103,6 +103,9 @@ export interface SeenRequest {
   path: string;
   ifMatch: string | undefined;
   ifNoneMatch: string | undefined;
+  /** A copy's source (`x-amz-copy-source`) and metadata directive. */
+  copySource?: string;
+  metadataDirective?: string;
   status?: number;
   responseEtag?: string;
 }
@@ -166,6 +169,10 @@ async function startConditionalWriteProxy(upstreamPort: number): Promise<Conditi
         ifMatch: req.headers['if-match'],
         ifNoneMatch: req.headers['if-none-match'],
       };
+      const copySource = req.headers['x-amz-copy-source'];
+      if (typeof copySource === 'string') seen.copySource = decodeURIComponent(copySource);
+      const directive = req.headers['x-amz-metadata-directive'];
+      if (typeof directive === 'string') seen.metadataDirective = directive;
       state.requests.push(seen);
       const conditional = req.method === 'PUT' && (seen.ifMatch !== undefined || seen.ifNoneMatch !== undefined);
       const handle = async () => {
