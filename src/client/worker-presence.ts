@@ -4,7 +4,15 @@
  * pollers checked (DescribeTaskQueue), so "no worker" is said within seconds instead; and what Temporal
  * answers without a worker (visibility, memo, a closed item's result) is read here too.
  */
-import { ApplicationFailure, WorkflowFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import {
+  ApplicationFailure,
+  QueryNotRegisteredError,
+  QueryRejectedError,
+  WorkflowFailedError,
+  WorkflowUpdateFailedError,
+  type Client,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { TDD_TREE_FAILED } from '../kinds/tdd/shapes';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
@@ -69,6 +77,8 @@ export async function answeredByWorker<T>(
     timeoutMs === undefined ? abandon.signal : AbortSignal.any([abandon.signal, AbortSignal.timeout(timeoutMs)]);
   // A call that fails at once (a query of a closed workflow nobody polls for) is "no worker" too.
   const answer = client.withAbortSignal(signal, call).catch(async (error: unknown) => {
+    // A worker gave this answer (an update's validator or handler refused, a query the workflow does not know).
+    if (answeredByAWorker(error)) throw error;
     const queue = await queueWithoutWorker(client, id).catch(() => undefined);
     throw queue !== undefined ? new TreadleError(noWorkerMessage(queue), 'no_worker') : error;
   });
@@ -93,6 +103,15 @@ export async function answeredByWorker<T>(
     // Left behind when "no worker" won the race: its own failure later is nobody's business.
     answer.catch(() => undefined);
   }
+}
+
+/** Whether a call's failure came from a worker: then one polls, and there is nothing to check. */
+function answeredByAWorker(error: unknown): boolean {
+  return (
+    error instanceof WorkflowUpdateFailedError ||
+    error instanceof QueryRejectedError ||
+    error instanceof QueryNotRegisteredError
+  );
 }
 
 /** How many times, {@link ABSENCE_RECHECK_MS} apart, a queue must show no poller before "no worker" is said. */
