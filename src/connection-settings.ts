@@ -46,8 +46,6 @@ export function localServerSettings(address: string, namespace: string): Tempora
   };
 }
 
-export { configError };
-
 /** The `temporal.toml` the settings come from: `TEMPORAL_CONFIG_FILE`, else the per-user default. */
 export function temporalConfigFile(env: NodeJS.ProcessEnv = process.env): string {
   if (env.TEMPORAL_CONFIG_FILE) return env.TEMPORAL_CONFIG_FILE;

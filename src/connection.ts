@@ -6,7 +6,7 @@
  */
 import { Connection, type ConnectionOptions } from '@temporalio/client';
 import tls from 'node:tls';
-import { TreadleError } from './client/treadle-error';
+import { configError, TreadleError } from './client/treadle-error';
 import type { TemporalSettings } from './connection-settings';
 
 export * from './connection-settings';
@@ -62,7 +62,7 @@ function failureFor(cause: Cause, settings: TemporalSettings): TreadleError {
   const where = `the Temporal server at ${settings.address}`;
   const fix = FIXES[cause](settings);
   if (cause === 'refused') return new TreadleError(`cannot reach ${where}: ${fix}`, 'unreachable');
-  return new TreadleError(`cannot connect to ${where}: ${fix}`, 'config');
+  return configError(`cannot connect to ${where}: ${fix}`);
 }
 
 type Cause =

@@ -4,10 +4,10 @@
  * `TREADLE_METRICS_PROMETHEUS` names an address (docs/deploy.md, "Monitoring").
  */
 import { Runtime } from '@temporalio/worker';
-import { TreadleError } from './client/treadle-error';
+import { configError, type TreadleError } from './client/treadle-error';
 
 /** The setting that turns the endpoint on: an `ip:port` to listen on, e.g. `127.0.0.1:9464`. */
-export const METRICS_PROMETHEUS_ENV = 'TREADLE_METRICS_PROMETHEUS';
+const METRICS_PROMETHEUS_ENV = 'TREADLE_METRICS_PROMETHEUS';
 
 /** The address `TREADLE_METRICS_PROMETHEUS` names, or undefined when it is unset or empty (no endpoint). */
 export function prometheusAddressFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
@@ -38,5 +38,5 @@ export function installPrometheusMetrics(address: string): void {
 }
 
 function metricsError(why: string): TreadleError {
-  return new TreadleError(`${METRICS_PROMETHEUS_ENV}: ${why}`, 'config');
+  return configError(`${METRICS_PROMETHEUS_ENV}: ${why}`);
 }

@@ -56,7 +56,7 @@ export function exitCodeOf(status: string): number {
 }
 
 /** The commands that give the decisions an item waits for, one a line; empty when it waits for none. */
-export function decisionCommands(id: string, outcome: WatchedOutcome): string[] {
+function decisionCommands(id: string, outcome: WatchedOutcome): string[] {
   const reviews = (outcome.pendingReviews ?? []).map(
     (r) => `treadle review ${id} ${r.stage} --approve   (or --reject <reason>; ${r.reason}: ${r.message})`,
   );
@@ -67,7 +67,7 @@ export function decisionCommands(id: string, outcome: WatchedOutcome): string[] 
 }
 
 /** What `--wait` says of a loop stage that failed and waits for `treadle resume`. */
-export function failedLoopMessage(id: string, loop: LoopState): string {
+function failedLoopMessage(id: string, loop: LoopState): string {
   const failure = loop.failure;
   const at = failure?.iteration ?? loop.iteration;
   const why = failure ? `: ${failure.error.message}` : '';

@@ -21,7 +21,7 @@ import { workerCommandFor } from '../task-queues';
 import { TreadleError } from './treadle-error';
 
 /** How long a query or update may take before the item's queue is checked for a worker (a worker answers in ms). */
-export const WORKER_CHECK_AFTER_MS = 1_000;
+const WORKER_CHECK_AFTER_MS = 1_000;
 // temporal.api.enums.v1 values, written out: the proto package is the SDK's, not a dependency of ours.
 const TASK_QUEUE_TYPE_WORKFLOW = 1 as temporal.api.enums.v1.TaskQueueType;
 const TASK_QUEUE_KIND_NORMAL = 1 as temporal.api.enums.v1.TaskQueueKind;
