@@ -30,7 +30,9 @@ export type StageStatus =
 
 /** Why a stage is waiting for a human. */
 /** `unknown` only in listings whose item did not answer its state query. */
-export type ReviewReason = 'always' | 'escalated' | 'uncertain' | 'stage_requested' | 'budget_exhausted' | 'unknown';
+/** `loop_failed`: a failed loop stage waits to be resumed or abandoned (its own workflow lists it, engine 7). */
+export type ReviewReason =
+  'always' | 'escalated' | 'uncertain' | 'stage_requested' | 'budget_exhausted' | 'loop_failed' | 'unknown';
 
 /** A review a human owes; listed by `treadle reviews` and the `TreadlePendingReviews` search attribute. */
 export interface PendingReview {
@@ -39,9 +41,17 @@ export interface PendingReview {
   /** One readable line: why the review was requested. */
   message: string;
   requestedAt: string;
-  /** The attempt whose output is up for review (the latest one). */
+  /** The attempt whose output is up for review (the latest one); a loop's failed iteration. */
   attempt: number;
   expiresAt?: string;
+  /** Attempts made so far (engine 7). */
+  attempts?: number;
+  /** The reviewer group the stage's `reviewers:` names (engine 7). */
+  reviewers?: string;
+  /** A TDD node's human step: why it asks (engine 7). */
+  human?: 'clarification' | 'stuck' | 'review_rejected';
+  /** A TDD node's or loop's work item, when it has one (engine 7). */
+  itemId?: string;
 }
 
 /** What a human decided, as recorded on the stage. */

@@ -1,0 +1,44 @@
+/**
+ * The `data-testid` values of the review inbox's page, agreed between the page and its browser tests
+ * (test/browser/): a test finds what a person sees by these, not by CSS classes or text that may change.
+ */
+export const TEST_IDS = {
+  /** The inbox list. */
+  decisionRow: 'decision-row',
+  decisionCount: 'decision-count',
+  filterKind: 'filter-kind',
+  filterPipeline: 'filter-pipeline',
+  filterText: 'filter-text',
+  emptyState: 'empty-state',
+  selectRow: 'select-row',
+  selectAll: 'select-all',
+  batchApprove: 'batch-approve',
+  batchReject: 'batch-reject',
+  batchReason: 'batch-reason',
+  /** The detail view. */
+  stageTable: 'stage-table',
+  attempt: 'attempt',
+  artefact: 'artefact',
+  diffA: 'diff-a',
+  diffB: 'diff-b',
+  diffShow: 'diff-show',
+  diffView: 'diff-view',
+  webUiLink: 'web-ui-link',
+  actionApprove: 'action-approve',
+  actionApproveAttempt: 'action-approve-attempt',
+  actionReject: 'action-reject',
+  rejectReason: 'reject-reason',
+  actionEdit: 'action-edit',
+  editor: 'editor',
+  editorError: 'editor-error',
+  editorSubmit: 'editor-submit',
+  guidance: 'guidance',
+  actionGuidance: 'action-guidance',
+  actionResume: 'action-resume',
+  actionAbandon: 'action-abandon',
+  /** Notices: decided, already decided by someone else, errors. */
+  notice: 'notice',
+  /** Login. */
+  loginToken: 'login-token',
+  loginSubmit: 'login-submit',
+} as const;
