@@ -24,6 +24,13 @@ export const TreadleApprovals = defineSearchAttributeKey('TreadleApprovals', Sea
 /** Ids kept in the attribute (visibility limits a value to 2 KB); the rest are found through the state query. */
 export const MAX_APPROVAL_IDS_ATTRIBUTE = 100;
 
+/**
+ * When the set of decisions the workflow waits on last changed (workflow time; engine 7): a review, approval,
+ * human step or failed loop appeared or was decided. Kept after the set empties, so a listing of the changes
+ * since a moment (the review inbox's) sees decisions disappear as well as appear.
+ */
+export const TreadleDecisionAt = defineSearchAttributeKey('TreadleDecisionAt', SearchAttributeType.DATETIME);
+
 /** `name=Type` pairs as `temporal server start-dev --search-attribute` takes them. */
 export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordList'> = {
   TreadlePipeline: 'Keyword',
