@@ -131,10 +131,42 @@ export async function noWorkerPolls(client: Client, taskQueue: string): Promise<
   }
 }
 
-/** The task queue of workflow `id` when no worker polls it, else undefined. */
+/**
+ * The task queue of workflow `id` when no worker polls it, else undefined. An empty poller list is not proof
+ * on its own: after a server restart a worker may serve the workflow from its sticky queue while its polls of
+ * the normal queue wait out their backoff (up to ten seconds), so a workflow task a worker completed for this
+ * workflow lately says a worker is there.
+ */
 async function queueWithoutWorker(client: Client, id: string): Promise<string | undefined> {
   const { taskQueue } = await client.workflow.getHandle(id).describe();
-  return (await noWorkerPolls(client, taskQueue)) ? taskQueue : undefined;
+  if (!(await noWorkerPolls(client, taskQueue))) return undefined;
+  return (await servedLately(client, id)) ? undefined : taskQueue;
+}
+
+/** How recent a completed workflow task must be to show that a worker serves the workflow. */
+const SERVED_LATELY_MS = 60_000;
+/** The last events read for it (a task's completion is followed by the few events its commands made). */
+const SERVED_LATELY_EVENTS = 20;
+const EVENT_TYPE_WORKFLOW_TASK_COMPLETED = 7 as temporal.api.enums.v1.EventType;
+
+/** Whether a worker completed a workflow task of `id` in the last {@link SERVED_LATELY_MS}. */
+async function servedLately(client: Client, id: string): Promise<boolean> {
+  try {
+    const { history } = await client.workflowService.getWorkflowExecutionHistoryReverse({
+      namespace: client.options.namespace,
+      execution: { workflowId: id },
+      maximumPageSize: SERVED_LATELY_EVENTS,
+    });
+    const since = Date.now() - SERVED_LATELY_MS;
+    return (history?.events ?? []).some(
+      (event) =>
+        event.eventType === EVENT_TYPE_WORKFLOW_TASK_COMPLETED &&
+        Number(event.eventTime?.seconds ?? 0) * 1_000 >= since,
+    );
+  } catch {
+    // No evidence either way: the poller check stands.
+    return false;
+  }
 }
 
 /** What Temporal knows of a work item or TDD node without a worker. */
