@@ -137,6 +137,7 @@ export function prepareAttempt(
     emit: run.emit,
     touch: run.touch,
     feedback,
+    publishesDecisions: run.engine.publishesDecisions,
   };
   const fansOut = (executed: StageActivityResult): boolean =>
     executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE;

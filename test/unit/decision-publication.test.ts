@@ -9,6 +9,7 @@ import { validatePipeline } from '../../src/model/pipeline';
 import { DECISIONS_ENGINE, ENGINE_VERSION, FAILED_WORKFLOW_ENGINE, type PendingReview } from '../../src/model/state';
 import { engineForAttributes } from '../../src/server/search-attributes';
 import { engineRules } from '../../src/workflows/legacy';
+import { failedLoopReview } from '../../src/kinds/loop/workflow';
 import { NO_PENDING_DECISIONS, Publications, pendingDecisionSet, reviewsMemo } from '../../src/workflows/publishing';
 
 const review = (stage: string, requestedAt: string, extra: Partial<PendingReview> = {}): PendingReview => ({
@@ -85,4 +86,16 @@ it('starts items on engine 6 until the namespace is known to have TreadleDecisio
   expect(engineForAttributes(DECISIONS_ENGINE, true)).toBe(DECISIONS_ENGINE);
   // A worker pinned to an older engine stays where it was pinned.
   expect(engineForAttributes(3, false)).toBe(3);
+});
+
+it("lists a flagged loop's failure like a review: one entry, reason loop_failed, the iteration and the item", () => {
+  const entry = failedLoopReview({ stage: 'polish', itemId: 'item-1' }, 4, { type: 'AgentError', message: 'boom' });
+  expect(entry).toMatchObject({
+    stage: 'polish',
+    reason: 'loop_failed',
+    message: 'iteration 4: AgentError: boom',
+    attempt: 4,
+    itemId: 'item-1',
+  });
+  expect(reviewsMemo('p', [entry])).toMatchObject({ pipeline: 'p', reviews: [entry], omitted: 0 });
 });
