@@ -78,7 +78,10 @@ export interface TreadleWorkerOptions {
    * bundled at start when their files changed since (src/workflow-bundle.ts).
    */
   workflowBundle?: WorkerOptions['workflowBundle'];
-  /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
+  /**
+   * Anything else Temporal's worker takes (concurrency limits, ...); `maxCachedWorkflows` here wins over
+   * `TREADLE_WORKFLOW_CACHE`.
+   */
   worker?: Partial<WorkerOptions>;
   /**
    * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages and
@@ -171,6 +174,8 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         inputHash,
       }),
     },
+    // Bounded: items waiting for people stay cached until evicted (252 KiB each, BENCHMARKS.md).
+    maxCachedWorkflows: config.workflowCache,
     ...workerPlumbing(options, blobs),
   });
 }

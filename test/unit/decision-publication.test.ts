@@ -89,11 +89,11 @@ it('starts items on engine 6 until the namespace is known to have TreadleDecisio
 });
 
 it("lists a flagged loop's failure like a review: one entry, reason loop_failed, the iteration and the item", () => {
-  const entry = failedLoopReview({ stage: 'polish', itemId: 'item-1' }, 4, { type: 'AgentError', message: 'boom' });
+  const entry = failedLoopReview({ stage: 'polish', itemId: 'item-1' }, 4, { type: 'agent_error', message: 'boom' });
   expect(entry).toMatchObject({
     stage: 'polish',
     reason: 'loop_failed',
-    message: 'iteration 4: AgentError: boom',
+    message: 'iteration 4: agent_error: boom',
     attempt: 4,
     itemId: 'item-1',
   });
