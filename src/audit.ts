@@ -432,6 +432,7 @@ function decision(name: string, arg: unknown, via: 'update' | 'signal', approval
     decision?: string;
     by?: string;
     reason?: string;
+    action?: string;
   };
   if (name === 'decideApproval') {
     const decided = a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision;
@@ -444,6 +445,13 @@ function decision(name: string, arg: unknown, via: 'update' | 'signal', approval
       ...(a.stage ? { step: a.stage } : {}),
       message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})`,
     };
+  if (name === 'resumeLoop') {
+    const done = a.action === 'abandon' ? 'abandoned' : 'resumed';
+    return {
+      kind: 'review',
+      message: `loop ${done} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})`,
+    };
+  }
   return { kind: 'run', message: `${name} (${via})` };
 }
 

@@ -214,11 +214,11 @@ export class TreadleClient {
   /**
    * Resumes a failed loop stage from the iteration that failed (or gives it up: `abandon`). `id` is the work
    * item (then `stage` picks the loop when several are failed) or the loop's own workflow. Rejects with the
-   * reason when no loop is failed.
+   * reason when no loop is failed. `by` (default `$TREADLE_REVIEWER` or `$USER`) is recorded as who decided.
    */
   async resumeLoop(
     id: string,
-    options: { stage?: string; action?: 'resume' | 'abandon'; reason?: string } = {},
+    options: { stage?: string; action?: 'resume' | 'abandon'; reason?: string; by?: string } = {},
   ): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
     const loops = (await this.loops(id)).filter((l) => options.stage === undefined || l.state.stage === options.stage);
     if (loops.length === 0)
@@ -244,6 +244,7 @@ export class TreadleClient {
     const request = {
       action: options.action ?? 'resume',
       ...(options.reason !== undefined ? { reason: options.reason } : {}),
+      by: options.by ?? defaultReviewer(),
     };
     try {
       const answer = await answeredByWorker(

@@ -28,7 +28,15 @@ export interface TreadleConfig {
   callLog: string | null;
   /** The engine version workers start items on (`TREADLE_ENGINE_VERSION`, default the newest): see docs/versioning.md. */
   engineVersion: number;
+  /**
+   * Workflows a worker keeps in its cache (`TREADLE_WORKFLOW_CACHE`, default {@link DEFAULT_WORKFLOW_CACHE}):
+   * each waiting item held costs about 252 KiB (BENCHMARKS.md); one evicted replays when it is next woken.
+   */
+  workflowCache: number;
 }
+
+/** The workflow cache's default size: 1,000 waiting items ≈ 250 MB of worker memory. */
+export const DEFAULT_WORKFLOW_CACHE = 1_000;
 
 export const DEFAULT_TASK_QUEUE = 'treadle';
 
@@ -47,6 +55,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
       `TREADLE_ENGINE_VERSION must be a whole number from 1 to ${ENGINE_VERSION} (this worker's newest engine), got "${engine}"`,
     );
   }
+  const cache = env.TREADLE_WORKFLOW_CACHE?.trim();
+  const workflowCache = cache ? Number(cache) : DEFAULT_WORKFLOW_CACHE;
+  if (!Number.isInteger(workflowCache) || workflowCache < 0)
+    throw configError(`TREADLE_WORKFLOW_CACHE must be a whole number of workflows (0 or more), got "${cache}"`);
   return {
     taskQueue: env.TREADLE_TASK_QUEUE || DEFAULT_TASK_QUEUE,
     home: treadleHome(env),
@@ -56,6 +68,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): TreadleConfig 
     tasksFile: homeLocation('TREADLE_TASKS_FILE', env),
     callLog: callLogOf(env),
     engineVersion,
+    workflowCache,
   };
 }
 

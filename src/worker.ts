@@ -24,7 +24,8 @@ import { defaultActionRegistry, defaultRegistry } from './registries';
 import { loadConfig } from './config';
 import { connectClient, connectFailure, temporalSettings, type TemporalSettings } from './connection';
 import { createFanOutActivities } from './kinds/fan-out/activities';
-import { ensureSearchAttributes } from './server/search-attributes';
+import { engineForAttributes, ensureSearchAttributes } from './server/search-attributes';
+import { SEARCH_ATTRIBUTE_DEFINITIONS } from './model/search-attributes';
 import { workflowCodeForWorker } from './workflow-bundle';
 import { installPrometheusMetrics, prometheusAddressFromEnv } from './worker-metrics';
 import type * as BundledExamplesModule from './cli/bundled-examples';
@@ -68,15 +69,19 @@ export interface TreadleWorkerOptions {
   tracing?: TreadleTracing;
   /**
    * The engine version this worker starts items on (default `TREADLE_ENGINE_VERSION`, else the newest): pin
-   * it to the old version while a deploy that raises it rolls out (docs/versioning.md).
+   * it to the old version while a deploy that raises it rolls out (docs/versioning.md). A function is asked
+   * at every item's start.
    */
-  engineVersion?: number;
+  engineVersion?: number | (() => number);
   /**
    * A workflow bundle of your own (tests, benchmarks); otherwise the one `npm run build` prebuilt, or the workflows
    * bundled at start when their files changed since (src/workflow-bundle.ts).
    */
   workflowBundle?: WorkerOptions['workflowBundle'];
-  /** Anything else Temporal's worker takes (`maxCachedWorkflows`, concurrency limits, ...). */
+  /**
+   * Anything else Temporal's worker takes (concurrency limits, ...); `maxCachedWorkflows` here wins over
+   * `TREADLE_WORKFLOW_CACHE`.
+   */
   worker?: Partial<WorkerOptions>;
   /**
    * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages and
@@ -169,6 +174,8 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         inputHash,
       }),
     },
+    // Bounded: items waiting for people stay cached until evicted (252 KiB each, BENCHMARKS.md).
+    maxCachedWorkflows: config.workflowCache,
     ...workerPlumbing(options, blobs),
   });
 }
@@ -248,13 +255,27 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   // Before the first connection, which would make the process's runtime without the exporter.
   if (metrics !== undefined) installPrometheusMetrics(metrics);
   const connection = options.connection ?? (await connectWorker(settings));
-  // Off the critical path: the worker needs no search attribute to poll, only listings do.
-  const searchAttributes = registerSearchAttributes(settings, namespace);
+  // Off the critical path: the worker needs no search attribute to poll, only listings and engine 7 do;
+  // until they are confirmed it starts items on the engine that does not name TreadleDecisionAt.
+  const setting = options.engineVersion ?? config.engineVersion;
+  const configured = (): number => (typeof setting === 'function' ? setting() : setting);
+  let confirmed: boolean | undefined;
+  const engineVersion = (): number => engineForAttributes(configured(), confirmed);
+  const searchAttributes = registerSearchAttributes(settings, namespace, engineForAttributes(configured(), false)).then(
+    (ok) => void (confirmed = ok),
+  );
   const tracing = options.tracing ?? tracingFromEnv();
   const implementationsQueue = options.implementationsQueue ?? (process.env.TREADLE_IMPLEMENTATIONS_QUEUE || undefined);
   // One call log for both workers, closed when they stop (an open PostgreSQL pool would keep the process alive).
   const callLog = options.callLog === undefined && config.callLog !== null ? openCallLog(config.callLog) : undefined;
-  const base = { ...options, namespace, connection, ...(tracing ? { tracing } : {}), ...(callLog ? { callLog } : {}) };
+  const base = {
+    ...options,
+    namespace,
+    connection,
+    engineVersion,
+    ...(tracing ? { tracing } : {}),
+    ...(callLog ? { callLog } : {}),
+  };
   // With an implementations queue the registry's own names go there; the core queue keeps the shipped set.
   const core = { ...base };
   if (implementationsQueue !== undefined) {
@@ -280,8 +301,10 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
         for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
       }),
     );
+    // Ready once the engine items start on is settled, so what starts after the line gets the live engine.
+    await searchAttributes;
     await reportReady(workers, running);
-    await Promise.all([...running, searchAttributes]);
+    await Promise.all(running);
   } finally {
     await tracing?.shutdown();
     await callLog?.close();
@@ -314,8 +337,15 @@ async function reportReady(workers: readonly Worker[], running: readonly Promise
   if (workers.every((worker) => worker.getState() === 'RUNNING')) process.stderr.write(`${WORKER_READY_LINE}\n`);
 }
 
-/** Makes sure the namespace has Treadle's search attributes; a server that refuses is reported, not fatal. */
-async function registerSearchAttributes(settings: TemporalSettings, namespace: string): Promise<void> {
+/**
+ * Makes sure the namespace has Treadle's search attributes; a server that refuses is reported, not fatal.
+ * Resolves to whether they are all there.
+ */
+async function registerSearchAttributes(
+  settings: TemporalSettings,
+  namespace: string,
+  engineWithout: number,
+): Promise<boolean> {
   try {
     const connection = await connectClient(settings);
     try {
@@ -327,10 +357,12 @@ async function registerSearchAttributes(settings: TemporalSettings, namespace: s
     } finally {
       await connection.close();
     }
+    return true;
   } catch (error) {
     process.stderr.write(
-      `treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews and approvals needs TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId\n`,
+      `treadle worker: could not check search attributes (${(error as Error).message.split('\n')[0]}); listing reviews, approvals and decisions needs ${Object.keys(SEARCH_ATTRIBUTE_DEFINITIONS).join(', ')}; items start on engine ${engineWithout} until a restart finds them\n`,
     );
+    return false;
   }
 }
 

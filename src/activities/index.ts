@@ -61,8 +61,11 @@ export interface ActivityDependencies {
   agents?: AgentProviders;
   /** The cross-run call log every model call is appended to (none: only the items' own records). */
   callLog?: CallLog;
-  /** The engine version items start on (default {@link ENGINE_VERSION}; an older one while a deploy rolls out). */
-  engineVersion?: number;
+  /**
+   * The engine version items start on (default {@link ENGINE_VERSION}; an older one while a deploy rolls out).
+   * A function is asked at every prepare: `runWorker` lowers it while the server lacks an attribute it needs.
+   */
+  engineVersion?: number | (() => number);
   /** The approval action types the worker registers, checked with the rest of a spec (none: not checked here). */
   actionTypes?: readonly string[];
 }
@@ -72,9 +75,14 @@ type Activity = (input: never) => Promise<unknown>;
 /** The activity functions to register on a worker, keyed by activity type. */
 export function createActivities(deps: ActivityDependencies): Record<string, Activity> {
   const threshold = deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES;
-  const engine = deps.engineVersion ?? ENGINE_VERSION;
-  if (!isEngineVersion(engine))
-    throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
+  const setting = deps.engineVersion ?? ENGINE_VERSION;
+  const engineNow = (): number => {
+    const engine = typeof setting === 'function' ? setting() : setting;
+    if (!isEngineVersion(engine))
+      throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
+    return engine;
+  };
+  engineNow();
   const activities: Record<string, Activity> = {};
   const names = { ...deps.registry.names(), ...(deps.actionTypes ? { actions: deps.actionTypes } : {}) };
 
@@ -84,6 +92,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
       ? await resolveStored(input.pipeline as Artefact, deps.blobs)
       : input.pipeline;
     const result = validatePipeline(raw, names);
+    const engine = engineNow();
     if (!result.ok) return { ok: false, problems: result.problems, engine };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
     // What this worker lacks runs on the queue the spec names for it (validation made sure there is one).

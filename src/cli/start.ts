@@ -135,19 +135,23 @@ function registerResume(program: Command): void {
     .option('--stage <name>', 'the loop stage, when several are failed')
     .option('--abandon', 'give the loop up instead: the stage fails')
     .option('--reason <text>', 'why (recorded with an abandon)')
+    .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
     .action(
-      withClient(async (client, id: string, opts: { stage?: string; abandon?: boolean; reason?: string }) => {
-        const answer = await client.resumeLoop(id, {
-          ...(opts.stage ? { stage: opts.stage } : {}),
-          action: opts.abandon ? 'abandon' : 'resume',
-          ...(opts.reason ? { reason: opts.reason } : {}),
-        });
-        process.stdout.write(
-          answer.resumed
-            ? `${answer.stage} (${answer.workflowId}) resumes at iteration ${answer.from}\n`
-            : `${answer.stage} (${answer.workflowId}) abandoned at iteration ${answer.from}: the stage fails\n`,
-        );
-      }),
+      withClient(
+        async (client, id: string, opts: { stage?: string; abandon?: boolean; reason?: string; by?: string }) => {
+          const answer = await client.resumeLoop(id, {
+            ...(opts.stage ? { stage: opts.stage } : {}),
+            action: opts.abandon ? 'abandon' : 'resume',
+            ...(opts.reason ? { reason: opts.reason } : {}),
+            ...(opts.by ? { by: opts.by } : {}),
+          });
+          process.stdout.write(
+            answer.resumed
+              ? `${answer.stage} (${answer.workflowId}) resumes at iteration ${answer.from}\n`
+              : `${answer.stage} (${answer.workflowId}) abandoned at iteration ${answer.from}: the stage fails\n`,
+          );
+        },
+      ),
     );
 }
 

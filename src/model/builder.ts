@@ -59,6 +59,7 @@ interface DraftStage {
   reviewPolicy?: ReviewPolicy;
   reviewTtl?: Duration | null;
   onReviewExpired?: 'approve' | 'reject';
+  reviewers?: string;
   activity?: ActivityOptionsInput;
   taskQueue?: string;
 }
@@ -125,6 +126,11 @@ export class PipelineBuilder {
       s.reviewTtl = ttl;
       s.onReviewExpired = onExpired;
     });
+  }
+
+  /** Sends a stage's reviews to a reviewer group (`reviewers:`), which the review inbox and listings filter on. */
+  reviewers(stage: string, group: string): this {
+    return this.update(stage, 'reviewers', (s) => (s.reviewers = group));
   }
 
   /** Sets Temporal activity options (timeouts, mechanical retry policy) for a stage. */

@@ -80,6 +80,8 @@ export interface StageSpec {
   reviewPolicy: ReviewPolicy;
   reviewTtlMs: number | null;
   onReviewExpired: (typeof REVIEW_EXPIRED_ACTIONS)[number];
+  /** `reviewers:` as written: the reviewer group the stage's reviews are for (listings filter on it). */
+  reviewers?: string;
   activity: ActivitySettings;
   /** `task_queue:` as written: where this stage's implementations that Treadle does not ship run. */
   taskQueue?: string;

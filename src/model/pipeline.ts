@@ -127,6 +127,8 @@ const StageInput = z
     reviewPolicy: z.enum(REVIEW_POLICIES).default('never'),
     reviewTtl: positiveDuration.nullable().optional(),
     onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
+    /** The reviewer group the stage's reviews go to: a name the review inbox and listings filter on. */
+    reviewers: z.string().trim().min(1, 'must name a reviewer group').optional(),
     activity: ActivityInput.optional(),
     /** The queue whose worker runs this stage's implementations that Treadle does not ship (its gates', too). */
     taskQueue: taskQueueName.optional(),
@@ -298,6 +300,7 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
       if (stage.with !== undefined) spec.with = stage.with;
       if (stage.agent !== undefined) spec.agent = stage.agent;
       if (stage.taskQueue !== undefined) spec.taskQueue = stage.taskQueue;
+      if (stage.reviewers !== undefined) spec.reviewers = stage.reviewers;
       return spec;
     }),
   };

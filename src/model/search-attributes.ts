@@ -32,12 +32,13 @@ export const MAX_APPROVAL_IDS_ATTRIBUTE = 100;
 export const TreadleDecisionAt = defineSearchAttributeKey('TreadleDecisionAt', SearchAttributeType.DATETIME);
 
 /** `name=Type` pairs as `temporal server start-dev --search-attribute` takes them. */
-export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordList'> = {
+export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordList' | 'Datetime'> = {
   TreadlePipeline: 'Keyword',
   TreadleStatus: 'Keyword',
   TreadlePendingReviews: 'KeywordList',
   TreadleApprovals: 'KeywordList',
   TreadleCorrelationId: 'Keyword',
+  TreadleDecisionAt: 'Datetime',
 };
 
 /**

@@ -250,13 +250,20 @@ export const FAN_OUT_WORKFLOW_ENGINE = 5;
  */
 export const FAILED_WORKFLOW_ENGINE = 6;
 /**
+ * Engine version 7: the item publishes every pending decision for the review inbox: `TreadleDecisionAt`
+ * (workflow time of the last change of its pending reviews and approvals) in the upsert that carries its
+ * status, and its TDD trees and loop stages are asked to publish theirs (`publishesDecisions`). Older items
+ * keep their upserts as they were (an attribute added to an upsert is a changed command).
+ */
+export const DECISIONS_ENGINE = 7;
+/**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (docs/versioning.md). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
-export const ENGINE_VERSION = FAILED_WORKFLOW_ENGINE;
+export const ENGINE_VERSION = DECISIONS_ENGINE;
 
 /** Whether a worker can start items on `version` (pinned while a deploy that raises it rolls out). */
 export function isEngineVersion(version: number): boolean {

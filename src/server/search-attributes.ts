@@ -5,8 +5,9 @@
 import type { Connection } from '@temporalio/client';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../model/search-attributes';
+import { DECISIONS_ENGINE, FAILED_WORKFLOW_ENGINE } from '../model/state';
 
-const TYPES = { Keyword: 'KEYWORD', KeywordList: 'KEYWORD_LIST' } as const;
+const TYPES = { Keyword: 'KEYWORD', KeywordList: 'KEYWORD_LIST', Datetime: 'DATETIME' } as const;
 
 /** Adds whichever of Treadle's search attributes the namespace lacks; returns the names it added. */
 export async function ensureSearchAttributes(connection: Connection, namespace: string): Promise<string[]> {
@@ -24,4 +25,14 @@ export async function ensureSearchAttributes(connection: Connection, namespace: 
     ),
   });
   return missing.map(([name]) => name);
+}
+
+/**
+ * The engine a worker configured for `configured` starts items on, given whether the namespace is known to
+ * have every Treadle search attribute (undefined: not checked yet). Engine 7 upserts `TreadleDecisionAt`, and
+ * a server that does not know it rejects the command, failing every such item's workflow task; so until the
+ * attributes are confirmed items start on engine 6, which never names it.
+ */
+export function engineForAttributes(configured: number, attributesConfirmed: boolean | undefined): number {
+  return configured >= DECISIONS_ENGINE && attributesConfirmed !== true ? FAILED_WORKFLOW_ENGINE : configured;
 }

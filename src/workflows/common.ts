@@ -150,4 +150,6 @@ export interface StageKindRun {
   touch: () => void;
   /** The gate's feedback on the previous attempt (null on a first attempt). */
   feedback?: QualityFeedback | null;
+  /** The item's engine publishes decisions (engine 7): its child loops are asked to list their failures. */
+  publishesDecisions?: boolean;
 }

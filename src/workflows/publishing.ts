@@ -67,6 +67,15 @@ export class Publications {
     this.last.set(name, text);
   }
 
+  /**
+   * Whether the pending set `text` differs from the one last published under `name` (an empty set before
+   * the first); if so it is recorded as published.
+   */
+  decisionsChanged(name: string, text: string): boolean {
+    if (!this.last.has(name)) this.last.set(name, NO_PENDING_DECISIONS);
+    return this.changed(name, text);
+  }
+
   /** Whether `text` differs from what was published under `name`; if so it is recorded as published. */
   changed(name: string, text: string): boolean {
     if (this.last.get(name) === text) return false;
@@ -96,6 +105,20 @@ export function reviewsMemo(pipeline: string, pendingReviews: PendingReview[]): 
   const reviews = pendingReviews.slice(0, MEMO_REVIEWS).map((r) => ({ ...r, message: truncateText(r.message, 200) }));
   return { pipeline, reviews, omitted: pendingReviews.length - reviews.length };
 }
+
+/**
+ * The decisions a workflow waits on, as text: its pending reviews (a stage asked again is a new one) and
+ * pending approval ids. `TreadleDecisionAt` moves whenever this text changes (engine 7).
+ */
+export function pendingDecisionSet(
+  pendingReviews: readonly PendingReview[],
+  approvalIds: readonly string[] = [],
+): string {
+  return JSON.stringify([pendingReviews.map((r) => [r.stage, r.requestedAt]), approvalIds]);
+}
+
+/** The text of an empty pending set: a workflow that never waited on anyone has no `TreadleDecisionAt`. */
+export const NO_PENDING_DECISIONS = pendingDecisionSet([]);
 
 /** As many waiting stage names as fit in one search attribute value. */
 export function attributeStages(stages: string[]): string[] {

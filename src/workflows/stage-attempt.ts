@@ -137,6 +137,7 @@ export function prepareAttempt(
     emit: run.emit,
     touch: run.touch,
     feedback,
+    publishesDecisions: run.engine.publishesDecisions,
   };
   const fansOut = (executed: StageActivityResult): boolean =>
     executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE;
@@ -297,9 +298,11 @@ async function runTddTree(run: StageRun, attempt: number): Promise<StageActivity
   const input = await tddPrepareOn(taskQueue)({ config: run.stage.with ?? null, treeId });
   // Engine 6 asks the tree to fail its workflow when it does not merge; its result comes with the failure.
   const flagged = run.engine.failsWorkflow ? { failAsWorkflow: true } : {};
+  // Engine 7 names the item, so the tree's human steps list under it.
+  const listed = run.engine.publishesDecisions ? { itemId: run.itemId } : {};
   const result = await executeChild(tddNode, {
     workflowId: treeId,
-    args: [{ ...input, ...flagged }],
+    args: [{ ...input, ...flagged, ...listed }],
     ...(taskQueue !== undefined ? { taskQueue } : {}),
   }).catch((error: unknown) => resultOfFailure<TddNodeResult>(error, TDD_TREE_FAILED) ?? Promise.reject(error));
   // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.

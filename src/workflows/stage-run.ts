@@ -81,6 +81,11 @@ export interface EngineRules {
   usesAgent(stage: StageSpec, agentBacked: ReadonlySet<string>): boolean;
   /** Whether a failed item fails its workflow and asks its fan-outs' elements and TDD trees to (engine 6). */
   failsWorkflow: boolean;
+  /**
+   * Whether the item publishes its pending decisions for the review inbox (engine 7): `TreadleDecisionAt` in
+   * its status upsert, and the flag that asks its loop stages to list a failure like a review.
+   */
+  publishesDecisions: boolean;
 }
 
 /** Where a stage's attempt log stands: its blob reference and how many attempts it holds. */

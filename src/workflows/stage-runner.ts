@@ -49,6 +49,7 @@ export const LIVE_ENGINE: EngineRules = {
   usesAgent: (stage, agentBacked) =>
     stage.run === TDD_STAGE || stage.run === LOOP_STAGE || agentBackedStage(stage, agentBacked),
   failsWorkflow: true,
+  publishesDecisions: true,
 };
 
 /**
@@ -359,6 +360,8 @@ export async function review(
     message: truncateText(decision.message),
     requestedAt: now(),
     attempt,
+    attempts: st.attempts.length,
+    ...(stage.reviewers !== undefined ? { reviewers: stage.reviewers } : {}),
   };
   if (stage.reviewTtlMs !== null) pending.expiresAt = new Date(Date.now() + stage.reviewTtlMs).toISOString();
   state.pendingReviews.push(pending);

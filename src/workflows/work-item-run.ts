@@ -27,6 +27,7 @@ import {
   MAX_APPROVAL_IDS_ATTRIBUTE,
   REVIEWS_MEMO_KEY,
   TreadleApprovals,
+  TreadleDecisionAt,
   TreadlePendingReviews,
   TreadlePipeline,
   TreadleStatus,
@@ -54,7 +55,15 @@ import {
   reviewSignal,
   stateQuery,
 } from './messages';
-import { EventStream, Publications, attributeStages, describePayload, reviewsMemo, stageOf } from './publishing';
+import {
+  EventStream,
+  Publications,
+  attributeStages,
+  describePayload,
+  pendingDecisionSet,
+  reviewsMemo,
+  stageOf,
+} from './publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
 import { approvalsMemoOf, pageOfState, renderDetails } from './work-item-details';
@@ -82,6 +91,8 @@ const ROUTINE_EVENTS: ReadonlySet<EventType> = new Set<EventType>([
 
 /** The name under which the search attributes' last published value is kept. */
 const ATTRIBUTES = 'attributes';
+/** The name under which the pending decisions last published are kept (engine 7). */
+const DECISIONS = 'decisions';
 
 /** A work item's state and handlers; `run` takes it from its start to its result. */
 export class WorkItemRun implements Scheduling {
@@ -431,12 +442,14 @@ export class WorkItemRun implements Scheduling {
     const { state } = this;
     if (!this.settledStatus) state.status = itemStatus(state.stages);
     const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
-    const approvalIds = (state.approvals ?? [])
-      .filter((r) => r.status === 'pending')
-      .slice(0, MAX_APPROVAL_IDS_ATTRIBUTE)
-      .map((r) => r.id);
+    const approvalIds = pendingApprovalIds(state).slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
     const first = !this.published.has(ATTRIBUTES);
-    if (this.published.changed(ATTRIBUTES, JSON.stringify([state.status, waiting, approvalIds]))) {
+    // Engine 7 upserts when the pending set changed even if the attribute's cut-short stage list did not.
+    const decisionsChanged =
+      this.engine.publishesDecisions &&
+      this.published.decisionsChanged(DECISIONS, pendingDecisionSet(state.pendingReviews, pendingApprovalIds(state)));
+    const attributesChanged = this.published.changed(ATTRIBUTES, JSON.stringify([state.status, waiting, approvalIds]));
+    if (attributesChanged || decisionsChanged) {
       // When to upsert stays what it was (commands replay); the value also names decided requests, newest
       // first, so a decision on one finds its item and hears how it was decided instead of "not found".
       const decidedIds = (state.approvals ?? [])
@@ -452,6 +465,8 @@ export class WorkItemRun implements Scheduling {
         ...(approvalIds.length > 0 || state.approvals !== undefined
           ? [{ key: TreadleApprovals, value: searchableIds.length > 0 ? searchableIds : null }]
           : []),
+        // Workflow time: deterministic, and when the set changed as far as a listing of changes is concerned.
+        ...(decisionsChanged ? [{ key: TreadleDecisionAt, value: new Date() }] : []),
       ]);
     }
     if (state.approvals !== undefined) this.published.memo(APPROVALS_MEMO_KEY, approvalsMemoOf(state), false);
@@ -514,4 +529,9 @@ function readName(pipeline: unknown): string {
   return typeof pipeline === 'object' && pipeline !== null && typeof (pipeline as { name?: unknown }).name === 'string'
     ? (pipeline as { name: string }).name
     : '(unnamed)';
+}
+
+/** The ids of the item's approval requests that wait for a decision, oldest first. */
+function pendingApprovalIds(state: WorkItemState): string[] {
+  return (state.approvals ?? []).filter((r) => r.status === 'pending').map((r) => r.id);
 }

@@ -11,6 +11,7 @@ import { startHarness, type Harness } from '../support/harness';
 import { SCENARIOS, SCENARIO_TEST_MS } from '../support/scenarios';
 import { PROMPT_CANCELLATION } from '../support/attempt-timeout';
 import { recordFailedTddRoot, recordTddTree } from '../support/tdd-recording';
+import { runDecisions } from '../support/decision-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -151,6 +152,23 @@ it(
     for (const [name, history] of Object.entries(histories)) {
       writeFileSync(
         path.join(__dirname, 'histories', `${name}.json`),
+        `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
+      );
+      expect(history.events!.length).toBeGreaterThan(10);
+    }
+  },
+  SCENARIO_TEST_MS,
+);
+
+// Engine 7's decisions (a review for a reviewer group, an approval, a TDD node Stuck then answered, a loop
+// failed, resumed by someone, failed again and abandoned): every workflow they ran.
+it(
+  'records decisions',
+  async () => {
+    for (const id of await runDecisions(h, 'decisions')) {
+      const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+      writeFileSync(
+        path.join(__dirname, 'histories', `${id}.json`),
         `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
       );
       expect(history.events!.length).toBeGreaterThan(10);

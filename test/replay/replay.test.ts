@@ -27,6 +27,18 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files.filter((f) => f.startsWith(`before-fan-out-tree${path.sep}`)).length).toBeGreaterThanOrEqual(2);
   // Engine 5's histories: failed items, elements and trees returned their results.
   expect(files.filter((f) => f.startsWith(`before-failed-workflow${path.sep}`)).length).toBeGreaterThanOrEqual(12);
+  // Engine 6's histories: no TreadleDecisionAt, loops that list nothing, TDD nodes without the patch.
+  expect(files.filter((f) => f.startsWith(`before-decisions${path.sep}`)).length).toBeGreaterThanOrEqual(12);
+  // Engine 7's decisions, each made by someone.
+  expect(files).toEqual(
+    expect.arrayContaining([
+      'decisions-review.json',
+      'decisions-approval.json',
+      'decisions-tdd.json',
+      'decisions-loop.json',
+      'decisions-loop.work.1.json',
+    ]),
+  );
   expect(files).toEqual(
     expect.arrayContaining(['fan-out-item.json', 'fan-out-item.classify.1.json', 'tdd-failed-root.json']),
   );

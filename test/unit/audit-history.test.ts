@@ -36,3 +36,15 @@ test('approval decisions of an older history name their step', () => {
   const made = 'step|approve|approve attempt 1 (approval): 3 requests made, waiting for decisions';
   expect(lines('i24-approvals-decided')).toContain(made);
 });
+
+test("a loop's resume and abandon name who decided (engine 7's recorded loop)", () => {
+  const file = path.join(__dirname, '..', 'replay', 'histories', 'decisions-loop.work.1.json');
+  const history = historyFromJSON(JSON.parse(readFileSync(file, 'utf8')));
+  const lines = auditHistory('decisions-loop.work.1', history.events ?? []).map((e) => `${e.kind}|${e.message}`);
+  expect(lines).toEqual(
+    expect.arrayContaining([
+      'review|loop resumed by alice (update)',
+      'review|loop abandoned by alice: the agent keeps crashing (update)',
+    ]),
+  );
+});

@@ -11,7 +11,7 @@ import { ENGINE_VERSION, type PreparePipelineResult } from '../../src/model/stat
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { defaultRegistry } from '../../src/worker';
 
-const prepare = async (engineVersion?: number): Promise<PreparePipelineResult> => {
+const prepare = async (engineVersion?: number | (() => number)): Promise<PreparePipelineResult> => {
   const activities = createActivities({
     registry: defaultRegistry(),
     blobs: new MemoryBlobStore(),
@@ -40,4 +40,23 @@ test('the prepare step records the engine the worker starts items on', async () 
   expect(() =>
     createActivities({ registry: defaultRegistry(), blobs: new MemoryBlobStore(), engineVersion: ENGINE_VERSION + 1 }),
   ).toThrow(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}`);
+});
+
+it('asks an engine version given as a function at every prepare (runWorker lowers it until the attributes are confirmed)', async () => {
+  let engine = 6;
+  const activities = createActivities({
+    registry: defaultRegistry(),
+    blobs: new MemoryBlobStore(),
+    engineVersion: () => engine,
+  });
+  const env = new MockActivityEnvironment({}, { logger: new DefaultLogger('ERROR') });
+  const run = () =>
+    env.run(activities[PREPARE_PIPELINE_ACTIVITY] as (input: { pipeline: unknown }) => Promise<PreparePipelineResult>, {
+      pipeline: { name: 'p', stages: [{ name: 'a', run: 'scripted' }] },
+    });
+  expect(await run()).toMatchObject({ ok: true, engine: 6 });
+  engine = ENGINE_VERSION;
+  expect(await run()).toMatchObject({ ok: true, engine: ENGINE_VERSION });
+  engine = ENGINE_VERSION + 1;
+  await expect(run()).rejects.toThrow(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}`);
 });

@@ -63,6 +63,11 @@ export interface LoopStageInput {
   correlationId?: string;
   /** Carried across continue-as-new. */
   carry?: LoopCarry;
+  /**
+   * Set by engine-7 work items: a failure waiting for `resumeLoop` is listed like a review (the
+   * `treadleReviews` memo, `TreadlePendingReviews`, `TreadleDecisionAt`). Kept across continue-as-new.
+   */
+  publishesDecisions?: boolean;
 }
 
 /** What the workflow needs of the stage's plan (the whole plan, prompt included, is in the blob store). */
@@ -119,6 +124,8 @@ export interface LoopCarry {
   lastOutputRef?: string;
   lastOutputBytes?: number;
   verifyFailures: number;
+  /** How the last failure was answered (kept across continue-as-new). */
+  lastResume?: LoopResume;
   /** Iteration activities run (reruns after a resume included). */
   iterationRuns?: number;
   /** The totals of every iteration's model calls (reruns included), for the work item's usage and token budget. */
@@ -149,6 +156,8 @@ export interface LoopState {
   recent: IterationRecord[];
   /** The seed's failure state while failed (also in `state.json`). */
   failure?: LoopFailure;
+  /** How the last failure was resumed or abandoned, and by whom. */
+  lastResume?: LoopResume;
   stoppedBy?: { by: 'termination' | 'guardrail'; reason: string };
   queuePending?: number;
   runs: number;
@@ -188,6 +197,18 @@ export const LOOP_QUEUE_SIGNAL = 'loopQueue';
 /** What `treadle resume` sends. */
 export interface ResumeRequest {
   action?: 'resume' | 'abandon';
+  reason?: string;
+  /** Who resumed or abandoned the loop (the CLI sends `$TREADLE_REVIEWER` or `$USER`; the inbox its reviewer). */
+  by?: string;
+}
+
+/** How the last failure of a loop was answered: kept in its state, so who decided is known after a resume. */
+export interface LoopResume {
+  action: 'resume' | 'abandon';
+  /** The failed iteration it answered. */
+  iteration: number;
+  at: string;
+  by?: string;
   reason?: string;
 }
 

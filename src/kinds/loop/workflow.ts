@@ -48,10 +48,11 @@ import {
 import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../../model/limits';
 import type { Json } from '../../model/shapes';
 import { addTotals } from '../../engine/usage';
-import type { StageActivityResult } from '../../model/state';
+import type { PendingReview, StageActivityResult } from '../../model/state';
 import {
   describeFailure,
   failureWithUsage,
+  now,
   usageBatch,
   usageReported,
   type StageKindRun,
@@ -61,6 +62,7 @@ import {
   KEPT_ITERATIONS,
   type LoopArtefact,
   type LoopCarry,
+  type LoopFailure,
   type LoopIterationInput,
   type LoopIterationResult,
   type LoopResult,
@@ -70,9 +72,15 @@ import {
   type LoopState,
   type LoopWriteStateInput,
 } from './shapes';
-import { TreadlePipeline, TreadleStatus } from '../../model/search-attributes';
+import {
+  REVIEWS_MEMO_KEY,
+  TreadleDecisionAt,
+  TreadlePendingReviews,
+  TreadlePipeline,
+  TreadleStatus,
+} from '../../model/search-attributes';
 import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from '../../workflows/messages';
-import { Publications } from '../../workflows/publishing';
+import { Publications, pendingDecisionSet, reviewsMemo } from '../../workflows/publishing';
 
 /** The listing's pipeline name for loop stages. */
 export const LOOP_PIPELINE_NAME = 'loop';
@@ -99,7 +107,9 @@ class LoopRun {
   private readonly carry: LoopCarry;
   private readonly state: LoopState;
   private readonly published = new Publications();
-  private resumeRequest: { action: 'resume' | 'abandon'; reason?: string } | undefined;
+  private resumeRequest: { action: 'resume' | 'abandon'; reason?: string; by?: string } | undefined;
+  /** The failure listed like a review while the loop waits (with `publishesDecisions`). */
+  private pendingFailure: PendingReview | undefined;
 
   constructor(private readonly input: LoopStageInput) {
     const { plan } = input;
@@ -143,6 +153,7 @@ class LoopRun {
         this.resumeRequest = {
           action: request.action ?? 'resume',
           ...(request.reason !== undefined ? { reason: request.reason } : {}),
+          ...(typeof request.by === 'string' ? { by: request.by } : {}),
         };
         return {
           resumed: this.resumeRequest.action === 'resume',
@@ -155,6 +166,8 @@ class LoopRun {
             throw new Error('a resume request is an object: { "action": "resume" | "abandon", "reason"?: string }');
           if (request.action !== undefined && request.action !== 'resume' && request.action !== 'abandon')
             throw new Error(`action must be "resume" or "abandon", not ${JSON.stringify(request.action)}`);
+          if (request.by !== undefined && (typeof request.by !== 'string' || request.by.trim() === ''))
+            throw new Error(`by must name who decides (a non-empty string), not ${JSON.stringify(request.by)}`);
           if (!carry.failure || this.resumeRequest !== undefined)
             throw new Error(
               `loop stage ${input.stage} of ${input.itemId} is not failed (it is ${state.status}, at iteration ${carry.iteration}); only a failed loop can be resumed`,
@@ -175,12 +188,27 @@ class LoopRun {
     if (carry.queuePending !== undefined) state.queuePending = carry.queuePending;
     if (carry.failure) state.failure = carry.failure;
     else delete state.failure;
+    if (carry.lastResume) state.lastResume = carry.lastResume;
     const first = !this.published.has(STATUS);
-    if (this.published.changed(STATUS, state.status))
+    const failure = this.pendingFailure;
+    // Only flagged loops list their failure: an attribute added to the upsert is a changed command.
+    const decisionsChanged =
+      this.input.publishesDecisions === true &&
+      this.published.decisionsChanged(DECISIONS, pendingDecisionSet(failure ? [failure] : []));
+    const statusChanged = this.published.changed(STATUS, state.status);
+    if (statusChanged || decisionsChanged)
       upsertSearchAttributes([
         ...(first ? [{ key: TreadlePipeline, value: LOOP_PIPELINE_NAME }] : []),
         { key: TreadleStatus, value: state.status },
+        ...(decisionsChanged
+          ? [
+              { key: TreadlePendingReviews, value: failure ? [failure.stage] : null },
+              { key: TreadleDecisionAt, value: new Date() },
+            ]
+          : []),
       ]);
+    if (this.input.publishesDecisions === true)
+      this.published.memo(REVIEWS_MEMO_KEY, reviewsMemo(this.input.pipeline, failure ? [failure] : []), true);
     setCurrentDetails(renderDetails(state));
   }
 
@@ -281,16 +309,27 @@ class LoopRun {
     const { carry, state, input } = this;
     carry.failure = { status: 'failed', iteration, error, resume_from: iteration };
     state.status = 'failed';
+    this.pendingFailure = failedLoopReview(input, iteration, error);
     this.publish();
     await this.writeState({ status: 'failed', failure: carry.failure });
     const pausedAt = Date.now();
     this.resumeRequest = undefined;
     await condition(() => this.resumeRequest !== undefined);
     const request = this.resumeRequest!;
+    carry.lastResume = {
+      action: request.action,
+      iteration,
+      at: now(),
+      ...(request.by !== undefined ? { by: request.by } : {}),
+      ...(request.reason !== undefined ? { reason: request.reason } : {}),
+    };
+    this.pendingFailure = undefined;
     if (request.action === 'abandon') {
+      // A flagged loop's failure leaves the listings before the loop ends.
+      if (input.publishesDecisions === true) this.publish();
       // The calls made so far still count for the work item: their totals ride on the failure.
       throw failureWithUsage(
-        `loop stage ${input.stage} failed at iteration ${iteration} (${error.type}: ${error.message})${request.reason ? `; abandoned: ${request.reason}` : ''}`,
+        `loop stage ${input.stage} failed at iteration ${iteration} (${error.type}: ${error.message})${request.reason || request.by ? `; abandoned${request.by ? ` by ${request.by}` : ''}${request.reason ? `: ${request.reason}` : ''}` : ''}`,
         'LoopFailed',
         carry.usage,
       );
@@ -377,6 +416,8 @@ function iterationActivity(plan: LoopStageInput['plan'], stage: string, n: numbe
 
 /** The name under which the status last upserted is kept. */
 const STATUS = 'status';
+/** The name under which the failure last listed is kept (flagged loops). */
+const DECISIONS = 'decisions';
 
 /** A Markdown summary for the Web UI's "current details". */
 function renderDetails(state: LoopState): string {
@@ -475,6 +516,7 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
         planRef: prepared.planRef,
         plan: prepared.plan,
         ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}),
+        ...(run.publishesDecisions === true ? { publishesDecisions: true } : {}),
       },
     ],
     staticSummary: `loop stage ${stage.name} of ${run.itemId}`,
@@ -495,5 +537,21 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
     summary,
     previousLog: null,
     ...usageBatch(usage),
+  };
+}
+
+/** A failed loop as a pending decision, in the shape the reviews memo lists (engine 7's flagged loops). */
+export function failedLoopReview(
+  input: Pick<LoopStageInput, 'stage' | 'itemId'>,
+  iteration: number,
+  error: Pick<LoopFailure['error'], 'type' | 'message'>,
+): PendingReview {
+  return {
+    stage: input.stage,
+    reason: 'loop_failed',
+    message: truncateText(`iteration ${iteration}: ${error.type}: ${error.message}`),
+    requestedAt: now(),
+    attempt: iteration,
+    itemId: input.itemId,
   };
 }

@@ -21,6 +21,7 @@ export interface ReviewingNode {
   readonly info: { workflowId: string };
   readonly state: TddNodeState;
   readonly settings: TddNodeInput['settings'];
+  readonly input: Pick<TddNodeInput, 'itemId'>;
   emit(type: EventType, message: string, fields?: Partial<TreadleEvent>): void;
   publish(): void;
 }
@@ -28,6 +29,8 @@ export interface ReviewingNode {
 /** The node's review queue: the handlers that answer it and the wait for an answer. */
 export class HumanReviews {
   private answer: HumanAnswer | undefined;
+  /** Who gave the answer, for the `ReviewResolved` event. */
+  private reviewer: string | undefined;
 
   constructor(private readonly node: ReviewingNode) {}
 
@@ -82,6 +85,7 @@ export class HumanReviews {
                   : JSON.stringify(outcome.artefact)
                 : (outcome.note ?? 'approved'),
           };
+    this.reviewer = checked.review.reviewer;
     node.state.pendingReviews = [];
     return { ok: true, stage: checked.review.stage, outcome: outcome.kind, reviewer: checked.review.reviewer };
   }
@@ -104,9 +108,12 @@ export class HumanReviews {
         requestedAt: now(),
         attempt: state.counters.implAttempt,
         ...(expiresAt ? { expiresAt } : {}),
+        human: reason,
+        ...(node.input.itemId !== undefined ? { itemId: node.input.itemId } : {}),
       },
     ];
     this.answer = undefined;
+    this.reviewer = undefined;
     node.emit('ReviewRequested', `${stage} waits for a human (${reason}): ${message}`, { stage });
     node.publish();
     const answered = settings.humanTtlSeconds
@@ -124,7 +131,9 @@ export class HumanReviews {
         : answer.kind === 'abort'
           ? `${stage}: aborted: ${answer.reason}`
           : `${stage}: answered`,
-      { stage },
+      answer.kind === 'expired' || this.reviewer === undefined
+        ? { stage }
+        : { stage, details: { reviewer: this.reviewer } },
     );
     return answer;
   }

@@ -190,6 +190,7 @@ export class MergeHandshake {
             ...(input.repliesRef ? { repliesRef: input.repliesRef } : {}),
             parentWorkflowId: info.workflowId,
             ...(input.failAsWorkflow ? { failAsWorkflow: true } : {}),
+            ...(input.itemId !== undefined ? { itemId: input.itemId } : {}),
           },
         ],
       });

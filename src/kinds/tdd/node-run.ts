@@ -12,8 +12,6 @@ import {
   setCurrentDetails,
   setHandler,
   TemporalFailure,
-  upsertMemo,
-  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
@@ -49,12 +47,12 @@ import {
   type TddWorktreeInput,
   type TddWorktreeResult,
 } from './shapes';
-import { REVIEWS_MEMO_KEY, TreadlePendingReviews, TreadlePipeline, TreadleStatus } from '../../model/search-attributes';
 import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../../model/shapes';
 import type { StateQueryArgs } from '../../model/state';
 import { describeFailure, eventPage, failureWithUsage, now, usageReported } from '../../workflows/common';
-import { EventStream, Publications } from '../../workflows/publishing';
+import { EventStream } from '../../workflows/publishing';
+import { NodePublications } from './node-publishing';
 import { eventsQuery, tddStateQuery } from '../../workflows/messages';
 import { HumanReviews, type ReviewingNode } from './human-review';
 import { MergeHandshake, treeFailure, type MergingNode } from './merge-handshake';
@@ -79,14 +77,8 @@ const tdd = proxyActivities<{
   },
 });
 
-/** The name under which the search attributes' last published value is kept. */
-const ATTRIBUTES = 'attributes';
-
 /** Refusals the Web UI's details show, the latest. */
 const LATEST_REFUSALS_SHOWN = 3;
-
-/** The listing's pipeline name for TDD nodes (`treadle reviews --pipeline tdd`). */
-export const TDD_PIPELINE_NAME = 'tdd';
 
 /** One run of a TDD node: its state, its handlers and its walk of the graph. */
 export class TddNodeRun implements ReviewingNode, MergingNode {
@@ -98,7 +90,7 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
   readonly handshake = new MergeHandshake(this);
   private readonly reviews = new HumanReviews(this);
   private readonly events: EventStream;
-  private readonly published = new Publications();
+  private readonly published = new NodePublications();
 
   /** The node's worktree (set once it is prepared, before any call). */
   worktree!: TddWorktreeResult;
@@ -166,28 +158,10 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     this.handshake.registerHandlers();
   }
 
-  /** Search attributes and memo when status or waiting reviews changed (each upsert is a command); details. */
+  /** Search attributes and memo when status or waiting reviews changed (node-publishing.ts); details. */
   publish(): void {
-    const { state, published } = this;
-    const current = JSON.stringify([state.status, state.pendingReviews.map((r) => r.stage)]);
-    const first = !published.has(ATTRIBUTES);
-    if (published.changed(ATTRIBUTES, current)) {
-      upsertSearchAttributes([
-        ...(first ? [{ key: TreadlePipeline, value: TDD_PIPELINE_NAME }] : []),
-        { key: TreadleStatus, value: state.status },
-        {
-          key: TreadlePendingReviews,
-          value: state.pendingReviews.length > 0 ? state.pendingReviews.map((r) => r.stage) : null,
-        },
-      ]);
-      upsertMemo({
-        [REVIEWS_MEMO_KEY]:
-          state.pendingReviews.length > 0
-            ? { pipeline: TDD_PIPELINE_NAME, reviews: state.pendingReviews, omitted: 0 }
-            : null,
-      });
-    }
-    setCurrentDetails(renderDetails(state));
+    this.published.publish(this.state);
+    setCurrentDetails(renderDetails(this.state));
   }
 
   private counters(): TddCounters {

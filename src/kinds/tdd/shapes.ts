@@ -122,6 +122,8 @@ export interface TddNodeInput {
    * result): the client, engine-6 work items, and flagged parents for their children. Absent: it returns.
    */
   failAsWorkflow?: boolean;
+  /** The work item whose `tdd` stage started the tree (engine 7), for listings; absent for `treadle tdd` trees. */
+  itemId?: string;
 }
 
 /** The failure type a flagged TDD node that did not merge ends with; its first detail is its TddNodeResult. */

@@ -23,7 +23,7 @@
 import type { TddNodeInput, TddNodeResult } from './shapes';
 import { TddNodeRun } from './node-run';
 
-export { TDD_PIPELINE_NAME } from './node-run';
+export { TDD_PIPELINE_NAME } from './node-publishing';
 
 /** Runs one node of a TDD tree; see the module comment. */
 export async function tddNode(input: TddNodeInput): Promise<TddNodeResult> {
