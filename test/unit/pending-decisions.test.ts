@@ -10,6 +10,7 @@ import {
   tddHumanReason,
   type DecisionSource,
 } from '../../src/client/decisions';
+import { answerProblem } from '../../src/client/decide';
 import { ANSWERS, matchesFilter, parseDecisionKey } from '../../src/model/decisions';
 import type { ApprovalsMemo } from '../../src/kinds/approval/shapes';
 import type { PendingReview } from '../../src/model/state';
@@ -248,5 +249,27 @@ describe('queries', () => {
     expect(decisionChangesQuery(new Date('2026-11-28T02:00:00.000Z'))).toBe(
       "TreadleDecisionAt >= '2026-11-28T02:00:00.000Z' OR (CloseTime >= '2026-11-28T02:00:00.000Z' AND TreadlePipeline IS NOT NULL)",
     );
+  });
+});
+
+describe('answerProblem', () => {
+  it('accepts complete answers the kind takes', () => {
+    expect(answerProblem('review', { action: 'approve' })).toBeUndefined();
+    expect(answerProblem('review', { action: 'approve_attempt', attempt: 2 })).toBeUndefined();
+    expect(answerProblem('budget', { action: 'edit', artefact: { a: 1 } })).toBeUndefined();
+    expect(answerProblem('tdd', { action: 'edit', artefact: 'use the v2 API' })).toBeUndefined();
+    expect(answerProblem('loop', { action: 'abandon', reason: 'obsolete' })).toBeUndefined();
+  });
+
+  it('names what is wrong: an action the kind does not take, or a missing field', () => {
+    expect(answerProblem('approval', { action: 'edit', artefact: 1 })).toBe(
+      'a approval decision takes approve, reject, not edit',
+    );
+    expect(answerProblem('review', { action: 'reject' })).toBe('reject needs a reason');
+    expect(answerProblem('loop', { action: 'abandon', reason: ' ' })).toBe('abandon needs a reason');
+    expect(answerProblem('review', { action: 'approve_attempt' })).toMatch(/needs the attempt/);
+    expect(answerProblem('review', { action: 'edit' })).toBe('edit needs the edited artefact');
+    expect(answerProblem('tdd', { action: 'edit', artefact: { a: 1 } })).toMatch(/answer's text/);
+    expect(answerProblem('tdd', { action: 'guidance' })).toBe('guidance needs the note');
   });
 });
