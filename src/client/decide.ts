@@ -48,7 +48,7 @@ export interface DecideContext {
  */
 export function answerProblem(kind: DecisionKind, answer: DecisionAnswer): string | undefined {
   if (!ANSWERS[kind].includes(answer.action))
-    return `a ${kind} decision takes ${ANSWERS[kind].join(', ')}, not ${answer.action}`;
+    return `${kind} decisions take ${ANSWERS[kind].join(', ')}, not ${answer.action}`;
   const blank = (text: string | undefined): boolean => text === undefined || text.trim() === '';
   if ((answer.action === 'reject' || answer.action === 'abandon') && blank(answer.reason))
     return `${answer.action} needs a reason`;

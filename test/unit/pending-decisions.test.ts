@@ -263,7 +263,7 @@ describe('answerProblem', () => {
 
   it('names what is wrong: an action the kind does not take, or a missing field', () => {
     expect(answerProblem('approval', { action: 'edit', artefact: 1 })).toBe(
-      'a approval decision takes approve, reject, not edit',
+      'approval decisions take approve, reject, not edit',
     );
     expect(answerProblem('review', { action: 'reject' })).toBe('reject needs a reason');
     expect(answerProblem('loop', { action: 'abandon', reason: ' ' })).toBe('abandon needs a reason');
