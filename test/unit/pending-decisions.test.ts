@@ -11,6 +11,7 @@ import {
   type DecisionSource,
 } from '../../src/client/decisions';
 import { answerProblem } from '../../src/client/decide';
+import { decisionRows, waitingFor } from '../../src/cli/decisions';
 import { ANSWERS, matchesFilter, parseDecisionKey } from '../../src/model/decisions';
 import type { ApprovalsMemo } from '../../src/kinds/approval/shapes';
 import type { PendingReview } from '../../src/model/state';
@@ -271,5 +272,19 @@ describe('answerProblem', () => {
     expect(answerProblem('review', { action: 'edit' })).toBe('edit needs the edited artefact');
     expect(answerProblem('tdd', { action: 'edit', artefact: { a: 1 } })).toMatch(/answer's text/);
     expect(answerProblem('tdd', { action: 'guidance' })).toBe('guidance needs the note');
+  });
+});
+
+describe('treadle decisions table', () => {
+  it('shows KIND (starred when partial), ITEM, STAGE, REASON, WAITING, MESSAGE', () => {
+    const now = Date.parse('2026-11-28T03:00:00.000Z');
+    const [full] = decisionsOf(item());
+    const [partial] = decisionsOf(item({ reviews: null }));
+    expect(decisionRows([full!, partial!], now)).toEqual([
+      ['review', 'item-1', 'draft', 'escalated', '2h', 'gate failed 3 times'],
+      ['review*', 'item-1', 'draft', 'unknown', '3h', 'details not in the listing; open it to see them'],
+    ]);
+    expect(waitingFor('2026-11-28T02:59:30.000Z', now)).toBe('30s');
+    expect(waitingFor('2026-11-25T03:00:00.000Z', now)).toBe('3d');
   });
 });
