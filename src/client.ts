@@ -32,6 +32,16 @@ import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
 import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import type { StartContext } from './client/start';
+import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './client/decisions';
+import { decide } from './client/decide';
+import { checkOutput, type SchemaProblem } from './client/output-schema';
+import {
+  parseDecisionKey,
+  type DecisionAnswer,
+  type DecisionKind,
+  type DecisionOutcome,
+  type PendingDecision,
+} from './model/decisions';
 import {
   answeredByWorker,
   noWorkerPolls,
@@ -383,6 +393,42 @@ export class TreadleClient {
    */
   async listApprovals(options: { pipeline?: string } = {}): Promise<ApprovalListing[]> {
     return listApprovals(this.client, options);
+  }
+
+  /**
+   * Every pending decision (reviews, budget reviews, approvals, TDD human steps, failed loops), oldest first,
+   * from one visibility listing: no item is queried and no worker is needed. Eventually consistent.
+   */
+  listPendingDecisions(options: { pipeline?: string; kinds?: DecisionKind[] } = {}): Promise<PendingDecision[]> {
+    return listPendingDecisions(this.client, options);
+  }
+
+  /** The workflows whose pending decisions changed since `since` (engine 7 items), or that closed since then. */
+  listDecisionChanges(since: Date): Promise<DecisionChange[]> {
+    return listDecisionChanges(this.client, since);
+  }
+
+  /**
+   * Answers a pending decision by its key as `reviewer`. Someone else deciding first is
+   * `{status: 'already_decided', by?, outcome?, at?}`; an answer the kind does not take, or any other refusal,
+   * is a TreadleError.
+   */
+  decide(key: string, answer: DecisionAnswer, reviewer = defaultReviewer()): Promise<DecisionOutcome> {
+    return decide(this, key, answer, reviewer);
+  }
+
+  /**
+   * The problems of an edited artefact against the stage's output schema (empty: it may be sent). Items that
+   * keep no schema for the stage accept any JSON.
+   */
+  async checkEdit(key: string, artefact: unknown): Promise<SchemaProblem[]> {
+    const parsed = parseDecisionKey(key);
+    if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
+    if (parsed.kind !== 'review' && parsed.kind !== 'budget') return [];
+    const state = (await this.getState(parsed.workflowId, { eventLimit: 1 })) as WorkItemState & {
+      outputSchemas?: Record<string, unknown>;
+    };
+    return checkOutput(state.outputSchemas?.[parsed.subject], artefact);
   }
 
   /** An approval request with its payload resolved (for reviewing it); `status` says whether it is still pending. */

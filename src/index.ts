@@ -68,3 +68,13 @@ export { idempotencyKey, inputHash } from './model/hashing';
 export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './kinds/approval/shapes';
 export { createTracing, tracingFromEnv, WORKFLOW_TRACING_MODULE, type TreadleTracing } from './tracing';
 export type { AuditEntry } from './audit';
+export {
+  listPendingDecisions,
+  listDecisionChanges,
+  decisionsOf,
+  type DecisionChange,
+  type DecisionSource,
+} from './client/decisions';
+export { answerProblem } from './client/decide';
+export { checkOutput, parseJsonText, JsonTextError, type SchemaProblem } from './client/output-schema';
+export * from './model/decisions';

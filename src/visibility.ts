@@ -27,6 +27,9 @@ interface RawTimestamp {
 /** The fields of a raw `WorkflowExecutionInfo` a listing reads. */
 interface RawExecution {
   execution?: { workflowId?: string | null } | null;
+  type?: { name?: string | null } | null;
+  /** `WorkflowExecutionStatus`: 1 is running. */
+  status?: number | null;
   startTime?: RawTimestamp | null;
   memo?: { fields?: Record<string, RawPayload> | null } | null;
   searchAttributes?: { indexedFields?: Record<string, RawPayload> | null } | null;
@@ -36,6 +39,10 @@ interface RawExecution {
 export interface ListedExecution {
   workflowId: string;
   startTime: Date;
+  /** The workflow type's name (`workItem`, `tddNode`, `loopStage`), when the server says. */
+  workflowType?: string;
+  /** Whether the execution is still running. */
+  running: boolean;
   /** The memo value under `key`, or undefined when the execution has none. */
   memo(key: string): Promise<unknown>;
   /** A Keyword search attribute's value, or undefined. */
@@ -45,6 +52,8 @@ export interface ListedExecution {
 }
 
 const JSON_PLAIN = 'json/plain';
+/** `WORKFLOW_EXECUTION_STATUS_RUNNING`. */
+const RUNNING = 1;
 const utf8 = new TextDecoder();
 
 function encodingOf(payload: RawPayload): string | undefined {
@@ -96,6 +105,8 @@ export async function* listExecutions(
       yield {
         workflowId,
         startTime: toDate(raw.startTime),
+        ...(raw.type?.name ? { workflowType: raw.type.name } : {}),
+        running: raw.status === RUNNING,
         memo: async (key) => {
           const payload = raw.memo?.fields?.[key];
           if (!payload) return undefined;

@@ -1,0 +1,58 @@
+/** `treadle decisions`: every pending decision (reviews, budgets, approvals, TDD steps, failed loops) in one table. */
+import { Option, type Command } from 'commander';
+import { DECISION_KINDS, type DecisionKind, type PendingDecision } from '../model/decisions';
+import { table } from './render';
+import type { WithClient } from './with-client';
+
+/** How long a decision has waited, in the largest whole unit (`3d`, `5h`, `12m`, `40s`). */
+export function waitingFor(requestedAt: string, now: number): string {
+  const seconds = Math.max(0, Math.floor((now - Date.parse(requestedAt)) / 1000));
+  if (seconds >= 86_400) return `${Math.floor(seconds / 86_400)}d`;
+  if (seconds >= 3_600) return `${Math.floor(seconds / 3_600)}h`;
+  if (seconds >= 60) return `${Math.floor(seconds / 60)}m`;
+  return `${seconds}s`;
+}
+
+/** The table's rows: KIND, ITEM, STAGE, REASON, WAITING, MESSAGE. */
+export function decisionRows(decisions: readonly PendingDecision[], now: number): string[][] {
+  return decisions.map((d) => [
+    d.partial ? `${d.kind}*` : d.kind,
+    d.itemId,
+    d.stage,
+    d.reason,
+    waitingFor(d.requestedAt, now),
+    d.message,
+  ]);
+}
+
+/** Registers `treadle decisions`. */
+export function registerDecisionsCommand(program: Command, withClient: WithClient): void {
+  program
+    .command('decisions')
+    .description('every pending decision: reviews, budget reviews, approvals, TDD human steps and failed loops')
+    .addOption(new Option('--kind <kind...>', 'only these kinds').choices(DECISION_KINDS as string[]))
+    .option('--pipeline <name>', 'only items of this pipeline')
+    .option('--json', 'as JSON: the PendingDecision array (see docs/sdk.md)')
+    .action(
+      withClient(async (client, opts: { kind?: DecisionKind[]; pipeline?: string; json?: boolean }) => {
+        const decisions = await client.listPendingDecisions({
+          ...(opts.kind ? { kinds: opts.kind } : {}),
+          ...(opts.pipeline ? { pipeline: opts.pipeline } : {}),
+        });
+        if (opts.json) {
+          process.stdout.write(`${JSON.stringify(decisions, null, 2)}\n`);
+          return;
+        }
+        if (decisions.length === 0) {
+          process.stdout.write('no pending decisions\n');
+          return;
+        }
+        const rows = decisionRows(decisions, Date.now());
+        process.stdout.write(`${table(['KIND', 'ITEM', 'STAGE', 'REASON', 'WAITING', 'MESSAGE'], rows)}\n`);
+        if (decisions.some((d) => d.partial))
+          process.stdout.write(
+            '* listed from search attributes alone (an older workflow): treadle status <item> has the rest\n',
+          );
+      }),
+    );
+}

@@ -1,0 +1,178 @@
+/**
+ * One way to answer any pending decision by its key (issue 27): the answer is checked against what the kind
+ * takes, then routed to the validated update that decides it (a work item's or TDD node's `resolveReview`,
+ * `decideApproval`, a loop's `resumeLoop`). Someone else deciding first is an outcome, `already_decided`,
+ * read from the state the workflow keeps; every other refusal stays an error.
+ */
+import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import {
+  ANSWERS,
+  parseDecisionKey,
+  type DecisionAnswer,
+  type DecisionKind,
+  type DecisionOutcome,
+} from '../model/decisions';
+import type { Json, ReviewOutcome } from '../model/shapes';
+import type { StateQueryArgs, WorkItemState } from '../model/state';
+import type { ApprovalDecided, ApprovalRequest } from '../kinds/approval/shapes';
+import type { TddNodeState } from '../kinds/tdd/shapes';
+import type { LoopState } from '../kinds/loop/shapes';
+import { resumeLoopUpdate } from '../workflows/messages';
+import { TreadleError } from './errors';
+import { answeredByWorker } from './worker-presence';
+
+/** What deciding needs of `TreadleClient` (it passes itself). */
+export interface DecideContext {
+  readonly client: Client;
+  review(id: string, stage: string, outcome: ReviewOutcome, reviewer?: string): Promise<unknown>;
+  approveWithEdits(
+    id: string,
+    stage: string,
+    artefact: Json,
+    options: { reviewer?: string; note?: string },
+  ): Promise<unknown>;
+  decideApproval(
+    id: string,
+    decision: 'approve' | 'reject',
+    options: { by?: string; reason?: string },
+  ): Promise<ApprovalDecided>;
+  getState(id: string, page?: StateQueryArgs): Promise<WorkItemState>;
+  getTddState(id: string): Promise<TddNodeState>;
+  getLoopState(id: string): Promise<LoopState>;
+  getApproval(id: string): Promise<ApprovalRequest>;
+}
+
+/**
+ * The answer's problem for `kind`, or undefined when it is complete: an action the kind does not take, or a
+ * field the action needs (a reason to reject or abandon, the attempt to approve, the edited artefact).
+ */
+export function answerProblem(kind: DecisionKind, answer: DecisionAnswer): string | undefined {
+  if (!ANSWERS[kind].includes(answer.action))
+    return `${kind} decisions take ${ANSWERS[kind].join(', ')}, not ${answer.action}`;
+  const blank = (text: string | undefined): boolean => text === undefined || text.trim() === '';
+  if ((answer.action === 'reject' || answer.action === 'abandon') && blank(answer.reason))
+    return `${answer.action} needs a reason`;
+  if (answer.action === 'approve_attempt' && !(Number.isInteger(answer.attempt) && answer.attempt! >= 1))
+    return 'approve_attempt needs the attempt (a whole number from 1)';
+  if (answer.action === 'edit' && answer.artefact === undefined) return 'edit needs the edited artefact';
+  if (answer.action === 'edit' && kind === 'tdd' && typeof answer.artefact !== 'string')
+    return "a TDD step's edit is the answer's text";
+  if (answer.action === 'guidance' && blank(answer.note)) return 'guidance needs the note';
+  return undefined;
+}
+
+/** A review outcome for `resolveReview` (work items and TDD nodes take the same). */
+function reviewOutcome(answer: DecisionAnswer): ReviewOutcome {
+  const note = answer.note !== undefined ? { note: answer.note } : {};
+  switch (answer.action) {
+    case 'reject':
+      return { kind: 'reject', reason: answer.reason!, ...note };
+    case 'approve_attempt':
+      return { kind: 'approve', attempt: answer.attempt!, ...note };
+    case 'edit':
+      return { kind: 'approve_with_edits', artefact: answer.artefact as Json, ...note };
+    default:
+      // approve; a TDD step's guidance is an approval whose note the next step reads.
+      return { kind: 'approve', ...note };
+  }
+}
+
+/** Answers the decision `key` as `reviewer`. See `TreadleClient.decide`. */
+export async function decide(
+  context: DecideContext,
+  key: string,
+  answer: DecisionAnswer,
+  reviewer: string,
+): Promise<DecisionOutcome> {
+  const parsed = parseDecisionKey(key);
+  if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
+  const { workflowId, kind, subject } = parsed;
+  const problem = answerProblem(kind, answer);
+  if (problem) throw new TreadleError(`cannot answer ${key}: ${problem}`, 'invalid_review');
+  const outcome = answer.action === 'approve_attempt' ? 'approve' : answer.action;
+  try {
+    if (kind === 'approval') {
+      const decided = await context.decideApproval(subject, answer.action as 'approve' | 'reject', {
+        by: reviewer,
+        ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+      });
+      return { status: 'decided', by: decided.decidedBy, outcome: decided.status };
+    }
+    if (kind === 'loop') {
+      await resumeLoop(context.client, workflowId, answer, reviewer);
+      return { status: 'decided', by: reviewer, outcome };
+    }
+    if (answer.action === 'edit' && kind !== 'tdd')
+      await context.approveWithEdits(workflowId, subject, answer.artefact as Json, {
+        reviewer,
+        ...(answer.note !== undefined ? { note: answer.note } : {}),
+      });
+    else await context.review(workflowId, subject, reviewOutcome(answer), reviewer);
+    return { status: 'decided', by: reviewer, outcome };
+  } catch (error) {
+    if (!(error instanceof TreadleError) || error.code !== 'invalid_review') throw error;
+    const earlier = await decidedEarlier(context, kind, workflowId, subject).catch(() => undefined);
+    if (earlier) return earlier;
+    throw error;
+  }
+}
+
+/** Sends `resumeLoop` to the loop's own workflow, with who decided (engine 7 records it; older loops ignore it). */
+async function resumeLoop(client: Client, loopId: string, answer: DecisionAnswer, by: string): Promise<void> {
+  const request = {
+    action: answer.action === 'abandon' ? ('abandon' as const) : ('resume' as const),
+    ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+    by,
+  };
+  try {
+    await answeredByWorker(client, loopId, () =>
+      client.workflow.getHandle(loopId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+    );
+  } catch (error) {
+    if (error instanceof WorkflowUpdateFailedError)
+      throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
+    throw error;
+  }
+}
+
+/**
+ * How the decision was made when the workflow no longer waits on it: the stage's review record, the approval
+ * request's decision, the TDD node or loop no longer asking. Undefined when it still waits (the refusal was
+ * about the answer, not about someone deciding first).
+ */
+async function decidedEarlier(
+  context: DecideContext,
+  kind: DecisionKind,
+  workflowId: string,
+  subject: string,
+): Promise<DecisionOutcome | undefined> {
+  switch (kind) {
+    case 'approval': {
+      const request = await context.getApproval(subject);
+      if (request.status === 'pending') return undefined;
+      return {
+        status: 'already_decided',
+        outcome: request.status,
+        ...(request.decidedBy ? { by: request.decidedBy } : {}),
+        ...(request.decidedAt ? { at: request.decidedAt } : {}),
+      };
+    }
+    case 'tdd': {
+      const state = await context.getTddState(workflowId);
+      return state.pendingReviews.some((r) => r.stage === subject) ? undefined : { status: 'already_decided' };
+    }
+    case 'loop': {
+      const state = await context.getLoopState(workflowId);
+      return state.status === 'failed' ? undefined : { status: 'already_decided', outcome: state.status };
+    }
+    default: {
+      const state = await context.getState(workflowId, { eventLimit: 1 });
+      const stage = state.stages[subject];
+      if (!stage || stage.status === 'waiting_review') return undefined;
+      const record = stage.review;
+      return record
+        ? { status: 'already_decided', by: record.reviewer, outcome: record.kind, at: record.at }
+        : { status: 'already_decided', outcome: stage.status };
+    }
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * Checks an edited artefact against a stage's output schema (JSON Schema 2020-12) before a reviewer's edit is
+ * sent, and parses the JSON text a reviewer typed with the line and column of a syntax error. Client side only:
+ * Ajv must not reach the workflow bundle (the workflow's validator keeps its cheap checks).
+ */
+import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { canonicalJson, sha256Hex } from '../model/hashing';
+
+/** One way a value breaks its schema: a JSON Pointer to the offending place (`''` for the whole) and why. */
+export interface SchemaProblem {
+  path: string;
+  message: string;
+}
+
+const ajv = new Ajv2020({ allErrors: true, strict: false });
+addFormats(ajv);
+
+/** Compiled validators by the schema's hash: a page that checks every keystroke compiles a schema once. */
+const compiled = new Map<string, ValidateFunction>();
+const MAX_COMPILED = 200;
+
+function validatorFor(schema: unknown): ValidateFunction {
+  const key = sha256Hex(canonicalJson(schema));
+  let validate = compiled.get(key);
+  if (!validate) {
+    try {
+      validate = ajv.compile(schema as object);
+    } catch (error) {
+      throw new Error(`the output schema does not compile: ${(error as Error).message}`, { cause: error });
+    }
+    if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value!);
+    compiled.set(key, validate);
+  }
+  return validate;
+}
+
+/**
+ * The problems of `value` against `schema` (empty when it conforms). An absent schema (`undefined`, `null`,
+ * `true`) accepts any JSON. Throws when the schema itself does not compile.
+ */
+export function checkOutput(schema: unknown, value: unknown): SchemaProblem[] {
+  if (schema === undefined || schema === null || schema === true) return [];
+  const validate = validatorFor(schema);
+  if (validate(value)) return [];
+  return (validate.errors ?? []).map((error) => ({
+    path: error.instancePath,
+    message:
+      error.keyword === 'additionalProperties'
+        ? `${error.message ?? 'is not allowed'}: ${String((error.params as { additionalProperty?: string }).additionalProperty)}`
+        : (error.message ?? error.keyword),
+  }));
+}
+
+/** JSON text that does not parse, with where (1-based line and column) when the parser says. */
+export class JsonTextError extends Error {
+  constructor(
+    message: string,
+    readonly line?: number,
+    readonly column?: number,
+  ) {
+    super(message);
+    this.name = 'JsonTextError';
+  }
+}
+
+/** Parses JSON text a reviewer typed; a syntax error says its line and column. */
+export function parseJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    const reason = (error as Error).message;
+    // Node 20's messages do not always carry a position: find the first bad character by scanning.
+    const offset = Number(/position (\d+)/.exec(reason)?.[1] ?? syntaxErrorOffset(text));
+    const before = text.slice(0, offset);
+    const line = before.split('\n').length;
+    const column = offset - before.lastIndexOf('\n');
+    throw new JsonTextError(`not JSON at line ${line}, column ${column}: ${reason}`, line, column);
+  }
+}
+
+/** The offset of the first character that cannot continue valid JSON text (a small recursive-descent scan). */
+function syntaxErrorOffset(text: string): number {
+  let i = 0;
+  const fail = (): never => {
+    throw i;
+  };
+  const space = (): void => {
+    while (i < text.length && ' \t\n\r'.includes(text[i]!)) i++;
+  };
+  const literal = (word: string): void => {
+    for (const char of word) {
+      if (text[i] !== char) fail();
+      i++;
+    }
+  };
+  const value = (): void => {
+    space();
+    const char = text[i];
+    if (char === '{') {
+      i++;
+      space();
+      if (text[i] === '}') return void i++;
+      for (;;) {
+        space();
+        if (text[i] !== '"') fail();
+        string();
+        space();
+        if (text[i] !== ':') fail();
+        i++;
+        value();
+        space();
+        if (text[i] === '}') return void i++;
+        if (text[i] !== ',') fail();
+        i++;
+      }
+    } else if (char === '[') {
+      i++;
+      space();
+      if (text[i] === ']') return void i++;
+      for (;;) {
+        value();
+        space();
+        if (text[i] === ']') return void i++;
+        if (text[i] !== ',') fail();
+        i++;
+      }
+    } else if (char === '"') string();
+    else if (char === 't') literal('true');
+    else if (char === 'f') literal('false');
+    else if (char === 'n') literal('null');
+    else {
+      const match = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i));
+      if (!match) fail();
+      i += match![0].length;
+    }
+  };
+  const string = (): void => {
+    i++;
+    while (i < text.length && text[i] !== '"') {
+      if (text[i]! < ' ') fail();
+      i += text[i] === '\\' ? 2 : 1;
+    }
+    if (i >= text.length) fail();
+    i++;
+  };
+  try {
+    value();
+    space();
+    return i;
+  } catch (offset) {
+    return offset as number;
+  }
+}

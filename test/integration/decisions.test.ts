@@ -1,0 +1,82 @@
+/**
+ * One listing of every pending decision and one way to answer it (issue 27), on the real server: an item
+ * waiting for a review is listed with its kind and key; `decide` answers it; answering it again returns
+ * `already_decided` with who decided; the same for an approval request. Budget, TDD and failed-loop decisions:
+ * not yet covered here (their mapping is unit-tested in test/unit/pending-decisions.test.ts).
+ */
+import type { ActionCatalog } from '../../src/kinds/approval/activities';
+import { pipeline } from '../../src/model/builder';
+import type { Json } from '../../src/model/shapes';
+import { decisionKey } from '../../src/model/decisions';
+import { eventually, startHarness, type Harness } from '../support/harness';
+
+/** A test action type `note` that does nothing. */
+const catalog: ActionCatalog = {
+  validatePayload: (type) => (type === 'note' ? [] : [`unknown action type "${type}"`]),
+  summarize: (_type, payload) => `note "${(payload as { title: string }).title}"`,
+  names: () => ['note'],
+  execute: async () => ({ noted: true }),
+};
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness({ approvalActions: catalog });
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+// Visibility is namespace-wide and other files run in parallel: this file's own pipeline name.
+const PIPELINE = 'decisions-i27b';
+
+it('lists a pending review, decides it, and a second answer is already_decided by the first reviewer', async () => {
+  const spec = pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always');
+  const id = h.id();
+  await h.client.start(spec, null, { id });
+  const key = decisionKey(id, 'review', 'draft');
+  const listed = await eventually(
+    async () => (await h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
+    30_000,
+    'the review in the listing',
+  );
+  expect(listed).toMatchObject({ kind: 'review', itemId: id, stage: 'draft', pipeline: PIPELINE, reason: 'always' });
+  expect(await h.client.listPendingDecisions({ pipeline: PIPELINE, kinds: ['approval'] })).toEqual([]);
+
+  await expect(h.client.decide(key, { action: 'reject' }, 'bob')).rejects.toThrow('reject needs a reason');
+  expect(await h.client.decide(key, { action: 'approve' }, 'alice')).toEqual({
+    status: 'decided',
+    by: 'alice',
+    outcome: 'approve',
+  });
+  expect(await h.client.decide(key, { action: 'reject', reason: 'late' }, 'bob')).toMatchObject({
+    status: 'already_decided',
+    by: 'alice',
+    outcome: 'approve',
+  });
+});
+
+it('lists an approval request as an approval decision keyed by its id; decide approves it, then already_decided', async () => {
+  const spec = pipeline(PIPELINE)
+    .stage('draft', 'scripted')
+    .stage('approve', 'approval', { dependsOn: ['draft'], with: { action: 'note', items: 'notes' } });
+  const id = h.id('approval');
+  const input: Json = { script: { draft: [{ output: { notes: [{ title: 'ship it' }] } }] } };
+  await h.client.start(spec, input, { id });
+  const listed = await eventually(
+    async () =>
+      (await h.client.listPendingDecisions({ pipeline: PIPELINE, kinds: ['approval'] })).find((d) => d.itemId === id),
+    30_000,
+    'the approval in the listing',
+  );
+  expect(listed).toMatchObject({ kind: 'approval', stage: 'approve', message: 'note "ship it"', reason: 'approval' });
+  expect(await h.client.decide(listed.key, { action: 'approve' }, 'carol')).toEqual({
+    status: 'decided',
+    by: 'carol',
+    outcome: 'approved',
+  });
+  expect(await h.client.decide(listed.key, { action: 'reject', reason: 'no' }, 'dave')).toMatchObject({
+    status: 'already_decided',
+    by: 'carol',
+    outcome: 'approved',
+  });
+});
