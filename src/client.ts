@@ -21,7 +21,6 @@ import {
   loopQueueSignal,
   loopStateQuery,
   resolveReviewUpdate,
-  resumeLoopUpdate,
   stateQuery,
   tddStateQuery,
   type ReviewAccepted,
@@ -33,15 +32,10 @@ import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from '.
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import type { StartContext } from './client/start';
 import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './client/decisions';
-import { decide } from './client/decide';
-import { checkOutput, type SchemaProblem } from './client/output-schema';
-import {
-  parseDecisionKey,
-  type DecisionAnswer,
-  type DecisionKind,
-  type DecisionOutcome,
-  type PendingDecision,
-} from './model/decisions';
+import { checkEdit, decide } from './client/decide';
+import { resumeFailedLoop, type LoopResumeOptions } from './client/loop-resume';
+import type { SchemaProblem } from './client/output-schema';
+import type { DecisionAnswer, DecisionKind, DecisionOutcome, PendingDecision } from './model/decisions';
 import {
   answeredByWorker,
   noWorkerPolls,
@@ -228,47 +222,9 @@ export class TreadleClient {
    */
   async resumeLoop(
     id: string,
-    options: { stage?: string; action?: 'resume' | 'abandon'; reason?: string; by?: string } = {},
+    options: LoopResumeOptions = {},
   ): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
-    const loops = (await this.loops(id)).filter((l) => options.stage === undefined || l.state.stage === options.stage);
-    if (loops.length === 0)
-      throw new TreadleError(
-        options.stage
-          ? `work item ${id} has no loop stage "${options.stage}" that has started`
-          : `work item ${id} has no loop stage that has started`,
-        'invalid_review',
-      );
-    const failed = loops.filter((l) => l.state.status === 'failed');
-    if (failed.length === 0) {
-      throw new TreadleError(
-        `no loop stage of ${id} is failed, so there is nothing to resume (${loops.map((l) => `${l.state.stage}: ${l.state.status} at iteration ${l.state.iteration}`).join('; ')})`,
-        'invalid_review',
-      );
-    }
-    if (failed.length > 1)
-      throw new TreadleError(
-        `several loop stages of ${id} are failed (${failed.map((l) => l.state.stage).join(', ')}); name one with --stage`,
-        'invalid_review',
-      );
-    const loop = failed[0]!;
-    const request = {
-      action: options.action ?? 'resume',
-      ...(options.reason !== undefined ? { reason: options.reason } : {}),
-      by: options.by ?? defaultReviewer(),
-    };
-    try {
-      const answer = await answeredByWorker(
-        this.client,
-        loop.workflowId,
-        () => this.handle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
-        this.reviewTimeoutMs,
-      );
-      return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
-    } catch (error) {
-      if (error instanceof WorkflowUpdateFailedError)
-        throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
-      throw error;
-    }
+    return resumeFailedLoop(this.client, id, await this.loops(id), options, this.reviewTimeoutMs);
   }
 
   /** Reports a signal-fed queue's length to a loop stage (its `queue: { provider: signal }`). */
@@ -417,18 +373,9 @@ export class TreadleClient {
     return decide(this, key, answer, reviewer);
   }
 
-  /**
-   * The problems of an edited artefact against the stage's output schema (empty: it may be sent). Items that
-   * keep no schema for the stage accept any JSON.
-   */
-  async checkEdit(key: string, artefact: unknown): Promise<SchemaProblem[]> {
-    const parsed = parseDecisionKey(key);
-    if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
-    if (parsed.kind !== 'review' && parsed.kind !== 'budget') return [];
-    const state = (await this.getState(parsed.workflowId, { eventLimit: 1 })) as WorkItemState & {
-      outputSchemas?: Record<string, unknown>;
-    };
-    return checkOutput(state.outputSchemas?.[parsed.subject], artefact);
+  /** An edited artefact's problems against the stage's output schema (none: send it); see decide.ts. */
+  checkEdit(key: string, artefact: unknown): Promise<SchemaProblem[]> {
+    return checkEdit(this, key, artefact);
   }
 
   /** An approval request with its payload resolved (for reviewing it); `status` says whether it is still pending. */

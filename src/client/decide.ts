@@ -20,6 +20,8 @@ import type { LoopState } from '../kinds/loop/shapes';
 import { resumeLoopUpdate } from '../workflows/messages';
 import { TreadleError } from './errors';
 import { answeredByWorker } from './worker-presence';
+import type * as OutputSchemaModule from './output-schema';
+import type { SchemaProblem } from './output-schema';
 
 /** What deciding needs of `TreadleClient` (it passes itself). */
 export interface DecideContext {
@@ -175,4 +177,21 @@ async function decidedEarlier(
         : { status: 'already_decided', outcome: stage.status };
     }
   }
+}
+
+/**
+ * The problems of an edited artefact against the stage's output schema (empty: it may be sent). Items that keep
+ * no schema for the stage accept any JSON.
+ */
+export async function checkEdit(context: DecideContext, key: string, artefact: unknown): Promise<SchemaProblem[]> {
+  const parsed = parseDecisionKey(key);
+  if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
+  if (parsed.kind !== 'review' && parsed.kind !== 'budget') return [];
+  const state = (await context.getState(parsed.workflowId, { eventLimit: 1 })) as WorkItemState & {
+    outputSchemas?: Record<string, unknown>;
+  };
+  // Ajv loads with the first check: status, reviews and the other short commands never need it.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { checkOutput } = require('./output-schema') as typeof OutputSchemaModule;
+  return checkOutput(state.outputSchemas?.[parsed.subject], artefact);
 }

@@ -1,0 +1,69 @@
+/**
+ * `treadle resume` and `TreadleClient.resumeLoop`: picks the failed loop stage of a work item (or the loop's own
+ * workflow) and sends it the validated `resumeLoop` update, with who decided.
+ */
+import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import type { LoopState } from '../kinds/loop/shapes';
+import { resumeLoopUpdate } from '../workflows/messages';
+import { defaultReviewer, TreadleError } from './errors';
+import { answeredByWorker } from './worker-presence';
+
+/** What a resume says: which loop stage, resume or abandon, why, and who. */
+export interface LoopResumeOptions {
+  stage?: string;
+  action?: 'resume' | 'abandon';
+  reason?: string;
+  by?: string;
+}
+
+/**
+ * Resumes (or abandons) the one failed loop among `started`, the loops work item `id` started; rejects with the
+ * reason when none, or more than one without `stage`, is failed, and when the loop refuses.
+ */
+export async function resumeFailedLoop(
+  client: Client,
+  id: string,
+  started: { workflowId: string; state: LoopState }[],
+  options: LoopResumeOptions,
+  timeoutMs: number,
+): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
+  const loops = started.filter((l) => options.stage === undefined || l.state.stage === options.stage);
+  if (loops.length === 0)
+    throw new TreadleError(
+      options.stage
+        ? `work item ${id} has no loop stage "${options.stage}" that has started`
+        : `work item ${id} has no loop stage that has started`,
+      'invalid_review',
+    );
+  const failed = loops.filter((l) => l.state.status === 'failed');
+  if (failed.length === 0) {
+    throw new TreadleError(
+      `no loop stage of ${id} is failed, so there is nothing to resume (${loops.map((l) => `${l.state.stage}: ${l.state.status} at iteration ${l.state.iteration}`).join('; ')})`,
+      'invalid_review',
+    );
+  }
+  if (failed.length > 1)
+    throw new TreadleError(
+      `several loop stages of ${id} are failed (${failed.map((l) => l.state.stage).join(', ')}); name one with --stage`,
+      'invalid_review',
+    );
+  const loop = failed[0]!;
+  const request = {
+    action: options.action ?? 'resume',
+    ...(options.reason !== undefined ? { reason: options.reason } : {}),
+    by: options.by ?? defaultReviewer(),
+  };
+  try {
+    const answer = await answeredByWorker(
+      client,
+      loop.workflowId,
+      () => client.workflow.getHandle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+      timeoutMs,
+    );
+    return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
+  } catch (error) {
+    if (error instanceof WorkflowUpdateFailedError)
+      throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
+    throw error;
+  }
+}
