@@ -4,7 +4,7 @@
  * `decideApproval`, a loop's `resumeLoop`). Someone else deciding first is an outcome, `already_decided`,
  * read from the state the workflow keeps; every other refusal stays an error.
  */
-import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import {
   ANSWERS,
   parseDecisionKey,
@@ -17,9 +17,8 @@ import type { StateQueryArgs, WorkItemState } from '../model/state';
 import type { ApprovalDecided, ApprovalRequest } from '../kinds/approval/shapes';
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { LoopState } from '../kinds/loop/shapes';
-import { resumeLoopUpdate } from '../workflows/messages';
+import { sendResume } from './loop-resume';
 import { TreadleError } from './errors';
-import { answeredByWorker } from './worker-presence';
 import type * as OutputSchemaModule from './output-schema';
 import type { SchemaProblem } from './output-schema';
 
@@ -119,22 +118,13 @@ export async function decide(
   }
 }
 
-/** Sends `resumeLoop` to the loop's own workflow, with who decided (engine 7 records it; older loops ignore it). */
+/** Resumes or abandons the loop stage workflow `loopId`, recording who decided. */
 async function resumeLoop(client: Client, loopId: string, answer: DecisionAnswer, by: string): Promise<void> {
-  const request = {
-    action: answer.action === 'abandon' ? ('abandon' as const) : ('resume' as const),
+  await sendResume(client, loopId, {
+    action: answer.action === 'abandon' ? 'abandon' : 'resume',
     ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
     by,
-  };
-  try {
-    await answeredByWorker(client, loopId, () =>
-      client.workflow.getHandle(loopId).executeUpdate(resumeLoopUpdate, { args: [request] }),
-    );
-  } catch (error) {
-    if (error instanceof WorkflowUpdateFailedError)
-      throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
-    throw error;
-  }
+  });
 }
 
 /**

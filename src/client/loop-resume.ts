@@ -3,7 +3,7 @@
  * workflow) and sends it the validated `resumeLoop` update, with who decided.
  */
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import type { LoopState } from '../kinds/loop/shapes';
+import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
 import { resumeLoopUpdate } from '../workflows/messages';
 import { defaultReviewer, TreadleError } from './errors';
 import { answeredByWorker } from './worker-presence';
@@ -53,14 +53,24 @@ export async function resumeFailedLoop(
     ...(options.reason !== undefined ? { reason: options.reason } : {}),
     by: options.by ?? defaultReviewer(),
   };
+  const answer = await sendResume(client, loop.workflowId, request, timeoutMs);
+  return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
+}
+
+/** Sends `resumeLoop` to a loop stage's own workflow; the loop's refusal becomes a TreadleError with its reason. */
+export async function sendResume(
+  client: Client,
+  loopId: string,
+  request: ResumeRequest,
+  timeoutMs?: number,
+): Promise<{ from: number; resumed: boolean }> {
   try {
-    const answer = await answeredByWorker(
+    return await answeredByWorker(
       client,
-      loop.workflowId,
-      () => client.workflow.getHandle(loop.workflowId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+      loopId,
+      () => client.workflow.getHandle(loopId).executeUpdate(resumeLoopUpdate, { args: [request] }),
       timeoutMs,
     );
-    return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError)
       throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
