@@ -6,6 +6,9 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 
+/** How long a login lasts. */
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
 /** A reviewer's name and the SHA-256 of their token. */
 export interface TokenEntry {
   name: string;
@@ -96,3 +99,44 @@ function normaliseAddress(address: string): string {
 }
 
 const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * The tokens of `file`, re-read whenever its modification time or size changes (one stat per call), so a
+ * removed line ends that reviewer's sessions at their next request. A file that became unusable yields no
+ * tokens (every session ends) and is reported to `onError`.
+ */
+export function tokensFileSource(file: string, onError: (e: unknown) => void = () => {}): () => readonly TokenEntry[] {
+  let stamp = fileStamp(file);
+  let entries: readonly TokenEntry[] = readTokensFile(file);
+  return () => {
+    try {
+      const now = fileStamp(file);
+      if (now !== stamp) {
+        entries = readTokensFile(file);
+        stamp = now;
+      }
+    } catch (e) {
+      entries = [];
+      stamp = '';
+      onError(e);
+    }
+    return entries;
+  };
+}
+
+const fileStamp = (file: string): string => {
+  const st = statSync(file);
+  return `${st.mtimeMs}:${st.size}:${st.mode}`;
+};
+
+/** The value a session cookie signs: the reviewer and when the session ends. */
+export function sessionValue(name: string, now: number): string {
+  return `${name}|${now + SESSION_TTL_MS}`;
+}
+
+/** The reviewer of a verified session value, or undefined when it expired or the name has no token any more. */
+export function sessionReviewer(value: string, tokens: readonly TokenEntry[], now: number): string | undefined {
+  const match = /^([^|]+)\|(\d+)$/.exec(value);
+  if (!match || Number(match[2]) <= now) return undefined;
+  return tokens.some((t) => t.name === match[1]) ? match[1] : undefined;
+}

@@ -204,8 +204,9 @@ export class DecisionIndex {
 
   private changed(added: PendingDecision[], removed: string[]): void {
     this.sorted = undefined;
-    this.currentVersion += 1;
+    // Only real changes raise the version: an SSE client reconnecting at the current version needs no reset.
     if (added.length === 0 && removed.length === 0) return;
+    this.currentVersion += 1;
     const event = { version: this.currentVersion, added, removed };
     for (const listener of this.listeners) listener(event);
   }
