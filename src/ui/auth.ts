@@ -4,7 +4,8 @@
  * trusted proxy. The identity found here is what `decide` records; a name in a request body never is.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { readFileSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 /** How long a login lasts. */
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
@@ -139,4 +140,19 @@ export function sessionReviewer(value: string, tokens: readonly TokenEntry[], no
   const match = /^([^|]+)\|(\d+)$/.exec(value);
   if (!match || Number(match[2]) <= now) return undefined;
   return tokens.some((t) => t.name === match[1]) ? match[1] : undefined;
+}
+
+/**
+ * `treadle ui token add <name>`: appends a new token's hash to `file` (created with mode 0600) and returns the
+ * token, which is shown once. A name that already has a token is refused: remove its line first.
+ */
+export function addToken(file: string, name: string): string {
+  const existing = existsSync(file) ? readTokensFile(file) : [];
+  if (existing.some((e) => e.name === name)) {
+    throw new TokensFileError(`${name} already has a token in ${file}; remove that line to replace it`);
+  }
+  const { token, line } = newToken(name);
+  mkdirSync(dirname(file), { recursive: true });
+  appendFileSync(file, `${line}\n`, { mode: 0o600 });
+  return token;
 }
