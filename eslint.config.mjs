@@ -1,6 +1,7 @@
 // ESLint flat config. Workflow files must stay deterministic (DESIGN.md): no Node built-ins, no activity,
 // client, worker or SDK-client imports, no nondeterministic globals beyond the sandbox's own.
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
 import { importX } from 'eslint-plugin-import-x';
@@ -9,7 +10,18 @@ import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescrip
 const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
 
 export default tseslint.config(
-  { ignores: ['lib/**', 'node_modules/**', 'coverage/**', 'bench/results/**', '**/*.js', '**/*.mjs'] },
+  {
+    ignores: [
+      'lib/**',
+      'node_modules/**',
+      'coverage/**',
+      'bench/results/**',
+      '**/*.js',
+      '**/*.mjs',
+      // The review inbox's browser script is hand-written JS: linted below with browser globals.
+      '!src/ui/assets/*.js',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -24,6 +36,10 @@ export default tseslint.config(
       ],
       '@typescript-eslint/no-require-imports': 'error',
     },
+  },
+  {
+    files: ['src/ui/assets/*.js'],
+    languageOptions: { sourceType: 'script', ecmaVersion: 2022, globals: { ...globals.browser } },
   },
   {
     // A cycle between our modules hides which one is the foundation (the rule skips type-only imports).

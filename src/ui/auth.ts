@@ -1,0 +1,158 @@
+/**
+ * Who the reviewer is, for the review inbox: a tokens file of `name sha256:<hex>` lines (only hashes are
+ * stored), tokens presented at login or as `Authorization: Bearer`, and an optional user header set by a
+ * trusted proxy. The identity found here is what `decide` records; a name in a request body never is.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/** How long a login lasts. */
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+/** A reviewer's name and the SHA-256 of their token. */
+export interface TokenEntry {
+  name: string;
+  hash: Buffer;
+}
+
+/** A tokens file that cannot be used (unreadable by others' standards, or malformed). */
+export class TokensFileError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TokensFileError';
+  }
+}
+
+const NAME = /^[A-Za-z0-9._@+-]{1,128}$/;
+const LINE = /^(\S+)\s+sha256:([0-9a-f]{64})$/;
+
+/** Parses a tokens file's text: `name sha256:<hex>` per line, `#` comments and blank lines ignored. */
+export function parseTokens(text: string, file = 'tokens file'): TokenEntry[] {
+  const entries: TokenEntry[] = [];
+  text.split('\n').forEach((raw, i) => {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) return;
+    const match = LINE.exec(line);
+    if (!match || !NAME.test(match[1]!)) {
+      throw new TokensFileError(`${file}:${i + 1}: expected "<name> sha256:<64 hex digits>"`);
+    }
+    entries.push({ name: match[1]!, hash: Buffer.from(match[2]!, 'hex') });
+  });
+  return entries;
+}
+
+/** Reads a tokens file, refusing one that group or others can read (a copied hash list is a guessing target). */
+export function readTokensFile(file: string): TokenEntry[] {
+  const mode = statSync(file).mode;
+  if ((mode & 0o077) !== 0) {
+    throw new TokensFileError(
+      `${file} is readable by group or others (mode ${(mode & 0o777).toString(8)}); run: chmod 600 ${file}`,
+    );
+  }
+  return parseTokens(readFileSync(file, 'utf8'), file);
+}
+
+/** The tokens file line for `name` and a new token (the token is shown once; only its hash is kept). */
+export function newToken(name: string): { token: string; line: string } {
+  if (!NAME.test(name))
+    throw new TokensFileError(`not a reviewer name: ${JSON.stringify(name)} (letters, digits, . _ @ + -)`);
+  const token = `trd_${randomBytes(24).toString('base64url')}`;
+  return { token, line: `${name} sha256:${sha256(token).toString('hex')}` };
+}
+
+/** The reviewer a token belongs to, or undefined; compared in constant time. */
+export function reviewerForToken(entries: readonly TokenEntry[], token: string): string | undefined {
+  const hash = sha256(token);
+  let found: string | undefined;
+  for (const entry of entries) if (timingSafeEqual(entry.hash, hash)) found ??= entry.name;
+  return found;
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or undefined. */
+export function bearerToken(header: string | undefined): string | undefined {
+  const match = /^Bearer\s+(\S+)$/i.exec(header ?? '');
+  return match?.[1];
+}
+
+/** Trusted proxy header settings: the header is honoured only from these addresses. */
+export interface ProxyIdentity {
+  header: string;
+  trustedAddresses: readonly string[];
+}
+
+/** The reviewer a trusted proxy names, or undefined when not configured, not from the proxy, or empty. */
+export function reviewerFromProxy(
+  proxy: ProxyIdentity | undefined,
+  remoteAddress: string | undefined,
+  headers: Record<string, string | string[] | undefined>,
+): string | undefined {
+  if (!proxy || remoteAddress === undefined) return undefined;
+  if (!proxy.trustedAddresses.includes(normaliseAddress(remoteAddress))) return undefined;
+  const value = headers[proxy.header.toLowerCase()];
+  const name = Array.isArray(value) ? undefined : value?.trim();
+  return name && NAME.test(name) ? name : undefined;
+}
+
+/** `::ffff:127.0.0.1` (IPv4 on a dual-stack socket) compares as `127.0.0.1`. */
+function normaliseAddress(address: string): string {
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * The tokens of `file`, re-read whenever its modification time or size changes (one stat per call), so a
+ * removed line ends that reviewer's sessions at their next request. A file that became unusable yields no
+ * tokens (every session ends) and is reported to `onError`.
+ */
+export function tokensFileSource(file: string, onError: (e: unknown) => void = () => {}): () => readonly TokenEntry[] {
+  let stamp = fileStamp(file);
+  let entries: readonly TokenEntry[] = readTokensFile(file);
+  return () => {
+    try {
+      const now = fileStamp(file);
+      if (now !== stamp) {
+        entries = readTokensFile(file);
+        stamp = now;
+      }
+    } catch (e) {
+      entries = [];
+      stamp = '';
+      onError(e);
+    }
+    return entries;
+  };
+}
+
+const fileStamp = (file: string): string => {
+  const st = statSync(file);
+  return `${st.mtimeMs}:${st.size}:${st.mode}`;
+};
+
+/** The value a session cookie signs: the reviewer and when the session ends. */
+export function sessionValue(name: string, now: number): string {
+  return `${name}|${now + SESSION_TTL_MS}`;
+}
+
+/** The reviewer of a verified session value, or undefined when it expired or the name has no token any more. */
+export function sessionReviewer(value: string, tokens: readonly TokenEntry[], now: number): string | undefined {
+  const match = /^([^|]+)\|(\d+)$/.exec(value);
+  if (!match || Number(match[2]) <= now) return undefined;
+  return tokens.some((t) => t.name === match[1]) ? match[1] : undefined;
+}
+
+/**
+ * `treadle ui token add <name>`: appends a new token's hash to `file` (created with mode 0600) and returns the
+ * token, which is shown once. A name that already has a token is refused: remove its line first.
+ */
+export function addToken(file: string, name: string): string {
+  const existing = existsSync(file) ? readTokensFile(file) : [];
+  if (existing.some((e) => e.name === name)) {
+    throw new TokensFileError(`${name} already has a token in ${file}; remove that line to replace it`);
+  }
+  const { token, line } = newToken(name);
+  mkdirSync(dirname(file), { recursive: true });
+  appendFileSync(file, `${line}\n`, { mode: 0o600 });
+  return token;
+}

@@ -1,0 +1,26 @@
+/**
+ * The seam between the review inbox server and where decisions come from: the client SDK in production (the
+ * lead's `clientBackend(client)` adapter), a fake in unit tests. The server and its index see nothing else.
+ */
+import type { DecisionAnswer, DecisionDetail, DecisionOutcome, PendingDecision } from '../model/decisions';
+
+/** Every executions' decisions, as one change listing reports them. */
+export interface DecisionChange {
+  workflowId: string;
+  /** The workflow's pending decisions now; empty when it has none left (decided, closed). */
+  decisions: PendingDecision[];
+}
+
+/** What the inbox needs from Temporal, through the client SDK. */
+export interface InboxBackend {
+  /** Every pending decision (one visibility listing). */
+  list(): Promise<PendingDecision[]>;
+  /** The executions whose decisions changed at or after `since`, each with its pending decisions now. */
+  changes(since: Date): Promise<DecisionChange[]>;
+  /** What the detail view shows for one decision. */
+  detail(key: string): Promise<DecisionDetail>;
+  /** Answers a decision as `reviewer` (the authenticated identity, never a name from the request). */
+  decide(key: string, answer: DecisionAnswer, reviewer: string): Promise<DecisionOutcome>;
+  /** Checks an edited artefact against the stage's output schema; empty when it passes. */
+  checkEdit(key: string, artefact: unknown): Promise<{ path: string; message: string }[]>;
+}

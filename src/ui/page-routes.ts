@@ -1,0 +1,103 @@
+/**
+ * The inbox's HTML routes: the list (`GET /`), the detail page and its diff fragment, the login page, and the
+ * two static assets. Pages are built on the server from the index (the first screen needs no fetch); a
+ * visitor without a session is sent to the login page.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { DecisionFilter } from '../model/decisions';
+import type { InboxBackend } from './backend';
+import { InvalidCursorError, type DecisionIndex } from './decision-index';
+import type { SafeHtml } from './html';
+import { attemptDiff, detailPage } from './pages/detail';
+import { inboxPage } from './pages/inbox';
+import { errorPage, loginPage } from './pages/layout';
+
+/** What the page routes need from the server. */
+export interface PageContext {
+  backend: InboxBackend;
+  index: DecisionIndex;
+  /** The signed-in reviewer, or undefined. */
+  reviewerOf(request: FastifyRequest): string | undefined;
+  /** Parses the list's query parameters; throws a message-bearing error for a bad one. */
+  filterOf(query: Record<string, string | undefined>): DecisionFilter;
+  webUiUrl?: string;
+}
+
+/** The files under /assets/ (an allowlist: nothing else on disk is reachable). */
+const ASSETS: Record<string, string> = {
+  'inbox.js': 'text/javascript; charset=utf-8',
+  'inbox.css': 'text/css; charset=utf-8',
+};
+/** src/ui/assets under ts-jest, lib/ui/assets after the build's copy step. */
+const ASSETS_DIR = join(__dirname, 'assets');
+
+/** Registers the HTML routes on `app`. */
+export function registerPages(app: FastifyInstance, ctx: PageContext): void {
+  const send = (reply: FastifyReply, body: SafeHtml, status = 200): FastifyReply =>
+    reply.code(status).type('text/html; charset=utf-8').send(body.value);
+
+  app.get('/login', async (_request, reply) => send(reply, loginPage()));
+
+  app.get('/assets/:name', async (request, reply) => {
+    const { name } = request.params as { name: string };
+    const type = Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
+    if (!type) return reply.code(404).send({ error: 'not_found', message: `no asset ${name}` });
+    return reply
+      .type(type)
+      .header('cache-control', 'no-cache')
+      .send(await readFile(join(ASSETS_DIR, name)));
+  });
+
+  app.get('/', async (request, reply) => {
+    const reviewer = ctx.reviewerOf(request);
+    if (!reviewer) return reply.redirect('/login', 303);
+    const q = request.query as Record<string, string | undefined>;
+    try {
+      const filter = ctx.filterOf({ ...q, text: q.q });
+      const result = ctx.index.query(filter, { after: q.after });
+      const all = ctx.index.size;
+      return send(reply, inboxPage({ filter, after: q.after }, result, all, reviewer, Date.now()));
+    } catch (e) {
+      if (e instanceof Error && (e instanceof InvalidCursorError || e.name === 'FilterError'))
+        return send(reply, errorPage('Bad filter', e.message, reviewer), 400);
+      throw e;
+    }
+  });
+
+  app.get('/d/:key', async (request, reply) => {
+    const reviewer = ctx.reviewerOf(request);
+    if (!reviewer) return reply.redirect('/login', 303);
+    const { key } = request.params as { key: string };
+    if (!ctx.index.get(key)) {
+      return send(
+        reply,
+        errorPage('Not pending', 'This decision is not pending any more (someone decided it) or never was.', reviewer),
+        404,
+      );
+    }
+    const detail = await ctx.backend.detail(key);
+    const withLink =
+      detail.webUiUrl || !ctx.webUiUrl ? detail : { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, detail) };
+    return send(reply, detailPage(withLink, reviewer, Date.now()));
+  });
+
+  app.get('/d/:key/diff', async (request, reply) => {
+    const reviewer = ctx.reviewerOf(request);
+    if (!reviewer) return reply.code(401).send({ error: 'unauthenticated', message: 'sign in with a reviewer token' });
+    const { key } = request.params as { key: string };
+    const { a, b } = request.query as { a?: string; b?: string };
+    if (!ctx.index.get(key)) return reply.code(404).send({ error: 'not_found', message: `no pending decision ${key}` });
+    const fragment = attemptDiff(await ctx.backend.detail(key), Number(a), Number(b));
+    if (!fragment)
+      return reply.code(400).send({ error: 'bad_request', message: `no attempts ${a} and ${b} to compare` });
+    return send(reply, fragment);
+  });
+}
+
+/** The workflow's page in the Temporal Web UI (default namespace), from its base address. */
+function webUiLink(base: string, detail: { decision: { workflowId: string } }): string {
+  const root = base.replace(/\/+$/, '');
+  return `${root}/namespaces/default/workflows/${encodeURIComponent(detail.decision.workflowId)}`;
+}

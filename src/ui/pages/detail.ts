@@ -1,0 +1,279 @@
+/**
+ * The detail page (`GET /d/:key`): everything a reviewer needs to decide one decision (stage table, attempts
+ * with verdict and feedback, artefacts through the inert renderers, a diff picker, the approval payload, the
+ * TDD question, the loop's failure and iterations, the Web UI link) and the answer forms the kind allows.
+ */
+import type { AttemptView, DecisionDetail, PendingDecision } from '../../model/decisions';
+import { html, type SafeHtml } from '../html';
+import { renderArtefact } from '../render/artefact';
+import { canonicalJson, renderDiff } from '../render/diff';
+import { renderJsonTree } from '../render/json-tree';
+import { renderText } from '../render/text';
+import { TEST_IDS } from '../test-ids';
+import { age, page } from './layout';
+
+/** The whole detail page. */
+export function detailPage(detail: DecisionDetail, reviewer: string, now: number): SafeHtml {
+  const d = detail.decision;
+  return page(
+    `${d.itemId} · ${d.stage}`,
+    html`<article class="detail" data-key="${d.key}" data-kind="${d.kind}">
+      <p><a href="/">← Inbox</a></p>
+      <h1>${d.itemId} <span class="sub">${d.pipeline} · ${d.stage}</span></h1>
+      <p class="why">
+        <span class="kind kind-${d.kind}">${d.kind}</span> ${d.reason}: ${d.message}
+        <span class="sub"
+          >requested ${age(d.requestedAt, now)}
+          ago${d.expiresAt ? html`, expires <time datetime="${d.expiresAt}">${d.expiresAt}</time>` : ''}${d.reviewers ? html`, for ${d.reviewers}` : ''}</span
+        >
+      </p>
+      ${detail.live ? '' : html`<p class="notice warn" role="status">No worker answered: this is what the listing and the history say; answering still works once a worker runs.</p>`}
+      ${detail.webUiUrl ? html`<p><a href="${safeHref(detail.webUiUrl)}" rel="noopener noreferrer" target="_blank" data-testid="${TEST_IDS.webUiLink}">History in the Temporal Web UI</a></p>` : ''}
+      ${answerForms(d, detail)} ${stageTable(detail)} ${approvalSection(detail)} ${tddSection(detail)}
+      ${loopSection(detail)} ${attemptsSection(d, detail.attempts ?? [])}
+    </article>`,
+    reviewer,
+  );
+}
+
+/** The diff fragment `GET /d/:key/diff?a&b` returns: attempt `a`'s output against attempt `b`'s. */
+export function attemptDiff(detail: DecisionDetail, a: number, b: number): SafeHtml | undefined {
+  const left = detail.attempts?.find((x) => x.attempt === a)?.output;
+  const right = detail.attempts?.find((x) => x.attempt === b)?.output;
+  if (!left || !right) return undefined;
+  return html`<div data-testid="${TEST_IDS.diffView}">
+    <p class="sub">Attempt ${a} → attempt ${b}</p>
+    ${renderDiff(left.content, right.content)}
+  </div>`;
+}
+
+function answerForms(d: PendingDecision, detail: DecisionDetail): SafeHtml {
+  const can = new Set(d.answers);
+  const attempts = detail.attempts ?? [];
+  const last = attempts.at(-1)?.output?.content;
+  const reasonBox = can.has('reject') || can.has('abandon');
+  return html`<section class="answer" aria-label="Answer">
+    ${can.has('approve') ? html`<button type="button" class="primary" data-action="approve" data-testid="${TEST_IDS.actionApprove}">${d.kind === 'tdd' ? 'Continue' : 'Approve'} (a)</button>` : ''}
+    ${can.has('resume') ? html`<button type="button" class="primary" data-action="resume" data-testid="${TEST_IDS.actionResume}">Resume</button>` : ''}
+    ${
+      can.has('approve_attempt') && attempts.length > 1
+        ? html`<span class="group"
+            ><select id="approve-attempt">
+              ${attempts.map((x) => html`<option value="${x.attempt}">attempt ${x.attempt}</option>`)}
+            </select>
+            <button type="button" data-action="approve_attempt" data-testid="${TEST_IDS.actionApproveAttempt}">
+              Approve this attempt
+            </button></span
+          >`
+        : ''
+    }
+    ${
+      reasonBox
+        ? html`<span class="group"
+            ><input
+              type="text"
+              id="reject-reason"
+              placeholder="Reason (required)"
+              data-testid="${TEST_IDS.rejectReason}"
+            />
+            ${can.has('reject') ? html`<button type="button" class="danger" data-action="reject" data-testid="${TEST_IDS.actionReject}">${d.kind === 'tdd' ? 'Abort' : 'Reject'} (r)</button>` : ''}
+            ${can.has('abandon') ? html`<button type="button" class="danger" data-action="abandon" data-testid="${TEST_IDS.actionAbandon}">Abandon</button>` : ''}</span
+          >`
+        : ''
+    }
+    ${
+      can.has('guidance')
+        ? html`<div class="group">
+            <textarea
+              id="guidance"
+              rows="3"
+              placeholder="Guidance the next step reads"
+              data-testid="${TEST_IDS.guidance}"
+            ></textarea>
+            <button type="button" data-action="guidance" data-testid="${TEST_IDS.actionGuidance}">Send guidance</button>
+          </div>`
+        : ''
+    }
+    ${
+      can.has('edit')
+        ? html`<button type="button" data-action="edit-open" data-testid="${TEST_IDS.actionEdit}">
+              ${d.kind === 'tdd' ? 'Answer' : 'Edit and approve'} (e)
+            </button>
+            <div class="editor" hidden data-format="${d.kind === 'tdd' ? 'text' : 'json'}">
+              <textarea id="editor" rows="18" spellcheck="false" data-testid="${TEST_IDS.editor}">
+${d.kind === 'tdd' ? '' : last === undefined ? '' : canonicalJson(last)}</textarea>
+              <p class="notice error" hidden data-testid="${TEST_IDS.editorError}"></p>
+              <button type="button" class="primary" data-action="edit" data-testid="${TEST_IDS.editorSubmit}">
+                ${d.kind === 'tdd' ? 'Send answer' : 'Check and approve'}
+              </button>
+            </div>`
+        : ''
+    }
+  </section>`;
+}
+
+function stageTable(detail: DecisionDetail): SafeHtml | '' {
+  if (!detail.stages?.length) return '';
+  return html`<section>
+    <h2>Stages</h2>
+    <table class="stages" data-testid="${TEST_IDS.stageTable}">
+      <thead>
+        <tr>
+          <th>Stage</th>
+          <th>Status</th>
+          <th>Attempts</th>
+          <th>Summary</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${detail.stages.map(
+          (s) =>
+            html`<tr${s.name === detail.decision.stage ? html` class="current"` : ''}><td>${s.name}</td><td>${s.status}</td><td>${s.attempts}</td><td>${s.summary ?? ''}</td></tr>`,
+        )}
+      </tbody>
+    </table>
+  </section>`;
+}
+
+function attemptsSection(d: PendingDecision, attempts: AttemptView[]): SafeHtml | '' {
+  if (attempts.length === 0) return '';
+  const options = (selected: number) =>
+    attempts.map(
+      (x) => html`<option value="${x.attempt}" ${x.attempt === selected ? html` selected` : ''}>${x.attempt}</option>`,
+    );
+  const picker =
+    attempts.length > 1
+      ? html`<form class="diff-picker" method="get" action="/d/${encodeURIComponent(d.key)}/diff">
+            <label
+              >Compare attempt
+              <select name="a" data-testid="${TEST_IDS.diffA}">
+                ${options(attempts.at(-2)!.attempt)}
+              </select></label
+            >
+            <label
+              >with
+              <select name="b" data-testid="${TEST_IDS.diffB}">
+                ${options(attempts.at(-1)!.attempt)}
+              </select></label
+            >
+            <button type="submit" data-testid="${TEST_IDS.diffShow}">Show diff</button>
+          </form>
+          <div id="diff-view"></div>`
+      : '';
+  const newest = [...attempts].reverse();
+  return html`<section>
+    <h2>Attempts</h2>
+    ${picker}${newest.map((x, i) => attemptView(x, i === 0))}
+  </section>`;
+}
+
+function attemptView(x: AttemptView, open: boolean): SafeHtml {
+  return html`<details
+    class="attempt"
+    data-testid="${TEST_IDS.attempt}"
+    data-attempt="${x.attempt}"
+    ${open ? html` open` : ''}
+  >
+    <summary>
+      Attempt ${x.attempt}
+      <span class="sub">${x.startedAt}${x.timedOut ? ' · timed out' : ''}${x.error ? ' · failed' : ''}</span>
+      ${verdictLine(x.verdict)}
+    </summary>
+    ${x.error ? html`<p class="notice error">${x.error}</p>` : ''}
+    ${
+      x.verdict !== undefined
+        ? html`<h3>Verdict</h3>
+            ${renderJsonTree(x.verdict)}`
+        : ''
+    }
+    ${
+      x.feedback !== undefined
+        ? html`<h3>Feedback</h3>
+            ${typeof x.feedback === 'string' ? renderText(x.feedback) : renderJsonTree(x.feedback)}`
+        : ''
+    }
+    ${
+      x.output
+        ? html`<h3>Output</h3>
+            ${renderArtefact(x.output)}`
+        : ''
+    }
+  </details>`;
+}
+
+/** `passed · score 0.72` from a gate verdict, when it has those fields. */
+function verdictLine(verdict: unknown): SafeHtml | '' {
+  if (typeof verdict !== 'object' || verdict === null) return '';
+  const v = verdict as { passed?: unknown; score?: unknown };
+  const passed = typeof v.passed === 'boolean' ? (v.passed ? 'passed' : 'failed') : undefined;
+  const score = typeof v.score === 'number' ? `score ${v.score}` : undefined;
+  const text = [passed, score].filter(Boolean).join(' · ');
+  return text ? html`<span class="verdict ${passed ?? ''}">${text}</span>` : '';
+}
+
+function approvalSection(detail: DecisionDetail): SafeHtml | '' {
+  const a = detail.decision.approval;
+  if (!a && !detail.approval) return '';
+  return html`<section>
+    <h2>Approval</h2>
+    ${
+      a
+        ? html`<p><strong>${a.actionType}</strong>: ${a.summary}</p>
+            ${a.context ? html`<p class="sub">${a.context}</p>` : ''}`
+        : ''
+    }
+    ${
+      detail.approval
+        ? html`<h3>Payload</h3>
+            ${renderArtefact(detail.approval.payload)}`
+        : ''
+    }
+  </section>`;
+}
+
+function tddSection(detail: DecisionDetail): SafeHtml | '' {
+  const t = detail.tdd;
+  if (!t) return '';
+  return html`<section>
+    <h2>Question</h2>
+    ${renderText(t.question)}
+    ${
+      t.diff
+        ? html`<h3>Branch diff</h3>
+            ${renderArtefact(t.diff)}`
+        : ''
+    }
+    ${
+      t.testOutput
+        ? html`<h3>Last test output</h3>
+            ${renderArtefact(t.testOutput)}`
+        : ''
+    }
+  </section>`;
+}
+
+function loopSection(detail: DecisionDetail): SafeHtml | '' {
+  const l = detail.loop;
+  if (!l) return '';
+  return html`<section>
+    <h2>Loop failure</h2>
+    ${renderJsonTree(l.failure)}
+    ${
+      l.progress
+        ? html`<h3>progress.md</h3>
+            ${renderArtefact(l.progress)}`
+        : ''
+    }
+    ${
+      l.iterations.length
+        ? html`<h3>Last iterations</h3>
+            ${renderJsonTree(l.iterations)}`
+        : ''
+    }
+  </section>`;
+}
+
+/** Only http(s) links leave the page; anything else becomes an inert `#`. */
+function safeHref(url: string): string {
+  return /^https?:\/\//i.test(url) ? url : '#';
+}

@@ -1,0 +1,298 @@
+/**
+ * The review inbox's HTTP server (`treadle ui`), fastify 5 over an {@link InboxBackend}: the JSON API, batch
+ * answers, the event stream, login by token into a 12-hour session, security headers and the CSRF checks;
+ * the HTML pages are in page-routes.ts. Lists come from the in-memory {@link DecisionIndex}; the reviewer
+ * passed to `decide` is the authenticated identity only.
+ */
+import { randomBytes } from 'node:crypto';
+import fastifyCookie from '@fastify/cookie';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { DECISION_KINDS, type DecisionAnswer, type DecisionFilter, type DecisionKind } from '../model/decisions';
+import {
+  bearerToken,
+  reviewerForToken,
+  reviewerFromProxy,
+  sessionReviewer,
+  sessionValue,
+  SESSION_TTL_MS,
+  type ProxyIdentity,
+  type TokenEntry,
+} from './auth';
+import type { InboxBackend } from './backend';
+import { checkStateChange } from './csrf';
+import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
+import { streamEvents } from './events';
+import { registerPages } from './page-routes';
+
+/** How reviewers are identified: at least one of tokens and proxy. */
+export interface InboxAuth {
+  /** The reviewers' tokens; a function is asked on every request, so a removed token ends its sessions. */
+  tokens?: readonly TokenEntry[] | (() => readonly TokenEntry[]);
+  proxy?: ProxyIdentity;
+  /** Signs session cookies; a random one per process when absent (sessions end with the server). */
+  cookieSecret?: string;
+}
+
+export interface InboxServerOptions {
+  backend: InboxBackend;
+  host?: string;
+  port?: number;
+  auth: InboxAuth;
+  webUiUrl?: string;
+  /** Host headers accepted besides `host:port` and `localhost:port`. */
+  allowedHosts?: readonly string[];
+  index?: DecisionIndexOptions;
+}
+
+export const SESSION_COOKIE = 'treadle_session';
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'cache-control': 'no-store',
+};
+
+/** Builds the server without listening (tests use `inject`); {@link createInboxServer} listens. */
+export async function buildInboxApp(
+  options: InboxServerOptions,
+  allowedHosts: readonly string[],
+): Promise<{ app: FastifyInstance; index: DecisionIndex }> {
+  const tokens = (): readonly TokenEntry[] => {
+    const t = options.auth.tokens ?? [];
+    return typeof t === 'function' ? t() : t;
+  };
+  if (tokens().length === 0 && !options.auth.proxy) {
+    throw new Error('the inbox needs a way to identify reviewers: a tokens file or a trusted proxy user header');
+  }
+  const index = new DecisionIndex(options.backend, options.index);
+  await index.start();
+  // forceCloseConnections: open event streams must not keep close() waiting.
+  const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024, forceCloseConnections: true });
+  await app.register(fastifyCookie, { secret: options.auth.cookieSecret ?? randomBytes(32).toString('hex') });
+  app.addHook('onSend', async (_request, reply) => {
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) reply.header(name, value);
+  });
+  app.addHook('onClose', async () => index.close());
+
+  const identify = (request: FastifyRequest): { reviewer?: string; script: boolean } => {
+    const token = bearerToken(request.headers.authorization);
+    if (token !== undefined) return { reviewer: reviewerForToken(tokens(), token), script: true };
+    const fromProxy = reviewerFromProxy(options.auth.proxy, request.socket.remoteAddress, request.headers);
+    if (fromProxy) return { reviewer: fromProxy, script: false };
+    const cookie = request.cookies[SESSION_COOKIE];
+    const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
+    const value = unsigned?.valid ? unsigned.value : null;
+    return { reviewer: value ? sessionReviewer(value, tokens(), Date.now()) : undefined, script: false };
+  };
+  const refuse = (reply: FastifyReply, status: number, error: string, message: string): FastifyReply =>
+    reply.code(status).send({ error, message });
+  /** Authenticates, and for state changes applies the CSRF checks; returns the reviewer or sends the refusal. */
+  const guard = (request: FastifyRequest, reply: FastifyReply, change: boolean): string | undefined => {
+    const { reviewer, script } = identify(request);
+    if (!reviewer) {
+      refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
+      return undefined;
+    }
+    if (change) {
+      const refusal = checkStateChange(request.headers, allowedHosts, { script });
+      if (refusal) {
+        refuse(reply, refusal.status, 'refused', refusal.message);
+        return undefined;
+      }
+    }
+    return reviewer;
+  };
+
+  app.get('/healthz', async () => ({ ok: true, decisions: index.size, version: index.version }));
+
+  app.post('/login', async (request, reply) => {
+    const refusal = checkStateChange(request.headers, allowedHosts);
+    if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
+    const token = (request.body as { token?: unknown } | undefined)?.token;
+    const reviewer = typeof token === 'string' ? reviewerForToken(tokens(), token) : undefined;
+    if (!reviewer) return refuse(reply, 401, 'unauthenticated', 'unknown token');
+    reply.setCookie(SESSION_COOKIE, sessionValue(reviewer, Date.now()), {
+      signed: true,
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: request.protocol === 'https',
+      path: '/',
+      maxAge: SESSION_TTL_MS / 1000,
+    });
+    return { reviewer };
+  });
+
+  app.post('/logout', async (_request, reply) => {
+    reply.clearCookie(SESSION_COOKIE, { path: '/' });
+    return { ok: true };
+  });
+
+  registerDecisionRoutes(app, { backend: options.backend, index, guard, refuse });
+  registerPages(app, {
+    backend: options.backend,
+    index,
+    reviewerOf: (request) => identify(request).reviewer,
+    filterOf: parseFilter,
+    ...(options.webUiUrl ? { webUiUrl: options.webUiUrl } : {}),
+  });
+
+  return { app, index };
+}
+
+/** What the JSON routes need from {@link buildInboxApp}. */
+interface ApiContext {
+  backend: InboxBackend;
+  index: DecisionIndex;
+  /** Authenticates (and for state changes applies the CSRF checks); the reviewer, or undefined once refused. */
+  guard(request: FastifyRequest, reply: FastifyReply, change: boolean): string | undefined;
+  refuse(reply: FastifyReply, status: number, error: string, message: string): FastifyReply;
+}
+
+/** The decision API: list, detail, edit check, decide, batch, and the event stream. */
+function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
+  app.get('/api/decisions', async (request, reply) => {
+    if (!ctx.guard(request, reply, false)) return reply;
+    const q = request.query as Record<string, string | undefined>;
+    try {
+      return ctx.index.query(parseFilter(q), { after: q.after, limit: q.limit ? Number(q.limit) : undefined });
+    } catch (e) {
+      if (e instanceof InvalidCursorError || e instanceof FilterError)
+        return ctx.refuse(reply, 400, 'bad_request', e.message);
+      throw e;
+    }
+  });
+
+  app.get('/api/decisions/:key', async (request, reply) => {
+    if (!ctx.guard(request, reply, false)) return reply;
+    const { key } = request.params as { key: string };
+    if (!ctx.index.get(key)) return ctx.refuse(reply, 404, 'not_found', `no pending decision ${key}`);
+    return ctx.backend.detail(key);
+  });
+
+  app.post('/api/decisions/:key/check', async (request, reply) => {
+    if (!ctx.guard(request, reply, true)) return reply;
+    const { key } = request.params as { key: string };
+    const artefact = (request.body as { artefact?: unknown } | undefined)?.artefact;
+    return { errors: await ctx.backend.checkEdit(key, artefact) };
+  });
+
+  app.post('/api/decisions/:key', async (request, reply) => {
+    const reviewer = ctx.guard(request, reply, true);
+    if (!reviewer) return reply;
+    const { key } = request.params as { key: string };
+    const answer = answerOf(request.body);
+    if (typeof answer === 'string') return ctx.refuse(reply, 422, 'refused', answer);
+    try {
+      const outcome = await ctx.backend.decide(key, answer, reviewer);
+      if (outcome.status === 'already_decided') {
+        ctx.index.remove(key);
+        return reply.code(409).send(outcome);
+      }
+      ctx.index.remove(key);
+      return outcome;
+    } catch (e) {
+      return ctx.refuse(reply, 422, 'refused', e instanceof Error ? e.message : String(e));
+    }
+  });
+
+  app.post('/api/batch', async (request, reply) => {
+    const reviewer = ctx.guard(request, reply, true);
+    if (!reviewer) return reply;
+    const batch = batchOf(request.body);
+    if (typeof batch === 'string') return ctx.refuse(reply, 422, 'refused', batch);
+    const answer: DecisionAnswer = { action: batch.action, ...(batch.reason ? { reason: batch.reason } : {}) };
+    const outcomes = await mapLimit(batch.keys, BATCH_CONCURRENCY, async (key) => {
+      try {
+        const outcome = await ctx.backend.decide(key, answer, reviewer);
+        ctx.index.remove(key);
+        return { key, ...outcome };
+      } catch (e) {
+        return { key, status: 'refused' as const, message: e instanceof Error ? e.message : String(e) };
+      }
+    });
+    return { outcomes };
+  });
+
+  app.get('/api/events', async (request, reply) => {
+    if (!ctx.guard(request, reply, false)) return reply;
+    streamEvents(ctx.index, request, reply, SECURITY_HEADERS);
+    return reply;
+  });
+}
+
+/** How many decisions of a batch are answered at once. */
+export const BATCH_CONCURRENCY = 8;
+/** The most keys one batch takes. */
+export const MAX_BATCH = 500;
+
+/** A batch request's body, or why it is not one. */
+function batchOf(body: unknown): { keys: string[]; action: 'approve' | 'reject'; reason?: string } | string {
+  const b = (typeof body === 'object' && body !== null ? body : {}) as Record<string, unknown>;
+  if (!Array.isArray(b.keys) || b.keys.length === 0 || !b.keys.every((k) => typeof k === 'string'))
+    return 'a batch needs "keys": a non-empty list of decision keys';
+  if (b.keys.length > MAX_BATCH) return `a batch takes at most ${MAX_BATCH} keys`;
+  if (b.action !== 'approve' && b.action !== 'reject') return 'a batch\'s "action" is "approve" or "reject"';
+  const reason = typeof b.reason === 'string' ? b.reason.trim() : '';
+  if (b.action === 'reject' && !reason) return 'a reason is required to reject';
+  return { keys: [...new Set(b.keys as string[])], action: b.action, ...(reason ? { reason } : {}) };
+}
+
+/** Runs `run` over `items` with at most `limit` at a time; results in the items' order. */
+async function mapLimit<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await run(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/** Starts the inbox server; `url` is where it listens. */
+export async function createInboxServer(options: InboxServerOptions): Promise<{ url: string; close(): Promise<void> }> {
+  const host = options.host ?? '127.0.0.1';
+  const port = options.port ?? 8234;
+  const hosts = [`${host}:${port}`, `localhost:${port}`, ...(options.allowedHosts ?? [])];
+  const { app } = await buildInboxApp(options, hosts);
+  await app.listen({ host, port });
+  return { url: `http://${host}:${port}/`, close: () => app.close() };
+}
+
+/** A query-string filter the server cannot read. */
+export class FilterError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'FilterError';
+  }
+}
+
+function parseFilter(q: Record<string, string | undefined>): DecisionFilter {
+  const kinds = q.kind ? q.kind.split(',') : undefined;
+  const unknown = kinds?.find((k) => !(DECISION_KINDS as readonly string[]).includes(k));
+  if (unknown) throw new FilterError(`unknown decision kind ${JSON.stringify(unknown)}`);
+  return {
+    ...(kinds ? { kinds: kinds as DecisionKind[] } : {}),
+    ...(q.pipeline ? { pipeline: q.pipeline } : {}),
+    ...(q.reviewers ? { reviewers: q.reviewers } : {}),
+    ...(q.text ? { text: q.text } : {}),
+  };
+}
+
+/** The answer in a request body, or why it is not one. A `reviewer`/`by` field in the body is ignored. */
+function answerOf(body: unknown): DecisionAnswer | string {
+  if (typeof body !== 'object' || body === null) return 'the body must be a JSON object with an "action"';
+  const b = body as Record<string, unknown>;
+  if (typeof b.action !== 'string') return 'the body must say its "action"';
+  return {
+    action: b.action as DecisionAnswer['action'],
+    ...(typeof b.attempt === 'number' ? { attempt: b.attempt } : {}),
+    ...(typeof b.reason === 'string' ? { reason: b.reason } : {}),
+    ...(typeof b.note === 'string' ? { note: b.note } : {}),
+    ...('artefact' in b ? { artefact: b.artefact } : {}),
+  };
+}
