@@ -33,9 +33,10 @@ import { listApprovals, listPendingReviews, type ApprovalListing, type PendingRe
 import type { StartContext } from './client/start';
 import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './client/decisions';
 import { checkEdit, decide } from './client/decide';
+import { decisionDetail } from './client/decision-detail';
 import { resumeFailedLoop, type LoopResumeOptions } from './client/loop-resume';
 import type { SchemaProblem } from './client/output-schema';
-import type { DecisionAnswer, DecisionKind, DecisionOutcome, PendingDecision } from './model/decisions';
+import type { DecisionAnswer, DecisionDetail, DecisionKind, DecisionOutcome, PendingDecision } from './model/decisions';
 import {
   answeredByWorker,
   noWorkerPolls,
@@ -351,10 +352,7 @@ export class TreadleClient {
     return listApprovals(this.client, options);
   }
 
-  /**
-   * Every pending decision (reviews, budget reviews, approvals, TDD human steps, failed loops), oldest first,
-   * from one visibility listing: no item is queried and no worker is needed. Eventually consistent.
-   */
+  /** Every pending decision of every kind, oldest first, from one visibility listing (no worker needed). */
   listPendingDecisions(options: { pipeline?: string; kinds?: DecisionKind[] } = {}): Promise<PendingDecision[]> {
     return listPendingDecisions(this.client, options);
   }
@@ -364,13 +362,14 @@ export class TreadleClient {
     return listDecisionChanges(this.client, since);
   }
 
-  /**
-   * Answers a pending decision by its key as `reviewer`. Someone else deciding first is
-   * `{status: 'already_decided', by?, outcome?, at?}`; an answer the kind does not take, or any other refusal,
-   * is a TreadleError.
-   */
+  /** Answers a pending decision by key as `reviewer`; someone deciding first is `already_decided` (decide.ts). */
   decide(key: string, answer: DecisionAnswer, reviewer = defaultReviewer()): Promise<DecisionOutcome> {
     return decide(this, key, answer, reviewer);
+  }
+
+  /** What a reviewer needs to judge one pending decision (see decision-detail.ts). */
+  decisionDetail(key: string): Promise<DecisionDetail> {
+    return decisionDetail(this, key);
   }
 
   /** An edited artefact's problems against the stage's output schema (none: send it); see decide.ts. */

@@ -106,6 +106,8 @@ export interface IterationRecord {
   outputRef?: string;
   outputBytes: number;
   calls: number;
+  /** `sha256:` of `progress.md` after the iteration (text/markdown), for the review inbox; absent before 0.x. */
+  progressRef?: string;
 }
 
 export interface LoopCarry {
@@ -140,6 +142,8 @@ export interface LoopFailure {
   iteration: number;
   error: LoopError;
   resume_from: number;
+  /** `sha256:` of `progress.md` when the loop failed (text/markdown), for the review inbox. */
+  progressRef?: string;
 }
 
 /** The `state` query of a loop stage; also the work item's stage details. */

@@ -283,6 +283,12 @@ export interface TddNodeState {
   exits: Record<string, { exit: string; ref: string; summary: string }>;
   pendingReviews: PendingReview[];
   human?: { reason: HumanReason; message: string };
+  /**
+   * What a person judging the node reads (the review inbox): `git diff <base>..HEAD` of its branch after its
+   * latest call with a commit (text/x-diff, capped) and that call's test output, both `sha256:` blob refs.
+   * Absent on nodes started before they were recorded.
+   */
+  latest?: { diffRef?: string; diffBytes?: number; testOutputRef?: string; testPassed?: boolean };
   events: TreadleEvent[];
   eventCount: number;
   merge?: { mergeCommit: string; ref: string; bytes?: number };

@@ -1,0 +1,17 @@
+/**
+ * The review inbox's backend in production: the client SDK. Listing, the delta listing, the detail view,
+ * deciding and the edit check are all `TreadleClient` calls, so the page decides through exactly the
+ * validated updates the CLI sends.
+ */
+import type { TreadleClient } from '../client';
+import type { InboxBackend } from './backend';
+
+export function clientBackend(client: TreadleClient): InboxBackend {
+  return {
+    list: () => client.listPendingDecisions(),
+    changes: (since) => client.listDecisionChanges(since),
+    detail: (key) => client.decisionDetail(key),
+    decide: (key, answer, reviewer) => client.decide(key, answer, reviewer),
+    checkEdit: (key, artefact) => client.checkEdit(key, artefact),
+  };
+}
