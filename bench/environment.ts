@@ -22,7 +22,7 @@ import { startDevServer, type DevServer, freePort } from '../src/server/dev-serv
 import { cliVersion } from '../src/server/temporal-cli';
 import { createWorker } from '../src/worker';
 import { createBaselineActivities } from './baseline-activities';
-import { benchRegistry } from './treadle-pipelines';
+import { benchActions, benchRegistry } from './treadle-pipelines';
 
 /** SQLite settings of Temporal's own CI for the dev server: no fsync per write, write-ahead log. */
 export const SQLITE_PRAGMAS = { journal_mode: 'WAL', synchronous: 'OFF' } as const;
@@ -228,7 +228,7 @@ export async function startEnvironment(
 
 /**
  * One side's worker with the SDK's default options: Treadle's as `createWorker` builds it (the benchmark's
- * no-op registry, the default blob threshold), or the baseline's. The in-process environment and the forked
+ * no-op registry and `note` action, the default blob threshold), or the baseline's. The in-process environment and the forked
  * worker processes (`worker-process.ts`) both build theirs here, so the two setups measure the same workers.
  */
 export function createBenchWorker(
@@ -239,20 +239,32 @@ export function createBenchWorker(
     taskQueue: string;
     workflowBundle: WorkflowBundle | { code: string };
     blobs: FileBlobStore;
+    /** The workflow cache bound; absent: Treadle's `TREADLE_WORKFLOW_CACHE` default, or the SDK's for the baseline. */
+    maxCachedWorkflows?: number;
   },
 ): Promise<Worker> {
-  const { connection, namespace, taskQueue, workflowBundle, blobs } = options;
+  const { connection, namespace, taskQueue, workflowBundle, blobs, maxCachedWorkflows } = options;
+  const cache = maxCachedWorkflows !== undefined ? { maxCachedWorkflows } : {};
   return side === 'treadle'
     ? createWorker({
         connection,
         namespace,
         taskQueue,
         registry: benchRegistry(),
+        approvalActions: benchActions(),
         blobs,
         blobThresholdBytes: BLOB_THRESHOLD_BYTES,
         workflowBundle,
+        worker: cache,
       })
-    : Worker.create({ connection, namespace, taskQueue, workflowBundle, activities: createBaselineActivities() });
+    : Worker.create({
+        connection,
+        namespace,
+        taskQueue,
+        workflowBundle,
+        activities: createBaselineActivities(),
+        ...cache,
+      });
 }
 
 function describeEnvironment(server: DevServer, worker: Worker): EnvironmentRecord {

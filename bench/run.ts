@@ -3,13 +3,14 @@
  * against one dev server in this process, prints a table, and writes `bench/results/<mode>.json`.
  *
  * Flags: `--quick` (CI size, under two minutes), `--medium`, default full; `--only=fan-out-items` (or
- * `worker-start`, `cli-start`) runs that one scenario at the mode's sizes (after the warm-up) and writes
+ * `worker-start`, `cli-start`, `inbox`) runs that one scenario at the mode's sizes (after the warm-up) and writes
  * `bench/results/<mode>-<scenario>.json`. See BENCHMARKS.md.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { WorkflowBundle } from '@temporalio/worker';
 import { startEnvironment, type BenchEnvironment, type EnvironmentRecord } from './environment';
 import { SIZES, mapLimited, type Row, type ScenarioContext, type Sizes } from './scenario';
 import { baselineSide, treadleSide } from './sides';
@@ -33,6 +34,7 @@ import { roundRatioMeanText, throughput, type ThroughputResult } from './scenari
 import { serverWork, type ServerWorkResult } from './scenarios/server-work';
 import { LISTING_GOAL_MS, waitingItems, type WaitingItemsResult } from './scenarios/waiting-items';
 import { tddTree, type TddTreeResult } from './scenarios/tdd-tree';
+import { inbox, inboxGoals, type InboxResult } from './scenarios/inbox';
 import { round } from './statistics';
 
 /** Goals from the issue. */
@@ -84,13 +86,23 @@ export interface BenchResults {
     serverSettings: ServerSettingsResult | null;
     /** Throughput with each worker in its own process, on a server of its own; null in quick mode (CI's budget). */
     separateProcesses: SeparateProcessesResult | null;
+    /** The review inbox at the mode's size, on a server of its own; null when the sizes say 0. */
+    inbox: InboxResult | null;
   };
   goals: Goal[];
   table: Row[];
 }
 
-/** Scenarios `--only=<name>` runs by themselves: the long ones worth measuring alone. */
-const ALONE = { 'fan-out-items': fanOutItems, 'worker-start': workerStart, 'cli-start': cliStart } as const;
+/**
+ * Scenarios `--only=<name>` runs by themselves: the long ones worth measuring alone. The inbox runs on a server
+ * of its own with the environment's Treadle bundle, after the environment has shut down.
+ */
+const ALONE = {
+  'fan-out-items': fanOutItems,
+  'worker-start': workerStart,
+  'cli-start': cliStart,
+  inbox: (c: ScenarioContext, bundle: WorkflowBundle) => inbox(c, bundle),
+} as const;
 
 /** `--only=<name>`, when given. */
 function parseOnly(argv: string[]): keyof typeof ALONE | undefined {
@@ -203,6 +215,7 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
           },
         ]
       : []),
+    ...(s.inbox ? inboxGoals(s.inbox, mode) : []),
   ];
   if (mode === 'quick')
     goals.push({
@@ -281,7 +294,8 @@ async function main(): Promise<void> {
       tag: randomUUID().slice(0, 8),
       progress,
     };
-    await warmUp(ctx);
+    // The inbox runs on a server of its own: the main environment's warm-up would only cost time.
+    if (only !== 'inbox') await warmUp(ctx);
     const rows: Row[] = [];
     const scenarioResults: unknown[] = [];
     const run = async <T>(scenario: (c: ScenarioContext) => Promise<{ result: T; rows: Row[] }>): Promise<T> => {
@@ -291,9 +305,15 @@ async function main(): Promise<void> {
       return result;
     };
     if (only !== undefined) {
+      const { treadleBundle } = env;
+      if (only === 'inbox') {
+        await env.shutdown();
+        env = undefined;
+      }
       // Alone, a start scenario runs whatever the mode's sizes say.
-      await run<unknown>((c) => ALONE[only]({ ...c, sizes: { ...c.sizes, processStarts: true } }));
+      await run<unknown>((c) => ALONE[only]({ ...c, sizes: { ...c.sizes, processStarts: true } }, treadleBundle));
       const durationMs = performance.now() - started;
+      const goals = only === 'inbox' ? inboxGoals(scenarioResults[0] as InboxResult, mode) : [];
       const alone = {
         mode,
         only,
@@ -303,9 +323,10 @@ async function main(): Promise<void> {
         environment: record,
         loadAverageAtEnd: os.loadavg().map((l) => round(l)),
         table: rows,
+        goals,
         result: scenarioResults[0],
       };
-      printTable(rows, []);
+      printTable(rows, goals);
       mkdirSync(RESULTS_DIR, { recursive: true });
       // A run at other fan-out sizes keeps its own file, so it never overwrites the mode's committed figures.
       const suffix = sizes === SIZES[mode] ? '' : `-${items.join('-')}`;
@@ -314,7 +335,7 @@ async function main(): Promise<void> {
       progress(`wrote ${file} (${(durationMs / 1000).toFixed(1)} s)`);
       return;
     }
-    const scenarios: Omit<BenchResults['scenarios'], 'serverSettings' | 'separateProcesses'> = {
+    const scenarios: Omit<BenchResults['scenarios'], 'serverSettings' | 'separateProcesses' | 'inbox'> = {
       // First, while no work items are in flight: it measures the wall time of short processes.
       cliStart: await run(cliStart),
       workerStart: sizes.processStarts ? await run(workerStart) : null,
@@ -339,8 +360,15 @@ async function main(): Promise<void> {
     const servers = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, treadleBundle)) : null;
     // Issue 7's own setup: each worker in a process of its own (a server of its own too, after the others).
     const separate = sizes.separateProcesses ? await run((c) => separateProcesses(c, treadleBundle)) : null;
+    // Last, on a server of its own: it leaves thousands of workflows behind.
+    const inboxResult = sizes.inboxDecisions > 0 ? await run((c) => inbox(c, treadleBundle)) : null;
     const durationMs = performance.now() - started;
-    const all: BenchResults['scenarios'] = { ...scenarios, serverSettings: servers, separateProcesses: separate };
+    const all: BenchResults['scenarios'] = {
+      ...scenarios,
+      serverSettings: servers,
+      separateProcesses: separate,
+      inbox: inboxResult,
+    };
     const goals = evaluateGoals(mode, durationMs, all);
     const results: BenchResults = {
       mode,

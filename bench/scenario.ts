@@ -42,6 +42,12 @@ export interface Sizes {
   loopIterations: number;
   /** Items per side of the server-work scenario (persistence operations counted from the server's metrics; 0: not run). */
   serverWorkItems: number;
+  /** Pending decisions of the review inbox scenario (0: not run). */
+  inboxDecisions: number;
+  /** Its workers' workflow cache; absent: Treadle's `TREADLE_WORKFLOW_CACHE` (default 1,000). */
+  inboxWorkflowCache?: number;
+  /** SDK decisions whose row is watched leaving the inbox's API. */
+  inboxFreshnessSamples: number;
 }
 
 /** Sizes of each mode; `quick` must finish in under two minutes on a 2-core machine. */
@@ -75,6 +81,10 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     loopIterations: 40,
     // About 10 s; CI's quick run has no room for it.
     serverWorkItems: 0,
+    // Enough to run every step; a cache of 100 so the batch has evicted (replayed) items to decide, as at 10,000.
+    inboxDecisions: 300,
+    inboxWorkflowCache: 100,
+    inboxFreshnessSamples: 5,
   },
   medium: {
     mode: 'medium',
@@ -98,6 +108,8 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     fanOutConcurrency: 50,
     loopIterations: 500,
     serverWorkItems: 40,
+    inboxDecisions: 2_000,
+    inboxFreshnessSamples: 10,
   },
   full: {
     mode: 'full',
@@ -125,6 +137,9 @@ export const SIZES: Record<Sizes['mode'], Sizes> = {
     fanOutConcurrency: 50,
     loopIterations: 500,
     serverWorkItems: 40,
+    // Issue 27's scale: 10,000 decisions pending, the worker's default cache of 1,000.
+    inboxDecisions: 10_000,
+    inboxFreshnessSamples: 10,
   },
 };
 

@@ -6,6 +6,8 @@ import { registerLoop } from '../src/kinds/loop/registration';
 import { Registry } from '../src/activities/registry';
 import { registerScripted } from '../src/pipelines/scripted';
 import { registerFanOut } from '../src/kinds/fan-out/registration';
+import type { ActionCatalog } from '../src/kinds/approval/activities';
+import { registerApproval } from '../src/kinds/approval/registration';
 
 /** Stage names of the linear pipeline: `s01` … `s10`. */
 export function linearStageNames(stages: number): string[] {
@@ -15,10 +17,11 @@ export function linearStageNames(stages: number): string[] {
 /**
  * `noop` (returns a tiny artefact at once), `payload` (an artefact of `with.bytes` characters, for the
  * large-artefact scenario), `items` (`{items: [0 … with.count-1]}`, the list of the fan-out over items),
- * the `fan_out` stage kind, and the built-in `scripted` gate, whose verdicts come from the item's `script`.
+ * the `fan_out`, `loop` and `approval` stage kinds, and the built-in `scripted` stage and gate (verdicts from the
+ * item's `script`).
  */
 export function benchRegistry(): Registry {
-  return registerLoop(registerFanOut(registerScripted(new Registry())))
+  return registerApproval(registerLoop(registerFanOut(registerScripted(new Registry()))))
     .stage('items', async (ctx) => ({
       outcome: 'completed',
       artefact: { items: Array.from({ length: (ctx.config as { count: number }).count }, (_, i) => i) },
@@ -158,3 +161,87 @@ export function loopReplies(output: string) {
     },
   };
 }
+
+/**
+ * The approval action of the inbox scenario: `note` checks nothing and does nothing, so an approval request
+ * costs only the engine's work.
+ */
+export function benchActions(): ActionCatalog {
+  return {
+    validatePayload: (type) => (type === 'note' ? [] : [`unknown action type "${type}"`]),
+    summarize: (_type, payload) => `note "${(payload as { title?: string }).title ?? ''}"`,
+    names: () => ['note'],
+    execute: async () => ({ noted: true }),
+  };
+}
+
+/** The stage every inbox review waits at. */
+export const INBOX_REVIEW_STAGE = 'review';
+
+/**
+ * An inbox review: a no-op stage a person signs off (`review_policy: always`), for `reviewers` when given,
+ * then a no-op stage. Pipelines and groups vary so the inbox's filters have something to choose from.
+ */
+export function inboxReviewSpec(pipeline: string, reviewers: string | undefined) {
+  return {
+    name: pipeline,
+    stages: [
+      {
+        name: INBOX_REVIEW_STAGE,
+        run: 'noop',
+        review_policy: 'always',
+        ...(reviewers !== undefined ? { reviewers } : {}),
+      },
+      { name: 'next', run: 'noop', depends_on: [INBOX_REVIEW_STAGE] },
+    ],
+  };
+}
+
+/** One approval request (the `note` action) that waits an hour, escalating to `leads` when `escalates`. */
+export function inboxApprovalSpec(escalates: boolean) {
+  return {
+    name: escalates ? 'bench-inbox-approval-escalating' : 'bench-inbox-approval',
+    stages: [
+      { name: 'draft', run: 'scripted' },
+      {
+        name: 'approve',
+        type: 'approval',
+        depends_on: ['draft'],
+        with: {
+          action: 'note',
+          items: 'notes',
+          ttl: '1h',
+          ...(escalates ? { escalation: { to: 'leads', ttl: '1h', default: 'reject' } } : {}),
+        },
+      },
+    ],
+  };
+}
+
+/** The input of {@link inboxApprovalSpec}: the draft's one note. */
+export function inboxApprovalInput(title: string) {
+  return { script: { draft: [{ output: { notes: [{ title }] } }] } };
+}
+
+/** A loop stage whose scripted agent crashes on both of its tries: the loop fails and waits to be resumed. */
+export const inboxFailingLoopSpec = {
+  name: 'bench-inbox-loop',
+  stages: [
+    {
+      name: 'work',
+      run: 'loop',
+      with: {
+        stage: {
+          name: 'work',
+          prompt: 'Read ${CTX}',
+          termination: { type: 'judgment', consensus: 2 },
+          agent: 'scripted',
+        },
+        max_iterations: 3,
+      },
+    },
+  ],
+};
+
+/** The scripted replies of {@link inboxFailingLoopSpec}: the agent exits 1 twice. */
+export const inboxFailingLoopInput = { agent_replies: { work: [{ crash: 'exit 1' }, { crash: 'exit 1' }] } };

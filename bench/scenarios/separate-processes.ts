@@ -62,10 +62,11 @@ export interface SeparateProcessesResult extends RoundRatioSummary {
   cpuBoundRatio: number | null;
 }
 
-/** Forks a worker process and resolves once it prints `ready`. */
-async function forkWorker(side: SideName, args: string[]): Promise<ChildProcess> {
+/** Forks a worker process (with `env`, default this one's) and resolves once it prints `ready`. */
+export async function forkWorker(side: SideName, args: string[], env = process.env): Promise<ChildProcess> {
   const child = spawn(process.execPath, [path.join(__dirname, '..', 'worker-process.js'), side, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
+    env,
   });
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(

@@ -53,7 +53,7 @@ export interface WaitingItemsResult {
 }
 
 /** The raw visibility listing, page by page: the server's answer with nothing decoded beyond protobuf. */
-async function rawListing(client: Client, query: string): Promise<number> {
+export async function rawListing(client: Client, query: string): Promise<number> {
   let count = 0;
   let nextPageToken: Uint8Array | undefined;
   do {
