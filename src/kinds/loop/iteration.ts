@@ -73,7 +73,7 @@ export async function iterate(run: IterationRun): Promise<LoopIterationResult> {
     iteration: n,
     error: { type: failure.type, message: truncateText(failure.message, 1_000), timestamp: new Date().toISOString() },
     calls: supervision.calls.length,
-    ...(await storeProgress(plan, n, abs(paths.progress), deps.blobs)),
+    ...(await storeProgress(abs(paths.progress), deps.blobs, `${plan.stage} progress.md after iteration ${n}`)),
     ...iterationUsage(supervision),
   });
   const failed = await runAgent(run, files, prompt);
@@ -116,7 +116,7 @@ export async function iterate(run: IterationRun): Promise<LoopIterationResult> {
     ...(outputRef !== undefined ? { outputRef } : {}),
     outputBytes,
     calls: supervision.calls.length,
-    ...(await storeProgress(plan, n, abs(paths.progress), deps.blobs)),
+    ...(await storeProgress(abs(paths.progress), deps.blobs, `${plan.stage} progress.md after iteration ${n}`)),
     ...iterationUsage(supervision),
   };
 }
@@ -281,10 +281,9 @@ export const PROGRESS_MAX_BYTES = 2 * 1024 * 1024;
  * over `maxBytes` keeps its end, after a first line saying how much was left out.
  */
 export async function storeProgress(
-  plan: StoredPlan,
-  n: number,
   progressAbs: string,
   blobs: BlobStore,
+  summary: string,
   maxBytes = PROGRESS_MAX_BYTES,
 ): Promise<{ progressRef?: string }> {
   const content = await readFile(progressAbs).catch(() => undefined);
@@ -298,7 +297,7 @@ export async function storeProgress(
           Buffer.from(`… progress.md cut: its first ${start} bytes are left out\n`),
           content.subarray(start),
         ]);
-  const stored = await blobs.put(kept, 'text/markdown', `${plan.stage} progress.md after iteration ${n}`);
+  const stored = await blobs.put(kept, 'text/markdown', summary);
   return { progressRef: stored.ref };
 }
 
