@@ -296,7 +296,14 @@ test('fail fast, resume smart: an agent crash stops the loop with the seed’s f
     iteration: 3,
     error: { type: 'agent_crash', message: 'Claude process exited with code 1', timestamp: expect.any(String) },
     resume_from: 3,
+    progressRef: expect.stringMatching(/^sha256:/),
   });
+  // What a reviewer reads, by reference: progress.md after each iteration, and as the failed one left it.
+  const progressOf = async (ref: string | undefined): Promise<string> => (await h.blobs.get(ref!)).toString('utf8');
+  expect(await progressOf(failed.state.recent[0]!.progressRef)).toBe('## Iteration 1\n- did step 1\n');
+  const twoSteps = '## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n';
+  expect(await progressOf(failed.state.recent[1]!.progressRef)).toBe(twoSteps);
+  expect(await progressOf(failed.state.failure!.progressRef)).toBe(twoSteps);
   // The query shows the failure as the loop schedules the activity that writes state.json: wait for the file too.
   const stateFile = await eventually(async () => {
     const written = JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'));
@@ -331,7 +338,7 @@ test('fail fast, resume smart: an agent crash stops the loop with the seed’s f
 
 test('missing, malformed or erroring status files fail the iteration with a reason; abandoning fails the stage', async () => {
   const cases: [string, Reply, string, string][] = [
-    ['missing', { output: 'x\n' }, 'missing_status', 'the agent wrote no status file at'],
+    ['missing', { output: 'x\n', progress: '- half done\n' }, 'missing_status', 'the agent wrote no status file at'],
     ['not-json', { status: '{ decision: stop' }, 'invalid_status', 'is not JSON'],
     [
       'bad-decision',
@@ -374,6 +381,11 @@ test('missing, malformed or erroring status files fail the iteration with a reas
       resume_from: 2,
     });
   }
+  // The failure's progress.md is the file as the failed iteration left it (its entry, though it wrote no status).
+  const missing = (await h.client.loops(ids[0]!))[0]!.state.failure!;
+  expect((await h.blobs.get(missing.progressRef!)).toString('utf8')).toBe(
+    '## Iteration 1\n- did step 1\n- half done\n',
+  );
   // Abandon: the stage, and so the work item, fails with the reason.
   await h.client.resumeLoop(ids[0]!, { action: 'abandon', reason: 'giving up' });
   const result = await h.client.result(ids[0]!);

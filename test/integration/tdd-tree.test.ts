@@ -88,6 +88,16 @@ test('the example tree: children merge into the parent, the parent into the targ
   ]);
   expect(state.memory.tdd.coveredCriteria).toEqual(['TK1', 'TK2']);
 
+  // What a reviewer judges, by reference: the branch's diff since the node began (the merger's call is the
+  // latest with a commit) and the latest test output (the merged result's run).
+  const latest = state.latest!;
+  const diff = (await h.blobs.get(latest.diffRef!)).toString('utf8');
+  expect(diff).toContain('diff --git a/src/textkit.js b/src/textkit.js');
+  expect(diff).toContain('diff --git a/test/textkit.test.js b/test/textkit.test.js');
+  expect(latest.diffBytes).toBe(Buffer.byteLength(diff));
+  expect(latest.testPassed).toBe(true);
+  expect((await h.blobs.get(latest.testOutputRef!)).toString('utf8')).toMatch(/# pass 9/);
+
   // Exactly one child rebased: the one that merged second, onto its sibling's merge.
   const childStates: TddNodeState[] = await Promise.all(state.children.map((c) => h.client.getTddState(c.workflowId)));
   const rebases = childStates.map((c) => c.counters.calls.rebaser ?? 0);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { createLoopActivities } from '../../src/kinds/loop/activities';
+import { storeProgress } from '../../src/kinds/loop/iteration';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
 import { LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY } from '../../src/model/activity-types';
 import type {
@@ -130,4 +131,21 @@ test('an output path that leads out of the workspace is refused before anything 
       'output: "/tmp/abs.md" is absolute; give a path relative to the workspace',
     ],
   });
+});
+
+test('storeProgress: no file, no ref; a small file whole; a big one keeps its newest part after a line saying so', async () => {
+  const blobs = new MemoryBlobStore();
+  const file = path.join(workspace, 'progress.md');
+  expect(await storeProgress(file, blobs, 'none')).toEqual({});
+
+  writeFileSync(file, '## Iteration 1\n- did it\n');
+  const small = await storeProgress(file, blobs, 'small');
+  expect((await blobs.get(small.progressRef!)).toString('utf8')).toBe('## Iteration 1\n- did it\n');
+
+  // 10 bytes of "é" (2 bytes each) before the newest entry; the cut at 20 bytes from the end lands inside an "é" and skips its half.
+  writeFileSync(file, `${'é'.repeat(5)}## Iteration 2\n`);
+  const big = await storeProgress(file, blobs, 'big', 20);
+  expect((await blobs.get(big.progressRef!)).toString('utf8')).toBe(
+    '… progress.md cut: its first 6 bytes are left out\néé## Iteration 2\n',
+  );
 });

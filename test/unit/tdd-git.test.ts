@@ -14,7 +14,7 @@ import path from 'node:path';
 import { commitAll, OP_TRAILER } from '../../src/kinds/tdd/commits';
 import { branchExists, git, GitError, headCommit, initRepository } from '../../src/kinds/tdd/git';
 import { MergeConflictError, rebaseOnto, squashMerge } from '../../src/kinds/tdd/merge-rebase';
-import { changedFiles, diffText, restoreFromHead } from '../../src/kinds/tdd/worktree-changes';
+import { changedFiles, diffText, restoreFromHead, reviewDiff } from '../../src/kinds/tdd/worktree-changes';
 import { ensureWorktree, removeWorktree } from '../../src/kinds/tdd/worktrees';
 
 let dir: string;
@@ -427,6 +427,25 @@ describe('diffText and changedFiles', () => {
     expect(cut.text.endsWith('\n')).toBe(true);
     expect(diff.text.startsWith(cut.text)).toBe(true);
     expect(cut.files).toEqual(['a.txt', 'b/c.txt']);
+  });
+
+  test('reviewDiff: the whole diff with binary files as git shows them, or cut with a final line saying so', async () => {
+    const { repo, initial } = await freshRepo({ 'a.txt': 'a\n' });
+    write(repo, 'a.txt', 'a\nmore\n');
+    writeFileSync(path.join(repo, 'logo.bin'), Buffer.from([0, 1, 2, 255, 0, 7]));
+    write(repo, 'big.txt', `${'y'.repeat(99)}\n`.repeat(30));
+    await commitAll({ worktree: repo, message: 'change', opKey: 'rd/1' });
+
+    const whole = await reviewDiff(repo, initial);
+    expect(whole).toContain('+more\n');
+    expect(whole).toContain('Binary files /dev/null and b/logo.bin differ\n');
+    expect(whole).not.toContain('diff cut');
+    expect(whole.endsWith('\n')).toBe(true);
+
+    const cut = await reviewDiff(repo, initial, 700);
+    expect(cut.endsWith('\n… diff cut at 700 bytes\n')).toBe(true);
+    expect(Buffer.byteLength(cut)).toBeLessThanOrEqual(700 + '… diff cut at 700 bytes\n'.length + 1);
+    expect(whole.startsWith(cut.slice(0, cut.lastIndexOf('… diff cut')))).toBe(true);
   });
 
   test('changedFiles counts committed, modified and untracked files since base', async () => {

@@ -68,17 +68,18 @@ export async function iterate(run: IterationRun): Promise<LoopIterationResult> {
   const progressBefore = await sizeOf(abs(paths.progress));
   const prompt = await writeContext(plan, input, files);
 
-  const fail = (failure: IterationFailure): LoopIterationResult => ({
+  const fail = async (failure: IterationFailure): Promise<LoopIterationResult> => ({
     ok: false,
     iteration: n,
     error: { type: failure.type, message: truncateText(failure.message, 1_000), timestamp: new Date().toISOString() },
     calls: supervision.calls.length,
+    ...(await storeProgress(abs(paths.progress), deps.blobs, `${plan.stage} progress.md after iteration ${n}`)),
     ...iterationUsage(supervision),
   });
   const failed = await runAgent(run, files, prompt);
-  if (failed) return fail(failed);
+  if (failed) return await fail(failed);
   const read = await readStatus(abs, paths.status);
-  if ('failure' in read) return fail(read.failure);
+  if ('failure' in read) return await fail(read.failure);
   const { status } = read;
 
   // The engine's history: the output snapshot (and the stage folder's copy), the progress entry.
@@ -115,6 +116,7 @@ export async function iterate(run: IterationRun): Promise<LoopIterationResult> {
     ...(outputRef !== undefined ? { outputRef } : {}),
     outputBytes,
     calls: supervision.calls.length,
+    ...(await storeProgress(abs(paths.progress), deps.blobs, `${plan.stage} progress.md after iteration ${n}`)),
     ...iterationUsage(supervision),
   };
 }
@@ -269,6 +271,34 @@ async function snapshotOutput(
   if (plan.mirrorOutput) await writeFile(path.join(abs(files.stageRel), 'output.md'), content);
   const outputRef = (await blobs.put(content, 'text/markdown', `${plan.stage} output after iteration ${n}`)).ref;
   return { outputRef, outputBytes: content.length };
+}
+
+/** The most of `progress.md` a reviewer is shown: its newest part (entries are appended). */
+export const PROGRESS_MAX_BYTES = 2 * 1024 * 1024;
+
+/**
+ * Stores `progress.md` as it is now, for the person judging the loop; none when there is no such file. A file
+ * over `maxBytes` keeps its end, after a first line saying how much was left out.
+ */
+export async function storeProgress(
+  progressAbs: string,
+  blobs: BlobStore,
+  summary: string,
+  maxBytes = PROGRESS_MAX_BYTES,
+): Promise<{ progressRef?: string }> {
+  const content = await readFile(progressAbs).catch(() => undefined);
+  if (content === undefined) return {};
+  let start = Math.max(0, content.length - maxBytes);
+  while (start > 0 && start < content.length && ((content[start] ?? 0) & 0xc0) === 0x80) start++; // whole characters
+  const kept =
+    start === 0
+      ? content
+      : Buffer.concat([
+          Buffer.from(`… progress.md cut: its first ${start} bytes are left out\n`),
+          content.subarray(start),
+        ]);
+  const stored = await blobs.put(kept, 'text/markdown', summary);
+  return { progressRef: stored.ref };
 }
 
 /** The totals of an iteration's model calls, when it made any (the records go to the call log). */

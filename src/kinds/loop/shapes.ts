@@ -238,7 +238,15 @@ export interface LoopIterationInput {
 }
 
 export type LoopIterationResult = (
-  ({ ok: true } & IterationRecord) | { ok: false; iteration: number; error: LoopError; calls: number }
+  | ({ ok: true } & IterationRecord)
+  | {
+      ok: false;
+      iteration: number;
+      error: LoopError;
+      calls: number;
+      /** `sha256:` of `progress.md` as the failed iteration left it (absent: no file, or recorded before 0.x). */
+      progressRef?: string;
+    }
 ) & {
   /** The totals of the iteration's model calls (absent: none, or a worker before totals); the records are in the call log. */
   usage?: UsageTotals;

@@ -264,7 +264,7 @@ class LoopRun {
         iterationsThisRun++;
         if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
         if (!result.ok) {
-          await this.failedIteration(base + n, result.error);
+          await this.failedIteration(base + n, result.error, result.progressRef);
           continue;
         }
         verdict = this.recordIteration(n, result);
@@ -305,9 +305,21 @@ class LoopRun {
    * Fail fast: stop now, say why where an agent (or a human) will look, and wait to be resumed; an abandoned
    * loop fails with its calls so far.
    */
-  private async failedIteration(iteration: number, error: Extract<LoopIterationResult, { ok: false }>['error']) {
+  private async failedIteration(
+    iteration: number,
+    error: Extract<LoopIterationResult, { ok: false }>['error'],
+    failedProgressRef: string | undefined,
+  ) {
     const { carry, state, input } = this;
-    carry.failure = { status: 'failed', iteration, error, resume_from: iteration };
+    // The reviewer's progress.md: as the failed iteration left it, else (older workers) the last one recorded.
+    const progressRef = failedProgressRef ?? carry.recent[carry.recent.length - 1]?.progressRef;
+    carry.failure = {
+      status: 'failed',
+      iteration,
+      error,
+      resume_from: iteration,
+      ...(progressRef !== undefined ? { progressRef } : {}),
+    };
     state.status = 'failed';
     this.pendingFailure = failedLoopReview(input, iteration, error);
     this.publish();

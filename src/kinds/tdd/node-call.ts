@@ -30,7 +30,7 @@ import { MAX_ENVELOPE_ITEMS, RefusalLog, readOnlyFor, testRunnerFor, type Checke
 import { invalidReplyFeedback, nudgeMessage, parseNodeReply, type NodeReply, type WorktreeMode } from './prompts';
 import { allowedRepoRoots, checkRepo } from './repo-roots';
 import type { NodeContext, TddNodeCallInput, TddNodeCallResult } from './shapes';
-import { restoreFromHead } from './worktree-changes';
+import { restoreFromHead, reviewDiff } from './worktree-changes';
 
 /**
  * How each provider reaches the worktree: `anthropic` through the worktree tools (its tool loop), `claude-code`
@@ -397,10 +397,23 @@ async function finish(
     ...(checked.commit ? { commit: checked.commit } : {}),
     envelope: checked.envelope,
     ...(testRun ? { testRun } : {}),
+    ...(checked.commit ? await storeBranchDiff(ctx) : {}),
     ...(await callsOf(ctx.supervision)),
     nudged: counts.nudged,
     invalidReplies: counts.invalidReplies,
     agentCalls: counts.agentCalls,
     ...ctx.refused.report(),
   };
+}
+
+/**
+ * The node's branch as a reviewer judges it: `git diff <baseCommit>..HEAD` stored (only its ref and size travel
+ * in the result, so the history does not grow with the diff).
+ */
+async function storeBranchDiff(ctx: NodeRun): Promise<{ diffRef?: string; diffBytes?: number }> {
+  const { input } = ctx;
+  if (!input.baseCommit) return {};
+  const bytes = Buffer.from(await reviewDiff(input.worktree, input.baseCommit));
+  const stored = await ctx.blobs.put(bytes, 'text/x-diff', `diff of ${input.branch} after ${input.node}`);
+  return { diffRef: stored.ref, diffBytes: bytes.length };
 }

@@ -532,6 +532,14 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     const used = callBatchOf(result.calls)?.usage;
     if (used) state.usage = addTotals(state.usage, used);
     state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
+    // What a reviewer judges: the newest diff and test output, each kept until a later call brings its own.
+    // Results recorded before these were stored lack them, so replays leave `latest` as it was.
+    if (result.diffRef !== undefined || result.testRun !== undefined)
+      state.latest = {
+        ...state.latest,
+        ...(result.diffRef !== undefined ? { diffRef: result.diffRef, diffBytes: result.diffBytes } : {}),
+        ...(result.testRun ? { testOutputRef: result.testRun.outputRef, testPassed: result.testRun.passed } : {}),
+      };
     const refused = result.refusals;
     if (refused) {
       // Why the agent's work was refused is the user's business too; the activity capped the count and text.

@@ -197,6 +197,12 @@ export interface TddNodeCallResult {
   envelope: TddEnvelope;
   /** The test run this call made, summarised; the output is in the blob store. */
   testRun?: { passed: boolean; summary: string; outputRef: string };
+  /**
+   * After a call with a commit: `git diff <baseCommit>..HEAD` of the node's branch in the blob store (text/x-diff,
+   * cut at 2 MB) and its size, for the person judging the node. Absent in results recorded before it was stored.
+   */
+  diffRef?: string;
+  diffBytes?: number;
   /** The model calls this call made: totals, and the records inline or by reference (absent: none). */
   calls?: CallBatch;
   /** Re-prompts: the seed's reminder after no decision, feedback after a malformed reply. */
