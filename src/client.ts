@@ -32,7 +32,7 @@ import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from '.
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import type { StartContext } from './client/start';
 import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './client/decisions';
-import { checkEdit, decide } from './client/decide';
+import { checkEdit, decide, refuseNonconformingEdit } from './client/decide';
 import { decisionDetail } from './client/decision-detail';
 import { resumeFailedLoop, type LoopResumeOptions } from './client/loop-resume';
 import type { SchemaProblem } from './client/output-schema';
@@ -306,8 +306,9 @@ export class TreadleClient {
   }
 
   /**
-   * Approves with an edited artefact, which downstream stages receive instead of the original. Edits larger
-   * than the blob threshold go to the blob store and only their reference enters the history, as stage
+   * Approves with an edited artefact, which downstream stages receive instead of the original; one that breaks
+   * the stage's output schema is refused before anything is sent (`invalid_input`, a problem per line). Edits
+   * over the blob threshold go to the blob store and only their reference enters the history, as stage
    * artefacts do (so the blob store must be one the workers read, e.g. a shared `TREADLE_BLOB_DIR`).
    */
   async approveWithEdits(
@@ -316,6 +317,7 @@ export class TreadleClient {
     artefact: Json,
     options: { reviewer?: string; note?: string } = {},
   ): Promise<ReviewAccepted> {
+    await refuseNonconformingEdit(this, id, stage, artefact);
     const stored =
       (await offloadArtefact(artefact, this.blobs, this.blobThresholdBytes, `edited ${stage} of ${id}`)) ?? null;
     return this.review(

@@ -8,6 +8,8 @@ import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput 
 import type { ActivityContextBase } from '../model/state';
 import type { KnownImplementations } from '../model/pipeline';
 import type { ContractReviser, ContractValidator } from '../kinds/contract/validators';
+import { MAX_OUTPUT_SCHEMA_CHARS } from '../model/limits';
+import type * as OutputSchemaModule from '../client/output-schema';
 
 /** Logging surface handed to implementations (the activity logger in a worker). */
 export interface ImplementationLogger {
@@ -82,6 +84,11 @@ export interface ImplementationOptions {
    * per problem.
    */
   checkConfig?: (config: Json | undefined) => string[];
+  /**
+   * The JSON Schema (draft 2020-12) of the stage's artefact, for stages whose spec gives no `output_schema:`:
+   * reviewers' edits must match it, and so must the stage's own output. Stages only; checked when registered.
+   */
+  outputSchema?: Json;
 }
 
 /** Implementations by name. */
@@ -91,6 +98,8 @@ export class Registry {
   private readonly agentBacked = new Set<string>();
   /** Config checks by activity type (stages by name, gates as `gate:<name>`). */
   private readonly checks = new Map<string, (config: Json | undefined) => string[]>();
+  /** Output schemas of stage implementations, by name. */
+  private readonly schemas = new Map<string, Json>();
   private readonly validatorImpls = new Map<string, ContractValidator>();
   private readonly reviserImpls = new Map<string, ContractReviser>();
 
@@ -119,6 +128,7 @@ export class Registry {
   /** Registers a stage implementation; names are unique. */
   stage(name: string, impl: StageImplementation, options: ImplementationOptions = {}): this {
     this.claim(name, this.stageImpls, 'stage');
+    if (options.outputSchema !== undefined) this.schemas.set(name, checkedSchema(name, options.outputSchema));
     this.stageImpls.set(name, impl);
     if (options.usesAgent) this.agentBacked.add(name);
     if (options.checkConfig) this.checks.set(name, options.checkConfig);
@@ -138,7 +148,12 @@ export class Registry {
   merge(other: Registry): this {
     const options = (type: string): ImplementationOptions => {
       const checkConfig = other.checks.get(type);
-      return { usesAgent: other.agentBacked.has(type), ...(checkConfig ? { checkConfig } : {}) };
+      const outputSchema = other.schemas.get(type);
+      return {
+        usesAgent: other.agentBacked.has(type),
+        ...(checkConfig ? { checkConfig } : {}),
+        ...(outputSchema !== undefined ? { outputSchema } : {}),
+      };
     };
     for (const [name, impl] of other.stageImpls) this.stage(name, impl, options(name));
     for (const [name, impl] of other.gateImpls) this.gate(name, impl, options(`gate:${name}`));
@@ -162,6 +177,8 @@ export class Registry {
     validators: string[];
     revisers: string[];
     checkConfig: NonNullable<KnownImplementations['checkConfig']>;
+    outputSchemas: Record<string, Json>;
+    outputSchemaProblem: NonNullable<KnownImplementations['outputSchemaProblem']>;
   } {
     return {
       stages: [...this.stageImpls.keys()].sort(),
@@ -169,6 +186,8 @@ export class Registry {
       validators: ['llm', ...this.validatorImpls.keys()].sort(),
       revisers: ['llm', ...this.reviserImpls.keys()].sort(),
       checkConfig: (kind, name, config) => this.checks.get(kind === 'gate' ? `gate:${name}` : name)?.(config) ?? [],
+      outputSchemas: Object.fromEntries(this.schemas),
+      outputSchemaProblem: (schema) => outputSchemaCompiler().outputSchemaProblem(schema),
     };
   }
 
@@ -185,4 +204,22 @@ export class Registry {
     }
     if (into.has(name)) throw new Error(`${kind} implementation "${name}" is already registered`);
   }
+}
+
+/** A registered output schema, refused at registration (a programming error) when it would not pass a spec. */
+function checkedSchema(stage: string, schema: Json): Json {
+  const invalid = (why: string) => new Error(`stage implementation "${stage}": outputSchema ${why}`);
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema))
+    throw invalid('must be a JSON Schema object (draft 2020-12)');
+  if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_CHARS)
+    throw invalid(`must be at most ${MAX_OUTPUT_SCHEMA_CHARS} characters of JSON`);
+  const problem = outputSchemaCompiler().outputSchemaProblem(schema);
+  if (problem !== undefined) throw invalid(problem);
+  return schema;
+}
+
+/** The output-schema module, loaded on first use: Ajv loads only where a schema is registered or checked. */
+function outputSchemaCompiler(): typeof OutputSchemaModule {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('../client/output-schema') as typeof OutputSchemaModule;
 }

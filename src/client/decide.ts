@@ -7,6 +7,7 @@
 import type { Client } from '@temporalio/client';
 import {
   ANSWERS,
+  decisionKey,
   parseDecisionKey,
   type DecisionAnswer,
   type DecisionKind,
@@ -177,11 +178,29 @@ export async function checkEdit(context: DecideContext, key: string, artefact: u
   const parsed = parseDecisionKey(key);
   if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
   if (parsed.kind !== 'review' && parsed.kind !== 'budget') return [];
-  const state = (await context.getState(parsed.workflowId, { eventLimit: 1 })) as WorkItemState & {
-    outputSchemas?: Record<string, unknown>;
-  };
+  const state = await context.getState(parsed.workflowId, { eventLimit: 1 });
   // Ajv loads with the first check: status, reviews and the other short commands never need it.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { checkOutput } = require('./output-schema') as typeof OutputSchemaModule;
   return checkOutput(state.outputSchemas?.[parsed.subject], artefact);
+}
+
+/**
+ * Refuses an edit of `stage` of work item `id` that breaks the stage's output schema, before anything is sent:
+ * a TreadleError (`invalid_input`: what the reviewer gave) listing each problem as `<JSON Pointer>: <why>`.
+ */
+export async function refuseNonconformingEdit(
+  context: DecideContext,
+  id: string,
+  stage: string,
+  artefact: Json,
+): Promise<void> {
+  const problems = await checkEdit(context, decisionKey(id, 'review', stage), artefact);
+  if (problems.length === 0) return;
+  const lines = problems.map((p) => `${p.path === '' ? '(the whole artefact)' : p.path}: ${p.message}`);
+  throw new TreadleError(
+    `the edited ${stage} of ${id} does not match the stage's output schema:\n${lines.map((l) => `  - ${l}`).join('\n')}`,
+    'invalid_input',
+    lines,
+  );
 }

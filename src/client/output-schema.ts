@@ -1,7 +1,8 @@
 /**
  * Checks an edited artefact against a stage's output schema (JSON Schema 2020-12) before a reviewer's edit is
- * sent, and parses the JSON text a reviewer typed with the line and column of a syntax error. Client side only:
- * Ajv must not reach the workflow bundle (the workflow's validator keeps its cheap checks).
+ * sent, checks that a spec's `output_schema:` compiles (spec validation: clients, `treadle validate`, the
+ * worker's prepare step), and parses the JSON text a reviewer typed with the line and column of a syntax error.
+ * Never in workflow code: Ajv must not reach the workflow bundle (test/unit/workflow-lint.test.ts).
  */
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
@@ -15,6 +16,19 @@ export interface SchemaProblem {
 
 const ajv = new Ajv2020({ allErrors: true, strict: false });
 addFormats(ajv);
+/**
+ * The spec's check: unknown keywords and formats are errors (a misspelt `requird` would otherwise accept
+ * anything); the type-coherence rules stay off, they refuse valid schemas. No `loadSchema`: nothing is fetched.
+ */
+const strictAjv = new Ajv2020({
+  allErrors: true,
+  strictSchema: true,
+  strictNumbers: true,
+  strictTypes: false,
+  strictTuples: false,
+  strictRequired: false,
+});
+addFormats(strictAjv);
 
 /** Compiled validators by the schema's hash: a page that checks every keystroke compiles a schema once. */
 const compiled = new Map<string, ValidateFunction>();
@@ -28,6 +42,9 @@ function validatorFor(schema: unknown): ValidateFunction {
       validate = ajv.compile(schema as object);
     } catch (error) {
       throw new Error(`the output schema does not compile: ${(error as Error).message}`, { cause: error });
+    } finally {
+      // Two schemas may share a `$id` (a schema's next version): the instance keeps neither by it.
+      ajv.removeSchema(schema as object);
     }
     if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value!);
     compiled.set(key, validate);
@@ -50,6 +67,25 @@ export function checkOutput(schema: unknown, value: unknown): SchemaProblem[] {
         ? `${error.message ?? 'is not allowed'}: ${String((error.params as { additionalProperty?: string }).additionalProperty)}`
         : (error.message ?? error.keyword),
   }));
+}
+
+/**
+ * Why `schema` cannot be a stage's output schema (it does not compile under the strict rules, or it refers to
+ * a document it does not contain), or undefined when it compiles.
+ */
+export function outputSchemaProblem(schema: object): string | undefined {
+  try {
+    strictAjv.compile(schema);
+    return undefined;
+  } catch (error) {
+    // Ajv names places in the schema `data/…` (the schema as its meta-schema's data): say them as JSON Pointers.
+    const message = (error as Error).message.replace(/^strict mode: /, '').replace(/\bdata\//g, '/');
+    return /can't resolve reference/.test(message)
+      ? `${message} (references to other documents are not fetched: put the definition under $defs)`
+      : `does not compile: ${message}`;
+  } finally {
+    strictAjv.removeSchema(schema);
+  }
 }
 
 /** JSON text that does not parse, with where (1-based line and column) when the parser says. */

@@ -60,6 +60,7 @@ interface DraftStage {
   reviewTtl?: Duration | null;
   onReviewExpired?: 'approve' | 'reject';
   reviewers?: string;
+  outputSchema?: Json;
   activity?: ActivityOptionsInput;
   taskQueue?: string;
 }
@@ -131,6 +132,14 @@ export class PipelineBuilder {
   /** Sends a stage's reviews to a reviewer group (`reviewers:`), which the review inbox and listings filter on. */
   reviewers(stage: string, group: string): this {
     return this.update(stage, 'reviewers', (s) => (s.reviewers = group));
+  }
+
+  /**
+   * What a stage's artefact must match (`output_schema:`, a JSON Schema object, draft 2020-12): a reviewer's
+   * edit is refused until it does. Overrides the schema the implementation registered.
+   */
+  outputSchema(stage: string, schema: Json): this {
+    return this.update(stage, 'outputSchema', (s) => (s.outputSchema = schema));
   }
 
   /** Sets Temporal activity options (timeouts, mechanical retry policy) for a stage. */

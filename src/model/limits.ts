@@ -21,6 +21,12 @@ export const MAX_PARALLEL_LIMIT = 500;
  */
 export const DEFAULT_BLOB_THRESHOLD_BYTES = 2 * 1024;
 
+/**
+ * A stage's `output_schema:` may be at most this many characters of JSON: a spec is untrusted input, the schema
+ * rides in the prepared spec (the item's history) and in the `state` query, and it is compiled by every client.
+ */
+export const MAX_OUTPUT_SCHEMA_CHARS = 32 * 1024;
+
 /** One-line texts (summaries, messages, errors) kept in history and state are cut to this many characters. */
 export const MAX_TEXT_CHARS = 500;
 /** Longer errors are cut to this many characters. */

@@ -1,11 +1,16 @@
 /**
  * The pipeline checks that read more than one field: the stage graph (duplicates, unknown dependencies,
- * cycles), the names a worker registers, each stage's `with:` by its kind, and Temporal's history and
- * activity limits. Most read the spec as written, so they report alongside the schema's problems.
+ * cycles), the names a worker registers, each stage's `with:` by its kind, whether each `output_schema:`
+ * compiles, and Temporal's history and activity limits. Most read the spec as written, so they report alongside the schema's problems.
  */
 import type { Json } from './shapes';
 import { gateLeaves } from './gate-ref';
-import { HISTORY_EVENT_BUDGET, TEMPORAL_HISTORY_EVENT_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
+import {
+  HISTORY_EVENT_BUDGET,
+  MAX_OUTPUT_SCHEMA_CHARS,
+  TEMPORAL_HISTORY_EVENT_LIMIT,
+  TEMPORAL_PENDING_ACTIVITY_LIMIT,
+} from './limits';
 import { FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE } from '../kinds/fan-out/shapes';
 import { checkFanOut } from '../kinds/fan-out/spec';
 import type { SpecProblem } from './spec-problems';
@@ -226,6 +231,28 @@ export function stageConfigProblems(
         problems.push({ layer: 'config', at: ['stages', index, 'gate'], text });
       }
     }
+  });
+  return problems;
+}
+
+/**
+ * Each stage's `output_schema:` that does not compile, by `compiles` (KnownImplementations.outputSchemaProblem:
+ * Ajv, which workflow code must not load). Objects too large to compile are the schema's problem already.
+ */
+export function outputSchemaProblems(
+  input: unknown,
+  compiles: (schema: Record<string, unknown>) => string | undefined,
+): SpecProblem[] {
+  if (!isRecord(input) || !Array.isArray(input.stages)) return [];
+  const problems: SpecProblem[] = [];
+  (input.stages as unknown[]).forEach((stage, index) => {
+    if (!isRecord(stage) || !isRecord(stage.outputSchema)) return;
+    if (JSON.stringify(stage.outputSchema).length > MAX_OUTPUT_SCHEMA_CHARS) return;
+    const problem = compiles(stage.outputSchema);
+    if (problem === undefined) return;
+    const label = typeof stage.name === 'string' ? stage.name : '?';
+    const text = `stage ${label}: output_schema: ${problem}`;
+    problems.push({ layer: 'config', at: ['stages', index, 'outputSchema'], text });
   });
   return problems;
 }

@@ -82,6 +82,11 @@ export interface StageSpec {
   onReviewExpired: (typeof REVIEW_EXPIRED_ACTIONS)[number];
   /** `reviewers:` as written: the reviewer group the stage's reviews are for (listings filter on it). */
   reviewers?: string;
+  /**
+   * `output_schema:` as written (a JSON Schema, draft 2020-12), else the one the implementation registered:
+   * what a reviewer's edit of the stage's artefact must match, and the stage's own output too.
+   */
+  outputSchema?: Json;
   activity: ActivitySettings;
   /** `task_queue:` as written: where this stage's implementations that Treadle does not ship run. */
   taskQueue?: string;
@@ -113,6 +118,13 @@ export interface KnownImplementations {
   gates: readonly string[];
   /** The implementation's own check of its `with:` config (`path: message` per problem), when it has one. */
   checkConfig?: (kind: 'stage' | 'gate', implementation: string, config: Json | undefined) => string[];
+  /** Output schemas stage implementations registered, by name: a stage without `output_schema:` gets its own. */
+  outputSchemas?: Readonly<Record<string, Json>>;
+  /**
+   * Why an `output_schema:` cannot be used (it does not compile; src/client/output-schema.ts), or undefined.
+   * Registries and the CLI's built-ins give it; without it schemas are checked by the worker's prepare step.
+   */
+  outputSchemaProblem?: (schema: Record<string, unknown>) => string | undefined;
   /** Contract validators and revisers (seed 002); the built-in `llm` ones when absent. */
   validators?: readonly string[];
   revisers?: readonly string[];

@@ -8,8 +8,13 @@
 import { z } from 'zod';
 import { parseDuration } from './duration';
 import type { GateRef } from './gate-ref';
-import { DEFAULT_MAX_PARALLEL, MAX_PARALLEL_LIMIT, TEMPORAL_PENDING_ACTIVITY_LIMIT } from './limits';
-import { JsonSchema } from './shapes';
+import {
+  DEFAULT_MAX_PARALLEL,
+  MAX_OUTPUT_SCHEMA_CHARS,
+  MAX_PARALLEL_LIMIT,
+  TEMPORAL_PENDING_ACTIVITY_LIMIT,
+} from './limits';
+import { JsonSchema, type Json } from './shapes';
 import {
   canonicalContract,
   CONTRACT_FIELD_HINTS,
@@ -34,7 +39,14 @@ import {
   type StageSpec,
   type ValidationResult,
 } from './pipeline-shapes';
-import { graphProblems, implementationProblems, isRecord, limitProblems, stageConfigProblems } from './pipeline-checks';
+import {
+  graphProblems,
+  implementationProblems,
+  isRecord,
+  limitProblems,
+  outputSchemaProblems,
+  stageConfigProblems,
+} from './pipeline-checks';
 
 export type { SpecProblem } from './spec-problems';
 export * from './pipeline-shapes';
@@ -74,6 +86,19 @@ const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
     z.object({ any: z.array(GateRefInput).min(1, 'needs at least one gate') }).strict(),
   ]),
 );
+
+/**
+ * `output_schema:` is a JSON Schema object; whether it compiles is {@link outputSchemaProblems}' check (Ajv is
+ * loaded only for specs that have one). Bounded: a spec is untrusted input, and the schema rides in history.
+ */
+const OutputSchemaInput = JsonSchema.superRefine((schema, ctx) => {
+  if (!isRecord(schema)) ctx.addIssue({ code: 'custom', message: 'must be a JSON Schema object (draft 2020-12)' });
+  else if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_CHARS)
+    ctx.addIssue({
+      code: 'custom',
+      message: `must be at most ${MAX_OUTPUT_SCHEMA_CHARS} characters of JSON; keep the schema to what a reviewer's edit must hold`,
+    });
+});
 
 const RetryBudgetInput = z
   .object({
@@ -129,6 +154,8 @@ const StageInput = z
     onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
     /** The reviewer group the stage's reviews go to: a name the review inbox and listings filter on. */
     reviewers: z.string().trim().min(1, 'must name a reviewer group').optional(),
+    /** What the stage's artefact must match (JSON Schema 2020-12): reviewers' edits, and the stage's own output. */
+    outputSchema: OutputSchemaInput.optional(),
     activity: ActivityInput.optional(),
     /** The queue whose worker runs this stage's implementations that Treadle does not ship (its gates', too). */
     taskQueue: taskQueueName.optional(),
@@ -230,12 +257,13 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   found.push(...graphProblems(input));
   if (known) found.push(...implementationProblems(input, known));
   found.push(...stageConfigProblems(input, known, validatePipeline));
+  if (known?.outputSchemaProblem) found.push(...outputSchemaProblems(input, known.outputSchemaProblem));
   if (isRecord(input)) {
     const builtIn = [LLM_CONTRACT_IMPLEMENTATION];
     const contractNames = known && { validators: known.validators ?? builtIn, revisers: known.revisers ?? builtIn };
     found.push(...contractProblems(input.contracts, input.stages, contractNames));
   }
-  const spec = parsed.success ? canonical(parsed.data) : undefined;
+  const spec = parsed.success ? canonical(parsed.data, known?.outputSchemas) : undefined;
   if (spec) found.push(...limitProblems(spec));
   if (found.length > 0 || !spec) {
     const unique = found.filter((p, i) => found.findIndex((q) => q.text === p.text) === i);
@@ -254,7 +282,8 @@ export function parsePipeline(raw: unknown, known?: KnownImplementations): Pipel
   return result.spec;
 }
 
-function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
+/** The canonical spec; a stage without `output_schema:` takes the schema its implementation registered, if any. */
+function canonical(data: z.output<typeof PipelineInput>, registered?: Readonly<Record<string, Json>>): PipelineSpec {
   return {
     name: data.name,
     ...(data.description !== undefined ? { description: data.description } : {}),
@@ -301,6 +330,9 @@ function canonical(data: z.output<typeof PipelineInput>): PipelineSpec {
       if (stage.agent !== undefined) spec.agent = stage.agent;
       if (stage.taskQueue !== undefined) spec.taskQueue = stage.taskQueue;
       if (stage.reviewers !== undefined) spec.reviewers = stage.reviewers;
+      const outputSchema =
+        stage.outputSchema ?? (registered && Object.hasOwn(registered, run) ? registered[run] : undefined);
+      if (outputSchema !== undefined) spec.outputSchema = outputSchema;
       return spec;
     }),
   };
@@ -321,8 +353,8 @@ function seedRetry(stage: {
   };
 }
 
-/** Keys whose values are user payloads and keep their spelling. */
-const OPAQUE_KEYS = new Set(['with']);
+/** Keys whose values are user payloads and keep their spelling (a schema's property names are the artefact's). */
+const OPAQUE_KEYS = new Set(['with', 'outputSchema']);
 
 /**
  * Converts snake_case keys (the YAML form) to camelCase and canonical `…Ms` keys to plain duration keys,

@@ -119,6 +119,11 @@ export interface WorkItemState {
   tokenBudget?: number | null;
   /** Approval requests of the item's approval stages, pending and decided, in the order they were made. */
   approvals?: ApprovalRequest[];
+  /**
+   * The output schema (JSON Schema 2020-12) of each stage that has one, from the prepared spec: what an edit of
+   * the stage's artefact must match. Absent for items without any (and those started before schemas): any JSON.
+   */
+  outputSchemas?: Record<string, Json>;
 }
 
 /** Input of the `workItem` workflow. */

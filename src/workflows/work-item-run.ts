@@ -311,6 +311,9 @@ export class WorkItemRun implements Scheduling {
     this.agentBacked = new Set(prepared.agentBacked);
     for (const stage of spec.stages)
       state.stages[stage.name] = { status: 'pending', attempts: [], maxAttempts: stage.retryBudget.maxAttempts };
+    // Query state only, from the spec already in history: reviewers' tools check edits against it.
+    const schemas = spec.stages.filter((stage) => stage.outputSchema !== undefined);
+    if (schemas.length > 0) state.outputSchemas = Object.fromEntries(schemas.map((s) => [s.name, s.outputSchema!]));
     this.stageByName = new Map(spec.stages.map((s) => [s.name, s]));
     this.publish();
     try {

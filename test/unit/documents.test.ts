@@ -166,6 +166,9 @@ describe('document pipeline spec', () => {
     const registry = registerDocumentPipeline(new Registry());
     expect(registry.names()).toEqual({
       checkConfig: expect.any(Function),
+      // The document pipeline registers no output schemas; every registry can check a spec's.
+      outputSchemas: {},
+      outputSchemaProblem: expect.any(Function),
       stages: [
         'build_fts_index',
         'cross_reference',

@@ -81,9 +81,11 @@ it.each(sideEffecting)('allows the same code in activities (%s)', (file) => {
   expect(ids.filter((id) => /^no-restricted/.test(id))).toEqual([]);
 });
 
-it('keeps zod out of the workflow bundle (modules there are evaluated again for every execution)', () => {
+it('keeps zod and Ajv out of the workflow bundle (modules there are evaluated again for every execution)', () => {
   const bundle = readFileSync(process.env.TREADLE_TEST_BUNDLE!, 'utf8');
   expect(bundle.length).toBeGreaterThan(100_000);
   expect(bundle).toContain('workItem');
   expect(bundle).not.toMatch(/node_modules\/zod\//);
+  // Output schemas are compiled by clients and activities only (src/client/output-schema.ts).
+  expect(bundle).not.toMatch(/node_modules\/ajv(-formats)?\//);
 });
