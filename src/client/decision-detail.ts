@@ -10,10 +10,19 @@ import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { LoopState } from '../kinds/loop/shapes';
 import type { BlobStore } from '../storage/blob-store';
 import { truncateText } from '../model/limits';
-import { TreadleError } from './errors';
+import type { WorkflowHandle } from '@temporalio/client';
+import { stateQuery, tddStateQuery, loopStateQuery } from '../workflows/messages';
+import { isNotFound, TreadleError } from './errors';
+import { answeredByWorker } from './worker-presence';
 import type { DecideContext } from './decide';
 import { approvalDecision, listedDecisionsOf, reviewDecision, type DecisionSource } from './decisions';
 import { artefactView, blobView } from './artefact-view';
+
+/**
+ * How long the detail waits for the workflow's query. A worker that just stopped still shows as polling for a
+ * while, and the server holds a query for it up to 30 s: the page shows the listing's view instead.
+ */
+const DETAIL_WAIT_MS = 5_000;
 
 /** How many of a loop's last iterations the detail carries. */
 const DETAIL_ITERATIONS = 5;
@@ -40,6 +49,7 @@ export async function decisionDetail(context: DecideContext, key: string, blobs:
   const parsed = parseDecisionKey(key);
   if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
   const ctx: DetailContext = { context, blobs, key, workflowId: parsed.workflowId, subject: parsed.subject };
+  const started = Date.now();
   try {
     switch (parsed.kind) {
       case 'approval':
@@ -52,8 +62,25 @@ export async function decisionDetail(context: DecideContext, key: string, blobs:
         return await reviewDetail(ctx);
     }
   } catch (error) {
-    if (!(error instanceof TreadleError) || error.code !== 'no_worker') throw error;
+    // The query's own time ran out (its error is the abort's, not a TreadleError): no worker answered in time.
+    const unanswered =
+      error instanceof TreadleError ? error.code === 'no_worker' : Date.now() - started >= DETAIL_WAIT_MS;
+    if (!unanswered) throw error;
     return listedDetail(ctx);
+  }
+}
+
+/**
+ * Queries workflow `id` with the detail's bounded wait: "no worker" within seconds when none polls, else the
+ * query aborted after {@link DETAIL_WAIT_MS}; an unknown workflow is `not_found`.
+ */
+async function queried<T>(ctx: DetailContext, id: string, query: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
+  const client = ctx.context.client;
+  try {
+    return await answeredByWorker(client, id, () => query(client.workflow.getHandle(id)), DETAIL_WAIT_MS);
+  } catch (error) {
+    if (isNotFound(error)) throw gone(ctx.key);
+    throw error;
   }
 }
 
@@ -90,7 +117,7 @@ function stageTable(state: WorkItemState): NonNullable<DecisionDetail['stages']>
 
 /** review and budget: the decision re-read from the state, the stage table, every attempt, the output schema. */
 async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state = (await ctx.context.getState(ctx.workflowId, { eventLimit: 1 })) as WorkItemState & {
+  const state = (await queried(ctx, ctx.workflowId, (h) => h.query(stateQuery, { eventLimit: 1 }))) as WorkItemState & {
     outputSchemas?: Record<string, unknown>;
   };
   const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
@@ -123,7 +150,7 @@ async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** approval: the pending request's payload (resolved) and the request without it. */
 async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state = await ctx.context.getState(ctx.workflowId, { eventLimit: 1 });
+  const state = await queried(ctx, ctx.workflowId, (h) => h.query(stateQuery, { eventLimit: 1 }));
   const request = state.approvals?.find((r) => r.id === ctx.subject);
   if (!request || request.status !== 'pending') throw gone(ctx.key);
   const { payload, ...rest } = request;
@@ -137,7 +164,7 @@ async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** tdd: the node's question, its latest branch diff and test output when the node recorded them. */
 async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state: TddNodeState = await ctx.context.getTddState(ctx.workflowId);
+  const state: TddNodeState = await queried(ctx, ctx.workflowId, (h) => h.query(tddStateQuery, {}));
   const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
   const source: DecisionSource = {
     workflowId: ctx.workflowId,
@@ -166,7 +193,7 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** loop: the failure, `progress.md` (at the failure, else after the last iteration) and the last iterations. */
 async function loopDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state: LoopState = await ctx.context.getLoopState(ctx.workflowId);
+  const state: LoopState = await queried(ctx, ctx.workflowId, (h) => h.query(loopStateQuery));
   const failure = state.failure;
   if (state.status !== 'failed' || !failure || state.stage !== ctx.subject) throw gone(ctx.key);
   const decision = await loopDecision(ctx, state);

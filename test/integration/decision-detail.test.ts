@@ -1,7 +1,8 @@
 /**
  * The review inbox's detail data, `TreadleClient.decisionDetail` (issue 27), on the real server: a review after
  * three rejected attempts (verdicts, feedback, outputs, one offloaded and read back from the blob store), an
- * approval's payload, a failed loop's failure and iterations, and `not_found` for a decision no longer pending.
+ * approval's payload, a failed loop's failure and iterations, `not_found` for a decision no longer pending, and
+ * the listing's view within seconds when no worker answers.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -10,6 +11,7 @@ import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
+import { TreadleClient } from '../../src/client';
 import { draftPublish } from '../support/pipelines';
 import { eventually, startHarness, type Harness } from '../support/harness';
 
@@ -156,4 +158,25 @@ it('a failed loop: its failure and last iterations', async () => {
     },
   });
   expect((detail.loop!.iterations as { iteration: number }[]).map((i) => i.iteration)).toEqual([1, 2]);
+}, 60_000);
+
+it('no worker answers: the decision as listed, live false, within seconds', async () => {
+  const other = await startHarness();
+  const id = other.id('no-worker');
+  await other.client.start(draftPublish({ maxAttempts: 1 }, 'always'), null, { id });
+  const key = decisionKey(id, 'review', 'draft');
+  await eventually(
+    async () => (await other.client.listPendingDecisions()).find((d) => d.key === key),
+    30_000,
+    'the review in the listing',
+  );
+  await other.shutdown();
+  const client = new TreadleClient(h.temporal, { taskQueue: other.taskQueue });
+  const started = Date.now();
+  const detail = await client.decisionDetail(key);
+  expect(Date.now() - started).toBeLessThan(15_000);
+  expect(detail).toEqual({
+    live: false,
+    decision: expect.objectContaining({ key, kind: 'review', stage: 'draft', reason: 'always' }),
+  });
 }, 60_000);
