@@ -1,7 +1,7 @@
 /**
  * The review inbox's detail data, `TreadleClient.decisionDetail` (issue 27), on the real server: a review after
  * three rejected attempts (verdicts, feedback, outputs, one offloaded and read back from the blob store), an
- * approval's payload, a failed loop's failure and iterations, `not_found` for a decision no longer pending, and
+ * approval's payload, a stuck TDD node's question, a failed loop's failure and iterations, `not_found` for a decision no longer pending, and
  * the listing's view within seconds when no worker answers.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -14,6 +14,7 @@ import { decisionKey } from '../../src/model/decisions';
 import { TreadleClient } from '../../src/client';
 import { draftPublish } from '../support/pipelines';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
 
 /** A test action type `note` that does nothing. */
 const catalog: ActionCatalog = {
@@ -25,10 +26,12 @@ const catalog: ActionCatalog = {
 
 let h: Harness;
 let workspace: string;
+let repos: TddRepos;
 const savedWorkspace = process.env.TREADLE_LOOP_WORKSPACE;
 beforeAll(async () => {
   workspace = mkdtempSync(path.join(os.tmpdir(), 'detail-loops-'));
   process.env.TREADLE_LOOP_WORKSPACE = workspace;
+  repos = tddRepos('detail-tdd-');
   h = await startHarness({ approvalActions: catalog });
 });
 afterAll(async () => {
@@ -36,6 +39,7 @@ afterAll(async () => {
   if (savedWorkspace === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
   else process.env.TREADLE_LOOP_WORKSPACE = savedWorkspace;
   rmSync(workspace, { recursive: true, force: true });
+  repos?.remove();
 });
 
 it('a review escalated after three rejected attempts: every attempt with its verdict, feedback and output; a missing one not_found', async () => {
@@ -180,3 +184,24 @@ it('no worker answers: the decision as listed, live false, within seconds', asyn
     decision: expect.objectContaining({ key, kind: 'review', stage: 'draft', reason: 'always' }),
   });
 }, 60_000);
+
+it('a stuck TDD node: its question', async () => {
+  const l = leaf('ds');
+  const repo = await repos.create('detail');
+  const id = h.id('tdd');
+  const replies: Record<string, Json[]> = {
+    'ds.scaffold': [l.initWork],
+    'ds.tddWriteTests': [l.testsReady],
+    'ds.impl': [l.stuck],
+  };
+  await h.client.startTdd(l.spec, { repo, id, replies });
+  const listed = await eventually(
+    async () => (await h.client.listPendingDecisions({ kinds: ['tdd'] })).find((d) => d.workflowId === id),
+    60_000,
+    'the stuck node in the listing',
+  );
+  const detail = await h.client.decisionDetail(listed.key);
+  expect(detail).toMatchObject({ live: true, decision: { key: listed.key, kind: 'tdd', reason: 'stuck' } });
+  expect(detail.tdd!.question).toContain('ds cannot tell what 1 means');
+  expect(detail.stages).toBeUndefined();
+}, 90_000);
