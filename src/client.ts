@@ -371,7 +371,7 @@ export class TreadleClient {
 
   /** What a reviewer needs to judge one pending decision (see decision-detail.ts). */
   decisionDetail(key: string): Promise<DecisionDetail> {
-    return decisionDetail(this, key);
+    return decisionDetail(this, key, this.blobs);
   }
 
   /** An edited artefact's problems against the stage's output schema (none: send it); see decide.ts. */

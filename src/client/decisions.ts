@@ -212,7 +212,7 @@ export function decisionChangesQuery(since: Date): string {
 }
 
 /** Reads what {@link decisionsOf} needs from a listed execution (memos only when the attributes say they matter). */
-async function sourceOf(execution: ListedExecution): Promise<DecisionSource> {
+export async function sourceOf(execution: ListedExecution): Promise<DecisionSource> {
   const pendingStages = execution.keywordList(TreadlePendingReviews.name);
   const hasApprovals = execution.keywordList(TreadleApprovals.name).length > 0;
   return {
@@ -263,4 +263,16 @@ export async function listDecisionChanges(client: Client, since: Date): Promise<
     changes.push({ workflowId: execution.workflowId, closed: !execution.running, decisions });
   }
   return changes;
+}
+
+/**
+ * What the listing says workflow `workflowId` waits on now (nothing when it is not running): the detail view's
+ * answer when no worker answers its query.
+ */
+export async function listedDecisionsOf(client: Client, workflowId: string): Promise<PendingDecision[]> {
+  const decisions: PendingDecision[] = [];
+  const query = `WorkflowId = ${quoted(workflowId)} AND ExecutionStatus = 'Running'`;
+  for await (const execution of listExecutions(client, query))
+    decisions.push(...decisionsOf(await sourceOf(execution)));
+  return decisions;
 }
