@@ -117,9 +117,7 @@ function stageTable(state: WorkItemState): NonNullable<DecisionDetail['stages']>
 
 /** review and budget: the decision re-read from the state, the stage table, every attempt, the output schema. */
 async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state = (await queried(ctx, ctx.workflowId, (h) => h.query(stateQuery, { eventLimit: 1 }))) as WorkItemState & {
-    outputSchemas?: Record<string, unknown>;
-  };
+  const state: WorkItemState = await queried(ctx, ctx.workflowId, (h) => h.query(stateQuery, { eventLimit: 1 }));
   const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
   const decision = review ? reviewDecision(itemSource(state), review) : undefined;
   if (!decision || decision.key !== ctx.key) throw gone(ctx.key);
