@@ -18,11 +18,17 @@ import { connectWorker, createWorker } from '../worker';
 import { bundledRegistry, bundledWorkerOptions } from './bundled-examples';
 import { exitCodeOf } from './exit-codes';
 import { renderEvent, renderStatus } from './render';
+import { inboxSettings } from '../ui/options';
+import { serveInbox } from '../ui/serve';
+import { loginUrl } from './ui';
 
 interface DevOptions {
   port: number;
   uiPort: number;
   db: string;
+  /** The review inbox's port; `inbox: false` (`--no-inbox`) does not start it. */
+  inboxPort: number;
+  inbox: boolean;
 }
 
 interface Running {
@@ -30,6 +36,8 @@ interface Running {
   /** How to reach the server the worker uses (a configured one, or the local dev server). */
   temporal: TemporalSettings;
   uiUrl?: string;
+  /** The review inbox's address, when it runs. */
+  inboxUrl?: string;
   worker: Worker;
   stop(): Promise<void>;
 }
@@ -77,14 +85,17 @@ async function bringUp(opts: DevOptions): Promise<Running> {
     });
     say(`Worker: task queue ${config.taskQueue}, namespace ${namespace}`);
     if (uiUrl) say(`Web UI: ${uiUrl}/namespaces/${namespace}/workflows`);
+    const inbox = opts.inbox ? await startInbox(target, opts.inboxPort, uiUrl) : undefined;
     let stopped: Promise<void> | undefined;
     return {
       address,
       temporal: target,
       ...(uiUrl ? { uiUrl } : {}),
+      ...(inbox ? { inboxUrl: inbox.url } : {}),
       worker,
       stop: () =>
         (stopped ??= (async () => {
+          await inbox?.close();
           if (worker.getState() === 'RUNNING') worker.shutdown();
           await running;
           await connection.close();
@@ -94,6 +105,39 @@ async function bringUp(opts: DevOptions): Promise<Running> {
   } catch (error) {
     await server?.stop();
     throw error;
+  }
+}
+
+/**
+ * The review inbox next to the dev server, over a client of its own. The first run makes a token for
+ * $TREADLE_REVIEWER / $USER and prints the address that signs in with it; the inbox not starting (port taken,
+ * a tokens file it cannot read) is a warning, not a reason to stop the dev server.
+ */
+async function startInbox(
+  temporal: TemporalSettings,
+  port: number,
+  uiUrl: string | undefined,
+): Promise<{ url: string; close(): Promise<void> } | undefined> {
+  const client = await TreadleClient.connect({ temporal });
+  try {
+    const settings = inboxSettings({ ...(uiUrl ? { TREADLE_WEB_UI_URL: uiUrl } : {}), ...process.env });
+    const reviewer = process.env.TREADLE_REVIEWER || process.env.USER || 'reviewer';
+    const inbox = await serveInbox(client, { port, settings, firstReviewer: reviewer });
+    if (inbox.newToken) {
+      say(`Review inbox: ${loginUrl(inbox.url, inbox.newToken)}`);
+      say(`  (signs you in as ${reviewer}; the token is in ${inbox.tokensFile} as a hash and is not shown again)`);
+    } else say(`Review inbox: ${inbox.url} (reviewer tokens: ${inbox.tokensFile}; treadle ui token add <name>)`);
+    return {
+      url: inbox.url,
+      close: async () => {
+        await inbox.close();
+        await client.close();
+      },
+    };
+  } catch (error) {
+    await client.close();
+    say(`Review inbox not started: ${(error as Error).message} (--inbox-port <port> or --no-inbox)`);
+    return undefined;
   }
 }
 
@@ -164,6 +208,7 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
         break;
       }
       process.stdout.write(`\n${renderStatus(state)}\n\n`);
+      if (running.inboxUrl) say(`Answer here, or decide in the review inbox: ${running.inboxUrl}`);
       await answerReviews(client, state);
     }
     if (!opts.exit) {

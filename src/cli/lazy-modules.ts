@@ -13,6 +13,9 @@ import type * as TracingModule from '../tracing';
 import type * as DevModule from './dev';
 import type * as LoopFilesModule from '../kinds/loop/files';
 import type * as BundledExamplesModule from './bundled-examples';
+import type * as InboxModule from '../ui/serve';
+import type * as InboxOptionsModule from '../ui/options';
+import type * as InboxAuthModule from '../ui/auth';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
    `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more. */
@@ -28,5 +31,8 @@ export const load = {
   tracing: (): typeof TracingModule => require('../tracing'),
   loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/files'),
   bundledExamples: (): typeof BundledExamplesModule => require('./bundled-examples'),
+  inbox: (): typeof InboxModule => require('../ui/serve'),
+  inboxOptions: (): typeof InboxOptionsModule => require('../ui/options'),
+  inboxAuth: (): typeof InboxAuthModule => require('../ui/auth'),
 };
 /* eslint-enable @typescript-eslint/no-require-imports */

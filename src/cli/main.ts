@@ -23,6 +23,7 @@ import { load } from './lazy-modules';
 import { table } from './render';
 import { registerReviewCommands } from './review';
 import { registerStartCommands } from './start';
+import { registerUiCommands } from './ui';
 import { registerValidateCommand } from './validate';
 import { withClient } from './with-client';
 
@@ -54,26 +55,30 @@ if (oldState) process.stderr.write(`${oldState}\n`);
  * Defaults of the `dev` / `demo` flags: the same as the dev server's own (`server/dev-server.ts`), written out
  * because that module loads the Temporal client and `--help` should not; the CLI test checks they agree.
  */
-const DEV_DEFAULTS = { port: 7233, uiPort: 8233, db: devDatabaseFile() } as const;
+const DEV_DEFAULTS = { port: 7233, uiPort: 8233, inboxPort: 8234, db: devDatabaseFile() } as const;
 
 /** The dev server's flags, shared by `dev` and `demo`. */
+type DevFlags = { port: number; uiPort: number; db: string; inboxPort: number; inbox: boolean };
+
 function withServerOptions(command: Command): Command {
   return command
     .addOption(new Option('--port <port>', 'gRPC port').argParser(port).default(DEV_DEFAULTS.port))
     .addOption(new Option('--ui-port <port>', 'Web UI port').argParser(port).default(DEV_DEFAULTS.uiPort))
-    .option('--db <file>', 'SQLite file', DEV_DEFAULTS.db);
+    .option('--db <file>', 'SQLite file', DEV_DEFAULTS.db)
+    .addOption(new Option('--inbox-port <port>', 'review inbox port').argParser(port).default(DEV_DEFAULTS.inboxPort))
+    .option('--no-inbox', 'do not start the review inbox');
 }
 
 withServerOptions(program.command('dev'))
   .description('start a Temporal dev server (SQLite in TREADLE_HOME) and a worker in one process')
-  .action(async (opts: { port: number; uiPort: number; db: string }) => load.dev().runDev(opts));
+  .action(async (opts: DevFlags) => load.dev().runDev(opts));
 
 withServerOptions(program.command('demo'))
   .description(
     'the five-minute tour: server, worker, and the review-demo work item, with review prompts in this terminal',
   )
   .option('--exit', 'stop the server when the item finishes instead of keeping the Web UI up')
-  .action(async (opts: { port: number; uiPort: number; db: string; exit?: boolean }) => load.dev().runDemo(opts));
+  .action(async (opts: DevFlags & { exit?: boolean }) => load.dev().runDemo(opts));
 
 program
   .command('worker')
@@ -113,6 +118,7 @@ registerReviewCommands(program);
 registerOutputCommands(program);
 registerApproveCommands(program, withClient);
 registerDecisionsCommand(program, withClient);
+registerUiCommands(program, withClient);
 registerCallsCommand(program);
 registerBlobsCommand(program, withClient);
 registerEnginesCommand(program, withClient);

@@ -4,7 +4,7 @@
  * trusted proxy. The identity found here is what `decide` records; a name in a request body never is.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /** How long a login lasts. */
@@ -18,6 +18,8 @@ export interface TokenEntry {
 
 /** A tokens file that cannot be used (unreadable by others' standards, or malformed). */
 export class TokensFileError extends Error {
+  /** A configuration problem: the CLI exits 2. */
+  readonly code = 'config';
   constructor(message: string) {
     super(message);
     this.name = 'TokensFileError';
@@ -149,10 +151,23 @@ export function sessionReviewer(value: string, tokens: readonly TokenEntry[], no
 export function addToken(file: string, name: string): string {
   const existing = existsSync(file) ? readTokensFile(file) : [];
   if (existing.some((e) => e.name === name)) {
-    throw new TokensFileError(`${name} already has a token in ${file}; remove that line to replace it`);
+    throw new TokensFileError(`${name} already has a token in ${file}; treadle ui token remove ${name} first to replace it`);
   }
   const { token, line } = newToken(name);
   mkdirSync(dirname(file), { recursive: true });
   appendFileSync(file, `${line}\n`, { mode: 0o600 });
   return token;
+}
+
+/**
+ * `treadle ui token remove <name>`: drops `name`'s line from `file` (comments and other lines kept). Its sessions
+ * end at their next request, since the server re-reads the file. An unknown name is refused.
+ */
+export function removeToken(file: string, name: string): void {
+  const entries = existsSync(file) ? readTokensFile(file) : [];
+  if (!entries.some((e) => e.name === name)) throw new TokensFileError(`${name} has no token in ${file}`);
+  const kept = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim().split(/\s+/)[0] !== name || line.trim().startsWith('#'));
+  writeFileSync(file, kept.join('\n'), { mode: 0o600 });
 }

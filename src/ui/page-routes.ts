@@ -23,6 +23,8 @@ export interface PageContext {
   /** Parses the list's query parameters; throws a message-bearing error for a bad one. */
   filterOf(query: Record<string, string | undefined>): DecisionFilter;
   webUiUrl?: string;
+  /** The namespace in Web UI links. */
+  namespace: string;
 }
 
 /** The files under /assets/ (an allowlist: nothing else on disk is reachable). */
@@ -79,7 +81,7 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     }
     const detail = await ctx.backend.detail(key);
     const withLink =
-      detail.webUiUrl || !ctx.webUiUrl ? detail : { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, detail) };
+      detail.webUiUrl || !ctx.webUiUrl ? detail : { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) };
     return send(reply, detailPage(withLink, reviewer, Date.now()));
   });
 
@@ -96,8 +98,8 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
   });
 }
 
-/** The workflow's page in the Temporal Web UI (default namespace), from its base address. */
-function webUiLink(base: string, detail: { decision: { workflowId: string } }): string {
+/** The workflow's page in the Temporal Web UI, from its base address. */
+function webUiLink(base: string, namespace: string, detail: { decision: { workflowId: string } }): string {
   const root = base.replace(/\/+$/, '');
-  return `${root}/namespaces/default/workflows/${encodeURIComponent(detail.decision.workflowId)}`;
+  return `${root}/namespaces/${encodeURIComponent(namespace)}/workflows/${encodeURIComponent(detail.decision.workflowId)}`;
 }

@@ -39,6 +39,8 @@ export interface InboxServerOptions {
   port?: number;
   auth: InboxAuth;
   webUiUrl?: string;
+  /** The Temporal namespace the decisions live in, for Web UI links (default `default`). */
+  namespace?: string;
   /** Host headers accepted besides `host:port` and `localhost:port`. */
   allowedHosts?: readonly string[];
   index?: DecisionIndexOptions;
@@ -136,6 +138,7 @@ export async function buildInboxApp(
     reviewerOf: (request) => identify(request).reviewer,
     filterOf: parseFilter,
     ...(options.webUiUrl ? { webUiUrl: options.webUiUrl } : {}),
+    namespace: options.namespace ?? 'default',
   });
 
   return { app, index };

@@ -1,0 +1,114 @@
+/**
+ * `treadle ui`: the review inbox, a web page listing every decision a person owes, served over the client SDK
+ * until Ctrl-C; and `treadle ui token add|list|remove`, the reviewers who may sign in to it (docs/inbox.md).
+ */
+import { Option, type Command } from 'commander';
+import { existsSync } from 'node:fs';
+import { load } from './lazy-modules';
+import { wholeNumber } from './arguments';
+import type { WithClient } from './with-client';
+
+/** The inbox's default port (the Temporal Web UI's is 8233). */
+export const INBOX_PORT = 8234;
+/** A port, or 0 for any free one. */
+const listenPort = wholeNumber(0, 'must be a port number (0: any free port)', 65_535);
+
+interface UiOptions {
+  host: string;
+  port: number;
+  tokens?: string;
+  userHeader?: string;
+  webUiUrl?: string;
+}
+
+/** Resolves on the first Ctrl-C or SIGTERM. */
+function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    process.once('SIGINT', () => resolve());
+    process.once('SIGTERM', () => resolve());
+  });
+}
+
+/** The login address that signs `token` in (the fragment never reaches the server's logs). */
+export function loginUrl(url: string, token: string): string {
+  return `${url.replace(/\/+$/, '')}/login#token=${token}`;
+}
+
+/** The tokens file `--tokens` names, else the environment's (TREADLE_UI_TOKENS, `<home>/ui-tokens`). */
+function tokensFile(flag: string | undefined): string {
+  const { inboxSettings } = load.inboxOptions();
+  return inboxSettings({ ...process.env, ...(flag ? { TREADLE_UI_TOKENS: flag } : {}) }).tokensFile;
+}
+
+/** Registers `treadle ui` and `treadle ui token …`. */
+export function registerUiCommands(program: Command, withClient: WithClient): void {
+  const ui = program
+    .command('ui')
+    .description('serve the review inbox: every decision a person owes, in a web page (docs/inbox.md)')
+    .option('--host <address>', 'the address to listen on', '127.0.0.1')
+    .addOption(new Option('--port <port>', 'the port (0: any free port)').argParser(listenPort).default(INBOX_PORT))
+    .option('--tokens <file>', 'the reviewers tokens file (default: TREADLE_UI_TOKENS, else <home>/ui-tokens)')
+    .option('--user-header <name>', "an authenticating proxy's user header (TREADLE_UI_USER_HEADER)")
+    .option('--web-ui-url <url>', 'the Temporal Web UI, for history links (TREADLE_WEB_UI_URL)')
+    .action(async (opts: UiOptions) => {
+      const env = {
+        ...process.env,
+        ...(opts.tokens ? { TREADLE_UI_TOKENS: opts.tokens } : {}),
+        ...(opts.userHeader ? { TREADLE_UI_USER_HEADER: opts.userHeader } : {}),
+        ...(opts.webUiUrl ? { TREADLE_WEB_UI_URL: opts.webUiUrl } : {}),
+      };
+      const settings = load.inboxOptions().inboxSettings(env);
+      // No way to identify reviewers is refused before connecting: exit 2 whether or not a server answers.
+      load.inboxOptions().inboxAuth(settings);
+      await withClient(async (client) => {
+        const inbox = await load.inbox().serveInbox(client, { host: opts.host, port: opts.port, settings });
+        process.stdout.write(`Review inbox: ${inbox.url}\n`);
+        process.stderr.write(
+          settings.userHeader
+            ? `Reviewers are named by the ${settings.userHeader} header from ${settings.trustedProxies.join(', ')}.\n`
+            : `Reviewers sign in with a token from ${inbox.tokensFile} (treadle ui token add <name>). Ctrl-C stops.\n`,
+        );
+        await interrupted();
+        await inbox.close();
+      })();
+    });
+
+  const token = ui.command('token').description("the reviewers' sign-in tokens (only their hashes are kept)");
+  const fileOption = (): Option =>
+    new Option('--tokens <file>', 'the tokens file (default: TREADLE_UI_TOKENS, else <home>/ui-tokens)');
+  token
+    .command('add <name>')
+    .description('make a token for a reviewer; it is printed once, with the address that signs in with it')
+    .addOption(fileOption())
+    .option('--url <url>', "the inbox's address, for the sign-in link", `http://127.0.0.1:${INBOX_PORT}`)
+    .action((name: string, opts: { tokens?: string; url: string }) => {
+      const file = tokensFile(opts.tokens);
+      const secret = load.inboxAuth().addToken(file, name);
+      process.stdout.write(`${secret}\n`);
+      process.stderr.write(`Token for ${name} added to ${file}; it is not shown again. Sign in at:\n`);
+      process.stderr.write(`  ${loginUrl(opts.url, secret)}\n`);
+    });
+  token
+    .command('list')
+    .description('the reviewers who have a token')
+    .addOption(fileOption())
+    .action((opts: { tokens?: string }) => {
+      const file = tokensFile(opts.tokens);
+      const names = existsSync(file)
+        ? load
+            .inboxAuth()
+            .readTokensFile(file)
+            .map((e) => e.name)
+        : [];
+      process.stdout.write(names.length ? `${names.join('\n')}\n` : `no reviewer tokens in ${file}\n`);
+    });
+  token
+    .command('remove <name>')
+    .description("remove a reviewer's token (their sessions end at their next request)")
+    .addOption(fileOption())
+    .action((name: string, opts: { tokens?: string }) => {
+      const file = tokensFile(opts.tokens);
+      load.inboxAuth().removeToken(file, name);
+      process.stderr.write(`Token for ${name} removed from ${file}.\n`);
+    });
+}
