@@ -151,7 +151,9 @@ export function sessionReviewer(value: string, tokens: readonly TokenEntry[], no
 export function addToken(file: string, name: string): string {
   const existing = existsSync(file) ? readTokensFile(file) : [];
   if (existing.some((e) => e.name === name)) {
-    throw new TokensFileError(`${name} already has a token in ${file}; treadle ui token remove ${name} first to replace it`);
+    throw new TokensFileError(
+      `${name} already has a token in ${file}; treadle ui token remove ${name} first to replace it`,
+    );
   }
   const { token, line } = newToken(name);
   mkdirSync(dirname(file), { recursive: true });

@@ -81,7 +81,9 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     }
     const detail = await ctx.backend.detail(key);
     const withLink =
-      detail.webUiUrl || !ctx.webUiUrl ? detail : { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) };
+      detail.webUiUrl || !ctx.webUiUrl
+        ? detail
+        : { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) };
     return send(reply, detailPage(withLink, reviewer, Date.now()));
   });
 
