@@ -260,7 +260,11 @@ export async function createInboxServer(options: InboxServerOptions): Promise<{ 
   const hosts = [`${host}:${port}`, `localhost:${port}`, ...(options.allowedHosts ?? [])];
   const { app } = await buildInboxApp(options, hosts);
   await app.listen({ host, port });
-  return { url: `http://${host}:${port}/`, close: () => app.close() };
+  // Port 0 asks the system for a free port: report the one bound, and answer as it (the checks read `hosts`).
+  const bound = app.server.address();
+  const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
+  if (actual !== port) hosts.push(`${host}:${actual}`, `localhost:${actual}`);
+  return { url: `http://${host}:${actual}/`, close: () => app.close() };
 }
 
 /** A query-string filter the server cannot read. */

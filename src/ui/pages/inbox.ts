@@ -23,6 +23,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     </td>
     <td>
       <span class="kind kind-${d.kind}">${d.kind}</span>${escalated ? html` <span class="badge">escalated</span>` : ''}
+      ${d.attempts ? html`<div class="sub attempts">${d.attempts} ${d.attempts === 1 ? 'attempt' : 'attempts'}</div>` : ''}
     </td>
     <td>
       <a href="${href}">${d.itemId}</a>
