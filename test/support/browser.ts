@@ -71,7 +71,9 @@ export async function launchBrowser(): Promise<BrowserSession> {
       const page = await context.newPage();
       await page.setViewport({ width: 1280, height: 800 });
       page.on('console', (message) => {
-        if (message.type() === 'error') problems.push({ kind: 'console', text: message.text() });
+        const where = message.location().url;
+        if (message.type() === 'error')
+          problems.push({ kind: 'console', text: `${message.text()}${where ? ` (${where})` : ''}` });
       });
       page.on('pageerror', (error) => problems.push({ kind: 'pageerror', text: String(error) }));
       page.on('requestfailed', (request) => {

@@ -16,6 +16,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     data-testid="${TEST_IDS.decisionRow}"
     data-key="${d.key}"
     data-kind="${d.kind}"
+    data-pipeline="${d.pipeline}"
     data-answers="${d.answers.join(' ')}"
   >
     <td>
