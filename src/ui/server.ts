@@ -105,6 +105,15 @@ export async function buildInboxApp(
     return reviewer;
   };
 
+  // Before the body is parsed: a cross-site form (a content type fastify does not parse) must get the 403
+  // the origin checks give, not the 415 of its body; the routes check the JSON body type again.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method !== 'POST') return;
+    const script = bearerToken(request.headers.authorization) !== undefined;
+    const refusal = checkStateChange(request.headers, allowedHosts, { script, bodyRequired: false });
+    if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
+  });
+
   app.get('/healthz', async () => ({ ok: true, decisions: index.size, version: index.version }));
 
   app.post('/login', async (request, reply) => {

@@ -92,6 +92,8 @@ export async function launchBrowser(): Promise<BrowserSession> {
       expect(seen).toEqual([]);
     },
     async closeContexts() {
+      // A test that failed early leaves its problems: they are its own, not the next test's.
+      problems.splice(0);
       const closing = contexts;
       contexts = [];
       await Promise.all(closing.map((c) => c.close().catch(() => undefined)));
