@@ -295,6 +295,22 @@ function setupDetail() {
   }
 }
 
+// ---- expiry countdowns ----
+/** Time left until `iso`, as the server renders it (pages/layout.ts `remaining`). */
+function remaining(iso, now) {
+  const s = Math.round((Date.parse(iso) - now) / 1000);
+  if (s <= 0) return 'expired';
+  if (s < 3600) return `in ${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86400) return `in ${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `in ${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+/** Ticks every expiry countdown once a second (rows added live included). */
+function setupCountdowns() {
+  setInterval(() => {
+    for (const t of $$('time[data-countdown]')) t.textContent = remaining(t.getAttribute('datetime'), Date.now());
+  }, 1000);
+}
+
 // ---- keyboard ----
 const HELP = [
   ['j / k', 'next / previous row'],
@@ -388,4 +404,5 @@ setupLogin();
 setupList();
 setupLiveUpdates();
 setupDetail();
+setupCountdowns();
 setupKeyboard();

@@ -6,7 +6,7 @@ import { DECISION_KINDS, type DecisionFilter, type PendingDecision } from '../..
 import type { DecisionPage } from '../decision-index';
 import { html, type SafeHtml } from '../html';
 import { TEST_IDS } from '../test-ids';
-import { age, page } from './layout';
+import { age, page, remaining } from './layout';
 
 /** One row of the list; also what the event stream sends for a decision that appeared. */
 export function decisionRow(d: PendingDecision, now: number): SafeHtml {
@@ -34,7 +34,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     <td>${d.reviewers ?? ''}</td>
     <td class="age" title="${d.requestedAt}">${age(d.requestedAt, now)}</td>
     <td class="expires">
-      ${d.expiresAt ? html`<time datetime="${d.expiresAt}">${d.expiresAt.replace('T', ' ').slice(0, 16)}</time>` : ''}
+      ${d.expiresAt ? html`<time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}
     </td>
   </tr>`;
 }
