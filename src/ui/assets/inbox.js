@@ -236,9 +236,12 @@ function reasonOrComplain() {
 async function submitEdit() {
   const text = byTestId('editor').value;
   const error = byTestId('editor-error');
+  const submit = byTestId('editor-submit');
   const fail = (message) => {
     error.textContent = message;
     error.hidden = false;
+    // Stays disabled until the text changes: the same text would fail the same way.
+    submit.disabled = true;
   };
   let artefact = text;
   if (editor.dataset.format === 'json') {
@@ -280,6 +283,7 @@ function setupDetail() {
         byTestId('editor').focus();
       } else if (action === 'edit') void submitEdit();
     });
+    if (editor) byTestId('editor').addEventListener('input', () => (byTestId('editor-submit').disabled = false));
     const picker = $('form.diff-picker');
     if (picker)
       picker.addEventListener('submit', async (e) => {
