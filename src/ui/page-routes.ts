@@ -41,6 +41,8 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     reply.code(status).type('text/html; charset=utf-8').send(body.value);
 
   app.get('/login', async (_request, reply) => send(reply, loginPage()));
+  // Browsers ask for it on every page; no icon, but no 404 in the reviewer's console either.
+  app.get('/favicon.ico', async (_request, reply) => reply.code(204).send());
 
   app.get('/assets/:name', async (request, reply) => {
     const { name } = request.params as { name: string };

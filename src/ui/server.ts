@@ -107,6 +107,15 @@ export async function buildInboxApp(
     return reviewer;
   };
 
+  // Before the body is parsed: a cross-site form (a content type fastify does not parse) must get the 403
+  // the origin checks give, not the 415 of its body; the routes check the JSON body type again.
+  app.addHook('onRequest', async (request, reply) => {
+    if (request.method !== 'POST') return;
+    const script = bearerToken(request.headers.authorization) !== undefined;
+    const refusal = checkStateChange(request.headers, allowedHosts, { script, bodyRequired: false });
+    if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
+  });
+
   app.get('/healthz', async () => ({ ok: true, decisions: index.size, version: index.version }));
 
   app.post('/login', async (request, reply) => {
@@ -263,7 +272,11 @@ export async function createInboxServer(options: InboxServerOptions): Promise<{ 
   const hosts = [`${host}:${port}`, `localhost:${port}`, ...(options.allowedHosts ?? [])];
   const { app } = await buildInboxApp(options, hosts);
   await app.listen({ host, port });
-  return { url: `http://${host}:${port}/`, close: () => app.close() };
+  // Port 0 asks the system for a free port: report the one bound, and answer as it (the checks read `hosts`).
+  const bound = app.server.address();
+  const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
+  if (actual !== port) hosts.push(`${host}:${actual}`, `localhost:${actual}`);
+  return { url: `http://${host}:${actual}/`, close: () => app.close() };
 }
 
 /** A query-string filter the server cannot read. */

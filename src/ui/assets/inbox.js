@@ -109,7 +109,15 @@ function updateBatchBar() {
 function removeRow(key) {
   const row = rows().find((r) => r.dataset.key === key);
   if (row) row.remove();
-  if (table && rows().length === 0) location.reload();
+  // No reload when the last row goes: it would wipe the notice that says what happened to the rows.
+  if (table && rows().length === 0 && !byTestId('empty-state')) {
+    table.hidden = true;
+    const empty = document.createElement('p');
+    empty.className = 'empty';
+    empty.setAttribute('data-testid', 'empty-state');
+    empty.textContent = 'Nothing waits for you.';
+    table.after(empty);
+  }
 }
 
 async function batch(action) {
@@ -126,13 +134,16 @@ async function batch(action) {
     return void notice((res.body && res.body.message) || `The server answered ${res.status}.`, 'error');
   const counts = { decided: 0, already_decided: 0, refused: 0 };
   const refusals = [];
+  const others = new Set();
   for (const o of res.body.outcomes) {
     counts[o.status] = (counts[o.status] || 0) + 1;
     if (o.status === 'refused') refusals.push(o.message);
     else removeRow(o.key);
+    if (o.status === 'already_decided' && o.by) others.add(o.by);
   }
+  const by = others.size ? ` by ${[...others].join(', ')}` : '';
   notice(
-    `${counts.decided} ${action === 'approve' ? 'approved' : 'rejected'}, ${counts.already_decided} already decided` +
+    `${counts.decided} ${action === 'approve' ? 'approved' : 'rejected'}, ${counts.already_decided} already decided${by}` +
       (refusals.length ? `, ${refusals.length} refused: ${refusals[0]}` : '.'),
     refusals.length ? 'error' : 'ok',
   );
@@ -161,7 +172,13 @@ function setupList() {
 function setupLiveUpdates() {
   const count = byTestId('decision-count');
   if (count && typeof EventSource === 'function') {
-    const filtered = new URLSearchParams(location.search).toString() !== '';
+    const params = new URLSearchParams(location.search);
+    const filtered = params.toString() !== '';
+    // A kind or pipeline filter can be applied here to a new row; a text or reviewer filter cannot.
+    const rowFilter = [...params.keys()].every((k) => k === 'kind' || k === 'pipeline');
+    const shown = (row) =>
+      (!params.get('pipeline') || row.dataset.pipeline === params.get('pipeline')) &&
+      (!params.get('kind') || params.get('kind').split(',').includes(row.dataset.kind));
     const events = new EventSource('/api/events');
     events.addEventListener('reset', () => location.reload());
     events.addEventListener('removed', (e) => JSON.parse(e.data).keys.forEach(removeRow));
@@ -170,19 +187,23 @@ function setupLiveUpdates() {
     });
     events.addEventListener('added', (e) => {
       const { rows: added } = JSON.parse(e.data);
-      if (filtered || !table) {
+      if (!rowFilter || !table) {
         notice('New decisions arrived: reload to see them.', 'info');
         return;
       }
       const body = $('tbody', table);
+      let appended = 0;
       for (const { key, html } of added) {
         // Server-rendered and escaped rows; the CSP forbids inline script in any case.
         const template = document.createElement('template');
         template.innerHTML = html.trim();
+        if (!shown(template.content.firstElementChild)) continue;
+        appended++;
         const old = rows().find((r) => r.dataset.key === key);
         if (old) old.replaceWith(template.content);
         else body.append(template.content);
       }
+      if (appended === 0) return;
       table.hidden = false;
       const empty = byTestId('empty-state');
       if (empty) empty.remove();
@@ -215,9 +236,12 @@ function reasonOrComplain() {
 async function submitEdit() {
   const text = byTestId('editor').value;
   const error = byTestId('editor-error');
+  const submit = byTestId('editor-submit');
   const fail = (message) => {
     error.textContent = message;
     error.hidden = false;
+    // Stays disabled until the text changes: the same text would fail the same way.
+    submit.disabled = true;
   };
   let artefact = text;
   if (editor.dataset.format === 'json') {
@@ -259,6 +283,7 @@ function setupDetail() {
         byTestId('editor').focus();
       } else if (action === 'edit') void submitEdit();
     });
+    if (editor) byTestId('editor').addEventListener('input', () => (byTestId('editor-submit').disabled = false));
     const picker = $('form.diff-picker');
     if (picker)
       picker.addEventListener('submit', async (e) => {
@@ -272,6 +297,22 @@ function setupDetail() {
       });
     if (location.hash === '#reject' && byTestId('reject-reason')) byTestId('reject-reason').focus();
   }
+}
+
+// ---- expiry countdowns ----
+/** Time left until `iso`, as the server renders it (pages/layout.ts `remaining`). */
+function remaining(iso, now) {
+  const s = Math.round((Date.parse(iso) - now) / 1000);
+  if (s <= 0) return 'expired';
+  if (s < 3600) return `in ${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86400) return `in ${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `in ${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+/** Ticks every expiry countdown once a second (rows added live included). */
+function setupCountdowns() {
+  setInterval(() => {
+    for (const t of $$('time[data-countdown]')) t.textContent = remaining(t.getAttribute('datetime'), Date.now());
+  }, 1000);
 }
 
 // ---- keyboard ----
@@ -367,4 +408,5 @@ setupLogin();
 setupList();
 setupLiveUpdates();
 setupDetail();
+setupCountdowns();
 setupKeyboard();

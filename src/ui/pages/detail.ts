@@ -10,7 +10,7 @@ import { canonicalJson, renderDiff } from '../render/diff';
 import { renderJsonTree } from '../render/json-tree';
 import { renderText } from '../render/text';
 import { TEST_IDS } from '../test-ids';
-import { age, page } from './layout';
+import { age, page, remaining } from './layout';
 
 /** The whole detail page. */
 export function detailPage(detail: DecisionDetail, reviewer: string, now: number): SafeHtml {
@@ -24,7 +24,7 @@ export function detailPage(detail: DecisionDetail, reviewer: string, now: number
         <span class="kind kind-${d.kind}">${d.kind}</span> ${d.reason}: ${d.message}
         <span class="sub"
           >requested ${age(d.requestedAt, now)}
-          ago${d.expiresAt ? html`, expires <time datetime="${d.expiresAt}">${d.expiresAt}</time>` : ''}${d.reviewers ? html`, for ${d.reviewers}` : ''}</span
+          ago${d.expiresAt ? html`, expires <time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}${d.reviewers ? html`, for ${d.reviewers}` : ''}</span
         >
       </p>
       ${detail.live ? '' : html`<p class="notice warn" role="status">No worker answered: this is what the listing and the history say; answering still works once a worker runs.</p>`}

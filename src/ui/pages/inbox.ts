@@ -6,7 +6,7 @@ import { DECISION_KINDS, type DecisionFilter, type PendingDecision } from '../..
 import type { DecisionPage } from '../decision-index';
 import { html, type SafeHtml } from '../html';
 import { TEST_IDS } from '../test-ids';
-import { age, page } from './layout';
+import { age, page, remaining } from './layout';
 
 /** One row of the list; also what the event stream sends for a decision that appeared. */
 export function decisionRow(d: PendingDecision, now: number): SafeHtml {
@@ -16,6 +16,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     data-testid="${TEST_IDS.decisionRow}"
     data-key="${d.key}"
     data-kind="${d.kind}"
+    data-pipeline="${d.pipeline}"
     data-answers="${d.answers.join(' ')}"
   >
     <td>
@@ -23,6 +24,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     </td>
     <td>
       <span class="kind kind-${d.kind}">${d.kind}</span>${escalated ? html` <span class="badge">escalated</span>` : ''}
+      ${d.attempts ? html`<div class="sub attempts">${d.attempts} ${d.attempts === 1 ? 'attempt' : 'attempts'}</div>` : ''}
     </td>
     <td>
       <a href="${href}">${d.itemId}</a>
@@ -32,7 +34,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     <td>${d.reviewers ?? ''}</td>
     <td class="age" title="${d.requestedAt}">${age(d.requestedAt, now)}</td>
     <td class="expires">
-      ${d.expiresAt ? html`<time datetime="${d.expiresAt}">${d.expiresAt.replace('T', ' ').slice(0, 16)}</time>` : ''}
+      ${d.expiresAt ? html`<time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}
     </td>
   </tr>`;
 }

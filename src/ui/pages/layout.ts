@@ -76,3 +76,12 @@ export function age(iso: string, now: number): string {
   if (s < 86_400) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86_400)}d`;
 }
+
+/** Time left until `iso` (e.g. `in 9m 5s`), or `expired`; inbox.js keeps it ticking from the `datetime`. */
+export function remaining(iso: string, now: number): string {
+  const s = Math.round((Date.parse(iso) - now) / 1000);
+  if (s <= 0) return 'expired';
+  if (s < 3600) return `in ${Math.floor(s / 60)}m ${s % 60}s`;
+  if (s < 86_400) return `in ${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `in ${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
+}

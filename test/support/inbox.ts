@@ -1,0 +1,56 @@
+/**
+ * The review inbox for the browser tests: `createInboxServer` in-process on a free port over the harness's
+ * client (the production backend), a temporary tokens file with reviewers alice and bob, and sign-in through
+ * the real login page.
+ */
+import { mkdtempSync } from 'node:fs';
+import path from 'node:path';
+import type { Page } from 'puppeteer-core';
+import { addToken, tokensFileSource } from '../../src/ui/auth';
+import { clientBackend } from '../../src/ui/client-backend';
+import { createInboxServer, type InboxServerOptions } from '../../src/ui/server';
+import { TEST_IDS } from '../../src/ui/test-ids';
+import type { Harness } from './harness';
+
+/** A running inbox and its reviewers' tokens. */
+export interface TestInbox {
+  /** The base address, with a trailing slash. */
+  url: string;
+  tokens: { alice: string; bob: string };
+  tokensFile: string;
+  close(): Promise<void>;
+}
+
+/** Starts the inbox over `h`'s client; `options` overrides the server's (e.g. `webUiUrl`). */
+export async function startInbox(h: Harness, options: Partial<InboxServerOptions> = {}): Promise<TestInbox> {
+  const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'inbox-'));
+  const tokensFile = path.join(dir, 'ui-tokens');
+  const tokens = { alice: addToken(tokensFile, 'alice'), bob: addToken(tokensFile, 'bob') };
+  const server = await createInboxServer({
+    backend: clientBackend(h.client),
+    port: 0,
+    auth: { tokens: tokensFileSource(tokensFile) },
+    // Short periods so a new or decided item shows within a second or two.
+    index: { deltaMs: 300, reconcileMs: 5_000 },
+    ...options,
+  });
+  return { url: server.url, tokens, tokensFile, close: server.close };
+}
+
+/** Signs `page` in as the token's reviewer through the login page's `#token=` fragment; waits for the inbox. */
+export async function login(page: Page, inbox: TestInbox, token: string): Promise<void> {
+  await Promise.all([page.waitForNavigation({ waitUntil: 'load' }), page.goto(`${inbox.url}login#token=${token}`)]);
+  // The login page posts the token, then moves to the inbox.
+  if (new URL(page.url()).pathname === '/login') await page.waitForNavigation({ waitUntil: 'load' });
+  await page.waitForSelector(`[data-testid="${TEST_IDS.decisionCount}"]`);
+}
+
+/** The keys of the rows the list shows, in order. */
+export async function rowKeys(page: Page): Promise<string[]> {
+  return page.$$eval(`[data-testid="${TEST_IDS.decisionRow}"]`, (rows) =>
+    rows.map((r) => (r as HTMLElement).dataset.key ?? ''),
+  );
+}
+
+/** A `data-testid` selector. */
+export const tid = (id: string): string => `[data-testid="${id}"]`;
