@@ -23,7 +23,7 @@ import { load } from './lazy-modules';
 import { table } from './render';
 import { registerReviewCommands } from './review';
 import { registerStartCommands } from './start';
-import { registerUiCommands } from './ui';
+import { INBOX_PORT, registerUiCommands } from './ui';
 import { registerValidateCommand } from './validate';
 import { withClient } from './with-client';
 
@@ -55,7 +55,7 @@ if (oldState) process.stderr.write(`${oldState}\n`);
  * Defaults of the `dev` / `demo` flags: the same as the dev server's own (`server/dev-server.ts`), written out
  * because that module loads the Temporal client and `--help` should not; the CLI test checks they agree.
  */
-const DEV_DEFAULTS = { port: 7233, uiPort: 8233, inboxPort: 8234, db: devDatabaseFile() } as const;
+const DEV_DEFAULTS = { port: 7233, uiPort: 8233, inboxPort: INBOX_PORT, db: devDatabaseFile() } as const;
 
 /** The dev server's flags, shared by `dev` and `demo`. */
 type DevFlags = { port: number; uiPort: number; db: string; inboxPort: number; inbox: boolean };

@@ -2,9 +2,9 @@
  * Artefacts as the review inbox's detail view shows them (issue 27): inline JSON as it is, offloaded ones read
  * back from the blob store, each cut at {@link DETAIL_LIMIT_BYTES} with its whole size and blob reference kept.
  */
-import { isBlobRef, type Json } from '../model/shapes';
+import type { Json } from '../model/shapes';
 import type { ArtefactView } from '../model/decisions';
-import { BlobNotFoundError, type BlobStore } from '../storage/blob-store';
+import { BlobNotFoundError, isBlobRef, type BlobStore } from '../storage/blob-store';
 
 /** The most of one artefact a detail carries; the page links the raw bytes for the rest. */
 export const DETAIL_LIMIT_BYTES = 2 * 1024 * 1024;

@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox in Chromium, approval requests (issue 27): an escalated request shows its badge and a
  * ticking expiry countdown in the list; rejecting it from its page with a reason records the signed-in

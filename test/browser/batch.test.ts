@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox in Chromium, batch answers (issue 27): twenty reviews wait; one is approved through the
  * CLI just before the reviewer approves all of them from the list: nineteen are decided by the reviewer, and

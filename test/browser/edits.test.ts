@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox in Chromium, edited artefacts (issue 27): a stage with an `output_schema:` waits for review;
  * the reviewer's edit with a JSON syntax error is refused in the page with its line, one that breaks the schema

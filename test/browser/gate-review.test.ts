@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox in Chromium, a gate escalation (issue 27's first flow): a scripted gate rejects three
  * attempts and escalates; the list shows the row with its three attempts; the detail diffs attempt 1 against 3;

@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox in Chromium, live updates (issue 27): with the list open (filtered to this file's
  * pipeline), a review that starts waiting appears without a reload; approving it with `treadle review …

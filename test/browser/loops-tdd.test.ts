@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox in Chromium, loops and TDD nodes (issue 27): a loop stage whose iteration crashed is resumed
  * from its page and completes, its state recording the signed-in reviewer; a TDD node stuck in Impl gets a

@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox in Chromium, safety (issue 27): a hostile artefact (script tags, an `<img onerror>`, a
  * `javascript:` link, `</script>` inside JSON, a 5 MB line, bidi controls) renders inert and readable; no

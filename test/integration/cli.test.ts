@@ -16,6 +16,7 @@ import {
   GENERIC_IMPLEMENTATIONS,
 } from '../../src/pipelines/catalog';
 import { DEFAULT_PORT, DEFAULT_UI_PORT } from '../../src/server/dev-server';
+import { INBOX_PORT } from '../../src/cli/ui';
 import { devDatabaseFile } from '../../src/home';
 import { NativeConnection } from '@temporalio/worker';
 import { createImplementationsWorker, defaultRegistry } from '../../src/worker';
@@ -310,12 +311,13 @@ it("checks specs against the names the CLI's worker registers: the generic kinds
 it("offers the dev server's own defaults as the dev and demo flags", async () => {
   for (const command of ['dev', 'demo']) {
     const help = await treadle([command, '--help']);
-    expect(help.stdout).toContain(`--port <port>     gRPC port (default: ${DEFAULT_PORT})`);
-    expect(help.stdout).toContain(`--ui-port <port>  Web UI port (default: ${DEFAULT_UI_PORT})`);
-    // The home's path is long: commander may wrap it onto the next line.
-    expect(help.stdout.replace(/\s+/g, ' ')).toContain(
-      `--db <file> SQLite file (default: ${JSON.stringify(devDatabaseFile())})`,
-    );
+    // Commander pads the flags to the longest and may wrap the home's long path: compare with spaces folded.
+    const text = help.stdout.replace(/\s+/g, ' ');
+    expect(text).toContain(`--port <port> gRPC port (default: ${DEFAULT_PORT})`);
+    expect(text).toContain(`--ui-port <port> Web UI port (default: ${DEFAULT_UI_PORT})`);
+    expect(text).toContain(`--inbox-port <port> review inbox port (default: ${INBOX_PORT})`);
+    expect(text).toContain('--no-inbox do not start the review inbox');
+    expect(text).toContain(`--db <file> SQLite file (default: ${JSON.stringify(devDatabaseFile())})`);
   }
 });
 

@@ -633,12 +633,13 @@ test('a 500-iteration fixed loop continues as new every 100 iterations, keeps ev
   expect(runs).toHaveLength(5);
   for (const run of runs) {
     expect(run.historySize).toBeGreaterThan(0);
-    // 100 iterations per run: about 1.5 KB each (of which ~130 B are the totals of the iteration's model
-    // calls, for the item's usage and budget), whatever the output's size (20 KB here, by reference).
-    expect(run.historySize).toBeLessThan(165_000);
+    // 100 iterations per run: about 1.6 KB each (of which ~130 B are the totals of the iteration's model
+    // calls, for the item's usage and budget, and ~80 B progress.md's blob ref, for the review inbox), whatever
+    // the output's size (20 KB here, by reference).
+    expect(run.historySize).toBeLessThan(175_000);
   }
   const total = runs.reduce((sum, r) => sum + r.historySize, 0);
-  expect(total / 500).toBeLessThan(1_650);
+  expect(total / 500).toBeLessThan(1_750);
   const progress = readFileSync(path.join(sessionDir(id), 'stage-00-grind', 'progress.md'), 'utf8');
   expect(progress.match(/^## Iteration \d+$/gm)).toHaveLength(500);
   expect(progress).toContain('## Iteration 500\n');

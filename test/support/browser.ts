@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * Headless Chromium for the review inbox's browser tests (test/browser/): one browser per test file, a fresh
  * incognito context per test, and a record of everything that went wrong in the page (console errors, page

@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The review inbox for the browser tests: `createInboxServer` in-process on a free port over the harness's
  * client (the production backend), a temporary tokens file with reviewers alice and bob, and sign-in through

@@ -1,0 +1,104 @@
+/**
+ * `treadle ui` as users run it (issue 27): it refuses to start when no reviewer can be identified (exit 2,
+ * before connecting), serves the inbox over the real server with a token from `treadle ui token add`, lists a
+ * pending review to that token's bearer, turns away a request without one, and stops cleanly on SIGTERM.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pipeline } from '../../src/model/builder';
+import { decisionKey, type PendingDecision } from '../../src/model/decisions';
+import { runTreadle, showRun, TREADLE_BIN } from '../support/cli';
+import { eventually, startHarness, type Harness } from '../support/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.shutdown();
+});
+
+const PIPELINE = 'ui-command-i27';
+
+it('refuses to start without a way to identify reviewers: exit 2, naming the tokens file and the proxy header', async () => {
+  const home = mkdtempSync(path.join(tmpdir(), 'treadle-ui-'));
+  const run = await runTreadle(h, ['ui', '--port', '0'], { TREADLE_HOME: home });
+  expect({ code: run.code, stderr: run.stderr }).toEqual({ code: 2, stderr: expect.stringContaining('ui token add') });
+  expect(run.stderr).toContain(path.join(home, 'ui-tokens'));
+  expect(run.stderr).toContain('TREADLE_UI_USER_HEADER');
+});
+
+it('token add prints a token once into a 0600 file, refuses the same name twice, and list shows names only', async () => {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'treadle-ui-')), 'tokens');
+  const added = await runTreadle(h, ['ui', 'token', 'add', 'alice', '--tokens', file]);
+  expect(added.code).toBe(0);
+  const token = added.stdout.trim();
+  expect(token).toMatch(/^\S{32,}$/);
+  expect(added.stderr).toContain(`/login#token=${token}`);
+  expect(statSync(file).mode & 0o777).toBe(0o600);
+  const again = await runTreadle(h, ['ui', 'token', 'add', 'alice', '--tokens', file]);
+  expect({ code: again.code, stderr: again.stderr }).toEqual({
+    code: 2,
+    stderr: expect.stringContaining('alice already has a token'),
+  });
+  const listed = await runTreadle(h, ['ui', 'token', 'list', '--tokens', file]);
+  expect(listed.stdout).toBe('alice\n');
+  expect(listed.stdout).not.toContain(token);
+  const removed = await runTreadle(h, ['ui', 'token', 'remove', 'alice', '--tokens', file]);
+  expect(removed.code).toBe(0);
+  expect((await runTreadle(h, ['ui', 'token', 'list', '--tokens', file])).stdout).toContain('no reviewer tokens');
+});
+
+it('serves the inbox: a bearer token lists a pending review, no token is refused, SIGTERM stops it with exit 0', async () => {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'treadle-ui-')), 'tokens');
+  const added = await runTreadle(h, ['ui', 'token', 'add', 'alice', '--tokens', file]);
+  expect(added.code).toBe(0);
+  const token = added.stdout.trim();
+  const id = h.id();
+  await h.client.start(pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always'), null, { id });
+
+  const child = spawn(process.execPath, [TREADLE_BIN, 'ui', '--port', '0', '--tokens', file], {
+    env: { ...process.env, TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue },
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  try {
+    const url = await eventually(
+      async () => /Review inbox: (http:\/\/127\.0\.0\.1:[1-9]\d*\/)/.exec(stdout)?.[1],
+      30_000,
+      `the inbox's address on stdout (stderr so far: ${stderr})`,
+    );
+    const refused = await fetch(`${url}api/decisions`);
+    expect(refused.status).toBe(401);
+    const key = decisionKey(id, 'review', 'draft');
+    const listed = await eventually(
+      async () => {
+        const response = await fetch(`${url}api/decisions?pipeline=${PIPELINE}`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        const body = (await response.json()) as { items: PendingDecision[] };
+        return body.items.find((d) => d.key === key);
+      },
+      30_000,
+      'the review in the inbox',
+    );
+    expect(listed).toMatchObject({ kind: 'review', itemId: id, stage: 'draft' });
+  } finally {
+    child.kill('SIGTERM');
+  }
+  expect(await exited).toBe(0);
+  expect(stderr).not.toContain('Error');
+}, 90_000);
+
+it('`treadle ui --help` names its flags', async () => {
+  const run = await runTreadle(h, ['ui', '--help']);
+  expect(run.code).toBe(0);
+  for (const flag of ['--host', '--port', '--tokens', '--user-header', '--web-ui-url'])
+    expect(run.stdout).toContain(flag);
+  expect(showRun(run)).toContain('token');
+});
