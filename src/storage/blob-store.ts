@@ -13,8 +13,8 @@ import type * as Shapes from '../model/shapes';
 // The schemas (zod) load on the first artefact checked, not with the store: a client that only lists or reads
 // state (`treadle status`, `reviews`) never needs them (issue 26 §5, CLI start).
 /** {@link Shapes.isBlobRef}, loading the schemas on its first call. */
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
 export const isBlobRef = (value: unknown): value is BlobRef =>
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
   (require('../model/shapes') as typeof Shapes).isBlobRef(value);
 
 /**
