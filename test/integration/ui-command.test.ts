@@ -81,8 +81,8 @@ it('serves the inbox: a bearer token lists a pending review, no token is refused
         const response = await fetch(`${url}api/decisions?pipeline=${PIPELINE}`, {
           headers: { authorization: `Bearer ${token}` },
         });
-        const body = (await response.json()) as { items: PendingDecision[] };
-        return body.items.find((d) => d.key === key);
+        const body = (await response.json()) as { decisions: PendingDecision[] };
+        return body.decisions.find((d) => d.key === key);
       },
       30_000,
       'the review in the inbox',

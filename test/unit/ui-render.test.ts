@@ -123,4 +123,16 @@ describe('renderArtefact', () => {
     expect(out).toContain('9,000,000 bytes');
     expect(renderArtefact({ mediaType: 'application/json', bytes: 2, content: {} }).value).toContain('json-tree');
   });
+
+  it('shows a JSON artefact cut short as its text, not as one quoted string', () => {
+    const out = renderArtefact({
+      mediaType: 'application/json',
+      bytes: 5_000_000,
+      content: '{"a":"</script><b>","long":"LLLL',
+      truncated: true,
+    }).value;
+    expect(out).not.toContain('json-tree');
+    expect(out).toContain('{&quot;a&quot;:&quot;&lt;/script&gt;&lt;b&gt;&quot;');
+    expect(out).toContain('5,000,000 bytes');
+  });
 });

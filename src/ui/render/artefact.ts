@@ -10,8 +10,9 @@ import { renderText } from './text';
 
 /** Renders an artefact; anything not JSON, Markdown or text is shown as escaped text. */
 export function renderArtefact(view: ArtefactView): SafeHtml {
+  // A JSON artefact cut short is no longer JSON: its first part is shown as text.
   const body =
-    view.mediaType === 'application/json'
+    view.mediaType === 'application/json' && !view.truncated
       ? renderJsonTree(view.content)
       : view.mediaType === 'text/markdown'
         ? renderMarkdown(String(view.content))
