@@ -337,9 +337,8 @@ export class TreadleClient {
   }
 
   /**
-   * Pending reviews across all work items, from visibility alone: one listing call reads each waiting item's
-   * search attributes and memo (kept by the workflow), so no item is queried and no worker is needed.
-   * Eventually consistent: a review requested a moment ago may take a second to appear.
+   * Pending reviews across all work items, from visibility alone (one listing call reading attributes and memo:
+   * no item is queried, no worker needed). Eventually consistent: a new review may take a second to appear.
    */
   async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
     return listPendingReviews(this.client, options);

@@ -201,7 +201,15 @@ export function pendingDecisionsQuery(options: { pipeline?: string; kinds?: read
   if (wants('approval')) clauses.push(`${TreadleApprovals.name} IS NOT NULL`);
   if (wants('loop')) clauses.push(FAILED_LOOP);
   const pending = clauses.length === 1 ? clauses[0]! : `(${clauses.join(' OR ')})`;
-  const pipeline = options.pipeline ? ` AND ${TreadlePipeline.name} = ${quoted(options.pipeline)}` : '';
+  // TDD nodes and loops carry their own TreadlePipeline ('tdd', 'loop'); their memo names the item's pipeline,
+  // which listPendingDecisions filters on after reading it.
+  const nested = (['tdd', 'loop'] as const).filter(wants).map(quoted);
+  const named = quoted(options.pipeline ?? '');
+  const pipeline = !options.pipeline
+    ? ''
+    : nested.length > 0
+      ? ` AND ${TreadlePipeline.name} IN (${[named, ...nested].join(', ')})`
+      : ` AND ${TreadlePipeline.name} = ${named}`;
   return `ExecutionStatus = 'Running' AND ${pending}${pipeline}`;
 }
 
@@ -239,7 +247,8 @@ export async function listPendingDecisions(
   const decisions: PendingDecision[] = [];
   for await (const execution of listExecutions(client, pendingDecisionsQuery(options))) {
     for (const decision of decisionsOf(await sourceOf(execution)))
-      if (!kinds || kinds.includes(decision.kind)) decisions.push(decision);
+      if ((!kinds || kinds.includes(decision.kind)) && (!options.pipeline || decision.pipeline === options.pipeline))
+        decisions.push(decision);
   }
   return decisions.sort(byRequestTime);
 }

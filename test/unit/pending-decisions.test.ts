@@ -244,6 +244,10 @@ describe('queries', () => {
     expect(pendingDecisionsQuery({ kinds: ['loop'] })).toBe(
       "ExecutionStatus = 'Running' AND (TreadlePendingReviews IS NOT NULL OR (TreadlePipeline = 'loop' AND TreadleStatus = 'failed'))",
     );
+    // TDD nodes and loops publish TreadlePipeline 'tdd' / 'loop': a pipeline filter keeps them (their memo says).
+    expect(pendingDecisionsQuery({ kinds: ['loop', 'review'], pipeline: 'docs' })).toBe(
+      "ExecutionStatus = 'Running' AND (TreadlePendingReviews IS NOT NULL OR (TreadlePipeline = 'loop' AND TreadleStatus = 'failed')) AND TreadlePipeline IN ('docs', 'loop')",
+    );
   });
 
   it('the delta query: decisions changed since, or closed since', () => {
