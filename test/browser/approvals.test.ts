@@ -4,40 +4,17 @@
  * ticking expiry countdown in the list; rejecting it from its page with a reason records the signed-in
  * reviewer (the token's name) as `decidedBy`, with the reason.
  */
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import { pipeline } from '../../src/model/builder';
 import { TEST_IDS } from '../../src/ui/test-ids';
-import { launchBrowser, type BrowserSession } from '../support/browser';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { login, startInbox, tid, type TestInbox } from '../support/inbox';
+import { eventually } from '../support/harness';
+import { inboxSuite, login, tid } from '../support/inbox';
+import { noteActions } from '../support/pipelines';
 
 jest.setTimeout(180_000);
 
 const PIPELINE = 'browser-approvals';
 
-/** A test action type `note` that does nothing. */
-const catalog: ActionCatalog = {
-  validatePayload: (type) => (type === 'note' ? [] : [`unknown action type "${type}"`]),
-  summarize: (_type, payload) => `note "${(payload as { title: string }).title}"`,
-  names: () => ['note'],
-  execute: async () => ({ noted: true }),
-};
-
-let h: Harness;
-let inbox: TestInbox;
-let browser: BrowserSession;
-beforeAll(async () => {
-  [h, browser] = await Promise.all([startHarness({ approvalActions: catalog }), launchBrowser()]);
-  inbox = await startInbox(h);
-});
-afterEach(async () => {
-  await browser.closeContexts();
-});
-afterAll(async () => {
-  await browser?.close();
-  await inbox?.close();
-  await h?.shutdown();
-});
+const s = inboxSuite({ harness: { approvalActions: noteActions } });
 
 it('shows an escalated approval with its badge and countdown; rejecting it with a reason records the token’s name', async () => {
   const spec = pipeline(PIPELINE)
@@ -46,24 +23,24 @@ it('shows an escalated approval with its badge and countdown; rejecting it with 
       dependsOn: ['draft'],
       with: { action: 'note', items: 'notes', ttl: '1s', escalation: { to: 'leads', ttl: '10m', default: 'approve' } },
     });
-  const id = h.id('approval');
-  await h.client.start(spec, { script: { draft: [{ output: { notes: [{ title: 'ship it' }] } }] } }, { id });
+  const id = s.h.id('approval');
+  await s.h.client.start(spec, { script: { draft: [{ output: { notes: [{ title: 'ship it' }] } }] } }, { id });
   const pending = await eventually(
     async () =>
-      (await h.client.listPendingDecisions({ pipeline: PIPELINE, kinds: ['approval'] })).find(
+      (await s.h.client.listPendingDecisions({ pipeline: PIPELINE, kinds: ['approval'] })).find(
         (d) => d.itemId === id && d.approval?.escalated,
       ),
     60_000,
     'the escalated approval in the listing',
   );
 
-  const page = await browser.newPage();
-  await login(page, inbox, inbox.tokens.bob);
+  const page = await s.browser.newPage();
+  await login(page, s.inbox, s.inbox.tokens.bob);
   const row = `${tid(TEST_IDS.decisionRow)}[data-key="${pending.key}"]`;
   // The index may still hold the request as it was before it escalated: wait for the escalated row.
   await eventually(
     async () => {
-      await page.goto(`${inbox.url}?pipeline=${PIPELINE}`);
+      await page.goto(`${s.inbox.url}?pipeline=${PIPELINE}`);
       const text = await page.$eval(row, (r) => r.textContent ?? '').catch(() => '');
       return text.includes('escalated') ? true : undefined;
     },
@@ -84,12 +61,12 @@ it('shows an escalated approval with its badge and countdown; rejecting it with 
 
   const decided = await eventually(
     async () => {
-      const request = (await h.client.getState(id)).approvals?.find((a) => a.status !== 'pending');
+      const request = (await s.h.client.getState(id)).approvals?.find((a) => a.status !== 'pending');
       return request?.decidedBy ? request : undefined;
     },
     30_000,
     'the decided request',
   );
   expect(decided).toMatchObject({ decidedBy: 'bob', reason: 'not this quarter' });
-  browser.expectClean();
+  s.browser.expectClean();
 });

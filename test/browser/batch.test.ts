@@ -7,39 +7,25 @@
 import { pipeline } from '../../src/model/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
-import { launchBrowser, type BrowserSession } from '../support/browser';
 import { runTreadle, showRun } from '../support/cli';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { login, rowKeys, startInbox, tid, type TestInbox } from '../support/inbox';
+import { eventually } from '../support/harness';
+import { inboxSuite, login, rowKeys, startInbox, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
 const PIPELINE = 'browser-batch';
 const COUNT = 20;
 
-let h: Harness;
-let inbox: TestInbox | undefined;
-let browser: BrowserSession;
-beforeAll(async () => {
-  [h, browser] = await Promise.all([startHarness(), launchBrowser()]);
-});
-afterEach(async () => {
-  await browser.closeContexts();
-});
-afterAll(async () => {
-  await browser?.close();
-  await inbox?.close();
-  await h?.shutdown();
-});
+const s = inboxSuite({ inbox: false });
 
 it('approves 20 selected reviews at once; the one the CLI approved just before is reported as already decided by it', async () => {
   const spec = pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always');
-  const ids = Array.from({ length: COUNT }, () => h.id('batch'));
-  await Promise.all(ids.map((id) => h.client.start(spec, null, { id })));
+  const ids = Array.from({ length: COUNT }, () => s.h.id('batch'));
+  await Promise.all(ids.map((id) => s.h.client.start(spec, null, { id })));
   const keys = ids.map((id) => decisionKey(id, 'review', 'draft'));
   await eventually(
     async () => {
-      const listed = new Set((await h.client.listPendingDecisions({ pipeline: PIPELINE })).map((d) => d.key));
+      const listed = new Set((await s.h.client.listPendingDecisions({ pipeline: PIPELINE })).map((d) => d.key));
       return keys.every((k) => listed.has(k)) ? true : undefined;
     },
     90_000,
@@ -47,15 +33,15 @@ it('approves 20 selected reviews at once; the one the CLI approved just before i
   );
   // The index lists everything once at start and is not refreshed after: the row the CLI answers stays on
   // the page until the batch, as it would for a reviewer whose page is a few seconds behind.
-  inbox = await startInbox(h, { index: { deltaMs: 0, reconcileMs: 0 } });
+  s.inbox = await startInbox(s.h, { index: { deltaMs: 0, reconcileMs: 0 } });
 
-  const page = await browser.newPage();
-  await login(page, inbox, inbox.tokens.alice);
-  await page.goto(`${inbox.url}?pipeline=${PIPELINE}`);
+  const page = await s.browser.newPage();
+  await login(page, s.inbox, s.inbox.tokens.alice);
+  await page.goto(`${s.inbox.url}?pipeline=${PIPELINE}`);
   await page.waitForSelector(tid(TEST_IDS.decisionRow));
   expect((await rowKeys(page)).sort()).toEqual([...keys].sort());
 
-  const cli = await runTreadle(h, ['review', ids[7]!, 'draft', '--approve', '--reviewer', 'cli-user']);
+  const cli = await runTreadle(s.h, ['review', ids[7]!, 'draft', '--approve', '--reviewer', 'cli-user']);
   if (cli.code !== 0) throw new Error(`the CLI's review failed: ${showRun(cli)}`);
 
   await page.click(tid(TEST_IDS.selectAll));
@@ -68,10 +54,10 @@ it('approves 20 selected reviews at once; the one the CLI approved just before i
   expect(await notice!.evaluate((el) => el.classList.contains('error'))).toBe(false);
   expect(await rowKeys(page)).toEqual([]);
 
-  const states = await Promise.all(ids.map((id) => h.client.getState(id)));
-  expect(states.map((s) => s.stages.draft?.status)).toEqual(ids.map(() => 'completed'));
-  const reviewers = states.map((s) => s.stages.draft?.review?.reviewer);
+  const states = await Promise.all(ids.map((id) => s.h.client.getState(id)));
+  expect(states.map((state) => state.stages.draft?.status)).toEqual(ids.map(() => 'completed'));
+  const reviewers = states.map((state) => state.stages.draft?.review?.reviewer);
   expect(reviewers.filter((r) => r === 'alice')).toHaveLength(COUNT - 1);
   expect(reviewers[7]).toBe('cli-user');
-  browser.expectClean();
+  s.browser.expectClean();
 });

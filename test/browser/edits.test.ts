@@ -8,29 +8,14 @@
 import type { HTTPRequest, Page } from 'puppeteer-core';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
-import { launchBrowser, type BrowserSession } from '../support/browser';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { login, startInbox, tid, type TestInbox } from '../support/inbox';
+import { eventually } from '../support/harness';
+import { inboxSuite, login, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
 const PIPELINE = 'browser-edits';
 
-let h: Harness;
-let inbox: TestInbox;
-let browser: BrowserSession;
-beforeAll(async () => {
-  [h, browser] = await Promise.all([startHarness(), launchBrowser()]);
-  inbox = await startInbox(h);
-});
-afterEach(async () => {
-  await browser.closeContexts();
-});
-afterAll(async () => {
-  await browser?.close();
-  await inbox?.close();
-  await h?.shutdown();
-});
+const s = inboxSuite();
 
 /** The YAML form of the spec (snake_case keys), with the documented `output_schema:` key. */
 const SPEC = {
@@ -64,23 +49,23 @@ const submitDisabled = (page: Page): Promise<boolean> =>
   page.$eval(tid(TEST_IDS.editorSubmit), (b) => (b as HTMLButtonElement).disabled);
 
 it('refuses a syntax error (with its line) and a schema error (with its path) in the page, then approves the fixed edit', async () => {
-  const id = h.id('edit');
-  await h.client.start(SPEC, { script: { draft: [{ output: { title: 'Draft', words: 3 } }] } }, { id });
+  const id = s.h.id('edit');
+  await s.h.client.start(SPEC, { script: { draft: [{ output: { title: 'Draft', words: 3 } }] } }, { id });
   const key = decisionKey(id, 'review', 'draft');
   await eventually(
-    async () => (await h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
+    async () => (await s.h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
     60_000,
     'the review in the listing',
   );
 
-  const page = await browser.newPage();
+  const page = await s.browser.newPage();
   const decisionsSent: string[] = [];
-  const decideUrl = `${inbox.url}api/decisions/${encodeURIComponent(key)}`;
+  const decideUrl = `${s.inbox.url}api/decisions/${encodeURIComponent(key)}`;
   page.on('request', (request: HTTPRequest) => {
     if (request.method() === 'POST' && request.url() === decideUrl) decisionsSent.push(request.postData() ?? '');
   });
-  await login(page, inbox, inbox.tokens.alice);
-  const opened = await page.goto(`${inbox.url}d/${encodeURIComponent(key)}`);
+  await login(page, s.inbox, s.inbox.tokens.alice);
+  const opened = await page.goto(`${s.inbox.url}d/${encodeURIComponent(key)}`);
   expect(opened?.status()).toBe(200);
   await page.click(tid(TEST_IDS.actionEdit));
   await page.waitForSelector(tid(TEST_IDS.editor), { visible: true });
@@ -110,10 +95,10 @@ it('refuses a syntax error (with its line) and a schema error (with its path) in
     { action: 'edit', artefact: { title: 'Edited', words: 2 } },
   ]);
 
-  const result = await h.client.result(id);
+  const result = await s.h.client.result(id);
   expect(result.status).toBe('completed');
-  expect(await h.client.readArtefact(result.artefacts.draft)).toEqual({ title: 'Edited', words: 2 });
-  const publish = (await h.client.readArtefact(result.artefacts.publish)) as { upstream: Record<string, unknown> };
+  expect(await s.h.client.readArtefact(result.artefacts.draft)).toEqual({ title: 'Edited', words: 2 });
+  const publish = (await s.h.client.readArtefact(result.artefacts.publish)) as { upstream: Record<string, unknown> };
   expect(publish.upstream.draft).toEqual({ title: 'Edited', words: 2 });
-  browser.expectClean();
+  s.browser.expectClean();
 });

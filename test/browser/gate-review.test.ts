@@ -10,9 +10,8 @@ import type { Page } from 'puppeteer-core';
 import { pipeline } from '../../src/model/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
-import { launchBrowser, type BrowserSession } from '../support/browser';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { login, rowKeys, startInbox, tid, type TestInbox } from '../support/inbox';
+import { eventually } from '../support/harness';
+import { inboxSuite, login, rowKeys, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
@@ -20,21 +19,7 @@ jest.setTimeout(180_000);
 const PIPELINE = 'browser-gate-review';
 const ROOT = path.join(__dirname, '..', '..');
 
-let h: Harness;
-let inbox: TestInbox;
-let browser: BrowserSession;
-beforeAll(async () => {
-  [h, browser] = await Promise.all([startHarness(), launchBrowser()]);
-  inbox = await startInbox(h);
-});
-afterEach(async () => {
-  await browser.closeContexts();
-});
-afterAll(async () => {
-  await browser?.close();
-  await inbox?.close();
-  await h?.shutdown();
-});
+const s = inboxSuite();
 
 /** Attempt n's draft: a short document whose middle line changes from attempt to attempt. */
 const draft = (n: number, line: string) => ({
@@ -61,23 +46,23 @@ it('shows an escalation with 3 attempts, diffs attempt 1 against 3, and approvin
     .retryBudget('draft', { maxAttempts: 3, onExhausted: 'escalate' })
     .stage('publish', 'scripted')
     .dependency('publish', 'draft');
-  const id = h.id('notes');
+  const id = s.h.id('notes');
   const steps = [
     { verdict: 'rejected', summary: 'too vague', output: draft(1, 'is faster') },
     { verdict: 'rejected', summary: 'numbers missing', output: draft(2, 'is 40% faster on large files') },
     { verdict: 'rejected', summary: 'too long', output: draft(3, 'is 40% faster on large files, see the benchmark') },
   ];
-  await h.client.start(spec, { script: { draft: steps } }, { id });
+  await s.h.client.start(spec, { script: { draft: steps } }, { id });
   const key = decisionKey(id, 'review', 'draft');
   await eventually(
-    async () => (await h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
+    async () => (await s.h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
     60_000,
     'the escalated review in the listing',
   );
 
-  const page = await browser.newPage();
-  await login(page, inbox, inbox.tokens.alice);
-  await page.goto(`${inbox.url}?pipeline=${PIPELINE}`);
+  const page = await s.browser.newPage();
+  await login(page, s.inbox, s.inbox.tokens.alice);
+  await page.goto(`${s.inbox.url}?pipeline=${PIPELINE}`);
   await page.waitForSelector(`${tid(TEST_IDS.decisionRow)}[data-key="${key}"]`, { timeout: 10_000 });
   expect(await rowKeys(page)).toEqual([key]);
   const rowText = await page.$eval(`${tid(TEST_IDS.decisionRow)}[data-key="${key}"]`, (r) => r.textContent ?? '');
@@ -108,12 +93,12 @@ it('shows an escalation with 3 attempts, diffs attempt 1 against 3, and approvin
 
   const result = await eventually(
     async () => {
-      const r = await h.client.result(id);
+      const r = await s.h.client.result(id);
       return r.status === 'completed' ? r : undefined;
     },
     60_000,
     'the item to complete',
   );
-  expect(await h.client.readArtefact(result.artefacts.draft)).toEqual(steps[1]!.output);
-  browser.expectClean();
+  expect(await s.h.client.readArtefact(result.artefacts.draft)).toEqual(steps[1]!.output);
+  s.browser.expectClean();
 });

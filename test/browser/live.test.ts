@@ -7,53 +7,37 @@
 import { pipeline } from '../../src/model/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
-import { launchBrowser, type BrowserSession } from '../support/browser';
 import { runTreadle, showRun } from '../support/cli';
-import { startHarness, type Harness } from '../support/harness';
-import { login, rowKeys, startInbox, tid, type TestInbox } from '../support/inbox';
+import { inboxSuite, login, rowKeys, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
 const PIPELINE = 'browser-live';
 
-let h: Harness;
-let inbox: TestInbox;
-let browser: BrowserSession;
-beforeAll(async () => {
-  [h, browser] = await Promise.all([startHarness(), launchBrowser()]);
-  inbox = await startInbox(h);
-});
-afterEach(async () => {
-  await browser.closeContexts();
-});
-afterAll(async () => {
-  await browser?.close();
-  await inbox?.close();
-  await h?.shutdown();
-});
+const s = inboxSuite();
 
 it('shows a new review without a reload and drops its row when the CLI approves it', async () => {
-  const page = await browser.newPage();
-  await login(page, inbox, inbox.tokens.bob);
-  await page.goto(`${inbox.url}?pipeline=${PIPELINE}`);
+  const page = await s.browser.newPage();
+  await login(page, s.inbox, s.inbox.tokens.bob);
+  await page.goto(`${s.inbox.url}?pipeline=${PIPELINE}`);
   await page.waitForSelector(tid(TEST_IDS.emptyState));
   // Marks this document: a reload would lose it.
   await page.evaluate(() => ((window as unknown as { __sameDocument: boolean }).__sameDocument = true));
 
   const spec = pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always');
-  const id = h.id('live');
-  await h.client.start(spec, null, { id });
+  const id = s.h.id('live');
+  await s.h.client.start(spec, null, { id });
   const key = decisionKey(id, 'review', 'draft');
   await page.waitForSelector(`${tid(TEST_IDS.decisionRow)}[data-key="${key}"]`, { visible: true, timeout: 30_000 });
   expect(await rowKeys(page)).toEqual([key]);
   expect(await page.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
 
-  const cli = await runTreadle(h, ['review', id, 'draft', '--approve', '--reviewer', 'cli-user']);
+  const cli = await runTreadle(s.h, ['review', id, 'draft', '--approve', '--reviewer', 'cli-user']);
   if (cli.code !== 0) throw new Error(`the CLI's review failed: ${showRun(cli)}`);
   const approvedAt = Date.now();
   await page.waitForSelector(`${tid(TEST_IDS.decisionRow)}[data-key="${key}"]`, { hidden: true, timeout: 10_000 });
   expect(Date.now() - approvedAt).toBeLessThan(10_000);
   expect(await rowKeys(page)).toEqual([]);
   expect(await page.evaluate(() => (window as unknown as { __sameDocument?: boolean }).__sameDocument)).toBe(true);
-  browser.expectClean();
+  s.browser.expectClean();
 });

@@ -8,29 +8,14 @@ import type { HTTPRequest } from 'puppeteer-core';
 import { pipeline } from '../../src/model/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
-import { launchBrowser, type BrowserSession } from '../support/browser';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { login, startInbox, tid, type TestInbox } from '../support/inbox';
+import { eventually } from '../support/harness';
+import { inboxSuite, login, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
 const PIPELINE = 'browser-security';
 
-let h: Harness;
-let inbox: TestInbox;
-let browser: BrowserSession;
-beforeAll(async () => {
-  [h, browser] = await Promise.all([startHarness(), launchBrowser()]);
-  inbox = await startInbox(h);
-});
-afterEach(async () => {
-  await browser.closeContexts();
-});
-afterAll(async () => {
-  await browser?.close();
-  await inbox?.close();
-  await h?.shutdown();
-});
+const s = inboxSuite();
 
 const BIDI = 'safe\u202Etxt.exe\u202C';
 const HOSTILE = {
@@ -45,23 +30,23 @@ const HOSTILE = {
 
 it('renders a hostile artefact inert and readable: no dialog, no script, no request off 127.0.0.1', async () => {
   const spec = pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always');
-  const id = h.id('hostile');
-  await h.client.start(spec, { script: { draft: [{ output: HOSTILE }] } }, { id });
+  const id = s.h.id('hostile');
+  await s.h.client.start(spec, { script: { draft: [{ output: HOSTILE }] } }, { id });
   const key = decisionKey(id, 'review', 'draft');
   await eventually(
-    async () => (await h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
+    async () => (await s.h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
     60_000,
     'the review in the listing',
   );
 
-  const page = await browser.newPage();
+  const page = await s.browser.newPage();
   const offHost: string[] = [];
   page.on('request', (request: HTTPRequest) => {
     const url = new URL(request.url());
     if (url.protocol !== 'data:' && url.hostname !== '127.0.0.1') offHost.push(request.url());
   });
-  await login(page, inbox, inbox.tokens.alice);
-  const opened = await page.goto(`${inbox.url}d/${encodeURIComponent(key)}`, { waitUntil: 'load' });
+  await login(page, s.inbox, s.inbox.tokens.alice);
+  const opened = await page.goto(`${s.inbox.url}d/${encodeURIComponent(key)}`, { waitUntil: 'load' });
   expect(opened?.status()).toBe(200);
   await page.waitForSelector(tid(TEST_IDS.artefact));
   // Give an onerror handler or a late script the time it would need to run.
@@ -81,37 +66,39 @@ it('renders a hostile artefact inert and readable: no dialog, no script, no requ
   expect(await page.$$eval('a[href]', (as) => as.map((a) => a.getAttribute('href') ?? ''))).not.toContainEqual(
     expect.stringMatching(/^\s*javascript:/i),
   );
-  browser.expectClean();
+  s.browser.expectClean();
 });
 
 it('sends a visitor without a session to the login page and refuses the API with 401, also for a wrong token', async () => {
-  const page = await browser.newPage();
-  await page.goto(inbox.url);
+  const page = await s.browser.newPage();
+  await page.goto(s.inbox.url);
   expect(new URL(page.url()).pathname).toBe('/login');
   await page.waitForSelector(tid(TEST_IDS.loginToken));
 
-  expect((await fetch(`${inbox.url}api/decisions`)).status).toBe(401);
-  const wrong = await fetch(`${inbox.url}api/decisions`, { headers: { authorization: 'Bearer not-a-token' } });
+  expect((await fetch(`${s.inbox.url}api/decisions`)).status).toBe(401);
+  const wrong = await fetch(`${s.inbox.url}api/decisions`, { headers: { authorization: 'Bearer not-a-token' } });
   expect(wrong.status).toBe(401);
-  const right = await fetch(`${inbox.url}api/decisions`, { headers: { authorization: `Bearer ${inbox.tokens.bob}` } });
+  const right = await fetch(`${s.inbox.url}api/decisions`, {
+    headers: { authorization: `Bearer ${s.inbox.tokens.bob}` },
+  });
   expect(right.status).toBe(200);
-  const redirect = await fetch(inbox.url, { redirect: 'manual' });
+  const redirect = await fetch(s.inbox.url, { redirect: 'manual' });
   expect([302, 303]).toContain(redirect.status);
   expect(redirect.headers.get('location')).toBe('/login');
-  browser.expectClean();
+  s.browser.expectClean();
 });
 
 it('refuses a cross-origin form POST with a valid session with 403', async () => {
-  const origin = inbox.url.replace(/\/$/, '');
-  const signIn = await fetch(`${inbox.url}login`, {
+  const origin = s.inbox.url.replace(/\/$/, '');
+  const signIn = await fetch(`${s.inbox.url}login`, {
     method: 'POST',
     headers: { origin, 'content-type': 'application/json' },
-    body: JSON.stringify({ token: inbox.tokens.alice }),
+    body: JSON.stringify({ token: s.inbox.tokens.alice }),
   });
   expect(signIn.status).toBe(200);
   const cookie = signIn.headers.get('set-cookie')!.split(';')[0]!;
   const key = decisionKey('any-item', 'review', 'draft');
-  for (const url of [`${inbox.url}api/decisions/${encodeURIComponent(key)}`, `${inbox.url}api/batch`]) {
+  for (const url of [`${s.inbox.url}api/decisions/${encodeURIComponent(key)}`, `${s.inbox.url}api/batch`]) {
     const evil = await fetch(url, {
       method: 'POST',
       headers: { cookie, origin: 'http://evil.example', 'content-type': 'application/x-www-form-urlencoded' },

@@ -7,22 +7,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
 import { TreadleClient } from '../../src/client';
-import { draftPublish } from '../support/pipelines';
+import { draftPublish, fixedLoopSpec, loopReply, noteActions } from '../support/pipelines';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
-
-/** A test action type `note` that does nothing. */
-const catalog: ActionCatalog = {
-  validatePayload: (type) => (type === 'note' ? [] : [`unknown action type "${type}"`]),
-  summarize: (_type, payload) => `note "${(payload as { title: string }).title}"`,
-  names: () => ['note'],
-  execute: async () => ({ noted: true }),
-};
 
 let h: Harness;
 let workspace: string;
@@ -32,7 +23,7 @@ beforeAll(async () => {
   workspace = mkdtempSync(path.join(os.tmpdir(), 'detail-loops-'));
   process.env.TREADLE_LOOP_WORKSPACE = workspace;
   repos = tddRepos('detail-tdd-');
-  h = await startHarness({ approvalActions: catalog });
+  h = await startHarness({ approvalActions: noteActions });
 });
 afterAll(async () => {
   await h?.shutdown();
@@ -119,37 +110,10 @@ it('an approval: its payload and the request without it', async () => {
 
 it('a failed loop: its failure and last iterations', async () => {
   const id = h.id('loop');
-  const reply = (n: number): Json => ({
-    output: `# Output ${n}\n`,
-    progress: `## Iteration ${n}\n`,
-    status: {
-      decision: 'continue',
-      reason: `iteration ${n}`,
-      summary: `summary ${n}`,
-      work: { items_completed: [], files_touched: [] },
-      errors: [],
-    },
-  });
-  const spec = {
-    name: 'detail-loop-i27',
-    stages: [
-      {
-        name: 'work',
-        run: 'loop',
-        with: {
-          stage: {
-            name: 'work',
-            prompt: 'Read ${CTX}. Write ${OUTPUT}. Report in ${STATUS}.',
-            termination: { type: 'fixed' },
-          },
-          max_iterations: 4,
-        },
-      },
-    ],
-  };
+  const spec = fixedLoopSpec('detail-loop-i27', 4);
   await h.client.start(
     spec,
-    { agent_replies: { work: [reply(1), reply(2), { crash: 'exited with code 1' }] } },
+    { agent_replies: { work: [loopReply(1), loopReply(2), { crash: 'exited with code 1' }] } },
     { id },
   );
   const failed = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'failed'));

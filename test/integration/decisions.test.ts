@@ -4,23 +4,15 @@
  * `already_decided` with who decided; the same for an approval request. Budget, TDD and failed-loop decisions:
  * not yet covered here (their mapping is unit-tested in test/unit/pending-decisions.test.ts).
  */
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
 import { eventually, startHarness, type Harness } from '../support/harness';
-
-/** A test action type `note` that does nothing. */
-const catalog: ActionCatalog = {
-  validatePayload: (type) => (type === 'note' ? [] : [`unknown action type "${type}"`]),
-  summarize: (_type, payload) => `note "${(payload as { title: string }).title}"`,
-  names: () => ['note'],
-  execute: async () => ({ noted: true }),
-};
+import { noteActions } from '../support/pipelines';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ approvalActions: catalog });
+  h = await startHarness({ approvalActions: noteActions });
 });
 afterAll(async () => {
   await h?.shutdown();

@@ -16,6 +16,7 @@ import type { Json } from '../../src/model/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle, type CliRun } from '../support/cli';
 import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
+import { fixedLoopSpec } from '../support/pipelines';
 
 let h: Harness;
 let repos: TddRepos;
@@ -45,23 +46,7 @@ function write(name: string, content: Json | string): string {
 
 /** A loop stage of fixed length whose scripted agent follows `replies` (a reply without status fails it). */
 function loopFiles(name: string, replies: Json[]): { spec: string; input: string } {
-  const spec = write(`${name}.json`, {
-    name,
-    stages: [
-      {
-        name: 'work',
-        run: 'loop',
-        with: {
-          stage: {
-            name: 'work',
-            prompt: 'Read ${CTX}. Write ${OUTPUT}. Report in ${STATUS}.',
-            termination: { type: 'fixed' },
-          },
-          max_iterations: 2,
-        },
-      },
-    ],
-  });
+  const spec = write(`${name}.json`, fixedLoopSpec(name, 2));
   return { spec, input: write(`${name}.input.json`, { agent_replies: { work: replies } }) };
 }
 const loopStatus = { decision: 'continue', reason: 'r', summary: 's', errors: [] };

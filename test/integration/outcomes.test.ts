@@ -14,6 +14,7 @@ import type { WorkItemResult } from '../../src/model/state';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
+import { fixedLoopSpec } from '../support/pipelines';
 
 let h: Harness;
 let repos: TddRepos;
@@ -175,23 +176,7 @@ test('a TDD tree that does not merge is a Failed workflow; tdd --wait stops at t
 test('loop --wait on a loop that failed and waits for resume says so and exits 3; abandoned, the item is a Failed workflow', async () => {
   const id = h.id('outcome-loop');
   const status = { decision: 'continue', reason: 'r', summary: 's', errors: [] };
-  const file = write('loop.json', {
-    name: 'loop-outcome',
-    stages: [
-      {
-        name: 'work',
-        run: 'loop',
-        with: {
-          stage: {
-            name: 'work',
-            prompt: 'Read ${CTX}. Write ${OUTPUT}. Report in ${STATUS}.',
-            termination: { type: 'fixed' },
-          },
-          max_iterations: 2,
-        },
-      },
-    ],
-  });
+  const file = write('loop.json', fixedLoopSpec('loop-outcome', 2));
   const input = write('loop.input.json', {
     agent_replies: { work: [{ output: '# 1\n', progress: '- 1\n', status }, { output: 'x\n' }] },
   });

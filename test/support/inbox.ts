@@ -11,7 +11,8 @@ import { addToken, tokensFileSource } from '../../src/ui/auth';
 import { clientBackend } from '../../src/ui/client-backend';
 import { createInboxServer, type InboxServerOptions } from '../../src/ui/server';
 import { TEST_IDS } from '../../src/ui/test-ids';
-import type { Harness } from './harness';
+import { launchBrowser, type BrowserSession } from './browser';
+import { startHarness, type Harness, type HarnessOptions } from './harness';
 
 /** A running inbox and its reviewers' tokens. */
 export interface TestInbox {
@@ -55,3 +56,32 @@ export async function rowKeys(page: Page): Promise<string[]> {
 
 /** A `data-testid` selector. */
 export const tid = (id: string): string => `[data-testid="${id}"]`;
+
+/** What a browser test file works with, filled in by {@link inboxSuite}'s `beforeAll`. */
+export interface InboxSuite {
+  h: Harness;
+  browser: BrowserSession;
+  /** Started for the file unless `inbox: false`; a test that starts its own assigns it here to have it closed. */
+  inbox: TestInbox;
+}
+
+/**
+ * Registers the hooks every browser test file needs: a harness and Chromium before all tests, the inbox over
+ * the harness (unless `inbox: false`), a fresh browser context per test, and everything closed after all.
+ */
+export function inboxSuite(options: { harness?: HarnessOptions; inbox?: boolean } = {}): InboxSuite {
+  const suite = {} as InboxSuite;
+  beforeAll(async () => {
+    [suite.h, suite.browser] = await Promise.all([startHarness(options.harness), launchBrowser()]);
+    if (options.inbox !== false) suite.inbox = await startInbox(suite.h);
+  });
+  afterEach(async () => {
+    await suite.browser.closeContexts();
+  });
+  afterAll(async () => {
+    await suite.browser?.close();
+    await suite.inbox?.close();
+    await suite.h?.shutdown();
+  });
+  return suite;
+}
