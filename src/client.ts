@@ -33,7 +33,7 @@ import { listApprovals, listPendingReviews, type ApprovalListing, type PendingRe
 import type { StartContext } from './client/start';
 import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './client/decisions';
 import { checkEdit, decide, refuseNonconformingEdit } from './client/decide';
-import { decisionDetail } from './client/decision-detail';
+import { decisionDetail, type DetailOptions } from './client/decision-detail';
 import { resumeFailedLoop, type LoopResumeOptions } from './client/loop-resume';
 import type { SchemaProblem } from './client/output-schema';
 import type { DecisionAnswer, DecisionDetail, DecisionKind, DecisionOutcome, PendingDecision } from './model/decisions';
@@ -369,8 +369,8 @@ export class TreadleClient {
   }
 
   /** What a reviewer needs to judge one pending decision (see decision-detail.ts). */
-  decisionDetail(key: string): Promise<DecisionDetail> {
-    return decisionDetail(this, key, this.blobs);
+  decisionDetail(key: string, options?: DetailOptions): Promise<DecisionDetail> {
+    return decisionDetail(this, key, this.blobs, options);
   }
 
   /** An edited artefact's problems against the stage's output schema (none: send it); see decide.ts. */

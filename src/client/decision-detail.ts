@@ -27,10 +27,17 @@ const DETAIL_WAIT_MS = 5_000;
 /** How many of a loop's last iterations the detail carries. */
 const DETAIL_ITERATIONS = 5;
 
+/** What a detail may leave out. */
+export interface DetailOptions {
+  /** review/budget: read the outputs of these attempts only (a diff of two); the others come without `output`. */
+  attempts?: readonly number[];
+}
+
 /** What a detail needs: the deciding context and the client's blob store (offloaded artefacts are read there). */
 interface DetailContext {
   context: DecideContext;
   blobs: BlobStore;
+  options: DetailOptions;
   key: string;
   workflowId: string;
   subject: string;
@@ -45,10 +52,15 @@ function gone(key: string): TreadleError {
  * The detail of the pending decision `key` (see `TreadleClient.decisionDetail`). Rejects with `not_found`
  * when its workflow does not exist or no longer waits on it, `invalid_review` for a string that is not a key.
  */
-export async function decisionDetail(context: DecideContext, key: string, blobs: BlobStore): Promise<DecisionDetail> {
+export async function decisionDetail(
+  context: DecideContext,
+  key: string,
+  blobs: BlobStore,
+  options: DetailOptions = {},
+): Promise<DecisionDetail> {
   const parsed = parseDecisionKey(key);
   if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
-  const ctx: DetailContext = { context, blobs, key, workflowId: parsed.workflowId, subject: parsed.subject };
+  const ctx: DetailContext = { context, blobs, options, key, workflowId: parsed.workflowId, subject: parsed.subject };
   const started = Date.now();
   try {
     switch (parsed.kind) {
@@ -123,7 +135,8 @@ async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
   if (!decision || decision.key !== ctx.key) throw gone(ctx.key);
   const attempts: AttemptView[] = await Promise.all(
     (state.stages[ctx.subject]?.attempts ?? []).map(async (a) => {
-      const output = await artefactView(a.artefact, ctx.blobs);
+      const wanted = !ctx.options.attempts || ctx.options.attempts.includes(a.attempt);
+      const output = wanted ? await artefactView(a.artefact, ctx.blobs) : undefined;
       return {
         attempt: a.attempt,
         startedAt: a.startedAt,

@@ -17,8 +17,8 @@ export interface InboxBackend {
   list(): Promise<PendingDecision[]>;
   /** The executions whose decisions changed at or after `since`, each with its pending decisions now. */
   changes(since: Date): Promise<DecisionChange[]>;
-  /** What the detail view shows for one decision. */
-  detail(key: string): Promise<DecisionDetail>;
+  /** What the detail view shows for one decision; `attempts` limits the outputs read (a diff needs two). */
+  detail(key: string, options?: { attempts?: readonly number[] }): Promise<DecisionDetail>;
   /** Answers a decision as `reviewer` (the authenticated identity, never a name from the request). */
   decide(key: string, answer: DecisionAnswer, reviewer: string): Promise<DecisionOutcome>;
   /** Checks an edited artefact against the stage's output schema; empty when it passes. */

@@ -10,7 +10,7 @@ export function clientBackend(client: TreadleClient): InboxBackend {
   return {
     list: () => client.listPendingDecisions(),
     changes: (since) => client.listDecisionChanges(since),
-    detail: (key) => client.decisionDetail(key),
+    detail: (key, options) => client.decisionDetail(key, options),
     decide: (key, answer, reviewer) => client.decide(key, answer, reviewer),
     checkEdit: (key, artefact) => client.checkEdit(key, artefact),
   };

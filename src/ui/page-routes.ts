@@ -95,7 +95,11 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     const { key } = request.params as { key: string };
     const { a, b } = request.query as { a?: string; b?: string };
     if (!ctx.index.get(key)) return reply.code(404).send({ error: 'not_found', message: `no pending decision ${key}` });
-    const fragment = attemptDiff(await ctx.backend.detail(key), Number(a), Number(b));
+    const fragment = attemptDiff(
+      await ctx.backend.detail(key, { attempts: [Number(a), Number(b)] }),
+      Number(a),
+      Number(b),
+    );
     if (!fragment)
       return reply.code(400).send({ error: 'bad_request', message: `no attempts ${a} and ${b} to compare` });
     return send(reply, fragment);
