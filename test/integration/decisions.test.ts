@@ -72,3 +72,33 @@ it('lists an approval request as an approval decision keyed by its id; decide ap
     outcome: 'approved',
   });
 });
+
+it('the delta listing names what changed or closed since, not every item that still waits', async () => {
+  const spec = pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always');
+  const [decided, waiting] = [h.id('delta-decided'), h.id('delta-waiting')];
+  for (const id of [decided, waiting]) await h.client.start(spec, null, { id });
+  await eventually(
+    async () => {
+      const keys = (await h.client.listPendingDecisions({ pipeline: PIPELINE })).map((d) => d.key);
+      return [decided, waiting].every((id) => keys.includes(decisionKey(id, 'review', 'draft'))) || undefined;
+    },
+    30_000,
+    'both reviews in the listing',
+  );
+  // Both requests are older than `since`: only the one decided after it may be in the delta.
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  const since = new Date();
+  await h.client.decide(decisionKey(decided, 'review', 'draft'), { action: 'approve' }, 'alice');
+  const changes = await eventually(
+    async () => {
+      const listed = await h.client.listDecisionChanges(since);
+      return listed.some((c) => c.workflowId === decided && c.closed) ? listed : undefined;
+    },
+    30_000,
+    'the decided item, closed, in the delta',
+  );
+  expect(changes.find((c) => c.workflowId === decided)).toMatchObject({ closed: true, decisions: [] });
+  // Before the status clause, `CloseTime >= since` matched every running execution (SQL visibility's close
+  // time of a running one is the far future), so the still-waiting item was listed as well.
+  expect(changes.map((c) => c.workflowId)).not.toContain(waiting);
+});

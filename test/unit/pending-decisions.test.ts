@@ -252,7 +252,7 @@ describe('queries', () => {
 
   it('the delta query: decisions changed since, or closed since', () => {
     expect(decisionChangesQuery(new Date('2026-11-28T02:00:00.000Z'))).toBe(
-      "TreadleDecisionAt >= '2026-11-28T02:00:00.000Z' OR (CloseTime >= '2026-11-28T02:00:00.000Z' AND TreadlePipeline IS NOT NULL)",
+      "TreadleDecisionAt >= '2026-11-28T02:00:00.000Z' OR (ExecutionStatus != 'Running' AND CloseTime >= '2026-11-28T02:00:00.000Z' AND TreadlePipeline IS NOT NULL)",
     );
   });
 });
