@@ -11,6 +11,7 @@ import {
   type DecisionKind,
   type PendingDecision,
 } from '../model/decisions';
+import { TreadleError } from '../client/treadle-error';
 import type { DecisionChange, InboxBackend } from './backend';
 
 /** How the index refreshes; tests shorten or stop the timers. */
@@ -125,6 +126,21 @@ export class DecisionIndex {
 
   get(key: string): PendingDecision | undefined {
     return this.byKey.get(key);
+  }
+
+  /**
+   * Runs a backend call about the listed decision `key`. The index can be a delta behind, so a decision another
+   * reviewer just answered is still listed: when the backend says it is gone (`not_found`), it is dropped here
+   * and the result is undefined, which the routes answer as they answer a key the index does not have.
+   */
+  async whilePending<T>(key: string, run: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof TreadleError && e.code === 'not_found')) throw e;
+      this.remove(key);
+      return undefined;
+    }
   }
 
   /** Filters, counts and pages; `after` is a cursor from the previous page. */

@@ -74,14 +74,14 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     const reviewer = ctx.reviewerOf(request);
     if (!reviewer) return reply.redirect('/login', 303);
     const { key } = request.params as { key: string };
-    if (!ctx.index.get(key)) {
+    const detail = ctx.index.get(key) ? await ctx.index.whilePending(key, () => ctx.backend.detail(key)) : undefined;
+    if (!detail) {
       return send(
         reply,
         errorPage('Not pending', 'This decision is not pending any more (someone decided it) or never was.', reviewer),
         404,
       );
     }
-    const detail = await ctx.backend.detail(key);
     const withLink =
       detail.webUiUrl || !ctx.webUiUrl
         ? detail
@@ -94,12 +94,11 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     if (!reviewer) return reply.code(401).send({ error: 'unauthenticated', message: 'sign in with a reviewer token' });
     const { key } = request.params as { key: string };
     const { a, b } = request.query as { a?: string; b?: string };
-    if (!ctx.index.get(key)) return reply.code(404).send({ error: 'not_found', message: `no pending decision ${key}` });
-    const fragment = attemptDiff(
-      await ctx.backend.detail(key, { attempts: [Number(a), Number(b)] }),
-      Number(a),
-      Number(b),
-    );
+    const detail = ctx.index.get(key)
+      ? await ctx.index.whilePending(key, () => ctx.backend.detail(key, { attempts: [Number(a), Number(b)] }))
+      : undefined;
+    if (!detail) return reply.code(404).send({ error: 'not_found', message: `no pending decision ${key}` });
+    const fragment = attemptDiff(detail, Number(a), Number(b));
     if (!fragment)
       return reply.code(400).send({ error: 'bad_request', message: `no attempts ${a} and ${b} to compare` });
     return send(reply, fragment);

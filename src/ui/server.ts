@@ -179,15 +179,16 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get('/api/decisions/:key', async (request, reply) => {
     if (!ctx.guard(request, reply, false)) return reply;
     const { key } = request.params as { key: string };
-    if (!ctx.index.get(key)) return ctx.refuse(reply, 404, 'not_found', `no pending decision ${key}`);
-    return ctx.backend.detail(key);
+    const detail = ctx.index.get(key) ? await ctx.index.whilePending(key, () => ctx.backend.detail(key)) : undefined;
+    return detail ?? notPending(ctx, reply, key);
   });
 
   app.post('/api/decisions/:key/check', async (request, reply) => {
     if (!ctx.guard(request, reply, true)) return reply;
     const { key } = request.params as { key: string };
     const artefact = (request.body as { artefact?: unknown } | undefined)?.artefact;
-    return { errors: await ctx.backend.checkEdit(key, artefact) };
+    const errors = await ctx.index.whilePending(key, () => ctx.backend.checkEdit(key, artefact));
+    return errors ? { errors } : notPending(ctx, reply, key);
   });
 
   app.post('/api/decisions/:key', async (request, reply) => {
@@ -232,6 +233,11 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     streamEvents(ctx.index, request, reply, SECURITY_HEADERS);
     return reply;
   });
+}
+
+/** The 404 for a decision that is not (or no longer) pending. */
+function notPending(ctx: ApiContext, reply: FastifyReply, key: string): FastifyReply {
+  return ctx.refuse(reply, 404, 'not_found', `no pending decision ${key}`);
 }
 
 /** How many decisions of a batch are answered at once. */
