@@ -44,9 +44,10 @@ export interface DecisionPage {
   version: number;
 }
 
-/** What subscribers hear: decisions that appeared or went, and the version after the change. */
+/** What subscribers hear: decisions that appeared, changed or went, and the version after the change. */
 export interface IndexEvent {
   version: number;
+  /** New decisions and listed ones whose content changed (a page replaces a row with the same key). */
   added: PendingDecision[];
   removed: string[];
 }
@@ -103,7 +104,7 @@ export class DecisionIndex {
     const startedAt = this.now();
     const all = await this.backend.list();
     const fresh = new Map(all.map((d) => [d.key, d]));
-    const added = all.filter((d) => !this.byKey.has(d.key));
+    const added = all.filter((d) => !sameDecision(this.byKey.get(d.key), d));
     const removed = [...this.byKey.keys()].filter((key) => !fresh.has(key));
     this.byKey.clear();
     this.keysByWorkflow.clear();
@@ -190,9 +191,8 @@ export class DecisionIndex {
         if (!fresh.has(key) && this.drop(key)) removed.push(key);
       }
       for (const decision of decisions) {
-        const had = this.byKey.get(decision.key);
-        if (!had) added.push(decision);
-        else if (JSON.stringify(had) === JSON.stringify(decision)) continue;
+        if (sameDecision(this.byKey.get(decision.key), decision)) continue;
+        added.push(decision);
         this.put(decision);
       }
     }
@@ -237,6 +237,11 @@ export class DecisionIndex {
     timer.unref();
     return timer;
   }
+}
+
+/** Whether the index already holds `fresh` as it is; a changed one is announced again so open pages update it. */
+function sameDecision(had: PendingDecision | undefined, fresh: PendingDecision): boolean {
+  return had !== undefined && JSON.stringify(had) === JSON.stringify(fresh);
 }
 
 function count(counts: DecisionCounts, d: PendingDecision): void {

@@ -1,7 +1,7 @@
 /**
  * The inbox's live stream (`GET /api/events`, server-sent events) fed by the decision index's subscribers:
- * `added` (each new decision's row, rendered and escaped on the server), `removed` (keys), `counts` (after
- * every change), a heartbeat comment every 15 s, and `reset` when a reconnecting client missed changes.
+ * `added` (each new or changed decision's row, rendered and escaped on the server), `removed` (keys), `counts`
+ * (after every change), a heartbeat comment every 15 s, and `reset` when a reconnecting client missed changes.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DecisionIndex, IndexEvent } from './decision-index';
