@@ -26,7 +26,7 @@ import { registerPages } from './page-routes';
 
 /** How reviewers are identified: at least one of tokens and proxy. */
 export interface InboxAuth {
-  /** The reviewers' tokens; a function is asked on every request, so a removed token ends its sessions. */
+  /** The reviewers' tokens; a function is asked on every request, so a removed or replaced token ends its sessions. */
   tokens?: readonly TokenEntry[] | (() => readonly TokenEntry[]);
   proxy?: ProxyIdentity;
   /** Signs session cookies; a random one per process when absent (sessions end with the server). */
@@ -121,10 +121,11 @@ export async function buildInboxApp(
   app.post('/login', async (request, reply) => {
     const refusal = checkStateChange(request.headers, allowedHosts);
     if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
-    const token = (request.body as { token?: unknown } | undefined)?.token;
-    const reviewer = typeof token === 'string' ? reviewerForToken(tokens(), token) : undefined;
+    const sent = (request.body as { token?: unknown } | undefined)?.token;
+    const token = typeof sent === 'string' ? sent : '';
+    const reviewer = token ? reviewerForToken(tokens(), token) : undefined;
     if (!reviewer) return refuse(reply, 401, 'unauthenticated', 'unknown token');
-    reply.setCookie(SESSION_COOKIE, sessionValue(reviewer, Date.now()), {
+    reply.setCookie(SESSION_COOKIE, sessionValue(reviewer, token, Date.now()), {
       signed: true,
       httpOnly: true,
       sameSite: 'strict',
