@@ -78,49 +78,38 @@ export async function buildInboxApp(
   });
   app.addHook('onClose', async () => index.close());
 
-  const identify = (request: FastifyRequest): { reviewer?: string; script: boolean } => {
+  /** The reviewer a request is from: a bearer token, a trusted proxy's header, or a session cookie. */
+  const identify = (request: FastifyRequest): string | undefined => {
     const token = bearerToken(request.headers.authorization);
-    if (token !== undefined) return { reviewer: reviewerForToken(tokens(), token), script: true };
+    if (token !== undefined) return reviewerForToken(tokens(), token);
     const fromProxy = reviewerFromProxy(options.auth.proxy, request.socket.remoteAddress, request.headers);
-    if (fromProxy) return { reviewer: fromProxy, script: false };
+    if (fromProxy) return fromProxy;
     const cookie = request.cookies[SESSION_COOKIE];
     const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
     const value = unsigned?.valid ? unsigned.value : null;
-    return { reviewer: value ? sessionReviewer(value, tokens(), Date.now()) : undefined, script: false };
+    return value ? sessionReviewer(value, tokens(), Date.now()) : undefined;
   };
   const refuse = (reply: FastifyReply, status: number, error: string, message: string): FastifyReply =>
     reply.code(status).send({ error, message });
-  /** Authenticates, and for state changes applies the CSRF checks; returns the reviewer or sends the refusal. */
-  const guard = (request: FastifyRequest, reply: FastifyReply, change: boolean): string | undefined => {
-    const { reviewer, script } = identify(request);
-    if (!reviewer) {
-      refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
-      return undefined;
-    }
-    if (change) {
-      const refusal = checkStateChange(request.headers, allowedHosts, { script });
-      if (refusal) {
-        refuse(reply, refusal.status, 'refused', refusal.message);
-        return undefined;
-      }
-    }
+  /** Authenticates; returns the reviewer or sends the refusal. */
+  const guard = (request: FastifyRequest, reply: FastifyReply): string | undefined => {
+    const reviewer = identify(request);
+    if (!reviewer) refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
     return reviewer;
   };
 
-  // Before the body is parsed: a cross-site form (a content type fastify does not parse) must get the 403
-  // the origin checks give, not the 415 of its body; the routes check the JSON body type again.
+  // Every POST changes state (login and logout included): the CSRF checks run here, once, before the body is
+  // parsed. They check the origin before the content type, so a cross-site form gets the 403, not a 415.
   app.addHook('onRequest', async (request, reply) => {
     if (request.method !== 'POST') return;
     const script = bearerToken(request.headers.authorization) !== undefined;
-    const refusal = checkStateChange(request.headers, allowedHosts, { script, bodyRequired: false });
+    const refusal = checkStateChange(request.headers, allowedHosts, { script });
     if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
   });
 
   app.get('/healthz', async () => ({ ok: true, decisions: index.size, version: index.version }));
 
   app.post('/login', async (request, reply) => {
-    const refusal = checkStateChange(request.headers, allowedHosts);
-    if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
     const sent = (request.body as { token?: unknown } | undefined)?.token;
     const token = typeof sent === 'string' ? sent : '';
     const reviewer = token ? reviewerForToken(tokens(), token) : undefined;
@@ -145,7 +134,7 @@ export async function buildInboxApp(
   registerPages(app, {
     backend: options.backend,
     index,
-    reviewerOf: (request) => identify(request).reviewer,
+    reviewerOf: identify,
     filterOf: parseFilter,
     ...(options.webUiUrl ? { webUiUrl: options.webUiUrl } : {}),
     namespace: options.namespace ?? 'default',
@@ -158,15 +147,15 @@ export async function buildInboxApp(
 interface ApiContext {
   backend: InboxBackend;
   index: DecisionIndex;
-  /** Authenticates (and for state changes applies the CSRF checks); the reviewer, or undefined once refused. */
-  guard(request: FastifyRequest, reply: FastifyReply, change: boolean): string | undefined;
+  /** Authenticates (the CSRF checks ran before, in the onRequest hook); the reviewer, or undefined once refused. */
+  guard(request: FastifyRequest, reply: FastifyReply): string | undefined;
   refuse(reply: FastifyReply, status: number, error: string, message: string): FastifyReply;
 }
 
 /** The decision API: list, detail, edit check, decide, batch, and the event stream. */
 function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get('/api/decisions', async (request, reply) => {
-    if (!ctx.guard(request, reply, false)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     const q = request.query as Record<string, string | undefined>;
     try {
       return ctx.index.query(parseFilter(q), { after: q.after, limit: q.limit ? Number(q.limit) : undefined });
@@ -178,14 +167,14 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.get('/api/decisions/:key', async (request, reply) => {
-    if (!ctx.guard(request, reply, false)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     const { key } = request.params as { key: string };
     const detail = ctx.index.get(key) ? await ctx.index.whilePending(key, () => ctx.backend.detail(key)) : undefined;
     return detail ?? notPending(ctx, reply, key);
   });
 
   app.post('/api/decisions/:key/check', async (request, reply) => {
-    if (!ctx.guard(request, reply, true)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     const { key } = request.params as { key: string };
     const artefact = (request.body as { artefact?: unknown } | undefined)?.artefact;
     const errors = await ctx.index.whilePending(key, () => ctx.backend.checkEdit(key, artefact));
@@ -193,7 +182,7 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.post('/api/decisions/:key', async (request, reply) => {
-    const reviewer = ctx.guard(request, reply, true);
+    const reviewer = ctx.guard(request, reply);
     if (!reviewer) return reply;
     const { key } = request.params as { key: string };
     const answer = answerOf(request.body);
@@ -212,7 +201,7 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.post('/api/batch', async (request, reply) => {
-    const reviewer = ctx.guard(request, reply, true);
+    const reviewer = ctx.guard(request, reply);
     if (!reviewer) return reply;
     const batch = batchOf(request.body);
     if (typeof batch === 'string') return ctx.refuse(reply, 422, 'refused', batch);
@@ -230,7 +219,7 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.get('/api/events', async (request, reply) => {
-    if (!ctx.guard(request, reply, false)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     streamEvents(ctx.index, request, reply, SECURITY_HEADERS);
     return reply;
   });
