@@ -3,7 +3,7 @@
  * two static assets. Pages are built on the server from the index (the first screen needs no fetch); a
  * visitor without a session is sent to the login page.
  */
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { DecisionFilter } from '../model/decisions';
@@ -44,14 +44,16 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
   // Browsers ask for it on every page; no icon, but no 404 in the reviewer's console either.
   app.get('/favicon.ico', async (_request, reply) => reply.code(204).send());
 
+  // Read once: the files change only with a new build, which restarts the server.
+  const assets = new Map(
+    Object.entries(ASSETS).map(([name, type]) => [name, { type, body: readFileSync(join(ASSETS_DIR, name)) }]),
+  );
   app.get('/assets/:name', async (request, reply) => {
     const { name } = request.params as { name: string };
-    const type = Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
-    if (!type) return reply.code(404).send({ error: 'not_found', message: `no asset ${name}` });
-    return reply
-      .type(type)
-      .header('cache-control', 'no-cache')
-      .send(await readFile(join(ASSETS_DIR, name)));
+    const asset = assets.get(name);
+    if (!asset) return reply.code(404).send({ error: 'not_found', message: `no asset ${name}` });
+    // no-cache, not the pages' no-store: the browser keeps them but asks again, so a new build is seen at once.
+    return reply.type(asset.type).header('cache-control', 'no-cache').send(asset.body);
   });
 
   app.get('/', async (request, reply) => {

@@ -74,7 +74,10 @@ export async function buildInboxApp(
   const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024, forceCloseConnections: true });
   await app.register(fastifyCookie, { secret: options.auth.cookieSecret ?? randomBytes(32).toString('hex') });
   app.addHook('onSend', async (_request, reply) => {
-    for (const [name, value] of Object.entries(SECURITY_HEADERS)) reply.header(name, value);
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
+      // A route that chose its caching keeps it (the assets: no-cache); everything else is no-store.
+      if (name !== 'cache-control' || !reply.hasHeader(name)) reply.header(name, value);
+    }
   });
   app.addHook('onClose', async () => index.close());
 

@@ -212,12 +212,14 @@ describe('inbox pages', () => {
     await server.close();
   });
 
-  it('serves only its two assets', async () => {
+  it('serves only its two assets, revalidated (no-cache) where pages are no-store', async () => {
     const { app: server } = await app();
     const js = await server.inject({ url: '/assets/inbox.js' });
     expect(js.statusCode).toBe(200);
     expect(js.headers['content-type']).toContain('text/javascript');
     expect(js.body).toContain('EventSource');
+    expect(js.headers['cache-control']).toBe('no-cache');
+    expect((await server.inject({ url: '/login' })).headers['cache-control']).toBe('no-store');
     expect((await server.inject({ url: '/assets/inbox.css' })).headers['content-type']).toContain('text/css');
     expect((await server.inject({ url: '/assets/..%2Fserver.ts' })).statusCode).toBe(404);
     expect((await server.inject({ url: '/assets/constructor' })).statusCode).toBe(404);
