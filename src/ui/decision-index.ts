@@ -108,6 +108,8 @@ export class DecisionIndex {
     const removed = [...this.byKey.keys()].filter((key) => !fresh.has(key));
     this.byKey.clear();
     this.keysByWorkflow.clear();
+    // put() resets the order, but an empty listing puts nothing.
+    this.sorted = undefined;
     for (const decision of all) this.put(decision);
     if (this.lastDelta === 0) this.lastDelta = startedAt;
     this.changed(added, removed);
@@ -219,7 +221,6 @@ export class DecisionIndex {
   }
 
   private changed(added: PendingDecision[], removed: string[]): void {
-    this.sorted = undefined;
     // Only real changes raise the version: an SSE client reconnecting at the current version needs no reset.
     if (added.length === 0 && removed.length === 0) return;
     this.currentVersion += 1;

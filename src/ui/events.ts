@@ -14,8 +14,20 @@ export function sseFrame(event: string, data: unknown, id?: number): string {
   return `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-/** The frames a client hears for one index change. */
+/** Frames already built: the index hands every subscriber the same event object, so each change renders once. */
+const built = new WeakMap<IndexEvent, string>();
+
+/** The frames a client hears for one index change, built once however many clients are connected. */
 export function framesFor(index: DecisionIndex, event: IndexEvent, now: number): string {
+  let frames = built.get(event);
+  if (frames === undefined) {
+    frames = buildFrames(index, event, now);
+    built.set(event, frames);
+  }
+  return frames;
+}
+
+function buildFrames(index: DecisionIndex, event: IndexEvent, now: number): string {
   const frames: string[] = [];
   if (event.added.length > 0) {
     const rows = event.added.map((d) => ({ key: d.key, html: decisionRow(d, now).value }));

@@ -342,13 +342,12 @@ describe('sessions', () => {
 });
 
 describe('event stream', () => {
-  it('renders added rows escaped, removed keys and counts as SSE frames', async () => {
+  it('renders added rows escaped, removed keys and counts as SSE frames, once per change', async () => {
     const { app: server, index } = await app();
-    const frames = framesFor(
-      index,
-      { version: 7, added: [decision('new', 'review', XSS)], removed: ['k1'] },
-      Date.now(),
-    );
+    const event = { version: 7, added: [decision('new', 'review', XSS)], removed: ['k1'] };
+    const frames = framesFor(index, event, Date.now());
+    // Every subscriber hears the same event: the second client gets the frames already built.
+    expect(framesFor(index, event, Date.now() + 86_400_000)).toBe(frames);
     expect(frames).toContain('id: 7\nevent: added\ndata: {');
     expect(frames).toContain('event: removed\ndata: {"keys":["k1"]}');
     expect(frames).toContain('event: counts\ndata: {"total":4');
