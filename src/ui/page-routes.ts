@@ -6,9 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { DecisionFilter } from '../model/decisions';
 import type { InboxBackend } from './backend';
 import { InvalidCursorError, type DecisionIndex } from './decision-index';
+import { FilterError, parseFilter } from './filter';
 import type { SafeHtml } from './html';
 import { attemptDiff, detailPage } from './pages/detail';
 import { inboxPage } from './pages/inbox';
@@ -20,8 +20,6 @@ export interface PageContext {
   index: DecisionIndex;
   /** The signed-in reviewer, or undefined. */
   reviewerOf(request: FastifyRequest): string | undefined;
-  /** Parses the list's query parameters; throws a message-bearing error for a bad one. */
-  filterOf(query: Record<string, string | undefined>): DecisionFilter;
   webUiUrl?: string;
   /** The namespace in Web UI links. */
   namespace: string;
@@ -61,12 +59,12 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     if (!reviewer) return reply.redirect('/login', 303);
     const q = request.query as Record<string, string | undefined>;
     try {
-      const filter = ctx.filterOf({ ...q, text: q.q });
+      const filter = parseFilter({ ...q, text: q.q });
       const result = ctx.index.query(filter, { after: q.after });
       const all = ctx.index.size;
       return send(reply, inboxPage({ filter, after: q.after }, result, all, reviewer, Date.now()));
     } catch (e) {
-      if (e instanceof Error && (e instanceof InvalidCursorError || e.name === 'FilterError'))
+      if (e instanceof InvalidCursorError || e instanceof FilterError)
         return send(reply, errorPage('Bad filter', e.message, reviewer), 400);
       throw e;
     }

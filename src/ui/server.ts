@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { DECISION_KINDS, type DecisionAnswer, type DecisionFilter, type DecisionKind } from '../model/decisions';
+import type { DecisionAnswer } from '../model/decisions';
 import {
   bearerToken,
   reviewerForToken,
@@ -22,6 +22,7 @@ import type { InboxBackend } from './backend';
 import { checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
 import { streamEvents } from './events';
+import { FilterError, parseFilter } from './filter';
 import { registerPages } from './page-routes';
 
 /** How reviewers are identified: at least one of tokens and proxy. */
@@ -138,7 +139,6 @@ export async function buildInboxApp(
     backend: options.backend,
     index,
     reviewerOf: identify,
-    filterOf: parseFilter,
     ...(options.webUiUrl ? { webUiUrl: options.webUiUrl } : {}),
     namespace: options.namespace ?? 'default',
   });
@@ -276,26 +276,6 @@ export async function createInboxServer(options: InboxServerOptions): Promise<{ 
   const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
   if (actual !== port) hosts.push(`${host}:${actual}`, `localhost:${actual}`);
   return { url: `http://${host}:${actual}/`, close: () => app.close() };
-}
-
-/** A query-string filter the server cannot read. */
-export class FilterError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'FilterError';
-  }
-}
-
-function parseFilter(q: Record<string, string | undefined>): DecisionFilter {
-  const kinds = q.kind ? q.kind.split(',') : undefined;
-  const unknown = kinds?.find((k) => !(DECISION_KINDS as readonly string[]).includes(k));
-  if (unknown) throw new FilterError(`unknown decision kind ${JSON.stringify(unknown)}`);
-  return {
-    ...(kinds ? { kinds: kinds as DecisionKind[] } : {}),
-    ...(q.pipeline ? { pipeline: q.pipeline } : {}),
-    ...(q.reviewers ? { reviewers: q.reviewers } : {}),
-    ...(q.text ? { text: q.text } : {}),
-  };
 }
 
 /** The answer in a request body, or why it is not one. A `reviewer`/`by` field in the body is ignored. */
