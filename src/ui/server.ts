@@ -22,7 +22,7 @@ import type { InboxBackend } from './backend';
 import { checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
 import { streamEvents } from './events';
-import { FilterError, parseFilter } from './filter';
+import { FilterError, parseFilter, parseLimit } from './filter';
 import { registerPages } from './page-routes';
 
 /** How reviewers are identified: at least one of tokens and proxy. */
@@ -161,7 +161,7 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     if (!ctx.guard(request, reply)) return reply;
     const q = request.query as Record<string, string | undefined>;
     try {
-      return ctx.index.query(parseFilter(q), { after: q.after, limit: q.limit ? Number(q.limit) : undefined });
+      return ctx.index.query(parseFilter(q), { after: q.after, limit: parseLimit(q.limit) });
     } catch (e) {
       if (e instanceof InvalidCursorError || e instanceof FilterError)
         return ctx.refuse(reply, 400, 'bad_request', e.message);

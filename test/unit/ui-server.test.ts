@@ -69,6 +69,10 @@ describe('inbox server', () => {
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.headers['referrer-policy']).toBe('no-referrer');
     expect((await server.inject({ url: '/api/decisions?kind=nope', headers: bearer })).statusCode).toBe(400);
+    const badLimit = await server.inject({ url: '/api/decisions?limit=abc', headers: bearer });
+    expect(badLimit.statusCode).toBe(400);
+    expect(badLimit.json().message).toBe('limit must be a whole number of decisions, got "abc"');
+    expect((await server.inject({ url: '/api/decisions?limit=2', headers: bearer })).json().decisions).toHaveLength(2);
     await server.close();
   });
 
