@@ -19,7 +19,7 @@ export interface RequestHeaders {
 }
 
 /** Whether `host` (the Host header) is one of `allowedHosts` (`host:port`, compared case-insensitively). */
-export function hostAllowed(host: string | undefined, allowedHosts: readonly string[]): boolean {
+function hostAllowed(host: string | undefined, allowedHosts: readonly string[]): boolean {
   return host !== undefined && allowedHosts.some((h) => h.toLowerCase() === host.toLowerCase());
 }
 

@@ -52,8 +52,8 @@ export interface IndexEvent {
   removed: string[];
 }
 
-export const DEFAULT_PAGE_SIZE = 50;
-export const MAX_PAGE_SIZE = 500;
+const DEFAULT_PAGE_SIZE = 50;
+const MAX_PAGE_SIZE = 500;
 
 /** The index. Call {@link start} once; {@link close} stops its timers. */
 export class DecisionIndex {

@@ -7,10 +7,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DecisionIndex, IndexEvent } from './decision-index';
 import { decisionRow } from './pages/inbox';
 
-export const HEARTBEAT_MS = 15_000;
+const HEARTBEAT_MS = 15_000;
 
 /** One SSE frame; data is JSON on one line, so no newline inside it can split the frame. */
-export function sseFrame(event: string, data: unknown, id?: number): string {
+function sseFrame(event: string, data: unknown, id?: number): string {
   return `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 

@@ -234,9 +234,9 @@ function notPending(ctx: ApiContext, reply: FastifyReply, key: string): FastifyR
 }
 
 /** How many decisions of a batch are answered at once. */
-export const BATCH_CONCURRENCY = 8;
+const BATCH_CONCURRENCY = 8;
 /** The most keys one batch takes. */
-export const MAX_BATCH = 500;
+const MAX_BATCH = 500;
 
 /** A batch request's body, or why it is not one. */
 function batchOf(body: unknown): { keys: string[]; action: 'approve' | 'reject'; reason?: string } | string {
