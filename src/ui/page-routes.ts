@@ -82,10 +82,7 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
         404,
       );
     }
-    const withLink =
-      detail.webUiUrl || !ctx.webUiUrl
-        ? detail
-        : { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) };
+    const withLink = ctx.webUiUrl ? { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) } : detail;
     return send(reply, detailPage(withLink, reviewer, Date.now()));
   });
 
