@@ -192,12 +192,8 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     if (typeof answer === 'string') return ctx.refuse(reply, 422, 'refused', answer);
     try {
       const outcome = await ctx.backend.decide(key, answer, reviewer);
-      if (outcome.status === 'already_decided') {
-        ctx.index.remove(key);
-        return reply.code(409).send(outcome);
-      }
       ctx.index.remove(key);
-      return outcome;
+      return outcome.status === 'already_decided' ? reply.code(409).send(outcome) : outcome;
     } catch (e) {
       return ctx.refuse(reply, 422, 'refused', e instanceof Error ? e.message : String(e));
     }
