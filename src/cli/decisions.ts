@@ -1,17 +1,8 @@
 /** `treadle decisions`: every pending decision (reviews, budgets, approvals, TDD steps, failed loops) in one table. */
 import { Option, type Command } from 'commander';
-import { DECISION_KINDS, type DecisionKind, type PendingDecision } from '../model/decisions';
+import { DECISION_KINDS, waitingFor, type DecisionKind, type PendingDecision } from '../model/decisions';
 import { table } from './render';
 import type { WithClient } from './with-client';
-
-/** How long a decision has waited, in the largest whole unit (`3d`, `5h`, `12m`, `40s`). */
-export function waitingFor(requestedAt: string, now: number): string {
-  const seconds = Math.max(0, Math.floor((now - Date.parse(requestedAt)) / 1000));
-  if (seconds >= 86_400) return `${Math.floor(seconds / 86_400)}d`;
-  if (seconds >= 3_600) return `${Math.floor(seconds / 3_600)}h`;
-  if (seconds >= 60) return `${Math.floor(seconds / 60)}m`;
-  return `${seconds}s`;
-}
 
 /** The table's rows: KIND, ITEM, STAGE, REASON, WAITING, MESSAGE. */
 export function decisionRows(decisions: readonly PendingDecision[], now: number): string[][] {

@@ -137,6 +137,18 @@ export function matchesFilter(decision: PendingDecision, filter: DecisionFilter,
   return true;
 }
 
+/**
+ * How long a decision has waited, in the largest whole unit (`3d`, `5h`, `12m`, `40s`): the inbox's age column
+ * and `treadle decisions`' WAITING.
+ */
+export function waitingFor(requestedAt: string, now: number): string {
+  const seconds = Math.max(0, Math.floor((now - Date.parse(requestedAt)) / 1000));
+  if (seconds >= 86_400) return `${Math.floor(seconds / 86_400)}d`;
+  if (seconds >= 3_600) return `${Math.floor(seconds / 3_600)}h`;
+  if (seconds >= 60) return `${Math.floor(seconds / 60)}m`;
+  return `${seconds}s`;
+}
+
 /** Oldest request first; ties by key, so the order is the same everywhere. */
 export function byRequestTime(a: PendingDecision, b: PendingDecision): number {
   return a.requestedAt < b.requestedAt

@@ -105,7 +105,7 @@ const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8
 
 /**
  * The tokens of `file`, re-read whenever its modification time or size changes (one stat per call), so a
- * removed line ends that reviewer's sessions at their next request. A file that became unusable yields no
+ * removed or replaced line ends that reviewer's sessions at their next request. A file that became unusable yields no
  * tokens (every session ends) and is reported to `onError`.
  */
 export function tokensFileSource(file: string, onError: (e: unknown) => void = () => {}): () => readonly TokenEntry[] {
@@ -132,16 +132,28 @@ const fileStamp = (file: string): string => {
   return `${st.mtimeMs}:${st.size}:${st.mode}`;
 };
 
-/** The value a session cookie signs: the reviewer and when the session ends. */
-export function sessionValue(name: string, now: number): string {
-  return `${name}|${now + SESSION_TTL_MS}`;
+/** Hex digits of the token's hash a session keeps: enough to tell a replaced token from the one signed in with. */
+const SESSION_HASH_HEX = 16;
+const SESSION = new RegExp(`^([^|]+)\\|([0-9a-f]{${SESSION_HASH_HEX}})\\|(\\d+)$`);
+
+/**
+ * The value a session cookie signs: the reviewer, a prefix of the hash of the token they signed in with, and
+ * when the session ends. The prefix ties the session to that token, so replacing a leaked token ends it.
+ */
+export function sessionValue(name: string, token: string, now: number): string {
+  return `${name}|${sha256(token).toString('hex').slice(0, SESSION_HASH_HEX)}|${now + SESSION_TTL_MS}`;
 }
 
-/** The reviewer of a verified session value, or undefined when it expired or the name has no token any more. */
+/**
+ * The reviewer of a verified session value, or undefined when it expired or the token it was signed in with
+ * is no longer in `tokens` (removed, or replaced by `token remove` + `token add`).
+ */
 export function sessionReviewer(value: string, tokens: readonly TokenEntry[], now: number): string | undefined {
-  const match = /^([^|]+)\|(\d+)$/.exec(value);
-  if (!match || Number(match[2]) <= now) return undefined;
-  return tokens.some((t) => t.name === match[1]) ? match[1] : undefined;
+  const match = SESSION.exec(value);
+  if (!match || Number(match[3]) <= now) return undefined;
+  const name = match[1]!;
+  const prefix = match[2]!;
+  return tokens.some((t) => t.name === name && t.hash.toString('hex').startsWith(prefix)) ? name : undefined;
 }
 
 /**

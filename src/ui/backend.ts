@@ -2,14 +2,15 @@
  * The seam between the review inbox server and where decisions come from: the client SDK in production (the
  * lead's `clientBackend(client)` adapter), a fake in unit tests. The server and its index see nothing else.
  */
+import type { DecisionChange as ListedChange } from '../client/decisions';
+import type { SchemaProblem } from '../client/output-schema';
 import type { DecisionAnswer, DecisionDetail, DecisionOutcome, PendingDecision } from '../model/decisions';
 
-/** Every executions' decisions, as one change listing reports them. */
-export interface DecisionChange {
-  workflowId: string;
-  /** The workflow's pending decisions now; empty when it has none left (decided, closed). */
-  decisions: PendingDecision[];
-}
+/**
+ * One execution's entry in a change listing, as much as the index reads: its pending decisions now (empty when
+ * it has none left, decided or closed), so `closed` is not needed.
+ */
+export type DecisionChange = Pick<ListedChange, 'workflowId' | 'decisions'>;
 
 /** What the inbox needs from Temporal, through the client SDK. */
 export interface InboxBackend {
@@ -22,5 +23,5 @@ export interface InboxBackend {
   /** Answers a decision as `reviewer` (the authenticated identity, never a name from the request). */
   decide(key: string, answer: DecisionAnswer, reviewer: string): Promise<DecisionOutcome>;
   /** Checks an edited artefact against the stage's output schema; empty when it passes. */
-  checkEdit(key: string, artefact: unknown): Promise<{ path: string; message: string }[]>;
+  checkEdit(key: string, artefact: unknown): Promise<SchemaProblem[]>;
 }

@@ -19,7 +19,7 @@ export interface RequestHeaders {
 }
 
 /** Whether `host` (the Host header) is one of `allowedHosts` (`host:port`, compared case-insensitively). */
-export function hostAllowed(host: string | undefined, allowedHosts: readonly string[]): boolean {
+function hostAllowed(host: string | undefined, allowedHosts: readonly string[]): boolean {
   return host !== undefined && allowedHosts.some((h) => h.toLowerCase() === host.toLowerCase());
 }
 
@@ -27,7 +27,7 @@ export function hostAllowed(host: string | undefined, allowedHosts: readonly str
 export function checkStateChange(
   headers: RequestHeaders,
   allowedHosts: readonly string[],
-  options: { script?: boolean; bodyRequired?: boolean } = {},
+  options: { script?: boolean } = {},
 ): CsrfRefusal | undefined {
   if (!hostAllowed(headers.host, allowedHosts)) {
     return { status: 403, message: `host ${JSON.stringify(headers.host ?? '')} is not one this inbox serves` };
@@ -46,7 +46,8 @@ export function checkStateChange(
       return { status: 403, message: 'request without a same-origin Origin or Sec-Fetch-Site header refused' };
     }
   }
-  if (options.bodyRequired !== false && !/^application\/json\s*(;|$)/i.test(headers['content-type'] ?? '')) {
+  // After the origin checks: a cross-site form (not JSON) is answered 403, saying why it was refused.
+  if (!/^application\/json\s*(;|$)/i.test(headers['content-type'] ?? '')) {
     return { status: 415, message: 'decisions are sent as application/json' };
   }
   return undefined;

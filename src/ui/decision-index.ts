@@ -11,6 +11,7 @@ import {
   type DecisionKind,
   type PendingDecision,
 } from '../model/decisions';
+import { TreadleError } from '../client/treadle-error';
 import type { DecisionChange, InboxBackend } from './backend';
 
 /** How the index refreshes; tests shorten or stop the timers. */
@@ -43,15 +44,16 @@ export interface DecisionPage {
   version: number;
 }
 
-/** What subscribers hear: decisions that appeared or went, and the version after the change. */
+/** What subscribers hear: decisions that appeared, changed or went, and the version after the change. */
 export interface IndexEvent {
   version: number;
+  /** New decisions and listed ones whose content changed (a page replaces a row with the same key). */
   added: PendingDecision[];
   removed: string[];
 }
 
-export const DEFAULT_PAGE_SIZE = 50;
-export const MAX_PAGE_SIZE = 500;
+const DEFAULT_PAGE_SIZE = 50;
+const MAX_PAGE_SIZE = 500;
 
 /** The index. Call {@link start} once; {@link close} stops its timers. */
 export class DecisionIndex {
@@ -102,10 +104,12 @@ export class DecisionIndex {
     const startedAt = this.now();
     const all = await this.backend.list();
     const fresh = new Map(all.map((d) => [d.key, d]));
-    const added = all.filter((d) => !this.byKey.has(d.key));
+    const added = all.filter((d) => !sameDecision(this.byKey.get(d.key), d));
     const removed = [...this.byKey.keys()].filter((key) => !fresh.has(key));
     this.byKey.clear();
     this.keysByWorkflow.clear();
+    // put() resets the order, but an empty listing puts nothing.
+    this.sorted = undefined;
     for (const decision of all) this.put(decision);
     if (this.lastDelta === 0) this.lastDelta = startedAt;
     this.changed(added, removed);
@@ -125,6 +129,21 @@ export class DecisionIndex {
 
   get(key: string): PendingDecision | undefined {
     return this.byKey.get(key);
+  }
+
+  /**
+   * Runs a backend call about the listed decision `key`. The index can be a delta behind, so a decision another
+   * reviewer just answered is still listed: when the backend says it is gone (`not_found`), it is dropped here
+   * and the result is undefined, which the routes answer as they answer a key the index does not have.
+   */
+  async whilePending<T>(key: string, run: () => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof TreadleError && e.code === 'not_found')) throw e;
+      this.remove(key);
+      return undefined;
+    }
   }
 
   /** Filters, counts and pages; `after` is a cursor from the previous page. */
@@ -174,9 +193,8 @@ export class DecisionIndex {
         if (!fresh.has(key) && this.drop(key)) removed.push(key);
       }
       for (const decision of decisions) {
-        const had = this.byKey.get(decision.key);
-        if (!had) added.push(decision);
-        else if (JSON.stringify(had) === JSON.stringify(decision)) continue;
+        if (sameDecision(this.byKey.get(decision.key), decision)) continue;
+        added.push(decision);
         this.put(decision);
       }
     }
@@ -203,7 +221,6 @@ export class DecisionIndex {
   }
 
   private changed(added: PendingDecision[], removed: string[]): void {
-    this.sorted = undefined;
     // Only real changes raise the version: an SSE client reconnecting at the current version needs no reset.
     if (added.length === 0 && removed.length === 0) return;
     this.currentVersion += 1;
@@ -221,6 +238,11 @@ export class DecisionIndex {
     timer.unref();
     return timer;
   }
+}
+
+/** Whether the index already holds `fresh` as it is; a changed one is announced again so open pages update it. */
+function sameDecision(had: PendingDecision | undefined, fresh: PendingDecision): boolean {
+  return had !== undefined && JSON.stringify(had) === JSON.stringify(fresh);
 }
 
 function count(counts: DecisionCounts, d: PendingDecision): void {

@@ -1,21 +1,33 @@
 /**
  * The inbox's live stream (`GET /api/events`, server-sent events) fed by the decision index's subscribers:
- * `added` (each new decision's row, rendered and escaped on the server), `removed` (keys), `counts` (after
- * every change), a heartbeat comment every 15 s, and `reset` when a reconnecting client missed changes.
+ * `added` (each new or changed decision's row, rendered and escaped on the server), `removed` (keys), `counts`
+ * (after every change), a heartbeat comment every 15 s, and `reset` when a reconnecting client missed changes.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { DecisionIndex, IndexEvent } from './decision-index';
 import { decisionRow } from './pages/inbox';
 
-export const HEARTBEAT_MS = 15_000;
+const HEARTBEAT_MS = 15_000;
 
 /** One SSE frame; data is JSON on one line, so no newline inside it can split the frame. */
-export function sseFrame(event: string, data: unknown, id?: number): string {
+function sseFrame(event: string, data: unknown, id?: number): string {
   return `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-/** The frames a client hears for one index change. */
+/** Frames already built: the index hands every subscriber the same event object, so each change renders once. */
+const built = new WeakMap<IndexEvent, string>();
+
+/** The frames a client hears for one index change, built once however many clients are connected. */
 export function framesFor(index: DecisionIndex, event: IndexEvent, now: number): string {
+  let frames = built.get(event);
+  if (frames === undefined) {
+    frames = buildFrames(index, event, now);
+    built.set(event, frames);
+  }
+  return frames;
+}
+
+function buildFrames(index: DecisionIndex, event: IndexEvent, now: number): string {
   const frames: string[] = [];
   if (event.added.length > 0) {
     const rows = event.added.map((d) => ({ key: d.key, html: decisionRow(d, now).value }));

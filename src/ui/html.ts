@@ -22,8 +22,12 @@ export function trusted(markup: string): SafeHtml {
  * so an artefact cannot reorder the text a reviewer reads.
  */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"'`]|[\u202A-\u202E\u2066-\u2069\u200E\u200F]/g, (c) => ESCAPES[c] ?? `&lt;U+${hex(c)}&gt;`);
+  return text.replace(ESCAPED, (c) => ESCAPES[c] ?? `&lt;U+${hex(c)}&gt;`);
 }
+
+/** The bidi controls (embeddings, overrides, isolates, marks) that {@link escapeHtml} shows as code points. */
+export const BIDI_CONTROLS = /[\u202A-\u202E\u2066-\u2069\u200E\u200F]/g;
+const ESCAPED = new RegExp(`[&<>"'\`]|${BIDI_CONTROLS.source}`, 'g');
 
 const ESCAPES: Record<string, string> = {
   '&': '&amp;',

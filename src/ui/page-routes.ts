@@ -3,12 +3,12 @@
  * two static assets. Pages are built on the server from the index (the first screen needs no fetch); a
  * visitor without a session is sent to the login page.
  */
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { DecisionFilter } from '../model/decisions';
 import type { InboxBackend } from './backend';
 import { InvalidCursorError, type DecisionIndex } from './decision-index';
+import { FilterError, parseFilter } from './filter';
 import type { SafeHtml } from './html';
 import { attemptDiff, detailPage } from './pages/detail';
 import { inboxPage } from './pages/inbox';
@@ -20,8 +20,6 @@ export interface PageContext {
   index: DecisionIndex;
   /** The signed-in reviewer, or undefined. */
   reviewerOf(request: FastifyRequest): string | undefined;
-  /** Parses the list's query parameters; throws a message-bearing error for a bad one. */
-  filterOf(query: Record<string, string | undefined>): DecisionFilter;
   webUiUrl?: string;
   /** The namespace in Web UI links. */
   namespace: string;
@@ -44,14 +42,16 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
   // Browsers ask for it on every page; no icon, but no 404 in the reviewer's console either.
   app.get('/favicon.ico', async (_request, reply) => reply.code(204).send());
 
+  // Read once: the files change only with a new build, which restarts the server.
+  const assets = new Map(
+    Object.entries(ASSETS).map(([name, type]) => [name, { type, body: readFileSync(join(ASSETS_DIR, name)) }]),
+  );
   app.get('/assets/:name', async (request, reply) => {
     const { name } = request.params as { name: string };
-    const type = Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
-    if (!type) return reply.code(404).send({ error: 'not_found', message: `no asset ${name}` });
-    return reply
-      .type(type)
-      .header('cache-control', 'no-cache')
-      .send(await readFile(join(ASSETS_DIR, name)));
+    const asset = assets.get(name);
+    if (!asset) return reply.code(404).send({ error: 'not_found', message: `no asset ${name}` });
+    // no-cache, not the pages' no-store: the browser keeps them but asks again, so a new build is seen at once.
+    return reply.type(asset.type).header('cache-control', 'no-cache').send(asset.body);
   });
 
   app.get('/', async (request, reply) => {
@@ -59,12 +59,12 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     if (!reviewer) return reply.redirect('/login', 303);
     const q = request.query as Record<string, string | undefined>;
     try {
-      const filter = ctx.filterOf({ ...q, text: q.q });
+      const filter = parseFilter({ ...q, text: q.q });
       const result = ctx.index.query(filter, { after: q.after });
       const all = ctx.index.size;
       return send(reply, inboxPage({ filter, after: q.after }, result, all, reviewer, Date.now()));
     } catch (e) {
-      if (e instanceof Error && (e instanceof InvalidCursorError || e.name === 'FilterError'))
+      if (e instanceof InvalidCursorError || e instanceof FilterError)
         return send(reply, errorPage('Bad filter', e.message, reviewer), 400);
       throw e;
     }
@@ -74,18 +74,15 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     const reviewer = ctx.reviewerOf(request);
     if (!reviewer) return reply.redirect('/login', 303);
     const { key } = request.params as { key: string };
-    if (!ctx.index.get(key)) {
+    const detail = ctx.index.get(key) ? await ctx.index.whilePending(key, () => ctx.backend.detail(key)) : undefined;
+    if (!detail) {
       return send(
         reply,
         errorPage('Not pending', 'This decision is not pending any more (someone decided it) or never was.', reviewer),
         404,
       );
     }
-    const detail = await ctx.backend.detail(key);
-    const withLink =
-      detail.webUiUrl || !ctx.webUiUrl
-        ? detail
-        : { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) };
+    const withLink = ctx.webUiUrl ? { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) } : detail;
     return send(reply, detailPage(withLink, reviewer, Date.now()));
   });
 
@@ -94,12 +91,11 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     if (!reviewer) return reply.code(401).send({ error: 'unauthenticated', message: 'sign in with a reviewer token' });
     const { key } = request.params as { key: string };
     const { a, b } = request.query as { a?: string; b?: string };
-    if (!ctx.index.get(key)) return reply.code(404).send({ error: 'not_found', message: `no pending decision ${key}` });
-    const fragment = attemptDiff(
-      await ctx.backend.detail(key, { attempts: [Number(a), Number(b)] }),
-      Number(a),
-      Number(b),
-    );
+    const detail = ctx.index.get(key)
+      ? await ctx.index.whilePending(key, () => ctx.backend.detail(key, { attempts: [Number(a), Number(b)] }))
+      : undefined;
+    if (!detail) return reply.code(404).send({ error: 'not_found', message: `no pending decision ${key}` });
+    const fragment = attemptDiff(detail, Number(a), Number(b));
     if (!fragment)
       return reply.code(400).send({ error: 'bad_request', message: `no attempts ${a} and ${b} to compare` });
     return send(reply, fragment);

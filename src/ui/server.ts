@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { DECISION_KINDS, type DecisionAnswer, type DecisionFilter, type DecisionKind } from '../model/decisions';
+import type { DecisionAnswer } from '../model/decisions';
 import {
   bearerToken,
   reviewerForToken,
@@ -22,11 +22,12 @@ import type { InboxBackend } from './backend';
 import { checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
 import { streamEvents } from './events';
+import { FilterError, parseFilter, parseLimit } from './filter';
 import { registerPages } from './page-routes';
 
 /** How reviewers are identified: at least one of tokens and proxy. */
 export interface InboxAuth {
-  /** The reviewers' tokens; a function is asked on every request, so a removed token ends its sessions. */
+  /** The reviewers' tokens; a function is asked on every request, so a removed or replaced token ends its sessions. */
   tokens?: readonly TokenEntry[] | (() => readonly TokenEntry[]);
   proxy?: ProxyIdentity;
   /** Signs session cookies; a random one per process when absent (sessions end with the server). */
@@ -74,57 +75,50 @@ export async function buildInboxApp(
   const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024, forceCloseConnections: true });
   await app.register(fastifyCookie, { secret: options.auth.cookieSecret ?? randomBytes(32).toString('hex') });
   app.addHook('onSend', async (_request, reply) => {
-    for (const [name, value] of Object.entries(SECURITY_HEADERS)) reply.header(name, value);
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
+      // A route that chose its caching keeps it (the assets: no-cache); everything else is no-store.
+      if (name !== 'cache-control' || !reply.hasHeader(name)) reply.header(name, value);
+    }
   });
   app.addHook('onClose', async () => index.close());
 
-  const identify = (request: FastifyRequest): { reviewer?: string; script: boolean } => {
+  /** The reviewer a request is from: a bearer token, a trusted proxy's header, or a session cookie. */
+  const identify = (request: FastifyRequest): string | undefined => {
     const token = bearerToken(request.headers.authorization);
-    if (token !== undefined) return { reviewer: reviewerForToken(tokens(), token), script: true };
+    if (token !== undefined) return reviewerForToken(tokens(), token);
     const fromProxy = reviewerFromProxy(options.auth.proxy, request.socket.remoteAddress, request.headers);
-    if (fromProxy) return { reviewer: fromProxy, script: false };
+    if (fromProxy) return fromProxy;
     const cookie = request.cookies[SESSION_COOKIE];
     const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
     const value = unsigned?.valid ? unsigned.value : null;
-    return { reviewer: value ? sessionReviewer(value, tokens(), Date.now()) : undefined, script: false };
+    return value ? sessionReviewer(value, tokens(), Date.now()) : undefined;
   };
   const refuse = (reply: FastifyReply, status: number, error: string, message: string): FastifyReply =>
     reply.code(status).send({ error, message });
-  /** Authenticates, and for state changes applies the CSRF checks; returns the reviewer or sends the refusal. */
-  const guard = (request: FastifyRequest, reply: FastifyReply, change: boolean): string | undefined => {
-    const { reviewer, script } = identify(request);
-    if (!reviewer) {
-      refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
-      return undefined;
-    }
-    if (change) {
-      const refusal = checkStateChange(request.headers, allowedHosts, { script });
-      if (refusal) {
-        refuse(reply, refusal.status, 'refused', refusal.message);
-        return undefined;
-      }
-    }
+  /** Authenticates; returns the reviewer or sends the refusal. */
+  const guard = (request: FastifyRequest, reply: FastifyReply): string | undefined => {
+    const reviewer = identify(request);
+    if (!reviewer) refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
     return reviewer;
   };
 
-  // Before the body is parsed: a cross-site form (a content type fastify does not parse) must get the 403
-  // the origin checks give, not the 415 of its body; the routes check the JSON body type again.
+  // Every POST changes state (login and logout included): the CSRF checks run here, once, before the body is
+  // parsed. They check the origin before the content type, so a cross-site form gets the 403, not a 415.
   app.addHook('onRequest', async (request, reply) => {
     if (request.method !== 'POST') return;
     const script = bearerToken(request.headers.authorization) !== undefined;
-    const refusal = checkStateChange(request.headers, allowedHosts, { script, bodyRequired: false });
+    const refusal = checkStateChange(request.headers, allowedHosts, { script });
     if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
   });
 
   app.get('/healthz', async () => ({ ok: true, decisions: index.size, version: index.version }));
 
   app.post('/login', async (request, reply) => {
-    const refusal = checkStateChange(request.headers, allowedHosts);
-    if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
-    const token = (request.body as { token?: unknown } | undefined)?.token;
-    const reviewer = typeof token === 'string' ? reviewerForToken(tokens(), token) : undefined;
+    const sent = (request.body as { token?: unknown } | undefined)?.token;
+    const token = typeof sent === 'string' ? sent : '';
+    const reviewer = token ? reviewerForToken(tokens(), token) : undefined;
     if (!reviewer) return refuse(reply, 401, 'unauthenticated', 'unknown token');
-    reply.setCookie(SESSION_COOKIE, sessionValue(reviewer, Date.now()), {
+    reply.setCookie(SESSION_COOKIE, sessionValue(reviewer, token, Date.now()), {
       signed: true,
       httpOnly: true,
       sameSite: 'strict',
@@ -144,8 +138,7 @@ export async function buildInboxApp(
   registerPages(app, {
     backend: options.backend,
     index,
-    reviewerOf: (request) => identify(request).reviewer,
-    filterOf: parseFilter,
+    reviewerOf: identify,
     ...(options.webUiUrl ? { webUiUrl: options.webUiUrl } : {}),
     namespace: options.namespace ?? 'default',
   });
@@ -157,18 +150,18 @@ export async function buildInboxApp(
 interface ApiContext {
   backend: InboxBackend;
   index: DecisionIndex;
-  /** Authenticates (and for state changes applies the CSRF checks); the reviewer, or undefined once refused. */
-  guard(request: FastifyRequest, reply: FastifyReply, change: boolean): string | undefined;
+  /** Authenticates (the CSRF checks ran before, in the onRequest hook); the reviewer, or undefined once refused. */
+  guard(request: FastifyRequest, reply: FastifyReply): string | undefined;
   refuse(reply: FastifyReply, status: number, error: string, message: string): FastifyReply;
 }
 
 /** The decision API: list, detail, edit check, decide, batch, and the event stream. */
 function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   app.get('/api/decisions', async (request, reply) => {
-    if (!ctx.guard(request, reply, false)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     const q = request.query as Record<string, string | undefined>;
     try {
-      return ctx.index.query(parseFilter(q), { after: q.after, limit: q.limit ? Number(q.limit) : undefined });
+      return ctx.index.query(parseFilter(q), { after: q.after, limit: parseLimit(q.limit) });
     } catch (e) {
       if (e instanceof InvalidCursorError || e instanceof FilterError)
         return ctx.refuse(reply, 400, 'bad_request', e.message);
@@ -177,40 +170,37 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.get('/api/decisions/:key', async (request, reply) => {
-    if (!ctx.guard(request, reply, false)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     const { key } = request.params as { key: string };
-    if (!ctx.index.get(key)) return ctx.refuse(reply, 404, 'not_found', `no pending decision ${key}`);
-    return ctx.backend.detail(key);
+    const detail = ctx.index.get(key) ? await ctx.index.whilePending(key, () => ctx.backend.detail(key)) : undefined;
+    return detail ?? notPending(ctx, reply, key);
   });
 
   app.post('/api/decisions/:key/check', async (request, reply) => {
-    if (!ctx.guard(request, reply, true)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     const { key } = request.params as { key: string };
     const artefact = (request.body as { artefact?: unknown } | undefined)?.artefact;
-    return { errors: await ctx.backend.checkEdit(key, artefact) };
+    const errors = await ctx.index.whilePending(key, () => ctx.backend.checkEdit(key, artefact));
+    return errors ? { errors } : notPending(ctx, reply, key);
   });
 
   app.post('/api/decisions/:key', async (request, reply) => {
-    const reviewer = ctx.guard(request, reply, true);
+    const reviewer = ctx.guard(request, reply);
     if (!reviewer) return reply;
     const { key } = request.params as { key: string };
     const answer = answerOf(request.body);
     if (typeof answer === 'string') return ctx.refuse(reply, 422, 'refused', answer);
     try {
       const outcome = await ctx.backend.decide(key, answer, reviewer);
-      if (outcome.status === 'already_decided') {
-        ctx.index.remove(key);
-        return reply.code(409).send(outcome);
-      }
       ctx.index.remove(key);
-      return outcome;
+      return outcome.status === 'already_decided' ? reply.code(409).send(outcome) : outcome;
     } catch (e) {
       return ctx.refuse(reply, 422, 'refused', e instanceof Error ? e.message : String(e));
     }
   });
 
   app.post('/api/batch', async (request, reply) => {
-    const reviewer = ctx.guard(request, reply, true);
+    const reviewer = ctx.guard(request, reply);
     if (!reviewer) return reply;
     const batch = batchOf(request.body);
     if (typeof batch === 'string') return ctx.refuse(reply, 422, 'refused', batch);
@@ -228,16 +218,21 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.get('/api/events', async (request, reply) => {
-    if (!ctx.guard(request, reply, false)) return reply;
+    if (!ctx.guard(request, reply)) return reply;
     streamEvents(ctx.index, request, reply, SECURITY_HEADERS);
     return reply;
   });
 }
 
+/** The 404 for a decision that is not (or no longer) pending. */
+function notPending(ctx: ApiContext, reply: FastifyReply, key: string): FastifyReply {
+  return ctx.refuse(reply, 404, 'not_found', `no pending decision ${key}`);
+}
+
 /** How many decisions of a batch are answered at once. */
-export const BATCH_CONCURRENCY = 8;
+const BATCH_CONCURRENCY = 8;
 /** The most keys one batch takes. */
-export const MAX_BATCH = 500;
+const MAX_BATCH = 500;
 
 /** A batch request's body, or why it is not one. */
 function batchOf(body: unknown): { keys: string[]; action: 'approve' | 'reject'; reason?: string } | string {
@@ -277,26 +272,6 @@ export async function createInboxServer(options: InboxServerOptions): Promise<{ 
   const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
   if (actual !== port) hosts.push(`${host}:${actual}`, `localhost:${actual}`);
   return { url: `http://${host}:${actual}/`, close: () => app.close() };
-}
-
-/** A query-string filter the server cannot read. */
-export class FilterError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'FilterError';
-  }
-}
-
-function parseFilter(q: Record<string, string | undefined>): DecisionFilter {
-  const kinds = q.kind ? q.kind.split(',') : undefined;
-  const unknown = kinds?.find((k) => !(DECISION_KINDS as readonly string[]).includes(k));
-  if (unknown) throw new FilterError(`unknown decision kind ${JSON.stringify(unknown)}`);
-  return {
-    ...(kinds ? { kinds: kinds as DecisionKind[] } : {}),
-    ...(q.pipeline ? { pipeline: q.pipeline } : {}),
-    ...(q.reviewers ? { reviewers: q.reviewers } : {}),
-    ...(q.text ? { text: q.text } : {}),
-  };
 }
 
 /** The answer in a request body, or why it is not one. A `reviewer`/`by` field in the body is ignored. */

@@ -11,8 +11,8 @@ import {
   type DecisionSource,
 } from '../../src/client/decisions';
 import { answerProblem } from '../../src/client/decide';
-import { decisionRows, waitingFor } from '../../src/cli/decisions';
-import { ANSWERS, matchesFilter, parseDecisionKey } from '../../src/model/decisions';
+import { decisionRows } from '../../src/cli/decisions';
+import { ANSWERS, matchesFilter, parseDecisionKey, waitingFor } from '../../src/model/decisions';
 import type { ApprovalsMemo } from '../../src/kinds/approval/shapes';
 import type { PendingReview } from '../../src/model/state';
 

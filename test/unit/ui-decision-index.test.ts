@@ -1,7 +1,7 @@
 /**
  * The review inbox's decision index against a fake backend: the first full listing, deltas replacing a
- * workflow's decisions, reconcile, immediate removal, subscribers and versions, and filter/count/cursor paging
- * over 10,000 decisions.
+ * workflow's decisions, changed decisions announced again, reconcile, immediate removal, subscribers and
+ * versions, and filter/count/cursor paging over 10,000 decisions.
  */
 import { ANSWERS, decisionKey, type DecisionKind, type PendingDecision } from '../../src/model/decisions';
 import type { DecisionChange, InboxBackend } from '../../src/ui/backend';
@@ -78,6 +78,30 @@ describe('DecisionIndex', () => {
     expect(events).toEqual([{ version: v0 + 1, added: [fake(9)], removed: [fake(1).key] }]);
     await index.refresh();
     expect(backend.sinces[1]!.getTime()).toBe(clock - 10_000);
+    index.close();
+  });
+
+  it('announces a decision whose content changed (pages replace its row), not an unchanged one', async () => {
+    const backend = new FakeBackend();
+    backend.all = [fake(1), fake(2)];
+    const index = indexOver(backend);
+    await index.start();
+    const events: IndexEvent[] = [];
+    index.subscribe((e) => events.push(e));
+    const v0 = index.version;
+    const retried = fake(1, { message: 'attempt 2 escalated', attempt: 2 });
+    backend.pending = [
+      { workflowId: 'item-1', decisions: [retried] },
+      { workflowId: 'item-2', decisions: [fake(2)] },
+    ];
+    await index.refresh();
+    expect(events).toEqual([{ version: v0 + 1, added: [retried], removed: [] }]);
+    expect(index.get(fake(1).key)).toEqual(retried);
+    backend.all = [fake(1), fake(2)];
+    await index.reconcile();
+    expect(events[1]).toEqual({ version: v0 + 2, added: [fake(1)], removed: [] });
+    await index.reconcile();
+    expect(events).toHaveLength(2);
     index.close();
   });
 

@@ -14,7 +14,14 @@ import {
   type DecisionKind,
   type PendingDecision,
 } from '../../src/model/decisions';
-import { newToken, parseTokens, SESSION_TTL_MS, sessionReviewer, tokensFileSource } from '../../src/ui/auth';
+import {
+  newToken,
+  parseTokens,
+  SESSION_TTL_MS,
+  sessionReviewer,
+  sessionValue,
+  tokensFileSource,
+} from '../../src/ui/auth';
 import type { InboxBackend } from '../../src/ui/backend';
 import { framesFor } from '../../src/ui/events';
 import { buildInboxApp, SESSION_COOKIE } from '../../src/ui/server';
@@ -205,12 +212,14 @@ describe('inbox pages', () => {
     await server.close();
   });
 
-  it('serves only its two assets', async () => {
+  it('serves only its two assets, revalidated (no-cache) where pages are no-store', async () => {
     const { app: server } = await app();
     const js = await server.inject({ url: '/assets/inbox.js' });
     expect(js.statusCode).toBe(200);
     expect(js.headers['content-type']).toContain('text/javascript');
     expect(js.body).toContain('EventSource');
+    expect(js.headers['cache-control']).toBe('no-cache');
+    expect((await server.inject({ url: '/login' })).headers['cache-control']).toBe('no-store');
     expect((await server.inject({ url: '/assets/inbox.css' })).headers['content-type']).toContain('text/css');
     expect((await server.inject({ url: '/assets/..%2Fserver.ts' })).statusCode).toBe(404);
     expect((await server.inject({ url: '/assets/constructor' })).statusCode).toBe(404);
@@ -271,11 +280,32 @@ describe('batch answers', () => {
 describe('sessions', () => {
   it('end after 12 hours and when the reviewer has no token any more', () => {
     const now = Date.parse('2026-01-01T00:00:00Z');
-    const value = `alice|${now + SESSION_TTL_MS}`;
+    const value = sessionValue('alice', alice.token, now);
     expect(sessionReviewer(value, tokens, now)).toBe('alice');
     expect(sessionReviewer(value, tokens, now + SESSION_TTL_MS)).toBeUndefined();
     expect(sessionReviewer(value, parseTokens(bob.line), now)).toBeUndefined();
     expect(sessionReviewer('alice', tokens, now)).toBeUndefined();
+    // The format before sessions named their token: signed in with a token that may since have been replaced.
+    expect(sessionReviewer(`alice|${now + SESSION_TTL_MS}`, tokens, now)).toBeUndefined();
+  });
+
+  it('end when the reviewer’s token is replaced (a leaked token rotated by token remove + token add)', async () => {
+    const { app: server } = await app();
+    const login = await server.inject({
+      method: 'POST',
+      url: '/login',
+      headers: json,
+      payload: { token: alice.token },
+    });
+    const cookie = login.cookies.find((c) => c.name === SESSION_COOKIE)!;
+    const headers = { host: HOST, cookie: `${SESSION_COOKIE}=${cookie.value}` };
+    expect((await server.inject({ url: '/api/decisions', headers })).statusCode).toBe(200);
+    const rotated = newToken('alice');
+    tokens = parseTokens(`${rotated.line}\n${bob.line}`);
+    expect((await server.inject({ url: '/api/decisions', headers })).statusCode).toBe(401);
+    const again = { host: HOST, authorization: `Bearer ${rotated.token}` };
+    expect((await server.inject({ url: '/api/decisions', headers: again })).statusCode).toBe(200);
+    await server.close();
   });
 
   it('a logged-in session stops working once its token leaves the tokens list', async () => {
@@ -312,13 +342,12 @@ describe('sessions', () => {
 });
 
 describe('event stream', () => {
-  it('renders added rows escaped, removed keys and counts as SSE frames', async () => {
+  it('renders added rows escaped, removed keys and counts as SSE frames, once per change', async () => {
     const { app: server, index } = await app();
-    const frames = framesFor(
-      index,
-      { version: 7, added: [decision('new', 'review', XSS)], removed: ['k1'] },
-      Date.now(),
-    );
+    const event = { version: 7, added: [decision('new', 'review', XSS)], removed: ['k1'] };
+    const frames = framesFor(index, event, Date.now());
+    // Every subscriber hears the same event: the second client gets the frames already built.
+    expect(framesFor(index, event, Date.now() + 86_400_000)).toBe(frames);
     expect(frames).toContain('id: 7\nevent: added\ndata: {');
     expect(frames).toContain('event: removed\ndata: {"keys":["k1"]}');
     expect(frames).toContain('event: counts\ndata: {"total":4');

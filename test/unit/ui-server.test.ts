@@ -1,9 +1,11 @@
 /**
  * The inbox server's JSON API through fastify's inject, over a fake backend: authentication (bearer, session
  * cookie from login), CSRF refusals, security headers, and decide's outcomes (200 decided, 409 already decided,
- * 422 refused) with the reviewer taken from the identity, never from the body.
+ * 422 refused) with the reviewer taken from the identity, never from the body; a decision that went after the
+ * index last looked answers 404 (JSON, or the HTML page's) and leaves the index.
  */
 import { ANSWERS, decisionKey, type DecisionAnswer, type PendingDecision } from '../../src/model/decisions';
+import { TreadleError } from '../../src/client/treadle-error';
 import { newToken, parseTokens } from '../../src/ui/auth';
 import type { InboxBackend } from '../../src/ui/backend';
 import { buildInboxApp, SESSION_COOKIE } from '../../src/ui/server';
@@ -67,6 +69,10 @@ describe('inbox server', () => {
     expect(res.headers['x-content-type-options']).toBe('nosniff');
     expect(res.headers['referrer-policy']).toBe('no-referrer');
     expect((await server.inject({ url: '/api/decisions?kind=nope', headers: bearer })).statusCode).toBe(400);
+    const badLimit = await server.inject({ url: '/api/decisions?limit=abc', headers: bearer });
+    expect(badLimit.statusCode).toBe(400);
+    expect(badLimit.json().message).toBe('limit must be a whole number of decisions, got "abc"');
+    expect((await server.inject({ url: '/api/decisions?limit=2', headers: bearer })).json().decisions).toHaveLength(2);
     await server.close();
   });
 
@@ -154,6 +160,34 @@ describe('inbox server', () => {
     });
     expect(check.json()).toEqual({ errors: [{ path: '/title', message: 'must be string' }] });
     expect((await server.inject({ url: '/healthz' })).json()).toMatchObject({ ok: true, decisions: 3 });
+    await server.close();
+  });
+
+  it('answers 404 and drops the row when the backend says a listed decision just went (another reviewer)', async () => {
+    const gone = (key: string) => new TreadleError(`no pending decision ${key}`, 'not_found');
+    const b = backend();
+    b.detail = async (key) => Promise.reject(gone(key));
+    b.checkEdit = async (key) => Promise.reject(gone(key));
+    const { app: server, index } = await app(b);
+    const [a, bKey, c] = ['a', 'b', 'c'].map((id) => decision(id).key) as [string, string, string];
+
+    const api = await server.inject({ url: `/api/decisions/${a}`, headers: bearer });
+    expect(api.statusCode).toBe(404);
+    expect(api.json()).toMatchObject({ error: 'not_found' });
+    const page = await server.inject({ url: `/d/${bKey}`, headers: bearer });
+    expect(page.statusCode).toBe(404);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.body).toContain('Not pending');
+    const diff = await server.inject({ url: `/d/${c}/diff?a=1&b=2`, headers: bearer });
+    expect(diff.statusCode).toBe(404);
+    expect(index.size).toBe(0);
+    const check = await server.inject({
+      method: 'POST',
+      url: `/api/decisions/${a}/check`,
+      headers: { ...bearer, 'content-type': 'application/json' },
+      payload: { artefact: {} },
+    });
+    expect(check.statusCode).toBe(404);
     await server.close();
   });
 });

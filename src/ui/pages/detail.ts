@@ -3,14 +3,14 @@
  * with verdict and feedback, artefacts through the inert renderers, a diff picker, the approval payload, the
  * TDD question, the loop's failure and iterations, the Web UI link) and the answer forms the kind allows.
  */
-import type { AttemptView, DecisionDetail, PendingDecision } from '../../model/decisions';
+import { waitingFor, type AttemptView, type DecisionDetail, type PendingDecision } from '../../model/decisions';
 import { html, type SafeHtml } from '../html';
 import { renderArtefact } from '../render/artefact';
 import { canonicalJson, renderDiff } from '../render/diff';
 import { renderJsonTree } from '../render/json-tree';
 import { renderText } from '../render/text';
 import { TEST_IDS } from '../test-ids';
-import { age, page, remaining } from './layout';
+import { page, remaining } from './layout';
 
 /** The whole detail page. */
 export function detailPage(detail: DecisionDetail, reviewer: string, now: number): SafeHtml {
@@ -23,7 +23,7 @@ export function detailPage(detail: DecisionDetail, reviewer: string, now: number
       <p class="why">
         <span class="kind kind-${d.kind}">${d.kind}</span> ${d.reason}: ${d.message}
         <span class="sub"
-          >requested ${age(d.requestedAt, now)}
+          >requested ${waitingFor(d.requestedAt, now)}
           ago${d.expiresAt ? html`, expires <time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}${d.reviewers ? html`, for ${d.reviewers}` : ''}</span
         >
       </p>

@@ -2,11 +2,11 @@
  * The inbox list page (`GET /`): the first page of pending decisions, oldest first, rendered on the server so
  * the first screen needs no fetch; filters are query parameters (bookmarkable), counts sit in the filter bar.
  */
-import { DECISION_KINDS, type DecisionFilter, type PendingDecision } from '../../model/decisions';
+import { DECISION_KINDS, waitingFor, type DecisionFilter, type PendingDecision } from '../../model/decisions';
 import type { DecisionPage } from '../decision-index';
 import { html, type SafeHtml } from '../html';
 import { TEST_IDS } from '../test-ids';
-import { age, page, remaining } from './layout';
+import { page, remaining } from './layout';
 
 /** One row of the list; also what the event stream sends for a decision that appeared. */
 export function decisionRow(d: PendingDecision, now: number): SafeHtml {
@@ -32,7 +32,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     </td>
     <td class="msg">${d.message}${d.partial ? html` <span class="sub">(details on opening)</span>` : ''}</td>
     <td>${d.reviewers ?? ''}</td>
-    <td class="age" title="${d.requestedAt}">${age(d.requestedAt, now)}</td>
+    <td class="age" title="${d.requestedAt}">${waitingFor(d.requestedAt, now)}</td>
     <td class="expires">
       ${d.expiresAt ? html`<time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}
     </td>

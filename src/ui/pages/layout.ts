@@ -68,15 +68,6 @@ export function errorPage(title: string, message: string, reviewer?: string): Sa
   );
 }
 
-/** How long ago `iso` was, shortly: `42s`, `5m`, `3h`, `2d`. */
-export function age(iso: string, now: number): string {
-  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
-  if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m`;
-  if (s < 86_400) return `${Math.floor(s / 3600)}h`;
-  return `${Math.floor(s / 86_400)}d`;
-}
-
 /** Time left until `iso` (e.g. `in 9m 5s`), or `expired`; inbox.js keeps it ticking from the `datetime`. */
 export function remaining(iso: string, now: number): string {
   const s = Math.round((Date.parse(iso) - now) / 1000);

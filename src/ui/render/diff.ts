@@ -9,8 +9,8 @@ import { html, type SafeHtml } from '../html';
 /** Lines in a `<pre>` end with a newline. */
 const NEWLINE = '\n';
 
-export const DIFF_TIMEOUT_MS = 500;
-export const DIFF_MAX_EDIT_LENGTH = 20_000;
+const DIFF_TIMEOUT_MS = 500;
+const DIFF_MAX_EDIT_LENGTH = 20_000;
 
 /** JSON with object keys sorted at every level, two-space indented: one text per value. */
 export function canonicalJson(value: unknown): string {

@@ -4,7 +4,7 @@
  */
 import { html, type SafeHtml } from '../html';
 
-export const LONG_STRING = 500;
+const LONG_STRING = 500;
 /** Nesting deeper than this is shown as JSON text (the tree would be unreadable anyway). */
 const MAX_DEPTH = 40;
 

@@ -5,7 +5,7 @@
  */
 import MarkdownIt from 'markdown-it';
 import sanitizeHtml from 'sanitize-html';
-import { escapeHtml, trusted, type SafeHtml } from '../html';
+import { BIDI_CONTROLS, escapeHtml, trusted, type SafeHtml } from '../html';
 
 const markdown = new MarkdownIt({ html: false, linkify: true, typographer: false });
 
@@ -41,7 +41,14 @@ const TAGS = [
 
 const OPTIONS: sanitizeHtml.IOptions = {
   allowedTags: TAGS,
-  allowedAttributes: { a: ['href', 'title'], ol: ['start'], th: ['style'], td: ['style'], span: ['class'] },
+  // rel and target come from the transform below; the allowlist is applied to the transformed tag, so names them.
+  allowedAttributes: {
+    a: ['href', 'title', 'rel', 'target'],
+    ol: ['start'],
+    th: ['style'],
+    td: ['style'],
+    span: ['class'],
+  },
   allowedStyles: { th: { 'text-align': [/^(left|right|center)$/] }, td: { 'text-align': [/^(left|right|center)$/] } },
   allowedSchemes: ['http', 'https', 'mailto'],
   allowedSchemesAppliedToAttributes: ['href'],
@@ -60,15 +67,7 @@ const OPTIONS: sanitizeHtml.IOptions = {
   },
 };
 
-// rel and target are set by the transform above, after the allowlist's attribute check.
-OPTIONS.allowedAttributes = {
-  ...(OPTIONS.allowedAttributes as Record<string, string[]>),
-  a: ['href', 'title', 'rel', 'target'],
-};
-
 /** Renders Markdown to sanitised HTML. */
 export function renderMarkdown(source: string): SafeHtml {
-  return trusted(sanitizeHtml(markdown.render(source), OPTIONS).replace(BIDI, (c) => escapeHtml(c)));
+  return trusted(sanitizeHtml(markdown.render(source), OPTIONS).replace(BIDI_CONTROLS, (c) => escapeHtml(c)));
 }
-
-const BIDI = /[\u202A-\u202E\u2066-\u2069\u200E\u200F]/g;

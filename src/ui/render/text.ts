@@ -7,7 +7,7 @@ import { html, type SafeHtml } from '../html';
 /** Lines in a `<pre>` end with a newline. */
 const NEWLINE = '\n';
 
-export const LONG_LINE = 10_000;
+const LONG_LINE = 10_000;
 
 /** Renders text in a `<pre>`, long lines folded. */
 export function renderText(text: string): SafeHtml {
