@@ -42,7 +42,9 @@ export const REVIEW_DIFF_MAX_BYTES = 2 * 1024 * 1024;
  * cut at a line end, with a final line saying so, so a cut diff never passes for a whole one.
  */
 export async function reviewDiff(worktree: string, base: string, maxBytes = REVIEW_DIFF_MAX_BYTES): Promise<string> {
-  const diff = await diffText({ worktree, base, maxBytes });
+  // One git process on every call that commits: no rev-parse, no list of files (diffText's, unused here).
+  const range = `${base}..HEAD`;
+  const diff = await gitPrefix(worktree, ['diff', '--no-color', '--no-ext-diff', '--end-of-options', range], maxBytes);
   if (!diff.truncated) return diff.text === '' ? '' : `${diff.text}\n`;
   const size = maxBytes % (1024 * 1024) === 0 ? `${maxBytes / (1024 * 1024)} MB` : `${maxBytes} bytes`;
   return `${diff.text}${diff.text.endsWith('\n') ? '' : '\n'}… diff cut at ${size}\n`;
