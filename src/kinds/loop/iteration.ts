@@ -26,7 +26,7 @@ import {
   type LoopIterationResult,
   type StatusFile,
 } from './spec';
-import { truncateText } from '../../model/limits';
+import { REVIEW_TEXT_MAX_BYTES, truncateText, utf8Cut } from '../../model/limits';
 import type { Json, UsageTotals } from '../../model/shapes';
 import type { BlobStore } from '../../storage/blob-store';
 import { ConversationStore } from '../../storage/conversation';
@@ -273,9 +273,6 @@ async function snapshotOutput(
   return { outputRef, outputBytes: content.length };
 }
 
-/** The most of `progress.md` a reviewer is shown: its newest part (entries are appended). */
-export const PROGRESS_MAX_BYTES = 2 * 1024 * 1024;
-
 /**
  * Stores `progress.md` as it is now, for the person judging a failed iteration (only then: the file grows every
  * iteration, so storing it each time would cost a new blob per iteration); none when there is no such file. A
@@ -285,12 +282,12 @@ export async function storeProgress(
   progressAbs: string,
   blobs: BlobStore,
   summary: string,
-  maxBytes = PROGRESS_MAX_BYTES,
+  maxBytes = REVIEW_TEXT_MAX_BYTES,
 ): Promise<{ progressRef?: string }> {
   const content = await readFile(progressAbs).catch(() => undefined);
   if (content === undefined) return {};
-  let start = Math.max(0, content.length - maxBytes);
-  while (start > 0 && start < content.length && ((content[start] ?? 0) & 0xc0) === 0x80) start++; // whole characters
+  // Its newest part: entries are appended.
+  const start = content.length > maxBytes ? utf8Cut(content, content.length - maxBytes, 'tail') : 0;
   const kept =
     start === 0
       ? content
