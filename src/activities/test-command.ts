@@ -12,6 +12,7 @@ import { performance } from 'node:perf_hooks';
 import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import path from 'node:path';
+import { utf8Cut } from '../model/limits';
 
 /** The worker's allow-list of test commands: a JSON array of argv arrays, e.g. `[["node","--test"],["npm","test"]]`. */
 export const TEST_COMMANDS_ENV = 'TREADLE_TDD_TEST_COMMANDS';
@@ -327,26 +328,11 @@ class HeadTailBuffer {
     if (!this.truncated) return Buffer.concat([head, tail]).toString('utf8');
     tail = tail.subarray(tail.length - this.tailLimit);
     const omitted = this.total - head.length - tail.length;
-    return `${decodeCut(head, 'end')}\n[… ${omitted} bytes of output omitted …]\n${decodeCut(tail, 'start')}`;
+    // Whole characters only: the partial one at each cut is dropped.
+    const headText = head.subarray(0, utf8Cut(head, head.length, 'head')).toString('utf8');
+    const tailText = tail.subarray(utf8Cut(tail, 0, 'tail')).toString('utf8');
+    return `${headText}\n[… ${omitted} bytes of output omitted …]\n${tailText}`;
   }
-}
-
-/** Decodes bytes cut out of a UTF-8 stream, dropping the partial character at the cut. */
-function decodeCut(bytes: Buffer, cut: 'start' | 'end'): string {
-  const isContinuation = (i: number): boolean => ((bytes[i] ?? 0) & 0xc0) === 0x80;
-  if (cut === 'start') {
-    let start = 0;
-    while (start < bytes.length && isContinuation(start)) start++;
-    return bytes.subarray(start).toString('utf8');
-  }
-  let end = bytes.length;
-  // Step back over a lead byte whose continuation bytes were cut off.
-  let i = end - 1;
-  while (i > 0 && isContinuation(i)) i--;
-  const lead = bytes[i] ?? 0;
-  const width = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-  if (i + width > end) end = i;
-  return bytes.subarray(0, end).toString('utf8');
 }
 
 interface TapCounts {

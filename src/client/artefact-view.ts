@@ -1,26 +1,17 @@
 /**
  * Artefacts as the review inbox's detail view shows them (issue 27): inline JSON as it is, offloaded ones read
- * back from the blob store, each cut at {@link DETAIL_LIMIT_BYTES} with its whole size and blob reference kept.
+ * back from the blob store, each cut at {@link REVIEW_TEXT_MAX_BYTES} (the page links the raw bytes for the rest)
+ * with its whole size and blob reference kept.
  */
 import type { Json } from '../model/shapes';
 import type { ArtefactView } from '../model/decisions';
+import { REVIEW_TEXT_MAX_BYTES, utf8Cut } from '../model/limits';
 import { BlobNotFoundError, isBlobRef, type BlobStore } from '../storage/blob-store';
 
-/** The most of one artefact a detail carries; the page links the raw bytes for the rest. */
-export const DETAIL_LIMIT_BYTES = 2 * 1024 * 1024;
-
-/** A valid UTF-8 prefix of at most `limit` bytes (a cut inside a character drops that character). */
-function cutText(bytes: Buffer, limit: number): string {
-  return bytes
-    .subarray(0, limit)
-    .toString('utf8')
-    .replace(/\uFFFD$/, '');
-}
-
 /** The view of the bytes `bytes` of media type `mediaType`, JSON parsed when it is whole and JSON. */
-function viewOfBytes(bytes: Buffer, mediaType: string, ref?: string, limit = DETAIL_LIMIT_BYTES): ArtefactView {
+function viewOfBytes(bytes: Buffer, mediaType: string, ref?: string, limit = REVIEW_TEXT_MAX_BYTES): ArtefactView {
   const truncated = bytes.length > limit;
-  const text = truncated ? cutText(bytes, limit) : bytes.toString('utf8');
+  const text = bytes.subarray(0, truncated ? utf8Cut(bytes, limit, 'head') : bytes.length).toString('utf8');
   const content = mediaType === 'application/json' && !truncated ? (JSON.parse(text) as unknown) : text;
   return {
     mediaType,
@@ -39,7 +30,7 @@ export async function blobView(
   blobs: BlobStore,
   ref: string,
   mediaType: string,
-  limit = DETAIL_LIMIT_BYTES,
+  limit = REVIEW_TEXT_MAX_BYTES,
 ): Promise<ArtefactView> {
   try {
     return viewOfBytes(await blobs.get(ref), mediaType, ref, limit);
@@ -56,7 +47,7 @@ export async function blobView(
 export async function artefactView(
   artefact: Json | undefined,
   blobs: BlobStore,
-  limit = DETAIL_LIMIT_BYTES,
+  limit = REVIEW_TEXT_MAX_BYTES,
 ): Promise<ArtefactView | undefined> {
   if (artefact === undefined) return undefined;
   if (isBlobRef(artefact)) return blobView(blobs, artefact.ref, artefact.mediaType, limit);

@@ -209,7 +209,7 @@ async function loopDetail(ctx: DetailContext): Promise<DecisionDetail> {
   if (state.status !== 'failed' || !failure || state.stage !== ctx.subject) throw gone(ctx.key);
   const decision = await loopDecision(ctx, state);
   if (!decision) throw gone(ctx.key);
-  const progressRef = failure.progressRef ?? state.recent.at(-1)?.progressRef;
+  const progressRef = failure.progressRef;
   const progress = progressRef ? await blobView(ctx.blobs, progressRef, 'text/markdown') : undefined;
   return {
     decision,

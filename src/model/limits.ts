@@ -43,6 +43,32 @@ export const MAX_INLINE_CALL_ERROR_CHARS = 300;
 /** Failed criteria kept in the short form of long feedback. */
 const SHORT_FEEDBACK_CRITERIA = 3;
 
+/**
+ * The most of one text a person judging work is shown: a TDD node's diff, a failed loop's `progress.md`, an
+ * artefact in the review inbox's detail. Whole texts stay in the blob store.
+ */
+export const REVIEW_TEXT_MAX_BYTES = 2 * 1024 * 1024;
+
+/**
+ * Where to cut UTF-8 `bytes` at byte `at` (clamped to them) without splitting a character. Keeping the head
+ * (`bytes[0, cut)`), `at`, or the start of a character left without all its bytes; keeping the tail
+ * (`bytes[cut, …)`), `at`, or past the continuation bytes there. `bytes` may itself be a cut-off part: a head is
+ * judged by its own last character, not by the byte after `at`. The byte counterpart of {@link truncateText}.
+ */
+export function utf8Cut(bytes: Uint8Array, at: number, keep: 'head' | 'tail'): number {
+  const continues = (i: number): boolean => ((bytes[i] ?? 0) & 0xc0) === 0x80;
+  let cut = Math.min(Math.max(at, 0), bytes.length);
+  if (keep === 'tail') {
+    while (cut < bytes.length && continues(cut)) cut++;
+    return cut;
+  }
+  let lead = cut - 1;
+  while (lead > 0 && continues(lead)) lead--;
+  const first = bytes[lead] ?? 0;
+  const width = first >= 0xf0 ? 4 : first >= 0xe0 ? 3 : first >= 0xc0 ? 2 : 1;
+  return lead + width > cut ? lead : cut;
+}
+
 /** `text` cut to `max` characters, with an ellipsis and the original length when cut. */
 export function truncateText(text: string, max = MAX_TEXT_CHARS): string {
   if (text.length <= max) return text;

@@ -298,12 +298,10 @@ test('fail fast, resume smart: an agent crash stops the loop with the seed’s f
     resume_from: 3,
     progressRef: expect.stringMatching(/^sha256:/),
   });
-  // What a reviewer reads, by reference: progress.md after each iteration, and as the failed one left it.
-  const progressOf = async (ref: string | undefined): Promise<string> => (await h.blobs.get(ref!)).toString('utf8');
-  expect(await progressOf(failed.state.recent[0]!.progressRef)).toBe('## Iteration 1\n- did step 1\n');
+  // What a reviewer reads, by reference: progress.md as the failed iteration left it, stored only then.
+  expect(failed.state.recent.map((r) => 'progressRef' in r)).toEqual([false, false]);
   const twoSteps = '## Iteration 1\n- did step 1\n## Iteration 2\n- did step 2\n';
-  expect(await progressOf(failed.state.recent[1]!.progressRef)).toBe(twoSteps);
-  expect(await progressOf(failed.state.failure!.progressRef)).toBe(twoSteps);
+  expect((await h.blobs.get(failed.state.failure!.progressRef!)).toString('utf8')).toBe(twoSteps);
   // The query shows the failure as the loop schedules the activity that writes state.json: wait for the file too.
   const stateFile = await eventually(async () => {
     const written = JSON.parse(readFileSync(path.join(sessionDir(id), 'state.json'), 'utf8'));
@@ -633,13 +631,12 @@ test('a 500-iteration fixed loop continues as new every 100 iterations, keeps ev
   expect(runs).toHaveLength(5);
   for (const run of runs) {
     expect(run.historySize).toBeGreaterThan(0);
-    // 100 iterations per run: about 1.6 KB each (of which ~130 B are the totals of the iteration's model
-    // calls, for the item's usage and budget, and ~80 B progress.md's blob ref, for the review inbox), whatever
-    // the output's size (20 KB here, by reference).
-    expect(run.historySize).toBeLessThan(175_000);
+    // 100 iterations per run: about 1.5 KB each (of which ~130 B are the totals of the iteration's model
+    // calls, for the item's usage and budget), whatever the output's size (20 KB here, by reference).
+    expect(run.historySize).toBeLessThan(165_000);
   }
   const total = runs.reduce((sum, r) => sum + r.historySize, 0);
-  expect(total / 500).toBeLessThan(1_750);
+  expect(total / 500).toBeLessThan(1_650);
   const progress = readFileSync(path.join(sessionDir(id), 'stage-00-grind', 'progress.md'), 'utf8');
   expect(progress.match(/^## Iteration \d+$/gm)).toHaveLength(500);
   expect(progress).toContain('## Iteration 500\n');

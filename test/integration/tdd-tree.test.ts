@@ -94,8 +94,6 @@ test('the example tree: children merge into the parent, the parent into the targ
   const diff = (await h.blobs.get(latest.diffRef!)).toString('utf8');
   expect(diff).toContain('diff --git a/src/textkit.js b/src/textkit.js');
   expect(diff).toContain('diff --git a/test/textkit.test.js b/test/textkit.test.js');
-  expect(latest.diffBytes).toBe(Buffer.byteLength(diff));
-  expect(latest.testPassed).toBe(true);
   expect((await h.blobs.get(latest.testOutputRef!)).toString('utf8')).toMatch(/# pass 9/);
 
   // Exactly one child rebased: the one that merged second, onto its sibling's merge.

@@ -2,7 +2,8 @@
  * One loop iteration on the worker: writes `context.json`, renders the prompt, runs a **fresh** agent (no
  * conversation), reads and validates `status.json`, snapshots the output, makes sure `progress.md` has the
  * iteration, and runs the `verify` commands. An agent that fails or reports an error is a *result* (fail
- * fast), never a thrown error; a retried iteration first puts `progress.md` and the output back as they were.
+ * fast, with `progress.md` stored for the person judging it), never a thrown error; a retried iteration first
+ * puts `progress.md` and the output back as they were.
  */
 import { appendFile, copyFile, mkdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -25,7 +26,7 @@ import {
   type LoopIterationResult,
   type StatusFile,
 } from './spec';
-import { truncateText } from '../../model/limits';
+import { REVIEW_TEXT_MAX_BYTES, truncateText, utf8Cut } from '../../model/limits';
 import type { Json, UsageTotals } from '../../model/shapes';
 import type { BlobStore } from '../../storage/blob-store';
 import { ConversationStore } from '../../storage/conversation';
@@ -116,7 +117,6 @@ export async function iterate(run: IterationRun): Promise<LoopIterationResult> {
     ...(outputRef !== undefined ? { outputRef } : {}),
     outputBytes,
     calls: supervision.calls.length,
-    ...(await storeProgress(abs(paths.progress), deps.blobs, `${plan.stage} progress.md after iteration ${n}`)),
     ...iterationUsage(supervision),
   };
 }
@@ -273,23 +273,21 @@ async function snapshotOutput(
   return { outputRef, outputBytes: content.length };
 }
 
-/** The most of `progress.md` a reviewer is shown: its newest part (entries are appended). */
-export const PROGRESS_MAX_BYTES = 2 * 1024 * 1024;
-
 /**
- * Stores `progress.md` as it is now, for the person judging the loop; none when there is no such file. A file
- * over `maxBytes` keeps its end, after a first line saying how much was left out.
+ * Stores `progress.md` as it is now, for the person judging a failed iteration (only then: the file grows every
+ * iteration, so storing it each time would cost a new blob per iteration); none when there is no such file. A
+ * file over `maxBytes` keeps its end, after a first line saying how much was left out.
  */
 export async function storeProgress(
   progressAbs: string,
   blobs: BlobStore,
   summary: string,
-  maxBytes = PROGRESS_MAX_BYTES,
+  maxBytes = REVIEW_TEXT_MAX_BYTES,
 ): Promise<{ progressRef?: string }> {
   const content = await readFile(progressAbs).catch(() => undefined);
   if (content === undefined) return {};
-  let start = Math.max(0, content.length - maxBytes);
-  while (start > 0 && start < content.length && ((content[start] ?? 0) & 0xc0) === 0x80) start++; // whole characters
+  // Its newest part: entries are appended.
+  const start = content.length > maxBytes ? utf8Cut(content, content.length - maxBytes, 'tail') : 0;
   const kept =
     start === 0
       ? content

@@ -106,8 +106,6 @@ export interface IterationRecord {
   outputRef?: string;
   outputBytes: number;
   calls: number;
-  /** `sha256:` of `progress.md` after the iteration (text/markdown), for the review inbox; absent before 0.x. */
-  progressRef?: string;
 }
 
 export interface LoopCarry {
@@ -142,7 +140,10 @@ export interface LoopFailure {
   iteration: number;
   error: LoopError;
   resume_from: number;
-  /** `sha256:` of `progress.md` when the loop failed (text/markdown), for the review inbox. */
+  /**
+   * `sha256:` of `progress.md` as the failed iteration left it (text/markdown), for the review inbox: the only
+   * copy stored, since only a failed loop waits for a person (absent: no file, or a worker before 0.x).
+   */
   progressRef?: string;
 }
 

@@ -308,11 +308,9 @@ class LoopRun {
   private async failedIteration(
     iteration: number,
     error: Extract<LoopIterationResult, { ok: false }>['error'],
-    failedProgressRef: string | undefined,
+    progressRef: string | undefined,
   ) {
     const { carry, state, input } = this;
-    // The reviewer's progress.md: as the failed iteration left it, else (older workers) the last one recorded.
-    const progressRef = failedProgressRef ?? carry.recent[carry.recent.length - 1]?.progressRef;
     carry.failure = {
       status: 'failed',
       iteration,

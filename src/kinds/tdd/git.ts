@@ -12,6 +12,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { resolveInside } from '../../agents/worktree-files';
+import { utf8Cut } from '../../model/limits';
 
 /** Overrides the name Treadle commits under. */
 export const GIT_AUTHOR_NAME_ENV = 'TREADLE_GIT_AUTHOR_NAME';
@@ -254,9 +255,7 @@ function cutAtLine(bytes: Buffer, max: number): string {
   const head = bytes.subarray(0, max);
   const lineEnd = head.lastIndexOf(0x0a);
   if (lineEnd > 0) return head.subarray(0, lineEnd + 1).toString('utf8');
-  let end = head.length;
-  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end--; // do not split a UTF-8 character
-  return bytes.subarray(0, end).toString('utf8');
+  return head.subarray(0, utf8Cut(head, head.length, 'head')).toString('utf8');
 }
 
 /** The entries of `-z` output (NUL-separated, empty ones dropped). */

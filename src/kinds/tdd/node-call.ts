@@ -407,13 +407,13 @@ async function finish(
 }
 
 /**
- * The node's branch as a reviewer judges it: `git diff <baseCommit>..HEAD` stored (only its ref and size travel
- * in the result, so the history does not grow with the diff).
+ * The node's branch as a reviewer judges it: `git diff <baseCommit>..HEAD` stored (only its ref travels in the
+ * result, so the history does not grow with the diff; the blob has its size).
  */
-async function storeBranchDiff(ctx: NodeRun): Promise<{ diffRef?: string; diffBytes?: number }> {
+async function storeBranchDiff(ctx: NodeRun): Promise<{ diffRef?: string }> {
   const { input } = ctx;
   if (!input.baseCommit) return {};
   const bytes = Buffer.from(await reviewDiff(input.worktree, input.baseCommit));
   const stored = await ctx.blobs.put(bytes, 'text/x-diff', `diff of ${input.branch} after ${input.node}`);
-  return { diffRef: stored.ref, diffBytes: bytes.length };
+  return { diffRef: stored.ref };
 }

@@ -533,12 +533,13 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     if (used) state.usage = addTotals(state.usage, used);
     state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
     // What a reviewer judges: the newest diff and test output, each kept until a later call brings its own.
-    // Results recorded before these were stored lack them, so replays leave `latest` as it was.
+    // Results recorded before diffs were stored carry `testRun` but no `diffRef`: such a node shows its test
+    // output, and a diff only from its next call with a commit.
     if (result.diffRef !== undefined || result.testRun !== undefined)
       state.latest = {
         ...state.latest,
-        ...(result.diffRef !== undefined ? { diffRef: result.diffRef, diffBytes: result.diffBytes } : {}),
-        ...(result.testRun ? { testOutputRef: result.testRun.outputRef, testPassed: result.testRun.passed } : {}),
+        ...(result.diffRef !== undefined ? { diffRef: result.diffRef } : {}),
+        ...(result.testRun ? { testOutputRef: result.testRun.outputRef } : {}),
       };
     const refused = result.refusals;
     if (refused) {

@@ -199,10 +199,9 @@ export interface TddNodeCallResult {
   testRun?: { passed: boolean; summary: string; outputRef: string };
   /**
    * After a call with a commit: `git diff <baseCommit>..HEAD` of the node's branch in the blob store (text/x-diff,
-   * cut at 2 MB) and its size, for the person judging the node. Absent in results recorded before it was stored.
+   * cut at 2 MB), for the person judging the node. Absent in results recorded before it was stored.
    */
   diffRef?: string;
-  diffBytes?: number;
   /** The model calls this call made: totals, and the records inline or by reference (absent: none). */
   calls?: CallBatch;
   /** Re-prompts: the seed's reminder after no decision, feedback after a malformed reply. */
@@ -291,10 +290,10 @@ export interface TddNodeState {
   human?: { reason: HumanReason; message: string };
   /**
    * What a person judging the node reads (the review inbox): `git diff <base>..HEAD` of its branch after its
-   * latest call with a commit (text/x-diff, capped) and that call's test output, both `sha256:` blob refs.
-   * Absent on nodes started before they were recorded.
+   * latest call with a commit (text/x-diff, capped) and the newest test output, both `sha256:` blob refs (their
+   * sizes are the blobs'). Absent on nodes started before they were recorded.
    */
-  latest?: { diffRef?: string; diffBytes?: number; testOutputRef?: string; testPassed?: boolean };
+  latest?: { diffRef?: string; testOutputRef?: string };
   events: TreadleEvent[];
   eventCount: number;
   merge?: { mergeCommit: string; ref: string; bytes?: number };

@@ -4,6 +4,7 @@
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
+import { REVIEW_TEXT_MAX_BYTES } from '../../model/limits';
 import { git, gitPrefix, resolveCommit, splitNul } from './git';
 
 /** Default cut of {@link diffText}. */
@@ -34,15 +35,14 @@ export async function diffText(input: DiffTextInput): Promise<{ text: string; tr
   return { text, truncated, files };
 }
 
-/** Cut of {@link reviewDiff}: the most of a node's diff a reviewer is shown. */
-export const REVIEW_DIFF_MAX_BYTES = 2 * 1024 * 1024;
-
 /**
  * `git diff <base>..HEAD` as a person judging a node reads it (binary files as git shows them): past `maxBytes`
  * cut at a line end, with a final line saying so, so a cut diff never passes for a whole one.
  */
-export async function reviewDiff(worktree: string, base: string, maxBytes = REVIEW_DIFF_MAX_BYTES): Promise<string> {
-  const diff = await diffText({ worktree, base, maxBytes });
+export async function reviewDiff(worktree: string, base: string, maxBytes = REVIEW_TEXT_MAX_BYTES): Promise<string> {
+  // One git process on every call that commits: no rev-parse, no list of files (diffText's, unused here).
+  const range = `${base}..HEAD`;
+  const diff = await gitPrefix(worktree, ['diff', '--no-color', '--no-ext-diff', '--end-of-options', range], maxBytes);
   if (!diff.truncated) return diff.text === '' ? '' : `${diff.text}\n`;
   const size = maxBytes % (1024 * 1024) === 0 ? `${maxBytes / (1024 * 1024)} MB` : `${maxBytes} bytes`;
   return `${diff.text}${diff.text.endsWith('\n') ? '' : '\n'}… diff cut at ${size}\n`;
