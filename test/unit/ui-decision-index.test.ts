@@ -55,7 +55,7 @@ describe('DecisionIndex', () => {
     const index = indexOver(backend);
     await index.start();
     expect(index.query({}).decisions.map((d) => d.stage)).toEqual(['stage-1', 'stage-2', 'stage-3']);
-    index.close();
+    await index.close();
   });
 
   it('a delta replaces each changed workflow’s decisions and tells subscribers', async () => {
@@ -78,7 +78,7 @@ describe('DecisionIndex', () => {
     expect(events).toEqual([{ version: v0 + 1, added: [fake(9)], removed: [fake(1).key] }]);
     await index.refresh();
     expect(backend.sinces[1]!.getTime()).toBe(clock - 10_000);
-    index.close();
+    await index.close();
   });
 
   it('announces a decision whose content changed (pages replace its row), not an unchanged one', async () => {
@@ -102,7 +102,7 @@ describe('DecisionIndex', () => {
     expect(events[1]).toEqual({ version: v0 + 2, added: [fake(1)], removed: [] });
     await index.reconcile();
     expect(events).toHaveLength(2);
-    index.close();
+    await index.close();
   });
 
   it('removes a decision this server decided at once', async () => {
@@ -157,5 +157,28 @@ describe('DecisionIndex', () => {
     const index = indexOver(new FakeBackend());
     await index.start();
     expect(() => index.query({}, { after: 'bogus' })).toThrow(InvalidCursorError);
+  });
+
+  it('close() waits for a listing its timer started, so the connection is not closed under it', async () => {
+    const backend = new FakeBackend();
+    let release: () => void = () => undefined;
+    let calls = 0;
+    backend.changes = () => {
+      calls += 1;
+      return new Promise<DecisionChange[]>((resolve) => (release = () => resolve([])));
+    };
+    const index = new DecisionIndex(backend, { deltaMs: 5, reconcileMs: 0 });
+    await index.start();
+    while (calls === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    let closed = false;
+    const closing = index.close().then(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(closed).toBe(false);
+    release();
+    await closing;
+    expect(closed).toBe(true);
+    // The timers are gone: no listing starts after close.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(calls).toBe(1);
   });
 });
