@@ -77,7 +77,8 @@ export class TreadleClient {
   readonly taskQueue: string;
   private readonly known?: KnownImplementations;
   private readonly blobs: BlobStore;
-  private readonly reviewTimeoutMs: number;
+  /** How long a review, approval or loop resume waits for a worker to accept it. */
+  readonly reviewTimeoutMs: number;
   private readonly blobThresholdBytes: number;
 
   constructor(

@@ -17,15 +17,17 @@ import type { Json, ReviewOutcome } from '../model/shapes';
 import type { StateQueryArgs, WorkItemState } from '../model/state';
 import type { ApprovalDecided, ApprovalRequest } from '../kinds/approval/shapes';
 import type { TddNodeState } from '../kinds/tdd/shapes';
-import type { LoopState } from '../kinds/loop/shapes';
+import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
 import { sendResume } from './loop-resume';
-import { TreadleError } from './errors';
+import { isUpdateUnanswered, TreadleError } from './errors';
 import type * as OutputSchemaModule from './output-schema';
 import type { SchemaProblem } from './output-schema';
 
 /** What deciding needs of `TreadleClient` (it passes itself). */
 export interface DecideContext {
   readonly client: Client;
+  /** How long an answer waits for a worker to accept it (a stuck worker must not hold the caller forever). */
+  readonly reviewTimeoutMs: number;
   review(id: string, stage: string, outcome: ReviewOutcome, reviewer?: string): Promise<unknown>;
   approveWithEdits(
     id: string,
@@ -101,7 +103,7 @@ export async function decide(
       return { status: 'decided', by: decided.decidedBy, outcome: decided.status };
     }
     if (kind === 'loop') {
-      await resumeLoop(context.client, workflowId, answer, reviewer);
+      await resumeLoop(context, workflowId, answer, reviewer);
       return { status: 'decided', by: reviewer, outcome };
     }
     if (answer.action === 'edit' && kind !== 'tdd')
@@ -119,13 +121,23 @@ export async function decide(
   }
 }
 
-/** Resumes or abandons the loop stage workflow `loopId`, recording who decided. */
-async function resumeLoop(client: Client, loopId: string, answer: DecisionAnswer, by: string): Promise<void> {
-  await sendResume(client, loopId, {
+/**
+ * Resumes or abandons the loop stage workflow `loopId`, recording who decided; within the context's review
+ * timeout, as reviews and approvals are, else `unreachable` (a polling but stuck worker would hold it forever).
+ */
+async function resumeLoop(context: DecideContext, loopId: string, answer: DecisionAnswer, by: string): Promise<void> {
+  const request: ResumeRequest = {
     action: answer.action === 'abandon' ? 'abandon' : 'resume',
     ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
     by,
-  });
+  };
+  try {
+    await sendResume(context.client, loopId, request, context.reviewTimeoutMs);
+  } catch (error) {
+    if (!isUpdateUnanswered(error)) throw error;
+    const seconds = Math.round(context.reviewTimeoutMs / 1000);
+    throw new TreadleError(`no worker accepted the resume of loop ${loopId} within ${seconds}s`, 'unreachable');
+  }
 }
 
 /**
