@@ -34,6 +34,15 @@ export function loginUrl(url: string, token: string): string {
   return `${url.replace(/\/+$/, '')}/login#token=${token}`;
 }
 
+/**
+ * Why the inbox could not listen, in one line when another process holds the address (exit 1: the machine's
+ * state, not the command's arguments); any other failure as it is.
+ */
+function listenFailure(error: unknown, opts: UiOptions): unknown {
+  if ((error as NodeJS.ErrnoException | null)?.code !== 'EADDRINUSE') return error;
+  return new Error(`cannot serve the inbox on ${opts.host}:${opts.port}: the address is in use; choose another --port`);
+}
+
 /** The tokens file `--tokens` names, else the environment's (TREADLE_UI_TOKENS, `<home>/ui-tokens`). */
 function tokensFile(flag: string | undefined): string {
   const { inboxSettings } = load.inboxOptions();
@@ -61,7 +70,10 @@ export function registerUiCommands(program: Command, withClient: WithClient): vo
       // No way to identify reviewers is refused before connecting: exit 2 whether or not a server answers.
       load.inboxOptions().inboxAuth(settings);
       await withClient(async (client) => {
-        const inbox = await load.inbox().serveInbox(client, { host: opts.host, port: opts.port, settings });
+        const { serveInbox } = load.inbox();
+        const inbox = await serveInbox(client, { host: opts.host, port: opts.port, settings }).catch((e: unknown) => {
+          throw listenFailure(e, opts);
+        });
         process.stdout.write(`Review inbox: ${inbox.url}\n`);
         process.stderr.write(
           settings.userHeader

@@ -271,7 +271,11 @@ export async function createInboxServer(options: InboxServerOptions): Promise<{ 
   const port = options.port ?? 8234;
   const hosts = [`${host}:${port}`, `localhost:${port}`, ...(options.allowedHosts ?? [])];
   const { app } = await buildInboxApp(options, hosts);
-  await app.listen({ host, port });
+  // The index already polls: a port in use must not leave it running (`treadle dev` goes on without the inbox).
+  await app.listen({ host, port }).catch(async (error: unknown) => {
+    await app.close();
+    throw error;
+  });
   // Port 0 asks the system for a free port: report the one bound, and answer as it (the checks read `hosts`).
   const bound = app.server.address();
   const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
