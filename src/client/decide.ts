@@ -40,9 +40,10 @@ export interface DecideContext {
     decision: 'approve' | 'reject',
     options: { by?: string; reason?: string },
   ): Promise<ApprovalDecided>;
-  getState(id: string, page?: StateQueryArgs): Promise<WorkItemState>;
-  getTddState(id: string): Promise<TddNodeState>;
-  getLoopState(id: string): Promise<LoopState>;
+  /** The state queries; past `timeoutMs` (when given) a worker that has not answered is `unreachable`. */
+  getState(id: string, page?: StateQueryArgs, timeoutMs?: number): Promise<WorkItemState>;
+  getTddState(id: string, page?: StateQueryArgs, timeoutMs?: number): Promise<TddNodeState>;
+  getLoopState(id: string, timeoutMs?: number): Promise<LoopState>;
   getApproval(id: string): Promise<ApprovalRequest>;
 }
 
