@@ -7,7 +7,6 @@
 import type { Client } from '@temporalio/client';
 import {
   ANSWERS,
-  decisionKey,
   parseDecisionKey,
   type DecisionAnswer,
   type DecisionKind,
@@ -191,11 +190,21 @@ export async function checkEdit(context: DecideContext, key: string, artefact: u
   const parsed = parseDecisionKey(key);
   if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
   if (parsed.kind !== 'review' && parsed.kind !== 'budget') return [];
-  const state = await context.getState(parsed.workflowId, { eventLimit: 1 });
+  return problemsOf(context, parsed.workflowId, parsed.subject, artefact);
+}
+
+/** The problems of an edit of `stage` of work item `workflowId` against the schema its state keeps for it. */
+async function problemsOf(
+  context: DecideContext,
+  workflowId: string,
+  stage: string,
+  artefact: unknown,
+): Promise<SchemaProblem[]> {
+  const state = await context.getState(workflowId, { eventLimit: 1 });
   // Ajv loads with the first check: status, reviews and the other short commands never need it.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { checkOutput } = require('./output-schema') as typeof OutputSchemaModule;
-  return checkOutput(state.outputSchemas?.[parsed.subject], artefact);
+  return checkOutput(state.outputSchemas?.[stage], artefact);
 }
 
 /**
@@ -208,7 +217,7 @@ export async function refuseNonconformingEdit(
   stage: string,
   artefact: Json,
 ): Promise<void> {
-  const problems = await checkEdit(context, decisionKey(id, 'review', stage), artefact);
+  const problems = await problemsOf(context, id, stage, artefact);
   if (problems.length === 0) return;
   const lines = problems.map((p) => `${p.path === '' ? '(the whole artefact)' : p.path}: ${p.message}`);
   throw new TreadleError(
