@@ -168,6 +168,7 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
   const state = await queried(ctx, (wait) => ctx.context.getTddState(ctx.workflowId, {}, wait));
   if (!state) return listedDetail(ctx);
   const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
+  if (!review) throw gone(ctx.key);
   const source: DecisionSource = {
     workflowId: ctx.workflowId,
     workflowType: 'tddNode',
@@ -177,8 +178,8 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
     pendingStages: [],
     reviews: { pipeline: 'tdd', reviews: state.pendingReviews, omitted: 0 },
   };
-  const decision = review ? reviewDecision(source, review) : undefined;
-  if (!review || !decision || decision.key !== ctx.key) throw gone(ctx.key);
+  const decision = reviewDecision(source, review);
+  if (decision.key !== ctx.key) throw gone(ctx.key);
   const latest = state.latest;
   const diff = latest?.diffRef ? await blobView(ctx.blobs, latest.diffRef, 'text/x-diff') : undefined;
   const testOutput = latest?.testOutputRef ? await blobView(ctx.blobs, latest.testOutputRef, 'text/plain') : undefined;
