@@ -18,6 +18,7 @@ import {
   type ProxyIdentity,
   type TokenEntry,
 } from './auth';
+import { INBOX_HOST, INBOX_PORT } from './address';
 import type { InboxBackend } from './backend';
 import { checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
@@ -267,8 +268,8 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, run: (item: T)
 
 /** Starts the inbox server; `url` is where it listens. */
 export async function createInboxServer(options: InboxServerOptions): Promise<{ url: string; close(): Promise<void> }> {
-  const host = options.host ?? '127.0.0.1';
-  const port = options.port ?? 8234;
+  const host = options.host ?? INBOX_HOST;
+  const port = options.port ?? INBOX_PORT;
   const hosts = [`${host}:${port}`, `localhost:${port}`, ...(options.allowedHosts ?? [])];
   const { app } = await buildInboxApp(options, hosts);
   // The index already polls: a port in use must not leave it running (`treadle dev` goes on without the inbox).
