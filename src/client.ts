@@ -41,6 +41,7 @@ import {
   answeredByWorker,
   noWorkerPolls,
   pollersOf,
+  queriedWithin,
   resultOf,
   visibleItem,
   type VisibleItem,
@@ -77,7 +78,8 @@ export class TreadleClient {
   readonly taskQueue: string;
   private readonly known?: KnownImplementations;
   private readonly blobs: BlobStore;
-  private readonly reviewTimeoutMs: number;
+  /** How long a review, approval or loop resume waits for a worker to accept it. */
+  readonly reviewTimeoutMs: number;
   private readonly blobThresholdBytes: number;
 
   constructor(
@@ -148,9 +150,9 @@ export class TreadleClient {
     return startTddTree(this.startContext(), spec, options);
   }
 
-  /** A TDD node's state (the `state` query of a `tddNode` workflow). */
-  async getTddState(id: string, page: StateQueryArgs = {}): Promise<TddNodeState> {
-    return this.ask(id, (h) => h.query(tddStateQuery, page));
+  /** A TDD node's state (the `state` query of a `tddNode` workflow); `timeoutMs` as for {@link getState}. */
+  async getTddState(id: string, page: StateQueryArgs = {}, timeoutMs?: number): Promise<TddNodeState> {
+    return this.ask(id, (h) => h.query(tddStateQuery, page), timeoutMs);
   }
 
   /** Waits for a TDD node to finish: its MergeComplete (by reference) or why it failed. */
@@ -159,11 +161,11 @@ export class TreadleClient {
   }
 
   /**
-   * The work item's state (the `state` query): stages, attempts, reviews, usage, and one page of events
-   * (`eventsAfter`, `eventLimit`; `eventCount` says how many there are).
+   * The work item's state (the `state` query): stages, attempts, reviews, usage, and one page of events (`eventsAfter`,
+   * `eventLimit`; `eventCount` says how many there are); a worker not answering within `timeoutMs` is `unreachable`.
    */
-  async getState(id: string, page: StateQueryArgs = {}): Promise<WorkItemState> {
-    return this.ask(id, (h) => h.query(stateQuery, page));
+  async getState(id: string, page: StateQueryArgs = {}, timeoutMs?: number): Promise<WorkItemState> {
+    return this.ask(id, (h) => h.query(stateQuery, page), timeoutMs);
   }
 
   /** Every event of a work item, read page by page. */
@@ -211,9 +213,9 @@ export class TreadleClient {
     return this.call(id, (h) => h.describe()).then((d) => d.type);
   }
 
-  /** A loop stage's state: iterations, decisions, the failure waiting for a resume. */
-  async getLoopState(loopWorkflowId: string): Promise<LoopState> {
-    return this.ask(loopWorkflowId, (h) => h.query(loopStateQuery));
+  /** A loop stage's state: iterations, decisions, the failure waiting for a resume (`timeoutMs`: see getState). */
+  async getLoopState(loopWorkflowId: string, timeoutMs?: number): Promise<LoopState> {
+    return this.ask(loopWorkflowId, (h) => h.query(loopStateQuery), timeoutMs);
   }
 
   /**
@@ -525,7 +527,7 @@ export class TreadleClient {
       if (done || (options.untilReview && waiting) || options.signal?.aborted) return finalState();
       if (options.untilLoopFails && (await this.anyLoopFailed(loopIds))) return finalState();
       // Terminated or timed-out executions never reach the workflow's own finish; Temporal knows.
-      const execution = (await this.handle(id).describe()).status.name;
+      const execution = (await this.client.workflow.getHandle(id).describe()).status.name;
       if (execution !== 'RUNNING') {
         const state = await finalState();
         return {
@@ -575,19 +577,15 @@ export class TreadleClient {
     };
   }
 
-  private handle(id: string): WorkflowHandle {
-    return this.client.workflow.getHandle(id);
-  }
-
-  /** A query or update of a work item: as {@link call}, and "no worker" within seconds when none polls its queue. */
-  private ask<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
-    return this.call(id, (h) => answeredByWorker(this.client, id, () => fn(h)));
+  /** A query: as {@link call}, "no worker" within seconds when none polls, `unreachable` past `timeoutMs`. */
+  private ask<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>, timeoutMs?: number): Promise<T> {
+    return this.call(id, (h) => queriedWithin(this.client, id, () => fn(h), timeoutMs));
   }
 
   /** Runs a call on a work item's handle, turning "not found" into a clear error. */
   private async call<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
     try {
-      return await fn(this.handle(id));
+      return await fn(this.client.workflow.getHandle(id));
     } catch (error) {
       if (error instanceof TreadleError) throw error;
       if (isNotFound(error)) {

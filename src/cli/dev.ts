@@ -6,6 +6,7 @@ import type { Connection } from '@temporalio/client';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { createInterface } from 'node:readline/promises';
 import { TreadleClient } from '../client';
+import { defaultReviewer } from '../client/errors';
 import { loadConfig } from '../config';
 import { connectClient, localServerSettings, temporalSettings, type TemporalSettings } from '../connection';
 import type { Json, ReviewOutcome } from '../model/shapes';
@@ -19,8 +20,9 @@ import { bundledRegistry, bundledWorkerOptions } from './bundled-examples';
 import { exitCodeOf } from './exit-codes';
 import { renderEvent, renderStatus } from './render';
 import { inboxSettings } from '../ui/options';
+import { loginUrl } from '../ui/address';
 import { serveInbox } from '../ui/serve';
-import { loginUrl } from './ui';
+import { interrupted } from './interrupted';
 
 interface DevOptions {
   port: number;
@@ -121,7 +123,7 @@ async function startInbox(
   const client = await TreadleClient.connect({ temporal });
   try {
     const settings = inboxSettings({ ...(uiUrl ? { TREADLE_WEB_UI_URL: uiUrl } : {}), ...process.env });
-    const reviewer = process.env.TREADLE_REVIEWER || process.env.USER || 'reviewer';
+    const reviewer = defaultReviewer();
     const inbox = await serveInbox(client, { port, settings, firstReviewer: reviewer });
     if (inbox.newToken) {
       say(`Review inbox: ${loginUrl(inbox.url, inbox.newToken)}`);
@@ -155,14 +157,6 @@ async function withClientConnection<T>(
 
 function say(message: string): void {
   process.stderr.write(`${message}\n`);
-}
-
-/** Resolves on the first Ctrl-C or SIGTERM. */
-function interrupted(): Promise<void> {
-  return new Promise((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
 }
 
 /** `treadle dev`. */
@@ -272,12 +266,7 @@ async function promptOne(
       continue;
     } else continue;
     try {
-      const done = await client.review(
-        id,
-        review.stage,
-        outcome,
-        process.env.TREADLE_REVIEWER || process.env.USER || 'demo',
-      );
+      const done = await client.review(id, review.stage, outcome, defaultReviewer());
       say(`${done.stage}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`);
       return;
     } catch (error) {

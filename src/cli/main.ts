@@ -23,7 +23,8 @@ import { load } from './lazy-modules';
 import { table } from './render';
 import { registerReviewCommands } from './review';
 import { registerStartCommands } from './start';
-import { INBOX_PORT, registerUiCommands } from './ui';
+import { INBOX_PORT } from '../ui/address';
+import { registerUiCommands } from './ui';
 import { registerValidateCommand } from './validate';
 import { withClient } from './with-client';
 

@@ -4,12 +4,12 @@
  */
 import { Option, type Command } from 'commander';
 import { existsSync } from 'node:fs';
+import { INBOX_HOST, INBOX_PORT, loginUrl } from '../ui/address';
 import { load } from './lazy-modules';
+import { interrupted } from './interrupted';
 import { wholeNumber } from './arguments';
 import type { WithClient } from './with-client';
 
-/** The inbox's default port (the Temporal Web UI's is 8233). */
-export const INBOX_PORT = 8234;
 /** A port, or 0 for any free one. */
 const listenPort = wholeNumber(0, 'must be a port number (0: any free port)', 65_535);
 
@@ -21,17 +21,13 @@ interface UiOptions {
   webUiUrl?: string;
 }
 
-/** Resolves on the first Ctrl-C or SIGTERM. */
-function interrupted(): Promise<void> {
-  return new Promise((resolve) => {
-    process.once('SIGINT', () => resolve());
-    process.once('SIGTERM', () => resolve());
-  });
-}
-
-/** The login address that signs `token` in (the fragment never reaches the server's logs). */
-export function loginUrl(url: string, token: string): string {
-  return `${url.replace(/\/+$/, '')}/login#token=${token}`;
+/**
+ * Why the inbox could not listen, in one line when another process holds the address (exit 1: the machine's
+ * state, not the command's arguments); any other failure as it is.
+ */
+function listenFailure(error: unknown, opts: UiOptions): unknown {
+  if ((error as NodeJS.ErrnoException | null)?.code !== 'EADDRINUSE') return error;
+  return new Error(`cannot serve the inbox on ${opts.host}:${opts.port}: the address is in use; choose another --port`);
 }
 
 /** The tokens file `--tokens` names, else the environment's (TREADLE_UI_TOKENS, `<home>/ui-tokens`). */
@@ -45,7 +41,7 @@ export function registerUiCommands(program: Command, withClient: WithClient): vo
   const ui = program
     .command('ui')
     .description('serve the review inbox: every decision a person owes, in a web page (docs/inbox.md)')
-    .option('--host <address>', 'the address to listen on', '127.0.0.1')
+    .option('--host <address>', 'the address to listen on', INBOX_HOST)
     .addOption(new Option('--port <port>', 'the port (0: any free port)').argParser(listenPort).default(INBOX_PORT))
     .option('--tokens <file>', 'the reviewers tokens file (default: TREADLE_UI_TOKENS, else <home>/ui-tokens)')
     .option('--user-header <name>', "an authenticating proxy's user header (TREADLE_UI_USER_HEADER)")
@@ -58,10 +54,14 @@ export function registerUiCommands(program: Command, withClient: WithClient): vo
         ...(opts.webUiUrl ? { TREADLE_WEB_UI_URL: opts.webUiUrl } : {}),
       };
       const settings = load.inboxOptions().inboxSettings(env);
+      const { reviewerAuth, serveInbox } = load.inbox();
       // No way to identify reviewers is refused before connecting: exit 2 whether or not a server answers.
-      load.inboxOptions().inboxAuth(settings);
+      const auth = reviewerAuth(settings);
       await withClient(async (client) => {
-        const inbox = await load.inbox().serveInbox(client, { host: opts.host, port: opts.port, settings });
+        const served = serveInbox(client, { host: opts.host, port: opts.port, settings, auth });
+        const inbox = await served.catch((e: unknown) => {
+          throw listenFailure(e, opts);
+        });
         process.stdout.write(`Review inbox: ${inbox.url}\n`);
         process.stderr.write(
           settings.userHeader
@@ -80,7 +80,7 @@ export function registerUiCommands(program: Command, withClient: WithClient): vo
     .command('add <name>')
     .description('make a token for a reviewer; it is printed once, with the address that signs in with it')
     .addOption(fileOption())
-    .option('--url <url>', "the inbox's address, for the sign-in link", `http://127.0.0.1:${INBOX_PORT}`)
+    .option('--url <url>', "the inbox's address, for the sign-in link", `http://${INBOX_HOST}:${INBOX_PORT}`)
     .action((name: string, opts: { tokens?: string; url: string }) => {
       const file = tokensFile(opts.tokens);
       const secret = load.inboxAuth().addToken(file, name);

@@ -7,7 +7,6 @@
 import type { Client } from '@temporalio/client';
 import {
   ANSWERS,
-  decisionKey,
   parseDecisionKey,
   type DecisionAnswer,
   type DecisionKind,
@@ -17,15 +16,17 @@ import type { Json, ReviewOutcome } from '../model/shapes';
 import type { StateQueryArgs, WorkItemState } from '../model/state';
 import type { ApprovalDecided, ApprovalRequest } from '../kinds/approval/shapes';
 import type { TddNodeState } from '../kinds/tdd/shapes';
-import type { LoopState } from '../kinds/loop/shapes';
+import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
 import { sendResume } from './loop-resume';
-import { TreadleError } from './errors';
+import { isUpdateUnanswered, TreadleError } from './errors';
 import type * as OutputSchemaModule from './output-schema';
 import type { SchemaProblem } from './output-schema';
 
 /** What deciding needs of `TreadleClient` (it passes itself). */
 export interface DecideContext {
   readonly client: Client;
+  /** How long an answer waits for a worker to accept it (a stuck worker must not hold the caller forever). */
+  readonly reviewTimeoutMs: number;
   review(id: string, stage: string, outcome: ReviewOutcome, reviewer?: string): Promise<unknown>;
   approveWithEdits(
     id: string,
@@ -38,9 +39,10 @@ export interface DecideContext {
     decision: 'approve' | 'reject',
     options: { by?: string; reason?: string },
   ): Promise<ApprovalDecided>;
-  getState(id: string, page?: StateQueryArgs): Promise<WorkItemState>;
-  getTddState(id: string): Promise<TddNodeState>;
-  getLoopState(id: string): Promise<LoopState>;
+  /** The state queries; past `timeoutMs` (when given) a worker that has not answered is `unreachable`. */
+  getState(id: string, page?: StateQueryArgs, timeoutMs?: number): Promise<WorkItemState>;
+  getTddState(id: string, page?: StateQueryArgs, timeoutMs?: number): Promise<TddNodeState>;
+  getLoopState(id: string, timeoutMs?: number): Promise<LoopState>;
   getApproval(id: string): Promise<ApprovalRequest>;
 }
 
@@ -101,7 +103,7 @@ export async function decide(
       return { status: 'decided', by: decided.decidedBy, outcome: decided.status };
     }
     if (kind === 'loop') {
-      await resumeLoop(context.client, workflowId, answer, reviewer);
+      await resumeLoop(context, workflowId, answer, reviewer);
       return { status: 'decided', by: reviewer, outcome };
     }
     if (answer.action === 'edit' && kind !== 'tdd')
@@ -119,13 +121,23 @@ export async function decide(
   }
 }
 
-/** Resumes or abandons the loop stage workflow `loopId`, recording who decided. */
-async function resumeLoop(client: Client, loopId: string, answer: DecisionAnswer, by: string): Promise<void> {
-  await sendResume(client, loopId, {
+/**
+ * Resumes or abandons the loop stage workflow `loopId`, recording who decided; within the context's review
+ * timeout, as reviews and approvals are, else `unreachable` (a polling but stuck worker would hold it forever).
+ */
+async function resumeLoop(context: DecideContext, loopId: string, answer: DecisionAnswer, by: string): Promise<void> {
+  const request: ResumeRequest = {
     action: answer.action === 'abandon' ? 'abandon' : 'resume',
     ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
     by,
-  });
+  };
+  try {
+    await sendResume(context.client, loopId, request, context.reviewTimeoutMs);
+  } catch (error) {
+    if (!isUpdateUnanswered(error)) throw error;
+    const seconds = Math.round(context.reviewTimeoutMs / 1000);
+    throw new TreadleError(`no worker accepted the resume of loop ${loopId} within ${seconds}s`, 'unreachable');
+  }
 }
 
 /**
@@ -178,11 +190,21 @@ export async function checkEdit(context: DecideContext, key: string, artefact: u
   const parsed = parseDecisionKey(key);
   if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
   if (parsed.kind !== 'review' && parsed.kind !== 'budget') return [];
-  const state = await context.getState(parsed.workflowId, { eventLimit: 1 });
+  return problemsOf(context, parsed.workflowId, parsed.subject, artefact);
+}
+
+/** The problems of an edit of `stage` of work item `workflowId` against the schema its state keeps for it. */
+async function problemsOf(
+  context: DecideContext,
+  workflowId: string,
+  stage: string,
+  artefact: unknown,
+): Promise<SchemaProblem[]> {
+  const state = await context.getState(workflowId, { eventLimit: 1 });
   // Ajv loads with the first check: status, reviews and the other short commands never need it.
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { checkOutput } = require('./output-schema') as typeof OutputSchemaModule;
-  return checkOutput(state.outputSchemas?.[parsed.subject], artefact);
+  return checkOutput(state.outputSchemas?.[stage], artefact);
 }
 
 /**
@@ -195,7 +217,7 @@ export async function refuseNonconformingEdit(
   stage: string,
   artefact: Json,
 ): Promise<void> {
-  const problems = await checkEdit(context, decisionKey(id, 'review', stage), artefact);
+  const problems = await problemsOf(context, id, stage, artefact);
   if (problems.length === 0) return;
   const lines = problems.map((p) => `${p.path === '' ? '(the whole artefact)' : p.path}: ${p.message}`);
   throw new TreadleError(

@@ -6,14 +6,10 @@
  */
 import { parseDecisionKey, type AttemptView, type DecisionDetail, type PendingDecision } from '../model/decisions';
 import type { PendingReview, WorkItemState } from '../model/state';
-import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { LoopState } from '../kinds/loop/shapes';
 import type { BlobStore } from '../storage/blob-store';
 import { truncateText } from '../model/limits';
-import type { WorkflowHandle } from '@temporalio/client';
-import { stateQuery, tddStateQuery, loopStateQuery } from '../workflows/messages';
-import { isNotFound, TreadleError } from './errors';
-import { answeredByWorker } from './worker-presence';
+import { TreadleError } from './errors';
 import type { DecideContext } from './decide';
 import { approvalDecision, listedDecisionsOf, reviewDecision, type DecisionSource } from './decisions';
 import { artefactView, blobView } from './artefact-view';
@@ -61,37 +57,29 @@ export async function decisionDetail(
   const parsed = parseDecisionKey(key);
   if (!parsed) throw new TreadleError(`"${key}" is not a decision key`, 'invalid_review');
   const ctx: DetailContext = { context, blobs, options, key, workflowId: parsed.workflowId, subject: parsed.subject };
-  const started = Date.now();
-  try {
-    switch (parsed.kind) {
-      case 'approval':
-        return await approvalDetail(ctx);
-      case 'tdd':
-        return await tddDetail(ctx);
-      case 'loop':
-        return await loopDetail(ctx);
-      default:
-        return await reviewDetail(ctx);
-    }
-  } catch (error) {
-    // The query's own time ran out (its error is the abort's, not a TreadleError): no worker answered in time.
-    const unanswered =
-      error instanceof TreadleError ? error.code === 'no_worker' : Date.now() - started >= DETAIL_WAIT_MS;
-    if (!unanswered) throw error;
-    return listedDetail(ctx);
+  switch (parsed.kind) {
+    case 'approval':
+      return approvalDetail(ctx);
+    case 'tdd':
+      return tddDetail(ctx);
+    case 'loop':
+      return loopDetail(ctx);
+    default:
+      return reviewDetail(ctx);
   }
 }
 
 /**
- * Queries workflow `id` with the detail's bounded wait: "no worker" within seconds when none polls, else the
- * query aborted after {@link DETAIL_WAIT_MS}; an unknown workflow is `not_found`.
+ * The workflow's state, read with the detail's bounded wait; undefined when no worker answered: "no worker"
+ * within seconds when none polls, else `unreachable` after {@link DETAIL_WAIT_MS}. An unknown workflow is gone.
  */
-async function queried<T>(ctx: DetailContext, id: string, query: (handle: WorkflowHandle) => Promise<T>): Promise<T> {
-  const client = ctx.context.client;
+async function queried<T>(ctx: DetailContext, query: (timeoutMs: number) => Promise<T>): Promise<T | undefined> {
   try {
-    return await answeredByWorker(client, id, () => query(client.workflow.getHandle(id)), DETAIL_WAIT_MS);
+    return await query(DETAIL_WAIT_MS);
   } catch (error) {
-    if (isNotFound(error)) throw gone(ctx.key);
+    if (!(error instanceof TreadleError)) throw error;
+    if (error.code === 'no_worker' || error.code === 'unreachable') return undefined;
+    if (error.code === 'not_found') throw gone(ctx.key);
     throw error;
   }
 }
@@ -129,7 +117,8 @@ function stageTable(state: WorkItemState): NonNullable<DecisionDetail['stages']>
 
 /** review and budget: the decision re-read from the state, the stage table, every attempt, the output schema. */
 async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state: WorkItemState = await queried(ctx, ctx.workflowId, (h) => h.query(stateQuery, { eventLimit: 1 }));
+  const state = await queried(ctx, (wait) => ctx.context.getState(ctx.workflowId, { eventLimit: 1 }, wait));
+  if (!state) return listedDetail(ctx);
   const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
   const decision = review ? reviewDecision(itemSource(state), review) : undefined;
   if (!decision || decision.key !== ctx.key) throw gone(ctx.key);
@@ -161,7 +150,8 @@ async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** approval: the pending request's payload (resolved) and the request without it. */
 async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state = await queried(ctx, ctx.workflowId, (h) => h.query(stateQuery, { eventLimit: 1 }));
+  const state = await queried(ctx, (wait) => ctx.context.getState(ctx.workflowId, { eventLimit: 1 }, wait));
+  if (!state) return listedDetail(ctx);
   const request = state.approvals?.find((r) => r.id === ctx.subject);
   if (!request || request.status !== 'pending') throw gone(ctx.key);
   const { payload, ...rest } = request;
@@ -175,8 +165,10 @@ async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** tdd: the node's question, its latest branch diff and test output when the node recorded them. */
 async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state: TddNodeState = await queried(ctx, ctx.workflowId, (h) => h.query(tddStateQuery, {}));
+  const state = await queried(ctx, (wait) => ctx.context.getTddState(ctx.workflowId, {}, wait));
+  if (!state) return listedDetail(ctx);
   const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
+  if (!review) throw gone(ctx.key);
   const source: DecisionSource = {
     workflowId: ctx.workflowId,
     workflowType: 'tddNode',
@@ -186,8 +178,8 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
     pendingStages: [],
     reviews: { pipeline: 'tdd', reviews: state.pendingReviews, omitted: 0 },
   };
-  const decision = review ? reviewDecision(source, review) : undefined;
-  if (!review || !decision || decision.key !== ctx.key) throw gone(ctx.key);
+  const decision = reviewDecision(source, review);
+  if (decision.key !== ctx.key) throw gone(ctx.key);
   const latest = state.latest;
   const diff = latest?.diffRef ? await blobView(ctx.blobs, latest.diffRef, 'text/x-diff') : undefined;
   const testOutput = latest?.testOutputRef ? await blobView(ctx.blobs, latest.testOutputRef, 'text/plain') : undefined;
@@ -204,7 +196,8 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** loop: the failure, `progress.md` (at the failure, else after the last iteration) and the last iterations. */
 async function loopDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const state: LoopState = await queried(ctx, ctx.workflowId, (h) => h.query(loopStateQuery));
+  const state = await queried(ctx, (wait) => ctx.context.getLoopState(ctx.workflowId, wait));
+  if (!state) return listedDetail(ctx);
   const failure = state.failure;
   if (state.status !== 'failed' || !failure || state.stage !== ctx.subject) throw gone(ctx.key);
   const decision = await loopDecision(ctx, state);

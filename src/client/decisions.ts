@@ -226,7 +226,7 @@ export function decisionChangesQuery(since: Date): string {
 }
 
 /** Reads what {@link decisionsOf} needs from a listed execution (memos only when the attributes say they matter). */
-export async function sourceOf(execution: ListedExecution): Promise<DecisionSource> {
+async function sourceOf(execution: ListedExecution): Promise<DecisionSource> {
   const pendingStages = execution.keywordList(TreadlePendingReviews.name);
   const hasApprovals = execution.keywordList(TreadleApprovals.name).length > 0;
   return {

@@ -2,7 +2,11 @@
  * The client's user-facing error and the checks that turn SDK errors into it: every error a
  * `TreadleClient` call throws is a {@link TreadleError} with one clear line.
  */
-import { WorkflowNotFoundError, WorkflowUpdateRPCTimeoutOrCancelledError } from '@temporalio/client';
+import {
+  isGrpcCancelledError,
+  WorkflowNotFoundError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
+} from '@temporalio/client';
 
 export { TreadleError } from './treadle-error';
 
@@ -11,10 +15,15 @@ export function isNotFound(error: unknown): boolean {
   return error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError';
 }
 
-/** Whether an update gave up waiting for a worker (the RPC timed out or the caller's abort signal fired). */
+/**
+ * Whether an update or query gave up waiting for a worker (the RPC timed out or the caller's abort signal fired:
+ * an aborted query fails as a ServiceError whose cause is gRPC's CANCELLED).
+ */
 export function isUpdateUnanswered(error: unknown): boolean {
   return (
-    error instanceof WorkflowUpdateRPCTimeoutOrCancelledError || (error as { name?: string }).name === 'AbortError'
+    error instanceof WorkflowUpdateRPCTimeoutOrCancelledError ||
+    isGrpcCancelledError(error) ||
+    (error as { name?: string }).name === 'AbortError'
   );
 }
 

@@ -18,6 +18,7 @@ import { TDD_TREE_FAILED } from '../kinds/tdd/shapes';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../model/state';
 import { workerCommandFor } from '../task-queues';
+import { isUpdateUnanswered } from './errors';
 import { TreadleError } from './treadle-error';
 
 /** How long a query or update may take before the item's queue is checked for a worker (a worker answers in ms). */
@@ -102,6 +103,27 @@ export async function answeredByWorker<T>(
     clearTimeout(timer);
     // Left behind when "no worker" won the race: its own failure later is nobody's business.
     answer.catch(() => undefined);
+  }
+}
+
+/**
+ * A query of workflow `id` as {@link answeredByWorker} runs it, with a bound: a worker seen polling that has not
+ * answered within `timeoutMs` is given up on, a TreadleError `unreachable` (without a bound, nothing changes).
+ */
+export async function queriedWithin<T>(
+  client: Client,
+  id: string,
+  query: () => Promise<T>,
+  timeoutMs?: number,
+): Promise<T> {
+  try {
+    return await answeredByWorker(client, id, query, timeoutMs);
+  } catch (error) {
+    if (timeoutMs === undefined || !isUpdateUnanswered(error)) throw error;
+    throw new TreadleError(
+      `no worker answered the query of ${id} within ${Math.round(timeoutMs / 1000)}s`,
+      'unreachable',
+    );
   }
 }
 

@@ -7,7 +7,7 @@ import type { TreadleClient } from '../client';
 import { addToken, readTokensFile } from './auth';
 import { clientBackend } from './client-backend';
 import { inboxAuth, inboxSettings, type InboxSettings } from './options';
-import { createInboxServer } from './server';
+import { createInboxServer, type InboxAuth } from './server';
 
 /** Where the inbox listens and the settings it runs with (default: the environment's `TREADLE_UI_*`). */
 export interface ServeInboxOptions {
@@ -17,6 +17,8 @@ export interface ServeInboxOptions {
   settings?: InboxSettings;
   /** `dev`/`demo`: a token is created for this reviewer when the tokens file has none (and no proxy header). */
   firstReviewer?: string;
+  /** How reviewers are identified, when the caller built it ({@link reviewerAuth}); not with `firstReviewer`. */
+  auth?: InboxAuth;
 }
 
 /** A running inbox. */
@@ -28,19 +30,27 @@ export interface ServedInbox {
   close(): Promise<void>;
 }
 
+/**
+ * How the inbox identifies reviewers under `settings` (`inboxAuth`: a configuration error when there is no way);
+ * a tokens file that becomes unusable while serving ends every session and is said on stderr.
+ */
+export function reviewerAuth(settings: InboxSettings): InboxAuth {
+  return inboxAuth(settings, (e) => process.stderr.write(`treadle ui: ${(e as Error).message}\n`));
+}
+
 /** Starts the inbox over `client`; a configuration error (no way to identify reviewers) is thrown before listening. */
 export async function serveInbox(client: TreadleClient, options: ServeInboxOptions = {}): Promise<ServedInbox> {
   const settings = options.settings ?? inboxSettings();
   let newToken: string | undefined;
-  const hasTokens = existsSync(settings.tokensFile) && readTokensFile(settings.tokensFile).length > 0;
-  if (options.firstReviewer && !settings.userHeader && !hasTokens)
-    newToken = addToken(settings.tokensFile, options.firstReviewer);
-  const auth = inboxAuth(settings, (e) => process.stderr.write(`treadle ui: ${(e as Error).message}\n`));
+  const file = settings.tokensFile;
+  // The file is read for this only when a first reviewer may need a token (`dev`/`demo`).
+  if (options.firstReviewer && !settings.userHeader && !(existsSync(file) && readTokensFile(file).length > 0))
+    newToken = addToken(file, options.firstReviewer);
   const server = await createInboxServer({
     backend: clientBackend(client),
-    host: options.host ?? '127.0.0.1',
-    port: options.port ?? 8234,
-    auth,
+    host: options.host,
+    port: options.port,
+    auth: options.auth ?? reviewerAuth(settings),
     namespace: client.client.options.namespace,
     allowedHosts: settings.allowedHosts,
     ...(settings.webUiUrl ? { webUiUrl: settings.webUiUrl } : {}),

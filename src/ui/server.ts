@@ -18,6 +18,7 @@ import {
   type ProxyIdentity,
   type TokenEntry,
 } from './auth';
+import { INBOX_HOST, INBOX_PORT } from './address';
 import type { InboxBackend } from './backend';
 import { checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
@@ -262,11 +263,15 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, run: (item: T)
 
 /** Starts the inbox server; `url` is where it listens. */
 export async function createInboxServer(options: InboxServerOptions): Promise<{ url: string; close(): Promise<void> }> {
-  const host = options.host ?? '127.0.0.1';
-  const port = options.port ?? 8234;
+  const host = options.host ?? INBOX_HOST;
+  const port = options.port ?? INBOX_PORT;
   const hosts = [`${host}:${port}`, `localhost:${port}`, ...(options.allowedHosts ?? [])];
   const { app } = await buildInboxApp(options, hosts);
-  await app.listen({ host, port });
+  // The index already polls: a port in use must not leave it running (`treadle dev` goes on without the inbox).
+  await app.listen({ host, port }).catch(async (error: unknown) => {
+    await app.close();
+    throw error;
+  });
   // Port 0 asks the system for a free port: report the one bound, and answer as it (the checks read `hosts`).
   const bound = app.server.address();
   const actual = typeof bound === 'object' && bound !== null ? bound.port : port;

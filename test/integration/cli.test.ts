@@ -16,7 +16,7 @@ import {
   GENERIC_IMPLEMENTATIONS,
 } from '../../src/pipelines/catalog';
 import { DEFAULT_PORT, DEFAULT_UI_PORT } from '../../src/server/dev-server';
-import { INBOX_PORT } from '../../src/cli/ui';
+import { INBOX_PORT } from '../../src/ui/address';
 import { devDatabaseFile } from '../../src/home';
 import { NativeConnection } from '@temporalio/worker';
 import { createImplementationsWorker, defaultRegistry } from '../../src/worker';

@@ -1,21 +1,34 @@
 /**
  * One listing of every pending decision and one way to answer it (issue 27), on the real server: an item
  * waiting for a review is listed with its kind and key; `decide` answers it; answering it again returns
- * `already_decided` with who decided; the same for an approval request. Budget, TDD and failed-loop decisions:
- * not yet covered here (their mapping is unit-tested in test/unit/pending-decisions.test.ts).
+ * `already_decided` with who decided; the same for an approval request; the inbox's delta listing names only
+ * what changed or closed; answering a failed loop whose worker
+ * stopped gives up after the review timeout. Budget and TDD decisions: not yet covered here (their mapping is
+ * unit-tested in test/unit/pending-decisions.test.ts).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
 import { eventually, startHarness, type Harness } from '../support/harness';
-import { noteActions } from '../support/pipelines';
+import { fixedLoopSpec, loopReply, noteActions } from '../support/pipelines';
 
 let h: Harness;
+let workspace: string;
+const savedWorkspace = process.env.TREADLE_LOOP_WORKSPACE;
 beforeAll(async () => {
+  workspace = mkdtempSync(path.join(os.tmpdir(), 'decisions-loops-'));
+  process.env.TREADLE_LOOP_WORKSPACE = workspace;
   h = await startHarness({ approvalActions: noteActions });
 });
 afterAll(async () => {
   await h?.shutdown();
+  if (savedWorkspace === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
+  else process.env.TREADLE_LOOP_WORKSPACE = savedWorkspace;
+  rmSync(workspace, { recursive: true, force: true });
 });
 
 // Visibility is namespace-wide and other files run in parallel: this file's own pipeline name.
@@ -102,3 +115,26 @@ it('the delta listing names what changed or closed since, not every item that st
   // time of a running one is the far future), so the still-waiting item was listed as well.
   expect(changes.map((c) => c.workflowId)).not.toContain(waiting);
 });
+
+it('answering a failed loop whose worker stopped gives up after the review timeout instead of hanging', async () => {
+  const other = await startHarness();
+  const id = other.id('loop');
+  const replies = { agent_replies: { work: [loopReply(1), { crash: 'exited with code 1' }] } };
+  await other.client.start(fixedLoopSpec(`${PIPELINE}-loop`, 4), replies, { id });
+  const failed = await eventually(
+    async () => (await other.client.loops(id)).find((l) => l.state.status === 'failed'),
+    60_000,
+    'the failed loop',
+  );
+  // Stopped just now, the worker still shows as polling: nothing says "no worker", only the timeout ends the wait.
+  await other.shutdown();
+  const impatient = new TreadleClient(h.temporal, { taskQueue: other.taskQueue, reviewTimeoutMs: 2_000 });
+  const started = Date.now();
+  await expect(
+    impatient.decide(decisionKey(failed.workflowId, 'loop', 'work'), { action: 'resume' }, 'alice'),
+  ).rejects.toMatchObject({
+    code: 'unreachable',
+    message: `no worker accepted the resume of loop ${failed.workflowId} within 2s`,
+  });
+  expect(Date.now() - started).toBeLessThan(15_000);
+}, 90_000);

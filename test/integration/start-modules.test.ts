@@ -4,7 +4,9 @@
  *   schemas (zod, Ajv), nor the start path, nor the audit: @temporalio/client plus Treadle's thin layer;
  * - the worker (`lib/worker.js`) loads neither the Anthropic SDK nor OpenTelemetry's SDK until used;
  * - the package (`lib/index.js`) loads no database driver (better-sqlite3, pg) or S3 client until a log or store
- *   of theirs is opened.
+ *   of theirs is opened;
+ * - the CLI's `ui` command (`lib/cli/ui.js`, loaded by every command at start) and the inbox's defaults load no
+ *   fastify until the inbox is served.
  * Each check runs in a fresh node process on the build, as the CLI does.
  */
 import { execFileSync } from 'node:child_process';
@@ -41,4 +43,11 @@ it('the package loads no database driver and no S3 client until one is used', ()
   const files = modulesLoadedBy('./lib/index');
   expect(matching(files, /^lib\/storage\/(sqlite|postgres)-call-log\.js$/).length).toBe(2);
   expect(matching(files, /^node_modules\/(better-sqlite3|pg|pg-pool|@aws-sdk\/[\w-]+)\//)).toEqual([]);
+});
+
+it("the CLI's ui command and the inbox's defaults load no fastify until the inbox is served", () => {
+  for (const entry of ['./lib/cli/ui', './lib/ui/address'])
+    expect(
+      matching(modulesLoadedBy(entry), /^node_modules\/(fastify|@fastify\/[\w-]+)\/|^lib\/ui\/server\.js$/),
+    ).toEqual([]);
 });

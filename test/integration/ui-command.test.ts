@@ -1,10 +1,12 @@
 /**
  * `treadle ui` as users run it (issue 27): it refuses to start when no reviewer can be identified (exit 2,
  * before connecting), serves the inbox over the real server with a token from `treadle ui token add`, lists a
- * pending review to that token's bearer, turns away a request without one, and stops cleanly on SIGTERM.
+ * pending review to that token's bearer, turns away a request without one, and stops cleanly on SIGTERM; on a
+ * port already in use it exits 1 with one line naming the address and `--port`.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, statSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pipeline } from '../../src/model/builder';
@@ -94,6 +96,23 @@ it('serves the inbox: a bearer token lists a pending review, no token is refused
   expect(await exited).toBe(0);
   expect(stderr).not.toContain('Error');
 }, 90_000);
+
+it('a port already in use: exit 1 with one line naming the address and --port', async () => {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'treadle-ui-')), 'tokens');
+  expect((await runTreadle(h, ['ui', 'token', 'add', 'alice', '--tokens', file])).code).toBe(0);
+  const occupant = createServer();
+  await new Promise<void>((resolve) => occupant.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = occupant.address() as AddressInfo;
+    const run = await runTreadle(h, ['ui', '--port', String(port), '--tokens', file]);
+    expect({ code: run.code, stderr: run.stderr }).toEqual({
+      code: 1,
+      stderr: `treadle: cannot serve the inbox on 127.0.0.1:${port}: the address is in use; choose another --port\n`,
+    });
+  } finally {
+    await new Promise((resolve) => occupant.close(resolve));
+  }
+}, 60_000);
 
 it('`treadle ui --help` names its flags', async () => {
   const run = await runTreadle(h, ['ui', '--help']);
