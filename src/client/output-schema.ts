@@ -43,8 +43,7 @@ function validatorFor(schema: unknown): ValidateFunction {
     } catch (error) {
       throw new Error(`the output schema does not compile: ${(error as Error).message}`, { cause: error });
     } finally {
-      // Two schemas may share a `$id` (a schema's next version): the instance keeps neither by it.
-      ajv.removeSchema(schema as object);
+      forget(ajv, schema);
     }
     if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value!);
     compiled.set(key, validate);
@@ -75,6 +74,10 @@ export function checkOutput(schema: unknown, value: unknown): SchemaProblem[] {
  */
 export function outputSchemaProblem(schema: object): string | undefined {
   try {
+    // Ajv's compile reads `$id` before it checks the schema against its meta-schema, and fails on one that is not
+    // a string with a bare TypeError: check first, so the problem says which keyword is wrong.
+    if (!strictAjv.validateSchema(schema))
+      throw new Error(`schema is invalid: ${strictAjv.errorsText(strictAjv.errors)}`);
     strictAjv.compile(schema);
     return undefined;
   } catch (error) {
@@ -84,8 +87,21 @@ export function outputSchemaProblem(schema: object): string | undefined {
       ? `${message} (references to other documents are not fetched: put the definition under $defs)`
       : `does not compile: ${message}`;
   } finally {
-    strictAjv.removeSchema(schema);
+    forget(strictAjv, schema);
   }
+}
+
+/**
+ * Drops `schema` from `instance` after a compile: two schemas may share a `$id` (a schema's next version), so the
+ * instance keeps neither by it. Ajv's `removeSchema` throws for an `$id` that is truthy but not a string (which its
+ * `compile` refused before keeping the schema) and for a boolean schema (the instance keeps at most the two), so
+ * those are left alone: a throw in a `finally` would replace the problem being reported.
+ */
+function forget(instance: Ajv2020, schema: unknown): void {
+  if (typeof schema !== 'object' || schema === null) return;
+  const id = (schema as { $id?: unknown }).$id;
+  if (id && typeof id !== 'string') return;
+  instance.removeSchema(schema);
 }
 
 /** JSON text that does not parse, with where (1-based line and column) when the parser says. */

@@ -125,3 +125,15 @@ it('checks values against schemas that share an $id, one after the other', () =>
     validatePipeline({ name: 'p', stages: [{ name: 'a', run: 'draft', output_schema: s }] }, known);
   expect(spec(v1).ok && spec(v2).ok).toBe(true);
 });
+
+it('lists a schema whose $id is not a string as a problem instead of throwing (a spec is untrusted input)', () => {
+  for (const $id of [5, true, {}]) {
+    const result = validatePipeline(
+      { name: 'p', stages: [{ name: 'a', run: 'draft', output_schema: { $id, type: 'object' } }] },
+      known,
+    );
+    expect(result.ok ? [] : result.problems).toEqual([
+      expect.stringMatching(/^stage a: output_schema: does not compile: schema is invalid: \/\$id must be string/),
+    ]);
+  }
+});
