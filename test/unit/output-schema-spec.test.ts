@@ -2,6 +2,7 @@
  * A stage's `output_schema:` in the pipeline spec (issue 27): checked with every other problem, kept as the
  * schema's own spelling, and a registered implementation's schema copied into stages that give none.
  */
+import Ajv2020 from 'ajv/dist/2020';
 import { Registry } from '../../src/activities/registry';
 import { checkOutput, outputSchemaProblem } from '../../src/client/output-schema';
 import { pipeline } from '../../src/model/builder';
@@ -135,5 +136,23 @@ it('lists a schema whose $id is not a string as a problem instead of throwing (a
     expect(result.ok ? [] : result.problems).toEqual([
       expect.stringMatching(/^stage a: output_schema: does not compile: schema is invalid: \/\$id must be string/),
     ]);
+  }
+});
+
+it("compiles a spec's output schema once however often the spec is validated (every prepare step, start, child)", () => {
+  const compile = jest.spyOn(Ajv2020.prototype, 'compile');
+  try {
+    const good = { type: 'object', description: 'validated three times' };
+    const bad = { type: 'object', requird: ['validated twice'] };
+    const validate = (s: object) =>
+      validatePipeline({ name: 'p', stages: [{ name: 'a', run: 'draft', output_schema: s }] }, known);
+    for (const s of [good, { ...good }, { description: good.description, type: 'object' }])
+      expect(validate(s).ok).toBe(true);
+    const problems = [validate(bad), validate({ ...bad })].map((result) => (result.ok ? [] : result.problems));
+    expect(problems[1]).toEqual(problems[0]);
+    expect(problems[0]).toEqual([expect.stringMatching(/unknown keyword: "requird"/)]);
+    expect(compile).toHaveBeenCalledTimes(2);
+  } finally {
+    compile.mockRestore();
   }
 });
