@@ -20,8 +20,8 @@ import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { LoopState } from '../kinds/loop/shapes';
 import { sendResume } from './loop-resume';
 import { TreadleError } from './errors';
-import type * as OutputSchemaModule from './output-schema';
 import type { SchemaProblem } from './output-schema';
+import { outputSchemaChecks } from './output-schema-lazy';
 
 /** What deciding needs of `TreadleClient` (it passes itself). */
 export interface DecideContext {
@@ -180,9 +180,7 @@ export async function checkEdit(context: DecideContext, key: string, artefact: u
   if (parsed.kind !== 'review' && parsed.kind !== 'budget') return [];
   const state = await context.getState(parsed.workflowId, { eventLimit: 1 });
   // Ajv loads with the first check: status, reviews and the other short commands never need it.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { checkOutput } = require('./output-schema') as typeof OutputSchemaModule;
-  return checkOutput(state.outputSchemas?.[parsed.subject], artefact);
+  return outputSchemaChecks().checkOutput(state.outputSchemas?.[parsed.subject], artefact);
 }
 
 /**

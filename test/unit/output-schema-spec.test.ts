@@ -5,10 +5,17 @@
 import Ajv2020 from 'ajv/dist/2020';
 import { Registry } from '../../src/activities/registry';
 import { checkOutput, outputSchemaProblem } from '../../src/client/output-schema';
+import { outputSchemaChecks } from '../../src/client/output-schema-lazy';
 import { pipeline } from '../../src/model/builder';
 import { validatePipeline } from '../../src/model/pipeline';
 import { MAX_OUTPUT_SCHEMA_CHARS } from '../../src/model/limits';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
+
+// The real lazy accessor, counted: a merged registry must not check its schemas again.
+jest.mock('../../src/client/output-schema-lazy', () => {
+  const actual = jest.requireActual('../../src/client/output-schema-lazy');
+  return { outputSchemaChecks: jest.fn(actual.outputSchemaChecks) };
+});
 
 const known = { stages: ['draft', 'publish'], gates: [], outputSchemaProblem };
 const schema = {
@@ -155,4 +162,14 @@ it("compiles a spec's output schema once however often the spec is validated (ev
   } finally {
     compile.mockRestore();
   }
+});
+
+it('a merged registry keeps the schemas the other one checked, without checking them again', () => {
+  const registered = { type: 'object', required: ['body'] };
+  const other = new Registry().stage('draft', async () => ({ outcome: 'completed' }), { outputSchema: registered });
+  const checks = jest.mocked(outputSchemaChecks);
+  checks.mockClear();
+  expect(new Registry().merge(other).names().outputSchemas).toEqual({ draft: registered });
+  expect(checks).not.toHaveBeenCalled();
+  expect(() => new Registry().merge(other).merge(other)).toThrow('stage implementation "draft" is already registered');
 });
