@@ -8,8 +8,8 @@ import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput 
 import type { ActivityContextBase } from '../model/state';
 import type { KnownImplementations } from '../model/pipeline';
 import type { ContractReviser, ContractValidator } from '../kinds/contract/validators';
-import { MAX_OUTPUT_SCHEMA_CHARS } from '../model/limits';
-import type * as OutputSchemaModule from '../client/output-schema';
+import { outputSchemaShapeProblem } from '../model/limits';
+import { outputSchemaChecks } from '../client/output-schema-lazy';
 
 /** Logging surface handed to implementations (the activity logger in a worker). */
 export interface ImplementationLogger {
@@ -86,7 +86,7 @@ export interface ImplementationOptions {
   checkConfig?: (config: Json | undefined) => string[];
   /**
    * The JSON Schema (draft 2020-12) of the stage's artefact, for stages whose spec gives no `output_schema:`:
-   * reviewers' edits must match it, and so must the stage's own output. Stages only; checked when registered.
+   * reviewers' edits must match it (the stage's own output is not checked). Stages only; checked when registered.
    */
   outputSchema?: Json;
 }
@@ -128,11 +128,8 @@ export class Registry {
   /** Registers a stage implementation; names are unique. */
   stage(name: string, impl: StageImplementation, options: ImplementationOptions = {}): this {
     this.claim(name, this.stageImpls, 'stage');
-    if (options.outputSchema !== undefined) this.schemas.set(name, checkedSchema(name, options.outputSchema));
-    this.stageImpls.set(name, impl);
-    if (options.usesAgent) this.agentBacked.add(name);
-    if (options.checkConfig) this.checks.set(name, options.checkConfig);
-    return this;
+    if (options.outputSchema !== undefined) checkSchema(name, options.outputSchema);
+    return this.addStage(name, impl, options);
   }
 
   /** Registers a gate implementation; names are unique among gates. */
@@ -155,7 +152,11 @@ export class Registry {
         ...(outputSchema !== undefined ? { outputSchema } : {}),
       };
     };
-    for (const [name, impl] of other.stageImpls) this.stage(name, impl, options(name));
+    // The other registry checked its schemas when they were registered: they are not compiled again.
+    for (const [name, impl] of other.stageImpls) {
+      this.claim(name, this.stageImpls, 'stage');
+      this.addStage(name, impl, options(name));
+    }
     for (const [name, impl] of other.gateImpls) this.gate(name, impl, options(`gate:${name}`));
     for (const [name, impl] of other.validatorImpls) this.validator(name, impl);
     for (const [name, impl] of other.reviserImpls) this.reviser(name, impl);
@@ -187,13 +188,22 @@ export class Registry {
       revisers: ['llm', ...this.reviserImpls.keys()].sort(),
       checkConfig: (kind, name, config) => this.checks.get(kind === 'gate' ? `gate:${name}` : name)?.(config) ?? [],
       outputSchemas: Object.fromEntries(this.schemas),
-      outputSchemaProblem: (schema) => outputSchemaCompiler().outputSchemaProblem(schema),
+      outputSchemaProblem: (schema) => outputSchemaChecks().outputSchemaProblem(schema),
     };
   }
 
   /** Activity types of the implementations that call models (stages by name, gates as `gate:<name>`). */
   agentBackedTypes(): string[] {
     return [...this.agentBacked].sort();
+  }
+
+  /** Adds a stage implementation whose name is claimed and whose output schema, if any, is checked. */
+  private addStage(name: string, impl: StageImplementation, options: ImplementationOptions): this {
+    if (options.outputSchema !== undefined) this.schemas.set(name, options.outputSchema);
+    this.stageImpls.set(name, impl);
+    if (options.usesAgent) this.agentBacked.add(name);
+    if (options.checkConfig) this.checks.set(name, options.checkConfig);
+    return this;
   }
 
   private claim(name: string, into: Map<string, unknown>, kind: string): void {
@@ -206,20 +216,8 @@ export class Registry {
   }
 }
 
-/** A registered output schema, refused at registration (a programming error) when it would not pass a spec. */
-function checkedSchema(stage: string, schema: Json): Json {
-  const invalid = (why: string) => new Error(`stage implementation "${stage}": outputSchema ${why}`);
-  if (typeof schema !== 'object' || schema === null || Array.isArray(schema))
-    throw invalid('must be a JSON Schema object (draft 2020-12)');
-  if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_CHARS)
-    throw invalid(`must be at most ${MAX_OUTPUT_SCHEMA_CHARS} characters of JSON`);
-  const problem = outputSchemaCompiler().outputSchemaProblem(schema);
-  if (problem !== undefined) throw invalid(problem);
-  return schema;
-}
-
-/** The output-schema module, loaded on first use: Ajv loads only where a schema is registered or checked. */
-function outputSchemaCompiler(): typeof OutputSchemaModule {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return require('../client/output-schema') as typeof OutputSchemaModule;
+/** Refuses a registered output schema (a programming error) that would not pass a spec. */
+function checkSchema(stage: string, schema: Json): void {
+  const problem = outputSchemaShapeProblem(schema) ?? outputSchemaChecks().outputSchemaProblem(schema as object);
+  if (problem !== undefined) throw new Error(`stage implementation "${stage}": outputSchema ${problem}`);
 }

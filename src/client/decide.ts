@@ -19,8 +19,8 @@ import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
 import { sendResume } from './loop-resume';
 import { isUpdateUnanswered, TreadleError } from './errors';
-import type * as OutputSchemaModule from './output-schema';
 import type { SchemaProblem } from './output-schema';
+import { outputSchemaChecks } from './output-schema-lazy';
 
 /** What deciding needs of `TreadleClient` (it passes itself). */
 export interface DecideContext {
@@ -202,9 +202,7 @@ async function problemsOf(
 ): Promise<SchemaProblem[]> {
   const state = await context.getState(workflowId, { eventLimit: 1 });
   // Ajv loads with the first check: status, reviews and the other short commands never need it.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { checkOutput } = require('./output-schema') as typeof OutputSchemaModule;
-  return checkOutput(state.outputSchemas?.[stage], artefact);
+  return outputSchemaChecks().checkOutput(state.outputSchemas?.[stage], artefact);
 }
 
 /**

@@ -30,26 +30,47 @@ const strictAjv = new Ajv2020({
 });
 addFormats(strictAjv);
 
-/** Compiled validators by the schema's hash: a page that checks every keystroke compiles a schema once. */
-const compiled = new Map<string, ValidateFunction>();
+/**
+ * What compiling a schema gave, by the hash of its canonical JSON (the same whatever the key order): a page that
+ * checks every keystroke compiles a schema once, and so does validation, which runs on every worker prepare step,
+ * CLI start and fan-out child (10,000 children of one spec share its schemas).
+ */
+interface CompiledSchema {
+  /** The lenient compile, for checking values; set on first use. */
+  validate?: ValidateFunction;
+  /** The strict compile's verdict, for specs: why the schema cannot be used, or null when it can; set on first use. */
+  problem?: string | null;
+}
+const compiled = new Map<string, CompiledSchema>();
 const MAX_COMPILED = 200;
 
-function validatorFor(schema: unknown): ValidateFunction {
-  const key = sha256Hex(canonicalJson(schema));
-  let validate = compiled.get(key);
-  if (!validate) {
-    try {
-      validate = ajv.compile(schema as object);
-    } catch (error) {
-      throw new Error(`the output schema does not compile: ${(error as Error).message}`, { cause: error });
-    } finally {
-      // Two schemas may share a `$id` (a schema's next version): the instance keeps neither by it.
-      ajv.removeSchema(schema as object);
-    }
-    if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value!);
-    compiled.set(key, validate);
+/** The cache entry of `schema`, the oldest dropped past {@link MAX_COMPILED}; a schema that is not JSON is not kept. */
+function compiledEntry(schema: unknown): CompiledSchema {
+  let key: string;
+  try {
+    key = sha256Hex(canonicalJson(schema));
+  } catch {
+    return {};
   }
-  return validate;
+  let entry = compiled.get(key);
+  if (!entry) {
+    if (compiled.size >= MAX_COMPILED) compiled.delete(compiled.keys().next().value!);
+    entry = {};
+    compiled.set(key, entry);
+  }
+  return entry;
+}
+
+function validatorFor(schema: unknown): ValidateFunction {
+  const entry = compiledEntry(schema);
+  if (entry.validate) return entry.validate;
+  try {
+    return (entry.validate = ajv.compile(schema as object));
+  } catch (error) {
+    throw new Error(`the output schema does not compile: ${(error as Error).message}`, { cause: error });
+  } finally {
+    forget(ajv, schema);
+  }
 }
 
 /**
@@ -74,7 +95,18 @@ export function checkOutput(schema: unknown, value: unknown): SchemaProblem[] {
  * a document it does not contain), or undefined when it compiles.
  */
 export function outputSchemaProblem(schema: object): string | undefined {
+  const entry = compiledEntry(schema);
+  if (entry.problem === undefined) entry.problem = strictCompileProblem(schema) ?? null;
+  return entry.problem ?? undefined;
+}
+
+/** {@link outputSchemaProblem}, uncached. */
+function strictCompileProblem(schema: object): string | undefined {
   try {
+    // Ajv's compile reads `$id` before it checks the schema against its meta-schema, and fails on one that is not
+    // a string with a bare TypeError: check first, so the problem says which keyword is wrong.
+    if (!strictAjv.validateSchema(schema))
+      throw new Error(`schema is invalid: ${strictAjv.errorsText(strictAjv.errors)}`);
     strictAjv.compile(schema);
     return undefined;
   } catch (error) {
@@ -84,8 +116,21 @@ export function outputSchemaProblem(schema: object): string | undefined {
       ? `${message} (references to other documents are not fetched: put the definition under $defs)`
       : `does not compile: ${message}`;
   } finally {
-    strictAjv.removeSchema(schema);
+    forget(strictAjv, schema);
   }
+}
+
+/**
+ * Drops `schema` from `instance` after a compile: two schemas may share a `$id` (a schema's next version), so the
+ * instance keeps neither by it. Ajv's `removeSchema` throws for an `$id` that is truthy but not a string (which its
+ * `compile` refused before keeping the schema) and for a boolean schema (the instance keeps at most the two), so
+ * those are left alone: a throw in a `finally` would replace the problem being reported.
+ */
+function forget(instance: Ajv2020, schema: unknown): void {
+  if (typeof schema !== 'object' || schema === null) return;
+  const id = (schema as { $id?: unknown }).$id;
+  if (id && typeof id !== 'string') return;
+  instance.removeSchema(schema);
 }
 
 /** JSON text that does not parse, with where (1-based line and column) when the parser says. */

@@ -27,6 +27,19 @@ export const DEFAULT_BLOB_THRESHOLD_BYTES = 2 * 1024;
  */
 export const MAX_OUTPUT_SCHEMA_CHARS = 32 * 1024;
 
+/**
+ * Why `schema` cannot be an output schema before anything compiles it (not an object, or larger than
+ * {@link MAX_OUTPUT_SCHEMA_CHARS}), or undefined. The one shape check of a spec's `output_schema:`, of the compile
+ * check's size guard and of a schema an implementation registers.
+ */
+export function outputSchemaShapeProblem(schema: unknown): string | undefined {
+  if (typeof schema !== 'object' || schema === null || Array.isArray(schema))
+    return 'must be a JSON Schema object (draft 2020-12)';
+  if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_CHARS)
+    return `must be at most ${MAX_OUTPUT_SCHEMA_CHARS} characters of JSON; keep the schema to what a reviewer's edit must hold`;
+  return undefined;
+}
+
 /** One-line texts (summaries, messages, errors) kept in history and state are cut to this many characters. */
 export const MAX_TEXT_CHARS = 500;
 /** Longer errors are cut to this many characters. */

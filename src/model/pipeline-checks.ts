@@ -7,7 +7,7 @@ import type { Json } from './shapes';
 import { gateLeaves } from './gate-ref';
 import {
   HISTORY_EVENT_BUDGET,
-  MAX_OUTPUT_SCHEMA_CHARS,
+  outputSchemaShapeProblem,
   TEMPORAL_HISTORY_EVENT_LIMIT,
   TEMPORAL_PENDING_ACTIVITY_LIMIT,
 } from './limits';
@@ -237,7 +237,7 @@ export function stageConfigProblems(
 
 /**
  * Each stage's `output_schema:` that does not compile, by `compiles` (KnownImplementations.outputSchemaProblem:
- * Ajv, which workflow code must not load). Objects too large to compile are the schema's problem already.
+ * Ajv, which workflow code must not load). A schema of the wrong shape is the spec schema's problem already.
  */
 export function outputSchemaProblems(
   input: unknown,
@@ -247,7 +247,7 @@ export function outputSchemaProblems(
   const problems: SpecProblem[] = [];
   (input.stages as unknown[]).forEach((stage, index) => {
     if (!isRecord(stage) || !isRecord(stage.outputSchema)) return;
-    if (JSON.stringify(stage.outputSchema).length > MAX_OUTPUT_SCHEMA_CHARS) return;
+    if (outputSchemaShapeProblem(stage.outputSchema) !== undefined) return;
     const problem = compiles(stage.outputSchema);
     if (problem === undefined) return;
     const label = typeof stage.name === 'string' ? stage.name : '?';

@@ -84,7 +84,7 @@ export interface StageSpec {
   reviewers?: string;
   /**
    * `output_schema:` as written (a JSON Schema, draft 2020-12), else the one the implementation registered:
-   * what a reviewer's edit of the stage's artefact must match, and the stage's own output too.
+   * what a reviewer's edit of the stage's artefact must match (the stage's own output is not checked against it).
    */
   outputSchema?: Json;
   activity: ActivitySettings;

@@ -10,8 +10,8 @@ import { parseDuration } from './duration';
 import type { GateRef } from './gate-ref';
 import {
   DEFAULT_MAX_PARALLEL,
-  MAX_OUTPUT_SCHEMA_CHARS,
   MAX_PARALLEL_LIMIT,
+  outputSchemaShapeProblem,
   TEMPORAL_PENDING_ACTIVITY_LIMIT,
 } from './limits';
 import { JsonSchema, type Json } from './shapes';
@@ -88,16 +88,12 @@ const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
 );
 
 /**
- * `output_schema:` is a JSON Schema object; whether it compiles is {@link outputSchemaProblems}' check (Ajv is
- * loaded only for specs that have one). Bounded: a spec is untrusted input, and the schema rides in history.
+ * `output_schema:` is a bounded JSON Schema object ({@link outputSchemaShapeProblem}); whether it compiles is
+ * {@link outputSchemaProblems}' check (Ajv is loaded only for specs that have one).
  */
 const OutputSchemaInput = JsonSchema.superRefine((schema, ctx) => {
-  if (!isRecord(schema)) ctx.addIssue({ code: 'custom', message: 'must be a JSON Schema object (draft 2020-12)' });
-  else if (JSON.stringify(schema).length > MAX_OUTPUT_SCHEMA_CHARS)
-    ctx.addIssue({
-      code: 'custom',
-      message: `must be at most ${MAX_OUTPUT_SCHEMA_CHARS} characters of JSON; keep the schema to what a reviewer's edit must hold`,
-    });
+  const problem = outputSchemaShapeProblem(schema);
+  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
 });
 
 const RetryBudgetInput = z
@@ -154,7 +150,7 @@ const StageInput = z
     onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
     /** The reviewer group the stage's reviews go to: a name the review inbox and listings filter on. */
     reviewers: z.string().trim().min(1, 'must name a reviewer group').optional(),
-    /** What the stage's artefact must match (JSON Schema 2020-12): reviewers' edits, and the stage's own output. */
+    /** What a reviewer's edit of the stage's artefact must match (JSON Schema 2020-12); its own output is not checked. */
     outputSchema: OutputSchemaInput.optional(),
     activity: ActivityInput.optional(),
     /** The queue whose worker runs this stage's implementations that Treadle does not ship (its gates', too). */

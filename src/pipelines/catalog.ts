@@ -8,8 +8,8 @@ import type * as Yaml from 'yaml';
 import type * as ApprovalConfigModule from '../kinds/approval/spec';
 import type * as TddModule from '../kinds/tdd/spec';
 import type * as LoopModule from '../kinds/loop/spec';
-import type * as OutputSchemaModule from '../client/output-schema';
 import type * as LlmConfigModule from './llm/config';
+import { outputSchemaChecks } from '../client/output-schema-lazy';
 import type { KnownImplementations } from '../model/pipeline';
 import type { Json } from '../model/shapes';
 
@@ -121,9 +121,7 @@ export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
     return kind === 'stage' ? checks.llmStageConfigProblems(config) : checks.llmJudgeConfigProblems(config);
   },
   // Ajv loads only for specs with an `output_schema:`.
-  outputSchemaProblem: (schema) =>
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-    (require('../client/output-schema') as typeof OutputSchemaModule).outputSchemaProblem(schema),
+  outputSchemaProblem: (schema) => outputSchemaChecks().outputSchemaProblem(schema),
 };
 
 /** Reads a pipeline file (YAML or JSON) into the raw spec; validation happens later, listing every problem. */

@@ -2,12 +2,20 @@
  * A stage's `output_schema:` in the pipeline spec (issue 27): checked with every other problem, kept as the
  * schema's own spelling, and a registered implementation's schema copied into stages that give none.
  */
+import Ajv2020 from 'ajv/dist/2020';
 import { Registry } from '../../src/activities/registry';
 import { checkOutput, outputSchemaProblem } from '../../src/client/output-schema';
+import { outputSchemaChecks } from '../../src/client/output-schema-lazy';
 import { pipeline } from '../../src/model/builder';
 import { validatePipeline } from '../../src/model/pipeline';
 import { MAX_OUTPUT_SCHEMA_CHARS } from '../../src/model/limits';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
+
+// The real lazy accessor, counted: a merged registry must not check its schemas again.
+jest.mock('../../src/client/output-schema-lazy', () => {
+  const actual = jest.requireActual('../../src/client/output-schema-lazy');
+  return { outputSchemaChecks: jest.fn(actual.outputSchemaChecks) };
+});
 
 const known = { stages: ['draft', 'publish'], gates: [], outputSchemaProblem };
 const schema = {
@@ -124,4 +132,44 @@ it('checks values against schemas that share an $id, one after the other', () =>
   const spec = (s: object) =>
     validatePipeline({ name: 'p', stages: [{ name: 'a', run: 'draft', output_schema: s }] }, known);
   expect(spec(v1).ok && spec(v2).ok).toBe(true);
+});
+
+it('lists a schema whose $id is not a string as a problem instead of throwing (a spec is untrusted input)', () => {
+  for (const $id of [5, true, {}]) {
+    const result = validatePipeline(
+      { name: 'p', stages: [{ name: 'a', run: 'draft', output_schema: { $id, type: 'object' } }] },
+      known,
+    );
+    expect(result.ok ? [] : result.problems).toEqual([
+      expect.stringMatching(/^stage a: output_schema: does not compile: schema is invalid: \/\$id must be string/),
+    ]);
+  }
+});
+
+it("compiles a spec's output schema once however often the spec is validated (every prepare step, start, child)", () => {
+  const compile = jest.spyOn(Ajv2020.prototype, 'compile');
+  try {
+    const good = { type: 'object', description: 'validated three times' };
+    const bad = { type: 'object', requird: ['validated twice'] };
+    const validate = (s: object) =>
+      validatePipeline({ name: 'p', stages: [{ name: 'a', run: 'draft', output_schema: s }] }, known);
+    for (const s of [good, { ...good }, { description: good.description, type: 'object' }])
+      expect(validate(s).ok).toBe(true);
+    const problems = [validate(bad), validate({ ...bad })].map((result) => (result.ok ? [] : result.problems));
+    expect(problems[1]).toEqual(problems[0]);
+    expect(problems[0]).toEqual([expect.stringMatching(/unknown keyword: "requird"/)]);
+    expect(compile).toHaveBeenCalledTimes(2);
+  } finally {
+    compile.mockRestore();
+  }
+});
+
+it('a merged registry keeps the schemas the other one checked, without checking them again', () => {
+  const registered = { type: 'object', required: ['body'] };
+  const other = new Registry().stage('draft', async () => ({ outcome: 'completed' }), { outputSchema: registered });
+  const checks = jest.mocked(outputSchemaChecks);
+  checks.mockClear();
+  expect(new Registry().merge(other).names().outputSchemas).toEqual({ draft: registered });
+  expect(checks).not.toHaveBeenCalled();
+  expect(() => new Registry().merge(other).merge(other)).toThrow('stage implementation "draft" is already registered');
 });

@@ -42,6 +42,12 @@ it('compiles a schema once whatever its key order, and says when a schema does n
   expect(() => checkOutput({ type: 'no-such-type' }, 1)).toThrow(/the output schema does not compile/);
 });
 
+it('says a schema whose $id is not a string does not compile, and checks against a false schema', () => {
+  for (const $id of [5, true, {}])
+    expect(() => checkOutput({ $id, type: 'object' }, {})).toThrow(/the output schema does not compile/);
+  expect(checkOutput(false, {})).toEqual([{ path: '', message: 'boolean schema is false' }]);
+});
+
 it('parses JSON text and places a syntax error by line and column', () => {
   expect(parseJsonText('{"a": [1, 2]}')).toEqual({ a: [1, 2] });
   let error: unknown;
