@@ -14,7 +14,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import type { ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
@@ -142,12 +142,6 @@ async function takeTurns<K extends string>(
   return Object.fromEntries(
     names.map((n) => [n, { medianMs: round(median(samples[n])), samplesMs: samples[n] }]),
   ) as Record<K, Timed>;
-}
-
-/** The page's assets next to the compiled server (`npm run build` copies them to lib/; the bench build does not). */
-function copyUiAssets(): void {
-  const to = path.join(__dirname, '..', '..', 'src', 'ui', 'assets');
-  if (!existsSync(to)) cpSync(path.join(__dirname, '..', '..', '..', 'src', 'ui', 'assets'), to, { recursive: true });
 }
 
 /** Polls until `check` holds; throws `what` after `timeoutMs`. */
@@ -327,7 +321,6 @@ export async function inbox(ctx: ScenarioContext, treadleBundle: WorkflowBundle)
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-inbox-'));
   const cleanups: (() => Promise<unknown> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   try {
-    copyUiAssets();
     progress('starting the Temporal dev server and bundling the baseline workflows...');
     const [server, baselineBundle] = await Promise.all([
       startDevServer({
