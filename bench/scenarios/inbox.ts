@@ -9,10 +9,10 @@
  * Chromium; the freshness of an SDK decision in the API; and batches through `POST /api/batch` of evicted
  * (replayed) and cached items.
  *
- * Runs on a dev server of its own after the main environment has shut down, so nothing else is in flight.
+ * Runs on a dev server of its own after the main environment has shut down (`--only=inbox` starts none), so nothing
+ * else is in flight.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -28,7 +28,7 @@ import { clientBackend } from '../../src/ui/client-backend';
 import type { DecisionPage } from '../../src/ui/decision-index';
 import { buildInboxApp } from '../../src/ui/server';
 import { reviewThenContinue } from '../baseline-workflows';
-import { quietBundlerLogger, SQLITE_PRAGMAS } from '../environment';
+import { SQLITE_PRAGMAS, type WorkflowBundles } from '../environment';
 import { firstScreenMs, InboxApi, launchChromium, RssSampler, type RssSummary } from '../inbox-probes';
 import { fmt, mapLimited, nowMs, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
 import { median, round } from '../statistics';
@@ -313,26 +313,29 @@ async function openInbox(
   return { api, index, screen: () => firstScreenMs(browser, api.url, session, rows) };
 }
 
-/** Runs the scenario on a dev server of its own, with the main run's Treadle bundle. */
-export async function inbox(ctx: ScenarioContext, treadleBundle: WorkflowBundle): Promise<ScenarioResult<InboxResult>> {
+/**
+ * Runs the scenario on a dev server of its own, with the run's bundles. It needs no environment (`--only=inbox`
+ * starts none): of the context, only the sizes, the run tag and progress.
+ */
+export async function inbox(
+  ctx: Pick<ScenarioContext, 'sizes' | 'tag' | 'progress'>,
+  bundles: WorkflowBundles,
+): Promise<ScenarioResult<InboxResult>> {
   const n = ctx.sizes.inboxDecisions;
   const maxCachedWorkflows = ctx.sizes.inboxWorkflowCache ?? loadConfig().workflowCache;
   const progress = (message: string): void => ctx.progress(`inbox: ${message}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-inbox-'));
   const cleanups: (() => Promise<unknown> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   try {
-    progress('starting the Temporal dev server and bundling the baseline workflows...');
-    const [server, baselineBundle] = await Promise.all([
-      startDevServer({
-        port: await freePort(),
-        dbFile: path.join(dir, 'temporal.sqlite'),
-        headless: true,
-        allowDownload: false,
-        sqlitePragmas: { ...SQLITE_PRAGMAS },
-        progress,
-      }),
-      bundleWorkflowCode({ workflowsPath: require.resolve('../baseline-workflows'), logger: quietBundlerLogger }),
-    ]);
+    progress('starting the Temporal dev server...');
+    const server = await startDevServer({
+      port: await freePort(),
+      dbFile: path.join(dir, 'temporal.sqlite'),
+      headless: true,
+      allowDownload: false,
+      sqlitePragmas: { ...SQLITE_PRAGMAS },
+      progress,
+    });
     cleanups.push(() => server.stop());
     const blobDir = path.join(dir, 'blobs');
     mkdirSync(blobDir);
@@ -349,12 +352,12 @@ export async function inbox(ctx: ScenarioContext, treadleBundle: WorkflowBundle)
     const client = new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) });
 
     progress(`${n} raw waiting workflows in a baseline worker process (cache ${maxCachedWorkflows})`);
-    const baselineWorker = await startWorkerProcess('baseline', workerArgs('baseline', baselineBundle), env);
+    const baselineWorker = await startWorkerProcess('baseline', workerArgs('baseline', bundles.baseline), env);
     cleanups.push(() => baselineWorker.stop());
     const baseline = await baselineFloor(temporal, baselineWorker, n, ctx.tag);
 
     progress(`${n} pending decisions in a Treadle worker process (cache ${maxCachedWorkflows})`);
-    const treadleWorker = await startWorkerProcess('treadle', workerArgs('treadle', treadleBundle), env);
+    const treadleWorker = await startWorkerProcess('treadle', workerArgs('treadle', bundles.treadle), env);
     cleanups.push(() => treadleWorker.stop());
     const ids = Array.from({ length: n }, (_, i) => `${ctx.tag}-inbox-${i}`);
     let started = nowMs();
