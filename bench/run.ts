@@ -405,7 +405,7 @@ async function main(): Promise<void> {
     // After the shutdown: it starts three servers of its own, and nothing else should be running meanwhile.
     const servers = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, bundles.treadle)) : null;
     // Issue 7's own setup: each worker in a process of its own (a server of its own too, after the others).
-    const separate = sizes.separateProcesses ? await run((c) => separateProcesses(c, bundles.treadle)) : null;
+    const separate = sizes.separateProcesses ? await run((c) => separateProcesses(c, bundles)) : null;
     // Last, on a server of its own: it leaves thousands of workflows behind. Quick mode runs it alone
     // (`.ci/run`: `run.js --quick --only=inbox`), so the quick run keeps its two-minute budget.
     const inboxResult = sizes.inboxDecisions > 0 && sizes.mode !== 'quick' ? await run((c) => inbox(c, bundles)) : null;

@@ -21,16 +21,25 @@ import { TreadleClient } from '../../src/client';
 import { pendingDecisionsQuery } from '../../src/client/decisions';
 import { loadConfig } from '../../src/config';
 import type { PendingDecision } from '../../src/model/decisions';
-import { freePort, startDevServer } from '../../src/server/dev-server';
+import { freePort } from '../../src/server/dev-server';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { newToken, parseTokens } from '../../src/ui/auth';
 import { clientBackend } from '../../src/ui/client-backend';
 import type { DecisionPage } from '../../src/ui/decision-index';
 import { buildInboxApp } from '../../src/ui/server';
 import { reviewThenContinue } from '../baseline-workflows';
-import { SQLITE_PRAGMAS, type WorkflowBundles } from '../environment';
+import type { WorkflowBundles } from '../environment';
 import { firstScreenMs, InboxApi, launchChromium, RssSampler, type RssSummary } from '../inbox-probes';
-import { fmt, mapLimited, nowMs, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
+import {
+  fmt,
+  mapLimited,
+  nowMs,
+  takeTurns,
+  type Row,
+  type ScenarioContext,
+  type ScenarioResult,
+  type Timed,
+} from '../scenario';
 import { median, round } from '../statistics';
 import {
   inboxApprovalInput,
@@ -39,7 +48,7 @@ import {
   inboxFailingLoopSpec,
   inboxReviewSpec,
 } from '../treadle-pipelines';
-import { forkWorker } from './separate-processes';
+import { forkWorker, serverOfItsOwn, stopChild } from './separate-processes';
 import { rawListing } from './waiting-items';
 
 /** Goals (issue 27, "Scale"). */
@@ -63,12 +72,6 @@ const listedTimeoutMs = (n: number): number => 120_000 + n * 100;
 const GONE_TIMEOUT_MS = 60_000;
 /** The delta listing looks back this far: the index's 10 s overlap plus one poll period. */
 const DELTA_LOOK_BACK_MS = 11_000;
-
-/** A median and the samples it came from (ms). */
-export interface Timed {
-  medianMs: number;
-  samplesMs: number[];
-}
 
 /** One batch group: decisions through `POST /api/batch`, in chunks taking turns with the other group. */
 export interface BatchGroup {
@@ -121,29 +124,6 @@ async function startItem(client: TreadleClient, id: string, i: number): Promise<
   }
 }
 
-/**
- * Times each probe once a round, taking turns at going first (a fixed order favours whoever runs second). A
- * probe that returns a number measured itself (the first screen leaves out making its browser context).
- */
-async function takeTurns<K extends string>(
-  rounds: number,
-  probes: Record<K, () => Promise<number | void>>,
-): Promise<Record<K, Timed>> {
-  const names = Object.keys(probes) as K[];
-  const samples = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
-  for (let r = 0; r < rounds; r++) {
-    for (let turn = 0; turn < names.length; turn++) {
-      const name = names[(r + turn) % names.length]!;
-      const started = nowMs();
-      const measured = await probes[name]();
-      samples[name].push(round(typeof measured === 'number' ? measured : nowMs() - started));
-    }
-  }
-  return Object.fromEntries(
-    names.map((n) => [n, { medianMs: round(median(samples[n])), samplesMs: samples[n] }]),
-  ) as Record<K, Timed>;
-}
-
 /** Polls until `check` holds; throws `what` after `timeoutMs`. */
 async function until(check: () => Promise<boolean>, timeoutMs: number, pollMs: number, what: string): Promise<void> {
   const deadline = nowMs() + timeoutMs;
@@ -169,11 +149,7 @@ async function startWorkerProcess(side: 'treadle' | 'baseline', args: string[], 
     rss,
     stop: async () => {
       summary ??= rss.stop();
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await exited;
-      }
+      await stopChild(child);
       return summary;
     },
   };
@@ -327,15 +303,7 @@ export async function inbox(
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-inbox-'));
   const cleanups: (() => Promise<unknown> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   try {
-    progress('starting the Temporal dev server...');
-    const server = await startDevServer({
-      port: await freePort(),
-      dbFile: path.join(dir, 'temporal.sqlite'),
-      headless: true,
-      allowDownload: false,
-      sqlitePragmas: { ...SQLITE_PRAGMAS },
-      progress,
-    });
+    const server = await serverOfItsOwn(dir, progress);
     cleanups.push(() => server.stop());
     const blobDir = path.join(dir, 'blobs');
     mkdirSync(blobDir);
