@@ -1,9 +1,11 @@
 /**
  * CPU time spent by this process (both workers and the clients) and by the dev server process, so a
- * throughput gap can be split into "more worker work" and "more server work" per item.
+ * throughput gap can be split into "more worker work" and "more server work" per item; and, from the same /proc,
+ * a process's resident memory.
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { round } from './statistics';
 
 /** CPU milliseconds consumed so far. `serverMs` and `machineMs` are null where /proc is not available. */
 export interface CpuSnapshot {
@@ -33,6 +35,16 @@ export function processCpuMs(pid: number): number | null {
     const utime = Number(fields[11]);
     const stime = Number(fields[12]);
     return ((utime + stime) / clockTicks()) * 1000;
+  } catch {
+    return null;
+  }
+}
+
+/** A process's resident set (VmRSS) in MiB, or null once it has exited. */
+export function residentMiB(pid: number): number | null {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? round(Number(match[1]) / 1024, 1) : null;
   } catch {
     return null;
   }

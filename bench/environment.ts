@@ -30,13 +30,17 @@ export const SQLITE_PRAGMAS = { journal_mode: 'WAL', synchronous: 'OFF' } as con
 const TREADLE_QUEUE = 'bench-treadle';
 const BASELINE_QUEUE = 'bench-baseline';
 
-/** What the results record about where and how they were measured. */
-export interface EnvironmentRecord {
+/** The machine and versions a run measured on, whatever servers and workers it started. */
+export interface HostRecord {
   machine: { cores: number; cpuModel: string; totalMemoryMiB: number; platform: string; release: string };
   /** 1/5/15-minute load averages when the run started: other jobs on the machine skew the numbers. */
   loadAverageAtStart: number[];
   node: string;
   temporalSdk: string;
+}
+
+/** What the results record about where and how they were measured: the host, and the environment's server and workers. */
+export interface EnvironmentRecord extends HostRecord {
   server: string;
   /** The SQLite pragmas the dev server actually ran with (`server.sqlitePragmas`). */
   sqlitePragmas: Record<string, string>;
@@ -78,8 +82,8 @@ export interface BenchEnvironment {
   /** Every warning logged so far, oldest first. */
   warnings: readonly WorkerWarning[];
   record: EnvironmentRecord;
-  /** Treadle's prebundled workflows, for scenarios that start workers of their own. */
-  treadleBundle: WorkflowBundle;
+  /** Both sides' workflow bundles, for scenarios that start workers of their own. */
+  bundles: WorkflowBundles;
   shutdown(): Promise<void>;
 }
 
@@ -117,6 +121,21 @@ export const quietBundlerLogger = {
   log: () => undefined,
 };
 
+/** Treadle's workflows and the baseline's, each bundled once a run. */
+export interface WorkflowBundles {
+  treadle: WorkflowBundle;
+  baseline: WorkflowBundle;
+}
+
+/** Bundles both sides' workflows (at once: the bundler mostly waits on files). */
+export async function bundleWorkflows(): Promise<WorkflowBundles> {
+  const [treadle, baseline] = await Promise.all([
+    bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: quietBundlerLogger }),
+    bundleWorkflowCode({ workflowsPath: require.resolve('./baseline-workflows'), logger: quietBundlerLogger }),
+  ]);
+  return { treadle, baseline };
+}
+
 /**
  * Starts the server, bundles both sides' workflows, starts both workers; `shutdown` undoes all of it.
  * `onWorkerFailure` is called if a worker stops on its own (the scenarios would otherwise wait forever).
@@ -145,7 +164,7 @@ export async function startEnvironment(
     })());
   try {
     progress('starting the Temporal dev server and bundling workflows...');
-    const [server, treadleBundle, baselineBundle] = await Promise.all([
+    const [server, bundles] = await Promise.all([
       startDevServer({
         port: await freePort(),
         dbFile: path.join(dir, 'temporal.sqlite'),
@@ -156,8 +175,7 @@ export async function startEnvironment(
         metricsPort: await freePort(),
         progress,
       }),
-      bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: quietBundlerLogger }),
-      bundleWorkflowCode({ workflowsPath: require.resolve('./baseline-workflows'), logger: quietBundlerLogger }),
+      bundleWorkflows(),
     ]);
     cleanups.push(() => server.stop());
 
@@ -171,14 +189,14 @@ export async function startEnvironment(
       connection: treadleConnection,
       namespace: server.namespace,
       taskQueue: TREADLE_QUEUE,
-      workflowBundle: treadleBundle,
+      workflowBundle: bundles.treadle,
       blobs,
     });
     const baselineWorker = await createBenchWorker('baseline', {
       connection: baselineConnection,
       namespace: server.namespace,
       taskQueue: BASELINE_QUEUE,
-      workflowBundle: baselineBundle,
+      workflowBundle: bundles.baseline,
       blobs,
     });
     let stopping = false;
@@ -217,7 +235,7 @@ export async function startEnvironment(
       ...(server.metricsUrl !== undefined ? { serverMetricsUrl: server.metricsUrl } : {}),
       warnings,
       record: describeEnvironment(server, treadleWorker),
-      treadleBundle,
+      bundles,
       shutdown,
     };
   } catch (error) {
@@ -267,7 +285,8 @@ export function createBenchWorker(
       });
 }
 
-function describeEnvironment(server: DevServer, worker: Worker): EnvironmentRecord {
+/** The machine, its load now, and the Node and SDK versions. */
+export function describeHost(): HostRecord {
   const cpus = os.cpus();
   return {
     machine: {
@@ -280,6 +299,12 @@ function describeEnvironment(server: DevServer, worker: Worker): EnvironmentReco
     loadAverageAtStart: os.loadavg().map((l) => Math.round(l * 100) / 100),
     node: process.version,
     temporalSdk: sdkVersion(),
+  };
+}
+
+function describeEnvironment(server: DevServer, worker: Worker): EnvironmentRecord {
+  return {
+    ...describeHost(),
     server: cliVersion(server.binary) ?? `unknown (${server.binary})`,
     sqlitePragmas: { ...server.sqlitePragmas },
     worker: {

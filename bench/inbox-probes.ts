@@ -3,10 +3,11 @@
  * sampled every second from /proc, the inbox's HTTP API called as a script would (bearer token, real HTTP),
  * and the first screen as a reviewer's browser loads it (puppeteer-core and the system's Chromium).
  */
-import { readFileSync } from 'node:fs';
 import puppeteer, { type Browser } from 'puppeteer-core';
+import { chromiumPath } from '../test/support/browser';
 import { TEST_IDS } from '../src/ui/test-ids';
 import { SESSION_COOKIE } from '../src/ui/server';
+import { residentMiB } from './cpu';
 import { median, round } from './statistics';
 import { nowMs } from './scenario';
 
@@ -15,16 +16,6 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu
 const ROW_SELECTOR = `[data-testid="${TEST_IDS.decisionRow}"]`;
 /** A first screen that takes longer than this is broken, not slow. */
 const FIRST_SCREEN_TIMEOUT_MS = 60_000;
-
-/** A process's resident set (VmRSS) in MiB, or null once it has exited. */
-export function residentMiB(pid: number): number | null {
-  try {
-    const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match ? round(Number(match[1]) / 1024, 1) : null;
-  } catch {
-    return null;
-  }
-}
 
 /** Resident memory of one process over a run: every sample, the peak, and the median of a settled window. */
 export interface RssSummary {
@@ -112,10 +103,13 @@ export class InboxApi {
   }
 }
 
-/** The system's Chromium, headless, with the browser tests' flags (`TREADLE_CHROMIUM` names another binary). */
+/**
+ * The browser tests' Chromium (`TREADLE_CHROMIUM`, /usr/bin/chromium, or `chromium` on PATH; an error saying how to
+ * install one otherwise), headless, with their flags.
+ */
 export function launchChromium(): Promise<Browser> {
   return puppeteer.launch({
-    executablePath: process.env.TREADLE_CHROMIUM ?? '/usr/bin/chromium',
+    executablePath: chromiumPath(),
     headless: true,
     args: CHROMIUM_ARGS,
   });

@@ -10,8 +10,14 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { WorkflowBundle } from '@temporalio/worker';
-import { startEnvironment, type BenchEnvironment, type EnvironmentRecord } from './environment';
+import {
+  bundleWorkflows,
+  describeHost,
+  startEnvironment,
+  type BenchEnvironment,
+  type EnvironmentRecord,
+  type HostRecord,
+} from './environment';
 import { SIZES, mapLimited, type Row, type ScenarioContext, type Sizes } from './scenario';
 import { baselineSide, treadleSide } from './sides';
 import { CLI_SERVER_GOAL_RATIO, CLI_START_GOAL_MS, cliStart, type CliStartResult } from './scenarios/cli-start';
@@ -94,15 +100,30 @@ export interface BenchResults {
 }
 
 /**
- * Scenarios `--only=<name>` runs by themselves: the long ones worth measuring alone. The inbox runs on a server
- * of its own with the environment's Treadle bundle, after the environment has shut down.
+ * Scenarios `--only=<name>` runs by themselves: the long ones worth measuring alone. The inbox needs no environment
+ * (a server of its own and the two bundles); the others run in it, after the warm-up.
  */
 const ALONE = {
   'fan-out-items': fanOutItems,
   'worker-start': workerStart,
   'cli-start': cliStart,
-  inbox: (c: ScenarioContext, bundle: WorkflowBundle) => inbox(c, bundle),
+  inbox,
 } as const;
+
+/** What `--only=<scenario>` writes. */
+interface AloneResults {
+  mode: Sizes['mode'];
+  only: keyof typeof ALONE;
+  sizes: Sizes;
+  startedAt: string;
+  durationMs: number;
+  /** Where it ran: the inbox starts no environment, so its record is the host's alone. */
+  environment: EnvironmentRecord | HostRecord;
+  loadAverageAtEnd: number[];
+  table: Row[];
+  goals: Goal[];
+  result: unknown;
+}
 
 /** `--only=<name>`, when given. */
 function parseOnly(argv: string[]): keyof typeof ALONE | undefined {
@@ -246,6 +267,30 @@ function printTable(rows: Row[], goals: Goal[]): void {
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
+/**
+ * Prints a scenario run alone and writes `bench/results/<mode>-<scenario><suffix>.json`; `suffix` names other
+ * fan-out sizes, so such a run never overwrites the mode's committed figures.
+ */
+function writeAlone(alone: Omit<AloneResults, 'loadAverageAtEnd'>, suffix: string): void {
+  const results: AloneResults = {
+    mode: alone.mode,
+    only: alone.only,
+    sizes: alone.sizes,
+    startedAt: alone.startedAt,
+    durationMs: round(alone.durationMs, 0),
+    environment: alone.environment,
+    loadAverageAtEnd: os.loadavg().map((l) => round(l)),
+    table: alone.table,
+    goals: alone.goals,
+    result: alone.result,
+  };
+  printTable(results.table, results.goals);
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const file = path.join(RESULTS_DIR, `${results.mode}-${results.only}${suffix}.json`);
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  progress(`wrote ${file} (${(alone.durationMs / 1000).toFixed(1)} s)`);
+}
+
 function writeResults(results: BenchResults): string {
   mkdirSync(RESULTS_DIR, { recursive: true });
   const file = path.join(RESULTS_DIR, `${results.mode}.json`);
@@ -255,19 +300,34 @@ function writeResults(results: BenchResults): string {
   return file;
 }
 
-async function main(): Promise<void> {
-  const mode = parseMode(process.argv.slice(2));
-  const only = parseOnly(process.argv.slice(2));
-  // TREADLE_BENCH_FAN_OUT_ITEMS runs the fan-out-over-items scenario at other sizes (`1000` or `1000,10000`).
+/**
+ * The command line and `TREADLE_BENCH_FAN_OUT_ITEMS` (the fan-out-over-items scenario at other sizes: `1000` or
+ * `1000,10000`): the mode, its sizes, `--only`, and the suffix that keeps such a run's file apart from the mode's.
+ */
+function parseRun(argv: string[]): {
+  mode: Sizes['mode'];
+  only: keyof typeof ALONE | undefined;
+  sizes: Sizes;
+  suffix: string;
+} {
+  const mode = parseMode(argv);
+  const only = parseOnly(argv);
   const items = (process.env.TREADLE_BENCH_FAN_OUT_ITEMS ?? '')
     .split(',')
     .filter((s) => s.trim() !== '')
     .map(Number);
-  const sizes =
-    items.length > 0 && items.every((n) => Number.isInteger(n) && n > 0)
-      ? { ...SIZES[mode], fanOutItems: items }
-      : SIZES[mode];
-  const startedAt = new Date();
+  const resized = items.length > 0 && items.every((n) => Number.isInteger(n) && n > 0);
+  return {
+    mode,
+    only,
+    sizes: resized ? { ...SIZES[mode], fanOutItems: items } : SIZES[mode],
+    suffix: resized ? `-${items.join('-')}` : '',
+  };
+}
+
+async function main(): Promise<void> {
+  const { mode, only, sizes, suffix } = parseRun(process.argv.slice(2));
+  const startedAt = new Date().toISOString();
   const started = performance.now();
   progress(`mode ${mode}`);
   let env: BenchEnvironment | undefined;
@@ -278,6 +338,16 @@ async function main(): Promise<void> {
   process.once('SIGINT', interrupt);
   process.once('SIGTERM', interrupt);
   try {
+    if (only === 'inbox') {
+      // A server of its own and both bundles are all it needs: the main environment would only cost time.
+      const environment = describeHost();
+      progress("bundling both sides' workflows...");
+      const { result, rows } = await inbox({ sizes, tag: randomUUID().slice(0, 8), progress }, await bundleWorkflows());
+      const durationMs = performance.now() - started;
+      const goals = inboxGoals(result, mode);
+      writeAlone({ mode, only, sizes, startedAt, durationMs, environment, table: rows, goals, result }, suffix);
+      return;
+    }
     env = await startEnvironment(progress, (error) => {
       progress(`a worker failed: ${(error as Error).stack ?? String(error)}`);
       void (env?.shutdown() ?? Promise.resolve()).finally(() => process.exit(1));
@@ -294,45 +364,21 @@ async function main(): Promise<void> {
       tag: randomUUID().slice(0, 8),
       progress,
     };
-    // The inbox runs on a server of its own: the main environment's warm-up would only cost time.
-    if (only !== 'inbox') await warmUp(ctx);
+    await warmUp(ctx);
     const rows: Row[] = [];
-    const scenarioResults: unknown[] = [];
     const run = async <T>(scenario: (c: ScenarioContext) => Promise<{ result: T; rows: Row[] }>): Promise<T> => {
       const { result, rows: scenarioRows } = await scenario(ctx);
       rows.push(...scenarioRows);
-      scenarioResults.push(result);
       return result;
     };
     if (only !== undefined) {
-      const { treadleBundle } = env;
-      if (only === 'inbox') {
-        await env.shutdown();
-        env = undefined;
-      }
       // Alone, a start scenario runs whatever the mode's sizes say.
-      await run<unknown>((c) => ALONE[only]({ ...c, sizes: { ...c.sizes, processStarts: true } }, treadleBundle));
+      const result = await run<unknown>((c) => ALONE[only]({ ...c, sizes: { ...c.sizes, processStarts: true } }));
       const durationMs = performance.now() - started;
-      const goals = only === 'inbox' ? inboxGoals(scenarioResults[0] as InboxResult, mode) : [];
-      const alone = {
-        mode,
-        only,
-        sizes,
-        startedAt: startedAt.toISOString(),
-        durationMs: round(durationMs, 0),
-        environment: record,
-        loadAverageAtEnd: os.loadavg().map((l) => round(l)),
-        table: rows,
-        goals,
-        result: scenarioResults[0],
-      };
-      printTable(rows, goals);
-      mkdirSync(RESULTS_DIR, { recursive: true });
-      // A run at other fan-out sizes keeps its own file, so it never overwrites the mode's committed figures.
-      const suffix = sizes === SIZES[mode] ? '' : `-${items.join('-')}`;
-      const file = path.join(RESULTS_DIR, `${mode}-${only}${suffix}.json`);
-      writeFileSync(file, `${JSON.stringify(alone, null, 2)}\n`);
-      progress(`wrote ${file} (${(durationMs / 1000).toFixed(1)} s)`);
+      writeAlone(
+        { mode, only, sizes, startedAt, durationMs, environment: record, table: rows, goals: [], result },
+        suffix,
+      );
       return;
     }
     const scenarios: Omit<BenchResults['scenarios'], 'serverSettings' | 'separateProcesses' | 'inbox'> = {
@@ -353,17 +399,16 @@ async function main(): Promise<void> {
       waitingItems: await run(waitingItems),
     };
     progress('shutting down');
-    const { treadleBundle } = env;
+    const { bundles } = env;
     await env.shutdown();
     env = undefined;
     // After the shutdown: it starts three servers of its own, and nothing else should be running meanwhile.
-    const servers = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, treadleBundle)) : null;
+    const servers = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, bundles.treadle)) : null;
     // Issue 7's own setup: each worker in a process of its own (a server of its own too, after the others).
-    const separate = sizes.separateProcesses ? await run((c) => separateProcesses(c, treadleBundle)) : null;
+    const separate = sizes.separateProcesses ? await run((c) => separateProcesses(c, bundles)) : null;
     // Last, on a server of its own: it leaves thousands of workflows behind. Quick mode runs it alone
-    // (`.ci/run`: `bench:quick -- --only=inbox`), so the quick run keeps its two-minute budget.
-    const inboxResult =
-      sizes.inboxDecisions > 0 && sizes.mode !== 'quick' ? await run((c) => inbox(c, treadleBundle)) : null;
+    // (`.ci/run`: `run.js --quick --only=inbox`), so the quick run keeps its two-minute budget.
+    const inboxResult = sizes.inboxDecisions > 0 && sizes.mode !== 'quick' ? await run((c) => inbox(c, bundles)) : null;
     const durationMs = performance.now() - started;
     const all: BenchResults['scenarios'] = {
       ...scenarios,
@@ -375,7 +420,7 @@ async function main(): Promise<void> {
     const results: BenchResults = {
       mode,
       sizes,
-      startedAt: startedAt.toISOString(),
+      startedAt,
       durationMs: round(durationMs, 0),
       environment: record,
       loadAverageAtEnd: os.loadavg().map((l) => round(l)),

@@ -7,6 +7,7 @@ import type { TreadleClient } from '../src/client';
 import type { WorkerWarning } from './environment';
 import type { Side } from './sides';
 import { readHistory, type History, type HistorySize, type TransitionParts } from './history';
+import { median, round } from './statistics';
 
 /** The sizes of one run mode. */
 export interface Sizes {
@@ -192,6 +193,35 @@ export async function mapLimited<T, R>(
   });
   await Promise.all(lanes);
   return out;
+}
+
+/** A median and the samples it came from (ms). */
+export interface Timed {
+  medianMs: number;
+  samplesMs: number[];
+}
+
+/**
+ * Times each probe once a round, taking turns at going first (a fixed order favours whoever runs second). A
+ * probe that returns a number measured itself (the inbox's first screen leaves out making its browser context).
+ */
+export async function takeTurns<K extends string>(
+  rounds: number,
+  probes: Record<K, () => Promise<number | void>>,
+): Promise<Record<K, Timed>> {
+  const names = Object.keys(probes) as K[];
+  const samples = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
+  for (let r = 0; r < rounds; r++) {
+    for (let turn = 0; turn < names.length; turn++) {
+      const name = names[(r + turn) % names.length]!;
+      const started = nowMs();
+      const measured = await probes[name]();
+      samples[name].push(round(typeof measured === 'number' ? measured : nowMs() - started));
+    }
+  }
+  return Object.fromEntries(
+    names.map((n) => [n, { medianMs: round(median(samples[n])), samplesMs: samples[n] }]),
+  ) as Record<K, Timed>;
 }
 
 /** Fetches histories and sizes of many executions (not timed: only read after the measured work). */

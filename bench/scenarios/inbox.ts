@@ -9,28 +9,37 @@
  * Chromium; the freshness of an SDK decision in the API; and batches through `POST /api/batch` of evicted
  * (replayed) and cached items.
  *
- * Runs on a dev server of its own after the main environment has shut down, so nothing else is in flight.
+ * Runs on a dev server of its own after the main environment has shut down (`--only=inbox` starts none), so nothing
+ * else is in flight.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import type { ChildProcess } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { pendingDecisionsQuery } from '../../src/client/decisions';
 import { loadConfig } from '../../src/config';
 import type { PendingDecision } from '../../src/model/decisions';
-import { freePort, startDevServer } from '../../src/server/dev-server';
+import { freePort } from '../../src/server/dev-server';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { newToken, parseTokens } from '../../src/ui/auth';
 import { clientBackend } from '../../src/ui/client-backend';
 import type { DecisionPage } from '../../src/ui/decision-index';
 import { buildInboxApp } from '../../src/ui/server';
 import { reviewThenContinue } from '../baseline-workflows';
-import { quietBundlerLogger, SQLITE_PRAGMAS } from '../environment';
+import type { WorkflowBundles } from '../environment';
 import { firstScreenMs, InboxApi, launchChromium, RssSampler, type RssSummary } from '../inbox-probes';
-import { fmt, mapLimited, nowMs, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
+import {
+  fmt,
+  mapLimited,
+  nowMs,
+  takeTurns,
+  type Row,
+  type ScenarioContext,
+  type ScenarioResult,
+  type Timed,
+} from '../scenario';
 import { median, round } from '../statistics';
 import {
   inboxApprovalInput,
@@ -39,7 +48,7 @@ import {
   inboxFailingLoopSpec,
   inboxReviewSpec,
 } from '../treadle-pipelines';
-import { forkWorker } from './separate-processes';
+import { forkWorker, serverOfItsOwn, stopChild } from './separate-processes';
 import { rawListing } from './waiting-items';
 
 /** Goals (issue 27, "Scale"). */
@@ -63,12 +72,6 @@ const listedTimeoutMs = (n: number): number => 120_000 + n * 100;
 const GONE_TIMEOUT_MS = 60_000;
 /** The delta listing looks back this far: the index's 10 s overlap plus one poll period. */
 const DELTA_LOOK_BACK_MS = 11_000;
-
-/** A median and the samples it came from (ms). */
-export interface Timed {
-  medianMs: number;
-  samplesMs: number[];
-}
 
 /** One batch group: decisions through `POST /api/batch`, in chunks taking turns with the other group. */
 export interface BatchGroup {
@@ -121,35 +124,6 @@ async function startItem(client: TreadleClient, id: string, i: number): Promise<
   }
 }
 
-/**
- * Times each probe once a round, taking turns at going first (a fixed order favours whoever runs second). A
- * probe that returns a number measured itself (the first screen leaves out making its browser context).
- */
-async function takeTurns<K extends string>(
-  rounds: number,
-  probes: Record<K, () => Promise<number | void>>,
-): Promise<Record<K, Timed>> {
-  const names = Object.keys(probes) as K[];
-  const samples = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<K, number[]>;
-  for (let r = 0; r < rounds; r++) {
-    for (let turn = 0; turn < names.length; turn++) {
-      const name = names[(r + turn) % names.length]!;
-      const started = nowMs();
-      const measured = await probes[name]();
-      samples[name].push(round(typeof measured === 'number' ? measured : nowMs() - started));
-    }
-  }
-  return Object.fromEntries(
-    names.map((n) => [n, { medianMs: round(median(samples[n])), samplesMs: samples[n] }]),
-  ) as Record<K, Timed>;
-}
-
-/** The page's assets next to the compiled server (`npm run build` copies them to lib/; the bench build does not). */
-function copyUiAssets(): void {
-  const to = path.join(__dirname, '..', '..', 'src', 'ui', 'assets');
-  if (!existsSync(to)) cpSync(path.join(__dirname, '..', '..', '..', 'src', 'ui', 'assets'), to, { recursive: true });
-}
-
 /** Polls until `check` holds; throws `what` after `timeoutMs`. */
 async function until(check: () => Promise<boolean>, timeoutMs: number, pollMs: number, what: string): Promise<void> {
   const deadline = nowMs() + timeoutMs;
@@ -175,11 +149,7 @@ async function startWorkerProcess(side: 'treadle' | 'baseline', args: string[], 
     rss,
     stop: async () => {
       summary ??= rss.stop();
-      if (child.exitCode === null && child.signalCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await exited;
-      }
+      await stopChild(child);
       return summary;
     },
   };
@@ -319,27 +289,21 @@ async function openInbox(
   return { api, index, screen: () => firstScreenMs(browser, api.url, session, rows) };
 }
 
-/** Runs the scenario on a dev server of its own, with the main run's Treadle bundle. */
-export async function inbox(ctx: ScenarioContext, treadleBundle: WorkflowBundle): Promise<ScenarioResult<InboxResult>> {
+/**
+ * Runs the scenario on a dev server of its own, with the run's bundles. It needs no environment (`--only=inbox`
+ * starts none): of the context, only the sizes, the run tag and progress.
+ */
+export async function inbox(
+  ctx: Pick<ScenarioContext, 'sizes' | 'tag' | 'progress'>,
+  bundles: WorkflowBundles,
+): Promise<ScenarioResult<InboxResult>> {
   const n = ctx.sizes.inboxDecisions;
   const maxCachedWorkflows = ctx.sizes.inboxWorkflowCache ?? loadConfig().workflowCache;
   const progress = (message: string): void => ctx.progress(`inbox: ${message}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-inbox-'));
   const cleanups: (() => Promise<unknown> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   try {
-    copyUiAssets();
-    progress('starting the Temporal dev server and bundling the baseline workflows...');
-    const [server, baselineBundle] = await Promise.all([
-      startDevServer({
-        port: await freePort(),
-        dbFile: path.join(dir, 'temporal.sqlite'),
-        headless: true,
-        allowDownload: false,
-        sqlitePragmas: { ...SQLITE_PRAGMAS },
-        progress,
-      }),
-      bundleWorkflowCode({ workflowsPath: require.resolve('../baseline-workflows'), logger: quietBundlerLogger }),
-    ]);
+    const server = await serverOfItsOwn(dir, progress);
     cleanups.push(() => server.stop());
     const blobDir = path.join(dir, 'blobs');
     mkdirSync(blobDir);
@@ -356,12 +320,12 @@ export async function inbox(ctx: ScenarioContext, treadleBundle: WorkflowBundle)
     const client = new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) });
 
     progress(`${n} raw waiting workflows in a baseline worker process (cache ${maxCachedWorkflows})`);
-    const baselineWorker = await startWorkerProcess('baseline', workerArgs('baseline', baselineBundle), env);
+    const baselineWorker = await startWorkerProcess('baseline', workerArgs('baseline', bundles.baseline), env);
     cleanups.push(() => baselineWorker.stop());
     const baseline = await baselineFloor(temporal, baselineWorker, n, ctx.tag);
 
     progress(`${n} pending decisions in a Treadle worker process (cache ${maxCachedWorkflows})`);
-    const treadleWorker = await startWorkerProcess('treadle', workerArgs('treadle', treadleBundle), env);
+    const treadleWorker = await startWorkerProcess('treadle', workerArgs('treadle', bundles.treadle), env);
     cleanups.push(() => treadleWorker.stop());
     const ids = Array.from({ length: n }, (_, i) => `${ctx.tag}-inbox-${i}`);
     let started = nowMs();

@@ -9,7 +9,6 @@
  * Runs after the main environment has shut down (medium and full runs), so nothing else is in flight.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,10 +16,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { TreadleClient } from '../../src/client';
-import { freePort, startDevServer } from '../../src/server/dev-server';
+import { freePort, startDevServer, type DevServer } from '../../src/server/dev-server';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { cpuSnapshot, cpuSpent, processCpuMs } from '../cpu';
-import { quietBundlerLogger, SQLITE_PRAGMAS } from '../environment';
+import { SQLITE_PRAGMAS, type WorkflowBundles } from '../environment';
 import { fmt, fmtRatio, mapLimited, type ScenarioContext, type ScenarioResult } from '../scenario';
 import { baselineSide, treadleSide, type Side, type SideName } from '../sides';
 import { ratio, round } from '../statistics';
@@ -83,28 +82,42 @@ export async function forkWorker(side: SideName, args: string[], env = process.e
   return child;
 }
 
-/** Runs the scenario on a server of its own, with the main run's Treadle bundle: the sizes of the throughput scenario. */
+/** Ends a forked worker process (SIGTERM) and resolves once it has exited; at once if it already has. */
+export function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/**
+ * A dev server of a scenario's own, its SQLite file in `dir`, with the benchmark's pragmas: for the scenarios that
+ * run after the main environment has stopped. The caller stops it.
+ */
+export async function serverOfItsOwn(dir: string, progress: (message: string) => void): Promise<DevServer> {
+  progress('starting the Temporal dev server...');
+  return startDevServer({
+    port: await freePort(),
+    dbFile: path.join(dir, 'temporal.sqlite'),
+    headless: true,
+    allowDownload: false,
+    sqlitePragmas: { ...SQLITE_PRAGMAS },
+    progress,
+  });
+}
+
+/** Runs the scenario on a server of its own, with the main run's bundles: the sizes of the throughput scenario. */
 export async function separateProcesses(
   ctx: ScenarioContext,
-  treadleBundle: WorkflowBundle,
+  bundles: WorkflowBundles,
 ): Promise<ScenarioResult<SeparateProcessesResult>> {
   const { throughputItems: items, throughputRounds: rounds } = ctx.sizes;
   const progress = (message: string): void => ctx.progress(`separate processes: ${message}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-separate-'));
   const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   try {
-    progress('starting the Temporal dev server and bundling the baseline workflows...');
-    const [server, baselineBundle] = await Promise.all([
-      startDevServer({
-        port: await freePort(),
-        dbFile: path.join(dir, 'temporal.sqlite'),
-        headless: true,
-        allowDownload: false,
-        sqlitePragmas: { ...SQLITE_PRAGMAS },
-        progress,
-      }),
-      bundleWorkflowCode({ workflowsPath: require.resolve('../baseline-workflows'), logger: quietBundlerLogger }),
-    ]);
+    const server = await serverOfItsOwn(dir, progress);
     cleanups.push(() => server.stop());
     const blobDir = path.join(dir, 'blobs');
     mkdirSync(blobDir);
@@ -114,27 +127,19 @@ export async function separateProcesses(
     let workerDied: (error: Error) => void = () => undefined;
     const died = new Promise<never>((_, reject) => (workerDied = reject));
     died.catch(() => undefined);
-    for (const [side, bundle] of [
-      ['treadle', treadleBundle],
-      ['baseline', baselineBundle],
-    ] as const) {
+    for (const side of ['treadle', 'baseline'] as const) {
       const bundleFile = path.join(dir, `${side}-workflows.js`);
-      writeFileSync(bundleFile, bundle.code);
+      writeFileSync(bundleFile, bundles[side].code);
       const child = await forkWorker(side, [server.address, server.namespace, QUEUES[side], bundleFile, blobDir]);
       workers[side] = child;
       child.once('exit', (code, signal) => {
         if (!stopping)
           workerDied(new Error(`the ${side} worker process exited (${signal ?? code}) during the scenario`));
       });
-      cleanups.push(
-        () =>
-          new Promise<void>((resolve) => {
-            stopping = true;
-            if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            child.once('exit', () => resolve());
-            child.kill('SIGTERM');
-          }),
-      );
+      cleanups.push(() => {
+        stopping = true;
+        return stopChild(child);
+      });
     }
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());

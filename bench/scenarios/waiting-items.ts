@@ -8,8 +8,8 @@
 import type { Client } from '@temporalio/client';
 import { PENDING_REVIEWS_QUERY } from '../../src/model/search-attributes';
 import { reviewPipelineSpec } from '../treadle-pipelines';
-import { median, ratio, round } from '../statistics';
-import { fmt, fmtRatio, mapLimited, nowMs, type ScenarioContext, type ScenarioResult } from '../scenario';
+import { ratio, round } from '../statistics';
+import { fmt, fmtRatio, mapLimited, nowMs, takeTurns, type ScenarioContext, type ScenarioResult } from '../scenario';
 import type { Side } from '../sides';
 
 /** The goal (issue 7): listing 1,000 waiting reviews takes less than this. */
@@ -122,36 +122,22 @@ export async function waitingItems(ctx: ScenarioContext): Promise<ScenarioResult
   // Median of several calls each. The three take turns going first (a fixed order gave the first call of
   // each round ~80 ms more in one full run): one call is at the mercy of whatever else the machine does.
   const query = `${PENDING_REVIEWS_QUERY} AND TreadlePipeline = '${reviewPipelineSpec.name}'`;
-  const listings: { name: string; calls: number[]; list: () => Promise<number> }[] = [
-    {
-      name: 'listPendingReviews',
-      calls: [],
-      list: async () => (await client.listPendingReviews({ pipeline: reviewPipelineSpec.name })).length,
+  const expect = (what: string, count: number): void => {
+    if (count !== n) throw new Error(`${what} returned ${count} of ${n} items`);
+  };
+  const timed = await takeTurns(STEADY_CALLS, {
+    steadyCall: async () =>
+      expect('listPendingReviews', (await client.listPendingReviews({ pipeline: reviewPipelineSpec.name })).length),
+    visibilityOnly: async () => expect('the raw listing call', await rawListing(client.client, query)),
+    sdkList: async () => {
+      let count = 0;
+      for await (const _ of client.client.workflow.list({ query })) count++;
+      expect("the SDK's list()", count);
     },
-    { name: 'the raw listing call', calls: [], list: () => rawListing(client.client, query) },
-    {
-      name: "the SDK's list()",
-      calls: [],
-      list: async () => {
-        let count = 0;
-        for await (const _ of client.client.workflow.list({ query })) count++;
-        return count;
-      },
-    },
-  ];
-  for (let round = 0; round < STEADY_CALLS; round++) {
-    for (let turn = 0; turn < listings.length; turn++) {
-      const listing = listings[(round + turn) % listings.length]!;
-      const started = nowMs();
-      const count = await listing.list();
-      listing.calls.push(nowMs() - started);
-      if (count !== n) throw new Error(`${listing.name} returned ${count} of ${n} items`);
-    }
-  }
-  const [steadyCalls, visibilityCalls, sdkListCalls] = listings.map((l) => l.calls) as [number[], number[], number[]];
-  const steadyCallMs = median(steadyCalls);
-  const visibilityOnlyMs = median(visibilityCalls);
-  const sdkListMs = median(sdkListCalls);
+  });
+  const steadyCallMs = timed.steadyCall.medianMs;
+  const visibilityOnlyMs = timed.visibilityOnly.medianMs;
+  const sdkListMs = timed.sdkList.medianMs;
 
   const result: WaitingItemsResult = {
     items: n,
