@@ -194,7 +194,7 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
   };
 }
 
-/** loop: the failure, `progress.md` (at the failure, else after the last iteration) and the last iterations. */
+/** loop: the failure, `progress.md` as it was at the failure and the last iterations. */
 async function loopDetail(ctx: DetailContext): Promise<DecisionDetail> {
   const state = await queried(ctx, (wait) => ctx.context.getLoopState(ctx.workflowId, wait));
   if (!state) return listedDetail(ctx);
