@@ -12,7 +12,15 @@ export class FilterError extends Error {
   }
 }
 
-/** The filter in `q` (`kind` a comma-separated list, `pipeline`, `reviewers`, `text`); throws {@link FilterError}. */
+/** The page's choices for `age` (waiting at least this long), shortest first; the API takes any `<n>m|h|d`. */
+export const AGE_CHOICES = ['15m', '1h', '4h', '1d'] as const;
+
+const AGE_UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/**
+ * The filter in `q` (`kind` a comma-separated list, `pipeline`, `reviewers`, `age` such as `15m`, `2h` or `1d`,
+ * `text`); throws {@link FilterError}.
+ */
 export function parseFilter(q: Record<string, string | undefined>): DecisionFilter {
   const kinds = q.kind ? q.kind.split(',') : undefined;
   const unknown = kinds?.find((k) => !(DECISION_KINDS as readonly string[]).includes(k));
@@ -21,8 +29,20 @@ export function parseFilter(q: Record<string, string | undefined>): DecisionFilt
     ...(kinds ? { kinds: kinds as DecisionKind[] } : {}),
     ...(q.pipeline ? { pipeline: q.pipeline } : {}),
     ...(q.reviewers ? { reviewers: q.reviewers } : {}),
+    ...(q.age ? { olderThanMs: ageMs(q.age) } : {}),
     ...(q.text ? { text: q.text } : {}),
   };
+}
+
+/** `15m`, `2h`, `1d` in milliseconds; anything else is a {@link FilterError}. */
+export function ageMs(age: string): number {
+  const match = /^(\d{1,6})([mhd])$/.exec(age);
+  if (!match) {
+    throw new FilterError(
+      `age is how long a decision has waited, in minutes, hours or days (15m, 2h, 1d), got ${JSON.stringify(age.slice(0, 40))}`,
+    );
+  }
+  return Number(match[1]) * AGE_UNIT_MS[match[2] as keyof typeof AGE_UNIT_MS];
 }
 
 /** The `limit` query parameter: absent, or a whole number (the index keeps it between 1 and its maximum). */
