@@ -2,7 +2,7 @@
  * The inbox list's query parameters as a {@link DecisionFilter} (shared by the JSON list and the HTML page) and
  * a page size; a parameter it cannot read is a {@link FilterError}, which both answer with 400.
  */
-import { DECISION_KINDS, type DecisionFilter, type DecisionKind } from '../model/decisions';
+import { DECISION_KINDS, parseAge, type DecisionFilter, type DecisionKind } from '../model/decisions';
 
 /** A query-string filter the server cannot read. */
 export class FilterError extends Error {
@@ -14,8 +14,6 @@ export class FilterError extends Error {
 
 /** The page's choices for `age` (waiting at least this long), shortest first; the API takes any `<n>m|h|d`. */
 export const AGE_CHOICES = ['15m', '1h', '4h', '1d'] as const;
-
-const AGE_UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /**
  * The filter in `q` (`kind` a comma-separated list, `pipeline`, `reviewers`, `age` such as `15m`, `2h` or `1d`,
@@ -36,13 +34,13 @@ export function parseFilter(q: Record<string, string | undefined>): DecisionFilt
 
 /** `15m`, `2h`, `1d` in milliseconds; anything else is a {@link FilterError}. */
 export function ageMs(age: string): number {
-  const match = /^(\d{1,6})([mhd])$/.exec(age);
-  if (!match) {
+  const ms = parseAge(age);
+  if (ms === undefined) {
     throw new FilterError(
       `age is how long a decision has waited, in minutes, hours or days (15m, 2h, 1d), got ${JSON.stringify(age.slice(0, 40))}`,
     );
   }
-  return Number(match[1]) * AGE_UNIT_MS[match[2] as keyof typeof AGE_UNIT_MS];
+  return ms;
 }
 
 /** The `limit` query parameter: absent, or a whole number (the index keeps it between 1 and its maximum). */
