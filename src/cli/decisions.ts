@@ -1,6 +1,13 @@
 /** `treadle decisions`: every pending decision (reviews, budgets, approvals, TDD steps, failed loops) in one table. */
-import { Option, type Command } from 'commander';
-import { DECISION_KINDS, waitingFor, type DecisionKind, type PendingDecision } from '../model/decisions';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import {
+  DECISION_KINDS,
+  matchesFilter,
+  parseAge,
+  waitingFor,
+  type DecisionKind,
+  type PendingDecision,
+} from '../model/decisions';
 import { table } from './render';
 import type { WithClient } from './with-client';
 
@@ -23,13 +30,22 @@ export function registerDecisionsCommand(program: Command, withClient: WithClien
     .description('every pending decision: reviews, budget reviews, approvals, TDD human steps and failed loops')
     .addOption(new Option('--kind <kind...>', 'only these kinds').choices(DECISION_KINDS as string[]))
     .option('--pipeline <name>', 'only items of this pipeline')
+    .option('--reviewers <group>', "only decisions for this reviewer group (a stage's reviewers:)")
+    .option('--older-than <age>', 'only decisions waiting at least this long: 15m, 2h, 1d', ageOption)
     .option('--json', 'as JSON: the PendingDecision array (see docs/sdk.md)')
     .action(
-      withClient(async (client, opts: { kind?: DecisionKind[]; pipeline?: string; json?: boolean }) => {
-        const decisions = await client.listPendingDecisions({
+      withClient(async (client, opts: DecisionsOptions) => {
+        const now = Date.now();
+        const listed = await client.listPendingDecisions({
           ...(opts.kind ? { kinds: opts.kind } : {}),
           ...(opts.pipeline ? { pipeline: opts.pipeline } : {}),
         });
+        // The same test the inbox's filters use; the listing itself filters what visibility can.
+        const filter = {
+          ...(opts.reviewers ? { reviewers: opts.reviewers } : {}),
+          ...(opts.olderThan !== undefined ? { olderThanMs: opts.olderThan } : {}),
+        };
+        const decisions = listed.filter((d) => matchesFilter(d, filter, now));
         if (opts.json) {
           process.stdout.write(`${JSON.stringify(decisions, null, 2)}\n`);
           return;
@@ -38,7 +54,7 @@ export function registerDecisionsCommand(program: Command, withClient: WithClien
           process.stdout.write('no pending decisions\n');
           return;
         }
-        const rows = decisionRows(decisions, Date.now());
+        const rows = decisionRows(decisions, now);
         process.stdout.write(`${table(['KIND', 'ITEM', 'STAGE', 'REASON', 'WAITING', 'MESSAGE'], rows)}\n`);
         if (decisions.some((d) => d.partial))
           process.stdout.write(
@@ -46,4 +62,18 @@ export function registerDecisionsCommand(program: Command, withClient: WithClien
           );
       }),
     );
+}
+
+interface DecisionsOptions {
+  kind?: DecisionKind[];
+  pipeline?: string;
+  reviewers?: string;
+  olderThan?: number;
+  json?: boolean;
+}
+
+function ageOption(value: string): number {
+  const ms = parseAge(value);
+  if (ms === undefined) throw new InvalidArgumentError('an age in minutes, hours or days, such as 15m, 2h or 1d.');
+  return ms;
 }

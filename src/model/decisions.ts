@@ -123,6 +123,14 @@ export function parseDecisionKey(key: string): { workflowId: string; kind: Decis
 /** encodeURIComponent leaves `~` alone; the key uses it as the separator. */
 const tildeSafe = (part: string): string => part.replace(/~/g, '%7E');
 
+const AGE_UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** An age such as `15m`, `2h` or `1d` in milliseconds (the inbox's `age` filter, `treadle decisions --older-than`). */
+export function parseAge(age: string): number | undefined {
+  const match = /^(\d{1,6})([mhd])$/.exec(age);
+  return match ? Number(match[1]) * AGE_UNIT_MS[match[2] as keyof typeof AGE_UNIT_MS] : undefined;
+}
+
 /** Whether `decision` passes `filter` at time `now` (ms since the epoch). */
 export function matchesFilter(decision: PendingDecision, filter: DecisionFilter, now: number): boolean {
   if (filter.kinds && filter.kinds.length > 0 && !filter.kinds.includes(decision.kind)) return false;

@@ -13,6 +13,7 @@ import {
 } from '../model/decisions';
 import { TreadleError } from '../client/treadle-error';
 import type { DecisionChange, InboxBackend } from './backend';
+import { AGE_CHOICES, ageMs } from './filter';
 
 /** How the index refreshes; tests shorten or stop the timers. */
 export interface DecisionIndexOptions {
@@ -33,6 +34,8 @@ export interface DecisionCounts {
   byKind: Partial<Record<DecisionKind, number>>;
   byPipeline: Record<string, number>;
   byReviewers: Record<string, number>;
+  /** How many have waited at least each of the page's {@link AGE_CHOICES} (`15m`, `1h`, `4h`, `1d`). */
+  byAge: Record<string, number>;
 }
 
 /** One page of the filtered decisions, oldest request first. */
@@ -160,13 +163,16 @@ export class DecisionIndex {
   query(filter: DecisionFilter, page: { after?: string; limit?: number } = {}): DecisionPage {
     const now = this.now();
     const limit = Math.min(Math.max(1, page.limit ?? DEFAULT_PAGE_SIZE), MAX_PAGE_SIZE);
-    const counts: DecisionCounts = { total: 0, byKind: {}, byPipeline: {}, byReviewers: {} };
+    const counts: DecisionCounts = { total: 0, byKind: {}, byPipeline: {}, byReviewers: {}, byAge: {} };
+    const ages = AGE_CHOICES.map((age) => [age, ageMs(age)] as const);
     const decisions: PendingDecision[] = [];
     const after = page.after ? decodeCursor(page.after) : undefined;
     let more = false;
     for (const decision of this.ordered()) {
       if (!matchesFilter(decision, filter, now)) continue;
       count(counts, decision);
+      const waited = now - Date.parse(decision.requestedAt);
+      for (const [age, ms] of ages) if (waited >= ms) counts.byAge[age] = (counts.byAge[age] ?? 0) + 1;
       if (after && byRequestTime(decision, after) <= 0) continue;
       if (decisions.length < limit) decisions.push(decision);
       else more = true;

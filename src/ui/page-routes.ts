@@ -62,7 +62,8 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
       const filter = parseFilter({ ...q, text: q.q });
       const result = ctx.index.query(filter, { after: q.after });
       const all = ctx.index.size;
-      return send(reply, inboxPage({ filter, after: q.after }, result, all, reviewer, Date.now()));
+      const query = { filter, ...(q.age ? { age: q.age } : {}), ...(q.after ? { after: q.after } : {}) };
+      return send(reply, inboxPage(query, result, all, reviewer, Date.now()));
     } catch (e) {
       if (e instanceof InvalidCursorError || e instanceof FilterError)
         return send(reply, errorPage('Bad filter', e.message, reviewer), 400);

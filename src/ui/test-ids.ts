@@ -8,6 +8,8 @@ export const TEST_IDS = {
   decisionCount: 'decision-count',
   filterKind: 'filter-kind',
   filterPipeline: 'filter-pipeline',
+  filterReviewers: 'filter-reviewers',
+  filterAge: 'filter-age',
   filterText: 'filter-text',
   emptyState: 'empty-state',
   selectRow: 'select-row',

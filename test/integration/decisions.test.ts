@@ -2,7 +2,7 @@
  * One listing of every pending decision and one way to answer it (issue 27), on the real server: an item
  * waiting for a review is listed with its kind and key; `decide` answers it; answering it again returns
  * `already_decided` with who decided; the same for an approval request; the inbox's delta listing names only
- * what changed or closed; answering a failed loop whose worker
+ * what changed or closed; `treadle decisions` filters by group and age; answering a failed loop whose worker
  * stopped gives up after the review timeout. Budget and TDD decisions: not yet covered here (their mapping is
  * unit-tested in test/unit/pending-decisions.test.ts).
  */
@@ -12,7 +12,8 @@ import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
-import { decisionKey } from '../../src/model/decisions';
+import { decisionKey, type PendingDecision } from '../../src/model/decisions';
+import { runTreadle } from '../support/cli';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { fixedLoopSpec, loopReply, noteActions } from '../support/pipelines';
 
@@ -138,3 +139,28 @@ it('answering a failed loop whose worker stopped gives up after the review timeo
   });
   expect(Date.now() - started).toBeLessThan(15_000);
 }, 90_000);
+
+it('treadle decisions filters by reviewer group and by age, as the inbox does; a bad age is a usage error', async () => {
+  const pipelineName = `${PIPELINE}-cli`;
+  const spec = (group: string) =>
+    pipeline(pipelineName).stage('draft', 'scripted').reviewPolicy('draft', 'always').reviewers('draft', group);
+  const [legal, editors] = [h.id('legal'), h.id('editors')];
+  await h.client.start(spec('legal'), null, { id: legal });
+  await h.client.start(spec('editors'), null, { id: editors });
+  await eventually(
+    async () => ((await h.client.listPendingDecisions({ pipeline: pipelineName })).length === 2 ? true : undefined),
+    30_000,
+    'both reviews in the listing',
+  );
+  const listed = async (...args: string[]): Promise<string[]> => {
+    const run = await runTreadle(h, ['decisions', '--pipeline', pipelineName, '--json', ...args]);
+    expect(run.code).toBe(0);
+    return (JSON.parse(run.stdout) as PendingDecision[]).map((d) => d.itemId);
+  };
+  expect(await listed('--reviewers', 'legal', '--older-than', '0m')).toEqual([legal]);
+  expect((await listed()).sort()).toEqual([editors, legal].sort());
+  expect(await listed('--older-than', '1d')).toEqual([]);
+  const bad = await runTreadle(h, ['decisions', '--older-than', 'soon']);
+  expect(bad.code).toBe(2);
+  expect(bad.stderr).toContain('an age in minutes, hours or days, such as 15m, 2h or 1d.');
+});

@@ -152,6 +152,37 @@ describe('inbox pages', () => {
     await server.close();
   });
 
+  it('filters by reviewer group and by how long a decision has waited, each choice with its count', async () => {
+    const ago = (ms: number) => new Date(Date.now() - ms).toISOString();
+    const aged = [
+      { ...decision('fresh'), requestedAt: ago(5 * 60_000), reviewers: 'legal' },
+      { ...decision('hour2'), requestedAt: ago(2 * 3_600_000), reviewers: 'legal' },
+      { ...decision('days2'), requestedAt: ago(2 * 86_400_000), reviewers: 'editors' },
+    ];
+    const { app: server } = await app({ ...backend(), list: async () => aged });
+    const all = await server.inject({ url: '/', headers: bearer });
+    expect(all.body).toContain(testId(TEST_IDS.filterReviewers));
+    expect(all.body).toContain(testId(TEST_IDS.filterAge));
+    expect(all.body).toContain('>editors (1)</option>');
+    expect(all.body).toContain('>legal (2)</option>');
+    expect(all.body).toMatch(/>\s*over 15m \(2\)\s*<\/option>/);
+    expect(all.body).toMatch(/>\s*over 1d \(1\)\s*<\/option>/);
+    const legalHour = await server.inject({ url: '/?reviewers=legal&age=1h', headers: bearer });
+    expect(legalHour.body.match(new RegExp(testId(TEST_IDS.decisionRow), 'g'))).toHaveLength(1);
+    expect(legalHour.body).toContain('hour2');
+    expect(legalHour.body).toMatch(/value="1h"\s+selected/);
+    const api = await server.inject({ url: '/api/decisions?age=90m', headers: bearer });
+    expect(api.json().decisions.map((d: PendingDecision) => d.itemId)).toEqual(['days2', 'hour2']);
+    expect(api.json().counts.byAge).toEqual({ '15m': 2, '1h': 2, '4h': 1, '1d': 1 });
+    const bad = await server.inject({ url: '/api/decisions?age=soon', headers: bearer });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().message).toBe(
+      'age is how long a decision has waited, in minutes, hours or days (15m, 2h, 1d), got "soon"',
+    );
+    expect((await server.inject({ url: '/?age=1w', headers: bearer })).statusCode).toBe(400);
+    await server.close();
+  });
+
   it('renders a review detail: stages, attempts, inert artefacts, diff picker, the answers a review takes', async () => {
     const { app: server } = await app();
     const res = await server.inject({ url: `/d/${encodeURIComponent(listed[0]!.key)}`, headers: bearer });

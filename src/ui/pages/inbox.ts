@@ -6,6 +6,7 @@ import { DECISION_KINDS, waitingFor, type DecisionFilter, type PendingDecision }
 import type { DecisionPage } from '../decision-index';
 import { html, type SafeHtml } from '../html';
 import { TEST_IDS } from '../test-ids';
+import { AGE_CHOICES, ageMs } from '../filter';
 import { page, remaining } from './layout';
 
 /** One row of the list; also what the event stream sends for a decision that appeared. */
@@ -42,6 +43,8 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
 /** The filter the page's query parameters ask for, and the cursor of the page. */
 export interface InboxQuery {
   filter: DecisionFilter;
+  /** The `age` parameter as given (`15m`, `1h`…), for the next page's link. */
+  age?: string;
   after?: string;
 }
 
@@ -63,7 +66,20 @@ export function inboxPage(
   const pipelineOptions = pipelines.map(
     ([p, n]) => html`<option value="${p}" ${p === filter.pipeline ? html` selected` : ''}>${p} (${n})</option>`,
   );
-  const filtered = Boolean(filter.kinds?.length || filter.pipeline || filter.reviewers || filter.text);
+  const groups = Object.entries(result.counts.byReviewers).sort(([a], [b]) => a.localeCompare(b));
+  const groupOptions = groups.map(
+    ([g, n]) => html`<option value="${g}" ${g === filter.reviewers ? html` selected` : ''}>${g} (${n})</option>`,
+  );
+  const age = AGE_CHOICES.find((a) => ageMs(a) === filter.olderThanMs);
+  const ageOptions = AGE_CHOICES.map(
+    (a) =>
+      html`<option value="${a}" ${a === age ? html` selected` : ''}>
+        over ${a} (${result.counts.byAge[a] ?? 0})
+      </option>`,
+  );
+  const filtered = Boolean(
+    filter.kinds?.length || filter.pipeline || filter.reviewers || filter.olderThanMs !== undefined || filter.text,
+  );
   const rows = result.decisions.map((d) => decisionRow(d, now));
   const empty = html`<div class="empty" data-testid="${TEST_IDS.emptyState}">
     <p><strong>Nothing waits for you.</strong></p>
@@ -91,6 +107,20 @@ export function inboxPage(
           </select></label
         >
         <label
+          >Reviewers
+          <select name="reviewers" data-testid="${TEST_IDS.filterReviewers}">
+            <option value="">all</option>
+            ${groupOptions}
+          </select></label
+        >
+        <label
+          >Waiting
+          <select name="age" data-testid="${TEST_IDS.filterAge}">
+            <option value="">any time</option>
+            ${ageOptions}
+          </select></label
+        >
+        <label
           >Search
           <input
             type="search"
@@ -99,7 +129,6 @@ export function inboxPage(
             placeholder="item, stage or message (/)"
             data-testid="${TEST_IDS.filterText}"
         /></label>
-        ${filter.reviewers ? html`<input type="hidden" name="reviewers" value="${filter.reviewers}" />` : ''}
         <button type="submit">Filter</button>
         <span class="count" data-testid="${TEST_IDS.decisionCount}" data-version="${result.version}"
           >${result.counts.total} pending</span
@@ -138,6 +167,7 @@ function nextHref(query: InboxQuery, cursor: string): string {
   if (filter.kinds?.length) params.set('kind', filter.kinds.join(','));
   if (filter.pipeline) params.set('pipeline', filter.pipeline);
   if (filter.reviewers) params.set('reviewers', filter.reviewers);
+  if (query.age) params.set('age', query.age);
   if (filter.text) params.set('q', filter.text);
   params.set('after', cursor);
   return `/?${params.toString()}`;
