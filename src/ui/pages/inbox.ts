@@ -58,25 +58,12 @@ export function inboxPage(
 ): SafeHtml {
   const { filter } = query;
   const kind = filter.kinds?.length === 1 ? filter.kinds[0] : undefined;
-  const kindOptions = DECISION_KINDS.map(
-    (k) =>
-      html`<option value="${k}" ${k === kind ? html` selected` : ''}>${k} (${result.counts.byKind[k] ?? 0})</option>`,
-  );
-  const pipelines = Object.entries(result.counts.byPipeline).sort(([a], [b]) => a.localeCompare(b));
-  const pipelineOptions = pipelines.map(
-    ([p, n]) => html`<option value="${p}" ${p === filter.pipeline ? html` selected` : ''}>${p} (${n})</option>`,
-  );
-  const groups = Object.entries(result.counts.byReviewers).sort(([a], [b]) => a.localeCompare(b));
-  const groupOptions = groups.map(
-    ([g, n]) => html`<option value="${g}" ${g === filter.reviewers ? html` selected` : ''}>${g} (${n})</option>`,
-  );
   const age = AGE_CHOICES.find((a) => ageMs(a) === filter.olderThanMs);
-  const ageOptions = AGE_CHOICES.map(
-    (a) =>
-      html`<option value="${a}" ${a === age ? html` selected` : ''}>
-        over ${a} (${result.counts.byAge[a] ?? 0})
-      </option>`,
-  );
+  const { counts } = result;
+  const byName = (tally: Record<string, number>): Choice[] =>
+    Object.entries(tally)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([value, n]) => ({ value, text: value, count: n }));
   const filtered = Boolean(
     filter.kinds?.length || filter.pipeline || filter.reviewers || filter.olderThanMs !== undefined || filter.text,
   );
@@ -92,34 +79,14 @@ export function inboxPage(
   return page(
     'Inbox',
     html`<form class="filters" method="get" action="/" role="search">
-        <label
-          >Kind
-          <select name="kind" data-testid="${TEST_IDS.filterKind}">
-            <option value="">all</option>
-            ${kindOptions}
-          </select></label
-        >
-        <label
-          >Pipeline
-          <select name="pipeline" data-testid="${TEST_IDS.filterPipeline}">
-            <option value="">all</option>
-            ${pipelineOptions}
-          </select></label
-        >
-        <label
-          >Reviewers
-          <select name="reviewers" data-testid="${TEST_IDS.filterReviewers}">
-            <option value="">all</option>
-            ${groupOptions}
-          </select></label
-        >
-        <label
-          >Waiting
-          <select name="age" data-testid="${TEST_IDS.filterAge}">
-            <option value="">any time</option>
-            ${ageOptions}
-          </select></label
-        >
+        ${filterSelect('Kind', 'kind', TEST_IDS.filterKind, 'all', kind, [
+          ...DECISION_KINDS.map((k) => ({ value: k, text: k, count: counts.byKind[k] ?? 0 })),
+        ])}
+        ${filterSelect('Pipeline', 'pipeline', TEST_IDS.filterPipeline, 'all', filter.pipeline, byName(counts.byPipeline))}
+        ${filterSelect('Reviewers', 'reviewers', TEST_IDS.filterReviewers, 'all', filter.reviewers, byName(counts.byReviewers))}
+        ${filterSelect('Waiting', 'age', TEST_IDS.filterAge, 'any time', age, [
+          ...AGE_CHOICES.map((a) => ({ value: a, text: `over ${a}`, count: counts.byAge[a] ?? 0 })),
+        ])}
         <label
           >Search
           <input
@@ -159,6 +126,35 @@ export function inboxPage(
       ${rows.length === 0 ? empty : ''} ${next}`,
     reviewer,
   );
+}
+
+/** One choice of a filter select: its value, its text and how many decisions it holds. */
+interface Choice {
+  value: string;
+  text: string;
+  count: number;
+}
+
+/** A filter select of the list's form: "any" first, then each choice with its count, `selected` marked. */
+function filterSelect(
+  label: string,
+  name: string,
+  testId: string,
+  any: string,
+  selected: string | undefined,
+  choices: readonly Choice[],
+): SafeHtml {
+  const options = choices.map(
+    (c) =>
+      html`<option value="${c.value}" ${c.value === selected ? html` selected` : ''}>${c.text} (${c.count})</option>`,
+  );
+  return html`<label
+    >${label}
+    <select name="${name}" data-testid="${testId}">
+      <option value="">${any}</option>
+      ${options}
+    </select></label
+  >`;
 }
 
 function nextHref(query: InboxQuery, cursor: string): string {
