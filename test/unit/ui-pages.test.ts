@@ -108,6 +108,12 @@ const testId = (id: string) => `data-testid="${id}"`;
 const NO_MARKUP =
   /<script(?![^>]*src="\/assets\/inbox\.js")|<[^>]*\son\w+\s*=|<[^>]*\shref\s*=\s*["']?\s*(javascript|data):/i;
 
+/** Signs alice in through POST /login and returns the session cookie it set. */
+async function signIn(server: Awaited<ReturnType<typeof app>>['app']) {
+  const login = await server.inject({ method: 'POST', url: '/login', headers: json, payload: { token: alice.token } });
+  return login.cookies.find((c) => c.name === SESSION_COOKIE)!;
+}
+
 describe('inbox pages', () => {
   it('sends a visitor without a session to the login page, which has the token form and no inline script', async () => {
     const { app: server } = await app();
@@ -322,13 +328,7 @@ describe('sessions', () => {
 
   it('end when the reviewer’s token is replaced (a leaked token rotated by token remove + token add)', async () => {
     const { app: server } = await app();
-    const login = await server.inject({
-      method: 'POST',
-      url: '/login',
-      headers: json,
-      payload: { token: alice.token },
-    });
-    const cookie = login.cookies.find((c) => c.name === SESSION_COOKIE)!;
+    const cookie = await signIn(server);
     const headers = { host: HOST, cookie: `${SESSION_COOKIE}=${cookie.value}` };
     expect((await server.inject({ url: '/api/decisions', headers })).statusCode).toBe(200);
     const rotated = newToken('alice');
@@ -341,13 +341,7 @@ describe('sessions', () => {
 
   it('a logged-in session stops working once its token leaves the tokens list', async () => {
     const { app: server } = await app();
-    const login = await server.inject({
-      method: 'POST',
-      url: '/login',
-      headers: json,
-      payload: { token: alice.token },
-    });
-    const cookie = login.cookies.find((c) => c.name === SESSION_COOKIE)!;
+    const cookie = await signIn(server);
     expect(cookie.maxAge).toBe(SESSION_TTL_MS / 1000);
     const headers = { host: HOST, cookie: `${SESSION_COOKIE}=${cookie.value}` };
     expect((await server.inject({ url: '/api/decisions', headers })).statusCode).toBe(200);
