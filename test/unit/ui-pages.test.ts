@@ -59,7 +59,18 @@ function detailOf(key: string): DecisionDetail {
         attempt: 1,
         startedAt: '2026-01-01T00:00:00Z',
         output: { mediaType: 'application/json', bytes: 10, content: { title: 'one', body: XSS } },
-        verdict: { passed: false, score: 0.4, criteria: [{ name: 'tone', passed: false }] },
+        verdict: {
+          kind: 'rejected',
+          score: 0.4,
+          feedback: {
+            summary: `too short ${XSS}`,
+            failedCriteria: [
+              { name: `tone ${XSS}`, expected: 'friendly', actual: 'curt', passed: false },
+              { name: 'spelling', expected: 'no typos', actual: 'none', passed: true },
+            ],
+            guidance: { judge: 'say why it matters' },
+          },
+        },
         feedback: `too short ${XSS}`,
       },
       {
@@ -212,6 +223,14 @@ describe('inbox pages', () => {
     expect(res.body).not.toContain(testId(TEST_IDS.actionResume));
     expect(res.body).not.toMatch(NO_MARKUP);
     expect(res.body).toContain('score 0.4');
+    // The verdict reads as text (outcome, summary, each failed criterion, guidance); its JSON one click away.
+    const verdict = res.body.slice(res.body.indexOf(testId(TEST_IDS.verdict)));
+    expect(verdict).toMatch(/Rejected/);
+    expect(verdict).toContain('too short &lt;script&gt;');
+    expect(verdict.match(new RegExp(testId(TEST_IDS.criterion), 'g'))).toHaveLength(1);
+    expect(verdict).toMatch(/<strong>tone &lt;script&gt;[^<]*<\/strong>: expected “friendly”, got “curt”/);
+    expect(verdict).toContain('say why it matters');
+    expect(verdict).toMatch(/<details class="raw-json">\s*<summary class="sub">JSON<\/summary>/);
     expect(res.body).toContain('No worker answered');
     // A Web UI address that is not http(s) does not become a link target.
     expect(res.body).toMatch(new RegExp(`href="#"[^>]*${testId(TEST_IDS.webUiLink)}`));
