@@ -134,25 +134,60 @@ const fileStamp = (file: string): string => {
 
 /** Hex digits of the token's hash a session keeps: enough to tell a replaced token from the one signed in with. */
 const SESSION_HASH_HEX = 16;
-const SESSION = new RegExp(`^([^|]+)\\|([0-9a-f]{${SESSION_HASH_HEX}})\\|(\\d+)$`);
+/** Random bytes naming one session, so signing out can end it and no other. */
+const SESSION_ID_BYTES = 12;
+const SESSION = new RegExp(`^([^|]+)\\|([0-9a-f]{${SESSION_HASH_HEX}})\\|(\\d+)\\|([A-Za-z0-9_-]{16})$`);
 
-/**
- * The value a session cookie signs: the reviewer, a prefix of the hash of the token they signed in with, and
- * when the session ends. The prefix ties the session to that token, so replacing a leaked token ends it.
- */
-export function sessionValue(name: string, token: string, now: number): string {
-  return `${name}|${sha256(token).toString('hex').slice(0, SESSION_HASH_HEX)}|${now + SESSION_TTL_MS}`;
+/** A session cookie's parts, or undefined when the value is not a session. */
+function parseSession(value: string): { name: string; prefix: string; end: number; id: string } | undefined {
+  const match = SESSION.exec(value);
+  return match ? { name: match[1]!, prefix: match[2]!, end: Number(match[3]), id: match[4]! } : undefined;
 }
 
 /**
- * The reviewer of a verified session value, or undefined when it expired or the token it was signed in with
- * is no longer in `tokens` (removed, or replaced by `token remove` + `token add`).
+ * The value a session cookie signs: the reviewer, a prefix of the hash of the token they signed in with, when
+ * the session ends, and a random id. The prefix ties the session to that token, so replacing a leaked token
+ * ends it; the id lets "Sign out" end this session on the server ({@link SignedOutSessions}).
  */
-export function sessionReviewer(value: string, tokens: readonly TokenEntry[], now: number): string | undefined {
-  const match = SESSION.exec(value);
-  if (!match || Number(match[3]) <= now) return undefined;
-  const name = match[1]!;
-  const prefix = match[2]!;
+export function sessionValue(name: string, token: string, now: number): string {
+  const prefix = sha256(token).toString('hex').slice(0, SESSION_HASH_HEX);
+  return `${name}|${prefix}|${now + SESSION_TTL_MS}|${randomBytes(SESSION_ID_BYTES).toString('base64url')}`;
+}
+
+/**
+ * The sessions signed out before they expired, by id, each kept until it would have ended anyway: a copied
+ * cookie stops working at sign-out, not 12 hours later. Kept in memory: cookies are signed with a secret made
+ * per process, so no session outlives the server that remembers its sign-out.
+ */
+export class SignedOutSessions {
+  private readonly ends = new Map<string, number>();
+
+  /** Ends the session `value` names (a value that is not a session, or expired, needs nothing). */
+  add(value: string, now: number): void {
+    for (const [id, end] of this.ends) if (end <= now) this.ends.delete(id);
+    const session = parseSession(value);
+    if (session && session.end > now) this.ends.set(session.id, session.end);
+  }
+
+  /** Whether the session with this id was signed out. */
+  has(id: string): boolean {
+    return this.ends.has(id);
+  }
+}
+
+/**
+ * The reviewer of a verified session value, or undefined when it expired, was signed out, or the token it
+ * was signed in with is no longer in `tokens` (removed, or replaced by `token remove` + `token add`).
+ */
+export function sessionReviewer(
+  value: string,
+  tokens: readonly TokenEntry[],
+  now: number,
+  signedOut?: SignedOutSessions,
+): string | undefined {
+  const session = parseSession(value);
+  if (!session || session.end <= now || signedOut?.has(session.id)) return undefined;
+  const { name, prefix } = session;
   return tokens.some((t) => t.name === name && t.hash.toString('hex').startsWith(prefix)) ? name : undefined;
 }
 
@@ -175,7 +210,8 @@ export function addToken(file: string, name: string): string {
 
 /**
  * `treadle ui token remove <name>`: drops `name`'s line from `file` (comments and other lines kept). Its sessions
- * end at their next request, since the server re-reads the file. An unknown name is refused.
+ * end at their next request and its open event streams within seconds, since the server re-reads the file. An
+ * unknown name is refused.
  */
 export function removeToken(file: string, name: string): void {
   const entries = existsSync(file) ? readTokensFile(file) : [];

@@ -1,7 +1,8 @@
 /**
- * Cross-site request checks for the inbox's state-changing endpoints (the session cookie is SameSite=Strict;
- * these are the second layer): the Host must be one the server answers as, the request must come from the
- * page's own origin (Origin, else Sec-Fetch-Site), and its body must be JSON, which a cross-site form cannot send.
+ * Cross-site request checks for the inbox: every request must name a Host the server answers as (a page on
+ * another site that rebinds its DNS name to the inbox's address sends its own name); state-changing requests
+ * (the session cookie is SameSite=Strict; these are the second layer) must also come from the page's own
+ * origin (Origin, else Sec-Fetch-Site) with a JSON body, which a cross-site form cannot send.
  */
 
 /** Why a request was refused, with the status the server answers. */
@@ -23,15 +24,23 @@ function hostAllowed(host: string | undefined, allowedHosts: readonly string[]):
   return host !== undefined && allowedHosts.some((h) => h.toLowerCase() === host.toLowerCase());
 }
 
+/** Checks any request's Host header (DNS rebinding); undefined when it is one of `allowedHosts`. */
+export function checkHost(host: string | undefined, allowedHosts: readonly string[]): CsrfRefusal | undefined {
+  if (hostAllowed(host, allowedHosts)) return undefined;
+  return {
+    status: 403,
+    message: `host ${JSON.stringify(host ?? '')} is not one this inbox serves (add it to TREADLE_UI_ALLOWED_HOSTS if it is)`,
+  };
+}
+
 /** Checks a state-changing request; undefined when it may proceed. Bearer-token scripts send no Origin: see `script`. */
 export function checkStateChange(
   headers: RequestHeaders,
   allowedHosts: readonly string[],
   options: { script?: boolean } = {},
 ): CsrfRefusal | undefined {
-  if (!hostAllowed(headers.host, allowedHosts)) {
-    return { status: 403, message: `host ${JSON.stringify(headers.host ?? '')} is not one this inbox serves` };
-  }
+  const wrongHost = checkHost(headers.host, allowedHosts);
+  if (wrongHost) return wrongHost;
   if (!options.script) {
     if (headers.origin !== undefined) {
       const origin = originHost(headers.origin);

@@ -1,7 +1,7 @@
 /**
  * The review inbox's HTTP server (`treadle ui`), fastify 5 over an {@link InboxBackend}: the JSON API, batch
- * answers, the event stream, login by token into a 12-hour session, security headers and the CSRF checks;
- * the HTML pages are in page-routes.ts. Lists come from the in-memory {@link DecisionIndex}; the reviewer
+ * answers, the event stream, login by token into a 12-hour session that sign-out ends, security headers, the
+ * Host check on every route and the CSRF checks on every POST; the HTML pages are in page-routes.ts. Lists come from the in-memory {@link DecisionIndex}; the reviewer
  * passed to `decide` is the authenticated identity only.
  */
 import { randomBytes } from 'node:crypto';
@@ -15,12 +15,13 @@ import {
   sessionReviewer,
   sessionValue,
   SESSION_TTL_MS,
+  SignedOutSessions,
   type ProxyIdentity,
   type TokenEntry,
 } from './auth';
 import { INBOX_HOST, INBOX_PORT } from './address';
 import type { InboxBackend } from './backend';
-import { checkStateChange } from './csrf';
+import { checkHost, checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
 import { streamEvents } from './events';
 import { FilterError, parseFilter, parseLimit } from './filter';
@@ -28,11 +29,12 @@ import { registerPages } from './page-routes';
 
 /** How reviewers are identified: at least one of tokens and proxy. */
 export interface InboxAuth {
-  /** The reviewers' tokens; a function is asked on every request, so a removed or replaced token ends its sessions. */
+  /**
+   * The reviewers' tokens; a function is asked on every request and by every open event stream, so a removed
+   * or replaced token ends its sessions and their streams.
+   */
   tokens?: readonly TokenEntry[] | (() => readonly TokenEntry[]);
   proxy?: ProxyIdentity;
-  /** Signs session cookies; a random one per process when absent (sessions end with the server). */
-  cookieSecret?: string;
 }
 
 export interface InboxServerOptions {
@@ -74,7 +76,9 @@ export async function buildInboxApp(
   await index.start();
   // forceCloseConnections: open event streams must not keep close() waiting.
   const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024, forceCloseConnections: true });
-  await app.register(fastifyCookie, { secret: options.auth.cookieSecret ?? randomBytes(32).toString('hex') });
+  // A secret per process: no session outlives the server, so the sign-outs it keeps in memory cover them all.
+  await app.register(fastifyCookie, { secret: randomBytes(32).toString('hex') });
+  const signedOut = new SignedOutSessions();
   app.addHook('onSend', async (_request, reply) => {
     for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
       // A route that chose its caching keeps it (the assets: no-cache); everything else is no-store.
@@ -83,16 +87,20 @@ export async function buildInboxApp(
   });
   app.addHook('onClose', async () => index.close());
 
+  /** The verified session value of a request's cookie, or undefined. */
+  const sessionOf = (request: FastifyRequest): string | undefined => {
+    const cookie = request.cookies[SESSION_COOKIE];
+    const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
+    return unsigned?.valid && unsigned.value ? unsigned.value : undefined;
+  };
   /** The reviewer a request is from: a bearer token, a trusted proxy's header, or a session cookie. */
   const identify = (request: FastifyRequest): string | undefined => {
     const token = bearerToken(request.headers.authorization);
     if (token !== undefined) return reviewerForToken(tokens(), token);
     const fromProxy = reviewerFromProxy(options.auth.proxy, request.socket.remoteAddress, request.headers);
     if (fromProxy) return fromProxy;
-    const cookie = request.cookies[SESSION_COOKIE];
-    const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
-    const value = unsigned?.valid ? unsigned.value : null;
-    return value ? sessionReviewer(value, tokens(), Date.now()) : undefined;
+    const session = sessionOf(request);
+    return session ? sessionReviewer(session, tokens(), Date.now(), signedOut) : undefined;
   };
   const refuse = (reply: FastifyReply, status: number, error: string, message: string): FastifyReply =>
     reply.code(status).send({ error, message });
@@ -103,22 +111,34 @@ export async function buildInboxApp(
     return reviewer;
   };
 
+  // Every request names one of our hosts (a rebound DNS name reaches us with its own), before anything else.
   // Every POST changes state (login and logout included): the CSRF checks run here, once, before the body is
   // parsed. They check the origin before the content type, so a cross-site form gets the 403, not a 415.
   app.addHook('onRequest', async (request, reply) => {
-    if (request.method !== 'POST') return;
     const script = bearerToken(request.headers.authorization) !== undefined;
-    const refusal = checkStateChange(request.headers, allowedHosts, { script });
+    const refusal =
+      request.method === 'POST'
+        ? checkStateChange(request.headers, allowedHosts, { script })
+        : checkHost(request.headers.host, allowedHosts);
     if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
   });
 
-  app.get('/healthz', async () => ({ ok: true, decisions: index.size, version: index.version }));
+  // Liveness for anyone; what waits, only for a reviewer.
+  app.get('/healthz', async (request) =>
+    identify(request) ? { ok: true, decisions: index.size, version: index.version } : { ok: true },
+  );
 
   app.post('/login', async (request, reply) => {
     const sent = (request.body as { token?: unknown } | undefined)?.token;
     const token = typeof sent === 'string' ? sent : '';
     const reviewer = token ? reviewerForToken(tokens(), token) : undefined;
-    if (!reviewer) return refuse(reply, 401, 'unauthenticated', 'unknown token');
+    if (!reviewer)
+      return refuse(
+        reply,
+        401,
+        'unauthenticated',
+        'not a reviewer token; paste the whole token that "treadle ui token add <name>" printed, or ask for a new one',
+      );
     reply.setCookie(SESSION_COOKIE, sessionValue(reviewer, token, Date.now()), {
       signed: true,
       httpOnly: true,
@@ -130,12 +150,15 @@ export async function buildInboxApp(
     return { reviewer };
   });
 
-  app.post('/logout', async (_request, reply) => {
+  // Ends the session on the server too: a copy of the cookie stops working now, not when it expires.
+  app.post('/logout', async (request, reply) => {
+    const session = sessionOf(request);
+    if (session) signedOut.add(session, Date.now());
     reply.clearCookie(SESSION_COOKIE, { path: '/' });
     return { ok: true };
   });
 
-  registerDecisionRoutes(app, { backend: options.backend, index, guard, refuse });
+  registerDecisionRoutes(app, { backend: options.backend, index, guard, identify, refuse });
   registerPages(app, {
     backend: options.backend,
     index,
@@ -153,6 +176,8 @@ interface ApiContext {
   index: DecisionIndex;
   /** Authenticates (the CSRF checks ran before, in the onRequest hook); the reviewer, or undefined once refused. */
   guard(request: FastifyRequest, reply: FastifyReply): string | undefined;
+  /** The reviewer a request is from now, or undefined (signed out, token removed or replaced). */
+  identify(request: FastifyRequest): string | undefined;
   refuse(reply: FastifyReply, status: number, error: string, message: string): FastifyReply;
 }
 
@@ -219,8 +244,10 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.get('/api/events', async (request, reply) => {
-    if (!ctx.guard(request, reply)) return reply;
-    streamEvents(ctx.index, request, reply, SECURITY_HEADERS);
+    const reviewer = ctx.guard(request, reply);
+    if (!reviewer) return reply;
+    // A stream outlives the request that opened it: it ends once its reviewer is no longer signed in.
+    streamEvents(ctx.index, request, reply, SECURITY_HEADERS, () => ctx.identify(request) === reviewer);
     return reply;
   });
 }

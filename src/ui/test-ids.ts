@@ -25,6 +25,10 @@ export const TEST_IDS = {
   diffB: 'diff-b',
   diffShow: 'diff-show',
   diffView: 'diff-view',
+  /** An attempt's verdict as text, its feedback when it differs, and each failed criterion in them. */
+  verdict: 'verdict',
+  feedback: 'feedback',
+  criterion: 'criterion',
   webUiLink: 'web-ui-link',
   actionApprove: 'action-approve',
   actionApproveAttempt: 'action-approve-attempt',

@@ -2,6 +2,7 @@
 /**
  * The review inbox in Chromium, a gate escalation (issue 27's first flow): a scripted gate rejects three
  * attempts and escalates; the list shows the row with its three attempts; the detail diffs attempt 1 against 3;
+ * each attempt's verdict reads as text (summary, failed criteria, guidance) with its JSON one click away;
  * approving attempt 2 completes the item with attempt 2's artefact. Also writes the inbox's screenshots.
  */
 import { mkdirSync } from 'node:fs';
@@ -28,12 +29,12 @@ const draft = (n: number, line: string) => ({
   attempt: n,
 });
 
-/** Writes a screenshot under the run's folder and, when asked to, over the docs' image. */
-async function screenshot(page: Page, name: string): Promise<void> {
+/** Writes a screenshot under the run's folder and, when asked to, over the docs' image (`docs: false`: none). */
+async function screenshot(page: Page, name: string, options: { docs?: boolean } = {}): Promise<void> {
   const runDir = path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'screenshots');
   mkdirSync(runDir, { recursive: true });
   await page.screenshot({ path: path.join(runDir, `${name}.png`) as `${string}.png` });
-  if (process.env.TREADLE_UPDATE_SCREENSHOTS === '1') {
+  if (process.env.TREADLE_UPDATE_SCREENSHOTS === '1' && options.docs !== false) {
     mkdirSync(path.join(ROOT, 'docs', 'images'), { recursive: true });
     await page.screenshot({ path: path.join(ROOT, 'docs', 'images', `${name}.png`) as `${string}.png` });
   }
@@ -50,7 +51,16 @@ it('shows an escalation with 3 attempts, diffs attempt 1 against 3, and approvin
   const steps = [
     { verdict: 'rejected', summary: 'too vague', output: draft(1, 'is faster') },
     { verdict: 'rejected', summary: 'numbers missing', output: draft(2, 'is 40% faster on large files') },
-    { verdict: 'rejected', summary: 'too long', output: draft(3, 'is 40% faster on large files, see the benchmark') },
+    {
+      verdict: 'rejected',
+      summary: 'too long for a release note',
+      criteria: [
+        { name: 'length', expected: 'one sentence per change', actual: 'two clauses and a reference', passed: false },
+        { name: 'audience', expected: 'no internal links', actual: '"see the benchmark" points inside', passed: false },
+      ],
+      guidance: 'Keep the number, drop the reference.',
+      output: draft(3, 'is 40% faster on large files, see the benchmark'),
+    },
   ];
   await s.h.client.start(spec, { script: { draft: steps } }, { id });
   const key = decisionKey(id, 'review', 'draft');
@@ -85,6 +95,30 @@ it('shows an escalation with 3 attempts, diffs attempt 1 against 3, and approvin
   expect(diffText).toContain('is faster');
   expect(diffText).toContain('see the benchmark');
   await screenshot(page, 'inbox-detail');
+
+  // The newest attempt's verdict reads as text: outcome, the gate's summary, each failed criterion, guidance.
+  const verdict = (await page.$eval(`${tid(TEST_IDS.attempt)}[data-attempt="3"] ${tid(TEST_IDS.verdict)}`, (el) =>
+    (el as HTMLElement).innerText.replace(/\s+/g, ' '),
+  ))!;
+  expect(verdict).toContain('Rejected');
+  expect(verdict).toContain('too long for a release note');
+  expect(verdict).toContain('length: expected “one sentence per change”, got “two clauses and a reference”');
+  expect(verdict).toContain('audience: expected “no internal links”');
+  expect(verdict).toContain('Guidance: Keep the number, drop the reference.');
+  expect(verdict).not.toMatch(/failedCriteria|▶|\{\d+\}/);
+  expect(
+    await page.$$eval(`${tid(TEST_IDS.attempt)}[data-attempt="3"] ${tid(TEST_IDS.criterion)}`, (xs) => xs.length),
+  ).toBe(2);
+  await page.$eval(`${tid(TEST_IDS.attempt)}[data-attempt="3"]`, (el) => el.scrollIntoView());
+  // For a person to look at, in the run's folder: the docs show the top of the page (inbox-detail).
+  await screenshot(page, 'inbox-verdict', { docs: false });
+  // The JSON as recorded is one click away.
+  await page.click(`${tid(TEST_IDS.attempt)}[data-attempt="3"] details.raw-json > summary`);
+  const raw = await page.$eval(`${tid(TEST_IDS.attempt)}[data-attempt="3"] details.raw-json`, (el) =>
+    (el as HTMLElement).innerText.replace(/\s+/g, ' '),
+  );
+  expect(raw).toContain('failedCriteria');
+  expect(raw).toContain('summary: "too long for a release note"');
 
   await page.select('#approve-attempt', '2');
   await page.click(tid(TEST_IDS.actionApproveAttempt));

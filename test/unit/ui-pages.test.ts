@@ -59,7 +59,18 @@ function detailOf(key: string): DecisionDetail {
         attempt: 1,
         startedAt: '2026-01-01T00:00:00Z',
         output: { mediaType: 'application/json', bytes: 10, content: { title: 'one', body: XSS } },
-        verdict: { passed: false, score: 0.4, criteria: [{ name: 'tone', passed: false }] },
+        verdict: {
+          kind: 'rejected',
+          score: 0.4,
+          feedback: {
+            summary: `too short ${XSS}`,
+            failedCriteria: [
+              { name: `tone ${XSS}`, expected: 'friendly', actual: 'curt', passed: false },
+              { name: 'spelling', expected: 'no typos', actual: 'none', passed: true },
+            ],
+            guidance: { judge: 'say why it matters' },
+          },
+        },
         feedback: `too short ${XSS}`,
       },
       {
@@ -212,6 +223,14 @@ describe('inbox pages', () => {
     expect(res.body).not.toContain(testId(TEST_IDS.actionResume));
     expect(res.body).not.toMatch(NO_MARKUP);
     expect(res.body).toContain('score 0.4');
+    // The verdict reads as text (outcome, summary, each failed criterion, guidance); its JSON one click away.
+    const verdict = res.body.slice(res.body.indexOf(testId(TEST_IDS.verdict)));
+    expect(verdict).toMatch(/Rejected/);
+    expect(verdict).toContain('too short &lt;script&gt;');
+    expect(verdict.match(new RegExp(testId(TEST_IDS.criterion), 'g'))).toHaveLength(1);
+    expect(verdict).toMatch(/<strong>tone &lt;script&gt;[^<]*<\/strong>: expected “friendly”, got “curt”/);
+    expect(verdict).toContain('say why it matters');
+    expect(verdict).toMatch(/<details class="raw-json">\s*<summary class="sub">JSON<\/summary>/);
     expect(res.body).toContain('No worker answered');
     // A Web UI address that is not http(s) does not become a link target.
     expect(res.body).toMatch(new RegExp(`href="#"[^>]*${testId(TEST_IDS.webUiLink)}`));
@@ -251,15 +270,16 @@ describe('inbox pages', () => {
 
   it('serves only its two assets, revalidated (no-cache) where pages are no-store', async () => {
     const { app: server } = await app();
-    const js = await server.inject({ url: '/assets/inbox.js' });
+    const js = await server.inject({ url: '/assets/inbox.js', headers: { host: HOST } });
     expect(js.statusCode).toBe(200);
     expect(js.headers['content-type']).toContain('text/javascript');
     expect(js.body).toContain('EventSource');
     expect(js.headers['cache-control']).toBe('no-cache');
-    expect((await server.inject({ url: '/login' })).headers['cache-control']).toBe('no-store');
-    expect((await server.inject({ url: '/assets/inbox.css' })).headers['content-type']).toContain('text/css');
-    expect((await server.inject({ url: '/assets/..%2Fserver.ts' })).statusCode).toBe(404);
-    expect((await server.inject({ url: '/assets/constructor' })).statusCode).toBe(404);
+    const get = (url: string) => server.inject({ url, headers: { host: HOST } });
+    expect((await get('/login')).headers['cache-control']).toBe('no-store');
+    expect((await get('/assets/inbox.css')).headers['content-type']).toContain('text/css');
+    expect((await get('/assets/..%2Fserver.ts')).statusCode).toBe(404);
+    expect((await get('/assets/constructor')).statusCode).toBe(404);
     await server.close();
   });
 });
@@ -339,6 +359,21 @@ describe('sessions', () => {
     await server.close();
   });
 
+  it('end on the server at sign-out: the same cookie, sent again, is refused; a new sign-in works', async () => {
+    const { app: server } = await app();
+    const cookie = await signIn(server);
+    const headers = { host: HOST, cookie: `${SESSION_COOKIE}=${cookie.value}` };
+    expect((await server.inject({ url: '/api/decisions', headers })).statusCode).toBe(200);
+    const out = await server.inject({ method: 'POST', url: '/logout', headers: { ...json, ...headers }, payload: {} });
+    expect(out.statusCode).toBe(200);
+    expect((await server.inject({ url: '/api/decisions', headers })).statusCode).toBe(401);
+    expect((await server.inject({ url: '/', headers })).statusCode).toBe(303);
+    const again = await signIn(server);
+    const fresh = { host: HOST, cookie: `${SESSION_COOKIE}=${again.value}` };
+    expect((await server.inject({ url: '/api/decisions', headers: fresh })).statusCode).toBe(200);
+    await server.close();
+  });
+
   it('a logged-in session stops working once its token leaves the tokens list', async () => {
     const { app: server } = await app();
     const cookie = await signIn(server);
@@ -382,35 +417,37 @@ describe('event stream', () => {
     await server.close();
   });
 
-  it('streams over a socket: 401 without a session, reset for a stale Last-Event-ID, removals as they happen', async () => {
+  it('streams over a socket: 401 without a session, reset for a stale Last-Event-ID, removals, and ended when the token goes', async () => {
     const { app: server, index } = await app();
     await server.listen({ host: '127.0.0.1', port: 0 });
     const { port } = server.server.address() as { port: number };
     const open = (headers: Record<string, string>) =>
-      new Promise<{ status: number; read: () => Promise<string>; close: () => void }>((resolve, reject) => {
-        const req = httpRequest({ host: '127.0.0.1', port, path: '/api/events', headers }, (res) => {
-          let buffer = '';
-          const waiters: (() => void)[] = [];
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => {
-            buffer += chunk;
-            waiters.splice(0).forEach((w) => w());
-          });
-          const read = () =>
-            new Promise<string>((done) => {
-              const take = () => {
-                const out = buffer;
-                buffer = '';
-                done(out);
-              };
-              if (buffer) take();
-              else waiters.push(take);
+      new Promise<{ status: number; read: () => Promise<string>; ended: () => boolean; close: () => void }>(
+        (resolve, reject) => {
+          const req = httpRequest({ host: '127.0.0.1', port, path: '/api/events', headers }, (res) => {
+            let buffer = '';
+            const waiters: (() => void)[] = [];
+            res.setEncoding('utf8');
+            res.on('data', (chunk: string) => {
+              buffer += chunk;
+              waiters.splice(0).forEach((w) => w());
             });
-          resolve({ status: res.statusCode!, read, close: () => req.destroy() });
-        });
-        req.on('error', reject);
-        req.end();
-      });
+            const read = () =>
+              new Promise<string>((done) => {
+                const take = () => {
+                  const out = buffer;
+                  buffer = '';
+                  done(out);
+                };
+                if (buffer) take();
+                else waiters.push(take);
+              });
+            resolve({ status: res.statusCode!, read, ended: () => res.complete, close: () => req.destroy() });
+          });
+          req.on('error', reject);
+          req.end();
+        },
+      );
     const auth = { host: HOST, authorization: `Bearer ${alice.token}` };
     const refused = await open({ host: HOST });
     expect(refused.status).toBe(401);
@@ -424,6 +461,14 @@ describe('event stream', () => {
     index.remove(listed[1]!.key);
     const next = await live.read();
     expect(next).toContain(`event: removed\ndata: {"keys":["${listed[1]!.key}"]}`);
+    // alice's token leaves the list: her open stream says so and ends, before any further change is sent.
+    tokens = parseTokens(bob.line);
+    const ended = await live.read();
+    expect(ended).toContain('event: ended');
+    expect(ended).toContain('Your session ended');
+    index.remove(listed[2]!.key);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(live.ended()).toBe(true);
     live.close();
     await server.close();
   });

@@ -159,7 +159,40 @@ describe('inbox server', () => {
       payload: { artefact: {} },
     });
     expect(check.json()).toEqual({ errors: [{ path: '/title', message: 'must be string' }] });
-    expect((await server.inject({ url: '/healthz' })).json()).toMatchObject({ ok: true, decisions: 3 });
+    expect((await server.inject({ url: '/healthz', headers: bearer })).json()).toMatchObject({
+      ok: true,
+      decisions: 3,
+    });
+    await server.close();
+  });
+
+  it('answers only as its own hosts on every route (DNS rebinding), and keeps counts behind sign-in', async () => {
+    const { app: server } = await app();
+    const login = await server.inject({
+      method: 'POST',
+      url: '/login',
+      headers: same,
+      payload: { token: alice.token },
+    });
+    const cookie = `${SESSION_COOKIE}=${login.cookies[0]!.value}`;
+    const key = encodeURIComponent(decision('a').key);
+    const routes = ['/api/decisions', `/api/decisions/${key}`, '/', `/d/${key}`, `/d/${key}/diff?a=1&b=2`];
+    for (const url of [...routes, '/login', '/assets/inbox.js', '/healthz']) {
+      for (const auth of [{ cookie }, { authorization: `Bearer ${alice.token}` }]) {
+        const res = await server.inject({ url, headers: { ...auth, host: 'evil.example' } });
+        expect([url, res.statusCode]).toEqual([url, 403]);
+        expect(res.body).not.toContain('"total"');
+      }
+    }
+    expect((await server.inject({ url: '/api/decisions', headers: { host: HOST, cookie } })).statusCode).toBe(200);
+    // Liveness for anyone who names the inbox's host; how many decisions wait only for a reviewer.
+    const anonymous = await server.inject({ url: '/healthz', headers: { host: HOST } });
+    expect(anonymous.statusCode).toBe(200);
+    expect(anonymous.json()).toEqual({ ok: true });
+    expect((await server.inject({ url: '/healthz', headers: { host: HOST, cookie } })).json()).toMatchObject({
+      ok: true,
+      decisions: 3,
+    });
     await server.close();
   });
 

@@ -1,5 +1,5 @@
-// The review inbox's only script (no framework, no bundler): login by token (also from a #token= fragment),
-// answers posted as JSON (the server refuses anything else), the edit check before an edited artefact is
+// The review inbox's only script (no framework, no bundler): login by token (also from a #token= fragment,
+// on load or when the fragment changes), sign-out, answers posted as JSON (the server refuses anything else), the edit check before an edited artefact is
 // sent, batch selection, the live event stream, and keyboard shortcuts. The page works without it for reading.
 'use strict';
 
@@ -7,7 +7,7 @@ const $ = (selector, root) => (root || document).querySelector(selector);
 const $$ = (selector, root) => Array.from((root || document).querySelectorAll(selector));
 const byTestId = (id, root) => $(`[data-testid="${id}"]`, root);
 
-/** POSTs JSON; resolves to { status, body } (body null when not JSON). */
+/** POSTs JSON; resolves to { status, body } (body null when not JSON). A 401 sends a signed-in page to /login. */
 async function post(url, payload) {
   const res = await fetch(url, {
     method: 'POST',
@@ -21,7 +21,8 @@ async function post(url, payload) {
   } catch {
     body = null;
   }
-  if (res.status === 401) location.assign('/login');
+  // Not from the login page itself: a refused token is said there, and a reload would wipe the notice.
+  if (res.status === 401 && url !== '/login') location.assign('/login');
   return { status: res.status, body };
 }
 
@@ -61,18 +62,22 @@ function setupLogin() {
     const signIn = async (token) => {
       const res = await post('/login', { token });
       if (res.status === 200) location.assign('/');
-      else notice((res.body && res.body.message) || 'Sign-in failed.', 'error');
+      else notice(`Sign-in failed: ${(res.body && res.body.message) || `the server answered ${res.status}`}.`, 'error');
     };
     loginForm.addEventListener('submit', (e) => {
       e.preventDefault();
       void signIn(field.value);
     });
-    const match = /^#token=(.+)$/.exec(location.hash);
-    if (match) {
+    const fromFragment = () => {
+      const match = /^#token=(.+)$/.exec(location.hash);
+      if (!match) return;
       // The fragment never reaches the server's log; clear it from the address bar and history too.
       history.replaceState(null, '', '/login');
       void signIn(decodeURIComponent(match[1]));
-    }
+    };
+    fromFragment();
+    // A #token= link opened in a tab already at /login changes only the fragment: no new page loads.
+    window.addEventListener('hashchange', fromFragment);
   }
 
   const logout = $('#logout');
@@ -181,6 +186,11 @@ function setupLiveUpdates() {
       (!params.get('kind') || params.get('kind').split(',').includes(row.dataset.kind));
     const events = new EventSource('/api/events');
     events.addEventListener('reset', () => location.reload());
+    // Signed out elsewhere, or the token was removed: the server closed the stream; do not reconnect.
+    events.addEventListener('ended', (e) => {
+      events.close();
+      notice(JSON.parse(e.data).message, 'error');
+    });
     events.addEventListener('removed', (e) => JSON.parse(e.data).keys.forEach(removeRow));
     events.addEventListener('counts', (e) => {
       if (!filtered) count.textContent = `${JSON.parse(e.data).total} pending`;

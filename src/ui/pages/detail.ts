@@ -9,6 +9,7 @@ import { renderArtefact } from '../render/artefact';
 import { canonicalJson, renderDiff } from '../render/diff';
 import { renderJsonTree } from '../render/json-tree';
 import { renderText } from '../render/text';
+import { OUTCOME_CLASS, renderFeedback, renderVerdict, verdictOutcome } from '../render/verdict';
 import { TEST_IDS } from '../test-ids';
 import { page, remaining } from './layout';
 
@@ -183,13 +184,13 @@ function attemptView(x: AttemptView, open: boolean): SafeHtml {
     ${
       x.verdict !== undefined
         ? html`<h3>Verdict</h3>
-            ${renderJsonTree(x.verdict)}`
+            ${renderVerdict(x.verdict)}`
         : ''
     }
     ${
-      x.feedback !== undefined
+      x.feedback !== undefined && !sameFeedback(x)
         ? html`<h3>Feedback</h3>
-            ${typeof x.feedback === 'string' ? renderText(x.feedback) : renderJsonTree(x.feedback)}`
+            ${renderFeedback(x.feedback)}`
         : ''
     }
     ${
@@ -201,14 +202,23 @@ function attemptView(x: AttemptView, open: boolean): SafeHtml {
   </details>`;
 }
 
-/** `passed · score 0.72` from a gate verdict, when it has those fields. */
+/**
+ * Whether an attempt's feedback is its rejecting verdict's own (the engine records both): shown once, under
+ * the verdict.
+ */
+function sameFeedback(x: AttemptView): boolean {
+  const fromVerdict = (x.verdict as { feedback?: unknown } | undefined)?.feedback;
+  return fromVerdict !== undefined && JSON.stringify(fromVerdict) === JSON.stringify(x.feedback);
+}
+
+/** `rejected · score 0.72` from a gate verdict, when it has those fields. */
 function verdictLine(verdict: unknown): SafeHtml | '' {
   if (typeof verdict !== 'object' || verdict === null) return '';
-  const v = verdict as { passed?: unknown; score?: unknown };
-  const passed = typeof v.passed === 'boolean' ? (v.passed ? 'passed' : 'failed') : undefined;
+  const outcome = verdictOutcome(verdict);
+  const v = verdict as { score?: unknown };
   const score = typeof v.score === 'number' ? `score ${v.score}` : undefined;
-  const text = [passed, score].filter(Boolean).join(' · ');
-  return text ? html`<span class="verdict ${passed ?? ''}">${text}</span>` : '';
+  const text = [outcome, score].filter(Boolean).join(' · ');
+  return text ? html`<span class="verdict ${outcome ? OUTCOME_CLASS[outcome] : ''}">${text}</span>` : '';
 }
 
 function approvalSection(detail: DecisionDetail): SafeHtml | '' {
