@@ -13,3 +13,8 @@ export const INBOX_PORT = 8234;
 export function loginUrl(url: string, token: string): string {
   return `${url.replace(/\/+$/, '')}/login#token=${token}`;
 }
+
+/** `host:port` as a browser writes it in the Host header and the address bar: an IPv6 literal in brackets. */
+export function hostAndPort(host: string, port: number): string {
+  return host.includes(':') && !host.startsWith('[') ? `[${host}]:${port}` : `${host}:${port}`;
+}

@@ -19,7 +19,7 @@ import {
   type ProxyIdentity,
   type TokenEntry,
 } from './auth';
-import { INBOX_HOST, INBOX_PORT } from './address';
+import { hostAndPort, INBOX_HOST, INBOX_PORT } from './address';
 import type { InboxBackend } from './backend';
 import { checkHost, checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
@@ -292,7 +292,7 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, run: (item: T)
 export async function createInboxServer(options: InboxServerOptions): Promise<{ url: string; close(): Promise<void> }> {
   const host = options.host ?? INBOX_HOST;
   const port = options.port ?? INBOX_PORT;
-  const hosts = [`${host}:${port}`, `localhost:${port}`, ...(options.allowedHosts ?? [])];
+  const hosts = [hostAndPort(host, port), `localhost:${port}`, ...(options.allowedHosts ?? [])];
   const { app } = await buildInboxApp(options, hosts);
   // The index already polls: a port in use must not leave it running (`treadle dev` goes on without the inbox).
   await app.listen({ host, port }).catch(async (error: unknown) => {
@@ -302,8 +302,8 @@ export async function createInboxServer(options: InboxServerOptions): Promise<{ 
   // Port 0 asks the system for a free port: report the one bound, and answer as it (the checks read `hosts`).
   const bound = app.server.address();
   const actual = typeof bound === 'object' && bound !== null ? bound.port : port;
-  if (actual !== port) hosts.push(`${host}:${actual}`, `localhost:${actual}`);
-  return { url: `http://${host}:${actual}/`, close: () => app.close() };
+  if (actual !== port) hosts.push(hostAndPort(host, actual), `localhost:${actual}`);
+  return { url: `http://${hostAndPort(host, actual)}/`, close: () => app.close() };
 }
 
 /** The answer in a request body, or why it is not one. A `reviewer`/`by` field in the body is ignored. */

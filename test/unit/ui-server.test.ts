@@ -8,7 +8,7 @@ import { ANSWERS, decisionKey, type DecisionAnswer, type PendingDecision } from 
 import { TreadleError } from '../../src/client/treadle-error';
 import { newToken, parseTokens } from '../../src/ui/auth';
 import type { InboxBackend } from '../../src/ui/backend';
-import { buildInboxApp, SESSION_COOKIE } from '../../src/ui/server';
+import { buildInboxApp, createInboxServer, SESSION_COOKIE } from '../../src/ui/server';
 
 const HOST = '127.0.0.1:8234';
 const alice = newToken('alice');
@@ -222,5 +222,22 @@ describe('inbox server', () => {
     });
     expect(check.statusCode).toBe(404);
     await server.close();
+  });
+  it('on an IPv6 address answers the Host a browser sends, in brackets, and reports its address that way', async () => {
+    const server = await createInboxServer({
+      backend: backend(),
+      auth: { tokens: parseTokens(alice.line) },
+      index: { deltaMs: 0, reconcileMs: 0 },
+      host: '::1',
+      port: 0,
+    });
+    try {
+      expect(server.url).toMatch(/^http:\/\/\[::1\]:\d+\/$/);
+      const health = await fetch(new URL('healthz', server.url));
+      expect(health.status).toBe(200);
+      expect(await health.json()).toEqual({ ok: true });
+    } finally {
+      await server.close();
+    }
   });
 });
