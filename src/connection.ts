@@ -58,12 +58,45 @@ export async function connectFailure(error: unknown, settings: TemporalSettings)
   );
 }
 
-function failureFor(diagnosis: Diagnosis, settings: TemporalSettings): TreadleError {
+function failureFor(diagnosis: Diagnosis, settings: TemporalSettings, verb = 'connect to'): TreadleError {
   const where = `the Temporal server at ${settings.address}`;
   const fix = FIXES[diagnosis.cause](settings, diagnosis.said ?? '');
   if (diagnosis.cause === 'refused') return new TreadleError(`cannot reach ${where}: ${fix}`, 'unreachable');
-  return configError(`cannot connect to ${where}: ${fix}`);
+  return configError(`cannot ${verb} ${where}: ${fix}`);
 }
+
+/**
+ * A call refused after the connection was made (a proxy may let the connection check through, and Temporal
+ * answers PERMISSION_DENIED to a key without access to the namespace) as the same one-line `config` error a
+ * refused connection gives; undefined for any other failure. Only a gRPC status is read, never the text of,
+ * say, a workflow's failure.
+ */
+export function refusedCredentials(error: unknown, settings: TemporalSettings): TreadleError | undefined {
+  const status = grpcStatusText(error);
+  const diagnosis = status === undefined ? undefined : classify(status, settings);
+  if (diagnosis?.cause !== 'unauthenticated' && diagnosis?.cause !== 'forbidden') return undefined;
+  return failureFor(diagnosis, settings, 'use');
+}
+
+/**
+ * The text of a gRPC UNAUTHENTICATED or PERMISSION_DENIED status in an error's causes: grpc-js's (a numeric
+ * `code`, an HTTP 401/403 from a proxy included) or the Rust core's (`Status { code: PermissionDenied, … }`,
+ * or an HTTP 401/403 it could not read as gRPC).
+ */
+function grpcStatusText(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 5; depth++) {
+    const e = current as { message?: string; details?: string; code?: unknown; cause?: unknown };
+    if (e.code === GRPC_PERMISSION_DENIED || e.code === GRPC_UNAUTHENTICATED) return errorText(e);
+    if (/Status \{ code: (PermissionDenied|Unauthenticated)\b|response with status: 40[13]\b/.test(e.message ?? ''))
+      return e.message;
+    current = e.cause;
+  }
+  return undefined;
+}
+
+const GRPC_PERMISSION_DENIED = 7;
+const GRPC_UNAUTHENTICATED = 16;
 
 type Cause =
   | 'refused'
@@ -98,9 +131,9 @@ const FIXES: Record<Cause, (s: TemporalSettings, said: string) => string> = {
     'it expects TLS: set TEMPORAL_TLS=true (with TEMPORAL_TLS_SERVER_CA_CERT_PATH for a private CA), or TEMPORAL_API_KEY',
   'not-tls': () =>
     'it does not speak TLS: unset TEMPORAL_TLS and the TEMPORAL_TLS_* settings (an API key turns TLS on; TEMPORAL_TLS=false turns it off)',
-  unauthenticated: (s, said) => refusedCredentials(s, said, 'it asks for an API key', `set ${API_KEY}`),
+  unauthenticated: (s, said) => credentialFix(s, said, 'it asks for an API key', `set ${API_KEY}`),
   forbidden: (s, said) =>
-    refusedCredentials(
+    credentialFix(
       s,
       said,
       'it refuses callers without credentials',
@@ -116,7 +149,7 @@ const FIXES: Record<Cause, (s: TemporalSettings, said: string) => string> = {
  * The fix for credentials the server (or a proxy in front of it) refused: the ones that were sent, or
  * `unsent`/`set` when none were. `scope` follows a credential that was accepted but may not do this.
  */
-function refusedCredentials(s: TemporalSettings, said: string, unsent: string, set: string, scope = ''): string {
+function credentialFix(s: TemporalSettings, said: string, unsent: string, set: string, scope = ''): string {
   const cert = sendsClientCert(s);
   const key = Boolean(s.options.apiKey);
   if (key && cert)
@@ -181,12 +214,12 @@ function grpcRefusal(text: string): Diagnosis | undefined {
     [
       'unauthenticated',
       'UNAUTHENTICATED',
-      /\b16 UNAUTHENTICATED: ([^|]*)|valid authentication credentials', message: "([^"]*)"/,
+      /\b16 UNAUTHENTICATED: ([^|]*)|(?:valid authentication credentials'|code: Unauthenticated), message: "([^"]*)"/,
     ],
     [
       'forbidden',
       'PERMISSION_DENIED',
-      /\b7 PERMISSION_DENIED: ([^|]*)|permission to execute the specified operation', message: "([^"]*)"/,
+      /\b7 PERMISSION_DENIED: ([^|]*)|(?:permission to execute the specified operation'|code: PermissionDenied), message: "([^"]*)"/,
     ],
   ];
   for (const [cause, name, pattern] of statuses) {

@@ -194,3 +194,45 @@ describe('a refused credential is a setting to fix, not an unreachable server (i
   ];
   it.each(cases)('%s', (what, settings, names) => expectSettingNamed(what, settings(), names), 60_000);
 });
+
+it('a credential refused after the connection check is a setting to fix too (issue 37 §2)', async () => {
+  const env = {
+    ...baseEnv('secured-denied'),
+    TEMPORAL_ADDRESS: proxy.deniedAddress,
+    TEMPORAL_API_KEY: proxy.apiKey,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca,
+  };
+  const refusal = `cannot use the Temporal server at ${proxy.deniedAddress}: it refused the API key (PERMISSION_DENIED: Request unauthorized.): check TEMPORAL_API_KEY (or the profile's api_key); it must grant access to namespace default`;
+  for (const args of [
+    ['status', 'any-id'],
+    ['reviews'],
+    ['run', '--file', path.join(dir, 'pipeline.yaml'), '--input', '{}'],
+  ]) {
+    const run = await treadle(args, env);
+    expect({ args, code: run.code, stderr: run.stderr }).toEqual({ args, code: 2, stderr: `treadle: ${refusal}\n` });
+  }
+  // The worker connects, says it could not check the search attributes, then stops at its first namespace call.
+  const worker = await treadle(['worker'], env);
+  const lines = worker.stderr.split('\n').filter(Boolean);
+  expect({ code: worker.code, last: lines.at(-1), fast: worker.ms < 8_000 }).toEqual({
+    code: 2,
+    last: `treadle: ${refusal}`,
+    fast: true,
+  });
+  const client = await TreadleClient.connect({ temporal: temporalSettings({ ...process.env, ...env }) });
+  try {
+    for (const call of [() => client.getState('any-id'), () => client.listPendingDecisions()]) {
+      const error = await call().then(
+        () => undefined,
+        (e: unknown) => e as TreadleError,
+      );
+      expect({ name: error?.name, code: error?.code, message: error?.message }).toEqual({
+        name: 'TreadleError',
+        code: 'config',
+        message: refusal,
+      });
+    }
+  } finally {
+    await client.close();
+  }
+}, 120_000);

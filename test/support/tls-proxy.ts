@@ -2,7 +2,9 @@
  * A secured Temporal endpoint for tests: nginx (Debian's package, which `.ci/run` installs) terminating TLS in
  * front of the run's dev server with `grpc_pass`, on two ports: one that wants an API key
  * (`authorization: Bearer <key>`; no key is answered 401, a wrong one 403, as proxies in front of Temporal
- * do), one that wants a client certificate (mTLS) its CA signed and has not revoked. Certificates come from
+ * do), one that wants a client certificate (mTLS) its CA signed and has not revoked, and one that lets the
+ * connection check through and refuses every other call with gRPC PERMISSION_DENIED, as Temporal does to a
+ * key without access to the namespace. Certificates come from
  * the openssl CLI: a CA, a server certificate for localhost and 127.0.0.1, a client certificate, a revoked
  * one (listed in the CA's CRL), and a second CA that signed nothing the server presents.
  */
@@ -33,6 +35,8 @@ export interface TlsProxy {
   apiKeyAddress: string;
   /** TLS with a client certificate the test CA signed. */
   mtlsAddress: string;
+  /** TLS; GetSystemInfo (the connection check) reaches the server, every other call is PERMISSION_DENIED. */
+  deniedAddress: string;
   apiKey: string;
   certs: TestCertificates;
   dir: string;
@@ -128,7 +132,12 @@ export function makeCertificates(dir: string): TestCertificates {
   };
 }
 
-function nginxConfig(dir: string, upstream: string, ports: { apiKey: number; mtls: number }, apiKey: string): string {
+function nginxConfig(
+  dir: string,
+  upstream: string,
+  ports: { apiKey: number; mtls: number; denied: number },
+  apiKey: string,
+): string {
   const tls = (port: number) => [
     `    listen 127.0.0.1:${port} ssl http2;`,
     `    ssl_certificate ${dir}/server.crt;`,
@@ -166,6 +175,17 @@ function nginxConfig(dir: string, upstream: string, ports: { apiKey: number; mtl
     '    ssl_verify_client on;',
     `    location / { grpc_pass grpc://${upstream}; }`,
     '  }',
+    '  server {',
+    ...tls(ports.denied),
+    `    location = /temporal.api.workflowservice.v1.WorkflowService/GetSystemInfo { grpc_pass grpc://${upstream}; }`,
+    // A trailers-only gRPC answer: the status in the headers, no message.
+    '    location / {',
+    '      default_type application/grpc;',
+    '      add_header grpc-status 7 always;',
+    '      add_header grpc-message "Request unauthorized." always;',
+    '      return 200;',
+    '    }',
+    '  }',
     '}',
     '',
   ].join('\n');
@@ -192,7 +212,7 @@ export async function startTlsProxy(upstream: string): Promise<TlsProxy> {
   const certs = makeCertificates(dir);
   for (const t of ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(path.join(dir, t));
   const apiKey = `test-key-${Math.random().toString(36).slice(2, 12)}`;
-  const ports = { apiKey: await freePort(), mtls: await freePort() };
+  const ports = { apiKey: await freePort(), mtls: await freePort(), denied: await freePort() };
   const conf = path.join(dir, 'nginx.conf');
   writeFileSync(conf, nginxConfig(dir, upstream, ports, apiKey));
   const child: ChildProcess = spawn(binary, ['-p', dir, '-c', conf, '-g', 'daemon off;'], {
@@ -203,7 +223,7 @@ export async function startTlsProxy(upstream: string): Promise<TlsProxy> {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
     await Promise.race([
-      Promise.all([listening(ports.apiKey, 10_000), listening(ports.mtls, 10_000)]),
+      Promise.all(Object.values(ports).map((port) => listening(port, 10_000))),
       exited.then(() => {
         throw new Error(`nginx exited at start: ${stderr.trim()}`);
       }),
@@ -215,6 +235,7 @@ export async function startTlsProxy(upstream: string): Promise<TlsProxy> {
   return {
     apiKeyAddress: `localhost:${ports.apiKey}`,
     mtlsAddress: `localhost:${ports.mtls}`,
+    deniedAddress: `localhost:${ports.denied}`,
     apiKey,
     certs,
     dir,
