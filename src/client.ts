@@ -9,7 +9,7 @@ import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
 import { loadConfig } from './config';
-import { connectClient, temporalSettings, type TemporalSettings } from './connection';
+import { connectClient, refusedCredentials, temporalSettings, type TemporalSettings } from './connection';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import type { KnownImplementations } from './model/pipeline';
 import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from './kinds/approval/shapes';
@@ -81,6 +81,8 @@ export class TreadleClient {
   /** How long a review, approval or loop resume waits for a worker to accept it. */
   readonly reviewTimeoutMs: number;
   private readonly blobThresholdBytes: number;
+  /** The settings it connected with (none when made from a `Client`): a refused credential names them. */
+  private readonly temporal?: TemporalSettings;
 
   constructor(
     readonly client: Client,
@@ -93,6 +95,7 @@ export class TreadleClient {
     this.blobs = options.blobs ?? createBlobStore(config.blobStore);
     this.reviewTimeoutMs = options.reviewTimeoutMs ?? DEFAULT_REVIEW_TIMEOUT_MS;
     this.blobThresholdBytes = config.blobThresholdBytes;
+    if (options.temporal) this.temporal = options.temporal;
   }
 
   /**
@@ -119,7 +122,7 @@ export class TreadleClient {
       dataConverter: { externalStorage: treadleExternalStorage(blobs) },
       ...(options.tracing ? { plugins: [options.tracing.plugin] } : {}),
     });
-    return new TreadleClient(client, { ...rest, blobs }, connection);
+    return new TreadleClient(client, { ...rest, blobs, temporal: settings }, connection);
   }
 
   /**
@@ -133,7 +136,7 @@ export class TreadleClient {
     input: unknown = null,
     options: { id?: string; tokenBudget?: number | null } = {},
   ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
-    return startWorkItem(this.startContext(), pipeline, input, options);
+    return startWorkItem(this.startContext(), pipeline, input, options).catch(this.rethrow);
   }
 
   /**
@@ -147,7 +150,7 @@ export class TreadleClient {
     spec: unknown,
     options: { repo: string; id?: string; replies?: Json },
   ): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
-    return startTddTree(this.startContext(), spec, options);
+    return startTddTree(this.startContext(), spec, options).catch(this.rethrow);
   }
 
   /** A TDD node's state (the `state` query of a `tddNode` workflow); `timeoutMs` as for {@link getState}. */
@@ -343,7 +346,7 @@ export class TreadleClient {
    * no item is queried, no worker needed). Eventually consistent: a new review may take a second to appear.
    */
   async listPendingReviews(options: { pipeline?: string } = {}): Promise<PendingReviewListing[]> {
-    return listPendingReviews(this.client, options);
+    return listPendingReviews(this.client, options).catch(this.rethrow);
   }
 
   /**
@@ -352,17 +355,17 @@ export class TreadleClient {
    * them with {@link getApproval}. Eventually consistent, like {@link listPendingReviews}.
    */
   async listApprovals(options: { pipeline?: string } = {}): Promise<ApprovalListing[]> {
-    return listApprovals(this.client, options);
+    return listApprovals(this.client, options).catch(this.rethrow);
   }
 
   /** Every pending decision of every kind, oldest first, from one visibility listing (no worker needed). */
   listPendingDecisions(options: { pipeline?: string; kinds?: DecisionKind[] } = {}): Promise<PendingDecision[]> {
-    return listPendingDecisions(this.client, options);
+    return listPendingDecisions(this.client, options).catch(this.rethrow);
   }
 
   /** The workflows whose pending decisions changed since `since` (engine 7 items), or that closed since then. */
   listDecisionChanges(since: Date): Promise<DecisionChange[]> {
-    return listDecisionChanges(this.client, since);
+    return listDecisionChanges(this.client, since).catch(this.rethrow);
   }
 
   /** Answers a pending decision by key as `reviewer`; someone deciding first is `already_decided` (decide.ts). */
@@ -591,7 +594,21 @@ export class TreadleClient {
       if (isNotFound(error)) {
         throw new TreadleError(`unknown work item "${id}" in namespace ${this.client.options.namespace}`, 'not_found');
       }
-      throw error;
+      throw this.explainFailure(error);
     }
   }
+
+  /**
+   * What a failed call should throw: when the server accepted the connection but refused the call for its
+   * credentials (a proxy that lets the connection check through; a key without access to the namespace), the
+   * one-line `config` error a refused connection gives; else `error` itself.
+   */
+  explainFailure(error: unknown): unknown {
+    return (this.temporal && refusedCredentials(error, this.temporal)) ?? error;
+  }
+
+  /** {@link explainFailure}, thrown: for a promise's `catch`. */
+  private readonly rethrow = (error: unknown): never => {
+    throw this.explainFailure(error);
+  };
 }

@@ -23,18 +23,18 @@ export async function connectClient(
   // handshake until the deadline without saying why, so after a second a handshake of our own asks why.
   const connecting = Connection.connect({ connectTimeout: CONNECT_TIMEOUT_MS, ...extra, ...settings.options });
   let timer: NodeJS.Timeout | undefined;
-  const diagnosis = new Promise<Cause>((resolve) => {
-    timer = setTimeout(() => void probeTls(settings).then((cause) => cause && resolve(cause)), EARLY_PROBE_MS);
+  const diagnosed = new Promise<Diagnosis>((resolve) => {
+    timer = setTimeout(() => void probeTls(settings).then((found) => found && resolve(found)), EARLY_PROBE_MS);
   });
   try {
     const outcome = await Promise.race([
       connecting.then((c) => ({ connection: c })),
-      diagnosis.then((cause) => ({ cause })),
+      diagnosed.then((diagnosis) => ({ diagnosis })),
     ]);
     if ('connection' in outcome) return outcome.connection;
     // The channel gives up at its deadline; its failure is already explained.
     connecting.then((c) => c.close()).catch(() => undefined);
-    throw failureFor(outcome.cause, settings);
+    throw failureFor(outcome.diagnosis, settings);
   } catch (error) {
     if (error instanceof TreadleError) throw error;
     throw await connectFailure(error, settings);
@@ -49,8 +49,8 @@ const EARLY_PROBE_MS = 1_000;
 /** The one-line error for a failed connection: a `config` error when a setting is wrong, else `unreachable`. */
 export async function connectFailure(error: unknown, settings: TemporalSettings): Promise<TreadleError> {
   const text = errorText(error);
-  const cause = classify(text) ?? (await probeTls(settings));
-  if (cause) return failureFor(cause, settings);
+  const diagnosis = classify(text, settings) ?? (await probeTls(settings));
+  if (diagnosis) return failureFor(diagnosis, settings);
   const first = text.split('\n')[0] ?? text;
   return new TreadleError(
     `cannot reach the Temporal server at ${settings.address}: ${first} (start one with "treadle dev", or set TEMPORAL_ADDRESS or a temporal.toml profile)`,
@@ -58,12 +58,45 @@ export async function connectFailure(error: unknown, settings: TemporalSettings)
   );
 }
 
-function failureFor(cause: Cause, settings: TemporalSettings): TreadleError {
+function failureFor(diagnosis: Diagnosis, settings: TemporalSettings, verb = 'connect to'): TreadleError {
   const where = `the Temporal server at ${settings.address}`;
-  const fix = FIXES[cause](settings);
-  if (cause === 'refused') return new TreadleError(`cannot reach ${where}: ${fix}`, 'unreachable');
-  return configError(`cannot connect to ${where}: ${fix}`);
+  const fix = FIXES[diagnosis.cause](settings, diagnosis.said ?? '');
+  if (diagnosis.cause === 'refused') return new TreadleError(`cannot reach ${where}: ${fix}`, 'unreachable');
+  return configError(`cannot ${verb} ${where}: ${fix}`);
 }
+
+/**
+ * A call refused after the connection was made (a proxy may let the connection check through, and Temporal
+ * answers PERMISSION_DENIED to a key without access to the namespace) as the same one-line `config` error a
+ * refused connection gives; undefined for any other failure. Only a gRPC status is read, never the text of,
+ * say, a workflow's failure.
+ */
+export function refusedCredentials(error: unknown, settings: TemporalSettings): TreadleError | undefined {
+  const status = grpcStatusText(error);
+  const diagnosis = status === undefined ? undefined : classify(status, settings);
+  if (diagnosis?.cause !== 'unauthenticated' && diagnosis?.cause !== 'forbidden') return undefined;
+  return failureFor(diagnosis, settings, 'use');
+}
+
+/**
+ * The text of a gRPC UNAUTHENTICATED or PERMISSION_DENIED status in an error's causes: grpc-js's (a numeric
+ * `code`, an HTTP 401/403 from a proxy included) or the Rust core's (`Status { code: PermissionDenied, … }`,
+ * or an HTTP 401/403 it could not read as gRPC).
+ */
+function grpcStatusText(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 5; depth++) {
+    const e = current as { message?: string; details?: string; code?: unknown; cause?: unknown };
+    if (e.code === GRPC_PERMISSION_DENIED || e.code === GRPC_UNAUTHENTICATED) return errorText(e);
+    if (/Status \{ code: (PermissionDenied|Unauthenticated)\b|response with status: 40[13]\b/.test(e.message ?? ''))
+      return e.message;
+    current = e.cause;
+  }
+  return undefined;
+}
+
+const GRPC_PERMISSION_DENIED = 7;
+const GRPC_UNAUTHENTICATED = 16;
 
 type Cause =
   | 'refused'
@@ -71,11 +104,23 @@ type Cause =
   | 'wrong-name'
   | 'needs-tls'
   | 'not-tls'
-  | 'api-key'
+  | 'unauthenticated'
+  | 'forbidden'
   | 'client-cert'
   | 'client-cert-rejected';
 
-const FIXES: Record<Cause, (s: TemporalSettings) => string> = {
+/** Why a connection failed, and for a refused credential what the server or its proxy answered. */
+interface Diagnosis {
+  cause: Cause;
+  /** The answer, e.g. `403 Forbidden` or `PERMISSION_DENIED: Request unauthorized.` */
+  said?: string;
+}
+
+const API_KEY = "TEMPORAL_API_KEY (or the profile's api_key)";
+const CLIENT_CERT =
+  "TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH (or the profile's tls.client_cert_path and tls.client_key_path)";
+
+const FIXES: Record<Cause, (s: TemporalSettings, said: string) => string> = {
   refused: (s) =>
     `nothing listens there (start one with "treadle dev", or check TEMPORAL_ADDRESS${s.profile ? ` and profile ${s.profile}'s address` : ''})`,
   'unknown-ca': () =>
@@ -86,15 +131,39 @@ const FIXES: Record<Cause, (s: TemporalSettings) => string> = {
     'it expects TLS: set TEMPORAL_TLS=true (with TEMPORAL_TLS_SERVER_CA_CERT_PATH for a private CA), or TEMPORAL_API_KEY',
   'not-tls': () =>
     'it does not speak TLS: unset TEMPORAL_TLS and the TEMPORAL_TLS_* settings (an API key turns TLS on; TEMPORAL_TLS=false turns it off)',
-  'api-key': (s) =>
-    s.options.apiKey
-      ? "it refused the API key (401 Unauthorized): check TEMPORAL_API_KEY (or the profile's api_key)"
-      : 'it asks for an API key (401 Unauthorized): set TEMPORAL_API_KEY',
-  'client-cert': () =>
-    "it asks for a client certificate (mTLS): set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH (or the profile's tls.client_cert_path and tls.client_key_path)",
-  'client-cert-rejected': () =>
-    'it refused the client certificate: check TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH (a certificate its CA signed, with its key)',
+  unauthenticated: (s, said) => credentialFix(s, said, 'it asks for an API key', `set ${API_KEY}`),
+  forbidden: (s, said) =>
+    credentialFix(
+      s,
+      said,
+      'it refuses callers without credentials',
+      `set ${API_KEY}, or a client certificate with ${CLIENT_CERT}`,
+      `; it must grant access to namespace ${s.namespace}`,
+    ),
+  'client-cert': () => `it asks for a client certificate (mTLS): set ${CLIENT_CERT}`,
+  'client-cert-rejected': (_s, said) =>
+    `it refused the client certificate (${said ? `${said}: ` : ''}revoked, expired or not signed by a CA it trusts): check ${CLIENT_CERT}`,
 };
+
+/**
+ * The fix for credentials the server (or a proxy in front of it) refused: the ones that were sent, or
+ * `unsent`/`set` when none were. `scope` follows a credential that was accepted but may not do this.
+ */
+function credentialFix(s: TemporalSettings, said: string, unsent: string, set: string, scope = ''): string {
+  const cert = sendsClientCert(s);
+  const key = Boolean(s.options.apiKey);
+  if (key && cert)
+    return `it refused the API key or the client certificate (${said}): check ${API_KEY}${scope}, and ${CLIENT_CERT}`;
+  if (key) return `it refused the API key (${said}): check ${API_KEY}${scope}`;
+  if (cert)
+    return `it refused the client certificate (${said}): check ${CLIENT_CERT}${scope} (or set ${API_KEY} if it wants a key)`;
+  return `${unsent} (${said}): ${set}`;
+}
+
+function sendsClientCert(settings: TemporalSettings): boolean {
+  const tlsConfig = settings.options.tls;
+  return typeof tlsConfig === 'object' && tlsConfig !== null && Boolean(tlsConfig.clientCertPair);
+}
 
 /** The error's message and its causes', which is where grpc-js and the Rust core put what happened. */
 function errorText(error: unknown): string {
@@ -109,15 +178,56 @@ function errorText(error: unknown): string {
   return parts.join(' | ') || String(error);
 }
 
-/** Reads the cause from what the SDK said, when it said enough (the Rust core does; grpc-js often does not). */
-function classify(text: string): Cause | undefined {
-  if (/ConnectionRefused|ECONNREFUSED|Connection refused/i.test(text)) return 'refused';
-  if (/UNAUTHENTICATED|401 Unauthorized|status code 401/i.test(text)) return 'api-key';
-  if (/400 Bad Request|status code 400|CertificateRequired|certificate required/i.test(text)) return 'client-cert';
-  if (/UnknownIssuer|unable to verify|self[- ]signed|UNABLE_TO_GET_ISSUER/i.test(text)) return 'unknown-ca';
-  if (/NotValidForName|altnames|ERR_TLS_CERT_ALTNAME_INVALID/i.test(text)) return 'wrong-name';
-  if (/InvalidContentType|wrong version number|packet length too long/i.test(text)) return 'not-tls';
-  if (/BadCertificate|bad certificate|UnknownCA alert|unknown ca/i.test(text)) return 'client-cert-rejected';
+/**
+ * Reads the cause from what the SDK said, when it said enough (the Rust core does; grpc-js often does not).
+ * A proxy's HTTP status comes first: grpc-js reports HTTP 403 as PERMISSION_DENIED too.
+ */
+function classify(text: string, settings: TemporalSettings): Diagnosis | undefined {
+  if (/ConnectionRefused|ECONNREFUSED|Connection refused/i.test(text)) return { cause: 'refused' };
+  if (/status code 401|401 Unauthorized/i.test(text)) return { cause: 'unauthenticated', said: '401 Unauthorized' };
+  if (/status code 403|403 Forbidden/i.test(text)) return { cause: 'forbidden', said: '403 Forbidden' };
+  const denied = grpcRefusal(text);
+  if (denied) return denied;
+  if (/400 Bad Request|status code 400/i.test(text)) {
+    // nginx answers a missing client certificate and a refused one (revoked, unknown CA) alike: "400 Bad Request".
+    return sendsClientCert(settings)
+      ? { cause: 'client-cert-rejected', said: '400 Bad Request' }
+      : { cause: 'client-cert' };
+  }
+  if (/CertificateRequired|certificate required/i.test(text)) return { cause: 'client-cert' };
+  if (/UnknownIssuer|unable to verify|self[- ]signed|UNABLE_TO_GET_ISSUER/i.test(text)) return { cause: 'unknown-ca' };
+  if (/NotValidForName|altnames|ERR_TLS_CERT_ALTNAME_INVALID/i.test(text)) return { cause: 'wrong-name' };
+  if (/InvalidContentType|wrong version number|packet length too long/i.test(text)) return { cause: 'not-tls' };
+  if (
+    /BadCertificate|bad certificate|UnknownCA alert|unknown ca|CertificateRevoked|alert certificate revoked/i.test(text)
+  )
+    return { cause: 'client-cert-rejected' };
+  return undefined;
+}
+
+/**
+ * A gRPC UNAUTHENTICATED or PERMISSION_DENIED status with the server's message, as grpc-js says it
+ * (`7 PERMISSION_DENIED: Request unauthorized.`) or the Rust core does (tonic's description of the code).
+ */
+function grpcRefusal(text: string): Diagnosis | undefined {
+  const statuses: Array<[Cause, string, RegExp]> = [
+    [
+      'unauthenticated',
+      'UNAUTHENTICATED',
+      /\b16 UNAUTHENTICATED: ([^|]*)|(?:valid authentication credentials'|code: Unauthenticated), message: "([^"]*)"/,
+    ],
+    [
+      'forbidden',
+      'PERMISSION_DENIED',
+      /\b7 PERMISSION_DENIED: ([^|]*)|(?:permission to execute the specified operation'|code: PermissionDenied), message: "([^"]*)"/,
+    ],
+  ];
+  for (const [cause, name, pattern] of statuses) {
+    const match = pattern.exec(text);
+    if (!match) continue;
+    const message = (match[1] ?? match[2] ?? '').trim();
+    return { cause, said: message ? `${name}: ${message}` : name };
+  }
   return undefined;
 }
 
@@ -125,7 +235,7 @@ function classify(text: string): Cause | undefined {
  * grpc-js reports a failed TLS handshake only as "Failed to connect before the deadline"; a plain TLS
  * handshake with the same settings says why. Nothing is sent after the handshake.
  */
-async function probeTls(settings: TemporalSettings): Promise<Cause | undefined> {
+async function probeTls(settings: TemporalSettings): Promise<Diagnosis | undefined> {
   const { host, port } = splitAddress(settings.address);
   const tlsConfig = settings.options.tls;
   const config = typeof tlsConfig === 'object' && tlsConfig ? tlsConfig : {};
@@ -158,11 +268,15 @@ async function probeTls(settings: TemporalSettings): Promise<Cause | undefined> 
   if (!secured) {
     // Plaintext failed: a server that completes a TLS handshake wanted TLS.
     const probe = await attempt(false);
-    return probe.ok ? 'needs-tls' : probe.code === 'ECONNREFUSED' ? 'refused' : undefined;
+    if (probe.ok) return { cause: 'needs-tls' };
+    return probe.code === 'ECONNREFUSED' ? { cause: 'refused' } : undefined;
   }
   const probe = await attempt(true);
   if (probe.ok) return undefined;
-  return classify(`${probe.code ?? ''} ${probe.message ?? ''}`) ?? (probe.code === 'EPROTO' ? 'not-tls' : undefined);
+  return (
+    classify(`${probe.code ?? ''} ${probe.message ?? ''}`, settings) ??
+    (probe.code === 'EPROTO' ? { cause: 'not-tls' } : undefined)
+  );
 }
 
 function splitAddress(address: string): { host: string; port: number } {

@@ -22,7 +22,13 @@ import { treadleExternalStorage } from './storage/external-storage';
 import type { Registry } from './activities/registry';
 import { defaultActionRegistry, defaultRegistry } from './registries';
 import { loadConfig } from './config';
-import { connectClient, connectFailure, temporalSettings, type TemporalSettings } from './connection';
+import {
+  connectClient,
+  connectFailure,
+  refusedCredentials,
+  temporalSettings,
+  type TemporalSettings,
+} from './connection';
 import { createFanOutActivities } from './kinds/fan-out/activities';
 import { engineForAttributes, ensureSearchAttributes } from './server/search-attributes';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from './model/search-attributes';
@@ -283,12 +289,18 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     delete core.approvalActions;
   }
   try {
-    const workers = [
-      await createWorker(core),
-      ...(implementationsQueue !== undefined
-        ? [await createImplementationsWorker({ ...base, implementationsQueue })]
-        : []),
-    ];
+    let workers: Worker[];
+    try {
+      workers = [
+        await createWorker(core),
+        ...(implementationsQueue !== undefined
+          ? [await createImplementationsWorker({ ...base, implementationsQueue })]
+          : []),
+      ];
+    } catch (error) {
+      // Creating a worker describes the namespace: a credential refused after the connection check fails here.
+      throw refusedCredentials(error, settings) ?? error;
+    }
     const taskQueue = options.taskQueue ?? config.taskQueue;
     const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
     process.stderr.write(

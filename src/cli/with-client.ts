@@ -30,6 +30,9 @@ export function withClient<A extends unknown[]>(
     });
     try {
       await fn(client, ...args);
+    } catch (error) {
+      // Whichever call it was, a credential the server refused is a setting to fix (exit 2), said in one line.
+      throw client.explainFailure(error);
     } finally {
       await client.close();
       await tracing?.shutdown();

@@ -43,7 +43,7 @@ export function runIdFor(pipeline: string, input: Json): string {
 /** A server refusal of a start, with the server's reason (the SDK's own message is only "Failed to start"). */
 function startRefused(what: string, error: ServiceError): TreadleError {
   const reason = explainSearchAttributeError(error.cause?.message ?? error.message);
-  return new TreadleError(`could not start ${what}: ${reason}`, 'failed');
+  return new TreadleError(`could not start ${what}: ${reason}`, 'failed', [], { cause: error });
 }
 
 /** The pipeline spec, validated against the known implementations, or a TreadleError listing every problem. */

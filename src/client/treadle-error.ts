@@ -19,8 +19,9 @@ export class TreadleError extends Error {
       /** A setting that cannot work as given (a Temporal connection setting, a profile): fix the setting. */
       | 'config',
     readonly problems: string[] = [],
+    options?: ErrorOptions,
   ) {
-    super(message);
+    super(message, options);
     this.name = 'TreadleError';
   }
 }

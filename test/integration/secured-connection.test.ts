@@ -2,11 +2,13 @@
  * Treadle against a secured Temporal (issue 26 §1): nginx terminates TLS in front of the run's dev server,
  * one port wanting an API key, one a client certificate. A work item started by the CLI, run by a
  * `treadle worker` process and reviewed through the SDK completes through each; wrong settings fail fast
- * with one line naming the setting, for the CLI and for the worker.
+ * with one line naming the setting, for the CLI, the worker and `TreadleClient.connect()`, a refused
+ * credential (a wrong key answered 403, none answered 401, a revoked client certificate) included.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
+import type { TreadleError } from '../../src/client/errors';
 import { temporalSettings } from '../../src/connection';
 import { runCli, type CliRun } from '../support/cli';
 import { testAddress } from '../support/harness';
@@ -110,7 +112,38 @@ it('mTLS from a temporal.toml profile: started by the CLI, run by treadle worker
   await completeThrough(env, `secured-mtls-${Date.now()}`);
 }, 120_000);
 
-it('wrong settings fail fast, in one line naming the setting, for the CLI and for the worker', async () => {
+/**
+ * The settings fail fast, in one line naming the setting, for `treadle status`, `treadle worker` (exit 2 both)
+ * and `TreadleClient.connect()` (a TreadleError `config`).
+ */
+async function expectSettingNamed(what: string, settings: Record<string, string>, names: string): Promise<void> {
+  const env = { ...baseEnv('secured-wrong'), ...settings };
+  for (const args of [['status', 'any-id'], ['worker']]) {
+    const run = await treadle(args, env);
+    const lines = run.stderr.split('\n').filter(Boolean);
+    expect({ what, args, code: run.code, lines: lines.length }).toEqual({ what, args, code: 2, lines: 1 });
+    expect({ what, args, line: lines[0] }).toEqual({ what, args, line: expect.stringContaining(names) });
+    expect({ what, args, line: lines[0] }).toEqual({
+      what,
+      args,
+      line: expect.stringMatching(/^treadle( worker)?: cannot connect to the Temporal server at /),
+    });
+    // Fail fast: the CLI's connection would otherwise wait for its 5 s deadline, a worker retry for longer.
+    expect({ what, args, fast: run.ms < 8_000 }).toEqual({ what, args, fast: true });
+  }
+  const refused = await TreadleClient.connect({ temporal: temporalSettings({ ...process.env, ...env }) }).then(
+    async (client) => (await client.close(), undefined),
+    (error: unknown) => error as TreadleError,
+  );
+  expect({ what, name: refused?.name, code: refused?.code, message: refused?.message }).toEqual({
+    what,
+    name: 'TreadleError',
+    code: 'config',
+    message: expect.stringContaining(names),
+  });
+}
+
+it('wrong settings fail fast, in one line naming the setting, for the CLI, the worker and the SDK', async () => {
   const key = () => ({ TEMPORAL_ADDRESS: proxy.apiKeyAddress, TEMPORAL_API_KEY: proxy.apiKey });
   const cases: Array<[string, Record<string, string>, string]> = [
     [
@@ -119,16 +152,6 @@ it('wrong settings fail fast, in one line naming the setting, for the CLI and fo
       'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
     ],
     ['no CA for a private one', { ...key() }, 'TEMPORAL_TLS_SERVER_CA_CERT_PATH'],
-    [
-      'a bad API key',
-      { ...key(), TEMPORAL_API_KEY: 'wrong-key', TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca },
-      'it refused the API key (401 Unauthorized): check TEMPORAL_API_KEY',
-    ],
-    [
-      'no API key',
-      { TEMPORAL_ADDRESS: proxy.apiKeyAddress, TEMPORAL_TLS: 'true', TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca },
-      'it asks for an API key (401 Unauthorized): set TEMPORAL_API_KEY',
-    ],
     [
       'a missing client certificate',
       { TEMPORAL_ADDRESS: proxy.mtlsAddress, TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca },
@@ -141,20 +164,75 @@ it('wrong settings fail fast, in one line naming the setting, for the CLI and fo
     ],
     ['plaintext to a TLS endpoint', { TEMPORAL_ADDRESS: proxy.apiKeyAddress }, 'it expects TLS: set TEMPORAL_TLS=true'],
   ];
-  for (const [what, settings, names] of cases) {
-    const env = { ...baseEnv('secured-wrong'), ...settings };
-    for (const args of [['status', 'any-id'], ['worker']]) {
-      const run = await treadle(args, env);
-      const lines = run.stderr.split('\n').filter(Boolean);
-      expect({ what, args, code: run.code, lines: lines.length }).toEqual({ what, args, code: 2, lines: 1 });
-      expect({ what, args, line: lines[0] }).toEqual({ what, args, line: expect.stringContaining(names) });
-      expect({ what, args, line: lines[0] }).toEqual({
-        what,
-        args,
-        line: expect.stringMatching(/^treadle( worker)?: cannot connect to the Temporal server at /),
-      });
-      // Fail fast: the CLI's connection would otherwise wait for its 5 s deadline, a worker retry for longer.
-      expect({ what, args, fast: run.ms < 8_000 }).toEqual({ what, args, fast: true });
-    }
-  }
+  for (const [what, settings, names] of cases) await expectSettingNamed(what, settings, names);
 }, 240_000);
+
+describe('a refused credential is a setting to fix, not an unreachable server (issue 37 §2)', () => {
+  /** The API-key port with the CA that signed its certificate. */
+  const secured = () => ({ TEMPORAL_ADDRESS: proxy.apiKeyAddress, TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca });
+  const cases: Array<[string, () => Record<string, string>, string]> = [
+    [
+      'a wrong API key, answered 403',
+      () => ({ ...secured(), TEMPORAL_API_KEY: 'wrong-key' }),
+      "it refused the API key (403 Forbidden): check TEMPORAL_API_KEY (or the profile's api_key)",
+    ],
+    [
+      'no API key, answered 401',
+      () => ({ ...secured(), TEMPORAL_TLS: 'true' }),
+      "it asks for an API key (401 Unauthorized): set TEMPORAL_API_KEY (or the profile's api_key)",
+    ],
+    [
+      'a revoked client certificate',
+      () => ({
+        TEMPORAL_ADDRESS: proxy.mtlsAddress,
+        TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca,
+        TEMPORAL_TLS_CLIENT_CERT_PATH: proxy.certs.revokedCert,
+        TEMPORAL_TLS_CLIENT_KEY_PATH: proxy.certs.revokedKey,
+      }),
+      'it refused the client certificate (400 Bad Request: revoked, expired or not signed by a CA it trusts): check TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH',
+    ],
+  ];
+  it.each(cases)('%s', (what, settings, names) => expectSettingNamed(what, settings(), names), 60_000);
+});
+
+it('a credential refused after the connection check is a setting to fix too (issue 37 §2)', async () => {
+  const env = {
+    ...baseEnv('secured-denied'),
+    TEMPORAL_ADDRESS: proxy.deniedAddress,
+    TEMPORAL_API_KEY: proxy.apiKey,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: proxy.certs.ca,
+  };
+  const refusal = `cannot use the Temporal server at ${proxy.deniedAddress}: it refused the API key (PERMISSION_DENIED: Request unauthorized.): check TEMPORAL_API_KEY (or the profile's api_key); it must grant access to namespace default`;
+  for (const args of [
+    ['status', 'any-id'],
+    ['reviews'],
+    ['run', '--file', path.join(dir, 'pipeline.yaml'), '--input', '{}'],
+  ]) {
+    const run = await treadle(args, env);
+    expect({ args, code: run.code, stderr: run.stderr }).toEqual({ args, code: 2, stderr: `treadle: ${refusal}\n` });
+  }
+  // The worker connects, says it could not check the search attributes, then stops at its first namespace call.
+  const worker = await treadle(['worker'], env);
+  const lines = worker.stderr.split('\n').filter(Boolean);
+  expect({ code: worker.code, last: lines.at(-1), fast: worker.ms < 8_000 }).toEqual({
+    code: 2,
+    last: `treadle: ${refusal}`,
+    fast: true,
+  });
+  const client = await TreadleClient.connect({ temporal: temporalSettings({ ...process.env, ...env }) });
+  try {
+    for (const call of [() => client.getState('any-id'), () => client.listPendingDecisions()]) {
+      const error = await call().then(
+        () => undefined,
+        (e: unknown) => e as TreadleError,
+      );
+      expect({ name: error?.name, code: error?.code, message: error?.message }).toEqual({
+        name: 'TreadleError',
+        code: 'config',
+        message: refusal,
+      });
+    }
+  } finally {
+    await client.close();
+  }
+}, 120_000);

@@ -5,7 +5,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { temporalSettings } from '../../src/connection';
+import { refusedCredentials, temporalSettings } from '../../src/connection';
 import { type TreadleError } from '../../src/client/errors';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-connection-'));
@@ -130,4 +130,30 @@ it('names the setting when the profile, a file or an option cannot work', () => 
   expect(configErrorOf({ ...noFile, TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' }).message).toContain(
     'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION is not supported',
   );
+});
+
+it('reads a refused credential from a gRPC status only, naming the credential sent', () => {
+  const key = temporalSettings({ ...noFile, TEMPORAL_ADDRESS: 'cloud.example:7233', TEMPORAL_API_KEY: 'k-123' });
+  // grpc-js: the SDK's ServiceError with the status as its cause.
+  const grpcJs = Object.assign(new Error('Failed to describe workflow'), {
+    cause: Object.assign(new Error('7 PERMISSION_DENIED: Request unauthorized.'), {
+      code: 7,
+      details: 'Request unauthorized.',
+    }),
+  });
+  expect(refusedCredentials(grpcJs, key)).toMatchObject({
+    code: 'config',
+    message:
+      "cannot use the Temporal server at cloud.example:7233: it refused the API key (PERMISSION_DENIED: Request unauthorized.): check TEMPORAL_API_KEY (or the profile's api_key); it must grant access to namespace default",
+  });
+  // The Rust core (a worker): the status's Debug text, or tonic's description of the code.
+  const core = new Error(
+    'Namespace default was not found or otherwise could not be described: Status { code: Unauthenticated, message: "Invalid API key", metadata: MetadataMap { headers: {} }, source: None }',
+  );
+  expect(refusedCredentials(core, key)?.message).toContain(
+    "it refused the API key (UNAUTHENTICATED: Invalid API key): check TEMPORAL_API_KEY (or the profile's api_key)",
+  );
+  // No gRPC status: a workflow's failure that quotes an HTTP 403 (say, from a model's API) is not Temporal's refusal.
+  expect(refusedCredentials(new Error('stage draft failed: 403 Forbidden from api.example'), key)).toBeUndefined();
+  expect(refusedCredentials(Object.assign(new Error('5 NOT_FOUND: x'), { code: 5 }), key)).toBeUndefined();
 });
