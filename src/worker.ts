@@ -52,7 +52,7 @@ export interface TreadleWorkerOptions {
    * ships: a `registry` or `approvalActions` with names of its own is refused there (see `implementationsQueue`).
    */
   taskQueue?: string;
-  /** Implementations and gates of your own: on the core queue only with `implementationsQueue` (runWorker). */
+  /** Implementations, gates, validators and revisers of your own: on the core queue only with `implementationsQueue` (runWorker). */
   registry?: Registry;
   blobs?: BlobStore;
   blobThresholdBytes?: number;
@@ -84,8 +84,9 @@ export interface TreadleWorkerOptions {
    */
   worker?: Partial<WorkerOptions>;
   /**
-   * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages and
-   * gates that Treadle does not ship, in a second, activities-only Temporal worker; pipelines name it as `task_queue`.
+   * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages, gates,
+   * validators and revisers and the action types that Treadle does not ship, in a second, activities-only Temporal
+   * worker; pipelines name it as `task_queue`.
    */
   implementationsQueue?: string;
 }
@@ -202,8 +203,9 @@ function workerPlumbing(options: TreadleWorkerOptions, blobs: BlobStore): Partia
 }
 
 /**
- * Creates the activities-only worker of an implementations queue: the `registry`'s stages and gates that
- * Treadle does not ship, on `queue`. Pipelines send them there with `task_queue: <queue>`.
+ * Creates the activities-only worker of an implementations queue: the `registry`'s stages, gates, contract
+ * validators and revisers and the `approvalActions`' action types that Treadle does not ship, on `queue`.
+ * Pipelines send them there with `task_queue: <queue>` (on the pipeline, a stage or a contract).
  */
 export async function createImplementationsWorker(
   options: TreadleWorkerOptions & { implementationsQueue: string },
@@ -233,11 +235,21 @@ export async function createImplementationsWorker(
     idempotencyKey,
     inputHash,
   });
+  // Validate and revise calls routed here check the names against this worker's validators and revisers.
+  const contracts = createContractActivities({
+    blobs,
+    agents: options.agents ?? defaultAgentProviders(),
+    ...(callLog ? { callLog } : {}),
+    ...registry.contractImplementations(),
+    blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+  });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? temporalSettings().namespace,
     taskQueue: options.implementationsQueue,
-    activities: Object.fromEntries(Object.entries({ ...all, ...approvals }).filter(([type]) => types.has(type))),
+    activities: Object.fromEntries(
+      Object.entries({ ...all, ...approvals, ...contracts }).filter(([type]) => types.has(type)),
+    ),
     ...workerPlumbing(options, blobs),
   });
 }

@@ -14,7 +14,7 @@ import {
   outputSchemaShapeProblem,
   TEMPORAL_PENDING_ACTIVITY_LIMIT,
 } from './limits';
-import { JsonSchema, type Json } from './shapes';
+import { JsonSchema, TaskQueueName, type Json } from './shapes';
 import {
   canonicalContract,
   CONTRACT_FIELD_HINTS,
@@ -67,12 +67,6 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
 /** Timeouts and intervals: zero would mean "no timeout" to Temporal, or a busy loop, so it is refused. */
 const positiveDuration = duration.refine((ms) => ms > 0, 'must be longer than 0');
 const implName = z.string().min(1, 'must name a registered implementation');
-/** A Temporal task queue (Temporal allows 1000 bytes; no spaces keeps it one word on every command line). */
-const taskQueueName = z
-  .string()
-  .min(1, 'must name the task queue a worker polls')
-  .max(200, 'must be at most 200 characters')
-  .regex(/^\S+$/, 'must not contain spaces');
 
 /** A gate: a registered gate implementation with its config, or a composition `{ all: [...] }` / `{ any: [...] }`. */
 const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
@@ -154,7 +148,7 @@ const StageInput = z
     outputSchema: OutputSchemaInput.optional(),
     activity: ActivityInput.optional(),
     /** The queue whose worker runs this stage's implementations that Treadle does not ship (its gates', too). */
-    taskQueue: taskQueueName.optional(),
+    taskQueue: TaskQueueName.optional(),
   })
   .strict()
   .superRefine((stage, ctx) => {
@@ -218,7 +212,7 @@ const PipelineInput = z
     /** Seed 002's quality contracts on dependency edges. */
     contracts: z.array(ContractInput).optional(),
     /** The default queue of the stages' implementations that Treadle does not ship. */
-    taskQueue: taskQueueName.optional(),
+    taskQueue: TaskQueueName.optional(),
   })
   .strict();
 
@@ -257,7 +251,7 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   if (isRecord(input)) {
     const builtIn = [LLM_CONTRACT_IMPLEMENTATION];
     const contractNames = known && { validators: known.validators ?? builtIn, revisers: known.revisers ?? builtIn };
-    found.push(...contractProblems(input.contracts, input.stages, contractNames));
+    found.push(...contractProblems(input.contracts, input.stages, contractNames, input.taskQueue));
   }
   const spec = parsed.success ? canonical(parsed.data, known?.outputSchemas) : undefined;
   if (spec) found.push(...limitProblems(spec));
