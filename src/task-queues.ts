@@ -86,7 +86,7 @@ export function namesBeyond(given: RegisteredNames, shipped: RegisteredNames): s
 /**
  * The activity types an implementations queue serves: the stages, gates (`gate:<name>`), approval actions
  * and contract validators and revisers (`treadle.contractValidate`, `treadle.contractRevise`) that `own`
- * adds to what Treadle ships. Throws when `own` adds nothing at all.
+ * adds to what Treadle ships. Throws (a `config` error) when `own` adds nothing at all.
  */
 export function implementationActivityTypes(
   queue: string,
@@ -101,8 +101,12 @@ export function implementationActivityTypes(
     ...(beyond(own.revisers, shipped.revisers).length > 0 ? [CONTRACT_REVISE_ACTIVITY] : []),
   ]);
   if (types.size === 0)
-    throw new Error(
-      `the implementations queue ${queue} would serve nothing: the registry and approvalActions add no stage, gate, validator, reviser or action type to what Treadle ships`,
+    // A setting to fix, as a CoreQueueRegistrationError is: `treadle worker` and the SDK's callers exit 2.
+    throw Object.assign(
+      new Error(
+        `the implementations queue ${queue} would serve nothing: the registry and approvalActions add no stage, gate, validator, reviser or action type to what Treadle ships`,
+      ),
+      { code: 'config' },
     );
   return types;
 }

@@ -294,6 +294,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     delete core.registry;
     delete core.approvalActions;
   }
+  let failure: unknown;
   try {
     const workers = [
       await createWorker(core),
@@ -317,10 +318,17 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     await searchAttributes;
     await reportReady(workers, running);
     await Promise.all(running);
+  } catch (error) {
+    failure = error;
+    throw error;
   } finally {
     await tracing?.shutdown();
     await callLog?.close();
-    await connection.close();
+    // A worker built but never run (the other one failed to build) keeps the connection: closing it then throws
+    // "Cannot close connection while Workers hold a reference to it", which must not hide the failure itself.
+    await connection.close().catch((error: unknown) => {
+      if (failure === undefined) throw error;
+    });
   }
 }
 

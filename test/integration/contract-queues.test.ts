@@ -263,3 +263,21 @@ it("fails the consuming stage when the queue's workers do not register the valid
     );
   }
 }, 120_000);
+
+it('a worker whose implementations queue would serve nothing says so, exit 2 (not "Cannot close connection while Workers hold a reference to it")', async () => {
+  const lib = path.join(__dirname, '..', '..', 'lib', 'index.js');
+  const script =
+    `require(${JSON.stringify(lib)}).runWorker({ implementationsQueue: 'nothing-here', ` +
+    `workflowBundle: { codePath: process.env.TREADLE_TEST_BUNDLE } }).catch((error) => {` +
+    `process.stderr.write(error.message + '\\n'); process.exit(error.code === 'config' ? 2 : 1); });`;
+  const run = await runCommand(process.execPath, ['-e', script], {
+    cwd: root,
+    env: { ...env, TREADLE_TEST_BUNDLE: process.env.TREADLE_TEST_BUNDLE },
+    timeoutMs: 90_000,
+  });
+  expect(run.stderr).toContain(
+    'the implementations queue nothing-here would serve nothing: the registry and approvalActions add no stage, gate, validator, reviser or action type to what Treadle ships',
+  );
+  expect(run.stderr).not.toContain('Cannot close connection');
+  expect(run.code).toBe(2);
+}, 120_000);
