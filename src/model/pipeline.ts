@@ -253,7 +253,7 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
     const contractNames = known && { validators: known.validators ?? builtIn, revisers: known.revisers ?? builtIn };
     found.push(...contractProblems(input.contracts, input.stages, contractNames, input.taskQueue));
   }
-  const spec = parsed.success ? canonical(parsed.data, known?.outputSchemas) : undefined;
+  const spec = parsed.success ? canonical(parsed.data, known) : undefined;
   if (spec) found.push(...limitProblems(spec));
   if (found.length > 0 || !spec) {
     const unique = found.filter((p, i) => found.findIndex((q) => q.text === p.text) === i);
@@ -272,8 +272,12 @@ export function parsePipeline(raw: unknown, known?: KnownImplementations): Pipel
   return result.spec;
 }
 
-/** The canonical spec; a stage without `output_schema:` takes the schema its implementation registered, if any. */
-function canonical(data: z.output<typeof PipelineInput>, registered?: Readonly<Record<string, Json>>): PipelineSpec {
+/**
+ * The canonical spec; a stage without `output_schema:` takes the schema its implementation registered, if any,
+ * else, for an `llm` stage, its reply's `with.output_schema` (when `known` can check that it compiles).
+ */
+function canonical(data: z.output<typeof PipelineInput>, known?: KnownImplementations): PipelineSpec {
+  const registered = known?.outputSchemas;
   return {
     name: data.name,
     ...(data.description !== undefined ? { description: data.description } : {}),
@@ -321,11 +325,30 @@ function canonical(data: z.output<typeof PipelineInput>, registered?: Readonly<R
       if (stage.taskQueue !== undefined) spec.taskQueue = stage.taskQueue;
       if (stage.reviewers !== undefined) spec.reviewers = stage.reviewers;
       const outputSchema =
-        stage.outputSchema ?? (registered && Object.hasOwn(registered, run) ? registered[run] : undefined);
+        stage.outputSchema ??
+        (registered && Object.hasOwn(registered, run) ? registered[run] : undefined) ??
+        llmReplySchema(run, stage.with, known?.outputSchemaProblem);
       if (outputSchema !== undefined) spec.outputSchema = outputSchema;
       return spec;
     }),
   };
+}
+
+/**
+ * An `llm` stage's `with.output_schema`: its artefact is a reply matching it, so an edit must match it too.
+ * Only a schema that `output_schema:` would accept (its size, a strict compile by `compiles`) is taken: the
+ * reply's schema is checked by the agent's own compiler, and edits must never meet one that does not compile.
+ */
+function llmReplySchema(
+  run: string,
+  config: Json | undefined,
+  compiles: KnownImplementations['outputSchemaProblem'],
+): Json | undefined {
+  if (run !== TYPE_DEFAULT_RUN.llm || compiles === undefined) return undefined;
+  if (!isRecord(config) || !isRecord(config.output_schema)) return undefined;
+  const schema = config.output_schema;
+  if (outputSchemaShapeProblem(schema) !== undefined || compiles(schema) !== undefined) return undefined;
+  return schema as Json;
 }
 
 /** Seed 003's retry names as Temporal's retry policy (`max_retries` retries after the first try). */
