@@ -227,6 +227,7 @@ export async function createImplementationsWorker(
     blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
     ...(options.agents ? { agents: options.agents } : {}),
     ...(callLog ? { callLog } : {}),
+    reportsOutputSchemas: true,
   });
   const approvals = createApprovalActivities({
     blobs,
