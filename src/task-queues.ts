@@ -5,10 +5,11 @@
  * registrations are the shipped set.
  */
 import { DEFAULT_TASK_QUEUE } from './config';
-import { gateActivityType } from './model/activity-types';
+import { CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY, gateActivityType } from './model/activity-types';
 import { gateLeaves } from './model/gate-ref';
 import type { PipelineSpec, StageSpec } from './model/pipeline';
 import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY, APPROVAL_STAGE } from './kinds/approval/shapes';
+import { LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './kinds/contract/shapes';
 
 /** The names a worker registers, as a Registry's `names()` and the action registry give them. */
 export interface RegisteredNames {
@@ -21,8 +22,10 @@ export interface RegisteredNames {
 
 /**
  * The spec with each stage's `queues`: its activity types (implementation, `gate:<name>`) that this worker
- * does not register, on the stage's `task_queue`, else the pipeline's. Validation has made sure each of
- * them has one; a stage with nothing to route is returned as it was, so old specs schedule as before.
+ * does not register, on the stage's `task_queue`, else the pipeline's; and each contract's `queues`: its
+ * validate and revise activities whose validator or reviser this worker does not register, on the contract's
+ * `task_queue`, else its consuming stage's, else the pipeline's. Validation has made sure each of them has
+ * one; a stage or contract with nothing to route is returned as it was, so old specs schedule as before.
  */
 export function routeImplementations(spec: PipelineSpec, registered: RegisteredNames): PipelineSpec {
   const stages = spec.stages.map((stage): StageSpec => {
@@ -41,7 +44,23 @@ export function routeImplementations(spec: PipelineSpec, registered: RegisteredN
     ];
     return types.length > 0 ? { ...stage, queues: Object.fromEntries(types.map((type) => [type, queue])) } : stage;
   });
-  return { ...spec, stages };
+  if (spec.contracts === undefined) return { ...spec, stages };
+  const contracts = spec.contracts.map((contract) => routeContract(contract, spec, registered));
+  return { ...spec, stages, contracts };
+}
+
+/** A contract with its `queues` when its validator or reviser is not this worker's (see routeImplementations). */
+function routeContract(contract: ContractSpec, spec: PipelineSpec, registered: RegisteredNames): ContractSpec {
+  const consumer = spec.stages.find((stage) => stage.name === contract.to);
+  const queue = contract.taskQueue ?? consumer?.taskQueue ?? spec.taskQueue;
+  if (queue === undefined) return contract;
+  // A registry always holds the built-in llm validator and reviser.
+  const known = (names: readonly string[] | undefined) => names ?? [LLM_CONTRACT_IMPLEMENTATION];
+  const types = [
+    ...(known(registered.validators).includes(contract.validate.run) ? [] : [CONTRACT_VALIDATE_ACTIVITY]),
+    ...(known(registered.revisers).includes(contract.revise.run) ? [] : [CONTRACT_REVISE_ACTIVITY]),
+  ];
+  return types.length > 0 ? { ...contract, queues: Object.fromEntries(types.map((type) => [type, queue])) } : contract;
 }
 
 /** The action type an approval stage requests (`with: { action }`), when it names one. */
@@ -65,32 +84,29 @@ export function namesBeyond(given: RegisteredNames, shipped: RegisteredNames): s
 }
 
 /**
- * The activity types an implementations queue serves: the stages, gates (`gate:<name>`) and approval actions
- * that `own` adds to what Treadle ships. Throws when `own` adds contract roles, which specs cannot route yet,
- * or nothing at all.
+ * The activity types an implementations queue serves: the stages, gates (`gate:<name>`), approval actions
+ * and contract validators and revisers (`treadle.contractValidate`, `treadle.contractRevise`) that `own`
+ * adds to what Treadle ships. Throws (a `config` error) when `own` adds nothing at all.
  */
 export function implementationActivityTypes(
   queue: string,
   own: RegisteredNames,
   shipped: RegisteredNames,
 ): Set<string> {
-  const unroutable = namesBeyond(
-    { stages: [], gates: [], validators: own.validators, revisers: own.revisers },
-    shipped,
-  );
-  if (unroutable.length > 0)
-    throw new Error(
-      `an implementations queue serves stages, gates and action types; ${unroutable.join(', ')} must run on the item's own queue: ` +
-        'give the worker that registers them a taskQueue of its own and start the items there',
-    );
   const types = new Set([
     ...beyond(own.stages, shipped.stages),
     ...beyond(own.gates, shipped.gates).map(gateActivityType),
     ...(beyond(own.actions, shipped.actions).length > 0 ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY] : []),
+    ...(beyond(own.validators, shipped.validators).length > 0 ? [CONTRACT_VALIDATE_ACTIVITY] : []),
+    ...(beyond(own.revisers, shipped.revisers).length > 0 ? [CONTRACT_REVISE_ACTIVITY] : []),
   ]);
   if (types.size === 0)
-    throw new Error(
-      `the implementations queue ${queue} would serve nothing: the registry and approvalActions add no stage, gate or action type to what Treadle ships`,
+    // A setting to fix, as a CoreQueueRegistrationError is: `treadle worker` and the SDK's callers exit 2.
+    throw Object.assign(
+      new Error(
+        `the implementations queue ${queue} would serve nothing: the registry and approvalActions add no stage, gate, validator, reviser or action type to what Treadle ships`,
+      ),
+      { code: 'config' },
     );
   return types;
 }
@@ -111,22 +127,24 @@ export class CoreQueueRegistrationError extends Error {
       `the core task queue ${taskQueue} runs only what Treadle ships, so every worker on it registers the same; ` +
         `this worker adds ${extras.join(', ')}. Give those implementations a queue of their own: ` +
         `runWorker({ registry, implementationsQueue: 'my-queue' }) (or TREADLE_IMPLEMENTATIONS_QUEUE), and name ` +
-        'it as task_queue in the pipeline or the stage',
+        'it as task_queue in the pipeline, the stage or the contract',
     );
     this.name = 'CoreQueueRegistrationError';
   }
 }
 
 /**
- * The line `run` and `validate` add under problems that a `task_queue` would solve (a stage or gate
- * implementation Treadle does not ship, not a typo of one, named with no queue); empty when there is none.
+ * The line `run` and `validate` add under problems that a `task_queue` would solve (a stage, gate, validator
+ * or reviser Treadle does not ship, not a typo of one, named with no queue); empty when there is none.
  */
 export function missingQueueHint(problems: readonly string[]): string {
   // A name close to a shipped one is a typo, and its problem already says so.
-  const unshipped = problems.some((p) => /unknown (stage|gate) implementation "[^"]*"(?! \(did you mean)/.test(p));
+  const unshipped = problems.some((p) =>
+    /unknown (stage implementation|gate implementation|validator|reviser) "[^"]*"(?! \(did you mean)/.test(p),
+  );
   return unshipped
     ? '\nImplementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls ' +
-        '(on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).'
+        '(on the stage or the contract, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).'
     : '';
 }
 

@@ -58,7 +58,7 @@ export interface TreadleWorkerOptions {
    * ships: a `registry` or `approvalActions` with names of its own is refused there (see `implementationsQueue`).
    */
   taskQueue?: string;
-  /** Implementations and gates of your own: on the core queue only with `implementationsQueue` (runWorker). */
+  /** Implementations, gates, validators and revisers of your own: on the core queue only with `implementationsQueue` (runWorker). */
   registry?: Registry;
   blobs?: BlobStore;
   blobThresholdBytes?: number;
@@ -90,8 +90,9 @@ export interface TreadleWorkerOptions {
    */
   worker?: Partial<WorkerOptions>;
   /**
-   * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages and
-   * gates that Treadle does not ship, in a second, activities-only Temporal worker; pipelines name it as `task_queue`.
+   * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages, gates,
+   * validators and revisers and the action types that Treadle does not ship, in a second, activities-only Temporal
+   * worker; pipelines name it as `task_queue`.
    */
   implementationsQueue?: string;
 }
@@ -208,8 +209,9 @@ function workerPlumbing(options: TreadleWorkerOptions, blobs: BlobStore): Partia
 }
 
 /**
- * Creates the activities-only worker of an implementations queue: the `registry`'s stages and gates that
- * Treadle does not ship, on `queue`. Pipelines send them there with `task_queue: <queue>`.
+ * Creates the activities-only worker of an implementations queue: the `registry`'s stages, gates, contract
+ * validators and revisers and the `approvalActions`' action types that Treadle does not ship, on `queue`.
+ * Pipelines send them there with `task_queue: <queue>` (on the pipeline, a stage or a contract).
  */
 export async function createImplementationsWorker(
   options: TreadleWorkerOptions & { implementationsQueue: string },
@@ -231,6 +233,7 @@ export async function createImplementationsWorker(
     blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
     ...(options.agents ? { agents: options.agents } : {}),
     ...(callLog ? { callLog } : {}),
+    reportsOutputSchemas: true,
   });
   const approvals = createApprovalActivities({
     blobs,
@@ -239,11 +242,21 @@ export async function createImplementationsWorker(
     idempotencyKey,
     inputHash,
   });
+  // Validate and revise calls routed here check the names against this worker's validators and revisers.
+  const contracts = createContractActivities({
+    blobs,
+    agents: options.agents ?? defaultAgentProviders(),
+    ...(callLog ? { callLog } : {}),
+    ...registry.contractImplementations(),
+    blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
+  });
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace ?? temporalSettings().namespace,
     taskQueue: options.implementationsQueue,
-    activities: Object.fromEntries(Object.entries({ ...all, ...approvals }).filter(([type]) => types.has(type))),
+    activities: Object.fromEntries(
+      Object.entries({ ...all, ...approvals, ...contracts }).filter(([type]) => types.has(type)),
+    ),
     ...workerPlumbing(options, blobs),
   });
 }
@@ -288,6 +301,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     delete core.registry;
     delete core.approvalActions;
   }
+  let failure: unknown;
   try {
     let workers: Worker[];
     try {
@@ -317,10 +331,17 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     await searchAttributes;
     await reportReady(workers, running);
     await Promise.all(running);
+  } catch (error) {
+    failure = error;
+    throw error;
   } finally {
     await tracing?.shutdown();
     await callLog?.close();
-    await connection.close();
+    // A worker built but never run (the other one failed to build) keeps the connection: closing it then throws
+    // "Cannot close connection while Workers hold a reference to it", which must not hide the failure itself.
+    await connection.close().catch((error: unknown) => {
+      if (failure === undefined) throw error;
+    });
   }
 }
 

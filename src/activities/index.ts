@@ -68,6 +68,11 @@ export interface ActivityDependencies {
   engineVersion?: number | (() => number);
   /** The approval action types the worker registers, checked with the rest of a spec (none: not checked here). */
   actionTypes?: readonly string[];
+  /**
+   * An implementations queue's worker: a stage's first attempt returns the output schema its implementation
+   * registered, which the worker that prepared the item could not know.
+   */
+  reportsOutputSchemas?: boolean;
 }
 
 type Activity = (input: never) => Promise<unknown>;
@@ -118,6 +123,7 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
 
   for (const name of names.stages) {
     const impl = deps.registry.getStage(name)!;
+    const schema = deps.reportsOutputSchemas ? names.outputSchemas[name] : undefined;
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
       supervise(
         async (supervision) => {
@@ -151,6 +157,8 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
             ...(summary !== undefined ? { summary } : {}),
             ...(rejection !== undefined ? { rejection } : {}),
             previousLog,
+            // Once per stage: the item keeps it in its state for reviewers' edits.
+            ...(schema !== undefined && input.attempt === 1 ? { outputSchema: schema } : {}),
             ...(await callsOf(supervision)),
           };
         },

@@ -19,6 +19,7 @@ import type { WorkItemInput } from '../model/state';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from '../kinds/tdd/spec';
 import type { NodeContext } from '../kinds/tdd/shapes';
 import { TreadleError } from './errors';
+import { missingQueueHint } from '../task-queues';
 
 const WORKFLOW_TYPE = 'workItem';
 const TDD_WORKFLOW_TYPE = 'tddNode';
@@ -46,7 +47,10 @@ function startRefused(what: string, error: ServiceError): TreadleError {
   return new TreadleError(`could not start ${what}: ${reason}`, 'failed', [], { cause: error });
 }
 
-/** The pipeline spec, validated against the known implementations, or a TreadleError listing every problem. */
+/**
+ * The pipeline spec, validated against the known implementations, or a TreadleError listing every problem
+ * (and, when names Treadle does not ship lack a queue, how to name one).
+ */
 function validSpec(ctx: StartContext, raw: unknown): Extract<ReturnType<typeof validatePipeline>, { ok: true }> {
   const validation = validatePipeline(raw, ctx.known);
   if (validation.ok) return validation;
@@ -54,8 +58,10 @@ function validSpec(ctx: StartContext, raw: unknown): Extract<ReturnType<typeof v
     typeof raw === 'object' && raw !== null && typeof (raw as { name?: unknown }).name === 'string'
       ? (raw as { name: string }).name
       : '(unnamed)';
+  // Names Treadle does not ship, listed with no queue: the hint says to name the queue their workers poll.
+  const hint = missingQueueHint(validation.problems);
   throw new TreadleError(
-    `pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}`,
+    `pipeline ${name} is invalid:\n${validation.problems.map((p) => `  - ${p}`).join('\n')}${hint}`,
     'invalid_pipeline',
     validation.problems,
   );

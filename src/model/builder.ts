@@ -155,7 +155,8 @@ export class PipelineBuilder {
   /**
    * Puts a quality contract (seed 002) on the edge `from` → `to`: `to` validates `from`'s items (at `items`,
    * named by `itemId`) with `validate`, `from` revises the rejected ones with `revise`, up to `maxRetries`
-   * rounds. `validate` / `revise` name a validator / reviser (`llm` with `{ criteria }` is built in).
+   * rounds. `validate` / `revise` name a validator / reviser (`llm` with `{ criteria }` is built in);
+   * `taskQueue` names the queue whose workers register yours (else `to`'s queue, else the pipeline's).
    */
   contract(
     from: string,
@@ -166,6 +167,7 @@ export class PipelineBuilder {
       validate: string | { run: string; with?: Json };
       revise: string | { run: string; with?: Json };
       maxRetries?: number;
+      taskQueue?: string;
     },
   ): this {
     this.contracts.push({ from, to, ...options });

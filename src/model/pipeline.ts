@@ -14,7 +14,7 @@ import {
   outputSchemaShapeProblem,
   TEMPORAL_PENDING_ACTIVITY_LIMIT,
 } from './limits';
-import { JsonSchema, type Json } from './shapes';
+import { JsonSchema, TaskQueueName, type Json } from './shapes';
 import {
   canonicalContract,
   CONTRACT_FIELD_HINTS,
@@ -67,12 +67,6 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
 /** Timeouts and intervals: zero would mean "no timeout" to Temporal, or a busy loop, so it is refused. */
 const positiveDuration = duration.refine((ms) => ms > 0, 'must be longer than 0');
 const implName = z.string().min(1, 'must name a registered implementation');
-/** A Temporal task queue (Temporal allows 1000 bytes; no spaces keeps it one word on every command line). */
-const taskQueueName = z
-  .string()
-  .min(1, 'must name the task queue a worker polls')
-  .max(200, 'must be at most 200 characters')
-  .regex(/^\S+$/, 'must not contain spaces');
 
 /** A gate: a registered gate implementation with its config, or a composition `{ all: [...] }` / `{ any: [...] }`. */
 const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
@@ -154,7 +148,7 @@ const StageInput = z
     outputSchema: OutputSchemaInput.optional(),
     activity: ActivityInput.optional(),
     /** The queue whose worker runs this stage's implementations that Treadle does not ship (its gates', too). */
-    taskQueue: taskQueueName.optional(),
+    taskQueue: TaskQueueName.optional(),
   })
   .strict()
   .superRefine((stage, ctx) => {
@@ -218,7 +212,7 @@ const PipelineInput = z
     /** Seed 002's quality contracts on dependency edges. */
     contracts: z.array(ContractInput).optional(),
     /** The default queue of the stages' implementations that Treadle does not ship. */
-    taskQueue: taskQueueName.optional(),
+    taskQueue: TaskQueueName.optional(),
   })
   .strict();
 
@@ -257,9 +251,9 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
   if (isRecord(input)) {
     const builtIn = [LLM_CONTRACT_IMPLEMENTATION];
     const contractNames = known && { validators: known.validators ?? builtIn, revisers: known.revisers ?? builtIn };
-    found.push(...contractProblems(input.contracts, input.stages, contractNames));
+    found.push(...contractProblems(input.contracts, input.stages, contractNames, input.taskQueue));
   }
-  const spec = parsed.success ? canonical(parsed.data, known?.outputSchemas) : undefined;
+  const spec = parsed.success ? canonical(parsed.data, known) : undefined;
   if (spec) found.push(...limitProblems(spec));
   if (found.length > 0 || !spec) {
     const unique = found.filter((p, i) => found.findIndex((q) => q.text === p.text) === i);
@@ -278,8 +272,12 @@ export function parsePipeline(raw: unknown, known?: KnownImplementations): Pipel
   return result.spec;
 }
 
-/** The canonical spec; a stage without `output_schema:` takes the schema its implementation registered, if any. */
-function canonical(data: z.output<typeof PipelineInput>, registered?: Readonly<Record<string, Json>>): PipelineSpec {
+/**
+ * The canonical spec; a stage without `output_schema:` takes the schema its implementation registered, if any,
+ * else, for an `llm` stage, its reply's `with.output_schema` (when `known` can check that it compiles).
+ */
+function canonical(data: z.output<typeof PipelineInput>, known?: KnownImplementations): PipelineSpec {
+  const registered = known?.outputSchemas;
   return {
     name: data.name,
     ...(data.description !== undefined ? { description: data.description } : {}),
@@ -327,11 +325,30 @@ function canonical(data: z.output<typeof PipelineInput>, registered?: Readonly<R
       if (stage.taskQueue !== undefined) spec.taskQueue = stage.taskQueue;
       if (stage.reviewers !== undefined) spec.reviewers = stage.reviewers;
       const outputSchema =
-        stage.outputSchema ?? (registered && Object.hasOwn(registered, run) ? registered[run] : undefined);
+        stage.outputSchema ??
+        (registered && Object.hasOwn(registered, run) ? registered[run] : undefined) ??
+        llmReplySchema(run, stage.with, known?.outputSchemaProblem);
       if (outputSchema !== undefined) spec.outputSchema = outputSchema;
       return spec;
     }),
   };
+}
+
+/**
+ * An `llm` stage's `with.output_schema`: its artefact is a reply matching it, so an edit must match it too.
+ * Only a schema that `output_schema:` would accept (its size, a strict compile by `compiles`) is taken: the
+ * reply's schema is checked by the agent's own compiler, and edits must never meet one that does not compile.
+ */
+function llmReplySchema(
+  run: string,
+  config: Json | undefined,
+  compiles: KnownImplementations['outputSchemaProblem'],
+): Json | undefined {
+  if (run !== TYPE_DEFAULT_RUN.llm || compiles === undefined) return undefined;
+  if (!isRecord(config) || !isRecord(config.output_schema)) return undefined;
+  const schema = config.output_schema;
+  if (outputSchemaShapeProblem(schema) !== undefined || compiles(schema) !== undefined) return undefined;
+  return schema as Json;
 }
 
 /** Seed 003's retry names as Temporal's retry policy (`max_retries` retries after the first try). */

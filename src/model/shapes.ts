@@ -11,6 +11,16 @@ export const JsonSchema: z.ZodType<Json> = z.lazy(() =>
   z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(JsonSchema), z.record(z.string(), JsonSchema)]),
 );
 
+/**
+ * A Temporal task queue a spec names (`task_queue:` on the pipeline, a stage or a contract). Temporal allows
+ * 1000 bytes; no spaces keeps it one word on every command line.
+ */
+export const TaskQueueName = z
+  .string()
+  .min(1, 'must name the task queue a worker polls')
+  .max(200, 'must be at most 200 characters')
+  .regex(/^\S+$/, 'must not contain spaces');
+
 /** A reference to a payload in the content-addressed blob store; only this enters the history. */
 export const BlobRefSchema = z
   .object({

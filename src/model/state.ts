@@ -220,6 +220,11 @@ export type StageActivityResult = StageOutput & {
   calls?: CallBatch;
   /** The log of this stage's attempts before this one, as stored by the activity (null for a first attempt). */
   previousLog?: string | null;
+  /**
+   * The output schema the implementation registered, from an implementations queue's worker on a stage's first
+   * attempt: the worker that prepared the item did not know it, and a reviewer's edit must match it.
+   */
+  outputSchema?: Json;
 };
 /** A gate's verdict plus the model calls it made. */
 export type GateActivityResult = QualityVerdict & { calls?: CallBatch };

@@ -153,9 +153,12 @@ export function prepareAttempt(
     return null;
   };
   const reportsCalls = run.engine.reportsCalls(stage);
-  const takeCalls = ({ calls, previousLog, ...output }: StageActivityResult): StageActivityOutput => {
+  const takeCalls = ({ calls, previousLog, outputSchema, ...output }: StageActivityResult): StageActivityOutput => {
     if (reportsCalls) keepCalls(record, calls);
     if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
+    // A schema registered on an implementations queue: the spec's own output_schema, if any, wins.
+    if (outputSchema !== undefined && stage.outputSchema === undefined && !state.outputSchemas?.[stage.name])
+      state.outputSchemas = { ...state.outputSchemas, [stage.name]: outputSchema };
     return output;
   };
   const judgeOutput = (output: StageActivityOutput): Promise<QualityVerdict> => {

@@ -220,7 +220,7 @@ describe('run --file with implementations Treadle does not ship', () => {
     '  - stage summarize: unknown gate implementation "my_judge" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
   ];
   const queueHint =
-    'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).';
+    'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage or the contract, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).';
   const deprecated =
     'treadle: --custom-worker is deprecated and does nothing: implementations of your own run on the task_queue the pipeline names for them\n';
 

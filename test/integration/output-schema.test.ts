@@ -2,7 +2,9 @@
  * Stage output schemas on a real Temporal dev server (issue 27): an item keeps its stages' `output_schema:` in
  * its state; a reviewer's edit that breaks it is refused before anything is sent (`checkEdit`, `approveWithEdits`,
  * `decide`, `treadle review --edit` exiting 2), a conforming one flows downstream; a schema that does not
- * compile fails the item at the worker's prepare step, listed with the spec's other problems.
+ * compile fails the item at the worker's prepare step, listed with the spec's other problems; an `llm` stage's
+ * reply schema (`with.output_schema`) is its edit schema when it has none of its own, and a schema registered on
+ * an implementations queue reaches the item's state with the stage's first attempt.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -10,6 +12,8 @@ import { startHarness, eventually, type Harness } from '../support/harness';
 import { runTreadle, showRun } from '../support/cli';
 import { decisionKey } from '../../src/model/decisions';
 import { TreadleError } from '../../src/client/treadle-error';
+import { NativeConnection } from '@temporalio/worker';
+import { createImplementationsWorker, defaultRegistry } from '../../src/worker';
 
 let h: Harness;
 beforeAll(async () => {
@@ -86,6 +90,74 @@ it('refuses an edit that breaks the schema before sending it, and sends a confor
   const done = await h.client.getState(id);
   expect(done.stages.draft!.artefact).toEqual(good);
   expect((done.stages.publish!.artefact as { upstream: unknown }).upstream).toEqual({ draft: good });
+});
+
+it("checks an llm stage's edit against its reply's with.output_schema when it gives no output_schema: of its own (issue 37 §5)", async () => {
+  const id = h.id('llm-reply-schema');
+  const spec = {
+    name: 'llm-reply-schema',
+    stages: [
+      {
+        name: 'draft',
+        run: 'llm',
+        review_policy: 'always',
+        with: { agent: 'scripted', prompt: 'Write a post.', output_schema: schema },
+      },
+    ],
+  };
+  await h.client.start(spec, null, { id });
+  const waiting = await waitingReview(id);
+  expect(waiting.outputSchemas).toEqual({ draft: schema });
+  const key = decisionKey(id, 'review', 'draft');
+  expect(await h.client.checkEdit(key, bad)).toEqual(
+    expect.arrayContaining([{ path: '/title', message: 'must be string' }]),
+  );
+  await expect(h.client.approveWithEdits(id, 'draft', bad)).rejects.toThrow("does not match the stage's output schema");
+  const good = { title: 'Edited', body: 'conforms' };
+  await h.client.approveWithEdits(id, 'draft', good, { reviewer: 'ana' });
+  expect((await h.client.result(id)).status).toBe('completed');
+  expect((await h.client.getState(id)).stages.draft!.artefact).toEqual(good);
+});
+
+it('keeps the output schema a stage registered on an implementations queue, for edits of its artefact (issue 37 §5)', async () => {
+  const queue = `${h.taskQueue}-impl`;
+  const connection = await NativeConnection.connect({ address: h.address });
+  const registry = defaultRegistry().stage(
+    'outline',
+    async () => ({ outcome: 'completed', artefact: { title: 'Outline', body: 'three parts' } }),
+    { outputSchema: schema },
+  );
+  const worker = await createImplementationsWorker({
+    connection,
+    registry,
+    blobs: h.blobs,
+    callLog: null,
+    implementationsQueue: queue,
+  });
+  const running = worker.run();
+  try {
+    const id = h.id('registered-schema');
+    const spec = {
+      name: 'registered-schema',
+      stages: [{ name: 'draft', run: 'outline', task_queue: queue, review_policy: 'always' }],
+    };
+    await h.client.start(spec, null, { id });
+    const waiting = await waitingReview(id);
+    expect(waiting.outputSchemas).toEqual({ draft: schema });
+    const key = decisionKey(id, 'review', 'draft');
+    expect(await h.client.checkEdit(key, bad)).toEqual(
+      expect.arrayContaining([{ path: '/title', message: 'must be string' }]),
+    );
+    await expect(h.client.approveWithEdits(id, 'draft', bad)).rejects.toThrow(
+      "does not match the stage's output schema",
+    );
+    await h.client.approveWithEdits(id, 'draft', { title: 'Edited', body: 'conforms' }, { reviewer: 'ana' });
+    expect((await h.client.result(id)).status).toBe('completed');
+  } finally {
+    worker.shutdown();
+    await running;
+    await connection.close();
+  }
 });
 
 it("fails an item whose output_schema does not compile at the worker's prepare step, with the other problems", async () => {

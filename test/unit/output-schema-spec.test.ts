@@ -1,6 +1,7 @@
 /**
  * A stage's `output_schema:` in the pipeline spec (issue 27): checked with every other problem, kept as the
- * schema's own spelling, and a registered implementation's schema copied into stages that give none.
+ * schema's own spelling, and a registered implementation's schema (or an `llm` stage's reply schema) copied
+ * into stages that give none.
  */
 import Ajv2020 from 'ajv/dist/2020';
 import { Registry } from '../../src/activities/registry';
@@ -104,6 +105,26 @@ it("copies a registered implementation's schema into stages that give none; a sp
   expect(stages.map((s) => s.outputSchema)).toEqual([registered, schema, undefined]);
   // A merged registry keeps the schema.
   expect(new Registry().merge(registry).names().outputSchemas).toEqual({ draft: registered });
+});
+
+it("gives an llm stage without output_schema: its reply's with.output_schema as its edit schema, when it compiles (issue 37 §5)", () => {
+  const llm = (extra: Record<string, unknown>, replySchema: unknown = schema) => ({
+    name: 'p',
+    stages: [{ name: 'a', run: 'llm', with: { prompt: 'x', output_schema: replySchema }, ...extra }],
+  });
+  const edit = (raw: unknown) => {
+    const result = validatePipeline(raw, BUILT_IN_IMPLEMENTATIONS);
+    if (!result.ok) throw new Error(result.problems.join('\n'));
+    return result.spec.stages[0]!.outputSchema;
+  };
+  expect(edit(llm({}))).toEqual(schema);
+  // The stage's own output_schema wins; a reply schema the strict rules refuse checks replies only.
+  const own = { type: 'object', required: ['summary'] };
+  expect(edit(llm({ output_schema: own }))).toEqual(own);
+  expect(edit(llm({}, { type: 'object', requird: ['x'] }))).toBeUndefined();
+  // Not an llm stage: its with: is its implementation's business.
+  const scripted = { name: 'p', stages: [{ name: 'a', run: 'scripted', with: { output_schema: schema } }] };
+  expect(edit(scripted)).toBeUndefined();
 });
 
 it('refuses to register a schema that would not pass a spec', () => {

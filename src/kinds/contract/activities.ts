@@ -36,6 +36,7 @@ import {
 } from '../../model/activity-types';
 import {
   LLM_CONTRACT_IMPLEMENTATION,
+  UNKNOWN_CONTRACT_IMPLEMENTATION,
   type ContractCall,
   type ContractFinalizeInput,
   type ContractFinalizeResult,
@@ -279,8 +280,7 @@ async function askValidator(
   const { contract } = state;
   let fallback: RoundFallback | undefined;
   const validator = validators[contract.validate.run];
-  if (!validator)
-    throw ApplicationFailure.nonRetryable(`unknown contract validator "${contract.validate.run}"`, 'InvalidConfig');
+  if (!validator) throw unknownImplementation('validator', contract.validate.run, Object.keys(validators));
   let answer: ContractValidation | undefined;
   try {
     const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
@@ -369,8 +369,7 @@ async function revise(
     throw ApplicationFailure.nonRetryable(`no rejected item ${input.index} in the contract's state`, 'InvalidInput');
   const id = state.ids[at]!;
   const reviser = revisers[contract.revise.run];
-  if (!reviser)
-    throw ApplicationFailure.nonRetryable(`unknown contract reviser "${contract.revise.run}"`, 'InvalidConfig');
+  if (!reviser) throw unknownImplementation('reviser', contract.revise.run, Object.keys(revisers));
   let revised: Json;
   try {
     const setting = { call: input, contract, round: input.round, input: await resolveInput(state.input) };
@@ -417,6 +416,21 @@ async function revise(
     tokens: tokensOf(s),
     ...(await callsOf(s)),
   };
+}
+
+/**
+ * A validator or reviser this worker does not register: the workers of this queue must register it, or the
+ * contract must name the queue whose workers do. Not retried: another try would reach a worker like this one.
+ */
+function unknownImplementation(role: 'validator' | 'reviser', name: string, registered: string[]): ApplicationFailure {
+  const queue = Context.current().info.taskQueue;
+  const register = `registry.${role}('${name}', …)`;
+  return ApplicationFailure.nonRetryable(
+    `unknown contract ${role} "${name}" on task queue ${queue} (its workers register: ${registered.sort().join(', ')}): ` +
+      `register it with ${register} on every worker polling ${queue}, ` +
+      "or name as the contract's task_queue the queue whose workers register it",
+    UNKNOWN_CONTRACT_IMPLEMENTATION,
+  );
 }
 
 async function finalize(

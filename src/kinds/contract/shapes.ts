@@ -4,6 +4,16 @@
  */
 import type { CallBatch, Json } from '../../model/shapes';
 
+/** The built-in validator and reviser: an agent call driven by criteria text. */
+export const LLM_CONTRACT_IMPLEMENTATION = 'llm';
+
+/**
+ * The failure type of a validate or revise call whose worker does not register the contract's validator or
+ * reviser (a deployment that misses it): the consuming stage fails with the message, which names the fix,
+ * instead of the seed's fallback for a validator that throws (every item accepted).
+ */
+export const UNKNOWN_CONTRACT_IMPLEMENTATION = 'UnknownContractImplementation';
+
 /** Revision calls of one round running at once. */
 export const CONTRACT_REVISION_LANES = 50;
 
@@ -17,6 +27,14 @@ export interface ContractSpec {
   validate: { run: string; with?: Json };
   revise: { run: string; with?: Json };
   maxRetries: number;
+  /** `task_queue:` as written: where the contract's validator and reviser run when Treadle does not ship them. */
+  taskQueue?: string;
+  /**
+   * Set by the worker's prepare step: the contract activities (`treadle.contractValidate`,
+   * `treadle.contractRevise`) whose validator or reviser that worker does not register, and the queue whose
+   * workers do. Absent: everything runs on the item's queue.
+   */
+  queues?: Record<string, string>;
 }
 
 /** The seed's `quality_flags` of a consuming stage. */

@@ -13,19 +13,18 @@
  *     validate: { run: llm, with: { criteria: "Actionability: ..." } }
  *     revise: { run: llm, with: { criteria: "..." } }
  *     max_retries: 2
+ *     task_queue: contracts          # optional: where validators and revisers of your own run
  * ```
  */
 import { z } from 'zod';
-import type { ContractSpec } from './shapes';
-import { JsonSchema, type Json } from '../../model/shapes';
+import { LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './shapes';
+import { JsonSchema, TaskQueueName, type Json } from '../../model/shapes';
 import type { SpecProblem } from '../../model/spec-problems';
 import { closest } from '../../model/suggest';
 
 /** The seed's `MAX_VALIDATION_RETRIES`. */
 export const DEFAULT_CONTRACT_RETRIES = 2;
 export const MAX_CONTRACT_RETRIES = 5;
-/** The built-in validator and reviser: an agent call driven by criteria text. */
-export const LLM_CONTRACT_IMPLEMENTATION = 'llm';
 
 const ImplementationRef = z.union([
   z
@@ -63,6 +62,11 @@ export const ContractInput = z
       .min(0, 'must be 0 or more')
       .max(MAX_CONTRACT_RETRIES, `must be at most ${MAX_CONTRACT_RETRIES}`)
       .default(DEFAULT_CONTRACT_RETRIES),
+    /**
+     * The queue whose workers run this contract's validator and reviser when Treadle does not ship them;
+     * else the consuming stage's `task_queue`, else the pipeline's.
+     */
+    taskQueue: TaskQueueName.optional(),
   })
   .strict();
 
@@ -75,27 +79,32 @@ export function canonicalContract(input: z.output<typeof ContractInput>): Contra
     validate: { run: input.validate.run, ...(input.validate.with !== undefined ? { with: input.validate.with } : {}) },
     revise: { run: input.revise.run, ...(input.revise.with !== undefined ? { with: input.revise.with } : {}) },
     maxRetries: input.maxRetries,
+    ...(input.taskQueue !== undefined ? { taskQueue: input.taskQueue } : {}),
   };
 }
 
 /**
  * What the graph says about the contracts, read from the spec as written so that it reports alongside
  * schema problems: each edge exists (`to` depends on `from`), one contract per edge, the implementations are
- * known (a `registry` problem), and the built-in `llm` ones have criteria. Fields that are not readable are
- * left to the schema's problems.
+ * known (a `registry` problem) unless a `task_queue` (the contract's, the consuming stage's or the
+ * pipeline's) sends them to the workers that register them, and the built-in `llm` ones have criteria.
+ * Fields that are not readable are left to the schema's problems.
  */
 export function contractProblems(
   contracts: unknown,
   stages: unknown,
   known?: { validators: readonly string[]; revisers: readonly string[] },
+  pipelineQueue?: unknown,
 ): SpecProblem[] {
   if (!Array.isArray(contracts)) return [];
   const problems: SpecProblem[] = [];
   const byName = new Map<string, readonly string[]>();
+  const queued = new Set<string>();
   for (const stage of Array.isArray(stages) ? (stages as unknown[]) : []) {
     if (!isRecord(stage) || typeof stage.name !== 'string' || byName.has(stage.name)) continue;
     const on = Array.isArray(stage.dependsOn) ? stage.dependsOn.filter((d): d is string => typeof d === 'string') : [];
     byName.set(stage.name, on);
+    if (typeof stage.taskQueue === 'string') queued.add(stage.name);
   }
   const names = [...byName.keys()];
   const edges = new Set<string>();
@@ -123,6 +132,11 @@ export function contractProblems(
       if (edges.has(edge)) add('contract', [], 'a second contract on the same edge; give the edge one contract');
       edges.add(edge);
     }
+    // Validators and revisers Treadle does not ship are the business of the workers polling the contract's queue.
+    const routed =
+      typeof c.taskQueue === 'string' ||
+      (to !== undefined && queued.has(to)) ||
+      (typeof pipelineQueue === 'string' && pipelineQueue !== '');
     const refs = [
       ['validate', known?.validators, 'validator'],
       ['revise', known?.revisers, 'reviser'],
@@ -131,7 +145,7 @@ export function contractProblems(
       const ref = c[kind];
       const run = typeof ref === 'string' ? ref : isRecord(ref) && typeof ref.run === 'string' ? ref.run : undefined;
       if (run === undefined || run === '') continue;
-      if (names && !names.includes(run)) {
+      if (names && !routed && !names.includes(run)) {
         const near = closest(run, names);
         const guess = near ? ` (did you mean "${near}"?)` : '';
         const text = `${kind}: unknown ${role} "${run}"${guess} (registered: ${names.join(', ')})`;

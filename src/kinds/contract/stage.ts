@@ -5,7 +5,13 @@
  * rounds, and hands the stage the final list (accepted in order, then the warned items). The decisions
  * are the activities'; this only sequences them, records `InputValidation` events and `quality_flags`.
  */
-import { isCancellation, proxyActivities, type ActivityOptions } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  isCancellation,
+  proxyActivities,
+  type ActivityOptions,
+} from '@temporalio/workflow';
 import {
   CONTRACT_FINALIZE_ACTIVITY,
   CONTRACT_REVISE_ACTIVITY,
@@ -13,6 +19,7 @@ import {
 } from '../../model/activity-types';
 import {
   CONTRACT_REVISION_LANES,
+  UNKNOWN_CONTRACT_IMPLEMENTATION,
   type ContractFinalizeInput,
   type ContractFinalizeResult,
   type ContractReviseInput,
@@ -45,11 +52,37 @@ const MAX_TALLY = 600;
 /**
  * The contract activities of one call, named `<stage> · contract <from>→<to> · round n · <what>` in the Web UI
  * and the audit (which reads the stage and round back from it), as stage attempts are `<stage> · attempt n/m`.
- * The summary is user metadata: replay does not compare it.
+ * The summary is user metadata: replay does not compare it. A validate or revise call whose validator or
+ * reviser the preparing worker lacks runs on the queue the prepare step named for it (`contract.queues`).
  */
 function contractActivities(stage: string, contract: ContractSpec, round: number, what: string): ContractActivities {
   const summary = `${stage} · contract ${contract.from}→${contract.to} · round ${round} · ${what}`;
-  return proxyActivities<ContractActivities>({ ...CONTRACT_ACTIVITY_OPTIONS, summary });
+  const on = (type: keyof ContractActivities): ActivityOptions => {
+    const taskQueue = contract.queues?.[type];
+    return { ...CONTRACT_ACTIVITY_OPTIONS, summary, ...(taskQueue !== undefined ? { taskQueue } : {}) };
+  };
+  return {
+    [CONTRACT_VALIDATE_ACTIVITY]: proxyActivities<ContractActivities>(on(CONTRACT_VALIDATE_ACTIVITY))[
+      CONTRACT_VALIDATE_ACTIVITY
+    ],
+    [CONTRACT_REVISE_ACTIVITY]: proxyActivities<ContractActivities>(on(CONTRACT_REVISE_ACTIVITY))[
+      CONTRACT_REVISE_ACTIVITY
+    ],
+    [CONTRACT_FINALIZE_ACTIVITY]: proxyActivities<ContractActivities>(on(CONTRACT_FINALIZE_ACTIVITY))[
+      CONTRACT_FINALIZE_ACTIVITY
+    ],
+  };
+}
+
+/**
+ * The message of a validate or revise call whose worker does not register the contract's validator or reviser
+ * (it names the fix), else undefined: a deployment error fails the stage rather than accepting every item.
+ */
+function unknownImplementation(error: unknown): string | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  return cause instanceof ApplicationFailure && cause.type === UNKNOWN_CONTRACT_IMPLEMENTATION
+    ? cause.message
+    : undefined;
 }
 
 /** What the contracts of a consuming stage need of its work item. */
@@ -96,6 +129,8 @@ export async function runContracts(
       v = await acts(0, 'validate')[CONTRACT_VALIDATE_ACTIVITY](first);
     } catch (error) {
       if (isCancellation(error)) throw error;
+      const unknown = unknownImplementation(error);
+      if (unknown !== undefined) return { ok: false, message: `${edge}: ${unknown}` };
       // The seed's conservative fallback: validation never blocks the pipeline.
       run.emit(
         'InputValidation',
@@ -117,8 +152,9 @@ export async function runContracts(
       flags.validation_retries++;
       const [thisRound, count] = [round, rejected];
       const reviseActs = (index: number): ContractActivities => acts(thisRound, `revise ${index + 1}/${count}`);
-      const results = await reviseAll({ ...call, round, stateRef }, count, reviseActs);
+      const { results, unknown } = await reviseAll({ ...call, round, stateRef }, count, reviseActs);
       for (const r of results) addCalls(r.calls);
+      if (unknown !== undefined) return { ok: false, message: `${edge}: ${unknown}` };
       const revisions = results.map((r, index) => ({ index, revisedRef: r.ok ? r.revisedRef : null }));
       const revised = {
         ok: results.filter((r) => r.ok).length,
@@ -130,6 +166,8 @@ export async function runContracts(
         v = await acts(round, `validate ${revised.ok} revised`)[CONTRACT_VALIDATE_ACTIVITY](again);
       } catch (error) {
         if (isCancellation(error)) throw error;
+        const unknown = unknownImplementation(error);
+        if (unknown !== undefined) return { ok: false, message: `${edge}: ${unknown}` };
         run.emit(
           'InputValidation',
           `${edge} round ${round}: validation failed (${describeFailure(error)}); the revised items are accepted`,
@@ -217,25 +255,32 @@ function emitRound(
   run.touch();
 }
 
-/** One revision per rejected item, at most {@link CONTRACT_REVISION_LANES} at once; a revision that fails is a skipped item. */
+/**
+ * One revision per rejected item, at most {@link CONTRACT_REVISION_LANES} at once; a revision that fails is a
+ * skipped item. A reviser the worker does not register stops the round: `unknown` says so, naming the fix.
+ */
 async function reviseAll(
   base: Omit<ContractReviseInput, 'index'>,
   count: number,
   acts: (index: number) => ContractActivities,
-): Promise<ContractReviseResult[]> {
+): Promise<{ results: ContractReviseResult[]; unknown?: string }> {
   const results: ContractReviseResult[] = new Array<ContractReviseResult>(count);
   let next = 0;
+  let unknown: string | undefined;
   const lane = async (): Promise<void> => {
-    while (next < count) {
+    while (next < count && unknown === undefined) {
       const index = next++;
       try {
         results[index] = await acts(index)[CONTRACT_REVISE_ACTIVITY]({ ...base, index });
       } catch (error) {
         if (isCancellation(error)) throw error;
+        unknown ??= unknownImplementation(error);
         results[index] = { ok: false, id: `#${index}`, error: describeFailure(error), wastedTokens: 0 };
       }
     }
   };
   await Promise.all(Array.from({ length: Math.min(CONTRACT_REVISION_LANES, count) }, lane));
-  return results;
+  // Revisions the stop left unasked have no result.
+  const asked = results.filter((r): r is ContractReviseResult => r !== undefined);
+  return unknown !== undefined ? { results: asked, unknown } : { results };
 }
