@@ -28,7 +28,7 @@ import {
 import type { LoopState } from './kinds/loop/shapes';
 import { openItemsByEngine, type EngineCount } from './engine-versions';
 import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
-import { defaultReviewer, isNotFound, isUpdateUnanswered, TreadleError } from './client/errors';
+import { defaultReviewer, isNotFound, TreadleError } from './client/errors';
 import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
 import type { StartContext } from './client/start';
 import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './client/decisions';
@@ -41,14 +41,18 @@ import {
   answeredByWorker,
   noWorkerPolls,
   pollersOf,
-  queriedWithin,
   resultOf,
+  notSent,
+  updatedByWorker,
   visibleItem,
+  WORKER_ANSWER_WAIT_MS,
   type VisibleItem,
 } from './client/worker-presence';
+import { describeDecision, recordedApproval, recordedReview } from './client/recorded-decisions';
+import { AlreadyDecidedError } from './client/treadle-error';
 import { approvalItem, audit, decidedBefore, runIdFor, startTddTree, startWorkItem } from './client/on-demand';
 
-export { TreadleError, runIdFor, type ApprovalListing, type PendingReviewListing };
+export { TreadleError, AlreadyDecidedError, runIdFor, type ApprovalListing, type PendingReviewListing };
 
 /** Options for {@link TreadleClient.connect}. */
 export interface ConnectOptions {
@@ -61,13 +65,18 @@ export interface ConnectOptions {
   /** Implementation names to check specs against before starting (the CLI passes the built-ins). */
   known?: KnownImplementations;
   blobs?: BlobStore;
-  /** How long a review waits for a worker to accept it (default 15 s). */
+  /**
+   * How long a query or update waits for a worker to answer before the call says no worker answered (default 2 s).
+   * Temporal's poller list keeps a stopped worker for about a minute, so only an answer tells that one runs.
+   */
+  answerWaitMs?: number;
+  /** How long a review, approval or loop resume may take once a worker has answered (default 15 s). */
   reviewTimeoutMs?: number;
   /** OpenTelemetry tracing (see `tracing.ts`): starts become the root span of each work item's trace. */
   tracing?: TreadleTracing;
 }
 
-/** Reviews are updates, which need a running worker; without one the call would wait forever. */
+/** Reviews are updates, which need a running worker; one that answered but stalls must not hold the caller. */
 const DEFAULT_REVIEW_TIMEOUT_MS = 15_000;
 
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
@@ -78,8 +87,10 @@ export class TreadleClient {
   readonly taskQueue: string;
   private readonly known?: KnownImplementations;
   private readonly blobs: BlobStore;
-  /** How long a review, approval or loop resume waits for a worker to accept it. */
+  /** How long a review, approval or loop resume may take once a worker has answered. */
   readonly reviewTimeoutMs: number;
+  /** How long a query or update waits for a worker to answer (see {@link ConnectOptions.answerWaitMs}). */
+  readonly answerWaitMs: number;
   private readonly blobThresholdBytes: number;
   /** The settings it connected with (none when made from a `Client`): a refused credential names them. */
   private readonly temporal?: TemporalSettings;
@@ -94,6 +105,7 @@ export class TreadleClient {
     if (options.known) this.known = options.known;
     this.blobs = options.blobs ?? createBlobStore(config.blobStore);
     this.reviewTimeoutMs = options.reviewTimeoutMs ?? DEFAULT_REVIEW_TIMEOUT_MS;
+    this.answerWaitMs = options.answerWaitMs ?? WORKER_ANSWER_WAIT_MS;
     this.blobThresholdBytes = config.blobThresholdBytes;
     if (options.temporal) this.temporal = options.temporal;
   }
@@ -165,7 +177,8 @@ export class TreadleClient {
 
   /**
    * The work item's state (the `state` query): stages, attempts, reviews, usage, and one page of events (`eventsAfter`,
-   * `eventLimit`; `eventCount` says how many there are); a worker not answering within `timeoutMs` is `unreachable`.
+   * `eventLimit`; `eventCount` says how many there are). No worker answering within `timeoutMs` (default the client's
+   * `answerWaitMs`, 2 s) is a TreadleError `no_worker`: {@link visibleItem} reads what Temporal knows without one.
    */
   async getState(id: string, page: StateQueryArgs = {}, timeoutMs?: number): Promise<WorkItemState> {
     return this.ask(id, (h) => h.query(stateQuery, page), timeoutMs);
@@ -230,7 +243,7 @@ export class TreadleClient {
     id: string,
     options: LoopResumeOptions = {},
   ): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
-    return resumeFailedLoop(this.client, id, await this.loops(id), options, this.reviewTimeoutMs);
+    return resumeFailedLoop(this.client, id, await this.loops(id), options, this.reviewTimeoutMs, this.answerWaitMs);
   }
 
   /** Reports a signal-fed queue's length to a loop stage (its `queue: { provider: signal }`). */
@@ -238,7 +251,11 @@ export class TreadleClient {
     await this.call(loopWorkflowId, (h) => h.signal(loopQueueSignal, { pending }));
   }
 
-  /** Resolves a review; rejects with a clear message when the stage is not waiting or the input is bad. */
+  /**
+   * Resolves a review; rejects with a clear message when the stage is not waiting or the input is bad. With no
+   * worker answering within `answerWaitMs`, nothing is sent: a TreadleError `no_worker` says so, or, when the
+   * item's history shows the stage was decided already, an {@link AlreadyDecidedError} says by whom.
+   */
   async review(
     id: string,
     stage: string,
@@ -247,22 +264,18 @@ export class TreadleClient {
   ): Promise<ReviewAccepted> {
     return this.call(id, async (h) => {
       try {
-        return await answeredByWorker(
-          this.client,
-          id,
-          () => h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }] }),
-          this.reviewTimeoutMs,
-        );
+        return await updatedByWorker(this.client, id, {
+          what: `the review of ${stage} of ${id}`,
+          send: (updateId) => h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }], updateId }),
+          answerWaitMs: this.answerWaitMs,
+          timeoutMs: this.reviewTimeoutMs,
+        });
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError) {
           throw new TreadleError(`review rejected: ${error.cause?.message ?? error.message}`, 'invalid_review');
         }
-        if (isUpdateUnanswered(error)) {
-          throw new TreadleError(
-            `no worker accepted the review of ${id} within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue} ("treadle dev" or "treadle worker")?`,
-            'unreachable',
-          );
-        }
+        if (error instanceof TreadleError && error.code === 'no_worker')
+          throw await this.unsentReview(id, stage, error);
         if (isNotFound(error)) {
           // The id may name a finished item rather than no item at all; say which.
           const status = await h.describe().then(
@@ -279,6 +292,31 @@ export class TreadleClient {
         throw error;
       }
     });
+  }
+
+  /**
+   * Why a review no worker took was not sent: someone decided the stage already (its memo no longer lists it and its
+   * history records the decision), or the item has finished, else `unsent` itself (no worker).
+   */
+  private async unsentReview(id: string, stage: string, unsent: TreadleError): Promise<TreadleError> {
+    const description = await this.client.workflow
+      .getHandle(id)
+      .describe()
+      .catch(() => undefined);
+    if (!description) return unsent;
+    const recorded = await recordedReview(this.client, id, stage, description).catch(() => undefined);
+    if (recorded)
+      return new AlreadyDecidedError(
+        `review refused: stage ${stage} of ${id} was already decided (${describeDecision(recorded)}, as its history records)`,
+        recorded,
+      );
+    const status = description.status.name;
+    if (status !== 'RUNNING')
+      return new TreadleError(
+        `work item ${id} has finished (${status.toLowerCase()}); no stage is waiting for review`,
+        'invalid_review',
+      );
+    return unsent;
   }
 
   /** Approves a stage (optionally a specific attempt's output). */
@@ -322,7 +360,11 @@ export class TreadleClient {
     artefact: Json,
     options: { reviewer?: string; note?: string } = {},
   ): Promise<ReviewAccepted> {
-    await refuseNonconformingEdit(this, id, stage, artefact);
+    await refuseNonconformingEdit(this, id, stage, artefact).catch(async (error: unknown) => {
+      // The check reads the item's state, so with no worker answering nothing is sent either.
+      if (!(error instanceof TreadleError && error.code === 'no_worker')) throw error;
+      throw await this.unsentReview(id, stage, notSent(`the review of ${stage} of ${id}`, error));
+    });
     const stored =
       (await offloadArtefact(artefact, this.blobs, this.blobThresholdBytes, `edited ${stage} of ${id}`)) ?? null;
     return this.review(
@@ -395,6 +437,8 @@ export class TreadleClient {
   /**
    * Approves or rejects a pending approval request by id. A request already decided (or expired) is refused
    * saying how it was decided (by whom, what, when); an id no item has is "not found". Nothing enters the history.
+   * With no worker answering within `answerWaitMs` nothing is sent: a TreadleError `no_worker`, or an
+   * {@link AlreadyDecidedError} when the item's history shows the request was decided already.
    */
   async decideApproval(
     id: string,
@@ -410,22 +454,29 @@ export class TreadleClient {
     };
     return this.call(itemId, async (h) => {
       try {
-        return await answeredByWorker(
-          this.client,
-          itemId,
-          () => h.executeUpdate(decideApprovalUpdate, { args: [payload] }),
-          this.reviewTimeoutMs,
-        );
+        return await updatedByWorker(this.client, itemId, {
+          what: `the decision on ${id} (work item ${itemId})`,
+          send: (updateId) => h.executeUpdate(decideApprovalUpdate, { args: [payload], updateId }),
+          answerWaitMs: this.answerWaitMs,
+          timeoutMs: this.reviewTimeoutMs,
+        });
       } catch (error) {
         if (error instanceof WorkflowUpdateFailedError)
           throw new TreadleError(`decision refused: ${error.cause?.message ?? error.message}`, 'invalid_review');
         // The item exists (visibility found it) but takes no more updates: it has finished.
         if (isNotFound(error)) throw await decidedBefore(this.client, id, itemId);
-        if (isUpdateUnanswered(error)) {
-          throw new TreadleError(
-            `no worker accepted the decision on ${id} (work item ${itemId}) within ${Math.round(this.reviewTimeoutMs / 1000)}s; is a worker running on task queue ${this.taskQueue}?`,
-            'unreachable',
-          );
+        if (error instanceof TreadleError && error.code === 'no_worker') {
+          // Nothing was sent; the history may still say who decided first.
+          const description = await h.describe().catch(() => undefined);
+          const recorded =
+            description && (await recordedApproval(this.client, itemId, id, description).catch(() => undefined));
+          if (recorded)
+            throw new AlreadyDecidedError(
+              `decision refused: approval request ${id} is already ${describeDecision(recorded)} (as work item ${itemId}'s history records)`,
+              recorded,
+            );
+          if (description && description.status.name !== 'RUNNING')
+            throw await decidedBefore(this.client, id, itemId, 0);
         }
         throw error;
       }
@@ -580,9 +631,9 @@ export class TreadleClient {
     };
   }
 
-  /** A query: as {@link call}, "no worker" within seconds when none polls, `unreachable` past `timeoutMs`. */
+  /** A query: as {@link call}, `no_worker` when no worker answers within `timeoutMs` (default `answerWaitMs`). */
   private ask<T>(id: string, fn: (handle: WorkflowHandle) => Promise<T>, timeoutMs?: number): Promise<T> {
-    return this.call(id, (h) => queriedWithin(this.client, id, () => fn(h), timeoutMs));
+    return this.call(id, (h) => answeredByWorker(this.client, id, () => fn(h), timeoutMs ?? this.answerWaitMs));
   }
 
   /** Runs a call on a work item's handle, turning "not found" into a clear error. */

@@ -2,6 +2,7 @@
 export {
   TreadleClient,
   TreadleError,
+  AlreadyDecidedError,
   runIdFor,
   type PendingReviewListing,
   type ApprovalListing,

@@ -8,7 +8,7 @@ import type { VisibleItem } from '../client/worker-presence';
 import type { UsageTotals } from '../engine/usage';
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
-import { exitCodeOf, exitWithItem } from './exit-codes';
+import { EXIT, exitCodeOf, exitWithItem } from './exit-codes';
 import { withClient } from './with-client';
 
 /** Registers `treadle status` and `watch`. */
@@ -22,11 +22,8 @@ export function registerProgressCommands(program: Command): void {
         try {
           await printStatus(client, id, opts);
         } catch (error) {
-          if ((error as { code?: string }).code !== 'no_worker') throw error;
           // No worker to ask: what Temporal itself knows, and why that is all (exit 0: status answered).
-          const item = await client.visibleItem(id);
-          process.stdout.write(opts.json ? `${JSON.stringify(item, null, 2)}\n` : `${renderVisibleItem(item)}\n`);
-          process.stderr.write(`treadle: ${(error as Error).message}\n`);
+          await printVisibleItem(client, id, error, opts.json);
         }
       }),
     );
@@ -38,10 +35,18 @@ export function registerProgressCommands(program: Command): void {
     )
     .action(
       withClient(async (client, id: string) => {
-        const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
-          untilReview: true,
-          untilLoopFails: true,
-        });
+        let state;
+        try {
+          state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
+            untilReview: true,
+            untilLoopFails: true,
+          });
+        } catch (error) {
+          // No worker to follow the item with: what Temporal knows; its exit code when it has ended, else 1.
+          const item = await printVisibleItem(client, id, error);
+          process.exitCode = item.result ? exitCodeOf(item.result.status) : EXIT.failed;
+          return;
+        }
         process.stdout.write(`${state.id} is ${state.status}\n`);
         // Still running, the watch stopped at a loop stage that failed and waits for `treadle resume`.
         exitWithItem(id, state, state.status === 'running' ? await client.loops(id) : []);
@@ -157,10 +162,28 @@ async function printStatus(client: TreadleClient, id: string, opts: { json?: boo
   }
 }
 
-/** What `status` shows with no worker: Temporal's status, the Treadle status, pending reviews, a closed result. */
+/**
+ * When `error` says no worker answered: prints what Temporal knows of item `id` without one (stdout) and that error
+ * (stderr, one line), and returns it; any other error is thrown.
+ */
+async function printVisibleItem(
+  client: TreadleClient,
+  id: string,
+  error: unknown,
+  json?: boolean,
+): Promise<VisibleItem> {
+  if ((error as { code?: string }).code !== 'no_worker') throw error;
+  const item = await client.visibleItem(id);
+  process.stdout.write(json ? `${JSON.stringify(item, null, 2)}\n` : `${renderVisibleItem(item)}\n`);
+  process.stderr.write(`treadle: ${(error as Error).message}\n`);
+  return item;
+}
+
+/** What `status` shows with no worker: Temporal's and Treadle's status, pending reviews and approvals, a closed result. */
 function renderVisibleItem(item: VisibleItem): string {
   const lines = [`${item.id} · pipeline ${item.pipeline ?? '?'} · ${item.status ?? '?'} (Temporal: ${item.execution})`];
   for (const r of item.pendingReviews) lines.push(`  waiting for review: ${r.stage} (${r.reason}): ${r.message}`);
+  for (const r of item.pendingApprovals) lines.push(`  waiting for approval: ${r.id} (${r.step}): ${r.summary}`);
   if (item.result) lines.push(`result: ${JSON.stringify(item.result, null, 2)}`);
   if (item.failure) lines.push(`failure: ${item.failure}`);
   return lines.join('\n');

@@ -3,12 +3,12 @@
  * item can no longer be decided (how it was decided, by whom, when).
  */
 import type { Client } from '@temporalio/client';
-import { auditHistory, type AuditEntry } from '../audit';
 import { listExecutions } from '../visibility';
 import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
 import type { WorkItemState } from '../model/state';
 import { stateQuery } from '../workflows/messages';
 import { TreadleError } from './errors';
+import { describeDecision, recordedApproval } from './recorded-decisions';
 
 /** How long a refused decision waits for a worker to say how a finished item's request was decided. */
 const DECIDED_QUERY_WAIT_MS = 5_000;
@@ -27,15 +27,21 @@ export async function approvalItem(client: Client, id: string): Promise<string> 
 }
 
 /**
- * Why a request of an item that has finished cannot be decided: how it was decided (by whom, what, when),
- * from the item's last state when a worker answers the query, else from the decisions in its history.
+ * Why a request of an item that has finished cannot be decided: how it was decided (by whom, what, when), from the
+ * item's last state when a worker answers the query within `queryWaitMs` (0: ask none), else from the decisions in
+ * its history.
  */
-export async function decidedBefore(client: Client, id: string, itemId: string): Promise<TreadleError> {
+export async function decidedBefore(
+  client: Client,
+  id: string,
+  itemId: string,
+  queryWaitMs = DECIDED_QUERY_WAIT_MS,
+): Promise<TreadleError> {
   const handle = client.workflow.getHandle(itemId);
   const description = await handle.describe();
-  const deadline = Date.now() + DECIDED_QUERY_WAIT_MS;
   const query = (): Promise<WorkItemState> => handle.query(stateQuery, { eventLimit: 1 });
-  const state = await client.withDeadline(deadline, query).catch(() => undefined);
+  const state =
+    queryWaitMs > 0 ? await client.withDeadline(Date.now() + queryWaitMs, query).catch(() => undefined) : undefined;
   const request = state?.approvals?.find((r) => r.id === id);
   let how: string | undefined;
   if (request && request.status !== 'pending') {
@@ -44,11 +50,8 @@ export async function decidedBefore(client: Client, id: string, itemId: string):
     how = `${request.status}${by}${at}${request.reason ? `: ${request.reason}` : ''}`;
   } else {
     // No worker answered: the decision as the history recorded it (expiries are timers, not decisions).
-    const events = (await handle.fetchHistory()).events ?? [];
-    const isDecision = (e: AuditEntry): boolean =>
-      e.kind === 'approval' && e.message.startsWith(`${id} `) && !/^\S+ (requested|executed):/.test(e.message);
-    const decided = auditHistory(itemId, events).filter(isDecision).pop();
-    if (decided) how = `${decided.message.slice(id.length + 1)} at ${decided.at}`;
+    const recorded = await recordedApproval(client, itemId, id);
+    if (recorded) how = describeDecision(recorded);
   }
   const ended = `work item ${itemId} has finished (${description.status.name.toLowerCase()})`;
   const message = `decision refused: approval request ${id} is already ${how ?? 'decided'}; ${ended}`;

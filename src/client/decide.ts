@@ -18,15 +18,18 @@ import type { ApprovalDecided, ApprovalRequest } from '../kinds/approval/shapes'
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
 import { sendResume } from './loop-resume';
-import { isUpdateUnanswered, TreadleError } from './errors';
+import { TreadleError } from './errors';
+import { AlreadyDecidedError } from './treadle-error';
 import type { SchemaProblem } from './output-schema';
 import { outputSchemaChecks } from './output-schema-lazy';
 
 /** What deciding needs of `TreadleClient` (it passes itself). */
 export interface DecideContext {
   readonly client: Client;
-  /** How long an answer waits for a worker to accept it (a stuck worker must not hold the caller forever). */
+  /** How long an answer may take once a worker has answered (a stuck worker must not hold the caller forever). */
   readonly reviewTimeoutMs: number;
+  /** How long a query or update waits for a worker to answer at all. */
+  readonly answerWaitMs: number;
   review(id: string, stage: string, outcome: ReviewOutcome, reviewer?: string): Promise<unknown>;
   approveWithEdits(
     id: string,
@@ -114,6 +117,8 @@ export async function decide(
     else await context.review(workflowId, subject, reviewOutcome(answer), reviewer);
     return { status: 'decided', by: reviewer, outcome };
   } catch (error) {
+    // Refused without a worker, from the history: who decided first is known already.
+    if (error instanceof AlreadyDecidedError) return { status: 'already_decided', ...error.decided };
     if (!(error instanceof TreadleError) || error.code !== 'invalid_review') throw error;
     const earlier = await decidedEarlier(context, kind, workflowId, subject).catch(() => undefined);
     if (earlier) return earlier;
@@ -122,8 +127,8 @@ export async function decide(
 }
 
 /**
- * Resumes or abandons the loop stage workflow `loopId`, recording who decided; within the context's review
- * timeout, as reviews and approvals are, else `unreachable` (a polling but stuck worker would hold it forever).
+ * Resumes or abandons the loop stage workflow `loopId`, recording who decided; sent only once a worker answers, and
+ * bounded by the context's review timeout as reviews and approvals are (see `updatedByWorker`).
  */
 async function resumeLoop(context: DecideContext, loopId: string, answer: DecisionAnswer, by: string): Promise<void> {
   const request: ResumeRequest = {
@@ -131,13 +136,7 @@ async function resumeLoop(context: DecideContext, loopId: string, answer: Decisi
     ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
     by,
   };
-  try {
-    await sendResume(context.client, loopId, request, context.reviewTimeoutMs);
-  } catch (error) {
-    if (!isUpdateUnanswered(error)) throw error;
-    const seconds = Math.round(context.reviewTimeoutMs / 1000);
-    throw new TreadleError(`no worker accepted the resume of loop ${loopId} within ${seconds}s`, 'unreachable');
-  }
+  await sendResume(context.client, loopId, request, context.reviewTimeoutMs, context.answerWaitMs);
 }
 
 /**

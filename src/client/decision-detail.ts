@@ -14,12 +14,6 @@ import type { DecideContext } from './decide';
 import { approvalDecision, listedDecisionsOf, reviewDecision, type DecisionSource } from './decisions';
 import { artefactView, blobView } from './artefact-view';
 
-/**
- * How long the detail waits for the workflow's query. A worker that just stopped still shows as polling for a
- * while, and the server holds a query for it up to 30 s: the page shows the listing's view instead.
- */
-const DETAIL_WAIT_MS = 5_000;
-
 /** How many of a loop's last iterations the detail carries. */
 const DETAIL_ITERATIONS = 5;
 
@@ -70,12 +64,13 @@ export async function decisionDetail(
 }
 
 /**
- * The workflow's state, read with the detail's bounded wait; undefined when no worker answered: "no worker"
- * within seconds when none polls, else `unreachable` after {@link DETAIL_WAIT_MS}. An unknown workflow is gone.
+ * The workflow's state; undefined when no worker answered within the client's `answerWaitMs` (as every command
+ * falls back on what Temporal knows without one: a worker that just stopped still shows as polling for a minute,
+ * and the server would hold the query half a minute). An unknown workflow is gone.
  */
 async function queried<T>(ctx: DetailContext, query: (timeoutMs: number) => Promise<T>): Promise<T | undefined> {
   try {
-    return await query(DETAIL_WAIT_MS);
+    return await query(ctx.context.answerWaitMs);
   } catch (error) {
     if (!(error instanceof TreadleError)) throw error;
     if (error.code === 'no_worker' || error.code === 'unreachable') return undefined;

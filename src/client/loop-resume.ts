@@ -6,7 +6,7 @@ import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
 import { resumeLoopUpdate } from '../workflows/messages';
 import { defaultReviewer, TreadleError } from './errors';
-import { answeredByWorker } from './worker-presence';
+import { updatedByWorker } from './worker-presence';
 
 /** What a resume says: which loop stage, resume or abandon, why, and who. */
 export interface LoopResumeOptions {
@@ -26,6 +26,7 @@ export async function resumeFailedLoop(
   started: { workflowId: string; state: LoopState }[],
   options: LoopResumeOptions,
   timeoutMs: number,
+  answerWaitMs?: number,
 ): Promise<{ workflowId: string; stage: string; from: number; resumed: boolean }> {
   const loops = started.filter((l) => options.stage === undefined || l.state.stage === options.stage);
   if (loops.length === 0)
@@ -53,24 +54,29 @@ export async function resumeFailedLoop(
     ...(options.reason !== undefined ? { reason: options.reason } : {}),
     by: options.by ?? defaultReviewer(),
   };
-  const answer = await sendResume(client, loop.workflowId, request, timeoutMs);
+  const answer = await sendResume(client, loop.workflowId, request, timeoutMs, answerWaitMs);
   return { workflowId: loop.workflowId, stage: loop.state.stage, ...answer };
 }
 
-/** Sends `resumeLoop` to a loop stage's own workflow; the loop's refusal becomes a TreadleError with its reason. */
+/**
+ * Sends `resumeLoop` to a loop stage's own workflow once a worker answers (see `updatedByWorker`: with none within
+ * `answerWaitMs`, nothing is sent); the loop's refusal becomes a TreadleError with its reason.
+ */
 export async function sendResume(
   client: Client,
   loopId: string,
   request: ResumeRequest,
-  timeoutMs?: number,
+  timeoutMs: number,
+  answerWaitMs?: number,
 ): Promise<{ from: number; resumed: boolean }> {
   try {
-    return await answeredByWorker(
-      client,
-      loopId,
-      () => client.workflow.getHandle(loopId).executeUpdate(resumeLoopUpdate, { args: [request] }),
+    return await updatedByWorker(client, loopId, {
+      what: `the ${request.action} of loop ${loopId}`,
+      send: (updateId) =>
+        client.workflow.getHandle(loopId).executeUpdate(resumeLoopUpdate, { args: [request], updateId }),
       timeoutMs,
-    );
+      ...(answerWaitMs !== undefined ? { answerWaitMs } : {}),
+    });
   } catch (error) {
     if (error instanceof WorkflowUpdateFailedError)
       throw new TreadleError(`resume refused: ${error.cause?.message ?? error.message}`, 'invalid_review');

@@ -30,3 +30,17 @@ export class TreadleError extends Error {
 export function configError(message: string): TreadleError {
   return new TreadleError(message, 'config');
 }
+
+/**
+ * A decision refused because someone decided first (code `invalid_review`), with how they decided as far as it is
+ * known: `TreadleClient.decide` answers it as `already_decided`.
+ */
+export class AlreadyDecidedError extends TreadleError {
+  constructor(
+    message: string,
+    readonly decided: { by?: string; outcome?: string; at?: string },
+  ) {
+    super(message, 'invalid_review');
+    this.name = 'AlreadyDecidedError';
+  }
+}

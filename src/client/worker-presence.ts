@@ -1,9 +1,11 @@
 /**
- * No worker, no answer: queries and updates are answered by a worker, and with none polling the item's task
- * queue Temporal holds them for half a minute before failing. A call that is slow to answer has the queue's
- * pollers checked (DescribeTaskQueue), so "no worker" is said within seconds instead; and what Temporal
- * answers without a worker (visibility, memo, a closed item's result) is read here too.
+ * No worker, no answer: queries and updates are answered by a worker, and with none running Temporal holds them
+ * for half a minute before failing. Temporal's poller list cannot tell: it keeps a stopped worker for about a
+ * minute. So a call that gets no answer within {@link WORKER_ANSWER_WAIT_MS} is given up on, whatever the list
+ * says, and the caller says so and falls back on what Temporal answers without a worker (visibility, memo,
+ * history, a closed item's result), read here too.
  */
+import { randomUUID } from 'node:crypto';
 import {
   ApplicationFailure,
   QueryNotRegisteredError,
@@ -14,6 +16,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
+import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes';
 import { TDD_TREE_FAILED } from '../kinds/tdd/shapes';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../model/state';
@@ -21,8 +24,11 @@ import { workerCommandFor } from '../task-queues';
 import { isUpdateUnanswered } from './errors';
 import { TreadleError } from './treadle-error';
 
-/** How long a query or update may take before the item's queue is checked for a worker (a worker answers in ms). */
-const WORKER_CHECK_AFTER_MS = 1_000;
+/**
+ * How long a query or update may go unanswered before Treadle says no worker answered: a running worker answers in
+ * milliseconds, and a command must still answer within 5 s (CLI start and the fallback read included).
+ */
+export const WORKER_ANSWER_WAIT_MS = 2_000;
 // temporal.api.enums.v1 values, written out: the proto package is the SDK's, not a dependency of ours.
 const TASK_QUEUE_TYPE_WORKFLOW = 1 as temporal.api.enums.v1.TaskQueueType;
 const TASK_QUEUE_KIND_NORMAL = 1 as temporal.api.enums.v1.TaskQueueKind;
@@ -60,70 +66,122 @@ export function noWorkerMessage(taskQueue: string): string {
   return `no worker is polling task queue ${taskQueue}; start one with \`${workerCommandFor(taskQueue)}\``;
 }
 
+/** The message for a call no worker answered within `waitMs`, with the command that starts one on `taskQueue`. */
+export function noAnswerMessage(taskQueue: string, waitMs: number): string {
+  const within = `${Math.round(waitMs / 100) / 10}s`;
+  return `no worker answered on task queue ${taskQueue} within ${within}; start one with \`${workerCommandFor(taskQueue)}\``;
+}
+
 /**
- * Runs a query or update of workflow `id`; if it has not answered after {@link WORKER_CHECK_AFTER_MS}, or
- * failed, checks the execution's task queue and, when no worker polls it, aborts the call and rejects at once
- * (a TreadleError `no_worker`). With a worker seen, the call keeps its own time (at most `timeoutMs` when given)
- * and its own errors.
+ * Runs a query or update of workflow `id` and gives up on it when no worker has answered within `waitMs`
+ * (default {@link WORKER_ANSWER_WAIT_MS}): a TreadleError `no_worker` naming the execution's task queue. A call
+ * that fails at once (a query of a closed workflow nobody polls for) is `no_worker` too when no worker polls the
+ * queue; a worker's own refusal (an update's validator, a query the workflow does not know) passes through.
  */
 export async function answeredByWorker<T>(
   client: Client,
   id: string,
   call: () => Promise<T>,
-  timeoutMs?: number,
+  waitMs: number = WORKER_ANSWER_WAIT_MS,
 ): Promise<T> {
   // Aborted, the call stops retrying too: a CLI command ends at once instead of holding its connection open.
-  const abandon = new AbortController();
-  const signal =
-    timeoutMs === undefined ? abandon.signal : AbortSignal.any([abandon.signal, AbortSignal.timeout(timeoutMs)]);
-  // A call that fails at once (a query of a closed workflow nobody polls for) is "no worker" too.
-  const answer = client.withAbortSignal(signal, call).catch(async (error: unknown) => {
+  const unanswered = new AbortController();
+  const timer = setTimeout(() => unanswered.abort(), waitMs);
+  // Unanswered halfway, the call may well go unanswered: the queue its message names is read meanwhile.
+  let taskQueue: Promise<string> | undefined;
+  const halfway = setTimeout(() => {
+    taskQueue = client.workflow
+      .getHandle(id)
+      .describe()
+      .then((d) => d.taskQueue);
+    taskQueue.catch(() => undefined);
+  }, waitMs / 2);
+  try {
+    return await client.withAbortSignal(unanswered.signal, call);
+  } catch (error) {
     // A worker gave this answer (an update's validator or handler refused, a query the workflow does not know).
     if (answeredByAWorker(error)) throw error;
+    if (unanswered.signal.aborted && isUpdateUnanswered(error)) {
+      const queue = await (taskQueue ??
+        client.workflow
+          .getHandle(id)
+          .describe()
+          .then((d) => d.taskQueue));
+      throw new TreadleError(noAnswerMessage(queue, waitMs), 'no_worker');
+    }
     const queue = await queueWithoutWorker(client, id).catch(() => undefined);
     throw queue !== undefined ? new TreadleError(noWorkerMessage(queue), 'no_worker') : error;
-  });
-  let timer: NodeJS.Timeout | undefined;
-  const absent = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      void queueWithoutWorker(client, id).then(
-        (queue) => {
-          if (queue === undefined) return;
-          reject(new TreadleError(noWorkerMessage(queue), 'no_worker'));
-          abandon.abort();
-        },
-        // The check is a courtesy: when it cannot answer, the call keeps waiting as it would have.
-        () => undefined,
-      );
-    }, WORKER_CHECK_AFTER_MS);
-  });
-  try {
-    return await Promise.race([answer, absent]);
   } finally {
     clearTimeout(timer);
-    // Left behind when "no worker" won the race: its own failure later is nobody's business.
-    answer.catch(() => undefined);
+    clearTimeout(halfway);
   }
 }
 
 /**
- * A query of workflow `id` as {@link answeredByWorker} runs it, with a bound: a worker seen polling that has not
- * answered within `timeoutMs` is given up on, a TreadleError `unreachable` (without a bound, nothing changes).
+ * The SDK's own query, which every workflow answers: asked before an update, it tells whether a worker runs the
+ * workflow now, at no cost to its history.
  */
-export async function queriedWithin<T>(
-  client: Client,
-  id: string,
-  query: () => Promise<T>,
-  timeoutMs?: number,
-): Promise<T> {
+const WORKFLOW_METADATA_QUERY = '__temporal_workflow_metadata';
+
+/** An update for {@link updatedByWorker}: what it is, for messages, and how to send it. */
+export interface UpdateCall<T> {
+  /** What is sent, as a message names it: "the review of draft of item-1". */
+  what: string;
+  /** Sends the update with this id (by its id, the history tells whether a worker accepted it). */
+  send: (updateId: string) => Promise<T>;
+  /** How long a worker may take to show it is there (default {@link WORKER_ANSWER_WAIT_MS}). */
+  answerWaitMs?: number;
+  /** How long the update may take once a worker has shown it is there. */
+  timeoutMs: number;
+}
+
+/**
+ * Sends an update to workflow `id` only once a worker has answered a query of it. An update no worker takes is not
+ * dropped: the server keeps it (admitted, in memory) and hands it to the next worker that runs the workflow, which
+ * may apply it minutes later. Asking first makes "not sent" the truth: with no answer within the wait, nothing
+ * is sent (a TreadleError `no_worker`, "… was not sent: no worker answered …"). An update that then gets no answer
+ * within `timeoutMs` (the worker stopped in between) is `unreachable`, saying whether the workflow accepted it.
+ */
+export async function updatedByWorker<T>(client: Client, id: string, update: UpdateCall<T>): Promise<T> {
+  const handle = client.workflow.getHandle(id);
   try {
-    return await answeredByWorker(client, id, query, timeoutMs);
+    await answeredByWorker(client, id, () => handle.query(WORKFLOW_METADATA_QUERY), update.answerWaitMs);
   } catch (error) {
-    if (timeoutMs === undefined || !isUpdateUnanswered(error)) throw error;
-    throw new TreadleError(
-      `no worker answered the query of ${id} within ${Math.round(timeoutMs / 1000)}s`,
-      'unreachable',
+    if (error instanceof TreadleError && error.code === 'no_worker') throw notSent(update.what, error);
+    throw error;
+  }
+  const updateId = randomUUID();
+  try {
+    return await client.withAbortSignal(AbortSignal.timeout(update.timeoutMs), () => update.send(updateId));
+  } catch (error) {
+    if (!isUpdateUnanswered(error)) throw error;
+    const within = `${Math.round(update.timeoutMs / 100) / 10}s`;
+    const status = `see \`treadle status ${id}\``;
+    const message = (await acceptedUpdate(client, id, updateId))
+      ? `${update.what} was accepted by ${id} but not completed within ${within}; it completes when a worker runs the item (${status})`
+      : `${update.what} was not delivered within ${within}: no worker took it, and Temporal keeps it for the next worker that runs ${id}, which may still apply it (${status} before sending it again)`;
+    throw new TreadleError(message, 'unreachable');
+  }
+}
+
+/** `noAnswer` (a `no_worker` error) told of what was therefore not sent: "the review of … was not sent: …". */
+export function notSent(what: string, noAnswer: TreadleError): TreadleError {
+  return new TreadleError(`${what} was not sent: ${noAnswer.message}, then send it again`, 'no_worker');
+}
+
+const EVENT_TYPE_UPDATE_ACCEPTED = 41 as temporal.api.enums.v1.EventType;
+
+/** Whether the history of `id` records that the workflow accepted update `updateId`. */
+async function acceptedUpdate(client: Client, id: string, updateId: string): Promise<boolean> {
+  try {
+    const { events } = await client.workflow.getHandle(id).fetchHistory();
+    return (events ?? []).some(
+      (event) =>
+        event.eventType === EVENT_TYPE_UPDATE_ACCEPTED &&
+        event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId === updateId,
     );
+  } catch {
+    return false;
   }
 }
 
@@ -203,18 +261,21 @@ export interface VisibleItem {
   status?: string;
   /** From the reviews memo (messages cut short). */
   pendingReviews: ReviewsMemo['reviews'];
+  /** Pending approval requests, from the approvals memo (without their payloads). */
+  pendingApprovals: ApprovalsMemo['requests'];
   /** A closed item's result (its own, or the one its failure carries). */
   result?: WorkItemResult;
   /** A closed workflow's failure when it carries no result (an engine error, a termination). */
   failure?: string;
 }
 
-/** {@link VisibleItem} of workflow `id`: one describe, and for a closed one its result from its history. */
+/** {@link VisibleItem} of workflow `id`: one describe (its search attributes and memo), and for a closed one its result. */
 export async function visibleItem(client: Client, id: string): Promise<VisibleItem> {
   const handle = client.workflow.getHandle(id);
   const description = await handle.describe();
   const execution = description.status.name;
   const memo = description.memo?.[REVIEWS_MEMO_KEY] as ReviewsMemo | undefined;
+  const approvals = description.memo?.[APPROVALS_MEMO_KEY] as ApprovalsMemo | undefined;
   const closed = execution !== 'RUNNING' && execution !== 'CONTINUED_AS_NEW';
   const ended = closed
     ? await resultOf<WorkItemResult>(handle).then(
@@ -235,6 +296,7 @@ export async function visibleItem(client: Client, id: string): Promise<VisibleIt
     ...(pipeline !== undefined ? { pipeline } : {}),
     ...(status !== undefined ? { status } : {}),
     pendingReviews: closed ? [] : (memo?.reviews ?? []),
+    pendingApprovals: closed ? [] : (approvals?.requests ?? []),
     ...ended,
   };
 }

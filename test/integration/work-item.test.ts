@@ -298,10 +298,10 @@ describe('when no worker answers', () => {
     await eventually(async () => ((await other.client.getState(id)).status === 'waiting_review' ? true : undefined));
     await other.shutdown();
 
-    const impatient = new TreadleClient(h.temporal, { taskQueue: other.taskQueue, reviewTimeoutMs: 2_000 });
+    const impatient = new TreadleClient(h.temporal, { taskQueue: other.taskQueue, answerWaitMs: 2_000 });
     const started = Date.now();
     await expect(impatient.approve(id, 'draft')).rejects.toThrow(
-      `no worker accepted the review of ${id} within 2s; is a worker running on task queue ${other.taskQueue} ("treadle dev" or "treadle worker")?`,
+      `the review of draft of ${id} was not sent: no worker answered on task queue ${other.taskQueue} within 2s; start one with \`TREADLE_TASK_QUEUE=${other.taskQueue} treadle worker\`, then send it again`,
     );
     expect(Date.now() - started).toBeLessThan(15_000);
 
