@@ -31,7 +31,7 @@ it('clears the grace period once a cancelled body has stopped', async () => {
     ),
   );
   await bodyStarted;
-  activity.cancel('attempt timed out');
+  activity.cancel('TIMED_OUT');
   await expect(running).rejects.toBeInstanceOf(CancelledFailure);
   expect(pendingTimers()).toBe(before);
 });
