@@ -124,10 +124,11 @@ export class TreadleClient {
       settings.address = options.address;
       settings.options.address = options.address;
     }
-    const connection = await connectClient(settings);
     const { address: _address, namespace, temporal: _temporal, ...rest } = options;
-    // Payloads the worker offloaded (ExternalStorage, over 256 KiB) are read back from the same blob store.
+    // Payloads the worker offloaded (ExternalStorage, over 256 KiB) are read back from the same blob store. Made
+    // before connecting, so a store that cannot be made (its package not installed) leaves no connection open.
     const blobs = rest.blobs ?? createBlobStore(config.blobStore);
+    const connection = await connectClient(settings);
     const client = new Client({
       connection,
       namespace: namespace ?? settings.namespace,

@@ -36,6 +36,7 @@ export {
   type BlobStore,
   type BlobStoreSettings,
   type S3BlobStoreOptions,
+  type S3Credentials,
 } from './storage';
 export { treadleExternalStorage, DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES } from './storage/external-storage';
 export { SqliteCallLog } from './storage/sqlite-call-log';
@@ -67,7 +68,13 @@ export { startDevServer, type DevServer } from './server/dev-server';
 export { defineActionType, ActionRegistry, type ActionType, type ActionContext } from './kinds/approval/actions';
 export { idempotencyKey, inputHash } from './model/hashing';
 export type { ApprovalRequest, ApprovalDecision, ApprovalStatus } from './kinds/approval/shapes';
-export { createTracing, tracingFromEnv, WORKFLOW_TRACING_MODULE, type TreadleTracing } from './tracing';
+export {
+  createTracing,
+  tracingFromEnv,
+  WORKFLOW_TRACING_MODULE,
+  type TreadleTracing,
+  type TracingSpanProcessor,
+} from './tracing';
 export type { AuditEntry } from './audit';
 export {
   listPendingDecisions,

@@ -1,43 +1,85 @@
 /**
  * OpenTelemetry tracing for a worker and its clients (see `observability.ts`): one trace per work item,
  * client start → workflow → activities → model calls, through Temporal's OpenTelemetry plugin.
+ *
+ * OpenTelemetry's SDK and Temporal's plugin are optional peer dependencies (src/optional-packages.ts): they are
+ * loaded only when tracing is configured, and this module's types name none of them, so Treadle's types compile
+ * without them.
  */
 // Types only at the top: a worker without tracing (the default) never loads OpenTelemetry's SDK (~0.1-0.2 s).
 import type * as Resources from '@opentelemetry/resources';
 import type * as TraceBase from '@opentelemetry/sdk-trace-base';
-import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type * as TraceNode from '@opentelemetry/sdk-trace-node';
 import type * as TemporalOpenTelemetry from '@temporalio/interceptors-opentelemetry';
-import type { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
+import type { ClientPlugin } from '@temporalio/client';
+import type { WorkerPlugin } from '@temporalio/worker';
+import { loadOptional } from './optional-packages';
 
 /** What a worker and a client need to trace: the plugin (interceptors, workflow span sink) and a way to flush. */
 export interface TreadleTracing {
-  plugin: OpenTelemetryPlugin;
+  /** Temporal's `OpenTelemetryPlugin`, typed by what the client and the worker take of it. */
+  plugin: ClientPlugin & WorkerPlugin;
   /** Flushes pending spans and stops the provider. */
   shutdown(): Promise<void>;
 }
 
-/** The workflow interceptor module a workflow bundle must include for workflow spans (prebuilt bundles). */
-export const WORKFLOW_TRACING_MODULE =
-  require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors');
+/**
+ * An OpenTelemetry `SpanProcessor` (`@opentelemetry/sdk-trace-base`), such as a `BatchSpanProcessor` or, in tests,
+ * a `SimpleSpanProcessor` over an `InMemorySpanExporter`. Only its shape is declared here, so that Treadle's types
+ * do not name the optional package.
+ */
+export interface TracingSpanProcessor {
+  onStart(span: unknown, parentContext: unknown): void;
+  onEnd(span: unknown): void;
+  forceFlush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/** The workflow interceptors' module, in Temporal's plugin package. */
+const WORKFLOW_INTERCEPTORS = '@temporalio/interceptors-opentelemetry/lib/workflow-interceptors';
+
+/**
+ * The workflow interceptor module a workflow bundle must include for workflow spans (prebuilt bundles): its path
+ * when the plugin is installed, else the bare module name (bundling it then fails naming the package, and a
+ * tracing worker would have stopped earlier, at {@link createTracing}).
+ */
+export const WORKFLOW_TRACING_MODULE = resolvedOr(WORKFLOW_INTERCEPTORS);
+
+function resolvedOr(specifier: string): string {
+  try {
+    return require.resolve(specifier);
+  } catch {
+    return specifier;
+  }
+}
 
 /**
  * Tracing that sends spans to `spanProcessor`. The provider is registered globally (with Node's async
  * context), so Treadle's own spans (model calls) join the activity's trace.
+ * @throws a configuration error naming the packages to install when OpenTelemetry's SDK or Temporal's plugin is
+ * missing (optional peer dependencies).
  */
-export function createTracing(options: { spanProcessor: SpanProcessor; serviceName?: string }): TreadleTracing {
+export function createTracing(options: { spanProcessor: TracingSpanProcessor; serviceName?: string }): TreadleTracing {
   /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when tracing is configured */
-  const { Resource } = require('@opentelemetry/resources') as typeof Resources;
-  const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node') as typeof TraceNode;
-  const { OpenTelemetryPlugin } = require('@temporalio/interceptors-opentelemetry') as typeof TemporalOpenTelemetry;
+  const { Resource } = loadOptional('tracing', () => require('@opentelemetry/resources') as typeof Resources);
+  const { NodeTracerProvider } = loadOptional(
+    'tracing',
+    () => require('@opentelemetry/sdk-trace-node') as typeof TraceNode,
+  );
+  const { OpenTelemetryPlugin } = loadOptional(
+    'tracing',
+    () => require('@temporalio/interceptors-opentelemetry') as typeof TemporalOpenTelemetry,
+  );
   /* eslint-enable @typescript-eslint/no-require-imports */
+  // The declared shape stands for the SDK's class (see TracingSpanProcessor).
+  const spanProcessor = options.spanProcessor as TraceBase.SpanProcessor;
   const resource = new Resource({ 'service.name': options.serviceName ?? 'treadle' });
-  const provider = new NodeTracerProvider({ resource, spanProcessors: [options.spanProcessor] });
+  const provider = new NodeTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register();
   const plugin = new OpenTelemetryPlugin({
     resource,
-    spanProcessor: options.spanProcessor,
+    spanProcessor,
     tracer: provider.getTracer('treadle'),
   });
   return { plugin, shutdown: () => provider.shutdown() };
@@ -45,14 +87,21 @@ export function createTracing(options: { spanProcessor: SpanProcessor; serviceNa
 
 /**
  * Tracing over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set
- * (the exporter reads the standard OTEL_* variables); otherwise none.
+ * (the exporter reads the standard OTEL_* variables); otherwise none. Throws as {@link createTracing} does when
+ * the tracing packages are not installed.
  */
 export function tracingFromEnv(env: NodeJS.ProcessEnv = process.env): TreadleTracing | undefined {
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return undefined;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when tracing is configured
-  const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when tracing is configured
-  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base') as typeof TraceBase;
+  /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when tracing is configured */
+  const { OTLPTraceExporter } = loadOptional(
+    'tracing',
+    () => require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp,
+  );
+  const { BatchSpanProcessor } = loadOptional(
+    'tracing',
+    () => require('@opentelemetry/sdk-trace-base') as typeof TraceBase,
+  );
+  /* eslint-enable @typescript-eslint/no-require-imports */
   return createTracing({
     spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter()),
     serviceName: env.OTEL_SERVICE_NAME ?? 'treadle',

@@ -273,6 +273,10 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const metrics = prometheusAddressFromEnv();
   // Before the first connection, which would make the process's runtime without the exporter.
   if (metrics !== undefined) installPrometheusMetrics(metrics);
+  // One call log for both workers, closed when they stop (an open PostgreSQL pool would keep the process alive).
+  // It and tracing come before the connection: a setting that cannot work (a package not installed) leaves none open.
+  const callLog = options.callLog === undefined && config.callLog !== null ? openCallLog(config.callLog) : undefined;
+  const tracing = options.tracing ?? tracingFromEnv();
   const connection = options.connection ?? (await connectWorker(settings));
   // Off the critical path: the worker needs no search attribute to poll, only listings and engine 7 do;
   // until they are confirmed it starts items on the engine that does not name TreadleDecisionAt.
@@ -283,10 +287,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const searchAttributes = registerSearchAttributes(settings, namespace, engineForAttributes(configured(), false)).then(
     (ok) => void (confirmed = ok),
   );
-  const tracing = options.tracing ?? tracingFromEnv();
   const implementationsQueue = options.implementationsQueue ?? (process.env.TREADLE_IMPLEMENTATIONS_QUEUE || undefined);
-  // One call log for both workers, closed when they stop (an open PostgreSQL pool would keep the process alive).
-  const callLog = options.callLog === undefined && config.callLog !== null ? openCallLog(config.callLog) : undefined;
   const base = {
     ...options,
     namespace,

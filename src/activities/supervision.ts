@@ -94,13 +94,16 @@ export async function supervise<T>(
       // The attempt timed out or the item was cancelled. The implementation saw the abort signal; wait
       // (briefly) until it has stopped, so the next attempt never overlaps it, then report the calls it
       // made, including the one cut off, with the cancellation.
+      let grace: NodeJS.Timeout | undefined;
       const stopped = await Promise.race([
         work.then(
           () => true,
           () => true,
         ),
-        new Promise<false>((r) => setTimeout(() => r(false), CANCEL_GRACE_MS)),
+        new Promise<false>((r) => (grace = setTimeout(() => r(false), CANCEL_GRACE_MS))),
       ]);
+      // Left pending, the grace timer would keep a stopping worker (or Jest) alive for up to 10 s more.
+      clearTimeout(grace);
       if (!stopped)
         activityLog.warn('implementation did not stop within the grace period after cancellation', {
           graceMs: CANCEL_GRACE_MS,

@@ -48,6 +48,7 @@ function registerRun(program: Command): void {
       '-w, --wait',
       'print events until the item finishes or waits for a person, then its status; exit 0 completed, 1 failed, 3 waiting',
     )
+    .addOption(waitAllOption('item'))
     .action(
       async (
         name: string | undefined,
@@ -56,6 +57,7 @@ function registerRun(program: Command): void {
           input?: string;
           id?: string;
           wait?: boolean;
+          waitAll?: boolean;
           tokenBudget?: number;
           customWorker?: boolean;
           session?: string;
@@ -105,10 +107,19 @@ function registerLoop(program: Command): void {
       '-w, --wait',
       'print events until the item finishes or a loop fails and waits for resume, then its status and its loops; exit 0 completed, 1 failed, 3 waiting',
     )
+    .addOption(waitAllOption('item'))
     .action(
       async (
         file: string,
-        opts: { session?: string; replies?: string; input?: string; id?: string; wait?: boolean; taskQueue?: string },
+        opts: {
+          session?: string;
+          replies?: string;
+          input?: string;
+          id?: string;
+          wait?: boolean;
+          waitAll?: boolean;
+          taskQueue?: string;
+        },
       ) => {
         const { spec, input } = given(() => {
           const read = specOfFile(path.resolve(file), opts.session !== undefined ? { session: opts.session } : {});
@@ -179,10 +190,11 @@ function registerTdd(program: Command): void {
       '-w, --wait',
       "print the root's events until it finishes or waits for a human, then its status; exit 0 merged, 1 failed, 3 waiting",
     )
+    .addOption(waitAllOption('tree'))
     .action(
       async (
         file: string,
-        opts: { repo: string; replies?: string; id?: string; wait?: boolean; taskQueue?: string },
+        opts: { repo: string; replies?: string; id?: string; wait?: boolean; waitAll?: boolean; taskQueue?: string },
       ) => {
         const { spec, replies } = given(() => ({
           spec: readPipelineFile(path.resolve(file)),
@@ -195,14 +207,17 @@ function registerTdd(program: Command): void {
             ...(replies !== undefined ? { replies } : {}),
           });
           await warnWithoutWorker(client, 'tree');
-          if (!opts.wait) {
+          if (!opts.wait && !opts.waitAll) {
             process.stdout.write(`${started.id}\n`);
             return;
           }
           process.stdout.write(
             `started ${started.id}: branch ${started.branch}, merges into ${started.targetBranch}\n`,
           );
-          await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), { untilReview: true });
+          // --wait-all waits through the reviews the tree asks for, as `treadle result` does.
+          await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
+            untilReview: !opts.waitAll,
+          });
           const tree = await client.getTddState(started.id);
           process.stdout.write(`\n${renderTddStatus(tree)}\n`);
           exitWith(started.id, tree);
@@ -213,13 +228,13 @@ function registerTdd(program: Command): void {
 
 /**
  * Starts a work item as `run` and `loop` do: says when the id names an earlier run, then prints the id, or
- * (`--wait`) the events, the status and its loops.
+ * (`--wait`) the events, the status and its loops; `--wait-all` waits through people until the item ends.
  */
 async function startItem(
   client: TreadleClient,
   spec: unknown,
   input: Json,
-  opts: { id?: string; tokenBudget?: number; wait?: boolean },
+  opts: { id?: string; tokenBudget?: number; wait?: boolean; waitAll?: boolean },
 ): Promise<void> {
   const started = await client.start(spec, input, {
     ...(opts.id ? { id: opts.id } : {}),
@@ -230,14 +245,15 @@ async function startItem(
       `treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`,
     );
   else await warnWithoutWorker(client, 'item');
-  if (!opts.wait) {
+  if (!opts.wait && !opts.waitAll) {
     process.stdout.write(`${started.id}\n`);
     return;
   }
   process.stdout.write(`started ${started.id}\n`);
+  // --wait stops at a person's turn (exit 3); --wait-all waits through reviews, approvals and loop resumes.
   const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
-    untilReview: true,
-    untilLoopFails: true,
+    untilReview: !opts.waitAll,
+    untilLoopFails: !opts.waitAll,
   });
   process.stdout.write(`\n${renderStatus(state)}\n`);
   const stages = (spec as { stages?: unknown } | null)?.stages;
@@ -262,6 +278,18 @@ async function loopsOf(
     process.stderr.write(`treadle: could not read the loops' state of ${id}: ${(error as Error).message}\n`);
     return [];
   });
+}
+
+/**
+ * `--wait-all`: `--wait` through people. The watch ends only when the item or tree does, so the exit code is 0 or 1,
+ * never 3 (scripts that hand the decisions to others and want the outcome, as `treadle result` gives it).
+ */
+function waitAllOption(what: 'item' | 'tree'): Option {
+  const ended = what === 'item' ? '0 completed' : '0 merged';
+  return new Option(
+    '--wait-all',
+    `as --wait, but waits through people (reviews, approvals${what === 'item' ? ', loop resumes' : ''}) until the ${what} ends; exit ${ended}, 1 failed`,
+  );
 }
 
 /** `--task-queue`, as `temporal workflow start --task-queue` has it. */

@@ -6,7 +6,12 @@ import { FileBlobStore, type BlobStore } from './blob-store';
 import { S3BlobStore } from './s3-blob-store';
 
 export * from './blob-store';
-export { S3BlobStore, ConditionalWritesUnsupportedError, type S3BlobStoreOptions } from './s3-blob-store';
+export {
+  S3BlobStore,
+  ConditionalWritesUnsupportedError,
+  type S3BlobStoreOptions,
+  type S3Credentials,
+} from './s3-blob-store';
 export {
   ConversationStore,
   ConversationConflictError,

@@ -20,6 +20,7 @@ import {
   type CallOrigin,
 } from './call-log';
 import { redactedUrl } from './open-call-log';
+import { loadOptional } from '../optional-packages';
 
 /** Rows per INSERT: PostgreSQL takes at most 65,535 parameters in one statement. */
 const ROWS_PER_INSERT = 1_000;
@@ -47,7 +48,10 @@ export interface PostgresCallLogOptions {
   queryTimeoutMs?: number;
 }
 
-/** The PostgreSQL call log: a small connection pool, the table made on first use. */
+/**
+ * The PostgreSQL call log: a small connection pool, the table made on first use. The constructor throws a
+ * configuration error when `pg` (an optional peer dependency) is not installed.
+ */
 export class PostgresCallLog implements CallLog {
   private readonly pool: Pg.Pool;
   private schema: Promise<void> | undefined;
@@ -56,9 +60,10 @@ export class PostgresCallLog implements CallLog {
     readonly url: string,
     options: PostgresCallLogOptions = {},
   ) {
-    // pg loads with the first log opened: `require('treadle')` alone does not load it.
+    // pg loads with the first log opened: `require('treadle')` alone does not load it, and it is an optional
+    // peer dependency (a configuration error names it when it is missing).
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { Pool } = require('pg') as typeof Pg;
+    const { Pool } = loadOptional('postgres', () => require('pg') as typeof Pg);
     this.pool = new Pool({
       connectionString: url,
       max: options.maxConnections ?? 4,

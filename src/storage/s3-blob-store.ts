@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import type * as S3Sdk from '@aws-sdk/client-s3';
 import { BlobNotFoundError, blobHex, nameHash, parsePointer, type BlobStore, type StoredBlob } from './blob-store';
 import type { BlobRef } from '../model/shapes';
+import { loadOptional } from '../optional-packages';
 
 /** Where an {@link S3BlobStore} keeps its objects, and how it reaches them. */
 export interface S3BlobStoreOptions {
@@ -21,7 +22,18 @@ export interface S3BlobStoreOptions {
   /** `http://host/bucket/key` rather than `http://bucket.host/key` (MinIO and most S3-compatibles need it). */
   forcePathStyle?: boolean;
   /** Default: the SDK's credential chain. */
-  credentials?: S3Sdk.S3ClientConfig['credentials'];
+  credentials?: S3Credentials | (() => Promise<S3Credentials>);
+}
+
+/**
+ * Static credentials, or (as a function) a provider such as `fromIni()` of `@aws-sdk/credential-providers`. Declared
+ * here rather than taken from `@aws-sdk/client-s3`, an optional package, so Treadle's types compile without it.
+ */
+export interface S3Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+  expiration?: Date;
 }
 
 /** The endpoint accepts a conditional write it should have refused, so compare-and-swap cannot be made safe. */
@@ -72,7 +84,10 @@ export class S3BlobStore implements BlobStore {
   private client?: Promise<S3Connection>;
   private conditionalWrites?: Promise<void>;
 
+  /** @throws a configuration error when `@aws-sdk/client-s3` (an optional peer dependency) is not installed. */
   constructor(private readonly options: S3BlobStoreOptions) {
+    // Found now, loaded on first use: a worker or a command fails at start, naming the package to install.
+    loadOptional('s3', () => require.resolve('@aws-sdk/client-s3'));
     this.bucket = options.bucket;
     this.prefix = options.prefix ?? '';
   }

@@ -2,7 +2,7 @@
  * Exit codes of every command that waits for work or reports its outcome (issue 26 §4, docs/cli.md "Exit
  * codes"): `run --wait`, `loop --wait`, `tdd --wait`, `watch` and `result`, each × 0 completed, 1 failed,
  * 2 usage or configuration error, 3 waiting for a person. `--wait` and `watch` do not wait for people (they
- * stop at a person's turn with 3); `result` does, so it never exits 3. Also 2 for option values `calls` and
+ * stop at a person's turn with 3); `result` and `run|loop|tdd --wait-all` do, so they never exit 3. Also 2 for option values `calls` and
  * `blobs gc` cannot use, `--task-queue` on `run`, `loop` and `tdd`, over TREADLE_TASK_QUEUE, and the warning
  * when no worker polls the queue work starts on.
  *
@@ -173,6 +173,52 @@ describe('0 completed, 1 failed, 3 waiting for a person', () => {
     const waited = await runTreadle(h, [...args, '--wait']);
     expect(waited.code).toBe(1);
     expect(waited.stdout).toMatch(/stuck: failed/);
+  }, 120_000);
+});
+
+describe('--wait-all: waits through people, so 0 or 1 and never 3', () => {
+  test('run --wait-all: still waiting at a review; 0 once it is approved, with no "waits for a person"', async () => {
+    const id = h.id('exit-all-review');
+    const spec = write('reviewed.json', {
+      name: 'reviewed-all',
+      stages: [{ name: 'only', run: 'scripted', review_policy: 'always' }],
+    });
+    const run = runTreadle(h, ['run', '--file', spec, '--id', id, '--wait-all']);
+    await eventually(async () => ((await h.client.getState(id)).status === 'waiting_review' ? true : undefined));
+    // --wait would have exited 3 here.
+    expect(await stillRunning(run, 2_000)).toBe(true);
+    await h.client.review(id, 'only', { kind: 'approve' });
+    const done = await run;
+    expect({ code: done.code, stderr: done.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(done.stdout).toContain('ReviewRequested');
+    expect(done.stdout).not.toContain('waits for a person');
+  }, 60_000);
+
+  test('loop --wait-all: waits through a failed loop; 1 once it is given up', async () => {
+    const id = h.id('exit-all-loop');
+    const { spec, input } = loopFiles('loop-all', [
+      { output: '# 1\n', progress: '- 1\n', status: loopStatus },
+      { output: 'x\n' },
+    ]);
+    const run = runTreadle(h, ['loop', spec, '--input', `@${input}`, '--id', id, '--wait-all']);
+    await eventually(async () =>
+      (await h.client.loops(id)).some((l) => l.state.status === 'failed') ? true : undefined,
+    );
+    expect(await stillRunning(run, 2_000)).toBe(true);
+    expect((await runTreadle(h, ['resume', id, '--abandon', '--reason', 'giving up'])).code).toBe(0);
+    const done = await run;
+    expect(done.code).toBe(1);
+    expect(done.stdout).toMatch(/\n\S+ · .*failed/);
+  }, 90_000);
+
+  test('tdd --wait-all: 1 for a tree that fails while it waits (nobody answered its human step in time)', async () => {
+    const repo = await repos.create('stuck-all');
+    const id = h.id('exit-all-tdd');
+    const { spec, replies } = tddFiles('stuckall', 'stuck');
+    const run = await runTreadle(h, ['tdd', spec, '--repo', repo, '--replies', replies, '--id', id, '--wait-all']);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(/stuckall: failed/);
+    expect(run.stdout).not.toContain('waits for a person');
   }, 120_000);
 });
 

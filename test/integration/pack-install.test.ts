@@ -7,10 +7,15 @@
  * - `npx treadle --help` works there;
  * - a worker and a client written against the package type-check (strict tsc) with what it exports;
  * - that worker comes up on the prebuilt workflow bundle (no bundling at start), prints its ready line, and runs
- *   an item the installed client starts, to completion.
+ *   an item the installed client starts, to completion;
+ * - (issue 37 §5) the optional peer dependencies (S3, PostgreSQL, tracing) are not installed, yet all of the above
+ *   and `treadle validate` work, and the declarations need none of them; the settings that need one exit 2 with
+ *   one line naming the package and an `npm install` command, and after that command they work.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -19,6 +24,21 @@ const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const NPX = process.platform === 'win32' ? 'npx.cmd' : 'npx';
 /** npm install of the tarball and its ~400 dependencies from the cache: about a minute on a busy machine. */
 const INSTALL_TIMEOUT_MS = 180_000;
+/**
+ * The packages `npm install treadle` leaves out (optional peer dependencies, src/optional-packages.ts): the S3
+ * blob store's, the PostgreSQL call log's and tracing's.
+ */
+const OPTIONAL_PACKAGES = [
+  '@aws-sdk/client-s3',
+  'pg',
+  '@opentelemetry/exporter-trace-otlp-http',
+  '@opentelemetry/resources',
+  '@opentelemetry/sdk-trace-base',
+  '@opentelemetry/sdk-trace-node',
+  '@temporalio/interceptors-opentelemetry',
+];
+/** The `npm install …` command a missing-package error names (the rest of its one line). */
+const INSTALL_COMMAND = /which is not installed: npm install ((?:\S+ ?)+)\n$/;
 
 interface Run {
   code: number;
@@ -173,8 +193,12 @@ it(
     const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
       private?: boolean;
       dependencies: Record<string, string>;
+      peerDependenciesMeta: Record<string, { optional?: boolean }>;
     };
     expect(manifest.private).toBeUndefined();
+    expect(Object.keys(manifest.dependencies).filter((name) => OPTIONAL_PACKAGES.includes(name))).toEqual([]);
+    const optionalPeers = Object.entries(manifest.peerDependenciesMeta).filter(([, meta]) => meta.optional);
+    expect(optionalPeers.map(([name]) => name).sort()).toEqual([...OPTIONAL_PACKAGES].sort());
     const devOnly = Object.keys(manifest.dependencies).filter((name) =>
       /^@types\/|^(jest|s3rver|typescript|eslint|prettier|esbuild)$|^@swc\//.test(name),
     );
@@ -202,8 +226,22 @@ it(
     );
     expect(install.code).toBe(0);
 
+    // npm 7+ installs no optional peer dependency: everything below runs without them.
+    expect(OPTIONAL_PACKAGES.filter((name) => existsSync(path.join(project, 'node_modules', name)))).toEqual([]);
+
     const help = await run(NPX, ['--no-install', 'treadle', '--help'], project);
     expect(`${help.code}\n${help.stdout}`).toMatch(/^0\nUsage: treadle/);
+    const validate = await run(
+      NPX,
+      [
+        '--no-install',
+        'treadle',
+        'validate',
+        path.join(project, 'node_modules', 'treadle', 'examples', 'review-demo.yaml'),
+      ],
+      project,
+    );
+    expect(show(validate)).toMatch(/^exit 0\n/);
 
     writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify(TSCONFIG, null, 2));
     writeFileSync(path.join(project, 'src', 'worker.ts'), WORKER_TS);
@@ -249,8 +287,87 @@ it(
     const result = JSON.parse(started.stdout) as { status: string; artefacts: Record<string, unknown> };
     expect(result).toMatchObject({ status: 'completed', artefacts: { shout: { text: 'HELLO FROM A FRESH PROJECT' } } });
 
+    await settingsNeedingOptionalPackages(project, env);
+
     worker.kill('SIGTERM');
     await new Promise((resolve) => worker!.once('exit', resolve));
   },
-  INSTALL_TIMEOUT_MS + 180_000,
+  2 * INSTALL_TIMEOUT_MS + 240_000,
 );
+
+/**
+ * Each setting that needs an optional package, in the project without them: exit 2 and one line naming the setting,
+ * the package and an `npm install` command; that command, run as printed, makes every one of them work.
+ */
+async function settingsNeedingOptionalPackages(project: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const treadle = (args: string[], extra: NodeJS.ProcessEnv) =>
+    run(NPX, ['--no-install', 'treadle', ...args], project, 60_000, { ...env, ...extra });
+  // Nothing listens on port 9 (discard): a configured store or log that got as far as connecting fails otherwise.
+  const s3 = { TREADLE_S3_BUCKET: 'treadle-blobs', TREADLE_S3_ENDPOINT: 'http://127.0.0.1:9' };
+  const postgres = { TREADLE_CALL_LOG: 'postgres://treadle@127.0.0.1:9/treadle' };
+  const tracing = { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9' };
+  const item = env.ITEM!;
+
+  const missing = {
+    s3Status: await treadle(['status', item], s3),
+    s3Worker: await treadle(['worker'], { ...s3, TREADLE_CALL_LOG: 'off' }),
+    postgresCalls: await treadle(['calls'], postgres),
+    tracingStatus: await treadle(['status', item], tracing),
+    tracingWorker: await treadle(['worker'], { ...tracing, TREADLE_CALL_LOG: 'off' }),
+  };
+  const s3Line =
+    /^The S3 blob store \(TREADLE_BLOB_STORE=s3, or TREADLE_S3_BUCKET set\) needs @aws-sdk\/client-s3, which is not installed: npm install @aws-sdk\/client-s3@\S+\n$/;
+  const postgresLine =
+    /^A PostgreSQL call log \(TREADLE_CALL_LOG=postgres:\/\/…\) needs pg, which is not installed: npm install pg@\S+\n$/;
+  const tracingLine =
+    /^Tracing \(OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or createTracing\) needs @\S+, which is not installed: npm install( @opentelemetry\/\S+@\S+){4} @temporalio\/interceptors-opentelemetry@\S+\n$/;
+  const stripped = (r: Run) => ({ code: r.code, stderr: r.stderr.replace(/^treadle(?: worker)?: /, '') });
+  expect(stripped(missing.s3Status)).toEqual({ code: 2, stderr: expect.stringMatching(s3Line) });
+  expect(stripped(missing.s3Worker)).toEqual({ code: 2, stderr: expect.stringMatching(s3Line) });
+  expect(stripped(missing.postgresCalls)).toEqual({ code: 2, stderr: expect.stringMatching(postgresLine) });
+  expect(stripped(missing.tracingStatus)).toEqual({ code: 2, stderr: expect.stringMatching(tracingLine) });
+  expect(stripped(missing.tracingWorker)).toEqual({ code: 2, stderr: expect.stringMatching(tracingLine) });
+  // From TypeScript too: createTracing throws the same configuration error.
+  const sdk = await run(
+    process.execPath,
+    [
+      '-e',
+      "try { require('treadle').createTracing({ spanProcessor: {} }) } catch (e) { console.log(e.code, e.message) }",
+    ],
+    project,
+  );
+  expect(sdk.stdout).toMatch(/^config Tracing \(.*\) needs @\S+, which is not installed: npm install /);
+
+  // The commands, as printed (one install for the three).
+  const specs = [missing.s3Status, missing.postgresCalls, missing.tracingStatus].flatMap((r) =>
+    INSTALL_COMMAND.exec(r.stderr)![1]!.trim().split(' '),
+  );
+  const install = await run(
+    NPM,
+    ['install', ...specs, '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund'],
+    project,
+    INSTALL_TIMEOUT_MS,
+  );
+  expect(show(install)).toMatch(/^exit 0\n/);
+  // Tracing now exports: a stand-in OTLP/HTTP collector receives the command's spans.
+  const traces: string[] = [];
+  const collector = createServer((request, response) => {
+    traces.push(`${request.method} ${request.url}`);
+    request.resume().on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+  const collectorUrl = `http://127.0.0.1:${(collector.address() as AddressInfo).port}`;
+  const installed = {
+    s3Status: await treadle(['status', item], s3),
+    tracingStatus: await treadle(['status', item], { OTEL_EXPORTER_OTLP_ENDPOINT: collectorUrl }).finally(() =>
+      collector.close(),
+    ),
+    // The pool is made and connects: the failure is now the database's (nothing listens), not the package's.
+    postgresCalls: await treadle(['calls'], postgres),
+  };
+  expect(show(installed.s3Status)).toMatch(/^exit 0\n/);
+  expect(show(installed.tracingStatus)).toMatch(/^exit 0\n/);
+  expect(traces).toContain('POST /v1/traces');
+  expect(installed.postgresCalls.stderr).not.toMatch(/not installed/);
+  expect(installed.postgresCalls.stderr).toMatch(/ECONNREFUSED|connect/i);
+}
