@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import { createInterface } from 'node:readline/promises';
 import type { ApprovalListing, TreadleClient } from '../client';
+import { TreadleError } from '../client/treadle-error';
 import { table } from './render';
 import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
 import type { WithClient } from './with-client';
@@ -95,17 +96,32 @@ async function approveBatch(client: TreadleClient, opts: { pipeline?: string; by
   const rl = createInterface({ input: process.stdin, output: process.stdout });
   const tally = { approved: 0, rejected: 0, skipped: 0, refused: 0 };
   const by = opts.by !== undefined ? { by: opts.by } : {};
+  let unanswered: TreadleError | undefined;
   try {
     for (const [index, listed] of requests.entries()) {
-      const request = await client.getApproval(listed.id).catch(() => undefined);
+      const read = await client.getApproval(listed.id).then(
+        (request) => ({ request }),
+        (error: unknown) => ({ error }),
+      );
       const forWhom = listed.reviewers ? ` · for ${reviewers(listed)}` : '';
       const what = `${listed.step} of ${listed.itemId} · ${listed.actionType}${forWhom} · ${expiry(listed)}`;
       const where = `${listed.id} · ${what}`;
       process.stdout.write(`\n[${index + 1}/${requests.length}] ${where}\n`);
       process.stdout.write(`  ${listed.summary}\n`);
       if (listed.context) process.stdout.write(`  context: ${listed.context}\n`);
-      if (request === undefined || request.status !== 'pending') {
-        process.stdout.write('  (decided meanwhile; skipped)\n');
+      if ('error' in read) {
+        // No worker answers for this item: every request after it waits for a worker too, so stop here.
+        if (read.error instanceof TreadleError && read.error.code === 'no_worker') {
+          unanswered = read.error;
+          break;
+        }
+        process.stdout.write(`  cannot read it (${errorMessage(read.error)}); skipped\n`);
+        tally.skipped++;
+        continue;
+      }
+      const { request } = read;
+      if (request.status !== 'pending') {
+        process.stdout.write(`  (${request.status} meanwhile; skipped)\n`);
         tally.skipped++;
         continue;
       }
@@ -128,7 +144,7 @@ async function approveBatch(client: TreadleClient, opts: { pipeline?: string; by
         tally[decided.status]++;
       } catch (error) {
         // Someone else decided it, or it expired: say so and go on with the next one.
-        process.stdout.write(`  not recorded: ${(error as Error).message}\n`);
+        process.stdout.write(`  not recorded: ${errorMessage(error)}\n`);
         tally.refused++;
       }
     }
@@ -138,6 +154,11 @@ async function approveBatch(client: TreadleClient, opts: { pipeline?: string; by
   process.stdout.write(
     `\n${tally.approved} approved, ${tally.rejected} rejected, ${tally.skipped} skipped${tally.refused ? `, ${tally.refused} refused` : ''}\n`,
   );
+  if (unanswered) throw unanswered;
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 function checkId(id: string): void {

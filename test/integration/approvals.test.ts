@@ -9,10 +9,8 @@ import { pipeline } from '../../src/model/builder';
 import type { ApprovalStageArtefact } from '../../src/kinds/approval/shapes';
 import type { Json } from '../../src/model/shapes';
 import { resolveArtefact } from '../../src/storage/blob-store';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { eventually, startHarness, type Harness } from '../support/harness';
-import { runTreadle } from '../support/cli';
+import { approveBatchInTerminal, runTreadle } from '../support/cli';
 
 /** A test action type: `note` records its title, once per idempotency key; a title "explode" fails for good. */
 const executed = new Map<string, Json>();
@@ -290,33 +288,7 @@ it('a decision by signal works for temporal CLI users; an invalid one is recorde
 }, 60_000);
 
 describe('the approve commands', () => {
-  /** `treadle approve batch` in a real pseudo-terminal (util-linux `script`), answering each prompt as it appears. */
   // Other test files share the server and may leave requests pending: the batch takes this test's pipeline only.
-  function batchInTerminal(
-    answers: string[],
-    env: Record<string, string>,
-    pipeline: string,
-  ): Promise<{ code: number | null; output: string }> {
-    const treadle = path.join(__dirname, '..', '..', 'bin', 'treadle.js');
-    const command = [process.execPath, treadle, 'approve', 'batch', '--by', 'tty-user', '--pipeline', pipeline]
-      .map((a) => `'${a}'`)
-      .join(' ');
-    const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...env } });
-    let output = '';
-    let prompts = 0;
-    const pending = [...answers];
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      // Each prompt (and the reason prompt after a rejection) gets the next answer once it is on screen.
-      const seen = (output.match(/\[a\]pprove, \[r\]eject, \[s\]kip, \[q\]uit\? |reason \(optional\): /g) ?? []).length;
-      while (prompts < seen && pending.length > 0) {
-        prompts++;
-        child.stdin.write(`${pending.shift()}\r`);
-      }
-    });
-    return new Promise((resolve) => child.on('close', (code) => resolve({ code, output })));
-  }
-
   it('lists, approves and rejects by id, and reviews every pending request in turn in a terminal', async () => {
     const id = h.id('cli');
     await h.client.start(
@@ -358,7 +330,7 @@ describe('the approve commands', () => {
       20_000,
       'the listing to drop the decided request',
     );
-    const batch = await batchInTerminal(
+    const batch = await approveBatchInTerminal(
       ['a', 'r', 'not this quarter', 's'],
       { TEMPORAL_ADDRESS: h.address, TREADLE_TASK_QUEUE: h.taskQueue, TREADLE_BLOB_DIR: h.blobs.dir },
       `approvals-cli-${h.taskQueue}`,

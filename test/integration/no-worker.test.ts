@@ -15,7 +15,7 @@ import { decisionKey } from '../../src/model/decisions';
 import { pipeline } from '../../src/model/builder';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { startHarness, eventually, testAddress, type Harness } from '../support/harness';
-import { runCli, runTreadle, type CliRun } from '../support/cli';
+import { approveBatchInTerminal, runCli, runTreadle, type CliRun } from '../support/cli';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 /** How long each run took, by name: checked last, so that a slow run still shows what it answered. */
@@ -290,6 +290,15 @@ describe('a worker stopped a moment ago, still in the poller list', () => {
     expect(detail).toMatchObject({ live: false, decision: { workflowId: waiting, stage: 'draft' } });
     expectQuick(took);
   }, 30_000);
+
+  test('approve batch stops at the first request no worker answers for, saying so, and exits 1', async () => {
+    // Both stopped queues hold a pending request of this pipeline; the first one read gets no answer.
+    const batch = await approveBatchInTerminal([], env, approvalSpec.name);
+    expect(batch.output).toMatch(/no worker answered on task queue no-worker-sig(term|kill)-\w+ within 2s/);
+    expect(batch.output).not.toContain('meanwhile');
+    expect(batch.output).toContain('0 approved, 0 rejected, 0 skipped');
+    expect(batch.code).toBe(1);
+  }, 60_000);
 
   test('what was not sent stays unsent: workers started again find the review and the approval still waiting', async () => {
     restarted.push(

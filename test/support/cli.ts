@@ -1,5 +1,5 @@
 /** Running the built `treadle` command (and other programs) to their end, as users run them, for tests to check. */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import type { Harness } from './harness';
 
@@ -63,4 +63,32 @@ export function runTreadle(h: Harness, args: string[], env: Record<string, strin
     },
     timeoutMs: 60_000,
   });
+}
+
+/**
+ * `treadle approve batch --by tty-user --pipeline <pipeline>` in a real pseudo-terminal (util-linux `script`),
+ * answering each prompt as it appears; `env` is added to the test process's environment.
+ */
+export function approveBatchInTerminal(
+  answers: string[],
+  env: NodeJS.ProcessEnv,
+  pipeline: string,
+): Promise<{ code: number | null; output: string }> {
+  const command = [process.execPath, TREADLE_BIN, 'approve', 'batch', '--by', 'tty-user', '--pipeline', pipeline]
+    .map((a) => `'${a}'`)
+    .join(' ');
+  const child = spawn('script', ['-qfec', command, '/dev/null'], { env: { ...process.env, ...env } });
+  let output = '';
+  let prompts = 0;
+  const pending = [...answers];
+  child.stdout.on('data', (chunk: Buffer) => {
+    output += chunk.toString();
+    // Each prompt (and the reason prompt after a rejection) gets the next answer once it is on screen.
+    const seen = (output.match(/\[a\]pprove, \[r\]eject, \[s\]kip, \[q\]uit\? |reason \(optional\): /g) ?? []).length;
+    while (prompts < seen && pending.length > 0) {
+      prompts++;
+      child.stdin.write(`${pending.shift()}\r`);
+    }
+  });
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, output })));
 }
