@@ -8,6 +8,7 @@ import { defaultPayloadConverter, WorkflowNotFoundError } from '@temporalio/comm
 import type { temporal } from '@temporalio/proto';
 import { TreadleCorrelationId } from './model/search-attributes';
 import { callBatchOf } from './engine/usage';
+import type { RecordedDecisionArg } from './model/decisions';
 import type { CallRecord } from './model/shapes';
 import type { StoredCalls } from './model/state';
 import { readJson, type BlobStore } from './storage/blob-store';
@@ -424,16 +425,7 @@ function modelCall(activity: Activity | undefined, raw: unknown): Omit<AuditEntr
 }
 
 function decision(name: string, arg: unknown, via: 'update' | 'signal', approvalSteps: ApprovalSteps): Entry {
-  const a = (arg ?? {}) as {
-    stage?: string;
-    reviewer?: string;
-    outcome?: { kind?: string; reason?: string };
-    id?: string;
-    decision?: string;
-    by?: string;
-    reason?: string;
-    action?: string;
-  };
+  const a = (arg ?? {}) as RecordedDecisionArg & { action?: string };
   if (name === 'decideApproval') {
     const decided = a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision;
     const message = `${a.id} ${decided} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})`;

@@ -7,6 +7,7 @@ import type { Client, WorkflowExecutionDescription } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { REVIEWS_MEMO_KEY } from '../model/search-attributes';
+import type { RecordedDecisionArg } from '../model/decisions';
 import type { ReviewsMemo } from '../model/state';
 import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes';
 
@@ -21,17 +22,6 @@ export interface RecordedDecision {
   outcome?: string;
   /** When the workflow took it (ISO 8601). */
   at: string;
-  reason?: string;
-}
-
-/** What a decision message carries, whichever its kind (a review request or an approval decision). */
-interface DecisionArg {
-  stage?: string;
-  reviewer?: string;
-  outcome?: { kind?: string; reason?: string };
-  id?: string;
-  decision?: string;
-  by?: string;
   reason?: string;
 }
 
@@ -105,8 +95,12 @@ export function describeDecision(decision: RecordedDecision): string {
 }
 
 /** The decisions among `events`, oldest first: accepted `update`s and received `signal`s of these names. */
-function decisionsIn(events: HistoryEvent[], update: string, signal: string): { arg: DecisionArg; at: string }[] {
-  const out: { arg: DecisionArg; at: string }[] = [];
+function decisionsIn(
+  events: HistoryEvent[],
+  update: string,
+  signal: string,
+): { arg: RecordedDecisionArg; at: string }[] {
+  const out: { arg: RecordedDecisionArg; at: string }[] = [];
   for (const event of events) {
     const accepted = event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input;
     const signaled = event.workflowExecutionSignaledEventAttributes;
@@ -122,12 +116,12 @@ function decisionsIn(events: HistoryEvent[], update: string, signal: string): { 
   return out;
 }
 
-function decode(payload: Payload): DecisionArg | undefined {
+function decode(payload: Payload): RecordedDecisionArg | undefined {
   try {
     const value = defaultPayloadConverter.fromPayload(
       payload as Parameters<typeof defaultPayloadConverter.fromPayload>[0],
     );
-    return typeof value === 'object' && value !== null ? (value as DecisionArg) : undefined;
+    return typeof value === 'object' && value !== null ? (value as RecordedDecisionArg) : undefined;
   } catch {
     // Stored elsewhere (an external storage reference) or not JSON: not a decision this can read.
     return undefined;

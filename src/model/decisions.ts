@@ -219,3 +219,18 @@ export interface DecisionDetail {
   /** False when no worker answered: the detail is what visibility and the history say. */
   live: boolean;
 }
+
+/**
+ * The argument of a decision message as its history records it, whichever the kind: a review's update or signal
+ * (`stage`, `reviewer`, `outcome`) or an approval decision (`id`, `decision`, `by`, `reason`). Read back by the
+ * audit and by the client's already-decided answer, so every field is optional.
+ */
+export interface RecordedDecisionArg {
+  stage?: string;
+  reviewer?: string;
+  outcome?: { kind?: string; reason?: string };
+  id?: string;
+  decision?: string;
+  by?: string;
+  reason?: string;
+}
