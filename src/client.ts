@@ -39,6 +39,7 @@ import type { SchemaProblem } from './client/output-schema';
 import type { DecisionAnswer, DecisionDetail, DecisionKind, DecisionOutcome, PendingDecision } from './model/decisions';
 import {
   answeredByWorker,
+  queueWithoutWorker,
   noWorkerPolls,
   pollersOf,
   resultOf,
@@ -552,13 +553,31 @@ export class TreadleClient {
    * `resumeLoop`: the item is still `running` then, and {@link loops} says which.
    * Returns the last state read; its `events` are the last ones delivered, and every event up to its
    * `eventCount` has been delivered once.
+   *
+   * A first read no worker answers within `answerWaitMs` rejects `no_worker` (a watch of an item nobody serves
+   * says so at once). After that, or from the start with `patient` (the caller has just started the item, which a
+   * busy worker may take a moment to run), an unanswered read is waited out while a worker polls the item's queue
+   * (its worker crashed and Temporal hands the item to another, or the machine is busy); with none, it rejects.
    */
   async watch(
     id: string,
     onEvent: (event: TreadleEvent) => void,
-    options: { untilReview?: boolean; untilLoopFails?: boolean; afterSeq?: number; signal?: AbortSignal } = {},
+    options: {
+      untilReview?: boolean;
+      untilLoopFails?: boolean;
+      afterSeq?: number;
+      signal?: AbortSignal;
+      patient?: boolean;
+    } = {},
   ): Promise<WorkItemState> {
     let seen = options.afterSeq ?? 0;
+    let answered = options.patient === true;
+    const stillServed = async (error: unknown): Promise<boolean> =>
+      answered &&
+      !options.signal?.aborted &&
+      error instanceof TreadleError &&
+      error.code === 'no_worker' &&
+      (await queueWithoutWorker(this.client, id)) === undefined;
     const loopIds = new Set<string>();
     // The whole state is read once, at the end; events that arrived since the last poll are delivered too,
     // so every event up to the returned state's `eventCount` has been seen exactly once.
@@ -569,7 +588,12 @@ export class TreadleClient {
     };
     for (;;) {
       // Only new events travel on each poll.
-      const page = await this.ask(id, (h) => h.query(eventsQuery, { eventsAfter: seen }));
+      const page = await this.ask(id, (h) => h.query(eventsQuery, { eventsAfter: seen })).catch(async (error) => {
+        if (await stillServed(error)) return undefined;
+        throw error;
+      });
+      if (page === undefined) continue;
+      answered = true;
       for (const event of page.events) {
         onEvent(event);
         seen = event.seq;

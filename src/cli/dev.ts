@@ -193,6 +193,7 @@ export async function runDemo(opts: DevOptions & { exit?: boolean }): Promise<vo
       const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
         untilReview: true,
         afterSeq: seen,
+        patient: true,
       });
       seen = state.eventCount;
       if (state.status === 'completed' || state.status === 'failed') {

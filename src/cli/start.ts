@@ -217,6 +217,7 @@ function registerTdd(program: Command): void {
           // --wait-all waits through the reviews the tree asks for, as `treadle result` does.
           await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
             untilReview: !opts.waitAll,
+            patient: true,
           });
           const tree = await client.getTddState(started.id);
           process.stdout.write(`\n${renderTddStatus(tree)}\n`);
@@ -254,6 +255,8 @@ async function startItem(
   const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
     untilReview: !opts.waitAll,
     untilLoopFails: !opts.waitAll,
+    // Just started: a busy worker may take a moment to run it, and one that crashes hands it to another.
+    patient: true,
   });
   process.stdout.write(`\n${renderStatus(state)}\n`);
   const stages = (spec as { stages?: unknown } | null)?.stages;

@@ -217,7 +217,7 @@ export async function noWorkerPolls(client: Client, taskQueue: string): Promise<
  * the normal queue wait out their backoff (up to ten seconds), so a workflow task a worker completed for this
  * workflow lately says a worker is there.
  */
-async function queueWithoutWorker(client: Client, id: string): Promise<string | undefined> {
+export async function queueWithoutWorker(client: Client, id: string): Promise<string | undefined> {
   const { taskQueue } = await client.workflow.getHandle(id).describe();
   if (!(await noWorkerPolls(client, taskQueue))) return undefined;
   return (await servedLately(client, id)) ? undefined : taskQueue;

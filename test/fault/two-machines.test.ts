@@ -116,6 +116,19 @@ function workerLogs(): string {
     .join('\n');
 }
 
+/**
+ * Runs a decision command (`review`, `approve`) until it is sent, as its message asks: for about 10 s after a worker
+ * is killed, Temporal hands its items' queries to the dead worker's sticky queue, so the command says "was not
+ * sent … send it again" (exit 1, nothing sent) until another worker takes the item (docs/cli.md).
+ */
+async function sendDecision(on: Machine, args: string[]): Promise<CliRun> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const run = await treadle(on, args);
+    if (run.code !== 1 || !run.stderr.includes('was not sent') || Date.now() > deadline) return run;
+  }
+}
+
 /** A run's output and every worker's log, when it did not exit as expected. */
 function expectExit(run: CliRun, code: number, what: string): void {
   if (run.code !== code)
@@ -239,7 +252,7 @@ it('runs every stage kind across two machines that share S3 and PostgreSQL, thro
   await killAndRestart('b-core');
 
   expectExit(await runs.review, 0, 'run review-demo');
-  expectExit(await treadle(b, ['review', ids.review, 'draft', '--approve', '--reviewer', 'b']), 0, 'review draft');
+  expectExit(await sendDecision(b, ['review', ids.review, 'draft', '--approve', '--reviewer', 'b']), 0, 'review draft');
   expectExit(await runs.triage, 3, 'run email-triage --wait');
   const approvals = JSON.parse(
     (await treadle(a, ['approve', 'list', '--json', '--pipeline', 'email-triage'])).stdout,
@@ -247,7 +260,7 @@ it('runs every stage kind across two machines that share S3 and PostgreSQL, thro
   const mine = approvals.filter((r) => r.itemId === ids.triage);
   expect(mine.length).toBeGreaterThan(0);
   for (const request of mine)
-    expectExit(await treadle(a, ['approve', request.id, '--by', 'a']), 0, `approve ${request.id}`);
+    expectExit(await sendDecision(a, ['approve', request.id, '--by', 'a']), 0, `approve ${request.id}`);
   await eventually(
     async () =>
       (await client.getState(ids.review)).pendingReviews.some((r) => r.stage === 'publish') ? true : undefined,
