@@ -212,7 +212,8 @@ describe.each([
         expect(await s.client.result(id)).toEqual(
           expect.objectContaining({ id, status: 'completed', failedStages: [] }),
         );
-        const state = await s.client.getState(id);
+        // Just after a restart the worker's polls may still be backing off (up to 10 s), past a read's usual 2 s.
+        const state = await s.client.getState(id, {}, 30_000);
         // The outage cost mechanical retries at most; the stage has one attempt and the events have no gaps.
         expect(state.stages.work!.attempts.map((a) => a.attempt)).toEqual([1]);
         expect(state.events.map((e) => e.seq)).toEqual(state.events.map((_, i) => i + 1));
