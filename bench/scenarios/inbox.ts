@@ -28,7 +28,7 @@ import { clientBackend } from '../../src/ui/client-backend';
 import type { DecisionPage } from '../../src/ui/decision-index';
 import { buildInboxApp } from '../../src/ui/server';
 import { reviewThenContinue } from '../baseline-workflows';
-import type { WorkflowBundles } from '../environment';
+import { BENCH_ANSWER_WAIT_MS, type WorkflowBundles } from '../environment';
 import { firstScreenMs, InboxApi, launchChromium, RssSampler, type RssSummary } from '../inbox-probes';
 import {
   fmt,
@@ -317,7 +317,11 @@ export async function inbox(
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
     const temporal = new Client({ connection, namespace: server.namespace });
-    const client = new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) });
+    const client = new TreadleClient(temporal, {
+      taskQueue: QUEUES.treadle,
+      blobs: new FileBlobStore(blobDir),
+      answerWaitMs: BENCH_ANSWER_WAIT_MS,
+    });
 
     progress(`${n} raw waiting workflows in a baseline worker process (cache ${maxCachedWorkflows})`);
     const baselineWorker = await startWorkerProcess('baseline', workerArgs('baseline', bundles.baseline), env);

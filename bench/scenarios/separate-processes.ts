@@ -19,7 +19,7 @@ import { TreadleClient } from '../../src/client';
 import { freePort, startDevServer, type DevServer } from '../../src/server/dev-server';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { cpuSnapshot, cpuSpent, processCpuMs } from '../cpu';
-import { SQLITE_PRAGMAS, type WorkflowBundles } from '../environment';
+import { BENCH_ANSWER_WAIT_MS, SQLITE_PRAGMAS, type WorkflowBundles } from '../environment';
 import { fmt, fmtRatio, mapLimited, type ScenarioContext, type ScenarioResult } from '../scenario';
 import { baselineSide, treadleSide, type Side, type SideName } from '../sides';
 import { ratio, round } from '../statistics';
@@ -146,7 +146,13 @@ export async function separateProcesses(
     const temporal = new Client({ connection, namespace: server.namespace });
     const sides: Side[] = [
       baselineSide(temporal, QUEUES.baseline),
-      treadleSide(new TreadleClient(temporal, { taskQueue: QUEUES.treadle, blobs: new FileBlobStore(blobDir) })),
+      treadleSide(
+        new TreadleClient(temporal, {
+          taskQueue: QUEUES.treadle,
+          blobs: new FileBlobStore(blobDir),
+          answerWaitMs: BENCH_ANSWER_WAIT_MS,
+        }),
+      ),
     ];
     const tag = `${ctx.tag}-${randomUUID().slice(0, 4)}`;
     const runItems = (side: Side, name: string, n: number): Promise<void[]> =>

@@ -25,7 +25,7 @@ import { startWatched } from '../../src/server/watchdog';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { createWorker } from '../../src/worker';
 import { cpuSnapshot, cpuSpent } from '../cpu';
-import { SQLITE_PRAGMAS } from '../environment';
+import { BENCH_ANSWER_WAIT_MS, SQLITE_PRAGMAS } from '../environment';
 import {
   readHistories,
   fmt,
@@ -164,7 +164,11 @@ async function measureConfiguration(
     const connection = await Connection.connect({ address: server.address });
     stops.push(() => connection.close());
     const side = treadleSide(
-      new TreadleClient(new Client({ connection, namespace: server.namespace }), { taskQueue: TASK_QUEUE, blobs }),
+      new TreadleClient(new Client({ connection, namespace: server.namespace }), {
+        taskQueue: TASK_QUEUE,
+        blobs,
+        answerWaitMs: BENCH_ANSWER_WAIT_MS,
+      }),
     );
     const stages = ctx.sizes.stages;
     const runItems = async (ids: string[]): Promise<void> => {
