@@ -80,6 +80,11 @@ function treadle(args: string[]): Promise<CliRun> {
   return runCommand(process.execPath, [BIN, ...args], { cwd: root, env, timeoutMs: 90_000 });
 }
 
+/** `treadle run --file <file> --input @input.json --id <id> --wait`. */
+function runWaited(file: string, id: string): Promise<CliRun> {
+  return treadle(['run', '--file', file, '--input', `@${path.join(root, 'input.json')}`, '--id', id, '--wait']);
+}
+
 beforeAll(async () => {
   root = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'contract-queues-'));
   const settings = /^(TREADLE_|TEMPORAL_|ANTHROPIC_|OTEL_|CLAUDE_)/;
@@ -140,16 +145,7 @@ async function received(id: string): Promise<Record<string, Json>[]> {
 it("runs a contract's code validator and reviser on their worker's queue from `treadle run`: only the rejected items are revised", async () => {
   const id = `discovery-${suffix}`;
   const file = specFile('routed', discovery({ task_queue: contractsQueue }));
-  const run = await treadle([
-    'run',
-    '--file',
-    file,
-    '--input',
-    `@${path.join(root, 'input.json')}`,
-    '--id',
-    id,
-    '--wait',
-  ]);
+  const run = await runWaited(file, id);
   expect({ code: run.code, log: showRun(run) }).toEqual({ code: 0, log: expect.any(String) });
 
   const briefs = await received(id);
@@ -241,16 +237,7 @@ it("fails the consuming stage when the queue's workers do not register the valid
     const id = `unknown-${role}-${suffix}`;
     const name = role === 'validator' ? 'clarity' : 'rewrite';
     const file = specFile(`unknown-${role}`, discovery({ ...contract, task_queue: contractsQueue }));
-    const run = await treadle([
-      'run',
-      '--file',
-      file,
-      '--input',
-      `@${path.join(root, 'input.json')}`,
-      '--id',
-      id,
-      '--wait',
-    ]);
+    const run = await runWaited(file, id);
     expect({ code: run.code, log: showRun(run) }).toEqual({ code: 1, log: expect.any(String) });
     const result = await client.result(id);
     expect(result.status).toBe('failed');

@@ -45,6 +45,15 @@ const waitingReview = (id: string) =>
     return state.status === 'waiting_review' ? state : undefined;
   });
 
+/** `bad` as an edit of `draft` of `id`: the schema check lists its problem, and approving with it is refused. */
+async function expectEditRefused(id: string): Promise<void> {
+  const key = decisionKey(id, 'review', 'draft');
+  expect(await h.client.checkEdit(key, bad)).toEqual(
+    expect.arrayContaining([{ path: '/title', message: 'must be string' }]),
+  );
+  await expect(h.client.approveWithEdits(id, 'draft', bad)).rejects.toThrow("does not match the stage's output schema");
+}
+
 it('refuses an edit that breaks the schema before sending it, and sends a conforming one downstream', async () => {
   const id = h.id('schema');
   await h.client.start(reviewed, null, { id });
@@ -108,11 +117,7 @@ it("checks an llm stage's edit against its reply's with.output_schema when it gi
   await h.client.start(spec, null, { id });
   const waiting = await waitingReview(id);
   expect(waiting.outputSchemas).toEqual({ draft: schema });
-  const key = decisionKey(id, 'review', 'draft');
-  expect(await h.client.checkEdit(key, bad)).toEqual(
-    expect.arrayContaining([{ path: '/title', message: 'must be string' }]),
-  );
-  await expect(h.client.approveWithEdits(id, 'draft', bad)).rejects.toThrow("does not match the stage's output schema");
+  await expectEditRefused(id);
   const good = { title: 'Edited', body: 'conforms' };
   await h.client.approveWithEdits(id, 'draft', good, { reviewer: 'ana' });
   expect((await h.client.result(id)).status).toBe('completed');
@@ -144,13 +149,7 @@ it('keeps the output schema a stage registered on an implementations queue, for 
     await h.client.start(spec, null, { id });
     const waiting = await waitingReview(id);
     expect(waiting.outputSchemas).toEqual({ draft: schema });
-    const key = decisionKey(id, 'review', 'draft');
-    expect(await h.client.checkEdit(key, bad)).toEqual(
-      expect.arrayContaining([{ path: '/title', message: 'must be string' }]),
-    );
-    await expect(h.client.approveWithEdits(id, 'draft', bad)).rejects.toThrow(
-      "does not match the stage's output schema",
-    );
+    await expectEditRefused(id);
     await h.client.approveWithEdits(id, 'draft', { title: 'Edited', body: 'conforms' }, { reviewer: 'ana' });
     expect((await h.client.result(id)).status).toBe('completed');
   } finally {
