@@ -4,7 +4,7 @@
  * from `src/` (`npm run build` runs both); the CLI's worker loads it (src/cli/bundled-examples.ts), and SDK users
  * import it as `treadle/examples` (package.json "exports"), typed by the `index.d.ts` written beside it.
  *
- * Why a bundle and not tsc: lib/ holds src/'s output at its top (`lib/worker.js`, `lib/cli/main.js`, what
+ * Why a bundle and not tsc: lib/ holds src/'s output at its top (`lib/worker/index.js`, `lib/cli/main.js`, what
  * `main`, bin/treadle.js and the image run), so tsc cannot emit examples/ beside it without moving all of it
  * under lib/src/. The examples import the core by source paths (`../../src/model/builder`), which suits the
  * type checker, ESLint and jest; here each such import becomes a `require` of the compiled core module in

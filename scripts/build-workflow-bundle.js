@@ -6,11 +6,13 @@
  * Why (issue 26 §5): a worker that bundles its workflow code at start spends 5-6 s in webpack before it polls;
  * loading a prebuilt bundle takes milliseconds. The manifest records the SDK version and the size and sha256 of
  * every compiled file in the bundles, so a worker whose files changed since bundles at start instead
- * (src/workflow-bundle.ts, which also does the bundling here, so the build and the check share one definition).
+ * (src/worker/workflow-bundle.ts, which also does the bundling here, so the build and the check share one definition).
  */
 const path = require('node:path');
 
-const { buildWorkflowBundles, WORKFLOW_BUNDLE_DIR } = require(path.join(__dirname, '..', 'lib', 'workflow-bundle'));
+const { buildWorkflowBundles, WORKFLOW_BUNDLE_DIR } = require(
+  path.join(__dirname, '..', 'lib', 'worker', 'workflow-bundle'),
+);
 
 buildWorkflowBundles()
   .then((manifest) => {

@@ -28,7 +28,7 @@ const SERVER_MODULES = [
   './dev',
   '../server/temporal-cli',
   '../worker',
-  '../tracing',
+  '../observability/tracing',
   './bundled-examples',
 ];
 

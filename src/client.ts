@@ -3,13 +3,13 @@
  * pending reviews. Every error is a {@link TreadleError} with one clear line.
  */
 import { Client, type Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { TreadleTracing } from './tracing';
+import type { TreadleTracing } from './observability/tracing';
 import type { AuditEntry } from './audit';
 import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob-store';
 import { createBlobStore } from './storage';
 import { treadleExternalStorage } from './storage/external-storage';
 import { loadConfig } from './config';
-import { connectClient, refusedCredentials, temporalSettings, type TemporalSettings } from './connection';
+import { connectClient, refusedCredentials, temporalSettings, type TemporalSettings } from './config/connection';
 import { summarizeUsage, type UsageSummary } from './engine/usage';
 import type { KnownImplementations } from './model/pipeline';
 import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from './kinds/approval/shapes';
@@ -35,7 +35,7 @@ import { listDecisionChanges, listPendingDecisions, type DecisionChange } from '
 import { checkEdit, decide, refuseNonconformingEdit } from './client/decide';
 import { decisionDetail, type DetailOptions } from './client/decision-detail';
 import { resumeFailedLoop, type LoopResumeOptions } from './client/loop-resume';
-import type { SchemaProblem } from './client/output-schema';
+import type { SchemaProblem } from './agents/output-schema-checks';
 import type { DecisionAnswer, DecisionDetail, DecisionKind, DecisionOutcome, PendingDecision } from './model/decisions';
 import {
   answeredByWorker,
@@ -50,7 +50,7 @@ import {
   type VisibleItem,
 } from './client/worker-presence';
 import { describeDecision, recordedApproval, recordedReview } from './client/recorded-decisions';
-import { AlreadyDecidedError } from './client/treadle-error';
+import { AlreadyDecidedError } from './config/errors';
 import { approvalItem, audit, decidedBefore, runIdFor, startTddTree, startWorkItem } from './client/on-demand';
 
 export { TreadleError, AlreadyDecidedError, runIdFor, type ApprovalListing, type PendingReviewListing };

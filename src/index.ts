@@ -16,9 +16,9 @@ export {
   WORKER_READY_LINE,
   type TreadleWorkerOptions,
 } from './worker';
-export { temporalSettings, connectClient, type TemporalSettings } from './connection';
-export { prebuiltWorkflowBundle, type WorkflowBundleVariant } from './workflow-bundle';
-export { defaultRegistry, defaultActionRegistry } from './registries';
+export { temporalSettings, connectClient, type TemporalSettings } from './config/connection';
+export { prebuiltWorkflowBundle, type WorkflowBundleVariant } from './worker/workflow-bundle';
+export { defaultRegistry, defaultActionRegistry } from './worker/registries';
 export {
   Registry,
   type StageImplementation,
@@ -52,7 +52,7 @@ export {
   type CallSummary,
 } from './storage/call-log';
 export { loadConfig, DEFAULT_TASK_QUEUE, type TreadleConfig } from './config';
-export { treadleHome, HOME_ENV } from './home';
+export { treadleHome, HOME_ENV } from './config/home';
 export { pipeline, PipelineBuilder } from './model/builder';
 export {
   validatePipeline,
@@ -74,7 +74,7 @@ export {
   WORKFLOW_TRACING_MODULE,
   type TreadleTracing,
   type TracingSpanProcessor,
-} from './tracing';
+} from './observability/tracing';
 export type { AuditEntry } from './audit';
 export {
   listPendingDecisions,
@@ -84,5 +84,5 @@ export {
   type DecisionSource,
 } from './client/decisions';
 export { answerProblem } from './client/decide';
-export { checkOutput, parseJsonText, JsonTextError, type SchemaProblem } from './client/output-schema';
+export { checkOutput, parseJsonText, JsonTextError, type SchemaProblem } from './agents/output-schema-checks';
 export * from './model/decisions';

@@ -54,7 +54,7 @@ export default async function globalSetup(globalConfig?: RunSelection): Promise<
   process.env.TREADLE_TEST_BUNDLE = bundlePath;
   process.env.TREADLE_TEST_DIR = dir;
   // Every worker and CLI command of the run keeps its local state (call log, task list, default blob folder,
-  // loop workspace, TDD repos) here, never in the user's own home (src/home.ts).
+  // loop workspace, TDD repos) here, never in the user's own home (src/config/home.ts).
   process.env.TREADLE_HOME = path.join(dir, 'home');
   process.env.TREADLE_TEST_DB = server.dbFile;
 }

@@ -18,7 +18,7 @@ export const WORKER_START_GOAL_MS = 3000;
 const RUNS = { quick: 3, medium: 5, full: 7 } as const;
 /** A start slower than this is a failure, not a measurement. */
 const START_TIMEOUT_MS = 120_000;
-/** Printed by runWorker once polling (src/worker.ts WORKER_READY_LINE). */
+/** Printed by runWorker once polling (src/worker/index.ts WORKER_READY_LINE). */
 const READY_LINE = 'treadle worker: ready';
 
 /** The repository (this file runs from `.bench-build/bench/scenarios`). */

@@ -9,7 +9,7 @@ import type { ActivityContextBase } from '../model/state';
 import type { KnownImplementations } from '../model/pipeline';
 import type { ContractReviser, ContractValidator } from '../kinds/contract/validators';
 import { outputSchemaShapeProblem } from '../model/limits';
-import { outputSchemaChecks } from '../client/output-schema-lazy';
+import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
 
 /** Logging surface handed to implementations (the activity logger in a worker). */
 export interface ImplementationLogger {

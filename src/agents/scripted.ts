@@ -26,7 +26,7 @@ import { compileOutputSchema, validateReply, validateValue } from './output-sche
 import { startCallRecord } from './call-record';
 import type { AgentContext, AgentProviderFactory } from './providers';
 import type { Agent, AgentRequest, AgentResult } from './types';
-import { homeLocations } from '../home';
+import { homeLocations } from '../config/home';
 
 /** Provider name of the scripted agent. */
 export const SCRIPTED_PROVIDER = 'scripted';

@@ -6,7 +6,7 @@
 import type { Command } from 'commander';
 import { createInterface } from 'node:readline/promises';
 import type { ApprovalListing, TreadleClient } from '../client';
-import { TreadleError } from '../client/treadle-error';
+import { TreadleError } from '../config/errors';
 import { table } from './render';
 import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
 import type { WithClient } from './with-client';

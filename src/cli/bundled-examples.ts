@@ -1,6 +1,6 @@
 /**
  * The bundled examples as the CLI's worker serves them (`treadle worker`, `dev`, `demo`, and `node
- * lib/worker.js`): the generic registries (src/registries.ts) with examples/ registered on top (the document
+ * lib/worker/index.js`): the generic registries (src/worker/registries.ts) with examples/ registered on top (the document
  * pipeline, the triage steps, the seed's five approval actions on a local task list). This is the one place
  * src/ reaches examples/; the module loads only when a command builds a worker.
  */
@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { ActionRegistry } from '../kinds/approval/actions';
 import type { Registry } from '../activities/registry';
 import { loadConfig } from '../config';
-import { defaultRegistry } from '../registries';
+import { defaultRegistry } from '../worker/registries';
 
 /** What examples/index.ts provides (`treadle/examples`): the examples' implementations and action types. */
 export interface BundledExamples {

@@ -8,7 +8,7 @@ import { createInterface } from 'node:readline/promises';
 import { TreadleClient } from '../client';
 import { defaultReviewer } from '../client/errors';
 import { loadConfig } from '../config';
-import { connectClient, localServerSettings, temporalSettings, type TemporalSettings } from '../connection';
+import { connectClient, localServerSettings, temporalSettings, type TemporalSettings } from '../config/connection';
 import type { Json, ReviewOutcome } from '../model/shapes';
 import type { PendingReview, WorkItemState } from '../model/state';
 import { findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';

@@ -5,11 +5,11 @@
  */
 import type * as ClientModule from '../client';
 import type * as ConfigModule from '../config';
-import type * as ConnectionSettingsModule from '../connection-settings';
+import type * as ConnectionSettingsModule from '../config/connection-settings';
 import type * as PipelineModule from '../model/pipeline';
 import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
-import type * as TracingModule from '../tracing';
+import type * as TracingModule from '../observability/tracing';
 import type * as DevModule from './dev';
 import type * as LoopFilesModule from '../kinds/loop/files';
 import type * as BundledExamplesModule from './bundled-examples';
@@ -23,12 +23,12 @@ import type * as InboxAuthModule from '../ui/auth';
 export const load = {
   client: (): typeof ClientModule => require('../client'),
   config: (): typeof ConfigModule => require('../config'),
-  connectionSettings: (): typeof ConnectionSettingsModule => require('../connection-settings'),
+  connectionSettings: (): typeof ConnectionSettingsModule => require('../config/connection-settings'),
   dev: (): typeof DevModule => require('./dev'),
   pipeline: (): typeof PipelineModule => require('../model/pipeline'),
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
   worker: (): typeof WorkerModule => require('../worker'),
-  tracing: (): typeof TracingModule => require('../tracing'),
+  tracing: (): typeof TracingModule => require('../observability/tracing'),
   loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/files'),
   bundledExamples: (): typeof BundledExamplesModule => require('./bundled-examples'),
   inbox: (): typeof InboxModule => require('../ui/serve'),

@@ -9,7 +9,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { devDatabaseFile, oldStateWarning, treadleHome } from '../home';
+import { devDatabaseFile, oldStateWarning, treadleHome } from '../config/home';
 import { CATALOG, oneLine } from '../pipelines/catalog';
 import { port } from './arguments';
 import { registerApproveCommands } from './approve';

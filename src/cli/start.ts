@@ -12,7 +12,7 @@ import { load } from './lazy-modules';
 import { exitWith, exitWithItem, given } from './exit-codes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
-import { missingQueueHint, workerCommandFor } from '../task-queues';
+import { missingQueueHint, workerCommandFor } from '../worker/task-queues';
 
 /** Registers `treadle run`, `loop`, `resume` and `tdd`. */
 export function registerStartCommands(program: Command): void {

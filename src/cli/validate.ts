@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type * as SpecLinesModule from '../pipelines/spec-lines';
 import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
-import { missingQueueHint } from '../task-queues';
+import { missingQueueHint } from '../worker/task-queues';
 import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
 import type { SpecProblem as SpecProblemType } from '../model/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS, GENERIC_IMPLEMENTATIONS, oneLine, readPipelineFile } from '../pipelines/catalog';

@@ -19,9 +19,9 @@ import type { TddNodeState } from '../kinds/tdd/shapes';
 import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
 import { sendResume } from './loop-resume';
 import { TreadleError } from './errors';
-import { AlreadyDecidedError } from './treadle-error';
-import type { SchemaProblem } from './output-schema';
-import { outputSchemaChecks } from './output-schema-lazy';
+import { AlreadyDecidedError } from '../config/errors';
+import type { SchemaProblem } from '../agents/output-schema-checks';
+import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
 
 /** What deciding needs of `TreadleClient` (it passes itself). */
 export interface DecideContext {

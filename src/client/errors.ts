@@ -8,7 +8,7 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
 } from '@temporalio/client';
 
-export { TreadleError } from './treadle-error';
+export { TreadleError } from '../config/errors';
 
 /** Whether an SDK error says the workflow does not exist (or no longer takes updates). */
 export function isNotFound(error: unknown): boolean {

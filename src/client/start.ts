@@ -19,7 +19,7 @@ import type { WorkItemInput } from '../model/state';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from '../kinds/tdd/spec';
 import type { NodeContext } from '../kinds/tdd/shapes';
 import { TreadleError } from './errors';
-import { missingQueueHint } from '../task-queues';
+import { missingQueueHint } from '../worker/task-queues';
 
 const WORKFLOW_TYPE = 'workItem';
 const TDD_WORKFLOW_TYPE = 'tddNode';

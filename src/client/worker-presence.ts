@@ -20,9 +20,9 @@ import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes
 import { TDD_TREE_FAILED } from '../kinds/tdd/shapes';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../model/state';
-import { workerCommandFor } from '../task-queues';
+import { workerCommandFor } from '../worker/task-queues';
 import { isUpdateUnanswered } from './errors';
-import { TreadleError } from './treadle-error';
+import { TreadleError } from '../config/errors';
 
 /**
  * How long a query or update may go unanswered before Treadle says no worker answered: a running worker answers in

@@ -9,7 +9,7 @@ import type * as ApprovalConfigModule from '../kinds/approval/spec';
 import type * as TddModule from '../kinds/tdd/spec';
 import type * as LoopModule from '../kinds/loop/spec';
 import type * as LlmConfigModule from './llm/config';
-import { outputSchemaChecks } from '../client/output-schema-lazy';
+import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
 import type { KnownImplementations } from '../model/pipeline';
 import type { Json } from '../model/shapes';
 

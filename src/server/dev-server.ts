@@ -17,7 +17,7 @@ import {
   TreadlePipeline,
   TreadleStatus,
 } from '../model/search-attributes';
-import { devDatabaseFile } from '../home';
+import { devDatabaseFile } from '../config/home';
 import { portAccepts, probeTemporal } from './probes';
 import { resolveSqlitePragmas, sqlitePragmaArgs } from './sqlite-pragmas';
 import { resolveTemporalCli, TemporalCliNotFoundError, type ResolvedBinary } from './temporal-cli';
@@ -27,7 +27,7 @@ import { startWatched, type WatchedProcess } from './watchdog';
 export interface DevServerOptions {
   port?: number;
   uiPort?: number;
-  /** SQLite file; the folder is created. Default `<TREADLE_HOME>/temporal.sqlite` (src/home.ts). */
+  /** SQLite file; the folder is created. Default `<TREADLE_HOME>/temporal.sqlite` (src/config/home.ts). */
   dbFile?: string;
   ip?: string;
   namespace?: string;

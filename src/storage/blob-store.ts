@@ -6,7 +6,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { link, mkdir, open, readFile, readdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { homeLocation } from '../home';
+import { homeLocation } from '../config/home';
 import type { Artefact, BlobRef, Json } from '../model/shapes';
 import type * as Shapes from '../model/shapes';
 

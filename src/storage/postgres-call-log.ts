@@ -20,7 +20,7 @@ import {
   type CallOrigin,
 } from './call-log';
 import { redactedUrl } from './open-call-log';
-import { loadOptional } from '../optional-packages';
+import { loadOptional } from '../config/optional-packages';
 
 /** Rows per INSERT: PostgreSQL takes at most 65,535 parameters in one statement. */
 const ROWS_PER_INSERT = 1_000;

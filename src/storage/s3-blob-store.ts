@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import type * as S3Sdk from '@aws-sdk/client-s3';
 import { BlobNotFoundError, blobHex, nameHash, parsePointer, type BlobStore, type StoredBlob } from './blob-store';
 import type { BlobRef } from '../model/shapes';
-import { loadOptional } from '../optional-packages';
+import { loadOptional } from '../config/optional-packages';
 
 /** Where an {@link S3BlobStore} keeps its objects, and how it reaches them. */
 export interface S3BlobStoreOptions {

@@ -3,7 +3,7 @@
  * lead's `clientBackend(client)` adapter), a fake in unit tests. The server and its index see nothing else.
  */
 import type { DecisionChange as ListedChange } from '../client/decisions';
-import type { SchemaProblem } from '../client/output-schema';
+import type { SchemaProblem } from '../agents/output-schema-checks';
 import type { DecisionAnswer, DecisionDetail, DecisionOutcome, PendingDecision } from '../model/decisions';
 
 /**

@@ -11,7 +11,7 @@ import {
   type DecisionKind,
   type PendingDecision,
 } from '../model/decisions';
-import { TreadleError } from '../client/treadle-error';
+import { TreadleError } from '../config/errors';
 import type { DecisionChange, InboxBackend } from './backend';
 import { AGE_CHOICES, ageMs } from './filter';
 

@@ -5,8 +5,8 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { configError } from '../client/treadle-error';
-import { treadleHome } from '../home';
+import { configError } from '../config/errors';
+import { treadleHome } from '../config/home';
 import { tokensFileSource, type ProxyIdentity } from './auth';
 import type { InboxAuth } from './server';
 

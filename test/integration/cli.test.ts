@@ -17,7 +17,7 @@ import {
 } from '../../src/pipelines/catalog';
 import { DEFAULT_PORT, DEFAULT_UI_PORT } from '../../src/server/dev-server';
 import { INBOX_PORT } from '../../src/ui/address';
-import { devDatabaseFile } from '../../src/home';
+import { devDatabaseFile } from '../../src/config/home';
 import { NativeConnection } from '@temporalio/worker';
 import { createImplementationsWorker, defaultRegistry } from '../../src/worker';
 import { bundledRegistry } from '../../src/cli/bundled-examples';

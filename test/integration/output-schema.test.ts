@@ -11,7 +11,7 @@ import path from 'node:path';
 import { startHarness, eventually, type Harness } from '../support/harness';
 import { runTreadle, showRun } from '../support/cli';
 import { decisionKey } from '../../src/model/decisions';
-import { TreadleError } from '../../src/client/treadle-error';
+import { TreadleError } from '../../src/config/errors';
 import { NativeConnection } from '@temporalio/worker';
 import { createImplementationsWorker, defaultRegistry } from '../../src/worker';
 

@@ -25,7 +25,7 @@ const NPX = process.platform === 'win32' ? 'npx.cmd' : 'npx';
 /** npm install of the tarball and its ~400 dependencies from the cache: about a minute on a busy machine. */
 const INSTALL_TIMEOUT_MS = 180_000;
 /**
- * The packages `npm install treadle` leaves out (optional peer dependencies, src/optional-packages.ts): the S3
+ * The packages `npm install treadle` leaves out (optional peer dependencies, src/config/optional-packages.ts): the S3
  * blob store's, the PostgreSQL call log's and tracing's.
  */
 const OPTIONAL_PACKAGES = [

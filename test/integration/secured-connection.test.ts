@@ -9,7 +9,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import type { TreadleError } from '../../src/client/errors';
-import { connectClient, temporalSettings } from '../../src/connection';
+import { connectClient, temporalSettings } from '../../src/config/connection';
 import { runCli, type CliRun } from '../support/cli';
 import { testAddress } from '../support/harness';
 import { startTlsProxy, type TlsProxy } from '../support/tls-proxy';

@@ -2,7 +2,7 @@
  * What starting costs, by the modules loaded (issue 26 §5; the times themselves are in the benchmark, not here):
  * - the SDK client (`lib/client.js`, what `status`, `reviews`, `review` and `approve list` load) loads neither the
  *   schemas (zod, Ajv), nor the start path, nor the audit: @temporalio/client plus Treadle's thin layer;
- * - the worker (`lib/worker.js`) loads neither the Anthropic SDK nor OpenTelemetry's SDK until used;
+ * - the worker (`lib/worker/index.js`) loads neither the Anthropic SDK nor OpenTelemetry's SDK until used;
  * - the package (`lib/index.js`) loads no database driver (better-sqlite3, pg) or S3 client until a log or store
  *   of theirs is opened;
  * - the CLI's `ui` command (`lib/cli/ui.js`, loaded by every command at start) and the inbox's defaults load no
@@ -33,7 +33,7 @@ it('the client loads no schemas (zod, Ajv), start path or audit', () => {
 
 it('the worker loads no Anthropic SDK and no OpenTelemetry SDK until they are used', () => {
   const files = modulesLoadedBy('./lib/worker');
-  expect(matching(files, /^lib\/workflow-bundle\.js$/)).toEqual(['lib/workflow-bundle.js']);
+  expect(matching(files, /^lib\/worker\/workflow-bundle\.js$/)).toEqual(['lib/worker/workflow-bundle.js']);
   expect(
     matching(files, /^node_modules\/(@anthropic-ai\/sdk|@opentelemetry\/sdk-trace-\w+|@opentelemetry\/resources)\//),
   ).toEqual([]);

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { TreadleCorrelationId } from '../../src/model/search-attributes';
 import { FileBlobStore } from '../../src/storage/blob-store';
-import { createTracing, WORKFLOW_TRACING_MODULE, type TreadleTracing } from '../../src/tracing';
+import { createTracing, WORKFLOW_TRACING_MODULE, type TreadleTracing } from '../../src/observability/tracing';
 import { createWorker } from '../../src/worker';
 import { testAddress } from '../support/harness';
 

@@ -24,7 +24,7 @@ import {
   GENERIC_IMPLEMENTATIONS,
 } from '../../src/pipelines/catalog';
 import { bundledActionRegistry } from '../../src/cli/bundled-examples';
-import { defaultActionRegistry } from '../../src/registries';
+import { defaultActionRegistry } from '../../src/worker/registries';
 import { runCli, type CliRun } from '../support/cli';
 import { startHarness } from '../support/harness';
 

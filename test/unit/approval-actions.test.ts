@@ -20,7 +20,7 @@ import { z } from 'zod';
 import type { ActionCatalog } from '../../src/kinds/approval/activities';
 import { type ActionRegistry, defineActionType, InvalidPayload, UnknownActionType } from '../../src/kinds/approval';
 import { bundledActionRegistry } from '../../src/cli/bundled-examples';
-import { defaultActionRegistry } from '../../src/registries';
+import { defaultActionRegistry } from '../../src/worker/registries';
 import {
   exampleActionRegistry,
   IdempotencyConflict,
@@ -31,7 +31,7 @@ import {
   type TaskListContents,
 } from '../../examples/task-list';
 import { loadConfig } from '../../src/config';
-import { homeLocation } from '../../src/home';
+import { homeLocation } from '../../src/config/home';
 
 const EXAMPLES = path.join(__dirname, '..', '..', 'examples');
 const NOW = new Date('2026-03-01T08:00:00.000Z');

@@ -5,7 +5,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { refusedCredentials, temporalSettings } from '../../src/connection';
+import { refusedCredentials, temporalSettings } from '../../src/config/connection';
 import { type TreadleError } from '../../src/client/errors';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-connection-'));

@@ -1,12 +1,12 @@
 /**
- * The optional peer dependencies (issue 37 §5, src/optional-packages.ts): a feature's missing package is one
+ * The optional peer dependencies (issue 37 §5, src/config/optional-packages.ts): a feature's missing package is one
  * configuration error naming the setting and an `npm install` at package.json's ranges; a module missing inside an
  * installed package, or any other failure, is not mistaken for it. (The packages really absent: pack-install.test.ts.)
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadOptional, OPTIONAL_FEATURES } from '../../src/optional-packages';
-import { TreadleError } from '../../src/client/treadle-error';
+import { loadOptional, OPTIONAL_FEATURES } from '../../src/config/optional-packages';
+import { TreadleError } from '../../src/config/errors';
 
 const manifest = JSON.parse(readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as {
   dependencies: Record<string, string>;

@@ -5,16 +5,16 @@
  */
 import Ajv2020 from 'ajv/dist/2020';
 import { Registry } from '../../src/activities/registry';
-import { checkOutput, outputSchemaProblem } from '../../src/client/output-schema';
-import { outputSchemaChecks } from '../../src/client/output-schema-lazy';
+import { checkOutput, outputSchemaProblem } from '../../src/agents/output-schema-checks';
+import { outputSchemaChecks } from '../../src/agents/output-schema-checks-lazy';
 import { pipeline } from '../../src/model/builder';
 import { validatePipeline } from '../../src/model/pipeline';
 import { MAX_OUTPUT_SCHEMA_CHARS } from '../../src/model/limits';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
 
 // The real lazy accessor, counted: a merged registry must not check its schemas again.
-jest.mock('../../src/client/output-schema-lazy', () => {
-  const actual = jest.requireActual('../../src/client/output-schema-lazy');
+jest.mock('../../src/agents/output-schema-checks-lazy', () => {
+  const actual = jest.requireActual('../../src/agents/output-schema-checks-lazy');
   return { outputSchemaChecks: jest.fn(actual.outputSchemaChecks) };
 });
 

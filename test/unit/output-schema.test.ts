@@ -1,5 +1,5 @@
-/** `checkOutput` and `parseJsonText` (src/client/output-schema.ts): a reviewer's edit checked before it is sent. */
-import { checkOutput, JsonTextError, parseJsonText } from '../../src/client/output-schema';
+/** `checkOutput` and `parseJsonText` (src/agents/output-schema-checks.ts): a reviewer's edit checked before it is sent. */
+import { checkOutput, JsonTextError, parseJsonText } from '../../src/agents/output-schema-checks';
 
 const schema = {
   $schema: 'https://json-schema.org/draft/2020-12/schema',

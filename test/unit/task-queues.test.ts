@@ -19,7 +19,7 @@ import {
   namesBeyond,
   routeImplementations,
   workerCommandFor,
-} from '../../src/task-queues';
+} from '../../src/worker/task-queues';
 
 const valid = (raw: unknown): PipelineSpec => {
   const result = validatePipeline(raw, BUILT_IN_IMPLEMENTATIONS);

@@ -5,7 +5,7 @@
  * index last looked answers 404 (JSON, or the HTML page's) and leaves the index.
  */
 import { ANSWERS, decisionKey, type DecisionAnswer, type PendingDecision } from '../../src/model/decisions';
-import { TreadleError } from '../../src/client/treadle-error';
+import { TreadleError } from '../../src/config/errors';
 import { newToken, parseTokens } from '../../src/ui/auth';
 import type { InboxBackend } from '../../src/ui/backend';
 import { buildInboxApp, createInboxServer, SESSION_COOKIE } from '../../src/ui/server';

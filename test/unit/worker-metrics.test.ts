@@ -1,11 +1,11 @@
 /**
- * The Prometheus setting's parts that need no server (src/worker-metrics.ts): reading TREADLE_METRICS_PROMETHEUS,
+ * The Prometheus setting's parts that need no server (src/worker/metrics.ts): reading TREADLE_METRICS_PROMETHEUS,
  * and installing the exporter in a process whose Temporal runtime already exists (an SDK worker that connected
  * before runWorker), which fails naming the setting and the fix rather than with the SDK's own words.
  * test/integration/worker-metrics.test.ts scrapes a running `treadle worker`.
  */
 import { Runtime } from '@temporalio/worker';
-import { installPrometheusMetrics, prometheusAddressFromEnv } from '../../src/worker-metrics';
+import { installPrometheusMetrics, prometheusAddressFromEnv } from '../../src/worker/metrics';
 
 it('reads the address from TREADLE_METRICS_PROMETHEUS, none when unset or blank', () => {
   expect(prometheusAddressFromEnv({ TREADLE_METRICS_PROMETHEUS: ' 127.0.0.1:9464 ' })).toBe('127.0.0.1:9464');

@@ -7,7 +7,11 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { prebuiltWorkflowBundle, workflowCodeForWorker, type WorkflowBundleManifest } from '../../src/workflow-bundle';
+import {
+  prebuiltWorkflowBundle,
+  workflowCodeForWorker,
+  type WorkflowBundleManifest,
+} from '../../src/worker/workflow-bundle';
 
 const ROOT = path.join(__dirname, '..', '..');
 const SDK = (

@@ -86,6 +86,6 @@ it('keeps zod and Ajv out of the workflow bundle (modules there are evaluated ag
   expect(bundle.length).toBeGreaterThan(100_000);
   expect(bundle).toContain('workItem');
   expect(bundle).not.toMatch(/node_modules\/zod\//);
-  // Output schemas are compiled by clients and activities only (src/client/output-schema.ts).
+  // Output schemas are compiled by clients and activities only (src/agents/output-schema-checks.ts).
   expect(bundle).not.toMatch(/node_modules\/ajv(-formats)?\//);
 });

@@ -1,8 +1,8 @@
 /**
- * OpenTelemetry tracing for a worker and its clients (see `observability.ts`): one trace per work item,
+ * OpenTelemetry tracing for a worker and its clients (see `index.ts`): one trace per work item,
  * client start → workflow → activities → model calls, through Temporal's OpenTelemetry plugin.
  *
- * OpenTelemetry's SDK and Temporal's plugin are optional peer dependencies (src/optional-packages.ts): they are
+ * OpenTelemetry's SDK and Temporal's plugin are optional peer dependencies (src/config/optional-packages.ts): they are
  * loaded only when tracing is configured, and this module's types name none of them, so Treadle's types compile
  * without them.
  */
@@ -14,7 +14,7 @@ import type * as TemporalOpenTelemetry from '@temporalio/interceptors-openteleme
 import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
 import type { ClientPlugin } from '@temporalio/client';
 import type { WorkerPlugin } from '@temporalio/worker';
-import { loadOptional } from './optional-packages';
+import { loadOptional } from '../config/optional-packages';
 
 /** What a worker and a client need to trace: the plugin (interceptors, workflow span sink) and a way to flush. */
 export interface TreadleTracing {

@@ -2,13 +2,13 @@
  * Where Temporal is and how to reach it, configured the way every Temporal tool is (`@temporalio/envconfig`):
  * the `TEMPORAL_*` environment variables over the active profile of `temporal.toml` (`TEMPORAL_CONFIG_FILE`,
  * else `~/.config/temporalio/temporal.toml`; `TEMPORAL_PROFILE`, else `default`). No SDK client here, so the
- * CLI's help can show the settings without loading one; src/connection.ts connects with them.
+ * CLI's help can show the settings without loading one; src/config/connection.ts connects with them.
  */
 import type { ConnectionOptions } from '@temporalio/client';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import os from 'node:os';
 import path from 'node:path';
-import { configError } from './client/treadle-error';
+import { configError } from './errors';
 
 export const DEFAULT_ADDRESS = 'localhost:7233';
 export const DEFAULT_NAMESPACE = 'default';

@@ -3,10 +3,10 @@
  * workers and specs never meet a schema. The one place that loads them lazily (the registry, the CLI's
  * built-ins and the edit check all come here). Never in workflow code: Ajv must not reach the workflow bundle.
  */
-import type * as OutputSchemaModule from './output-schema';
+import type * as OutputSchemaModule from './output-schema-checks';
 
 /** The output-schema module (`checkOutput`, `outputSchemaProblem`, …), required the first time it is asked for. */
 export function outputSchemaChecks(): typeof OutputSchemaModule {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: Ajv loads only where a schema is met
-  return require('./output-schema') as typeof OutputSchemaModule;
+  return require('./output-schema-checks') as typeof OutputSchemaModule;
 }

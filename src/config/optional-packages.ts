@@ -4,7 +4,7 @@
  * blob store, node-postgres for a PostgreSQL call log, OpenTelemetry's SDK for tracing. A setting that needs one
  * that is missing is a configuration error (exit 2) naming the package and the command that installs it.
  */
-import { configError, type TreadleError } from './client/treadle-error';
+import { configError, type TreadleError } from './errors';
 
 /** What needs optional packages, which ones, and the setting that asks for them (for the error). */
 export const OPTIONAL_FEATURES = {
@@ -69,7 +69,7 @@ function missingPackageOf(error: unknown, packages: readonly string[]): string |
 function peerRanges(): Record<string, string> {
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- package.json is beside lib/ and src/
-    return (require('../package.json') as { peerDependencies?: Record<string, string> }).peerDependencies ?? {};
+    return (require('../../package.json') as { peerDependencies?: Record<string, string> }).peerDependencies ?? {};
   } catch {
     return {};
   }

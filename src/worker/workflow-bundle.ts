@@ -8,13 +8,16 @@ import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type * as WorkerModule from '@temporalio/worker';
-import type * as TracingModule from './tracing';
+import type * as TracingModule from '../observability/tracing';
+
+/** The build's root, `lib/` (this file is `lib/worker/workflow-bundle.js`). */
+const LIB_DIR = path.dirname(__dirname);
 
 /** Where the bundles and their manifest live: `lib/workflow-bundle/` beside the compiled workflows. */
-export const WORKFLOW_BUNDLE_DIR = path.join(__dirname, 'workflow-bundle');
+export const WORKFLOW_BUNDLE_DIR = path.join(LIB_DIR, 'workflow-bundle');
 
 /** The package root the manifest's input paths are relative to (`lib/..`). */
-const PACKAGE_ROOT = path.dirname(__dirname);
+const PACKAGE_ROOT = path.dirname(LIB_DIR);
 
 /** The manifest's file name in {@link WORKFLOW_BUNDLE_DIR}. */
 const MANIFEST_FILE = 'manifest.json';
@@ -81,7 +84,7 @@ export function workflowCodeForWorker(
   const prebuilt = prebuiltWorkflowBundle(variant);
   if ('codePath' in prebuilt) return { workflowBundle: { codePath: prebuilt.codePath } };
   report(`treadle worker: bundling the workflow code at start (${prebuilt.stale}); \`npm run build\` prebuilds it`);
-  return { workflowsPath: require.resolve('./workflows') };
+  return { workflowsPath: require.resolve('../workflows') };
 }
 
 /**
@@ -93,8 +96,8 @@ export async function buildWorkflowBundles(dir = WORKFLOW_BUNDLE_DIR): Promise<W
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- build-time only
   const { bundleWorkflowCode } = require('@temporalio/worker') as typeof WorkerModule;
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- build-time only; tracing loads OpenTelemetry
-  const { WORKFLOW_TRACING_MODULE } = require('./tracing') as typeof TracingModule;
-  const workflowsPath = require.resolve('./workflows');
+  const { WORKFLOW_TRACING_MODULE } = require('../observability/tracing') as typeof TracingModule;
+  const workflowsPath = require.resolve('../workflows');
   const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
   const [plain, traced] = await Promise.all([
     bundleWorkflowCode({ workflowsPath, logger: quiet }),

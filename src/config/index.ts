@@ -1,18 +1,18 @@
 /**
  * Configuration from the environment, with the defaults docs/configuration.md lists.
  */
-import { DEFAULT_BLOB_THRESHOLD_BYTES } from './storage/defaults';
+import { DEFAULT_BLOB_THRESHOLD_BYTES } from '../storage/defaults';
 import { homeLocation, treadleHome } from './home';
-import type { BlobStoreSettings } from './storage';
-import { ENGINE_VERSION, isEngineVersion } from './model/state';
-import { isPostgresUrl } from './storage/open-call-log';
-import { configError } from './client/treadle-error';
+import type { BlobStoreSettings } from '../storage';
+import { ENGINE_VERSION, isEngineVersion } from '../model/state';
+import { isPostgresUrl } from '../storage/open-call-log';
+import { configError } from './errors';
 
 /** Treadle's settings. */
 export interface TreadleConfig {
-  /** The task queue workers poll and items start on. Where Temporal is: src/connection.ts (`temporalSettings`). */
+  /** The task queue workers poll and items start on. Where Temporal is: src/config/connection.ts (`temporalSettings`). */
   taskQueue: string;
-  /** Where the local state below lives, absolute (`TREADLE_HOME`, else per user: src/home.ts). */
+  /** Where the local state below lives, absolute (`TREADLE_HOME`, else per user: src/config/home.ts). */
   home: string;
   /** The file blob store's folder, absolute (`TREADLE_BLOB_DIR`, relative to the home; default `<home>/blobs`). */
   blobDir: string;

@@ -4,12 +4,12 @@
  * rule's two decisions: which activities of a spec leave the item's queue, and whether a core worker's
  * registrations are the shipped set.
  */
-import { DEFAULT_TASK_QUEUE } from './config';
-import { CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY, gateActivityType } from './model/activity-types';
-import { gateLeaves } from './model/gate-ref';
-import type { PipelineSpec, StageSpec } from './model/pipeline';
-import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY, APPROVAL_STAGE } from './kinds/approval/shapes';
-import { LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from './kinds/contract/shapes';
+import { DEFAULT_TASK_QUEUE } from '../config';
+import { CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY, gateActivityType } from '../model/activity-types';
+import { gateLeaves } from '../model/gate-ref';
+import type { PipelineSpec, StageSpec } from '../model/pipeline';
+import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY, APPROVAL_STAGE } from '../kinds/approval/shapes';
+import { LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from '../kinds/contract/shapes';
 
 /** The names a worker registers, as a Registry's `names()` and the action registry give them. */
 export interface RegisteredNames {

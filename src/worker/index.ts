@@ -1,40 +1,40 @@
 /**
  * Builds and runs a Treadle worker: the `workItem` workflow plus one activity per registered stage and
- * gate implementation. Its defaults are the generic registries; `treadle worker` (or `node lib/worker.js`)
+ * gate implementation. Its defaults are the generic registries; `treadle worker` (or `node lib/worker/index.js`)
  * runs it with the bundled examples on top (src/cli/bundled-examples.ts).
  */
-import { idempotencyKey, inputHash } from './model/hashing';
-import { correlationInterceptors } from './observability';
-import { tracingFromEnv, type TreadleTracing } from './tracing';
+import { idempotencyKey, inputHash } from '../model/hashing';
+import { correlationInterceptors } from '../observability';
+import { tracingFromEnv, type TreadleTracing } from '../observability/tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities } from './activities';
-import { createTddActivities } from './kinds/tdd/activities';
-import { createLoopActivities } from './kinds/loop/activities';
-import { createContractActivities } from './kinds/contract/activities';
-import { createApprovalActivities, type ActionCatalog } from './kinds/approval/activities';
-import type { CallLog } from './storage/call-log';
-import { describeCallLog, isPostgresUrl, openCallLog } from './storage/open-call-log';
-import { defaultAgentProviders } from './agents';
-import type { AgentProviders } from './agents/providers';
-import type { BlobStore } from './storage/blob-store';
-import { createBlobStore } from './storage';
-import { treadleExternalStorage } from './storage/external-storage';
-import type { Registry } from './activities/registry';
+import { createActivities } from '../activities';
+import { createTddActivities } from '../kinds/tdd/activities';
+import { createLoopActivities } from '../kinds/loop/activities';
+import { createContractActivities } from '../kinds/contract/activities';
+import { createApprovalActivities, type ActionCatalog } from '../kinds/approval/activities';
+import type { CallLog } from '../storage/call-log';
+import { describeCallLog, isPostgresUrl, openCallLog } from '../storage/open-call-log';
+import { defaultAgentProviders } from '../agents';
+import type { AgentProviders } from '../agents/providers';
+import type { BlobStore } from '../storage/blob-store';
+import { createBlobStore } from '../storage';
+import { treadleExternalStorage } from '../storage/external-storage';
+import type { Registry } from '../activities/registry';
 import { defaultActionRegistry, defaultRegistry } from './registries';
-import { loadConfig } from './config';
+import { loadConfig } from '../config';
 import {
   connectClient,
   connectFailure,
   refusedCredentials,
   temporalSettings,
   type TemporalSettings,
-} from './connection';
-import { createFanOutActivities } from './kinds/fan-out/activities';
-import { engineForAttributes, ensureSearchAttributes } from './server/search-attributes';
-import { SEARCH_ATTRIBUTE_DEFINITIONS } from './model/search-attributes';
+} from '../config/connection';
+import { createFanOutActivities } from '../kinds/fan-out/activities';
+import { engineForAttributes, ensureSearchAttributes } from '../server/search-attributes';
+import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../model/search-attributes';
 import { workflowCodeForWorker } from './workflow-bundle';
-import { installPrometheusMetrics, prometheusAddressFromEnv } from './worker-metrics';
-import type * as BundledExamplesModule from './cli/bundled-examples';
+import { installPrometheusMetrics, prometheusAddressFromEnv } from './metrics';
+import type * as BundledExamplesModule from '../cli/bundled-examples';
 import {
   CoreQueueRegistrationError,
   implementationActivityTypes,
@@ -81,7 +81,7 @@ export interface TreadleWorkerOptions {
   engineVersion?: number | (() => number);
   /**
    * A workflow bundle of your own (tests, benchmarks); otherwise the one `npm run build` prebuilt, or the workflows
-   * bundled at start when their files changed since (src/workflow-bundle.ts).
+   * bundled at start when their files changed since (src/worker/workflow-bundle.ts).
    */
   workflowBundle?: WorkerOptions['workflowBundle'];
   /**
@@ -100,7 +100,7 @@ export interface TreadleWorkerOptions {
 /** What the core queue registers: the generic registries and the bundled examples, loaded only when needed. */
 function shippedRegistrations(): { registry: Registry; approvalActions: ActionCatalog } {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- the core queue's one examples edge
-  return (require('./cli/bundled-examples') as typeof BundledExamplesModule).bundledWorkerOptions();
+  return (require('../cli/bundled-examples') as typeof BundledExamplesModule).bundledWorkerOptions();
 }
 
 /** Every name a registry and an action catalog hold, for comparing a worker's set with the shipped one. */
@@ -262,9 +262,9 @@ export async function createImplementationsWorker(
 }
 
 /**
- * Connects to Temporal as configured (the environment and `temporal.toml` profiles: src/connection.ts) and
+ * Connects to Temporal as configured (the environment and `temporal.toml` profiles: src/config/connection.ts) and
  * runs a worker until SIGINT/SIGTERM. With `TREADLE_METRICS_PROMETHEUS` set it first serves the SDK's metrics
- * there (src/worker-metrics.ts).
+ * there (src/worker/metrics.ts).
  */
 export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Promise<void> {
   const config = loadConfig();
@@ -416,9 +416,9 @@ export async function connectWorker(settings: TemporalSettings = temporalSetting
 }
 
 if (require.main === module) {
-  // `node lib/worker.js` is the CLI's worker, examples included; lazily, so an SDK import never loads them.
+  // `node lib/worker/index.js` is the CLI's worker, examples included; lazily, so an SDK import never loads them.
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- the default worker entry's one examples edge
-  const { bundledWorkerOptions } = require('./cli/bundled-examples') as typeof BundledExamplesModule;
+  const { bundledWorkerOptions } = require('../cli/bundled-examples') as typeof BundledExamplesModule;
   runWorker(bundledWorkerOptions()).catch((error: unknown) => {
     process.stderr.write(`treadle worker: ${(error as Error).message}\n`);
     process.exit((error as { code?: string }).code === 'config' ? 2 : 1);

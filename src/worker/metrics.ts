@@ -4,7 +4,7 @@
  * `TREADLE_METRICS_PROMETHEUS` names an address (docs/deploy.md, "Monitoring").
  */
 import { Runtime } from '@temporalio/worker';
-import { configError, type TreadleError } from './client/treadle-error';
+import { configError, type TreadleError } from '../config/errors';
 
 /** The setting that turns the endpoint on: an `ip:port` to listen on, e.g. `127.0.0.1:9464`. */
 const METRICS_PROMETHEUS_ENV = 'TREADLE_METRICS_PROMETHEUS';

@@ -1,12 +1,12 @@
 /**
  * Temporal connections: the client, every CLI command, the worker and the search-attribute registration
- * connect with the settings of src/connection-settings.ts, and a failed connection is explained in one line
+ * connect with the settings of src/config/connection-settings.ts, and a failed connection is explained in one line
  * that names the setting to change. (The worker's `NativeConnection` is made in worker.ts, so that a client
  * never loads `@temporalio/worker`.)
  */
 import { Connection, type ConnectionOptions } from '@temporalio/client';
 import tls from 'node:tls';
-import { configError, TreadleError } from './client/treadle-error';
+import { configError, TreadleError } from './errors';
 import type { TemporalSettings } from './connection-settings';
 
 export * from './connection-settings';

@@ -2,14 +2,14 @@
  * The generic registries an SDK worker starts from: the built-in stage kinds, and an action registry with no
  * action types yet. The bundled examples are not in them; the CLI's worker adds those (src/cli/bundled-examples.ts).
  */
-import { ActionRegistry } from './kinds/approval/actions';
-import { Registry } from './activities/registry';
-import { registerApproval } from './kinds/approval/registration';
-import { registerFanOut } from './kinds/fan-out/registration';
-import { registerLlm } from './pipelines/llm';
-import { registerLoop } from './kinds/loop/registration';
-import { registerScripted } from './pipelines/scripted';
-import { registerTdd } from './kinds/tdd/registration';
+import { ActionRegistry } from '../kinds/approval/actions';
+import { Registry } from '../activities/registry';
+import { registerApproval } from '../kinds/approval/registration';
+import { registerFanOut } from '../kinds/fan-out/registration';
+import { registerLlm } from '../pipelines/llm';
+import { registerLoop } from '../kinds/loop/registration';
+import { registerScripted } from '../pipelines/scripted';
+import { registerTdd } from '../kinds/tdd/registration';
 
 /** The built-in stage kinds: `scripted` (stage and gate), `llm` / `llm-judge`, `tdd`, `loop`, `approval`, `fan_out`. */
 export function defaultRegistry(): Registry {
