@@ -6,12 +6,12 @@
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter, WorkflowNotFoundError } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import { TreadleCorrelationId } from './model/search-attributes';
-import { callBatchOf } from './engine/usage';
-import type { RecordedDecisionArg } from './model/decisions';
-import type { CallRecord } from './model/shapes';
-import type { StoredCalls } from './model/state';
-import { readJson, type BlobStore } from './storage/blob-store';
+import { TreadleCorrelationId } from '../model/search-attributes';
+import { callBatchOf } from '../engine/usage';
+import type { RecordedDecisionArg } from '../model/decisions';
+import type { CallRecord } from '../model/shapes';
+import type { StoredCalls } from '../model/state';
+import { readJson, type BlobStore } from '../storage/blob-store';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;

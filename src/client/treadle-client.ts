@@ -3,18 +3,18 @@
  * pending reviews. Every error is a {@link TreadleError} with one clear line.
  */
 import { Client, type Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
-import type { TreadleTracing } from './tracing';
+import type { TreadleTracing } from '../tracing';
 import type { AuditEntry } from './audit';
-import { resolveArtefact, offloadArtefact, type BlobStore } from './storage/blob-store';
-import { createBlobStore } from './storage';
-import { treadleExternalStorage } from './storage/external-storage';
-import { loadConfig } from './config';
-import { connectClient, refusedCredentials, temporalSettings, type TemporalSettings } from './connection';
-import { summarizeUsage, type UsageSummary } from './engine/usage';
-import type { KnownImplementations } from './model/pipeline';
-import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from './kinds/approval/shapes';
-import type { Artefact, Json, ReviewOutcome, TreadleEvent } from './model/shapes';
-import type { StateQueryArgs, WorkItemResult, WorkItemState } from './model/state';
+import { resolveArtefact, offloadArtefact, type BlobStore } from '../storage/blob-store';
+import { createBlobStore } from '../storage';
+import { treadleExternalStorage } from '../storage/external-storage';
+import { loadConfig } from '../config';
+import { connectClient, refusedCredentials, temporalSettings, type TemporalSettings } from '../connection';
+import { summarizeUsage, type UsageSummary } from '../engine/usage';
+import type { KnownImplementations } from '../model/pipeline';
+import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from '../kinds/approval/shapes';
+import type { Artefact, Json, ReviewOutcome, TreadleEvent } from '../model/shapes';
+import type { StateQueryArgs, WorkItemResult, WorkItemState } from '../model/state';
 import {
   decideApprovalUpdate,
   eventsQuery,
@@ -24,19 +24,19 @@ import {
   stateQuery,
   tddStateQuery,
   type ReviewAccepted,
-} from './workflows/messages';
-import type { LoopState } from './kinds/loop/shapes';
+} from '../workflows/messages';
+import type { LoopState } from '../kinds/loop/shapes';
 import { openItemsByEngine, type EngineCount } from './engine-versions';
-import type { TddNodeResult, TddNodeState } from './kinds/tdd/shapes';
-import { defaultReviewer, isNotFound, TreadleError } from './client/errors';
-import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './client/listings';
-import type { StartContext } from './client/start';
-import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './client/decisions';
-import { checkEdit, decide, refuseNonconformingEdit } from './client/decide';
-import { decisionDetail, type DetailOptions } from './client/decision-detail';
-import { resumeFailedLoop, type LoopResumeOptions } from './client/loop-resume';
-import type { SchemaProblem } from './client/output-schema';
-import type { DecisionAnswer, DecisionDetail, DecisionKind, DecisionOutcome, PendingDecision } from './model/decisions';
+import type { TddNodeResult, TddNodeState } from '../kinds/tdd/shapes';
+import { defaultReviewer, isNotFound, TreadleError } from './errors';
+import { listApprovals, listPendingReviews, type ApprovalListing, type PendingReviewListing } from './listings';
+import type { StartContext } from './start';
+import { listDecisionChanges, listPendingDecisions, type DecisionChange } from './decisions';
+import { checkEdit, decide, refuseNonconformingEdit } from './decide';
+import { decisionDetail, type DetailOptions } from './decision-detail';
+import { resumeFailedLoop, type LoopResumeOptions } from './loop-resume';
+import type { SchemaProblem } from './output-schema';
+import type { DecisionAnswer, DecisionDetail, DecisionKind, DecisionOutcome, PendingDecision } from '../model/decisions';
 import {
   answeredByWorker,
   queueWithoutWorker,
@@ -48,10 +48,10 @@ import {
   visibleItem,
   WORKER_ANSWER_WAIT_MS,
   type VisibleItem,
-} from './client/worker-presence';
-import { describeDecision, recordedApproval, recordedReview } from './client/recorded-decisions';
-import { AlreadyDecidedError } from './client/treadle-error';
-import { approvalItem, audit, decidedBefore, runIdFor, startTddTree, startWorkItem } from './client/on-demand';
+} from './worker-presence';
+import { describeDecision, recordedApproval, recordedReview } from './recorded-decisions';
+import { AlreadyDecidedError } from './treadle-error';
+import { approvalItem, audit, decidedBefore, runIdFor, startTddTree, startWorkItem } from './on-demand';
 
 export { TreadleError, AlreadyDecidedError, runIdFor, type ApprovalListing, type PendingReviewListing };
 
@@ -378,7 +378,7 @@ export class TreadleClient {
   }
 
   /**
-   * Open work items per engine version, newest first (src/engine-versions.ts): all in the namespace, or only
+   * Open work items per engine version, newest first (src/client/engine-versions.ts): all in the namespace, or only
    * those on `taskQueue`. One visibility listing plus the first page of each open item's history.
    */
   openItemsByEngine(options: { taskQueue?: string } = {}): Promise<EngineCount[]> {
