@@ -75,7 +75,7 @@ export {
   type TreadleTracing,
   type TracingSpanProcessor,
 } from './observability/tracing';
-export type { AuditEntry } from './audit';
+export type { AuditEntry } from './client/audit';
 export {
   listPendingDecisions,
   listDecisionChanges,

@@ -1,4 +1,4 @@
-/** `treadle engines`: open work items per engine version (src/engine-versions.ts), for operators. */
+/** `treadle engines`: open work items per engine version (src/client/engine-versions.ts), for operators. */
 import type { Command } from 'commander';
 import { ENGINE_VERSION } from '../model/state';
 import { table } from './render';

@@ -3,7 +3,7 @@
  * item can no longer be decided (how it was decided, by whom, when).
  */
 import type { Client } from '@temporalio/client';
-import { listExecutions } from '../visibility';
+import { listExecutions } from './visibility';
 import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
 import type { WorkItemState } from '../model/state';
 import { stateQuery } from '../workflows/messages';

@@ -4,7 +4,7 @@
  * {@link PendingDecision}s, the listing itself, and the delta listing the review inbox's index applies.
  */
 import type { Client } from '@temporalio/client';
-import { listExecutions, type ListedExecution } from '../visibility';
+import { listExecutions, type ListedExecution } from './visibility';
 import {
   REVIEWS_MEMO_KEY,
   TreadleApprovals,

@@ -3,7 +3,7 @@
  * item is queried and no worker is needed: pending reviews and pending approval requests.
  */
 import type { Client } from '@temporalio/client';
-import { listExecutions } from '../visibility';
+import { listExecutions } from './visibility';
 import {
   PENDING_APPROVALS_QUERY,
   PENDING_REVIEWS_QUERY,

@@ -3,13 +3,13 @@
  * approval lookups are what few commands do, and `status`, `reviews` and `approve list` start faster without
  * them (issue 26 §5; test/integration/start-modules.test.ts checks what the client loads).
  */
-import type * as AuditModule from '../audit';
+import type * as AuditModule from './audit';
 import type * as ApprovalLookupModule from './approval-lookup';
 import type * as StartModule from './start';
 
 /* eslint-disable @typescript-eslint/no-require-imports -- loading these lazily is the point */
 const startModule = (): typeof StartModule => require('./start');
-const auditModule = (): typeof AuditModule => require('../audit');
+const auditModule = (): typeof AuditModule => require('./audit');
 const approvalLookup = (): typeof ApprovalLookupModule => require('./approval-lookup');
 /* eslint-enable @typescript-eslint/no-require-imports */
 

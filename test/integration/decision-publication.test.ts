@@ -7,7 +7,7 @@
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { auditHistory } from '../../src/audit';
+import { auditHistory } from '../../src/client/audit';
 import { TreadleDecisionAt, TreadlePendingReviews } from '../../src/model/search-attributes';
 import type { PendingReview, ReviewsMemo } from '../../src/model/state';
 import {

@@ -8,7 +8,7 @@ import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 import { draftPublish } from '../support/pipelines';
 import { ENGINE_VERSION } from '../../src/model/state';
-import type { EngineCount } from '../../src/engine-versions';
+import type { EngineCount } from '../../src/client/engine-versions';
 
 let live: Harness | undefined;
 

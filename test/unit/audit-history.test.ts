@@ -6,7 +6,7 @@
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { auditHistory } from '../../src/audit';
+import { auditHistory } from '../../src/client/audit';
 
 const DIR = path.join(__dirname, '..', 'replay', 'histories', 'before-i24-summaries');
 const recorded = (name: string) => historyFromJSON(JSON.parse(readFileSync(path.join(DIR, `${name}.json`), 'utf8')));

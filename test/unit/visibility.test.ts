@@ -1,12 +1,12 @@
 /**
- * The lean visibility reader (`src/visibility.ts`) against raw service pages shaped as the server sends
+ * The lean visibility reader (`src/client/visibility.ts`) against raw service pages shaped as the server sends
  * them: paging to the end, `json/plain` memo and search attributes decoded, anything else decoded by the SDK
  * through `describe()`. The real listings run against the dev server in the integration tests.
  */
 import type { Client } from '@temporalio/client';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { listExecutions } from '../../src/visibility';
+import { listExecutions } from '../../src/client/visibility';
 import {
   explainSearchAttributeError,
   SEARCH_ATTRIBUTE_DEFINITIONS,

@@ -10,7 +10,7 @@
  * `describe()`, which decodes it the SDK's way, so nothing is lost, only slower.
  */
 import type { Client } from '@temporalio/client';
-import { explainSearchAttributeError } from './model/search-attributes';
+import { explainSearchAttributeError } from '../model/search-attributes';
 
 /** One raw payload as the service returns it. */
 interface RawPayload {

@@ -1,0 +1,109 @@
+/**
+ * The contract each kind's client answers implement (`src/kinds/<kind>/client.ts`, listed in kind-decisions.ts):
+ * how an answer to one of its pending decisions is sent, how to tell that someone decided first, and what the
+ * inbox's detail view shows. Also the helpers those answers share, so no kind repeats them.
+ */
+import type { DecisionAnswer, DecisionDetail, DecisionOutcome } from '../model/decisions';
+import type { ReviewOutcome, Json } from '../model/shapes';
+import { TreadleError } from './errors';
+import { listedDecisionsOf } from './decisions';
+import type { SchemaProblem } from '../agents/output-schema-checks';
+import type { ClientContext, ClientParts } from './parts/context';
+
+/** What a kind's answers reach: the client's shared context and its parts (items, approvals, loop stages…). */
+export interface DecisionContext {
+  readonly context: ClientContext;
+  readonly parts: ClientParts;
+}
+
+/** The decision being answered, from its key: the workflow that waits and what it waits on (stage, request id). */
+export interface DecisionTarget {
+  readonly key: string;
+  readonly workflowId: string;
+  readonly subject: string;
+}
+
+/** What a detail may leave out. */
+export interface DetailOptions {
+  /** review/budget: read the outputs of these attempts only (a diff of two); the others come without `output`. */
+  attempts?: readonly number[];
+}
+
+/** What a kind's detail reads: the decision, the client and what the caller may leave out. */
+export interface DetailContext extends DecisionContext, DecisionTarget {
+  readonly options: DetailOptions;
+}
+
+/** One kind's answers to its pending decisions (see the file's comment). */
+export interface KindDecisions {
+  /**
+   * A problem of `answer` particular to this kind, beyond the actions it takes (`ANSWERS`) and the fields every
+   * action needs; undefined when there is none.
+   */
+  answerProblem?(answer: DecisionAnswer): string | undefined;
+  /** Sends `answer` (already checked) as `reviewer`; rejects as the update the kind's workflow takes refuses it. */
+  decide(
+    ctx: DecisionContext,
+    target: DecisionTarget,
+    answer: DecisionAnswer,
+    reviewer: string,
+  ): Promise<DecisionOutcome>;
+  /**
+   * How the decision was made when the workflow no longer waits on it; undefined when it still waits (a refusal
+   * was about the answer, not about someone deciding first).
+   */
+  decidedEarlier(ctx: DecisionContext, target: DecisionTarget): Promise<DecisionOutcome | undefined>;
+  /** What a reviewer needs to judge the decision; `not_found` (see {@link gone}) when it no longer waits. */
+  detail(ctx: DetailContext): Promise<DecisionDetail>;
+  /** An edited artefact's problems against the stage's output schema; kinds that keep no schema leave it out. */
+  editProblems?(ctx: DecisionContext, target: DecisionTarget, artefact: unknown): Promise<SchemaProblem[]>;
+}
+
+/** The outcome of an answer sent as `reviewer` (approving an attempt is an approval). */
+export function decidedBy(answer: DecisionAnswer, reviewer: string): DecisionOutcome {
+  return { status: 'decided', by: reviewer, outcome: answer.action === 'approve_attempt' ? 'approve' : answer.action };
+}
+
+/** A review outcome for `resolveReview` (work items and TDD nodes take the same). */
+export function reviewOutcome(answer: DecisionAnswer): ReviewOutcome {
+  const note = answer.note !== undefined ? { note: answer.note } : {};
+  switch (answer.action) {
+    case 'reject':
+      return { kind: 'reject', reason: answer.reason!, ...note };
+    case 'approve_attempt':
+      return { kind: 'approve', attempt: answer.attempt!, ...note };
+    case 'edit':
+      return { kind: 'approve_with_edits', artefact: answer.artefact as Json, ...note };
+    default:
+      // approve; a TDD step's guidance is an approval whose note the next step reads.
+      return { kind: 'approve', ...note };
+  }
+}
+
+/** The error for a key its workflow no longer waits on (the inbox answers it with 404). */
+export function gone(key: string): TreadleError {
+  return new TreadleError(`no pending decision ${key}: it was decided, or its workflow no longer waits`, 'not_found');
+}
+
+/**
+ * The workflow's state; undefined when no worker answered within the client's `answerWaitMs` (as every command
+ * falls back on what Temporal knows without one: a worker that just stopped still shows as polling for a minute,
+ * and the server would hold the query half a minute). An unknown workflow is gone.
+ */
+export async function queried<T>(ctx: DetailContext, query: (timeoutMs: number) => Promise<T>): Promise<T | undefined> {
+  try {
+    return await query(ctx.context.answerWaitMs);
+  } catch (error) {
+    if (!(error instanceof TreadleError)) throw error;
+    if (error.code === 'no_worker' || error.code === 'unreachable') return undefined;
+    if (error.code === 'not_found') throw gone(ctx.key);
+    throw error;
+  }
+}
+
+/** No worker answered: the decision as the listing has it, nothing the state query alone knows. */
+export async function listedDetail(ctx: DetailContext): Promise<DecisionDetail> {
+  const decision = (await listedDecisionsOf(ctx.context.client, ctx.workflowId)).find((d) => d.key === ctx.key);
+  if (!decision) throw gone(ctx.key);
+  return { decision, live: false };
+}

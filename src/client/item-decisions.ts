@@ -1,0 +1,118 @@
+/**
+ * A work item's own decisions, `review` and `budget`: a stage waiting for a person, answered through the item's
+ * `resolveReview` update (an edit through `approveWithEdits`, which checks it against the stage's output schema).
+ * The map in kind-decisions.ts lists this for both; the kinds' own answers live in their folders.
+ */
+import type { AttemptView, DecisionDetail } from '../model/decisions';
+import type { Json } from '../model/shapes';
+import type { WorkItemState } from '../model/state';
+import { reviewDecision, type DecisionSource } from './decisions';
+import { artefactView } from './artefact-view';
+import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
+import type { SchemaProblem } from '../agents/output-schema-checks';
+import {
+  decidedBy,
+  gone,
+  listedDetail,
+  queried,
+  reviewOutcome,
+  type DecisionContext,
+  type DetailContext,
+  type KindDecisions,
+} from './decision-kind';
+
+/** A work item's state as the listing's source (its memos are what the state holds). */
+export function itemSource(state: WorkItemState): DecisionSource {
+  return {
+    workflowId: state.id,
+    workflowType: 'workItem',
+    startTime: new Date(state.startedAt),
+    pipeline: state.pipeline,
+    status: state.status,
+    pendingStages: [],
+    reviews: { pipeline: state.pipeline, reviews: state.pendingReviews, omitted: 0 },
+    approvals: { pipeline: state.pipeline, requests: state.approvals ?? [], omitted: 0 },
+  };
+}
+
+/** The item's stage table, in the pipeline's order. */
+export function stageTable(state: WorkItemState): NonNullable<DecisionDetail['stages']> {
+  return Object.entries(state.stages).map(([name, stage]) => ({
+    name,
+    status: stage.status,
+    attempts: stage.attempts.length,
+    ...(stage.summary !== undefined ? { summary: stage.summary } : {}),
+  }));
+}
+
+/** The problems of an edit of `stage` of work item `workflowId` against the schema its state keeps for it. */
+export async function editProblems(
+  ctx: DecisionContext,
+  workflowId: string,
+  stage: string,
+  artefact: unknown,
+): Promise<SchemaProblem[]> {
+  const state = await ctx.parts.items.state(workflowId, { eventLimit: 1 });
+  // Ajv loads with the first check: status, reviews and the other short commands never need it.
+  return outputSchemaChecks().checkOutput(state.outputSchemas?.[stage], artefact);
+}
+
+/** review and budget: the decision re-read from the state, the stage table, every attempt, the output schema. */
+async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
+  const state = await queried(ctx, (wait) => ctx.parts.items.state(ctx.workflowId, { eventLimit: 1 }, wait));
+  if (!state) return listedDetail(ctx);
+  const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
+  const decision = review ? reviewDecision(itemSource(state), review) : undefined;
+  if (!decision || decision.key !== ctx.key) throw gone(ctx.key);
+  const attempts: AttemptView[] = await Promise.all(
+    (state.stages[ctx.subject]?.attempts ?? []).map(async (a) => {
+      const wanted = !ctx.options.attempts || ctx.options.attempts.includes(a.attempt);
+      const output = wanted ? await artefactView(a.artefact, ctx.context.blobs) : undefined;
+      return {
+        attempt: a.attempt,
+        startedAt: a.startedAt,
+        ...(a.completedAt ? { completedAt: a.completedAt } : {}),
+        ...(output ? { output } : {}),
+        ...(a.verdict ? { verdict: a.verdict } : {}),
+        ...(a.feedback ? { feedback: a.feedback } : {}),
+        ...(a.error !== undefined ? { error: a.error } : {}),
+        ...(a.timedOut ? { timedOut: true } : {}),
+      };
+    }),
+  );
+  const outputSchema = state.outputSchemas?.[ctx.subject];
+  return {
+    decision,
+    stages: stageTable(state),
+    attempts,
+    ...(outputSchema !== undefined ? { outputSchema } : {}),
+    live: true,
+  };
+}
+
+/** A work item's stage reviews (`review` and `budget` decisions). */
+export const itemDecisions: KindDecisions = {
+  async decide(ctx, { workflowId, subject }, answer, reviewer) {
+    if (answer.action === 'edit')
+      await ctx.parts.decisions.approveWithEdits(workflowId, subject, answer.artefact as Json, {
+        reviewer,
+        ...(answer.note !== undefined ? { note: answer.note } : {}),
+      });
+    else await ctx.parts.decisions.review(workflowId, subject, reviewOutcome(answer), reviewer);
+    return decidedBy(answer, reviewer);
+  },
+
+  async decidedEarlier(ctx, { workflowId, subject }) {
+    const state = await ctx.parts.items.state(workflowId, { eventLimit: 1 });
+    const stage = state.stages[subject];
+    if (!stage || stage.status === 'waiting_review') return undefined;
+    const record = stage.review;
+    return record
+      ? { status: 'already_decided', by: record.reviewer, outcome: record.kind, at: record.at }
+      : { status: 'already_decided', outcome: stage.status };
+  },
+
+  detail: reviewDetail,
+
+  editProblems: (ctx, { workflowId, subject }, artefact) => editProblems(ctx, workflowId, subject, artefact),
+};

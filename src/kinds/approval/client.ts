@@ -1,0 +1,48 @@
+/**
+ * The approval kind's answers for the client (see src/client/decision-kind.ts): an approval request is decided
+ * through the work item's `decideApproval` update; its detail is the request with its payload.
+ */
+import type { DecisionDetail } from '../../model/decisions';
+import { approvalDecision } from '../../client/decisions';
+import { artefactView } from '../../client/artefact-view';
+import { itemSource, stageTable } from '../../client/item-decisions';
+import { gone, listedDetail, queried, type DetailContext, type KindDecisions } from '../../client/decision-kind';
+
+/** approval: the pending request's payload (resolved) and the request without it. */
+async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
+  const state = await queried(ctx, (wait) => ctx.parts.items.state(ctx.workflowId, { eventLimit: 1 }, wait));
+  if (!state) return listedDetail(ctx);
+  const request = state.approvals?.find((r) => r.id === ctx.subject);
+  if (!request || request.status !== 'pending') throw gone(ctx.key);
+  const { payload, ...rest } = request;
+  return {
+    decision: approvalDecision(itemSource(state), request),
+    stages: stageTable(state),
+    approval: { payload: (await artefactView(payload, ctx.context.blobs))!, request: rest },
+    live: true,
+  };
+}
+
+/** Approval requests (`approval` decisions), keyed by the request's id. */
+export const approvalDecisions: KindDecisions = {
+  async decide(ctx, { subject }, answer, reviewer) {
+    const decided = await ctx.parts.approvals.decide(subject, answer.action as 'approve' | 'reject', {
+      by: reviewer,
+      ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+    });
+    return { status: 'decided', by: decided.decidedBy, outcome: decided.status };
+  },
+
+  async decidedEarlier(ctx, { subject }) {
+    const request = await ctx.parts.approvals.get(subject);
+    if (request.status === 'pending') return undefined;
+    return {
+      status: 'already_decided',
+      outcome: request.status,
+      ...(request.decidedBy ? { by: request.decidedBy } : {}),
+      ...(request.decidedAt ? { at: request.decidedAt } : {}),
+    };
+  },
+
+  detail: approvalDetail,
+};
