@@ -265,22 +265,9 @@ function auditActivityResult(
     return;
   }
   switch (activity.type) {
-    case 'treadle.approvalCreate': {
-      const requests = Array.isArray(r.requests)
-        ? (r.requests as { id: string; actionType: string; summary: string }[])
-        : [];
-      const step = stepLabel(activity, 'approval');
-      const made = `${requests.length} request${requests.length === 1 ? '' : 's'} made, waiting for decisions`;
-      const refused = `approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}`;
-      const message = r.ok === false ? `${step} failed: ${refused}` : `${step}: ${made}`;
-      add({ kind: 'step', ...where(activity), message });
-      for (const request of requests) {
-        approvalSteps.set(request.id, where(activity));
-        const message = `${request.id} requested: ${request.actionType}: ${request.summary}`;
-        add({ kind: 'approval', ...where(activity), message });
-      }
+    case 'treadle.approvalCreate':
+      approvalCreateLines(activity, r, add, approvalSteps);
       return;
-    }
     case 'treadle.storeArtefact': {
       // The approval step stores its outcome last (its summary says so); other kinds' stores are plumbing.
       const input = activity.input as { summary?: string } | undefined;
@@ -318,27 +305,54 @@ function auditActivityResult(
       });
       return;
     default:
-      if (activity.type.startsWith('gate:')) {
-        const kind = typeof r.kind === 'string' ? r.kind : '?';
-        add({
-          kind: 'step',
-          ...where(activity),
-          message: `gate ${activity.type.slice(5)}: ${kind}${kind === 'rejected' ? `: ${String((r.feedback as { summary?: string } | undefined)?.summary ?? '')}` : kind === 'uncertain' ? `: ${String(r.reason ?? '')}` : ''}`,
-        });
-      } else if (r.rejection !== undefined && r.rejection !== null) {
-        // The attempt's own verdict (an llm reply that failed its output_schema): a failed attempt.
-        const reason = (r.rejection as { summary?: unknown }).summary;
-        const why = typeof reason === 'string' ? reason : 'its output was rejected';
-        const message = `${label(activity)} failed: ${why}${typeof r.summary === 'string' ? ` (${r.summary})` : ''}`;
-        add({ kind: 'step', ...where(activity), message });
-      } else {
-        add({
-          kind: 'step',
-          ...where(activity),
-          message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}`,
-        });
-      }
+      add(stepLine(activity, r));
   }
+}
+
+/** An approval step's requests: a line for the step, and one per request (remembered for its decision's line). */
+function approvalCreateLines(
+  activity: Activity,
+  r: Record<string, unknown>,
+  add: (entry: Entry) => void,
+  approvalSteps: ApprovalSteps,
+): void {
+  const requests = Array.isArray(r.requests)
+    ? (r.requests as { id: string; actionType: string; summary: string }[])
+    : [];
+  const step = stepLabel(activity, 'approval');
+  const made = `${requests.length} request${requests.length === 1 ? '' : 's'} made, waiting for decisions`;
+  const refused = `approval requests refused: ${(r.problems as string[] | undefined)?.join('; ')}`;
+  const message = r.ok === false ? `${step} failed: ${refused}` : `${step}: ${made}`;
+  add({ kind: 'step', ...where(activity), message });
+  for (const request of requests) {
+    approvalSteps.set(request.id, where(activity));
+    const message = `${request.id} requested: ${request.actionType}: ${request.summary}`;
+    add({ kind: 'approval', ...where(activity), message });
+  }
+}
+
+/** A gate's verdict, a failed attempt's rejection, or a step's outcome: the line of any other activity. */
+function stepLine(activity: Activity, r: Record<string, unknown>): Entry {
+  if (activity.type.startsWith('gate:')) {
+    const kind = typeof r.kind === 'string' ? r.kind : '?';
+    return {
+      kind: 'step',
+      ...where(activity),
+      message: `gate ${activity.type.slice(5)}: ${kind}${kind === 'rejected' ? `: ${String((r.feedback as { summary?: string } | undefined)?.summary ?? '')}` : kind === 'uncertain' ? `: ${String(r.reason ?? '')}` : ''}`,
+    };
+  }
+  if (r.rejection !== undefined && r.rejection !== null) {
+    // The attempt's own verdict (an llm reply that failed its output_schema): a failed attempt.
+    const reason = (r.rejection as { summary?: unknown }).summary;
+    const why = typeof reason === 'string' ? reason : 'its output was rejected';
+    const message = `${label(activity)} failed: ${why}${typeof r.summary === 'string' ? ` (${r.summary})` : ''}`;
+    return { kind: 'step', ...where(activity), message };
+  }
+  return {
+    kind: 'step',
+    ...where(activity),
+    message: `${label(activity)} ${String(r.outcome ?? 'completed')}${typeof r.summary === 'string' ? `: ${r.summary}` : ''}`,
+  };
 }
 
 /**
