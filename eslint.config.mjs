@@ -114,7 +114,6 @@ const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/activities/test-command.ts',
   'src/agents/claude-code.ts',
   'src/agents/worktree-tools.ts',
-  'src/client/audit.ts',
   'src/cli/review.ts',
   'src/engine/review.ts',
   'src/kinds/approval/activities.ts',
