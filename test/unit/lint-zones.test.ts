@@ -56,7 +56,7 @@ function lintAll(): string[][] {
         languageOptions: {
           parserOptions: {
             projectService: {
-              allowDefaultProject: ['src/kinds/*/worker/probe.ts', 'src/kinds/*/client.ts', 'src/kinds/*/client-probe.ts'],
+              allowDefaultProject: ['src/kinds/*/worker/probe.ts', 'src/kinds/*/client-probe.ts'],
               defaultProject: 'tsconfig.json',
             },
             tsconfigRootDir: process.cwd(),
