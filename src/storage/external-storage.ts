@@ -18,14 +18,13 @@
  */
 import { createHash } from 'node:crypto';
 import {
+  ExternalStorage,
   StorageDriverClaim,
-  type ExternalStorage,
   type Payload,
   type StorageDriver,
   type StorageDriverStoreContext,
 } from '@temporalio/common';
 import type { BlobStore } from './blob-store';
-import { externalStorageFastPath, TreadleExternalStorage } from './external-storage-fast-path';
 
 /** The driver's name: the routing key written into every reference, so it must never change. */
 export const BLOB_STORE_DRIVER_NAME = 'treadle-blobs';
@@ -108,15 +107,12 @@ export function blobStoreDriver(blobs: BlobStore): StorageDriver {
  * Keep the threshold well above Treadle's artefact threshold (`TREADLE_BLOB_THRESHOLD`, 2 KiB) so that
  * this stays a safety net, and well below the server's 2 MB per-payload limit. Experimental: the API and
  * the reference wire format follow `@temporalio/common`'s `ExternalStorage`, which may change.
- * The SDK's runner is given a fast path for calls that cannot offload or resolve anything
- * (`external-storage-fast-path.ts`).
  */
 export function treadleExternalStorage(
   blobs: BlobStore,
   thresholdBytes: number = DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES,
 ): ExternalStorage {
-  externalStorageFastPath();
-  return new TreadleExternalStorage({ drivers: [blobStoreDriver(blobs)], payloadSizeThreshold: thresholdBytes });
+  return new ExternalStorage({ drivers: [blobStoreDriver(blobs)], payloadSizeThreshold: thresholdBytes });
 }
 
 function mediaTypeOf(metadata: Record<string, Uint8Array>): string {

@@ -191,36 +191,6 @@ export function prepareAttempt(
   return { execute, afterExecuted, kindRun, fansOut, takeCalls, recordOutput, judgeOutput, judged };
 }
 
-/**
- * Starts an attempt's work (inside its timeout when the budget sets one) and hands its outcome to `decided`,
- * or its error to `failed`: without a timeout or a gate, one `then` on the activity's promise.
- */
-export function runAttemptWork(
-  run: StageRun,
-  record: AttemptRecord,
-  log: AttemptLog,
-  feedback: QualityFeedback | null,
-  decided: (outcome: AttemptOutcome) => void,
-  failed: (error: unknown) => void,
-): void {
-  const { execute, afterExecuted } = prepareAttempt(run, record, log, feedback);
-  const timeoutMs = run.stage.retryBudget.attemptTimeoutMs;
-  if (timeoutMs !== null) {
-    withAttemptTimeout(run, record, log, timeoutMs, () => execute().then(afterExecuted)).then(decided, failed);
-    return;
-  }
-  execute().then((executed) => {
-    let outcome: AttemptOutcome | Promise<AttemptOutcome>;
-    try {
-      outcome = afterExecuted(executed);
-    } catch (error) {
-      return failed(error);
-    }
-    if ('then' in outcome) outcome.then(decided, failed);
-    else decided(outcome);
-  }, failed);
-}
-
 /** CancellationScope.withTimeout, but with a timer the Web UI can name; a timeout is an outcome, not an error. */
 export async function withAttemptTimeout(
   run: StageRun,

@@ -19,7 +19,7 @@ import type { PendingReview, StageState, StoreArtefactInput, StoreArtefactResult
 import { callsReported, describeFailure, now } from './common';
 import { runFanOutWorkflow } from '../kinds/fan-out/workflow';
 import { runContracts } from '../kinds/contract/stage';
-import { agentBackedStage, runAttemptWork } from './stage-attempt';
+import { agentBackedStage, prepareAttempt, withAttemptTimeout } from './stage-attempt';
 import type { AttemptLog, EngineRules, StageRun } from './stage-run';
 
 // A local activity: storing an approved edit needs only the worker's blob store, no task-queue round trip.
@@ -53,123 +53,87 @@ export const LIVE_ENGINE: EngineRules = {
 };
 
 /**
- * The stage runner: attempts until the policy completes, skips, fails or hands the stage to a human,
- * written as continuations rather than an async function. Every promise a workflow creates costs the
- * workflow thread a stack trace (the SDK's promise hook, BENCHMARKS.md), and an async function costs two per
- * attempt (its own and the one its `await` makes): here an attempt is the activity's promise and one `then`
- * on it. Rarer steps (contracts, a review, a retry delay, an attempt timeout, a gate) add their own promises.
+ * The stage runner: attempts until the policy completes, skips, fails or hands the stage to a human.
  *
  * It never rejects: an exception in any step (an engine bug, a cancellation) goes to `crashed`, and `ended`
  * is called exactly once when the stage ends, however it ends.
  */
 export function runStage(run: StageRun): void {
-  const { stage, state } = run;
-  const st = state.stages[stage.name]!;
-  let over = false;
-  const end = (): void => {
-    if (over) return;
-    over = true;
-    run.ended();
-  };
-  const crash = (error: unknown): void => {
-    // After the end (the scheduler's pass threw): the workflow task fails.
-    if (over) throw error;
-    try {
-      run.crashed(stage, error);
-    } finally {
-      end();
-    }
-  };
-  // Each step runs guarded, as a try/catch/finally around an async body would be. A step inside a step is harmless: the inner one handles its own exception, and `over` keeps the end to one call.
-  const step = (body: () => void): void => {
-    try {
-      body();
-    } catch (error) {
-      crash(error);
-    }
-  };
+  void runStageToEnd(run);
+}
 
-  let attempt = 1;
-  let feedback: QualityFeedback | null = null;
-  let budgetWaived = false;
-  const log: AttemptLog = { ref: null, count: 0 };
-
-  const startAttempt = (): void => {
-    const budgetSpent = budgetWaived ? null : budgetReview(run, attempt);
-    if (budgetSpent) {
-      review(run, budgetSpent).then(
-        (reviewed) =>
-          step(() => {
-            if (reviewed === 'settled') return end();
-            budgetWaived = true;
-            startAttempt();
-          }),
-        crash,
-      );
-      return;
-    }
-    const record: AttemptRecord = { attempt, startedAt: now() };
-    st.attempts.push(record);
-    run.touch();
-    const failed = (error: unknown): void =>
-      step(() => {
-        if (isCancellation(error)) throw error;
-        failAttempt(run, record, error);
-        end();
-      });
-    const decided = (outcome: AttemptOutcome): void => step(() => afterAttempt(record, outcome));
-    try {
-      runAttemptWork(run, record, log, feedback, decided, failed);
-    } catch (error) {
-      failed(error);
-    }
-  };
-
-  const afterAttempt = (record: AttemptRecord, outcome: AttemptOutcome): void => {
-    const decision = decideAfter(run, record, outcome);
-    switch (decision.action) {
-      case 'complete':
-      case 'skip':
-      case 'fail':
-        settleDecided(run, record, decision);
-        return end();
-      case 'retry': {
-        announceRetry(run, decision);
-        const next = (): void =>
-          step(() => {
-            attempt = decision.nextAttempt;
-            feedback = decision.feedback;
-            beginRetry(run, decision);
-            startAttempt();
-          });
-        if (decision.delayMs > 0)
-          sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` }).then(
-            next,
-            crash,
-          );
-        else next();
-        return;
-      }
-      case 'review':
-        // Only a token-budget review can resume a stage, and that one is requested in startAttempt.
-        review(run, decision).then(() => end(), crash);
-        return;
-    }
-  };
-
-  step(() => {
+/**
+ * {@link runStage}'s body, one async function on purpose. Each `await` stands where engine 3's continuations had
+ * a `then` (on the activity's promise, a gate's, a timer's, a review's), so every step runs in the same microtask
+ * as it did and recorded histories replay: an attempt's work is awaited in two steps, not as
+ * `execute().then(afterExecuted)` as engine 2 did (legacy/engine-1-2.ts), and no async helper is awaited in
+ * between, as each would add a tick and could reorder the commands of stages that end in one activation.
+ */
+async function runStageToEnd(run: StageRun): Promise<void> {
+  try {
     const contracts = beginStage(run);
-    if (!contracts) return startAttempt();
-    contracts.then(
-      (contracted) =>
-        step(() => {
-          if (contracted.ok) return startAttempt();
-          failBeforeFirstAttempt(run, contracted.message);
-          end();
-        }),
-      crash,
-    );
-  });
+    if (contracts) {
+      const contracted = await contracts;
+      if (!contracted.ok) return failBeforeFirstAttempt(run, contracted.message);
+    }
+    const { stage, state } = run;
+    const st = state.stages[stage.name]!;
+    let attempt = 1;
+    let feedback: QualityFeedback | null = null;
+    let budgetWaived = false;
+    // Earlier attempts travel as a stored log plus the records not in it yet, so an activity's input does not
+    // grow with the number of attempts; each stage activity stores the log it was given and names it.
+    const log: AttemptLog = { ref: null, count: 0 };
+    for (;;) {
+      const budgetSpent = budgetWaived ? null : budgetReview(run, attempt);
+      if (budgetSpent) {
+        if ((await review(run, budgetSpent)) === 'settled') return;
+        budgetWaived = true;
+        continue;
+      }
+      const record: AttemptRecord = { attempt, startedAt: now() };
+      st.attempts.push(record);
+      run.touch();
+      let outcome: AttemptOutcome;
+      try {
+        const { execute, afterExecuted } = prepareAttempt(run, record, log, feedback);
+        const timeoutMs = stage.retryBudget.attemptTimeoutMs;
+        if (timeoutMs !== null)
+          outcome = await withAttemptTimeout(run, record, log, timeoutMs, () => execute().then(afterExecuted));
+        else {
+          // Awaited only when a gate or a fan-out has yet to decide: an ungated attempt is judged in the same tick.
+          const judged = afterExecuted(await execute());
+          outcome = 'then' in judged ? await judged : judged;
+        }
+      } catch (error) {
+        if (isCancellation(error)) throw error;
+        return failAttempt(run, record, error);
+      }
+      const decision = decideAfter(run, record, outcome);
+      switch (decision.action) {
+        case 'complete':
+        case 'skip':
+        case 'fail':
+          return settleDecided(run, record, decision);
+        case 'retry':
+          announceRetry(run, decision);
+          if (decision.delayMs > 0)
+            await sleep(decision.delayMs, { summary: `${stage.name} · delay before attempt ${decision.nextAttempt}` });
+          attempt = decision.nextAttempt;
+          feedback = decision.feedback;
+          beginRetry(run, decision);
+          continue;
+        case 'review':
+          // Only a token-budget review can resume a stage, and that one is requested above.
+          await review(run, decision);
+          return;
+      }
+    }
+  } catch (error) {
+    run.crashed(run.stage, error);
+  } finally {
+    run.ended();
+  }
 }
 
 /** The stage starts: its start is recorded, and its quality contracts run first when it has any (seed 002). */

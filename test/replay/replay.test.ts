@@ -52,8 +52,10 @@ it.each(files)('replays %s deterministically', async (file) => {
 // Every promise workflow code creates costs the workflow thread a stack trace (the SDK's promise hook,
 // BENCHMARKS.md "Second paths: what each measured"): the count per stage is the engine's overhead over a
 // hand-written loop (3.6 per activity: the SDK's two, the loop's `await`, and the start), counted exactly by
-// replaying (replay workers run workflows in this thread). Engine 3 makes 47 for ten stages (engine 2: 67).
-it('runs a ten-stage item with at most 5 workflow promises per stage', async () => {
+// replaying (replay workers run workflows in this thread). Engine 3's continuations made 47 for ten stages
+// (engine 2: 67); the live runner, an async function again since issue 38, makes 59: its own promise and its
+// `await`'s, which cost no measurable worker CPU (BENCHMARKS.md). The bound catches a runner that makes more.
+it('runs a ten-stage item with at most 6 workflow promises per stage', async () => {
   // A promise belongs to workflow code when its realm's global holds an activator (as the SDK's hook tells).
   const realms = new Map<unknown, Record<string, unknown>>();
   const inWorkflow = (promise: Promise<unknown>): boolean => {
@@ -78,7 +80,7 @@ it('runs a ten-stage item with at most 5 workflow promises per stage', async () 
     stop();
   }
   expect(promises).toBeGreaterThan(10);
-  expect(promises / 10).toBeLessThanOrEqual(5);
+  expect(promises / 10).toBeLessThanOrEqual(6);
 });
 
 // What a ten-stage item adds to a hand-written workflow's 65 events (3 per workflow task, 3 per activity,

@@ -144,31 +144,11 @@ export async function runFanOutWorkflow(
   );
   run.touch();
 
-  const input: FanOutInput = {
-    itemId: run.itemId,
-    stage: stage.name,
-    attempt: run.attempt,
-    ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}),
-    pipeline: prepared.pipeline,
-    pipelineName: prepared.pipelineName,
-    childStage: prepared.childStage,
-    total,
-    pages: prepared.pages,
-    maxConcurrent,
-    ...(prepared.elementsPerRun !== undefined ? { elementsPerRun: prepared.elementsPerRun } : {}),
-    next: 0,
-    resultPages: [],
-    completed: 0,
-    failed: 0,
-    failures: [],
-    reported: 0,
-    ...(failAsWorkflow ? { failAsWorkflow } : {}),
-  };
   let result: FanOutResult;
   try {
     result = await executeChild(fanOut, {
       workflowId: `${run.itemId}.${stage.name}.${run.attempt}`,
-      args: [input],
+      args: [fanOutInput(run, prepared, failAsWorkflow)],
       staticSummary: `${stage.name}: fan-out over ${total} elements`,
     });
   } catch (error) {
@@ -179,6 +159,52 @@ export async function runFanOutWorkflow(
     );
   }
   Object.assign(progress, { running: 0, completed: result.completed, failed: result.failed });
+  const summary = reportFanOutResult(run, total, result);
+  if (result.failed > 0 && prepared.onItemFailure === 'fail') {
+    const listed = result.failures
+      .slice(0, 5)
+      .map((r) => `${r.index}: ${r.error}`)
+      .join('; ');
+    throw failureWithUsage(
+      `${result.failed} of ${total} elements failed (on_item_failure: fail): ${listed}${result.failed > 5 ? '; …' : ''}`,
+      'FanOutFailed',
+      result.usage,
+    );
+  }
+  return { outcome: 'completed', artefact: result.artefact, summary, previousLog: null, ...usageBatch(result.usage) };
+}
+
+/** The first run's input of the `fanOut` workflow, from the stored list's plan. */
+function fanOutInput(
+  run: StageKindRun,
+  prepared: Extract<FanOutStoreResult, { ok: true }>,
+  failAsWorkflow: boolean,
+): FanOutInput {
+  return {
+    itemId: run.itemId,
+    stage: run.stage.name,
+    attempt: run.attempt,
+    ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}),
+    pipeline: prepared.pipeline,
+    pipelineName: prepared.pipelineName,
+    childStage: prepared.childStage,
+    total: prepared.total,
+    pages: prepared.pages,
+    maxConcurrent: prepared.maxConcurrent,
+    ...(prepared.elementsPerRun !== undefined ? { elementsPerRun: prepared.elementsPerRun } : {}),
+    next: 0,
+    resultPages: [],
+    completed: 0,
+    failed: 0,
+    failures: [],
+    reported: 0,
+    ...(failAsWorkflow ? { failAsWorkflow } : {}),
+  };
+}
+
+/** The fan-out's events (its failures listed, then its end); returns the stage's summary. */
+function reportFanOutResult(run: StageKindRun, total: number, result: FanOutResult): string {
+  const { stage, emit } = run;
   for (const failure of result.failures) {
     emit('FanOutItemFailed', `${stage.name}: element ${failure.index} (${failure.id}) failed: ${failure.error}`, {
       stage: stage.name,
@@ -195,18 +221,7 @@ export async function runFanOutWorkflow(
       details: { completed: result.completed, failed: result.failed, runs: result.runs },
     },
   );
-  if (result.failed > 0 && prepared.onItemFailure === 'fail') {
-    const listed = result.failures
-      .slice(0, 5)
-      .map((r) => `${r.index}: ${r.error}`)
-      .join('; ');
-    throw failureWithUsage(
-      `${result.failed} of ${total} elements failed (on_item_failure: fail): ${listed}${result.failed > 5 ? '; …' : ''}`,
-      'FanOutFailed',
-      result.usage,
-    );
-  }
-  return { outcome: 'completed', artefact: result.artefact, summary, previousLog: null, ...usageBatch(result.usage) };
+  return summary;
 }
 
 /**
@@ -215,102 +230,15 @@ export async function runFanOutWorkflow(
  * it stores the run's results as a page and continues as new (or, after the last element, joins the pages).
  */
 export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
-  const first = input.next;
-  const results: FanOutItemResult[] = [];
-  const failures = [...input.failures];
-  let { next, completed, failed, reported } = input;
-  let usage: UsageTotals | undefined = input.usage;
-  const parent = workflowInfo().parent;
-  const signals: Promise<void>[] = [];
-  // Each report is two events here and a workflow task in the work item: no more than a fiftieth of the
-  // elements apart, and never fewer than a hundred elements apart.
-  const reportEvery = Math.max(FAN_OUT_ELEMENTS_PER_REPORT, Math.ceil(input.total / FAN_OUT_PROGRESS_REPORTS));
-  let running = 0;
-  const report = (): void => {
-    reported = completed + failed;
-    if (parent === undefined) return;
-    const update: FanOutProgressUpdate = {
-      stage: input.stage,
-      attempt: input.attempt,
-      progress: { total: input.total, running, completed, failed },
-    };
-    // The work item may have ended (cancelled): its progress is no one's business then.
-    signals.push(
-      getExternalWorkflowHandle(parent.workflowId, parent.runId)
-        .signal(fanOutProgressSignal, update)
-        .catch(() => undefined),
-    );
-  };
-  // The run ends (starting no more elements) by count when the stage sets one, else when its history would be
-  // full once the running elements are done and the results page is stored (its input holds every result).
-  let resultBytes = 0;
-  const full = (): boolean => {
-    const info = workflowInfo();
-    if (input.elementsPerRun !== undefined && next - first >= input.elementsPerRun) return true;
-    const done = Math.max(1, next - first - running);
-    const projected = info.historySize + resultBytes + (running * (info.historySize + resultBytes)) / done;
-    return projected > FAN_OUT_RUN_HISTORY_BYTES || info.continueAsNewSuggested;
-  };
-  const correlation = input.correlationId !== undefined ? { correlationId: input.correlationId } : {};
-  const runElement = async (index: number): Promise<void> => {
-    const id = `${input.itemId}.${input.stage}.${input.attempt}.${index}`;
-    const element: FanOutElementRef = {
-      page: input.pages[Math.floor(index / FAN_OUT_PAGE_ELEMENTS)]!,
-      offset: index % FAN_OUT_PAGE_ELEMENTS,
-    };
-    const args: WorkItemInput & FanOutElementInput = {
-      pipeline: input.pipeline,
-      pipelineName: input.pipelineName,
-      itemId: id,
-      ...correlation,
-      element,
-      ...(input.failAsWorkflow ? { failAsWorkflow: true } : {}),
-    };
-    let result: FanOutItemResult;
-    running++;
-    try {
-      const child = await executeChild<(args: WorkItemInput) => Promise<WorkItemResult>>('workItem', {
-        workflowId: id,
-        args: [args],
-        staticSummary: `${input.stage} element ${index + 1}/${input.total}`,
-      }).catch((error: unknown) => resultOfFailure<WorkItemResult>(error, WORK_ITEM_FAILED) ?? Promise.reject(error));
-      const artefact = child.artefacts[input.childStage];
-      if (child.usage) usage = addTotals(usage, child.usage);
-      result =
-        child.status === 'completed'
-          ? { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) }
-          : {
-              index,
-              id,
-              status: 'failed',
-              error: truncateText(child.stageErrors?.[input.childStage] ?? child.error ?? 'failed', 500),
-            };
-    } catch (error) {
-      if (isCancellation(error)) throw error;
-      result = { index, id, status: 'failed', error: truncateText(describeFailure(error), 500) };
-    }
-    running--;
-    results[index - first] = result;
-    resultBytes += JSON.stringify(result).length;
-    if (result.status === 'completed') completed++;
-    else {
-      failed++;
-      if (failures.length < FAN_OUT_FAILURES_KEPT) failures.push(result);
-    }
-    if (completed + failed - reported >= reportEvery) report();
-  };
-  const lane = async (): Promise<void> => {
-    // Every run starts at least one element, so a run that finds itself full at once still makes progress.
-    while (next < input.total && (next === first || !full())) await runElement(next++);
-  };
-  await Promise.all(Array.from({ length: Math.min(input.maxConcurrent, input.total - first) }, lane));
-
+  const lanes = new FanOutLanes(input);
+  await lanes.run();
+  const { first, next, completed, failed, usage, failures, reported } = lanes;
   const { page } = await activities[FAN_OUT_RESULTS_ACTIVITY]({
-    results,
+    results: lanes.results,
     label: `results ${first}-${next - 1} of ${input.stage} (${input.itemId})`,
   });
   const resultPages = [...input.resultPages, page];
-  await Promise.all(signals);
+  await Promise.all(lanes.signals);
   if (next < input.total) {
     return continueAsNew<typeof fanOut>({
       ...input,
@@ -326,4 +254,138 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   const summary = `${input.stage}: ${completed} of ${input.total} elements completed${failed > 0 ? `, ${failed} failed` : ''}`;
   const { artefact } = await activities[FAN_OUT_COLLECT_ACTIVITY]({ pages: resultPages, completed, failed, summary });
   return { artefact, completed, failed, ...(usage ? { usage } : {}), failures, runs: resultPages.length };
+}
+
+/** One run of the `fanOut` workflow: its lanes, its counters and its progress reports to the work item. */
+class FanOutLanes {
+  /** The first element this run starts. */
+  readonly first: number;
+  /** This run's results, in input order from {@link first}. */
+  readonly results: FanOutItemResult[] = [];
+  readonly failures: FanOutItemResult[];
+  /** The progress signals sent, awaited before the run ends. */
+  readonly signals: Promise<void>[] = [];
+  next: number;
+  completed: number;
+  failed: number;
+  reported: number;
+  usage: UsageTotals | undefined;
+  private running = 0;
+  private resultBytes = 0;
+  private readonly parent = workflowInfo().parent;
+  // Each report is two events here and a workflow task in the work item: no more than a fiftieth of the
+  // elements apart, and never fewer than a hundred elements apart.
+  private readonly reportEvery: number;
+
+  constructor(private readonly input: FanOutInput) {
+    this.first = input.next;
+    this.failures = [...input.failures];
+    ({ next: this.next, completed: this.completed, failed: this.failed, reported: this.reported } = input);
+    this.usage = input.usage;
+    this.reportEvery = Math.max(FAN_OUT_ELEMENTS_PER_REPORT, Math.ceil(input.total / FAN_OUT_PROGRESS_REPORTS));
+  }
+
+  /** Runs the lanes until the list ends or the run is full. Not async: the caller awaits the lanes themselves. */
+  run(): Promise<void[]> {
+    const width = Math.min(this.input.maxConcurrent, this.input.total - this.first);
+    return Promise.all(Array.from({ length: width }, () => this.lane()));
+  }
+
+  private async lane(): Promise<void> {
+    // Every run starts at least one element, so a run that finds itself full at once still makes progress.
+    while (this.next < this.input.total && (this.next === this.first || !this.full()))
+      await this.runElement(this.next++);
+  }
+
+  /**
+   * Whether the run should start no more elements: by count when the stage sets one, else when its history
+   * would be full once the running elements are done and the results page is stored (its input holds every
+   * result).
+   */
+  private full(): boolean {
+    const { input, first, next, running, resultBytes } = this;
+    const info = workflowInfo();
+    if (input.elementsPerRun !== undefined && next - first >= input.elementsPerRun) return true;
+    const done = Math.max(1, next - first - running);
+    const projected = info.historySize + resultBytes + (running * (info.historySize + resultBytes)) / done;
+    return projected > FAN_OUT_RUN_HISTORY_BYTES || info.continueAsNewSuggested;
+  }
+
+  /** Runs element `index` as a child work item and counts its result. */
+  private async runElement(index: number): Promise<void> {
+    const { input } = this;
+    const id = `${input.itemId}.${input.stage}.${input.attempt}.${index}`;
+    let result: FanOutItemResult;
+    this.running++;
+    try {
+      const child = await executeChild<(args: WorkItemInput) => Promise<WorkItemResult>>('workItem', {
+        workflowId: id,
+        args: [elementArgs(input, index, id)],
+        staticSummary: `${input.stage} element ${index + 1}/${input.total}`,
+      }).catch((error: unknown) => resultOfFailure<WorkItemResult>(error, WORK_ITEM_FAILED) ?? Promise.reject(error));
+      if (child.usage) this.usage = addTotals(this.usage, child.usage);
+      result = elementResult(input, index, id, child);
+    } catch (error) {
+      if (isCancellation(error)) throw error;
+      result = { index, id, status: 'failed', error: truncateText(describeFailure(error), 500) };
+    }
+    this.running--;
+    this.count(index, result);
+  }
+
+  /** Keeps an element's result, counts it, and reports progress every {@link reportEvery} elements. */
+  private count(index: number, result: FanOutItemResult): void {
+    this.results[index - this.first] = result;
+    this.resultBytes += JSON.stringify(result).length;
+    if (result.status === 'completed') this.completed++;
+    else {
+      this.failed++;
+      if (this.failures.length < FAN_OUT_FAILURES_KEPT) this.failures.push(result);
+    }
+    if (this.completed + this.failed - this.reported >= this.reportEvery) this.report();
+  }
+
+  /** Tells the work item how far the fan-out is ({@link fanOutProgressSignal}). */
+  private report(): void {
+    const { input, parent, running, completed, failed } = this;
+    this.reported = completed + failed;
+    if (parent === undefined) return;
+    const update: FanOutProgressUpdate = {
+      stage: input.stage,
+      attempt: input.attempt,
+      progress: { total: input.total, running, completed, failed },
+    };
+    // The work item may have ended (cancelled): its progress is no one's business then.
+    this.signals.push(
+      getExternalWorkflowHandle(parent.workflowId, parent.runId)
+        .signal(fanOutProgressSignal, update)
+        .catch(() => undefined),
+    );
+  }
+}
+
+/** The input of element `index`'s work item: its page and place, not the element itself. */
+function elementArgs(input: FanOutInput, index: number, id: string): WorkItemInput & FanOutElementInput {
+  const element: FanOutElementRef = {
+    page: input.pages[Math.floor(index / FAN_OUT_PAGE_ELEMENTS)]!,
+    offset: index % FAN_OUT_PAGE_ELEMENTS,
+  };
+  return {
+    pipeline: input.pipeline,
+    pipelineName: input.pipelineName,
+    itemId: id,
+    ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}),
+    element,
+    ...(input.failAsWorkflow ? { failAsWorkflow: true } : {}),
+  };
+}
+
+/** An element's result from its work item's: its stage's artefact, or why it failed. */
+function elementResult(input: FanOutInput, index: number, id: string, child: WorkItemResult): FanOutItemResult {
+  if (child.status !== 'completed') {
+    const error = child.stageErrors?.[input.childStage] ?? child.error ?? 'failed';
+    return { index, id, status: 'failed', error: truncateText(error, 500) };
+  }
+  const artefact = child.artefacts[input.childStage];
+  return { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) };
 }
