@@ -54,6 +54,7 @@ export default tseslint.config(
   {
     files: [
       'src/workflows/**/*.ts',
+      'src/workflow-kit/**/*.ts',
       'src/engine/**/*.ts',
       'src/model/**/*.ts',
       'src/kinds/*/spec.ts',

@@ -26,7 +26,7 @@ import {
   retryPolicyOf,
   usageBatch,
   type StageKindRun,
-} from './common';
+} from '../workflow-kit/common';
 import { runApprovalStage } from '../kinds/approval/stage';
 import { runLoopStage } from '../kinds/loop/workflow';
 import { LOOP_STAGE } from '../kinds/loop/shapes';

@@ -7,7 +7,7 @@ import type { AcceptedReview } from '../engine/review';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
 import type { Artefact, AttemptRecord, EventType, Json, TreadleEvent } from '../model/shapes';
 import type { StageActivityResult, WorkItemState } from '../model/state';
-import type { StageKindRun } from './common';
+import type { StageKindRun } from '../workflow-kit/common';
 
 /** One stage of a work item as the stage runner runs it. */
 export interface StageRun {

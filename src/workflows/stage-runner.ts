@@ -16,7 +16,7 @@ import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../
 import { formatDuration } from '../model/duration';
 import type { Artefact, AttemptRecord, EventType, QualityFeedback } from '../model/shapes';
 import type { PendingReview, StageState, StoreArtefactInput, StoreArtefactResult } from '../model/state';
-import { callsReported, describeFailure, now } from './common';
+import { callsReported, describeFailure, now } from '../workflow-kit/common';
 import { runFanOutWorkflow } from '../kinds/fan-out/workflow';
 import { runContracts } from '../kinds/contract/stage';
 import { agentBackedStage, runAttemptWork } from './stage-attempt';

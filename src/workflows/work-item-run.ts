@@ -44,17 +44,11 @@ import {
   type WorkItemState,
 } from '../model/state';
 import { applyDecision } from '../kinds/approval/stage';
-import { describeFailure, eventPage, failureCarrying, now } from './common';
+import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
 import { fanOutElementInput, fanOutElementOf, handleFanOutProgress } from '../kinds/fan-out/workflow';
 import { engineRules } from './legacy';
-import {
-  approvalSignal,
-  decideApprovalUpdate,
-  eventsQuery,
-  resolveReviewUpdate,
-  reviewSignal,
-  stateQuery,
-} from './messages';
+import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
+import { approvalSignal, decideApprovalUpdate } from '../kinds/approval/messages';
 import {
   EventStream,
   Publications,
@@ -63,7 +57,7 @@ import {
   pendingDecisionSet,
   reviewsMemo,
   stageOf,
-} from './publishing';
+} from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
 import { approvalsMemoOf, pageOfState, renderDetails } from './work-item-details';

@@ -61,7 +61,7 @@ import {
   resultOfFailure,
   usageBatch,
   type StageKindRun,
-} from '../../workflows/common';
+} from '../../workflow-kit/common';
 
 /** Storing a list of a million elements takes a while; checking it is cheap and never worth retrying. */
 const STORE_TIMEOUT = '30m';

@@ -4,7 +4,7 @@
  * totals, a timed-out activity's last heartbeat and a fanned-out stage's elements were left out, and TDD trees
  * and loops were not under the token budget, so these items' budget checks decide as they did.
  */
-import { failureDetails } from '../common';
+import { failureDetails } from '../../workflow-kit/common';
 import { STAGE_KINDS, agentBackedStage } from '../stage-attempt';
 import type { EngineRules } from '../stage-run';
 

@@ -25,7 +25,7 @@ import type {
   WorkItemInput,
   WorkItemResult,
 } from '../../model/state';
-import { describeFailure, failureWithUsage, usageBatch, type StageKindRun } from '../common';
+import { describeFailure, failureWithUsage, usageBatch, type StageKindRun } from '../../workflow-kit/common';
 
 const activities = proxyActivities<{
   [FAN_OUT_PREPARE_ACTIVITY]: (input: FanOutPrepareInput) => Promise<FanOutPrepareResult>;
