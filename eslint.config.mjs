@@ -63,6 +63,10 @@ export default tseslint.config(
       'src/kinds/*/termination.ts',
       'src/kinds/*/workflow.ts',
       'src/kinds/*/stage.ts',
+      'src/kinds/*/kind.ts',
+      'src/kinds/*/messages.ts',
+      'src/kinds/workflow-table.ts',
+      'src/kinds/fan-out/engine-1-4.ts',
       // The TDD node's workflow-side parts, over which `kinds/tdd/workflow.ts` is a shell.
       'src/kinds/tdd/node-run.ts',
       'src/kinds/tdd/node-view.ts',

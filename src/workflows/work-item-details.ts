@@ -3,7 +3,7 @@
  * `state` query's answer, and the approvals memo that listings read.
  */
 import { summarizeUsage } from '../engine/usage';
-import type { ApprovalsMemo } from '../kinds/approval/shapes';
+import type { ApprovalsMemo } from '../kinds/workflow-table';
 import type { StageState, StateQueryArgs, WorkItemState } from '../model/state';
 import { eventPage } from '../workflow-kit/common';
 

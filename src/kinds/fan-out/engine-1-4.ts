@@ -1,5 +1,5 @@
 /**
- * The `fan_out` stage kind of engines 1 to 4, kept for items started on them (engine 5's is ../fan-out.ts),
+ * The `fan_out` stage kind of engines 1 to 4, kept for items started on them (engine 5's is workflow.ts),
  * run by the work item's stage runner as one attempt (also when a stage returns
  * seed 000's `fan_out` outcome): each element of the list becomes a child work item of a one-stage pipeline
  * (`<item>.<stage>.<attempt>.<index>`, its own history, status, retries, gate and reviews, under this item
@@ -13,7 +13,7 @@ import {
   type FanOutItemResult,
   type FanOutPrepareInput,
   type FanOutPrepareResult,
-} from '../../kinds/fan-out/shapes';
+} from './shapes';
 import { STORE_ARTEFACT_ACTIVITY } from '../../model/activity-types';
 import { truncateText } from '../../model/limits';
 import type { Artefact, Json, UsageTotals } from '../../model/shapes';
