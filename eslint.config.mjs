@@ -72,6 +72,7 @@ export default tseslint.config(
       'src/kinds/tdd/node-view.ts',
       'src/kinds/tdd/merge-handshake.ts',
       'src/kinds/tdd/human-review.ts',
+      'src/kinds/tdd/node-publishing.ts',
     ],
     rules: {
       'no-restricted-imports': [

@@ -4,7 +4,7 @@
  */
 import { Registry } from '../src/activities/registry';
 import { registerScripted } from '../src/pipelines/scripted';
-import type { ActionCatalog } from '../src/kinds/approval/activities';
+import type { ActionCatalog } from '../src/kinds/approval/worker/activities';
 import { registerKinds } from '../src/kinds';
 
 /** Stage names of the linear pipeline: `s01` … `s10`. */

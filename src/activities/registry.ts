@@ -7,7 +7,7 @@ import type { BlobStore } from '../storage/blob-store';
 import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
 import type { ActivityContextBase } from '../model/state';
 import type { KnownImplementations } from '../model/pipeline';
-import type { ContractReviser, ContractValidator } from '../kinds/contract/validators';
+import type { ContractReviser, ContractValidator } from '../kinds/contract/worker/validators';
 import { outputSchemaShapeProblem } from '../model/limits';
 import { outputSchemaChecks } from '../client/output-schema-lazy';
 

@@ -10,7 +10,7 @@ import type { AgentProviders } from '../agents/providers';
 import type { Json } from '../model/shapes';
 import type { BlobStore } from '../storage/blob-store';
 import type { CallLog } from '../storage/call-log';
-import type { ActionCatalog } from './approval/activities';
+import type { ActionCatalog } from './approval/worker/activities';
 import { approvalWorkerKind } from './approval/worker/kind';
 import { fanOutWorkerKind } from './fan-out/worker/kind';
 import { loopWorkerKind } from './loop/worker/kind';

@@ -19,8 +19,8 @@ import {
   treadleHome,
   type HomeSetting,
 } from '../../src/home';
-import { allowedRepoRoots } from '../../src/kinds/tdd/repo-roots';
-import { loopFolders } from '../../src/kinds/loop/run-folder';
+import { allowedRepoRoots } from '../../src/kinds/tdd/worker/repo-roots';
+import { loopFolders } from '../../src/kinds/loop/worker/run-folder';
 import { repliesFolders } from '../../src/agents/scripted';
 import { BlobNotFoundError, FileBlobStore } from '../../src/storage/blob-store';
 

@@ -1,7 +1,7 @@
 /** The `approval` stage kind's worker side: its `with:` check and its activities (requests, idempotent actions). */
 import { idempotencyKey, inputHash } from '../../../model/hashing';
 import type { WorkerStageKind } from '../../index';
-import { createApprovalActivities } from '../activities';
+import { createApprovalActivities } from './activities';
 import { APPROVAL_STAGE } from '../shapes';
 import { checkApprovalStageConfig } from '../spec';
 

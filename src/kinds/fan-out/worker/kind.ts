@@ -4,7 +4,7 @@
  * same implementations, so it has no config check of its own.
  */
 import type { WorkerStageKind } from '../../index';
-import { createFanOutActivities } from '../activities';
+import { createFanOutActivities } from './activities';
 import { FAN_OUT_STAGE } from '../shapes';
 
 export const fanOutWorkerKind: WorkerStageKind = {

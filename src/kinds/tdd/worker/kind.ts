@@ -1,6 +1,6 @@
 /** The `tdd` stage kind's worker side: its `with:` check and its activities (node calls, git worktrees). */
 import type { WorkerStageKind } from '../../index';
-import { createTddActivities } from '../activities';
+import { createTddActivities } from './activities';
 import { checkTddStageConfig, TDD_STAGE } from '../spec';
 
 export const tddWorkerKind: WorkerStageKind = {

@@ -17,7 +17,7 @@
  */
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { getPath, readItems, setPath } from './items';
+import { getPath, readItems, setPath } from '../items';
 import { llmReviser, llmValidator } from './llm';
 import {
   unrecognisedAnswer,
@@ -27,13 +27,13 @@ import {
   type ContractValidation,
   type ContractValidator,
 } from './validators';
-import { recordingAgent } from '../../agents';
-import { defaultAgentName, type AgentProviders } from '../../agents/providers';
+import { recordingAgent } from '../../../agents';
+import { defaultAgentName, type AgentProviders } from '../../../agents/providers';
 import {
   CONTRACT_FINALIZE_ACTIVITY,
   CONTRACT_REVISE_ACTIVITY,
   CONTRACT_VALIDATE_ACTIVITY,
-} from '../../model/activity-types';
+} from '../../../model/activity-types';
 import {
   LLM_CONTRACT_IMPLEMENTATION,
   UNKNOWN_CONTRACT_IMPLEMENTATION,
@@ -45,13 +45,13 @@ import {
   type ContractSpec,
   type ContractValidateInput,
   type ContractValidateResult,
-} from './spec';
-import { truncateText } from '../../model/limits';
-import { isBlobRef, type Json } from '../../model/shapes';
-import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../../storage/blob-store';
-import { callLogWriter, type CallLog } from '../../storage/call-log';
-import { ConversationStore } from '../../storage/conversation';
-import { callsOf, supervise, type Supervision } from '../../activities/supervision';
+} from '../spec';
+import { truncateText } from '../../../model/limits';
+import { isBlobRef, type Json } from '../../../model/shapes';
+import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../../../storage/blob-store';
+import { callLogWriter, type CallLog } from '../../../storage/call-log';
+import { ConversationStore } from '../../../storage/conversation';
+import { callsOf, supervise, type Supervision } from '../../../activities/supervision';
 
 /** What the contract activities are given by the worker. */
 export interface ContractActivityDependencies {

@@ -29,16 +29,16 @@ import { checkQueue } from './commands';
 import { iterate } from './iteration';
 import { prepare } from './prepare';
 import { loopFolders, writeState, type StoredPlan } from './run-folder';
-import type { QueueReading } from './termination';
-import type { AgentProviders } from '../../agents/providers';
+import type { QueueReading } from '../termination';
+import type { AgentProviders } from '../../../agents/providers';
 import {
   LOOP_ARTEFACT_ACTIVITY,
   LOOP_CHECK_QUEUE_ACTIVITY,
   LOOP_ITERATION_ACTIVITY,
   LOOP_PREPARE_ACTIVITY,
   LOOP_WRITE_STATE_ACTIVITY,
-} from '../../model/activity-types';
-import { DEFAULT_BLOB_THRESHOLD_BYTES } from '../../model/limits';
+} from '../../../model/activity-types';
+import { DEFAULT_BLOB_THRESHOLD_BYTES } from '../../../model/limits';
 import type {
   LoopArtefact,
   LoopIterationInput,
@@ -46,11 +46,11 @@ import type {
   LoopPrepareInput,
   LoopPrepareResult,
   LoopWriteStateInput,
-} from './spec';
-import type { Artefact, Json } from '../../model/shapes';
-import { offloadArtefact, readJson, type BlobStore } from '../../storage/blob-store';
-import { callLogWriter, type CallLog } from '../../storage/call-log';
-import { supervise, withHeartbeats } from '../../activities/supervision';
+} from '../spec';
+import type { Artefact, Json } from '../../../model/shapes';
+import { offloadArtefact, readJson, type BlobStore } from '../../../storage/blob-store';
+import { callLogWriter, type CallLog } from '../../../storage/call-log';
+import { supervise, withHeartbeats } from '../../../activities/supervision';
 
 /** What the loop activities are given by the worker. */
 export interface LoopActivityDependencies {

@@ -11,25 +11,25 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { Context, log } from '@temporalio/activity';
-import type { BlobStore } from '../../storage/blob-store';
-import { ConversationStore } from '../../storage/conversation';
-import { recordingAgent } from '../../agents';
-import { defaultAgentName, type AgentProviderFactory, type AgentProviders } from '../../agents/providers';
-import type { AgentMessage, AgentTool, ToolUse } from '../../agents/types';
-import { TOOL_ROUNDS_EXHAUSTED } from '../../agents/types';
-import { worktreeAccess, worktreeTools } from '../../agents/worktree-tools';
-import { applyFileWrites, PathEscapeError, ReadOnlyPathError } from '../../agents/worktree-files';
-import { callsOf, type Supervision } from '../../activities/supervision';
-import { allowedTestCommands, checkTestCommand } from '../../activities/test-command';
-import { readJson, storeJson } from '../../storage/blob-store';
-import { truncateText } from '../../model/limits';
-import type { Json } from '../../model/shapes';
+import type { BlobStore } from '../../../storage/blob-store';
+import { ConversationStore } from '../../../storage/conversation';
+import { recordingAgent } from '../../../agents';
+import { defaultAgentName, type AgentProviderFactory, type AgentProviders } from '../../../agents/providers';
+import type { AgentMessage, AgentTool, ToolUse } from '../../../agents/types';
+import { TOOL_ROUNDS_EXHAUSTED } from '../../../agents/types';
+import { worktreeAccess, worktreeTools } from '../../../agents/worktree-tools';
+import { applyFileWrites, PathEscapeError, ReadOnlyPathError } from '../../../agents/worktree-files';
+import { callsOf, type Supervision } from '../../../activities/supervision';
+import { allowedTestCommands, checkTestCommand } from '../../../activities/test-command';
+import { readJson, storeJson } from '../../../storage/blob-store';
+import { truncateText } from '../../../model/limits';
+import type { Json } from '../../../model/shapes';
 import { checkExit } from './exit-checks';
 import { renderPrompt } from './node-prompt';
 import { MAX_ENVELOPE_ITEMS, RefusalLog, readOnlyFor, testRunnerFor, type Checked, type NodeRun } from './call-state';
 import { invalidReplyFeedback, nudgeMessage, parseNodeReply, type NodeReply, type WorktreeMode } from './prompts';
 import { allowedRepoRoots, checkRepo } from './repo-roots';
-import type { NodeContext, TddNodeCallInput, TddNodeCallResult } from './shapes';
+import type { NodeContext, TddNodeCallInput, TddNodeCallResult } from '../shapes';
 import { restoreFromHead, reviewDiff } from './worktree-changes';
 
 /**

@@ -4,7 +4,7 @@
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { REVIEW_TEXT_MAX_BYTES } from '../../model/limits';
+import { REVIEW_TEXT_MAX_BYTES } from '../../../model/limits';
 import { git, gitPrefix, resolveCommit, splitNul } from './git';
 
 /** Default cut of {@link diffText}. */

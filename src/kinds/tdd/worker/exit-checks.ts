@@ -17,15 +17,15 @@
  * node and call, so a retried activity finds its commit instead of making a second one.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { readFileInside } from '../../agents/worktree-files';
-import { storeJson } from '../../storage/blob-store';
-import { truncateText } from '../../model/limits';
+import { readFileInside } from '../../../agents/worktree-files';
+import { storeJson } from '../../../storage/blob-store';
+import { truncateText } from '../../../model/limits';
 import { commitAll } from './commits';
 import { git, headCommit } from './git';
 import { MergeConflictError, rebaseOnto, squashMerge } from './merge-rebase';
 import { MAX_ENVELOPE_ITEMS, ownTests, runTests, type Checked, type NodeRun } from './call-state';
-import type { NodeContext } from './shapes';
-import { checkChildSpecs, type ChildSpec, type NodeExit } from './spec';
+import type { NodeContext } from '../shapes';
+import { checkChildSpecs, type ChildSpec, type NodeExit } from '../spec';
 
 /** Interface text a child receives from its parent, at most. */
 const MAX_PARENT_INTERFACE_CHARS = 20_000;

@@ -11,7 +11,7 @@
  *   a few hundred bytes by reference, for the work item to start one child each.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { checkFanOut, type FanOutConfig } from './spec';
+import { checkFanOut, type FanOutConfig } from '../spec';
 import {
   FAN_OUT_COLLECT_ACTIVITY,
   FAN_OUT_ELEMENT_ACTIVITY,
@@ -28,12 +28,12 @@ import {
   type FanOutPrepareInput,
   type FanOutPrepareResult,
   type FanOutStoreResult,
-} from './shapes';
-import { DEFAULT_BLOB_THRESHOLD_BYTES } from '../../model/limits';
-import { validatePipeline, type KnownImplementations } from '../../model/pipeline';
-import type { Artefact, Json } from '../../model/shapes';
-import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../../storage/blob-store';
-import { resolveList } from '../../activities/sources';
+} from '../shapes';
+import { DEFAULT_BLOB_THRESHOLD_BYTES } from '../../../model/limits';
+import { validatePipeline, type KnownImplementations } from '../../../model/pipeline';
+import type { Artefact, Json } from '../../../model/shapes';
+import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../../../storage/blob-store';
+import { resolveList } from '../../../activities/sources';
 
 /** Element pages kept parsed by a worker: a fan-out's lanes move through the list in order, a page at a time. */
 const CACHED_PAGES = 8;

@@ -17,11 +17,11 @@ import {
   StageFileSchema,
   type LoopPipelineFile,
   type StageFile,
-} from './spec';
-import { LITERAL_VARIABLE, LOOP_VARIABLES } from './spec';
-import type { Json } from '../../model/shapes';
-import { unknownVariables } from '../../model/spec-problems';
-import { SpecLines } from '../../pipelines/spec-lines';
+} from '../spec';
+import { LITERAL_VARIABLE, LOOP_VARIABLES } from '../spec';
+import type { Json } from '../../../model/shapes';
+import { unknownVariables } from '../../../model/spec-problems';
+import { SpecLines } from '../../../pipelines/spec-lines';
 import type * as Yaml from 'yaml';
 
 /** Whether a parsed pipeline file is a v3 loop pipeline (its stages name templates). */

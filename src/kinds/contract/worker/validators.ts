@@ -2,9 +2,9 @@
  * What a contract's validators and revisers are: the interface the built-in llm ones and a worker's own
  * implement, and the check that tells a validator's answer the engine can read from one it would misread.
  */
-import type { ContractSpec } from './spec';
-import type { Agent } from '../../agents/types';
-import type { Json } from '../../model/shapes';
+import type { ContractSpec } from '../spec';
+import type { Agent } from '../../../agents/types';
+import type { Json } from '../../../model/shapes';
 
 /** What a validator or reviser is given. */
 export interface ContractContext {

@@ -2,12 +2,12 @@
  * The prompt of one TDD node call (seed 001): the seed's template for the node, filled with what the node's
  * refs point at (read from the blob store), the reviewer's diff, and the reply instructions.
  */
-import { readJson } from '../../storage/blob-store';
+import { readJson } from '../../../storage/blob-store';
 import { git } from './git';
 import { diffText } from './worktree-changes';
 import { renderNodeTemplate, replyInstructions } from './prompts';
 import type { NodeRun } from './call-state';
-import type { NodeContext } from './shapes';
+import type { NodeContext } from '../shapes';
 import type {
   Critique,
   ImplResult,
@@ -17,7 +17,7 @@ import type {
   PlannedTest,
   TDDApproval,
   TestsReadyPayload,
-} from './spec';
+} from '../spec';
 
 /** The diff shown to the reviewer is cut to this many bytes (the whole diff is stored). */
 const MAX_PROMPT_DIFF_BYTES = 100_000;

@@ -3,7 +3,7 @@
  * the worker admits only those under the folders it was told to allow.
  */
 import path from 'node:path';
-import { homeLocations } from '../../home';
+import { homeLocations } from '../../../home';
 
 /** Folders (separated by `path.delimiter`) whose repositories TDD trees may work in. */
 export const TDD_REPOS_ENV = 'TREADLE_TDD_REPOS';

@@ -4,10 +4,10 @@
  */
 import { mkdir, readFile, rename, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { LoopPlan, LoopWriteStateInput } from './spec';
-import type { Json } from '../../model/shapes';
-import { isRecord } from '../../activities/sources';
-import { homeLocation } from '../../home';
+import type { LoopPlan, LoopWriteStateInput } from '../spec';
+import type { Json } from '../../../model/shapes';
+import { isRecord } from '../../../activities/sources';
+import { homeLocation } from '../../../home';
 
 /** The folder loops work in (agents act there; output paths are relative to it); default `<TREADLE_HOME>/workspace`. */
 export const LOOP_WORKSPACE_ENV = 'TREADLE_LOOP_WORKSPACE';

@@ -3,7 +3,7 @@
  * consumer's criteria; one call per rejected item revises it with the reason.
  */
 import { UnparsableRevision, type ContractReviser, type ContractValidator } from './validators';
-import type { Json } from '../../model/shapes';
+import type { Json } from '../../../model/shapes';
 
 /** The structured reply the llm validator asks for: a verdict per item id. */
 const VALIDATION_SCHEMA: Json = {

@@ -2,13 +2,13 @@
  * One call of a TDD graph node as its parts see it (seed 001): the call's state ({@link NodeRun}), what the
  * agent was refused, what a node's handler gives back, and what the node may not touch and which tests it runs.
  */
-import { readJson, type BlobStore } from '../../storage/blob-store';
-import type { AgentTool } from '../../agents/types';
-import type { Supervision } from '../../activities/supervision';
-import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from '../../activities/test-command';
-import { truncateText } from '../../model/limits';
+import { readJson, type BlobStore } from '../../../storage/blob-store';
+import type { AgentTool } from '../../../agents/types';
+import type { Supervision } from '../../../activities/supervision';
+import { allowedTestCommands, checkTestCommand, runTestCommand, type TestRun } from '../../../activities/test-command';
+import { truncateText } from '../../../model/limits';
 import type { WorktreeMode } from './prompts';
-import type { InitWorkPayload, NodeExit, TestsReadyPayload } from './spec';
+import type { InitWorkPayload, NodeExit, TestsReadyPayload } from '../spec';
 import {
   MAX_REFUSAL_CHARS,
   MAX_REFUSALS_PER_CALL,
@@ -16,7 +16,7 @@ import {
   type TddEnvelope,
   type TddNodeCallInput,
   type TddRefusals,
-} from './shapes';
+} from '../shapes';
 
 /** Inline lists in envelopes are cut to this many entries. */
 export const MAX_ENVELOPE_ITEMS = 50;

@@ -36,9 +36,9 @@ import {
   type TDDApproval,
   type TddNodeName,
   type TestsReadyPayload,
-} from './spec';
-import type { Json } from '../../model/shapes';
-import { TDD_TEMPLATES } from './prompt-templates';
+} from '../spec';
+import type { Json } from '../../../model/shapes';
+import { TDD_TEMPLATES } from '../prompt-templates';
 
 // ---------------------------------------------------------------------------------------------------------
 // Template variables: each node's Input type in the seed, plus the node memory its template reads.

@@ -19,11 +19,11 @@ import {
   type LoopPrepareInput,
   type LoopPrepareResult,
   type LoopStageConfig,
-} from './spec';
-import { isBlobRef, type Artefact, type Json } from '../../model/shapes';
-import { resolveArtefact, storeJson, type BlobStore } from '../../storage/blob-store';
-import { isRecord } from '../../activities/sources';
-import { checkCommand, commandList } from '../../activities/test-command';
+} from '../spec';
+import { isBlobRef, type Artefact, type Json } from '../../../model/shapes';
+import { resolveArtefact, storeJson, type BlobStore } from '../../../storage/blob-store';
+import { isRecord } from '../../../activities/sources';
+import { checkCommand, commandList } from '../../../activities/test-command';
 
 /** Where a stage's files go, worked out once from its config. */
 interface StageLayout {

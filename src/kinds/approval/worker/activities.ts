@@ -16,17 +16,17 @@ import {
   type ApprovalExecuteInput,
   type ApprovalExecuteResult,
   type ApprovalStageConfig,
-} from './shapes';
-import { parseApprovalStageConfig } from './spec';
-import { truncateText } from '../../model/limits';
-import type { Artefact, Json } from '../../model/shapes';
+} from '../shapes';
+import { parseApprovalStageConfig } from '../spec';
+import { truncateText } from '../../../model/limits';
+import type { Artefact, Json } from '../../../model/shapes';
 import {
   DEFAULT_BLOB_THRESHOLD_BYTES,
   offloadArtefact,
   resolveArtefact,
   type BlobStore,
-} from '../../storage/blob-store';
-import { isRecord, resolveList, valueAt } from '../../activities/sources';
+} from '../../../storage/blob-store';
+import { isRecord, resolveList, valueAt } from '../../../activities/sources';
 
 /** What the approval activities need of the action registry (`src/approvals`). */
 export interface ActionCatalog {

@@ -5,11 +5,11 @@
 import { execFile } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { readQueueOutput, type QueueReading } from './termination';
-import type { IterationRecord } from './spec';
+import { readQueueOutput, type QueueReading } from '../termination';
+import type { IterationRecord } from '../spec';
 import type { StoredPlan } from './run-folder';
-import { truncateText } from '../../model/limits';
-import { checkCommand, commandList, PASSED_ENV, runTestCommand } from '../../activities/test-command';
+import { truncateText } from '../../../model/limits';
+import { checkCommand, commandList, PASSED_ENV, runTestCommand } from '../../../activities/test-command';
 
 /** JSON list of argv prefixes `verify` and queue commands may use; default none. */
 export const LOOP_COMMANDS_ENV = 'TREADLE_LOOP_COMMANDS';

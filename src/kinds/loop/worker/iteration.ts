@@ -8,12 +8,12 @@
 import { appendFile, copyFile, mkdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { CancelledFailure } from '@temporalio/common';
-import { recordingAgent } from '../../agents';
-import { defaultAgentName, type AgentProviders } from '../../agents/providers';
-import { SCRIPTED_PROVIDER } from '../../agents/scripted';
-import type { AgentRequest, AgentResult } from '../../agents/types';
-import { worktreeAccess, worktreeTools } from '../../agents/worktree-tools';
-import { writeFileInside } from '../../agents/worktree-files';
+import { recordingAgent } from '../../../agents';
+import { defaultAgentName, type AgentProviders } from '../../../agents/providers';
+import { SCRIPTED_PROVIDER } from '../../../agents/scripted';
+import type { AgentRequest, AgentResult } from '../../../agents/types';
+import { worktreeAccess, worktreeTools } from '../../../agents/worktree-tools';
+import { writeFileInside } from '../../../agents/worktree-files';
 import { runVerify, substitute } from './commands';
 import { sizeOf, type StoredPlan } from './run-folder';
 import {
@@ -25,13 +25,13 @@ import {
   type LoopIterationInput,
   type LoopIterationResult,
   type StatusFile,
-} from './spec';
-import { REVIEW_TEXT_MAX_BYTES, truncateText, utf8Cut } from '../../model/limits';
-import type { Json, UsageTotals } from '../../model/shapes';
-import type { BlobStore } from '../../storage/blob-store';
-import { ConversationStore } from '../../storage/conversation';
-import type { Supervision } from '../../activities/supervision';
-import { isRecord } from '../../activities/sources';
+} from '../spec';
+import { REVIEW_TEXT_MAX_BYTES, truncateText, utf8Cut } from '../../../model/limits';
+import type { Json, UsageTotals } from '../../../model/shapes';
+import type { BlobStore } from '../../../storage/blob-store';
+import { ConversationStore } from '../../../storage/conversation';
+import type { Supervision } from '../../../activities/supervision';
+import { isRecord } from '../../../activities/sources';
 
 /** Why an iteration failed, before it becomes the iteration's result. */
 type IterationFailure = { type: LoopError['type']; message: string };

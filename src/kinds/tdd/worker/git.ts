@@ -11,8 +11,8 @@ import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { resolveInside } from '../../agents/worktree-files';
-import { utf8Cut } from '../../model/limits';
+import { resolveInside } from '../../../agents/worktree-files';
+import { utf8Cut } from '../../../model/limits';
 
 /** Overrides the name Treadle commits under. */
 export const GIT_AUTHOR_NAME_ENV = 'TREADLE_GIT_AUTHOR_NAME';

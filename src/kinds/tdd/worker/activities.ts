@@ -5,11 +5,11 @@
  */
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
-import { callLogWriter, type CallLog } from '../../storage/call-log';
-import { supervise, withHeartbeats } from '../../activities/supervision';
-import { TDD_NODE_ACTIVITY, TDD_PREPARE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../model/activity-types';
-import { resolveArtefact, storeJson } from '../../storage/blob-store';
-import type { Json } from '../../model/shapes';
+import { callLogWriter, type CallLog } from '../../../storage/call-log';
+import { supervise, withHeartbeats } from '../../../activities/supervision';
+import { TDD_NODE_ACTIVITY, TDD_PREPARE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../../model/activity-types';
+import { resolveArtefact, storeJson } from '../../../storage/blob-store';
+import type { Json } from '../../../model/shapes';
 import { git } from './git';
 import { runNodeCall, type NodeCallDependencies } from './node-call';
 import { allowedRepoRoots, checkRepo } from './repo-roots';
@@ -20,8 +20,8 @@ import type {
   TddPrepareInput,
   TddWorktreeInput,
   TddWorktreeResult,
-} from './shapes';
-import { checkTddStageConfig, seedSpecOf, tddRootInput, TddStageConfigSchema, validateTddSpec } from './spec';
+} from '../shapes';
+import { checkTddStageConfig, seedSpecOf, tddRootInput, TddStageConfigSchema, validateTddSpec } from '../spec';
 import { ensureWorktree } from './worktrees';
 
 /** What the TDD activities need from the worker. */
