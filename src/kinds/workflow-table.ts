@@ -56,4 +56,6 @@ export { runInlineFanOut } from './fan-out/engine-1-4';
 export { runContracts } from './contract/stage';
 export { applyDecision } from './approval/stage';
 export { APPROVALS_MEMO_KEY, checkApprovalDecision, type ApprovalsMemo } from './approval/shapes';
-export { approvalSignal, decideApprovalUpdate } from './approval/messages';
+export * from './approval/messages';
+export * from './tdd/messages';
+export * from './loop/messages';

@@ -4,6 +4,20 @@
  * state, events) and each kind's messages.ts. Kept until the client's imports point there.
  */
 export * from '../workflow-kit/messages';
-export * from '../kinds/approval/messages';
-export * from '../kinds/tdd/messages';
-export * from '../kinds/loop/messages';
+// The kinds' messages, through the table like everything src/workflows/ takes from src/kinds/.
+export {
+  approvalSignal,
+  decideApprovalUpdate,
+  loopQueueSignal,
+  loopStateQuery,
+  mergeDoneSignal,
+  mergeGrantSignal,
+  mergeRequestSignal,
+  resumeLoopUpdate,
+  siblingMergedSignal,
+  tddStateQuery,
+  type MergeDone,
+  type MergeGrant,
+  type MergeRequest,
+  type SiblingMerged,
+} from '../kinds/workflow-table';
