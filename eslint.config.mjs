@@ -20,40 +20,18 @@ const WORKFLOW_CODE = [
 ];
 /** A kind's worker side and client answers: side effects allowed, never in the workflow bundle. */
 const KIND_CLIENTS = ['src/kinds/*/client.ts', 'src/kinds/*/client-*.ts'];
-const NOT_WORKFLOW_CODE = ['src/kinds/*/worker/**', ...KIND_CLIENTS];
-/**
- * TEMPORARY (issue 38): side-effecting kind files that still sit outside their kind's `worker/` folder on this
- * branch; they are moved to worker/ by the seam branch. Delete this list when it merges.
- */
-const MISPLACED_UNTIL_SEAM_MERGE = [
-  'src/kinds/*/activities.ts',
-  'src/kinds/*/registration.ts',
-  'src/kinds/contract/validators.ts',
-  'src/kinds/loop/commands.ts',
-  'src/kinds/loop/files.ts',
-  'src/kinds/loop/iteration.ts',
-  'src/kinds/loop/prepare.ts',
-  'src/kinds/loop/run-folder.ts',
-  'src/kinds/tdd/call-state.ts',
-  'src/kinds/tdd/commits.ts',
-  'src/kinds/tdd/exit-checks.ts',
-  'src/kinds/tdd/git.ts',
-  'src/kinds/tdd/merge-rebase.ts',
-  'src/kinds/tdd/node-call.ts',
-  'src/kinds/tdd/node-prompt.ts',
-  'src/kinds/tdd/repo-roots.ts',
-  'src/kinds/tdd/worktree-changes.ts',
-  'src/kinds/tdd/worktrees.ts',
-];
+// `src/kinds/index.ts` is the worker-side table of kinds (their activities and config checks).
+const NOT_WORKFLOW_CODE = ['src/kinds/*/worker/**', ...KIND_CLIENTS, 'src/kinds/index.ts'];
 
 /**
  * The layers (DESIGN.md "Layout"): model ← engine ← workflow-kit ← kinds ← workflows ← worker; config below
  * them; client, cli and ui on top. Each zone forbids `target` to import `from` (paths from the repository root).
- * `pending` relaxes the two edges the seam branch removes (issue 38), for the files that still have them.
+ * `modelMayImportKinds` relaxes the one edge still to remove (issue 38), for the model files that still have it;
+ * `kindClient` lets a kind's client answers use the client's helpers.
  */
 const CLIENT = ['./src/client'];
 const TOP = [...CLIENT, './src/cli', './src/ui'];
-function layerZones({ modelMayImportKinds = false, kindsMayImportWorkflows = false, kindClient = false } = {}) {
+function layerZones({ modelMayImportKinds = false, kindClient = false } = {}) {
   return [
     {
       target: './src/model',
@@ -74,9 +52,15 @@ function layerZones({ modelMayImportKinds = false, kindsMayImportWorkflows = fal
       message: 'src/workflow-kit imports only src/model and src/engine.',
     },
     {
+      target: './src/workflows',
+      from: './src/kinds',
+      except: ['./workflow-table.ts'],
+      message: 'The work item reaches the kinds only through their table (src/kinds/workflow-table.ts).',
+    },
+    {
       target: './src/kinds',
       // A kind's client answers (client.ts) sit in the client layer: they may use the client's helpers.
-      from: [...(kindsMayImportWorkflows ? [] : ['./src/workflows']), ...(kindClient ? [] : CLIENT), './src/cli', './src/ui'],
+      from: ['./src/workflows', ...(kindClient ? [] : CLIENT), './src/cli', './src/ui'],
       message: 'A kind imports nothing from the work item (src/workflows) or the client, CLI or inbox above it.',
     },
     {
@@ -93,18 +77,6 @@ const MODEL_IMPORTING_KINDS = [
   'src/model/state.ts',
   'src/model/pipeline-checks.ts',
 ];
-/** TODO(issue 38): kind files that still import src/workflows; the seam branch removes these imports. */
-const KINDS_IMPORTING_WORKFLOWS = [
-  'src/kinds/approval/stage.ts',
-  'src/kinds/contract/stage.ts',
-  'src/kinds/fan-out/registration.ts',
-  'src/kinds/fan-out/workflow.ts',
-  'src/kinds/loop/workflow.ts',
-  'src/kinds/tdd/human-review.ts',
-  'src/kinds/tdd/merge-handshake.ts',
-  'src/kinds/tdd/node-publishing.ts',
-  'src/kinds/tdd/node-run.ts',
-];
 /**
  * TODO(issue 38): files with a function over 80 lines (`max-lines-per-function`, counted once on this branch);
  * the slices that restructure them delete their entries.
@@ -116,17 +88,17 @@ const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/agents/worktree-tools.ts',
   'src/cli/review.ts',
   'src/engine/review.ts',
-  'src/kinds/approval/activities.ts',
+  'src/kinds/approval/worker/activities.ts',
   'src/kinds/approval/stage.ts',
   'src/kinds/contract/stage.ts',
   'src/ui/server.ts',
-  'src/workflows/legacy/engine-1-4-fan-out.ts',
+  'src/kinds/fan-out/engine-1-4.ts',
   'src/workflows/stage-attempt.ts',
 ];
 /** TODO(issue 38): files over 500 lines that other slices split; delete each entry as its slice lands. */
 const LONG_FILES_UNTIL_SPLIT = [
   'src/workflows/work-item-run.ts',
-  'src/kinds/tdd/prompts.ts',
+  'src/kinds/tdd/worker/prompts.ts',
   'src/kinds/loop/workflow.ts',
   'src/agents/claude-code.ts',
   'src/kinds/tdd/node-run.ts',
@@ -188,10 +160,6 @@ export default tseslint.config(
     rules: { 'import-x/no-restricted-paths': ['error', { zones: layerZones({ modelMayImportKinds: true }) }] },
   },
   {
-    files: KINDS_IMPORTING_WORKFLOWS,
-    rules: { 'import-x/no-restricted-paths': ['error', { zones: layerZones({ kindsMayImportWorkflows: true }) }] },
-  },
-  {
     // One file, one subject: a file that grows past 500 lines holds two.
     files: ['src/**/*.ts'],
     ignores: LONG_FILES_UNTIL_SPLIT,
@@ -208,7 +176,7 @@ export default tseslint.config(
     // engine and model, and every file of a kind's folder except its worker side (`worker/`) and its client
     // answers (`client.ts`, `client-*.ts`).
     files: WORKFLOW_CODE,
-    ignores: [...NOT_WORKFLOW_CODE, ...MISPLACED_UNTIL_SEAM_MERGE],
+    ignores: NOT_WORKFLOW_CODE,
     rules: {
       'no-restricted-imports': [
         'error',

@@ -6,7 +6,7 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { TreadleClient } from '../src/client';
 import type { FanOutArtefact } from '../src/kinds/fan-out/shapes';
 import type { WorkItemResult } from '../src/model/state';
-import { reviewSignal } from '../src/workflows/messages';
+import { reviewSignal } from '../src/workflow-kit/messages';
 import {
   approveSignal,
   fanOut,

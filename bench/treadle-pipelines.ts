@@ -2,12 +2,10 @@
  * The Treadle side of the benchmarks: a registry of no-op implementations and the pipeline specs each
  * scenario runs. Every stage does no work, so what is measured is the engine.
  */
-import { registerLoop } from '../src/kinds/loop/registration';
 import { Registry } from '../src/activities/registry';
 import { registerScripted } from '../src/pipelines/scripted';
-import { registerFanOut } from '../src/kinds/fan-out/registration';
-import type { ActionCatalog } from '../src/kinds/approval/activities';
-import { registerApproval } from '../src/kinds/approval/registration';
+import type { ActionCatalog } from '../src/kinds/approval/worker/activities';
+import { registerKinds } from '../src/kinds';
 
 /** Stage names of the linear pipeline: `s01` … `s10`. */
 export function linearStageNames(stages: number): string[] {
@@ -21,7 +19,7 @@ export function linearStageNames(stages: number): string[] {
  * item's `script`).
  */
 export function benchRegistry(): Registry {
-  return registerApproval(registerLoop(registerFanOut(registerScripted(new Registry()))))
+  return registerKinds(registerScripted(new Registry()), ['fan_out', 'loop', 'approval'])
     .stage('items', async (ctx) => ({
       outcome: 'completed',
       artefact: { items: Array.from({ length: (ctx.config as { count: number }).count }, (_, i) => i) },

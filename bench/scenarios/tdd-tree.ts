@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { initRepository } from '../../src/kinds/tdd/git';
+import { initRepository } from '../../src/kinds/tdd/worker/git';
 import type { Json } from '../../src/model/shapes';
 import { round } from '../statistics';
 import { fmt, nowMs, type ScenarioContext, type ScenarioResult } from '../scenario';

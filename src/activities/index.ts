@@ -122,7 +122,9 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
   const agents = deps.agents ?? defaultAgentProviders();
 
   for (const name of names.stages) {
-    const impl = deps.registry.getStage(name)!;
+    // A stage kind's name validates specs but runs in workflow code: no activity.
+    const impl = deps.registry.getStage(name);
+    if (impl === undefined) continue;
     const schema = deps.reportsOutputSchemas ? names.outputSchemas[name] : undefined;
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
       supervise(

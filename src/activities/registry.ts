@@ -7,7 +7,7 @@ import type { BlobStore } from '../storage/blob-store';
 import type { AttemptRecord, Json, QualityFeedback, QualityVerdict, StageOutput } from '../model/shapes';
 import type { ActivityContextBase } from '../model/state';
 import type { KnownImplementations } from '../model/pipeline';
-import type { ContractReviser, ContractValidator } from '../kinds/contract/validators';
+import type { ContractReviser, ContractValidator } from '../kinds/contract/worker/validators';
 import { outputSchemaShapeProblem } from '../model/limits';
 import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
 
@@ -100,6 +100,8 @@ export class Registry {
   private readonly checks = new Map<string, (config: Json | undefined) => string[]>();
   /** Output schemas of stage implementations, by name. */
   private readonly schemas = new Map<string, Json>();
+  /** Stage kinds (src/kinds/index.ts): names a spec may run, whose attempts run in workflow code. */
+  private readonly kindNames = new Map<string, true>();
   private readonly validatorImpls = new Map<string, ContractValidator>();
   private readonly reviserImpls = new Map<string, ContractReviser>();
 
@@ -132,6 +134,18 @@ export class Registry {
     return this.addStage(name, impl, options);
   }
 
+  /**
+   * Registers a stage kind's name (src/kinds/index.ts) so that specs naming it validate, with its config
+   * check: its attempts run in workflow code (the workflow table), so it has no stage activity.
+   */
+  kind(name: string, options: Pick<ImplementationOptions, 'usesAgent' | 'checkConfig'> = {}): this {
+    this.claim(name, this.stageImpls, 'stage');
+    this.kindNames.set(name, true);
+    if (options.usesAgent) this.agentBacked.add(name);
+    if (options.checkConfig) this.checks.set(name, options.checkConfig);
+    return this;
+  }
+
   /** Registers a gate implementation; names are unique among gates. */
   gate(name: string, impl: GateImplementation, options: ImplementationOptions = {}): this {
     this.claim(name, this.gateImpls, 'gate');
@@ -152,6 +166,7 @@ export class Registry {
         ...(outputSchema !== undefined ? { outputSchema } : {}),
       };
     };
+    for (const name of other.kindNames.keys()) this.kind(name, options(name));
     // The other registry checked its schemas when they were registered: they are not compiled again.
     for (const [name, impl] of other.stageImpls) {
       this.claim(name, this.stageImpls, 'stage');
@@ -163,6 +178,7 @@ export class Registry {
     return this;
   }
 
+  /** The stage implementation registered under `name`; undefined for a stage kind's name too. */
   getStage(name: string): StageImplementation | undefined {
     return this.stageImpls.get(name);
   }
@@ -182,7 +198,7 @@ export class Registry {
     outputSchemaProblem: NonNullable<KnownImplementations['outputSchemaProblem']>;
   } {
     return {
-      stages: [...this.stageImpls.keys()].sort(),
+      stages: [...this.stageImpls.keys(), ...this.kindNames.keys()].sort(),
       gates: [...this.gateImpls.keys()].sort(),
       validators: ['llm', ...this.validatorImpls.keys()].sort(),
       revisers: ['llm', ...this.reviserImpls.keys()].sort(),
@@ -212,7 +228,8 @@ export class Registry {
         `invalid ${kind} implementation name "${name}": use letters, digits, _ . - and not the prefixes treadle. or gate:`,
       );
     }
-    if (into.has(name)) throw new Error(`${kind} implementation "${name}" is already registered`);
+    if (into.has(name) || (into === this.stageImpls && this.kindNames.has(name)))
+      throw new Error(`${kind} implementation "${name}" is already registered`);
   }
 }
 

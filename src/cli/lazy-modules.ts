@@ -11,7 +11,7 @@ import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../observability/tracing';
 import type * as DevModule from './dev';
-import type * as LoopFilesModule from '../kinds/loop/files';
+import type * as LoopFilesModule from '../kinds/loop/worker/files';
 import type * as BundledExamplesModule from './bundled-examples';
 import type * as InboxModule from '../ui/serve';
 import type * as InboxOptionsModule from '../ui/options';
@@ -29,7 +29,7 @@ export const load = {
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
   worker: (): typeof WorkerModule => require('../worker'),
   tracing: (): typeof TracingModule => require('../observability/tracing'),
-  loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/files'),
+  loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/worker/files'),
   bundledExamples: (): typeof BundledExamplesModule => require('./bundled-examples'),
   inbox: (): typeof InboxModule => require('../ui/serve'),
   inboxOptions: (): typeof InboxOptionsModule => require('../ui/options'),

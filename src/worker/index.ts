@@ -8,10 +8,9 @@ import { correlationInterceptors } from '../observability';
 import { tracingFromEnv, type TreadleTracing } from '../observability/tracing';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from '../activities';
-import { createTddActivities } from '../kinds/tdd/activities';
-import { createLoopActivities } from '../kinds/loop/activities';
-import { createContractActivities } from '../kinds/contract/activities';
-import { createApprovalActivities, type ActionCatalog } from '../kinds/approval/activities';
+import { kindActivities } from '../kinds';
+import { createContractActivities } from '../kinds/contract/worker/activities';
+import { createApprovalActivities, type ActionCatalog } from '../kinds/approval/worker/activities';
 import type { CallLog } from '../storage/call-log';
 import { describeCallLog, isPostgresUrl, openCallLog } from '../storage/open-call-log';
 import { defaultAgentProviders } from '../agents';
@@ -29,7 +28,6 @@ import {
   temporalSettings,
   type TemporalSettings,
 } from '../config/connection';
-import { createFanOutActivities } from '../kinds/fan-out/activities';
 import { engineForAttributes, ensureSearchAttributes } from '../server/search-attributes';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../model/search-attributes';
 import { workflowCodeForWorker } from './workflow-bundle';
@@ -149,19 +147,6 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         engineVersion: options.engineVersion ?? config.engineVersion,
         ...(actions.names ? { actionTypes: actions.names() } : {}),
       }),
-      // TDD trees (seed 001): node calls and git worktrees.
-      ...createTddActivities({
-        blobs,
-        agents: options.agents ?? defaultAgentProviders(),
-        ...(callLog ? { callLog } : {}),
-      }),
-      // Loop stages (seed 004): iterations, queue checks, state.json.
-      ...createLoopActivities({
-        blobs,
-        agents: options.agents ?? defaultAgentProviders(),
-        ...(callLog ? { callLog } : {}),
-        blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
-      }),
       // Quality contracts (seed 002): validation rounds, revisions, the final list.
       ...createContractActivities({
         blobs,
@@ -170,15 +155,14 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         ...registry.contractImplementations(),
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
       }),
-      // Fan-outs: the children's pipeline and elements, by reference.
-      ...createFanOutActivities({ blobs, known: registry.names() }),
-      // Approval stages (seed 003): requests made and approved actions executed, idempotently.
-      ...createApprovalActivities({
+      // Every stage kind's activities, from the table of kinds (src/kinds/index.ts).
+      ...kindActivities({
         blobs,
-        actions,
+        agents: options.agents ?? defaultAgentProviders(),
+        ...(callLog ? { callLog } : {}),
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
-        idempotencyKey,
-        inputHash,
+        registry,
+        actions,
       }),
     },
     // Bounded: items waiting for people stay cached until evicted (252 KiB each, BENCHMARKS.md).

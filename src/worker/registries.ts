@@ -4,16 +4,14 @@
  */
 import { ActionRegistry } from '../kinds/approval/actions';
 import { Registry } from '../activities/registry';
-import { registerApproval } from '../kinds/approval/registration';
-import { registerFanOut } from '../kinds/fan-out/registration';
+import { registerKinds } from '../kinds';
 import { registerLlm } from '../pipelines/llm';
-import { registerLoop } from '../kinds/loop/registration';
 import { registerScripted } from '../pipelines/scripted';
-import { registerTdd } from '../kinds/tdd/registration';
 
 /** The built-in stage kinds: `scripted` (stage and gate), `llm` / `llm-judge`, `tdd`, `loop`, `approval`, `fan_out`. */
 export function defaultRegistry(): Registry {
-  return registerLoop(registerFanOut(registerApproval(registerTdd(registerLlm(registerScripted(new Registry()))))));
+  // The stage kinds come from their table (src/kinds/index.ts): their names and config checks, no activities.
+  return registerKinds(registerLlm(registerScripted(new Registry())));
 }
 
 /**

@@ -1,38 +1,14 @@
 /**
  * One attempt of a work item's stage: its input (earlier attempts as a stored log plus recent records, the
- * upstream artefacts), its work (the stage's activity, or a stage kind's run: TDD tree, approval, fan-out,
- * loop), its gate, and the attempt timeout around both. The stage runner (stage-runner.ts) decides what
+ * upstream artefacts), its work (the stage's activity, or the run of the stage kind the table names), its gate, and the attempt timeout around both. The stage runner (stage-runner.ts) decides what
  * happens after it.
  */
-import {
-  ActivityCancellationType,
-  CancellationScope,
-  executeChild,
-  proxyActivities,
-  sleep,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ActivityCancellationType, CancellationScope, proxyActivities, sleep } from '@temporalio/workflow';
 import { combineVerdicts } from '../engine/gates';
 import { keepCalls } from '../engine/usage';
 import type { AttemptOutcome } from '../engine/stage-policy';
-import { TDD_PREPARE_ACTIVITY, gateActivityType } from '../model/activity-types';
-import { TDD_STAGE, TDD_TREE_FAILED } from '../kinds/tdd/shapes';
-import type { TddNodeInput, TddNodeResult, TddPrepareInput } from '../kinds/tdd/shapes';
-import { tddNode } from '../kinds/tdd/workflow';
-import {
-  failureDetails,
-  failureWithUsage,
-  resultOfFailure,
-  retryPolicyOf,
-  usageBatch,
-  type StageKindRun,
-} from './common';
-import { runApprovalStage } from '../kinds/approval/stage';
-import { runLoopStage } from '../kinds/loop/workflow';
-import { LOOP_STAGE } from '../kinds/loop/shapes';
-import { FAN_OUT_STAGE } from '../kinds/fan-out/shapes';
-import { APPROVAL_STAGE } from '../kinds/approval/shapes';
-import { truncateText } from '../model/limits';
+import { gateActivityType } from '../model/activity-types';
+import { failureDetails, retryPolicyOf, type StageKindRun } from '../workflow-kit/common';
 import { gateLeaves, type GateRef } from '../model/gate-ref';
 import type { StageSpec } from '../model/pipeline';
 import type { Artefact, AttemptRecord, Json, QualityFeedback, QualityVerdict } from '../model/shapes';
@@ -45,17 +21,6 @@ import type {
   WorkItemState,
 } from '../model/state';
 import type { AttemptLog, StageRun } from './stage-run';
-
-/** The tree's prepare step, on `taskQueue` when the stage names one (the host that holds the repository). */
-const tddPrepareOn = (taskQueue: string | undefined) =>
-  proxyActivities<{ [TDD_PREPARE_ACTIVITY]: (input: TddPrepareInput) => Promise<TddNodeInput> }>({
-    startToCloseTimeout: '1m',
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidConfig'] },
-    ...(taskQueue !== undefined ? { taskQueue } : {}),
-  })[TDD_PREPARE_ACTIVITY];
-
-/** Stages run by workflow code (child workflows, requests) rather than by one activity. */
-export const STAGE_KINDS: ReadonlySet<string> = new Set([TDD_STAGE, LOOP_STAGE, FAN_OUT_STAGE, APPROVAL_STAGE]);
 
 /** Whether a stage's implementation or one of its gates is registered as calling models. */
 export function agentBackedStage(stage: StageSpec, agentBacked: ReadonlySet<string>): boolean {
@@ -115,17 +80,13 @@ export function prepareAttempt(
     ...(stage.with !== undefined ? { config: stage.with } : {}),
   };
   const agent = stage.agent !== undefined ? { agent: stage.agent } : {};
+  // A stage kind (the table, through the engine's rules) runs in workflow code; any other `run:` is an activity.
+  const kind = run.engine.kind(stage.run);
   // Not async: the usual path hands back the activity's own promise (every workflow promise costs, see BENCHMARKS.md).
   const execute = (): Promise<StageActivityResult> =>
-    stage.run === TDD_STAGE
-      ? runTddTree(run, record.attempt)
-      : stage.run === APPROVAL_STAGE
-        ? runApprovalStage(kindRun)
-        : stage.run === FAN_OUT_STAGE
-          ? run.engine.fanOut(kindRun)
-          : stage.run === LOOP_STAGE
-            ? runLoopStage(kindRun, run.spec.stages.indexOf(stage))
-            : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
+    kind !== undefined
+      ? kind.runAttempt({ run: kindRun, stageIndex: run.spec.stages.indexOf(stage), engine: run.engine })
+      : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
   const kindRun: StageKindRun = {
     itemId: run.itemId,
     pipeline: run.spec.name,
@@ -139,8 +100,8 @@ export function prepareAttempt(
     feedback,
     publishesDecisions: run.engine.publishesDecisions,
   };
-  const fansOut = (executed: StageActivityResult): boolean =>
-    executed.outcome === 'fan_out' && stage.run !== FAN_OUT_STAGE;
+  // Seed 000's FanOut is a plain stage's outcome: a kind's result is its artefact.
+  const fansOut = (executed: StageActivityResult): boolean => executed.outcome === 'fan_out' && kind === undefined;
   const recordOutput = (output: StageActivityOutput): AttemptOutcome | null => {
     if (output.artefact !== undefined) record.artefact = output.artefact;
     if (output.summary !== undefined) record.outputSummary = output.summary;
@@ -255,41 +216,6 @@ function activityOptions(stage: StageSpec, attempt: number, what: string, type: 
     // A timed-out attempt ends only once its activity has stopped: attempts of a stage never overlap (one
     // conversation, one working directory), and the calls it made come back with the cancellation.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  };
-}
-
-/**
- * A `tdd` stage's attempt: the TDD tree as a child workflow (its own history and Web UI page, under this
- * item; on the stage's `task_queue` when it names one), its root's `MergeComplete` as the artefact, by
- * reference. A tree that fails fails the attempt.
- */
-async function runTddTree(run: StageRun, attempt: number): Promise<StageActivityResult> {
-  const treeId = `${workflowInfo().workflowId}.${run.stage.name}.${attempt}`;
-  // A repository is a folder on one host: a stage's task_queue sends the whole tree (its prepare step, its
-  // workflows and their activities) to the queue the workers holding it poll. Without one, nothing changes.
-  const taskQueue = run.stage.taskQueue;
-  const input = await tddPrepareOn(taskQueue)({ config: run.stage.with ?? null, treeId });
-  // Engine 6 asks the tree to fail its workflow when it does not merge; its result comes with the failure.
-  const flagged = run.engine.failsWorkflow ? { failAsWorkflow: true } : {};
-  // Engine 7 names the item, so the tree's human steps list under it.
-  const listed = run.engine.publishesDecisions ? { itemId: run.itemId } : {};
-  const result = await executeChild(tddNode, {
-    workflowId: treeId,
-    args: [{ ...input, ...flagged, ...listed }],
-    ...(taskQueue !== undefined ? { taskQueue } : {}),
-  }).catch((error: unknown) => resultOfFailure<TddNodeResult>(error, TDD_TREE_FAILED) ?? Promise.reject(error));
-  // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
-  if (result.status !== 'merged' || !result.mergeRef)
-    throw failureWithUsage(`TDD tree ${treeId} failed: ${result.error ?? 'no merge'}`, 'TddTreeFailed', result.usage);
-  const summary = truncateText(
-    `${result.nodePath} merged as ${result.mergeCommit?.slice(0, 10) ?? '?'} into ${input.mergeInto}`,
-  );
-  return {
-    outcome: 'completed',
-    artefact: { ref: result.mergeRef, bytes: result.mergeBytes ?? 0, mediaType: 'application/json', summary },
-    summary,
-    previousLog: null,
-    ...usageBatch(result.usage),
   };
 }
 

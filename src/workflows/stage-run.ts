@@ -7,7 +7,8 @@ import type { AcceptedReview } from '../engine/review';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
 import type { Artefact, AttemptRecord, EventType, Json, TreadleEvent } from '../model/shapes';
 import type { StageActivityResult, WorkItemState } from '../model/state';
-import type { StageKindRun } from './common';
+import type { StageKindRun } from '../workflow-kit/common';
+import type { KindEngineRules, WorkflowStageKind } from '../workflow-kit/stage-kind';
 
 /** One stage of a work item as the stage runner runs it. */
 export interface StageRun {
@@ -51,7 +52,7 @@ export interface Scheduling {
  * (README "Versioning", docs/versioning.md). The live engine's rules are `LIVE_ENGINE` (stage-runner.ts);
  * older versions override some of them (legacy/index.ts).
  */
-export interface EngineRules {
+export interface EngineRules extends KindEngineRules {
   /** The engine version these rules are for. */
   version: number;
   /** Runs stages until every one has settled (rejects with a cancellation). */
@@ -60,6 +61,11 @@ export interface EngineRules {
   trustsStartAttributes: boolean;
   /** Runs one stage to its end: never rejects, reports exceptions through `run.crashed`, calls `run.ended` once. */
   runStage(run: StageRun): void;
+  /**
+   * The stage kind a stage's `run:` names, or undefined for a plain stage (one activity per attempt): the
+   * table's entry (src/kinds/workflow-table.ts), unless this engine version overrides it.
+   */
+  kind(run: string): WorkflowStageKind | undefined;
   /** How a `fan_out` stage runs its elements. */
   fanOut(run: StageKindRun, outcome?: Artefact): Promise<StageActivityResult>;
   /**

@@ -9,16 +9,13 @@ import { decideReview } from '../engine/review';
 import { keepCalls, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
 import { STORE_ARTEFACT_ACTIVITY } from '../model/activity-types';
-import { LOOP_STAGE } from '../kinds/loop/shapes';
-import { TDD_STAGE } from '../kinds/tdd/shapes';
 import { ENGINE_VERSION } from '../model/state';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, MAX_ERROR_CHARS, truncateText } from '../model/limits';
 import { formatDuration } from '../model/duration';
 import type { Artefact, AttemptRecord, EventType, QualityFeedback } from '../model/shapes';
 import type { PendingReview, StageState, StoreArtefactInput, StoreArtefactResult } from '../model/state';
-import { callsReported, describeFailure, now } from './common';
-import { runFanOutWorkflow } from '../kinds/fan-out/workflow';
-import { runContracts } from '../kinds/contract/stage';
+import { callsReported, describeFailure, now } from '../workflow-kit/common';
+import { runContracts, runFanOutWorkflow, workflowKind } from '../kinds/workflow-table';
 import { agentBackedStage, prepareAttempt, withAttemptTimeout } from './stage-attempt';
 import type { AttemptLog, EngineRules, StageRun } from './stage-run';
 
@@ -36,6 +33,7 @@ export const LIVE_ENGINE: EngineRules = {
   schedule: (item) => item.runEventDriven(),
   trustsStartAttributes: true,
   runStage,
+  kind: workflowKind,
   fanOut: runFanOutWorkflow,
   fanOutOutcome: (run, kindRun, record, executed, then) => {
     // The stage's own calls count even if its fan-out fails; the elements' come with the fan-out's result.
@@ -47,7 +45,7 @@ export const LIVE_ENGINE: EngineRules = {
   // Every model call counts: a stage kind's totals too.
   reportsCalls: () => true,
   usesAgent: (stage, agentBacked) =>
-    stage.run === TDD_STAGE || stage.run === LOOP_STAGE || agentBackedStage(stage, agentBacked),
+    workflowKind(stage.run)?.callsModels === true || agentBackedStage(stage, agentBacked),
   failsWorkflow: true,
   publishesDecisions: true,
 };

@@ -3,9 +3,9 @@
  * `state` query's answer, and the approvals memo that listings read.
  */
 import { summarizeUsage } from '../engine/usage';
-import type { ApprovalsMemo } from '../kinds/approval/shapes';
+import type { ApprovalsMemo } from '../kinds/workflow-table';
 import type { StageState, StateQueryArgs, WorkItemState } from '../model/state';
-import { eventPage } from './common';
+import { eventPage } from '../workflow-kit/common';
 
 /** Stage rows in the Web UI's current details; the rest are counted. */
 const DETAIL_ROWS = 30;

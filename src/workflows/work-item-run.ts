@@ -19,7 +19,6 @@ import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag
 import { checkReview, type AcceptedReview } from '../engine/review';
 import { summarizeUsage } from '../engine/usage';
 import { PREPARE_PIPELINE_ACTIVITY } from '../model/activity-types';
-import { APPROVALS_MEMO_KEY, checkApprovalDecision } from '../kinds/approval/shapes';
 import { truncateText } from '../model/limits';
 import { unpackStages } from '../model/packed-stages';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
@@ -43,18 +42,19 @@ import {
   type WorkItemResult,
   type WorkItemState,
 } from '../model/state';
-import { applyDecision } from '../kinds/approval/stage';
-import { describeFailure, eventPage, failureCarrying, now } from './common';
-import { fanOutElementInput, fanOutElementOf, handleFanOutProgress } from '../kinds/fan-out/workflow';
-import { engineRules } from './legacy';
+import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
 import {
+  APPROVALS_MEMO_KEY,
+  applyDecision,
   approvalSignal,
+  checkApprovalDecision,
   decideApprovalUpdate,
-  eventsQuery,
-  resolveReviewUpdate,
-  reviewSignal,
-  stateQuery,
-} from './messages';
+  fanOutElementInput,
+  fanOutElementOf,
+  handleFanOutProgress,
+} from '../kinds/workflow-table';
+import { engineRules } from './legacy';
+import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
 import {
   EventStream,
   Publications,
@@ -63,7 +63,7 @@ import {
   pendingDecisionSet,
   reviewsMemo,
   stageOf,
-} from './publishing';
+} from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
 import { approvalsMemoOf, pageOfState, renderDetails } from './work-item-details';

@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
+import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 import { exampleActionRegistry, TaskList } from '../../examples/task-list';
 import { TreadleClient } from '../../src/client';
 import { FileBlobStore } from '../../src/storage/blob-store';

@@ -18,7 +18,7 @@ import { isBlobRef, type StageOutput } from '../../src/model/shapes';
 import type { WorkItemState } from '../../src/model/state';
 import { TreadleError } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
-import { reviewSignal } from '../../src/workflows/messages';
+import { reviewSignal } from '../../src/workflow-kit/messages';
 import { bundledRegistry } from '../../src/cli/bundled-examples';
 import { runTreadle, type CliRun } from '../support/cli';
 import { readPipelineFile } from '../../src/pipelines/catalog';

@@ -11,7 +11,7 @@ import type { temporal } from '@temporalio/proto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { initRepository } from '../../src/kinds/tdd/git';
+import { initRepository } from '../../src/kinds/tdd/worker/git';
 import { TreadleClient } from '../../src/client';
 import { LOOP_ITERATION_ACTIVITY, TDD_NODE_ACTIVITY } from '../../src/model/activity-types';
 import type { Json } from '../../src/model/shapes';

@@ -4,7 +4,7 @@
  * escalated and then decided by the escalation's default; stale and double decisions refused without
  * entering history; the approved action executed once per idempotency key.
  */
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
+import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 import { pipeline } from '../../src/model/builder';
 import type { ApprovalStageArtefact } from '../../src/kinds/approval/shapes';
 import type { Json } from '../../src/model/shapes';

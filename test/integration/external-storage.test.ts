@@ -22,7 +22,7 @@ import type { Json } from '../../src/model/shapes';
 import type { WorkItemInput } from '../../src/model/state';
 import { FileBlobStore, MemoryBlobStore } from '../../src/storage/blob-store';
 import { BLOB_STORE_DRIVER_NAME, blobStoreDriver, treadleExternalStorage } from '../../src/storage/external-storage';
-import { resolveReviewUpdate } from '../../src/workflows/messages';
+import { resolveReviewUpdate } from '../../src/workflow-kit/messages';
 import { createWorker, defaultRegistry } from '../../src/worker';
 import { eventually, testAddress } from '../support/harness';
 

@@ -18,7 +18,7 @@ import { Registry, type ImplementationContext, type StageContext } from '../../s
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import { isBlobRef, type Json } from '../../src/model/shapes';
-import { reviewSignal } from '../../src/workflows/messages';
+import { reviewSignal } from '../../src/workflow-kit/messages';
 import { defaultRegistry } from '../../src/worker';
 import { eventually, startHarness, type Harness } from '../support/harness';
 

@@ -12,7 +12,7 @@ import { pipeline } from '../../src/model/builder';
 import { TreadlePendingReviews, TreadleStatus } from '../../src/model/search-attributes';
 import { isBlobRef } from '../../src/model/shapes';
 import type { WorkItemState } from '../../src/model/state';
-import { reviewSignal } from '../../src/workflows/messages';
+import { reviewSignal } from '../../src/workflow-kit/messages';
 
 let h: Harness;
 beforeAll(async () => {

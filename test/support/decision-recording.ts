@@ -7,7 +7,7 @@
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { initRepository } from '../../src/kinds/tdd/git';
+import { initRepository } from '../../src/kinds/tdd/worker/git';
 import type { Json } from '../../src/model/shapes';
 import { eventually, type Harness } from './harness';
 import { leaf } from './tdd-fixtures';

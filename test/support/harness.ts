@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { FileBlobStore, type BlobStore } from '../../src/storage/blob-store';
 import type { Registry } from '../../src/activities/registry';
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
+import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 import type { CallLog } from '../../src/storage/call-log';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';

@@ -2,7 +2,7 @@
 import { pipeline, type RetryBudgetOptions } from '../../src/model/builder';
 import type { ReviewPolicy } from '../../src/model/pipeline';
 import type { Json } from '../../src/model/shapes';
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
+import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 
 /** `draft` (scripted stage + gate) → `publish` (scripted), with the given budget and policy on draft. */
 export function draftPublish(

@@ -10,8 +10,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AgentProviders } from '../../src/agents/providers';
-import { createTddActivities } from '../../src/kinds/tdd/activities';
-import { initRepository } from '../../src/kinds/tdd/git';
+import { createTddActivities } from '../../src/kinds/tdd/worker/activities';
+import { initRepository } from '../../src/kinds/tdd/worker/git';
 import type {
   NodeContext,
   Spec,

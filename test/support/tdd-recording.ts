@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { initRepository } from '../../src/kinds/tdd/git';
+import { initRepository } from '../../src/kinds/tdd/worker/git';
 import type { Json } from '../../src/model/shapes';
 import type { Harness } from './harness';
 import { leaf } from './tdd-fixtures';

@@ -17,7 +17,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync,
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import type { ActionCatalog } from '../../src/kinds/approval/activities';
+import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 import { type ActionRegistry, defineActionType, InvalidPayload, UnknownActionType } from '../../src/kinds/approval';
 import { bundledActionRegistry } from '../../src/cli/bundled-examples';
 import { defaultActionRegistry } from '../../src/worker/registries';

@@ -10,7 +10,7 @@ import { DECISIONS_ENGINE, ENGINE_VERSION, FAILED_WORKFLOW_ENGINE, type PendingR
 import { engineForAttributes } from '../../src/server/search-attributes';
 import { engineRules } from '../../src/workflows/legacy';
 import { failedLoopReview } from '../../src/kinds/loop/workflow';
-import { NO_PENDING_DECISIONS, Publications, pendingDecisionSet, reviewsMemo } from '../../src/workflows/publishing';
+import { NO_PENDING_DECISIONS, Publications, pendingDecisionSet, reviewsMemo } from '../../src/workflow-kit/publishing';
 
 const review = (stage: string, requestedAt: string, extra: Partial<PendingReview> = {}): PendingReview => ({
   stage,

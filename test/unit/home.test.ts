@@ -1,5 +1,5 @@
 /**
- * One home for local state (issue 26 §3, src/config/home.ts). Cases: TREADLE_HOME wins; the per-user default on Linux
+ * One home for local state (issue 26 §3, src/home.ts). Cases: TREADLE_HOME wins; the per-user default on Linux
  * (XDG_STATE_HOME, a relative one ignored, else ~/.local/state), macOS and Windows; every setting's default
  * under the home, absolute values as given and relative ones taken from the home, never from the working
  * directory; the configuration, the TDD roots, the loop workspace, the replies folders, the dev database and
@@ -19,8 +19,8 @@ import {
   treadleHome,
   type HomeSetting,
 } from '../../src/config/home';
-import { allowedRepoRoots } from '../../src/kinds/tdd/repo-roots';
-import { loopFolders } from '../../src/kinds/loop/run-folder';
+import { allowedRepoRoots } from '../../src/kinds/tdd/worker/repo-roots';
+import { loopFolders } from '../../src/kinds/loop/worker/run-folder';
 import { repliesFolders } from '../../src/agents/scripted';
 import { BlobNotFoundError, FileBlobStore } from '../../src/storage/blob-store';
 

@@ -24,7 +24,8 @@ interface Case {
 
 const cases: Case[] = [
   { fixture: 'model-imports-kind', as: 'src/model/duration.ts', flaggedBy: ZONE },
-  { fixture: 'model-imports-kind', as: 'src/workflows/common.ts', flaggedBy: null },
+  { fixture: 'model-imports-kind', as: 'src/workflows/stage-run.ts', flaggedBy: ZONE },
+  { fixture: 'model-imports-kind', as: 'src/ui/address.ts', flaggedBy: null },
   { fixture: 'kind-imports-workflows', as: 'src/kinds/loop/termination.ts', flaggedBy: ZONE },
   { fixture: 'kind-worker-imports-workflows', as: 'src/kinds/loop/worker/probe.ts', flaggedBy: ZONE },
   { fixture: 'config-imports-client', as: 'src/config/home.ts', flaggedBy: ZONE },
@@ -35,6 +36,8 @@ const cases: Case[] = [
   { fixture: 'kind-imports-node-fs', as: 'src/kinds/loop/worker/probe.ts', flaggedBy: null },
   { fixture: 'kind-imports-node-fs', as: 'src/kinds/loop/client.ts', flaggedBy: null },
   { fixture: 'kind-imports-node-fs', as: 'src/kinds/loop/client-probe.ts', flaggedBy: null },
+  { fixture: 'kind-client-imports-client', as: 'src/kinds/loop/client.ts', flaggedBy: null },
+  { fixture: 'kind-client-imports-client', as: 'src/kinds/loop/termination.ts', flaggedBy: ZONE },
 ];
 
 /**

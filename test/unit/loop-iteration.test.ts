@@ -8,8 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { createLoopActivities } from '../../src/kinds/loop/activities';
-import { storeProgress } from '../../src/kinds/loop/iteration';
+import { createLoopActivities } from '../../src/kinds/loop/worker/activities';
+import { storeProgress } from '../../src/kinds/loop/worker/iteration';
 import { scriptedAgentFactory } from '../../src/agents/scripted';
 import { LOOP_ITERATION_ACTIVITY, LOOP_PREPARE_ACTIVITY } from '../../src/model/activity-types';
 import type {

@@ -11,11 +11,11 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { commitAll, OP_TRAILER } from '../../src/kinds/tdd/commits';
-import { branchExists, git, GitError, headCommit, initRepository } from '../../src/kinds/tdd/git';
-import { MergeConflictError, rebaseOnto, squashMerge } from '../../src/kinds/tdd/merge-rebase';
-import { changedFiles, diffText, restoreFromHead, reviewDiff } from '../../src/kinds/tdd/worktree-changes';
-import { ensureWorktree, removeWorktree } from '../../src/kinds/tdd/worktrees';
+import { commitAll, OP_TRAILER } from '../../src/kinds/tdd/worker/commits';
+import { branchExists, git, GitError, headCommit, initRepository } from '../../src/kinds/tdd/worker/git';
+import { MergeConflictError, rebaseOnto, squashMerge } from '../../src/kinds/tdd/worker/merge-rebase';
+import { changedFiles, diffText, restoreFromHead, reviewDiff } from '../../src/kinds/tdd/worker/worktree-changes';
+import { ensureWorktree, removeWorktree } from '../../src/kinds/tdd/worker/worktrees';
 
 let dir: string;
 let counter = 0;

@@ -32,7 +32,7 @@ import {
   renderNodeTemplate,
   replyInstructions,
   type NodeTemplateVars,
-} from '../../src/kinds/tdd/prompts';
+} from '../../src/kinds/tdd/worker/prompts';
 import { TDD_TEMPLATES } from '../../src/kinds/tdd/prompt-templates';
 import { compileOutputSchema } from '../../src/agents/output-schema';
 import { EXIT_SCHEMAS, TDD_NODES, type ExitName, type Spec, type TddNodeName } from '../../src/kinds/tdd/spec';

@@ -27,7 +27,7 @@ const deterministic = [
   'src/kinds/fan-out/workflow.ts',
   'src/kinds/contract/shapes.ts',
 ];
-const sideEffecting = ['src/activities/index.ts', 'src/kinds/approval/activities.ts'];
+const sideEffecting = ['src/activities/index.ts', 'src/kinds/approval/worker/activities.ts'];
 
 /**
  * Lints the probe as if it were each file, in one child process (ESLint's ESM config cannot load inside jest's

@@ -35,7 +35,7 @@ import { truncateText } from '../../model/limits';
 import type { StageSpec } from '../../model/pipeline';
 import type { Artefact, Json } from '../../model/shapes';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../../model/state';
-import { describeFailure, now, retryPolicyOf, type StageKindRun } from '../../workflows/common';
+import { describeFailure, now, retryPolicyOf, type StageKindRun } from '../../workflow-kit/common';
 
 /**
  * The step's own activities, named `<stage> · attempt n/m · <what>` like every stage attempt, so the Web UI

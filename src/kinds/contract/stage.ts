@@ -32,8 +32,8 @@ import type { ContractSpec } from './spec';
 import { truncateText } from '../../model/limits';
 import type { Artefact, Json } from '../../model/shapes';
 import { addTotals, callBatchOf } from '../../engine/usage';
-import type { StageKindRun } from '../../workflows/common';
-import { describeFailure } from '../../workflows/common';
+import type { StageKindRun } from '../../workflow-kit/common';
+import { describeFailure } from '../../workflow-kit/common';
 
 interface ContractActivities {
   [CONTRACT_VALIDATE_ACTIVITY]: (input: ContractValidateInput) => Promise<ContractValidateResult>;

@@ -12,7 +12,7 @@
  * a failed one reported without losing the others (or failing the stage, with `on_item_failure: fail`).
  * From engine 6 a failed element fails its workflow; its result is read from the failure's details.
  *
- * The fan-out of engines 1 to 4 (every element a child of the work item itself) is in legacy/engine-1-4-fan-out.ts.
+ * The fan-out of engines 1 to 4 (every element a child of the work item itself) is in engine-1-4.ts.
  */
 import {
   ApplicationFailure,
@@ -61,7 +61,7 @@ import {
   resultOfFailure,
   usageBatch,
   type StageKindRun,
-} from '../../workflows/common';
+} from '../../workflow-kit/common';
 
 /** Storing a list of a million elements takes a while; checking it is cheap and never worth retrying. */
 const STORE_TIMEOUT = '30m';

@@ -56,7 +56,7 @@ import {
   usageBatch,
   usageReported,
   type StageKindRun,
-} from '../../workflows/common';
+} from '../../workflow-kit/common';
 import {
   iterationDir,
   KEPT_ITERATIONS,
@@ -79,8 +79,8 @@ import {
   TreadlePipeline,
   TreadleStatus,
 } from '../../model/search-attributes';
-import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from '../../workflows/messages';
-import { Publications, pendingDecisionSet, reviewsMemo } from '../../workflows/publishing';
+import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
+import { Publications, pendingDecisionSet, reviewsMemo } from '../../workflow-kit/publishing';
 
 /** The listing's pipeline name for loop stages. */
 export const LOOP_PIPELINE_NAME = 'loop';

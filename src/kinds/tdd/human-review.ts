@@ -6,8 +6,8 @@
 import { ApplicationFailure, condition, setHandler } from '@temporalio/workflow';
 import { checkReview } from '../../engine/review';
 import { truncateText } from '../../model/limits';
-import { now } from '../../workflows/common';
-import { resolveReviewUpdate, reviewSignal } from '../../workflows/messages';
+import { now } from '../../workflow-kit/common';
+import { resolveReviewUpdate, reviewSignal } from '../../workflow-kit/messages';
 import type { HumanAnswer } from './routes';
 import type { EventType, TreadleEvent } from '../../model/shapes';
 import type { HumanReason, TddNodeInput, TddNodeState } from './shapes';

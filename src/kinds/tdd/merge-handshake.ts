@@ -15,7 +15,7 @@ import {
   type ApplicationFailure,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { describeFailure, failureCarrying, resultOfFailure, usageReported } from '../../workflows/common';
+import { describeFailure, failureCarrying, resultOfFailure, usageReported } from '../../workflow-kit/common';
 import {
   mergeDoneSignal,
   mergeGrantSignal,
@@ -25,7 +25,7 @@ import {
   type MergeGrant,
   type MergeRequest,
   type SiblingMerged,
-} from '../../workflows/messages';
+} from './messages';
 import type { EventType, TreadleEvent, UsageTotals } from '../../model/shapes';
 import {
   TDD_TREE_FAILED,

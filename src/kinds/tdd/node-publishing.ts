@@ -11,7 +11,7 @@ import {
   TreadlePipeline,
   TreadleStatus,
 } from '../../model/search-attributes';
-import { Publications, pendingDecisionSet } from '../../workflows/publishing';
+import { Publications, pendingDecisionSet } from '../../workflow-kit/publishing';
 import type { TddNodeState } from './shapes';
 
 /** The listing's pipeline name for TDD nodes (`treadle reviews --pipeline tdd`). */

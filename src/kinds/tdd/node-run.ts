@@ -50,10 +50,11 @@ import {
 import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../../model/shapes';
 import type { StateQueryArgs } from '../../model/state';
-import { describeFailure, eventPage, failureWithUsage, now, usageReported } from '../../workflows/common';
-import { EventStream } from '../../workflows/publishing';
+import { describeFailure, eventPage, failureWithUsage, now, usageReported } from '../../workflow-kit/common';
+import { EventStream } from '../../workflow-kit/publishing';
 import { NodePublications } from './node-publishing';
-import { eventsQuery, tddStateQuery } from '../../workflows/messages';
+import { eventsQuery } from '../../workflow-kit/messages';
+import { tddStateQuery } from './messages';
 import { HumanReviews, type ReviewingNode } from './human-review';
 import { MergeHandshake, treeFailure, type MergingNode } from './merge-handshake';
 import { describeRoute, renderDetails, signalOf } from './node-view';

@@ -193,7 +193,7 @@ export interface TddNodeCallResult {
   summary: string;
   /** The commit the call made or found, if any. */
   commit?: string;
-  /** Small routing fields (see each node in kinds/tdd/exit-checks.ts). */
+  /** Small routing fields (see each node in kinds/tdd/worker/exit-checks.ts). */
   envelope: TddEnvelope;
   /** The test run this call made, summarised; the output is in the blob store. */
   testRun?: { passed: boolean; summary: string; outputRef: string };

@@ -2,7 +2,7 @@
  * The `tddNode` workflow: one execution per Spec of a V3 TDD tree (seed 001). It walks the seed's graph —
  * Scaffold → Fork (TDDWriteTests ∥ ImplBarrier, children as child workflows) → Impl (self-loop, at most 5
  * attempts) → TDDReviewImpl → Merger, with Rebaser on a sibling's merge — performing what the pure routing
- * functions in `kinds/tdd/routes.ts` decide. Each graph node is one activity call (registered in `kinds/tdd/activities.ts`, run by `node-call.ts`);
+ * functions in `kinds/tdd/routes.ts` decide. Each graph node is one activity call (registered in `kinds/tdd/worker/activities.ts`, run by `worker/node-call.ts`);
  * what the agents read travels by reference (the seed's envelope pattern).
  *
  * Children merge into their parent's branch, in the parent's worktree, which only the parent may touch

@@ -6,7 +6,7 @@
 import { isCancellation, sleep } from '@temporalio/workflow';
 import type { AttemptOutcome } from '../../engine/stage-policy';
 import type { AttemptRecord, QualityFeedback } from '../../model/shapes';
-import { now } from '../common';
+import { now } from '../../workflow-kit/common';
 import { prepareAttempt, withAttemptTimeout, type PreparedAttempt } from '../stage-attempt';
 import {
   announceRetry,

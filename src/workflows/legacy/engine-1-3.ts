@@ -4,8 +4,9 @@
  * totals, a timed-out activity's last heartbeat and a fanned-out stage's elements were left out, and TDD trees
  * and loops were not under the token budget, so these items' budget checks decide as they did.
  */
-import { failureDetails } from '../common';
-import { STAGE_KINDS, agentBackedStage } from '../stage-attempt';
+import { failureDetails } from '../../workflow-kit/common';
+import { workflowKind } from '../../kinds/workflow-table';
+import { agentBackedStage } from '../stage-attempt';
 import type { EngineRules } from '../stage-run';
 
 /** The call rules of engines 1 to 3. */
@@ -20,6 +21,7 @@ export const CALLS_BEFORE_BATCHES: Pick<
         then({ ...fanned, ...(executed.calls ? { calls: executed.calls } : {}) }),
       ),
   callsOfFailure: (error) => failureDetails(error, false)?.calls,
-  reportsCalls: (stage) => !STAGE_KINDS.has(stage.run),
+  // A stage kind's result reports totals these engines did not count.
+  reportsCalls: (stage) => workflowKind(stage.run) === undefined,
   usesAgent: agentBackedStage,
 };

@@ -7,7 +7,7 @@ import { condition } from '@temporalio/workflow';
 import type { AttemptOutcome } from '../../engine/stage-policy';
 import type { PreparedAttempt } from '../stage-attempt';
 import type { Scheduling } from '../stage-run';
-import { runInlineFanOut } from './engine-1-4-fan-out';
+import { runInlineFanOut } from '../../kinds/workflow-table';
 
 /** Runs stages until every one has settled: a pass, then a wait until something touched the state. */
 export async function scheduleByCondition(item: Scheduling): Promise<void> {

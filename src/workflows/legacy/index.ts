@@ -7,7 +7,7 @@
  * - engine-1.ts      engine 1: the scheduler loop on a `condition`, the attempt awaited step by step
  * - engine-1-2.ts    engines 1–2: the stage runner as one async function
  * - engine-1-3.ts    engines 1–3: only an activity's own model calls count
- * - engine-1-4-fan-out.ts  engines 1–4: a fan-out's elements started from the work item itself
+ * - kinds/fan-out/engine-1-4.ts  engines 1–4: a fan-out's elements started from the work item itself
  *
  * Engines 1–5 returned a failed item's result instead of failing its workflow (`failsWorkflow: false`).
  *
@@ -24,13 +24,12 @@ import {
   FAILED_WORKFLOW_ENGINE,
   FAN_OUT_WORKFLOW_ENGINE,
 } from '../../model/state';
-import { runFanOutWorkflow } from '../../kinds/fan-out/workflow';
+import { runFanOutWorkflow, runInlineFanOut } from '../../kinds/workflow-table';
 import { LIVE_ENGINE } from '../stage-runner';
 import type { EngineRules } from '../stage-run';
 import { attemptBeforeEventDriven, scheduleByCondition } from './engine-1';
 import { chainedAttempt, runStageAsync, type AttemptWork } from './engine-1-2';
 import { CALLS_BEFORE_BATCHES } from './engine-1-3';
-import { runInlineFanOut } from './engine-1-4-fan-out';
 
 /** The rules of every engine version this worker can replay, built once: the live one for ENGINE_VERSION. */
 const RULES: readonly EngineRules[] = Array.from({ length: ENGINE_VERSION }, (_, i) => rulesOf(i + 1));

@@ -1,0 +1,62 @@
+/**
+ * The workflow side of the `StageKind` contract (DESIGN.md "Stage kinds", docs/stage-kinds.md): what the
+ * work item's stage runner needs of a stage kind whose attempts run as workflow code (child workflows,
+ * requests in the item's state) rather than as one activity. The worker side (config check, activities) is
+ * `WorkerStageKind` in src/kinds/index.ts; the two are apart because the workflow bundle must not load
+ * worker code (Node built-ins, SDK clients).
+ *
+ * Types only, so every kind, the table and the stage runner import it without cycles.
+ */
+import type { Artefact } from '../model/shapes';
+import type { StageActivityResult } from '../model/state';
+import type { StageKindRun } from './common';
+
+/** The rules of the item's engine version that a kind's attempt may depend on (a subset of `EngineRules`). */
+export interface KindEngineRules {
+  /** Whether a failed item fails its workflow and asks its children (fan-out elements, TDD trees) to (engine 6). */
+  failsWorkflow: boolean;
+  /** Whether the item publishes its pending decisions for the review inbox (engine 7). */
+  publishesDecisions: boolean;
+  /** How a `fan_out` stage runs its elements: engines 1 to 4 started them from the work item itself. */
+  fanOut(run: StageKindRun, outcome?: Artefact): Promise<StageActivityResult>;
+}
+
+/** What one attempt of a stage kind is given by the stage runner. */
+export interface KindAttempt {
+  /** The stage, its item, input, upstream artefacts, the attempt number and its feedback. */
+  run: StageKindRun;
+  /** The stage's index in the pipeline: child workflow ids name it. */
+  stageIndex: number;
+  /** The rules of the engine version the item started on. */
+  engine: KindEngineRules;
+}
+
+/**
+ * Where a kind's pending decisions (DESIGN.md: every human decision is one pending decision) are published,
+ * so the review inbox and `treadle decisions` find them: in the work item's own state and memo (`item`), in
+ * a child workflow of its own that names the item (`child`), or nowhere because it asks no human (`none`).
+ */
+export type KindDecisions = 'item' | 'child' | 'none';
+
+/**
+ * A stage kind as workflow code sees it. Register one with `registerWorkflowKind` (src/kinds/workflow-table.ts)
+ * in a module the workflow bundle imports; its worker side goes to `registerWorkerKind` (src/kinds/index.ts).
+ */
+export interface WorkflowStageKind {
+  /** The `run:` (or `type:`) that names the kind in a pipeline spec. */
+  readonly name: string;
+  /**
+   * Runs one attempt; its result is judged like an activity's (gate, policy, review). It must be
+   * deterministic workflow code and schedule the same commands in the same order on replay.
+   */
+  runAttempt(attempt: KindAttempt): Promise<StageActivityResult>;
+  /** Whether its attempts call models, so the item's token budget applies to the stage. */
+  readonly callsModels: boolean;
+  /**
+   * The wire names of the messages (signals, updates, queries) its workflows or the work item handle for it;
+   * wire names are unique per workflow type, which a unit test checks across the table.
+   */
+  readonly messages: readonly string[];
+  /** Where its pending decisions are published. */
+  readonly decisions: KindDecisions;
+}
