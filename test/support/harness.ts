@@ -45,7 +45,18 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
   taskQueue?: string;
   /** The engine version items start on (default the newest): runs older items' branches. */
   engineVersion?: number;
+  /**
+   * How long the harness's client waits for the worker to answer a query or update (default
+   * {@link HARNESS_ANSWER_WAIT_MS}). Tests of the no-worker answer make their own client with the 2-s default.
+   */
+  answerWaitMs?: number;
 }
+
+/**
+ * The harness's client waits this long for its worker to answer: the worker runs, so an answer comes, but a
+ * query may replay a whole history first (maxCachedWorkflows 0) on a machine the other suites load.
+ */
+export const HARNESS_ANSWER_WAIT_MS = 60_000;
 
 export function testAddress(): string {
   const address = process.env.TREADLE_TEST_ADDRESS;
@@ -84,7 +95,11 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(
   const connection = await Connection.connect({ address });
   // The same claim-check the worker uses, so payloads it offloaded (over 256 KiB) read back here too.
   const temporal = new Client({ connection, dataConverter: { externalStorage: treadleExternalStorage(blobs) } });
-  const client = new TreadleClient(temporal, { taskQueue, blobs });
+  const client = new TreadleClient(temporal, {
+    taskQueue,
+    blobs,
+    answerWaitMs: options.answerWaitMs ?? HARNESS_ANSWER_WAIT_MS,
+  });
   let counter = 0;
   return {
     client,
