@@ -101,7 +101,6 @@ const LONG_FILES_UNTIL_SPLIT = [
   'src/kinds/tdd/worker/prompts.ts',
   'src/kinds/loop/workflow.ts',
   'src/agents/claude-code.ts',
-  'src/kinds/tdd/node-run.ts',
 ];
 
 export default tseslint.config(
