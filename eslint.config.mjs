@@ -99,7 +99,6 @@ const LONG_FUNCTIONS_UNTIL_SPLIT = [
 const LONG_FILES_UNTIL_SPLIT = [
   'src/workflows/work-item-run.ts',
   'src/kinds/tdd/worker/prompts.ts',
-  'src/kinds/loop/workflow.ts',
   'src/agents/claude-code.ts',
 ];
 
