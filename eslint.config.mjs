@@ -83,7 +83,6 @@ const MODEL_IMPORTING_KINDS = [
  */
 const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/activities/index.ts',
-  'src/activities/test-command.ts',
   'src/agents/claude-code.ts',
   'src/agents/worktree-tools.ts',
   'src/cli/review.ts',
