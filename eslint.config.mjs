@@ -86,7 +86,6 @@ const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/agents/claude-code.ts',
   'src/agents/worktree-tools.ts',
   'src/cli/review.ts',
-  'src/engine/review.ts',
   'src/kinds/approval/worker/activities.ts',
   'src/kinds/approval/stage.ts',
   'src/kinds/contract/stage.ts',
