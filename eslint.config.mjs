@@ -85,7 +85,6 @@ const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/activities/index.ts',
   'src/agents/claude-code.ts',
   'src/agents/worktree-tools.ts',
-  'src/cli/review.ts',
   'src/kinds/approval/worker/activities.ts',
   'src/kinds/approval/stage.ts',
   'src/kinds/contract/stage.ts',
