@@ -84,7 +84,6 @@ const MODEL_IMPORTING_KINDS = [
 const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/activities/index.ts',
   'src/agents/claude-code.ts',
-  'src/agents/worktree-tools.ts',
   'src/kinds/approval/worker/activities.ts',
   'src/kinds/approval/stage.ts',
   'src/kinds/contract/stage.ts',
