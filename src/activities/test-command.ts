@@ -157,23 +157,7 @@ export async function runTestCommand(input: RunTestCommandInput): Promise<TestRu
   const started = performance.now();
   const output = new HeadTailBuffer(input.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES);
   const tap = new TapParser();
-  const child = spawn(file, args, {
-    cwd: input.cwd,
-    env: testEnv(input.env),
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    windowsHide: true,
-  });
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-    child.once('exit', (code, sig) => resolve([code, sig])),
-  );
-  await new Promise<void>((resolve, reject) => {
-    child.once('spawn', resolve);
-    child.once('error', (error) =>
-      reject(new Error(`the test command ${file} could not start in ${input.cwd}: ${error.message}`)),
-    );
-  });
-  child.on('error', () => undefined); // started: failures show as the exit code
+  const { child, exited } = await startCommand(file, args, input);
 
   const killGroup = (): void => {
     try {
@@ -232,6 +216,31 @@ export async function runTestCommand(input: RunTestCommandInput): Promise<TestRu
       counts: tap.counts(),
     }),
   };
+}
+
+/**
+ * Starts `file` in `input.cwd` in a process group of its own; resolves once it runs, with its exit to come
+ * (listened for from the start, so an early exit is not missed), and rejects when it cannot start.
+ */
+async function startCommand(file: string, args: string[], input: RunTestCommandInput) {
+  const child = spawn(file, args, {
+    cwd: input.cwd,
+    env: testEnv(input.env),
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    windowsHide: true,
+  });
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.once('exit', (code, sig) => resolve([code, sig])),
+  );
+  await new Promise<void>((resolve, reject) => {
+    child.once('spawn', resolve);
+    child.once('error', (error) =>
+      reject(new Error(`the test command ${file} could not start in ${input.cwd}: ${error.message}`)),
+    );
+  });
+  child.on('error', () => undefined); // started: failures show as the exit code
+  return { child, exited };
 }
 
 function abortError(signal: AbortSignal): Error {

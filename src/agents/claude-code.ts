@@ -15,11 +15,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { compileOutputSchema, validateReply } from './output-schema';
 import { NO_USAGE, startCallRecord } from './call-record';
 import type { AgentContext, AgentProviderFactory } from './providers';
-import type { Agent, AgentMessage, AgentRequest, AgentResult, AgentUsage, CallRecord } from './types';
+import type { Agent, AgentRequest, AgentResult, AgentUsage, CallRecord } from './types';
 import {
   attemptWorkDir,
   claudeCodeEnvAllowList,
@@ -31,6 +31,14 @@ import {
   removeQuietly,
   type WorkDirLease,
 } from './claude-code-workspace';
+import {
+  buildInvocation,
+  type Invocation,
+  rememberSessionHere,
+  resumableHere,
+  splitConversation,
+} from './claude-code-invocation';
+import { type CliOutcome, lastLine, parseCliOutput, sessionNotResumed, usageOf } from './claude-code-result';
 
 export {
   attemptWorkDir,
@@ -52,11 +60,6 @@ export const CLAUDE_CODE_DEFAULT_MODEL = 'claude-code-default';
 export const CLAUDE_CODE_HEARTBEAT_INTERVAL_MS = 5_000;
 /** How long a cancelled or timed-out CLI gets to exit after SIGTERM before it is sent SIGKILL. */
 export const CLAUDE_CODE_KILL_GRACE_MS = 2_000;
-/**
- * Prompts longer than this go to the CLI's stdin instead of argv: Linux caps one argument at 128 KiB
- * (MAX_ARG_STRLEN), and a long transcript preamble would otherwise fail to spawn (E2BIG).
- */
-const MAX_ARGV_PROMPT_BYTES = 100_000;
 /** How long to wait for stdout/stderr to close after the CLI exits (a leftover tool process may hold them). */
 const STDIO_DRAIN_MS = 1_000;
 /** How much of stderr is kept for the error message; only its last line is quoted. */
@@ -113,38 +116,6 @@ export interface ClaudeCodeAgentOptions {
   sessions?: ClaudeCodeSessions;
   /** Default {@link CLAUDE_CODE_HEARTBEAT_INTERVAL_MS}; shorter in tests. */
   heartbeatIntervalMs?: number;
-}
-
-/** The final `result` message the CLI prints with `--output-format json`; unknown fields are ignored. */
-const CliResultSchema = z.object({
-  type: z.literal('result'),
-  subtype: z.string().optional(),
-  is_error: z.boolean().optional(),
-  result: z.string().optional(),
-  session_id: z.string().optional(),
-  usage: z
-    .object({
-      input_tokens: z.number().optional(),
-      output_tokens: z.number().optional(),
-      cache_read_input_tokens: z.number().optional(),
-    })
-    .optional(),
-  total_cost_usd: z.number().optional(),
-  duration_ms: z.number().optional(),
-});
-type CliResult = z.infer<typeof CliResultSchema>;
-
-/** How one run of the CLI ended. */
-type CliOutcome =
-  | { kind: 'exited'; code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
-  | { kind: 'spawn-failed'; error: NodeJS.ErrnoException; synchronous: boolean }
-  | { kind: 'aborted' }
-  | { kind: 'timed-out' };
-
-/** One invocation of the CLI: its arguments, and the prompt on stdin when it is not in argv. */
-interface Invocation {
-  args: string[];
-  stdin?: string;
 }
 
 /**
@@ -340,71 +311,6 @@ export const claudeCodeAgentFactory: AgentProviderFactory = (ctx) => new ClaudeC
  */
 export type ClaudeCodeRequest = AgentRequest;
 
-/**
- * Where the sessions this process made live (session id → working directory). The CLI keeps a session on the
- * machine and under the directory that made it, so a stored session can be resumed only there; elsewhere the
- * call sends the transcript at once rather than a `--resume` bound to fail. This says where, never which: the
- * session to continue always comes from the stored conversation. Oldest entries go first past the cap.
- */
-const sessionsMadeHere = new Map<string, string>();
-const MAX_SESSIONS_REMEMBERED = 10_000;
-
-function rememberSessionHere(sessionId: string, cwd: string): void {
-  sessionsMadeHere.delete(sessionId);
-  sessionsMadeHere.set(sessionId, cwd);
-  if (sessionsMadeHere.size > MAX_SESSIONS_REMEMBERED) sessionsMadeHere.delete(sessionsMadeHere.keys().next().value!);
-}
-
-/** The stored session when the CLI can resume it from `cwd` in this process, else undefined. */
-function resumableHere(sessionId: string | undefined, cwd: string): string | undefined {
-  return sessionId !== undefined && sessionsMadeHere.get(sessionId) === cwd ? sessionId : undefined;
-}
-
-/** A resumed call that exited with an error and printed no result: the CLI could not load the session. */
-function sessionNotResumed(outcome: CliOutcome): boolean {
-  return outcome.kind === 'exited' && outcome.code !== 0 && !parseCliOutput(outcome.stdout).ok;
-}
-
-/** The last user message and everything before it; undefined when the conversation does not end with the user. */
-function splitConversation(messages: AgentMessage[]): { earlier: AgentMessage[]; last: string } | undefined {
-  const last = messages[messages.length - 1];
-  if (last?.role !== 'user') return undefined;
-  return { earlier: messages.slice(0, -1), last: last.content };
-}
-
-/**
- * The CLI arguments for a call. A resumed session already holds the earlier messages, so only the last
- * one is sent; otherwise they lead the prompt as a transcript.
- */
-function buildInvocation(
-  request: AgentRequest,
-  conversation: { earlier: AgentMessage[]; last: string },
-  resumeSessionId: string | undefined,
-  extraArgs: string[],
-): Invocation {
-  const parts: string[] = [];
-  if (resumeSessionId === undefined && conversation.earlier.length > 0) {
-    parts.push(`Previous conversation:\n${conversation.earlier.map((m) => `${m.role}: ${m.content}`).join('\n\n')}`);
-  }
-  parts.push(conversation.last);
-  if (request.outputSchema !== undefined) {
-    parts.push(
-      `Answer with only a JSON value matching this JSON Schema, with no other text and no code fence:\n${JSON.stringify(request.outputSchema)}`,
-    );
-  }
-  const prompt = parts.join('\n\n');
-
-  // The prompt is a positional argument: one starting with "-" would be read as an option, so it goes to
-  // stdin instead (as does an over-long one), which `claude -p` reads when no prompt is given.
-  const viaStdin = prompt.startsWith('-') || Buffer.byteLength(prompt) > MAX_ARGV_PROMPT_BYTES;
-  const args = viaStdin ? ['-p', '--output-format', 'json'] : ['-p', prompt, '--output-format', 'json'];
-  if (request.model !== undefined) args.push('--model', request.model);
-  if (resumeSessionId !== undefined) args.push('--resume', resumeSessionId);
-  if (request.system !== undefined) args.push('--append-system-prompt', request.system);
-  args.push(...extraArgs);
-  return viaStdin ? { args, stdin: prompt } : { args };
-}
-
 /** Runs the CLI to completion, cancellation or timeout, heartbeating meanwhile. Never rejects. */
 function runCli(
   command: string,
@@ -516,51 +422,8 @@ function runCli(
   });
 }
 
-/** Reads the CLI's JSON result; tolerates a message array (`--verbose`) and stray lines before the JSON. */
-function parseCliOutput(stdout: string): { ok: true; value: CliResult } | { ok: false; reason: string } {
-  const trimmed = stdout.trim();
-  if (trimmed === '') return { ok: false, reason: 'stdout is empty' };
-  const candidates = [trimmed, lastLine(trimmed)].filter((c): c is string => c !== undefined);
-  let reason = 'not JSON';
-  for (const candidate of candidates) {
-    let value: unknown;
-    try {
-      value = JSON.parse(candidate);
-    } catch {
-      continue;
-    }
-    const message: unknown = Array.isArray(value) ? [...(value as unknown[])].reverse().find(isResultMessage) : value;
-    const parsed = CliResultSchema.safeParse(message);
-    if (parsed.success) return { ok: true, value: parsed.data };
-    reason = `JSON without a result message: ${parsed.error.issues[0]?.message ?? 'unexpected shape'}`;
-  }
-  return { ok: false, reason };
-}
-
-function isResultMessage(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && (value as { type?: unknown }).type === 'result';
-}
-
-function usageOf(result: CliResult): AgentUsage {
-  const count = (n: number | undefined): number => Math.max(0, Math.round(n ?? 0));
-  return {
-    inputTokens: count(result.usage?.input_tokens),
-    outputTokens: count(result.usage?.output_tokens),
-    cacheReadTokens: count(result.usage?.cache_read_input_tokens),
-  };
-}
-
 function cancelled(call: CallRecord): CancelledFailure {
   return new CancelledFailure('the claude-code call was cancelled', [call]);
-}
-
-/** The last non-empty line of a text, trimmed. */
-function lastLine(text: string): string | undefined {
-  return text
-    .split(/\r?\n/)
-    .map((l) => l.trim())
-    .filter((l) => l !== '')
-    .pop();
 }
 
 function oneLine(text: string): string {

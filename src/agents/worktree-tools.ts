@@ -148,38 +148,40 @@ export function worktreeTools(access: WorktreeAccess): AgentTool[] {
       summarize: (input) => pathOf(input),
     },
   ];
-  const runTests = access.runTests;
-  if (runTests) {
-    tools.push({
-      name: 'run_tests',
-      description:
-        "Run the project's test command in your worktree, on the given test files or on the whole suite. Returns a one-line summary and the end of the output.",
-      inputSchema: objectSchema(
-        {
-          files: {
-            type: 'array',
-            items: { type: 'string' },
-            description: `Test files to run, each ${PATH_DESCRIPTION} Default: the whole suite.`,
-          },
-        },
-        [],
-      ),
-      run: async (input, context) => {
-        const files = parse(TestInput, input).files ?? [];
-        const run = await runTests(files, context.signal);
-        const output =
-          run.output.length > MAX_TEST_OUTPUT_CHARS
-            ? `… (output cut; its end follows)\n${run.output.slice(-MAX_TEST_OUTPUT_CHARS)}`
-            : run.output;
-        return `${run.passed ? 'PASSED' : 'FAILED'}: ${run.summary}\n\n${output}`;
-      },
-      summarize: (input) => {
-        const files = (input as { files?: unknown } | null)?.files;
-        return Array.isArray(files) && files.length > 0 ? files.map(String).join(' ') : '(all)';
-      },
-    });
-  }
+  if (access.runTests) tools.push(runTestsTool(access.runTests));
   return tools;
+}
+
+/** `run_tests`: the project's test command on some test files or the whole suite; a summary and the output's end. */
+function runTestsTool(runTests: NonNullable<WorktreeAccess['runTests']>): AgentTool {
+  return {
+    name: 'run_tests',
+    description:
+      "Run the project's test command in your worktree, on the given test files or on the whole suite. Returns a one-line summary and the end of the output.",
+    inputSchema: objectSchema(
+      {
+        files: {
+          type: 'array',
+          items: { type: 'string' },
+          description: `Test files to run, each ${PATH_DESCRIPTION} Default: the whole suite.`,
+        },
+      },
+      [],
+    ),
+    run: async (input, context) => {
+      const files = parse(TestInput, input).files ?? [];
+      const run = await runTests(files, context.signal);
+      const output =
+        run.output.length > MAX_TEST_OUTPUT_CHARS
+          ? `… (output cut; its end follows)\n${run.output.slice(-MAX_TEST_OUTPUT_CHARS)}`
+          : run.output;
+      return `${run.passed ? 'PASSED' : 'FAILED'}: ${run.summary}\n\n${output}`;
+    },
+    summarize: (input) => {
+      const files = (input as { files?: unknown } | null)?.files;
+      return Array.isArray(files) && files.length > 0 ? files.map(String).join(' ') : '(all)';
+    },
+  };
 }
 
 function objectSchema(properties: JsonSchemaObject, required: string[]): JsonSchemaObject {

@@ -8,6 +8,12 @@ import { withClient } from './with-client';
 
 /** Registers `treadle reviews` and `review`. */
 export function registerReviewCommands(program: Command): void {
+  registerReviewsCommand(program);
+  registerReviewCommand(program);
+}
+
+/** `treadle reviews`: the reviews pending across all work items, as a table or JSON. */
+function registerReviewsCommand(program: Command): void {
   program
     .command('reviews')
     .description('pending reviews across all work items')
@@ -35,7 +41,10 @@ export function registerReviewCommands(program: Command): void {
         process.stdout.write(`${table(['ITEM', 'PIPELINE', 'STAGE', 'REASON', 'REQUESTED', 'WHY'], rows)}\n`);
       }),
     );
+}
 
+/** `treadle review <id> <stage>`: approve, reject, or approve with an edited artefact. */
+function registerReviewCommand(program: Command): void {
   program
     .command('review <id> <stage>')
     .description('approve, reject, or approve with an edited artefact')

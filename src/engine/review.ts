@@ -97,20 +97,13 @@ export interface ReviewDecided {
 }
 
 /**
- * Applies a review outcome, or the TTL's expiry (`resolution` undefined), to a stage waiting for review.
- * Expiry means exactly what the configured action means when a human takes it: `approve` on a spent token
- * budget lets the stage continue, elsewhere it approves the latest output; `reject` fails the stage.
+ * The review to apply, the reviewer's or on expiry the configured action's (`expired`), and the record it
+ * leaves on the stage.
  */
-export function decideReview(args: {
-  stage: string;
-  reason: ReviewReason;
-  attempts: AttemptRecord[];
-  resolution: AcceptedReview | undefined;
-  onReviewExpired: 'approve' | 'reject';
-  reviewTtlMs: number | null;
-  at: string;
-}): ReviewDecided {
-  const { stage, attempts, at } = args;
+function reviewOutcome(
+  args: Pick<Parameters<typeof decideReview>[0], 'stage' | 'resolution' | 'onReviewExpired' | 'at'>,
+): { resolution: AcceptedReview; expired: boolean; review: ReviewRecord } {
+  const { stage, at } = args;
   const resolution = args.resolution ?? {
     stage,
     reviewer: 'ttl',
@@ -124,6 +117,26 @@ export function decideReview(args: {
   const review: ReviewRecord = expired
     ? { reviewer: 'ttl', kind: outcome.kind === 'approve' ? 'expired_approve' : 'expired_reject', at }
     : { reviewer, kind: outcome.kind, at, ...(outcome.note !== undefined ? { note: outcome.note } : {}) };
+  return { resolution, expired, review };
+}
+
+/**
+ * Applies a review outcome, or the TTL's expiry (`resolution` undefined), to a stage waiting for review.
+ * Expiry means exactly what the configured action means when a human takes it: `approve` on a spent token
+ * budget lets the stage continue, elsewhere it approves the latest output; `reject` fails the stage.
+ */
+export function decideReview(args: {
+  stage: string;
+  reason: ReviewReason;
+  attempts: AttemptRecord[];
+  resolution: AcceptedReview | undefined;
+  onReviewExpired: 'approve' | 'reject';
+  reviewTtlMs: number | null;
+  at: string;
+}): ReviewDecided {
+  const { stage, attempts } = args;
+  const { resolution, expired, review } = reviewOutcome(args);
+  const { outcome, reviewer } = resolution;
   const after = formatDuration(args.reviewTtlMs ?? 0);
   const event = (message: string): ReviewDecided['event'] =>
     expired

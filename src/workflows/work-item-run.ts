@@ -1,7 +1,7 @@
 /**
  * One work item's run: its state, its message handlers (reviews, approvals, fan-out progress, queries), the
- * scheduler that starts stages as their dependencies settle, and what it publishes (status, pending reviews
- * and approvals as search attributes and memo, the Web UI details). The `workItem` workflow (work-item.ts)
+ * scheduler that starts stages as their dependencies settle, and when it publishes (what it publishes, as
+ * search attributes, memo and Web UI details, is work-item-publishing.ts). The `workItem` workflow (work-item.ts)
  * is a short shell over this class; each stage runs in the stage runner chosen by the item's engine version.
  */
 import {
@@ -9,9 +9,7 @@ import {
   CancellationScope,
   isCancellation,
   proxyLocalActivities,
-  setCurrentDetails,
   setHandler,
-  upsertSearchAttributes,
   workflowInfo,
   uuid4,
 } from '@temporalio/workflow';
@@ -22,15 +20,6 @@ import { PREPARE_PIPELINE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
 import { unpackStages } from '../model/packed-stages';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
-import {
-  MAX_APPROVAL_IDS_ATTRIBUTE,
-  REVIEWS_MEMO_KEY,
-  TreadleApprovals,
-  TreadleDecisionAt,
-  TreadlePendingReviews,
-  TreadlePipeline,
-  TreadleStatus,
-} from '../model/search-attributes';
 import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
 import {
   WORK_ITEM_FAILED,
@@ -44,7 +33,6 @@ import {
 } from '../model/state';
 import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
 import {
-  APPROVALS_MEMO_KEY,
   applyDecision,
   approvalSignal,
   checkApprovalDecision,
@@ -55,18 +43,11 @@ import {
 } from '../kinds/workflow-table';
 import { engineRules } from './legacy';
 import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
-import {
-  EventStream,
-  Publications,
-  attributeStages,
-  describePayload,
-  pendingDecisionSet,
-  reviewsMemo,
-  stageOf,
-} from '../workflow-kit/publishing';
+import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
-import { approvalsMemoOf, pageOfState, renderDetails } from './work-item-details';
+import { pageOfState } from './work-item-details';
+import { WorkItemPublications } from './work-item-publishing';
 
 // A local activity: it only reads the worker's registry, so it needs no task-queue round trip.
 const preparePipeline = proxyLocalActivities<{
@@ -89,11 +70,6 @@ const ROUTINE_EVENTS: ReadonlySet<EventType> = new Set<EventType>([
   'RetryAttempt',
 ]);
 
-/** The name under which the search attributes' last published value is kept. */
-const ATTRIBUTES = 'attributes';
-/** The name under which the pending decisions last published are kept (engine 7). */
-const DECISIONS = 'decisions';
-
 /** A work item's state and handlers; `run` takes it from its start to its result. */
 export class WorkItemRun implements Scheduling {
   readonly state: WorkItemState;
@@ -101,7 +77,7 @@ export class WorkItemRun implements Scheduling {
   private input: Json;
   private readonly resolutions = new Map<string, AcceptedReview>();
   private readonly events: EventStream;
-  private readonly published = new Publications();
+  private readonly publications = new WorkItemPublications();
   /** The rules of the engine version the item started on, known once the prepare step has answered. */
   private engine: EngineRules = LIVE_ENGINE;
   private spec: PipelineSpec | undefined;
@@ -289,7 +265,7 @@ export class WorkItemRun implements Scheduling {
     const prepared = await preparePipeline({ pipeline: args.pipeline });
     // The engine version the item started on, recorded with the prepare step, decides the rules from here on.
     this.engine = engineRules(prepared.engine);
-    if (this.engine.trustsStartAttributes) this.assumeStartAttributes();
+    if (this.engine.trustsStartAttributes) this.publications.assumeStartAttributes(this.state.pipeline);
     if (!prepared.ok) {
       state.problems = prepared.problems;
       return this.end(`pipeline ${state.pipeline} is invalid: ${prepared.problems.join('; ')}`);
@@ -336,20 +312,6 @@ export class WorkItemRun implements Scheduling {
     const asked = fanOutElementOf(this.args) === undefined || this.args.failAsWorkflow === true;
     if (result.status === 'completed' || !this.engine.failsWorkflow || !asked) return result;
     throw failureCarrying(WORK_ITEM_FAILED, result.error ?? 'work item failed', result);
-  }
-
-  /**
-   * TreadleClient.start sets the pipeline and `running` as the item starts: nothing to upsert until they
-   * change (an upsert is an event and a visibility write). Items started by other means get the upsert.
-   */
-  private assumeStartAttributes(): void {
-    const started = workflowInfo().typedSearchAttributes;
-    if (
-      started.get(TreadlePipeline) === this.state.pipeline &&
-      started.get(TreadleStatus) === 'running' &&
-      started.get(TreadlePendingReviews) === undefined
-    )
-      this.published.assume(ATTRIBUTES, JSON.stringify(['running', [], []]));
   }
 
   /**
@@ -444,37 +406,7 @@ export class WorkItemRun implements Scheduling {
   publish(): void {
     const { state } = this;
     if (!this.settledStatus) state.status = itemStatus(state.stages);
-    const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
-    const approvalIds = pendingApprovalIds(state).slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
-    const first = !this.published.has(ATTRIBUTES);
-    // Engine 7 upserts when the pending set changed even if the attribute's cut-short stage list did not.
-    const decisionsChanged =
-      this.engine.publishesDecisions &&
-      this.published.decisionsChanged(DECISIONS, pendingDecisionSet(state.pendingReviews, pendingApprovalIds(state)));
-    const attributesChanged = this.published.changed(ATTRIBUTES, JSON.stringify([state.status, waiting, approvalIds]));
-    if (attributesChanged || decisionsChanged) {
-      // When to upsert stays what it was (commands replay); the value also names decided requests, newest
-      // first, so a decision on one finds its item and hears how it was decided instead of "not found".
-      const decidedIds = (state.approvals ?? [])
-        .filter((r) => r.status !== 'pending')
-        .map((r) => r.id)
-        .reverse();
-      const searchableIds = [...approvalIds, ...decidedIds].slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
-      upsertSearchAttributes([
-        ...(first ? [{ key: TreadlePipeline, value: state.pipeline }] : []),
-        { key: TreadleStatus, value: state.status },
-        { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
-        // Only once an item has had approvals: items without any never carry the attribute.
-        ...(approvalIds.length > 0 || state.approvals !== undefined
-          ? [{ key: TreadleApprovals, value: searchableIds.length > 0 ? searchableIds : null }]
-          : []),
-        // Workflow time: deterministic, and when the set changed as far as a listing of changes is concerned.
-        ...(decisionsChanged ? [{ key: TreadleDecisionAt, value: new Date() }] : []),
-      ]);
-    }
-    if (state.approvals !== undefined) this.published.memo(APPROVALS_MEMO_KEY, approvalsMemoOf(state), false);
-    this.published.memo(REVIEWS_MEMO_KEY, reviewsMemo(state.pipeline, state.pendingReviews), true);
-    setCurrentDetails(renderDetails(state));
+    this.publications.publish(state, this.engine.publishesDecisions);
   }
 
   /** Cancelled from outside (temporal workflow cancel): recorded where UIs and listings look. */
@@ -532,9 +464,4 @@ function readName(pipeline: unknown): string {
   return typeof pipeline === 'object' && pipeline !== null && typeof (pipeline as { name?: unknown }).name === 'string'
     ? (pipeline as { name: string }).name
     : '(unnamed)';
-}
-
-/** The ids of the item's approval requests that wait for a decision, oldest first. */
-function pendingApprovalIds(state: WorkItemState): string[] {
-  return (state.approvals ?? []).filter((r) => r.status === 'pending').map((r) => r.id);
 }

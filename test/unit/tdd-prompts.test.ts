@@ -23,16 +23,18 @@ import {
   exitJsonSchema,
   exitNames,
   invalidReplyFeedback,
-  jinjaConditions,
-  jinjaMap,
-  jinjaTruthy,
   nudgeMessage,
   parseNodeOutput,
   parseNodeReply,
-  renderNodeTemplate,
   replyInstructions,
-  type NodeTemplateVars,
 } from '../../src/kinds/tdd/worker/prompts';
+import {
+  jinjaConditions,
+  jinjaMap,
+  jinjaTruthy,
+  renderNodeTemplate,
+  type NodeTemplateVars,
+} from '../../src/kinds/tdd/worker/node-templates';
 import { TDD_TEMPLATES } from '../../src/kinds/tdd/prompt-templates';
 import { compileOutputSchema } from '../../src/agents/output-schema';
 import { EXIT_SCHEMAS, TDD_NODES, type ExitName, type Spec, type TddNodeName } from '../../src/kinds/tdd/spec';

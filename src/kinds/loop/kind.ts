@@ -2,7 +2,7 @@
 import type { WorkflowStageKind } from '../../workflow-kit/stage-kind';
 import { loopQueueSignal, loopStateQuery, resumeLoopUpdate } from './messages';
 import { LOOP_STAGE } from './shapes';
-import { runLoopStage } from './workflow';
+import { runLoopStage } from './stage';
 
 /** A `loopStage` child workflow; a failed loop waiting for a resume is a pending decision of that child. */
 export const loopKind: WorkflowStageKind = {

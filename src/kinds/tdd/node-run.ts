@@ -8,7 +8,6 @@ import {
   condition,
   isCancellation,
   getExternalWorkflowHandle,
-  proxyActivities,
   setCurrentDetails,
   setHandler,
   TemporalFailure,
@@ -23,11 +22,12 @@ import {
   afterScaffold,
   afterWriteTests,
   barrierReady,
-  type TddCounters,
   type TddRoute,
 } from './routes';
-import { addTotals, callBatchOf } from '../../engine/usage';
+import { addTotals } from '../../engine/usage';
 import { TDD_NODE_ACTIVITY, TDD_WORKTREE_ACTIVITY } from '../../model/activity-types';
+import { noDecision, recordCall, tddActivities } from './node-activities';
+import { routeCounters, startingState } from './node-state';
 import type {
   ImplExit,
   MergerExit,
@@ -38,16 +38,14 @@ import type {
   TddNodeName,
 } from './spec';
 import {
-  MAX_IMPL_ATTEMPTS,
   type TddNodeCallInput,
   type TddNodeCallResult,
   type TddNodeInput,
   type TddNodeResult,
   type TddNodeState,
-  type TddWorktreeInput,
   type TddWorktreeResult,
 } from './shapes';
-import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../../model/limits';
+import { truncateText } from '../../model/limits';
 import type { EventType, TreadleEvent, UsageTotals } from '../../model/shapes';
 import type { StateQueryArgs } from '../../model/state';
 import { describeFailure, eventPage, failureWithUsage, now, usageReported } from '../../workflow-kit/common';
@@ -58,28 +56,6 @@ import { tddStateQuery } from './messages';
 import { HumanReviews, type ReviewingNode } from './human-review';
 import { MergeHandshake, treeFailure, type MergingNode } from './merge-handshake';
 import { describeRoute, renderDetails, signalOf } from './node-view';
-
-const tdd = proxyActivities<{
-  [TDD_NODE_ACTIVITY]: (input: TddNodeCallInput) => Promise<TddNodeCallResult>;
-  [TDD_WORKTREE_ACTIVITY]: (input: TddWorktreeInput) => Promise<TddWorktreeResult>;
-}>({
-  // Agent calls with tool use and test runs: long, heartbeating; a lost worker is noticed within the timeout.
-  startToCloseTimeout: '2h',
-  heartbeatTimeout: STEP_HEARTBEAT_TIMEOUT,
-  retry: {
-    maximumAttempts: 3,
-    nonRetryableErrorTypes: [
-      'RepositoryNotAllowed',
-      'TestCommandNotAllowed',
-      'UnknownAgent',
-      'InvalidInput',
-      'AgentUnavailableError',
-    ],
-  },
-});
-
-/** Refusals the Web UI's details show, the latest. */
-const LATEST_REFUSALS_SHOWN = 3;
 
 /** One run of a TDD node: its state, its handlers and its walk of the graph. */
 export class TddNodeRun implements ReviewingNode, MergingNode {
@@ -112,28 +88,7 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     this.branch = `tdd/${input.nodePath}`;
     this.conversationId = `tdd:${input.treeId}:${input.nodePath}`;
     this.settings = input.settings;
-    const conversationId = this.conversationId;
-    this.state = {
-      kind: 'tdd',
-      nodePath: input.nodePath,
-      specId: input.specId,
-      treeId: input.treeId,
-      status: 'running',
-      phase: 'starting',
-      branch: this.branch,
-      depth: input.depth,
-      counters: { implAttempt: 1, reviewRounds: 0, scaffoldRuns: 0, calls: {}, agentCalls: {} },
-      memory: {
-        tdd: { conversationId, coveredCriteria: [], pendingTests: [] },
-        impl: { conversationId, passedTests: [], attemptHistory: [] },
-      },
-      children: [],
-      exits: {},
-      pendingReviews: [],
-      events: [],
-      eventCount: 0,
-      startedAt: now(),
-    };
+    this.state = startingState(input, this.branch, this.conversationId);
     // Messages carry agents' text, so they are cut to the usual length.
     this.events = new EventStream(this.state, this.info.workflowId, undefined, true);
   }
@@ -165,18 +120,6 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     setCurrentDetails(renderDetails(this.state));
   }
 
-  private counters(): TddCounters {
-    const { state, settings } = this;
-    return {
-      implAttempt: state.counters.implAttempt,
-      maxImplAttempts: MAX_IMPL_ATTEMPTS,
-      reviewRounds: state.counters.reviewRounds,
-      maxReviewRounds: settings.maxReviewRounds,
-      scaffoldRuns: state.counters.scaffoldRuns,
-      maxScaffoldRuns: settings.maxScaffoldRuns,
-    };
-  }
-
   /** `{ usage }`: the totals of this node's calls and its children's, or nothing when there were none. */
   usageOfTree(): { usage?: UsageTotals } {
     const usage = addTotals(this.state.usage, ...this.state.children.map((c) => c.usage));
@@ -201,12 +144,12 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     try {
       this.emit('ItemStarted', `TDD node ${input.nodePath} started on ${branch} (depth ${input.depth})`);
       this.publish();
-      this.worktree = await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch, base: input.base });
+      this.worktree = await tddActivities[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch, base: input.base });
       state.worktree = this.worktree.worktree;
       this.baseCommit = this.worktree.head;
       this.rootTarget =
         input.parentWorkflowId === undefined
-          ? await tdd[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch: input.mergeInto, base: input.base })
+          ? await tddActivities[TDD_WORKTREE_ACTIVITY]({ repo: input.repo, branch: input.mergeInto, base: input.base })
           : undefined;
       const result = await this.walk();
       await this.handshake.settleChildren(result);
@@ -333,7 +276,11 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
       ...several,
     });
     if (rebased.exit === 'NoDecision') return noDecision('rebaser', rebased);
-    const next = afterRebaser(signalOf<RebaserExit>(rebased), this.counters(), this.scaffolded);
+    const next = afterRebaser(
+      signalOf<RebaserExit>(rebased),
+      routeCounters(this.state, this.settings),
+      this.scaffolded,
+    );
     if (
       next.to !== 'tddWriteTests' ||
       route.to === 'tddWriteTests' ||
@@ -373,7 +320,7 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
         ...new Set([...state.memory.tdd.coveredCriteria, ...(r.envelope.pendingCriteria ?? [])]),
       ];
     }
-    return afterWriteTests(signalOf<TDDWriteTestsExit>(r), this.counters());
+    return afterWriteTests(signalOf<TDDWriteTestsExit>(r), routeCounters(this.state, this.settings));
   }
 
   /** ImplBarrier: waits until every child settled, or a child's request or a sibling's merge needs serving. */
@@ -413,14 +360,14 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
       this.implementationExists = true;
       state.memory.impl.passedTests = r.envelope.passedTests ?? [];
     }
-    return afterImpl(signalOf<ImplExit>(r), this.counters());
+    return afterImpl(signalOf<ImplExit>(r), routeCounters(this.state, this.settings));
   }
 
   /** TDDReviewImpl: the node's own review of its implementation. */
   private async review(): Promise<TddRoute> {
     const r = await this.call('tddReviewImpl');
     if (r.exit === 'NoDecision') return noDecision('tddReviewImpl', r);
-    const route = afterReview(signalOf<TDDReviewImplExit>(r), this.counters());
+    const route = afterReview(signalOf<TDDReviewImplExit>(r), routeCounters(this.state, this.settings));
     if (r.exit === 'Approved') this.refs.approval = r.exitRef;
     if (r.exit === 'MoreTests') {
       this.state.counters.reviewRounds++;
@@ -464,7 +411,7 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
         ref: r.exitRef,
         ...(r.exitBytes !== undefined ? { bytes: r.exitBytes } : {}),
       };
-    return afterMerger(signalOf<MergerExit>(r), this.counters());
+    return afterMerger(signalOf<MergerExit>(r), routeCounters(this.state, this.settings));
   }
 
   /** A human's turn: the answer is addressed to the step it resumes (Scaffold or Impl), however late that runs. */
@@ -507,7 +454,7 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     const callIndex = state.counters.calls[node] ?? 0;
     state.counters.calls[node] = callIndex + 1;
     this.publish();
-    const result = await tdd[TDD_NODE_ACTIVITY]({
+    const result = await tddActivities[TDD_NODE_ACTIVITY]({
       node,
       treeId: input.treeId,
       nodePath: input.nodePath,
@@ -529,52 +476,7 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
       ...extra,
     });
     if (note !== undefined) notes[node] = undefined;
-    state.counters.agentCalls[node] = (state.counters.agentCalls[node] ?? 0) + result.agentCalls;
-    const used = callBatchOf(result.calls)?.usage;
-    if (used) state.usage = addTotals(state.usage, used);
-    state.exits[node] = { exit: result.exit, ref: result.exitRef, summary: result.summary };
-    // What a reviewer judges: the newest diff and test output, each kept until a later call brings its own.
-    // Results recorded before diffs were stored carry `testRun` but no `diffRef`: such a node shows its test
-    // output, and a diff only from its next call with a commit.
-    if (result.diffRef !== undefined || result.testRun !== undefined)
-      state.latest = {
-        ...state.latest,
-        ...(result.diffRef !== undefined ? { diffRef: result.diffRef } : {}),
-        ...(result.testRun ? { testOutputRef: result.testRun.outputRef } : {}),
-      };
-    const refused = result.refusals;
-    if (refused) {
-      // Why the agent's work was refused is the user's business too; the activity capped the count and text.
-      const more = refused.count > refused.texts.length ? ` (and ${refused.count - refused.texts.length} more)` : '';
-      this.emit('WorkRefused', `${node}: refused ${refused.count}×: ${refused.texts.join('; ')}${more}`, {
-        stage: node,
-        details: { refused: refused.count, refusals: refused.texts },
-      });
-      const latest = [...(state.refusals?.texts ?? []), ...refused.texts].slice(-LATEST_REFUSALS_SHOWN);
-      state.refusals = { count: (state.refusals?.count ?? 0) + refused.count, texts: latest };
-    }
-    this.emit('NodeExit', `${node}: ${result.summary}`, {
-      stage: node,
-      details: {
-        exit: result.exit,
-        ref: result.exitRef,
-        ...(result.commit ? { commit: result.commit } : {}),
-        ...(result.testRun ? { tests: result.testRun.summary } : {}),
-        calls: callBatchOf(result.calls)?.usage.calls ?? 0,
-        nudged: result.nudged,
-        invalidReplies: result.invalidReplies,
-        ...(refused ? { refused: refused.count, refusals: refused.texts } : {}),
-      },
-    });
+    recordCall(state, node, result, (type, message, fields) => this.emit(type, message, fields));
     return result;
   }
-}
-
-/** A node that gave no valid decision is stuck: a human decides. */
-function noDecision(node: TddNodeName, result: TddNodeCallResult): TddRoute {
-  return {
-    to: 'human',
-    reason: 'stuck',
-    message: `${node} gave no valid decision: ${result.envelope.message ?? result.summary}`,
-  };
 }

@@ -1,7 +1,7 @@
 /**
  * The six agent templates of seed 001 (the V3 TDD protocol), copied character for character from the seed's
  * ```jinja blocks: the text between the opening and the closing fence lines, without a trailing newline. They
- * are Jinja2 templates, rendered by `renderNodeTemplate` in `prompts.ts` (nunjucks, with the few
+ * are Jinja2 templates, rendered by `renderNodeTemplate` in `worker/node-templates.ts` (nunjucks, with the few
  * Jinja2 filters nunjucks lacks).
  *
  * These templates are Treadle's own code, never read from a spec file or a request, so they may use a

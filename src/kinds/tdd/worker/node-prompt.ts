@@ -5,7 +5,8 @@
 import { readJson } from '../../../storage/blob-store';
 import { git } from './git';
 import { diffText } from './worktree-changes';
-import { renderNodeTemplate, replyInstructions } from './prompts';
+import { renderNodeTemplate } from './node-templates';
+import { replyInstructions } from './prompts';
 import type { NodeRun } from './call-state';
 import type { NodeContext } from '../shapes';
 import type {
