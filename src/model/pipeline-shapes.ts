@@ -5,7 +5,7 @@
 import type { Json } from './shapes';
 import type { GateRef } from './gate-ref';
 import type { SpecProblem } from './spec-problems';
-import type { ContractSpec } from '../kinds/contract/spec';
+import type { ContractSpec } from './contract-shapes';
 
 export const REVIEW_POLICIES = [
   'never',

@@ -21,7 +21,7 @@ import {
   ContractInput,
   contractProblems,
   LLM_CONTRACT_IMPLEMENTATION,
-} from '../kinds/contract/spec';
+} from './contract';
 import { describeIssue, type SpecProblem } from './spec-problems';
 import {
   ATTEMPT_CANCEL_MARGIN_MS,

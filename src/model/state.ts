@@ -2,9 +2,7 @@
  * Workflow and activity inputs and outputs, and the work item state served by the `state` query.
  * Everything is plain JSON: no Map, no Date (STYLE.md).
  */
-import type { QualityFlags } from '../kinds/contract/shapes';
-import type { ApprovalRequest } from '../kinds/approval/shapes';
-import type { FanOutProgress } from '../kinds/fan-out/shapes';
+import type { QualityFlags } from './contract-shapes';
 import type { PipelineSpec } from './pipeline';
 import type { PackedStages } from './packed-stages';
 import type {
@@ -62,6 +60,50 @@ export interface ReviewRecord {
   note?: string;
   reason?: string;
   attempt?: number;
+}
+
+/** A fan-out's progress on its stage, for the state query and `treadle status`. */
+export interface FanOutProgress {
+  total: number;
+  running: number;
+  completed: number;
+  failed: number;
+}
+
+/** Seed 003's statuses. `expired`: nobody decided within the TTL; treated as rejected. */
+export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
+
+/** One approval request (seed 003 `ApprovalRequest`), as the `state` query and listings show it. */
+export interface ApprovalRequest {
+  /** Short, unique across runs, stable: `ap-` and ten base32 characters. */
+  id: string;
+  /** The work item (seed: `pipeline_run_id`) and the workflow run that created the request. */
+  itemId: string;
+  runId: string;
+  step: string;
+  actionType: string;
+  /** The payload inline when small, else a blob reference (`{ref, bytes, summary}`). */
+  payload: Json;
+  /** One line saying what the action will do (the action type's own summary of the payload). */
+  summary: string;
+  /** What the reviewer should know: the stage's context and the element's own. */
+  context: string | null;
+  status: ApprovalStatus;
+  createdAt: string;
+  /** When it expires (or escalates); absent without a TTL. */
+  expiresAt?: string;
+  /** The group it is addressed to now (the escalation group once escalated). */
+  reviewers?: string;
+  escalated?: boolean;
+  decidedAt?: string;
+  decidedBy?: string;
+  reason?: string;
+  /** `hash(runId + step + inputHash)`: the action executes at most once for it. */
+  idempotencyKey: string;
+  /** After approval: the action's result (small, or by reference) or why it failed. */
+  result?: Json;
+  executedAt?: string;
+  error?: string;
 }
 
 /** One stage's state in the `state` query. */

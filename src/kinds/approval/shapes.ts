@@ -8,15 +8,16 @@
  * decision in the workflow history; payloads above the blob threshold in the blob store, by reference.
  */
 import type { Json } from '../../model/shapes';
+import type { ApprovalRequest, ApprovalStatus } from '../../model/state';
+
+// The requests are part of the work item's state (its `state` query), so their shapes live with it.
+export type { ApprovalRequest, ApprovalStatus } from '../../model/state';
 
 /** The stage implementation name of the approval stage kind (`run: approval`, or `type: approval`). */
 export const APPROVAL_STAGE = 'approval';
 
 /** What approval ids look like: `ap-` and ten characters of a base32 alphabet without l, o, 0 and 1. */
 export const APPROVAL_ID_PATTERN = /^ap-[a-km-np-z2-9]{10}$/;
-
-/** Seed 003's statuses. `expired`: nobody decided within the TTL; treated as rejected. */
-export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
 
 /** What happens to the run when a request is rejected (or expires). */
 export type OnReject = 'skip' | 'stop';
@@ -40,39 +41,6 @@ export interface ApprovalStageConfig {
   escalation?: { to: string; ttlMs: number; default: 'approve' | 'reject' };
   /** The reviewer group the request is first addressed to (shown in listings). */
   reviewers?: string;
-}
-
-/** One approval request (seed 003 `ApprovalRequest`), as the `state` query and listings show it. */
-export interface ApprovalRequest {
-  /** Short, unique across runs, stable: `ap-` and ten base32 characters. */
-  id: string;
-  /** The work item (seed: `pipeline_run_id`) and the workflow run that created the request. */
-  itemId: string;
-  runId: string;
-  step: string;
-  actionType: string;
-  /** The payload inline when small, else a blob reference (`{ref, bytes, summary}`). */
-  payload: Json;
-  /** One line saying what the action will do (the action type's own summary of the payload). */
-  summary: string;
-  /** What the reviewer should know: the stage's context and the element's own. */
-  context: string | null;
-  status: ApprovalStatus;
-  createdAt: string;
-  /** When it expires (or escalates); absent without a TTL. */
-  expiresAt?: string;
-  /** The group it is addressed to now (the escalation group once escalated). */
-  reviewers?: string;
-  escalated?: boolean;
-  decidedAt?: string;
-  decidedBy?: string;
-  reason?: string;
-  /** `hash(runId + step + inputHash)`: the action executes at most once for it. */
-  idempotencyKey: string;
-  /** After approval: the action's result (small, or by reference) or why it failed. */
-  result?: Json;
-  executedAt?: string;
-  error?: string;
 }
 
 /** A decision on a request: the `decideApproval` update's and the `approval` signal's argument. */

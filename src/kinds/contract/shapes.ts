@@ -3,9 +3,10 @@
  * constants only, no zod, so workflow code can import them. The spec's schema is in `spec.ts`.
  */
 import type { CallBatch, Json } from '../../model/shapes';
+import type { ContractSpec } from '../../model/contract-shapes';
 
-/** The built-in validator and reviser: an agent call driven by criteria text. */
-export const LLM_CONTRACT_IMPLEMENTATION = 'llm';
+// The contract's spec shapes are part of the pipeline spec (src/model/contract-shapes.ts).
+export { LLM_CONTRACT_IMPLEMENTATION, type ContractSpec, type QualityFlags } from '../../model/contract-shapes';
 
 /**
  * The failure type of a validate or revise call whose worker does not register the contract's validator or
@@ -16,33 +17,6 @@ export const UNKNOWN_CONTRACT_IMPLEMENTATION = 'UnknownContractImplementation';
 
 /** Revision calls of one round running at once. */
 export const CONTRACT_REVISION_LANES = 50;
-
-/** One contract of the canonical spec (`canonicalContract` in spec.ts makes it from the parsed input). */
-export interface ContractSpec {
-  from: string;
-  to: string;
-  /** Dot path of the list in `from`'s artefact; "" for the artefact itself. */
-  items: string;
-  itemId: string;
-  validate: { run: string; with?: Json };
-  revise: { run: string; with?: Json };
-  maxRetries: number;
-  /** `task_queue:` as written: where the contract's validator and reviser run when Treadle does not ship them. */
-  taskQueue?: string;
-  /**
-   * Set by the worker's prepare step: the contract activities (`treadle.contractValidate`,
-   * `treadle.contractRevise`) whose validator or reviser that worker does not register, and the queue whose
-   * workers do. Absent: everything runs on the item's queue.
-   */
-  queues?: Record<string, string>;
-}
-
-/** The seed's `quality_flags` of a consuming stage. */
-export interface QualityFlags {
-  items_produced: number;
-  validation_rejections: number;
-  validation_retries: number;
-}
 
 /** A validation round's input: round 0 reads the producer's artefact, later rounds apply the revisions. */
 /**

@@ -5,6 +5,10 @@
  * the workflow and the activities; the config is checked in `spec.ts`.
  */
 import type { Artefact, Json, UsageTotals } from '../../model/shapes';
+import type { FanOutProgress } from '../../model/state';
+
+// The progress is part of the work item's state (its `state` query), so its shape lives with it.
+export type { FanOutProgress } from '../../model/state';
 
 /** The stage implementation name of the kind (`type: fan_out` or `run: fan_out`). */
 export const FAN_OUT_STAGE = 'fan_out';
@@ -162,14 +166,6 @@ export interface FanOutItemResult {
 /** The artefact of a fan-out: every element's result in input order, and counts. */
 export interface FanOutArtefact {
   results: FanOutItemResult[];
-  completed: number;
-  failed: number;
-}
-
-/** A fan-out's progress on its stage, for the state query and `treadle status`. */
-export interface FanOutProgress {
-  total: number;
-  running: number;
   completed: number;
   failed: number;
 }
