@@ -13,6 +13,7 @@ import { exitWith, exitWithItem, given } from './exit-codes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
 import { missingQueueHint, workerCommandFor } from '../worker/task-queues';
+import { hasLoopStages } from '../kinds/loop/shapes';
 
 /** Registers `treadle run`, `loop`, `resume` and `tdd`. */
 export function registerStartCommands(program: Command): void {
@@ -259,9 +260,7 @@ async function startItem(
     patient: true,
   });
   process.stdout.write(`\n${renderStatus(state)}\n`);
-  const stages = (spec as { stages?: unknown } | null)?.stages;
-  const hasLoops = Array.isArray(stages) && stages.some((s) => (s as { run?: unknown } | null)?.run === 'loop');
-  const loops = hasLoops ? await loopsOf(client, started.id, state.status) : [];
+  const loops = hasLoopStages(spec) ? await loopsOf(client, started.id, state.status) : [];
   for (const loop of loops) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
   exitWithItem(started.id, state, loops);
 }

@@ -7,6 +7,12 @@ import type { Json, UsageTotals } from '../../model/shapes';
 /** `run:` of a loop stage. */
 export const LOOP_STAGE = 'loop';
 
+/** Whether a pipeline spec as read (not yet validated) has a loop stage: `treadle start --wait` then shows its loops. */
+export function hasLoopStages(spec: unknown): boolean {
+  const stages = (spec as { stages?: unknown } | null)?.stages;
+  return Array.isArray(stages) && stages.some((s) => (s as { run?: unknown } | null)?.run === LOOP_STAGE);
+}
+
 /** What an iteration's `status.json` may decide (the seed's universal format). */
 export const LOOP_DECISIONS = ['continue', 'stop', 'error'] as const;
 export type Decision = (typeof LOOP_DECISIONS)[number];
