@@ -77,7 +77,6 @@ const MODEL_IMPORTING_KINDS = ['src/model/pipeline-checks.ts'];
  * the slices that restructure them delete their entries.
  */
 const LONG_FUNCTIONS_UNTIL_SPLIT = [
-  'src/kinds/approval/worker/activities.ts',
   'src/kinds/approval/stage.ts',
   'src/kinds/contract/stage.ts',
   'src/ui/server.ts',
