@@ -79,7 +79,6 @@ const MODEL_IMPORTING_KINDS = ['src/model/pipeline-checks.ts'];
 const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/kinds/approval/stage.ts',
   'src/kinds/contract/stage.ts',
-  'src/ui/server.ts',
   'src/kinds/fan-out/engine-1-4.ts',
   'src/workflows/stage-attempt.ts',
 ];
