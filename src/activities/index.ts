@@ -23,6 +23,7 @@ import {
   type Json,
   type QualityFeedback,
   type QualityVerdict,
+  type StageOutput,
 } from '../model/shapes';
 import { MAX_INLINE_FEEDBACK_BYTES, shortFeedback, truncateText } from '../model/limits';
 import type { GateRef } from '../model/gate-ref';
@@ -80,18 +81,42 @@ type Activity = (input: never) => Promise<unknown>;
 /** The activity functions to register on a worker, keyed by activity type. */
 export function createActivities(deps: ActivityDependencies): Record<string, Activity> {
   const threshold = deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES;
-  const setting = deps.engineVersion ?? ENGINE_VERSION;
-  const engineNow = (): number => {
+  const engineNow = engineVersionReader(deps.engineVersion ?? ENGINE_VERSION);
+  // A bad setting fails the worker at start, not the first item.
+  engineNow();
+  const names: RegisteredNames = {
+    ...deps.registry.names(),
+    ...(deps.actionTypes ? { actions: deps.actionTypes } : {}),
+  };
+  const agents = deps.agents ?? defaultAgentProviders();
+  return {
+    ...treadleActivities(deps, names, engineNow, threshold),
+    ...stageActivities(deps, names, agents, threshold),
+    ...gateActivities(deps, names, agents),
+  };
+}
+
+/** The names a spec is checked against: the registry's, plus the approval action types when given. */
+type RegisteredNames = ReturnType<Registry['names']> & { actions?: readonly string[] };
+
+/** Reads the engine version items start on, checked at every read (the setting may be a function). */
+function engineVersionReader(setting: number | (() => number)): () => number {
+  return () => {
     const engine = typeof setting === 'function' ? setting() : setting;
     if (!isEngineVersion(engine))
       throw new Error(`engineVersion must be a whole number from 1 to ${ENGINE_VERSION}, got ${engine}`);
     return engine;
   };
-  engineNow();
-  const activities: Record<string, Activity> = {};
-  const names = { ...deps.registry.names(), ...(deps.actionTypes ? { actions: deps.actionTypes } : {}) };
+}
 
-  activities[PREPARE_PIPELINE_ACTIVITY] = async (input: PreparePipelineInput): Promise<PreparePipelineResult> => {
+/** Treadle's own activities: preparing an item's pipeline, and storing an artefact that arrived inline. */
+function treadleActivities(
+  deps: ActivityDependencies,
+  names: RegisteredNames,
+  engineNow: () => number,
+  threshold: number,
+): Record<string, Activity> {
+  const prepare = async (input: PreparePipelineInput): Promise<PreparePipelineResult> => {
     // A fan-out's children name their one-stage pipeline by reference: it is stored once for all of them.
     const raw = isBlobRef(input.pipeline)
       ? await resolveStored(input.pipeline as Artefact, deps.blobs)
@@ -112,15 +137,22 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
       engine,
     };
   };
-
   // Edits that arrived inline (e.g. `temporal workflow signal`) above the threshold are stored once here,
   // so downstream stages receive a reference rather than the edit in every input.
-  activities[STORE_ARTEFACT_ACTIVITY] = async (input: StoreArtefactInput): Promise<StoreArtefactResult> => ({
+  const storeArtefact = async (input: StoreArtefactInput): Promise<StoreArtefactResult> => ({
     artefact: (await offloadArtefact(input.artefact, deps.blobs, threshold, input.summary)) ?? null,
   });
+  return { [PREPARE_PIPELINE_ACTIVITY]: prepare, [STORE_ARTEFACT_ACTIVITY]: storeArtefact };
+}
 
-  const agents = deps.agents ?? defaultAgentProviders();
-
+/** One activity per registered stage implementation, its type the implementation's name. */
+function stageActivities(
+  deps: ActivityDependencies,
+  names: RegisteredNames,
+  agents: AgentProviders,
+  threshold: number,
+): Record<string, Activity> {
+  const activities: Record<string, Activity> = {};
   for (const name of names.stages) {
     // A stage kind's name validates specs but runs in workflow code: no activity.
     const impl = deps.registry.getStage(name);
@@ -129,18 +161,8 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
     activities[name] = async (input: StageActivityInput): Promise<StageActivityResult> =>
       supervise(
         async (supervision) => {
-          // The earlier attempts, stored as one log so the next attempt's input names it instead of carrying them.
           const before = await readAttemptLog(input.previousAttempts, deps.blobs);
-          const previousLog =
-            before.length > 0
-              ? (
-                  await deps.blobs.put(
-                    Buffer.from(JSON.stringify(before)),
-                    'application/json',
-                    `${before.length} earlier attempts of ${input.stage}`,
-                  )
-                ).ref
-              : null;
+          const previousLog = await storeAttemptLog(before, input.stage, deps.blobs);
           // Also reported if the attempt is cut off, so the next attempt names the log instead of carrying it.
           if (previousLog !== null) supervision.report.previousLog = previousLog;
           const ctx: StageContext = await baseContext(input, before, deps.blobs, supervision, agents, {
@@ -148,16 +170,8 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
           });
           const parsed = StageOutputSchema.safeParse(await impl(ctx));
           if (!parsed.success) throw invalidResult(`stage implementation "${name}"`, parsed.error.issues);
-          const output = parsed.data;
-          const summary = output.summary !== undefined ? truncateText(output.summary) : undefined;
-          const artefact = await offloadArtefact(output.artefact, deps.blobs, threshold, summary);
-          const rejection =
-            output.rejection !== undefined ? await offloadFeedback(output.rejection, deps.blobs) : undefined;
           return {
-            outcome: output.outcome,
-            ...(artefact !== undefined ? { artefact } : {}),
-            ...(summary !== undefined ? { summary } : {}),
-            ...(rejection !== undefined ? { rejection } : {}),
+            ...(await compactStageOutput(parsed.data, deps.blobs, threshold)),
             previousLog,
             // Once per stage: the item keeps it in its state for reviewers' edits.
             ...(schema !== undefined && input.attempt === 1 ? { outputSchema: schema } : {}),
@@ -167,7 +181,16 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
         { blobs: deps.blobs, onCalls: callLogWriter(deps.callLog, input) },
       );
   }
+  return activities;
+}
 
+/** One activity per registered gate, its type `gate:<name>`. */
+function gateActivities(
+  deps: ActivityDependencies,
+  names: RegisteredNames,
+  agents: AgentProviders,
+): Record<string, Activity> {
+  const activities: Record<string, Activity> = {};
   for (const name of names.gates) {
     const impl = deps.registry.getGate(name)!;
     activities[gateActivityType(name)] = async (input: GateActivityInput): Promise<GateActivityResult> =>
@@ -192,6 +215,37 @@ export function createActivities(deps: ActivityDependencies): Record<string, Act
       );
   }
   return activities;
+}
+
+/**
+ * The earlier attempts, stored as one log so the next attempt's input names it instead of carrying them
+ * (`null` on a first attempt).
+ */
+async function storeAttemptLog(before: AttemptRecord[], stage: string, blobs: BlobStore): Promise<string | null> {
+  if (before.length === 0) return null;
+  const stored = await blobs.put(
+    Buffer.from(JSON.stringify(before)),
+    'application/json',
+    `${before.length} earlier attempts of ${stage}`,
+  );
+  return stored.ref;
+}
+
+/** A stage's output as the history keeps it: the summary cut short, a large artefact and rejection by reference. */
+async function compactStageOutput(
+  output: StageOutput,
+  blobs: BlobStore,
+  threshold: number,
+): Promise<Pick<StageActivityResult, 'outcome' | 'artefact' | 'summary' | 'rejection'>> {
+  const summary = output.summary !== undefined ? truncateText(output.summary) : undefined;
+  const artefact = await offloadArtefact(output.artefact, blobs, threshold, summary);
+  const rejection = output.rejection !== undefined ? await offloadFeedback(output.rejection, blobs) : undefined;
+  return {
+    outcome: output.outcome,
+    ...(artefact !== undefined ? { artefact } : {}),
+    ...(summary !== undefined ? { summary } : {}),
+    ...(rejection !== undefined ? { rejection } : {}),
+  };
 }
 
 /** The context an implementation gets: the base every stage and gate shares, plus `extra` (feedback, or the output to judge). */

@@ -11,7 +11,6 @@
  * it inherit the worker's environment (which may hold any secret): it gets only the variables on an
  * allow-list ({@link CLAUDE_CODE_ENV_ALLOW_LIST} plus `TREADLE_CLAUDE_ENV`) and the agent's own `env`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
@@ -31,14 +30,16 @@ import {
   removeQuietly,
   type WorkDirLease,
 } from './claude-code-workspace';
+import { buildInvocation, rememberSessionHere, resumableHere, splitConversation } from './claude-code-invocation';
 import {
-  buildInvocation,
-  type Invocation,
-  rememberSessionHere,
-  resumableHere,
-  splitConversation,
-} from './claude-code-invocation';
-import { type CliOutcome, lastLine, parseCliOutput, sessionNotResumed, usageOf } from './claude-code-result';
+  type CliOutcome,
+  type CliResult,
+  lastLine,
+  parseCliOutput,
+  sessionNotResumed,
+  usageOf,
+} from './claude-code-result';
+import { type CliRunOptions, runCli } from './claude-code-process';
 
 export {
   attemptWorkDir,
@@ -51,6 +52,7 @@ export {
   KEEP_WORK_DIRS_ENV,
   WORK_DIR_ENV,
 } from './claude-code-workspace';
+export { CLAUDE_CODE_KILL_GRACE_MS } from './claude-code-process';
 
 /** The provider name in the call log and in pipeline specs. */
 export const CLAUDE_CODE_PROVIDER = 'claude-code';
@@ -58,12 +60,6 @@ export const CLAUDE_CODE_PROVIDER = 'claude-code';
 export const CLAUDE_CODE_DEFAULT_MODEL = 'claude-code-default';
 /** How often a running call heartbeats; well under any sensible activity heartbeat timeout. */
 export const CLAUDE_CODE_HEARTBEAT_INTERVAL_MS = 5_000;
-/** How long a cancelled or timed-out CLI gets to exit after SIGTERM before it is sent SIGKILL. */
-export const CLAUDE_CODE_KILL_GRACE_MS = 2_000;
-/** How long to wait for stdout/stderr to close after the CLI exits (a leftover tool process may hold them). */
-const STDIO_DRAIN_MS = 1_000;
-/** How much of stderr is kept for the error message; only its last line is quoted. */
-const STDERR_TAIL_CHARS = 16_384;
 /** Error messages stay one line and short enough to read in the Web UI. */
 const MAX_MESSAGE_CHARS = 300;
 
@@ -139,53 +135,88 @@ export class ClaudeCodeAgent implements Agent {
   /** Runs one call; see the class comment for how failures are thrown. */
   async run(request: ClaudeCodeRequest): Promise<AgentResult> {
     const callRecord = startCallRecord(request, CLAUDE_CODE_PROVIDER, request.model ?? CLAUDE_CODE_DEFAULT_MODEL);
-    const invalidRequest = (message: string): ApplicationFailure =>
-      ApplicationFailure.nonRetryable(message, 'InvalidAgentRequest', callRecord('error', NO_USAGE, message));
+    const failedCall = (message: string): CallRecord => callRecord('error', NO_USAGE, message);
+    const { schema, split } = checkRequest(request, failedCall);
+    if (request.signal?.aborted) throw cancelled(failedCall('cancelled'));
+    const workDir = this.acquireWorkDir(request.workdir, failedCall);
+    const cliOptions = this.cliOptions(request, workDir.path);
+    const { outcome, resumed } = await this.runResumingIfHere(request, split, cliOptions);
+    // The reply is the call's only product: nothing the CLI left in its directory is needed any more.
+    workDir.release();
 
-    let schema: z.ZodType | undefined;
-    try {
-      schema = request.outputSchema === undefined ? undefined : compileOutputSchema(request.outputSchema);
-    } catch (error) {
-      throw invalidRequest((error as Error).message);
+    const fail = this.failureOfRun(request, resumed, callRecord);
+    switch (outcome.kind) {
+      case 'aborted':
+        throw cancelled(failedCall('cancelled'));
+      case 'timed-out':
+        throw fail('ClaudeCodeTimeout', `claude did not finish within ${this.options.timeoutMs} ms and was killed`);
+      case 'spawn-failed':
+        throw this.spawnFailure(outcome, workDir, failedCall);
+      case 'exited':
+        break;
     }
-    const split = splitConversation(request.messages);
-    if (!split) throw invalidRequest('a claude-code request must end with a user message');
+    const { result, text, usage } = readResult(outcome, fail);
+    if (request.conversationId !== undefined && result.session_id !== undefined)
+      this.sessions?.set(request.conversationId, result.session_id);
+    if (result.session_id !== undefined) rememberSessionHere(result.session_id, cliOptions.cwd);
+    const call = callRecord('success', usage);
+    const reply: AgentResult = { text, usage, call, calls: [call] };
+    if (result.session_id !== undefined) reply.sessionId = result.session_id;
+    if (schema) {
+      const validated = validateReply(text, schema);
+      if (validated.ok) reply.output = validated.value;
+      else reply.invalidOutput = { issues: validated.issues, raw: text };
+    }
+    return reply;
+  }
 
-    if (request.signal?.aborted) throw cancelled(callRecord('error', NO_USAGE, 'cancelled'));
-    const workDir = this.acquireWorkDir(request.workdir, (message) => callRecord('error', NO_USAGE, message));
-    let resumeSessionId =
-      resumableHere(request.resumeSessionId, workDir.path) ??
-      (request.conversationId === undefined ? undefined : this.sessions?.get(request.conversationId)) ??
-      this.options.resumeSessionId;
-    const invocation = buildInvocation(request, split, resumeSessionId, this.options.extraArgs ?? []);
-    const cliOptions = {
-      cwd: workDir.path,
+  /** How the CLI runs for this request: in the call's directory, with the allowed environment only. */
+  private cliOptions(request: ClaudeCodeRequest, cwd: string): CliRunOptions {
+    return {
+      cwd,
       env: cliEnvironment(process.env, this.options.envAllowList ?? claudeCodeEnvAllowList(), this.options.env),
       signal: request.signal,
       timeoutMs: this.options.timeoutMs,
       heartbeat: request.heartbeat,
       heartbeatIntervalMs: this.options.heartbeatIntervalMs ?? CLAUDE_CODE_HEARTBEAT_INTERVAL_MS,
     };
-    let outcome = await runCli(this.command, invocation, cliOptions);
-    if (resumeSessionId !== undefined && sessionNotResumed(outcome)) {
-      // The CLI no longer has the session (its files were removed, or it was never made here): send the whole
-      // transcript instead.
-      if (request.conversationId !== undefined) this.sessions?.delete?.(request.conversationId);
-      resumeSessionId = undefined;
-      outcome = await runCli(
-        this.command,
-        buildInvocation(request, split, undefined, this.options.extraArgs ?? []),
-        cliOptions,
-      );
-    }
-    // The reply is the call's only product: nothing the CLI left in its directory is needed any more.
-    workDir.release();
+  }
 
-    const fail = (type: string, message: string, usage: AgentUsage = NO_USAGE): ApplicationFailure => {
+  /**
+   * Runs the CLI, resuming the conversation's session when the CLI has it here; when the resumed run shows the
+   * session is gone, runs again with the whole transcript. `resumed`: whether the final run resumed a session.
+   */
+  private async runResumingIfHere(
+    request: ClaudeCodeRequest,
+    split: Conversation,
+    cliOptions: CliRunOptions,
+  ): Promise<{ outcome: CliOutcome; resumed: boolean }> {
+    const extraArgs = this.options.extraArgs ?? [];
+    const resumeSessionId =
+      resumableHere(request.resumeSessionId, cliOptions.cwd) ??
+      (request.conversationId === undefined ? undefined : this.sessions?.get(request.conversationId)) ??
+      this.options.resumeSessionId;
+    const outcome = await runCli(this.command, buildInvocation(request, split, resumeSessionId, extraArgs), cliOptions);
+    if (resumeSessionId === undefined || !sessionNotResumed(outcome)) {
+      return { outcome, resumed: resumeSessionId !== undefined };
+    }
+    // The CLI no longer has the session (its files were removed, or it was never made here): send the whole
+    // transcript instead.
+    if (request.conversationId !== undefined) this.sessions?.delete?.(request.conversationId);
+    const retried = await runCli(this.command, buildInvocation(request, split, undefined, extraArgs), cliOptions);
+    return { outcome: retried, resumed: false };
+  }
+
+  /** Builds the retryable failures of a call whose CLI ran, each carrying the call record. */
+  private failureOfRun(
+    request: ClaudeCodeRequest,
+    resumed: boolean,
+    callRecord: ReturnType<typeof startCallRecord>,
+  ): FailRun {
+    return (type, message, usage = NO_USAGE) => {
       // A resumed session that keeps failing (e.g. deleted, or stored under another cwd) must not fail every
       // retry: forget it so the next attempt sends the whole transcript instead.
-      if (resumeSessionId !== undefined && request.conversationId !== undefined)
-        this.sessions?.delete?.(request.conversationId);
+      if (resumed && request.conversationId !== undefined) this.sessions?.delete?.(request.conversationId);
       return ApplicationFailure.create({
         message,
         type,
@@ -193,57 +224,6 @@ export class ClaudeCodeAgent implements Agent {
         details: [callRecord(type === 'ClaudeCodeTimeout' ? 'timeout' : 'error', usage, message)],
       });
     };
-
-    switch (outcome.kind) {
-      case 'aborted':
-        throw cancelled(callRecord('error', NO_USAGE, 'cancelled'));
-      case 'timed-out':
-        throw fail('ClaudeCodeTimeout', `claude did not finish within ${this.options.timeoutMs} ms and was killed`);
-      case 'spawn-failed':
-        throw this.spawnFailure(outcome, workDir, (message) => callRecord('error', NO_USAGE, message));
-      case 'exited':
-        break;
-    }
-
-    const parsed = parseCliOutput(outcome.stdout);
-    const usage = parsed.ok ? usageOf(parsed.value) : NO_USAGE;
-    const stderrLine = lastLine(outcome.stderr);
-    if (outcome.code !== 0) {
-      const how =
-        outcome.code === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.code}`;
-      const why = stderrLine ?? (parsed.ok ? parsed.value.result : undefined) ?? 'no output on stderr';
-      throw fail('ClaudeCodeError', oneLine(`claude ${how}: ${why}`), usage);
-    }
-    if (!parsed.ok) {
-      throw fail(
-        'ClaudeCodeOutputError',
-        oneLine(`claude printed output that is not its JSON result (${parsed.reason}): ${excerpt(outcome.stdout)}`),
-      );
-    }
-    const result = parsed.value;
-    if (result.is_error === true || (result.subtype !== undefined && result.subtype !== 'success')) {
-      const why = result.result || stderrLine || 'no details';
-      throw fail(
-        'ClaudeCodeError',
-        oneLine(`claude reported an error (${result.subtype ?? 'is_error'}, exit code 0): ${why}`),
-        usage,
-      );
-    }
-    if (result.result === undefined)
-      throw fail('ClaudeCodeOutputError', 'claude printed a result without its `result` text', usage);
-
-    if (request.conversationId !== undefined && result.session_id !== undefined)
-      this.sessions?.set(request.conversationId, result.session_id);
-    if (result.session_id !== undefined) rememberSessionHere(result.session_id, cliOptions.cwd);
-    const call = callRecord('success', usage);
-    const reply: AgentResult = { text: result.result, usage, call, calls: [call] };
-    if (result.session_id !== undefined) reply.sessionId = result.session_id;
-    if (schema) {
-      const validated = validateReply(result.result, schema);
-      if (validated.ok) reply.output = validated.value;
-      else reply.invalidOutput = { issues: validated.issues, raw: result.result };
-    }
-    return reply;
   }
 
   /**
@@ -311,115 +291,62 @@ export const claudeCodeAgentFactory: AgentProviderFactory = (ctx) => new ClaudeC
  */
 export type ClaudeCodeRequest = AgentRequest;
 
-/** Runs the CLI to completion, cancellation or timeout, heartbeating meanwhile. Never rejects. */
-function runCli(
-  command: string,
-  invocation: Invocation,
-  options: {
-    cwd: string;
-    /** The CLI's whole environment (nothing is inherited). */
-    env: NodeJS.ProcessEnv;
-    signal: AbortSignal | undefined;
-    timeoutMs: number | undefined;
-    heartbeat: (() => void) | undefined;
-    heartbeatIntervalMs: number;
-  },
-): Promise<CliOutcome> {
-  return new Promise<CliOutcome>((resolve) => {
-    let child: ChildProcess;
-    try {
-      child = spawn(command, invocation.args, {
-        cwd: options.cwd,
-        env: options.env,
-        stdio: [invocation.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-      });
-    } catch (error) {
-      resolve({ kind: 'spawn-failed', error: error as NodeJS.ErrnoException, synchronous: true });
-      return;
-    }
+/** The last user message, and the messages before it. */
+type Conversation = NonNullable<ReturnType<typeof splitConversation>>;
 
-    const stdout: Buffer[] = [];
-    let stderr = '';
-    let stopReason: 'aborted' | 'timed-out' | undefined;
-    let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-    let settled = false;
-    let killTimer: NodeJS.Timeout | undefined;
-    let drainTimer: NodeJS.Timeout | undefined;
+/** Makes a retryable failure of a call whose CLI ran. */
+type FailRun = (type: string, message: string, usage?: AgentUsage) => ApplicationFailure;
 
-    const settle = (outcome: CliOutcome): void => {
-      if (settled) return;
-      settled = true;
-      options.signal?.removeEventListener('abort', onAbort);
-      clearTimeout(timeoutTimer);
-      clearInterval(heartbeatTimer);
-      clearTimeout(drainTimer);
-      resolve(outcome);
-    };
-    const finish = (): void => {
-      if (stopReason) settle({ kind: stopReason });
-      else if (exit) settle({ kind: 'exited', ...exit, stdout: Buffer.concat(stdout).toString('utf8'), stderr });
-    };
-    const stop = (reason: 'aborted' | 'timed-out'): void => {
-      if (stopReason || settled) return;
-      stopReason = reason;
-      if (exit) {
-        finish();
-        return;
-      }
-      child.kill('SIGTERM');
-      killTimer = setTimeout(() => child.kill('SIGKILL'), CLAUDE_CODE_KILL_GRACE_MS);
-    };
-    const onAbort = (): void => stop('aborted');
+/** The request's output schema, compiled, and its conversation; a request that cannot be sent fails non-retryably. */
+function checkRequest(
+  request: ClaudeCodeRequest,
+  failedCall: (message: string) => CallRecord,
+): { schema: z.ZodType | undefined; split: Conversation } {
+  const invalidRequest = (message: string): ApplicationFailure =>
+    ApplicationFailure.nonRetryable(message, 'InvalidAgentRequest', failedCall(message));
+  let schema: z.ZodType | undefined;
+  try {
+    schema = request.outputSchema === undefined ? undefined : compileOutputSchema(request.outputSchema);
+  } catch (error) {
+    throw invalidRequest((error as Error).message);
+  }
+  const split = splitConversation(request.messages);
+  if (!split) throw invalidRequest('a claude-code request must end with a user message');
+  return { schema, split };
+}
 
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    const timeoutTimer =
-      options.timeoutMs === undefined ? undefined : setTimeout(() => stop('timed-out'), options.timeoutMs);
-    const { heartbeat } = options;
-    const heartbeatTimer =
-      heartbeat === undefined
-        ? undefined
-        : setInterval(() => {
-            // A throwing heartbeat must not become an uncaught exception in the worker.
-            try {
-              heartbeat();
-            } catch {
-              /* the activity's own cancellation reaches us through the signal */
-            }
-          }, options.heartbeatIntervalMs);
-
-    child.stdout?.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => {
-      stderr = (stderr + chunk).slice(-STDERR_TAIL_CHARS);
-    });
-    if (invocation.stdin !== undefined && child.stdin) {
-      // EPIPE when the CLI exits without reading: its exit status tells the story.
-      child.stdin.on('error', () => undefined);
-      child.stdin.end(invocation.stdin);
-    }
-
-    child.on('error', (error: NodeJS.ErrnoException) => {
-      // After a successful spawn, 'error' means a kill failed; 'close' still follows.
-      if (child.pid === undefined) settle({ kind: 'spawn-failed', error, synchronous: false });
-    });
-    child.on('exit', (code, signal) => {
-      exit = { code, signal };
-      clearTimeout(killTimer);
-      if (stopReason) {
-        finish();
-        return;
-      }
-      drainTimer = setTimeout(() => {
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-        finish();
-      }, STDIO_DRAIN_MS);
-    });
-    child.on('close', (code: number | null, signal: NodeJS.Signals | null) => {
-      exit ??= { code, signal };
-      finish();
-    });
-  });
+/** The result the CLI printed on exit, with its text and usage; an error exit or unreadable output is thrown. */
+function readResult(
+  outcome: Extract<CliOutcome, { kind: 'exited' }>,
+  fail: FailRun,
+): { result: CliResult; text: string; usage: AgentUsage } {
+  const parsed = parseCliOutput(outcome.stdout);
+  const usage = parsed.ok ? usageOf(parsed.value) : NO_USAGE;
+  const stderrLine = lastLine(outcome.stderr);
+  if (outcome.code !== 0) {
+    const how =
+      outcome.code === null ? `was killed by ${outcome.signal ?? 'a signal'}` : `exited with code ${outcome.code}`;
+    const why = stderrLine ?? (parsed.ok ? parsed.value.result : undefined) ?? 'no output on stderr';
+    throw fail('ClaudeCodeError', oneLine(`claude ${how}: ${why}`), usage);
+  }
+  if (!parsed.ok) {
+    throw fail(
+      'ClaudeCodeOutputError',
+      oneLine(`claude printed output that is not its JSON result (${parsed.reason}): ${excerpt(outcome.stdout)}`),
+    );
+  }
+  const result = parsed.value;
+  if (result.is_error === true || (result.subtype !== undefined && result.subtype !== 'success')) {
+    const why = result.result || stderrLine || 'no details';
+    throw fail(
+      'ClaudeCodeError',
+      oneLine(`claude reported an error (${result.subtype ?? 'is_error'}, exit code 0): ${why}`),
+      usage,
+    );
+  }
+  if (result.result === undefined)
+    throw fail('ClaudeCodeOutputError', 'claude printed a result without its `result` text', usage);
+  return { result, text: result.result, usage };
 }
 
 function cancelled(call: CallRecord): CancelledFailure {

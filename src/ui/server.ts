@@ -65,52 +65,92 @@ export async function buildInboxApp(
   options: InboxServerOptions,
   allowedHosts: readonly string[],
 ): Promise<{ app: FastifyInstance; index: DecisionIndex }> {
-  const tokens = (): readonly TokenEntry[] => {
-    const t = options.auth.tokens ?? [];
-    return typeof t === 'function' ? t() : t;
-  };
-  if (tokens().length === 0 && !options.auth.proxy) {
-    throw new Error('the inbox needs a way to identify reviewers: a tokens file or a trusted proxy user header');
-  }
+  const auth = authentication(options.auth);
   const index = new DecisionIndex(options.backend, options.index);
   await index.start();
   // forceCloseConnections: open event streams must not keep close() waiting.
   const app = Fastify({ logger: false, bodyLimit: 8 * 1024 * 1024, forceCloseConnections: true });
   // A secret per process: no session outlives the server, so the sign-outs it keeps in memory cover them all.
   await app.register(fastifyCookie, { secret: randomBytes(32).toString('hex') });
+  addSecurityHooks(app, allowedHosts);
+  app.addHook('onClose', async () => index.close());
+
+  registerSessionRoutes(app, index, auth);
+  registerDecisionRoutes(app, {
+    backend: options.backend,
+    index,
+    guard: auth.guard,
+    identify: auth.identify,
+    refuse,
+  });
+  registerPages(app, {
+    backend: options.backend,
+    index,
+    reviewerOf: auth.identify,
+    ...(options.webUiUrl ? { webUiUrl: options.webUiUrl } : {}),
+    namespace: options.namespace ?? 'default',
+  });
+  return { app, index };
+}
+
+/** Sends a JSON refusal: `{ error, message }` with the status. */
+function refuse(reply: FastifyReply, status: number, error: string, message: string): FastifyReply {
+  return reply.code(status).send({ error, message });
+}
+
+/** How the server tells who a request is from. */
+interface Authentication {
+  /** The reviewers' tokens now. */
+  tokens(): readonly TokenEntry[];
+  /** Sessions ended by sign-out before they expired. */
+  signedOut: SignedOutSessions;
+  /** The verified session value of a request's cookie, or undefined. */
+  sessionOf(request: FastifyRequest): string | undefined;
+  /** The reviewer a request is from: a bearer token, a trusted proxy's header, or a session cookie. */
+  identify(request: FastifyRequest): string | undefined;
+  /** Authenticates; returns the reviewer or sends the refusal. */
+  guard(request: FastifyRequest, reply: FastifyReply): string | undefined;
+}
+
+/** Identifies reviewers by the configured tokens and proxy; an inbox with neither is refused at start. */
+function authentication(auth: InboxAuth): Authentication {
+  const tokens = (): readonly TokenEntry[] => {
+    const t = auth.tokens ?? [];
+    return typeof t === 'function' ? t() : t;
+  };
+  if (tokens().length === 0 && !auth.proxy) {
+    throw new Error('the inbox needs a way to identify reviewers: a tokens file or a trusted proxy user header');
+  }
   const signedOut = new SignedOutSessions();
+  const sessionOf = (request: FastifyRequest): string | undefined => {
+    const cookie = request.cookies[SESSION_COOKIE];
+    const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
+    return unsigned?.valid && unsigned.value ? unsigned.value : undefined;
+  };
+  const identify = (request: FastifyRequest): string | undefined => {
+    const token = bearerToken(request.headers.authorization);
+    if (token !== undefined) return reviewerForToken(tokens(), token);
+    const fromProxy = reviewerFromProxy(auth.proxy, request.socket.remoteAddress, request.headers);
+    if (fromProxy) return fromProxy;
+    const session = sessionOf(request);
+    return session ? sessionReviewer(session, tokens(), Date.now(), signedOut) : undefined;
+  };
+  const guard = (request: FastifyRequest, reply: FastifyReply): string | undefined => {
+    const reviewer = identify(request);
+    if (!reviewer) refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
+    return reviewer;
+  };
+  return { tokens, signedOut, sessionOf, identify, guard };
+}
+
+/** The security headers on every response, and the Host and CSRF checks before every request. */
+function addSecurityHooks(app: FastifyInstance, allowedHosts: readonly string[]): void {
   app.addHook('onSend', async (_request, reply) => {
     for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
       // A route that chose its caching keeps it (the assets: no-cache); everything else is no-store.
       if (name !== 'cache-control' || !reply.hasHeader(name)) reply.header(name, value);
     }
   });
-  app.addHook('onClose', async () => index.close());
-
-  /** The verified session value of a request's cookie, or undefined. */
-  const sessionOf = (request: FastifyRequest): string | undefined => {
-    const cookie = request.cookies[SESSION_COOKIE];
-    const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
-    return unsigned?.valid && unsigned.value ? unsigned.value : undefined;
-  };
-  /** The reviewer a request is from: a bearer token, a trusted proxy's header, or a session cookie. */
-  const identify = (request: FastifyRequest): string | undefined => {
-    const token = bearerToken(request.headers.authorization);
-    if (token !== undefined) return reviewerForToken(tokens(), token);
-    const fromProxy = reviewerFromProxy(options.auth.proxy, request.socket.remoteAddress, request.headers);
-    if (fromProxy) return fromProxy;
-    const session = sessionOf(request);
-    return session ? sessionReviewer(session, tokens(), Date.now(), signedOut) : undefined;
-  };
-  const refuse = (reply: FastifyReply, status: number, error: string, message: string): FastifyReply =>
-    reply.code(status).send({ error, message });
-  /** Authenticates; returns the reviewer or sends the refusal. */
-  const guard = (request: FastifyRequest, reply: FastifyReply): string | undefined => {
-    const reviewer = identify(request);
-    if (!reviewer) refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
-    return reviewer;
-  };
-
   // Every request names one of our hosts (a rebound DNS name reaches us with its own), before anything else.
   // Every POST changes state (login and logout included): the CSRF checks run here, once, before the body is
   // parsed. They check the origin before the content type, so a cross-site form gets the 403, not a 415.
@@ -122,16 +162,19 @@ export async function buildInboxApp(
         : checkHost(request.headers.host, allowedHosts);
     if (refusal) return refuse(reply, refusal.status, 'refused', refusal.message);
   });
+}
 
+/** Liveness, and signing in and out of a session. */
+function registerSessionRoutes(app: FastifyInstance, index: DecisionIndex, auth: Authentication): void {
   // Liveness for anyone; what waits, only for a reviewer.
   app.get('/healthz', async (request) =>
-    identify(request) ? { ok: true, decisions: index.size, version: index.version } : { ok: true },
+    auth.identify(request) ? { ok: true, decisions: index.size, version: index.version } : { ok: true },
   );
 
   app.post('/login', async (request, reply) => {
     const sent = (request.body as { token?: unknown } | undefined)?.token;
     const token = typeof sent === 'string' ? sent : '';
-    const reviewer = token ? reviewerForToken(tokens(), token) : undefined;
+    const reviewer = token ? reviewerForToken(auth.tokens(), token) : undefined;
     if (!reviewer)
       return refuse(
         reply,
@@ -152,22 +195,11 @@ export async function buildInboxApp(
 
   // Ends the session on the server too: a copy of the cookie stops working now, not when it expires.
   app.post('/logout', async (request, reply) => {
-    const session = sessionOf(request);
-    if (session) signedOut.add(session, Date.now());
+    const session = auth.sessionOf(request);
+    if (session) auth.signedOut.add(session, Date.now());
     reply.clearCookie(SESSION_COOKIE, { path: '/' });
     return { ok: true };
   });
-
-  registerDecisionRoutes(app, { backend: options.backend, index, guard, identify, refuse });
-  registerPages(app, {
-    backend: options.backend,
-    index,
-    reviewerOf: identify,
-    ...(options.webUiUrl ? { webUiUrl: options.webUiUrl } : {}),
-    namespace: options.namespace ?? 'default',
-  });
-
-  return { app, index };
 }
 
 /** What the JSON routes need from {@link buildInboxApp}. */

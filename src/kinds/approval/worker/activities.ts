@@ -60,12 +60,26 @@ const HEARTBEAT_EVERY_MS = 1_000;
 /** At most this many requests per stage attempt: each is a row in the item's state and in listings. */
 export const MAX_APPROVAL_REQUESTS = 1_000;
 
+/** The approval kind's activities, keyed by activity type: making an attempt's requests, and running an approved one. */
 export function createApprovalActivities(
   deps: ApprovalActivityDependencies,
 ): Record<string, (input: never) => Promise<unknown>> {
   const threshold = deps.blobThresholdBytes ?? DEFAULT_BLOB_THRESHOLD_BYTES;
+  return {
+    [APPROVAL_CREATE_ACTIVITY]: approvalCreate(deps, threshold) as (input: never) => Promise<unknown>,
+    [APPROVAL_EXECUTE_ACTIVITY]: approvalExecute(deps, threshold) as (input: never) => Promise<unknown>,
+  };
+}
 
-  const create = async (input: ApprovalCreateInput): Promise<ApprovalCreateResult> => {
+type ApprovalRequest = Extract<ApprovalCreateResult, { ok: true }>['requests'][number];
+type Action = { type: string; payload: Json; fixed: boolean };
+
+/** `treadle.approvalCreate`: one request per element of the stage's list, or every problem found in the list. */
+function approvalCreate(
+  deps: ApprovalActivityDependencies,
+  threshold: number,
+): (input: ApprovalCreateInput) => Promise<ApprovalCreateResult> {
+  return async (input) => {
     let config: ApprovalStageConfig;
     try {
       config = parseApprovalStageConfig(input.config);
@@ -84,7 +98,7 @@ export function createApprovalActivities(
       };
 
     const problems: string[] = [];
-    const requests: Extract<ApprovalCreateResult, { ok: true }>['requests'] = [];
+    const requests: ApprovalRequest[] = [];
     for (const [index, element] of elements.entries()) {
       const where = `${source.label}[${index}]`;
       const action = actionOf(element, config);
@@ -98,35 +112,53 @@ export function createApprovalActivities(
         const unknown = invalid.find((p) => p.startsWith('action_type:'));
         if (unknown !== undefined && action.fixed)
           return { ok: false, problems: [`with.action: ${unknown.slice('action_type:'.length).trim()}`] };
-        problems.push(
-          ...invalid.map((p) =>
-            p.startsWith('action_type:')
-              ? `${where}.${p}`
-              : `${where}${action.fixed ? '' : '.payload'}${p.startsWith('payload') ? p.slice('payload'.length) : `: ${p}`}`,
-          ),
-        );
+        problems.push(...invalid.map((p) => payloadProblem(where, action.fixed, p)));
         continue;
       }
-      const summary = truncateText(deps.actions.summarize(action.type, action.payload), 200);
-      const stored = (await offloadArtefact(action.payload as Artefact, deps.blobs, threshold, summary)) ?? null;
-      requests.push({
-        id: approvalId(input, index),
-        actionType: action.type,
-        payload: stored,
-        summary,
-        context: contextOf(element, config),
-        idempotencyKey: deps.idempotencyKey(
-          input.itemId,
-          input.step,
-          deps.inputHash({ actionType: action.type, payload: action.payload }),
-        ),
-      });
+      requests.push(await approvalRequest(deps, threshold, input, index, action, contextOf(element, config)));
     }
     if (problems.length > 0) return { ok: false, problems };
     return { ok: true, requests, config };
   };
+}
 
-  const execute = async (input: ApprovalExecuteInput): Promise<ApprovalExecuteResult> => {
+/** A problem with an element's action, placed at the element (a fixed action's payload is the element itself). */
+function payloadProblem(where: string, fixed: boolean, problem: string): string {
+  if (problem.startsWith('action_type:')) return `${where}.${problem}`;
+  return `${where}${fixed ? '' : '.payload'}${problem.startsWith('payload') ? problem.slice('payload'.length) : `: ${problem}`}`;
+}
+
+/** The request for one valid element: its id and idempotency key, its summary, its payload (large ones by reference). */
+async function approvalRequest(
+  deps: ApprovalActivityDependencies,
+  threshold: number,
+  input: ApprovalCreateInput,
+  index: number,
+  action: Action,
+  context: string | null,
+): Promise<ApprovalRequest> {
+  const summary = truncateText(deps.actions.summarize(action.type, action.payload), 200);
+  const stored = (await offloadArtefact(action.payload as Artefact, deps.blobs, threshold, summary)) ?? null;
+  return {
+    id: approvalId(input, index),
+    actionType: action.type,
+    payload: stored,
+    summary,
+    context,
+    idempotencyKey: deps.idempotencyKey(
+      input.itemId,
+      input.step,
+      deps.inputHash({ actionType: action.type, payload: action.payload }),
+    ),
+  };
+}
+
+/** `treadle.approvalExecute`: runs an approved request's action once, its payload validated again first. */
+function approvalExecute(
+  deps: ApprovalActivityDependencies,
+  threshold: number,
+): (input: ApprovalExecuteInput) => Promise<ApprovalExecuteResult> {
+  return async (input) => {
     const payload = (await resolveArtefact(input.payload as Artefact, deps.blobs)) ?? null;
     // Validated again: the action registry may have changed since the request was made (a redeploy).
     const invalid = deps.actions.validatePayload(input.actionType, payload);
@@ -135,39 +167,39 @@ export function createApprovalActivities(
         `approval ${input.id}: the ${input.actionType} payload is no longer valid: ${invalid.join('; ')}`,
         'InvalidPayload',
       );
-    // Heartbeats while the action runs, so a worker that dies mid-action is noticed within the heartbeat
-    // timeout and the action runs again elsewhere (where its idempotency key makes the repeat a no-op).
-    const context = Context.current();
-    const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
-    let result: Json;
-    try {
-      result = await deps.actions.execute(input.actionType, payload, {
-        idempotencyKey: input.idempotencyKey,
-        signal: context.cancellationSignal,
-      });
-    } catch (error) {
-      // An action that says retrying cannot help (an unknown task, a conflicting key) fails for good.
-      const refusal = error as { nonRetryable?: unknown; type?: unknown; message?: unknown };
-      if (refusal?.nonRetryable === true)
-        throw ApplicationFailure.nonRetryable(
-          `approval ${input.id}: ${String(refusal.message)}`,
-          typeof refusal.type === 'string' ? refusal.type : 'ActionFailed',
-        );
-      throw error;
-    } finally {
-      clearInterval(beat);
-    }
+    const result = await runAction(deps.actions, input, payload);
     const summary = truncateText(
       `${input.actionType} done: ${typeof result === 'string' ? result : JSON.stringify(result)}`,
       200,
     );
     return { result: (await offloadArtefact(result as Artefact, deps.blobs, threshold, summary)) ?? null, summary };
   };
+}
 
-  return {
-    [APPROVAL_CREATE_ACTIVITY]: create as (input: never) => Promise<unknown>,
-    [APPROVAL_EXECUTE_ACTIVITY]: execute as (input: never) => Promise<unknown>,
-  };
+/**
+ * Runs the action under its idempotency key, heartbeating meanwhile, so a worker that dies mid-action is noticed
+ * within the heartbeat timeout and the action runs again elsewhere (where the key makes the repeat a no-op).
+ */
+async function runAction(actions: ActionCatalog, input: ApprovalExecuteInput, payload: Json): Promise<Json> {
+  const context = Context.current();
+  const beat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+  try {
+    return await actions.execute(input.actionType, payload, {
+      idempotencyKey: input.idempotencyKey,
+      signal: context.cancellationSignal,
+    });
+  } catch (error) {
+    // An action that says retrying cannot help (an unknown task, a conflicting key) fails for good.
+    const refusal = error as { nonRetryable?: unknown; type?: unknown; message?: unknown };
+    if (refusal?.nonRetryable === true)
+      throw ApplicationFailure.nonRetryable(
+        `approval ${input.id}: ${String(refusal.message)}`,
+        typeof refusal.type === 'string' ? refusal.type : 'ActionFailed',
+      );
+    throw error;
+  } finally {
+    clearInterval(beat);
+  }
 }
 
 /**
@@ -201,10 +233,7 @@ function base32(bytes: Buffer): string {
   return out;
 }
 
-function actionOf(
-  element: Json,
-  config: ApprovalStageConfig,
-): { type: string; payload: Json; fixed: boolean } | { problem: string } {
+function actionOf(element: Json, config: ApprovalStageConfig): Action | { problem: string } {
   if (config.action !== undefined) return { type: config.action, payload: element, fixed: true };
   if (!isRecord(element))
     return { problem: 'must be an object {action_type, payload, context?} (or set `action:` on the stage)' };
