@@ -68,7 +68,7 @@ export function pendingDecisionsQuery(options: { pipeline?: string; kinds?: read
   const listings = KIND_LISTINGS.filter((listing) => !kinds || listing.kinds.some((kind) => kinds.includes(kind)));
   const clauses = [...new Set(listings.flatMap((listing) => listing.clauses))];
   const pending = clauses.length === 1 ? clauses[0]! : `(${clauses.join(' OR ')})`;
-  // TDD nodes and loops carry their own TreadlePipeline ('tdd', 'loop'); their memo names the item's pipeline,
+  // A kind's own workflows carry their own TreadlePipeline (`ownPipeline`); their memo names the item's pipeline,
   // which listPendingDecisions filters on after reading it.
   const nested = listings.flatMap((listing) => (listing.ownPipeline ? [quoted(listing.ownPipeline)] : []));
   const named = quoted(options.pipeline ?? '');
