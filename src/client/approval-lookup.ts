@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import { listExecutions } from './visibility';
 import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
 import type { WorkItemState } from '../model/state';
-import { stateQuery } from '../workflows/messages';
+import { stateQuery } from '../workflow-kit/messages';
 import { TreadleError } from './errors';
 import { describeDecision, recordedApproval } from './recorded-decisions';
 

@@ -1,7 +1,8 @@
 /**
  * Every pending decision across work items, TDD nodes and loop stages (issue 27), read from visibility alone
  * in one paged listing: the pure mapping from an execution's memo and search attributes to
- * {@link PendingDecision}s, the listing itself, and the delta listing the review inbox's index applies.
+ * {@link PendingDecision}s, the listing itself, and the delta listing the review inbox's index applies. What
+ * each kind's decisions are, and how they are found, its listing says (kind-listings.ts).
  */
 import type { Client } from '@temporalio/client';
 import { listExecutions, type ListedExecution } from './visibility';
@@ -15,153 +16,35 @@ import {
 } from '../model/search-attributes';
 import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes';
 import type { PendingReview, ReviewsMemo } from '../model/state';
-import {
-  ANSWERS,
-  byRequestTime,
-  decisionKey,
-  type DecisionKind,
-  type PendingDecision,
-  type TddHumanReason,
-} from '../model/decisions';
+import { byRequestTime, type DecisionKind, type PendingDecision } from '../model/decisions';
+import { quoted, type DecisionSource, type KindListing } from './decision-listing';
+import { KIND_LISTINGS } from './kind-listings';
 
-/** What the mapping reads of one execution: its id, type, start, two keywords, the pending stages and two memos. */
-export interface DecisionSource {
-  workflowId: string;
-  workflowType?: string;
-  startTime: Date;
-  /** `TreadlePipeline`. */
-  pipeline?: string;
-  /** `TreadleStatus`. */
-  status?: string;
-  /** `TreadlePendingReviews`. */
-  pendingStages: readonly string[];
-  reviews?: ReviewsMemo | null;
-  approvals?: ApprovalsMemo | null;
-}
+export type { DecisionSource } from './decision-listing';
+// What each kind's listing reads, where the client and its tests have always found it.
+export { approvalDecision } from '../kinds/approval/client-listing';
+export { tddHumanReason } from '../kinds/tdd/client-listing';
+export { loopIdentity } from '../kinds/loop/client-listing';
 
-/** The message prefixes engine-6 TDD nodes write (`stuck: …`), the only place their human reason was kept. */
-const TDD_PREFIX = /^(stuck|clarification|review_rejected):\s*/;
+/** The listings that claim a review entry or pending stage, the last of the table first (see `KindListing`). */
+const CLAIMANTS: readonly KindListing[] = [...KIND_LISTINGS].reverse();
 
-const TDD_NODE_TYPE = 'tddNode';
-const LOOP_TYPE = 'loopStage';
-
-/** Whether the execution is a TDD node (by its pipeline attribute, or its workflow type when the server says). */
-function isTddNode(source: DecisionSource): boolean {
-  return source.pipeline === 'tdd' || source.workflowType === TDD_NODE_TYPE;
-}
-
-/** Whether the execution is a loop stage's workflow. */
-function isLoop(source: DecisionSource): boolean {
-  return source.pipeline === 'loop' || source.workflowType === LOOP_TYPE;
-}
-
-/** A TDD node's human reason: the memo's `human` field (engine 7), else the message's prefix (engine 6). */
-export function tddHumanReason(review: Pick<PendingReview, 'human' | 'message'>): TddHumanReason {
-  if (review.human) return review.human;
-  const prefix = TDD_PREFIX.exec(review.message)?.[1] as TddHumanReason | undefined;
-  // Engine-6 nodes only ask a person for these three; an unprefixed message is the stuck report's shape.
-  return prefix ?? 'stuck';
-}
-
-/**
- * A loop stage workflow's id is `<itemId>.<stage>.<attempt>` (kinds/loop/workflow.ts): its work item and stage
- * when the id has that shape, else the id itself and `loop`.
- */
-export function loopIdentity(workflowId: string): { itemId: string; stage: string; attempt?: number } {
-  const match = /^(.+)\.([^.]+)\.(\d+)$/.exec(workflowId);
-  return match
-    ? { itemId: match[1]!, stage: match[2]!, attempt: Number(match[3]) }
-    : { itemId: workflowId, stage: 'loop' };
-}
-
-/** One memo review entry as a decision of the kind its execution and reason make it. */
+/** One memo review entry as a decision of the kind whose listing claims it (its execution and reason say). */
 export function reviewDecision(source: DecisionSource, review: PendingReview): PendingDecision {
-  const pipeline = source.reviews?.pipeline || source.pipeline || '';
-  const common = {
-    workflowId: source.workflowId,
-    itemId: review.itemId ?? source.workflowId,
-    pipeline,
-    stage: review.stage,
-    message: review.message,
-    requestedAt: review.requestedAt,
-    ...(review.expiresAt ? { expiresAt: review.expiresAt } : {}),
-    attempt: review.attempt,
-    ...(review.attempts !== undefined ? { attempts: review.attempts } : {}),
-    ...(review.reviewers ? { reviewers: review.reviewers } : {}),
-  };
-  const kind: DecisionKind =
-    review.reason === 'loop_failed'
-      ? 'loop'
-      : isTddNode(source)
-        ? 'tdd'
-        : review.reason === 'budget_exhausted'
-          ? 'budget'
-          : 'review';
-  if (kind === 'loop' && !review.itemId) common.itemId = loopIdentity(source.workflowId).itemId;
-  const reason = kind === 'tdd' ? tddHumanReason(review) : review.reason;
-  return { key: decisionKey(source.workflowId, kind, review.stage), kind, ...common, reason, answers: ANSWERS[kind] };
+  for (const listing of CLAIMANTS) {
+    const decision = listing.fromReview?.(source, review);
+    if (decision) return decision;
+  }
+  throw new Error(`no listing claims the review of ${review.stage} in ${source.workflowId}`);
 }
 
 /** A stage named in `TreadlePendingReviews` but absent from the memo: listed with what visibility knows. */
 function partialReview(source: DecisionSource, stage: string): PendingDecision {
-  const kind: DecisionKind = isTddNode(source) ? 'tdd' : 'review';
-  return {
-    key: decisionKey(source.workflowId, kind, stage),
-    kind,
-    workflowId: source.workflowId,
-    itemId: source.workflowId,
-    pipeline: source.reviews?.pipeline || source.pipeline || '',
-    stage,
-    reason: kind === 'tdd' ? 'stuck' : 'unknown',
-    message: 'details not in the listing; open it to see them',
-    requestedAt: source.startTime.toISOString(),
-    answers: ANSWERS[kind],
-    partial: true,
-  };
-}
-
-/** An engine-6 failed loop: running, `TreadleStatus = failed`, no memo; its details are in the loopState query. */
-function partialLoop(source: DecisionSource): PendingDecision {
-  const { itemId, stage, attempt } = loopIdentity(source.workflowId);
-  return {
-    key: decisionKey(source.workflowId, 'loop', stage),
-    kind: 'loop',
-    workflowId: source.workflowId,
-    itemId,
-    pipeline: source.pipeline || 'loop',
-    stage,
-    reason: 'loop_failed',
-    message: 'loop failed; open it to see why',
-    requestedAt: source.startTime.toISOString(),
-    ...(attempt !== undefined ? { attempt } : {}),
-    answers: ANSWERS.loop,
-    partial: true,
-  };
-}
-
-/** A pending approval request as a decision; its key's subject is the request id. */
-export function approvalDecision(source: DecisionSource, request: ApprovalsMemo['requests'][number]): PendingDecision {
-  return {
-    key: decisionKey(source.workflowId, 'approval', request.id),
-    kind: 'approval',
-    workflowId: source.workflowId,
-    itemId: request.itemId || source.workflowId,
-    pipeline: source.approvals?.pipeline || source.pipeline || '',
-    stage: request.step,
-    reason: 'approval',
-    message: request.summary,
-    requestedAt: request.createdAt,
-    ...(request.expiresAt ? { expiresAt: request.expiresAt } : {}),
-    ...(request.reviewers ? { reviewers: request.reviewers } : {}),
-    approval: {
-      id: request.id,
-      actionType: request.actionType,
-      summary: request.summary,
-      context: request.context,
-      ...(request.escalated ? { escalated: true } : {}),
-    },
-    answers: ANSWERS.approval,
-  };
+  for (const listing of CLAIMANTS) {
+    const decision = listing.fromPendingStage?.(source, stage);
+    if (decision) return decision;
+  }
+  throw new Error(`no listing claims the pending stage ${stage} of ${source.workflowId}`);
 }
 
 /** Every decision one execution waits on, from its memo and attributes (unsorted). */
@@ -172,38 +55,22 @@ export function decisionsOf(source: DecisionSource): PendingDecision[] {
   // A memo cut short or not written (older workflows) still lists the stages the attribute names.
   const inMemo = new Set(reviews.map((r) => r.stage));
   for (const stage of source.pendingStages) if (!inMemo.has(stage)) decisions.push(partialReview(source, stage));
-  for (const request of source.approvals?.requests ?? [])
-    if (request.status === 'pending') decisions.push(approvalDecision(source, request));
-  if (isLoop(source) && source.status === 'failed' && !decisions.some((d) => d.kind === 'loop'))
-    decisions.push(partialLoop(source));
+  for (const listing of KIND_LISTINGS) if (listing.others) decisions.push(...listing.others(source, decisions));
   return decisions;
 }
 
-/** Quotes a value for a visibility query. */
-function quoted(value: string): string {
-  return `'${value.replace(/'/g, "''")}'`;
-}
-
-/** The engine-6 trace of a failed loop (it writes no pending attribute). */
-const FAILED_LOOP = `(${TreadlePipeline.name} = 'loop' AND ${TreadleStatus.name} = 'failed')`;
-
 /**
- * The narrowest visibility query for the kinds asked (all when none): reviews, budgets, TDD steps and engine-7
- * loops name their stage in `TreadlePendingReviews`, approvals are in `TreadleApprovals`, engine-6 failed
- * loops are only their status.
+ * The narrowest visibility query for the kinds asked (all when none): the clauses of the listings of those kinds,
+ * each once (reviews, budgets, TDD steps and engine-7 loops share `TreadlePendingReviews`).
  */
 export function pendingDecisionsQuery(options: { pipeline?: string; kinds?: readonly DecisionKind[] } = {}): string {
   const kinds = options.kinds && options.kinds.length > 0 ? options.kinds : undefined;
-  const wants = (kind: DecisionKind): boolean => !kinds || kinds.includes(kind);
-  const clauses: string[] = [];
-  if (wants('review') || wants('budget') || wants('tdd') || wants('loop'))
-    clauses.push(`${TreadlePendingReviews.name} IS NOT NULL`);
-  if (wants('approval')) clauses.push(`${TreadleApprovals.name} IS NOT NULL`);
-  if (wants('loop')) clauses.push(FAILED_LOOP);
+  const listings = KIND_LISTINGS.filter((listing) => !kinds || listing.kinds.some((kind) => kinds.includes(kind)));
+  const clauses = [...new Set(listings.flatMap((listing) => listing.clauses))];
   const pending = clauses.length === 1 ? clauses[0]! : `(${clauses.join(' OR ')})`;
-  // TDD nodes and loops carry their own TreadlePipeline ('tdd', 'loop'); their memo names the item's pipeline,
+  // A kind's own workflows carry their own TreadlePipeline (`ownPipeline`); their memo names the item's pipeline,
   // which listPendingDecisions filters on after reading it.
-  const nested = (['tdd', 'loop'] as const).filter(wants).map(quoted);
+  const nested = listings.flatMap((listing) => (listing.ownPipeline ? [quoted(listing.ownPipeline)] : []));
   const named = quoted(options.pipeline ?? '');
   const pipeline = !options.pipeline
     ? ''

@@ -4,7 +4,7 @@
  */
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { LoopState, ResumeRequest } from '../kinds/loop/shapes';
-import { resumeLoopUpdate } from '../workflows/messages';
+import { resumeLoopUpdate } from '../kinds/loop/messages';
 import { defaultReviewer, TreadleError } from './errors';
 import { updatedByWorker } from './worker-presence';
 

@@ -19,7 +19,7 @@ import type { KnownImplementations } from '../model/pipeline';
 import type { ApprovalDecided, ApprovalRequest } from '../kinds/approval/shapes';
 import type { Artefact, Json, ReviewOutcome, TreadleEvent } from '../model/shapes';
 import type { StateQueryArgs, WorkItemResult, WorkItemState } from '../model/state';
-import type { ReviewAccepted } from '../workflows/messages';
+import type { ReviewAccepted } from '../workflow-kit/messages';
 import type { LoopState } from '../kinds/loop/shapes';
 import type { EngineCount } from './engine-versions';
 import type { TddNodeResult, TddNodeState } from '../kinds/tdd/shapes';

@@ -4,33 +4,15 @@
  * the same answer: reads compare equal, a second answer to something the part decided is `already_decided` by the
  * part's reviewer. The decisions of every kind go through their kind's answers (src/kinds/<kind>/client.ts).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
-import { fixedLoopSpec, loopReply, noteActions } from '../support/pipelines';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
+import { fixedLoopSpec, loopReply } from '../support/pipelines';
+import { eventually } from '../support/harness';
+import { decisionsHarness, failedLoop, listedDecision } from '../support/decisions-harness';
+import { leaf } from '../support/tdd-fixtures';
 
-let h: Harness;
-let workspace: string;
-let repos: TddRepos;
-const savedWorkspace = process.env.TREADLE_LOOP_WORKSPACE;
-beforeAll(async () => {
-  workspace = mkdtempSync(path.join(os.tmpdir(), 'parts-loops-'));
-  process.env.TREADLE_LOOP_WORKSPACE = workspace;
-  repos = tddRepos('parts-tdd-');
-  h = await startHarness({ approvalActions: noteActions });
-});
-afterAll(async () => {
-  await h?.shutdown();
-  if (savedWorkspace === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
-  else process.env.TREADLE_LOOP_WORKSPACE = savedWorkspace;
-  rmSync(workspace, { recursive: true, force: true });
-  repos?.remove();
-});
+const { h, repos } = decisionsHarness('parts', { tdd: true });
 
 // Visibility is namespace-wide and other files run in parallel: this file's own pipeline name.
 const PIPELINE = 'client-parts-i38';
@@ -44,9 +26,9 @@ it('client.items and client.decisions answer as their aliases do, from start to 
   expect(await c.start(spec, null, { id })).toEqual({ ...started, existing: true });
 
   const key = decisionKey(id, 'review', 'draft');
-  const listed = await eventually(
-    async () => (await c.decisions.list({ pipeline: PIPELINE })).find((d) => d.key === key),
-    30_000,
+  const listed = await listedDecision(
+    () => c.decisions.list({ pipeline: PIPELINE }),
+    (d) => d.key === key,
     'the review in the listing',
   );
   expect((await c.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key)).toEqual(listed);
@@ -172,11 +154,7 @@ it('client.loopStages lists, reads, signals and resumes a failed loop as its ali
   const id = h.id('loop');
   const replies = { agent_replies: { work: [loopReply(1), { crash: 'exited with code 1' }, loopReply(2)] } };
   await c.items.start(fixedLoopSpec(`${PIPELINE}-loop`, 2), replies, { id });
-  const failed = await eventually(
-    async () => (await c.loopStages.list(id)).find((l) => l.state.status === 'failed'),
-    60_000,
-    'the failed loop',
-  );
+  const failed = await failedLoop(() => c.loopStages.list(id));
   expect(await c.loops(id)).toEqual(await c.loopStages.list(id));
   expect(await c.loopStages.list(failed.workflowId)).toEqual(await c.loops(failed.workflowId));
   expect(await c.loopStages.state(failed.workflowId)).toEqual(await c.getLoopState(failed.workflowId));
@@ -207,10 +185,11 @@ it('client.trees starts a TDD tree and reads a stuck node as its aliases do', as
   };
   const started = await c.trees.start(l.spec, { repo, id, replies });
   expect(await c.startTdd(l.spec, { repo, id, replies })).toEqual(started);
-  const listed = await eventually(
-    async () => (await c.decisions.list({ kinds: ['tdd'] })).find((d) => d.workflowId === id),
-    60_000,
+  const listed = await listedDecision(
+    () => c.decisions.list({ kinds: ['tdd'] }),
+    (d) => d.workflowId === id,
     'the stuck node in the listing',
+    60_000,
   );
   const state = await c.trees.state(id);
   expect(state.pendingReviews.map((r) => r.stage)).toContain(listed.stage);

@@ -4,34 +4,16 @@
  * approval's payload, a stuck TDD node's question, a failed loop's failure and iterations, `not_found` for a decision no longer pending, and
  * the listing's view within seconds when no worker answers.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
 import { TreadleClient } from '../../src/client';
-import { draftPublish, fixedLoopSpec, loopReply, noteActions } from '../support/pipelines';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
+import { draftPublish, fixedLoopSpec, loopReply } from '../support/pipelines';
+import { eventually, startHarness } from '../support/harness';
+import { decisionsHarness, failedLoop, listedDecision } from '../support/decisions-harness';
+import { leaf } from '../support/tdd-fixtures';
 
-let h: Harness;
-let workspace: string;
-let repos: TddRepos;
-const savedWorkspace = process.env.TREADLE_LOOP_WORKSPACE;
-beforeAll(async () => {
-  workspace = mkdtempSync(path.join(os.tmpdir(), 'detail-loops-'));
-  process.env.TREADLE_LOOP_WORKSPACE = workspace;
-  repos = tddRepos('detail-tdd-');
-  h = await startHarness({ approvalActions: noteActions });
-});
-afterAll(async () => {
-  await h?.shutdown();
-  if (savedWorkspace === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
-  else process.env.TREADLE_LOOP_WORKSPACE = savedWorkspace;
-  rmSync(workspace, { recursive: true, force: true });
-  repos?.remove();
-});
+const { h, repos } = decisionsHarness('detail', { tdd: true });
 
 it('a review escalated after three rejected attempts: every attempt with its verdict, feedback and output; a missing one not_found', async () => {
   const id = h.id('review');
@@ -92,12 +74,9 @@ it('an approval: its payload and the request without it', async () => {
   const id = h.id('approval');
   const input: Json = { script: { draft: [{ output: { notes: [{ title: 'ship it' }] } }] } };
   await h.client.start(spec, input, { id });
-  const listed = await eventually(
-    async () =>
-      (await h.client.listPendingDecisions({ pipeline: 'detail-i27', kinds: ['approval'] })).find(
-        (d) => d.itemId === id,
-      ),
-    30_000,
+  const listed = await listedDecision(
+    () => h.client.listPendingDecisions({ pipeline: 'detail-i27', kinds: ['approval'] }),
+    (d) => d.itemId === id,
     'the approval in the listing',
   );
   const detail = await h.client.decisionDetail(listed.key);
@@ -116,7 +95,7 @@ it('a failed loop: its failure and last iterations', async () => {
     { agent_replies: { work: [loopReply(1), loopReply(2), { crash: 'exited with code 1' }] } },
     { id },
   );
-  const failed = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'failed'));
+  const failed = await failedLoop(() => h.client.loops(id));
   const detail = await h.client.decisionDetail(decisionKey(failed.workflowId, 'loop', 'work'));
   expect(detail).toMatchObject({
     live: true,
@@ -133,9 +112,9 @@ it('no worker answers: the decision as listed, live false, within seconds', asyn
   const id = other.id('no-worker');
   await other.client.start(draftPublish({ maxAttempts: 1 }, 'always'), null, { id });
   const key = decisionKey(id, 'review', 'draft');
-  await eventually(
-    async () => (await other.client.listPendingDecisions()).find((d) => d.key === key),
-    30_000,
+  await listedDecision(
+    () => other.client.listPendingDecisions(),
+    (d) => d.key === key,
     'the review in the listing',
   );
   await other.shutdown();
@@ -159,10 +138,11 @@ it('a stuck TDD node: its question', async () => {
     'ds.impl': [l.stuck],
   };
   await h.client.startTdd(l.spec, { repo, id, replies });
-  const listed = await eventually(
-    async () => (await h.client.listPendingDecisions({ kinds: ['tdd'] })).find((d) => d.workflowId === id),
-    60_000,
+  const listed = await listedDecision(
+    () => h.client.listPendingDecisions({ kinds: ['tdd'] }),
+    (d) => d.workflowId === id,
     'the stuck node in the listing',
+    60_000,
   );
   const detail = await h.client.decisionDetail(listed.key);
   expect(detail).toMatchObject({ live: true, decision: { key: listed.key, kind: 'tdd', reason: 'stuck' } });

@@ -6,31 +6,16 @@
  * stopped gives up after the review timeout. Budget and TDD decisions: not yet covered here (their mapping is
  * unit-tested in test/unit/pending-decisions.test.ts).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { pipeline } from '../../src/model/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey, type PendingDecision } from '../../src/model/decisions';
 import { runTreadle } from '../support/cli';
-import { eventually, startHarness, type Harness } from '../support/harness';
-import { fixedLoopSpec, loopReply, noteActions } from '../support/pipelines';
+import { eventually, startHarness } from '../support/harness';
+import { decisionsHarness, failedLoop, listedDecision } from '../support/decisions-harness';
+import { fixedLoopSpec, loopReply } from '../support/pipelines';
 
-let h: Harness;
-let workspace: string;
-const savedWorkspace = process.env.TREADLE_LOOP_WORKSPACE;
-beforeAll(async () => {
-  workspace = mkdtempSync(path.join(os.tmpdir(), 'decisions-loops-'));
-  process.env.TREADLE_LOOP_WORKSPACE = workspace;
-  h = await startHarness({ approvalActions: noteActions });
-});
-afterAll(async () => {
-  await h?.shutdown();
-  if (savedWorkspace === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
-  else process.env.TREADLE_LOOP_WORKSPACE = savedWorkspace;
-  rmSync(workspace, { recursive: true, force: true });
-});
+const { h } = decisionsHarness('decisions');
 
 // Visibility is namespace-wide and other files run in parallel: this file's own pipeline name.
 const PIPELINE = 'decisions-i27b';
@@ -40,9 +25,9 @@ it('lists a pending review, decides it, and a second answer is already_decided b
   const id = h.id();
   await h.client.start(spec, null, { id });
   const key = decisionKey(id, 'review', 'draft');
-  const listed = await eventually(
-    async () => (await h.client.listPendingDecisions({ pipeline: PIPELINE })).find((d) => d.key === key),
-    30_000,
+  const listed = await listedDecision(
+    () => h.client.listPendingDecisions({ pipeline: PIPELINE }),
+    (d) => d.key === key,
     'the review in the listing',
   );
   expect(listed).toMatchObject({ kind: 'review', itemId: id, stage: 'draft', pipeline: PIPELINE, reason: 'always' });
@@ -68,10 +53,9 @@ it('lists an approval request as an approval decision keyed by its id; decide ap
   const id = h.id('approval');
   const input: Json = { script: { draft: [{ output: { notes: [{ title: 'ship it' }] } }] } };
   await h.client.start(spec, input, { id });
-  const listed = await eventually(
-    async () =>
-      (await h.client.listPendingDecisions({ pipeline: PIPELINE, kinds: ['approval'] })).find((d) => d.itemId === id),
-    30_000,
+  const listed = await listedDecision(
+    () => h.client.listPendingDecisions({ pipeline: PIPELINE, kinds: ['approval'] }),
+    (d) => d.itemId === id,
     'the approval in the listing',
   );
   expect(listed).toMatchObject({ kind: 'approval', stage: 'approve', message: 'note "ship it"', reason: 'approval' });
@@ -122,11 +106,7 @@ it('answering a failed loop whose worker stopped says within seconds that nothin
   const id = other.id('loop');
   const replies = { agent_replies: { work: [loopReply(1), { crash: 'exited with code 1' }] } };
   await other.client.start(fixedLoopSpec(`${PIPELINE}-loop`, 4), replies, { id });
-  const failed = await eventually(
-    async () => (await other.client.loops(id)).find((l) => l.state.status === 'failed'),
-    60_000,
-    'the failed loop',
-  );
+  const failed = await failedLoop(() => other.client.loops(id));
   // Stopped just now, the worker still shows as polling: no answer within the wait is what says "no worker".
   await other.shutdown();
   const impatient = new TreadleClient(h.temporal, { taskQueue: other.taskQueue, answerWaitMs: 2_000 });

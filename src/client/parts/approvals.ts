@@ -6,7 +6,7 @@
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { resolveArtefact } from '../../storage/blob-store';
 import type { ApprovalDecided, ApprovalDecision, ApprovalRequest } from '../../kinds/approval/shapes';
-import { decideApprovalUpdate } from '../../workflows/messages';
+import { decideApprovalUpdate } from '../../kinds/approval/messages';
 import { defaultReviewer, isNotFound, TreadleError } from '../errors';
 import { listApprovals, type ApprovalListing } from '../listings';
 import { updatedByWorker } from '../worker-presence';

@@ -13,7 +13,7 @@ import type {
   DecisionOutcome,
   PendingDecision,
 } from '../../model/decisions';
-import { resolveReviewUpdate, type ReviewAccepted } from '../../workflows/messages';
+import { resolveReviewUpdate, type ReviewAccepted } from '../../workflow-kit/messages';
 import { defaultReviewer, isNotFound, TreadleError } from '../errors';
 import { listPendingReviews, type PendingReviewListing } from '../listings';
 import { listDecisionChanges, listPendingDecisions, type DecisionChange } from '../decisions';

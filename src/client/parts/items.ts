@@ -7,7 +7,7 @@ import { resolveArtefact } from '../../storage/blob-store';
 import { summarizeUsage, type UsageSummary } from '../../engine/usage';
 import type { Artefact, Json, TreadleEvent } from '../../model/shapes';
 import type { StateQueryArgs, WorkItemResult, WorkItemState } from '../../model/state';
-import { eventsQuery, stateQuery } from '../../workflows/messages';
+import { eventsQuery, stateQuery } from '../../workflow-kit/messages';
 import { openItemsByEngine, type EngineCount } from '../engine-versions';
 import { isNotFound, TreadleError } from '../errors';
 import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../worker-presence';

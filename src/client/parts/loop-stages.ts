@@ -4,7 +4,7 @@
  * aliases. (Named `loopStages` because `client.loops(id)` has long been the listing.)
  */
 import type { LoopState } from '../../kinds/loop/shapes';
-import { loopQueueSignal, loopStateQuery } from '../../workflows/messages';
+import { loopQueueSignal, loopStateQuery } from '../../kinds/loop/messages';
 import { resumeFailedLoop, type LoopResumeOptions } from '../loop-resume';
 import { ClientPart } from './context';
 

@@ -5,7 +5,7 @@
 import type { Json } from '../../model/shapes';
 import type { StateQueryArgs } from '../../model/state';
 import type { TddNodeResult, TddNodeState } from '../../kinds/tdd/shapes';
-import { tddStateQuery } from '../../workflows/messages';
+import { tddStateQuery } from '../../kinds/tdd/messages';
 import { resultOf } from '../worker-presence';
 import { startTddTree } from '../on-demand';
 import { ClientPart } from './context';

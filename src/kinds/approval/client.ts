@@ -3,7 +3,7 @@
  * through the work item's `decideApproval` update; its detail is the request with its payload.
  */
 import type { DecisionDetail } from '../../model/decisions';
-import { approvalDecision } from '../../client/decisions';
+import { approvalDecision } from './client-listing';
 import { artefactView } from '../../client/artefact-view';
 import { itemSource, stageTable } from '../../client/item-decisions';
 import { gone, listedDetail, queried, type DetailContext, type KindDecisions } from '../../client/decision-kind';

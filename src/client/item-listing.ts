@@ -1,0 +1,23 @@
+/**
+ * A work item's own decisions in a listing (see decision-listing.ts): its stage reviews, `review` and `budget`,
+ * from the `treadleReviews` memo and `TreadlePendingReviews`. First in the table of listings, so it takes every
+ * review entry and pending stage no kind claims.
+ */
+import { PENDING_STAGES_CLAUSE, partialStageDecision, reviewEntryDecision, type KindListing } from './decision-listing';
+
+/** A work item's stage reviews: `budget` when the token budget is spent, else `review`. */
+export const itemListing: KindListing = {
+  kinds: ['review', 'budget'],
+  clauses: [PENDING_STAGES_CLAUSE],
+  fromReview(source, review) {
+    return reviewEntryDecision(
+      source,
+      review,
+      review.reason === 'budget_exhausted' ? 'budget' : 'review',
+      review.reason,
+    );
+  },
+  fromPendingStage(source, stage) {
+    return partialStageDecision(source, stage, 'review', 'unknown');
+  },
+};

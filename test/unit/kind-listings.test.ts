@@ -1,0 +1,122 @@
+/**
+ * The table of kinds' listings (src/client/kind-listings.ts): every decision kind is listed by exactly one
+ * entry, an entry's clauses reach the query of its kinds, and what an entry builds is of its kinds, so the
+ * listing (src/client/decisions.ts) can filter on kinds without naming one.
+ */
+import { KIND_LISTINGS } from '../../src/client/kind-listings';
+import type { DecisionSource, KindListing } from '../../src/client/decision-listing';
+import { decisionsOf, pendingDecisionsQuery } from '../../src/client/decisions';
+import { DECISION_KINDS, type PendingDecision } from '../../src/model/decisions';
+import type { PendingReview } from '../../src/model/state';
+
+const startTime = new Date('2026-11-28T00:00:00.000Z');
+const entry = (over: Partial<PendingReview> = {}): PendingReview => ({
+  stage: 'draft',
+  reason: 'escalated',
+  message: 'gate failed',
+  requestedAt: '2026-11-28T01:00:00.000Z',
+  attempt: 1,
+  ...over,
+});
+const source = (over: Partial<DecisionSource>): DecisionSource => ({
+  workflowId: 'item-1',
+  workflowType: 'workItem',
+  startTime,
+  pipeline: 'blog',
+  status: 'waiting_review',
+  pendingStages: [],
+  ...over,
+});
+const reviews = (...list: PendingReview[]) => ({ pipeline: 'blog', reviews: list, omitted: 0 });
+
+/** One execution of each shape the listing reads, each waiting on something. */
+const SOURCES: DecisionSource[] = [
+  source({ pendingStages: ['draft', 'edit'], reviews: reviews(entry(), entry({ reason: 'budget_exhausted' })) }),
+  source({
+    approvals: {
+      pipeline: 'blog',
+      omitted: 0,
+      requests: [
+        {
+          id: 'ap-1',
+          itemId: 'item-1',
+          runId: 'run',
+          step: 'publish',
+          actionType: 'http.post',
+          summary: 'POST',
+          context: null,
+          status: 'pending',
+          createdAt: '2026-11-28T00:30:00.000Z',
+          idempotencyKey: 'k',
+        },
+      ],
+    },
+  }),
+  source({
+    workflowId: 'node-1',
+    workflowType: 'tddNode',
+    pipeline: 'tdd',
+    pendingStages: ['impl', 'scaffold'],
+    reviews: reviews(entry({ stage: 'impl' })),
+  }),
+  source({
+    workflowId: 'item-1.research.2',
+    workflowType: 'loopStage',
+    pipeline: 'loop',
+    status: 'failed',
+    reviews: reviews(entry({ stage: 'research', reason: 'loop_failed' })),
+  }),
+  source({ workflowId: 'item-1.research.3', workflowType: 'loopStage', pipeline: 'loop', status: 'failed' }),
+];
+
+/** What one entry of the table builds from a source, whether or not another entry claims it first. */
+function built(listing: KindListing, from: DecisionSource): PendingDecision[] {
+  const some = (decision: PendingDecision | undefined): PendingDecision[] => (decision ? [decision] : []);
+  return [
+    ...(from.reviews?.reviews ?? []).flatMap((review) => some(listing.fromReview?.(from, review))),
+    ...from.pendingStages.flatMap((stage) => some(listing.fromPendingStage?.(from, stage))),
+    ...(listing.others?.(from, []) ?? []),
+  ];
+}
+
+describe('the table of kinds listings', () => {
+  it('lists every decision kind in exactly one entry', () => {
+    const listed = KIND_LISTINGS.flatMap((listing) => listing.kinds);
+    expect([...listed].sort()).toEqual([...DECISION_KINDS].sort());
+  });
+
+  it("sends each entry's clauses and own pipeline in the query of its kinds", () => {
+    for (const listing of KIND_LISTINGS) {
+      const query = pendingDecisionsQuery({ kinds: listing.kinds, pipeline: 'blog' });
+      for (const clause of listing.clauses) expect(query).toContain(clause);
+      if (listing.ownPipeline) expect(query).toContain(`'${listing.ownPipeline}'`);
+      else expect(query).toMatch(/TreadlePipeline = 'blog'$/);
+    }
+  });
+
+  it('builds only decisions of its own kinds, and every listed decision is built by an entry', () => {
+    const listedKinds = new Set<string>();
+    for (const from of SOURCES) {
+      const byEntries = KIND_LISTINGS.flatMap((listing) => {
+        const decisions = built(listing, from);
+        for (const decision of decisions) expect(listing.kinds).toContain(decision.kind);
+        return decisions;
+      });
+      for (const decision of decisionsOf(from)) {
+        expect(byEntries).toContainEqual(decision);
+        listedKinds.add(decision.kind);
+      }
+    }
+    // The samples cover every kind, so the checks above ran for each.
+    expect([...listedKinds].sort()).toEqual([...DECISION_KINDS].sort());
+  });
+
+  it("knows a kind's own workflows from a work item", () => {
+    const owners = (from: DecisionSource) =>
+      KIND_LISTINGS.filter((listing) => listing.owns?.(from)).flatMap((listing) => listing.kinds);
+    expect(owners(SOURCES[0]!)).toEqual([]);
+    expect(owners(SOURCES[2]!)).toEqual(['tdd']);
+    expect(owners(source({ workflowType: 'tddNode', pipeline: undefined }))).toEqual(['tdd']);
+    expect(owners(SOURCES[4]!)).toEqual(['loop']);
+  });
+});
