@@ -80,7 +80,6 @@ const LONG_FUNCTIONS_UNTIL_SPLIT = [
   'src/activities/index.ts',
   'src/agents/claude-code.ts',
   'src/kinds/approval/worker/activities.ts',
-  'src/kinds/contract/stage.ts',
   'src/ui/server.ts',
   'src/kinds/fan-out/engine-1-4.ts',
   'src/workflows/stage-attempt.ts',
