@@ -21,6 +21,7 @@ import type {
   WorkItemState,
 } from '../model/state';
 import type { AttemptLog, StageRun } from './stage-run';
+import type { WorkflowStageKind } from '../workflow-kit/stage-kind';
 
 /** Whether a stage's implementation or one of its gates is registered as calling models. */
 export function agentBackedStage(stage: StageSpec, agentBacked: ReadonlySet<string>): boolean {
@@ -64,10 +65,13 @@ export function prepareAttempt(
   log: AttemptLog,
   feedback: QualityFeedback | null,
 ): PreparedAttempt {
+  return new StageAttempt(run, record, log, feedback);
+}
+
+/** What the stage's activity and its gates' activities are given of the attempt (less the agent and feedback). */
+function attemptInput(run: StageRun, record: AttemptRecord, previousAttempts: PreviousAttempts) {
   const { stage, state } = run;
-  const attempts = state.stages[stage.name]!.attempts;
-  const previousAttempts = previousOf(attempts, log, record.attempt);
-  const base = {
+  return {
     itemId: run.itemId,
     ...(state.correlationId !== undefined ? { correlationId: state.correlationId } : {}),
     pipeline: run.spec.name,
@@ -79,30 +83,66 @@ export function prepareAttempt(
     previousAttempts,
     ...(stage.with !== undefined ? { config: stage.with } : {}),
   };
-  const agent = stage.agent !== undefined ? { agent: stage.agent } : {};
-  // A stage kind (the table, through the engine's rules) runs in workflow code; any other `run:` is an activity.
-  const kind = run.engine.kind(stage.run);
-  // Not async: the usual path hands back the activity's own promise (every workflow promise costs, see BENCHMARKS.md).
-  const execute = (): Promise<StageActivityResult> =>
-    kind !== undefined
-      ? kind.runAttempt({ run: kindRun, stageIndex: run.spec.stages.indexOf(stage), engine: run.engine })
-      : stageActivity(stage, record.attempt)({ ...base, ...agent, feedback } satisfies StageActivityInput);
-  const kindRun: StageKindRun = {
-    itemId: run.itemId,
-    pipeline: run.spec.name,
-    stage,
-    attempt: record.attempt,
-    input: run.input,
-    upstream: base.upstream,
-    state,
-    emit: run.emit,
-    touch: run.touch,
-    feedback,
-    publishesDecisions: run.engine.publishesDecisions,
+}
+
+/**
+ * One attempt of a stage, its steps sharing the attempt's record and log. The steps are arrow properties: the
+ * runners take them out of the object (`const { execute, afterExecuted } = prepareAttempt(…)`).
+ */
+class StageAttempt implements PreparedAttempt {
+  readonly kindRun: StageKindRun;
+  /** The stage's earlier attempts (a gate's input names them again, with the log as it is by then). */
+  private readonly attempts: AttemptRecord[];
+  private readonly base: ReturnType<typeof attemptInput>;
+  private readonly agent: { agent?: string };
+  /** A stage kind (the table, through the engine's rules) runs in workflow code; any other `run:` is an activity. */
+  private readonly kind: WorkflowStageKind | undefined;
+  private readonly reportsCalls: boolean;
+
+  constructor(
+    private readonly run: StageRun,
+    private readonly record: AttemptRecord,
+    private readonly log: AttemptLog,
+    private readonly feedback: QualityFeedback | null,
+  ) {
+    const { stage, state } = run;
+    this.attempts = state.stages[stage.name]!.attempts;
+    this.base = attemptInput(run, record, previousOf(this.attempts, log, record.attempt));
+    this.agent = stage.agent !== undefined ? { agent: stage.agent } : {};
+    this.kind = run.engine.kind(stage.run);
+    this.kindRun = {
+      itemId: run.itemId,
+      pipeline: run.spec.name,
+      stage,
+      attempt: record.attempt,
+      input: run.input,
+      upstream: this.base.upstream,
+      state,
+      emit: run.emit,
+      touch: run.touch,
+      feedback,
+      publishesDecisions: run.engine.publishesDecisions,
+    };
+    this.reportsCalls = run.engine.reportsCalls(stage);
+  }
+
+  /** Not async: the usual path hands back the activity's own promise (every workflow promise costs, see BENCHMARKS.md). */
+  readonly execute = (): Promise<StageActivityResult> => {
+    const { run, record, kind } = this;
+    return kind !== undefined
+      ? kind.runAttempt({ run: this.kindRun, stageIndex: run.spec.stages.indexOf(run.stage), engine: run.engine })
+      : stageActivity(
+          run.stage,
+          record.attempt,
+        )({ ...this.base, ...this.agent, feedback: this.feedback } satisfies StageActivityInput);
   };
-  // Seed 000's FanOut is a plain stage's outcome: a kind's result is its artefact.
-  const fansOut = (executed: StageActivityResult): boolean => executed.outcome === 'fan_out' && kind === undefined;
-  const recordOutput = (output: StageActivityOutput): AttemptOutcome | null => {
+
+  /** Seed 000's FanOut is a plain stage's outcome: a kind's result is its artefact. */
+  readonly fansOut = (executed: StageActivityResult): boolean =>
+    executed.outcome === 'fan_out' && this.kind === undefined;
+
+  readonly recordOutput = (output: StageActivityOutput): AttemptOutcome | null => {
+    const { record } = this;
     if (output.artefact !== undefined) record.artefact = output.artefact;
     if (output.summary !== undefined) record.outputSummary = output.summary;
     if (output.rejection) {
@@ -110,46 +150,53 @@ export function prepareAttempt(
       record.verdict = { kind: 'rejected', feedback: output.rejection };
       return { kind: 'output', output, verdict: record.verdict };
     }
-    if (!stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
+    if (!this.run.stage.gate || output.outcome !== 'completed') return { kind: 'output', output, verdict: null };
     return null;
   };
-  const reportsCalls = run.engine.reportsCalls(stage);
-  const takeCalls = ({ calls, previousLog, outputSchema, ...output }: StageActivityResult): StageActivityOutput => {
-    if (reportsCalls) keepCalls(record, calls);
-    if (typeof previousLog === 'string') Object.assign(log, { ref: previousLog, count: record.attempt - 1 });
+
+  readonly takeCalls = ({ calls, previousLog, outputSchema, ...output }: StageActivityResult): StageActivityOutput => {
+    const { record, run } = this;
+    const { stage, state } = run;
+    if (this.reportsCalls) keepCalls(record, calls);
+    if (typeof previousLog === 'string') Object.assign(this.log, { ref: previousLog, count: record.attempt - 1 });
     // A schema registered on an implementations queue: the spec's own output_schema, if any, wins.
     if (outputSchema !== undefined && stage.outputSchema === undefined && !state.outputSchemas?.[stage.name])
       state.outputSchemas = { ...state.outputSchemas, [stage.name]: outputSchema };
     return output;
   };
-  const judgeOutput = (output: StageActivityOutput): Promise<QualityVerdict> => {
-    const { config: _stageConfig, previousAttempts: _before, ...rest } = base;
-    const shared = { ...rest, previousAttempts: previousOf(attempts, log, record.attempt) };
+
+  readonly judgeOutput = (output: StageActivityOutput): Promise<QualityVerdict> => {
+    const { run, record } = this;
+    const { config: _stageConfig, previousAttempts: _before, ...rest } = this.base;
+    const shared = { ...rest, previousAttempts: previousOf(this.attempts, this.log, record.attempt) };
     const judge = (gate: { run: string; with?: Json }) =>
       gateActivity(
-        stage,
+        run.stage,
         gate.run,
         record.attempt,
       )({
         ...shared,
-        ...agent,
+        ...this.agent,
         ...(gate.with !== undefined ? { config: gate.with } : {}),
         output,
       } satisfies GateActivityInput);
-    return evaluateGate(run, stage.gate!, judge, record);
+    return evaluateGate(run, run.stage.gate!, judge, record);
   };
-  const judged = (output: StageActivityOutput, verdict: QualityVerdict): AttemptOutcome => {
-    record.verdict = verdict;
+
+  readonly judged = (output: StageActivityOutput, verdict: QualityVerdict): AttemptOutcome => {
+    this.record.verdict = verdict;
     return { kind: 'output', output, verdict };
   };
+
   // Every promise a workflow makes costs (BENCHMARKS.md): a gate or a fan-out adds its own `then`.
-  const afterExecuted = (executed: StageActivityResult): AttemptOutcome | Promise<AttemptOutcome> => {
+  readonly afterExecuted = (executed: StageActivityResult): AttemptOutcome | Promise<AttemptOutcome> => {
     const afterOutput = (output: StageActivityOutput): AttemptOutcome | Promise<AttemptOutcome> =>
-      recordOutput(output) ?? judgeOutput(output).then((verdict) => judged(output, verdict));
-    if (!fansOut(executed)) return afterOutput(takeCalls(executed));
-    return run.engine.fanOutOutcome(run, kindRun, record, executed, (fanned) => afterOutput(takeCalls(fanned)));
+      this.recordOutput(output) ?? this.judgeOutput(output).then((verdict) => this.judged(output, verdict));
+    if (!this.fansOut(executed)) return afterOutput(this.takeCalls(executed));
+    return this.run.engine.fanOutOutcome(this.run, this.kindRun, this.record, executed, (fanned) =>
+      afterOutput(this.takeCalls(fanned)),
+    );
   };
-  return { execute, afterExecuted, kindRun, fansOut, takeCalls, recordOutput, judgeOutput, judged };
 }
 
 /** CancellationScope.withTimeout, but with a timer the Web UI can name; a timeout is an outcome, not an error. */

@@ -67,7 +67,7 @@ const MAX_CONCURRENT_ACTIONS = 20;
 
 /** One attempt of an approval stage; see the module comment. */
 export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityResult> {
-  const { stage, state, emit } = run;
+  const { stage, state } = run;
   const info = workflowInfo();
   const create = stepActivities(run, APPROVAL_REQUESTS_SUMMARY)[APPROVAL_CREATE_ACTIVITY];
   const { itemId, attempt, upstream, input } = run;
@@ -85,66 +85,19 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
       `${stage.name} cannot make its approval requests (${created.problems.length} problem${created.problems.length === 1 ? '' : 's'}): ${created.problems.join('; ')}`,
       'InvalidApprovalRequests',
     );
-  const config = created.config;
-  const requests: ApprovalRequest[] = created.requests.map((r) => ({
-    ...r,
-    itemId: run.itemId,
-    runId: info.runId,
-    step: stage.name,
-    status: 'pending',
-    createdAt: now(),
-    ...(config.ttlMs !== null ? { expiresAt: new Date(Date.now() + config.ttlMs).toISOString() } : {}),
-    ...(config.reviewers !== undefined ? { reviewers: config.reviewers } : {}),
-  }));
+  const requests = pendingRequests(run, info.runId, created);
   state.approvals = [...(state.approvals ?? []), ...requests];
   const st = state.stages[stage.name]!;
   if (requests.length > 0) st.status = 'waiting_approval';
-  for (const r of requests)
-    emit('ApprovalRequested', `${stage.name}: approval ${r.id} requested: ${r.summary}`, {
-      stage: stage.name,
-      attempt: run.attempt,
-      details: { id: r.id, actionType: r.actionType },
-    });
-  run.touch();
+  announceRequests(run, requests);
 
-  // A rejection that stops the stage: the other pending requests end with it.
-  let stopped: ApprovalRequest | undefined;
-  const slots = { free: MAX_CONCURRENT_ACTIONS };
-  await Promise.all(
-    requests.map((request) =>
-      lifecycle(
-        run,
-        config,
-        request,
-        slots,
-        () => stopped,
-        (r) => (stopped ??= r),
-      ),
-    ),
-  );
+  const pending = new PendingApprovals(run, created.config);
+  await Promise.all(requests.map((request) => pending.lifecycle(request)));
   st.status = 'running';
   run.touch();
 
-  const artefact: ApprovalStageArtefact = {
-    requests: requests.map((r) => ({
-      id: r.id,
-      actionType: r.actionType,
-      status: r.status,
-      ...(r.decidedBy !== undefined ? { decidedBy: r.decidedBy } : {}),
-      ...(r.reason !== undefined ? { reason: r.reason } : {}),
-      ...(r.result !== undefined ? { result: r.result } : {}),
-      ...(r.error !== undefined ? { error: r.error } : {}),
-    })),
-    approved: requests.filter((r) => r.status === 'approved').length,
-    rejected: requests.filter((r) => r.status === 'rejected').length,
-    expired: requests.filter((r) => r.status === 'expired').length,
-  };
-  if (stopped) {
-    throw ApplicationFailure.nonRetryable(
-      `approval ${stopped.id} (${stopped.actionType}) was ${stopped.status}${stopped.decidedBy ? ` by ${stopped.decidedBy}` : ''}${stopped.reason ? `: ${stopped.reason}` : ''}; the stage stops on rejection (on_reject: stop)`,
-      'ApprovalRejected',
-    );
-  }
+  const artefact = artefactOf(requests);
+  if (pending.stopped) throw stoppedOnRejection(pending.stopped);
   const failed = requests.filter((r) => r.error !== undefined);
   if (failed.length > 0)
     throw ApplicationFailure.nonRetryable(
@@ -162,89 +115,187 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   return { outcome, artefact: stored, summary, previousLog: null };
 }
 
-/** One request: wait for a decision (escalating or expiring on its TTL), then run its action if approved. */
-async function lifecycle(
+/** The requests the create activity made, as the item keeps them: pending, with their TTL and reviewers. */
+function pendingRequests(
   run: ApprovalRun,
-  config: ApprovalStageConfig,
-  request: ApprovalRequest,
-  slots: { free: number },
-  stoppedBy: () => ApprovalRequest | undefined,
-  stop: (r: ApprovalRequest) => void,
-): Promise<void> {
-  const { stage, emit } = run;
-  const decidedOrStopped = (): boolean => request.status !== 'pending' || stoppedBy() !== undefined;
-  if (config.ttlMs === null) await condition(decidedOrStopped);
-  else if (!(await condition(decidedOrStopped, config.ttlMs))) {
-    if (config.escalation) {
-      request.escalated = true;
-      request.reviewers = config.escalation.to;
-      request.expiresAt = new Date(Date.now() + config.escalation.ttlMs).toISOString();
-      emit(
-        'ApprovalEscalated',
-        `${stage.name}: approval ${request.id} escalated to ${config.escalation.to} (no decision within ${Math.round(config.ttlMs / 1000)}s)`,
-        { stage: stage.name, details: { id: request.id, to: config.escalation.to } },
-      );
-      run.touch();
-      if (!(await condition(decidedOrStopped, config.escalation.ttlMs))) {
-        decide(
-          request,
-          config.escalation.default === 'approve' ? 'approved' : 'expired',
-          TREADLE,
-          `no decision from ${config.escalation.to} in time; the escalation's default is ${config.escalation.default}`,
-        );
-        emit(
-          request.status === 'approved' ? 'ApprovalDecided' : 'ApprovalExpired',
-          `${stage.name}: approval ${request.id} ${request.status} by default: ${request.reason}`,
-          { stage: stage.name, details: { id: request.id, status: request.status } },
-        );
-      }
-    } else {
-      decide(request, 'expired', TREADLE, `no decision within ${Math.round(config.ttlMs / 1000)}s`);
-      emit('ApprovalExpired', `${stage.name}: approval ${request.id} expired: ${request.reason}`, {
-        stage: stage.name,
-        details: { id: request.id },
-      });
-    }
-    run.touch();
-  }
-  if (request.status === 'pending') {
-    // Another request stopped the stage.
-    const by = stoppedBy()!;
-    decide(request, 'rejected', TREADLE, `the stage stopped: ${by.id} was ${by.status}`);
-    run.touch();
-    return;
-  }
-  if (request.status !== 'approved') {
-    if (config.onReject === 'stop') stop(request);
-    return;
-  }
-  await condition(() => slots.free > 0);
-  slots.free--;
-  try {
-    const executed = await executeActivity(stage)({
-      id: request.id,
-      itemId: request.itemId,
-      step: request.step,
-      actionType: request.actionType,
-      payload: request.payload,
-      idempotencyKey: request.idempotencyKey,
+  runId: string,
+  { config, requests }: Extract<ApprovalCreateResult, { ok: true }>,
+): ApprovalRequest[] {
+  return requests.map((r) => ({
+    ...r,
+    itemId: run.itemId,
+    runId,
+    step: run.stage.name,
+    status: 'pending',
+    createdAt: now(),
+    ...(config.ttlMs !== null ? { expiresAt: new Date(Date.now() + config.ttlMs).toISOString() } : {}),
+    ...(config.reviewers !== undefined ? { reviewers: config.reviewers } : {}),
+  }));
+}
+
+/** One `ApprovalRequested` event per request, then one look at the item (its status is now waiting). */
+function announceRequests(run: ApprovalRun, requests: readonly ApprovalRequest[]): void {
+  const { stage } = run;
+  for (const r of requests)
+    run.emit('ApprovalRequested', `${stage.name}: approval ${r.id} requested: ${r.summary}`, {
+      stage: stage.name,
+      attempt: run.attempt,
+      details: { id: r.id, actionType: r.actionType },
     });
-    request.result = executed.result;
-    request.executedAt = now();
-    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: ${executed.summary}`, {
+  run.touch();
+}
+
+/** The attempt's artefact: every request's outcome and the counts. */
+function artefactOf(requests: readonly ApprovalRequest[]): ApprovalStageArtefact {
+  return {
+    requests: requests.map((r) => ({
+      id: r.id,
+      actionType: r.actionType,
+      status: r.status,
+      ...(r.decidedBy !== undefined ? { decidedBy: r.decidedBy } : {}),
+      ...(r.reason !== undefined ? { reason: r.reason } : {}),
+      ...(r.result !== undefined ? { result: r.result } : {}),
+      ...(r.error !== undefined ? { error: r.error } : {}),
+    })),
+    approved: requests.filter((r) => r.status === 'approved').length,
+    rejected: requests.filter((r) => r.status === 'rejected').length,
+    expired: requests.filter((r) => r.status === 'expired').length,
+  };
+}
+
+/** The stage's failure when a request was rejected (or expired) under `on_reject: stop`. */
+function stoppedOnRejection(stopped: ApprovalRequest): ApplicationFailure {
+  return ApplicationFailure.nonRetryable(
+    `approval ${stopped.id} (${stopped.actionType}) was ${stopped.status}${stopped.decidedBy ? ` by ${stopped.decidedBy}` : ''}${stopped.reason ? `: ${stopped.reason}` : ''}; the stage stops on rejection (on_reject: stop)`,
+    'ApprovalRejected',
+  );
+}
+
+/**
+ * The requests of one attempt waiting together: a rejection that stops the stage ends the other pending
+ * requests with it, and approved actions share {@link MAX_CONCURRENT_ACTIONS} slots.
+ */
+class PendingApprovals {
+  /** The request whose rejection stopped the stage (`on_reject: stop`), once there is one. */
+  stopped: ApprovalRequest | undefined;
+  private freeSlots = MAX_CONCURRENT_ACTIONS;
+
+  constructor(
+    private readonly run: ApprovalRun,
+    private readonly config: ApprovalStageConfig,
+  ) {}
+
+  /** One request: wait for a decision (escalating or expiring on its TTL), then run its action if approved. */
+  async lifecycle(request: ApprovalRequest): Promise<void> {
+    const { config } = this;
+    const decidedOrStopped = (): boolean => request.status !== 'pending' || this.stopped !== undefined;
+    if (config.ttlMs === null) await condition(decidedOrStopped);
+    else if (!(await condition(decidedOrStopped, config.ttlMs))) {
+      if (config.escalation) {
+        this.escalate(request, config.escalation, config.ttlMs);
+        if (!(await condition(decidedOrStopped, config.escalation.ttlMs)))
+          this.decideByDefault(request, config.escalation);
+      } else this.expire(request, config.ttlMs);
+      this.run.touch();
+    }
+    if (request.status === 'pending') {
+      // Another request stopped the stage.
+      const by = this.stopped!;
+      decide(request, 'rejected', TREADLE, `the stage stopped: ${by.id} was ${by.status}`);
+      this.run.touch();
+      return;
+    }
+    if (request.status !== 'approved') {
+      if (config.onReject === 'stop') this.stopped ??= request;
+      return;
+    }
+    await condition(() => this.freeSlots > 0);
+    this.freeSlots--;
+    try {
+      this.executed(request, await executeActivity(this.run.stage)(executeInput(request)));
+    } catch (error) {
+      this.actionFailed(request, error);
+    } finally {
+      this.freeSlots++;
+    }
+    this.run.touch();
+  }
+
+  /** No decision within the TTL: the request goes to the escalation group, with a TTL of its own. */
+  private escalate(request: ApprovalRequest, escalation: Escalation, ttlMs: number): void {
+    const { stage } = this.run;
+    request.escalated = true;
+    request.reviewers = escalation.to;
+    request.expiresAt = new Date(Date.now() + escalation.ttlMs).toISOString();
+    this.run.emit(
+      'ApprovalEscalated',
+      `${stage.name}: approval ${request.id} escalated to ${escalation.to} (no decision within ${Math.round(ttlMs / 1000)}s)`,
+      { stage: stage.name, details: { id: request.id, to: escalation.to } },
+    );
+    this.run.touch();
+  }
+
+  /** No decision from the escalation group either: the escalation's default applies. */
+  private decideByDefault(request: ApprovalRequest, escalation: Escalation): void {
+    const { stage } = this.run;
+    decide(
+      request,
+      escalation.default === 'approve' ? 'approved' : 'expired',
+      TREADLE,
+      `no decision from ${escalation.to} in time; the escalation's default is ${escalation.default}`,
+    );
+    this.run.emit(
+      request.status === 'approved' ? 'ApprovalDecided' : 'ApprovalExpired',
+      `${stage.name}: approval ${request.id} ${request.status} by default: ${request.reason}`,
+      { stage: stage.name, details: { id: request.id, status: request.status } },
+    );
+  }
+
+  /** No decision within the TTL and no escalation: the request expires (treated as rejected). */
+  private expire(request: ApprovalRequest, ttlMs: number): void {
+    const { stage } = this.run;
+    decide(request, 'expired', TREADLE, `no decision within ${Math.round(ttlMs / 1000)}s`);
+    this.run.emit('ApprovalExpired', `${stage.name}: approval ${request.id} expired: ${request.reason}`, {
       stage: stage.name,
       details: { id: request.id },
     });
-  } catch (error) {
+  }
+
+  /** An approved action ran: its result goes on the request. */
+  private executed(request: ApprovalRequest, executed: ApprovalExecuteResult): void {
+    const { stage } = this.run;
+    request.result = executed.result;
+    request.executedAt = now();
+    this.run.emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: ${executed.summary}`, {
+      stage: stage.name,
+      details: { id: request.id },
+    });
+  }
+
+  /** An approved action failed (after its retries): the error goes on the request, and the stage fails at its end. */
+  private actionFailed(request: ApprovalRequest, error: unknown): void {
+    const { stage } = this.run;
     request.error = truncateText(describeFailure(error), 500);
-    emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: the action failed: ${request.error}`, {
+    this.run.emit('ApprovalExecuted', `${stage.name}: approval ${request.id}: the action failed: ${request.error}`, {
       stage: stage.name,
       details: { id: request.id, failed: true },
     });
-  } finally {
-    slots.free++;
   }
-  run.touch();
+}
+
+/** A stage's escalation settings (`escalation:` in its `with`). */
+type Escalation = NonNullable<ApprovalStageConfig['escalation']>;
+
+/** What the execute activity receives of an approved request. */
+function executeInput(request: ApprovalRequest): ApprovalExecuteInput {
+  return {
+    id: request.id,
+    itemId: request.itemId,
+    step: request.step,
+    actionType: request.actionType,
+    payload: request.payload,
+    idempotencyKey: request.idempotencyKey,
+  };
 }
 
 function decide(

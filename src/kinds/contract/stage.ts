@@ -20,6 +20,7 @@ import {
 import {
   CONTRACT_REVISION_LANES,
   UNKNOWN_CONTRACT_IMPLEMENTATION,
+  type ContractCall,
   type ContractFinalizeInput,
   type ContractFinalizeResult,
   type ContractReviseInput,
@@ -31,6 +32,7 @@ import {
 import type { ContractSpec } from './spec';
 import { truncateText } from '../../model/limits';
 import type { Artefact, Json } from '../../model/shapes';
+import type { StageState } from '../../model/state';
 import { addTotals, callBatchOf } from '../../engine/usage';
 import type { StageKindRun } from '../../workflow-kit/common';
 import { describeFailure } from '../../workflow-kit/common';
@@ -88,6 +90,9 @@ function unknownImplementation(error: unknown): string | undefined {
 /** What the contracts of a consuming stage need of its work item. */
 export type ContractRun = Pick<StageKindRun, 'itemId' | 'pipeline' | 'stage' | 'input' | 'state' | 'emit' | 'touch'>;
 
+/** Why the consuming stage fails: a list that cannot be validated, or a validator or reviser not registered. */
+type ContractFailure = { ok: false; message: string };
+
 /**
  * Runs every contract into `run.stage`. On success the stage's `validatedInputs` replace the producers'
  * artefacts for its attempts; a list that cannot be validated (not a list, missing or duplicate ids) is
@@ -96,105 +101,160 @@ export type ContractRun = Pick<StageKindRun, 'itemId' | 'pipeline' | 'stage' | '
 export async function runContracts(
   run: ContractRun,
   contracts: readonly ContractSpec[],
-): Promise<{ ok: true } | { ok: false; message: string }> {
+): Promise<{ ok: true } | ContractFailure> {
   const mine = contracts.filter((c) => c.to === run.stage.name);
   if (mine.length === 0) return { ok: true };
   const st = run.state.stages[run.stage.name]!;
   const flags: QualityFlags = st.qualityFlags ?? { items_produced: 0, validation_rejections: 0, validation_retries: 0 };
   st.qualityFlags = flags;
   const validated: Record<string, Artefact> = { ...st.validatedInputs };
-  // Batches (or, in histories recorded before them, arrays of records): their totals only.
-  const addCalls = (calls: unknown): void => {
-    const usage = callBatchOf(calls)?.usage;
-    if (usage && usage.calls > 0) st.contractUsage = addTotals(st.contractUsage, usage);
-  };
   for (const contract of mine) {
     const source = run.state.stages[contract.from]?.artefact;
     if (source === undefined) continue; // nothing produced (a skipped producer): nothing to validate
-    const correlation = run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {};
-    // Round 0 stores the contract and the input in the contract's state; every later call names only the state.
-    const call = { itemId: run.itemId, pipeline: run.pipeline, consumer: contract.to, ...correlation };
-    const edge = `${contract.from} → ${contract.to}`;
-    // Each round's counts, for the finalize call's summary: the Web UI shows the contract's rounds in one line.
-    const tally: string[] = [];
-    const rounds: RoundLog = { run, from: contract.from, edge, tally };
-    const event = (round: number, v: ValidatedRound, revised?: RevisedRound): void =>
-      emitRound(rounds, round, v, revised);
-
-    const acts = (round: number, what: string): ContractActivities =>
-      contractActivities(run.stage.name, contract, round, what);
+    const rounds = new ContractRounds(run, contract, st, flags);
     let v: ContractValidateResult;
     try {
-      const first: ContractValidateInput = { ...call, round: 0, contract, input: run.input, source };
-      v = await acts(0, 'validate')[CONTRACT_VALIDATE_ACTIVITY](first);
+      v = await rounds.validate('validate', { ...rounds.call, round: 0, contract, input: run.input, source });
     } catch (error) {
-      if (isCancellation(error)) throw error;
-      const unknown = unknownImplementation(error);
-      if (unknown !== undefined) return { ok: false, message: `${edge}: ${unknown}` };
-      // The seed's conservative fallback: validation never blocks the pipeline.
-      run.emit(
-        'InputValidation',
-        `${edge}: validation failed (${describeFailure(error)}); every item is accepted as produced`,
-        { stage: run.stage.name, details: { from: contract.from, round: 0, fallback: 'threw' } },
-      );
+      const failure = rounds.validationThrew(error, 0);
+      if (failure !== undefined) return failure;
       continue;
     }
-    if (!v.ok) return { ok: false, message: `${edge}: the items cannot be validated: ${v.problems.join('; ')}` };
-    addCalls(v.calls);
+    if (!v.ok) return rounds.failed(`the items cannot be validated: ${v.problems.join('; ')}`);
     flags.items_produced += v.produced;
-    flags.validation_rejections += v.rejectedNow;
-    event(0, v);
+    rounds.validated(0, v);
     let stateRef = v.stateRef;
     let rejected = v.rejected;
     let round = 0;
     while (rejected > 0 && round < contract.maxRetries) {
       round++;
       flags.validation_retries++;
-      const [thisRound, count] = [round, rejected];
-      const reviseActs = (index: number): ContractActivities => acts(thisRound, `revise ${index + 1}/${count}`);
-      const { results, unknown } = await reviseAll({ ...call, round, stateRef }, count, reviseActs);
-      for (const r of results) addCalls(r.calls);
-      if (unknown !== undefined) return { ok: false, message: `${edge}: ${unknown}` };
+      const { results, unknown } = await rounds.reviseRejected(round, stateRef, rejected);
+      for (const r of results) rounds.addCalls(r.calls);
+      if (unknown !== undefined) return rounds.failed(unknown);
       const revisions = results.map((r, index) => ({ index, revisedRef: r.ok ? r.revisedRef : null }));
-      const revised = {
-        ok: results.filter((r) => r.ok).length,
-        skipped: results.filter((r) => !r.ok).length,
-        wasted: results.reduce((sum, r) => sum + (r.ok ? 0 : r.wastedTokens), 0),
-      };
+      const revised = revisedRound(results);
       try {
-        const again: ContractValidateInput = { ...call, round, stateRef, revisions };
-        v = await acts(round, `validate ${revised.ok} revised`)[CONTRACT_VALIDATE_ACTIVITY](again);
+        const again: ContractValidateInput = { ...rounds.call, round, stateRef, revisions };
+        v = await rounds.validate(`validate ${revised.ok} revised`, again);
       } catch (error) {
-        if (isCancellation(error)) throw error;
-        const unknown = unknownImplementation(error);
-        if (unknown !== undefined) return { ok: false, message: `${edge}: ${unknown}` };
-        run.emit(
-          'InputValidation',
-          `${edge} round ${round}: validation failed (${describeFailure(error)}); the revised items are accepted`,
-          { stage: run.stage.name, details: { from: contract.from, round, fallback: 'threw' } },
-        );
-        tally.push(`round ${round}: validation failed, the revised items are accepted`);
+        const failure = rounds.validationThrew(error, round);
+        if (failure !== undefined) return failure;
         rejected = 0;
         break;
       }
-      if (!v.ok) return { ok: false, message: `${edge}: ${v.problems.join('; ')}` };
-      addCalls(v.calls);
-      flags.validation_rejections += v.rejectedNow;
-      event(round, v, revised);
+      if (!v.ok) return rounds.failed(v.problems.join('; '));
+      rounds.validated(round, v, revised);
       stateRef = v.stateRef;
       rejected = v.rejected;
     }
-    const finalize = acts(round, truncateText(`finalize (${tally.join('; ')})`, MAX_TALLY))[CONTRACT_FINALIZE_ACTIVITY];
-    const final = await finalize({ stateRef, retries: round });
+    const final = await rounds.finalize(round, stateRef);
     validated[contract.from] = final.artefact;
-    run.emit('InputValidation', `${edge}: ${final.summary}`, {
-      stage: run.stage.name,
-      details: { from: contract.from, final: true, accepted: final.accepted, warned: final.warned, retries: round },
-    });
+    rounds.finalized(round, final);
   }
   st.validatedInputs = validated;
   run.touch();
   return { ok: true };
+}
+
+/**
+ * One contract's rounds into the consuming stage: its activities, named per round, and what each round
+ * leaves behind (the stage's quality flags and contract usage, `InputValidation` events, the finalize call's
+ * tally). The loop over rounds stays in {@link runContracts}, which awaits each call.
+ */
+class ContractRounds implements RoundLog {
+  readonly from: string;
+  readonly edge: string;
+  readonly tally: string[] = [];
+  /** What every call of the contract names; round 0 stores the contract and the input in the contract's state. */
+  readonly call: ContractCall;
+
+  constructor(
+    readonly run: ContractRun,
+    private readonly contract: ContractSpec,
+    private readonly st: StageState,
+    private readonly flags: QualityFlags,
+  ) {
+    const correlation = run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {};
+    this.call = { itemId: run.itemId, pipeline: run.pipeline, consumer: contract.to, ...correlation };
+    this.from = contract.from;
+    this.edge = `${contract.from} → ${contract.to}`;
+  }
+
+  /** The stage's failure, naming the edge. */
+  failed(problem: string): ContractFailure {
+    return { ok: false, message: `${this.edge}: ${problem}` };
+  }
+
+  /** Batches (or, in histories recorded before them, arrays of records): their totals only. */
+  addCalls(calls: unknown): void {
+    const usage = callBatchOf(calls)?.usage;
+    if (usage && usage.calls > 0) this.st.contractUsage = addTotals(this.st.contractUsage, usage);
+  }
+
+  /** Not async: the validate activity's own promise. */
+  validate(what: string, input: ContractValidateInput): Promise<ContractValidateResult> {
+    return this.activities(input.round, what)[CONTRACT_VALIDATE_ACTIVITY](input);
+  }
+
+  /**
+   * A validate call threw: a cancellation goes on, a validator the worker lacks is the stage's failure, and
+   * anything else is the seed's conservative fallback (validation never blocks the pipeline): undefined.
+   */
+  validationThrew(error: unknown, round: number): ContractFailure | undefined {
+    if (isCancellation(error)) throw error;
+    const unknown = unknownImplementation(error);
+    if (unknown !== undefined) return this.failed(unknown);
+    const where = round === 0 ? this.edge : `${this.edge} round ${round}`;
+    const accepted = round === 0 ? 'every item is accepted as produced' : 'the revised items are accepted';
+    this.run.emit('InputValidation', `${where}: validation failed (${describeFailure(error)}); ${accepted}`, {
+      stage: this.run.stage.name,
+      details: { from: this.from, round, fallback: 'threw' },
+    });
+    if (round > 0) this.tally.push(`round ${round}: validation failed, the revised items are accepted`);
+    return undefined;
+  }
+
+  /** A round validated: its calls, its rejections, its tally line and event. */
+  validated(round: number, v: ValidatedRound, revised?: RevisedRound): void {
+    this.addCalls(v.calls);
+    this.flags.validation_rejections += v.rejectedNow;
+    emitRound(this, round, v, revised);
+  }
+
+  /** Not async: {@link reviseAll}'s own promise, one revise call per rejected item. */
+  reviseRejected(round: number, stateRef: string, count: number): ReturnType<typeof reviseAll> {
+    return reviseAll({ ...this.call, round, stateRef }, count, (index) =>
+      this.activities(round, `revise ${index + 1}/${count}`),
+    );
+  }
+
+  /** Not async: the finalize activity's own promise; its summary holds the rounds' tally. */
+  finalize(round: number, stateRef: string): Promise<ContractFinalizeResult> {
+    const what = truncateText(`finalize (${this.tally.join('; ')})`, MAX_TALLY);
+    return this.activities(round, what)[CONTRACT_FINALIZE_ACTIVITY]({ stateRef, retries: round });
+  }
+
+  /** The contract's final list: its `InputValidation` event. */
+  finalized(round: number, final: ContractFinalizeResult): void {
+    this.run.emit('InputValidation', `${this.edge}: ${final.summary}`, {
+      stage: this.run.stage.name,
+      details: { from: this.from, final: true, accepted: final.accepted, warned: final.warned, retries: round },
+    });
+  }
+
+  private activities(round: number, what: string): ContractActivities {
+    return contractActivities(this.run.stage.name, this.contract, round, what);
+  }
+}
+
+/** A round's revise calls counted: usable revisions, unusable ones and the tokens those wasted. */
+function revisedRound(results: readonly ContractReviseResult[]): RevisedRound {
+  return {
+    ok: results.filter((r) => r.ok).length,
+    skipped: results.filter((r) => !r.ok).length,
+    wasted: results.reduce((sum, r) => sum + (r.ok ? 0 : r.wastedTokens), 0),
+  };
 }
 
 /** What a validate call answered when it could validate. */

@@ -35,9 +35,12 @@ const activities = proxyActivities<{
 /** What a fan-out attempt needs of its work item. */
 export type FanOutRun = StageKindRun;
 
+/** The prepare activity's answer when the stage can fan out: the elements and how to run them. */
+type PreparedFanOut = Extract<FanOutPrepareResult, { ok: true }>;
+
 /** One fan-out of engines 1 to 4, at most 2,000 elements; `outcome` is the artefact of a stage that returned `fan_out` (else the stage's config applies). */
 export async function runInlineFanOut(run: FanOutRun, outcome?: Artefact): Promise<StageActivityResult> {
-  const { stage, emit } = run;
+  const { stage } = run;
   const prepared = await activities[FAN_OUT_PREPARE_ACTIVITY]({
     itemId: run.itemId,
     pipeline: run.pipeline,
@@ -52,21 +55,88 @@ export async function runInlineFanOut(run: FanOutRun, outcome?: Artefact): Promi
       `${stage.name} cannot fan out (${prepared.problems.length} problem${prepared.problems.length === 1 ? '' : 's'}): ${prepared.problems.join('; ')}`,
       'InvalidFanOut',
     );
-  const total = prepared.elements.length;
-  const progress = { total, running: 0, completed: 0, failed: 0 };
-  run.state.stages[stage.name]!.fanOut = progress;
-  emit(
-    'FanOutStarted',
-    `${stage.name} fans out over ${total} element${total === 1 ? '' : 's'} (at most ${prepared.maxConcurrent} at once)`,
-    { stage: stage.name, attempt: run.attempt, details: { total, maxConcurrent: prepared.maxConcurrent } },
-  );
-  run.touch();
+  const fanOut = new InlineFanOut(run, prepared);
+  fanOut.start();
+  await Promise.all(fanOut.lanes());
+  const { artefact, summary } = fanOut.finish();
+  // The results are stored once when large; downstream stages and the history carry the reference.
+  const stored = (await activities[STORE_ARTEFACT_ACTIVITY]({ artefact: artefact as unknown as Json, summary }))
+    .artefact as Artefact;
+  return { outcome: 'completed', artefact: stored, summary, previousLog: null, ...usageBatch(fanOut.usage) };
+}
 
-  const results: FanOutItemResult[] = new Array<FanOutItemResult>(total);
-  // The elements' model calls count for this item: their totals, summed as each element ends.
-  let usage: UsageTotals | undefined;
-  const runOne = async (index: number): Promise<void> => {
-    const id = `${run.itemId}.${stage.name}.${run.attempt}.${index}`;
+/**
+ * The elements of one fan-out as child work items: `max_concurrent` lanes, each taking the next element when
+ * its last one is done, and the stage's progress, results and usage as they end.
+ */
+class InlineFanOut {
+  private readonly total: number;
+  private readonly progress: { total: number; running: number; completed: number; failed: number };
+  private readonly results: FanOutItemResult[];
+  /** The elements' model calls count for this item: their totals, summed as each element ends. */
+  usage: UsageTotals | undefined;
+  /** The next element a lane takes. */
+  private next = 0;
+
+  constructor(
+    private readonly run: FanOutRun,
+    private readonly prepared: PreparedFanOut,
+  ) {
+    this.total = prepared.elements.length;
+    this.progress = { total: this.total, running: 0, completed: 0, failed: 0 };
+    this.results = new Array<FanOutItemResult>(this.total);
+  }
+
+  /** The stage shows its progress from now on; `FanOutStarted` says how many elements at once. */
+  start(): void {
+    const { run, total, prepared } = this;
+    const { stage } = run;
+    run.state.stages[stage.name]!.fanOut = this.progress;
+    run.emit(
+      'FanOutStarted',
+      `${stage.name} fans out over ${total} element${total === 1 ? '' : 's'} (at most ${prepared.maxConcurrent} at once)`,
+      { stage: stage.name, attempt: run.attempt, details: { total, maxConcurrent: prepared.maxConcurrent } },
+    );
+    run.touch();
+  }
+
+  /** `max_concurrent` lanes, each taking the next element when its last one is done. */
+  lanes(): Promise<void>[] {
+    return Array.from({ length: Math.min(this.prepared.maxConcurrent, this.total) }, () => this.lane());
+  }
+
+  /** Every element's outcome in `FanOutCompleted`; the stage fails here when `on_item_failure: fail` says so. */
+  finish(): { artefact: FanOutArtefact; summary: string } {
+    const { run, progress, results, total } = this;
+    const { stage } = run;
+    const artefact: FanOutArtefact = { results, completed: progress.completed, failed: progress.failed };
+    const summary = `${progress.completed} of ${total} element${total === 1 ? '' : 's'} completed${progress.failed > 0 ? `, ${progress.failed} failed` : ''}`;
+    run.emit('FanOutCompleted', `${stage.name}: ${summary}`, {
+      stage: stage.name,
+      details: { completed: progress.completed, failed: progress.failed },
+    });
+    if (progress.failed > 0 && this.prepared.onItemFailure === 'fail') {
+      const failed = results.filter((r) => r.status === 'failed');
+      throw failureWithUsage(
+        `${failed.length} of ${total} elements failed (on_item_failure: fail): ${failed
+          .slice(0, 5)
+          .map((r) => `${r.index}: ${r.error}`)
+          .join('; ')}${failed.length > 5 ? '; …' : ''}`,
+        'FanOutFailed',
+        this.usage,
+      );
+    }
+    return { artefact, summary };
+  }
+
+  private async lane(): Promise<void> {
+    while (this.next < this.total) await this.runOne(this.next++);
+  }
+
+  /** One element as a child work item; a child that fails is a failed result, not the stage's failure. */
+  private async runOne(index: number): Promise<void> {
+    const { run, prepared } = this;
+    const id = `${run.itemId}.${run.stage.name}.${run.attempt}.${index}`;
     // The elements are part of this run: they share its correlation id.
     const correlation = run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {};
     const args: WorkItemInput = {
@@ -76,66 +146,53 @@ export async function runInlineFanOut(run: FanOutRun, outcome?: Artefact): Promi
       itemId: id,
       ...correlation,
     };
-    progress.running++;
+    this.progress.running++;
     run.touch();
     try {
       const child = await executeChild<(input: WorkItemInput) => Promise<WorkItemResult>>('workItem', {
         workflowId: id,
         args: [args],
-        staticSummary: `${stage.name} element ${index + 1}/${total}`,
+        staticSummary: `${run.stage.name} element ${index + 1}/${this.total}`,
       });
-      const artefact = child.artefacts[prepared.childStage];
-      if (child.usage) usage = addTotals(usage, child.usage);
-      results[index] =
-        child.status === 'completed'
-          ? { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) }
-          : {
-              index,
-              id,
-              status: 'failed',
-              error: truncateText(child.stageErrors?.[prepared.childStage] ?? child.error ?? 'failed', 500),
-            };
+      this.results[index] = this.childResult(index, id, child);
     } catch (error) {
       if (isCancellation(error)) throw error;
-      results[index] = { index, id, status: 'failed', error: truncateText(describeFailure(error), 500) };
+      this.results[index] = { index, id, status: 'failed', error: truncateText(describeFailure(error), 500) };
     }
+    this.ended(this.results[index]);
+  }
+
+  /** A child that ended: its usage counts for this item; its result is the child stage's artefact or error. */
+  private childResult(index: number, id: string, child: WorkItemResult): FanOutItemResult {
+    const { childStage } = this.prepared;
+    const artefact = child.artefacts[childStage];
+    if (child.usage) this.usage = addTotals(this.usage, child.usage);
+    return child.status === 'completed'
+      ? { index, id, status: 'completed', ...(artefact !== undefined ? { artefact } : {}) }
+      : {
+          index,
+          id,
+          status: 'failed',
+          error: truncateText(child.stageErrors?.[childStage] ?? child.error ?? 'failed', 500),
+        };
+  }
+
+  /** An element's end in the stage's progress, with a `FanOutItemFailed` event when it failed. */
+  private ended(result: FanOutItemResult): void {
+    const { run, progress } = this;
     progress.running--;
-    if (results[index].status === 'completed') progress.completed++;
+    if (result.status === 'completed') progress.completed++;
     else {
       progress.failed++;
-      emit('FanOutItemFailed', `${stage.name}: element ${index} (${id}) failed: ${results[index].error}`, {
-        stage: stage.name,
-        details: { index, id },
-      });
+      run.emit(
+        'FanOutItemFailed',
+        `${run.stage.name}: element ${result.index} (${result.id}) failed: ${result.error}`,
+        {
+          stage: run.stage.name,
+          details: { index: result.index, id: result.id },
+        },
+      );
     }
     run.touch();
-  };
-  // `max_concurrent` lanes, each taking the next element when its last one is done.
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < total) await runOne(next++);
-  };
-  await Promise.all(Array.from({ length: Math.min(prepared.maxConcurrent, total) }, lane));
-
-  const artefact: FanOutArtefact = { results, completed: progress.completed, failed: progress.failed };
-  const summary = `${progress.completed} of ${total} element${total === 1 ? '' : 's'} completed${progress.failed > 0 ? `, ${progress.failed} failed` : ''}`;
-  emit('FanOutCompleted', `${stage.name}: ${summary}`, {
-    stage: stage.name,
-    details: { completed: progress.completed, failed: progress.failed },
-  });
-  if (progress.failed > 0 && prepared.onItemFailure === 'fail') {
-    const failed = results.filter((r) => r.status === 'failed');
-    throw failureWithUsage(
-      `${failed.length} of ${total} elements failed (on_item_failure: fail): ${failed
-        .slice(0, 5)
-        .map((r) => `${r.index}: ${r.error}`)
-        .join('; ')}${failed.length > 5 ? '; …' : ''}`,
-      'FanOutFailed',
-      usage,
-    );
   }
-  // The results are stored once when large; downstream stages and the history carry the reference.
-  const stored = (await activities[STORE_ARTEFACT_ACTIVITY]({ artefact: artefact as unknown as Json, summary }))
-    .artefact as Artefact;
-  return { outcome: 'completed', artefact: stored, summary, previousLog: null, ...usageBatch(usage) };
 }
