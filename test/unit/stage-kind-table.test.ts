@@ -6,7 +6,7 @@
 import { createActivities } from '../../src/activities';
 import { workerKinds } from '../../src/kinds';
 import { workflowKind, workflowKindNames } from '../../src/kinds/workflow-table';
-import { validatePipeline } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { defaultRegistry } from '../../src/worker/registries';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../../src/workflow-kit/messages';
