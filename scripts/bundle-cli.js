@@ -82,13 +82,8 @@ esbuild
           build.onResolve({ filter: /^\.\// }, (args) => {
             if (!KIND_ROW.test(args.importer)) return undefined;
             const target = path.resolve(path.dirname(args.importer), args.path);
-            return {
-              path: path
-                .relative(path.join(ROOT, 'lib', 'cli'), target)
-                .split(path.sep)
-                .join('/'),
-              external: true,
-            };
+            const fromBundle = path.relative(path.join(ROOT, 'lib', 'cli'), target);
+            return { path: fromBundle.split(path.sep).join('/'), external: true };
           });
         },
       },
