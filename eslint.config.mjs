@@ -26,17 +26,16 @@ const NOT_WORKFLOW_CODE = ['src/kinds/*/worker/**', ...KIND_CLIENTS, 'src/kinds/
 /**
  * The layers (DESIGN.md "Layout"): model ← engine ← workflow-kit ← kinds ← workflows ← worker; config below
  * them; client, cli and ui on top. Each zone forbids `target` to import `from` (paths from the repository root).
- * `modelMayImportKinds` relaxes the one edge still to remove (issue 38), for the model files that still have it;
  * `kindClient` lets a kind's client answers use the client's helpers.
  */
 const CLIENT = ['./src/client'];
 const TOP = [...CLIENT, './src/cli', './src/ui'];
-function layerZones({ modelMayImportKinds = false, kindClient = false } = {}) {
+function layerZones({ kindClient = false } = {}) {
   return [
     {
       target: './src/model',
       from: './src',
-      except: modelMayImportKinds ? ['./model', './kinds'] : ['./model'],
+      except: ['./model'],
       message: 'src/model imports nothing of ours: it is the bottom layer.',
     },
     {
@@ -70,8 +69,6 @@ function layerZones({ modelMayImportKinds = false, kindClient = false } = {}) {
     },
   ];
 }
-/** TODO(issue 38): model files that still import src/kinds: the fan-out kind's config check and history weight. */
-const MODEL_IMPORTING_KINDS = ['src/model/pipeline-checks.ts'];
 
 export default tseslint.config(
   {
@@ -123,10 +120,6 @@ export default tseslint.config(
   {
     files: KIND_CLIENTS,
     rules: { 'import-x/no-restricted-paths': ['error', { zones: layerZones({ kindClient: true }) }] },
-  },
-  {
-    files: MODEL_IMPORTING_KINDS,
-    rules: { 'import-x/no-restricted-paths': ['error', { zones: layerZones({ modelMayImportKinds: true }) }] },
   },
   {
     // One file, one subject: a file that grows past 500 lines holds two.

@@ -6,9 +6,9 @@
  *
  * Why a bundle and not tsc: lib/ holds src/'s output at its top (`lib/worker/index.js`, `lib/cli/main.js`, what
  * `main`, bin/treadle.js and the image run), so tsc cannot emit examples/ beside it without moving all of it
- * under lib/src/. The examples import the core by source paths (`../../src/model/builder`), which suits the
+ * under lib/src/. The examples import the core by source paths (`../../src/kinds/builder`), which suits the
  * type checker, ESLint and jest; here each such import becomes a `require` of the compiled core module in
- * lib/ (`../model/builder`), so the examples share the core's module instances. Packages stay `require`s.
+ * lib/ (`../kinds/builder`), so the examples share the core's module instances. Packages stay `require`s.
  * esbuild only strips types: `npm run typecheck` checks examples/ with everything else.
  */
 const { writeFileSync } = require('node:fs');

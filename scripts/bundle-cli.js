@@ -10,8 +10,10 @@
  *
  * What is in it: `lib/cli/main.js` with everything it loads at start, the pipeline validator and the loop-file
  * reader (what `validate` loads), and the three packages they use (commander, zod, yaml). What is not: every
- * other package, and the modules commands load lazily to talk to the server (the SDK client, the worker,
- * the dev server, tracing, the bundled examples), which stay `require`s of the files in `lib/`.
+ * other package, the modules commands load lazily to talk to the server (the SDK client, the worker,
+ * the dev server, tracing, the bundled examples), and the stage kinds' worker code that their rows of the table
+ * of kinds load when a worker registers their activities (`src/kinds/<kind>/worker/kind.ts` requiring
+ * `./activities`): all stay `require`s of the files in `lib/`.
  * `bin/treadle.js` runs the bundle for `validate` only; every other command runs `lib/cli/main.js`, so no
  * process loads the pipeline model twice, and `--help` and `pipelines` (which need neither zod nor yaml) do
  * not read the 680 KB bundle.
@@ -31,6 +33,9 @@ const SERVER_MODULES = [
   '../observability/tracing',
   './bundled-examples',
 ];
+
+/** A stage kind's row of the worker table, whose same-folder requires (its activities) load only in a worker. */
+const KIND_ROW = /[\\/]lib[\\/]kinds[\\/][^\\/]+[\\/]worker[\\/]kind\.js$/;
 
 /** The package a bare import names (`@scope/name/sub` → `@scope/name`). */
 function packageOf(specifier) {
@@ -68,6 +73,18 @@ esbuild
             resolveDir: ROOT,
             loader: 'js',
           }));
+        },
+      },
+      {
+        // The bundle sits in lib/cli/: the kept require names the file from there.
+        name: 'kind-activities-stay-external',
+        setup(build) {
+          build.onResolve({ filter: /^\.\// }, (args) => {
+            if (!KIND_ROW.test(args.importer)) return undefined;
+            const target = path.resolve(path.dirname(args.importer), args.path);
+            const fromBundle = path.relative(path.join(ROOT, 'lib', 'cli'), target);
+            return { path: fromBundle.split(path.sep).join('/'), external: true };
+          });
         },
       },
       {

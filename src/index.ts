@@ -53,15 +53,9 @@ export {
 } from './storage/call-log';
 export { loadConfig, DEFAULT_TASK_QUEUE, type TreadleConfig } from './config';
 export { treadleHome, HOME_ENV } from './config/home';
-export { pipeline, PipelineBuilder } from './model/builder';
-export {
-  validatePipeline,
-  parsePipeline,
-  PipelineValidationError,
-  type PipelineSpec,
-  type StageSpec,
-  type ReviewPolicy,
-} from './model/pipeline';
+export { pipeline, PipelineBuilder } from './kinds/builder';
+export { validatePipeline, parsePipeline } from './kinds/pipeline';
+export { PipelineValidationError, type PipelineSpec, type StageSpec, type ReviewPolicy } from './model/pipeline';
 export * from './model/shapes';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';

@@ -11,7 +11,7 @@
  * The same pipeline in YAML is `pipeline.yaml` beside this file, with sample work items.
  */
 import type { Registry } from '../../src/activities/registry';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { PipelineSpec } from '../../src/model/pipeline';
 import { DOCUMENT_GATES } from './gates';
 import { DOCUMENT_STAGES } from './stages';

@@ -47,7 +47,7 @@ import type {
 } from '../model/state';
 import { ENGINE_VERSION, isEngineVersion } from '../model/state';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
-import { validatePipeline } from '../model/pipeline';
+import { validatePipeline } from '../kinds/pipeline';
 import { packStages } from '../model/packed-stages';
 import { routeImplementations } from '../worker/task-queues';
 import { idempotencyKey as seedIdempotencyKey, inputHash } from '../model/hashing';

@@ -6,7 +6,7 @@
 import type * as ClientModule from '../client';
 import type * as ConfigModule from '../config';
 import type * as ConnectionSettingsModule from '../config/connection-settings';
-import type * as PipelineModule from '../model/pipeline';
+import type * as PipelineModule from '../kinds/pipeline';
 import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../observability/tracing';
@@ -25,7 +25,7 @@ export const load = {
   config: (): typeof ConfigModule => require('../config'),
   connectionSettings: (): typeof ConnectionSettingsModule => require('../config/connection-settings'),
   dev: (): typeof DevModule => require('./dev'),
-  pipeline: (): typeof PipelineModule => require('../model/pipeline'),
+  pipeline: (): typeof PipelineModule => require('../kinds/pipeline'),
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
   worker: (): typeof WorkerModule => require('../worker'),
   tracing: (): typeof TracingModule => require('../observability/tracing'),

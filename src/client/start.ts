@@ -6,8 +6,9 @@ import { ServiceError, WorkflowExecutionAlreadyStartedError, type Client } from 
 import { createHash, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../model/hashing';
 import { offloadArtefact, type BlobStore } from '../storage/blob-store';
-import { PipelineBuilder } from '../model/builder';
-import { validatePipeline, type KnownImplementations } from '../model/pipeline';
+import { PipelineBuilder } from '../kinds/builder';
+import type { KnownImplementations } from '../model/pipeline';
+import { validatePipeline } from '../kinds/pipeline';
 import {
   explainSearchAttributeError,
   TreadleCorrelationId,

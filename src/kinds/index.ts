@@ -1,7 +1,8 @@
 /**
  * The worker side of the table of stage kinds (DESIGN.md "Stage kinds", docs/stage-kinds.md): each kind's
- * config check, which the spec validation consults (through `defaultRegistry`), and its activities, which
- * the worker registers. The workflow side (how an attempt runs, its messages) is src/kinds/workflow-table.ts:
+ * config check, which the spec validation consults (through `defaultRegistry`, and the CLI's names in
+ * src/pipelines/catalog.ts), and its activities, which the worker registers. The CLI loads this table to check
+ * specs, so a row loads its `with:` schema and its activities on first use, never when it is registered. The workflow side (how an attempt runs, its messages) is src/kinds/workflow-table.ts:
  * apart, because that one is bundled into the workflow bundle and this one loads Node built-ins. Both list
  * the same kinds (test/unit/stage-kind-table.test.ts).
  */
@@ -32,7 +33,10 @@ export interface KindWorkerContext {
 /** An activity function as the worker registers it. */
 export type KindActivity = (input: never) => Promise<unknown>;
 
-/** A stage kind as the worker sees it: register one with {@link registerWorkerKind}. */
+/**
+ * A stage kind as the worker sees it: register one with {@link registerWorkerKind}. Its module should load
+ * nothing heavy (no zod schema, no worker code): `treadle validate` reads every row to check a spec.
+ */
 export interface WorkerStageKind {
   /** The `run:` that names the kind; the same as its workflow side's. */
   readonly name: string;

@@ -2,6 +2,7 @@
  * The pipeline checks that read more than one field: the stage graph (duplicates, unknown dependencies,
  * cycles), the names a worker registers, each stage's `with:` by its kind, whether each `output_schema:`
  * compiles, and Temporal's history and activity limits. Most read the spec as written, so they report alongside the schema's problems.
+ * What a stage kind checks itself comes in as {@link KindSpecChecks}: the model imports no kind.
  */
 import type { Json } from './shapes';
 import { gateLeaves } from './gate-ref';
@@ -11,13 +12,12 @@ import {
   TEMPORAL_HISTORY_EVENT_LIMIT,
   TEMPORAL_PENDING_ACTIVITY_LIMIT,
 } from './limits';
-import { FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE } from '../kinds/fan-out/shapes';
-import { checkFanOut } from '../kinds/fan-out/spec';
 import type { SpecProblem } from './spec-problems';
 import { closest } from './suggest';
 import {
   KIND_RUNS,
   TYPE_DEFAULT_RUN,
+  type KindSpecChecks,
   type KnownImplementations,
   type PipelineSpec,
   type StageSpec,
@@ -135,18 +135,18 @@ function findCycle(deps: Map<string, string[]>): string[] | null {
 /**
  * The most history events one stage can write: per attempt a workflow task, the stage activity, every gate
  * activity, the attempt timer and the retry delay (three events per task or activity, two per timer), plus
- * a review (update, workflow task, upserts, TTL timer).
+ * a review (update, workflow task, upserts, TTL timer), and what an attempt of the stage's kind adds (`kinds`).
  */
-export function worstCaseStageEvents(stage: StageSpec): number {
-  // A fan-out's elements run under a fan-out workflow: the work item holds its start and its progress signals.
-  const fanOut = stage.run === FAN_OUT_STAGE ? FAN_OUT_ATTEMPT_EVENTS : 0;
+export function worstCaseStageEvents(stage: StageSpec, kinds: readonly KindSpecChecks[]): number {
+  // A kind's attempt may write more in the work item: a fan-out's start and its progress signals.
+  const kindEvents = kinds.find((kind) => kind.name === stage.run)?.attemptEvents ?? 0;
   const perAttempt =
     3 +
     3 +
     3 * gateLeaves(stage.gate).length +
     (stage.retryBudget.attemptTimeoutMs !== null ? 2 : 0) +
     (stage.retryBudget.delayMs > 0 ? 2 : 0) +
-    fanOut;
+    kindEvents;
   const review = 12;
   return stage.retryBudget.maxAttempts * perAttempt + review;
 }
@@ -160,10 +160,10 @@ function activitiesPerStage(stage: StageSpec): number {
  * Limits that no schema can see: a spec whose worst case would pass Temporal's history or pending-activity
  * limits is refused here, naming the limit and the stages that weigh most, instead of failing mid-run.
  */
-export function limitProblems(spec: PipelineSpec): SpecProblem[] {
+export function limitProblems(spec: PipelineSpec, kinds: readonly KindSpecChecks[]): SpecProblem[] {
   const problems: SpecProblem[] = [];
   const weights = spec.stages
-    .map((s) => ({ name: s.name, events: worstCaseStageEvents(s) }))
+    .map((s) => ({ name: s.name, events: worstCaseStageEvents(s, kinds) }))
     .sort((a, b) => b.events - a.events);
   const total = weights.reduce((sum, w) => sum + w.events, 20);
   if (total > HISTORY_EVENT_BUDGET) {
@@ -189,14 +189,16 @@ export function limitProblems(spec: PipelineSpec): SpecProblem[] {
 }
 
 /**
- * Each stage's `with:` checked by its kind, read from the spec as written: the implementation's own check
- * (approval, loop, tdd, llm and the user's, when `known` has them), gates' configs, and a fan_out's element
- * stage as a one-stage pipeline. A stage whose type and `run:` disagree is left to the schema's problem.
+ * Each stage's `with:` checked by its kind, read from the spec as written: the kind's own checks (`kinds`: a
+ * fan_out's element stage as a one-stage pipeline, checked by `validate`), the implementation's own check
+ * (approval, loop, tdd, llm and the user's, when `known` has them), and gates' configs. A stage whose type and
+ * `run:` disagree is left to the schema's problem.
  */
 export function stageConfigProblems(
   input: unknown,
   known: KnownImplementations | undefined,
-  validatePipeline: (raw: unknown, known?: KnownImplementations) => ValidationResult,
+  kinds: readonly KindSpecChecks[],
+  validate: (raw: unknown) => ValidationResult,
 ): SpecProblem[] {
   if (!isRecord(input) || !Array.isArray(input.stages)) return [];
   const problems: SpecProblem[] = [];
@@ -205,21 +207,14 @@ export function stageConfigProblems(
     const label = typeof stage.name === 'string' ? stage.name : '?';
     const run = rawRun(stage);
     const config = stage.with as Json | undefined;
-    const add = (layer: SpecProblem['layer'], line: string, at = ['stages', index, 'with', ...configPath(line)]) =>
-      problems.push({ layer, at, text: `stage ${label}: with.${line}` });
-    if (run === FAN_OUT_STAGE) {
-      const registry: string[] = [];
-      const checked = checkFanOut(config, (element) => {
-        const result = validatePipeline(element, known);
-        if (result.ok) return [];
-        // The element's names are the worker's to confirm, like the stage's own (run --custom-worker).
-        const names = result.found.filter((p) => p.layer === 'registry');
-        registry.push(...names.map((p) => p.text.replace(/^stage element: /, 'stage: ')));
-        return result.found.filter((p) => p.layer !== 'registry').map((p) => p.text);
+    const add = (layer: SpecProblem['layer'], line: string) =>
+      problems.push({
+        layer,
+        at: ['stages', index, 'with', ...configPath(line)],
+        text: `stage ${label}: with.${line}`,
       });
-      if (!checked.ok) for (const line of checked.problems) add('config', line);
-      for (const line of registry) add('registry', line, ['stages', index, 'with', 'stage']);
-    }
+    const kind = kinds.find((k) => k.name === run);
+    for (const problem of kind?.configProblems(config, validate) ?? []) add(problem.layer, problem.line);
     if (!known?.checkConfig) return;
     if (run !== undefined && known.stages.includes(run)) {
       for (const line of known.checkConfig('stage', run, config)) add('config', line);

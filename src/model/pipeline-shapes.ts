@@ -133,6 +133,30 @@ export interface KnownImplementations {
 }
 
 /**
+ * A stage kind's own checks of a spec, which run with or without a worker's names (a worker's config checks are
+ * `KnownImplementations.checkConfig`). The model is the bottom layer and imports no kind: the spec validation
+ * over every kind (`validatePipeline`, src/kinds/pipeline.ts) passes them to `validatePipelineWith`.
+ */
+export interface KindSpecChecks {
+  /** The `run:` of the kind's stages. */
+  readonly name: string;
+  /**
+   * The problems with a stage's `with:`, each a line `path: message`. `validate` checks a pipeline of the kind's
+   * own (a fan_out's element stage) as the whole spec is checked, against the same names.
+   */
+  configProblems(config: Json | undefined, validate: (pipeline: unknown) => ValidationResult): KindSpecProblem[];
+  /** History events one attempt writes in its work item besides a plain stage's (a fan-out's start and progress). */
+  readonly attemptEvents: number;
+}
+
+/** One problem a kind finds in a stage's `with:`: a bad config, or (`registry`) a name the worker must confirm. */
+export interface KindSpecProblem {
+  layer: 'config' | 'registry';
+  /** `path: message`, the path under the stage's `with:`. */
+  line: string;
+}
+
+/**
  * The outcome of {@link validatePipeline}. When invalid, `problems` is every problem as printed, and
  * `found` the same problems with the check that found each and where it is in the spec as written.
  */

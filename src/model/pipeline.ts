@@ -1,9 +1,10 @@
 /**
  * The pipeline spec: plain, validated JSON that travels as workflow input (DESIGN.md principle 3).
  *
- * Users write it with the TypeScript builder or in YAML (snake_case keys); both go through
- * {@link validatePipeline}, which reports every problem at once and returns the canonical form below
- * (camelCase keys, durations in milliseconds, defaults filled in).
+ * Users write it with the TypeScript builder or in YAML (snake_case keys); both go through `validatePipeline`
+ * (src/kinds/pipeline.ts: this module's {@link validatePipelineWith} with every stage kind's own checks), which
+ * reports every problem at once and returns the canonical form below (camelCase keys, durations in
+ * milliseconds, defaults filled in).
  */
 import { z } from 'zod';
 import { parseDuration } from './duration';
@@ -34,6 +35,7 @@ import {
   REVIEW_POLICIES,
   STEP_TYPES,
   TYPE_DEFAULT_RUN,
+  type KindSpecChecks,
   type KnownImplementations,
   type PipelineSpec,
   type StageSpec,
@@ -218,7 +220,7 @@ const PipelineInput = z
 
 export { gateLeaves, type GateRef } from './gate-ref';
 
-/** Thrown by {@link parsePipeline}; `problems` lists every issue found. */
+/** Thrown by `parsePipeline` and the builder; `problems` lists every issue found. */
 export class PipelineValidationError extends Error {
   constructor(
     readonly pipelineName: string,
@@ -235,18 +237,24 @@ export class PipelineValidationError extends Error {
  * Validates a pipeline spec written in any accepted form (builder output, parsed YAML with snake_case keys,
  * or an already canonical spec) and reports every problem at once, in one pass over every check that can
  * still read its part of the spec: the schema (unknown fields, required ones, bad durations), the graph
- * (duplicates, unknown dependencies, cycles), the contracts, and, when `known` is given, the names a worker
- * registers (implementations, validators, revisers, action types) and each stage's `with:` by its kind.
- * History and activity limits are checked once the schema holds.
+ * (duplicates, unknown dependencies, cycles), the contracts, each stage's `with:` by the checks of its kind
+ * (`kinds`), and, when `known` is given, the names a worker registers (implementations, validators, revisers,
+ * action types) and their config checks. History and activity limits are checked once the schema holds.
+ * Everyone else calls `validatePipeline` (src/kinds/pipeline.ts), which passes every kind's checks.
  */
-export function validatePipeline(raw: unknown, known?: KnownImplementations): ValidationResult {
+export function validatePipelineWith(
+  raw: unknown,
+  known: KnownImplementations | undefined,
+  kinds: readonly KindSpecChecks[],
+): ValidationResult {
   const input = camelizeSpec(raw);
   const found: SpecProblem[] = [];
   const parsed = PipelineInput.safeParse(input);
   if (!parsed.success) found.push(...schemaProblems(input, parsed.error.issues));
   found.push(...graphProblems(input));
   if (known) found.push(...implementationProblems(input, known));
-  found.push(...stageConfigProblems(input, known, validatePipeline));
+  const validate = (pipeline: unknown) => validatePipelineWith(pipeline, known, kinds);
+  found.push(...stageConfigProblems(input, known, kinds, validate));
   if (known?.outputSchemaProblem) found.push(...outputSchemaProblems(input, known.outputSchemaProblem));
   if (isRecord(input)) {
     const builtIn = [LLM_CONTRACT_IMPLEMENTATION];
@@ -254,22 +262,12 @@ export function validatePipeline(raw: unknown, known?: KnownImplementations): Va
     found.push(...contractProblems(input.contracts, input.stages, contractNames, input.taskQueue));
   }
   const spec = parsed.success ? canonical(parsed.data, known) : undefined;
-  if (spec) found.push(...limitProblems(spec));
+  if (spec) found.push(...limitProblems(spec, kinds));
   if (found.length > 0 || !spec) {
     const unique = found.filter((p, i) => found.findIndex((q) => q.text === p.text) === i);
     return { ok: false, problems: unique.map((p) => p.text), found: unique };
   }
   return { ok: true, spec };
-}
-
-/** Like {@link validatePipeline} but throws a {@link PipelineValidationError}. */
-export function parsePipeline(raw: unknown, known?: KnownImplementations): PipelineSpec {
-  const result = validatePipeline(raw, known);
-  if (!result.ok) {
-    const named = isRecord(raw) && typeof raw.name === 'string' ? raw.name : '(unnamed)';
-    throw new PipelineValidationError(named, result.problems);
-  }
-  return result.spec;
 }
 
 /**

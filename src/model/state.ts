@@ -278,8 +278,11 @@ export interface PreparePipelineInput {
 /** Engine version 2: the event-driven scheduler (BENCHMARKS.md), and no first upsert when the start set the attributes. */
 export const EVENT_DRIVEN_SCHEDULER_ENGINE = 2;
 /**
- * Engine version 3: the chained stage runner (one `then` per attempt instead of an async function and its
- * `await`, BENCHMARKS.md), so a stage's attempts create fewer workflow promises.
+ * Engine version 3: the chained stage runner. It ran a stage's steps as continuations (a `then` on the activity's
+ * promise, a gate's, a timer's, a review's) instead of engines 1–2's async function, whose attempt helper put other
+ * ticks between the steps (items of those versions keep it: workflows/legacy/engine-1-2.ts). The live runner
+ * (workflows/stage-runner.ts) is plain async/await again, with an `await` where engine 3 had a `then`, so it
+ * runs engine 3's steps in the same order and replays its histories (docs/versioning.md).
  */
 export const CHAINED_STAGE_RUNNER_ENGINE = 3;
 /**

@@ -5,9 +5,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type * as Yaml from 'yaml';
-import type * as ApprovalConfigModule from '../kinds/approval/spec';
-import type * as TddModule from '../kinds/tdd/spec';
-import type * as LoopModule from '../kinds/loop/spec';
+import type * as KindsModule from '../kinds';
 import type * as LlmConfigModule from './llm/config';
 import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
 import type { KnownImplementations } from '../model/pipeline';
@@ -62,12 +60,26 @@ export const CATALOG: CatalogEntry[] = [
 ];
 
 /**
- * The implementation names `defaultRegistry()` registers (the generic stage kinds) and, with no action types,
- * `defaultActionRegistry()`'s, written out so that the CLI checks specs without loading the implementations and
- * the Temporal SDK behind them (~60 ms and more; issue 7). test/integration/cli.test.ts fails when they disagree.
+ * The worker side of the table of stage kinds (src/kinds/index.ts): their names and config checks. Its rows
+ * load their activities only when a worker registers them, so this loads no worker code and no Temporal SDK;
+ * it is loaded when a spec is checked, because the config checks load zod, which `--help` never needs.
+ */
+function stageKinds(): ReturnType<typeof KindsModule.workerKinds> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
+  return (require('../kinds') as typeof KindsModule).workerKinds();
+}
+
+/**
+ * The implementation names `defaultRegistry()` registers and, with no action types, `defaultActionRegistry()`'s,
+ * known without loading the implementations and the Temporal SDK behind them (~60 ms and more; issue 7): the
+ * generic stages and gates written out, the stage kinds from their table. test/integration/cli.test.ts fails when
+ * they disagree.
  */
 export const GENERIC_IMPLEMENTATIONS = {
-  stages: ['approval', 'fan_out', 'llm', 'loop', 'scripted', 'tdd'],
+  /** `llm`, `scripted` and every stage kind, sorted. */
+  get stages(): string[] {
+    return ['llm', 'scripted', ...stageKinds().map((kind) => kind.name)].sort();
+  },
   gates: ['llm-judge', 'scripted'],
   actions: [] as string[],
 };
@@ -98,23 +110,16 @@ const together = (generic: string[], examples: string[]): string[] => [...generi
  * together, sorted as a registry lists them: what `treadle validate` and `treadle run` check specs against.
  */
 export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
-  stages: together(GENERIC_IMPLEMENTATIONS.stages, EXAMPLE_IMPLEMENTATIONS.stages),
+  get stages() {
+    return together(GENERIC_IMPLEMENTATIONS.stages, EXAMPLE_IMPLEMENTATIONS.stages);
+  },
   gates: together(GENERIC_IMPLEMENTATIONS.gates, EXAMPLE_IMPLEMENTATIONS.gates),
   actions: together(GENERIC_IMPLEMENTATIONS.actions, EXAMPLE_IMPLEMENTATIONS.actions),
-  // The llm configs (templates) are checked as the worker checks them; the checks load only when needed.
+  // Configs are checked as the worker checks them: a stage kind's by its row of the table, the llm ones
+  // (templates) here; the checks load only when needed.
   checkConfig: (kind, name, config) => {
-    if (kind === 'stage' && name === 'approval') {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-      return (require('../kinds/approval/spec') as typeof ApprovalConfigModule).checkApprovalStageConfig(config);
-    }
-    if (kind === 'stage' && name === 'loop') {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-      return (require('../kinds/loop/spec') as typeof LoopModule).checkLoopStageConfig(config);
-    }
-    if (kind === 'stage' && name === 'tdd') {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-      return (require('../kinds/tdd/spec') as typeof TddModule).checkTddStageConfig(config);
-    }
+    const stageKind = kind === 'stage' ? stageKinds().find((k) => k.name === name) : undefined;
+    if (stageKind) return stageKind.checkConfig?.(config) ?? [];
     if (!(kind === 'stage' && name === 'llm') && !(kind === 'gate' && name === 'llm-judge')) return [];
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
     const checks = require('./llm/config') as typeof LlmConfigModule;

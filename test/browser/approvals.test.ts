@@ -4,7 +4,7 @@
  * ticking expiry countdown in the list; rejecting it from its page with a reason records the signed-in
  * reviewer (the token's name) as `decidedBy`, with the reason.
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
 import { inboxSuite, login, tid } from '../support/inbox';

@@ -4,7 +4,7 @@
  * CLI just before the reviewer approves all of them from the list: nineteen are decided by the reviewer, and
  * the one the CLI took is reported as already decided by its reviewer, not as an error.
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { runTreadle, showRun } from '../support/cli';

@@ -4,7 +4,7 @@
  * pipeline), a review that starts waiting appears without a reload; approving it with `treadle review …
  * --approve` removes its row within seconds.
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { runTreadle, showRun } from '../support/cli';

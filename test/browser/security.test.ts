@@ -5,7 +5,7 @@
  * session means a redirect to the login page or a 401; a cross-origin form POST is refused with 403.
  */
 import type { HTTPRequest } from 'puppeteer-core';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';

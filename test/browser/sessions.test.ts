@@ -5,7 +5,7 @@
  * cookie stops working; a wrong token on the login page says so; a `#token=` link opened in a tab already at
  * /login signs in.
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { SESSION_COOKIE } from '../../src/ui/server';
 import { TEST_IDS } from '../../src/ui/test-ids';

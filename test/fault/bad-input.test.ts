@@ -17,7 +17,7 @@ import { eventually, startHarness, type Harness } from '../support/harness';
 import { isBlobRef, type StageOutput } from '../../src/model/shapes';
 import type { WorkItemState } from '../../src/model/state';
 import { TreadleError } from '../../src/client';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { reviewSignal } from '../../src/workflow-kit/messages';
 import { bundledRegistry } from '../../src/cli/bundled-examples';
 import { runTreadle, type CliRun } from '../support/cli';

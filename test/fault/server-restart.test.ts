@@ -26,7 +26,7 @@ import path from 'node:path';
 import { eventually } from '../support/harness';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { TreadleClient } from '../../src/client';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { startDevServer, type DevServer, type DevServerOptions, freePort } from '../../src/server/dev-server';
 import type { WorkItemState } from '../../src/model/state';
 import { createWorker, defaultRegistry } from '../../src/worker';

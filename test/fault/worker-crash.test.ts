@@ -13,7 +13,7 @@ import path from 'node:path';
 import { eventually, testAddress } from '../support/harness';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { TreadleClient } from '../../src/client';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { CallRecord } from '../../src/model/shapes';
 
 const LEDGER_WORKER = path.join(__dirname, 'fixtures', 'ledger-worker.js');

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { AnthropicAgent } from '../../src/agents/anthropic';
 import { defaultAgentProviders } from '../../src/agents';
 import { promptHash } from '../../src/agents/prompt-hash';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { WorkItemState } from '../../src/model/state';
 import { readPipelineFile } from '../../src/pipelines/catalog';
 import { startFakeAnthropic, type FakeAnthropic } from '../support/fake-anthropic';

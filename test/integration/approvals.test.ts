@@ -5,7 +5,7 @@
  * entering history; the approved action executed once per idempotency key.
  */
 import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { ApprovalStageArtefact } from '../../src/kinds/approval/shapes';
 import type { Json } from '../../src/model/shapes';
 import { resolveArtefact } from '../../src/storage/blob-store';

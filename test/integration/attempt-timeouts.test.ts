@@ -6,7 +6,7 @@
  *   input stays the same size however many attempts timed out before it.
  */
 import { Registry, type GateImplementation } from '../../src/activities/registry';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { defaultRegistry } from '../../src/worker';
 import { startHarness, type Harness } from '../support/harness';
 

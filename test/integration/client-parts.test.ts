@@ -4,7 +4,7 @@
  * the same answer: reads compare equal, a second answer to something the part decided is `already_decided` by the
  * part's reviewer. The decisions of every kind go through their kind's answers (src/kinds/<kind>/client.ts).
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
 import { fixedLoopSpec, loopReply } from '../support/pipelines';

@@ -4,7 +4,7 @@
  * approval's payload, a stuck TDD node's question, a failed loop's failure and iterations, `not_found` for a decision no longer pending, and
  * the listing's view within seconds when no worker answers.
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey } from '../../src/model/decisions';
 import { TreadleClient } from '../../src/client';

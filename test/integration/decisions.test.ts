@@ -7,7 +7,7 @@
  * unit-tested in test/unit/pending-decisions.test.ts).
  */
 import { TreadleClient } from '../../src/client';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { Json } from '../../src/model/shapes';
 import { decisionKey, type PendingDecision } from '../../src/model/decisions';
 import { runTreadle } from '../support/cli';

@@ -17,7 +17,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Registry, type StageContext } from '../../src/activities/registry';
 import { TreadleClient } from '../../src/client';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { Json } from '../../src/model/shapes';
 import type { WorkItemInput } from '../../src/model/state';
 import { FileBlobStore, MemoryBlobStore } from '../../src/storage/blob-store';

@@ -3,7 +3,7 @@
  * item, at most `max_concurrent` at once, results in input order, a failed element reported without losing
  * the others (or failing the stage), and the parent's history small however large the elements are.
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { FanOutArtefact } from '../../src/kinds/fan-out/shapes';
 import { TreadlePipeline } from '../../src/model/search-attributes';
 import type { Json } from '../../src/model/shapes';

@@ -16,7 +16,7 @@
 import { Client } from '@temporalio/client';
 import { Registry, type ImplementationContext, type StageContext } from '../../src/activities/registry';
 import { TreadleClient } from '../../src/client';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { isBlobRef, type Json } from '../../src/model/shapes';
 import { reviewSignal } from '../../src/workflow-kit/messages';
 import { defaultRegistry } from '../../src/worker';

@@ -12,7 +12,7 @@ import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import { decisionKey } from '../../src/model/decisions';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { startHarness, eventually, testAddress, type Harness } from '../support/harness';
 import { approveBatchInTerminal, runCli, runTreadle, type CliRun } from '../support/cli';

@@ -8,7 +8,7 @@ import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { Json } from '../../src/model/shapes';
 import type { WorkItemResult } from '../../src/model/state';
 import { eventually, startHarness, type Harness } from '../support/harness';

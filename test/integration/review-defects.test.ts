@@ -8,8 +8,8 @@
  * - a prompt template that does not parse is refused at validation.
  */
 import { Registry } from '../../src/activities/registry';
-import { pipeline } from '../../src/model/builder';
-import { validatePipeline } from '../../src/model/pipeline';
+import { pipeline } from '../../src/kinds/builder';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { TreadlePendingReviews } from '../../src/model/search-attributes';
 import { defaultRegistry } from '../../src/worker';
 import { eventually, startHarness, type Harness } from '../support/harness';

@@ -3,7 +3,7 @@
  * the same input again returns the run it started (running or finished); the seed's retry names become the
  * stage activity's retry policy, and exhausted retries fail the run with the error recorded.
  */
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { runIdFor } from '../../src/client';
 import { Registry } from '../../src/activities/registry';
 import { defaultRegistry } from '../../src/worker';

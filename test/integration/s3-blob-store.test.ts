@@ -19,7 +19,7 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { createHash, randomUUID } from 'node:crypto';
 import { TreadleClient } from '../../src/client';
 import { loadConfig } from '../../src/config';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { isBlobRef } from '../../src/model/shapes';
 import { createBlobStore } from '../../src/storage';
 import { BlobNotFoundError } from '../../src/storage/blob-store';

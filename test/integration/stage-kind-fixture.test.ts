@@ -9,7 +9,7 @@ import { bundleWorkflowCode, NativeConnection, type Worker } from '@temporalio/w
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { TreadleClient } from '../../src/client';
-import { validatePipeline } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { defaultRegistry } from '../../src/worker/registries';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { createWorker } from '../../src/worker';

@@ -12,7 +12,7 @@ import {
   FAR_TOO_SLOW_MS,
   PROMPT_CANCELLATION,
 } from '../support/attempt-timeout';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { TreadleEvent } from '../../src/model/shapes';
 import type { WorkItemState } from '../../src/model/state';
 

@@ -9,7 +9,7 @@ import { mkdtempSync, statSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { decisionKey, type PendingDecision } from '../../src/model/decisions';
 import { runTreadle, showRun, TREADLE_BIN } from '../support/cli';
 import { eventually, startHarness, type Harness } from '../support/harness';

@@ -16,7 +16,7 @@
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { validatePipeline } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { checkLoopStageConfig } from '../../src/kinds/loop/spec';
 import {
   BUILT_IN_IMPLEMENTATIONS,

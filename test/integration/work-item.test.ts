@@ -8,7 +8,7 @@ import { WorkflowIdConflictPolicy } from '@temporalio/client';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { draftPublish } from '../support/pipelines';
 import { TreadleClient, TreadleError } from '../../src/client';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { TreadlePendingReviews, TreadleStatus } from '../../src/model/search-attributes';
 import { isBlobRef } from '../../src/model/shapes';
 import type { WorkItemState } from '../../src/model/state';

@@ -1,5 +1,5 @@
 /** Small pipelines built for the integration tests. */
-import { pipeline, type RetryBudgetOptions } from '../../src/model/builder';
+import { pipeline, type RetryBudgetOptions } from '../../src/kinds/builder';
 import type { ReviewPolicy } from '../../src/model/pipeline';
 import type { Json } from '../../src/model/shapes';
 import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';

@@ -3,7 +3,7 @@
  * recorder and the maxCachedWorkflows=0 run.
  */
 import type { Harness } from './harness';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { ATTEMPT_TIMEOUT, FAR_TOO_SLOW_MS } from './attempt-timeout';
 
 /**

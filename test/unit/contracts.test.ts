@@ -3,8 +3,8 @@
  * builder does), and how the activities read a producer's list and its ids.
  */
 import { readItems } from '../../src/kinds/contract/items';
-import { pipeline } from '../../src/model/builder';
-import { validatePipeline } from '../../src/model/pipeline';
+import { pipeline } from '../../src/kinds/builder';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
 import type { ContractSpec } from '../../src/kinds/contract/spec';
 

@@ -1,6 +1,6 @@
 /** DAG readiness, transitive skipping and the item status. */
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../../src/engine/dag';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import type { StageState } from '../../src/model/state';
 
 const spec = pipeline('diamond')

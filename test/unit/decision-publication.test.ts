@@ -4,8 +4,8 @@
  * stage key, which engines publish, and the engine a worker starts items on when the server lacks the attribute.
  */
 import YAML from 'yaml';
-import { pipeline } from '../../src/model/builder';
-import { validatePipeline } from '../../src/model/pipeline';
+import { pipeline } from '../../src/kinds/builder';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { DECISIONS_ENGINE, ENGINE_VERSION, FAILED_WORKFLOW_ENGINE, type PendingReview } from '../../src/model/state';
 import { engineForAttributes } from '../../src/server/search-attributes';
 import { engineRules } from '../../src/workflows/legacy';

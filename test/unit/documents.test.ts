@@ -23,7 +23,8 @@ import {
 } from '../../src/activities/registry';
 import { stageContext } from '../support/contexts';
 import { decideAfterAttempt } from '../../src/engine/stage-policy';
-import { gateLeaves, validatePipeline, type StageSpec } from '../../src/model/pipeline';
+import { gateLeaves, type StageSpec } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import type { Json, QualityFeedback, QualityVerdict, StageOutput } from '../../src/model/shapes';
 import {
   DOCUMENT_PIPELINE,

@@ -2,7 +2,8 @@
 import { combineVerdicts, type NamedVerdict } from '../../src/engine/gates';
 import { summarizeUsage, tokensSpent } from '../../src/engine/usage';
 import { estimateCost } from '../../src/model/pricing';
-import { validatePipeline, gateLeaves } from '../../src/model/pipeline';
+import { gateLeaves } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import type { CallRecord } from '../../src/model/shapes';
 
 const accepted = (gate: string): NamedVerdict => ({ gate, verdict: { kind: 'accepted' } });

@@ -24,6 +24,8 @@ interface Case {
 
 const cases: Case[] = [
   { fixture: 'model-imports-kind', as: 'src/model/duration.ts', flaggedBy: ZONE },
+  // The last model file that imported a kind (the fan-out's checks now come in as a parameter): no exception left.
+  { fixture: 'model-imports-kind', as: 'src/model/pipeline-checks.ts', flaggedBy: ZONE },
   { fixture: 'model-imports-kind', as: 'src/workflows/stage-run.ts', flaggedBy: ZONE },
   { fixture: 'model-imports-kind', as: 'src/ui/address.ts', flaggedBy: null },
   { fixture: 'kind-imports-workflows', as: 'src/kinds/loop/termination.ts', flaggedBy: ZONE },

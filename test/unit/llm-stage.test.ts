@@ -29,7 +29,8 @@ import { compileOutputSchema, validateValue } from '../../src/agents/output-sche
 import { GATE_CORRELATION_SUFFIX, ScriptedAgent, exampleOf, scriptedAgentFactory } from '../../src/agents/scripted';
 import type { Agent, AgentRequest, AgentResult } from '../../src/agents/types';
 import { decideAfterAttempt } from '../../src/engine/stage-policy';
-import { validatePipeline, type StageSpec } from '../../src/model/pipeline';
+import { type StageSpec } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import type { Json, QualityFeedback, QualityVerdict, StageOutput } from '../../src/model/shapes';
 import {
   buildFtsIndex,

@@ -7,8 +7,8 @@ import Ajv2020 from 'ajv/dist/2020';
 import { Registry } from '../../src/activities/registry';
 import { checkOutput, outputSchemaProblem } from '../../src/agents/output-schema-checks';
 import { outputSchemaChecks } from '../../src/agents/output-schema-checks-lazy';
-import { pipeline } from '../../src/model/builder';
-import { validatePipeline } from '../../src/model/pipeline';
+import { pipeline } from '../../src/kinds/builder';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { MAX_OUTPUT_SCHEMA_CHARS } from '../../src/model/limits';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
 

@@ -5,7 +5,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { validatePipeline, type StageSpec } from '../../src/model/pipeline';
+import { type StageSpec } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { packStages, unpackStages } from '../../src/model/packed-stages';
 
 const known = { stages: ['draft', 'check', 'publish', 'scripted'], gates: ['check', 'scripted'] };

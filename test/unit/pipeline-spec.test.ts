@@ -1,8 +1,9 @@
 /** Pipeline validation (every problem at once), the builder, YAML equivalence and durations. */
 import YAML from 'yaml';
-import { pipeline } from '../../src/model/builder';
+import { pipeline } from '../../src/kinds/builder';
 import { formatDuration, parseDuration } from '../../src/model/duration';
-import { PipelineValidationError, validatePipeline } from '../../src/model/pipeline';
+import { PipelineValidationError } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { checkApprovalStageConfig } from '../../src/kinds/approval/spec';
 
 const known = { stages: ['scripted', 'llm'], gates: ['scripted'] };

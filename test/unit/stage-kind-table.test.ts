@@ -1,15 +1,25 @@
 /**
  * The seam for stage kinds (docs/stage-kinds.md): the workflow table (bundled into the workflow bundle) and
  * the worker table (config checks, activities) list the same kinds with the same model use, the kinds'
- * messages do not collide, and the spec validation knows each kind from the table without a stage activity.
+ * messages do not collide, and the spec validation knows each kind from the table without a stage activity,
+ * in the worker and in the CLI (`treadle validate`'s names and config checks, src/pipelines/catalog.ts). The
+ * test kind in test/fixtures/kinds/tally/ is registered on both sides here, as a kind added to the table.
  */
+import { buildSync } from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { createActivities } from '../../src/activities';
 import { workerKinds } from '../../src/kinds';
 import { workflowKind, workflowKindNames } from '../../src/kinds/workflow-table';
-import { validatePipeline } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { defaultRegistry } from '../../src/worker/registries';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../../src/workflow-kit/messages';
+import { BUILT_IN_IMPLEMENTATIONS, GENERIC_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
+import { TALLY_STAGE } from '../fixtures/kinds/tally/kind';
+import { checkTallyConfig } from '../fixtures/kinds/tally/worker/kind';
 
 describe('the table of stage kinds', () => {
   it('lists the same kinds on the workflow side and the worker side', () => {
@@ -58,5 +68,44 @@ describe('the table of stage kinds', () => {
     expect(() => defaultRegistry().stage('tdd', async () => ({ outcome: 'completed' }))).toThrow(
       'stage implementation "tdd" is already registered',
     );
+  });
+});
+
+describe("the CLI's names and config checks (treadle validate)", () => {
+  const WRONG_CONFIG = { no_such_field: true };
+
+  it('come from the worker table: every kind, checked by its own row', () => {
+    for (const kind of workerKinds()) {
+      expect(GENERIC_IMPLEMENTATIONS.stages).toContain(kind.name);
+      expect(BUILT_IN_IMPLEMENTATIONS.stages).toContain(kind.name);
+      // A with: no kind takes: the CLI must say exactly what the kind's row says.
+      const cli = BUILT_IN_IMPLEMENTATIONS.checkConfig!('stage', kind.name, WRONG_CONFIG);
+      expect({ kind: kind.name, cli }).toEqual({ kind: kind.name, cli: kind.checkConfig?.(WRONG_CONFIG) ?? [] });
+    }
+    const checked = workerKinds().filter((kind) => (kind.checkConfig?.(WRONG_CONFIG) ?? []).length > 0);
+    expect(checked.map((kind) => kind.name)).toEqual(expect.arrayContaining(['approval', 'loop', 'tdd', TALLY_STAGE]));
+  });
+
+  it('take a kind added to the table with no other edit: a tally stage validates by its own check', () => {
+    const spec = (count: number) => ({ name: 'p', stages: [{ name: 'count', run: TALLY_STAGE, with: { count } }] });
+    expect(validatePipeline(spec(3), BUILT_IN_IMPLEMENTATIONS)).toEqual(expect.objectContaining({ ok: true }));
+    const result = validatePipeline(spec(0), BUILT_IN_IMPLEMENTATIONS);
+    expect(result.ok ? [] : result.problems).toEqual(
+      checkTallyConfig({ count: 0 }).map((line) => `stage count: with.${line}`),
+    );
+  });
+
+  it("read the table without loading worker code, the Temporal SDK or a kind's zod schema", () => {
+    // The table as the CLI's bundle holds it (one file, packages left as requires), loaded in a fresh process.
+    const root = path.join(__dirname, '..', '..');
+    const outfile = path.join(mkdtempSync(path.join(os.tmpdir(), 'kinds-table-')), 'kinds.js');
+    const entryPoints = [path.join(root, 'src', 'kinds', 'index.ts')];
+    buildSync({ entryPoints, outfile, bundle: true, platform: 'node', packages: 'external', logLevel: 'silent' });
+    const script = `require(${JSON.stringify(outfile)}).workerKinds().map((kind) => kind.name);
+      const packages = Object.keys(require.cache).filter((file) => file.includes('node_modules'));
+      process.stdout.write(JSON.stringify(packages));`;
+    const env = { ...process.env, NODE_PATH: path.join(root, 'node_modules') };
+    const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env })) as string[];
+    expect(loaded).toEqual([]);
   });
 });

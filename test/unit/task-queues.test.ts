@@ -8,8 +8,9 @@
  * `run` and `validate` add; a worker's extras.
  */
 import YAML from 'yaml';
-import { pipeline } from '../../src/model/builder';
-import { validatePipeline, type PipelineSpec } from '../../src/model/pipeline';
+import { pipeline } from '../../src/kinds/builder';
+import { type PipelineSpec } from '../../src/model/pipeline';
+import { validatePipeline } from '../../src/kinds/pipeline';
 import { BUILT_IN_IMPLEMENTATIONS } from '../../src/pipelines/catalog';
 import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY } from '../../src/kinds/approval/shapes';
 import { CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY, gateActivityType } from '../../src/model/activity-types';

@@ -1,7 +1,9 @@
 /**
- * Engines 1 and 2, kept only so items started on them replay: the stage runner as one async function (engine 3
- * made it continuations, ../stage-runner.ts). Same steps, decisions and events as the live runner; each
- * attempt's work is put together by the version's own `attemptWork` (engine 1's in engine-1.ts).
+ * Engines 1 and 2, kept only so items started on them replay: their stage runner. Like the live one
+ * (../stage-runner.ts) it is one async function with the same steps, decisions and events, but an attempt's work
+ * is awaited through the helper `runAttempt` and put together by the version's own `attemptWork` (engine 2 chains
+ * `execute().then(afterExecuted)`; engine 1 awaits each step, engine-1.ts), so its steps fall on other ticks of an
+ * activation than engine 3's continuations, whose timing the live runner keeps (docs/versioning.md).
  */
 import { isCancellation, sleep } from '@temporalio/workflow';
 import type { AttemptOutcome } from '../../engine/stage-policy';
@@ -29,7 +31,8 @@ export const chainedAttempt: AttemptWork = (attempt) => () => attempt.execute().
 
 /** The stage runner of engines 1 and 2: attempts until the policy completes, skips, fails or hands the stage to a human. */
 export async function runStageAsync(run: StageRun, attemptWork: AttemptWork): Promise<void> {
-  // One async function, no `.then` on it: every promise a workflow makes costs (BENCHMARKS.md).
+  // Kept as engines 1 and 2 ran it: a change of shape (a helper awaited, a `then` added) moves its steps to
+  // other ticks, and recorded histories of those versions would no longer replay.
   try {
     const { stage, state } = run;
     const st = state.stages[stage.name]!;

@@ -5,7 +5,7 @@
  * retention period (docs/versioning.md, `treadle engines`):
  *
  * - engine-1.ts      engine 1: the scheduler loop on a `condition`, the attempt awaited step by step
- * - engine-1-2.ts    engines 1–2: the stage runner as one async function
+ * - engine-1-2.ts    engines 1–2: the stage runner with its attempt helper (its steps on other ticks than engine 3)
  * - engine-1-3.ts    engines 1–3: only an activity's own model calls count
  * - kinds/fan-out/engine-1-4.ts  engines 1–4: a fan-out's elements started from the work item itself
  *

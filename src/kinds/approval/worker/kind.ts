@@ -1,14 +1,20 @@
 /** The `approval` stage kind's worker side: its `with:` check and its activities (requests, idempotent actions). */
 import { idempotencyKey, inputHash } from '../../../model/hashing';
 import type { WorkerStageKind } from '../../index';
-import { createApprovalActivities } from './activities';
+import type * as Activities from './activities';
 import { APPROVAL_STAGE } from '../shapes';
-import { checkApprovalStageConfig } from '../spec';
+import type * as Spec from '../spec';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded on first use: the CLI reads this row (the kind's
+   name) to check specs without loading the zod schema of its `with:` unless a spec names it, nor worker code. */
+const specModule = (): typeof Spec => require('../spec');
+const activitiesModule = (): typeof Activities => require('./activities');
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 export const approvalWorkerKind: WorkerStageKind = {
   name: APPROVAL_STAGE,
-  checkConfig: checkApprovalStageConfig,
+  checkConfig: (config) => specModule().checkApprovalStageConfig(config),
   callsModels: false,
   activities: ({ blobs, actions, blobThresholdBytes }) =>
-    createApprovalActivities({ blobs, actions, blobThresholdBytes, idempotencyKey, inputHash }),
+    activitiesModule().createApprovalActivities({ blobs, actions, blobThresholdBytes, idempotencyKey, inputHash }),
 };

@@ -30,7 +30,8 @@ import {
   type FanOutStoreResult,
 } from '../shapes';
 import { DEFAULT_BLOB_THRESHOLD_BYTES } from '../../../model/limits';
-import { validatePipeline, type KnownImplementations } from '../../../model/pipeline';
+import type { KnownImplementations } from '../../../model/pipeline';
+import { validatePipeline } from '../../pipeline';
 import type { Artefact, Json } from '../../../model/shapes';
 import { offloadArtefact, readJson, resolveArtefact, storeJson, type BlobStore } from '../../../storage/blob-store';
 import { resolveList } from '../../../activities/sources';

@@ -1,14 +1,19 @@
 /**
  * The `fan_out` stage kind's worker side: its activities (the children's pipeline and elements, by
  * reference). Its `with:` (and element stage) is checked by the pipeline validation itself, against the
- * same implementations, so it has no config check of its own.
+ * same implementations and with or without a worker (`fanOutSpecChecks`, src/kinds/pipeline.ts), so it has no
+ * config check of its own.
  */
 import type { WorkerStageKind } from '../../index';
-import { createFanOutActivities } from './activities';
+import type * as Activities from './activities';
 import { FAN_OUT_STAGE } from '../shapes';
+
+/** Its activities' module, loaded when a worker registers them: the CLI reads this row without worker code. */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
+const activitiesModule = (): typeof Activities => require('./activities');
 
 export const fanOutWorkerKind: WorkerStageKind = {
   name: FAN_OUT_STAGE,
   callsModels: false,
-  activities: ({ blobs, registry }) => createFanOutActivities({ blobs, known: registry.names() }),
+  activities: ({ blobs, registry }) => activitiesModule().createFanOutActivities({ blobs, known: registry.names() }),
 };

@@ -1,12 +1,19 @@
 /** The `loop` stage kind's worker side: its `with:` check and its activities (iterations, queue checks, state.json). */
 import type { WorkerStageKind } from '../../index';
-import { createLoopActivities } from './activities';
-import { checkLoopStageConfig, LOOP_STAGE } from '../spec';
+import type * as Activities from './activities';
+import { LOOP_STAGE } from '../shapes';
+import type * as Spec from '../spec';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded on first use: the CLI reads this row (the kind's
+   name) to check specs without loading the zod schema of its `with:` unless a spec names it, nor worker code. */
+const specModule = (): typeof Spec => require('../spec');
+const activitiesModule = (): typeof Activities => require('./activities');
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 export const loopWorkerKind: WorkerStageKind = {
   name: LOOP_STAGE,
-  checkConfig: checkLoopStageConfig,
+  checkConfig: (config) => specModule().checkLoopStageConfig(config),
   callsModels: true,
   activities: ({ blobs, agents, callLog, blobThresholdBytes }) =>
-    createLoopActivities({ blobs, agents, ...(callLog ? { callLog } : {}), blobThresholdBytes }),
+    activitiesModule().createLoopActivities({ blobs, agents, ...(callLog ? { callLog } : {}), blobThresholdBytes }),
 };

@@ -1,11 +1,19 @@
 /** The `tdd` stage kind's worker side: its `with:` check and its activities (node calls, git worktrees). */
 import type { WorkerStageKind } from '../../index';
-import { createTddActivities } from './activities';
-import { checkTddStageConfig, TDD_STAGE } from '../spec';
+import type * as Activities from './activities';
+import { TDD_STAGE } from '../shapes';
+import type * as Spec from '../spec';
+
+/* eslint-disable @typescript-eslint/no-require-imports -- loaded on first use: the CLI reads this row (the kind's
+   name) to check specs without loading the zod schema of its `with:` unless a spec names it, nor worker code. */
+const specModule = (): typeof Spec => require('../spec');
+const activitiesModule = (): typeof Activities => require('./activities');
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 export const tddWorkerKind: WorkerStageKind = {
   name: TDD_STAGE,
-  checkConfig: checkTddStageConfig,
+  checkConfig: (config) => specModule().checkTddStageConfig(config),
   callsModels: true,
-  activities: ({ blobs, agents, callLog }) => createTddActivities({ blobs, agents, ...(callLog ? { callLog } : {}) }),
+  activities: ({ blobs, agents, callLog }) =>
+    activitiesModule().createTddActivities({ blobs, agents, ...(callLog ? { callLog } : {}) }),
 };

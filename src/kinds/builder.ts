@@ -17,13 +17,13 @@
  */
 import {
   PipelineValidationError,
-  validatePipeline,
   type ExhaustedAction,
   type KnownImplementations,
   type PipelineSpec,
   type ReviewPolicy,
-} from './pipeline';
-import type { Json } from './shapes';
+} from '../model/pipeline';
+import type { Json } from '../model/shapes';
+import { validatePipeline } from './pipeline';
 
 type Duration = string | number;
 

@@ -1,0 +1,39 @@
+/**
+ * The pipeline spec's validation over every stage kind: what every spec has is checked by src/model/ (the
+ * bottom layer, which imports no kind); the checks a kind makes itself, with or without a worker's names,
+ * are added here, where the kinds are visible. `validatePipeline` and `parsePipeline` are public API.
+ */
+import {
+  PipelineValidationError,
+  validatePipelineWith,
+  type KindSpecChecks,
+  type KnownImplementations,
+  type PipelineSpec,
+  type ValidationResult,
+} from '../model/pipeline';
+import { isRecord } from '../model/pipeline-checks';
+import { fanOutSpecChecks } from './fan-out/spec';
+
+/** The kinds' own spec checks: the fan-out's (its element stage, its weight in the item's history). */
+const KIND_SPEC_CHECKS: readonly KindSpecChecks[] = [fanOutSpecChecks];
+
+/**
+ * Validates a pipeline spec written in any accepted form (builder output, parsed YAML with snake_case keys,
+ * or an already canonical spec) and reports every problem at once: the schema (unknown fields, required ones,
+ * bad durations), the graph (duplicates, unknown dependencies, cycles), the contracts, each stage's `with:` by
+ * its kind, and, when `known` is given, the names a worker registers (implementations, validators, revisers,
+ * action types) and their config checks. History and activity limits are checked once the schema holds.
+ */
+export function validatePipeline(raw: unknown, known?: KnownImplementations): ValidationResult {
+  return validatePipelineWith(raw, known, KIND_SPEC_CHECKS);
+}
+
+/** Like {@link validatePipeline} but throws a {@link PipelineValidationError}. */
+export function parsePipeline(raw: unknown, known?: KnownImplementations): PipelineSpec {
+  const result = validatePipeline(raw, known);
+  if (!result.ok) {
+    const named = isRecord(raw) && typeof raw.name === 'string' ? raw.name : '(unnamed)';
+    throw new PipelineValidationError(named, result.problems);
+  }
+  return result.spec;
+}
