@@ -12,10 +12,19 @@ import {
   type ValidationResult,
 } from '../model/pipeline';
 import { isRecord } from '../model/pipeline-checks';
+import { approvalSpecChecks } from './approval/spec-checks';
 import { fanOutSpecChecks } from './fan-out/spec';
 
-/** The kinds' own spec checks: the fan-out's (its element stage, its weight in the item's history). */
-const KIND_SPEC_CHECKS: readonly KindSpecChecks[] = [fanOutSpecChecks];
+/**
+ * The kinds' own spec checks, for the kinds that have any: the fan-out's (its element stage, its weight in the
+ * item's history) and the approval's (the action type it requests).
+ */
+const KIND_SPEC_CHECKS: readonly KindSpecChecks[] = [fanOutSpecChecks, approvalSpecChecks];
+
+/** The spec checks of the kind a stage's `run:` names, if it has any (the worker's task-queue routing reads them). */
+export function kindSpecChecks(run: string): KindSpecChecks | undefined {
+  return KIND_SPEC_CHECKS.find((kind) => kind.name === run);
+}
 
 /**
  * Validates a pipeline spec written in any accepted form (builder output, parsed YAML with snake_case keys,

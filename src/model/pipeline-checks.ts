@@ -63,8 +63,12 @@ export function graphProblems(input: unknown): SpecProblem[] {
   return problems;
 }
 
-/** Names a worker must register: every stage's and gate's implementation, and approval stages' action types. */
-export function implementationProblems(input: unknown, known: KnownImplementations): SpecProblem[] {
+/** Names a worker must register: every stage's and gate's implementation, and the action types stages ask for (`kinds`). */
+export function implementationProblems(
+  input: unknown,
+  known: KnownImplementations,
+  kinds: readonly KindSpecChecks[],
+): SpecProblem[] {
   if (!isRecord(input) || !Array.isArray(input.stages)) return [];
   const problems: SpecProblem[] = [];
   const pipelineQueue = typeof input.taskQueue === 'string' ? input.taskQueue : undefined;
@@ -89,8 +93,8 @@ export function implementationProblems(input: unknown, known: KnownImplementatio
         problems.push({ layer: 'registry', at: ['stages', index, 'gate'], text });
       }
     }
-    const action = run === 'approval' && isRecord(stage.with) ? stage.with.action : undefined;
-    if (known.actions && !queued && typeof action === 'string' && action !== '' && !known.actions.includes(action)) {
+    const action = kinds.find((kind) => kind.name === run)?.actionOf?.(stage.with as Json | undefined);
+    if (known.actions && !queued && action !== undefined && !known.actions.includes(action)) {
       const unknown = `unknown action type "${action}"${suggest(action, known.actions)}${registered(known.actions)}`;
       const text = `stage ${label}: with.action: ${unknown}`;
       problems.push({ layer: 'registry', at: ['stages', index, 'with', 'action'], text });

@@ -147,6 +147,13 @@ export interface KindSpecChecks {
   configProblems(config: Json | undefined, validate: (pipeline: unknown) => ValidationResult): KindSpecProblem[];
   /** History events one attempt writes in its work item besides a plain stage's (a fan-out's start and progress). */
   readonly attemptEvents: number;
+  /**
+   * The action type a stage of the kind asks a worker to run, from its `with:` (an approval's `with.action`):
+   * a name the worker's action catalog must have, unless the stage's queue takes it elsewhere.
+   */
+  actionOf?(config: Json | undefined): string | undefined;
+  /** The activities that run the kind's actions: routed to the stage's queue when this worker lacks the action. */
+  readonly actionActivities?: readonly string[];
 }
 
 /** One problem a kind finds in a stage's `with:`: a bad config, or (`registry`) a name the worker must confirm. */

@@ -252,7 +252,7 @@ export function validatePipelineWith(
   const parsed = PipelineInput.safeParse(input);
   if (!parsed.success) found.push(...schemaProblems(input, parsed.error.issues));
   found.push(...graphProblems(input));
-  if (known) found.push(...implementationProblems(input, known));
+  if (known) found.push(...implementationProblems(input, known, kinds));
   const validate = (pipeline: unknown) => validatePipelineWith(pipeline, known, kinds);
   found.push(...stageConfigProblems(input, known, kinds, validate));
   if (known?.outputSchemaProblem) found.push(...outputSchemaProblems(input, known.outputSchemaProblem));

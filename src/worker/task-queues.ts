@@ -8,7 +8,8 @@ import { DEFAULT_TASK_QUEUE } from '../config';
 import { CONTRACT_REVISE_ACTIVITY, CONTRACT_VALIDATE_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { gateLeaves } from '../model/gate-ref';
 import type { PipelineSpec, StageSpec } from '../model/pipeline';
-import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY, APPROVAL_STAGE } from '../kinds/approval/shapes';
+import { APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY } from '../kinds/approval/shapes';
+import { kindSpecChecks } from '../kinds/pipeline';
 import { LLM_CONTRACT_IMPLEMENTATION, type ContractSpec } from '../kinds/contract/shapes';
 
 /** The names a worker registers, as a Registry's `names()` and the action registry give them. */
@@ -31,12 +32,11 @@ export function routeImplementations(spec: PipelineSpec, registered: RegisteredN
   const stages = spec.stages.map((stage): StageSpec => {
     const queue = stage.taskQueue ?? spec.taskQueue;
     if (queue === undefined) return stage;
-    const action = stage.run === APPROVAL_STAGE ? approvalActionOf(stage) : undefined;
+    const kind = kindSpecChecks(stage.run);
+    const action = kind?.actionOf?.(stage.with);
     const types = [
       ...(registered.stages.includes(stage.run) ? [] : [stage.run]),
-      ...(action !== undefined && !(registered.actions ?? []).includes(action)
-        ? [APPROVAL_CREATE_ACTIVITY, APPROVAL_EXECUTE_ACTIVITY]
-        : []),
+      ...(action !== undefined && !(registered.actions ?? []).includes(action) ? (kind?.actionActivities ?? []) : []),
       ...gateLeaves(stage.gate)
         .map((g) => g.run)
         .filter((gate) => !registered.gates.includes(gate))
@@ -61,13 +61,6 @@ function routeContract(contract: ContractSpec, spec: PipelineSpec, registered: R
     ...(known(registered.revisers).includes(contract.revise.run) ? [] : [CONTRACT_REVISE_ACTIVITY]),
   ];
   return types.length > 0 ? { ...contract, queues: Object.fromEntries(types.map((type) => [type, queue])) } : contract;
-}
-
-/** The action type an approval stage requests (`with: { action }`), when it names one. */
-function approvalActionOf(stage: StageSpec): string | undefined {
-  const config = stage.with;
-  const action = typeof config === 'object' && config !== null && !Array.isArray(config) ? config.action : undefined;
-  return typeof action === 'string' && action !== '' ? action : undefined;
 }
 
 /** Names one registry adds to another, by kind (`stage summarize`, `gate tone`, `action type notify`). */
