@@ -1,12 +1,8 @@
 /**
- * The output-schema checks (./output-schema.ts), loaded on first use: Ajv is slow to load and most commands,
- * workers and specs never meet a schema. The one place that loads them lazily (the registry, the CLI's
- * built-ins and the edit check all come here). Never in workflow code: Ajv must not reach the workflow bundle.
+ * The output-schema checks (./output-schema.ts), loaded on first use (./lazy-modules.ts says why). The one place
+ * that loads them lazily (the registry, the CLI's built-ins and the edit check all come here).
  */
-import type * as OutputSchemaModule from './output-schema-checks';
+import { load } from './lazy-modules';
 
 /** The output-schema module (`checkOutput`, `outputSchemaProblem`, …), required the first time it is asked for. */
-export function outputSchemaChecks(): typeof OutputSchemaModule {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: Ajv loads only where a schema is met
-  return require('./output-schema-checks') as typeof OutputSchemaModule;
-}
+export const outputSchemaChecks = load.outputSchemaChecks;

@@ -1,0 +1,10 @@
+/**
+ * The YAML parser (~35 ms to load), loaded by the first YAML text read (docs/architecture.md "Lazy loading"):
+ * `treadle validate` and `start` load the loop-file reader for every pipeline file, and a JSON one needs no YAML.
+ */
+import type * as Yaml from 'yaml';
+
+/** Each module, required the first time it is asked for (`require` caches it). */
+export const load = {
+  yaml: (): typeof Yaml => require('yaml'),
+};
