@@ -26,6 +26,8 @@ import type * as ProtoModule from '@temporalio/proto';
 /**
  * The modules commands load when they run: the SDK client and worker, the dev server, zod (validation). `require`
  * rather than `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more.
+ * @internal Left out of the published declarations (tsconfig.build.json `stripInternal`), which must name no
+ * optional package; the table is no API.
  */
 export const load = {
   client: (): typeof ClientModule => require('../client'),

@@ -8,7 +8,11 @@ import type * as AuditModule from './audit';
 import type * as ApprovalLookupModule from './approval-lookup';
 import type * as StartModule from './start';
 
-/** Each module, required the first time it is asked for (`require` caches it). */
+/**
+ * Each module, required the first time it is asked for (`require` caches it).
+ * @internal Left out of the published declarations (tsconfig.build.json `stripInternal`), which must name no
+ * optional package; the table is no API.
+ */
 export const load = {
   start: (): typeof StartModule => require('./start'),
   audit: (): typeof AuditModule => require('./audit'),

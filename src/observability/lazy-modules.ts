@@ -9,7 +9,11 @@ import type * as TraceNode from '@opentelemetry/sdk-trace-node';
 import type * as TemporalOpenTelemetry from '@temporalio/interceptors-opentelemetry';
 import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
 
-/** Each package, required the first time it is asked for; pass these to `loadOptional('tracing', …)`. */
+/**
+ * Each package, required the first time it is asked for; pass these to `loadOptional('tracing', …)`.
+ * @internal Left out of the published declarations (tsconfig.build.json `stripInternal`), which must name no
+ * optional package; the table is no API.
+ */
 export const load = {
   resources: (): typeof Resources => require('@opentelemetry/resources'),
   traceBase: (): typeof TraceBase => require('@opentelemetry/sdk-trace-base'),

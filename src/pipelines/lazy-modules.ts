@@ -4,7 +4,11 @@
  */
 import type * as Yaml from 'yaml';
 
-/** Each module, required the first time it is asked for (`require` caches it). */
+/**
+ * Each module, required the first time it is asked for (`require` caches it).
+ * @internal Left out of the published declarations (tsconfig.build.json `stripInternal`), which must name no
+ * optional package; the table is no API.
+ */
 export const load = {
   yaml: (): typeof Yaml => require('yaml'),
 };

@@ -14,7 +14,11 @@ import type * as ShapesModule from '../model/shapes';
 import type * as PostgresCallLogModule from './postgres-call-log';
 import type * as SqliteCallLogModule from './sqlite-call-log';
 
-/** Each module, required the first time it is asked for (`require` caches it). */
+/**
+ * Each module, required the first time it is asked for (`require` caches it).
+ * @internal Left out of the published declarations (tsconfig.build.json `stripInternal`), which must name no
+ * optional package; the table is no API.
+ */
 export const load = {
   pg: (): typeof Pg => require('pg'),
   betterSqlite3: (): typeof Database => require('better-sqlite3'),
