@@ -69,6 +69,19 @@ function layerZones({ kindClient = false } = {}) {
     },
   ];
 }
+/**
+ * Where `require` may load a module lazily (docs/architecture.md "Lazy loading"): a folder's `lazy-modules.ts`,
+ * a typed table of `() => require(…)` for what start time (CLI, client, worker) or an upward edge keeps out of
+ * that folder's import graph; a `<module>-lazy.ts`, one module's lazy front; and the optional peer packages'
+ * loader; a kind's worker row (src/kinds/<kind>/worker/kind.ts). Anywhere else, `require` is an error.
+ */
+const LAZY_LOADERS = [
+  'src/**/lazy-modules.ts',
+  'src/**/*-lazy.ts',
+  'src/config/optional-packages.ts',
+  // A kind's worker row: the CLI reads the table for the kinds' names, the row loads its schema and activities on use.
+  'src/kinds/*/worker/kind.ts',
+];
 
 export default tseslint.config(
   {
@@ -97,6 +110,10 @@ export default tseslint.config(
       ],
       '@typescript-eslint/no-require-imports': 'error',
     },
+  },
+  {
+    files: LAZY_LOADERS,
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
     files: ['src/ui/assets/*.js'],

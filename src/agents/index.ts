@@ -2,8 +2,8 @@
  * Agents: one interface, several providers. `defaultAgentProviders()` is what a worker offers unless it
  * is given its own map.
  */
-import type * as AnthropicModule from './anthropic';
 import { claudeCodeAgentFactory } from './claude-code';
+import { load } from './lazy-modules';
 import type { AgentProviders } from './providers';
 import { scriptedAgentFactory } from './scripted';
 
@@ -16,8 +16,7 @@ export { ConversationStore } from '../storage/conversation';
 export function defaultAgentProviders(): AgentProviders {
   return {
     // Loaded on first use: the Anthropic SDK is a third of a worker's module load time, and offline workers never use it.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
-    anthropic: () => new (require('./anthropic') as typeof AnthropicModule).AnthropicAgent(),
+    anthropic: () => new (load.anthropic().AnthropicAgent)(),
     scripted: scriptedAgentFactory,
     'claude-code': claudeCodeAgentFactory,
   };

@@ -6,12 +6,10 @@
  */
 import { Option, type Command } from 'commander';
 import type { Client } from '@temporalio/client';
-import type * as ProtoModule from '@temporalio/proto';
 import { formatDuration } from '../model/duration';
 import { loadConfig } from '../config';
-import type * as BlobGcModule from '../storage/blob-gc';
-import type * as StorageModule from '../storage';
 import { duration } from './arguments';
+import { load } from './lazy-modules';
 import type { WithClient } from './with-client';
 
 /** Unreferenced blobs younger than this are kept unless `--grace` says otherwise: a day. */
@@ -39,10 +37,8 @@ export function registerBlobsCommand(program: Command, withClient: WithClient): 
     )
     .action(async (opts: { dryRun?: boolean; grace: number }) => {
       await withClient(async (client) => {
-        /* eslint-disable @typescript-eslint/no-require-imports -- loaded only by this command */
-        const { collectBlobs } = require('../storage/blob-gc') as typeof BlobGcModule;
-        const { createBlobStore } = require('../storage') as typeof StorageModule;
-        /* eslint-enable @typescript-eslint/no-require-imports */
+        const { collectBlobs } = load.blobGc();
+        const { createBlobStore } = load.storage();
         const store = createBlobStore(loadConfig().blobStore);
         const result = await collectBlobs(store, {
           roots: executionTexts(client.client),
@@ -68,8 +64,7 @@ function bytes(n: number): string {
 
 /** The memo and the history of every execution visibility lists in the client's namespace, encoded. */
 async function* executionTexts(client: Client): AsyncIterable<Buffer> {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the client has loaded it already
-  const { temporal } = require('@temporalio/proto') as typeof ProtoModule;
+  const { temporal } = load.proto();
   const namespace = client.options.namespace;
   let nextPageToken: Uint8Array | undefined;
   do {

@@ -1,7 +1,8 @@
 /**
  * The modules CLI commands load when they run (issue 7's start time): the SDK client and worker, the bundled
  * examples, the dev server, zod (validation). `scripts/bundle-cli.js` keeps the server ones out of the `validate` bundle by
- * these exact specifiers, so this file stays in src/cli/.
+ * these exact specifiers, so this file stays in src/cli/. The CLI's one place for `require` (eslint.config.mjs
+ * allows it in `lazy-modules.ts` files; docs/architecture.md "Lazy loading").
  */
 import type * as ClientModule from '../client';
 import type * as ConfigModule from '../config';
@@ -16,10 +17,18 @@ import type * as BundledExamplesModule from './bundled-examples';
 import type * as InboxModule from '../ui/serve';
 import type * as InboxOptionsModule from '../ui/options';
 import type * as InboxAuthModule from '../ui/auth';
+import type * as ShapesModule from '../model/shapes';
+import type * as SpecLinesModule from '../pipelines/spec-lines';
+import type * as BlobGcModule from '../storage/blob-gc';
+import type * as StorageModule from '../storage';
+import type * as ProtoModule from '@temporalio/proto';
 
-/* eslint-disable @typescript-eslint/no-require-imports -- deliberate lazy loading: `require` rather than
-   `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more. */
-/** The modules commands load when they run: the SDK client and worker, the dev server, zod (validation). */
+/**
+ * The modules commands load when they run: the SDK client and worker, the dev server, zod (validation). `require`
+ * rather than `import()`, because a native dynamic import of CommonJS goes through the ESM loader and costs more.
+ * @internal Left out of the published declarations (tsconfig.build.json `stripInternal`), which must name no
+ * optional package; the table is no API.
+ */
 export const load = {
   client: (): typeof ClientModule => require('../client'),
   config: (): typeof ConfigModule => require('../config'),
@@ -34,5 +43,13 @@ export const load = {
   inbox: (): typeof InboxModule => require('../ui/serve'),
   inboxOptions: (): typeof InboxOptionsModule => require('../ui/options'),
   inboxAuth: (): typeof InboxAuthModule => require('../ui/auth'),
+  /** The schemas (zod, ~60 ms): `treadle pipelines` renders a table and never needs them. */
+  shapes: (): typeof ShapesModule => require('../model/shapes'),
+  /** Placing `validate`'s problems on lines: only when there are problems. */
+  specLines: (): typeof SpecLinesModule => require('../pipelines/spec-lines'),
+  /** `treadle blobs gc` alone. */
+  blobGc: (): typeof BlobGcModule => require('../storage/blob-gc'),
+  storage: (): typeof StorageModule => require('../storage'),
+  /** Temporal's protobuf types: the SDK client has loaded them by the time a command asks. */
+  proto: (): typeof ProtoModule => require('@temporalio/proto'),
 };
-/* eslint-enable @typescript-eslint/no-require-imports */

@@ -3,18 +3,17 @@
  */
 import type { LoopState } from '../kinds/loop/shapes';
 import type { TddNodeState } from '../kinds/tdd/shapes';
-import type * as Shapes from '../model/shapes';
 import type { BlobRef, TreadleEvent } from '../model/shapes';
 import type { PendingReview, StageState, WorkItemState } from '../model/state';
 import type { ApprovalRequest } from '../kinds/approval/shapes';
+import { load } from './lazy-modules';
 
 /**
  * Whether an artefact is a blob reference. `model/shapes` loads zod (~60 ms), which `treadle pipelines`
  * (a table, nothing else) should not pay for, so it is loaded here, on the first status rendered.
  */
 function isBlobRef(value: unknown): value is BlobRef {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- deliberate lazy load, see above
-  return (require('../model/shapes') as typeof Shapes).isBlobRef(value);
+  return load.shapes().isBlobRef(value);
 }
 
 /** Widest a column other than the last may be: a longer cell (an 800-character failure) is cut. */

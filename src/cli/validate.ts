@@ -5,7 +5,6 @@
 import type { Command } from 'commander';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type * as SpecLinesModule from '../pipelines/spec-lines';
 import type { SpecLines as SpecLinesType } from '../pipelines/spec-lines';
 import { missingQueueHint } from '../worker/task-queues';
 import type { KnownImplementations as KnownImplementationsType } from '../model/pipeline';
@@ -77,8 +76,7 @@ function customWorkerNames(module: string): KnownImplementationsType {
 function placedProblems(file: string, shown: string, problems: string[], found: readonly SpecProblemType[]): string[] {
   let lines: SpecLinesType | undefined;
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- only when there are problems to place
-    const { SpecLines } = require('../pipelines/spec-lines') as typeof SpecLinesModule;
+    const { SpecLines } = load.specLines();
     lines = new SpecLines(readFileSync(file, 'utf8'));
   } catch {
     lines = undefined;

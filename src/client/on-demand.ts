@@ -6,12 +6,9 @@
 import type * as AuditModule from './audit';
 import type * as ApprovalLookupModule from './approval-lookup';
 import type * as StartModule from './start';
+import { load } from './lazy-modules';
 
-/* eslint-disable @typescript-eslint/no-require-imports -- loading these lazily is the point */
-const startModule = (): typeof StartModule => require('./start');
-const auditModule = (): typeof AuditModule => require('./audit');
-const approvalLookup = (): typeof ApprovalLookupModule => require('./approval-lookup');
-/* eslint-enable @typescript-eslint/no-require-imports */
+const { start: startModule, audit: auditModule, approvalLookup } = load;
 
 export const startWorkItem: typeof StartModule.startWorkItem = (...args) => startModule().startWorkItem(...args);
 export const startTddTree: typeof StartModule.startTddTree = (...args) => startModule().startTddTree(...args);

@@ -68,7 +68,7 @@ function missingPackageOf(error: unknown, packages: readonly string[]): string |
 /** The version ranges package.json gives its peer dependencies (read only to word an error). */
 function peerRanges(): Record<string, string> {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- package.json is beside lib/ and src/
+    // package.json is beside lib/ and src/ (eslint.config.mjs allows `require` in this file, the optional loader).
     return (require('../../package.json') as { peerDependencies?: Record<string, string> }).peerDependencies ?? {};
   } catch {
     return {};

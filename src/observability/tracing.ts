@@ -6,15 +6,13 @@
  * loaded only when tracing is configured, and this module's types name none of them, so Treadle's types compile
  * without them.
  */
-// Types only at the top: a worker without tracing (the default) never loads OpenTelemetry's SDK (~0.1-0.2 s).
-import type * as Resources from '@opentelemetry/resources';
+// Types only at the top (the packages load through ./lazy-modules.ts): a worker without tracing (the default)
+// never loads OpenTelemetry's SDK (~0.1-0.2 s).
 import type * as TraceBase from '@opentelemetry/sdk-trace-base';
-import type * as TraceNode from '@opentelemetry/sdk-trace-node';
-import type * as TemporalOpenTelemetry from '@temporalio/interceptors-opentelemetry';
-import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
 import type { ClientPlugin } from '@temporalio/client';
 import type { WorkerPlugin } from '@temporalio/worker';
 import { loadOptional } from '../config/optional-packages';
+import { load } from './lazy-modules';
 
 /** What a worker and a client need to trace: the plugin (interceptors, workflow span sink) and a way to flush. */
 export interface TreadleTracing {
@@ -61,17 +59,9 @@ function resolvedOr(specifier: string): string {
  * missing (optional peer dependencies).
  */
 export function createTracing(options: { spanProcessor: TracingSpanProcessor; serviceName?: string }): TreadleTracing {
-  /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when tracing is configured */
-  const { Resource } = loadOptional('tracing', () => require('@opentelemetry/resources') as typeof Resources);
-  const { NodeTracerProvider } = loadOptional(
-    'tracing',
-    () => require('@opentelemetry/sdk-trace-node') as typeof TraceNode,
-  );
-  const { OpenTelemetryPlugin } = loadOptional(
-    'tracing',
-    () => require('@temporalio/interceptors-opentelemetry') as typeof TemporalOpenTelemetry,
-  );
-  /* eslint-enable @typescript-eslint/no-require-imports */
+  const { Resource } = loadOptional('tracing', load.resources);
+  const { NodeTracerProvider } = loadOptional('tracing', load.traceNode);
+  const { OpenTelemetryPlugin } = loadOptional('tracing', load.temporalPlugin);
   // The declared shape stands for the SDK's class (see TracingSpanProcessor).
   const spanProcessor = options.spanProcessor as TraceBase.SpanProcessor;
   const resource = new Resource({ 'service.name': options.serviceName ?? 'treadle' });
@@ -92,16 +82,8 @@ export function createTracing(options: { spanProcessor: TracingSpanProcessor; se
  */
 export function tracingFromEnv(env: NodeJS.ProcessEnv = process.env): TreadleTracing | undefined {
   if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) return undefined;
-  /* eslint-disable @typescript-eslint/no-require-imports -- loaded only when tracing is configured */
-  const { OTLPTraceExporter } = loadOptional(
-    'tracing',
-    () => require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp,
-  );
-  const { BatchSpanProcessor } = loadOptional(
-    'tracing',
-    () => require('@opentelemetry/sdk-trace-base') as typeof TraceBase,
-  );
-  /* eslint-enable @typescript-eslint/no-require-imports */
+  const { OTLPTraceExporter } = loadOptional('tracing', load.otlpHttp);
+  const { BatchSpanProcessor } = loadOptional('tracing', load.traceBase);
   return createTracing({
     spanProcessor: new BatchSpanProcessor(new OTLPTraceExporter()),
     serviceName: env.OTEL_SERVICE_NAME ?? 'treadle',

@@ -4,9 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type * as Yaml from 'yaml';
 import type * as KindsModule from '../kinds';
-import type * as LlmConfigModule from './llm/config';
+import { load } from './lazy-modules';
 import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
 import type { KnownImplementations } from '../model/pipeline';
 import type { Json } from '../model/shapes';
@@ -65,8 +64,7 @@ export const CATALOG: CatalogEntry[] = [
  * it is loaded when a spec is checked, because the config checks load zod, which `--help` never needs.
  */
 function stageKinds(): ReturnType<typeof KindsModule.workerKinds> {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-  return (require('../kinds') as typeof KindsModule).workerKinds();
+  return load.kinds().workerKinds();
 }
 
 /**
@@ -121,8 +119,7 @@ export const BUILT_IN_IMPLEMENTATIONS: KnownImplementations = {
     const stageKind = kind === 'stage' ? stageKinds().find((k) => k.name === name) : undefined;
     if (stageKind) return stageKind.checkConfig?.(config) ?? [];
     if (!(kind === 'stage' && name === 'llm') && !(kind === 'gate' && name === 'llm-judge')) return [];
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy: most commands never need it
-    const checks = require('./llm/config') as typeof LlmConfigModule;
+    const checks = load.llmConfig();
     return kind === 'stage' ? checks.llmStageConfigProblems(config) : checks.llmJudgeConfigProblems(config);
   },
   // Ajv loads only for specs with an `output_schema:`.
@@ -150,8 +147,7 @@ export function readPipelineFile(file: string): unknown {
 
 /** The YAML parser (~35 ms to load), loaded by the first YAML file read rather than by every CLI command. */
 function parseYaml(text: string): unknown {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- deliberate lazy load, see above
-  return (require('yaml') as typeof Yaml).parse(text);
+  return load.yaml().parse(text);
 }
 
 /** Finds a built-in pipeline by name, with an error listing the names. */

@@ -1,8 +1,10 @@
 /**
  * Where a problem is in a pipeline file: the line of a field, found from its path in the spec, so that
- * `treadle validate` prints `file:line: field: problem`. Only loaded when there are problems to place.
+ * `treadle validate` prints `file:line: field: problem`. Loaded with the loop-file reader and by
+ * `validate` when there are problems to place; the YAML parser loads with the first `SpecLines`.
  */
 import type * as Yaml from 'yaml';
+import { load } from './lazy-modules';
 
 /** Finds lines in one file's text (YAML or JSON, which YAML reads too). */
 export class SpecLines {
@@ -11,8 +13,7 @@ export class SpecLines {
   private readonly counter: Yaml.LineCounter;
 
   constructor(text: string) {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, as everywhere in the CLI
-    this.yaml = require('yaml') as typeof Yaml;
+    this.yaml = load.yaml();
     this.counter = new this.yaml.LineCounter();
     this.doc = this.yaml.parseDocument(text, { lineCounter: this.counter });
   }

@@ -7,15 +7,13 @@ import { createHash, randomUUID } from 'node:crypto';
 import { link, mkdir, open, readFile, readdir, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { homeLocation } from '../config/home';
+import { load } from './lazy-modules';
 import type { Artefact, BlobRef, Json } from '../model/shapes';
-import type * as Shapes from '../model/shapes';
 
 // The schemas (zod) load on the first artefact checked, not with the store: a client that only lists or reads
 // state (`treadle status`, `reviews`) never needs them (issue 26 §5, CLI start).
-/** {@link Shapes.isBlobRef}, loading the schemas on its first call. */
-export const isBlobRef = (value: unknown): value is BlobRef =>
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
-  (require('../model/shapes') as typeof Shapes).isBlobRef(value);
+/** `isBlobRef` of src/model/shapes.ts, loading the schemas on its first call. */
+export const isBlobRef = (value: unknown): value is BlobRef => load.shapes().isBlobRef(value);
 
 /**
  * Where blobs live; implement it to put them in S3, GCS, a database... Blobs are immutable and addressed by

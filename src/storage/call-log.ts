@@ -14,8 +14,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { CallRecord } from '../model/shapes';
-import type * as ActivityModule from '@temporalio/activity';
 import { estimateCost } from '../model/pricing';
+import { load } from './lazy-modules';
 
 /** Where a call was made: the activity's workflow, run and id, the pipeline and the stage. */
 export interface CallOrigin {
@@ -222,8 +222,7 @@ export function callLogWriter(
   if (!log) return undefined;
   return (calls) => {
     // Loaded only when a call is logged: this module is also used where no activity runs (the CLI).
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { Context } = require('@temporalio/activity') as typeof ActivityModule;
+    const { Context } = load.activity();
     const info = Context.current().info;
     return log.append(
       {

@@ -4,8 +4,7 @@
  * native module): the configuration, which the CLI reads at start, uses this module's checks.
  */
 import type { CallLog } from './call-log';
-import type * as SqliteModule from './sqlite-call-log';
-import type * as PostgresModule from './postgres-call-log';
+import { load } from './lazy-modules';
 
 /** Whether a `TREADLE_CALL_LOG` value is a PostgreSQL URL rather than a file. */
 export function isPostgresUrl(setting: string): boolean {
@@ -34,11 +33,9 @@ export function redactedUrl(url: string): string {
 /** Opens the call log a setting names (an absolute file path, or a PostgreSQL URL). */
 export function openCallLog(setting: string): CallLog {
   if (isPostgresUrl(setting)) {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when chosen
-    const { PostgresCallLog } = require('./postgres-call-log') as typeof PostgresModule;
+    const { PostgresCallLog } = load.postgresCallLog();
     return new PostgresCallLog(setting.trim());
   }
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when chosen (native module)
-  const { SqliteCallLog } = require('./sqlite-call-log') as typeof SqliteModule;
+  const { SqliteCallLog } = load.sqliteCallLog();
   return new SqliteCallLog(setting);
 }

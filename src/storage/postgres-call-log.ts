@@ -21,6 +21,7 @@ import {
 } from './call-log';
 import { redactedUrl } from './open-call-log';
 import { loadOptional } from '../config/optional-packages';
+import { load } from './lazy-modules';
 
 /** Rows per INSERT: PostgreSQL takes at most 65,535 parameters in one statement. */
 const ROWS_PER_INSERT = 1_000;
@@ -62,8 +63,7 @@ export class PostgresCallLog implements CallLog {
   ) {
     // pg loads with the first log opened: `require('treadle')` alone does not load it, and it is an optional
     // peer dependency (a configuration error names it when it is missing).
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { Pool } = loadOptional('postgres', () => require('pg') as typeof Pg);
+    const { Pool } = loadOptional('postgres', load.pg);
     this.pool = new Pool({
       connectionString: url,
       max: options.maxConnections ?? 4,

@@ -20,6 +20,7 @@ import {
   type CallLogSummary,
   type CallOrigin,
 } from './call-log';
+import { load } from './lazy-modules';
 
 /** The SQLite call log. Its work is synchronous; the methods return promises to fit {@link CallLog}. */
 export class SqliteCallLog implements CallLog {
@@ -29,8 +30,7 @@ export class SqliteCallLog implements CallLog {
   constructor(readonly file: string) {
     if (file !== ':memory:') mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
     // The native module loads with the first log opened: `require('treadle')` alone does not load it.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const Sqlite = require('better-sqlite3') as typeof Database;
+    const Sqlite = load.betterSqlite3();
     this.db = new Sqlite(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('busy_timeout = 5000');

@@ -32,7 +32,7 @@ import { engineForAttributes, ensureSearchAttributes } from '../server/search-at
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../model/search-attributes';
 import { workflowCodeForWorker } from './workflow-bundle';
 import { installPrometheusMetrics, prometheusAddressFromEnv } from './metrics';
-import type * as BundledExamplesModule from '../cli/bundled-examples';
+import { load } from './lazy-modules';
 import {
   CoreQueueRegistrationError,
   implementationActivityTypes,
@@ -97,8 +97,7 @@ export interface TreadleWorkerOptions {
 
 /** What the core queue registers: the generic registries and the bundled examples, loaded only when needed. */
 function shippedRegistrations(): { registry: Registry; approvalActions: ActionCatalog } {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the core queue's one examples edge
-  return (require('../cli/bundled-examples') as typeof BundledExamplesModule).bundledWorkerOptions();
+  return load.bundledExamples().bundledWorkerOptions();
 }
 
 /** Every name a registry and an action catalog hold, for comparing a worker's set with the shipped one. */
@@ -401,8 +400,7 @@ export async function connectWorker(settings: TemporalSettings = temporalSetting
 
 if (require.main === module) {
   // `node lib/worker/index.js` is the CLI's worker, examples included; lazily, so an SDK import never loads them.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the default worker entry's one examples edge
-  const { bundledWorkerOptions } = require('../cli/bundled-examples') as typeof BundledExamplesModule;
+  const { bundledWorkerOptions } = load.bundledExamples();
   runWorker(bundledWorkerOptions()).catch((error: unknown) => {
     process.stderr.write(`treadle worker: ${(error as Error).message}\n`);
     process.exit((error as { code?: string }).code === 'config' ? 2 : 1);

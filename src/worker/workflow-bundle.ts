@@ -7,8 +7,10 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import type * as WorkerModule from '@temporalio/worker';
-import type * as TracingModule from '../observability/tracing';
+// Plain imports: everything that loads this module (the worker, `require('treadle')`) has loaded both already, and
+// the SDK loads its bundler (webpack) only when `bundleWorkflowCode` runs.
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { WORKFLOW_TRACING_MODULE } from '../observability/tracing';
 
 /** The build's root, `lib/` (this file is `lib/worker/workflow-bundle.js`). */
 const LIB_DIR = path.dirname(__dirname);
@@ -92,11 +94,6 @@ export function workflowCodeForWorker(
  * scripts/build-workflow-bundle.js, after tsc.
  */
 export async function buildWorkflowBundles(dir = WORKFLOW_BUNDLE_DIR): Promise<WorkflowBundleManifest> {
-  // Loaded here only: the bundler (webpack) is what a worker start avoids.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- build-time only
-  const { bundleWorkflowCode } = require('@temporalio/worker') as typeof WorkerModule;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- build-time only; tracing loads OpenTelemetry
-  const { WORKFLOW_TRACING_MODULE } = require('../observability/tracing') as typeof TracingModule;
   const workflowsPath = require.resolve('../workflows');
   const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} };
   const [plain, traced] = await Promise.all([

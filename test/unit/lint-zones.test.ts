@@ -2,7 +2,8 @@
  * The layer zones and the determinism convention in eslint.config.mjs bite (issue 38): each fixture in
  * test/fixtures/lint/ is linted as if it sat at a path in one zone, where its import is forbidden, and at a path
  * where the same import is allowed. Workflow code is found by convention: every file of a kind's folder is
- * workflow code except its `worker/` folder and its `client.ts` / `client-*.ts` files.
+ * workflow code except its `worker/` folder and its `client.ts` / `client-*.ts` files. A lazy `require` is allowed
+ * only in the lazy-loading files, also found by name.
  */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ const fixture = (name: string): string =>
 
 const ZONE = 'import-x/no-restricted-paths';
 const DETERMINISM = 'no-restricted-imports';
+const REQUIRE = '@typescript-eslint/no-require-imports';
 
 /** One lint: the fixture's text linted as `as`, and the rule expected to flag it (none: it must pass clean). */
 interface Case {
@@ -40,6 +42,11 @@ const cases: Case[] = [
   { fixture: 'kind-imports-node-fs', as: 'src/kinds/loop/client-probe.ts', flaggedBy: null },
   { fixture: 'kind-client-imports-client', as: 'src/kinds/loop/client.ts', flaggedBy: null },
   { fixture: 'kind-client-imports-client', as: 'src/kinds/loop/termination.ts', flaggedBy: ZONE },
+  // Lazy loading lives in a folder's lazy-modules.ts or a `<module>-lazy.ts` (docs/architecture.md "Lazy loading").
+  { fixture: 'lazy-require', as: 'src/pipelines/lazy-modules.ts', flaggedBy: null },
+  { fixture: 'lazy-require', as: 'src/agents/output-schema-checks-lazy.ts', flaggedBy: null },
+  { fixture: 'lazy-require', as: 'src/pipelines/spec-lines.ts', flaggedBy: REQUIRE },
+  { fixture: 'lazy-require', as: 'src/storage/blob-store.ts', flaggedBy: REQUIRE },
 ];
 
 /**

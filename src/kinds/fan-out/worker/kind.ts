@@ -9,7 +9,6 @@ import type * as Activities from './activities';
 import { FAN_OUT_STAGE } from '../shapes';
 
 /** Its activities' module, loaded when a worker registers them: the CLI reads this row without worker code. */
-// eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, see above
 const activitiesModule = (): typeof Activities => require('./activities');
 
 export const fanOutWorkerKind: WorkerStageKind = {

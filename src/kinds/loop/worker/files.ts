@@ -22,7 +22,7 @@ import { LITERAL_VARIABLE, LOOP_VARIABLES } from '../spec';
 import type { Json } from '../../../model/shapes';
 import { unknownVariables } from '../../../model/spec-problems';
 import { SpecLines } from '../../../pipelines/spec-lines';
-import type * as Yaml from 'yaml';
+import { load } from '../../../pipelines/lazy-modules';
 
 /** Whether a parsed pipeline file is a v3 loop pipeline (its stages name templates). */
 export function isLoopPipelineFile(raw: unknown): boolean {
@@ -160,8 +160,7 @@ function loadTemplate(
   const display = path.relative(process.cwd(), found);
   let raw: unknown;
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- lazy, as everywhere in the CLI
-    raw = (require('yaml') as typeof Yaml).parse(readFileSync(found, 'utf8'));
+    raw = load.yaml().parse(readFileSync(found, 'utf8'));
   } catch (error) {
     return { ok: false, problems: [`${display}: not valid YAML: ${(error as Error).message.split('\n')[0]}`] };
   }

@@ -4,11 +4,10 @@ import type * as Activities from './activities';
 import { TDD_STAGE } from '../shapes';
 import type * as Spec from '../spec';
 
-/* eslint-disable @typescript-eslint/no-require-imports -- loaded on first use: the CLI reads this row (the kind's
-   name) to check specs without loading the zod schema of its `with:` unless a spec names it, nor worker code. */
+// Loaded on first use (lint allows `require` in a kind's worker row): the CLI reads this row (the kind's name)
+// to check specs without loading the zod schema of its `with:` unless a spec names it, nor worker code.
 const specModule = (): typeof Spec => require('../spec');
 const activitiesModule = (): typeof Activities => require('./activities');
-/* eslint-enable @typescript-eslint/no-require-imports */
 
 export const tddWorkerKind: WorkerStageKind = {
   name: TDD_STAGE,
