@@ -49,7 +49,7 @@ import { ENGINE_VERSION, isEngineVersion } from '../model/state';
 import { PREPARE_PIPELINE_ACTIVITY, STORE_ARTEFACT_ACTIVITY, gateActivityType } from '../model/activity-types';
 import { validatePipeline } from '../kinds/pipeline';
 import { packStages } from '../model/packed-stages';
-import { routeImplementations } from '../worker/task-queues';
+import { routeImplementations } from '../worker/implementation-routing';
 import { idempotencyKey as seedIdempotencyKey, inputHash } from '../model/hashing';
 
 /** What activities need; tests pass their own. */

@@ -18,9 +18,9 @@ import {
   implementationActivityTypes,
   missingQueueHint,
   namesBeyond,
-  routeImplementations,
   workerCommandFor,
 } from '../../src/worker/task-queues';
+import { routeImplementations } from '../../src/worker/implementation-routing';
 
 const valid = (raw: unknown): PipelineSpec => {
   const result = validatePipeline(raw, BUILT_IN_IMPLEMENTATIONS);
