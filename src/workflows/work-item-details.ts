@@ -1,9 +1,8 @@
 /**
- * How a work item looks from outside while it runs: the Markdown of the Web UI's "current details", the
- * `state` query's answer, and the approvals memo that listings read.
+ * How a work item looks from outside while it runs: the Markdown of the Web UI's "current details" and the
+ * `state` query's answer.
  */
 import { summarizeUsage } from '../engine/usage';
-import type { ApprovalsMemo } from '../kinds/workflow-table';
 import type { StageState, StateQueryArgs, WorkItemState } from '../model/state';
 import { eventPage } from '../workflow-kit/common';
 
@@ -70,18 +69,4 @@ export function renderDetails(state: WorkItemState): string {
 /** What the `state` query answers: everything but the event stream, of which one page. */
 export function pageOfState(state: WorkItemState, args: StateQueryArgs | undefined): WorkItemState {
   return { ...state, events: eventPage(state.events, args), usage: summarizeUsage(state.stages) };
-}
-
-/** Approval requests kept in the memo for listings; the `state` query has them all. */
-const MEMO_APPROVALS = 50;
-
-/** The pending approval requests for listings (payloads and results left out), or null when none waits. */
-export function approvalsMemoOf(state: WorkItemState): ApprovalsMemo | null {
-  const pending = (state.approvals ?? []).filter((r) => r.status === 'pending');
-  if (pending.length === 0) return null;
-  return {
-    pipeline: state.pipeline,
-    requests: pending.slice(0, MEMO_APPROVALS).map(({ payload: _payload, result: _result, ...rest }) => rest),
-    omitted: Math.max(0, pending.length - MEMO_APPROVALS),
-  };
 }
