@@ -72,6 +72,8 @@ export interface KindPublication {
   readonly attribute?: { readonly watched: readonly string[]; value(): SearchAttributeUpdatePair };
   /** Its memo entries by key, each upserted when it changed (null removes one). */
   readonly memo: Readonly<Record<string, Json | object | null>>;
+  /** Its block of the Web UI's current details (Markdown lines under a heading), while any decision waits. */
+  readonly details?: { readonly heading: string; readonly lines: readonly string[] };
 }
 
 /**

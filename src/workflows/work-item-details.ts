@@ -5,12 +5,13 @@
 import { summarizeUsage } from '../engine/usage';
 import type { StageState, StateQueryArgs, WorkItemState } from '../model/state';
 import { eventPage } from '../workflow-kit/common';
+import type { KindPublication } from '../workflow-kit/stage-kind';
 
 /** Stage rows in the Web UI's current details; the rest are counted. */
 const DETAIL_ROWS = 30;
 
-/** A Markdown summary for the Web UI's "current details". */
-export function renderDetails(state: WorkItemState): string {
+/** A Markdown summary for the Web UI's "current details", with the blocks of `kinds` (their publications). */
+export function renderDetails(state: WorkItemState, kinds: readonly KindPublication[]): string {
   const entries = Object.entries(state.stages);
   // Wide pipelines: the stages in motion first, then the rest, at most DETAIL_ROWS rows and a count.
   const order = (s: StageState): number =>
@@ -38,14 +39,6 @@ export function renderDetails(state: WorkItemState): string {
     );
   }
   const reviews = state.pendingReviews.slice(0, DETAIL_ROWS).map((r) => `- **${r.stage}**: ${r.message}`);
-  const approvals = (state.approvals ?? []).filter((r) => r.status === 'pending');
-  const approvalLines = approvals
-    .slice(0, DETAIL_ROWS)
-    .map(
-      (r) =>
-        `- \`${r.id}\` **${r.step}** ${r.actionType}: ${r.summary}${r.escalated ? ` (escalated to ${r.reviewers})` : ''}`,
-    );
-  if (approvals.length > DETAIL_ROWS) approvalLines.push(`- … ${approvals.length - DETAIL_ROWS} more`);
   // Seed 002's quality_flags of the stages whose input a contract validated.
   const flags = entries
     .filter(([, s]) => s.qualityFlags)
@@ -61,7 +54,8 @@ export function renderDetails(state: WorkItemState): string {
     '|---|---|---|---|',
     ...rows,
     ...(reviews.length ? ['', 'Waiting for review:', ...reviews] : []),
-    ...(approvalLines.length ? ['', 'Waiting for approval (treadle approve <id>):', ...approvalLines] : []),
+    // The kinds' waiting decisions (approval requests), as their publish hooks give them.
+    ...kinds.flatMap(({ details }) => (details !== undefined ? ['', details.heading, ...details.lines] : [])),
     ...(flags.length ? ['', 'Input validation (quality_flags):', ...flags] : []),
   ].join('\n');
 }

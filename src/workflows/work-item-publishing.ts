@@ -71,6 +71,6 @@ export class WorkItemPublications {
     for (const { memo } of kinds)
       for (const [key, value] of Object.entries(memo)) this.published.memo(key, value, false);
     this.published.memo(REVIEWS_MEMO_KEY, reviewsMemo(state.pipeline, state.pendingReviews), true);
-    setCurrentDetails(renderDetails(state));
+    setCurrentDetails(renderDetails(state, kinds));
   }
 }

@@ -167,6 +167,13 @@ describe("what the work item publishes for its kinds' decisions (publish)", () =
     expect(memo.requests.map((r) => r.id)).toEqual(pendingIds.slice(0, 50));
     expect(memo.omitted).toBe(pendingIds.length - 50);
     expect(JSON.stringify(memo)).not.toContain('"payload"');
+    // The Web UI's current details list the first 30 and count the rest.
+    expect(publication!.details!.heading).toBe('Waiting for approval (treadle approve <id>):');
+    expect(publication!.details!.lines.slice(0, 2)).toEqual([
+      '- `ap-p0` **publish** task.create: create ap-p0',
+      '- `ap-p1` **publish** task.create: create ap-p1',
+    ]);
+    expect(publication!.details!.lines.slice(30)).toEqual([`- … ${pendingIds.length - 30} more`]);
   });
 
   it('names decided requests newest first in the attribute, and clears the memo once none is pending', () => {
@@ -178,5 +185,6 @@ describe("what the work item publishes for its kinds' decisions (publish)", () =
     expect(after!.pending).toEqual([]);
     expect(after!.attribute!.value().value).toEqual(['ap-d2', 'ap-p1', 'ap-d1']);
     expect(after!.memo).toEqual({ [APPROVALS_MEMO_KEY]: null });
+    expect(after!.details).toBeUndefined();
   });
 });

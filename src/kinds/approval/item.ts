@@ -1,13 +1,13 @@
 /**
  * The approval kind's part of the work item (seed 003): its requests live in the item's state, so the item
  * handles their decisions (by id, by update or signal) and publishes them (the `TreadleApprovals` search
- * attribute and the approvals memo, which listings read). The kind's row (kind.ts) hands these to the work
+ * attribute and the approvals memo, which listings read, and a block of the Web UI's current details). The kind's row (kind.ts) hands these to the work
  * item as its `installHandlers` and `publish` hooks (docs/stage-kinds.md).
  */
 import { ApplicationFailure } from '@temporalio/workflow';
 import { truncateText } from '../../model/limits';
 import { MAX_APPROVAL_IDS_ATTRIBUTE, TreadleApprovals } from '../../model/search-attributes';
-import type { WorkItemState } from '../../model/state';
+import type { ApprovalRequest, WorkItemState } from '../../model/state';
 import { describePayload } from '../../workflow-kit/publishing';
 import type { KindItemContext, KindPublication } from '../../workflow-kit/stage-kind';
 import { approvalSignal, decideApprovalUpdate } from './messages';
@@ -83,7 +83,24 @@ export function approvalsPublication(state: WorkItemState): KindPublication | un
       },
     },
     memo: { [APPROVALS_MEMO_KEY]: approvalsMemoOf(state) },
+    ...(pending.length > 0 ? { details: approvalDetails(approvals) } : {}),
   };
+}
+
+/** Pending requests listed in the Web UI's current details (as many as its stage rows); the rest are counted. */
+const DETAIL_ROWS = 30;
+
+/** The pending requests' block of the Web UI's current details. */
+function approvalDetails(approvals: readonly ApprovalRequest[]): NonNullable<KindPublication['details']> {
+  const pending = approvals.filter((r) => r.status === 'pending');
+  const lines = pending
+    .slice(0, DETAIL_ROWS)
+    .map(
+      (r) =>
+        `- \`${r.id}\` **${r.step}** ${r.actionType}: ${r.summary}${r.escalated ? ` (escalated to ${r.reviewers})` : ''}`,
+    );
+  if (pending.length > DETAIL_ROWS) lines.push(`- … ${pending.length - DETAIL_ROWS} more`);
+  return { heading: 'Waiting for approval (treadle approve <id>):', lines };
 }
 
 /** Approval requests kept in the memo for listings; the `state` query has them all. */
