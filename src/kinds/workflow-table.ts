@@ -25,10 +25,16 @@ const PUBLISHING: WorkflowStageKind[] = [];
 
 /**
  * Adds a stage kind's workflow side. Call it at module load in a module the workflow bundle imports (the
- * registration then runs identically in every workflow, so replay sees the same table).
+ * registration then runs identically in every workflow, so replay sees the same table). A kind whose
+ * decisions the work item holds (`decisions: 'item'`) must say what the item publishes for them (`publish`).
  */
 export function registerWorkflowKind(kind: WorkflowStageKind): void {
   if (TABLE.has(kind.name)) throw new Error(`stage kind "${kind.name}" is already registered`);
+  // The work item publishes the decisions it holds through the hook: one without the other hides them.
+  if ((kind.publish !== undefined) !== (kind.decisions === 'item'))
+    throw new Error(
+      `stage kind "${kind.name}" ${kind.decisions === 'item' ? "has decisions: 'item' but no publish hook" : `has a publish hook but decisions: '${kind.decisions}'`}: the work item publishes the decisions it holds through publish`,
+    );
   TABLE.set(kind.name, kind);
   if (kind.publish !== undefined) PUBLISHING.push(kind);
 }

@@ -13,6 +13,7 @@ import {
   declaredHandlers,
   installKindHandlers,
   kindPublications,
+  registerWorkflowKind,
   workflowKind,
   workflowKindNames,
 } from '../../src/kinds/workflow-table';
@@ -147,6 +148,29 @@ describe("the kinds' handlers on the work item (installHandlers)", () => {
 });
 
 describe("what the work item publishes for its kinds' decisions (publish)", () => {
+  it('is given by every kind whose decisions the item holds, and only by those', () => {
+    const row = (over: Partial<WorkflowStageKind>): WorkflowStageKind => ({
+      name: 'odd',
+      runAttempt: () => Promise.resolve({ outcome: 'completed', previousLog: null }),
+      callsModels: false,
+      messages: [],
+      decisions: 'none',
+      ...over,
+    });
+    expect(() => registerWorkflowKind(row({ decisions: 'item' }))).toThrow(
+      `stage kind "odd" has decisions: 'item' but no publish hook`,
+    );
+    expect(() => registerWorkflowKind(row({ decisions: 'child', publish: () => undefined }))).toThrow(
+      `stage kind "odd" has a publish hook but decisions: 'child'`,
+    );
+    expect(workflowKind('odd')).toBeUndefined();
+    for (const name of workflowKindNames())
+      expect([name, workflowKind(name)!.publish !== undefined]).toEqual([
+        name,
+        workflowKind(name)!.decisions === 'item',
+      ]);
+  });
+
   it('publishes nothing for an item that never had an approval request', () => {
     expect(kindPublications(itemState())).toEqual([]);
   });
