@@ -59,7 +59,8 @@ export interface KindItemContext {
 
 /**
  * What the work item publishes for a kind whose pending decisions it holds (`decisions: 'item'`), once the
- * item has had any of them: its part of the pending set and of the search attributes, and its memo entries.
+ * item has had any of them: its part of the pending set and of the search attributes, its memo entries and
+ * its block of the Web UI's details.
  */
 export interface KindPublication {
   /** Its pending decisions' ids, oldest first: part of the set whose change moves `TreadleDecisionAt` (engine 7). */
