@@ -7,8 +7,10 @@
  *
  * Types only, so every kind, the table and the stage runner import it without cycles.
  */
-import type { Artefact } from '../model/shapes';
-import type { StageActivityResult } from '../model/state';
+import type { SearchAttributeUpdatePair } from '@temporalio/common';
+import type { setHandler } from '@temporalio/workflow';
+import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
+import type { StageActivityResult, WorkItemState } from '../model/state';
 import type { StageKindRun } from './common';
 
 /** The rules of the item's engine version that a kind's attempt may depend on (a subset of `EngineRules`). */
@@ -39,6 +41,43 @@ export interface KindAttempt {
 export type KindDecisions = 'item' | 'child' | 'none';
 
 /**
+ * What a kind's {@link WorkflowStageKind.installHandlers} is given of the work item: its state, id and event
+ * stream, and a `setHandler` that accepts only the kind's declared `messages`.
+ */
+export interface KindItemContext {
+  /** The item's state: the `state` query's answer, which the kind's handlers may change. */
+  readonly state: WorkItemState;
+  /** The item's id, for the kind's error messages and answers. */
+  readonly itemId: string;
+  /** Appends an event to the item's stream. */
+  emit(type: EventType, message: string, fields?: Partial<TreadleEvent>): void;
+  /** Tells the item its state changed: its scheduler looks at the stages again and publishes. */
+  touch(): void;
+  /** Temporal's `setHandler`, for a message the kind declares: any other name throws. */
+  readonly setHandler: typeof setHandler;
+}
+
+/**
+ * What the work item publishes for a kind whose pending decisions it holds (`decisions: 'item'`), once the
+ * item has had any of them: its part of the pending set and of the search attributes, its memo entries and
+ * its block of the Web UI's details.
+ */
+export interface KindPublication {
+  /** Its pending decisions' ids, oldest first: part of the set whose change moves `TreadleDecisionAt` (engine 7). */
+  readonly pending: readonly string[];
+  /**
+   * Its search attribute: upserted with the item's status and waiting stages whenever they or `watched`
+   * change (an upsert is a command, so `watched` decides when, and must stay what it was for recorded
+   * histories to replay); `value` is read only then.
+   */
+  readonly attribute?: { readonly watched: readonly string[]; value(): SearchAttributeUpdatePair };
+  /** Its memo entries by key, each upserted when it changed (null removes one). */
+  readonly memo: Readonly<Record<string, Json | object | null>>;
+  /** Its block of the Web UI's current details (Markdown lines under a heading), while any decision waits. */
+  readonly details?: { readonly heading: string; readonly lines: readonly string[] };
+}
+
+/**
  * A stage kind as workflow code sees it. Register one with `registerWorkflowKind` (src/kinds/workflow-table.ts)
  * in a module the workflow bundle imports; its worker side goes to `registerWorkerKind` (src/kinds/index.ts).
  */
@@ -59,4 +98,15 @@ export interface WorkflowStageKind {
   readonly messages: readonly string[];
   /** Where its pending decisions are published. */
   readonly decisions: KindDecisions;
+  /**
+   * Sets the handlers of the messages the work item handles for the kind (its `decisions: 'item'` answers,
+   * its child workflows' reports); every name must be one of `messages`. Called once per item, before the
+   * item's first await, in table order: a handler must not schedule commands as it is set.
+   */
+  installHandlers?(item: KindItemContext): void;
+  /**
+   * What the work item publishes for the kind's pending decisions it holds, or undefined while it has had
+   * none (then it publishes nothing for the kind). Called on every publish, in table order; must be pure.
+   */
+  publish?(state: WorkItemState): KindPublication | undefined;
 }

@@ -1,17 +1,17 @@
 /**
- * How a work item looks from outside while it runs: the Markdown of the Web UI's "current details", the
- * `state` query's answer, and the approvals memo that listings read.
+ * How a work item looks from outside while it runs: the Markdown of the Web UI's "current details" and the
+ * `state` query's answer.
  */
 import { summarizeUsage } from '../engine/usage';
-import type { ApprovalsMemo } from '../kinds/workflow-table';
 import type { StageState, StateQueryArgs, WorkItemState } from '../model/state';
 import { eventPage } from '../workflow-kit/common';
+import type { KindPublication } from '../workflow-kit/stage-kind';
 
 /** Stage rows in the Web UI's current details; the rest are counted. */
 const DETAIL_ROWS = 30;
 
-/** A Markdown summary for the Web UI's "current details". */
-export function renderDetails(state: WorkItemState): string {
+/** A Markdown summary for the Web UI's "current details", with the blocks of `kinds` (their publications). */
+export function renderDetails(state: WorkItemState, kinds: readonly KindPublication[]): string {
   const entries = Object.entries(state.stages);
   // Wide pipelines: the stages in motion first, then the rest, at most DETAIL_ROWS rows and a count.
   const order = (s: StageState): number =>
@@ -39,14 +39,6 @@ export function renderDetails(state: WorkItemState): string {
     );
   }
   const reviews = state.pendingReviews.slice(0, DETAIL_ROWS).map((r) => `- **${r.stage}**: ${r.message}`);
-  const approvals = (state.approvals ?? []).filter((r) => r.status === 'pending');
-  const approvalLines = approvals
-    .slice(0, DETAIL_ROWS)
-    .map(
-      (r) =>
-        `- \`${r.id}\` **${r.step}** ${r.actionType}: ${r.summary}${r.escalated ? ` (escalated to ${r.reviewers})` : ''}`,
-    );
-  if (approvals.length > DETAIL_ROWS) approvalLines.push(`- … ${approvals.length - DETAIL_ROWS} more`);
   // Seed 002's quality_flags of the stages whose input a contract validated.
   const flags = entries
     .filter(([, s]) => s.qualityFlags)
@@ -62,7 +54,8 @@ export function renderDetails(state: WorkItemState): string {
     '|---|---|---|---|',
     ...rows,
     ...(reviews.length ? ['', 'Waiting for review:', ...reviews] : []),
-    ...(approvalLines.length ? ['', 'Waiting for approval (treadle approve <id>):', ...approvalLines] : []),
+    // The kinds' waiting decisions (approval requests), as their publish hooks give them.
+    ...kinds.flatMap(({ details }) => (details !== undefined ? ['', details.heading, ...details.lines] : [])),
     ...(flags.length ? ['', 'Input validation (quality_flags):', ...flags] : []),
   ].join('\n');
 }
@@ -70,18 +63,4 @@ export function renderDetails(state: WorkItemState): string {
 /** What the `state` query answers: everything but the event stream, of which one page. */
 export function pageOfState(state: WorkItemState, args: StateQueryArgs | undefined): WorkItemState {
   return { ...state, events: eventPage(state.events, args), usage: summarizeUsage(state.stages) };
-}
-
-/** Approval requests kept in the memo for listings; the `state` query has them all. */
-const MEMO_APPROVALS = 50;
-
-/** The pending approval requests for listings (payloads and results left out), or null when none waits. */
-export function approvalsMemoOf(state: WorkItemState): ApprovalsMemo | null {
-  const pending = (state.approvals ?? []).filter((r) => r.status === 'pending');
-  if (pending.length === 0) return null;
-  return {
-    pipeline: state.pipeline,
-    requests: pending.slice(0, MEMO_APPROVALS).map(({ payload: _payload, result: _result, ...rest }) => rest),
-    omitted: Math.max(0, pending.length - MEMO_APPROVALS),
-  };
 }

@@ -1,22 +1,21 @@
 /**
- * What a work item publishes where listings and the Web UI look: its status, waiting reviews and approval
- * requests as search attributes, its approvals and reviews as memo, and the Web UI's current details. Each
- * is written only when it changed: an upsert is a command, a history event and a visibility write.
+ * What a work item publishes where listings and the Web UI look: its status and waiting reviews as search
+ * attributes, its reviews as memo, what the kinds whose decisions it holds publish for them (their `publish`
+ * hooks: approval requests as a search attribute and memo), and the Web UI's current details. Each is
+ * written only when it changed: an upsert is a command, a history event and a visibility write.
  */
 import { setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import {
-  MAX_APPROVAL_IDS_ATTRIBUTE,
   REVIEWS_MEMO_KEY,
-  TreadleApprovals,
   TreadleDecisionAt,
   TreadlePendingReviews,
   TreadlePipeline,
   TreadleStatus,
 } from '../model/search-attributes';
 import type { WorkItemState } from '../model/state';
-import { APPROVALS_MEMO_KEY } from '../kinds/workflow-table';
+import { kindPublications } from '../kinds/workflow-table';
 import { Publications, attributeStages, pendingDecisionSet, reviewsMemo } from '../workflow-kit/publishing';
-import { approvalsMemoOf, renderDetails } from './work-item-details';
+import { renderDetails } from './work-item-details';
 
 /** The name under which the search attributes' last published value is kept. */
 const ATTRIBUTES = 'attributes';
@@ -47,40 +46,31 @@ export class WorkItemPublications {
    */
   publish(state: WorkItemState, publishesDecisions: boolean): void {
     const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
-    const approvalIds = pendingApprovalIds(state).slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
+    const kinds = kindPublications(state);
+    // The kinds' watched ids in one list: with one such kind (approval) this is the text every recorded
+    // history was published by, and the one assumeStartAttributes assumes.
+    const watched = kinds.flatMap((k) => k.attribute?.watched ?? []);
+    const pending = kinds.flatMap((k) => k.pending);
     const first = !this.published.has(ATTRIBUTES);
     // Engine 7 upserts when the pending set changed even if the attribute's cut-short stage list did not.
     const decisionsChanged =
       publishesDecisions &&
-      this.published.decisionsChanged(DECISIONS, pendingDecisionSet(state.pendingReviews, pendingApprovalIds(state)));
-    const attributesChanged = this.published.changed(ATTRIBUTES, JSON.stringify([state.status, waiting, approvalIds]));
+      this.published.decisionsChanged(DECISIONS, pendingDecisionSet(state.pendingReviews, pending));
+    const attributesChanged = this.published.changed(ATTRIBUTES, JSON.stringify([state.status, waiting, watched]));
     if (attributesChanged || decisionsChanged) {
-      // When to upsert stays what it was (commands replay); the value also names decided requests, newest
-      // first, so a decision on one finds its item and hears how it was decided instead of "not found".
-      const decidedIds = (state.approvals ?? [])
-        .filter((r) => r.status !== 'pending')
-        .map((r) => r.id)
-        .reverse();
-      const searchableIds = [...approvalIds, ...decidedIds].slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
       upsertSearchAttributes([
         ...(first ? [{ key: TreadlePipeline, value: state.pipeline }] : []),
         { key: TreadleStatus, value: state.status },
         { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
-        // Only once an item has had approvals: items without any never carry the attribute.
-        ...(approvalIds.length > 0 || state.approvals !== undefined
-          ? [{ key: TreadleApprovals, value: searchableIds.length > 0 ? searchableIds : null }]
-          : []),
+        // The kinds' (TreadleApprovals), once the item has had their decisions: others never carry them.
+        ...kinds.flatMap((k) => (k.attribute !== undefined ? [k.attribute.value()] : [])),
         // Workflow time: deterministic, and when the set changed as far as a listing of changes is concerned.
         ...(decisionsChanged ? [{ key: TreadleDecisionAt, value: new Date() }] : []),
       ]);
     }
-    if (state.approvals !== undefined) this.published.memo(APPROVALS_MEMO_KEY, approvalsMemoOf(state), false);
+    for (const { memo } of kinds)
+      for (const [key, value] of Object.entries(memo)) this.published.memo(key, value, false);
     this.published.memo(REVIEWS_MEMO_KEY, reviewsMemo(state.pipeline, state.pendingReviews), true);
-    setCurrentDetails(renderDetails(state));
+    setCurrentDetails(renderDetails(state, kinds));
   }
-}
-
-/** The ids of the item's approval requests that wait for a decision, oldest first. */
-function pendingApprovalIds(state: WorkItemState): string[] {
-  return (state.approvals ?? []).filter((r) => r.status === 'pending').map((r) => r.id);
 }

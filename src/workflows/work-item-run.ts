@@ -1,7 +1,8 @@
 /**
- * One work item's run: its state, its message handlers (reviews, approvals, fan-out progress, queries), the
- * scheduler that starts stages as their dependencies settle, and when it publishes (what it publishes, as
- * search attributes, memo and Web UI details, is work-item-publishing.ts). The `workItem` workflow (work-item.ts)
+ * One work item's run: its state, its message handlers (reviews, queries, and the kinds' own through the
+ * table: approvals, fan-out progress), the scheduler that starts stages as their dependencies settle, and
+ * when it publishes (what it publishes, as search attributes, memo and Web UI details, is
+ * work-item-publishing.ts). The `workItem` workflow (work-item.ts)
  * is a short shell over this class; each stage runs in the stage runner chosen by the item's engine version.
  */
 import {
@@ -32,15 +33,7 @@ import {
   type WorkItemState,
 } from '../model/state';
 import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
-import {
-  applyDecision,
-  approvalSignal,
-  checkApprovalDecision,
-  decideApprovalUpdate,
-  fanOutElementInput,
-  fanOutElementOf,
-  handleFanOutProgress,
-} from '../kinds/workflow-table';
+import { fanOutElementInput, fanOutElementOf, installKindHandlers } from '../kinds/workflow-table';
 import { engineRules } from './legacy';
 import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
@@ -190,30 +183,8 @@ export class WorkItemRun implements Scheduling {
         description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
       },
     );
-    // Approval requests (seed 003): decided by id, by update (validated) or signal.
-    setHandler(approvalSignal, (payload) => {
-      const decided = this.decideApproval(payload);
-      if (!decided.ok)
-        this.emit('ApprovalInputRejected', truncateText(decided.error), { details: describePayload(payload) });
-    });
-    setHandler(
-      decideApprovalUpdate,
-      (payload) => {
-        const decided = this.decideApproval(payload);
-        if (!decided.ok) throw ApplicationFailure.nonRetryable(decided.error, 'InvalidDecision');
-        const { id, step, status, decidedBy } = decided.request;
-        return { id, itemId, step, status: status as 'approved' | 'rejected', decidedBy: decidedBy! };
-      },
-      {
-        validator: (payload) => {
-          const checked = checkApprovalDecision(state.approvals ?? [], itemId, payload);
-          if (!checked.ok) throw new Error(checked.error);
-        },
-        description:
-          'Approve or reject a pending approval request by id: {id, decision: "approve" | "reject", by?, reason?}.',
-      },
-    );
-    handleFanOutProgress(state, this.touch);
+    // The kinds' own (approval decisions, fan-out progress), each limited to the names its row declares.
+    installKindHandlers({ state, itemId, emit: this.emit, touch: this.touch }, setHandler);
     setHandler(stateQuery, (args?: StateQueryArgs) => pageOfState(state, args), {
       description:
         'The work item: status, stages, attempts, pending reviews, model usage, and a page of events ({eventsAfter, eventLimit}).',
@@ -238,22 +209,6 @@ export class WorkItemRun implements Scheduling {
     this.state.pendingReviews = this.state.pendingReviews.filter((r) => r.stage !== review.stage);
     this.resolutions.set(review.stage, review);
     this.touch();
-  }
-
-  /** An approval decision, checked and applied to its request. */
-  private decideApproval(payload: unknown): ReturnType<typeof checkApprovalDecision> {
-    const checked = checkApprovalDecision(this.state.approvals ?? [], this.itemId, payload);
-    if (!checked.ok) return checked;
-    const { request, decision } = checked;
-    const by = decision.by ?? 'anonymous';
-    applyDecision(request, decision.decision, by, decision.reason);
-    this.emit(
-      'ApprovalDecided',
-      `${request.step}: approval ${request.id} ${request.status} by ${by}${decision.reason ? `: ${decision.reason}` : ''}`,
-      { stage: request.step, details: { id: request.id, status: request.status, by } },
-    );
-    this.touch();
-    return checked;
   }
 
   /** Runs the item: prepares its pipeline, runs its stages, and returns its result. */

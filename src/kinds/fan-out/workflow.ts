@@ -23,7 +23,6 @@ import {
   isCancellation,
   proxyActivities,
   proxyLocalActivities,
-  setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
@@ -48,13 +47,7 @@ import {
 import { truncateText } from '../../model/limits';
 import type { Artefact, Json, UsageTotals } from '../../model/shapes';
 import { addTotals } from '../../engine/usage';
-import {
-  WORK_ITEM_FAILED,
-  type StageActivityResult,
-  type WorkItemInput,
-  type WorkItemResult,
-  type WorkItemState,
-} from '../../model/state';
+import { WORK_ITEM_FAILED, type StageActivityResult, type WorkItemInput, type WorkItemResult } from '../../model/state';
 import {
   describeFailure,
   failureWithUsage,
@@ -62,6 +55,7 @@ import {
   usageBatch,
   type StageKindRun,
 } from '../../workflow-kit/common';
+import type { KindItemContext } from '../../workflow-kit/stage-kind';
 
 /** Storing a list of a million elements takes a while; checking it is cheap and never worth retrying. */
 const STORE_TIMEOUT = '30m';
@@ -89,8 +83,8 @@ const readElement = proxyLocalActivities<{
  */
 export const fanOutProgressSignal = defineSignal<[FanOutProgressUpdate]>('fanOutProgress');
 
-/** Registers the work item's handler of {@link fanOutProgressSignal} (before its first await). */
-export function handleFanOutProgress(state: WorkItemState, touch: () => void): void {
+/** Sets the work item's handler of {@link fanOutProgressSignal} (the kind's `installHandlers`). */
+export function handleFanOutProgress({ state, touch, setHandler }: KindItemContext): void {
   setHandler(fanOutProgressSignal, ({ stage, progress }) => {
     const shown = state.stages[stage]?.fanOut;
     // A late signal from a fan-out that has ended since is no news.
