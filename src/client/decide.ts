@@ -1,6 +1,6 @@
 /**
  * One way to answer any pending decision by its key (issue 27): the answer is checked against what the kind
- * takes, then handed to the kind's answers (kind-decisions.ts), which send the validated update that decides it
+ * takes, then handed to the kind's answers (its entry in kind-clients.ts), which send the validated update that decides it
  * (a work item's or TDD node's `resolveReview`, `decideApproval`, a loop's `resumeLoop`). Someone else deciding
  * first is an outcome, `already_decided`, read from the state the workflow keeps; every other refusal stays an error.
  */
@@ -16,7 +16,7 @@ import { TreadleError } from './errors';
 import { AlreadyDecidedError } from '../config/errors';
 import type { SchemaProblem } from '../agents/output-schema-checks';
 import type { DecisionContext, DecisionTarget } from './decision-kind';
-import { KIND_DECISIONS } from './kind-decisions';
+import { kindAnswers } from './kind-clients';
 import { editProblems } from './item-decisions';
 
 /**
@@ -34,7 +34,7 @@ export function answerProblem(kind: DecisionKind, answer: DecisionAnswer): strin
   if (answer.action === 'edit' && answer.artefact === undefined) return 'edit needs the edited artefact';
   if (answer.action === 'guidance' && blank(answer.note)) return 'guidance needs the note';
   // Last, as the kind's own checks only apply to a well-formed answer (a TDD step's edit is text).
-  return KIND_DECISIONS[kind].answerProblem?.(answer);
+  return kindAnswers(kind).answerProblem?.(answer);
 }
 
 /** The decision `key` names, or `invalid_review` for a string that is not a key. */
@@ -54,7 +54,7 @@ export async function decide(
   const target = decisionOf(key);
   const problem = answerProblem(target.kind, answer);
   if (problem) throw new TreadleError(`cannot answer ${key}: ${problem}`, 'invalid_review');
-  const kind = KIND_DECISIONS[target.kind];
+  const kind = kindAnswers(target.kind);
   try {
     return await kind.decide(ctx, target, answer, reviewer);
   } catch (error) {
@@ -73,7 +73,7 @@ export async function decide(
  */
 export async function checkEdit(ctx: DecisionContext, key: string, artefact: unknown): Promise<SchemaProblem[]> {
   const target = decisionOf(key);
-  return (await KIND_DECISIONS[target.kind].editProblems?.(ctx, target, artefact)) ?? [];
+  return (await kindAnswers(target.kind).editProblems?.(ctx, target, artefact)) ?? [];
 }
 
 /**

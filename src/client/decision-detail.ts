@@ -1,12 +1,12 @@
 /**
  * What the review inbox's detail view shows for one pending decision (issue 27): the item's stage table, every
  * attempt with its verdict and artefact, the approval's payload, a TDD node's diff and test output, a loop's
- * failure, progress.md and last iterations. Each kind says what (kind-decisions.ts); read from the workflow's
+ * failure, progress.md and last iterations. Each kind says what (its entry in kind-clients.ts); read from the workflow's
  * state query, or, when no worker answers it, from the visibility listing alone (`live: false`).
  */
 import type { DecisionDetail } from '../model/decisions';
 import type { DecisionContext, DetailOptions } from './decision-kind';
-import { KIND_DECISIONS } from './kind-decisions';
+import { kindAnswers } from './kind-clients';
 import { decisionOf } from './decide';
 
 export type { DetailOptions } from './decision-kind';
@@ -21,5 +21,5 @@ export async function decisionDetail(
   options: DetailOptions = {},
 ): Promise<DecisionDetail> {
   const { kind, ...target } = decisionOf(key);
-  return KIND_DECISIONS[kind].detail({ ...ctx, ...target, options });
+  return kindAnswers(kind).detail({ ...ctx, ...target, options });
 }

@@ -1,19 +1,40 @@
 /**
- * The contract each kind's client answers implement (`src/kinds/<kind>/client.ts`, listed in kind-decisions.ts):
- * how an answer to one of its pending decisions is sent, how to tell that someone decided first, and what the
- * inbox's detail view shows. Also the helpers those answers share, so no kind repeats them.
+ * The contract each kind implements for the client (`src/kinds/<kind>/client.ts`, one entry of the table in
+ * kind-clients.ts): its decision kinds, how they are found in a listing (decision-listing.ts), how an answer to
+ * one of them is sent, how to tell that someone decided first, and what the inbox's detail view shows. Also the
+ * helpers those answers share, so no kind repeats them.
  */
-import type { DecisionAnswer, DecisionDetail, DecisionOutcome } from '../model/decisions';
+import type {
+  DecisionAnswer,
+  DecisionDetail,
+  DecisionKind,
+  DecisionOutcome,
+  PendingDecision,
+} from '../model/decisions';
 import type { ReviewOutcome, Json } from '../model/shapes';
+import type { PendingReview } from '../model/state';
 import { TreadleError } from './errors';
-import { listedDecisionsOf } from './decisions';
+import type { DecisionSource, KindListing } from './decision-listing';
 import type { SchemaProblem } from '../agents/output-schema-checks';
 import type { ClientContext, ClientParts } from './parts/context';
 
-/** What a kind's answers reach: the client's shared context and its parts (items, approvals, loop stages…). */
+/**
+ * The listing over every kind (decisions.ts), as a kind's answers read a decision back the way it is listed.
+ * Handed to the answers in their context rather than imported: the listing goes through the table of kinds,
+ * which lists these answers.
+ */
+export interface ListedDecisions {
+  /** A memo review entry as the decision of the entry of the table that claims it (`reviewDecision`). */
+  reviewDecision(source: DecisionSource, review: PendingReview): PendingDecision;
+  /** What the listing says workflow `workflowId` waits on now, nothing when it is not running (`listedDecisionsOf`). */
+  of(workflowId: string): Promise<PendingDecision[]>;
+}
+
+/** What a kind's answers reach: the client's shared context, its parts (items, approvals, loop stages…), the listing. */
 export interface DecisionContext {
   readonly context: ClientContext;
   readonly parts: ClientParts;
+  readonly listed: ListedDecisions;
 }
 
 /** The decision being answered, from its key: the workflow that waits and what it waits on (stage, request id). */
@@ -34,7 +55,7 @@ export interface DetailContext extends DecisionContext, DecisionTarget {
   readonly options: DetailOptions;
 }
 
-/** One kind's answers to its pending decisions (see the file's comment). */
+/** One kind's answers to its pending decisions: how they are checked, sent and shown (see the file's comment). */
 export interface KindDecisions {
   /**
    * A problem of `answer` particular to this kind, beyond the actions it takes (`ANSWERS`) and the fields every
@@ -57,6 +78,19 @@ export interface KindDecisions {
   detail(ctx: DetailContext): Promise<DecisionDetail>;
   /** An edited artefact's problems against the stage's output schema; kinds that keep no schema leave it out. */
   editProblems?(ctx: DecisionContext, target: DecisionTarget, artefact: unknown): Promise<SchemaProblem[]>;
+}
+
+/**
+ * A kind as the client, the CLI and the review inbox reach it: one entry of the table in kind-clients.ts, which
+ * both the listing (by its `listing`) and the answers (by the decision kind a key names) go through.
+ */
+export interface KindClient {
+  /** The decision kinds it lists and answers; every decision kind is the entry's of exactly one. */
+  readonly kinds: readonly DecisionKind[];
+  /** How its pending decisions are found and read in the one visibility listing. */
+  readonly listing: KindListing;
+  /** How an answer to one of them is checked and sent, and what its detail shows. */
+  readonly answers: KindDecisions;
 }
 
 /** The outcome of an answer sent as `reviewer` (approving an attempt is an approval). */
@@ -103,7 +137,7 @@ export async function queried<T>(ctx: DetailContext, query: (timeoutMs: number) 
 
 /** No worker answered: the decision as the listing has it, nothing the state query alone knows. */
 export async function listedDetail(ctx: DetailContext): Promise<DecisionDetail> {
-  const decision = (await listedDecisionsOf(ctx.context.client, ctx.workflowId)).find((d) => d.key === ctx.key);
+  const decision = (await ctx.listed.of(ctx.workflowId)).find((d) => d.key === ctx.key);
   if (!decision) throw gone(ctx.key);
   return { decision, live: false };
 }

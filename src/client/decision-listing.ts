@@ -1,8 +1,8 @@
 /**
- * The contract each kind's listing implements (`src/kinds/<kind>/client-listing.ts`, listed in kind-listings.ts):
- * how the pending decisions of one kind are found in a visibility listing (decisions.ts) and read from what it
- * lists of an execution, so the listing never names a kind. Also the shapes and helpers those listings share.
- * No I/O here: the listings are pure, and unit-tested without a server.
+ * The contract each kind's listing implements (`src/kinds/<kind>/client-listing.ts`, the `listing` of the kind's
+ * entry in kind-clients.ts): how the pending decisions of one kind are found in a visibility listing
+ * (decisions.ts) and read from what it lists of an execution, so the listing never names a kind. Also the shapes
+ * and helpers those listings share. No I/O here: the listings are pure, and unit-tested without a server.
  */
 import { TreadlePendingReviews } from '../model/search-attributes';
 import type { ApprovalsMemo } from '../kinds/approval/shapes';
@@ -25,14 +25,13 @@ export interface DecisionSource {
 }
 
 /**
- * How one kind's pending decisions are found and read in a listing. The listing asks each entry of the table:
- * its clauses and own pipeline build the query (in the table's order), a memo review entry or a pending stage is
- * the decision of the last entry that claims it (so the work item's own reviews, first in the table, take
- * whatever no kind claims), and each entry then adds the decisions it reads elsewhere (in the table's order).
+ * How one kind's pending decisions (the `kinds` of its entry in kind-clients.ts) are found and read in a listing.
+ * The listing asks each entry of the table: its clauses and own pipeline build the query (in the table's order;
+ * a listing asked for other kinds only leaves them out), a memo review entry or a pending stage is the decision
+ * of the last entry that claims it (so the work item's own reviews, first in the table, take whatever no kind
+ * claims), and each entry then adds the decisions it reads elsewhere (in the table's order).
  */
 export interface KindListing {
-  /** The decision kinds it lists; a listing asked for other kinds only leaves its clauses out of the query. */
-  readonly kinds: readonly DecisionKind[];
   /**
    * The visibility clauses that match a running execution waiting on one of its decisions; a clause several
    * entries share (see {@link PENDING_STAGES_CLAUSE}) is sent once.

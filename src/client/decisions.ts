@@ -2,7 +2,7 @@
  * Every pending decision across work items, TDD nodes and loop stages (issue 27), read from visibility alone
  * in one paged listing: the pure mapping from an execution's memo and search attributes to
  * {@link PendingDecision}s, the listing itself, and the delta listing the review inbox's index applies. What
- * each kind's decisions are, and how they are found, its listing says (kind-listings.ts).
+ * each kind's decisions are, and how they are found, its listing says (its entry in kind-clients.ts).
  */
 import type { Client } from '@temporalio/client';
 import { listExecutions, type ListedExecution } from './visibility';
@@ -18,7 +18,7 @@ import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes
 import type { PendingReview, ReviewsMemo } from '../model/state';
 import { byRequestTime, type DecisionKind, type PendingDecision } from '../model/decisions';
 import { quoted, type DecisionSource, type KindListing } from './decision-listing';
-import { KIND_LISTINGS } from './kind-listings';
+import { KIND_CLIENTS } from './kind-clients';
 
 export type { DecisionSource } from './decision-listing';
 // What each kind's listing reads, where the client and its tests have always found it.
@@ -27,7 +27,7 @@ export { tddHumanReason } from '../kinds/tdd/client-listing';
 export { loopIdentity } from '../kinds/loop/client-listing';
 
 /** The listings that claim a review entry or pending stage, the last of the table first (see `KindListing`). */
-const CLAIMANTS: readonly KindListing[] = [...KIND_LISTINGS].reverse();
+const CLAIMANTS: readonly KindListing[] = KIND_CLIENTS.map((client) => client.listing).reverse();
 
 /** One memo review entry as a decision of the kind whose listing claims it (its execution and reason say). */
 export function reviewDecision(source: DecisionSource, review: PendingReview): PendingDecision {
@@ -55,7 +55,7 @@ export function decisionsOf(source: DecisionSource): PendingDecision[] {
   // A memo cut short or not written (older workflows) still lists the stages the attribute names.
   const inMemo = new Set(reviews.map((r) => r.stage));
   for (const stage of source.pendingStages) if (!inMemo.has(stage)) decisions.push(partialReview(source, stage));
-  for (const listing of KIND_LISTINGS) if (listing.others) decisions.push(...listing.others(source, decisions));
+  for (const { listing } of KIND_CLIENTS) if (listing.others) decisions.push(...listing.others(source, decisions));
   return decisions;
 }
 
@@ -65,7 +65,9 @@ export function decisionsOf(source: DecisionSource): PendingDecision[] {
  */
 export function pendingDecisionsQuery(options: { pipeline?: string; kinds?: readonly DecisionKind[] } = {}): string {
   const kinds = options.kinds && options.kinds.length > 0 ? options.kinds : undefined;
-  const listings = KIND_LISTINGS.filter((listing) => !kinds || listing.kinds.some((kind) => kinds.includes(kind)));
+  const listings = KIND_CLIENTS.filter((client) => !kinds || client.kinds.some((kind) => kinds.includes(kind))).map(
+    (client) => client.listing,
+  );
   const clauses = [...new Set(listings.flatMap((listing) => listing.clauses))];
   const pending = clauses.length === 1 ? clauses[0]! : `(${clauses.join(' OR ')})`;
   // A kind's own workflows carry their own TreadlePipeline (`ownPipeline`); their memo names the item's pipeline,

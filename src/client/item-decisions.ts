@@ -1,12 +1,14 @@
 /**
  * A work item's own decisions, `review` and `budget`: a stage waiting for a person, answered through the item's
  * `resolveReview` update (an edit through `approveWithEdits`, which checks it against the stage's output schema).
- * The map in kind-decisions.ts lists this for both; the kinds' own answers live in their folders.
+ * With its listing (item-listing.ts) the first entry of the table in kind-clients.ts, `itemClient`; the kinds'
+ * own entries live in their folders.
  */
 import type { AttemptView, DecisionDetail } from '../model/decisions';
 import type { Json } from '../model/shapes';
 import type { WorkItemState } from '../model/state';
-import { reviewDecision, type DecisionSource } from './decisions';
+import type { DecisionSource } from './decision-listing';
+import { itemListing } from './item-listing';
 import { artefactView } from './artefact-view';
 import { outputSchemaChecks } from '../agents/output-schema-checks-lazy';
 import type { SchemaProblem } from '../agents/output-schema-checks';
@@ -18,6 +20,7 @@ import {
   reviewOutcome,
   type DecisionContext,
   type DetailContext,
+  type KindClient,
   type KindDecisions,
 } from './decision-kind';
 
@@ -62,7 +65,7 @@ async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
   const state = await queried(ctx, (wait) => ctx.parts.items.state(ctx.workflowId, { eventLimit: 1 }, wait));
   if (!state) return listedDetail(ctx);
   const review = state.pendingReviews.find((r) => r.stage === ctx.subject);
-  const decision = review ? reviewDecision(itemSource(state), review) : undefined;
+  const decision = review ? ctx.listed.reviewDecision(itemSource(state), review) : undefined;
   if (!decision || decision.key !== ctx.key) throw gone(ctx.key);
   const attempts: AttemptView[] = await Promise.all(
     (state.stages[ctx.subject]?.attempts ?? []).map(async (a) => {
@@ -91,7 +94,7 @@ async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
 }
 
 /** A work item's stage reviews (`review` and `budget` decisions). */
-export const itemDecisions: KindDecisions = {
+const itemDecisions: KindDecisions = {
   async decide(ctx, { workflowId, subject }, answer, reviewer) {
     if (answer.action === 'edit')
       await ctx.parts.decisions.approveWithEdits(workflowId, subject, answer.artefact as Json, {
@@ -116,3 +119,6 @@ export const itemDecisions: KindDecisions = {
 
   editProblems: (ctx, { workflowId, subject }, artefact) => editProblems(ctx, workflowId, subject, artefact),
 };
+
+/** A work item's own stage reviews, the first entry of the table: listed and answered as `review` or `budget`. */
+export const itemClient: KindClient = { kinds: ['review', 'budget'], listing: itemListing, answers: itemDecisions };

@@ -1,13 +1,16 @@
 /**
  * The worker side of the table of stage kinds (DESIGN.md "Stage kinds", docs/stage-kinds.md): each kind's
  * config check, which the spec validation consults (through `defaultRegistry`, and the CLI's names in
- * src/pipelines/catalog.ts), and its activities, which the worker registers. The CLI loads this table to check
- * specs, so a row loads its `with:` schema and its activities on first use, never when it is registered. The workflow side (how an attempt runs, its messages) is src/kinds/workflow-table.ts:
- * apart, because that one is bundled into the workflow bundle and this one loads Node built-ins. Both list
- * the same kinds (test/unit/stage-kind-table.test.ts).
+ * src/pipelines/catalog.ts), its own spec checks, which the spec validation makes with or without a worker's
+ * names (src/kinds/pipeline.ts), and its activities, which the worker registers. The CLI loads this table to
+ * check specs, so a row loads its `with:` schema and its activities on first use, never when it is registered.
+ * The workflow side (how an attempt runs, its messages) is src/kinds/workflow-table.ts: apart, because that one
+ * is bundled into the workflow bundle and this one loads Node built-ins. Both list the same kinds
+ * (test/unit/stage-kind-table.test.ts).
  */
 import type { Registry } from '../activities/registry';
 import type { AgentProviders } from '../agents/providers';
+import type { KindSpecChecks } from '../model/pipeline-shapes';
 import type { Json } from '../model/shapes';
 import type { BlobStore } from '../storage/blob-store';
 import type { CallLog } from '../storage/call-log';
@@ -44,6 +47,11 @@ export interface WorkerStageKind {
   readonly checkConfig?: (config: Json | undefined) => string[];
   /** Whether its attempts call models (the token budget applies); the same as its workflow side's. */
   readonly callsModels: boolean;
+  /**
+   * Its own checks of a spec, made with or without a worker's names (a fan-out's element stage and weight in the
+   * history, the action type an approval asks for); `name` is the row's.
+   */
+  readonly specChecks?: KindSpecChecks;
   /** Its activities by registered name, over the worker's context. */
   activities(context: KindWorkerContext): Record<string, KindActivity>;
 }
@@ -53,6 +61,8 @@ const TABLE = new Map<string, WorkerStageKind>();
 /** Adds a stage kind's worker side; its workflow side goes to `registerWorkflowKind` in the bundle. */
 export function registerWorkerKind(kind: WorkerStageKind): void {
   if (TABLE.has(kind.name)) throw new Error(`stage kind "${kind.name}" is already registered`);
+  if (kind.specChecks && kind.specChecks.name !== kind.name)
+    throw new Error(`stage kind "${kind.name}" has the spec checks of "${kind.specChecks.name}"`);
   TABLE.set(kind.name, kind);
 }
 

@@ -12,18 +12,20 @@ import {
   type ValidationResult,
 } from '../model/pipeline';
 import { isRecord } from '../model/pipeline-checks';
-import { approvalSpecChecks } from './approval/spec-checks';
-import { fanOutSpecChecks } from './fan-out/spec';
+import { workerKinds } from './index';
 
 /**
- * The kinds' own spec checks, for the kinds that have any: the fan-out's (its element stage, its weight in the
- * item's history) and the approval's (the action type it requests).
+ * The kinds' own spec checks, for the kinds whose row in the table has any (the fan-out's: its element stage, its
+ * weight in the item's history; the approval's: the action type it requests). Read at each validation, so a kind
+ * registered later (a test's, a fork's) is checked too.
  */
-const KIND_SPEC_CHECKS: readonly KindSpecChecks[] = [fanOutSpecChecks, approvalSpecChecks];
+function allSpecChecks(): KindSpecChecks[] {
+  return workerKinds().flatMap((kind) => (kind.specChecks ? [kind.specChecks] : []));
+}
 
 /** The spec checks of the kind a stage's `run:` names, if it has any (the worker's task-queue routing reads them). */
 export function kindSpecChecks(run: string): KindSpecChecks | undefined {
-  return KIND_SPEC_CHECKS.find((kind) => kind.name === run);
+  return workerKinds().find((kind) => kind.name === run)?.specChecks;
 }
 
 /**
@@ -34,7 +36,7 @@ export function kindSpecChecks(run: string): KindSpecChecks | undefined {
  * action types) and their config checks. History and activity limits are checked once the schema holds.
  */
 export function validatePipeline(raw: unknown, known?: KnownImplementations): ValidationResult {
-  return validatePipelineWith(raw, known, KIND_SPEC_CHECKS);
+  return validatePipelineWith(raw, known, allSpecChecks());
 }
 
 /** Like {@link validatePipeline} but throws a {@link PipelineValidationError}. */

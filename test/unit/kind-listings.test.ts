@@ -1,9 +1,11 @@
 /**
- * The table of kinds' listings (src/client/kind-listings.ts): every decision kind is listed by exactly one
+ * The client's table of kinds (src/client/kind-clients.ts): every decision kind is listed by exactly one
  * entry, an entry's clauses reach the query of its kinds, and what an entry builds is of its kinds, so the
- * listing (src/client/decisions.ts) can filter on kinds without naming one.
+ * listing (src/client/decisions.ts) can filter on kinds without naming one; the answers to a decision kind are
+ * those of the entry that lists it.
  */
-import { KIND_LISTINGS } from '../../src/client/kind-listings';
+import { KIND_CLIENTS, kindAnswers } from '../../src/client/kind-clients';
+import { answerProblem } from '../../src/client/decide';
 import type { DecisionSource, KindListing } from '../../src/client/decision-listing';
 import { decisionsOf, pendingDecisionsQuery } from '../../src/client/decisions';
 import { DECISION_KINDS, type PendingDecision } from '../../src/model/decisions';
@@ -70,7 +72,7 @@ const SOURCES: DecisionSource[] = [
 ];
 
 /** What one entry of the table builds from a source, whether or not another entry claims it first. */
-function built(listing: KindListing, from: DecisionSource): PendingDecision[] {
+function built({ listing }: { listing: KindListing }, from: DecisionSource): PendingDecision[] {
   const some = (decision: PendingDecision | undefined): PendingDecision[] => (decision ? [decision] : []);
   return [
     ...(from.reviews?.reviews ?? []).flatMap((review) => some(listing.fromReview?.(from, review))),
@@ -79,15 +81,23 @@ function built(listing: KindListing, from: DecisionSource): PendingDecision[] {
   ];
 }
 
-describe('the table of kinds listings', () => {
+describe("the client's table of kinds", () => {
   it('lists every decision kind in exactly one entry', () => {
-    const listed = KIND_LISTINGS.flatMap((listing) => listing.kinds);
+    const listed = KIND_CLIENTS.flatMap((entry) => entry.kinds);
     expect([...listed].sort()).toEqual([...DECISION_KINDS].sort());
   });
 
+  it('answers each decision kind with the answers of the entry that lists it', () => {
+    for (const entry of KIND_CLIENTS) for (const kind of entry.kinds) expect(kindAnswers(kind)).toBe(entry.answers);
+    // The answer checks reach a kind's own through the table: a TDD step's edit is text, a review's is not.
+    const edit = { action: 'edit' as const, artefact: { title: 'x' } };
+    expect(answerProblem('tdd', edit)).toBe("a TDD step's edit is the answer's text");
+    expect(answerProblem('review', edit)).toBeUndefined();
+  });
+
   it("sends each entry's clauses and own pipeline in the query of its kinds", () => {
-    for (const listing of KIND_LISTINGS) {
-      const query = pendingDecisionsQuery({ kinds: listing.kinds, pipeline: 'blog' });
+    for (const { kinds, listing } of KIND_CLIENTS) {
+      const query = pendingDecisionsQuery({ kinds, pipeline: 'blog' });
       for (const clause of listing.clauses) expect(query).toContain(clause);
       if (listing.ownPipeline) expect(query).toContain(`'${listing.ownPipeline}'`);
       else expect(query).toMatch(/TreadlePipeline = 'blog'$/);
@@ -97,9 +107,9 @@ describe('the table of kinds listings', () => {
   it('builds only decisions of its own kinds, and every listed decision is built by an entry', () => {
     const listedKinds = new Set<string>();
     for (const from of SOURCES) {
-      const byEntries = KIND_LISTINGS.flatMap((listing) => {
-        const decisions = built(listing, from);
-        for (const decision of decisions) expect(listing.kinds).toContain(decision.kind);
+      const byEntries = KIND_CLIENTS.flatMap((entry) => {
+        const decisions = built(entry, from);
+        for (const decision of decisions) expect(entry.kinds).toContain(decision.kind);
         return decisions;
       });
       for (const decision of decisionsOf(from)) {
@@ -113,7 +123,7 @@ describe('the table of kinds listings', () => {
 
   it("knows a kind's own workflows from a work item", () => {
     const owners = (from: DecisionSource) =>
-      KIND_LISTINGS.filter((listing) => listing.owns?.(from)).flatMap((listing) => listing.kinds);
+      KIND_CLIENTS.filter((entry) => entry.listing.owns?.(from)).flatMap((entry) => entry.kinds);
     expect(owners(SOURCES[0]!)).toEqual([]);
     expect(owners(SOURCES[2]!)).toEqual(['tdd']);
     expect(owners(source({ workflowType: 'tddNode', pipeline: undefined }))).toEqual(['tdd']);

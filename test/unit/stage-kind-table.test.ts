@@ -11,9 +11,9 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createActivities } from '../../src/activities';
-import { workerKinds } from '../../src/kinds';
+import { registerWorkerKind, workerKinds } from '../../src/kinds';
 import { workflowKind, workflowKindNames } from '../../src/kinds/workflow-table';
-import { validatePipeline } from '../../src/kinds/pipeline';
+import { kindSpecChecks, validatePipeline } from '../../src/kinds/pipeline';
 import { defaultRegistry } from '../../src/worker/registries';
 import { MemoryBlobStore } from '../../src/storage/blob-store';
 import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../../src/workflow-kit/messages';
@@ -107,5 +107,31 @@ describe("the CLI's names and config checks (treadle validate)", () => {
     const env = { ...process.env, NODE_PATH: path.join(root, 'node_modules') };
     const loaded = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8', env })) as string[];
     expect(loaded).toEqual([]);
+  });
+});
+
+describe("the kinds' own spec checks", () => {
+  it("are each kind's row's: the validation and the worker's queue routing read them from the table", () => {
+    const withChecks = workerKinds().filter((kind) => kind.specChecks);
+    expect(withChecks.map((kind) => kind.name).sort()).toEqual(['approval', 'fan_out']);
+    for (const kind of workerKinds()) expect(kindSpecChecks(kind.name)).toBe(kind.specChecks);
+    // The fan-out's row checks its element stage (its with: schema loads when a spec names the kind).
+    const spec = { name: 'p', stages: [{ name: 'each', run: 'fan_out', with: { stage: { run: 'llm', retries: 1 } } }] };
+    const result = validatePipeline(spec);
+    expect(result.ok ? [] : result.problems.join('\n')).toMatch(/stage each: with\.stage/);
+  });
+
+  it('take a kind added to the table with no other edit, and refuse checks named for another kind', () => {
+    const specChecks = {
+      name: 'probe_kind',
+      configProblems: () => [{ layer: 'config' as const, line: 'size: too big for a probe' }],
+      attemptEvents: 0,
+    };
+    expect(() =>
+      registerWorkerKind({ name: 'other_kind', callsModels: false, activities: () => ({}), specChecks }),
+    ).toThrow('stage kind "other_kind" has the spec checks of "probe_kind"');
+    registerWorkerKind({ name: 'probe_kind', callsModels: false, activities: () => ({}), specChecks });
+    const result = validatePipeline({ name: 'p', stages: [{ name: 's', run: 'probe_kind' }] });
+    expect(result.ok ? [] : result.problems).toEqual(['stage s: with.size: too big for a probe']);
   });
 });

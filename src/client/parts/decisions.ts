@@ -16,7 +16,13 @@ import type {
 import { resolveReviewUpdate, type ReviewAccepted } from '../../workflow-kit/messages';
 import { defaultReviewer, isNotFound, TreadleError } from '../errors';
 import { listPendingReviews, type PendingReviewListing } from '../listings';
-import { listDecisionChanges, listPendingDecisions, type DecisionChange } from '../decisions';
+import {
+  listDecisionChanges,
+  listedDecisionsOf,
+  listPendingDecisions,
+  reviewDecision,
+  type DecisionChange,
+} from '../decisions';
 import { checkEdit, decide, refuseNonconformingEdit } from '../decide';
 import { decisionDetail } from '../decision-detail';
 import type { DecisionContext, DetailOptions } from '../decision-kind';
@@ -145,7 +151,12 @@ export class DecisionsClient extends ClientPart {
 
   /** What the kinds' answers reach (decision-kind.ts). */
   private decisionContext(): DecisionContext {
-    return { context: this.context, parts: this.parts };
+    const client = this.context.client;
+    return {
+      context: this.context,
+      parts: this.parts,
+      listed: { reviewDecision, of: (workflowId) => listedDecisionsOf(client, workflowId) },
+    };
   }
 
   /** What a review that failed throws: the refusal's reason, or why nothing was sent. */

@@ -34,7 +34,6 @@ export function approvalDecision(source: DecisionSource, request: ApprovalsMemo[
 
 /** Approval requests (`approval` decisions): the memo's pending ones, decided ones left out. */
 export const approvalListing: KindListing = {
-  kinds: ['approval'],
   clauses: [`${TreadleApprovals.name} IS NOT NULL`],
   others(source) {
     const pending = (source.approvals?.requests ?? []).filter((request) => request.status === 'pending');

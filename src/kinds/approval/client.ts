@@ -1,12 +1,20 @@
 /**
- * The approval kind's answers for the client (see src/client/decision-kind.ts): an approval request is decided
- * through the work item's `decideApproval` update; its detail is the request with its payload.
+ * The approval kind for the client (see `KindClient` in src/client/decision-kind.ts): its requests are listed
+ * by client-listing.ts; a request is decided through the work item's `decideApproval` update; its detail is the
+ * request with its payload.
  */
 import type { DecisionDetail } from '../../model/decisions';
-import { approvalDecision } from './client-listing';
+import { approvalDecision, approvalListing } from './client-listing';
 import { artefactView } from '../../client/artefact-view';
 import { itemSource, stageTable } from '../../client/item-decisions';
-import { gone, listedDetail, queried, type DetailContext, type KindDecisions } from '../../client/decision-kind';
+import {
+  gone,
+  listedDetail,
+  queried,
+  type DetailContext,
+  type KindClient,
+  type KindDecisions,
+} from '../../client/decision-kind';
 
 /** approval: the pending request's payload (resolved) and the request without it. */
 async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
@@ -24,7 +32,7 @@ async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
 }
 
 /** Approval requests (`approval` decisions), keyed by the request's id. */
-export const approvalDecisions: KindDecisions = {
+const approvalDecisions: KindDecisions = {
   async decide(ctx, { subject }, answer, reviewer) {
     const decided = await ctx.parts.approvals.decide(subject, answer.action as 'approve' | 'reject', {
       by: reviewer,
@@ -46,3 +54,6 @@ export const approvalDecisions: KindDecisions = {
 
   detail: approvalDetail,
 };
+
+/** The approval kind's entry in the client's table (src/client/kind-clients.ts). */
+export const approvalClient: KindClient = { kinds: ['approval'], listing: approvalListing, answers: approvalDecisions };

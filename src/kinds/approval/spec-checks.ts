@@ -13,7 +13,7 @@ function actionOf(config: Json | undefined): string | undefined {
   return typeof action === 'string' && action !== '' ? action : undefined;
 }
 
-/** The approval kind's row of the spec checks (src/kinds/pipeline.ts). */
+/** The approval kind's spec checks (its worker row's `specChecks`, read by src/kinds/pipeline.ts). */
 export const approvalSpecChecks: KindSpecChecks = {
   name: APPROVAL_STAGE,
   // `with:` is the worker's to check (its row's schema, through the worker table).

@@ -21,7 +21,7 @@
  * its problems the same way.
  */
 import { z } from 'zod';
-import { DEFAULT_FAN_OUT_CONCURRENCY, FAN_OUT_ATTEMPT_EVENTS, FAN_OUT_STAGE, MAX_FAN_OUT_CONCURRENCY } from './shapes';
+import { DEFAULT_FAN_OUT_CONCURRENCY, FAN_OUT_STAGE, MAX_FAN_OUT_CONCURRENCY } from './shapes';
 import type { KindSpecChecks, KindSpecProblem } from '../../model/pipeline-shapes';
 import { describeConfigIssues } from '../../model/spec-problems';
 
@@ -107,23 +107,19 @@ export function checkFanOut(
 }
 
 /**
- * The fan-out's own checks in the spec validation (src/kinds/pipeline.ts), with or without a worker's names: its
- * `with:`, and its element stage as a one-stage pipeline; the element's implementation names are the worker's
- * to confirm (`registry`), like the stage's own (run --custom-worker). And its weight in the work item's history.
+ * The fan-out's own check in the spec validation (its `specChecks`, worker/kind.ts), with or without a worker's
+ * names: its `with:`, and its element stage as a one-stage pipeline; the element's implementation names are the
+ * worker's to confirm (`registry`), like the stage's own (run --custom-worker).
  */
-export const fanOutSpecChecks: KindSpecChecks = {
-  name: FAN_OUT_STAGE,
-  configProblems: (config, validate) => {
-    const registry: string[] = [];
-    const checked = checkFanOut(config, (element) => {
-      const result = validate(element);
-      if (result.ok) return [];
-      const names = result.found.filter((p) => p.layer === 'registry');
-      registry.push(...names.map((p) => p.text.replace(/^stage element: /, 'stage: ')));
-      return result.found.filter((p) => p.layer !== 'registry').map((p) => p.text);
-    });
-    const problems: KindSpecProblem[] = checked.ok ? [] : checked.problems.map((line) => ({ layer: 'config', line }));
-    return [...problems, ...registry.map((line): KindSpecProblem => ({ layer: 'registry', line }))];
-  },
-  attemptEvents: FAN_OUT_ATTEMPT_EVENTS,
+export const fanOutConfigProblems: KindSpecChecks['configProblems'] = (config, validate) => {
+  const registry: string[] = [];
+  const checked = checkFanOut(config, (element) => {
+    const result = validate(element);
+    if (result.ok) return [];
+    const names = result.found.filter((p) => p.layer === 'registry');
+    registry.push(...names.map((p) => p.text.replace(/^stage element: /, 'stage: ')));
+    return result.found.filter((p) => p.layer !== 'registry').map((p) => p.text);
+  });
+  const problems: KindSpecProblem[] = checked.ok ? [] : checked.problems.map((line) => ({ layer: 'config', line }));
+  return [...problems, ...registry.map((line): KindSpecProblem => ({ layer: 'registry', line }))];
 };

@@ -56,7 +56,6 @@ function partialLoop(source: DecisionSource): PendingDecision {
 
 /** A failed loop stage (`loop` decisions): a `loop_failed` review entry, else a failed loop's status alone. */
 export const loopListing: KindListing = {
-  kinds: ['loop'],
   clauses: [PENDING_STAGES_CLAUSE, FAILED_LOOP],
   ownPipeline: LOOP_PIPELINE,
   owns: isLoop,

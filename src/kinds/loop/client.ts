@@ -1,13 +1,14 @@
 /**
- * The loop kind's answers for the client (see src/client/decision-kind.ts): a failed loop stage is resumed or
- * abandoned through its own workflow's `resumeLoop` update; its detail is the failure, `progress.md` as it was
- * then and the last iterations.
+ * The loop kind for the client (see `KindClient` in src/client/decision-kind.ts): a failed loop stage, listed by
+ * client-listing.ts, is resumed or abandoned through its own workflow's `resumeLoop` update; its detail is the
+ * failure, `progress.md` as it was then and the last iterations.
  */
 import type { DecisionDetail, PendingDecision } from '../../model/decisions';
 import type { PendingReview } from '../../model/state';
 import { truncateText } from '../../model/limits';
 import type { LoopState, ResumeRequest } from './shapes';
-import { listedDecisionsOf, reviewDecision, type DecisionSource } from '../../client/decisions';
+import type { DecisionSource } from '../../client/decision-listing';
+import { loopListing } from './client-listing';
 import { blobView } from '../../client/artefact-view';
 import { sendResume } from '../../client/loop-resume';
 import {
@@ -16,6 +17,7 @@ import {
   listedDetail,
   queried,
   type DetailContext,
+  type KindClient,
   type KindDecisions,
 } from '../../client/decision-kind';
 
@@ -44,7 +46,7 @@ async function loopDetail(ctx: DetailContext): Promise<DecisionDetail> {
  * say), else as the loop's memo would list it, from the state.
  */
 async function loopDecision(ctx: DetailContext, state: LoopState): Promise<PendingDecision | undefined> {
-  const listed = (await listedDecisionsOf(ctx.context.client, ctx.workflowId)).find((d) => d.key === ctx.key);
+  const listed = (await ctx.listed.of(ctx.workflowId)).find((d) => d.key === ctx.key);
   if (listed && !listed.partial) return listed;
   const failure = state.failure!;
   const review: PendingReview = {
@@ -63,12 +65,12 @@ async function loopDecision(ctx: DetailContext, state: LoopState): Promise<Pendi
     status: 'failed',
     pendingStages: [],
   };
-  const decision = reviewDecision(source, review);
+  const decision = ctx.listed.reviewDecision(source, review);
   return decision.key === ctx.key ? decision : undefined;
 }
 
 /** A failed loop stage waiting for a resume (`loop` decisions). */
-export const loopDecisions: KindDecisions = {
+const loopDecisions: KindDecisions = {
   /**
    * Resumes or abandons the loop stage workflow, recording who decided; sent only once a worker answers, and
    * bounded by the client's review timeout as reviews and approvals are (see `updatedByWorker`).
@@ -91,3 +93,6 @@ export const loopDecisions: KindDecisions = {
 
   detail: loopDetail,
 };
+
+/** The loop kind's entry in the client's table (src/client/kind-clients.ts). */
+export const loopClient: KindClient = { kinds: ['loop'], listing: loopListing, answers: loopDecisions };

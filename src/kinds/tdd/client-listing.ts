@@ -35,7 +35,6 @@ function isTddNode(source: DecisionSource): boolean {
 
 /** A TDD node's questions to a person (`tdd` decisions): every review entry and pending stage of a node. */
 export const tddListing: KindListing = {
-  kinds: ['tdd'],
   clauses: [PENDING_STAGES_CLAUSE],
   ownPipeline: TDD_PIPELINE,
   owns: isTddNode,

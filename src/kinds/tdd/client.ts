@@ -1,10 +1,11 @@
 /**
- * The TDD kind's answers for the client (see src/client/decision-kind.ts): a TDD node's question is answered
- * through the node's `resolveReview` update, as a work item's stage review is; an edit is the answer's text.
- * Its detail is the question, the latest branch diff and test output.
+ * The TDD kind for the client (see `KindClient` in src/client/decision-kind.ts): a node's questions are listed by
+ * client-listing.ts; a question is answered through the node's `resolveReview` update, as a work item's stage
+ * review is; an edit is the answer's text. Its detail is the question, the latest branch diff and test output.
  */
 import type { DecisionDetail } from '../../model/decisions';
-import { reviewDecision, type DecisionSource } from '../../client/decisions';
+import type { DecisionSource } from '../../client/decision-listing';
+import { tddListing } from './client-listing';
 import { blobView } from '../../client/artefact-view';
 import {
   decidedBy,
@@ -13,6 +14,7 @@ import {
   queried,
   reviewOutcome,
   type DetailContext,
+  type KindClient,
   type KindDecisions,
 } from '../../client/decision-kind';
 
@@ -31,7 +33,7 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
     pendingStages: [],
     reviews: { pipeline: 'tdd', reviews: state.pendingReviews, omitted: 0 },
   };
-  const decision = reviewDecision(source, review);
+  const decision = ctx.listed.reviewDecision(source, review);
   if (decision.key !== ctx.key) throw gone(ctx.key);
   const latest = state.latest;
   const blobs = ctx.context.blobs;
@@ -49,7 +51,7 @@ async function tddDetail(ctx: DetailContext): Promise<DecisionDetail> {
 }
 
 /** A TDD node's questions to a person (`tdd` decisions). */
-export const tddDecisions: KindDecisions = {
+const tddDecisions: KindDecisions = {
   answerProblem(answer) {
     return answer.action === 'edit' && typeof answer.artefact !== 'string'
       ? "a TDD step's edit is the answer's text"
@@ -68,3 +70,6 @@ export const tddDecisions: KindDecisions = {
 
   detail: tddDetail,
 };
+
+/** The TDD kind's entry in the client's table (src/client/kind-clients.ts). */
+export const tddClient: KindClient = { kinds: ['tdd'], listing: tddListing, answers: tddDecisions };

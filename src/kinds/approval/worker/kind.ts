@@ -3,6 +3,7 @@ import { idempotencyKey, inputHash } from '../../../model/hashing';
 import type { WorkerStageKind } from '../../index';
 import type * as Activities from './activities';
 import { APPROVAL_STAGE } from '../shapes';
+import { approvalSpecChecks } from '../spec-checks';
 import type * as Spec from '../spec';
 
 // Loaded on first use (lint allows `require` in a kind's worker row): the CLI reads this row (the kind's name)
@@ -14,6 +15,7 @@ export const approvalWorkerKind: WorkerStageKind = {
   name: APPROVAL_STAGE,
   checkConfig: (config) => specModule().checkApprovalStageConfig(config),
   callsModels: false,
+  specChecks: approvalSpecChecks,
   activities: ({ blobs, actions, blobThresholdBytes }) =>
     activitiesModule().createApprovalActivities({ blobs, actions, blobThresholdBytes, idempotencyKey, inputHash }),
 };
