@@ -343,9 +343,9 @@ export class FakeRateLimits {
   /** Anthropic's `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}` for the limits set. */
   private headers(window: ModelWindow, limits: FakeModelLimits, now: number): Record<string, string> {
     const headers: Record<string, string> = {};
-    // Reset: when the window is wholly free again (RFC 3339), i.e. when its newest entry leaves it.
+    // Reset: when the window is wholly free again (RFC 3339), i.e. when its newest entry leaves it; now if empty.
     const reset = (newest: number | undefined): string =>
-      new Date((newest ?? now - this.windowMs) + this.windowMs).toISOString();
+      new Date(newest === undefined ? now : newest + this.windowMs).toISOString();
     if (limits.requestsPerMinute !== undefined) {
       headers['anthropic-ratelimit-requests-limit'] = String(limits.requestsPerMinute);
       headers['anthropic-ratelimit-requests-remaining'] = String(
