@@ -4,9 +4,33 @@
  * with neither gets a 500 naming it, so an unscripted call fails loudly instead of passing by accident.
  * A reply may use the request's tools (`tools`: a tool loop's round) or be computed from the request
  * (`computed`: e.g. from the tool results it carries).
+ *
+ * Limits (`fake-anthropic-limits.ts`): started with `startFakeAnthropic(options)` or set later with
+ * `configure(options)`, the fake enforces per-model limits as a real key does — requests in flight
+ * (`maxConcurrent`), `requestsPerMinute` and input+output `tokensPerMinute` over a sliding `windowMs` (60 s by
+ * default). Input tokens count when a request arrives, output tokens when its reply is sent; a reply's tokens
+ * are what its script reports (`usage`, else 12 in and 7 out), or `tokensPerReply` for every reply. A request
+ * over a limit gets 429 `rate_limit_error` with `retry-after` (whole seconds; `retry-after-ms` too with
+ * `retryAfterMsHeader`) and the `anthropic-ratelimit-*` headers, and its scripted reply stays queued for the
+ * retry. `latencyMs` delays every admitted reply; `overloaded` answers 529 `overloaded_error`. `stats()`
+ * counts what a real key would have seen: 429s, violations per limit, the most requests in flight, the most
+ * requests and tokens in any window, per model, and a timeline.
+ *
+ * Without options the fake enforces nothing and adds no header or delay, but still counts. Either way a
+ * `computed` reply is worked out when the request arrives (with limits, again at each arrival after a 429).
  */
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { FakeRateLimits, type FakeLimitOptions, type FakeStats } from './fake-anthropic-limits';
+
+export type {
+  FakeLimitName,
+  FakeLimitOptions,
+  FakeModelLimits,
+  FakeModelStats,
+  FakeStats,
+  FakeTimelineEvent,
+} from './fake-anthropic-limits';
 
 /** Token usage a scripted reply reports; unset fields take small fixed defaults. */
 export interface FakeUsage {
@@ -59,8 +83,12 @@ export interface FakeAnthropic {
   enqueue(...replies: FakeReply[]): void;
   /** The reply used when the queue is empty; `undefined` restores the loud 500. */
   setDefault(reply: FakeReply | undefined): void;
-  /** Clears the script and the recorded requests (between tests). */
+  /** Clears the script, the recorded requests and the counts (between tests); the limits stay. */
   reset(): void;
+  /** Replaces the limit options (`{}` turns every limit off); counts and requests in flight stay. */
+  configure(options: FakeLimitOptions): void;
+  /** What the fake counted since it started or was last reset. */
+  stats(): FakeStats;
   /** Stops listening, ends pending slow replies and closes every connection. */
   close(): Promise<void>;
 }
@@ -72,8 +100,13 @@ const DEFAULT_USAGE = {
   cache_creation_input_tokens: 0,
 };
 
-/** Starts a fake on 127.0.0.1 and an ephemeral port. */
-export async function startFakeAnthropic(): Promise<FakeAnthropic> {
+/** A reply once its `computed` parts are worked out: the waits of its `slow` wrappers, then what it sends. */
+type FinalReply = Exclude<FakeReply, { kind: 'slow' } | { kind: 'computed' }>;
+type MessageReply = Extract<FinalReply, { kind: 'tool' | 'tools' | 'text' }>;
+
+/** Starts a fake on 127.0.0.1 and an ephemeral port, enforcing `options`' limits (none by default). */
+export async function startFakeAnthropic(options: FakeLimitOptions = {}): Promise<FakeAnthropic> {
+  const limits = new FakeRateLimits(options);
   const requests: RecordedRequest[] = [];
   let queue: FakeReply[] = [];
   let fallback: FakeReply | undefined;
@@ -110,6 +143,7 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       );
       return;
     }
+    const fromQueue = queue.length > 0;
     const reply = queue.shift() ?? fallback;
     if (!reply) {
       const model = (body as { model?: unknown } | undefined)?.model;
@@ -122,32 +156,75 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       );
       return;
     }
-    await answer(reply, recorded, res, requestId);
+    const model = modelOf(recorded);
+    if (limits.overloaded) {
+      if (fromQueue) queue.unshift(reply);
+      limits.refusedOverloaded(model);
+      sendError(res, 529, 'overloaded_error', 'fake-anthropic: Overloaded', requestId, limits.headersFor(model));
+      return;
+    }
+    const { delayMs, final } = workOut(reply, recorded);
+    const usage = final.kind === 'error' || final.kind === 'drop' ? undefined : usageOf(final);
+    const admission = limits.arrive(model, usage ? inputTokensOf(usage) : 0);
+    if (!admission.admitted) {
+      // The client retries, and the scripted reply is what that retry must get, as a real API still owes it.
+      if (fromQueue) queue.unshift(reply);
+      sendError(res, 429, 'rate_limit_error', admission.message, requestId, admission.headers);
+      return;
+    }
+    try {
+      const waitMs = delayMs + limits.latencyMs;
+      if (waitMs === 0 || (await wait(waitMs, res))) send(final, recorded, res, requestId);
+    } finally {
+      limits.finished(model);
+    }
   }
 
-  async function answer(
-    reply: FakeReply,
-    request: RecordedRequest,
-    res: ServerResponse,
-    requestId: string,
-  ): Promise<void> {
+  /** Works out `computed` replies and adds up the delays of `slow` ones, down to what the fake sends. */
+  function workOut(reply: FakeReply, request: RecordedRequest): { delayMs: number; final: FinalReply } {
+    let delayMs = 0;
+    let current = reply;
+    for (;;) {
+      if (current.kind === 'slow') {
+        delayMs += current.delayMs;
+        current = current.then;
+      } else if (current.kind === 'computed') {
+        current = current.reply(request);
+      } else {
+        return { delayMs, final: current };
+      }
+    }
+  }
+
+  /** The usage a message reply reports: its script's over small defaults, under `tokensPerReply`. */
+  function usageOf(reply: MessageReply): Required<FakeUsage> {
+    return { ...DEFAULT_USAGE, ...reply.usage, ...limits.replyUsage };
+  }
+
+  function send(reply: FinalReply, request: RecordedRequest, res: ServerResponse, requestId: string): void {
+    const model = modelOf(request);
     switch (reply.kind) {
-      case 'slow':
-        if (await wait(reply.delayMs, res)) await answer(reply.then, request, res, requestId);
-        return;
       case 'drop':
         res.socket?.destroy();
         return;
-      case 'computed':
-        await answer(reply.reply(request), request, res, requestId);
-        return;
       case 'error':
-        sendError(res, reply.status, reply.type, reply.message, requestId, reply.headers, reply.details);
+        sendError(
+          res,
+          reply.status,
+          reply.type,
+          reply.message,
+          requestId,
+          { ...limits.headersFor(model), ...reply.headers },
+          reply.details,
+        );
         return;
       case 'tool':
       case 'tools':
       case 'text': {
-        const model = String((request.body as { model?: unknown } | undefined)?.model ?? 'claude-fake');
+        if (res.destroyed) return;
+        const usage = usageOf(reply);
+        // Output tokens count as the reply leaves, as Anthropic counts them.
+        const headers = limits.replied(model, usage.output_tokens ?? 0);
         const content =
           reply.kind === 'tool'
             ? [
@@ -180,9 +257,10 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
             content,
             stop_reason: reply.stopReason ?? (reply.kind === 'text' ? 'end_turn' : 'tool_use'),
             stop_sequence: null,
-            usage: { ...DEFAULT_USAGE, ...reply.usage },
+            usage,
           },
           requestId,
+          headers,
         );
         return;
       }
@@ -224,7 +302,10 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       queue = [];
       fallback = undefined;
       requests.length = 0;
+      limits.resetStats();
     },
+    configure: (next) => limits.configure(next),
+    stats: () => limits.stats(),
     close: async () => {
       for (const abandon of [...waits]) abandon();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -241,6 +322,15 @@ function readBody(req: IncomingMessage): Promise<string> {
     req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     req.on('error', reject);
   });
+}
+
+function modelOf(request: RecordedRequest): string {
+  return String((request.body as { model?: unknown } | undefined)?.model ?? 'claude-fake');
+}
+
+/** The input tokens a request counts against a token limit: cache writes count, cache reads do not. */
+function inputTokensOf(usage: Required<FakeUsage>): number {
+  return (usage.input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0);
 }
 
 /** The tool a reply must use: the forced one, else the first offered, else `respond`. */
