@@ -114,7 +114,10 @@ class Limiter {
     this.waiting.set(holder, (this.waiting.get(holder) ?? 0) + 1);
     this.changed = true;
     try {
-      if (!this.draining) await condition(() => (this.pending.get(holder)?.length ?? 0) > 0 || this.draining, waitMs);
+      // Grants at once what is free; otherwise waits for the loop to grant (or the wait to end).
+      if (!this.draining) this.grant();
+      const granted = () => (this.pending.get(holder)?.length ?? 0) > 0;
+      if (!granted() && !this.draining && waitMs > 0) await condition(() => granted() || this.draining, waitMs);
     } finally {
       const open = (this.waiting.get(holder) ?? 1) - 1;
       if (open > 0) this.waiting.set(holder, open);
