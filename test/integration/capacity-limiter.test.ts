@@ -2,7 +2,8 @@
  * The limiter workflow (`treadleLimiter`, src/capacity/workflow.ts) on the real dev server, driven as worker
  * processes drive it: `acquire` by update-with-start, `release`/`renew`/`throttle` by signal. Cases:
  * - four holders acquiring and releasing at once never hold more than the concurrency, by their own count and
- *   by the limiter's `usage` query, and every call is served;
+ *   by the limiter's `usage` query, and every call is served, at most 10 history events a call;
+ * - the worker keeps no workflow cached, so every task replays: the limiter is deterministic;
  * - a holder that stops renewing loses its lease after the bound, and a waiting holder gets it;
  * - a malformed `acquire` is refused by the validator and never reaches the history; a throttle holds grants back;
  * - continue-as-new keeps leases, lease numbering and the window: a lease granted before is released after.
@@ -15,7 +16,8 @@ import { eventually, startHarness, type Harness } from '../support/harness';
 
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness();
+  // Every workflow task replays the whole history: any nondeterminism in the limiter fails here.
+  h = await startHarness({ worker: { maxCachedWorkflows: 0 } });
 });
 afterAll(async () => {
   await h?.shutdown();
@@ -108,6 +110,10 @@ it('four holders acquiring and releasing at once never hold more than the concur
   });
   expect(after.requestsPerMinute).toBeUndefined();
   expect(after.concurrency).toEqual({ used: 0, limit: 3, configured: 3 });
+  const history = await limiter.handle().fetchHistory();
+  expect(history.events!.some((e) => e.workflowTaskFailedEventAttributes)).toBe(false);
+  // The cost per call in history (docs/deploy.md): an acquire's update and timer, a release signal, their tasks.
+  expect(history.events!.length).toBeLessThanOrEqual(20 * 10);
 }, 60_000);
 
 it('a holder that stops renewing loses its lease after the bound; one that renews keeps it', async () => {
