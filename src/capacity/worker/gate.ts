@@ -26,7 +26,7 @@ import {
 import type { LimiterInput, treadleLimiter } from '../workflow';
 
 /** Releases wait this long to go out together. */
-const RELEASE_BATCH_MS = 50;
+const RELEASE_BATCH_MS = 10;
 /** After a failed acquire (server unreachable, limiter restarting), the gate tries again after this. */
 const ACQUIRE_RETRY_MS = 1_000;
 
