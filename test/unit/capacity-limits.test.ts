@@ -3,10 +3,12 @@
  * - a YAML file with every field parses to the canonical form (camelCase, lease in ms, default key and lease);
  * - every problem of a bad file is listed at once, each with its path and a fix;
  * - duplicates, a limit with no numbers, an unknown provider without a key, a key that looks like a secret;
- * - limitFor picks the model's own limit over the provider's `*`, per key; describeUsage reads as a status line.
+ * - limitFor picks the model's own limit over the provider's `*`, per key; describeUsage reads as a status line;
+ * - the file as text (worker/limits-file.ts): YAML and JSON alike, problems with the file and the line.
  */
 import { parse } from 'yaml';
 import { describeUsage, limitFor, parseLimits } from '../../src/capacity/limits';
+import { parseLimitsText, readLimitsFile } from '../../src/capacity/worker/limits-file';
 
 const FILE = `
 limits:
@@ -147,5 +149,35 @@ describe('limitFor and describeUsage', () => {
     expect(
       describeUsage({ at: 0, inFlight: 2, throttle: { until: 5_000, ratePercent: 50 }, waiting: [], holders: 1 }),
     ).toBe('2 calls in flight, paused by the provider for 5s');
+  });
+});
+
+describe('the limits file as text', () => {
+  it('reads YAML and JSON alike', () => {
+    const yaml = parseLimitsText(FILE, 'limits.yaml');
+    const json = parseLimitsText(JSON.stringify(parse(FILE)), 'limits.json');
+    expect(yaml.ok && json.ok && yaml.limits).toEqual(json.ok && json.limits);
+  });
+
+  it("names the file and each problem's line", () => {
+    const text = 'limits:\n  - provider: anthropic\n    model: m\n    concurrency: 0\nfairness:\n  weights: { a: x }\n';
+    expect(parseLimitsText(text, 'limits.yaml')).toEqual({
+      ok: false,
+      problems: [
+        'limits.yaml (line 4): limits.0.concurrency: must be 1 or more',
+        expect.stringMatching(/^limits\.yaml \(line 6\): fairness\.weights\.a: /),
+      ],
+    });
+    expect(parseLimitsText('limits: [', 'limits.yaml')).toEqual({
+      ok: false,
+      problems: [expect.stringMatching(/^limits\.yaml: line \d+: /)],
+    });
+  });
+
+  it('a file that cannot be read is one problem naming it', () => {
+    expect(readLimitsFile('/nonexistent/limits.yaml')).toEqual({
+      ok: false,
+      problems: [expect.stringMatching(/^\/nonexistent\/limits\.yaml: cannot be read \(.*\); check the path$/)],
+    });
   });
 });
