@@ -2,9 +2,11 @@
  * The per-process capacity gate (src/capacity/worker/gate.ts) against a real limiter on the dev server. Cases:
  * - two gates (two processes) sharing a limiter of concurrency 2: never more than 2 calls at once, all served;
  * - an urgent call that arrives while a long-poll is open goes before the backlog of its own process;
- * - a throttle reported before any acquire starts the limiter and holds grants back; an aborted call is dropped.
+ * - a throttle reported before any acquire starts the limiter and holds grants back; an aborted call is dropped;
+ * - a process's gates (gates.ts): one per scope, a `*` limit shared by its models, the key only as a hash.
  */
 import { CapacityGate, type CapacityRequest } from '../../src/capacity/worker/gate';
+import { CapacityGates, capacityKeyId } from '../../src/capacity/worker/gates';
 import { usageQuery } from '../../src/capacity/messages';
 import { limiterWorkflowId, type ScopeLimits } from '../../src/capacity/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
@@ -108,4 +110,39 @@ it('a throttle starts the limiter and holds grants back; an aborted call is neve
   expect(usage.inFlight).toBe(1);
   expect(usage.throttle?.ratePercent).toBe(50);
   lease.release();
+}, 60_000);
+
+it("a process's gates: one per scope, a `*` limit shared by its models, none where no limit applies", async () => {
+  const model = h.id('model');
+  const limits = {
+    limits: [
+      { provider: 'test', model, key: 'TEST_KEY', concurrency: 1, leaseMs: 30_000 },
+      { provider: 'test', model: '*', key: 'TEST_KEY', concurrency: 2, leaseMs: 30_000 },
+    ],
+    fairness: { weights: { acme: 3 }, defaultWeight: 1 },
+  };
+  const processGates = new CapacityGates({
+    client: h.temporal,
+    taskQueue: h.taskQueue,
+    limits,
+    env: { TEST_KEY: `secret-${model}` },
+  });
+  try {
+    const own = processGates.forCall('test', model, 'TEST_KEY');
+    expect(processGates.forCall('test', model, 'TEST_KEY')).toBe(own);
+    const star = processGates.forCall('test', 'other-model', 'TEST_KEY');
+    expect(processGates.forCall('test', 'third-model', 'TEST_KEY')).toBe(star);
+    expect(star).not.toBe(own);
+    expect(processGates.forCall('test', model, 'OTHER_KEY')).toBeUndefined();
+    expect(processGates.forCall('elsewhere', model, 'TEST_KEY')).toBeUndefined();
+    expect([processGates.weightOf('acme'), processGates.weightOf('beta')]).toEqual([3, 1]);
+    const lease = await star!.acquire(call(2, 'acme'));
+    const keyId = capacityKeyId(`secret-${model}`);
+    const usage = await h.temporal.workflow.getHandle(limiterWorkflowId('test', '*', keyId)).query(usageQuery);
+    expect(usage.concurrency).toEqual({ used: 1, limit: 2, configured: 2 });
+    expect(keyId).toMatch(/^[0-9a-f]{12}$/);
+    lease.release();
+  } finally {
+    await processGates.close();
+  }
 }, 60_000);
