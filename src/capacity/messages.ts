@@ -83,10 +83,34 @@ export function demandProblem(input: unknown): string | undefined {
 export function validateAcquire(input: AcquireInput): void {
   const problem = demandProblem(input);
   if (problem) throw new TypeError(`acquire: ${problem}`);
-  const { waitMs } = input;
+  const { waitMs, limits } = input;
   if (waitMs !== undefined && (typeof waitMs !== 'number' || !(waitMs >= 0) || waitMs > MAX_ACQUIRE_WAIT_MS))
     throw new TypeError(`acquire: waitMs: must be from 0 to ${MAX_ACQUIRE_WAIT_MS}`);
+  const limitsIssue = limits === undefined ? undefined : limitsProblem(limits);
+  if (limitsIssue) throw new TypeError(`acquire: ${limitsIssue}`);
 }
+
+/** What is wrong with a scope's limits as sent by a process, or undefined (the limits file checked them first). */
+export function limitsProblem(limits: unknown): string | undefined {
+  if (!isRecord(limits)) return 'limits: must be an object';
+  const { leaseMs, ...rates } = limits;
+  if (typeof leaseMs !== 'number' || !Number.isInteger(leaseMs) || leaseMs < 1_000)
+    return 'limits.leaseMs: must be at least 1000';
+  for (const [name, value] of Object.entries(rates)) {
+    if (!RATE_NAMES.includes(name)) return `limits.${name}: is not a limit`;
+    if (value !== undefined && (!isCount(value) || value < 1))
+      return `limits.${name}: must be a whole number of 1 or more`;
+  }
+  return undefined;
+}
+
+const RATE_NAMES: readonly string[] = [
+  'concurrency',
+  'requestsPerMinute',
+  'tokensPerMinute',
+  'inputTokensPerMinute',
+  'outputTokensPerMinute',
+];
 
 /** What is wrong with a `release` or `renew` signal's input, or undefined (signals have no validator: checked here). */
 export function leasesProblem(input: unknown, field: 'releases' | 'leaseIds'): string | undefined {

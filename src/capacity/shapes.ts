@@ -57,6 +57,15 @@ export type ScopeLimits = Pick<
   'concurrency' | 'requestsPerMinute' | 'tokensPerMinute' | 'inputTokensPerMinute' | 'outputTokensPerMinute' | 'leaseMs'
 >;
 
+/** The numbers of `limit` alone (what a limiter is sent), without its provider, model and key. */
+export function scopeLimits(limit: ScopeLimits): ScopeLimits {
+  const { concurrency, requestsPerMinute, tokensPerMinute, inputTokensPerMinute, outputTokensPerMinute, leaseMs } =
+    limit;
+  const rates = { concurrency, requestsPerMinute, tokensPerMinute, inputTokensPerMinute, outputTokensPerMinute };
+  const set = Object.entries(rates).filter(([, value]) => value !== undefined);
+  return { ...Object.fromEntries(set), leaseMs };
+}
+
 /** Which limit holds a call back (the names are the limits file's). */
 export type BindingLimit =
   | 'concurrency'
@@ -111,6 +120,11 @@ export interface AcquireInput {
   demand: DemandEntry[];
   /** How long the limiter may hold the update open waiting for capacity (at most {@link MAX_ACQUIRE_WAIT_MS}). */
   waitMs?: number;
+  /**
+   * The limits as this process's file says: a limiter adopts the newest it is sent, so an edited limits file takes
+   * effect as the workers restart with it (processes with different files take turns: keep one file).
+   */
+  limits?: ScopeLimits;
 }
 
 /** The limiter's answer: grants (possibly none), and while a class waits, what holds it back. */

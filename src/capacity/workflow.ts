@@ -109,7 +109,16 @@ class Limiter {
   }
 
   /** Registers the process's demand and waits for grants, up to its wait; answers them, or what binds. */
-  private async acquire({ holder, demand, waitMs = MAX_ACQUIRE_WAIT_MS }: AcquireInput): Promise<AcquireResult> {
+  private async acquire({
+    holder,
+    demand,
+    waitMs = MAX_ACQUIRE_WAIT_MS,
+    limits,
+  }: AcquireInput): Promise<AcquireResult> {
+    if (limits && JSON.stringify(limits) !== JSON.stringify(this.state.limits)) {
+      log.info('limiter adopts new limits', { holder, limits });
+      this.state.limits = limits;
+    }
     setDemand(this.state, holder, demand, Date.now());
     this.waiting.set(holder, (this.waiting.get(holder) ?? 0) + 1);
     this.changed = true;

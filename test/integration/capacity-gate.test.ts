@@ -97,6 +97,9 @@ it('a throttle starts the limiter and holds grants back; an aborted call is neve
     gates: [gate],
     workflowId,
   } = gatesFor({ concurrency: 3, leaseMs: 30_000 }, 1);
+  await expect(gate!.acquire(call(7))).rejects.toThrow(
+    'capacity request: priority: must be a whole number from 1 to 5',
+  );
   await gate!.throttle(1_500);
   const aborted = new AbortController();
   const gone = gate!.acquire(call(), aborted.signal);

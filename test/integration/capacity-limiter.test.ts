@@ -5,7 +5,8 @@
  *   by the limiter's `usage` query, and every call is served, at most 10 history events a call;
  * - the worker keeps no workflow cached, so every task replays: the limiter is deterministic;
  * - a holder that stops renewing loses its lease after the bound, and a waiting holder gets it;
- * - a malformed `acquire` is refused by the validator and never reaches the history; a throttle holds grants back;
+ * - a malformed `acquire` is refused by the validator and never reaches the history; limits a process sends are
+ *   adopted; a throttle holds grants back;
  * - continue-as-new keeps leases, lease numbering and the window: a lease granted before is released after.
  */
 import { WithStartWorkflowOperation, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
@@ -156,6 +157,15 @@ it('refuses a malformed acquire; a throttle holds every grant back until its ret
     /demand\.0\.priority: must be a whole number from 1 to 5/,
   );
   const started = await limiter.acquire({ holder: 'p', demand: [], waitMs: 0 });
+  // A process with an edited limits file sends its limits: the limiter adopts them.
+  const raised = await limiter.acquire({
+    holder: 'p',
+    demand: [],
+    waitMs: 0,
+    limits: { concurrency: 7, leaseMs: 20_000 },
+  });
+  expect(raised.leaseMs).toBe(20_000);
+  expect((await limiter.handle().query(usageQuery)).concurrency?.limit).toBe(7);
   expect(started.grants).toEqual([]);
   await limiter.handle().signal(throttleSignal, { retryAfterMs: 2_000 });
   const paused = await limiter.acquire({ holder: 'p', demand: [demand(1)], waitMs: 500 });
@@ -164,7 +174,7 @@ it('refuses a malformed acquire; a throttle holds every grant back until its ret
   expect(granted.grants).toHaveLength(1);
   const history = await limiter.handle().fetchHistory();
   const updates = history.events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).length;
-  expect(updates).toBe(3);
+  expect(updates).toBe(4);
 }, 60_000);
 
 it('continue-as-new keeps the leases, their numbering and the window', async () => {

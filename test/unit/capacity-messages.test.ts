@@ -11,6 +11,9 @@ describe('acquire and demand', () => {
   it('accepts a well-formed request, with or without a wait', () => {
     expect(() => validateAcquire({ holder: 'w1', demand: [entry] })).not.toThrow();
     expect(() => validateAcquire({ holder: 'w1', demand: [], waitMs: 0 })).not.toThrow();
+    expect(() =>
+      validateAcquire({ holder: 'w1', demand: [], limits: { concurrency: 3, tokensPerMinute: 9, leaseMs: 5_000 } }),
+    ).not.toThrow();
   });
 
   it.each([
@@ -22,6 +25,9 @@ describe('acquire and demand', () => {
     [{ holder: 'w', demand: [{ ...entry, outputTokens: 1.5 }] }, /demand\.0\.outputTokens: must be a whole number/],
     [{ holder: 'w', demand: [{ ...entry, fairnessKey: 7 }] }, /demand\.0\.fairnessKey: must be a string/],
     [{ holder: 'w', demand: [], waitMs: 60_000 }, /waitMs: must be from 0 to 10000/],
+    [{ holder: 'w', demand: [], limits: { concurrency: 2 } }, /acquire: limits\.leaseMs: must be at least 1000/],
+    [{ holder: 'w', demand: [], limits: { leaseMs: 5_000, concurrency: 0 } }, /limits\.concurrency: must be a whole/],
+    [{ holder: 'w', demand: [], limits: { leaseMs: 5_000, provider: 'x' } }, /limits\.provider: is not a limit/],
   ])('refuses %j', (input, message) => {
     expect(() => validateAcquire(input as unknown as AcquireInput)).toThrow(message);
   });

@@ -11,10 +11,11 @@
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { acquireUpdate, demandSignal, releaseSignal, renewSignal, throttleSignal } from '../messages';
+import { acquireUpdate, demandProblem, demandSignal, releaseSignal, renewSignal, throttleSignal } from '../messages';
 import {
   limiterWorkflowId,
   MAX_ACQUIRE_WAIT_MS,
+  scopeLimits,
   type CapacityClass,
   type DemandEntry,
   type Grant,
@@ -74,7 +75,10 @@ export class CapacityGate {
   /** What the limiter last said holds this process's classes back (for status lines). */
   lastWaiting: WaitingClass[] = [];
 
-  constructor(private readonly options: CapacityGateOptions) {
+  private readonly options: CapacityGateOptions;
+
+  constructor(options: CapacityGateOptions) {
+    this.options = { ...options, limits: scopeLimits(options.limits) };
     this.holder = options.holder ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     // Renew three times per lease bound: a renewal lost or late still leaves two chances.
     this.renewTimer = setInterval(() => this.renew(), Math.max(500, options.limits.leaseMs / 3));
@@ -84,6 +88,9 @@ export class CapacityGate {
   /** Waits for capacity for one call; rejects when `signal` aborts first or the gate closes. */
   acquire(request: CapacityRequest, signal?: AbortSignal): Promise<CapacityLease> {
     if (this.closed) return Promise.reject(new Error('the capacity gate is closed'));
+    // The limiter would refuse the whole process's acquire for one bad request: refuse that request here.
+    const problem = demandProblem({ holder: this.holder, demand: [{ ...request, calls: 1 }] });
+    if (problem) return Promise.reject(new TypeError(`capacity request: ${problem.replace(/^demand\.0\./, '')}`));
     return new Promise<CapacityLease>((resolve, reject) => {
       const waiter: Waiter = { request, resolve, reject };
       this.queue.push(waiter);
@@ -177,7 +184,7 @@ export class CapacityGate {
   private acquireOnce() {
     const { client, taskQueue, scope, limits } = this.options;
     return client.workflow.executeUpdateWithStart(acquireUpdate, {
-      args: [{ holder: this.holder, demand: this.demand(), waitMs: MAX_ACQUIRE_WAIT_MS }],
+      args: [{ holder: this.holder, demand: this.demand(), waitMs: MAX_ACQUIRE_WAIT_MS, limits }],
       startWorkflowOperation: new WithStartWorkflowOperation<typeof treadleLimiter>('treadleLimiter', {
         workflowId: this.workflowId(),
         taskQueue,
