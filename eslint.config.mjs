@@ -17,11 +17,13 @@ const WORKFLOW_CODE = [
   'src/engine/**/*.ts',
   'src/model/**/*.ts',
   'src/kinds/**/*.ts',
+  // Model capacity (issue 39): the limits, the pure allocator and the limiter workflow; its worker side is not.
+  'src/capacity/**/*.ts',
 ];
 /** A kind's worker side and client answers: side effects allowed, never in the workflow bundle. */
 const KIND_CLIENTS = ['src/kinds/*/client.ts', 'src/kinds/*/client-*.ts'];
 // `src/kinds/index.ts` is the worker-side table of kinds (their activities and config checks).
-const NOT_WORKFLOW_CODE = ['src/kinds/*/worker/**', ...KIND_CLIENTS, 'src/kinds/index.ts'];
+const NOT_WORKFLOW_CODE = ['src/kinds/*/worker/**', ...KIND_CLIENTS, 'src/kinds/index.ts', 'src/capacity/worker/**'];
 
 /**
  * The layers (DESIGN.md "Layout"): model ← engine ← workflow-kit ← kinds ← workflows ← worker; config below
@@ -49,6 +51,12 @@ function layerZones({ kindClient = false } = {}) {
       from: './src',
       except: ['./workflow-kit', './engine', './model'],
       message: 'src/workflow-kit imports only src/model and src/engine.',
+    },
+    {
+      target: './src/capacity',
+      from: './src',
+      except: ['./capacity', './model'],
+      message: 'src/capacity imports only src/model: the limiter is its own layer beside the engine.',
     },
     {
       target: './src/workflows',
