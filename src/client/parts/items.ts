@@ -12,6 +12,7 @@ import { openItemsByEngine, type EngineCount } from '../engine-versions';
 import { isNotFound, TreadleError } from '../errors';
 import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../worker-presence';
 import { audit, startWorkItem } from '../on-demand';
+import type { StartOptions } from '../start';
 import { ClientPart } from './context';
 
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
@@ -33,11 +34,16 @@ export class ItemsClient extends ClientPart {
    * starts twice, even after the first run finished; `existing` says so). Without an id, the id is the
    * pipeline's name and a hash of the input (seed 003's `input_hash`), so starting the same input again
    * returns the run it started. The spec is validated first, listing every problem.
+   *
+   * `priority` (1 first … 5, default 3), `fairnessKey` (a tenant, a team; at most 64 bytes) and `fairnessWeight`
+   * (the key's share, default 1) order the item's tasks in the task queues, over the spec's `priority:`,
+   * `fairness_key:` and `fairness_weight:`; everything the item starts (fan-out elements, TDD nodes, loops)
+   * inherits them. A bad value is a TreadleError `invalid_input`.
    */
   async start(
     pipeline: unknown,
     input: unknown = null,
-    options: { id?: string; tokenBudget?: number | null } = {},
+    options: StartOptions = {},
   ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
     return startWorkItem(this.context.startContext(), pipeline, input, options).catch(this.context.rethrow);
   }
