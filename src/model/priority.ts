@@ -109,8 +109,7 @@ export function mergePriority(given: ItemPriority, defaults: ItemPriority): Item
 
 /** Temporal's `Priority` for an item, or undefined when it has none (Temporal's defaults apply). */
 export function temporalPriority(item: ItemPriority): TemporalPriority | undefined {
-  if (item.priority === undefined && item.fairnessKey === undefined && item.fairnessWeight === undefined)
-    return undefined;
+  if (!hasPriority(item)) return undefined;
   return {
     ...(item.priority !== undefined ? { priorityKey: item.priority } : {}),
     ...(item.fairnessKey !== undefined ? { fairnessKey: item.fairnessKey } : {}),
@@ -125,6 +124,11 @@ export function itemPriorityOf(priority: TemporalPriority | undefined): ItemPrio
     ...(priority?.fairnessKey ? { fairnessKey: priority.fairnessKey } : {}),
     ...(priority?.fairnessWeight ? { fairnessWeight: priority.fairnessWeight } : {}),
   };
+}
+
+/** Whether an item has a priority, a fairness key or a weight of its own (not only Temporal's defaults). */
+export function hasPriority(item: ItemPriority): boolean {
+  return item.priority !== undefined || item.fairnessKey !== undefined || item.fairnessWeight !== undefined;
 }
 
 /**

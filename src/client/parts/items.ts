@@ -5,6 +5,7 @@
 import type { AuditEntry } from '../audit';
 import { resolveArtefact } from '../../storage/blob-store';
 import { summarizeUsage, type UsageSummary } from '../../engine/usage';
+import { itemPriorityOf, type ItemPriority } from '../../model/priority';
 import type { Artefact, Json, TreadleEvent } from '../../model/shapes';
 import type { StateQueryArgs, WorkItemResult, WorkItemState } from '../../model/state';
 import { eventsQuery, stateQuery } from '../../workflow-kit/messages';
@@ -74,7 +75,17 @@ export class ItemsClient extends ClientPart {
 
   /** The workflow type behind an id (`workItem`, `tddNode`, `loopStage`). */
   async workflowType(id: string): Promise<string> {
-    return this.context.call(id, (h) => h.describe()).then((d) => d.type);
+    return (await this.execution(id)).type;
+  }
+
+  /**
+   * What Temporal holds of the execution behind an id, from one describe: its workflow type and its priority
+   * and fairness key in the task queues (what it was started with, or inherited from the item that started it;
+   * empty when Temporal's defaults apply).
+   */
+  async execution(id: string): Promise<{ type: string; priority: ItemPriority }> {
+    const description = await this.context.call(id, (h) => h.describe());
+    return { type: description.type, priority: itemPriorityOf(description.priority) };
   }
 
   /**
