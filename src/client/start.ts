@@ -15,7 +15,13 @@ import {
   TreadlePipeline,
   TreadleStatus,
 } from '../model/search-attributes';
-import { itemPriorityProblems, mergePriority, temporalPriority, type ItemPriority } from '../model/priority';
+import {
+  itemPriorityProblems,
+  mergePriority,
+  temporalPriority,
+  type ItemPriority,
+  type TemporalPriority,
+} from '../model/priority';
 import type { Json } from '../model/shapes';
 import type { WorkItemInput } from '../model/state';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from '../kinds/tdd/spec';
@@ -97,10 +103,7 @@ export interface TddStartOptions extends ItemPriority {
  * wrong with it; nothing when the item has none (Temporal's defaults). Child workflows and activities inherit it
  * on the server, so it is given once, here.
  */
-function startPriority(
-  given: ItemPriority,
-  defaults: ItemPriority = {},
-): { priority?: ReturnType<typeof temporalPriority> } {
+function startPriority(given: ItemPriority, defaults: ItemPriority = {}): { priority?: TemporalPriority } {
   const merged = mergePriority(
     { priority: given.priority, fairnessKey: given.fairnessKey, fairnessWeight: given.fairnessWeight },
     defaults,

@@ -9,7 +9,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../../src/model/search-attributes';
 import { DEFAULT_SQLITE_PRAGMAS } from '../../src/server/sqlite-pragmas';
-import { dynamicConfigArgs } from '../../src/server/dev-server';
+import { devServerArgs, dynamicConfigArgs } from '../../src/server/dev-server';
 
 interface Service {
   command?: string[];
@@ -49,4 +49,9 @@ it('runs the dev server with the dynamic config of every dev server Treadle star
   const given = command.flatMap((arg, i) => (arg === '--dynamic-config-value' ? [arg, command[i + 1]!] : []));
   expect(given).toEqual(dynamicConfigArgs());
   expect(given).toContain('matching.enableFairness=true');
+  // The same flags every dev server Treadle starts itself gets (`treadle dev`, the tests, the benchmarks).
+  const args = devServerArgs({ ip: '127.0.0.1', port: 7233, dbFile: 'x.sqlite', namespace: 'default', headless: true });
+  expect(args.join(' ')).toContain(
+    '--dynamic-config-value matching.useNewMatcher=true --dynamic-config-value matching.enableFairness=true',
+  );
 });
