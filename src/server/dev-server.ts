@@ -54,6 +54,11 @@ export interface DevServerOptions {
    * The benchmark reads the persistence operations per item from them.
    */
   metricsPort?: number;
+  /**
+   * Dynamic config over {@link TASK_DISPATCH_DYNAMIC_CONFIG}, one `--dynamic-config-value` each (values as JSON),
+   * e.g. `{ 'matching.numTaskqueueWritePartitions': 1 }` for dispatch in exact priority and fairness order.
+   */
+  dynamicConfig?: Record<string, unknown>;
   progress?: (message: string) => void;
 }
 
@@ -116,6 +121,8 @@ export interface DevServerCommand {
   /** One `--sqlite-pragma` each; none when absent or empty (SQLite's and the CLI's own defaults). */
   sqlitePragmas?: Record<string, string>;
   metricsPort?: number;
+  /** Dynamic config over {@link TASK_DISPATCH_DYNAMIC_CONFIG}. */
+  dynamicConfig?: Record<string, unknown>;
 }
 
 /**
@@ -144,7 +151,7 @@ export function devServerArgs(command: DevServerCommand): string[] {
   for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS))
     args.push('--search-attribute', `${key}=${type}`);
   args.push(...sqlitePragmaArgs(command.sqlitePragmas ?? {}));
-  args.push(...dynamicConfigArgs());
+  args.push(...dynamicConfigArgs({ ...TASK_DISPATCH_DYNAMIC_CONFIG, ...command.dynamicConfig }));
   if (command.metricsPort !== undefined) args.push('--metrics-port', String(command.metricsPort));
   return args;
 }
@@ -179,6 +186,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
       dbFile,
       headless: options.headless ?? false,
       sqlitePragmas,
+      dynamicConfig: { ...TASK_DISPATCH_DYNAMIC_CONFIG, ...options.dynamicConfig },
       progress,
       tried,
     });
@@ -193,6 +201,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     uiPort,
     sqlitePragmas,
     metricsPort: options.metricsPort,
+    dynamicConfig: options.dynamicConfig,
   });
 
   const logFile = options.logFile ?? `${dbFile}.log`;
@@ -298,6 +307,7 @@ async function startWithSdkDownload(args: {
   dbFile: string;
   headless: boolean;
   sqlitePragmas: Record<string, string>;
+  dynamicConfig: Record<string, unknown>;
   progress: (m: string) => void;
   tried: string[];
 }): Promise<DevServer> {
@@ -321,7 +331,7 @@ async function startWithSdkDownload(args: {
           TreadleCorrelationId,
           TreadleDecisionAt,
         ],
-        extraArgs: [...sqlitePragmaArgs(args.sqlitePragmas), ...dynamicConfigArgs()],
+        extraArgs: [...sqlitePragmaArgs(args.sqlitePragmas), ...dynamicConfigArgs(args.dynamicConfig)],
       },
     });
     return {
