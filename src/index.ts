@@ -57,6 +57,14 @@ export { pipeline, PipelineBuilder } from './kinds/builder';
 export { validatePipeline, parsePipeline } from './kinds/pipeline';
 export { PipelineValidationError, type PipelineSpec, type StageSpec, type ReviewPolicy } from './model/pipeline';
 export * from './model/shapes';
+export {
+  HIGHEST_PRIORITY,
+  LOWEST_PRIORITY,
+  DEFAULT_PRIORITY,
+  MAX_FAIRNESS_KEY_BYTES,
+  type ItemPriority,
+} from './model/priority';
+export type { StartOptions, TddStartOptions } from './client/start';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';
 export { defineActionType, ActionRegistry, type ActionType, type ActionContext } from './kinds/approval/actions';

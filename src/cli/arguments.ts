@@ -1,6 +1,7 @@
 /** Parsing the CLI's arguments (numbers, `--input`) and listing problems the way every CLI error does. */
 import { InvalidArgumentError } from 'commander';
 import { parseDuration } from '../model/duration';
+import { fairnessKeyProblem, fairnessWeightProblem, priorityProblem } from '../model/priority';
 import type { Json } from '../model/shapes';
 import { oneLine, readJsonFile } from '../pipelines/catalog';
 
@@ -20,6 +21,35 @@ export function duration(value: string): number {
   const parsed = parseDuration(value);
   if ('error' in parsed) throw new InvalidArgumentError(parsed.error);
   return parsed.ms;
+}
+
+/** A commander argument parser for `--priority`: 1 (first) to 5 (src/model/priority.ts). */
+export function priorityLevel(value: string): number {
+  const n = numeric(value);
+  const problem = priorityProblem(n);
+  if (problem) throw new InvalidArgumentError(problem);
+  return n as number;
+}
+
+/** A commander argument parser for `--fairness-key`: a tenant or a team, at most 64 bytes. */
+export function fairnessKey(value: string): string {
+  const problem = fairnessKeyProblem(value);
+  if (problem) throw new InvalidArgumentError(problem);
+  return value;
+}
+
+/** A commander argument parser for `--fairness-weight`: the key's share, 0.001 to 1000. */
+export function fairnessWeight(value: string): number {
+  const n = numeric(value);
+  const problem = fairnessWeightProblem(n);
+  if (problem) throw new InvalidArgumentError(problem);
+  return n as number;
+}
+
+/** `value` as a number when it reads as one, else as written (so the message shows what was given). */
+function numeric(value: string): number | string {
+  const n = Number(value);
+  return value.trim() !== '' && Number.isFinite(n) ? n : value;
 }
 
 /** Reads `--input`: inline JSON, or `@file`. */

@@ -10,6 +10,7 @@ import type { TddNodeState } from '../kinds/tdd/shapes';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
 import { EXIT, exitCodeOf, exitWithItem } from './exit-codes';
 import { withClient } from './with-client';
+import { describePriority, hasPriority } from '../model/priority';
 
 /** Registers `treadle status` and `watch`. */
 export function registerProgressCommands(program: Command): void {
@@ -141,7 +142,8 @@ export function registerAuditCommand(program: Command): void {
 
 /** `status` with a worker: the item's, TDD node's or loop's state, and an item's loops. */
 async function printStatus(client: TreadleClient, id: string, opts: { json?: boolean }): Promise<void> {
-  if ((await client.workflowType(id)) === 'loopStage') {
+  const execution = await client.items.execution(id);
+  if (execution.type === 'loopStage') {
     const loop = await client.getLoopState(id);
     process.stdout.write(opts.json ? `${JSON.stringify(loop, null, 2)}\n` : `${renderLoopStatus(id, loop)}\n`);
     return;
@@ -154,8 +156,11 @@ async function printStatus(client: TreadleClient, id: string, opts: { json?: boo
     (state.status === 'running' || state.status === 'waiting_review' || state.status === 'waiting_approval')
       ? await client.activityRetries(id)
       : [];
-  const text = tdd ? renderTddStatus(state as unknown as TddNodeState) : renderStatus(state, retries);
-  process.stdout.write(opts.json ? `${JSON.stringify(state, null, 2)}\n` : `${text}\n`);
+  const text = tdd
+    ? renderTddStatus(state as unknown as TddNodeState)
+    : renderStatus(state, retries, execution.priority);
+  // The priority is Temporal's (the execution's), not the workflow's state: it rides beside it in --json.
+  process.stdout.write(opts.json ? `${JSON.stringify({ ...state, ...execution.priority }, null, 2)}\n` : `${text}\n`);
   if (!opts.json && !tdd && state.events.some((e) => e.type === 'LoopStarted')) {
     for (const loop of await client.loops(id))
       process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
@@ -182,6 +187,7 @@ async function printVisibleItem(
 /** What `status` shows with no worker: Temporal's and Treadle's status, pending reviews and approvals, a closed result. */
 function renderVisibleItem(item: VisibleItem): string {
   const lines = [`${item.id} · pipeline ${item.pipeline ?? '?'} · ${item.status ?? '?'} (Temporal: ${item.execution})`];
+  if (hasPriority(item)) lines.push(describePriority(item));
   for (const r of item.pendingReviews) lines.push(`  waiting for review: ${r.stage} (${r.reason}): ${r.message}`);
   for (const r of item.pendingApprovals) lines.push(`  waiting for approval: ${r.id} (${r.step}): ${r.summary}`);
   if (item.result) lines.push(`result: ${JSON.stringify(item.result, null, 2)}`);

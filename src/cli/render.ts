@@ -3,6 +3,7 @@
  */
 import type { LoopState } from '../kinds/loop/shapes';
 import type { TddNodeState } from '../kinds/tdd/shapes';
+import { describePriority, hasPriority, type ItemPriority } from '../model/priority';
 import type { BlobRef, TreadleEvent } from '../model/shapes';
 import type { PendingReview, StageState, WorkItemState } from '../model/state';
 import type { ApprovalRequest } from '../kinds/approval/shapes';
@@ -88,7 +89,7 @@ export interface ActivityRetry {
 }
 
 /** The readable status of a work item; `retries` are its activities on a second or later try. */
-export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []): string {
+export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = [], priority: ItemPriority = {}): string {
   const rows = Object.entries(state.stages).map(([name, s]) => {
     const max = s.maxAttempts ?? 1;
     const progress = s.fanOut
@@ -97,6 +98,8 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
     return [name, displayStatus(s), `${s.attempts.length}/${max}`, lastVerdict(s) || progress, artefactCell(s)];
   });
   const out = [`${state.id} · pipeline ${state.pipeline} · ${state.status}`];
+  // Only an item started with a priority or a fairness key says so: Temporal's defaults are every other item's.
+  if (hasPriority(priority)) out.push(describePriority(priority));
   const width = outputWidth();
   const cutBefore = cuts;
   if (state.error) out.push(fit(`error: ${state.error}`, width));

@@ -5,11 +5,13 @@
 import { Option, type Command } from 'commander';
 import path from 'node:path';
 import type { TreadleClient } from '../client';
+import type { PipelineSpec } from '../model/pipeline';
 import type { Json } from '../model/shapes';
 import { BUILT_IN_IMPLEMENTATIONS, findPipeline, readJsonFile, readPipelineFile } from '../pipelines/catalog';
-import { listed, readInput, wholeNumber } from './arguments';
+import { fairnessKey, fairnessWeight, listed, priorityLevel, readInput, wholeNumber } from './arguments';
 import { load } from './lazy-modules';
-import { exitWith, exitWithItem, given } from './exit-codes';
+import { exitWith, exitWithItem, given, UsageError } from './exit-codes';
+import { itemPriorityProblems, mergePriority, type ItemPriority } from '../model/priority';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus } from './render';
 import { withClient } from './with-client';
 import { missingQueueHint, workerCommandFor } from '../worker/task-queues';
@@ -40,6 +42,9 @@ function registerRun(program: Command): void {
       wholeNumber(1, 'must be a whole number of tokens above 0'),
     )
     .addOption(taskQueueOption('item'))
+    .addOption(priorityOption('item'))
+    .addOption(fairnessKeyOption('item'))
+    .addOption(fairnessWeightOption())
     .option('--custom-worker', 'deprecated, does nothing: name the task_queue of your implementations in the pipeline')
     .option(
       '--session <name>',
@@ -63,7 +68,7 @@ function registerRun(program: Command): void {
           customWorker?: boolean;
           session?: string;
           taskQueue?: string;
-        },
+        } & ItemPriority,
       ) => {
         if (opts.customWorker)
           process.stderr.write(
@@ -78,7 +83,7 @@ function registerRun(program: Command): void {
             entry ? entry.specFile : path.resolve(opts.file!),
             opts.session !== undefined ? { session: opts.session } : {},
           );
-          checkBeforeStart(read);
+          checkPriorityFlags(opts, checkBeforeStart(read));
           return { spec: read, input: readInput(opts.input, entry ? readJsonFile(entry.sampleInputFile) : null) };
         });
         await withClient((client) => startItem(client, spec, input, opts), queueOf(opts))();
@@ -104,6 +109,9 @@ function registerLoop(program: Command): void {
     .option('-i, --input <json>', "work item input: JSON, or @file.json (written to the session's inputs/input.json)")
     .option('--id <id>', 'work item id (default: <pipeline>-<hash of the input>)')
     .addOption(taskQueueOption('item'))
+    .addOption(priorityOption('item'))
+    .addOption(fairnessKeyOption('item'))
+    .addOption(fairnessWeightOption())
     .option(
       '-w, --wait',
       'print events until the item finishes or a loop fails and waits for resume, then its status and its loops; exit 0 completed, 1 failed, 3 waiting',
@@ -120,11 +128,11 @@ function registerLoop(program: Command): void {
           wait?: boolean;
           waitAll?: boolean;
           taskQueue?: string;
-        },
+        } & ItemPriority,
       ) => {
         const { spec, input } = given(() => {
           const read = specOfFile(path.resolve(file), opts.session !== undefined ? { session: opts.session } : {});
-          checkBeforeStart(read);
+          checkPriorityFlags(opts, checkBeforeStart(read));
           const inputGiven = readInput(opts.input, null);
           const replies = opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined;
           if (replies === undefined) return { spec: read, input: inputGiven };
@@ -187,6 +195,9 @@ function registerTdd(program: Command): void {
       'workflow id of the root node (default tdd-<spec id>); starting the same id twice returns the same tree',
     )
     .addOption(taskQueueOption('tree'))
+    .addOption(priorityOption('tree'))
+    .addOption(fairnessKeyOption('tree'))
+    .addOption(fairnessWeightOption())
     .option(
       '-w, --wait',
       "print the root's events until it finishes or waits for a human, then its status; exit 0 merged, 1 failed, 3 waiting",
@@ -195,17 +206,28 @@ function registerTdd(program: Command): void {
     .action(
       async (
         file: string,
-        opts: { repo: string; replies?: string; id?: string; wait?: boolean; waitAll?: boolean; taskQueue?: string },
+        opts: {
+          repo: string;
+          replies?: string;
+          id?: string;
+          wait?: boolean;
+          waitAll?: boolean;
+          taskQueue?: string;
+        } & ItemPriority,
       ) => {
-        const { spec, replies } = given(() => ({
-          spec: readPipelineFile(path.resolve(file)),
-          replies: opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined,
-        }));
+        const { spec, replies } = given(() => {
+          checkPriorityFlags(opts, {});
+          return {
+            spec: readPipelineFile(path.resolve(file)),
+            replies: opts.replies ? (readPipelineFile(path.resolve(opts.replies)) as Json) : undefined,
+          };
+        });
         await withClient(async (client) => {
           const started = await client.startTdd(spec, {
             repo: path.resolve(opts.repo),
             ...(opts.id ? { id: opts.id } : {}),
             ...(replies !== undefined ? { replies } : {}),
+            ...priorityFlags(opts),
           });
           await warnWithoutWorker(client, 'tree');
           if (!opts.wait && !opts.waitAll) {
@@ -236,11 +258,12 @@ async function startItem(
   client: TreadleClient,
   spec: unknown,
   input: Json,
-  opts: { id?: string; tokenBudget?: number; wait?: boolean; waitAll?: boolean },
+  opts: { id?: string; tokenBudget?: number; wait?: boolean; waitAll?: boolean } & ItemPriority,
 ): Promise<void> {
   const started = await client.start(spec, input, {
     ...(opts.id ? { id: opts.id } : {}),
     ...(opts.tokenBudget !== undefined ? { tokenBudget: opts.tokenBudget } : {}),
+    ...priorityFlags(opts),
   });
   if (started.existing)
     process.stderr.write(
@@ -302,6 +325,53 @@ function taskQueueOption(what: 'item' | 'tree'): Option {
   );
 }
 
+/** `--priority`: the item's or tree's priority in the task queues (src/model/priority.ts). */
+function priorityOption(what: 'item' | 'tree'): Option {
+  return new Option(
+    '--priority <level>',
+    `the ${what}'s priority in the task queues, 1 (first) to 5; its tasks go before those of lower priorities (default: the pipeline's priority:, else 3)`,
+  ).argParser(priorityLevel);
+}
+
+/** `--fairness-key`: the tenant or team the item's tasks are shared out by. */
+function fairnessKeyOption(what: 'item' | 'tree'): Option {
+  return new Option(
+    '--fairness-key <key>',
+    `the ${what}'s tenant or team (at most 64 bytes): tasks of one priority are shared between keys by weight, so one key's backlog does not starve another's (default: the pipeline's fairness_key:)`,
+  ).argParser(fairnessKey);
+}
+
+/** `--fairness-weight`: the fairness key's share. */
+function fairnessWeightOption(): Option {
+  return new Option(
+    '--fairness-weight <weight>',
+    "the fairness key's share of the queue, 0.001 to 1000 (default: the pipeline's fairness_weight:, else 1)",
+  ).argParser(fairnessWeight);
+}
+
+/** The priority flags given, as the client's start options take them. */
+function priorityFlags(opts: ItemPriority): ItemPriority {
+  return {
+    ...(opts.priority !== undefined ? { priority: opts.priority } : {}),
+    ...(opts.fairnessKey !== undefined ? { fairnessKey: opts.fairnessKey } : {}),
+    ...(opts.fairnessWeight !== undefined ? { fairnessWeight: opts.fairnessWeight } : {}),
+  };
+}
+
+/**
+ * Refuses priority flags that cannot work with the spec's own (`defaults`) before connecting: a
+ * `--fairness-weight` with no fairness key to weigh, from the flags or the spec.
+ */
+function checkPriorityFlags(opts: ItemPriority, defaults: ItemPriority): void {
+  const problems = itemPriorityProblems(mergePriority(priorityFlags(opts), defaults), {
+    priority: '--priority',
+    fairnessKey: '--fairness-key',
+    fairnessWeight: '--fairness-weight',
+  });
+  if (problems.length === 1) throw new UsageError(problems[0]!);
+  if (problems.length > 1) throw new UsageError(`the priority flags are invalid:\n${listed(problems)}`);
+}
+
 /** The client a start command connects: on `--task-queue` when given. */
 function queueOf(opts: { taskQueue?: string }): { taskQueue?: string } {
   return opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue } : {};
@@ -330,11 +400,11 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
 /**
  * Checks a spec before `run` or `loop` starts it, in one pass, against what Treadle ships (what every worker
  * on the core queue registers), listing every problem. An implementation of your own is fine where the stage
- * or the pipeline names the `task_queue` its worker polls; without one it is a problem.
+ * or the pipeline names the `task_queue` its worker polls; without one it is a problem. Returns the canonical spec.
  */
-function checkBeforeStart(spec: unknown): void {
+function checkBeforeStart(spec: unknown): PipelineSpec {
   const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
-  if (result.ok) return;
+  if (result.ok) return result.spec;
   const hint = missingQueueHint(result.problems);
   throw new Error(`pipeline ${specName(spec)} is invalid:\n${listed(result.problems)}${hint}`);
 }

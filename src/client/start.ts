@@ -15,6 +15,13 @@ import {
   TreadlePipeline,
   TreadleStatus,
 } from '../model/search-attributes';
+import {
+  itemPriorityProblems,
+  mergePriority,
+  temporalPriority,
+  type ItemPriority,
+  type TemporalPriority,
+} from '../model/priority';
 import type { Json } from '../model/shapes';
 import type { WorkItemInput } from '../model/state';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from '../kinds/tdd/spec';
@@ -75,12 +82,49 @@ function checkTokenBudget(tokenBudget: number | null | undefined): void {
   throw new TreadleError(`tokenBudget must be a whole number of tokens above 0, got ${tokenBudget}`, 'invalid_input');
 }
 
+/**
+ * How a work item starts: its id and token budget, and its priority and fairness key in the task queues (over
+ * the spec's `priority:`, `fairness_key:` and `fairness_weight:`; src/model/priority.ts).
+ */
+export interface StartOptions extends ItemPriority {
+  id?: string;
+  tokenBudget?: number | null;
+}
+
+/** How a TDD tree starts (see `TreadleClient.startTdd`), with its priority and fairness key in the task queues. */
+export interface TddStartOptions extends ItemPriority {
+  repo: string;
+  id?: string;
+  replies?: Json;
+}
+
+/**
+ * Temporal's `priority` start option for `given` over `defaults` (the spec's), or a TreadleError listing what is
+ * wrong with it; nothing when the item has none (Temporal's defaults). Child workflows and activities inherit it
+ * on the server, so it is given once, here.
+ */
+function startPriority(given: ItemPriority, defaults: ItemPriority = {}): { priority?: TemporalPriority } {
+  const merged = mergePriority(
+    { priority: given.priority, fairnessKey: given.fairnessKey, fairnessWeight: given.fairnessWeight },
+    defaults,
+  );
+  const problems = itemPriorityProblems(merged);
+  if (problems.length > 0)
+    throw new TreadleError(
+      problems.length === 1 ? problems[0]! : `the priority is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`,
+      'invalid_input',
+      problems,
+    );
+  const priority = temporalPriority(merged);
+  return priority ? { priority } : {};
+}
+
 /** Starts a work item or returns the existing one with the same id (see `TreadleClient.start`). */
 export async function startWorkItem(
   ctx: StartContext,
   pipeline: unknown,
   input: unknown,
-  options: { id?: string; tokenBudget?: number | null },
+  options: StartOptions,
 ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
   const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
   const { spec } = validSpec(ctx, raw);
@@ -91,6 +135,7 @@ export async function startWorkItem(
     (await offloadArtefact((input ?? null) as Json, ctx.blobs, ctx.blobThresholdBytes, 'work item input')) ?? null;
   const id = options.id ?? runIdFor(spec.name, (input ?? null) as Json);
   checkTokenBudget(options.tokenBudget);
+  const priority = startPriority(options, spec);
   // Seed 003's correlation id: a UUID per run, on every activity, model call record and log line.
   const correlationId = randomUUID();
   const args: WorkItemInput = {
@@ -114,6 +159,7 @@ export async function startWorkItem(
         { key: TreadleCorrelationId, value: correlationId },
       ],
       staticSummary: `${spec.name}: ${spec.stages.length} stages`,
+      ...priority,
     });
     return { id, runId: handle.firstExecutionRunId, pipeline: spec.name, existing: false };
   } catch (error) {
@@ -130,7 +176,7 @@ export async function startWorkItem(
 export async function startTddTree(
   ctx: StartContext,
   spec: unknown,
-  options: { repo: string; id?: string; replies?: Json },
+  options: TddStartOptions,
 ): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
   const checked = validateTddSpec(spec);
   if (!checked.ok)
@@ -141,6 +187,7 @@ export async function startTddTree(
     );
   const seedSpec = seedSpecOf(checked.spec);
   const id = options.id ?? `tdd-${seedSpec.id}`;
+  const priority = startPriority(options);
   const put = async (value: unknown, summary: string): Promise<string> =>
     (await ctx.blobs.put(Buffer.from(JSON.stringify(value)), 'application/json', summary)).ref;
   const context: NodeContext = { spec: seedSpec, parentContext: null };
@@ -167,6 +214,7 @@ export async function startTddTree(
         { key: TreadleStatus, value: 'running' },
       ],
       staticSummary: `TDD ${seedSpec.id}: ${seedSpec.acceptanceCriteria.length} criteria → ${targetBranch}`,
+      ...priority,
     });
     return { id, runId: handle.firstExecutionRunId, branch, targetBranch };
   } catch (error) {

@@ -39,6 +39,7 @@ import type {
 import { WORKER_ANSWER_WAIT_MS, type VisibleItem } from './worker-presence';
 import { AlreadyDecidedError } from '../config/errors';
 import { runIdFor } from './on-demand';
+import type { StartOptions, TddStartOptions } from './start';
 import { ClientContext, type ClientParts } from './parts/context';
 import { ItemsClient, type WatchOptions } from './parts/items';
 import { DecisionsClient } from './parts/decisions';
@@ -165,7 +166,7 @@ export class TreadleClient implements ClientParts {
   start(
     pipeline: unknown,
     input: unknown = null,
-    options: { id?: string; tokenBudget?: number | null } = {},
+    options: StartOptions = {},
   ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
     return this.items.start(pipeline, input, options);
   }
@@ -173,7 +174,7 @@ export class TreadleClient implements ClientParts {
   /** Alias of `client.trees.start`: starts a V3 TDD tree (seed 001) on a git repository. */
   startTdd(
     spec: unknown,
-    options: { repo: string; id?: string; replies?: Json },
+    options: TddStartOptions,
   ): Promise<{ id: string; runId: string; branch: string; targetBranch: string }> {
     return this.trees.start(spec, options);
   }

@@ -18,6 +18,7 @@ import {
 import type { temporal } from '@temporalio/proto';
 import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes';
 import { TDD_TREE_FAILED } from '../kinds/tdd/shapes';
+import { itemPriorityOf, type ItemPriority } from '../model/priority';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../model/state';
 import { workerCommandFor } from '../worker/task-queues';
@@ -250,7 +251,7 @@ async function servedLately(client: Client, id: string): Promise<boolean> {
 }
 
 /** What Temporal knows of a work item or TDD node without a worker. */
-export interface VisibleItem {
+export interface VisibleItem extends ItemPriority {
   id: string;
   /** Temporal's status: RUNNING, COMPLETED, FAILED, CANCELLED, TERMINATED, … */
   execution: string;
@@ -269,7 +270,10 @@ export interface VisibleItem {
   failure?: string;
 }
 
-/** {@link VisibleItem} of workflow `id`: one describe (its search attributes and memo), and for a closed one its result. */
+/**
+ * {@link VisibleItem} of workflow `id`: one describe (its search attributes, memo and priority), and for a closed
+ * one its result.
+ */
 export async function visibleItem(client: Client, id: string): Promise<VisibleItem> {
   const handle = client.workflow.getHandle(id);
   const description = await handle.describe();
@@ -297,6 +301,7 @@ export async function visibleItem(client: Client, id: string): Promise<VisibleIt
     ...(status !== undefined ? { status } : {}),
     pendingReviews: closed ? [] : (memo?.reviews ?? []),
     pendingApprovals: closed ? [] : (approvals?.requests ?? []),
+    ...itemPriorityOf(description.priority),
     ...ended,
   };
 }

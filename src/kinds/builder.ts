@@ -22,6 +22,7 @@ import {
   type PipelineSpec,
   type ReviewPolicy,
 } from '../model/pipeline';
+import type { ItemPriority } from '../model/priority';
 import type { Json } from '../model/shapes';
 import { validatePipeline } from './pipeline';
 
@@ -72,6 +73,7 @@ export class PipelineBuilder {
   private description?: string;
   private parallel?: number;
   private queue?: string;
+  private dispatch: ItemPriority = {};
   private readonly contracts: Record<string, unknown>[] = [];
 
   constructor(private readonly name: string) {}
@@ -92,6 +94,22 @@ export class PipelineBuilder {
       return this;
     }
     return this.update(stage, 'taskQueue', (s) => (s.taskQueue = queue));
+  }
+
+  /** The items' priority in the task queues (`priority`): 1 first … 5; the start's own `priority` wins. */
+  priority(level: number): this {
+    this.dispatch.priority = level;
+    return this;
+  }
+
+  /**
+   * The items' fairness key, a tenant or a team (`fairness_key`), and its share of the queue (`fairness_weight`,
+   * default 1); the start's own `fairnessKey` / `fairnessWeight` win.
+   */
+  fairness(key: string, weight?: number): this {
+    this.dispatch.fairnessKey = key;
+    if (weight !== undefined) this.dispatch.fairnessWeight = weight;
+    return this;
   }
 
   /** Describes the pipeline. */
@@ -189,6 +207,7 @@ export class PipelineBuilder {
       ...(this.description !== undefined ? { description: this.description } : {}),
       ...(this.parallel !== undefined ? { maxParallel: this.parallel } : {}),
       ...(this.queue !== undefined ? { taskQueue: this.queue } : {}),
+      ...this.dispatch,
       stages: this.stages.map((s) => ({ ...s })),
       ...(this.contracts.length > 0 ? { contracts: this.contracts.map((c) => ({ ...c })) } : {}),
     };

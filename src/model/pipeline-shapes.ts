@@ -110,6 +110,11 @@ export interface PipelineSpec {
   contracts?: ContractSpec[];
   /** `task_queue:` as written: the default queue of the stages' implementations that Treadle does not ship. */
   taskQueue?: string;
+  /** `priority:` the items' default priority in the task queues, 1 (first) to 5 (src/model/priority.ts). */
+  priority?: number;
+  /** `fairness_key:` / `fairness_weight:` the items' default fairness key and its weight. */
+  fairnessKey?: string;
+  fairnessWeight?: number;
 }
 
 /** Implementation names a worker has registered, for checking a spec against. */

@@ -15,6 +15,7 @@ import {
   outputSchemaShapeProblem,
   TEMPORAL_PENDING_ACTIVITY_LIMIT,
 } from './limits';
+import { fairnessKeyProblem, fairnessWeightProblem, priorityProblem } from './priority';
 import { JsonSchema, TaskQueueName, type Json } from './shapes';
 import {
   canonicalContract,
@@ -69,6 +70,16 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
 /** Timeouts and intervals: zero would mean "no timeout" to Temporal, or a busy loop, so it is refused. */
 const positiveDuration = duration.refine((ms) => ms > 0, 'must be longer than 0');
 const implName = z.string().min(1, 'must name a registered implementation');
+
+/** A value of type `T` that `problem` (./priority.ts, shared with the client and the CLI) finds nothing wrong with. */
+function checkedBy<T>(problem: (value: unknown) => string | undefined) {
+  return z.unknown().transform((value, ctx) => {
+    const found = problem(value);
+    if (found === undefined) return value as T;
+    ctx.addIssue({ code: 'custom', message: found });
+    return z.NEVER;
+  });
+}
 
 /** A gate: a registered gate implementation with its config, or a composition `{ all: [...] }` / `{ any: [...] }`. */
 const GateRefInput: z.ZodType<GateRef, unknown> = z.lazy(() =>
@@ -215,8 +226,22 @@ const PipelineInput = z
     contracts: z.array(ContractInput).optional(),
     /** The default queue of the stages' implementations that Treadle does not ship. */
     taskQueue: TaskQueueName.optional(),
+    /** The items' priority in the task queues, 1 (first) to 5; the CLI's or SDK's wins. */
+    priority: checkedBy<number>(priorityProblem).optional(),
+    /** The items' fairness key (a tenant, a team) and its weight; the CLI's or SDK's win. */
+    fairnessKey: checkedBy<string>(fairnessKeyProblem).optional(),
+    fairnessWeight: checkedBy<number>(fairnessWeightProblem).optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((pipeline, ctx) => {
+    // A weight is its key's share: with no key in the spec it would never be used (ItemPriority, ./priority.ts).
+    if (pipeline.fairnessWeight !== undefined && pipeline.fairnessKey === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['fairnessWeight'],
+        message: "needs a fairness_key beside it: the weight is that key's share of the queue",
+      });
+  });
 
 export { gateLeaves, type GateRef } from './gate-ref';
 
@@ -282,6 +307,9 @@ function canonical(data: z.output<typeof PipelineInput>, known?: KnownImplementa
     tokenBudget: data.tokenBudget ?? null,
     maxParallel: data.maxParallel ?? DEFAULT_MAX_PARALLEL,
     ...(data.taskQueue !== undefined ? { taskQueue: data.taskQueue } : {}),
+    ...(data.priority !== undefined ? { priority: data.priority } : {}),
+    ...(data.fairnessKey !== undefined ? { fairnessKey: data.fairnessKey } : {}),
+    ...(data.fairnessWeight !== undefined ? { fairnessWeight: data.fairnessWeight } : {}),
     ...(data.contracts && data.contracts.length > 0 ? { contracts: data.contracts.map(canonicalContract) } : {}),
     stages: data.stages.map((stage) => {
       const run = stage.run ?? TYPE_DEFAULT_RUN[stage.type!]!;

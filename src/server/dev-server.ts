@@ -54,6 +54,11 @@ export interface DevServerOptions {
    * The benchmark reads the persistence operations per item from them.
    */
   metricsPort?: number;
+  /**
+   * Dynamic config over {@link TASK_DISPATCH_DYNAMIC_CONFIG}, one `--dynamic-config-value` each (values as JSON),
+   * e.g. `{ 'matching.numTaskqueueWritePartitions': 1 }` for dispatch in exact priority and fairness order.
+   */
+  dynamicConfig?: Record<string, unknown>;
   progress?: (message: string) => void;
 }
 
@@ -85,6 +90,25 @@ const PROBE_TIMEOUT_MS = 2_000;
 const FIRST_PROGRESS_AFTER_MS = 5_000;
 const PROGRESS_EVERY_MS = 15_000;
 
+/**
+ * Dynamic config every Treadle dev server runs with: Temporal's priority and fairness of task dispatch, off by
+ * default in server 1.29 (what CLI 1.5.1 embeds). With them, a work item's `priority` goes before a backlog of
+ * lower ones and its `fairness_key` shares the queue with other keys by weight; without them both are ignored
+ * (docs/deploy.md says what a self-hosted server and Temporal Cloud need).
+ */
+export const TASK_DISPATCH_DYNAMIC_CONFIG: Readonly<Record<string, boolean>> = {
+  'matching.useNewMatcher': true,
+  'matching.enableFairness': true,
+};
+
+/** The `--dynamic-config-value KEY=VALUE` arguments (values as JSON) for {@link TASK_DISPATCH_DYNAMIC_CONFIG}. */
+export function dynamicConfigArgs(values: Readonly<Record<string, unknown>> = TASK_DISPATCH_DYNAMIC_CONFIG): string[] {
+  return Object.entries(values).flatMap(([key, value]) => [
+    '--dynamic-config-value',
+    `${key}=${JSON.stringify(value)}`,
+  ]);
+}
+
 /** What {@link devServerArgs} builds a command line from. */
 export interface DevServerCommand {
   ip: string;
@@ -97,11 +121,14 @@ export interface DevServerCommand {
   /** One `--sqlite-pragma` each; none when absent or empty (SQLite's and the CLI's own defaults). */
   sqlitePragmas?: Record<string, string>;
   metricsPort?: number;
+  /** Dynamic config over {@link TASK_DISPATCH_DYNAMIC_CONFIG}. */
+  dynamicConfig?: Record<string, unknown>;
 }
 
 /**
  * The arguments of `temporal server start-dev` for a Treadle dev server: address, database, namespace, quiet
- * log, Web UI or headless, Treadle's search attributes, the SQLite pragmas and the metrics port. The
+ * log, Web UI or headless, Treadle's search attributes, the SQLite pragmas, priority and fairness of task
+ * dispatch ({@link TASK_DISPATCH_DYNAMIC_CONFIG}) and the metrics port. The
  * benchmark starts its "no pragmas" server with these too, so both start the same server the same way.
  */
 export function devServerArgs(command: DevServerCommand): string[] {
@@ -124,6 +151,7 @@ export function devServerArgs(command: DevServerCommand): string[] {
   for (const [key, type] of Object.entries(SEARCH_ATTRIBUTE_DEFINITIONS))
     args.push('--search-attribute', `${key}=${type}`);
   args.push(...sqlitePragmaArgs(command.sqlitePragmas ?? {}));
+  args.push(...dynamicConfigArgs({ ...TASK_DISPATCH_DYNAMIC_CONFIG, ...command.dynamicConfig }));
   if (command.metricsPort !== undefined) args.push('--metrics-port', String(command.metricsPort));
   return args;
 }
@@ -158,6 +186,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
       dbFile,
       headless: options.headless ?? false,
       sqlitePragmas,
+      dynamicConfig: { ...TASK_DISPATCH_DYNAMIC_CONFIG, ...options.dynamicConfig },
       progress,
       tried,
     });
@@ -172,6 +201,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     uiPort,
     sqlitePragmas,
     metricsPort: options.metricsPort,
+    dynamicConfig: options.dynamicConfig,
   });
 
   const logFile = options.logFile ?? `${dbFile}.log`;
@@ -277,6 +307,7 @@ async function startWithSdkDownload(args: {
   dbFile: string;
   headless: boolean;
   sqlitePragmas: Record<string, string>;
+  dynamicConfig: Record<string, unknown>;
   progress: (m: string) => void;
   tried: string[];
 }): Promise<DevServer> {
@@ -300,7 +331,7 @@ async function startWithSdkDownload(args: {
           TreadleCorrelationId,
           TreadleDecisionAt,
         ],
-        extraArgs: sqlitePragmaArgs(args.sqlitePragmas),
+        extraArgs: [...sqlitePragmaArgs(args.sqlitePragmas), ...dynamicConfigArgs(args.dynamicConfig)],
       },
     });
     return {

@@ -50,6 +50,8 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
    * {@link HARNESS_ANSWER_WAIT_MS}). Tests of the no-worker answer make their own client with the 2-s default.
    */
   answerWaitMs?: number;
+  /** The Temporal server (default: the run's dev server, `TREADLE_TEST_ADDRESS`), e.g. one a test started with settings of its own. */
+  address?: string;
 }
 
 /**
@@ -71,7 +73,7 @@ export function testAddress(): string {
 export async function startHarness<B extends BlobStore = FileBlobStore>(
   options: HarnessOptions<B> = {},
 ): Promise<Harness<B>> {
-  const address = testAddress();
+  const address = options.address ?? testAddress();
   const taskQueue = options.taskQueue ?? `test-${Math.random().toString(36).slice(2, 10)}`;
   // Without `blobs`, B is its default, FileBlobStore.
   const blobs =

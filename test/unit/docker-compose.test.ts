@@ -1,13 +1,15 @@
 /**
  * docker-compose.yml, read as data (there is no Docker engine on CI machines): every published port is bound
- * to 127.0.0.1, the dev server runs SQLite in WAL mode with synchronous=NORMAL (Treadle's default), and it
- * registers exactly Treadle's search attributes.
+ * to 127.0.0.1, the dev server runs SQLite in WAL mode with synchronous=NORMAL (Treadle's default), it
+ * registers exactly Treadle's search attributes, and it turns on priority and fairness of task dispatch as every
+ * dev server Treadle starts does.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../../src/model/search-attributes';
 import { DEFAULT_SQLITE_PRAGMAS } from '../../src/server/sqlite-pragmas';
+import { devServerArgs, dynamicConfigArgs } from '../../src/server/dev-server';
 
 interface Service {
   command?: string[];
@@ -40,4 +42,16 @@ it("runs the dev server with Treadle's SQLite pragmas and exactly Treadle's sear
       .map((arg) => arg.slice('--search-attribute='.length).split('=') as [string, string]),
   );
   expect(attributes).toEqual(SEARCH_ATTRIBUTE_DEFINITIONS);
+});
+
+it('runs the dev server with the dynamic config of every dev server Treadle starts (priority and fairness)', () => {
+  const command = compose.services.temporal?.command ?? [];
+  const given = command.flatMap((arg, i) => (arg === '--dynamic-config-value' ? [arg, command[i + 1]!] : []));
+  expect(given).toEqual(dynamicConfigArgs());
+  expect(given).toContain('matching.enableFairness=true');
+  // The same flags every dev server Treadle starts itself gets (`treadle dev`, the tests, the benchmarks).
+  const args = devServerArgs({ ip: '127.0.0.1', port: 7233, dbFile: 'x.sqlite', namespace: 'default', headless: true });
+  expect(args.join(' ')).toContain(
+    '--dynamic-config-value matching.useNewMatcher=true --dynamic-config-value matching.enableFairness=true',
+  );
 });

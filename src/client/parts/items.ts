@@ -5,6 +5,7 @@
 import type { AuditEntry } from '../audit';
 import { resolveArtefact } from '../../storage/blob-store';
 import { summarizeUsage, type UsageSummary } from '../../engine/usage';
+import { itemPriorityOf, type ItemPriority } from '../../model/priority';
 import type { Artefact, Json, TreadleEvent } from '../../model/shapes';
 import type { StateQueryArgs, WorkItemResult, WorkItemState } from '../../model/state';
 import { eventsQuery, stateQuery } from '../../workflow-kit/messages';
@@ -12,6 +13,7 @@ import { openItemsByEngine, type EngineCount } from '../engine-versions';
 import { isNotFound, TreadleError } from '../errors';
 import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../worker-presence';
 import { audit, startWorkItem } from '../on-demand';
+import type { StartOptions } from '../start';
 import { ClientPart } from './context';
 
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
@@ -33,11 +35,16 @@ export class ItemsClient extends ClientPart {
    * starts twice, even after the first run finished; `existing` says so). Without an id, the id is the
    * pipeline's name and a hash of the input (seed 003's `input_hash`), so starting the same input again
    * returns the run it started. The spec is validated first, listing every problem.
+   *
+   * `priority` (1 first … 5, default 3), `fairnessKey` (a tenant, a team; at most 64 bytes) and `fairnessWeight`
+   * (the key's share, default 1) order the item's tasks in the task queues, over the spec's `priority:`,
+   * `fairness_key:` and `fairness_weight:`; everything the item starts (fan-out elements, TDD nodes, loops)
+   * inherits them. A bad value is a TreadleError `invalid_input`.
    */
   async start(
     pipeline: unknown,
     input: unknown = null,
-    options: { id?: string; tokenBudget?: number | null } = {},
+    options: StartOptions = {},
   ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
     return startWorkItem(this.context.startContext(), pipeline, input, options).catch(this.context.rethrow);
   }
@@ -68,7 +75,17 @@ export class ItemsClient extends ClientPart {
 
   /** The workflow type behind an id (`workItem`, `tddNode`, `loopStage`). */
   async workflowType(id: string): Promise<string> {
-    return this.context.call(id, (h) => h.describe()).then((d) => d.type);
+    return (await this.execution(id)).type;
+  }
+
+  /**
+   * What Temporal holds of the execution behind an id, from one describe: its workflow type and its priority
+   * and fairness key in the task queues (what it was started with, or inherited from the item that started it;
+   * empty when Temporal's defaults apply).
+   */
+  async execution(id: string): Promise<{ type: string; priority: ItemPriority }> {
+    const description = await this.context.call(id, (h) => h.describe());
+    return { type: description.type, priority: itemPriorityOf(description.priority) };
   }
 
   /**
