@@ -1,10 +1,11 @@
 /**
  * LLM-backed stages and gates on the real Temporal server, with the real Anthropic SDK client pointed at
  * a local fake Messages API. Cases: structured reply and call log; a malformed reply becoming a rejected
- * attempt whose feedback reaches the next prompt; 429 and 529 waited out inside the attempt; 500 retried by
- * Temporal; 400 failing at once; a slow reply past the attempt timeout; the llm-judge gate escalating; composed gates;
- * the token budget; conversation memory across stages; usage via the client and the CLI; the document
- * pipeline's LLM variant with the scripted agent and with the fake server.
+ * attempt whose feedback reaches the next prompt; 429 and 529 waited out inside the attempt (also items at
+ * once past the fake's concurrency limit); 500 retried by Temporal; 400 failing at once; a slow reply past the
+ * attempt timeout; the llm-judge gate escalating; composed gates; the token budget; conversation memory
+ * across stages; usage via the client and the CLI; the document pipeline's LLM variant with the scripted
+ * agent and with the fake server.
  */
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -176,11 +177,36 @@ it('waits out a 429 (retry-after) and a 529 inside the first attempt: no activit
     ['success', undefined],
   ]);
   expect(usage!.total).toEqual(expect.objectContaining({ calls: 3 }));
-  // One activity execution: Temporal retried nothing.
+  // One activity execution (Temporal records the last one's number): nothing was retried.
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
   const starts = history.events!.filter((e) => e.activityTaskStartedEventAttributes);
   expect(starts.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
   expect(history.events!.some((e) => e.activityTaskFailedEventAttributes)).toBe(false);
+});
+
+it("items at once past the provider's concurrency limit all complete on their first attempt", async () => {
+  fake.configure({ limits: { 'claude-sonnet-4-6': { maxConcurrent: 1 } }, latencyMs: 300 });
+  fake.setDefault({ kind: 'tool', input: { summary: 'One at a time.' } });
+  try {
+    const ids = [h.id(), h.id(), h.id()];
+    await Promise.all(ids.map((id) => h.client.start(summarize(), { text: id }, { id })));
+    const results = await Promise.all(ids.map((id) => h.client.result(id)));
+    expect(results.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    const stats = fake.stats();
+    expect(stats.rateLimited).toBeGreaterThan(0);
+    expect(stats.maxInFlight).toBe(1);
+    for (const id of ids) {
+      const { stages } = await h.client.getState(id);
+      expect(stages.summarize!.attempts).toHaveLength(1);
+      expect(stages.summarize!.attempts[0]!.calls!.at(-1)!.status).toBe('success');
+      // Temporal records the last execution's number: 1, so nothing was retried.
+      const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+      const starts = history.events!.filter((e) => e.activityTaskStartedEventAttributes);
+      expect(starts.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
+    }
+  } finally {
+    fake.configure({});
+  }
 });
 
 it('retries a 500 through Temporal, without spending quality attempts', async () => {
