@@ -106,8 +106,8 @@ export interface AnthropicAgentOptions {
  * reply that does not match the output schema) and the record of every model call it made. It rejects with
  * failures from `mapAnthropicError`, each carrying the failed call's record as `details[0]`; with a
  * non-retryable `InvalidAgentRequest` for unusable tools; with a non-retryable {@link TOOL_ROUNDS_EXHAUSTED};
- * or with a `CancelledFailure` when aborted between calls. A failure after earlier calls of the loop carries
- * their records too (`callRecordsOf` reads them all).
+ * or with a `CancelledFailure` when aborted between calls or while waiting out pushback. A failure after
+ * earlier calls of the loop carries their records too (`callRecordsOf` reads them all), throttled tries included.
  */
 export class AnthropicAgent implements Agent {
   readonly provider = 'anthropic';
