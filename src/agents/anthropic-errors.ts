@@ -1,7 +1,9 @@
 /**
  * Anthropic SDK errors mapped to Temporal activity failures, once, here. Request errors (4xx) and exhausted
- * spend limits fail the activity for good; rate limits, server errors, overload and connection errors are
- * retried by Temporal (the SDK client runs with `maxRetries: 0`, so retries do not multiply).
+ * spend limits fail the activity for good; server errors and connection errors are retried by Temporal (the
+ * SDK client runs with `maxRetries: 0`, so retries do not multiply). A rate limit (429) or overload (529) is
+ * pushback ({@link pushbackOf}): the agent waits it out and sends the call again itself, and maps it here
+ * only when it gives up waiting.
  *
  * Contract: every failure thrown by the Anthropic agent carries the record of the failed call as its first
  * detail (`failure.details[0]`), so the caller logs failed calls like successful ones. `callRecordOf` reads
@@ -47,12 +49,19 @@ const MAX_QUOTED_MESSAGE = 500;
  * - SDK timeout → retryable, call status `timeout`; connection error → retryable;
  * - 429 naming a spend limit, 402 → non-retryable `AnthropicSpendLimit`;
  * - other 429, 408, 409, 5xx, 529 → retryable `AnthropicRetryable`, `nextRetryDelay` from `retry-after-ms` /
- *   `retry-after` when the API sent one (else Temporal's backoff applies);
+ *   `retry-after` when the API sent one (else Temporal's backoff applies); the agent maps a 429 or 529 only
+ *   once it gives up waiting it out;
  * - any other 4xx, or a request the SDK refused to send → non-retryable `AnthropicRequestError`.
  * A Temporal failure passes through unchanged (it is already mapped). `earlierCalls`, the request's calls
- * before this one (rounds of a tool loop), ride along after the failed call (`failureDetails`).
+ * before this one (rounds of a tool loop), ride along after the failed call (`failureDetails`). `note`, when
+ * given, ends an API error's message in brackets (why the agent gave up waiting out a 429 or 529).
  */
-export function mapAnthropicError(error: unknown, call: CallRecord, earlierCalls: readonly CallRecord[] = []): Error {
+export function mapAnthropicError(
+  error: unknown,
+  call: CallRecord,
+  earlierCalls: readonly CallRecord[] = [],
+  note?: string,
+): Error {
   if (error instanceof TemporalFailure) return error;
   const failed = (status: CallRecord['status'], message: string): unknown[] =>
     failureDetails({ ...call, status, error: message }, earlierCalls);
@@ -70,18 +79,9 @@ export function mapAnthropicError(error: unknown, call: CallRecord, earlierCalls
     return retryable(message, failed('error', message), error);
   }
   if (error instanceof APIError) {
-    const message = describeStatusError(error);
+    const message = describeStatusError(error) + (note ? ` (${note})` : '');
     const details = failed('error', message);
-    if (error instanceof RateLimitError && isSpendLimit(error)) {
-      return ApplicationFailure.create({
-        message,
-        type: ANTHROPIC_SPEND_LIMIT,
-        nonRetryable: true,
-        details,
-        cause: error,
-      });
-    }
-    if (error instanceof PaymentRequiredError) {
+    if ((error instanceof RateLimitError && isSpendLimit(error)) || error instanceof PaymentRequiredError) {
       return ApplicationFailure.create({
         message,
         type: ANTHROPIC_SPEND_LIMIT,
@@ -129,6 +129,18 @@ export function mapAnthropicError(error: unknown, call: CallRecord, earlierCalls
     details: failed('error', message),
     cause,
   });
+}
+
+/**
+ * The provider's pushback, when `error` is one: a rate limit (429 that is not a spend limit) or an overload
+ * (529), with the delay the API asked for (undefined when it named none). Undefined for any other error,
+ * which keeps its mapping.
+ */
+export function pushbackOf(error: unknown): { retryAfterMs: number | undefined; message: string } | undefined {
+  if (!(error instanceof APIError)) return undefined;
+  const rateLimit = error instanceof RateLimitError && !isSpendLimit(error);
+  if (!rateLimit && error.status !== 529) return undefined;
+  return { retryAfterMs: retryAfterMs(error.headers), message: describeStatusError(error) };
 }
 
 /** Failures from every provider carry their call record the same way; read it with `callRecordOf`. */

@@ -8,12 +8,26 @@
  * the worker, the results go back as `tool_result` blocks (`is_error` for a failure, which the model reads
  * and may act on), and the loop ends when the model answers without a tool, or fails when it is still using
  * tools after `maxToolRounds` calls. Every call of the loop is a call record.
+ *
+ * Provider pushback (a 429 rate limit, a 529 overload) does not fail the attempt: the call reports it to the
+ * agent's {@link CallThrottle} (which holds off the process's other calls to the same model and key), waits
+ * the `retry-after` (else a capped exponential backoff), heartbeating and abortable, and is sent again; each
+ * pushed-back try is a call record with status `throttled`. Only a wait past the attempt's end or
+ * `maxThrottleWaitMs` gives up, as the retryable failure it was before.
  */
 import Anthropic, { APIUserAbortError } from '@anthropic-ai/sdk';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { z } from 'zod';
 import type { Json } from '../model/shapes';
-import { mapAnthropicError } from './anthropic-errors';
+import { MAX_THROTTLE_WAIT_MS, PushbackWaits, type PushbackPolicy } from './anthropic-pushback';
+import {
+  activityAttemptEnd,
+  DEFAULT_BACKOFF,
+  keyIdOf,
+  PROCESS_THROTTLE,
+  type Backoff,
+  type CallThrottle,
+} from './call-throttle';
 import { failureDetails, NO_USAGE } from './call-record';
 import { compileOutputSchema, validateValue } from './output-schema';
 import { promptHash } from './prompt-hash';
@@ -49,6 +63,7 @@ const MAX_TOOL_USE_SUMMARY = 120;
 const TOOL_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 // In types.ts, so code that recognises the failure need not load the Anthropic SDK.
 export { TOOL_ROUNDS_EXHAUSTED };
+export { MAX_THROTTLE_WAIT_MS };
 
 /** Failure type thrown when the provider cannot run here (no API key). */
 export const AGENT_UNAVAILABLE = 'AgentUnavailableError';
@@ -67,6 +82,20 @@ export interface AnthropicAgentOptions {
   timeoutMs?: number;
   /** Heartbeat interval while a call is in flight; default `HEARTBEAT_INTERVAL_MS` (tests shorten it). */
   heartbeatIntervalMs?: number;
+  /**
+   * Where calls wait for capacity and report 429s and 529s; default {@link PROCESS_THROTTLE}, shared by every
+   * agent of this process (a limiter shared by every worker plugs in here).
+   */
+  throttle?: CallThrottle;
+  /** Longest one call waits out pushback in all, in ms; default {@link MAX_THROTTLE_WAIT_MS}. */
+  maxThrottleWaitMs?: number;
+  /** The waits after a 429 or 529 that names no retry-after; default {@link DEFAULT_BACKOFF}. */
+  throttleBackoff?: Backoff;
+  /**
+   * When the attempt ends (epoch ms), or undefined when it has no end; default: from the Temporal activity the
+   * call runs in, if any. A pushback wait that would run past it gives up instead.
+   */
+  attemptEnd?: () => number | undefined;
 }
 
 /**
@@ -77,14 +106,16 @@ export interface AnthropicAgentOptions {
  * reply that does not match the output schema) and the record of every model call it made. It rejects with
  * failures from `mapAnthropicError`, each carrying the failed call's record as `details[0]`; with a
  * non-retryable `InvalidAgentRequest` for unusable tools; with a non-retryable {@link TOOL_ROUNDS_EXHAUSTED};
- * or with a `CancelledFailure` when aborted between calls. A failure after earlier calls of the loop carries
- * their records too (`callRecordsOf` reads them all).
+ * or with a `CancelledFailure` when aborted between calls or while waiting out pushback. A failure after
+ * earlier calls of the loop carries their records too (`callRecordsOf` reads them all), throttled tries included.
  */
 export class AnthropicAgent implements Agent {
   readonly provider = 'anthropic';
   private readonly client: Anthropic;
   private readonly defaultModel: string;
   private readonly heartbeatIntervalMs: number;
+  private readonly keyId: string;
+  private readonly pushback: PushbackPolicy;
 
   constructor(options: AnthropicAgentOptions = {}, env: NodeJS.ProcessEnv = process.env) {
     const apiKey = options.apiKey || env.ANTHROPIC_API_KEY;
@@ -110,6 +141,13 @@ export class AnthropicAgent implements Agent {
     });
     this.defaultModel = options.defaultModel || env.TREADLE_MODEL || DEFAULT_MODEL;
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? HEARTBEAT_INTERVAL_MS;
+    this.keyId = keyIdOf(apiKey);
+    this.pushback = {
+      throttle: options.throttle ?? PROCESS_THROTTLE,
+      maxWaitMs: options.maxThrottleWaitMs ?? MAX_THROTTLE_WAIT_MS,
+      backoff: options.throttleBackoff ?? DEFAULT_BACKOFF,
+      attemptEnd: options.attemptEnd ?? activityAttemptEnd,
+    };
   }
 
   /** Sends one request (a tool loop when it offers tools); see the class comment for what resolves and what rejects. */
@@ -176,7 +214,10 @@ export class AnthropicAgent implements Agent {
     }
   }
 
-  /** One model call of a request: its record is added to `calls`, or carried (with the earlier ones) by the failure. */
+  /**
+   * One model call of a request: its record is added to `calls`, or carried (with the earlier ones) by the
+   * failure. Pushback (429, 529) is waited out and the call sent again (see `PushbackWaits`).
+   */
   private async send(
     request: AgentRequest,
     model: string,
@@ -184,41 +225,48 @@ export class AnthropicAgent implements Agent {
     offered: Offered,
     calls: CallRecord[],
   ): Promise<Anthropic.Message> {
-    const started = Date.now();
-    const call: CallRecord = {
-      correlationId: request.correlationId,
-      provider: this.provider,
+    const scope = { provider: this.provider, model, keyId: this.keyId };
+    const waits = new PushbackWaits(this.pushback, scope, request.signal, calls);
+    // The first round hashes the prompt as given; later ones the transcript they send, tool results included.
+    const hash = promptHash({ ...request, messages: calls.length === 0 ? request.messages : messages });
+    const body: Anthropic.MessageCreateParamsNonStreaming = {
       model,
-      // The first round hashes the prompt as given; later ones the transcript they send, tool results included.
-      promptHash: promptHash({ ...request, messages: calls.length === 0 ? request.messages : messages }),
-      inputTokens: 0,
-      outputTokens: 0,
-      cacheReadTokens: 0,
-      latencyMs: 0,
-      status: 'success',
-      at: new Date(started).toISOString(),
+      max_tokens: request.maxTokens ?? DEFAULT_MAX_TOKENS,
+      // A copy: the loop goes on adding to its transcript after this call.
+      messages: [...messages],
+      ...(request.system !== undefined && { system: request.system }),
+      ...(request.temperature !== undefined && { temperature: request.temperature }),
+      ...offered,
     };
-    let message: Anthropic.Message;
-    try {
-      message = await this.client.messages.create(
-        {
-          model,
-          max_tokens: request.maxTokens ?? DEFAULT_MAX_TOKENS,
-          // A copy: the loop goes on adding to its transcript after this call.
-          messages: [...messages],
-          ...(request.system !== undefined && { system: request.system }),
-          ...(request.temperature !== undefined && { temperature: request.temperature }),
-          ...offered,
-        },
-        { signal: request.signal },
-      );
-    } catch (error) {
-      // An abort can surface as a body-read error rather than APIUserAbortError; it is still our abort.
-      const cause = request.signal?.aborted && !(error instanceof APIUserAbortError) ? new APIUserAbortError() : error;
-      throw mapAnthropicError(cause, { ...call, latencyMs: Date.now() - started }, calls);
+    for (;;) {
+      await waits.beforeTry();
+      const started = Date.now();
+      const call: CallRecord = {
+        correlationId: request.correlationId,
+        provider: this.provider,
+        model,
+        promptHash: hash,
+        inputTokens: 0,
+        outputTokens: 0,
+        cacheReadTokens: 0,
+        latencyMs: 0,
+        status: 'success',
+        at: new Date(started).toISOString(),
+      };
+      let message: Anthropic.Message;
+      try {
+        message = await this.client.messages.create(body, { signal: request.signal });
+      } catch (error) {
+        // An abort can surface as a body-read error rather than APIUserAbortError; it is still our abort.
+        const cause =
+          request.signal?.aborted && !(error instanceof APIUserAbortError) ? new APIUserAbortError() : error;
+        // Returns once the pushback is waited out (the try recorded as throttled); else throws the mapped failure.
+        await waits.afterError(cause, { ...call, latencyMs: Date.now() - started });
+        continue;
+      }
+      calls.push({ ...call, ...usageOf(message), model: message.model || model, latencyMs: Date.now() - started });
+      return message;
     }
-    calls.push({ ...call, ...usageOf(message), model: message.model || model, latencyMs: Date.now() - started });
-    return message;
   }
 }
 

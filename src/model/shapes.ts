@@ -98,7 +98,8 @@ export const CallRecordSchema = z.object({
   outputTokens: z.number().int().nonnegative(),
   cacheReadTokens: z.number().int().nonnegative(),
   latencyMs: z.number().nonnegative(),
-  status: z.enum(['success', 'error', 'timeout']),
+  /** `throttled`: the provider pushed back (429 rate limit, 529 overloaded); the call waited and went again. */
+  status: z.enum(['success', 'error', 'timeout', 'throttled']),
   error: z.string().optional(),
   /** ISO time the call started. */
   at: z.string(),

@@ -1,10 +1,11 @@
 /**
  * LLM-backed stages and gates on the real Temporal server, with the real Anthropic SDK client pointed at
  * a local fake Messages API. Cases: structured reply and call log; a malformed reply becoming a rejected
- * attempt whose feedback reaches the next prompt; 429 with retry-after and 529 retried by Temporal; 400
- * failing at once; a slow reply past the attempt timeout; the llm-judge gate escalating; composed gates;
- * the token budget; conversation memory across stages; usage via the client and the CLI; the document
- * pipeline's LLM variant with the scripted agent and with the fake server.
+ * attempt whose feedback reaches the next prompt; 429 and 529 waited out inside the attempt (also items at
+ * once past the fake's concurrency limit); 500 retried by Temporal; 400 failing at once; a slow reply past the
+ * attempt timeout; the llm-judge gate escalating; composed gates; the token budget; conversation memory
+ * across stages; usage via the client and the CLI; the document pipeline's LLM variant with the scripted
+ * agent and with the fake server.
  */
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -149,10 +150,68 @@ it('turns a malformed reply into a rejected attempt whose feedback reaches the n
   expect(stages.summarize!.attempts.flatMap((a) => a.calls ?? [])).toHaveLength(2);
 });
 
-it('retries 429 (honouring retry-after) and 529 through Temporal, without spending quality attempts', async () => {
+it('waits out a 429 (retry-after) and a 529 inside the first attempt: no activity retry, no failed attempt', async () => {
   fake.enqueue(
     { kind: 'error', status: 429, type: 'rate_limit_error', message: 'slow down', headers: { 'retry-after': '1' } },
-    { kind: 'error', status: 529, type: 'overloaded_error', message: 'overloaded' },
+    {
+      kind: 'error',
+      status: 529,
+      type: 'overloaded_error',
+      message: 'overloaded',
+      headers: { 'retry-after-ms': '200' },
+    },
+    { kind: 'tool', input: { summary: 'After the storm.' } },
+  );
+  const id = h.id();
+  await h.client.start(summarize(), { text: 'x' }, { id });
+  expect((await h.client.result(id)).status).toBe('completed');
+  const { stages, usage } = await h.client.getState(id);
+  expect(stages.summarize!.attempts).toHaveLength(1);
+  expect(stages.summarize!.attempts[0]!.attempt).toBe(1);
+  expect(stages.summarize!.attempts[0]!.verdict).toBeUndefined();
+  expect(fake.requests).toHaveLength(3);
+  // Each pushed-back try is in the attempt's call log, as throttled, with what it waited.
+  expect(stages.summarize!.attempts[0]!.calls!.map((c) => [c.status, c.error])).toEqual([
+    ['throttled', 'anthropic 429 rate_limit_error: slow down; waited 1000 ms (retry-after)'],
+    ['throttled', 'anthropic 529 overloaded_error: overloaded; waited 200 ms (retry-after)'],
+    ['success', undefined],
+  ]);
+  expect(usage!.total).toEqual(expect.objectContaining({ calls: 3 }));
+  // One activity execution (Temporal records the last one's number): nothing was retried.
+  const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+  const starts = history.events!.filter((e) => e.activityTaskStartedEventAttributes);
+  expect(starts.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
+  expect(history.events!.some((e) => e.activityTaskFailedEventAttributes)).toBe(false);
+});
+
+it("items at once past the provider's concurrency limit all complete on their first attempt", async () => {
+  fake.configure({ limits: { 'claude-sonnet-4-6': { maxConcurrent: 1 } }, latencyMs: 300 });
+  fake.setDefault({ kind: 'tool', input: { summary: 'One at a time.' } });
+  try {
+    const ids = [h.id(), h.id(), h.id()];
+    await Promise.all(ids.map((id) => h.client.start(summarize(), { text: id }, { id })));
+    const results = await Promise.all(ids.map((id) => h.client.result(id)));
+    expect(results.map((r) => r.status)).toEqual(['completed', 'completed', 'completed']);
+    const stats = fake.stats();
+    expect(stats.rateLimited).toBeGreaterThan(0);
+    expect(stats.maxInFlight).toBe(1);
+    for (const id of ids) {
+      const { stages } = await h.client.getState(id);
+      expect(stages.summarize!.attempts).toHaveLength(1);
+      expect(stages.summarize!.attempts[0]!.calls!.at(-1)!.status).toBe('success');
+      // Temporal records the last execution's number: 1, so nothing was retried.
+      const history = await h.temporal.workflow.getHandle(id).fetchHistory();
+      const starts = history.events!.filter((e) => e.activityTaskStartedEventAttributes);
+      expect(starts.map((e) => e.activityTaskStartedEventAttributes!.attempt)).toEqual([1]);
+    }
+  } finally {
+    fake.configure({});
+  }
+});
+
+it('retries a 500 through Temporal, without spending quality attempts', async () => {
+  fake.enqueue(
+    { kind: 'error', status: 500, type: 'api_error', message: 'Internal server error' },
     { kind: 'tool', input: { summary: 'After the storm.' } },
   );
   const id = h.id();
@@ -160,11 +219,11 @@ it('retries 429 (honouring retry-after) and 529 through Temporal, without spendi
   expect((await h.client.result(id)).status).toBe('completed');
   const { stages } = await h.client.getState(id);
   expect(stages.summarize!.attempts).toHaveLength(1);
-  expect(fake.requests).toHaveLength(3);
-  // The calls of the failed executions travelled on heartbeats into the successful one's log.
-  expect(stages.summarize!.attempts[0]!.calls!.map((c) => c.status)).toEqual(['error', 'error', 'success']);
+  expect(fake.requests).toHaveLength(2);
+  // The calls of the failed execution travelled on heartbeats into the successful one's log.
+  expect(stages.summarize!.attempts[0]!.calls!.map((c) => c.status)).toEqual(['error', 'success']);
   const history = await h.temporal.workflow.getHandle(id).fetchHistory();
-  const started = history.events!.find((e) => e.activityTaskStartedEventAttributes?.attempt === 3);
+  const started = history.events!.find((e) => e.activityTaskStartedEventAttributes?.attempt === 2);
   expect(started).toBeDefined();
 });
 

@@ -2,8 +2,8 @@
  * The Anthropic agent against a local fake Messages API, through the real SDK client. Covers: the request a
  * structured call sends (forced `respond` tool, schema, model, max_tokens, system, messages); valid,
  * malformed and text-only structured replies; text replies; usage and the call record; the error mapping
- * (429 with retry-after, spend limits, 529, 500, 400, 401, dropped connection, SDK timeout, abort); the
- * heartbeat; a missing API key.
+ * (429 and 529 given up on past the wait bound, spend limits, 500, 400, 401, dropped connection, SDK timeout,
+ * abort); the heartbeat; a missing API key. Waiting out 429s and 529s: anthropic-agent-pushback.test.ts.
  */
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { AnthropicAgent, DEFAULT_MAX_TOKENS, DEFAULT_MODEL, RESPOND_TOOL } from '../../src/agents/anthropic';
@@ -14,6 +14,7 @@ import {
   callRecordOf,
   retryAfterMs,
 } from '../../src/agents/anthropic-errors';
+import { ProcessThrottle } from '../../src/agents/call-throttle';
 import { promptHash } from '../../src/agents/prompt-hash';
 import { AgentUnavailableError, CallRecordSchema, type AgentRequest, type CallRecord } from '../../src/agents/types';
 import type { Json } from '../../src/model/shapes';
@@ -41,8 +42,12 @@ afterAll(async () => {
 beforeEach(() => fake.reset());
 
 function agent(options: ConstructorParameters<typeof AnthropicAgent>[0] = {}): AnthropicAgent {
-  // An explicit empty env keeps the developer's own ANTHROPIC_* variables out of the tests.
-  return new AnthropicAgent({ apiKey: API_KEY, baseURL: fake.baseURL, ...options }, {});
+  // An explicit empty env keeps the developer's own ANTHROPIC_* variables out of the tests; a throttle of its
+  // own keeps one test's 429 from holding off the next.
+  return new AnthropicAgent(
+    { apiKey: API_KEY, baseURL: fake.baseURL, throttle: new ProcessThrottle(), ...options },
+    {},
+  );
 }
 
 function request(overrides: Partial<AgentRequest> = {}): AgentRequest {
@@ -226,7 +231,7 @@ describe('text replies and the call record', () => {
 });
 
 describe('error mapping', () => {
-  test('429 with retry-after: retryable, next retry after 7 s, call record in details; the SDK does not retry', async () => {
+  test('429 whose retry-after is past the wait bound: gives up at once, retryable, next retry after 7 s, call record in details; the SDK does not retry', async () => {
     fake.enqueue({
       kind: 'error',
       status: 429,
@@ -234,15 +239,17 @@ describe('error mapping', () => {
       message: 'Number of request tokens has exceeded your per-minute rate limit',
       headers: { 'retry-after': '7' },
     });
+    const started = Date.now();
 
-    const { error, call } = await failure(agent().run(request()));
+    const { error, call } = await failure(agent({ maxThrottleWaitMs: 1_000 }).run(request()));
 
+    expect(Date.now() - started).toBeLessThan(1_000);
     const f = asApplicationFailure(error);
     expect(f.type).toBe(ANTHROPIC_RETRYABLE);
     expect(f.nonRetryable).toBe(false);
     expect(f.nextRetryDelay).toBe(7_000);
-    expect(f.message).toBe(
-      'anthropic 429 rate_limit_error: Number of request tokens has exceeded your per-minute rate limit',
+    expect(f.message).toMatch(
+      /^anthropic 429 rate_limit_error: Number of request tokens has exceeded your per-minute rate limit \(gave up waiting: 7000 ms more would pass maxThrottleWaitMs \(1000 ms\), after \d+ ms of waiting\)$/,
     );
     expect(call).toMatchObject({
       correlationId: 'item-1/review/1',
@@ -271,6 +278,8 @@ describe('error mapping', () => {
     expect(f.nonRetryable).toBe(true);
     expect(f.message).toBe('anthropic 429 rate_limit_error: You have reached your specified workspace spend limit.');
     expect(call.status).toBe('error');
+    // Not waited out: a spend limit does not pass in a minute.
+    expect(fake.requests).toHaveLength(1);
   });
 
   test('429 with a spend-limit error code: non-retryable whatever the wording', async () => {
@@ -288,7 +297,7 @@ describe('error mapping', () => {
     expect(f.nonRetryable).toBe(true);
   });
 
-  test('529 overloaded: retryable, delay from retry-after-ms', async () => {
+  test('529 overloaded past the wait bound: retryable, delay from retry-after-ms', async () => {
     fake.enqueue({
       kind: 'error',
       status: 529,
@@ -297,12 +306,13 @@ describe('error mapping', () => {
       headers: { 'retry-after-ms': '1500' },
     });
 
-    const f = asApplicationFailure((await failure(agent().run(request()))).error);
+    const f = asApplicationFailure((await failure(agent({ maxThrottleWaitMs: 1_000 }).run(request()))).error);
 
     expect(f.type).toBe(ANTHROPIC_RETRYABLE);
     expect(f.nonRetryable).toBe(false);
     expect(f.nextRetryDelay).toBe(1_500);
-    expect(f.message).toBe('anthropic 529 overloaded_error: Overloaded');
+    expect(f.message).toMatch(/^anthropic 529 overloaded_error: Overloaded \(gave up waiting: 1500 ms more would pass/);
+    expect(fake.requests).toHaveLength(1);
   });
 
   test('500: retryable with Temporal backoff (no delay of its own)', async () => {

@@ -5,7 +5,8 @@
  * the recording agent's log; handler errors and unknown tools fed back as `is_error`; path escapes (`..`,
  * absolute, a symlink out, `.git`) and read-only files refused through the tools, nothing written outside;
  * `run_tests` through an injected runner; a structured answer through `respond`; the round limit; an abort
- * during a call and during a tool run; an API error mid-loop keeping the earlier calls; unusable tools.
+ * during a call and during a tool run; an API error mid-loop keeping the earlier calls; a 529 mid-loop waited
+ * out; unusable tools.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import os from 'node:os';
@@ -13,6 +14,7 @@ import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { AnthropicAgent, RESPOND_TOOL, TOOL_ROUNDS_EXHAUSTED } from '../../src/agents/anthropic';
 import { ANTHROPIC_RETRYABLE } from '../../src/agents/anthropic-errors';
+import { ProcessThrottle } from '../../src/agents/call-throttle';
 import { promptHash } from '../../src/agents/prompt-hash';
 import { callRecordsOf, recordingAgent } from '../../src/agents/recording';
 import { CallRecordSchema, type AgentRequest, type AgentTool, type CallRecord } from '../../src/agents/types';
@@ -376,9 +378,9 @@ describe('limits and failures', () => {
   test('an API error mid-loop keeps its mapping and carries the earlier calls', async () => {
     fake.enqueue(use('list_files', {}), {
       kind: 'error',
-      status: 529,
-      type: 'overloaded_error',
-      message: 'Overloaded',
+      status: 500,
+      type: 'api_error',
+      message: 'Internal server error',
     });
 
     const error = await rejection(agent().run(request({ tools: tools() })));
@@ -386,7 +388,31 @@ describe('limits and failures', () => {
     expect((error as ApplicationFailure).type).toBe(ANTHROPIC_RETRYABLE);
     const records = callRecordsOf(error);
     expect(records.map((c) => c.status)).toEqual(['success', 'error']);
-    expect(records[1]!.error).toMatch(/^anthropic 529 overloaded_error: Overloaded/);
+    expect(records[1]!.error).toMatch(/^anthropic 500 api_error: Internal server error/);
+  });
+
+  test('a 529 mid-loop is waited out: the round is sent again with the same transcript, the try recorded as throttled', async () => {
+    fake.enqueue(
+      use('list_files', {}),
+      {
+        kind: 'error',
+        status: 529,
+        type: 'overloaded_error',
+        message: 'Overloaded',
+        headers: { 'retry-after-ms': '50' },
+      },
+      { kind: 'text', text: 'Done.' },
+    );
+
+    const result = await agent({ throttle: new ProcessThrottle() }).run(request({ tools: tools() }));
+
+    expect(result.text).toBe('Done.');
+    expect(result.calls.map((c) => c.status)).toEqual(['success', 'throttled', 'success']);
+    expect(result.calls[1]!.error).toBe('anthropic 529 overloaded_error: Overloaded; waited 50 ms (retry-after)');
+    // The same round, sent twice: the same transcript, the same hash.
+    expect(result.calls[2]!.promptHash).toBe(result.calls[1]!.promptHash);
+    expect(fake.requests[2]!.body).toEqual(fake.requests[1]!.body);
+    expect(toolResultsOf(fake.requests[2]!)).toHaveLength(1);
   });
 
   test('aborted during a model call: CancelledFailure, the cut-off call recorded as a timeout after the earlier one', async () => {
