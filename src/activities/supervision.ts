@@ -18,6 +18,38 @@ const CANCEL_GRACE_MS = 10_000;
 /** Heartbeat at most this often, and at least three times per heartbeat timeout. */
 const MAX_HEARTBEAT_INTERVAL_MS = 5_000;
 
+/** Fields each supervised activity execution adds to its heartbeats (a capacity wait), and its beat. */
+const heartbeatExtras = new WeakMap<Context, { fields: Record<string, unknown>; beat: () => void }>();
+
+/** The fields a supervised execution adds to its heartbeats (none yet), `beat` sending one at once. */
+function heartbeatExtrasOf(context: Context, beat: () => void): { fields: Record<string, unknown>; beat: () => void } {
+  const extra = { fields: {}, beat };
+  heartbeatExtras.set(context, extra);
+  return extra;
+}
+
+/**
+ * Sets fields every heartbeat of the current activity carries beside its calls (an undefined value removes
+ * one) and heartbeats at once: a model call waiting for capacity says so (`CapacityWaitDetails`) where
+ * `treadle status` reads it. Outside a supervised activity the fields are heartbeated alone; outside any
+ * activity nothing happens.
+ */
+export function heartbeatWith(fields: Record<string, unknown>): void {
+  let context: Context;
+  try {
+    context = Context.current();
+  } catch {
+    return;
+  }
+  const extra = heartbeatExtras.get(context);
+  if (!extra) return context.heartbeat(fields);
+  for (const [name, value] of Object.entries(fields)) {
+    if (value === undefined) delete extra.fields[name];
+    else extra.fields[name] = value;
+  }
+  extra.beat();
+}
+
 /** Unstored records a heartbeat carries inline at most (beyond, their totals): the store is behind. */
 const MAX_HEARTBEAT_TAIL = 16;
 
@@ -67,7 +99,8 @@ export async function supervise<T>(
   const journal = await CallJournal.resume(blobs, previous?.calls);
   const calls = journal.calls;
   let progress: unknown = previous?.progress;
-  const beatNow = (): void => context.heartbeat({ calls: journal.heartbeatBatch(), progress });
+  const extra = heartbeatExtrasOf(context, () => beatNow());
+  const beatNow = (): void => context.heartbeat({ ...extra.fields, calls: journal.heartbeatBatch(), progress });
   const supervision: Supervision = {
     signal: context.cancellationSignal,
     calls,

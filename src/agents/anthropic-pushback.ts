@@ -10,7 +10,15 @@
 import { CancelledFailure, ApplicationFailure } from '@temporalio/common';
 import { ANTHROPIC_RETRYABLE, mapAnthropicError, pushbackOf } from './anthropic-errors';
 import { failureDetails } from './call-record';
-import { backoffMs, sleep, type Backoff, type CallThrottle, type ThrottleScope } from './call-throttle';
+import {
+  backoffMs,
+  sleep,
+  type Backoff,
+  type CallLease,
+  type CallThrottle,
+  type CallTokens,
+  type ThrottleScope,
+} from './call-throttle';
 import type { CallRecord } from './types';
 
 /** Longest a call waits out 429s and 529s in all, when the attempt's own end does not come first. */
@@ -49,33 +57,52 @@ export class PushbackWaits {
   }
 
   /**
-   * Before each try: waits while the throttle holds the scope off (another call's 429 may). A hold-off past
-   * the give-up time fails the call as retryable; an abort is the attempt's cancellation.
+   * Before each try: waits while the throttle holds the scope off (another call's 429 may), then, when the
+   * throttle has a shared limiter, for capacity for `estimate`: the lease to release once the try ends. A wait
+   * past the give-up time fails the call as retryable; an abort is the attempt's cancellation.
    */
-  async beforeTry(): Promise<void> {
+  async beforeTry(estimate?: CallTokens): Promise<CallLease | undefined> {
     const { throttle } = this.policy;
-    if (!throttle.waitForCapacity) return;
-    let ready: boolean;
+    const wait = {
+      ...(this.signal ? { signal: this.signal } : {}),
+      ...(Number.isFinite(this.giveUpAt) ? { until: this.giveUpAt } : {}),
+    };
+    let ready = true;
     try {
-      ready = await throttle.waitForCapacity(this.scope, {
-        ...(this.signal ? { signal: this.signal } : {}),
-        ...(Number.isFinite(this.giveUpAt) ? { until: this.giveUpAt } : {}),
-      });
+      if (throttle.waitForCapacity) ready = await throttle.waitForCapacity(this.scope, wait);
     } catch (error) {
-      if (!this.signal?.aborted) throw error;
-      const message =
-        'anthropic call aborted while waiting out a rate limit: the attempt timed out or the work item was cancelled';
-      throw new CancelledFailure(message, failureDetails(undefined, this.calls));
+      throw this.abortedOr(error);
     }
     if (!ready) {
       const message = `anthropic ${this.scope.model} is held off by an earlier 429 or 529 past ${this.bound}: gave up waiting`;
-      throw ApplicationFailure.create({
-        message,
-        type: ANTHROPIC_RETRYABLE,
-        nonRetryable: false,
-        details: failureDetails(undefined, this.calls),
-      });
+      throw this.givingUp(message);
     }
+    if (!throttle.acquire || !estimate) return undefined;
+    try {
+      return await throttle.acquire(this.scope, { ...wait, estimate });
+    } catch (error) {
+      const why = (error as Error).message;
+      throw this.abortedOr(error, `anthropic ${this.scope.model} waited for capacity until ${this.bound}: ${why}`);
+    }
+  }
+
+  /** The attempt's cancellation when aborted; else a retryable give-up with `message`, or `error` itself. */
+  private abortedOr(error: unknown, message?: string): unknown {
+    if (this.signal?.aborted) {
+      const text =
+        'anthropic call aborted while waiting out a rate limit: the attempt timed out or the work item was cancelled';
+      return new CancelledFailure(text, failureDetails(undefined, this.calls));
+    }
+    return message === undefined ? error : this.givingUp(message);
+  }
+
+  private givingUp(message: string): ApplicationFailure {
+    return ApplicationFailure.create({
+      message,
+      type: ANTHROPIC_RETRYABLE,
+      nonRetryable: false,
+      details: failureDetails(undefined, this.calls),
+    });
   }
 
   /**

@@ -23,6 +23,7 @@ import { MAX_THROTTLE_WAIT_MS, PushbackWaits, type PushbackPolicy } from './anth
 import {
   activityAttemptEnd,
   DEFAULT_BACKOFF,
+  estimateCallTokens,
   keyIdOf,
   PROCESS_THROTTLE,
   type Backoff,
@@ -46,6 +47,8 @@ import {
 
 /** Model used when neither the request nor `TREADLE_MODEL` names one. */
 export const DEFAULT_MODEL = 'claude-sonnet-4-6';
+/** What a try that got no reply used, as far as a limiter is told. */
+const NO_TOKENS = { inputTokens: 0, outputTokens: 0 };
 /** `max_tokens` when the request sets none. */
 export const DEFAULT_MAX_TOKENS = 4096;
 /** How often a call in flight heartbeats; well inside any sensible activity heartbeat timeout. */
@@ -238,8 +241,10 @@ export class AnthropicAgent implements Agent {
       ...(request.temperature !== undefined && { temperature: request.temperature }),
       ...offered,
     };
+    // Charged to a shared limiter (when there is one) until the reply's usage replaces it.
+    const estimate = estimateCallTokens(body, body.max_tokens);
     for (;;) {
-      await waits.beforeTry();
+      const lease = await waits.beforeTry(estimate);
       const started = Date.now();
       const call: CallRecord = {
         correlationId: request.correlationId,
@@ -257,6 +262,7 @@ export class AnthropicAgent implements Agent {
       try {
         message = await this.client.messages.create(body, { signal: request.signal });
       } catch (error) {
+        lease?.release(NO_TOKENS);
         // An abort can surface as a body-read error rather than APIUserAbortError; it is still our abort.
         const cause =
           request.signal?.aborted && !(error instanceof APIUserAbortError) ? new APIUserAbortError() : error;
@@ -264,6 +270,7 @@ export class AnthropicAgent implements Agent {
         await waits.afterError(cause, { ...call, latencyMs: Date.now() - started });
         continue;
       }
+      lease?.release({ inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens });
       calls.push({ ...call, ...usageOf(message), model: message.model || model, latencyMs: Date.now() - started });
       return message;
     }

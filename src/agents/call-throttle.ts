@@ -5,8 +5,8 @@
  * waits before it is sent. The default, {@link PROCESS_THROTTLE}, shares it within this worker process; a
  * limiter shared by every worker (src/capacity) plugs in through the same interface.
  */
-import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
+import { capacityKeyId } from '../capacity/worker/key-id';
 
 /** What one set of provider limits applies to: a provider, a model, an API key (by a hash, never the key). */
 export interface ThrottleScope {
@@ -37,6 +37,42 @@ export interface CallThrottle {
   waitForCapacity?(scope: ThrottleScope, wait?: CapacityWait): Promise<boolean>;
   /** The provider asked callers of `scope` to wait `retryAfterMs` (a 429 or 529): hold every call off that long. */
   reportRetryAfter(scope: ThrottleScope, retryAfterMs: number): void;
+  /**
+   * Capacity for one try of a call to `scope`, from a limiter shared by every worker (src/worker/capacity.ts):
+   * resolves with a lease once the call may be sent, to be released with the reply's usage (zero when the try
+   * failed); resolves undefined when no limit applies; rejects when `request.signal` aborts or the wait would
+   * pass `request.until`. Optional: without it a call is sent as soon as {@link CallThrottle.waitForCapacity} lets it.
+   */
+  acquire?(scope: ThrottleScope, request: CallCapacityRequest): Promise<CallLease | undefined>;
+}
+
+/** What a call asks a shared limiter for: its tokens as estimated before it is sent. */
+export interface CallCapacityRequest extends CapacityWait {
+  estimate: CallTokens;
+}
+
+/** Input and output tokens of one call. */
+export interface CallTokens {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** Capacity held by one call until released. */
+export interface CallLease {
+  /** Ends the hold: `usage` (the reply's) replaces the estimate; zero for a try that failed. */
+  release(usage: CallTokens): void;
+}
+
+/**
+ * A call's tokens before it is sent: input about one token per four characters of everything sent (system,
+ * messages, tools), rounded up; output its `max_tokens`, the most the reply may use.
+ */
+export function estimateCallTokens(
+  sent: { system?: unknown; messages: unknown; tools?: unknown },
+  maxTokens: number,
+): CallTokens {
+  const chars = JSON.stringify([sent.system ?? '', sent.messages, sent.tools ?? []]).length;
+  return { inputTokens: Math.ceil(chars / 4), outputTokens: maxTokens };
 }
 
 /** A process-local {@link CallThrottle}: after a report, calls to its scope wait until the retry-after passes. */
@@ -78,10 +114,8 @@ export class ProcessThrottle implements CallThrottle {
 /** The throttle every Anthropic agent of this process shares unless it is given another. */
 export const PROCESS_THROTTLE = new ProcessThrottle();
 
-/** A short, stable id of an API key (the first 12 hex of its sha256): names a scope without holding the key. */
-export function keyIdOf(apiKey: string): string {
-  return createHash('sha256').update(apiKey).digest('hex').slice(0, 12);
-}
+/** A short, stable id of an API key: names a scope without holding the key (the limiter's own, `capacityKeyId`). */
+export const keyIdOf: (apiKey: string) => string = capacityKeyId;
 
 /** How long to wait after the `n`th pushback in a row (from 0) that named no retry-after. */
 export interface Backoff {

@@ -15,6 +15,9 @@ import type { CallLog } from '../storage/call-log';
 import { describeCallLog, isPostgresUrl, openCallLog } from '../storage/open-call-log';
 import { defaultAgentProviders } from '../agents';
 import type { AgentProviders } from '../agents/providers';
+import type { CallThrottle } from '../agents/call-throttle';
+import type { CapacityLimits } from '../capacity/shapes';
+import { GatedThrottle, limitsFromEnv } from './capacity';
 import type { BlobStore } from '../storage/blob-store';
 import { createBlobStore } from '../storage';
 import { treadleExternalStorage } from '../storage/external-storage';
@@ -62,6 +65,15 @@ export interface TreadleWorkerOptions {
   blobThresholdBytes?: number;
   /** Agent providers by name (default: anthropic, scripted, claude-code). */
   agents?: AgentProviders;
+  /**
+   * Model capacity shared by every worker (docs/configuration.md "Model capacity"): the limits of a limits file
+   * (default: the file `TREADLE_LIMITS` names; null for none). With limits, the default agents' calls wait for
+   * grants from a limiter workflow per scope on this worker's task queue; without, each process throttles
+   * only itself after a 429.
+   */
+  limits?: CapacityLimits | null;
+  /** Where the default agents' calls wait for capacity: overrides `limits` (runWorker shares one between its workers). */
+  throttle?: CallThrottle;
   /** The cross-run call log (default: `TREADLE_CALL_LOG`, a SQLite file or a PostgreSQL URL; null for none). */
   callLog?: CallLog | null;
   /** The action types approval stages may request (default: none, `defaultActionRegistry()`). */
@@ -128,10 +140,14 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
   const { registry, actions } = registrationsOf(options);
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
   const callLog = callLogFor(options, config.callLog);
+  const namespace = options.namespace ?? temporalSettings().namespace;
+  const taskQueue = options.taskQueue ?? config.taskQueue;
+  const throttle = options.throttle ?? capacityThrottle({ ...options, namespace, taskQueue });
+  const agents = options.agents ?? defaultAgentProviders(throttle ? { throttle } : {});
   return Worker.create({
     connection: options.connection,
-    namespace: options.namespace ?? temporalSettings().namespace,
-    taskQueue: options.taskQueue ?? config.taskQueue,
+    namespace,
+    taskQueue,
     // The bundle `npm run build` made, unless the files changed since (then bundled here, 5-6 s).
     ...(options.workflowBundle
       ? { workflowBundle: options.workflowBundle }
@@ -141,7 +157,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         registry,
         blobs,
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
-        ...(options.agents ? { agents: options.agents } : {}),
+        agents,
         ...(callLog ? { callLog } : {}),
         engineVersion: options.engineVersion ?? config.engineVersion,
         ...(actions.names ? { actionTypes: actions.names() } : {}),
@@ -149,7 +165,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       // Quality contracts (seed 002): validation rounds, revisions, the final list.
       ...createContractActivities({
         blobs,
-        agents: options.agents ?? defaultAgentProviders(),
+        agents,
         ...(callLog ? { callLog } : {}),
         ...registry.contractImplementations(),
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
@@ -157,7 +173,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
       // Every stage kind's activities, from the table of kinds (src/kinds/index.ts).
       ...kindActivities({
         blobs,
-        agents: options.agents ?? defaultAgentProviders(),
+        agents,
         ...(callLog ? { callLog } : {}),
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
         registry,
@@ -168,6 +184,20 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
     maxCachedWorkflows: config.workflowCache,
     ...workerPlumbing(options, blobs),
   });
+}
+
+/**
+ * The limiter-backed throttle of a worker given limits (or, by default, a `TREADLE_LIMITS` file): its limiters
+ * run on `taskQueue`, which every worker polls for workflows. Undefined without limits.
+ */
+function capacityThrottle(
+  options: Pick<TreadleWorkerOptions, 'limits' | 'connection' | 'namespace' | 'taskQueue'>,
+): GatedThrottle | undefined {
+  const limits = options.limits === undefined ? limitsFromEnv() : options.limits;
+  if (!limits || limits.limits.length === 0) return undefined;
+  const namespace = options.namespace ?? temporalSettings().namespace;
+  const taskQueue = options.taskQueue ?? loadConfig().taskQueue;
+  return new GatedThrottle({ connection: options.connection, namespace, taskQueue, limits });
 }
 
 /** What every Treadle worker shares: blob references for large payloads, heartbeats, correlation ids, tracing. */
@@ -210,11 +240,15 @@ export async function createImplementationsWorker(
   );
   const blobs = options.blobs ?? createBlobStore(config.blobStore);
   const callLog = callLogFor(options, config.callLog);
+  const namespace = options.namespace ?? temporalSettings().namespace;
+  // The limiters run on the core queue (workflows), whichever queue this worker's calls come from.
+  const throttle = options.throttle ?? capacityThrottle({ ...options, namespace });
+  const agents = options.agents ?? defaultAgentProviders(throttle ? { throttle } : {});
   const all = createActivities({
     registry,
     blobs,
     blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
-    ...(options.agents ? { agents: options.agents } : {}),
+    agents,
     ...(callLog ? { callLog } : {}),
     reportsOutputSchemas: true,
   });
@@ -228,14 +262,14 @@ export async function createImplementationsWorker(
   // Validate and revise calls routed here check the names against this worker's validators and revisers.
   const contracts = createContractActivities({
     blobs,
-    agents: options.agents ?? defaultAgentProviders(),
+    agents,
     ...(callLog ? { callLog } : {}),
     ...registry.contractImplementations(),
     blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
   });
   return Worker.create({
     connection: options.connection,
-    namespace: options.namespace ?? temporalSettings().namespace,
+    namespace,
     taskQueue: options.implementationsQueue,
     activities: Object.fromEntries(
       Object.entries({ ...all, ...approvals, ...contracts }).filter(([type]) => types.has(type)),
@@ -254,6 +288,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const settings = temporalSettings();
   const namespace = options.namespace ?? settings.namespace;
   const metrics = prometheusAddressFromEnv();
+  const limits = options.limits === undefined ? limitsFromEnv() : options.limits;
   // Before the first connection, which would make the process's runtime without the exporter.
   if (metrics !== undefined) installPrometheusMetrics(metrics);
   // One call log for both workers, closed when they stop (an open PostgreSQL pool would keep the process alive).
@@ -271,20 +306,18 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     (ok) => void (confirmed = ok),
   );
   const implementationsQueue = options.implementationsQueue ?? (process.env.TREADLE_IMPLEMENTATIONS_QUEUE || undefined);
+  // One gate per scope for the process; its limits were read (a bad file: config error) before connecting.
+  const owned = options.throttle ? undefined : capacityThrottle({ ...options, limits, connection, namespace });
   const base = {
     ...options,
     namespace,
     connection,
     engineVersion,
+    ...(owned ? { throttle: owned } : {}),
     ...(tracing ? { tracing } : {}),
     ...(callLog ? { callLog } : {}),
   };
-  // With an implementations queue the registry's own names go there; the core queue keeps the shipped set.
-  const core = { ...base };
-  if (implementationsQueue !== undefined) {
-    delete core.registry;
-    delete core.approvalActions;
-  }
+  const core = coreQueueOptions(base, implementationsQueue);
   let failure: unknown;
   try {
     let workers: Worker[];
@@ -319,6 +352,8 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     failure = error;
     throw error;
   } finally {
+    // Calls still holding capacity give it back now rather than when their leases expire.
+    await owned?.close();
     await tracing?.shutdown();
     await callLog?.close();
     // A worker built but never run (the other one failed to build) keeps the connection: closing it then throws
@@ -327,6 +362,19 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
       if (failure === undefined) throw error;
     });
   }
+}
+
+/** With an implementations queue the registry's own names go there; the core queue keeps the shipped set. */
+function coreQueueOptions<T extends Partial<TreadleWorkerOptions>>(
+  base: T,
+  implementationsQueue: string | undefined,
+): T {
+  const core = { ...base };
+  if (implementationsQueue !== undefined) {
+    delete core.registry;
+    delete core.approvalActions;
+  }
+  return core;
 }
 
 /** The start line's note of a PostgreSQL call log (without its password): the shared state an operator checks. */

@@ -11,7 +11,15 @@
 import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { acquireUpdate, demandProblem, demandSignal, releaseSignal, renewSignal, throttleSignal } from '../messages';
+import {
+  acquireUpdate,
+  demandProblem,
+  demandSignal,
+  releaseSignal,
+  renewSignal,
+  throttleSignal,
+  usageQuery,
+} from '../messages';
 import {
   limiterWorkflowId,
   MAX_ACQUIRE_WAIT_MS,
@@ -22,6 +30,7 @@ import {
   type ScopeLimits,
   type ThrottleInput,
   type TokenUsage,
+  type UsageSnapshot,
   type WaitingClass,
 } from '../shapes';
 import type { LimiterInput, treadleLimiter } from '../workflow';
@@ -132,6 +141,11 @@ export class CapacityGate {
       signal: throttleSignal,
       signalArgs: [{ retryAfterMs: Math.max(0, Math.round(retryAfterMs)) }],
     });
+  }
+
+  /** Each limit's use now, as the limiter says (a query: no history). */
+  usage(): Promise<UsageSnapshot> {
+    return this.handle().query(usageQuery);
   }
 
   /** Stops renewing, sends what is left to release and rejects the calls still waiting. */

@@ -3,17 +3,12 @@
  * {@link CapacityGates.forCall} for the gate of a provider and model, and gets none when no limit applies.
  */
 import type { Client } from '@temporalio/client';
-import { createHash } from 'node:crypto';
 import { fairnessWeight, limitFor, type CapacityLimits } from '../shapes';
 import { CapacityGate } from './gate';
 
-/**
- * A short, stable id of an API key for the limiter's workflow id: two processes with the same key share a
- * limiter, and neither the id nor the history holds the key.
- */
-export function capacityKeyId(apiKey: string): string {
-  return createHash('sha256').update(apiKey).digest('hex').slice(0, 12);
-}
+import { capacityKeyId } from './key-id';
+
+export { capacityKeyId };
 
 /** What the gates need: the Temporal client, the task queue the limiter runs on, the limits and the environment. */
 export interface CapacityGatesOptions {
