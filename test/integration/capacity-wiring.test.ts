@@ -1,0 +1,158 @@
+/**
+ * Model capacity wired into the worker (issue 39): two `treadle worker` processes with the same limits file
+ * (`TREADLE_LIMITS`) share one limiter, so their anthropic calls together stay within its concurrency, the fake
+ * provider answers no 429 and every item completes on its first attempt; a call waiting for capacity says so
+ * in its activity's heartbeat details (`CapacityWaitDetails`); a limits file that cannot be used stops the
+ * worker with a configuration error (exit 2) naming the file and line.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { capacityWaitOf, type CapacityWait } from '../../src/capacity/waiting';
+import { TreadleClient } from '../../src/client';
+import { FileBlobStore } from '../../src/storage/blob-store';
+import { runCli } from '../support/cli';
+import { startFakeAnthropic, type FakeAnthropic } from '../support/fake-anthropic';
+import { eventually, testAddress } from '../support/harness';
+import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
+
+const MODEL = 'claude-sonnet-4-6';
+const CONCURRENCY = 2;
+
+let root: string;
+/** The environment of a user's shell: none of the test run's own Treadle, Temporal or Anthropic settings. */
+let env: NodeJS.ProcessEnv;
+
+beforeAll(() => {
+  root = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'capacity-wiring-'));
+  const settings = /^(TREADLE_|TEMPORAL_|ANTHROPIC_|OTEL_|CLAUDE_)/;
+  env = {
+    ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !settings.test(name))),
+    TEMPORAL_ADDRESS: testAddress(),
+    TREADLE_CALL_LOG: 'off',
+  };
+});
+
+const SCHEMA = { type: 'object', properties: { summary: { type: 'string' } }, required: ['summary'] };
+const summarize = {
+  name: 'summarize-within-limits',
+  stages: [
+    {
+      name: 'summarize',
+      run: 'llm',
+      agent: 'anthropic',
+      with: { model: MODEL, prompt: 'Summarize: {{ input.text }}', output_schema: SCHEMA },
+      activity: { retry: { initial_interval: '100ms', maximum_attempts: 4 } },
+    },
+  ],
+};
+
+describe('two worker processes with one limits file', () => {
+  let fake: FakeAnthropic;
+  let home: string;
+  let queue: string;
+  const workers: TreadleWorkerProcess[] = [];
+  let connection: Connection;
+  let client: TreadleClient;
+  let temporal: Client;
+
+  beforeAll(async () => {
+    // What a real key would enforce: 2 calls in flight; each reply takes 1.5 s, so 10 items wait their turn.
+    fake = await startFakeAnthropic({ limits: { [MODEL]: { maxConcurrent: CONCURRENCY } }, latencyMs: 1_500 });
+    fake.setDefault({ kind: 'tool', input: { summary: 'Within the limit.' } });
+    home = path.join(root, 'home');
+    mkdirSync(home);
+    const limitsFile = path.join(home, 'limits.yaml');
+    writeFileSync(
+      limitsFile,
+      [
+        'limits:',
+        '  - provider: anthropic',
+        `    model: ${MODEL}`,
+        `    concurrency: ${CONCURRENCY}`,
+        '    tokens_per_minute: 1000000',
+        '    lease: 20s',
+        '',
+      ].join('\n'),
+    );
+    queue = `capacity-${Math.random().toString(36).slice(2, 8)}`;
+    const workerEnv = {
+      ...env,
+      TREADLE_HOME: home,
+      TREADLE_TASK_QUEUE: queue,
+      TREADLE_LIMITS: limitsFile,
+      ANTHROPIC_API_KEY: 'test-key',
+      ANTHROPIC_BASE_URL: fake.baseURL,
+    };
+    for (let i = 0; i < 2; i += 1) workers.push(await startTreadleWorker({ env: workerEnv, cwd: home }));
+    connection = await Connection.connect({ address: testAddress() });
+    temporal = new Client({ connection });
+    client = new TreadleClient(temporal, { taskQueue: queue, blobs: new FileBlobStore(path.join(home, 'blobs')) });
+  }, 240_000);
+
+  afterAll(async () => {
+    for (const worker of workers) await worker.stop();
+    await connection?.close();
+    await fake?.close();
+  }, 60_000);
+
+  it('stay within the limit together: no 429, every item done on its first attempt, waits heartbeated', async () => {
+    const ids = Array.from({ length: 10 }, (_, i) => `capacity-${queue}-${i}`);
+    await Promise.all(ids.map((id, i) => client.start(summarize, { text: `item ${i}` }, { id })));
+    // While the backlog waits, some item's pending activity says what it waits for.
+    const wait = await eventually(
+      async () => {
+        for (const id of ids) {
+          const { raw } = await temporal.workflow.getHandle(id).describe();
+          for (const pending of raw.pendingActivities ?? []) {
+            const [details] = pending.heartbeatDetails?.payloads ?? [];
+            const found = details ? capacityWaitOf(defaultPayloadConverter.fromPayload(details)) : undefined;
+            if (found) return found;
+          }
+        }
+        return undefined;
+      },
+      30_000,
+      'a pending activity heartbeating a capacity wait',
+    );
+    expect(wait).toEqual<CapacityWait>({
+      scope: `anthropic/${MODEL}`,
+      waitingFor: expect.stringMatching(new RegExp(`^${CONCURRENCY}/${CONCURRENCY} calls in flight`)) as string,
+      since: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as string,
+    });
+
+    const results = await Promise.all(ids.map((id) => client.result(id)));
+    const logs = workers.map((w) => w.log()).join('\n');
+    expect({
+      statuses: results.map((r) => r.status),
+      logs: results.every((r) => r.status === 'completed') ? '' : logs,
+    }).toEqual({ statuses: ids.map(() => 'completed'), logs: '' });
+    const stats = fake.stats();
+    expect(stats.admitted).toBe(ids.length);
+    expect(stats.rateLimited).toBe(0);
+    expect(stats.maxInFlight).toBeLessThanOrEqual(CONCURRENCY);
+    // Every item on its first attempt, and the calls ran in both processes: the limit held across them.
+    const identities = new Set<string>();
+    for (const id of ids) {
+      const history = await temporal.workflow.getHandle(id).fetchHistory();
+      const starts = history.events!.flatMap((e) => e.activityTaskStartedEventAttributes ?? []);
+      expect(starts.map((started) => started.attempt)).toEqual([1]);
+      for (const started of starts) identities.add(started.identity!.split('@')[0]!);
+    }
+    expect([...identities].sort()).toEqual(workers.map((w) => String(w.child.pid)).sort());
+  }, 120_000);
+});
+
+it('a limits file that cannot be used stops the worker: exit 2 naming the file and line', async () => {
+  const file = path.join(root, 'bad-limits.yaml');
+  writeFileSync(file, ['limits:', '  - provider: anthropic', '    model: m', '    concurrency: 0', ''].join('\n'));
+  const run = await runCli(['worker'], {
+    cwd: root,
+    env: { ...env, TREADLE_LIMITS: file, TREADLE_HOME: path.join(root, 'bad-home') },
+    timeoutMs: 60_000,
+  });
+  expect(run.code).toBe(2);
+  expect(run.stderr).toContain(`${file} (line 4): limits.0.concurrency`);
+  expect(run.stderr).toContain('TREADLE_LIMITS');
+}, 90_000);
