@@ -211,7 +211,7 @@ class CapacityMetrics {
         granted: MetricCounter;
         used: MetricCounter;
         throttled: MetricCounter;
-        waitSeconds: MetricHistogram;
+        waitLatency: MetricHistogram;
       }
     | undefined;
   private readonly counts = new Map<string, { inFlight: number; waiting: number }>();
@@ -225,10 +225,11 @@ class CapacityMetrics {
       granted: meter.createCounter('treadle_capacity_tokens_granted', '', 'Tokens charged at grant (estimates)'),
       used: meter.createCounter('treadle_capacity_tokens_used', '', 'Tokens the replies said they used'),
       throttled: meter.createCounter('treadle_capacity_throttled', '', 'Calls answered 429 or 529'),
-      waitSeconds: meter.createHistogram(
-        'treadle_capacity_wait_seconds',
-        'float',
-        's',
+      // In ms, like the SDK's own latencies (its default buckets run from 50 ms to 10 s and more).
+      waitLatency: meter.createHistogram(
+        'treadle_capacity_wait_latency',
+        'int',
+        'ms',
         'Time a call waited for its grant',
       ),
     };
@@ -253,7 +254,7 @@ class CapacityMetrics {
   }
 
   waited(scope: ThrottleScope, ms: number): void {
-    this.meter().waitSeconds.record(ms / 1_000, this.tags(scope));
+    this.meter().waitLatency.record(Math.round(ms), this.tags(scope));
   }
 
   granted(scope: ThrottleScope, tokens: number): void {

@@ -8,6 +8,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
 import { capacityWaitOf, type CapacityWait } from '../../src/capacity/waiting';
 import { TreadleClient } from '../../src/client';
@@ -48,6 +49,15 @@ const summarize = {
   ],
 };
 
+/** A port nothing listens on now (the kernel's pick, released at once). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 describe('two worker processes with one limits file', () => {
   let fake: FakeAnthropic;
   let home: string;
@@ -56,6 +66,7 @@ describe('two worker processes with one limits file', () => {
   let connection: Connection;
   let client: TreadleClient;
   let temporal: Client;
+  let metricsAddress: string;
 
   beforeAll(async () => {
     // What a real key would enforce: 2 calls in flight; each reply takes 1.5 s, so 10 items wait their turn.
@@ -85,7 +96,12 @@ describe('two worker processes with one limits file', () => {
       ANTHROPIC_API_KEY: 'test-key',
       ANTHROPIC_BASE_URL: fake.baseURL,
     };
-    for (let i = 0; i < 2; i += 1) workers.push(await startTreadleWorker({ env: workerEnv, cwd: home }));
+    // The first serves its Prometheus metrics (the capacity metrics among the SDK's).
+    metricsAddress = `127.0.0.1:${await freePort()}`;
+    workers.push(
+      await startTreadleWorker({ env: { ...workerEnv, TREADLE_METRICS_PROMETHEUS: metricsAddress }, cwd: home }),
+    );
+    workers.push(await startTreadleWorker({ env: workerEnv, cwd: home }));
     connection = await Connection.connect({ address: testAddress() });
     temporal = new Client({ connection });
     client = new TreadleClient(temporal, { taskQueue: queue, blobs: new FileBlobStore(path.join(home, 'blobs')) });
@@ -141,6 +157,23 @@ describe('two worker processes with one limits file', () => {
       for (const started of starts) identities.add(started.identity!.split('@')[0]!);
     }
     expect([...identities].sort()).toEqual(workers.map((w) => String(w.child.pid)).sort());
+
+    // The first worker's metrics, by scope (never the key): its calls counted, none in flight or waiting now.
+    const metrics = await (await fetch(`http://${metricsAddress}/metrics`)).text();
+    const scope = `model="${MODEL}",provider="anthropic"`;
+    const value = (name: string): number | undefined => {
+      const line = metrics.split('\n').find((l) => l.startsWith(`${name}{`) && l.includes(scope));
+      return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    expect({
+      inFlight: value('treadle_capacity_calls_in_flight'),
+      waiting: value('treadle_capacity_calls_waiting'),
+      throttled: value('treadle_capacity_throttled'),
+    }).toEqual({ inFlight: 0, waiting: 0, throttled: undefined });
+    expect(value('treadle_capacity_tokens_granted')).toBeGreaterThan(0);
+    expect(value('treadle_capacity_tokens_used')).toBeGreaterThan(0);
+    expect(value('treadle_capacity_wait_latency_count')).toBeGreaterThan(0);
+    expect(metrics).not.toContain('test-key');
   }, 120_000);
 });
 
