@@ -42,6 +42,8 @@ export { treadleExternalStorage, DEFAULT_EXTERNAL_STORAGE_THRESHOLD_BYTES } from
 export { SqliteCallLog } from './storage/sqlite-call-log';
 export { PostgresCallLog, type PostgresCallLogOptions } from './storage/postgres-call-log';
 export { openCallLog } from './storage/open-call-log';
+export { readLimitsFile } from './capacity/worker/limits-file';
+export type { CapacityLimits, CapacityLimit, FairnessSettings } from './capacity/shapes';
 export {
   summarizeRows,
   type CallLog,

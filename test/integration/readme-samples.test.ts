@@ -7,6 +7,7 @@
  * - YAML: `treadle validate`; a block that is part of a pipeline says so, `<!-- sample: fragment -->` (made
  *   a pipeline of its own: a list is its stages, a name is added when missing) or `<!-- sample: fragment
  *   examples/x.yaml -->` (merged into that pipeline: stages replaced by name, other keys replaced);
+ * - a limits file, `<!-- sample: limits-file -->`: read by the worker's own reader (`readLimitsFile`), no problem;
  * - shell: run by bash in that project (with `examples/` linked in), `npx treadle` being the built CLI;
  * - anything else, and blocks that cannot run here, carry `<!-- sample: not-run (reason) -->`: counted and
  *   listed. A block the test cannot classify fails it.
@@ -17,6 +18,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
+import { readLimitsFile } from '../../src/capacity/worker/limits-file';
 import { runCli, runCommand, showRun, TREADLE_BIN } from '../support/cli';
 import { readMarkdown, type MarkdownSample } from '../support/markdown-samples';
 import { eventually, startHarness, testAddress, type Harness } from '../support/harness';
@@ -43,6 +45,7 @@ type Plan =
   | { kind: 'not-run'; reason: string }
   | { kind: 'typescript'; worker: boolean }
   | { kind: 'pipeline'; fragment: boolean; into?: string }
+  | { kind: 'limits' }
   | { kind: 'shell' };
 
 /** The plan for a block, or the reason it cannot be classified (which fails the test). */
@@ -56,6 +59,7 @@ function planFor(sample: MarkdownSample): Plan | { unclassified: string } {
     if (!marker) return { kind: 'typescript', worker: false };
     if (marker.mode === 'worker') return { kind: 'typescript', worker: true };
   } else if (YAML_LANGS.has(sample.lang)) {
+    if (marker?.mode === 'limits-file') return { kind: 'limits' };
     if (marker?.mode === 'fragment') {
       return { kind: 'pipeline', fragment: true, ...(marker.argument ? { into: marker.argument } : {}) };
     }
@@ -193,6 +197,18 @@ it('validates every YAML pipeline with `treadle validate`', async () => {
   }
   expect(failures).toEqual([]);
 }, 180_000);
+
+it('reads every limits file sample as treadle worker reads TREADLE_LIMITS', () => {
+  const failures = ofKind('limits').flatMap(({ sample }) => {
+    const file = path.join(project, `${stem(sample)}.yaml`);
+    writeFileSync(file, sample.code);
+    const read = readLimitsFile(file);
+    return read.ok && read.limits.limits.length > 0
+      ? []
+      : [`${where(sample)}: ${read.ok ? 'no limits' : read.problems.join('; ')}`];
+  });
+  expect(failures).toEqual([]);
+});
 
 /** A fragment made a whole pipeline: on its own, or merged into the pipeline file it belongs to. */
 function completedFragment(sample: MarkdownSample, into: string | undefined): Record<string, unknown> {
