@@ -2,20 +2,25 @@
  * Model capacity wired into the worker (issue 39): two `treadle worker` processes with the same limits file
  * (`TREADLE_LIMITS`) share one limiter, so their anthropic calls together stay within its concurrency, the fake
  * provider answers no 429 and every item completes on its first attempt; a call waiting for capacity says so
- * in its activity's heartbeat details (`CapacityWaitDetails`); a limits file that cannot be used stops the
- * worker with a configuration error (exit 2) naming the file and line.
+ * in its activity's heartbeat details (`CapacityWaitDetails`), and the metrics count it by scope; a 429 reported
+ * by one process pauses the scope's limiter for all; a limits file that cannot be used stops the worker with a
+ * configuration error (exit 2) naming the file and line.
  */
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
+import { NativeConnection } from '@temporalio/worker';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { capacityWaitOf, type CapacityWait } from '../../src/capacity/waiting';
 import { TreadleClient } from '../../src/client';
 import { FileBlobStore } from '../../src/storage/blob-store';
+import type { UsageSnapshot } from '../../src/capacity/shapes';
+import { capacityKeyId } from '../../src/capacity/worker/gates';
+import { GatedThrottle } from '../../src/worker/capacity';
 import { runCli } from '../support/cli';
 import { startFakeAnthropic, type FakeAnthropic } from '../support/fake-anthropic';
-import { eventually, testAddress } from '../support/harness';
+import { eventually, startHarness, testAddress } from '../support/harness';
 import { startTreadleWorker, type TreadleWorkerProcess } from '../support/worker-process';
 
 const MODEL = 'claude-sonnet-4-6';
@@ -193,3 +198,34 @@ it('a limits file that cannot be used stops the worker: exit 2 naming the file a
   // As docs/configuration.md shows it: the setting, then each problem on a line of its own.
   expect(run.stderr).toContain(`treadle: TREADLE_LIMITS names a limits file that cannot be used:\n  ${file} (line 4)`);
 }, 90_000);
+
+it("a 429 one worker sees slows the scope's limiter for every worker; a model without a limit is not gated", async () => {
+  const h = await startHarness();
+  const connection = await NativeConnection.connect({ address: h.address });
+  const limits = {
+    limits: [{ provider: 'anthropic', model: MODEL, key: 'ANTHROPIC_API_KEY', concurrency: 4, leaseMs: 20_000 }],
+    fairness: { weights: {}, defaultWeight: 1 },
+  };
+  const throttle = new GatedThrottle({ connection, namespace: 'default', taskQueue: h.taskQueue, limits });
+  try {
+    const scope = { provider: 'anthropic', model: MODEL, keyId: 'k' };
+    // A grant first: the limiter is started by the first acquire.
+    const lease = await throttle.acquire(scope, { estimate: { inputTokens: 10, outputTokens: 10 } });
+    expect(lease).toBeDefined();
+    lease!.release({ inputTokens: 3, outputTokens: 4 });
+    throttle.reportRetryAfter(scope, 5_000);
+    const workflowId = `treadle-limiter:anthropic:${MODEL}:${capacityKeyId(process.env.ANTHROPIC_API_KEY ?? 'unset:ANTHROPIC_API_KEY')}`;
+    const usage = await eventually(async () => {
+      const snapshot = await h.temporal.workflow.getHandle(workflowId).query<UsageSnapshot>('usage');
+      return snapshot.throttle && snapshot.throttle.until > Date.now() ? snapshot : undefined;
+    });
+    expect(usage.throttle!.until - Date.now()).toBeLessThanOrEqual(5_000);
+    await expect(
+      throttle.acquire({ ...scope, model: 'claude-haiku-4-5' }, { estimate: { inputTokens: 1, outputTokens: 1 } }),
+    ).resolves.toBeUndefined();
+  } finally {
+    await throttle.close();
+    await connection.close();
+    await h.shutdown();
+  }
+}, 60_000);
