@@ -336,7 +336,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
     process.stderr.write(
       `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}` +
-        `${metrics !== undefined ? `, metrics on http://${metrics}/metrics` : ''}${callLogNote(options, config.callLog)}\n`,
+        `${metrics !== undefined ? `, metrics on http://${metrics}/metrics` : ''}${notesOf(options, config.callLog, limits)}\n`,
     );
     // One stopping (a signal stops both; a fatal error one) takes the other down with it.
     const running = workers.map((worker) =>
@@ -375,6 +375,16 @@ function coreQueueOptions<T extends Partial<TreadleWorkerOptions>>(
     delete core.approvalActions;
   }
   return core;
+}
+
+/** The start line's notes: a PostgreSQL call log, and the model limits the calls share (docs/deploy.md). */
+function notesOf(
+  options: Partial<TreadleWorkerOptions>,
+  callLog: string | null,
+  limits: CapacityLimits | null | undefined,
+) {
+  const scopes = (limits?.limits ?? []).map((limit) => `${limit.provider}/${limit.model}`);
+  return `${callLogNote(options, callLog)}${scopes.length > 0 ? `, model limits for ${scopes.join(', ')}` : ''}`;
 }
 
 /** The start line's note of a PostgreSQL call log (without its password): the shared state an operator checks. */

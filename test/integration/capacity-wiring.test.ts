@@ -119,6 +119,8 @@ describe('two worker processes with one limits file', () => {
   }, 60_000);
 
   it('stay within the limit together: no 429, every item done on its first attempt, waits heartbeated', async () => {
+    // The start line names the scopes the calls share.
+    for (const worker of workers) expect(worker.log()).toContain(`, model limits for anthropic/${MODEL}\n`);
     const ids = Array.from({ length: 10 }, (_, i) => `capacity-${queue}-${i}`);
     await Promise.all(ids.map((id, i) => client.start(summarize, { text: `item ${i}` }, { id })));
     // While the backlog waits, some item's pending activity says what it waits for.
