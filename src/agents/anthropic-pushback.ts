@@ -89,8 +89,8 @@ export class PushbackWaits {
   /** The attempt's cancellation when aborted; else a retryable give-up with `message`, or `error` itself. */
   private abortedOr(error: unknown, message?: string): unknown {
     if (this.signal?.aborted) {
-      const text =
-        'anthropic call aborted while waiting out a rate limit: the attempt timed out or the work item was cancelled';
+      const waiting = message === undefined ? 'waiting out a rate limit' : 'waiting for capacity';
+      const text = `anthropic call aborted while ${waiting}: the attempt timed out or the work item was cancelled`;
       return new CancelledFailure(text, failureDetails(undefined, this.calls));
     }
     return message === undefined ? error : this.givingUp(message);
