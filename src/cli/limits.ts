@@ -22,7 +22,7 @@ export function describeBinding(usage: UsageSnapshot): string {
   return [...new Set(usage.waiting.map((w) => w.binds))].join(', ');
 }
 
-/** The table `treadle limits` prints (the use last: it is the widest, and the last column takes the rest). */
+/** The table `treadle limits` prints: the use last and never cut (it is what the command is for; a long line wraps). */
 export function renderLimits(limiters: LimiterUsage[]): string {
   const rows = limiters.map((l) => [
     l.provider,
@@ -32,7 +32,7 @@ export function renderLimits(limiters: LimiterUsage[]): string {
     l.usage ? describeBinding(l.usage) : '?',
     l.usage ? describeUsage(l.usage) : `no answer: ${l.error ?? '?'}`,
   ]);
-  return table(['PROVIDER', 'MODEL', 'KEY', 'WAITING', 'BINDS', 'IN USE'], rows);
+  return table(['PROVIDER', 'MODEL', 'KEY', 'WAITING', 'BINDS', 'IN USE'], rows, Number.MAX_SAFE_INTEGER);
 }
 
 /** Registers `treadle limits`. */
