@@ -104,9 +104,7 @@ export class ItemsClient extends ClientPart {
    * when Temporal's defaults apply), its activities Temporal is retrying, and its calls waiting for model capacity
    * (their last heartbeat; without the stage, which {@link capacityWaits} adds from the state).
    */
-  async execution(
-    id: string,
-  ): Promise<{
+  async execution(id: string): Promise<{
     type: string;
     priority: ItemPriority;
     retries: ActivityRetry[];
