@@ -94,6 +94,9 @@ describe('treadle limits', () => {
     expect(limiter).toMatchObject({ provider: 'anthropic', model: scope.model, keyId: 'k1' });
     expect(limiter!.usage!.concurrency).toEqual({ used: 2, limit: 2, configured: 2 });
     expect(limiter!.usage!.inFlight).toBe(2);
+    // The SDK part the command reads through.
+    const listed = (await h.client.limits.list()).find((l) => l.workflowId === workflowId);
+    expect(listed?.usage?.concurrency?.used).toBe(2);
 
     for (const lease of held) lease.release({ inputTokens: 10, outputTokens: 5 });
     (await third).release();
