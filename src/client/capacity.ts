@@ -77,9 +77,25 @@ export function capacityWaitLine(wait: CapacityWait, now = new Date()): string {
   return `${describeWait(wait)} ${sinceText(wait.since, now)}`;
 }
 
+const utf8 = new TextDecoder();
+
 /**
- * The pending activities of a described execution whose last heartbeat is a capacity wait. Only activities that
- * heartbeated are decoded, so an item with nothing waiting costs no more than the describe already made.
+ * Whether a heartbeat payload may hold a capacity wait: plain JSON without the word `"capacity"` cannot, and is
+ * not decoded (every supervised activity heartbeats its calls, and `status` reads them all); any other encoding
+ * (a codec's, an external-storage reference) may, and is decoded.
+ */
+function mayHoldCapacityWait(payload: {
+  metadata?: Record<string, Uint8Array> | null;
+  data?: Uint8Array | null;
+}): boolean {
+  const encoding = payload.metadata?.encoding;
+  if (!encoding || utf8.decode(encoding) !== 'json/plain') return true;
+  return payload.data ? utf8.decode(payload.data).includes('"capacity"') : false;
+}
+
+/**
+ * The pending activities of a described execution whose last heartbeat is a capacity wait. Only heartbeats that may
+ * hold one are decoded, so an item with nothing waiting costs no more than the describe already made.
  */
 export async function capacityWaitsOf(
   client: Client,
@@ -88,7 +104,7 @@ export async function capacityWaitsOf(
   const waits: ActivityCapacityWait[] = [];
   for (const activity of description.raw.pendingActivities ?? []) {
     const payloads = activity.heartbeatDetails?.payloads;
-    if (!payloads?.length) continue;
+    if (!payloads?.length || !mayHoldCapacityWait(payloads[0]!)) continue;
     let details: unknown[];
     try {
       details = await decodeArrayFromPayloads(client.options.loadedDataConverter, payloads);
