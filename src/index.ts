@@ -7,6 +7,9 @@ export {
   type PendingReviewListing,
   type ApprovalListing,
   type ConnectOptions,
+  type LimiterUsage,
+  type ActivityCapacityWait,
+  type UsageSnapshot,
 } from './client';
 export {
   createWorker,

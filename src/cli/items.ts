@@ -7,6 +7,7 @@ import type { TreadleClient } from '../client';
 import type { VisibleItem } from '../client/worker-presence';
 import type { UsageTotals } from '../engine/usage';
 import type { TddNodeState } from '../kinds/tdd/shapes';
+import { withStages } from '../client/capacity-waits';
 import { renderEvent, renderLoopStatus, renderStatus, renderTddStatus, table } from './render';
 import { EXIT, exitCodeOf, exitWithItem } from './exit-codes';
 import { withClient } from './with-client';
@@ -150,17 +151,14 @@ async function printStatus(client: TreadleClient, id: string, opts: { json?: boo
   }
   const state = await client.getState(id);
   const tdd = (state as unknown as { kind?: string }).kind === 'tdd';
-  const retries =
-    !tdd &&
-    !opts.json &&
-    (state.status === 'running' || state.status === 'waiting_review' || state.status === 'waiting_approval')
-      ? await client.activityRetries(id)
-      : [];
+  // The same describe as the type: the activities Temporal retries and the calls waiting for model capacity.
+  const waits = tdd ? [] : withStages(execution.capacityWaits, state);
   const text = tdd
     ? renderTddStatus(state as unknown as TddNodeState)
-    : renderStatus(state, retries, execution.priority);
-  // The priority is Temporal's (the execution's), not the workflow's state: it rides beside it in --json.
-  process.stdout.write(opts.json ? `${JSON.stringify({ ...state, ...execution.priority }, null, 2)}\n` : `${text}\n`);
+    : renderStatus(state, execution.retries, execution.priority, waits);
+  // The priority and the waits are Temporal's (the execution's), not the workflow's state: they ride beside it.
+  const json = { ...state, ...execution.priority, ...(waits.length ? { capacityWaits: waits } : {}) };
+  process.stdout.write(opts.json ? `${JSON.stringify(json, null, 2)}\n` : `${text}\n`);
   if (!opts.json && !tdd && state.events.some((e) => e.type === 'LoopStarted')) {
     for (const loop of await client.loops(id))
       process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);

@@ -17,6 +17,7 @@ import { registerBlobsCommand } from './blobs';
 import { registerCallsCommand } from './calls';
 import { registerDecisionsCommand } from './decisions';
 import { registerEnginesCommand } from './engines';
+import { registerLimitsCommand } from './limits';
 import { EXIT, exitCodeOfError } from './exit-codes';
 import { registerAuditCommand, registerOutputCommands, registerProgressCommands } from './items';
 import { load } from './lazy-modules';
@@ -123,6 +124,7 @@ registerUiCommands(program, withClient);
 registerCallsCommand(program);
 registerBlobsCommand(program, withClient);
 registerEnginesCommand(program, withClient);
+registerLimitsCommand(program, withClient);
 registerAuditCommand(program);
 
 program.addHelpText('after', () => {

@@ -88,8 +88,23 @@ export interface ActivityRetry {
   lastFailure?: string;
 }
 
-/** The readable status of a work item; `retries` are its activities on a second or later try. */
-export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = [], priority: ItemPriority = {}): string {
+/** A call of the item waiting for model capacity (`client.items.capacityWaits`): its stage when known, its line. */
+export interface CapacityWaitLine {
+  stage?: string;
+  activityType: string;
+  line: string;
+}
+
+/**
+ * The readable status of a work item; `retries` are its activities on a second or later try, `waits` its calls
+ * waiting for model capacity.
+ */
+export function renderStatus(
+  state: WorkItemState,
+  retries: ActivityRetry[] = [],
+  priority: ItemPriority = {},
+  waits: CapacityWaitLine[] = [],
+): string {
   const rows = Object.entries(state.stages).map(([name, s]) => {
     const max = s.maxAttempts ?? 1;
     const progress = s.fanOut
@@ -105,6 +120,7 @@ export function renderStatus(state: WorkItemState, retries: ActivityRetry[] = []
   if (state.error) out.push(fit(`error: ${state.error}`, width));
   for (const problem of state.problems ?? []) out.push(fit(`  - ${problem}`, width));
   if (rows.length) out.push('', table(['STAGE', 'STATUS', 'ATTEMPTS', 'LAST VERDICT', 'ARTEFACT'], rows));
+  if (waits.length) out.push('', ...waits.map((w) => `  ${w.stage ?? w.activityType}: ${w.line}`));
   if (state.pendingReviews.length) out.push('', renderPendingReviews(state.id, state.pendingReviews));
   if (state.approvals?.length) out.push('', renderApprovals(state.approvals));
   const flagged = Object.entries(state.stages).filter(([, s]) => s.qualityFlags);

@@ -48,6 +48,26 @@ export function stageTable(state: WorkItemState): NonNullable<DecisionDetail['st
   }));
 }
 
+/**
+ * `detail.capacityWaits` of a work item: its calls waiting for model capacity (one describe), asked only while a
+ * stage runs; the detail page shows without them when the describe fails (they are a hint, not the decision).
+ */
+export async function capacityWaitsDetail(
+  ctx: DecisionContext,
+  state: WorkItemState,
+): Promise<Pick<DecisionDetail, 'capacityWaits'>> {
+  if (!Object.values(state.stages).some((s) => s.status === 'running')) return {};
+  const waits = await ctx.parts.items.capacityWaits(state.id, state).catch(() => []);
+  if (waits.length === 0) return {};
+  return {
+    capacityWaits: waits.map((w) => ({
+      ...(w.stage !== undefined ? { stage: w.stage } : {}),
+      activityType: w.activityType,
+      line: w.line,
+    })),
+  };
+}
+
 /** The problems of an edit of `stage` of work item `workflowId` against the schema its state keeps for it. */
 export async function editProblems(
   ctx: DecisionContext,
@@ -87,6 +107,7 @@ async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
   return {
     decision,
     stages: stageTable(state),
+    ...(await capacityWaitsDetail(ctx, state)),
     attempts,
     ...(outputSchema !== undefined ? { outputSchema } : {}),
     live: true,

@@ -1,7 +1,7 @@
 /**
  * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list pending
  * reviews. A front over parts, as Temporal's `Client` fronts `workflow`, `schedule` and `taskQueue`:
- * `client.items`, `client.decisions`, `client.approvals`, `client.loopStages`, `client.trees`, `client.workers`,
+ * `client.items`, `client.decisions`, `client.approvals`, `client.loopStages`, `client.trees`, `client.workers`, `client.limits`,
  * sharing one connection context (parts/context.ts). Its flat methods (`start`, `getState`, `review`, …) are
  * aliases of the parts' methods, kept so code written against them keeps working. Every error is a
  * {@link TreadleError} with one clear line.
@@ -47,8 +47,11 @@ import { ApprovalsClient } from './parts/approvals';
 import { LoopStagesClient, type LoopStageListing } from './parts/loop-stages';
 import { TreesClient } from './parts/trees';
 import { WorkersClient } from './parts/workers';
+import { LimitsClient } from './parts/limits';
 
 export { TreadleError, AlreadyDecidedError, runIdFor, type ApprovalListing, type PendingReviewListing };
+export type { LimiterUsage, ActivityCapacityWait } from './capacity';
+export type { UsageSnapshot } from '../capacity/shapes';
 export {
   ItemsClient,
   DecisionsClient,
@@ -56,6 +59,7 @@ export {
   LoopStagesClient,
   TreesClient,
   WorkersClient,
+  LimitsClient,
   type ClientParts,
   type WatchOptions,
   type LoopStageListing,
@@ -100,6 +104,8 @@ export class TreadleClient implements ClientParts {
   readonly trees: TreesClient;
   /** The workers polling a task queue. */
   readonly workers: WorkersClient;
+  /** The model capacity limiters running now and their use. */
+  readonly limits: LimitsClient;
   readonly taskQueue: string;
   /** How long a review, approval or loop resume may take once a worker has answered. */
   readonly reviewTimeoutMs: number;
@@ -132,6 +138,7 @@ export class TreadleClient implements ClientParts {
     this.loopStages = new LoopStagesClient(this.context, this);
     this.trees = new TreesClient(this.context, this);
     this.workers = new WorkersClient(this.context, this);
+    this.limits = new LimitsClient(this.context, this);
   }
 
   /**

@@ -204,6 +204,11 @@ export interface DecisionDetail {
   decision: PendingDecision;
   /** The work item's stage table, when the decision belongs to one. */
   stages?: { name: string; status: string; attempts: number; summary?: string }[];
+  /**
+   * The item's calls waiting for model capacity now, each with its stage when known (one stage running) and its
+   * line: "waiting for claude-sonnet-4-6: 8/8 calls in flight, 41k/60k tokens this minute (since 14:02:10 UTC)".
+   */
+  capacityWaits?: { stage?: string; activityType: string; line: string }[];
   /** review and budget: every attempt of the stage under review, oldest first. */
   attempts?: AttemptView[];
   /** review, budget, tdd `edit`: the JSON Schema an edited artefact must satisfy; absent: any JSON. */

@@ -19,6 +19,7 @@ export const TEST_IDS = {
   batchReason: 'batch-reason',
   /** The detail view. */
   stageTable: 'stage-table',
+  capacityWaits: 'capacity-waits',
   attempt: 'attempt',
   artefact: 'artefact',
   diffA: 'diff-a',

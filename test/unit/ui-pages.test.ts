@@ -54,6 +54,9 @@ function detailOf(key: string): DecisionDetail {
     live: false,
     webUiUrl: 'javascript:alert(3)',
     stages: [{ name: 'draft', status: 'review', attempts: 2, summary: XSS }],
+    capacityWaits: [
+      { stage: 'edit', activityType: 'anthropic', line: `waiting for claude-sonnet-4-6: 8/8 calls in flight ${XSS}` },
+    ],
     attempts: [
       {
         attempt: 1,
@@ -204,7 +207,12 @@ describe('inbox pages', () => {
     const { app: server } = await app();
     const res = await server.inject({ url: `/d/${encodeURIComponent(listed[0]!.key)}`, headers: bearer });
     expect(res.statusCode).toBe(200);
+    // A running stage's call waiting for model capacity, escaped (the line is server data).
+    expect(res.body).toContain(
+      '<strong>edit</strong>: waiting for claude-sonnet-4-6: 8/8 calls in flight &lt;script&gt;',
+    );
     for (const id of [
+      TEST_IDS.capacityWaits,
       TEST_IDS.stageTable,
       TEST_IDS.attempt,
       TEST_IDS.artefact,

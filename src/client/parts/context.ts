@@ -16,6 +16,7 @@ import type { ApprovalsClient } from './approvals';
 import type { LoopStagesClient } from './loop-stages';
 import type { TreesClient } from './trees';
 import type { WorkersClient } from './workers';
+import type { LimitsClient } from './limits';
 
 /** The settings a context is made from (resolved by `TreadleClient`'s constructor). */
 export interface ClientContextSettings {
@@ -39,6 +40,7 @@ export interface ClientParts {
   readonly loopStages: LoopStagesClient;
   readonly trees: TreesClient;
   readonly workers: WorkersClient;
+  readonly limits: LimitsClient;
 }
 
 /** The shared connection context of a client's parts. */

@@ -2,6 +2,7 @@
  * `client.items`: work items — start one, read its state, events, usage and audit, wait for its result, watch it
  * run. The flat `TreadleClient` methods of the same meaning (`start`, `getState`, `result`, …) are aliases.
  */
+import type { WorkflowExecutionDescription } from '@temporalio/client';
 import type { AuditEntry } from '../audit';
 import { resolveArtefact } from '../../storage/blob-store';
 import { summarizeUsage, type UsageSummary } from '../../engine/usage';
@@ -15,6 +16,25 @@ import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../
 import { audit, startWorkItem } from '../on-demand';
 import type { StartOptions } from '../start';
 import { ClientPart } from './context';
+import { capacityWaitsOf, withStages, type ActivityCapacityWait } from '../capacity';
+
+/** An activity Temporal is retrying (a second or later try after a failure). */
+export interface ActivityRetry {
+  activityType: string;
+  attempt: number;
+  lastFailure?: string;
+}
+
+/** The pending activities of a described execution that Temporal is retrying. */
+function retriesOf(description: WorkflowExecutionDescription): ActivityRetry[] {
+  return (description.raw.pendingActivities ?? [])
+    .filter((a) => (a.attempt ?? 1) > 1)
+    .map((a) => ({
+      activityType: a.activityType?.name ?? '?',
+      attempt: a.attempt ?? 1,
+      ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
+    }));
+}
 
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
 const WATCH_INTERVAL_MS = 500;
@@ -79,13 +99,33 @@ export class ItemsClient extends ClientPart {
   }
 
   /**
-   * What Temporal holds of the execution behind an id, from one describe: its workflow type and its priority
-   * and fairness key in the task queues (what it was started with, or inherited from the item that started it;
-   * empty when Temporal's defaults apply).
+   * What Temporal holds of the execution behind an id, from one describe: its workflow type, its priority and
+   * fairness key in the task queues (what it was started with, or inherited from the item that started it; empty
+   * when Temporal's defaults apply), its activities Temporal is retrying, and its calls waiting for model capacity
+   * (their last heartbeat; without the stage, which {@link capacityWaits} adds from the state).
    */
-  async execution(id: string): Promise<{ type: string; priority: ItemPriority }> {
+  async execution(id: string): Promise<{
+    type: string;
+    priority: ItemPriority;
+    retries: ActivityRetry[];
+    capacityWaits: ActivityCapacityWait[];
+  }> {
     const description = await this.context.call(id, (h) => h.describe());
-    return { type: description.type, priority: itemPriorityOf(description.priority) };
+    return {
+      type: description.type,
+      priority: itemPriorityOf(description.priority),
+      retries: retriesOf(description),
+      capacityWaits: await capacityWaitsOf(this.context.client, description),
+    };
+  }
+
+  /**
+   * The item's calls waiting for model capacity now ("waiting for claude-sonnet-4-6: 8/8 calls in flight, …"),
+   * from its pending activities' last heartbeats (one describe), each with its stage when `state` tells which.
+   */
+  async capacityWaits(id: string, state?: Pick<WorkItemState, 'stages'>): Promise<ActivityCapacityWait[]> {
+    const { capacityWaits } = await this.execution(id);
+    return state ? withStages(capacityWaits, state) : capacityWaits;
   }
 
   /**
@@ -115,15 +155,8 @@ export class ItemsClient extends ClientPart {
    * The item's activities that Temporal is retrying (a second or later try after a failure), as the server
    * reports them: seed 003's `retrying`, below the stage's own attempts.
    */
-  async activityRetries(id: string): Promise<{ activityType: string; attempt: number; lastFailure?: string }[]> {
-    const description = await this.context.call(id, (h) => h.describe());
-    return (description.raw.pendingActivities ?? [])
-      .filter((a) => (a.attempt ?? 1) > 1)
-      .map((a) => ({
-        activityType: a.activityType?.name ?? '?',
-        attempt: a.attempt ?? 1,
-        ...(a.lastFailure?.message ? { lastFailure: a.lastFailure.message } : {}),
-      }));
+  async activityRetries(id: string): Promise<ActivityRetry[]> {
+    return (await this.execution(id)).retries;
   }
 
   /**

@@ -6,7 +6,7 @@
 import type { DecisionDetail } from '../../model/decisions';
 import { approvalDecision, approvalListing } from './client-listing';
 import { artefactView } from '../../client/artefact-view';
-import { itemSource, stageTable } from '../../client/item-decisions';
+import { capacityWaitsDetail, itemSource, stageTable } from '../../client/item-decisions';
 import {
   gone,
   listedDetail,
@@ -26,6 +26,7 @@ async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
   return {
     decision: approvalDecision(itemSource(state), request),
     stages: stageTable(state),
+    ...(await capacityWaitsDetail(ctx, state)),
     approval: { payload: (await artefactView(payload, ctx.context.blobs))!, request: rest },
     live: true,
   };

@@ -133,7 +133,16 @@ function stageTable(detail: DecisionDetail): SafeHtml | '' {
         )}
       </tbody>
     </table>
+    ${capacityWaits(detail)}
   </section>`;
+}
+
+/** The item's calls waiting for model capacity (server data: every part escaped by `html`). */
+function capacityWaits(detail: DecisionDetail): SafeHtml | '' {
+  if (!detail.capacityWaits?.length) return '';
+  return html`<ul class="capacity-waits" data-testid="${TEST_IDS.capacityWaits}">
+    ${detail.capacityWaits.map((w) => html`<li><strong>${w.stage ?? w.activityType}</strong>: ${w.line}</li>`)}
+  </ul>`;
 }
 
 function attemptsSection(d: PendingDecision, attempts: AttemptView[]): SafeHtml | '' {
