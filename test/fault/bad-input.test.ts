@@ -161,7 +161,7 @@ describe('the CLI', () => {
         lines: [
           'treadle: pipeline unknown-keys is invalid:',
           '  - stages[0] (a).retries: unknown field (did you mean "max_retries"?); the fields here are: name, description, type, run, max_retries, backoff_seconds, backoff_coefficient, with, agent, gate, depends_on, retry_budget, review_policy, review_ttl, on_review_expired, reviewers, output_schema, activity, task_queue',
-          '  - owner: unknown field; the fields here are: name, description, token_budget, max_parallel, stages, contracts, task_queue',
+          '  - owner: unknown field; the fields here are: name, description, token_budget, max_parallel, stages, contracts, task_queue, priority, fairness_key, fairness_weight',
         ],
       },
       {
