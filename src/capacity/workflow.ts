@@ -75,9 +75,20 @@ class Limiter {
   private changed = true;
   /** Continuing as new: open `acquire`s answer now with what they have. */
   private draining = false;
+  /** The time a fired wake-up proves has come (see {@link Limiter.now}). */
+  private clockFloor = 0;
 
   constructor(private readonly input: LimiterInput) {
     this.state = input.carried ?? newAllocator(input.limits);
+  }
+
+  /**
+   * The workflow's time, but never before a wake-up that fired: the task that follows one timed out on a dead
+   * worker's sticky queue can carry the time of the task before it, and would keep a dead worker's expired leases
+   * (and renew the wait for them) for another lease bound.
+   */
+  private now(): number {
+    return Math.max(Date.now(), this.clockFloor);
   }
 
   /** Registers every handler before the first await. */
@@ -86,26 +97,28 @@ class Limiter {
     setHandler(releaseSignal, (signal) => {
       const problem = leasesProblem(signal, 'releases');
       if (problem) return log.warn('release signal ignored', { problem });
-      release(this.state, signal.holder, signal.releases, Date.now());
+      release(this.state, signal.holder, signal.releases, this.now());
       this.changed = true;
     });
     setHandler(renewSignal, (signal) => {
       const problem = leasesProblem(signal, 'leaseIds');
       if (problem) return log.warn('renew signal ignored', { problem });
-      renew(this.state, signal.holder, signal.leaseIds, Date.now());
+      renew(this.state, signal.holder, signal.leaseIds, this.now());
+      // The loop's wake-up moves to the new first expiry: a dead worker's leases end when it comes, not later.
+      this.changed = true;
     });
     setHandler(throttleSignal, ({ retryAfterMs }) => {
       if (typeof retryAfterMs !== 'number' || !(retryAfterMs >= 0)) return log.warn('throttle signal ignored', {});
-      throttle(this.state, Math.min(retryAfterMs, MAX_RETRY_AFTER_MS), Date.now());
+      throttle(this.state, Math.min(retryAfterMs, MAX_RETRY_AFTER_MS), this.now());
       this.changed = true;
     });
     setHandler(demandSignal, (signal) => {
       const problem = demandProblem(signal);
       if (problem) return log.warn('demand signal ignored', { problem });
-      setDemand(this.state, signal.holder, signal.demand, Date.now());
+      setDemand(this.state, signal.holder, signal.demand, this.now());
       this.changed = true;
     });
-    setHandler(usageQuery, () => usage(this.state, Date.now()));
+    setHandler(usageQuery, () => usage(this.state, this.now()));
   }
 
   /** Registers the process's demand and waits for grants, up to its wait; answers them, or what binds. */
@@ -119,7 +132,7 @@ class Limiter {
       log.info('limiter adopts new limits', { holder, limits });
       this.state.limits = limits;
     }
-    setDemand(this.state, holder, demand, Date.now());
+    setDemand(this.state, holder, demand, this.now());
     this.waiting.set(holder, (this.waiting.get(holder) ?? 0) + 1);
     this.changed = true;
     try {
@@ -140,7 +153,7 @@ class Limiter {
   /** What holds back the classes `holder` has waiting. */
   private waitingOf(holder: string): WaitingClass[] {
     const mine = this.state.demand.filter((d) => d.holder === holder);
-    return usage(this.state, Date.now()).waiting.filter((w) =>
+    return usage(this.state, this.now()).waiting.filter((w) =>
       mine.some((d) => d.priority === w.priority && d.fairnessKey === w.fairnessKey),
     );
   }
@@ -153,15 +166,16 @@ class Limiter {
       this.grant();
       const info = workflowInfo();
       if (info.continueAsNewSuggested || info.historyLength > maxEvents) return this.continueAsNew();
-      const wake = nextWakeAt(this.state, Date.now());
+      const wake = nextWakeAt(this.state, this.now());
       if (wake === undefined) await condition(() => this.changed);
-      else await condition(() => this.changed, Math.max(1, wake - Date.now()));
+      else if (!(await condition(() => this.changed, Math.max(1, wake - this.now()))))
+        this.clockFloor = Math.max(this.clockFloor, wake);
     }
   }
 
   /** Moves the allocator to now (expiring leases) and hands what it grants to the open `acquire`s. */
   private grant(): void {
-    for (const grant of allocate(this.state, Date.now(), new Set(this.waiting.keys()))) {
+    for (const grant of allocate(this.state, this.now(), new Set(this.waiting.keys()))) {
       const list = this.pending.get(grant.holder) ?? [];
       list.push(grant);
       this.pending.set(grant.holder, list);
