@@ -53,7 +53,9 @@ const weight = z.number().positive('must be more than 0').max(1_000, 'must be at
 
 const LimitInput = z
   .object({
-    provider: z.string().min(1, 'must not be empty'),
+    provider: z.string().refine((name) => PROVIDER_KEY_ENV[name] !== undefined, {
+      message: `must be one of ${Object.keys(PROVIDER_KEY_ENV).join(', ')}: the providers whose calls Treadle makes itself (claude-code sessions and scripted replies are not limited)`,
+    }),
     model: z.string().min(1, 'must not be empty (use * for every model of the provider)'),
     key: z
       .string()
@@ -70,12 +72,6 @@ const LimitInput = z
   .superRefine((limit, ctx) => {
     if (RATE_FIELDS.every((field) => limit[field] === undefined))
       ctx.addIssue({ code: 'custom', message: `sets no limit; give at least one of ${RATE_FIELDS.join(', ')}` });
-    if (limit.key === undefined && PROVIDER_KEY_ENV[limit.provider] === undefined)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['key'],
-        message: `required for provider "${limit.provider}": name the environment variable holding its API key`,
-      });
   });
 
 const LimitsFileInput = z

@@ -2,7 +2,7 @@
  * src/capacity/limits.ts: the limits file. Cases:
  * - a YAML file with every field parses to the canonical form (camelCase, lease in ms, default key and lease);
  * - every problem of a bad file is listed at once, each with its path and a fix;
- * - duplicates, a limit with no numbers, an unknown provider without a key, a key that looks like a secret;
+ * - duplicates, a limit with no numbers, a provider Treadle does not call, a key that looks like a secret;
  * - limitFor picks the model's own limit over the provider's `*`, per key; describeUsage reads as a status line;
  * - the file as text (worker/limits-file.ts): YAML and JSON alike, problems with the file and the line.
  */
@@ -93,17 +93,17 @@ describe('the limits file', () => {
     expect(problems).toHaveLength(9);
   });
 
-  it('refuses a limit that limits nothing, an unknown provider without a key, a key given as a secret', () => {
+  it('refuses a limit that limits nothing, a provider Treadle does not call, a key given as a secret', () => {
     const result = parseLimits({
       limits: [
         { provider: 'anthropic', model: 'a' },
-        { provider: 'acme-llm', model: 'b', concurrency: 1 },
+        { provider: 'claude-code', model: 'b', key: 'ANTHROPIC_API_KEY', concurrency: 1 },
         { provider: 'anthropic', model: 'c', key: 'sk-ant-123', concurrency: 1 },
       ],
     });
     expect(result.ok ? [] : result.problems).toEqual([
       expect.stringMatching(/^limits\.0: sets no limit; give at least one of concurrency, requests_per_minute/),
-      'limits.1.key: required for provider "acme-llm": name the environment variable holding its API key',
+      'limits.1.provider: must be one of anthropic: the providers whose calls Treadle makes itself (claude-code sessions and scripted replies are not limited)',
       'limits.2.key: must name an environment variable (e.g. ANTHROPIC_API_KEY), not hold a key',
     ]);
   });
