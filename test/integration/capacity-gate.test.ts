@@ -1,7 +1,8 @@
 /**
  * The per-process capacity gate (src/capacity/worker/gate.ts) against a real limiter on the dev server. Cases:
  * - two gates (two processes) sharing a limiter of concurrency 2: never more than 2 calls at once, all served;
- * - an urgent call that arrives while a long-poll is open goes before the backlog of its own process;
+ * - an urgent call that arrives while a long-poll is open goes before the backlog of its own process, also when it
+ *   arrives as the long-poll is sent (its demand must not be overwritten by the long-poll's older one);
  * - a throttle reported before any acquire starts the limiter and holds grants back; an aborted call is dropped;
  * - a process's gates (gates.ts): one per scope, a `*` limit shared by its models, the key only as a hash.
  */
@@ -90,6 +91,32 @@ it('an urgent call arriving during a long-poll goes before the backlog', async (
   await Promise.all([...backlog, urgent]);
   expect(order[0]).toBe('urgent');
   expect(order).toHaveLength(4);
+}, 60_000);
+
+// A call that arrives while the process's long-poll is still on its way to the limiter is told by a `demand`
+// signal; a signal can reach the limiter before the update it follows is accepted, and the update's older demand
+// then replaced it: the urgent call was forgotten until that long-poll ended (up to 10 s), and went after the
+// backlog. The gate now sends the signal once the limiter has accepted the long-poll.
+it('an urgent call arriving as a long-poll is sent is not forgotten, and goes before the backlog', async () => {
+  for (let round = 0; round < 3; round++) {
+    const {
+      gates: [busy, gate],
+    } = gatesFor({ concurrency: 1, leaseMs: 30_000 }, 2);
+    const holding = await busy!.acquire(call());
+    const order: string[] = [];
+    const run = async (name: string, priority: number) => {
+      const lease = await gate!.acquire(call(priority));
+      order.push(name);
+      lease.release();
+    };
+    // The backlog opens the long-poll; the urgent call comes in the same instant, before the limiter has it.
+    const calls = [...Array.from({ length: 3 }, (_, i) => run(`bulk${i}`, 3)), run('urgent', 1)];
+    await sleep(1_000);
+    holding.release();
+    await Promise.all(calls);
+    expect(order).toHaveLength(4);
+    expect(order[0]).toBe('urgent');
+  }
 }, 60_000);
 
 it('a throttle starts the limiter and holds grants back; an aborted call is never served', async () => {

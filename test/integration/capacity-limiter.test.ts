@@ -118,32 +118,48 @@ it('four holders acquiring and releasing at once never hold more than the concur
 }, 60_000);
 
 it('a holder that stops renewing loses its lease after the bound; one that renews keeps it', async () => {
-  const limiter = limiterFor({ concurrency: 2, leaseMs: 2_000 });
+  const leaseMs = 2_000;
+  const limiter = limiterFor({ concurrency: 2, leaseMs });
   const first = await limiter.acquire({ holder: 'renews', demand: [demand(1)], waitMs: 5_000 });
   const dead = await limiter.acquire({ holder: 'dies', demand: [demand(1)], waitMs: 5_000 });
   expect(first.grants).toHaveLength(1);
   expect(dead.grants).toHaveLength(1);
-  const renewing = setInterval(() => {
-    void limiter.handle().signal(renewSignal, { holder: 'renews', leaseIds: [first.grants[0]!.leaseId] });
-  }, 500);
+  const kept = first.grants[0]!;
+  const lost = dead.grants[0]!;
+  // Granted first, the renewed lease would end first, before the other's bound, if its renewals were not kept.
+  expect(kept.expiresAt).toBeLessThan(lost.expiresAt);
+  // Live holders renew what they hold, as a gate does (several times a lease bound), until the test ends.
+  const held = new Map([['renews', [kept.leaseId]]]);
+  let renewing = true;
+  const renewals = (async () => {
+    while (renewing) {
+      for (const [holder, leaseIds] of held) await limiter.handle().signal(renewSignal, { holder, leaseIds });
+      await sleep(200);
+    }
+  })();
   try {
-    const asked = Date.now();
     const waited = await limiter.acquire({ holder: 'waits', demand: [demand(1)], waitMs: 10_000 });
-    const took = Date.now() - asked;
     expect(waited.grants).toHaveLength(1);
-    expect(took).toBeGreaterThan(1_000);
-    expect(took).toBeLessThan(8_000);
-    // The renewed lease is still held: the limiter counts it and the one just granted.
-    const usage = await limiter.handle().query(usageQuery);
-    expect(usage.inFlight).toBe(2);
-    const none = await limiter.acquire({ holder: 'late', demand: [demand(1)], waitMs: 1_000 });
+    held.set('waits', [waited.grants[0]!.leaseId]);
+    // Times in the limiter's own clock (a grant's expiry is its grant time plus the bound), so the machine's load
+    // cannot reorder them: the slot came free at the unrenewed lease's bound, not before (the renewed lease,
+    // whose own bound came first, did not free it), and when that bound came, not a later event.
+    const grantedAt = waited.grants[0]!.expiresAt - leaseMs;
+    expect(grantedAt).toBeGreaterThanOrEqual(lost.expiresAt);
+    expect(grantedAt).toBeLessThan(lost.expiresAt + leaseMs);
+    // The renewed lease is still held: the limiter counts it and the one just granted, and a new call waits.
+    const none = await limiter.acquire({ holder: 'late', demand: [demand(1)], waitMs: 0 });
     expect(none).toEqual({
       grants: [],
-      leaseMs: 2_000,
+      leaseMs,
       waiting: [{ priority: 3, fairnessKey: '', calls: 1, binds: 'concurrency' }],
     });
+    const usage = await limiter.handle().query(usageQuery);
+    expect(usage.inFlight).toBe(2);
+    expect(usage.holders).toBe(3);
   } finally {
-    clearInterval(renewing);
+    renewing = false;
+    await renewals;
   }
 }, 60_000);
 

@@ -12,6 +12,7 @@ import { SCENARIOS, SCENARIO_TEST_MS } from '../support/scenarios';
 import { PROMPT_CANCELLATION } from '../support/attempt-timeout';
 import { recordFailedTddRoot, recordTddTree } from '../support/tdd-recording';
 import { runDecisions } from '../support/decision-recording';
+import { recordLimiter } from '../support/limiter-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -39,9 +40,11 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))(
 );
 
 // A TDD tree (seed 001): the root (children, merge handshake, retry, MoreTests) and a child that rebased.
+// A limiter (issue 39): its every message, an expired lease, a renewal, and the run it continued as.
 it.each([
   ['tdd-tree', recordTddTree],
   ['tdd-failed-root', recordFailedTddRoot],
+  ['limiter', recordLimiter],
 ] as const)(
   'records %s',
   async (_name, record) => {

@@ -7,6 +7,7 @@ import { Worker } from '@temporalio/worker';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import v8 from 'node:v8';
+import type { LimiterInput } from '../../src/capacity/workflow';
 import { ENGINE_VERSION } from '../../src/model/state';
 
 const dir = path.join(__dirname, 'histories');
@@ -42,6 +43,8 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(
     expect.arrayContaining(['fan-out-item.json', 'fan-out-item.classify.1.json', 'tdd-failed-root.json']),
   );
+  // Issue 39's limiter: a run and the run it continued as.
+  expect(files).toEqual(expect.arrayContaining(['limiter.json', 'limiter.2.json']));
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 
@@ -119,4 +122,29 @@ it('records failed items and trees as failed workflows, and a failing element as
   expect(last(path.join('before-failed-workflow', 'timeout-mechanical-reject.json'))).toBe(
     'EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED',
   );
+});
+
+// The limiter (issue 39, test/support/limiter-recording.ts): what its recorded runs hold, so a change to its
+// messages, its wake-ups or continue-as-new meets a history that has them.
+it('records a limiter run with every message, an expired lease, a moved wake-up, and the run it continued as', () => {
+  type Event = {
+    eventType: string;
+    workflowExecutionSignaledEventAttributes?: { signalName: string };
+    workflowExecutionStartedEventAttributes?: { input: { payloads: { data: string }[] } };
+  };
+  const events = (file: string) => (historyOf(file) as { events: Event[] }).events;
+  const count = (file: string, type: string) => events(file).filter((e) => e.eventType === `EVENT_TYPE_${type}`).length;
+  const signals = events('limiter.json').flatMap((e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? []);
+  expect(new Set(signals)).toEqual(new Set(['release', 'throttle', 'renew']));
+  expect(count('limiter.json', 'WORKFLOW_EXECUTION_UPDATE_ACCEPTED')).toBeGreaterThanOrEqual(6);
+  // Wake-ups: the throttle's end and the unrenewed leases' bound fired; a message moves the one set.
+  expect(count('limiter.json', 'TIMER_FIRED')).toBeGreaterThanOrEqual(2);
+  expect(count('limiter.json', 'TIMER_CANCELED')).toBeGreaterThanOrEqual(1);
+  expect(events('limiter.json').at(-1)!.eventType).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW');
+  // The next run starts from the carried state: the lease held across it, and the limits a process sent.
+  const started = events('limiter.2.json')[0]!.workflowExecutionStartedEventAttributes!;
+  const input = JSON.parse(Buffer.from(started.input.payloads[0]!.data, 'base64').toString('utf8')) as LimiterInput;
+  expect(input.carried?.leases).toHaveLength(1);
+  expect(input.limits.leaseMs).toBe(60_000);
+  expect(count('limiter.2.json', 'WORKFLOW_EXECUTION_UPDATE_ACCEPTED')).toBeGreaterThanOrEqual(1);
 });

@@ -8,7 +8,7 @@
  * - Grants come per class (priority, fairness key); within a class the calls waiting longest go first.
  * - The limiter is started by the first acquire (update-with-start), so nothing needs setting up.
  */
-import { WithStartWorkflowOperation, type Client } from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowUpdateStage, type Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import {
@@ -24,6 +24,7 @@ import {
   limiterWorkflowId,
   MAX_ACQUIRE_WAIT_MS,
   scopeLimits,
+  type AcquireResult,
   type CapacityClass,
   type DemandEntry,
   type Grant,
@@ -80,6 +81,10 @@ export class CapacityGate {
   private demandTimer: NodeJS.Timeout | undefined;
   private readonly renewTimer: NodeJS.Timeout;
   private polling = false;
+  /** The open `acquire` has reached the limiter: a `demand` signal sent now is applied after it. */
+  private accepted = false;
+  /** Calls arrived since the open `acquire` was sent: the limiter has an older demand than the queue's. */
+  private demandChanged = false;
   private closed = false;
   /** What the limiter last said holds this process's classes back (for status lines). */
   lastWaiting: WaitingClass[] = [];
@@ -119,11 +124,17 @@ export class CapacityGate {
 
   /**
    * A call that arrives while an `acquire` is open tells the limiter at once (a `demand` signal, batched), so an
-   * urgent call does not wait for the open long-poll to end.
+   * urgent call does not wait for the open long-poll to end. Not before the limiter has accepted that `acquire`:
+   * a signal can overtake an update on its way, and the update's older demand would then replace the newer one.
    */
   private scheduleDemand(): void {
+    this.demandChanged = true;
+    if (!this.accepted) return;
     this.demandTimer ??= setTimeout(() => {
       this.demandTimer = undefined;
+      // A newer `acquire` is on its way: the change goes out when it is accepted (or it carries it).
+      if (!this.accepted) return;
+      this.demandChanged = false;
       if (!this.polling || this.queue.length === 0) return;
       void this.handle()
         .signal(demandSignal, { holder: this.holder, demand: this.demand() })
@@ -195,17 +206,32 @@ export class CapacityGate {
     }
   }
 
-  private acquireOnce() {
+  /**
+   * One long-poll carrying the whole demand now. It returns once the limiter has accepted it (and with the answer
+   * when that came at once), so calls that arrived meanwhile are then told by a `demand` signal the limiter
+   * applies after it.
+   */
+  private async acquireOnce(): Promise<AcquireResult> {
     const { client, taskQueue, scope, limits } = this.options;
-    return client.workflow.executeUpdateWithStart(acquireUpdate, {
-      args: [{ holder: this.holder, demand: this.demand(), waitMs: MAX_ACQUIRE_WAIT_MS, limits }],
-      startWorkflowOperation: new WithStartWorkflowOperation<typeof treadleLimiter>('treadleLimiter', {
-        workflowId: this.workflowId(),
-        taskQueue,
-        args: [{ scope, limits }],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-      }),
-    });
+    this.accepted = false;
+    this.demandChanged = false;
+    try {
+      const update = await client.workflow.startUpdateWithStart(acquireUpdate, {
+        args: [{ holder: this.holder, demand: this.demand(), waitMs: MAX_ACQUIRE_WAIT_MS, limits }],
+        waitForStage: WorkflowUpdateStage.ACCEPTED,
+        startWorkflowOperation: new WithStartWorkflowOperation<typeof treadleLimiter>('treadleLimiter', {
+          workflowId: this.workflowId(),
+          taskQueue,
+          args: [{ scope, limits }],
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        }),
+      });
+      this.accepted = true;
+      if (this.demandChanged) this.scheduleDemand();
+      return await update.result();
+    } finally {
+      this.accepted = false;
+    }
   }
 
   /** Gives a grant to the call of its class waiting longest; a grant nobody waits for any more goes back. */
