@@ -16,6 +16,8 @@ import path from 'node:path';
 import { TreadleClient } from '../../src/client';
 import type { StartOptions } from '../../src/client/start';
 import { freePort, startDevServer, type DevServer } from '../../src/server/dev-server';
+import { limiterWorkflowId } from '../../src/capacity/shapes';
+import { capacityKeyId } from '../../src/capacity/worker/gates';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { startFakeAnthropic, type FakeAnthropic, type RecordedRequest } from '../support/fake-anthropic';
 import { eventually } from '../support/harness';
@@ -60,12 +62,15 @@ function markerOf(request: RecordedRequest): string {
 /** A dev server, a fake provider and worker processes sharing a limit of `concurrency` calls on the model. */
 interface Rig {
   client: TreadleClient;
+  temporal: Client;
   fake: FakeAnthropic;
   calls: SeenCall[];
   workers: TreadleWorkerProcess[];
   queue: string;
   /** Starts items in batches; resolves once every start is accepted. */
   startAll(items: { id: string; marker: string; options?: Omit<StartOptions, 'id'> }[]): Promise<void>;
+  /** Tasks waiting in the server's queue (`approximateBacklogCount`): workflow tasks (1) or activity tasks (2). */
+  backlog(type: 1 | 2): Promise<number>;
   /** The worker logs, for a failure's message. */
   logs(): string;
   stop(): Promise<void>;
@@ -129,12 +134,14 @@ async function startRig(name: string, concurrency: number): Promise<Rig> {
     for (let i = 0; i < WORKERS; i++) workers.push(await startTreadleWorker({ env, cwd: home }));
     const connection = await Connection.connect({ address: server.address });
     undo.push(() => connection.close());
-    const client = new TreadleClient(new Client({ connection }), {
+    const temporal = new Client({ connection });
+    const client = new TreadleClient(temporal, {
       taskQueue: queue,
       blobs: new FileBlobStore(path.join(home, 'blobs')),
     });
     return {
       client,
+      temporal,
       fake,
       calls,
       workers,
@@ -146,6 +153,15 @@ async function startRig(name: string, concurrency: number): Promise<Rig> {
               .slice(i, i + START_BATCH)
               .map(({ id, marker, options }) => client.start(summarize, { marker }, { ...options, id })),
           );
+      },
+      backlog: async (type) => {
+        const answer = await connection.workflowService.describeTaskQueue({
+          namespace: 'default',
+          taskQueue: { name: queue },
+          taskQueueType: type,
+          reportStats: true,
+        });
+        return Number(answer.stats?.approximateBacklogCount ?? 0);
       },
       logs: () => workers.map((w) => w.log()).join('\n'),
       stop,
@@ -184,8 +200,14 @@ describe('a priority-1 item passes a backlog waiting for the model limit', () =>
     const started = Date.now();
     await rig.startAll(backlog);
     const startedIn = Date.now() - started;
-    // The backlog is real: the limit is busy and almost all of it still waits.
-    await eventually(async () => (rig.calls.length >= 20 ? true : undefined), 120_000, '20 backlog calls');
+    // The backlog is queued: every item has started (its workflow task ran and its stage's activity waits for a
+    // worker's slot or for capacity) and the limit is busy.
+    await eventually(
+      async () => (rig.calls.length >= 20 && (await rig.backlog(1)) === 0 ? true : undefined),
+      120_000,
+      'every backlog item started and 20 calls made',
+    );
+    const queuedActivities = await rig.backlog(2);
 
     const urgentAt = Date.now();
     await rig.startAll([{ id: `${rig.queue}-urgent`, marker: 'urgent', options: { priority: 1 } }]);
@@ -193,7 +215,7 @@ describe('a priority-1 item passes a backlog waiting for the model limit', () =>
     const urgent = rig.calls.findIndex((c) => c.marker === 'urgent');
     const waitedMs = rig.calls[urgent]!.at - urgentAt;
     const stats = rig.fake.stats();
-    const figures = { startedIn, backlogCallsBefore: urgent, backlogLeft: BACKLOG - urgent, waitedMs };
+    const figures = { startedIn, queuedActivities, backlogCallsBefore: urgent, backlogLeft: BACKLOG - urgent, waitedMs };
     process.stderr.write(`capacity-priority: ${JSON.stringify(figures)}\n`);
     expect({ ...figures, within5s: waitedMs < 5_000 }).toEqual({ ...figures, within5s: true });
     // It passed a backlog: most of the 500 were still waiting when its call started.
@@ -202,5 +224,63 @@ describe('a priority-1 item passes a backlog waiting for the model limit', () =>
       rateLimited: 0,
       inFlightAtMost: true,
     });
+    // The limiter's own workflow tasks (each grant is one) go before the items': it runs at priority 1.
+    const limiter = await rig.temporal.workflow
+      .getHandle(limiterWorkflowId('anthropic', MODEL, capacityKeyId('test-key')))
+      .describe();
+    expect(limiter.priority).toMatchObject({ priorityKey: 1 });
   }, 240_000);
+});
+
+describe('two tenants of equal weight share the model limit', () => {
+  const A = 900;
+  const B = 100;
+  const CONCURRENCY = 4;
+  let rig: Rig;
+  beforeAll(async () => {
+    rig = await startRig('fairness', CONCURRENCY);
+  }, 240_000);
+  afterAll(async () => rig?.stop(), 60_000);
+
+  it("B, queued after A's whole backlog, gets at least 40 % of the calls while it has work", async () => {
+    const tenant = (key: string, count: number) =>
+      Array.from({ length: count }, (_, i) => ({
+        id: `${rig.queue}-${key}-${i}`,
+        marker: `${key}-${i}`,
+        options: { fairnessKey: key },
+      }));
+    const started = Date.now();
+    await rig.startAll(tenant('tenant-a', A));
+    const bQueuedAt = Date.now();
+    await rig.startAll(tenant('tenant-b', B));
+    const bStartedIn = Date.now() - bQueuedAt;
+    await eventually(
+      async () => (rig.calls.filter((c) => c.marker.startsWith('tenant-b-')).length >= B ? true : undefined),
+      180_000,
+      `B's ${B} calls (seen ${rig.calls.filter((c) => c.marker.startsWith('tenant-b-')).length})`,
+    );
+    const isB = (c: SeenCall) => c.marker.startsWith('tenant-b-');
+    const bLast = Math.max(...rig.calls.filter(isB).map((c) => c.at));
+    // While B has work: from its first start to its last call, every call the provider saw.
+    const window = rig.calls.filter((c) => c.at >= bQueuedAt && c.at <= bLast);
+    const bCalls = window.filter(isB).length;
+    const stats = rig.fake.stats();
+    const figures = {
+      aStartedIn: bQueuedAt - started,
+      bStartedIn,
+      aCallsBeforeB: rig.calls.filter((c) => c.at < bQueuedAt).length,
+      windowMs: bLast - bQueuedAt,
+      callsInWindow: window.length,
+      bCalls,
+      shareOfB: Math.round((100 * bCalls) / window.length) / 100,
+    };
+    process.stderr.write(`capacity-fairness: ${JSON.stringify(figures)}\n`);
+    expect({ ...figures, atLeast40: figures.shareOfB >= 0.4 }).toEqual({ ...figures, atLeast40: true });
+    // A was backlogged the whole time: most of its items were still waiting when B's work ran out.
+    expect(A - rig.calls.filter((c) => !isB(c) && c.at <= bLast).length).toBeGreaterThan(A / 2);
+    expect({ rateLimited: stats.rateLimited, inFlightAtMost: stats.maxInFlight <= CONCURRENCY }).toEqual({
+      rateLimited: 0,
+      inFlightAtMost: true,
+    });
+  }, 300_000);
 });
