@@ -215,7 +215,13 @@ describe('a priority-1 item passes a backlog waiting for the model limit', () =>
     const urgent = rig.calls.findIndex((c) => c.marker === 'urgent');
     const waitedMs = rig.calls[urgent]!.at - urgentAt;
     const stats = rig.fake.stats();
-    const figures = { startedIn, queuedActivities, backlogCallsBefore: urgent, backlogLeft: BACKLOG - urgent, waitedMs };
+    const figures = {
+      startedIn,
+      queuedActivities,
+      backlogCallsBefore: urgent,
+      backlogLeft: BACKLOG - urgent,
+      waitedMs,
+    };
     process.stderr.write(`capacity-priority: ${JSON.stringify(figures)}\n`);
     expect({ ...figures, within5s: waitedMs < 5_000 }).toEqual({ ...figures, within5s: true });
     // It passed a backlog: most of the 500 were still waiting when its call started.
@@ -275,7 +281,9 @@ describe('two tenants of equal weight share the model limit', () => {
       shareOfB: Math.round((100 * bCalls) / window.length) / 100,
     };
     process.stderr.write(`capacity-fairness: ${JSON.stringify(figures)}\n`);
-    expect({ ...figures, atLeast40: figures.shareOfB >= 0.4 }).toEqual({ ...figures, atLeast40: true });
+    // On failure, the order the provider saw them in (B, and a for A).
+    const order = window.map((c) => (isB(c) ? 'B' : 'a')).join('');
+    expect({ ...figures, atLeast40: figures.shareOfB >= 0.4, order }).toEqual({ ...figures, atLeast40: true, order });
     // A was backlogged the whole time: most of its items were still waiting when B's work ran out.
     expect(A - rig.calls.filter((c) => !isB(c) && c.at <= bLast).length).toBeGreaterThan(A / 2);
     expect({ rateLimited: stats.rateLimited, inFlightAtMost: stats.maxInFlight <= CONCURRENCY }).toEqual({
