@@ -131,7 +131,8 @@ async function startRig(name: string, concurrency: number): Promise<Rig> {
     undo.push(async () => {
       for (const worker of workers) await worker.kill('SIGKILL');
     });
-    for (let i = 0; i < WORKERS; i++) workers.push(await startTreadleWorker({ env, cwd: home }));
+    for (let i = 0; i < WORKERS; i++)
+      workers.push(await startTreadleWorker({ env, cwd: home, pollersOn: server.address }));
     const connection = await Connection.connect({ address: server.address });
     undo.push(() => connection.close());
     const temporal = new Client({ connection });
