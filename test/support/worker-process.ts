@@ -41,7 +41,8 @@ export interface TreadleWorkerProcess {
 /**
  * Starts `treadle worker` and resolves once it prints {@link WORKER_READY_LINE} and the test server (or
  * `pollersOn`) lists it among the pollers of its task queue (`TREADLE_TASK_QUEUE`, default `treadle`), so a
- * command that asks whether a worker polls gets yes; rejects, with everything it printed, when it exits first or is not ready in time.
+ * command that asks whether a worker polls gets yes; rejects, with everything it printed, when it exits first or
+ * is not ready in time.
  */
 export async function startTreadleWorker(options: TreadleWorkerOptions): Promise<TreadleWorkerProcess> {
   const child = spawn(process.execPath, [BIN, 'worker', ...(options.args ?? [])], {
