@@ -23,6 +23,8 @@ export interface TreadleWorkerOptions {
   /** Arguments after `treadle worker`. */
   args?: string[];
   readyWithinMs?: number;
+  /** The plaintext address of the server to find its pollers on, when it is not the test run's server. */
+  pollersOn?: string;
 }
 
 /** A running `treadle worker`. */
@@ -37,9 +39,10 @@ export interface TreadleWorkerProcess {
 }
 
 /**
- * Starts `treadle worker` and resolves once it prints {@link WORKER_READY_LINE} and the test server lists it
- * among the pollers of its task queue (`TREADLE_TASK_QUEUE`, default `treadle`), so a command that asks whether
- * a worker polls gets yes; rejects, with everything it printed, when it exits first or is not ready in time.
+ * Starts `treadle worker` and resolves once it prints {@link WORKER_READY_LINE} and the test server (or
+ * `pollersOn`) lists it among the pollers of its task queue (`TREADLE_TASK_QUEUE`, default `treadle`), so a
+ * command that asks whether a worker polls gets yes; rejects, with everything it printed, when it exits first or
+ * is not ready in time.
  */
 export async function startTreadleWorker(options: TreadleWorkerOptions): Promise<TreadleWorkerProcess> {
   const child = spawn(process.execPath, [BIN, 'worker', ...(options.args ?? [])], {
@@ -85,16 +88,18 @@ export async function startTreadleWorker(options: TreadleWorkerOptions): Promise
     };
     child.once('exit', onExit);
   });
-  await polling(child, options.env.TREADLE_TASK_QUEUE || 'treadle', within).catch((error: Error) => {
-    child.kill('SIGKILL');
-    throw new Error(`${error.message}\n${log}`);
-  });
+  await polling(child, options.pollersOn ?? testAddress(), options.env.TREADLE_TASK_QUEUE || 'treadle', within).catch(
+    (error: Error) => {
+      child.kill('SIGKILL');
+      throw new Error(`${error.message}\n${log}`);
+    },
+  );
   return worker;
 }
 
-/** Waits until the test server lists this process (`<pid>@<host>`, the SDK's identity) polling `taskQueue`. */
-async function polling(child: ChildProcess, taskQueue: string, timeoutMs: number): Promise<void> {
-  const connection = await Connection.connect({ address: testAddress() });
+/** Waits until the server at `address` lists this process (`<pid>@<host>`, the SDK's identity) polling `taskQueue`. */
+async function polling(child: ChildProcess, address: string, taskQueue: string, timeoutMs: number): Promise<void> {
+  const connection = await Connection.connect({ address });
   try {
     await eventually(
       async () => {

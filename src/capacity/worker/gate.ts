@@ -6,7 +6,9 @@
  *   by class), so a limiter serves ten processes within the server's default `history.maxInFlightUpdates` (10).
  * - Releases (with the reply's usage) and renewals go as signals, batched; a 429's retry-after goes at once.
  * - Grants come per class (priority, fairness key); within a class the calls waiting longest go first.
- * - The limiter is started by the first acquire (update-with-start), so nothing needs setting up.
+ * - The limiter is started by the first acquire (update-with-start), so nothing needs setting up. It runs at
+ *   the highest priority: its workflow tasks (every grant is one) share the task queues with the items' own, and
+ *   a grant queued behind a backlog of items waiting for that grant would slow every call (a continued run keeps it).
  */
 import { WithStartWorkflowOperation, WorkflowUpdateStage, type Client } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
@@ -35,7 +37,10 @@ import {
   type WaitingClass,
 } from '../shapes';
 import type { LimiterInput, treadleLimiter } from '../workflow';
+import { HIGHEST_PRIORITY } from '../../model/priority';
 
+/** The limiter's place in the task queues: before any item's tasks (see the module's comment). */
+const LIMITER_PRIORITY = { priorityKey: HIGHEST_PRIORITY };
 /** Releases wait this long to go out together. */
 const RELEASE_BATCH_MS = 10;
 /** After a failed acquire (server unreachable, limiter restarting), the gate tries again after this. */
@@ -151,6 +156,7 @@ export class CapacityGate {
       args: [{ scope, limits }],
       signal: throttleSignal,
       signalArgs: [{ retryAfterMs: Math.max(0, Math.round(retryAfterMs)) }],
+      priority: LIMITER_PRIORITY,
     });
   }
 
@@ -224,6 +230,7 @@ export class CapacityGate {
           taskQueue,
           args: [{ scope, limits }],
           workflowIdConflictPolicy: 'USE_EXISTING',
+          priority: LIMITER_PRIORITY,
         }),
       });
       this.accepted = true;
