@@ -39,7 +39,7 @@ import {
 import { TIMELINE_LIMIT } from '../../test/support/fake-anthropic-limits';
 import { eventCounts, readHistory } from '../history';
 import { fmt, mapLimited, nowMs, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
-import { round } from '../statistics';
+import { median, round } from '../statistics';
 import { serverOfItsOwn } from './separate-processes';
 
 /** The issue's limits, set alike in the limits file and in the fake. */
@@ -68,6 +68,8 @@ const READY_LINE = 'treadle worker: ready';
 const READY_TIMEOUT_MS = 120_000;
 /** A side that has not finished by then is stuck (the full size needs about 8.5 minutes). */
 const SIDE_TIMEOUT_MS = 30 * 60_000;
+/** Minutes without a model call after which a side is stuck. */
+const STALL_TICKS = 3;
 /** Admissions skipped (the limiter's start) and then counted for the first burst's rate. */
 const BURST_SKIP = 10;
 const BURST_CALLS = 100;
@@ -108,6 +110,13 @@ export interface CapacitySide {
     /** ActivityTaskFailed / ActivityTaskTimedOut events. */
     failed: number;
   };
+  /** When the fake admitted each call, ms after the first request (empty when its timeline was cut off). */
+  admittedAtMs: number[];
+  /**
+   * How late the limit let calls through: for each call after the first window's worth (limit ÷ tokens a call),
+   * its admission minus that of the call a window's worth before it, minus 60 s; the median and the largest (ms).
+   */
+  windowLagMs: { median: number; max: number } | null;
   /** The limiter workflow's history over all its runs (limiter side only). */
   limiterHistory: { runs: number; events: number; eventsPerCall: number; byType: Record<string, number> } | null;
 }
@@ -218,17 +227,26 @@ function cleanEnv(): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(process.env).filter(([name]) => !settings.test(name)));
 }
 
-/** The fake's span from the first request to the last reply, and the first burst's admissions per second. */
-function timelineFigures(stats: FakeStats): { spanMs: number | null; burstCallsPerSecond: number | null } {
+/** The fake's span from the first request to the last reply, the first burst's admissions per second, the lag. */
+function timelineFigures(
+  stats: FakeStats,
+): Pick<CapacitySide, 'spanMs' | 'burstCallsPerSecond' | 'admittedAtMs' | 'windowLagMs'> {
   const timeline: FakeTimelineEvent[] = stats.timeline;
-  if (timeline.length >= TIMELINE_LIMIT) return { spanMs: null, burstCallsPerSecond: null };
+  if (timeline.length >= TIMELINE_LIMIT)
+    return { spanMs: null, burstCallsPerSecond: null, admittedAtMs: [], windowLagMs: null };
   const first = timeline.find((e) => e.event === 'admitted' || e.event === 'rate_limited');
   const last = [...timeline].reverse().find((e) => e.event === 'replied');
   const admitted = timeline.filter((e) => e.event === 'admitted').slice(BURST_SKIP, BURST_SKIP + BURST_CALLS);
   const burstMs = admitted.length === BURST_CALLS ? admitted.at(-1)!.atMs - admitted[0]!.atMs : 0;
+  const origin = first?.atMs ?? 0;
+  const admittedAtMs = timeline.filter((e) => e.event === 'admitted').map((e) => Math.round(e.atMs - origin));
+  const perWindow = Math.floor(CAPACITY_LIMITS.tokensPerMinute / TOKENS_PER_REPLY);
+  const lags = admittedAtMs.slice(perWindow).map((at, i) => at - admittedAtMs[i]! - WINDOW_MS);
   return {
     spanMs: first && last ? last.atMs - first.atMs : null,
     burstCallsPerSecond: burstMs > 0 ? round(((BURST_CALLS - 1) / burstMs) * 1000) : null,
+    admittedAtMs,
+    windowLagMs: lags.length > 0 ? { median: round(median(lags), 0), max: Math.max(...lags) } : null,
   };
 }
 
@@ -336,9 +354,19 @@ async function runSide(
         SIDE_TIMEOUT_MS,
       );
     });
+    // No request for longer than any retry-after (60 s) means the server or the workers are stuck.
+    let stalled: (error: Error) => void = () => undefined;
+    const stall = new Promise<never>((_, reject) => (stalled = reject));
+    stall.catch(() => undefined);
+    let lastRequests = -1;
+    let quietTicks = 0;
     const ticker = setInterval(() => {
       const s = fake.stats();
       progress(`${name}: ${s.admitted} calls answered, ${s.rateLimited} 429s, ${fmt((nowMs() - started) / 1000)} s`);
+      quietTicks = s.requests === lastRequests ? quietTicks + 1 : 0;
+      lastRequests = s.requests;
+      if (quietTicks >= STALL_TICKS)
+        stalled(new Error(`${name}: no model call for ${STALL_TICKS} minutes: the server or the workers are stuck`));
     }, 60_000);
     try {
       await Promise.race([
@@ -358,6 +386,7 @@ async function runSide(
         })(),
         died,
         timeout,
+        stall,
       ]);
     } finally {
       clearTimeout(timer);
@@ -367,7 +396,8 @@ async function runSide(
     const stats = fake.stats();
     const model = stats.models[MODEL];
     const tokens = model ? model.inputTokens + model.outputTokens : 0;
-    const { spanMs, burstCallsPerSecond } = timelineFigures(stats);
+    const figures = timelineFigures(stats);
+    const { spanMs } = figures;
     const limit = CAPACITY_LIMITS.tokensPerMinute;
     const temporalCounts = await elementAttempts(temporal, itemId, elements);
     let limiterHistory: CapacitySide['limiterHistory'] = null;
@@ -390,7 +420,9 @@ async function runSide(
       },
       utilisation: spanMs === null ? null : round(tokens / (limit * (spanMs / WINDOW_MS + 1)), 3),
       utilisationPerSpan: spanMs === null || spanMs === 0 ? null : round(tokens / ((limit * spanMs) / WINDOW_MS), 3),
-      burstCallsPerSecond,
+      burstCallsPerSecond: figures.burstCallsPerSecond,
+      admittedAtMs: figures.admittedAtMs,
+      windowLagMs: figures.windowLagMs,
       temporal: temporalCounts,
       limiterHistory,
     };
@@ -557,6 +589,9 @@ function rowsOf(r: ModelCapacityResult): Row[] {
       (s) => `${pct(s.utilisation)} (per span alone ${pct(s.utilisationPerSpan)})`,
     ),
     row('first burst: calls admitted per second', (s) => fmt(s.burstCallsPerSecond)),
+    row('a call a window later than the one 120 calls before: lag median / max', (s) =>
+      s.windowLagMs ? `${fmt(s.windowLagMs.median / 1000, ' s')} / ${fmt(s.windowLagMs.max / 1000, ' s')}` : '—',
+    ),
     row('limiter history: events per call', (s) => (s.limiterHistory ? fmt(s.limiterHistory.eventsPerCall) : '—')),
   ];
 }
