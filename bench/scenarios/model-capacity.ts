@@ -107,8 +107,10 @@ export interface CapacitySide {
     attempts: number;
     /** Attempts after the first of an activity (Temporal retried it). */
     retried: number;
-    /** ActivityTaskFailed / ActivityTaskTimedOut events. */
+    /** ActivityTaskFailed / ActivityTaskTimedOut events: attempts that failed for good (a retried one leaves none). */
     failed: number;
+    /** Why attempts were retried: the distinct `lastFailure` messages of the retries' started events (at most 5). */
+    retryCauses: string[];
   };
   /** When the fake admitted each call, ms after the first request (empty when its timeline was cut off). */
   admittedAtMs: number[];
@@ -267,7 +269,7 @@ async function allRuns(client: Client, workflowId: string) {
 
 /** The elements' activity attempts, retries and failures, from their histories. */
 async function elementAttempts(client: Client, itemId: string, elements: number): Promise<CapacitySide['temporal']> {
-  const counts = { attempts: 0, retried: 0, failed: 0 };
+  const counts = { attempts: 0, retried: 0, failed: 0, retryCauses: [] as string[] };
   await mapLimited(
     Array.from({ length: elements }, (_, i) => i),
     16,
@@ -277,7 +279,12 @@ async function elementAttempts(client: Client, itemId: string, elements: number)
         const started = event.activityTaskStartedEventAttributes;
         if (started) {
           counts.attempts++;
-          if ((started.attempt ?? 1) > 1) counts.retried++;
+          if ((started.attempt ?? 1) > 1) {
+            counts.retried++;
+            const failure = started.lastFailure;
+            const cause = `${failure?.message ?? 'no failure recorded'}${failure?.timeoutFailureInfo ? ` (timeout ${String(failure.timeoutFailureInfo.timeoutType)})` : ''}`;
+            if (counts.retryCauses.length < 5 && !counts.retryCauses.includes(cause)) counts.retryCauses.push(cause);
+          }
         }
         if (event.activityTaskFailedEventAttributes || event.activityTaskTimedOutEventAttributes) counts.failed++;
       }
@@ -429,7 +436,8 @@ async function runSide(
     progress(
       `${name}: ${fmt(wallMs / 1000)} s, ${stats.rateLimited} 429s, max ${stats.maxInFlight} in flight, ` +
         `max ${stats.maxWindowTokens} tokens in a window, utilisation ${side.utilisation ?? '—'}, ` +
-        `${temporalCounts.retried} retried / ${temporalCounts.failed} failed attempts`,
+        `${temporalCounts.retried} retried / ${temporalCounts.failed} failed attempts` +
+        (temporalCounts.retryCauses.length > 0 ? ` (retried after: ${temporalCounts.retryCauses.join(' | ')})` : ''),
     );
     return side;
   } finally {
@@ -490,7 +498,9 @@ export function limiterMisses(side: CapacitySide, scaled: boolean): string[] {
     misses.push(`${side.fake.maxWindowTokens} tokens in a window (limit ${CAPACITY_LIMITS.tokensPerMinute})`);
   if (side.fake.rateLimited > 0) misses.push(`${side.fake.rateLimited} 429s`);
   if (side.temporal.retried > 0 || side.temporal.failed > 0)
-    misses.push(`${side.temporal.retried} attempts retried, ${side.temporal.failed} failed`);
+    misses.push(
+      `${side.temporal.retried} attempts retried, ${side.temporal.failed} failed (${side.temporal.retryCauses.join(' | ')})`,
+    );
   if (!scaled && (side.utilisation ?? 0) < UTILISATION_GOAL)
     misses.push(`utilisation ${side.utilisation ?? '—'} (goal ≥ ${UTILISATION_GOAL})`);
   return misses;
