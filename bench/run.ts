@@ -4,7 +4,7 @@
  *
  * Flags: `--quick` (CI size, under two minutes plus the model-capacity scenario's own budget), `--medium`, default
  * full; `--only=fan-out-items` (or `worker-start`, `cli-start`, `inbox`, `model-capacity`) runs that one scenario at
- * the mode's sizes (after the warm-up; the inbox and model capacity without the main environment, on a server of their own) and
+ * the mode's sizes (after the warm-up; the inbox and model capacity without it, each on a server of its own) and
  * writes `bench/results/<mode>-<scenario>.json`. See BENCHMARKS.md.
  */
 import { randomUUID } from 'node:crypto';
