@@ -2,9 +2,10 @@
  * `npm run bench` / `npm run bench:quick`: runs every scenario on Treadle and on the raw-Temporal baseline
  * against one dev server in this process, prints a table, and writes `bench/results/<mode>.json`.
  *
- * Flags: `--quick` (CI size, under two minutes), `--medium`, default full; `--only=fan-out-items` (or
- * `worker-start`, `cli-start`, `inbox`) runs that one scenario at the mode's sizes (after the warm-up) and writes
- * `bench/results/<mode>-<scenario>.json`. See BENCHMARKS.md.
+ * Flags: `--quick` (CI size, under two minutes plus the model-capacity scenario's own budget), `--medium`, default
+ * full; `--only=fan-out-items` (or `worker-start`, `cli-start`, `inbox`, `model-capacity`) runs that one scenario at
+ * the mode's sizes (after the warm-up; the inbox and model capacity without it, each on a server of its own) and
+ * writes `bench/results/<mode>-<scenario>.json`. See BENCHMARKS.md.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
@@ -41,6 +42,7 @@ import { serverWork, type ServerWorkResult } from './scenarios/server-work';
 import { LISTING_GOAL_MS, waitingItems, type WaitingItemsResult } from './scenarios/waiting-items';
 import { tddTree, type TddTreeResult } from './scenarios/tdd-tree';
 import { inbox, inboxGoals, type InboxResult } from './scenarios/inbox';
+import { modelCapacity, modelCapacityGoals, type ModelCapacityResult } from './scenarios/model-capacity';
 import { round } from './statistics';
 
 /** Goals from the issue. */
@@ -94,6 +96,8 @@ export interface BenchResults {
     separateProcesses: SeparateProcessesResult | null;
     /** The review inbox at the mode's size, on a server of its own; null when the sizes say 0. */
     inbox: InboxResult | null;
+    /** Three `treadle worker` processes against a rate-limited fake provider, with and without a limits file. */
+    modelCapacity: ModelCapacityResult;
   };
   goals: Goal[];
   table: Row[];
@@ -108,6 +112,7 @@ const ALONE = {
   'worker-start': workerStart,
   'cli-start': cliStart,
   inbox,
+  'model-capacity': modelCapacity,
 } as const;
 
 /** What `--only=<scenario>` writes. */
@@ -169,6 +174,8 @@ async function warmUp(ctx: ScenarioContext): Promise<void> {
 }
 
 function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults['scenarios']): Goal[] {
+  // The model-capacity scenario waits on a per-minute limit by design: it has a budget of its own.
+  const restMs = durationMs - s.modelCapacity.scenarioMs;
   const goals: Goal[] = [
     {
       goal: 'throughput: Treadle items/s ÷ baseline items/s',
@@ -237,13 +244,14 @@ function evaluateGoals(mode: Sizes['mode'], durationMs: number, s: BenchResults[
         ]
       : []),
     ...(s.inbox ? inboxGoals(s.inbox, mode) : []),
+    ...modelCapacityGoals(s.modelCapacity),
   ];
   if (mode === 'quick')
     goals.push({
-      goal: 'quick mode wall time (ms)',
-      measured: round(durationMs, 0),
+      goal: 'quick mode wall time, model capacity aside (ms)',
+      measured: round(restMs, 0),
       target: `< ${QUICK_MODE_BUDGET_MS}`,
-      met: durationMs < QUICK_MODE_BUDGET_MS,
+      met: restMs < QUICK_MODE_BUDGET_MS,
     });
   return goals;
 }
@@ -338,6 +346,15 @@ async function main(): Promise<void> {
   process.once('SIGINT', interrupt);
   process.once('SIGTERM', interrupt);
   try {
+    if (only === 'model-capacity') {
+      // A server and workers of its own: the main environment would only cost time.
+      const environment = describeHost();
+      const { result, rows } = await modelCapacity({ sizes, tag: randomUUID().slice(0, 8), progress });
+      const durationMs = performance.now() - started;
+      const goals = modelCapacityGoals(result);
+      writeAlone({ mode, only, sizes, startedAt, durationMs, environment, table: rows, goals, result }, suffix);
+      return;
+    }
     if (only === 'inbox') {
       // A server of its own and both bundles are all it needs: the main environment would only cost time.
       const environment = describeHost();
@@ -381,7 +398,10 @@ async function main(): Promise<void> {
       );
       return;
     }
-    const scenarios: Omit<BenchResults['scenarios'], 'serverSettings' | 'separateProcesses' | 'inbox'> = {
+    const scenarios: Omit<
+      BenchResults['scenarios'],
+      'serverSettings' | 'separateProcesses' | 'inbox' | 'modelCapacity'
+    > = {
       // First, while no work items are in flight: it measures the wall time of short processes.
       cliStart: await run(cliStart),
       workerStart: sizes.processStarts ? await run(workerStart) : null,
@@ -409,12 +429,16 @@ async function main(): Promise<void> {
     // Last, on a server of its own: it leaves thousands of workflows behind. Quick mode runs it alone
     // (`.ci/run`: `run.js --quick --only=inbox`), so the quick run keeps its two-minute budget.
     const inboxResult = sizes.inboxDecisions > 0 && sizes.mode !== 'quick' ? await run((c) => inbox(c, bundles)) : null;
+    // Issue 39: three `treadle worker` processes and a rate-limited fake provider, on a server of its own (scaled
+    // below the full mode, with a budget of its own: it waits on a per-minute limit by design).
+    const capacity = await run(modelCapacity);
     const durationMs = performance.now() - started;
     const all: BenchResults['scenarios'] = {
       ...scenarios,
       serverSettings: servers,
       separateProcesses: separate,
       inbox: inboxResult,
+      modelCapacity: capacity,
     };
     const goals = evaluateGoals(mode, durationMs, all);
     const results: BenchResults = {
