@@ -47,6 +47,12 @@ export const CAPACITY_LIMITS = { concurrency: 8, tokensPerMinute: 60_000 } as co
 /** The issue's provider: 50 ms a reply, about 500 tokens a call (the fake: 400 in, 100 out). */
 const LATENCY_MS = 50;
 const TOKENS_PER_REPLY = 500;
+/**
+ * The elements' `max_tokens`, as docs/deploy.md advises for short replies: a call in flight reserves its
+ * `max_tokens` against a token limit until its reply's usage replaces it (as providers' own limiters do), so at
+ * the default 4096 only 112 calls of 500 tokens fit a minute of 60,000 (BENCHMARKS.md "Model capacity").
+ */
+const MAX_TOKENS = 1024;
 /** The goal on the limiter side: utilisation of the binding limit (tokens). */
 export const UTILISATION_GOAL = 0.9;
 /** The issue's size; quick and medium modes run {@link SCALED_ELEMENTS}. */
@@ -200,6 +206,7 @@ function capacityPipelineSpec(elements: number) {
             agent: 'anthropic',
             with: {
               model: MODEL,
+              max_tokens: MAX_TOKENS,
               prompt: 'Summarize element {{ input }} in one line.',
               output_schema: { type: 'object', properties: { summary: { type: 'string' } }, required: ['summary'] },
             },
