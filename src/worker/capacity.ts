@@ -35,6 +35,8 @@ export const LIMITS_ENV = 'TREADLE_LIMITS';
 const WAIT_NOTICE_MS = 500;
 /** While it waits, the call says again what holds it back this often. */
 const WAIT_REFRESH_MS = 5_000;
+/** ... and this soon when the limiter did not say (not started yet, busy): the next answer names the limit. */
+const WAIT_RETRY_MS = 1_000;
 
 /**
  * The limits `TREADLE_LIMITS` names (a path, relative to the working directory), or undefined when it is unset
@@ -179,17 +181,19 @@ class WaitNotice {
 
   private async say(): Promise<void> {
     let waitingFor: string;
+    let answered = true;
     try {
       waitingFor = describeUsage(await this.gate.usage());
     } catch {
+      answered = false;
       const binds = this.gate.lastWaiting[0]?.binds;
-      waitingFor = binds ? `the ${binds.replace(/_/g, ' ')} limit` : 'capacity';
+      waitingFor = binds ? `the ${binds.replace(/_/g, ' ')} limit` : 'capacity (the limiter has not answered yet)';
     }
     if (this.ended) return;
     const details: CapacityWaitDetails = { capacity: { scope: this.scope, waitingFor, since: this.since } };
     heartbeatWith({ ...details });
     this.said = true;
-    this.timer = setTimeout(() => void this.say(), WAIT_REFRESH_MS);
+    this.timer = setTimeout(() => void this.say(), answered ? WAIT_REFRESH_MS : WAIT_RETRY_MS);
   }
 
   end(): void {
