@@ -3,6 +3,7 @@
  * and a baseline worker on separate task queues in this process, clients for both, and a record of the
  * machine, versions and settings that goes into the results.
  */
+import { runCleanups } from './scenario';
 import { Client, Connection } from '@temporalio/client';
 import {
   bundleWorkflowCode,
@@ -160,13 +161,7 @@ export async function startEnvironment(
   // Idempotent: a failure handler and the normal path may both ask for it.
   const shutdown = (): Promise<void> =>
     (stopped ??= (async () => {
-      for (const cleanup of cleanups.reverse()) {
-        try {
-          await cleanup();
-        } catch (error) {
-          process.stderr.write(`bench: cleanup failed: ${(error as Error).message}\n`);
-        }
-      }
+      await runCleanups(cleanups, (m) => process.stderr.write(`bench: ${m}\n`));
     })());
   try {
     progress('starting the Temporal dev server and bundling workflows...');

@@ -256,3 +256,20 @@ export function nowMs(): number {
 export function partsText(p: TransitionParts): string {
   return `${fmt(p.wftQueue)} / ${fmt(p.wftRun)} / ${fmt(p.activityQueue)} ms`;
 }
+
+/**
+ * Runs a scenario's cleanups, the last registered first; one that fails is reported through `say` (as "cleanup
+ * failed: …") and the rest still run.
+ */
+export async function runCleanups(
+  cleanups: readonly (() => Promise<unknown> | unknown)[],
+  say: (message: string) => unknown,
+): Promise<void> {
+  for (const cleanup of [...cleanups].reverse()) {
+    try {
+      await cleanup();
+    } catch (error) {
+      say(`cleanup failed: ${(error as Error).message}`);
+    }
+  }
+}

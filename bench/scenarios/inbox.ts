@@ -39,6 +39,7 @@ import {
   type ScenarioContext,
   type ScenarioResult,
   type Timed,
+  runCleanups,
 } from '../scenario';
 import { median, round } from '../statistics';
 import {
@@ -387,13 +388,7 @@ export async function inbox(
     };
     return { result, rows: inboxRows(result) };
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch (error) {
-        progress(`cleanup failed: ${(error as Error).message}`);
-      }
-    }
+    await runCleanups(cleanups, (m) => progress(m));
   }
 }
 

@@ -38,7 +38,7 @@ import {
 } from '../../test/support/fake-anthropic';
 import { TIMELINE_LIMIT } from '../../test/support/fake-anthropic-limits';
 import { eventCounts, readHistory } from '../history';
-import { fmt, mapLimited, nowMs, type Row, type ScenarioContext, type ScenarioResult } from '../scenario';
+import { fmt, mapLimited, nowMs, type Row, type ScenarioContext, type ScenarioResult, runCleanups } from '../scenario';
 import { median, round } from '../statistics';
 import { serverOfItsOwn } from './separate-processes';
 
@@ -448,13 +448,7 @@ async function runSide(
     );
     return side;
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch (error) {
-        progress(`${name}: cleanup failed: ${(error as Error).message}`);
-      }
-    }
+    await runCleanups(cleanups, (m) => progress(`${name}: ${m}`));
   }
 }
 
@@ -569,13 +563,7 @@ export async function modelCapacity(
     if (result.limiterMisses.length > 0) progress(`LIMITER MISSED: ${result.limiterMisses.join('; ')}`);
     return { result, rows: rowsOf(result) };
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch (error) {
-        progress(`cleanup failed: ${(error as Error).message}`);
-      }
-    }
+    await runCleanups(cleanups, (m) => progress(m));
   }
 }
 

@@ -20,7 +20,7 @@ import { freePort, startDevServer, type DevServer } from '../../src/server/dev-s
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { cpuSnapshot, cpuSpent, processCpuMs } from '../cpu';
 import { BENCH_ANSWER_WAIT_MS, SQLITE_PRAGMAS, type WorkflowBundles } from '../environment';
-import { fmt, fmtRatio, mapLimited, type ScenarioContext, type ScenarioResult } from '../scenario';
+import { fmt, fmtRatio, mapLimited, type ScenarioContext, type ScenarioResult, runCleanups } from '../scenario';
 import { baselineSide, treadleSide, type Side, type SideName } from '../sides';
 import { ratio, round } from '../statistics';
 import { roundRatiosRow, summarizeRoundRatios, type RoundRatioSummary } from './throughput';
@@ -244,12 +244,6 @@ export async function separateProcesses(
       ],
     };
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch (error) {
-        progress(`cleanup failed: ${(error as Error).message}`);
-      }
-    }
+    await runCleanups(cleanups, (m) => progress(m));
   }
 }

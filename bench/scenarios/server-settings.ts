@@ -34,6 +34,7 @@ import {
   nowMs,
   type ScenarioContext,
   type ScenarioResult,
+  runCleanups,
 } from '../scenario';
 import { schedulingLatencies } from '../history';
 import { distribution, ratio, round, type Distribution } from '../statistics';
@@ -208,13 +209,7 @@ async function measureConfiguration(
       cpuPerItemMs: { process: round(processMs / total), server: serverMs === null ? null : round(serverMs / total) },
     };
   } finally {
-    for (const stop of stops.reverse()) {
-      try {
-        await stop();
-      } catch (error) {
-        ctx.progress(`server settings: cleanup failed: ${(error as Error).message}`);
-      }
-    }
+    await runCleanups(stops, (m) => ctx.progress(`server settings: ${m}`));
   }
 }
 
