@@ -89,6 +89,8 @@ const PROBE_TIMEOUT_MS = 2_000;
 /** Quiet while a normal start takes its second or two; then say what we wait for, now and then. */
 const FIRST_PROGRESS_AFTER_MS = 5_000;
 const PROGRESS_EVERY_MS = 15_000;
+/** A dev server that crashes while starting (a Go panic, exit code 2: seen once under a loaded CI) is started again, once. */
+const START_ATTEMPTS_AFTER_CRASH = 2;
 
 /**
  * Dynamic config every Treadle dev server runs with: Temporal's priority and fairness of task dispatch, off by
@@ -205,21 +207,19 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   });
 
   const logFile = options.logFile ?? `${dbFile}.log`;
-  const server = startWatched({ command: binary.path, args, logFile });
-  try {
-    // The hint names the variable only when the variable (or its default) set the deadline.
-    const hint =
-      options.readyTimeoutMs === undefined
-        ? `; raise ${SERVER_START_TIMEOUT_ENV} (seconds) if this machine is slow`
-        : '';
-    await waitUntilReady({ server, address, namespace, timeoutMs: readyTimeoutMs, hint, logFile, progress });
-  } catch (error) {
-    await server.stop();
-    const detail = server.logTail();
-    throw new Error(
-      `the Temporal dev server (${describe(binary)}) did not start on ${address}: ${(error as Error).message}${detail ? `\n    ${detail.split('\n').join('\n    ')}` : ''}\n    (full log: ${logFile})`,
-    );
-  }
+  // The hint names the variable only when the variable (or its default) set the deadline.
+  const hint =
+    options.readyTimeoutMs === undefined ? `; raise ${SERVER_START_TIMEOUT_ENV} (seconds) if this machine is slow` : '';
+  const server = await startReady({
+    binary,
+    args,
+    logFile,
+    address,
+    namespace,
+    timeoutMs: readyTimeoutMs,
+    hint,
+    progress,
+  });
   const pid = await server.started;
   return {
     address,
@@ -234,6 +234,40 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
       : {}),
     stop: () => server.stop(),
   };
+}
+
+/**
+ * Starts the CLI's dev server and resolves once it answers; a crash while starting (exit code 2, a Go panic or
+ * fatal runtime error, not a refusal of these arguments, which is code 1) is started again, once.
+ */
+async function startReady(args: {
+  binary: ResolvedBinary;
+  args: string[];
+  logFile: string;
+  address: string;
+  namespace: string;
+  timeoutMs: number;
+  hint: string;
+  progress: (message: string) => void;
+}): Promise<WatchedProcess> {
+  const { binary, logFile, address, progress } = args;
+  for (let attempt = 1; ; attempt++) {
+    const server = startWatched({ command: binary.path, args: args.args, logFile });
+    try {
+      await waitUntilReady({ ...args, server });
+      return server;
+    } catch (error) {
+      await server.stop();
+      const detail = server.logTail();
+      if (/exited with code 2 /.test((error as Error).message) && attempt < START_ATTEMPTS_AFTER_CRASH) {
+        progress(`The Temporal dev server crashed while starting (${detail.split('\n')[0]}); starting it again`);
+        continue;
+      }
+      throw new Error(
+        `the Temporal dev server (${describe(binary)}) did not start on ${address}: ${(error as Error).message}${detail ? `\n    ${detail.split('\n').join('\n    ')}` : ''}\n    (full log: ${logFile})`,
+      );
+    }
+  }
 }
 
 function describe(binary: ResolvedBinary): string {

@@ -77,7 +77,7 @@ export interface WatchedProcess {
   pid(): number | undefined;
   /** Why the server is not running any more (`exited with code 1`, …), or undefined while it runs. */
   exited(): string | undefined;
-  /** The last lines of the server's log (and of the watchdog's own errors), for error messages. */
+  /** The last lines of the server's log (and of the watchdog's own errors), a Go crash's reason first, for error messages. */
   logTail(lines?: number): string;
   /** Stops the server (SIGTERM, then SIGKILL after the grace period) and resolves once it is gone. */
   stop(): Promise<void>;
@@ -144,13 +144,7 @@ export function startWatched(options: WatchedOptions): WatchedProcess {
     started,
     pid: () => serverPid,
     exited: () => exited,
-    logTail: (lines = 5) =>
-      [tailOf(options.logFile).split(marker).pop()!, watchdogErrors]
-        .join('\n')
-        .split('\n')
-        .filter((line) => line.trim() !== '')
-        .slice(-lines)
-        .join('\n'),
+    logTail: (lines = 5) => lastLines([tailOf(options.logFile).split(marker).pop()!, watchdogErrors].join('\n'), lines),
     stop: () =>
       (stopping ??= (async () => {
         if (watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill('SIGTERM');
@@ -173,6 +167,14 @@ function killGroup(pid: number | undefined): void {
 }
 
 /** The last 4 KB of a file, or '' when it cannot be read. */
+/** The last `lines` non-empty lines of `text`; a Go crash's reason (its first line) first, the trace's end after. */
+function lastLines(text: string, lines: number): string {
+  const all = text.split('\n').filter((line) => line.trim() !== '');
+  const crash = all.findIndex((line) => /^(panic|fatal error): /.test(line));
+  const tail = all.slice(-lines);
+  return (crash >= 0 && crash < all.length - lines ? [all[crash]!, '...', ...tail.slice(1)] : tail).join('\n');
+}
+
 function tailOf(file: string): string {
   try {
     const size = statSync(file).size;

@@ -4,6 +4,8 @@
  *   delay readiness: the old readiness check shared that probe's subchannel, stuck in reconnect backoff;
  * - a server that is slow to start is waited for, with progress naming what is awaited and the log file;
  * - a server process that exits fails the start at once, quoting its log;
+ * - a server that crashes while starting (a Go panic, exit code 2) is started again, once; the error of one that
+ *   crashes twice quotes the panic's first line, not only the end of its stack trace;
  * - a server that stays alive but never answers is stopped at the deadline (TREADLE_SERVER_START_TIMEOUT),
  *   not left behind;
  * - a port that is already taken is reported before anything is started.
@@ -149,6 +151,59 @@ it('fails at once, quoting its log, when the server process exits', async () => 
   );
   expect(failure?.message).toContain('Error: unknown flag: --bogus');
   expect(failure?.message).toContain(`(full log: ${path.join(dir, 'exits.sqlite.log')})`);
+}, 30_000);
+
+/** A Go panic as the CLI prints it: the reason, then a stack trace longer than an error message's tail. */
+const PANIC = [
+  'echo "panic: failed assigning ephemeral port: failed to assign a free port: accept: too many open files" >&2',
+  'echo "" >&2',
+  'echo "goroutine 1 [running]:" >&2',
+  'for i in 1 2 3 4 5 6 7 8; do echo "main.frame$i()" >&2; echo "	/src/frame$i.go:$i +0x1$i" >&2; done',
+  'exit 2',
+].join('\n');
+
+it('starts a server that crashed while starting again, once, and says so', async () => {
+  const port = await freePort();
+  const runs = path.join(dir, 'crash-once.runs');
+  const messages: string[] = [];
+  const server = await withFakeCli(
+    'crash-once-temporal',
+    `echo run >> "${runs}"\nif [ "$(wc -l < "${runs}")" -eq 1 ]; then\n${PANIC}\nfi\nexec "${realBinary}" "$@"`,
+    () =>
+      startDevServer({
+        port,
+        dbFile: path.join(dir, 'crash-once.sqlite'),
+        headless: true,
+        allowDownload: false,
+        progress: (m) => messages.push(m),
+      }),
+  );
+  started.push(server);
+  expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(2);
+  expect(messages).toContain(
+    'The Temporal dev server crashed while starting (panic: failed assigning ephemeral port: failed to assign a free port: accept: too many open files); starting it again',
+  );
+  expect(server.address).toBe(`127.0.0.1:${port}`);
+}, 60_000);
+
+it('gives up on a server that crashes twice, quoting the panic and the end of its trace', async () => {
+  const runs = path.join(dir, 'crash-always.runs');
+  const failure = await withFakeCli('crash-always-temporal', `echo run >> "${runs}"\n${PANIC}`, async () =>
+    startDevServer({
+      port: await freePort(),
+      dbFile: path.join(dir, 'crash-always.sqlite'),
+      headless: true,
+      allowDownload: false,
+      progress: () => undefined,
+    }).then(
+      () => undefined,
+      (error: Error) => error,
+    ),
+  );
+  expect(readFileSync(runs, 'utf8').trim().split('\n')).toHaveLength(2);
+  expect(failure?.message).toMatch(
+    /did not start on 127\.0\.0\.1:\d+: the server process exited with code 2 before it answered\n {4}panic: failed assigning ephemeral port: .*too many open files\n {4}\.\.\.\n(?: {4}.*\n){3} {4}\t\/src\/frame8\.go:8 \+0x18\n/,
+  );
 }, 30_000);
 
 it('stops a server that is alive but never answers once TREADLE_SERVER_START_TIMEOUT passes', async () => {
