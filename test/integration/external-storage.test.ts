@@ -24,7 +24,7 @@ import { FileBlobStore, MemoryBlobStore } from '../../src/storage/blob-store';
 import { BLOB_STORE_DRIVER_NAME, blobStoreDriver, treadleExternalStorage } from '../../src/storage/external-storage';
 import { resolveReviewUpdate } from '../../src/workflow-kit/messages';
 import { createWorker, defaultRegistry } from '../../src/worker';
-import { eventually, testAddress } from '../support/harness';
+import { eventually, HARNESS_ANSWER_WAIT_MS, testAddress } from '../support/harness';
 
 const MB = 1024 * 1024;
 const THRESHOLD = 256 * 1024;
@@ -72,7 +72,7 @@ beforeAll(async () => {
   connection = await Connection.connect({ address });
   client = new Client({ connection, dataConverter: { externalStorage } });
   plain = new Client({ connection });
-  treadle = new TreadleClient(client, { taskQueue, blobs });
+  treadle = new TreadleClient(client, { taskQueue, blobs, answerWaitMs: HARNESS_ANSWER_WAIT_MS });
 });
 
 afterAll(async () => {

@@ -16,7 +16,7 @@ import { createWorker } from '../../src/worker';
 import { TALLY_STEP_ACTIVITY } from '../fixtures/kinds/tally/kind';
 // Registers the kind's worker side in the table of kinds (src/kinds/index.ts).
 import '../fixtures/kinds/tally/worker/kind';
-import { testAddress } from '../support/harness';
+import { HARNESS_ANSWER_WAIT_MS, testAddress } from '../support/harness';
 
 const quiet = {
   trace: () => undefined,
@@ -47,7 +47,7 @@ beforeAll(async () => {
   const connection = await Connection.connect({ address: testAddress() });
   closing.push(connection, nativeConnection);
   temporal = new Client({ connection });
-  client = new TreadleClient(temporal, { taskQueue, blobs });
+  client = new TreadleClient(temporal, { taskQueue, blobs, answerWaitMs: HARNESS_ANSWER_WAIT_MS });
 }, 120_000);
 
 afterAll(async () => {

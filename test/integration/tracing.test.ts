@@ -14,7 +14,7 @@ import { TreadleCorrelationId } from '../../src/model/search-attributes';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { createTracing, WORKFLOW_TRACING_MODULE, type TreadleTracing } from '../../src/observability/tracing';
 import { createWorker } from '../../src/worker';
-import { testAddress } from '../support/harness';
+import { HARNESS_ANSWER_WAIT_MS, testAddress } from '../support/harness';
 
 const quiet = {
   trace: () => undefined,
@@ -46,7 +46,11 @@ beforeAll(async () => {
   running = worker.run();
   const connection = await Connection.connect({ address: testAddress() });
   connections = [connection, nativeConnection];
-  client = new TreadleClient(new Client({ connection, plugins: [tracing.plugin] }), { taskQueue, blobs });
+  client = new TreadleClient(new Client({ connection, plugins: [tracing.plugin] }), {
+    taskQueue,
+    blobs,
+    answerWaitMs: HARNESS_ANSWER_WAIT_MS,
+  });
 }, 120_000);
 afterAll(async () => {
   worker?.shutdown();
