@@ -312,13 +312,19 @@ export const FAILED_WORKFLOW_ENGINE = 6;
  */
 export const DECISIONS_ENGINE = 7;
 /**
+ * Engine version 8: reviewer attention (issue 40). A cancelled item records who cancelled it and why, and its
+ * pending approvals end `cancelled`; items announce their decisions to the notifier. Each is a command older
+ * items never issued, so items started on version 7 keep their paths (`EngineRules.reviewerAttention`).
+ */
+export const REVIEWER_ATTENTION_ENGINE = 8;
+/**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (docs/versioning.md). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
-export const ENGINE_VERSION = DECISIONS_ENGINE;
+export const ENGINE_VERSION = REVIEWER_ATTENTION_ENGINE;
 
 /** Whether a worker can start items on `version` (pinned while a deploy that raises it rolls out). */
 export function isEngineVersion(version: number): boolean {

@@ -92,6 +92,11 @@ export interface EngineRules extends KindEngineRules {
    * its status upsert, and the flag that asks its loop stages to list a failure like a review.
    */
   publishesDecisions: boolean;
+  /**
+   * Whether the item runs engine 8's reviewer-attention commands (who cancelled it and why, its approvals
+   * cancelled, decisions announced to the notifier); items of older versions keep their commands as they were.
+   */
+  reviewerAttention: boolean;
 }
 
 /** Where a stage's attempt log stands: its blob reference and how many attempts it holds. */

@@ -48,6 +48,7 @@ export const LIVE_ENGINE: EngineRules = {
     workflowKind(stage.run)?.callsModels === true || agentBackedStage(stage, agentBacked),
   failsWorkflow: true,
   publishesDecisions: true,
+  reviewerAttention: true,
 };
 
 /**

@@ -6,7 +6,13 @@
 import YAML from 'yaml';
 import { pipeline } from '../../src/kinds/builder';
 import { validatePipeline } from '../../src/kinds/pipeline';
-import { DECISIONS_ENGINE, ENGINE_VERSION, FAILED_WORKFLOW_ENGINE, type PendingReview } from '../../src/model/state';
+import {
+  DECISIONS_ENGINE,
+  ENGINE_VERSION,
+  FAILED_WORKFLOW_ENGINE,
+  REVIEWER_ATTENTION_ENGINE,
+  type PendingReview,
+} from '../../src/model/state';
 import { engineForAttributes } from '../../src/server/search-attributes';
 import { engineRules } from '../../src/workflows/legacy';
 import { failedLoopReview } from '../../src/kinds/loop/workflow';
@@ -74,10 +80,17 @@ describe('the reviewers: stage key', () => {
 });
 
 it('publishes decisions from engine 7 on; items of older engines keep their upserts', () => {
-  expect(ENGINE_VERSION).toBe(DECISIONS_ENGINE);
-  expect(engineRules(DECISIONS_ENGINE).publishesDecisions).toBe(true);
+  for (let version = DECISIONS_ENGINE; version <= ENGINE_VERSION; version++)
+    expect(engineRules(version).publishesDecisions).toBe(true);
   for (let version = 1; version < DECISIONS_ENGINE; version++)
     expect(engineRules(version).publishesDecisions).toBe(false);
+});
+
+it('runs reviewer-attention commands from engine 8 on only', () => {
+  expect(ENGINE_VERSION).toBe(REVIEWER_ATTENTION_ENGINE);
+  expect(engineRules(REVIEWER_ATTENTION_ENGINE).reviewerAttention).toBe(true);
+  for (let version = 1; version < REVIEWER_ATTENTION_ENGINE; version++)
+    expect(engineRules(version).reviewerAttention).toBe(false);
 });
 
 it('starts items on engine 6 until the namespace is known to have TreadleDecisionAt', () => {

@@ -13,12 +13,15 @@
  *
  * Engines 1–6 did not publish their pending decisions' change time (`publishesDecisions: false`).
  *
- * Engine 7 (ENGINE_VERSION) is the live path: ../work-item-run.ts, ../stage-runner.ts, ../stage-attempt.ts.
+ * Engines 1–7 ran no reviewer-attention commands (`reviewerAttention: false`).
+ *
+ * Engine 8 (ENGINE_VERSION) is the live path: ../work-item-run.ts, ../stage-runner.ts, ../stage-attempt.ts.
  */
 import {
   CALL_BATCH_ENGINE,
   CHAINED_STAGE_RUNNER_ENGINE,
   DECISIONS_ENGINE,
+  REVIEWER_ATTENTION_ENGINE,
   EVENT_DRIVEN_SCHEDULER_ENGINE,
   ENGINE_VERSION,
   FAILED_WORKFLOW_ENGINE,
@@ -43,6 +46,7 @@ export function engineRules(version: number | undefined): EngineRules {
 function rulesOf(version: number): EngineRules {
   if (version >= ENGINE_VERSION) return LIVE_ENGINE;
   let rules: EngineRules = { ...LIVE_ENGINE, version };
+  if (version < REVIEWER_ATTENTION_ENGINE) rules = { ...rules, reviewerAttention: false };
   if (version < DECISIONS_ENGINE) rules = { ...rules, publishesDecisions: false };
   if (version < FAILED_WORKFLOW_ENGINE)
     rules = { ...rules, failsWorkflow: false, fanOut: (run, outcome) => runFanOutWorkflow(run, outcome, false) };
