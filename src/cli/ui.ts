@@ -81,11 +81,14 @@ export function registerUiCommands(program: Command, withClient: WithClient): vo
     .description('make a token for a reviewer; it is printed once, with the address that signs in with it')
     .addOption(fileOption())
     .option('--url <url>', "the inbox's address, for the sign-in link", `http://${INBOX_HOST}:${INBOX_PORT}`)
-    .action((name: string, opts: { tokens?: string; url: string }) => {
+    .option('--groups <groups>', 'their reviewer groups, comma-separated (legal,leads; * is every group)')
+    .action((name: string, opts: { tokens?: string; url: string; groups?: string }) => {
       const file = tokensFile(opts.tokens);
-      const secret = load.inboxAuth().addToken(file, name);
+      const groups = opts.groups !== undefined ? opts.groups.split(',') : [];
+      const secret = load.inboxAuth().addToken(file, name, groups);
       process.stdout.write(`${secret}\n`);
-      process.stderr.write(`Token for ${name} added to ${file}; it is not shown again. Sign in at:\n`);
+      const inGroups = groups.length > 0 ? ` (groups ${groups.map((g) => g.trim()).join(', ')})` : '';
+      process.stderr.write(`Token for ${name}${inGroups} added to ${file}; it is not shown again. Sign in at:\n`);
       process.stderr.write(`  ${loginUrl(opts.url, secret)}\n`);
     });
   token
@@ -98,7 +101,7 @@ export function registerUiCommands(program: Command, withClient: WithClient): vo
         ? load
             .inboxAuth()
             .readTokensFile(file)
-            .map((e) => e.name)
+            .map((e) => (e.groups.length > 0 ? `${e.name} groups=${e.groups.join(',')}` : e.name))
         : [];
       process.stdout.write(names.length ? `${names.join('\n')}\n` : `no reviewer tokens in ${file}\n`);
     });

@@ -373,16 +373,18 @@ function refusalLines(activity: Activity, raw: unknown): Omit<AuditEntry, 'at' |
 
 function decision(name: string, arg: unknown, via: 'update' | 'signal', approvalSteps: ApprovalSteps): Entry {
   const a = (arg ?? {}) as RecordedDecisionArg & { action?: string };
+  // The reviewer group the inbox answered in, beside the name: "by alice (group legal)".
+  const inGroup = typeof a.group === 'string' && a.group !== '' ? ` (group ${a.group})` : '';
   if (name === 'decideApproval') {
     const decided = a.decision === 'approve' ? 'approved' : a.decision === 'reject' ? 'rejected' : a.decision;
-    const message = `${a.id} ${decided} by ${a.by ?? 'anonymous'}${a.reason ? `: ${a.reason}` : ''} (${via})`;
+    const message = `${a.id} ${decided} by ${a.by ?? 'anonymous'}${inGroup}${a.reason ? `: ${a.reason}` : ''} (${via})`;
     return { kind: 'approval', ...approvalSteps.get(String(a.id)), message };
   }
   if (name === 'resolveReview')
     return {
       kind: 'review',
       ...(a.stage ? { step: a.stage } : {}),
-      message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})`,
+      message: `review of ${a.stage}: ${a.outcome?.kind} by ${a.reviewer ?? 'anonymous'}${inGroup}${a.outcome?.reason ? `: ${a.outcome.reason}` : ''} (${via})`,
     };
   if (name === 'resumeLoop') {
     const done = a.action === 'abandon' ? 'abandoned' : 'resumed';

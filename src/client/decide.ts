@@ -44,19 +44,20 @@ export function decisionOf(key: string): DecisionTarget & { kind: DecisionKind }
   return { key, ...parsed };
 }
 
-/** Answers the decision `key` as `reviewer`. See `TreadleClient.decide`. */
+/** Answers the decision `key` as `reviewer` (in reviewer `group`, when given). See `TreadleClient.decide`. */
 export async function decide(
   ctx: DecisionContext,
   key: string,
   answer: DecisionAnswer,
   reviewer: string,
+  group?: string,
 ): Promise<DecisionOutcome> {
   const target = decisionOf(key);
   const problem = answerProblem(target.kind, answer);
   if (problem) throw new TreadleError(`cannot answer ${key}: ${problem}`, 'invalid_review');
   const kind = kindAnswers(target.kind);
   try {
-    return await kind.decide(ctx, target, answer, reviewer);
+    return await kind.decide(ctx, target, answer, reviewer, group);
   } catch (error) {
     // Refused without a worker, from the history: who decided first is known already.
     if (error instanceof AlreadyDecidedError) return { status: 'already_decided', ...error.decided };

@@ -62,12 +62,16 @@ export interface KindDecisions {
    * action needs; undefined when there is none.
    */
   answerProblem?(answer: DecisionAnswer): string | undefined;
-  /** Sends `answer` (already checked) as `reviewer`; rejects as the update the kind's workflow takes refuses it. */
+  /**
+   * Sends `answer` (already checked) as `reviewer`, in reviewer `group` when one is given (kinds whose decisions
+   * name reviewers record it beside the name); rejects as the update the kind's workflow takes refuses it.
+   */
   decide(
     ctx: DecisionContext,
     target: DecisionTarget,
     answer: DecisionAnswer,
     reviewer: string,
+    group?: string,
   ): Promise<DecisionOutcome>;
   /**
    * How the decision was made when the workflow no longer waits on it; undefined when it still waits (a refusal

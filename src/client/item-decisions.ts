@@ -116,13 +116,14 @@ async function reviewDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** A work item's stage reviews (`review` and `budget` decisions). */
 const itemDecisions: KindDecisions = {
-  async decide(ctx, { workflowId, subject }, answer, reviewer) {
+  async decide(ctx, { workflowId, subject }, answer, reviewer, group) {
     if (answer.action === 'edit')
       await ctx.parts.decisions.approveWithEdits(workflowId, subject, answer.artefact as Json, {
         reviewer,
         ...(answer.note !== undefined ? { note: answer.note } : {}),
+        ...(group ? { group } : {}),
       });
-    else await ctx.parts.decisions.review(workflowId, subject, reviewOutcome(answer), reviewer);
+    else await ctx.parts.decisions.review(workflowId, subject, reviewOutcome(answer), reviewer, group);
     return decidedBy(answer, reviewer);
   },
 

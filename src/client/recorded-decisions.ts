@@ -18,6 +18,8 @@ type Payload = temporal.api.common.v1.IPayload;
 export interface RecordedDecision {
   /** Who decided (the reviewer, the approver). */
   by?: string;
+  /** The reviewer group they decided in, when the inbox recorded one. */
+  group?: string;
   /** What they decided: approve, reject, approve_with_edits; approved, rejected. */
   outcome?: string;
   /** When the workflow took it (ISO 8601). */
@@ -47,6 +49,7 @@ export async function recordedReview(
   return {
     at,
     ...(arg.reviewer !== undefined ? { by: arg.reviewer } : {}),
+    ...(typeof arg.group === 'string' ? { group: arg.group } : {}),
     ...(arg.outcome?.kind !== undefined ? { outcome: arg.outcome.kind } : {}),
     ...(arg.outcome?.reason !== undefined ? { reason: arg.outcome.reason } : {}),
   };
@@ -74,6 +77,7 @@ export async function recordedApproval(
   return {
     at,
     by: arg.by ?? 'anonymous',
+    ...(typeof arg.group === 'string' ? { group: arg.group } : {}),
     ...(outcome !== undefined ? { outcome } : {}),
     ...(arg.reason !== undefined ? { reason: arg.reason } : {}),
   };
@@ -89,7 +93,7 @@ function openMemo<T>(description: WorkflowExecutionDescription, key: string): T 
 
 /** "approve by alice at …: why", as a message tells a recorded decision. */
 export function describeDecision(decision: RecordedDecision): string {
-  const by = decision.by !== undefined ? ` by ${decision.by}` : '';
+  const by = decision.by !== undefined ? ` by ${decision.by}${decision.group ? ` (group ${decision.group})` : ''}` : '';
   const why = decision.reason ? `: ${decision.reason}` : '';
   return `${decision.outcome ?? 'decided'}${by} at ${decision.at}${why}`;
 }

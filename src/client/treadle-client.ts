@@ -293,9 +293,17 @@ export class TreadleClient implements ClientParts {
     return this.decisions.changes(since);
   }
 
-  /** Alias of `client.decisions.decide`: answers a pending decision by key as `reviewer`. */
-  decide(key: string, answer: DecisionAnswer, reviewer = defaultReviewer()): Promise<DecisionOutcome> {
-    return this.decisions.decide(key, answer, reviewer);
+  /**
+   * Alias of `client.decisions.decide`: answers a pending decision by key as `reviewer`; `options.group` is the
+   * reviewer group recorded beside the name (not checked: the SDK acts with Temporal's access, not a reviewer's).
+   */
+  decide(
+    key: string,
+    answer: DecisionAnswer,
+    reviewer = defaultReviewer(),
+    options: { group?: string } = {},
+  ): Promise<DecisionOutcome> {
+    return this.decisions.decide(key, answer, reviewer, options);
   }
 
   /** Alias of `client.decisions.detail`: what a reviewer needs to judge one pending decision. */

@@ -238,4 +238,6 @@ export interface RecordedDecisionArg {
   decision?: string;
   by?: string;
   reason?: string;
+  /** The reviewer group the decision was made in (inbox answers to decisions addressed to groups). */
+  group?: string;
 }

@@ -1,7 +1,8 @@
 /**
- * Who the reviewer is, for the review inbox: a tokens file of `name sha256:<hex>` lines (only hashes are
- * stored), tokens presented at login or as `Authorization: Bearer`, and an optional user header set by a
- * trusted proxy. The identity found here is what `decide` records; a name in a request body never is.
+ * Who the reviewer is, for the review inbox: a tokens file of `name sha256:<hex> [groups=a,b]` lines (only hashes
+ * are stored), tokens presented at login or as `Authorization: Bearer`, and an optional user header (and groups
+ * header) set by a trusted proxy. The identity found here is what `decide` records; a name in a request body never
+ * is. A reviewer's groups decide which decisions they may answer ({@link mayAnswer}).
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -10,11 +11,21 @@ import { dirname } from 'node:path';
 /** How long a login lasts. */
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 
-/** A reviewer's name and the SHA-256 of their token. */
+/** A reviewer's name, the SHA-256 of their token, and the reviewer groups they belong to (`*`: every group). */
 export interface TokenEntry {
   name: string;
   hash: Buffer;
+  groups: readonly string[];
 }
+
+/** A signed-in reviewer: the name `decide` records and the groups they may answer for. */
+export interface Reviewer {
+  name: string;
+  groups: readonly string[];
+}
+
+/** The group that stands for every group: its member may answer any decision. */
+export const EVERY_GROUP = '*';
 
 /** A tokens file that cannot be used (unreadable by others' standards, or malformed). */
 export class TokensFileError extends Error {
@@ -27,9 +38,27 @@ export class TokensFileError extends Error {
 }
 
 const NAME = /^[A-Za-z0-9._@+-]{1,128}$/;
-const LINE = /^(\S+)\s+sha256:([0-9a-f]{64})$/;
+const LINE = /^(\S+)\s+sha256:([0-9a-f]{64})(?:\s+(\S.*))?$/;
+const GROUP = /^[A-Za-z0-9._@+-]{1,64}$/;
 
-/** Parses a tokens file's text: `name sha256:<hex>` per line, `#` comments and blank lines ignored. */
+/**
+ * A comma-separated list of groups (`legal,leads`, `*`), or why it is not one. Shared by the tokens file,
+ * `treadle ui token add --groups` and the proxy's groups header.
+ */
+export function parseGroups(text: string): string[] | string {
+  const groups = text.split(',').map((g) => g.trim());
+  const bad = groups.find((g) => g !== EVERY_GROUP && !GROUP.test(g));
+  if (bad !== undefined)
+    return bad === ''
+      ? 'an empty group name (a stray comma?)'
+      : `not a group name: ${JSON.stringify(bad)} (letters, digits, . _ @ + -, or * for every group)`;
+  return [...new Set(groups)];
+}
+
+/**
+ * Parses a tokens file's text: `name sha256:<hex>` per line, optionally followed by `groups=legal,leads`; `#`
+ * comments and blank lines ignored.
+ */
 export function parseTokens(text: string, file = 'tokens file'): TokenEntry[] {
   const entries: TokenEntry[] = [];
   text.split('\n').forEach((raw, i) => {
@@ -37,11 +66,46 @@ export function parseTokens(text: string, file = 'tokens file'): TokenEntry[] {
     if (line === '' || line.startsWith('#')) return;
     const match = LINE.exec(line);
     if (!match || !NAME.test(match[1]!)) {
-      throw new TokensFileError(`${file}:${i + 1}: expected "<name> sha256:<64 hex digits>"`);
+      throw new TokensFileError(`${file}:${i + 1}: expected "<name> sha256:<64 hex digits> [groups=<group>,…]"`);
     }
-    entries.push({ name: match[1]!, hash: Buffer.from(match[2]!, 'hex') });
+    let groups: string[] = [];
+    if (match[3] !== undefined) {
+      const field = /^groups=(\S+)$/.exec(match[3]);
+      const parsed = field ? parseGroups(field[1]!) : 'expected "groups=<group>,…" after the hash';
+      if (typeof parsed === 'string') throw new TokensFileError(`${file}:${i + 1}: ${parsed}`);
+      groups = parsed;
+    }
+    entries.push({ name: match[1]!, hash: Buffer.from(match[2]!, 'hex'), groups });
   });
   return entries;
+}
+
+/** The groups of reviewer `name` in `entries` (every line of that name; none when it has no line). */
+export function groupsOf(entries: readonly TokenEntry[], name: string): string[] {
+  return [...new Set(entries.filter((e) => e.name === name).flatMap((e) => e.groups))];
+}
+
+/**
+ * The groups a decision addressed to `reviewers` may be answered by: none (anyone may) when it names no group;
+ * a comma-separated `reviewers` names several, any one of which suffices.
+ */
+export function requiredGroups(reviewers: string | undefined): string[] {
+  return (reviewers ?? '')
+    .split(',')
+    .map((g) => g.trim())
+    .filter((g) => g !== '');
+}
+
+/**
+ * The group under which `reviewer` may answer a decision addressed to `reviewers`: undefined when the decision
+ * names no group (anyone may answer, no group is recorded), the first required group they belong to (`*`
+ * belongs to all), or `false` when they belong to none.
+ */
+export function answeringGroup(reviewer: Reviewer, reviewers: string | undefined): string | false | undefined {
+  const required = requiredGroups(reviewers);
+  if (required.length === 0) return undefined;
+  const member = required.find((g) => reviewer.groups.includes(g) || reviewer.groups.includes(EVERY_GROUP));
+  return member ?? false;
 }
 
 /** Reads a tokens file, refusing one that group or others can read (a copied hash list is a guessing target). */
@@ -55,12 +119,29 @@ export function readTokensFile(file: string): TokenEntry[] {
   return parseTokens(readFileSync(file, 'utf8'), file);
 }
 
-/** The tokens file line for `name` and a new token (the token is shown once; only its hash is kept). */
-export function newToken(name: string): { token: string; line: string } {
+/** "members of legal" / "members of legal or leads": who may answer a decision addressed to `reviewers`. */
+export function membersOf(reviewers: string): string {
+  const groups = requiredGroups(reviewers);
+  return `members of ${groups.length > 1 ? `${groups.slice(0, -1).join(', ')} or ${groups.at(-1)}` : groups[0]}`;
+}
+
+/** "in leads, ops" / "in no reviewer group": the groups a reviewer belongs to, in a sentence. */
+export function inGroups(reviewer: Reviewer): string {
+  return reviewer.groups.length > 0 ? `in ${reviewer.groups.join(', ')}` : 'in no reviewer group';
+}
+
+/**
+ * The tokens file line for `name` (in `groups`, when given) and a new token (the token is shown once; only its
+ * hash is kept).
+ */
+export function newToken(name: string, groups: readonly string[] = []): { token: string; line: string } {
   if (!NAME.test(name))
     throw new TokensFileError(`not a reviewer name: ${JSON.stringify(name)} (letters, digits, . _ @ + -)`);
+  const checked = groups.length > 0 ? parseGroups(groups.join(',')) : [];
+  if (typeof checked === 'string') throw new TokensFileError(`--groups: ${checked}`);
   const token = `trd_${randomBytes(24).toString('base64url')}`;
-  return { token, line: `${name} sha256:${sha256(token).toString('hex')}` };
+  const suffix = checked.length > 0 ? ` groups=${checked.join(',')}` : '';
+  return { token, line: `${name} sha256:${sha256(token).toString('hex')}${suffix}` };
 }
 
 /** The reviewer a token belongs to, or undefined; compared in constant time. */
@@ -77,10 +158,29 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match?.[1];
 }
 
-/** Trusted proxy header settings: the header is honoured only from these addresses. */
+/** Trusted proxy header settings: the headers are honoured only from these addresses. */
 export interface ProxyIdentity {
   header: string;
+  /** The header naming the reviewer's groups, comma-separated (default {@link PROXY_GROUPS_HEADER}). */
+  groupsHeader?: string;
   trustedAddresses: readonly string[];
+}
+
+/** The header a trusted proxy names the reviewer's groups in, unless configured otherwise. */
+export const PROXY_GROUPS_HEADER = 'X-Treadle-Groups';
+
+/**
+ * The groups a trusted proxy's groups header names for its reviewer (call it only once {@link reviewerFromProxy}
+ * found one): none when the header is absent or malformed, so a proxy's mistake grants nothing.
+ */
+export function groupsFromProxy(
+  proxy: ProxyIdentity,
+  headers: Record<string, string | string[] | undefined>,
+): string[] {
+  const value = headers[(proxy.groupsHeader ?? PROXY_GROUPS_HEADER).toLowerCase()];
+  if (typeof value !== 'string' || value.trim() === '') return [];
+  const groups = parseGroups(value);
+  return typeof groups === 'string' ? [] : groups;
 }
 
 /** The reviewer a trusted proxy names, or undefined when not configured, not from the proxy, or empty. */
@@ -192,17 +292,18 @@ export function sessionReviewer(
 }
 
 /**
- * `treadle ui token add <name>`: appends a new token's hash to `file` (created with mode 0600) and returns the
- * token, which is shown once. A name that already has a token is refused: remove its line first.
+ * `treadle ui token add <name> [--groups a,b]`: appends a new token's hash (and the reviewer's groups) to `file`
+ * (created with mode 0600) and returns the token, which is shown once. A name that already has a token is
+ * refused: remove its line first.
  */
-export function addToken(file: string, name: string): string {
+export function addToken(file: string, name: string, groups: readonly string[] = []): string {
   const existing = existsSync(file) ? readTokensFile(file) : [];
   if (existing.some((e) => e.name === name)) {
     throw new TokensFileError(
       `${name} already has a token in ${file}; treadle ui token remove ${name} first to replace it`,
     );
   }
-  const { token, line } = newToken(name);
+  const { token, line } = newToken(name, groups);
   mkdirSync(dirname(file), { recursive: true });
   appendFileSync(file, `${line}\n`, { mode: 0o600 });
   return token;

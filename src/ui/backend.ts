@@ -20,8 +20,11 @@ export interface InboxBackend {
   changes(since: Date): Promise<DecisionChange[]>;
   /** What the detail view shows for one decision; `attempts` limits the outputs read (a diff needs two). */
   detail(key: string, options?: { attempts?: readonly number[] }): Promise<DecisionDetail>;
-  /** Answers a decision as `reviewer` (the authenticated identity, never a name from the request). */
-  decide(key: string, answer: DecisionAnswer, reviewer: string): Promise<DecisionOutcome>;
+  /**
+   * Answers a decision as `reviewer` (the authenticated identity, never a name from the request), in reviewer
+   * `group` when the decision is addressed to groups (the one the reviewer belongs to, recorded for the audit).
+   */
+  decide(key: string, answer: DecisionAnswer, reviewer: string, group?: string): Promise<DecisionOutcome>;
   /** Checks an edited artefact against the stage's output schema; empty when it passes. */
   checkEdit(key: string, artefact: unknown): Promise<SchemaProblem[]>;
 }

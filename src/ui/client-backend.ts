@@ -11,7 +11,7 @@ export function clientBackend(client: TreadleClient): InboxBackend {
     list: () => client.listPendingDecisions(),
     changes: (since) => client.listDecisionChanges(since),
     detail: (key, options) => client.decisionDetail(key, options),
-    decide: (key, answer, reviewer) => client.decide(key, answer, reviewer),
+    decide: (key, answer, reviewer, group) => client.decide(key, answer, reviewer, group ? { group } : {}),
     checkEdit: (key, artefact) => client.checkEdit(key, artefact),
   };
 }

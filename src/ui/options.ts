@@ -16,6 +16,8 @@ export interface InboxSettings {
   tokensFile: string;
   /** A proxy's user header (`TREADLE_UI_USER_HEADER`); unset: no proxy identity. */
   userHeader?: string;
+  /** The proxy's header naming the reviewer's groups (`TREADLE_UI_GROUPS_HEADER`, default `X-Treadle-Groups`). */
+  groupsHeader?: string;
   /** The addresses the header is honoured from (`TREADLE_UI_TRUSTED_PROXIES`, default loopback). */
   trustedProxies: string[];
   /** The Temporal Web UI's address, for history links (`TREADLE_WEB_UI_URL`). */
@@ -37,6 +39,10 @@ export function inboxSettings(env: NodeJS.ProcessEnv = process.env): InboxSettin
   if (header && !HEADER.test(header)) {
     throw configError(`TREADLE_UI_USER_HEADER must be a header name such as X-Forwarded-User, got "${header}"`);
   }
+  const groupsHeader = env.TREADLE_UI_GROUPS_HEADER?.trim();
+  if (groupsHeader && !HEADER.test(groupsHeader)) {
+    throw configError(`TREADLE_UI_GROUPS_HEADER must be a header name such as X-Treadle-Groups, got "${groupsHeader}"`);
+  }
   const webUiUrl = env.TREADLE_WEB_UI_URL?.trim();
   if (webUiUrl && !/^https?:\/\/[^\s]+$/i.test(webUiUrl)) {
     throw configError(`TREADLE_WEB_UI_URL must be an http(s) address, got "${webUiUrl}"`);
@@ -45,6 +51,7 @@ export function inboxSettings(env: NodeJS.ProcessEnv = process.env): InboxSettin
   return {
     tokensFile: path.resolve(treadleHome(env), env.TREADLE_UI_TOKENS?.trim() || 'ui-tokens'),
     ...(header ? { userHeader: header } : {}),
+    ...(groupsHeader ? { groupsHeader } : {}),
     trustedProxies: proxies.length > 0 ? proxies : ['127.0.0.1', '::1'],
     ...(webUiUrl ? { webUiUrl } : {}),
     allowedHosts: list(env.TREADLE_UI_ALLOWED_HOSTS),
@@ -57,7 +64,11 @@ export function inboxSettings(env: NodeJS.ProcessEnv = process.env): InboxSettin
  */
 export function inboxAuth(settings: InboxSettings, onError?: (e: unknown) => void): InboxAuth {
   const proxy: ProxyIdentity | undefined = settings.userHeader
-    ? { header: settings.userHeader, trustedAddresses: settings.trustedProxies }
+    ? {
+        header: settings.userHeader,
+        ...(settings.groupsHeader ? { groupsHeader: settings.groupsHeader } : {}),
+        trustedAddresses: settings.trustedProxies,
+      }
     : undefined;
   const tokens = existsSync(settings.tokensFile) ? tokensFileSource(settings.tokensFile, onError) : undefined;
   if (!proxy && (!tokens || tokens().length === 0)) {

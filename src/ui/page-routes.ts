@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { answeringGroup, inGroups, membersOf, type Reviewer } from './auth';
 import type { InboxBackend } from './backend';
 import { InvalidCursorError, type DecisionIndex } from './decision-index';
 import { FilterError, parseFilter } from './filter';
@@ -18,8 +19,8 @@ import { errorPage, loginPage } from './pages/layout';
 export interface PageContext {
   backend: InboxBackend;
   index: DecisionIndex;
-  /** The signed-in reviewer, or undefined. */
-  reviewerOf(request: FastifyRequest): string | undefined;
+  /** The signed-in reviewer (with their groups now), or undefined. */
+  reviewerOf(request: FastifyRequest): Reviewer | undefined;
   webUiUrl?: string;
   /** The namespace in Web UI links. */
   namespace: string;
@@ -55,7 +56,7 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
   });
 
   app.get('/', async (request, reply) => {
-    const reviewer = ctx.reviewerOf(request);
+    const reviewer = ctx.reviewerOf(request)?.name;
     if (!reviewer) return reply.redirect('/login', 303);
     const q = request.query as Record<string, string | undefined>;
     try {
@@ -72,8 +73,9 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
   });
 
   app.get('/d/:key', async (request, reply) => {
-    const reviewer = ctx.reviewerOf(request);
-    if (!reviewer) return reply.redirect('/login', 303);
+    const signedIn = ctx.reviewerOf(request);
+    if (!signedIn) return reply.redirect('/login', 303);
+    const reviewer = signedIn.name;
     const { key } = request.params as { key: string };
     const detail = ctx.index.get(key) ? await ctx.index.whilePending(key, () => ctx.backend.detail(key)) : undefined;
     if (!detail) {
@@ -84,11 +86,17 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
       );
     }
     const withLink = ctx.webUiUrl ? { ...detail, webUiUrl: webUiLink(ctx.webUiUrl, ctx.namespace, detail) } : detail;
-    return send(reply, detailPage(withLink, reviewer, Date.now()));
+    // Addressed to groups the reviewer is in none of: shown read-only, saying why (the API answers 403).
+    const reviewers = detail.decision.reviewers;
+    const readOnly =
+      answeringGroup(signedIn, reviewers) === false
+        ? `Only ${membersOf(reviewers!)} can answer this decision; you are ${inGroups(signedIn)}.`
+        : undefined;
+    return send(reply, detailPage(withLink, reviewer, Date.now(), readOnly));
   });
 
   app.get('/d/:key/diff', async (request, reply) => {
-    const reviewer = ctx.reviewerOf(request);
+    const reviewer = ctx.reviewerOf(request)?.name;
     if (!reviewer) return reply.code(401).send({ error: 'unauthenticated', message: 'sign in with a reviewer token' });
     const { key } = request.params as { key: string };
     const { a, b } = request.query as { a?: string; b?: string };

@@ -9,7 +9,13 @@ import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { DecisionAnswer } from '../model/decisions';
 import {
+  answeringGroup,
   bearerToken,
+  requiredGroups,
+  groupsFromProxy,
+  groupsOf,
+  inGroups,
+  membersOf,
   reviewerForToken,
   reviewerFromProxy,
   sessionReviewer,
@@ -17,6 +23,7 @@ import {
   SESSION_TTL_MS,
   SignedOutSessions,
   type ProxyIdentity,
+  type Reviewer,
   type TokenEntry,
 } from './auth';
 import { hostAndPort, INBOX_HOST, INBOX_PORT } from './address';
@@ -106,10 +113,13 @@ interface Authentication {
   signedOut: SignedOutSessions;
   /** The verified session value of a request's cookie, or undefined. */
   sessionOf(request: FastifyRequest): string | undefined;
-  /** The reviewer a request is from: a bearer token, a trusted proxy's header, or a session cookie. */
-  identify(request: FastifyRequest): string | undefined;
+  /**
+   * The reviewer a request is from: a bearer token, a trusted proxy's header, or a session cookie. Their groups
+   * are read now (the tokens file as it is, the proxy's groups header), so a change applies without a new login.
+   */
+  identify(request: FastifyRequest): Reviewer | undefined;
   /** Authenticates; returns the reviewer or sends the refusal. */
-  guard(request: FastifyRequest, reply: FastifyReply): string | undefined;
+  guard(request: FastifyRequest, reply: FastifyReply): Reviewer | undefined;
 }
 
 /** Identifies reviewers by the configured tokens and proxy; an inbox with neither is refused at start. */
@@ -127,15 +137,17 @@ function authentication(auth: InboxAuth): Authentication {
     const unsigned = cookie ? request.unsignCookie(cookie) : undefined;
     return unsigned?.valid && unsigned.value ? unsigned.value : undefined;
   };
-  const identify = (request: FastifyRequest): string | undefined => {
+  const fromTokens = (name: string | undefined): Reviewer | undefined =>
+    name === undefined ? undefined : { name, groups: groupsOf(tokens(), name) };
+  const identify = (request: FastifyRequest): Reviewer | undefined => {
     const token = bearerToken(request.headers.authorization);
-    if (token !== undefined) return reviewerForToken(tokens(), token);
+    if (token !== undefined) return fromTokens(reviewerForToken(tokens(), token));
     const fromProxy = reviewerFromProxy(auth.proxy, request.socket.remoteAddress, request.headers);
-    if (fromProxy) return fromProxy;
+    if (fromProxy) return { name: fromProxy, groups: groupsFromProxy(auth.proxy!, request.headers) };
     const session = sessionOf(request);
-    return session ? sessionReviewer(session, tokens(), Date.now(), signedOut) : undefined;
+    return fromTokens(session ? sessionReviewer(session, tokens(), Date.now(), signedOut) : undefined);
   };
-  const guard = (request: FastifyRequest, reply: FastifyReply): string | undefined => {
+  const guard = (request: FastifyRequest, reply: FastifyReply): Reviewer | undefined => {
     const reviewer = identify(request);
     if (!reviewer) refuse(reply, 401, 'unauthenticated', 'sign in with a reviewer token');
     return reviewer;
@@ -207,9 +219,9 @@ interface ApiContext {
   backend: InboxBackend;
   index: DecisionIndex;
   /** Authenticates (the CSRF checks ran before, in the onRequest hook); the reviewer, or undefined once refused. */
-  guard(request: FastifyRequest, reply: FastifyReply): string | undefined;
+  guard(request: FastifyRequest, reply: FastifyReply): Reviewer | undefined;
   /** The reviewer a request is from now, or undefined (signed out, token removed or replaced). */
-  identify(request: FastifyRequest): string | undefined;
+  identify(request: FastifyRequest): Reviewer | undefined;
   refuse(reply: FastifyReply, status: number, error: string, message: string): FastifyReply;
 }
 
@@ -235,8 +247,11 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
   });
 
   app.post('/api/decisions/:key/check', async (request, reply) => {
-    if (!ctx.guard(request, reply)) return reply;
+    const reviewer = ctx.guard(request, reply);
+    if (!reviewer) return reply;
     const { key } = request.params as { key: string };
+    const reviewers = await addressedTo(ctx, key);
+    if (answeringGroup(reviewer, reviewers) === false) return notYours(reply, reviewers!, reviewer);
     const artefact = (request.body as { artefact?: unknown } | undefined)?.artefact;
     const errors = await ctx.index.whilePending(key, () => ctx.backend.checkEdit(key, artefact));
     return errors ? { errors } : notPending(ctx, reply, key);
@@ -248,8 +263,11 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const { key } = request.params as { key: string };
     const answer = answerOf(request.body);
     if (typeof answer === 'string') return ctx.refuse(reply, 422, 'refused', answer);
+    const reviewers = await addressedTo(ctx, key);
+    const group = answeringGroup(reviewer, reviewers);
+    if (group === false) return notYours(reply, reviewers!, reviewer);
     try {
-      const outcome = await ctx.backend.decide(key, answer, reviewer);
+      const outcome = await ctx.backend.decide(key, answer, reviewer.name, group);
       ctx.index.remove(key);
       return outcome.status === 'already_decided' ? reply.code(409).send(outcome) : outcome;
     } catch (e) {
@@ -264,8 +282,11 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     if (typeof batch === 'string') return ctx.refuse(reply, 422, 'refused', batch);
     const answer: DecisionAnswer = { action: batch.action, ...(batch.reason ? { reason: batch.reason } : {}) };
     const outcomes = await mapLimit(batch.keys, BATCH_CONCURRENCY, async (key) => {
+      const reviewers = await addressedTo(ctx, key);
+      const group = answeringGroup(reviewer, reviewers);
+      if (group === false) return { key, status: 'forbidden' as const, message: notYoursMessage(reviewers!, reviewer) };
       try {
-        const outcome = await ctx.backend.decide(key, answer, reviewer);
+        const outcome = await ctx.backend.decide(key, answer, reviewer.name, group);
         ctx.index.remove(key);
         return { key, ...outcome };
       } catch (e) {
@@ -279,7 +300,7 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const reviewer = ctx.guard(request, reply);
     if (!reviewer) return reply;
     // A stream outlives the request that opened it: it ends once its reviewer is no longer signed in.
-    streamEvents(ctx.index, request, reply, SECURITY_HEADERS, () => ctx.identify(request) === reviewer);
+    streamEvents(ctx.index, request, reply, SECURITY_HEADERS, () => ctx.identify(request)?.name === reviewer.name);
     return reply;
   });
 }
@@ -287,6 +308,33 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
 /** The 404 for a decision that is not (or no longer) pending. */
 function notPending(ctx: ApiContext, reply: FastifyReply, key: string): FastifyReply {
   return ctx.refuse(reply, 404, 'not_found', `no pending decision ${key}`);
+}
+
+/**
+ * The groups decision `key` is addressed to (`reviewers`), from the index, or from the decision itself when the
+ * index has not listed it yet (it polls). A decision neither knows is not pending: answering it tells who
+ * decided first, as before, and changes nothing.
+ */
+async function addressedTo(ctx: ApiContext, key: string): Promise<string | undefined> {
+  const listed = ctx.index.get(key);
+  if (listed) return listed.reviewers;
+  const detail = await ctx.backend.detail(key, { attempts: [] }).catch(() => undefined);
+  return detail?.decision.reviewers;
+}
+
+/**
+ * The 403 for a decision addressed to groups `reviewer` is in none of: `{ error: 'forbidden', message, groups }`,
+ * `groups` being the groups that may answer it.
+ */
+function notYours(reply: FastifyReply, reviewers: string, reviewer: Reviewer): FastifyReply {
+  return reply
+    .code(403)
+    .send({ error: 'forbidden', message: notYoursMessage(reviewers, reviewer), groups: requiredGroups(reviewers) });
+}
+
+/** "only members of legal can answer this decision; alice is in leads", as the API says it. */
+function notYoursMessage(reviewers: string, reviewer: Reviewer): string {
+  return `only ${membersOf(reviewers)} can answer this decision; ${reviewer.name} is ${inGroups(reviewer)}`;
 }
 
 /** How many decisions of a batch are answered at once. */

@@ -45,6 +45,8 @@ export const TEST_IDS = {
   actionAbandon: 'action-abandon',
   /** Notices: decided, already decided by someone else, errors. */
   notice: 'notice',
+  /** Why a decision for reviewer groups the reviewer is not in is shown without answer forms. */
+  readOnly: 'read-only',
   /** Login. */
   loginToken: 'login-token',
   loginSubmit: 'login-submit',

@@ -30,7 +30,9 @@ describe('tokens', () => {
   });
 
   it('refuses malformed lines and names, saying where', () => {
-    expect(() => parseTokens('alice sha256:abc', 'f')).toThrow('f:1: expected "<name> sha256:<64 hex digits>"');
+    expect(() => parseTokens('alice sha256:abc', 'f')).toThrow(
+      'f:1: expected "<name> sha256:<64 hex digits> [groups=<group>,…]"',
+    );
     expect(() => parseTokens(`# c\nal<ice sha256:${'0'.repeat(64)}`, 'f')).toThrow('f:2:');
     expect(() => newToken('a b')).toThrow(TokensFileError);
   });

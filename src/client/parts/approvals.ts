@@ -44,7 +44,7 @@ export class ApprovalsClient extends ClientPart {
   async decide(
     id: string,
     decision: 'approve' | 'reject',
-    options: { by?: string; reason?: string } = {},
+    options: { by?: string; reason?: string; group?: string } = {},
   ): Promise<ApprovalDecided> {
     const { client, answerWaitMs, reviewTimeoutMs } = this.context;
     const itemId = await approvalItem(client, id);
@@ -53,6 +53,8 @@ export class ApprovalsClient extends ClientPart {
       decision,
       by: options.by ?? defaultReviewer(),
       ...(options.reason !== undefined ? { reason: options.reason } : {}),
+      // The reviewer group decided for: kept in the update's argument for the audit; the workflow ignores it.
+      ...(options.group ? { group: options.group } : {}),
     };
     return this.context.call(itemId, async (h) => {
       try {

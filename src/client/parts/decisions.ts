@@ -52,9 +52,17 @@ export class DecisionsClient extends ClientPart {
     return listDecisionChanges(this.context.client, since).catch(this.context.rethrow);
   }
 
-  /** Answers a pending decision by key as `reviewer`; someone deciding first is `already_decided` (decide.ts). */
-  decide(key: string, answer: DecisionAnswer, reviewer = defaultReviewer()): Promise<DecisionOutcome> {
-    return decide(this.decisionContext(), key, answer, reviewer);
+  /**
+   * Answers a pending decision by key as `reviewer` (and in reviewer group `options.group`, recorded beside the
+   * name); someone deciding first is `already_decided` (decide.ts).
+   */
+  decide(
+    key: string,
+    answer: DecisionAnswer,
+    reviewer = defaultReviewer(),
+    options: { group?: string } = {},
+  ): Promise<DecisionOutcome> {
+    return decide(this.decisionContext(), key, answer, reviewer, options.group);
   }
 
   /** What a reviewer needs to judge one pending decision (see decision-detail.ts). */
@@ -70,20 +78,27 @@ export class DecisionsClient extends ClientPart {
   /**
    * Resolves a review; rejects with a clear message when the stage is not waiting or the input is bad. With no
    * worker answering within `answerWaitMs`, nothing is sent: a TreadleError `no_worker` says so, or, when the
-   * item's history shows the stage was decided already, an {@link AlreadyDecidedError} says by whom.
+   * item's history shows the stage was decided already, an {@link AlreadyDecidedError} says by whom. `group`, the
+   * reviewer group answered for, goes into the update's argument beside `reviewer`, for the audit (the workflow
+   * ignores it).
    */
   async review(
     id: string,
     stage: string,
     outcome: ReviewOutcome,
     reviewer = defaultReviewer(),
+    group?: string,
   ): Promise<ReviewAccepted> {
     const { client, answerWaitMs, reviewTimeoutMs } = this.context;
     return this.context.call(id, async (h) => {
       try {
         return await updatedByWorker(client, id, {
           what: `the review of ${stage} of ${id}`,
-          send: (updateId) => h.executeUpdate(resolveReviewUpdate, { args: [{ stage, outcome, reviewer }], updateId }),
+          send: (updateId) =>
+            h.executeUpdate(resolveReviewUpdate, {
+              args: [{ stage, outcome, reviewer, ...(group ? { group } : {}) }],
+              updateId,
+            }),
           answerWaitMs,
           timeoutMs: reviewTimeoutMs,
         });
@@ -132,7 +147,7 @@ export class DecisionsClient extends ClientPart {
     id: string,
     stage: string,
     artefact: Json,
-    options: { reviewer?: string; note?: string } = {},
+    options: { reviewer?: string; note?: string; group?: string } = {},
   ): Promise<ReviewAccepted> {
     await refuseNonconformingEdit(this.decisionContext(), id, stage, artefact).catch(async (error: unknown) => {
       // The check reads the item's state, so with no worker answering nothing is sent either.
@@ -146,6 +161,7 @@ export class DecisionsClient extends ClientPart {
       stage,
       { kind: 'approve_with_edits', artefact: stored, ...(options.note !== undefined ? { note: options.note } : {}) },
       options.reviewer,
+      options.group,
     );
   }
 

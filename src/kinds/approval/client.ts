@@ -34,9 +34,10 @@ async function approvalDetail(ctx: DetailContext): Promise<DecisionDetail> {
 
 /** Approval requests (`approval` decisions), keyed by the request's id. */
 const approvalDecisions: KindDecisions = {
-  async decide(ctx, { subject }, answer, reviewer) {
+  async decide(ctx, { subject }, answer, reviewer, group) {
     const decided = await ctx.parts.approvals.decide(subject, answer.action as 'approve' | 'reject', {
       by: reviewer,
+      ...(group ? { group } : {}),
       ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
     });
     return { status: 'decided', by: decided.decidedBy, outcome: decided.status };

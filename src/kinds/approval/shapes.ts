@@ -49,6 +49,8 @@ export interface ApprovalDecision {
   decision: 'approve' | 'reject';
   by?: string;
   reason?: string;
+  /** The reviewer group `by` decided for (the inbox sets it); recorded in the history for the audit only. */
+  group?: string;
 }
 
 /** What the update returns to the caller. */

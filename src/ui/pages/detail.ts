@@ -13,8 +13,11 @@ import { OUTCOME_CLASS, renderFeedback, renderVerdict, verdictOutcome } from '..
 import { TEST_IDS } from '../test-ids';
 import { page, remaining } from './layout';
 
-/** The whole detail page. */
-export function detailPage(detail: DecisionDetail, reviewer: string, now: number): SafeHtml {
+/**
+ * The whole detail page; with `readOnly` (why this reviewer may not answer: a decision for groups they are not
+ * in), that sentence stands where the answer forms would.
+ */
+export function detailPage(detail: DecisionDetail, reviewer: string, now: number, readOnly?: string): SafeHtml {
   const d = detail.decision;
   return page(
     `${d.itemId} · ${d.stage}`,
@@ -30,8 +33,9 @@ export function detailPage(detail: DecisionDetail, reviewer: string, now: number
       </p>
       ${detail.live ? '' : html`<p class="notice warn" role="status">No worker answered: this is what the listing and the history say; answering still works once a worker runs.</p>`}
       ${detail.webUiUrl ? html`<p><a href="${safeHref(detail.webUiUrl)}" rel="noopener noreferrer" target="_blank" data-testid="${TEST_IDS.webUiLink}">History in the Temporal Web UI</a></p>` : ''}
-      ${answerForms(d, detail)} ${stageTable(detail)} ${approvalSection(detail)} ${tddSection(detail)}
-      ${loopSection(detail)} ${attemptsSection(d, detail.attempts ?? [])}
+      ${readOnly ? html`<p class="notice" role="status" data-testid="${TEST_IDS.readOnly}">${readOnly}</p>` : answerForms(d, detail)}
+      ${stageTable(detail)} ${approvalSection(detail)} ${tddSection(detail)} ${loopSection(detail)}
+      ${attemptsSection(d, detail.attempts ?? [])}
     </article>`,
     reviewer,
   );

@@ -1,0 +1,222 @@
+/**
+ * Reviewer groups in the inbox: the tokens file's `groups=` field (and its errors), `*`, the proxy's groups
+ * header, and their enforcement over fastify's inject and a fake backend: a decision addressed to groups is
+ * answered (decide, edit check, batch) only by a member, whose group is passed on to be recorded; others get a
+ * 403 naming the group and a read-only page; a change to the tokens file applies without signing in again.
+ */
+import { ANSWERS, decisionKey, type PendingDecision } from '../../src/model/decisions';
+import {
+  addToken,
+  answeringGroup,
+  groupsFromProxy,
+  newToken,
+  parseTokens,
+  readTokensFile,
+  TokensFileError,
+} from '../../src/ui/auth';
+import type { InboxBackend } from '../../src/ui/backend';
+import { buildInboxApp, SESSION_COOKIE } from '../../src/ui/server';
+import { TEST_IDS } from '../../src/ui/test-ids';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const HOST = '127.0.0.1:8234';
+const HASH = 'a'.repeat(64);
+
+describe('tokens file groups', () => {
+  it('reads groups=a,b after the hash; no field is no group; * stands for every group', () => {
+    const entries = parseTokens(
+      `alice sha256:${HASH} groups=legal,leads\nbob sha256:${HASH}\ncarol sha256:${HASH}   groups=*`,
+    );
+    expect(entries.map((e) => [e.name, e.groups])).toEqual([
+      ['alice', ['legal', 'leads']],
+      ['bob', []],
+      ['carol', ['*']],
+    ]);
+  });
+
+  it('refuses a malformed groups field naming the file and line', () => {
+    const bad = (field: string) => () => parseTokens(`# c\nalice sha256:${HASH} ${field}`, 'tokens');
+    expect(bad('group=legal')).toThrow('tokens:2: expected "groups=<group>,…" after the hash');
+    expect(bad('groups=legal,,leads')).toThrow('tokens:2: an empty group name (a stray comma?)');
+    expect(bad('groups=le<gal')).toThrow('tokens:2: not a group name: "le<gal"');
+    expect(bad('groups=legal extra')).toThrow(TokensFileError);
+  });
+
+  it('token add writes the groups it is given and refuses bad ones before writing', () => {
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'treadle-groups-')), 'tokens');
+    addToken(file, 'alice', ['legal', ' leads']);
+    expect(() => addToken(file, 'bob', ['legal,'])).toThrow('--groups: an empty group name');
+    expect(readTokensFile(file).map((e) => [e.name, e.groups])).toEqual([['alice', ['legal', 'leads']]]);
+  });
+
+  it('answers in the first required group a reviewer is in; no reviewers means anyone, unrecorded', () => {
+    const alice = { name: 'alice', groups: ['leads'] };
+    expect(answeringGroup(alice, undefined)).toBeUndefined();
+    expect(answeringGroup(alice, 'legal')).toBe(false);
+    expect(answeringGroup(alice, 'legal, leads')).toBe('leads');
+    expect(answeringGroup({ name: 'root', groups: ['*'] }, 'legal,leads')).toBe('legal');
+  });
+
+  it("takes a trusted proxy's groups header, and nothing from a malformed one", () => {
+    const proxy = { header: 'X-Forwarded-User', trustedAddresses: ['127.0.0.1'] };
+    expect(groupsFromProxy(proxy, { 'x-treadle-groups': 'legal, leads' })).toEqual(['legal', 'leads']);
+    expect(groupsFromProxy({ ...proxy, groupsHeader: 'X-Groups' }, { 'x-groups': 'ops' })).toEqual(['ops']);
+    expect(groupsFromProxy(proxy, { 'x-treadle-groups': 'legal,<x>' })).toEqual([]);
+    expect(groupsFromProxy(proxy, {})).toEqual([]);
+  });
+});
+
+describe('groups enforced by the inbox server', () => {
+  const alice = newToken('alice', ['legal']);
+  const bob = newToken('bob', ['leads']);
+  const decision = (id: string, reviewers?: string): PendingDecision => ({
+    key: decisionKey(id, 'review', 'draft'),
+    kind: 'review',
+    workflowId: id,
+    itemId: id,
+    pipeline: 'docs',
+    stage: 'draft',
+    reason: 'escalated',
+    message: 'check it',
+    requestedAt: '2026-01-01T00:00:00.000Z',
+    ...(reviewers ? { reviewers } : {}),
+    answers: ANSWERS.review,
+  });
+  const pending = [decision('legal-1', 'legal'), decision('open-1'), decision('legal-2', 'legal')];
+  const keyOf = (id: string) => pending.find((d) => d.workflowId === id)!.key;
+
+  let tokens = parseTokens(`${alice.line}\n${bob.line}`);
+  function backend(): InboxBackend & { calls: [string, string, string | undefined][] } {
+    const calls: [string, string, string | undefined][] = [];
+    return {
+      calls,
+      list: async () => pending,
+      changes: async () => [],
+      detail: async (key) => ({ decision: pending.find((d) => d.key === key)!, live: true }),
+      checkEdit: async () => [],
+      decide: async (key, _answer, reviewer, group) => {
+        calls.push([key, reviewer, group]);
+        return { status: 'decided', by: reviewer, outcome: 'approved' };
+      },
+    };
+  }
+  async function app() {
+    const b = backend();
+    const built = await buildInboxApp(
+      { backend: b, auth: { tokens: () => tokens }, index: { deltaMs: 0, reconcileMs: 0 } },
+      [HOST],
+    );
+    return { server: built.app, b };
+  }
+  const as = (token: string) => ({
+    host: HOST,
+    authorization: `Bearer ${token}`,
+    'content-type': 'application/json',
+  });
+  beforeEach(() => {
+    tokens = parseTokens(`${alice.line}\n${bob.line}`);
+  });
+
+  it('refuses a non-member with 403 naming the group; a member decides in it; no reviewers: anyone', async () => {
+    const { server, b } = await app();
+    const post = (token: string, id: string, action = 'approve') =>
+      server.inject({ method: 'POST', url: `/api/decisions/${keyOf(id)}`, headers: as(token), payload: { action } });
+    const refused = await post(bob.token, 'legal-1');
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json()).toEqual({
+      error: 'forbidden',
+      message: 'only members of legal can answer this decision; bob is in leads',
+      groups: ['legal'],
+    });
+    const check = await server.inject({
+      method: 'POST',
+      url: `/api/decisions/${keyOf('legal-1')}/check`,
+      headers: as(bob.token),
+      payload: { artefact: {} },
+    });
+    expect(check.statusCode).toBe(403);
+    expect(b.calls).toEqual([]);
+    expect((await post(alice.token, 'legal-1')).statusCode).toBe(200);
+    expect((await post(bob.token, 'open-1')).statusCode).toBe(200);
+    expect(b.calls).toEqual([
+      [keyOf('legal-1'), 'alice', 'legal'],
+      [keyOf('open-1'), 'bob', undefined],
+    ]);
+    await server.close();
+  });
+
+  it('a batch answers the decisions a reviewer may and marks the others forbidden', async () => {
+    const { server, b } = await app();
+    const res = await server.inject({
+      method: 'POST',
+      url: '/api/batch',
+      headers: as(bob.token),
+      payload: { keys: [keyOf('legal-2'), keyOf('open-1')], action: 'approve' },
+    });
+    expect(res.json().outcomes).toEqual([
+      {
+        key: keyOf('legal-2'),
+        status: 'forbidden',
+        message: 'only members of legal can answer this decision; bob is in leads',
+      },
+      { key: keyOf('open-1'), status: 'decided', by: 'bob', outcome: 'approved' },
+    ]);
+    expect(b.calls).toEqual([[keyOf('open-1'), 'bob', undefined]]);
+    await server.close();
+  });
+
+  it('shows a non-member the page read-only, saying why; a group change applies without signing in again', async () => {
+    const { server } = await app();
+    const login = await server.inject({
+      method: 'POST',
+      url: '/login',
+      headers: { host: HOST, origin: `http://${HOST}`, 'content-type': 'application/json' },
+      payload: { token: bob.token },
+    });
+    const cookie = `${SESSION_COOKIE}=${login.cookies.find((c) => c.name === SESSION_COOKIE)!.value}`;
+    const page = async () =>
+      (await server.inject({ url: `/d/${keyOf('legal-1')}`, headers: { host: HOST, cookie } })).body;
+    const before = await page();
+    expect(before).toContain(`data-testid="${TEST_IDS.readOnly}"`);
+    expect(before).toContain('Only members of legal can answer this decision; you are in leads.');
+    expect(before).not.toContain(`data-testid="${TEST_IDS.actionApprove}"`);
+    // The same line, its groups edited: bob's session goes on, now in legal.
+    tokens = parseTokens(`${alice.line}\n${bob.line.replace('groups=leads', 'groups=leads,legal')}`);
+    const after = await page();
+    expect(after).not.toContain(`data-testid="${TEST_IDS.readOnly}"`);
+    expect(after).toContain(`data-testid="${TEST_IDS.actionApprove}"`);
+    await server.close();
+  });
+
+  it("takes a trusted proxy's reviewer and groups from its headers", async () => {
+    const b = backend();
+    const { app: server } = await buildInboxApp(
+      {
+        backend: b,
+        auth: { proxy: { header: 'X-Forwarded-User', trustedAddresses: ['127.0.0.1'] } },
+        index: { deltaMs: 0, reconcileMs: 0 },
+      },
+      [HOST],
+    );
+    const post = (groups: string) =>
+      server.inject({
+        method: 'POST',
+        url: `/api/decisions/${keyOf('legal-1')}`,
+        remoteAddress: '127.0.0.1',
+        headers: {
+          host: HOST,
+          origin: `http://${HOST}`,
+          'content-type': 'application/json',
+          'x-forwarded-user': 'carol',
+          'x-treadle-groups': groups,
+        },
+        payload: { action: 'approve' },
+      });
+    expect((await post('ops')).statusCode).toBe(403);
+    expect((await post('ops,legal')).statusCode).toBe(200);
+    expect(b.calls).toEqual([[keyOf('legal-1'), 'carol', 'legal']]);
+    await server.close();
+  });
+});
