@@ -284,7 +284,8 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const outcomes = await mapLimit(batch.keys, BATCH_CONCURRENCY, async (key) => {
       const reviewers = await addressedTo(ctx, key);
       const group = answeringGroup(reviewer, reviewers);
-      if (group === false) return { key, status: 'forbidden' as const, message: notYoursMessage(reviewers!, reviewer) };
+      // Refused like any other answer the batch cannot give (the page keeps the row and says why).
+      if (group === false) return { key, status: 'refused' as const, message: notYoursMessage(reviewers!, reviewer) };
       try {
         const outcome = await ctx.backend.decide(key, answer, reviewer.name, group);
         ctx.index.remove(key);

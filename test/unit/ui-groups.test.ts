@@ -147,7 +147,7 @@ describe('groups enforced by the inbox server', () => {
     await server.close();
   });
 
-  it('a batch answers the decisions a reviewer may and marks the others forbidden', async () => {
+  it('a batch answers the decisions a reviewer may and refuses the others, saying why', async () => {
     const { server, b } = await app();
     const res = await server.inject({
       method: 'POST',
@@ -158,7 +158,7 @@ describe('groups enforced by the inbox server', () => {
     expect(res.json().outcomes).toEqual([
       {
         key: keyOf('legal-2'),
-        status: 'forbidden',
+        status: 'refused',
         message: 'only members of legal can answer this decision; bob is in leads',
       },
       { key: keyOf('open-1'), status: 'decided', by: 'bob', outcome: 'approved' },
