@@ -5,7 +5,7 @@
  * port already in use it exits 1 with one line naming the address and `--port`.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -51,6 +51,20 @@ it('token add prints a token once into a 0600 file, refuses the same name twice,
   const removed = await runTreadle(h, ['ui', 'token', 'remove', 'alice', '--tokens', file]);
   expect(removed.code).toBe(0);
   expect((await runTreadle(h, ['ui', 'token', 'list', '--tokens', file])).stdout).toContain('no reviewer tokens');
+});
+
+it('token add --groups writes the groups into the line, list shows them; a bad group is exit 2 and adds nothing', async () => {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'treadle-ui-')), 'tokens');
+  const added = await runTreadle(h, ['ui', 'token', 'add', 'alice', '--groups', 'legal,leads', '--tokens', file]);
+  expect(added.code).toBe(0);
+  expect(added.stderr).toContain('Token for alice (groups legal, leads) added');
+  expect(readFileSync(file, 'utf8')).toMatch(/^alice sha256:[0-9a-f]{64} groups=legal,leads\n$/);
+  const bad = await runTreadle(h, ['ui', 'token', 'add', 'bob', '--groups', 'legal,,leads', '--tokens', file]);
+  expect({ code: bad.code, stderr: bad.stderr }).toEqual({
+    code: 2,
+    stderr: expect.stringContaining('--groups: an empty group name (a stray comma?)'),
+  });
+  expect((await runTreadle(h, ['ui', 'token', 'list', '--tokens', file])).stdout).toBe('alice groups=legal,leads\n');
 });
 
 it('serves the inbox: a bearer token lists a pending review, no token is refused, SIGTERM stops it with exit 0', async () => {
