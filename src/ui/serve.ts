@@ -4,7 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import type { TreadleClient } from '../client';
-import { addToken, readTokensFile } from './auth';
+import { addToken, EVERY_GROUP, readTokensFile } from './auth';
 import { clientBackend } from './client-backend';
 import { inboxAuth, inboxSettings, type InboxSettings } from './options';
 import { createInboxServer, type InboxAuth } from './server';
@@ -43,9 +43,10 @@ export async function serveInbox(client: TreadleClient, options: ServeInboxOptio
   const settings = options.settings ?? inboxSettings();
   let newToken: string | undefined;
   const file = settings.tokensFile;
-  // The file is read for this only when a first reviewer may need a token (`dev`/`demo`).
+  // The file is read for this only when a first reviewer may need a token (`dev`/`demo`). The only reviewer
+  // of a dev setup answers for every group (`*`), so decisions addressed to one are not read-only to them.
   if (options.firstReviewer && !settings.userHeader && !(existsSync(file) && readTokensFile(file).length > 0))
-    newToken = addToken(file, options.firstReviewer);
+    newToken = addToken(file, options.firstReviewer, [EVERY_GROUP]);
   const server = await createInboxServer({
     backend: clientBackend(client),
     host: options.host,

@@ -2,7 +2,8 @@
  * Reviewer groups in the inbox: the tokens file's `groups=` field (and its errors), `*`, the proxy's groups
  * header, and their enforcement over fastify's inject and a fake backend: a decision addressed to groups is
  * answered (decide, edit check, batch) only by a member, whose group is passed on to be recorded; others get a
- * 403 naming the group and a read-only page; a change to the tokens file applies without signing in again.
+ * 403 naming the group and a read-only page; a change to the tokens file applies without signing in again;
+ * `treadle dev`'s first reviewer is in every group.
  */
 import { ANSWERS, decisionKey, type PendingDecision } from '../../src/model/decisions';
 import {
@@ -14,7 +15,9 @@ import {
   readTokensFile,
   TokensFileError,
 } from '../../src/ui/auth';
+import type { TreadleClient } from '../../src/client';
 import type { InboxBackend } from '../../src/ui/backend';
+import { serveInbox } from '../../src/ui/serve';
 import { buildInboxApp, SESSION_COOKIE } from '../../src/ui/server';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { mkdtempSync } from 'node:fs';
@@ -218,5 +221,24 @@ describe('groups enforced by the inbox server', () => {
     expect((await post('ops,legal')).statusCode).toBe(200);
     expect(b.calls).toEqual([[keyOf('legal-1'), 'carol', 'legal']]);
     await server.close();
+  });
+});
+
+describe('the first reviewer of treadle dev', () => {
+  it('gets a token in every group, so decisions addressed to a group are theirs to answer', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'treadle-dev-groups-'));
+    // Only what serveInbox reads of a client: the listings (empty) and the namespace for Web UI links.
+    const client = {
+      listPendingDecisions: async () => [],
+      listDecisionChanges: async () => [],
+      client: { options: { namespace: 'default' } },
+    } as unknown as TreadleClient;
+    const inbox = await serveInbox(client, {
+      port: 0,
+      settings: { tokensFile: path.join(dir, 'ui-tokens'), trustedProxies: [], allowedHosts: [] },
+      firstReviewer: 'dana',
+    });
+    await inbox.close();
+    expect(readTokensFile(inbox.tokensFile).map((e) => [e.name, e.groups])).toEqual([['dana', ['*']]]);
   });
 });
