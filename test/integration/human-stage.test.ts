@@ -149,7 +149,9 @@ it("re-opens the wait for the next attempt with the gate's feedback when the gat
     h.temporal.workflow
       .getHandle(id)
       .executeUpdate('respondHuman', { args: [{ stage: 'sign_off', attempt: 1, output: good, by: 'x' }] }),
-  ).rejects.toThrow(/waits for attempt 2, not 1/);
+  ).rejects.toMatchObject({
+    cause: { message: expect.stringContaining('waits for attempt 2, not 1: answer attempt 2') },
+  });
 
   const dated = { ...good, notes: 'dated 2026-12-06' };
   await h.client.respond(id, 'sign_off', dated, { reviewer: 'lee' });

@@ -17,8 +17,11 @@ export const HUMAN_OUTPUTS = new WeakMap<HumanRequest, unknown>();
 /** The gate's feedback as one line on the request (the whole is on the attempt record). */
 function feedbackLine(feedback: QualityFeedback | null | undefined): string | undefined {
   if (!feedback) return undefined;
-  const failed = feedback.failedCriteria.length > 0 ? ` (failed: ${feedback.failedCriteria.join(', ')})` : '';
-  const guidance = feedback.guidance ? ` ${feedback.guidance}` : '';
+  const names = feedback.failedCriteria.map((c) => c.name);
+  const failed = names.length > 0 ? ` (failed: ${names.join(', ')})` : '';
+  const { guidance: given } = feedback;
+  const guidance =
+    given === undefined || given === null ? '' : ` ${typeof given === 'string' ? given : JSON.stringify(given)}`;
   return `${feedback.summary}${failed}${guidance}`.slice(0, 1_000);
 }
 
