@@ -12,6 +12,7 @@ import { renderText } from '../render/text';
 import { OUTCOME_CLASS, renderFeedback, renderVerdict, verdictOutcome } from '../render/verdict';
 import { TEST_IDS } from '../test-ids';
 import { page, remaining } from './layout';
+import { humanForm } from './human-form';
 
 /** The whole detail page. */
 export function detailPage(detail: DecisionDetail, reviewer: string, now: number): SafeHtml {
@@ -110,6 +111,7 @@ ${d.kind === 'tdd' ? '' : last === undefined ? '' : canonicalJson(last)}</textar
             </div>`
         : ''
     }
+    ${can.has('respond') ? humanForm(d, detail) : ''}
   </section>`;
 }
 
