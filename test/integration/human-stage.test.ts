@@ -185,7 +185,12 @@ it('sends a large output by blob reference, and a rejection fails the stage with
 it('answers through `treadle respond`: a schema violation exits 2 listing the problems, a good output completes', async () => {
   const id = h.id('human-cli');
   await h.client.start(signOff(), null, { id });
-  await waitingFor(id);
+  const waiting = await waitingFor(id);
+  // The item waits on a person: `watch` stops there (exit 3) and says how to answer.
+  expect([waiting.status, waiting.stages.sign_off!.status]).toEqual(['waiting_review', 'waiting_review']);
+  const watched = await runTreadle(h, ['watch', id]);
+  expect(watched.code).toBe(3);
+  expect(watched.stdout).toContain(`treadle respond ${id} sign_off --output @output.json`);
   const before = await historyLength(id);
 
   const badFile = path.join(dir, 'bad.json');

@@ -43,6 +43,9 @@ export async function runHumanStage(run: StageKindRun): Promise<StageActivityRes
   const earlier = requests.findIndex((r) => r.stage === request.stage);
   if (earlier >= 0) requests.splice(earlier, 1);
   requests.push(request);
+  // The item waits on a person: its status says so (`run --wait` stops there, exit 3), as for a review.
+  const st = run.state.stages[request.stage]!;
+  st.status = 'waiting_review';
   run.emit(
     'HumanRequested',
     `${request.stage}: waiting for a person's output (attempt ${request.attempt})${reviewers ? ` from ${reviewers}` : ''}${feedback ? `; the gate said: ${feedback}` : ''}`,
@@ -50,6 +53,7 @@ export async function runHumanStage(run: StageKindRun): Promise<StageActivityRes
   );
   run.touch();
   await condition(() => request.status !== 'pending');
+  st.status = 'running';
   run.touch();
   if (request.status === 'rejected')
     throw ApplicationFailure.nonRetryable(
