@@ -3,7 +3,7 @@
  * it was given cannot work, else 1), of the commands that report an outcome (`run|loop|tdd --wait`, `watch`,
  * `result`), and the commands a person runs when one of those stops at their turn.
  */
-import type { PendingReview } from '../model/state';
+import type { HumanRequest, PendingReview } from '../model/state';
 import type { ApprovalRequest } from '../kinds/approval/shapes';
 import type { LoopState } from '../kinds/loop/shapes';
 
@@ -46,6 +46,7 @@ export interface WatchedOutcome {
   status: string;
   pendingReviews?: PendingReview[];
   approvals?: ApprovalRequest[];
+  humanRequests?: HumanRequest[];
 }
 
 /** The exit code for a work item's or TDD node's status (a cancelled or terminated one counts as failed). */
@@ -63,7 +64,12 @@ function decisionCommands(id: string, outcome: WatchedOutcome): string[] {
   const approvals = (outcome.approvals ?? [])
     .filter((r) => r.status === 'pending')
     .map((r) => `treadle approve ${r.id}   (or treadle approve reject ${r.id}; ${r.step})`);
-  return [...reviews, ...approvals];
+  const human = (outcome.humanRequests ?? [])
+    .filter((r) => r.status === 'pending')
+    .map(
+      (r) => `treadle respond ${id} ${r.stage} --output @output.json   (or --reject <reason>; attempt ${r.attempt})`,
+    );
+  return [...reviews, ...approvals, ...human];
 }
 
 /** What `--wait` says of a loop stage that failed and waits for `treadle resume`. */

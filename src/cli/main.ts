@@ -23,6 +23,7 @@ import { registerAuditCommand, registerOutputCommands, registerProgressCommands 
 import { load } from './lazy-modules';
 import { table } from './render';
 import { registerReviewCommands } from './review';
+import { registerRespondCommand } from './respond';
 import { registerStartCommands } from './start';
 import { INBOX_PORT } from '../ui/address';
 import { registerUiCommands } from './ui';
@@ -117,6 +118,7 @@ registerValidateCommand(program);
 registerStartCommands(program);
 registerProgressCommands(program);
 registerReviewCommands(program);
+registerRespondCommand(program);
 registerOutputCommands(program);
 registerApproveCommands(program, withClient);
 registerDecisionsCommand(program, withClient);

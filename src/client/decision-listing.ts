@@ -6,6 +6,7 @@
  */
 import { TreadlePendingReviews } from '../model/search-attributes';
 import type { ApprovalsMemo } from '../kinds/approval/shapes';
+import type { HumanMemo } from '../kinds/human/shapes';
 import type { PendingReview, ReviewsMemo } from '../model/state';
 import { ANSWERS, decisionKey, type DecisionKind, type PendingDecision } from '../model/decisions';
 
@@ -22,6 +23,8 @@ export interface DecisionSource {
   pendingStages: readonly string[];
   reviews?: ReviewsMemo | null;
   approvals?: ApprovalsMemo | null;
+  /** `treadleHuman`: the pending requests of the item's human stages (issue 40). */
+  human?: HumanMemo | null;
 }
 
 /**

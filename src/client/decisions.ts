@@ -15,6 +15,7 @@ import {
   TreadleStatus,
 } from '../model/search-attributes';
 import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes';
+import { HUMAN_MEMO_KEY, type HumanMemo } from '../kinds/human/shapes';
 import type { PendingReview, ReviewsMemo } from '../model/state';
 import { byRequestTime, type DecisionKind, type PendingDecision } from '../model/decisions';
 import { quoted, type DecisionSource, type KindListing } from './decision-listing';
@@ -107,6 +108,9 @@ async function sourceOf(execution: ListedExecution): Promise<DecisionSource> {
     pendingStages,
     reviews: pendingStages.length > 0 ? ((await execution.memo(REVIEWS_MEMO_KEY)) as ReviewsMemo | null) : null,
     approvals: hasApprovals ? ((await execution.memo(APPROVALS_MEMO_KEY)) as ApprovalsMemo | null) : null,
+    // A human stage's request (issue 40): its stage is among the pending ones.
+    human:
+      pendingStages.length > 0 ? (((await execution.memo(HUMAN_MEMO_KEY)) as HumanMemo | undefined) ?? null) : null,
   };
 }
 

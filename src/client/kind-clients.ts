@@ -11,9 +11,10 @@ import { itemClient } from './item-decisions';
 import { approvalClient } from '../kinds/approval/client';
 import { tddClient } from '../kinds/tdd/client';
 import { loopClient } from '../kinds/loop/client';
+import { humanClient } from '../kinds/human/client';
 
 /** Every kind whose decisions a person answers; each decision kind is listed by exactly one entry. */
-export const KIND_CLIENTS: readonly KindClient[] = [itemClient, approvalClient, tddClient, loopClient];
+export const KIND_CLIENTS: readonly KindClient[] = [itemClient, approvalClient, tddClient, loopClient, humanClient];
 
 /** The answers of decision kind `kind`: those of the entry that lists it. */
 export function kindAnswers(kind: DecisionKind): KindDecisions {

@@ -13,6 +13,7 @@ import {
 } from '../model/search-attributes';
 import { APPROVALS_MEMO_KEY, type ApprovalsMemo } from '../kinds/approval/shapes';
 import type { PendingReview, ReviewsMemo } from '../model/state';
+import { HUMAN_MEMO_KEY, type HumanMemo } from '../kinds/human/shapes';
 
 /** A pending review across work items. */
 export interface PendingReviewListing extends PendingReview {
@@ -50,6 +51,9 @@ export async function listPendingReviews(
     // Stages named in the search attribute but not in the memo (a memo cut short, or written by an older
     // workflow version) are still listed, with what visibility knows.
     const inMemo = new Set(reviews.map((r) => r.stage));
+    // A human stage waits on a person's output, not a review (`treadle decisions` lists it).
+    const human = (await execution.memo(HUMAN_MEMO_KEY)) as HumanMemo | null | undefined;
+    for (const request of human?.requests ?? []) inMemo.add(request.stage);
     for (const stage of execution.keywordList(TreadlePendingReviews.name)) {
       if (inMemo.has(stage)) continue;
       listings.push({

@@ -38,6 +38,7 @@ import type {
 } from '../model/decisions';
 import { WORKER_ANSWER_WAIT_MS, type VisibleItem } from './worker-presence';
 import { AlreadyDecidedError } from '../config/errors';
+import { decisionKey } from '../model/decisions';
 import { runIdFor } from './on-demand';
 import type { StartOptions, TddStartOptions } from './start';
 import { ClientContext, type ClientParts } from './parts/context';
@@ -291,6 +292,21 @@ export class TreadleClient implements ClientParts {
   /** Alias of `client.decisions.changes`: the workflows whose pending decisions changed since `since`. */
   listDecisionChanges(since: Date): Promise<DecisionChange[]> {
     return this.decisions.changes(since);
+  }
+
+  /**
+   * Supplies the output of `stage` of work item `id`, a `human` stage waiting for a person (issue 40): the answer
+   * `respond` to its decision, by the one path `decide` takes. An output that breaks the stage's output schema is
+   * refused before anything is sent (`invalid_input`, one problem per line); a large one goes by blob reference.
+   */
+  respond(id: string, stage: string, output: Json, options: { reviewer?: string } = {}): Promise<DecisionOutcome> {
+    const key = this.humanDecisionKey(id, stage);
+    return this.decisions.decide(key, { action: 'respond', artefact: output }, options.reviewer ?? defaultReviewer());
+  }
+
+  /** The decision key of `stage` of work item `id` waiting for a person's output (a `human` stage). */
+  humanDecisionKey(id: string, stage: string): string {
+    return decisionKey(id, 'human', stage);
   }
 
   /**

@@ -17,6 +17,7 @@ import type { CallLog } from '../storage/call-log';
 import type { ActionCatalog } from './approval/worker/activities';
 import { approvalWorkerKind } from './approval/worker/kind';
 import { fanOutWorkerKind } from './fan-out/worker/kind';
+import { humanWorkerKind } from './human/worker/kind';
 import { loopWorkerKind } from './loop/worker/kind';
 import { tddWorkerKind } from './tdd/worker/kind';
 
@@ -96,3 +97,4 @@ registerWorkerKind(tddWorkerKind);
 registerWorkerKind(approvalWorkerKind);
 registerWorkerKind(fanOutWorkerKind);
 registerWorkerKind(loopWorkerKind);
+registerWorkerKind(humanWorkerKind);

@@ -16,6 +16,7 @@ import type { WorkItemState } from '../model/state';
 import type { KindItemContext, KindPublication, WorkflowStageKind } from '../workflow-kit/stage-kind';
 import { approvalKind } from './approval/kind';
 import { fanOutKind } from './fan-out/kind';
+import { humanKind } from './human/kind';
 import { loopKind } from './loop/kind';
 import { tddKind } from './tdd/kind';
 
@@ -87,6 +88,7 @@ registerWorkflowKind(tddKind);
 registerWorkflowKind(approvalKind);
 registerWorkflowKind(fanOutKind);
 registerWorkflowKind(loopKind);
+registerWorkflowKind(humanKind);
 
 export { tddNode } from './tdd/workflow';
 export { loopStage } from './loop/workflow';

@@ -11,8 +11,8 @@
  */
 import type { ReviewReason } from './state';
 
-export type DecisionKind = 'review' | 'budget' | 'approval' | 'tdd' | 'loop';
-export const DECISION_KINDS: readonly DecisionKind[] = ['review', 'budget', 'approval', 'tdd', 'loop'];
+export type DecisionKind = 'review' | 'budget' | 'approval' | 'tdd' | 'loop' | 'human';
+export const DECISION_KINDS: readonly DecisionKind[] = ['review', 'budget', 'approval', 'tdd', 'loop', 'human'];
 
 /** Why a TDD node asks a person (seed 001's human step). */
 export type TddHumanReason = 'clarification' | 'stuck' | 'review_rejected';
@@ -25,7 +25,8 @@ export type DecisionAction =
   | 'edit' // review, budget: approve with an edited artefact; tdd: answer with text
   | 'guidance' // tdd: a note the next step reads
   | 'resume' // loop
-  | 'abandon'; // loop (reason required)
+  | 'abandon' // loop (reason required)
+  | 'respond'; // human: the stage's output, supplied by a person (`artefact`)
 
 /** The answers each kind takes. */
 export const ANSWERS: Readonly<Record<DecisionKind, readonly DecisionAction[]>> = {
@@ -34,6 +35,9 @@ export const ANSWERS: Readonly<Record<DecisionKind, readonly DecisionAction[]>> 
   approval: ['approve', 'reject'],
   tdd: ['approve', 'guidance', 'edit', 'reject'],
   loop: ['resume', 'abandon'],
+  // A `human` stage: the person's output (checked against the stage's output_schema before it is sent), or
+  // reject = fail the stage with a reason.
+  human: ['respond', 'reject'],
 };
 
 /** One pending decision, as listed. */
@@ -50,7 +54,7 @@ export interface PendingDecision {
   /** The stage (review, budget, loop), the TDD step (`scaffold`, `impl`, `tddReviewImpl`) or the approval step. */
   stage: string;
   /** Why it waits: a review's reason, a TDD node's human reason, `approval`, or `loop_failed`. */
-  reason: ReviewReason | TddHumanReason | 'approval';
+  reason: ReviewReason | TddHumanReason | 'approval' | 'human';
   /** One readable line. */
   message: string;
   requestedAt: string;
@@ -64,6 +68,8 @@ export interface PendingDecision {
   reviewers?: string;
   /** Approval requests: what the action will do. */
   approval?: { id: string; actionType: string; summary: string; context: string | null; escalated?: boolean };
+  /** A `human` stage: what the person is asked, and the gate's feedback on their previous answer. */
+  human?: { instructions?: string; feedback?: string };
   /** What can be answered. */
   answers: readonly DecisionAction[];
   /** Listed from search attributes alone (a memo an older workflow did not write): details on opening it. */
@@ -79,7 +85,7 @@ export interface DecisionAnswer {
   reason?: string;
   /** A note kept with the decision; for `guidance`, the guidance. */
   note?: string;
-  /** `edit`: the edited artefact (review, budget), or the answer's text (tdd). */
+  /** `edit`: the edited artefact (review, budget), or the answer's text (tdd); `respond`: the stage's output. */
   artefact?: unknown;
 }
 
@@ -211,7 +217,7 @@ export interface DecisionDetail {
   capacityWaits?: { stage?: string; activityType: string; line: string }[];
   /** review and budget: every attempt of the stage under review, oldest first. */
   attempts?: AttemptView[];
-  /** review, budget, tdd `edit`: the JSON Schema an edited artefact must satisfy; absent: any JSON. */
+  /** review, budget, tdd `edit`, human `respond`: the JSON Schema the artefact must satisfy; absent: any JSON. */
   outputSchema?: unknown;
   /** approval: the action's payload and the request as the item keeps it. */
   approval?: { payload: ArtefactView; request: unknown };
@@ -219,6 +225,8 @@ export interface DecisionDetail {
   tdd?: { question: string; diff?: ArtefactView; testOutput?: ArtefactView };
   /** loop: why it failed, `progress.md` when recorded, and the last iterations. */
   loop?: { failure: unknown; progress?: ArtefactView; iterations: unknown[] };
+  /** human: what the person is asked and the gate's verdicts on their earlier answers. */
+  human?: { instructions?: string; feedback?: string; attempt: number };
   /** The workflow's history in the Temporal Web UI, when its address is known. */
   webUiUrl?: string;
   /** False when no worker answered: the detail is what visibility and the history say. */

@@ -219,6 +219,8 @@ export function stageConfigProblems(
       });
     const kind = kinds.find((k) => k.name === run);
     for (const problem of kind?.configProblems(config, validate) ?? []) add(problem.layer, problem.line);
+    for (const line of kind?.stageProblems?.(stage) ?? [])
+      problems.push({ layer: 'config', at: ['stages', index], text: `stage ${label}: ${line}` });
     if (!known?.checkConfig) return;
     if (run !== undefined && known.stages.includes(run)) {
       for (const line of known.checkConfig('stage', run, config)) add('config', line);

@@ -150,6 +150,11 @@ export interface KindSpecChecks {
    * own (a fan_out's element stage) as the whole spec is checked, against the same names.
    */
   configProblems(config: Json | undefined, validate: (pipeline: unknown) => ValidationResult): KindSpecProblem[];
+  /**
+   * Problems with the stage itself beyond its `with:` (a `human` stage needs an `output_schema`), each a line
+   * `field: message` about the stage as written (snake_case or canonical keys).
+   */
+  stageProblems?(stage: Readonly<Record<string, unknown>>): string[];
   /** History events one attempt writes in its work item besides a plain stage's (a fan-out's start and progress). */
   readonly attemptEvents: number;
   /**

@@ -261,6 +261,9 @@ export const EVENT_TYPES = [
   'LoopCompleted',
   // Quality contracts (seed 002)
   'InputValidation',
+  // Human stages (issue 40)
+  'HumanRequested',
+  'HumanResponded',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

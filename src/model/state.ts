@@ -106,6 +106,27 @@ export interface ApprovalRequest {
   error?: string;
 }
 
+/**
+ * A `human` stage's request for its output (issue 40), one per stage at a time: the person's answer for
+ * `attempt` is awaited; a gate that rejects it asks again for attempt n+1, with its feedback.
+ */
+export interface HumanRequest {
+  stage: string;
+  attempt: number;
+  status: 'pending' | 'responded' | 'rejected';
+  requestedAt: string;
+  /** What the person is asked (`with.instructions`). */
+  instructions?: string;
+  /** The group it is addressed to (`with.reviewers`, else the stage's `reviewers:`). */
+  reviewers?: string;
+  /** The gate's feedback on the person's previous answer (attempt n-1), one line. */
+  feedback?: string;
+  respondedAt?: string;
+  respondedBy?: string;
+  /** `rejected`: why. */
+  reason?: string;
+}
+
 /** One stage's state in the `state` query. */
 export interface StageState {
   status: StageStatus;
@@ -161,6 +182,8 @@ export interface WorkItemState {
   tokenBudget?: number | null;
   /** Approval requests of the item's approval stages, pending and decided, in the order they were made. */
   approvals?: ApprovalRequest[];
+  /** The requests of the item's `human` stages, once it has had any (issue 40). */
+  humanRequests?: HumanRequest[];
   /**
    * The output schema (JSON Schema 2020-12) of each stage that has one, from the prepared spec: what an edit of
    * the stage's artefact must match. Absent for items without any (and those started before schemas): any JSON.

@@ -43,6 +43,11 @@ export const TEST_IDS = {
   actionGuidance: 'action-guidance',
   actionResume: 'action-resume',
   actionAbandon: 'action-abandon',
+  /** A human stage's form (issue 40). */
+  humanForm: 'human-form',
+  humanFeedback: 'human-feedback',
+  humanFormError: 'human-form-error',
+  humanFormSubmit: 'human-form-submit',
   /** Notices: decided, already decided by someone else, errors. */
   notice: 'notice',
   /** Why a decision for reviewer groups the reviewer is not in is shown without answer forms. */

@@ -66,6 +66,11 @@ export interface KindPublication {
   /** Its pending decisions' ids, oldest first: part of the set whose change moves `TreadleDecisionAt` (engine 7). */
   readonly pending: readonly string[];
   /**
+   * Its stages that wait on a person, named in `TreadlePendingReviews` with the item's own reviews so the one
+   * listing finds the item (the human kind's); kinds that leave it out change nothing of what items publish.
+   */
+  readonly stages?: readonly string[];
+  /**
    * Its search attribute: upserted with the item's status and waiting stages whenever they or `watched`
    * change (an upsert is a command, so `watched` decides when, and must stay what it was for recorded
    * histories to replay); `value` is read only then.

@@ -45,8 +45,12 @@ export class WorkItemPublications {
    * upserts when the set of pending decisions changed.
    */
   publish(state: WorkItemState, publishesDecisions: boolean): void {
-    const waiting = attributeStages(state.pendingReviews.map((r) => r.stage));
     const kinds = kindPublications(state);
+    // The kinds' waiting stages (human) after the item's reviews; no kind of an older item has any.
+    const waiting = attributeStages([
+      ...state.pendingReviews.map((r) => r.stage),
+      ...kinds.flatMap((k) => k.stages ?? []),
+    ]);
     // The kinds' watched ids in one list: with one such kind (approval) this is the text every recorded
     // history was published by, and the one assumeStartAttributes assumes.
     const watched = kinds.flatMap((k) => k.attribute?.watched ?? []);

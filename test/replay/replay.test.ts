@@ -43,6 +43,8 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(
     expect.arrayContaining(['fan-out-item.json', 'fan-out-item.classify.1.json', 'tdd-failed-root.json']),
   );
+  // Issue 40's human stage: a person's output, sent back by the gate once.
+  expect(files).toEqual(expect.arrayContaining(['human-stage.json']));
   // Issue 39's limiter: a run and the run it continued as.
   expect(files).toEqual(expect.arrayContaining(['limiter.json', 'limiter.2.json']));
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);

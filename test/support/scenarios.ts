@@ -194,4 +194,40 @@ export const SCENARIOS: Scenario[] = [
       await h.client.result(id);
     },
   },
+  {
+    // A human stage (issue 40): a person's output, sent back once by the gate with feedback, then accepted.
+    name: 'human-stage',
+    expected: 'completed',
+    async run(h, id) {
+      const spec = {
+        name: 'replay-human',
+        stages: [
+          { name: 'draft', run: 'scripted' },
+          {
+            name: 'sign_off',
+            run: 'human',
+            depends_on: ['draft'],
+            output_schema: { type: 'object', required: ['approved'], properties: { approved: { type: 'boolean' } } },
+            with: { instructions: 'Sign it off', reviewers: 'legal' },
+            gate: 'scripted',
+            retry_budget: { max_attempts: 2 },
+          },
+          { name: 'publish', run: 'scripted', depends_on: ['sign_off'] },
+        ],
+      };
+      const script = { sign_off: [{ verdict: 'rejected', summary: 'not dated', criteria: ['dated'] }, {}] };
+      await h.client.start(spec, { script }, { id });
+      for (const attempt of [1, 2]) {
+        const deadline = Date.now() + REVIEW_WAIT_MS;
+        const waiting = async () =>
+          (await h.client.getState(id)).humanRequests?.some((r) => r.status === 'pending' && r.attempt === attempt);
+        while (!(await waiting())) {
+          if (Date.now() > deadline) throw new Error(`${id}: sign_off never waited for attempt ${attempt}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+        await h.client.respond(id, 'sign_off', { approved: attempt === 2 }, { reviewer: 'replay' });
+      }
+      await h.client.result(id);
+    },
+  },
 ];

@@ -69,6 +69,24 @@ const SOURCES: DecisionSource[] = [
     reviews: reviews(entry({ stage: 'research', reason: 'loop_failed' })),
   }),
   source({ workflowId: 'item-1.research.3', workflowType: 'loopStage', pipeline: 'loop', status: 'failed' }),
+  // A human stage names its stage in TreadlePendingReviews and its request in the treadleHuman memo.
+  source({
+    pendingStages: ['sign_off'],
+    human: {
+      pipeline: 'blog',
+      requests: [
+        {
+          stage: 'sign_off',
+          attempt: 2,
+          status: 'pending',
+          requestedAt: '2026-11-28T00:40:00.000Z',
+          instructions: 'Sign the draft off',
+          reviewers: 'legal',
+          feedback: 'missing the date',
+        },
+      ],
+    },
+  }),
 ];
 
 /** What one entry of the table builds from a source, whether or not another entry claims it first. */

@@ -95,6 +95,7 @@ describe("the kinds' handlers on the work item (installHandlers)", () => {
         ['approval', 'approval'],
         ['approval', 'decideApproval'],
         ['fan_out', 'fanOutProgress'],
+        ['human', 'respondHuman'],
       ]),
     );
     const all: SetCall[] = [];

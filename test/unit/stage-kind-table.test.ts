@@ -27,7 +27,7 @@ describe('the table of stage kinds', () => {
       .map((kind) => kind.name)
       .sort();
     expect(workflowKindNames()).toEqual(worker);
-    expect(worker).toEqual(expect.arrayContaining(['approval', 'fan_out', 'loop', 'tdd']));
+    expect(worker).toEqual(expect.arrayContaining(['approval', 'fan_out', 'human', 'loop', 'tdd']));
   });
 
   it('agrees on each side whether a kind calls models', () => {
@@ -113,7 +113,7 @@ describe("the CLI's names and config checks (treadle validate)", () => {
 describe("the kinds' own spec checks", () => {
   it("are each kind's row's: the validation and the worker's queue routing read them from the table", () => {
     const withChecks = workerKinds().filter((kind) => kind.specChecks);
-    expect(withChecks.map((kind) => kind.name).sort()).toEqual(['approval', 'fan_out']);
+    expect(withChecks.map((kind) => kind.name).sort()).toEqual(['approval', 'fan_out', 'human']);
     for (const kind of workerKinds()) expect(kindSpecChecks(kind.name)).toBe(kind.specChecks);
     // The fan-out's row checks its element stage (its with: schema loads when a spec names the kind).
     const spec = { name: 'p', stages: [{ name: 'each', run: 'fan_out', with: { stage: { run: 'llm', retries: 1 } } }] };

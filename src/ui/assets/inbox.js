@@ -414,9 +414,82 @@ function setupKeyboard() {
   });
 }
 
+// ---- a human stage's form (issue 40; rendered by pages/human-form.ts) ----
+/** The value of one generated field, or undefined when an optional one is left empty. Throws on bad JSON. */
+function fieldValue(node) {
+  const kind = node.dataset.kind;
+  const required = node.dataset.required === 'true';
+  const input = $(':scope > [data-input], :scope > select, :scope > textarea', node) || $('[data-input]', node);
+  if (kind === 'object') {
+    const out = {};
+    for (const child of $$(':scope > .fields > [data-kind]', node)) {
+      const value = fieldValue(child);
+      if (value !== undefined) out[child.dataset.name] = value;
+    }
+    // An optional object left empty is left out.
+    return !required && Object.keys(out).length === 0 ? undefined : out;
+  }
+  if (kind === 'array')
+    return $$(':scope > .rows > .row > [data-kind]', node)
+      .map(fieldValue)
+      .filter((v) => v !== undefined);
+  if (kind === 'boolean') return input.checked;
+  const text = input.value;
+  if (text === '' && !required) return undefined;
+  if (kind === 'number' || kind === 'integer') return text === '' ? undefined : Number(text);
+  if (kind === 'enum') return text === '' ? undefined : JSON.parse(text);
+  if (kind === 'json') {
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new Error(`${node.dataset.name}: not valid JSON: ${e.message}`);
+    }
+  }
+  return text;
+}
+/** Builds the output from the form, checks it on the server (the stage's output_schema), then sends it. */
+async function submitHumanForm(form) {
+  const error = byTestId('human-form-error');
+  const fail = (message) => {
+    error.textContent = message;
+    error.hidden = false;
+  };
+  let output;
+  try {
+    output = fieldValue($('.human-root > [data-kind]', form));
+  } catch (e) {
+    return fail(e.message);
+  }
+  const check = await post(`/api/decisions/${encodeURIComponent(key)}/check`, { artefact: output });
+  if (check.status !== 200) return fail((check.body && check.body.message) || `The check answered ${check.status}.`);
+  if (check.body.errors.length > 0)
+    return fail(check.body.errors.map((x) => `${x.path || '/'}: ${x.message}`).join('\n'));
+  error.hidden = true;
+  await answer({ action: 'respond', artefact: output });
+}
+function setupHumanForm() {
+  const form = byTestId('human-form');
+  if (!form) return;
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    void submitHumanForm(form);
+  });
+  form.addEventListener('click', (e) => {
+    const button = e.target.closest('button[data-form-action]');
+    if (!button) return;
+    if (button.dataset.formAction === 'remove-row') button.closest('.row').remove();
+    else {
+      const fieldset = button.closest('fieldset');
+      const template = $(':scope > template', fieldset);
+      $(':scope > .rows', fieldset).append(template.content.cloneNode(true));
+    }
+  });
+}
+
 setupLogin();
 setupList();
 setupLiveUpdates();
 setupDetail();
+setupHumanForm();
 setupCountdowns();
 setupKeyboard();

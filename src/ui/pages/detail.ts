@@ -12,6 +12,7 @@ import { renderText } from '../render/text';
 import { OUTCOME_CLASS, renderFeedback, renderVerdict, verdictOutcome } from '../render/verdict';
 import { TEST_IDS } from '../test-ids';
 import { page, remaining } from './layout';
+import { humanForm } from './human-form';
 
 /**
  * The whole detail page; with `readOnly` (why this reviewer may not answer: a decision for groups they are not
@@ -114,6 +115,7 @@ ${d.kind === 'tdd' ? '' : last === undefined ? '' : canonicalJson(last)}</textar
             </div>`
         : ''
     }
+    ${can.has('respond') ? humanForm(d, detail) : ''}
   </section>`;
 }
 
