@@ -6,7 +6,8 @@
  * - the same (decision key, event) announced again is delivered once; another event of it is delivered;
  * - a receiver that is down, then answers 503, then comes back gets the delivery (retried with backoff), and the
  *   announcement returned at once meanwhile;
- * - `treadle notify test`: 2xx exits 0, a refusing receiver exits 1, an unknown webhook or a bad file exits 2.
+ * - `treadle notify test`: 2xx exits 0, a refusing receiver exits 1, an unknown webhook or a bad file exits 2;
+ *   `treadle worker` refuses a bad file with exit 2.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -216,5 +217,20 @@ describe('treadle notify test', () => {
       stderr: expect.stringMatching(/TREADLE_NOTIFY is not set/),
     });
     expect(showRun(unset)).toContain('exit 2');
+  });
+
+  it('treadle worker refuses a bad notifications file with exit 2, listing each problem with its line', async () => {
+    const bad = path.join(dir, 'worker-bad.yaml');
+    writeFileSync(bad, 'webhooks:\n  - name: x\n    url: https://x.example\n    secret_env: UNSET_SECRET_X\n');
+    const run = await runCli(['worker'], {
+      env: { ...env(), TREADLE_NOTIFY: bad, TEMPORAL_ADDRESS: h.address },
+      timeoutMs: 30_000,
+    });
+    expect({ code: run.code, stderr: run.stderr }).toEqual({
+      code: 2,
+      stderr: expect.stringContaining(
+        `TREADLE_NOTIFY names a notifications file that cannot be used:\n  ${bad} (line 4): webhooks.0.secret_env: UNSET_SECRET_X is not set`,
+      ),
+    });
   });
 });
