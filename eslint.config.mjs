@@ -19,11 +19,19 @@ const WORKFLOW_CODE = [
   'src/kinds/**/*.ts',
   // Model capacity (issue 39): the limits, the pure allocator and the limiter workflow; its worker side is not.
   'src/capacity/**/*.ts',
+  // Notifications (issue 40): the settings, payloads and the notifier workflow; its worker side is not.
+  'src/notify/**/*.ts',
 ];
 /** A kind's worker side and client answers: side effects allowed, never in the workflow bundle. */
 const KIND_CLIENTS = ['src/kinds/*/client.ts', 'src/kinds/*/client-*.ts'];
 // `src/kinds/index.ts` is the worker-side table of kinds (their activities and config checks).
-const NOT_WORKFLOW_CODE = ['src/kinds/*/worker/**', ...KIND_CLIENTS, 'src/kinds/index.ts', 'src/capacity/worker/**'];
+const NOT_WORKFLOW_CODE = [
+  'src/kinds/*/worker/**',
+  ...KIND_CLIENTS,
+  'src/kinds/index.ts',
+  'src/capacity/worker/**',
+  'src/notify/worker/**',
+];
 
 /**
  * The layers (DESIGN.md "Layout"): model ← engine ← workflow-kit ← kinds ← workflows ← worker; config below
@@ -57,6 +65,11 @@ function layerZones({ kindClient = false } = {}) {
       from: './src',
       except: ['./capacity', './model'],
       message: 'src/capacity imports only src/model: the limiter is its own layer beside the engine.',
+    },
+    {
+      target: './src/notify',
+      from: ['./src/workflows', './src/kinds', ...TOP],
+      message: 'Notifications sit below the work item (which announces to them) and the client, CLI and inbox.',
     },
     {
       target: './src/workflows',

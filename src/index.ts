@@ -47,6 +47,11 @@ export { PostgresCallLog, type PostgresCallLogOptions } from './storage/postgres
 export { openCallLog } from './storage/open-call-log';
 export { readLimitsFile } from './capacity/worker/limits-file';
 export type { CapacityLimits, CapacityLimit, FairnessSettings } from './capacity/shapes';
+export { verifySignature, signatureOf } from './notify/worker/signing';
+export { readNotifyFile, notificationsFromEnv, type WorkerNotifications } from './notify/worker/settings-file';
+export type { Webhook, NotifySettings, NotifyFormat } from './notify/settings';
+export type { Announcement, NotifyEvent } from './notify/shapes';
+export type { WebhookPayload } from './notify/payload';
 export {
   summarizeRows,
   type CallLog,

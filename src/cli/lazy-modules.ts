@@ -22,6 +22,8 @@ import type * as SpecLinesModule from '../pipelines/spec-lines';
 import type * as BlobGcModule from '../storage/blob-gc';
 import type * as StorageModule from '../storage';
 import type * as ProtoModule from '@temporalio/proto';
+import type * as NotifySettingsModule from '../notify/worker/settings-file';
+import type * as NotifySampleModule from '../notify/worker/sample';
 
 /**
  * The modules commands load when they run: the SDK client and worker, the dev server, zod (validation). `require`
@@ -52,4 +54,7 @@ export const load = {
   storage: (): typeof StorageModule => require('../storage'),
   /** Temporal's protobuf types: the SDK client has loaded them by the time a command asks. */
   proto: (): typeof ProtoModule => require('@temporalio/proto'),
+  /** `treadle notify test`: the notifications file, and the signed sample posted to its webhooks. */
+  notifySettings: (): typeof NotifySettingsModule => require('../notify/worker/settings-file'),
+  notifySample: (): typeof NotifySampleModule => require('../notify/worker/sample'),
 };

@@ -18,6 +18,7 @@ import { registerCallsCommand } from './calls';
 import { registerDecisionsCommand } from './decisions';
 import { registerEnginesCommand } from './engines';
 import { registerLimitsCommand } from './limits';
+import { registerNotifyCommands } from './notify';
 import { EXIT, exitCodeOfError } from './exit-codes';
 import { registerAuditCommand, registerOutputCommands, registerProgressCommands } from './items';
 import { load } from './lazy-modules';
@@ -127,6 +128,7 @@ registerCallsCommand(program);
 registerBlobsCommand(program, withClient);
 registerEnginesCommand(program, withClient);
 registerLimitsCommand(program, withClient);
+registerNotifyCommands(program);
 registerAuditCommand(program);
 
 program.addHelpText('after', () => {

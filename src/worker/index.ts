@@ -18,6 +18,9 @@ import type { AgentProviders } from '../agents/providers';
 import type { CallThrottle } from '../agents/call-throttle';
 import type { CapacityLimits } from '../capacity/shapes';
 import { GatedThrottle, limitsFromEnv } from './capacity';
+import { Client } from '@temporalio/client';
+import { createNotifyActivities } from '../notify/worker/activities';
+import { notificationsFromEnv, type WorkerNotifications } from '../notify/worker/settings-file';
 import type { BlobStore } from '../storage/blob-store';
 import { createBlobStore } from '../storage';
 import { treadleExternalStorage } from '../storage/external-storage';
@@ -74,6 +77,11 @@ export interface TreadleWorkerOptions {
   limits?: CapacityLimits | null;
   /** Where the default agents' calls wait for capacity: overrides `limits` (runWorker shares one between its workers). */
   throttle?: CallThrottle;
+  /**
+   * Webhooks told about decisions and failures (docs/notifications.md): a notifications file's (default: the file
+   * `TREADLE_NOTIFY` names, with `TREADLE_UI_URL`; null for none).
+   */
+  notifications?: WorkerNotifications | null;
   /** The cross-run call log (default: `TREADLE_CALL_LOG`, a SQLite file or a PostgreSQL URL; null for none). */
   callLog?: CallLog | null;
   /** The action types approval stages may request (default: none, `defaultActionRegistry()`). */
@@ -144,6 +152,8 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
   const taskQueue = options.taskQueue ?? config.taskQueue;
   const throttle = options.throttle ?? capacityThrottle({ ...options, namespace, taskQueue });
   const agents = options.agents ?? defaultAgentProviders(throttle ? { throttle } : {});
+  const notifications = options.notifications === undefined ? notificationsFromEnv() : options.notifications;
+  let client: Client | undefined;
   return Worker.create({
     connection: options.connection,
     namespace,
@@ -178,6 +188,12 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         blobThresholdBytes: options.blobThresholdBytes ?? config.blobThresholdBytes,
         registry,
         actions,
+      }),
+      // Notifications (docs/notifications.md): items announce, the notifier workflow delivers.
+      ...createNotifyActivities({
+        notifications: notifications ?? undefined,
+        taskQueue,
+        client: () => (client ??= new Client({ connection: options.connection, namespace })),
       }),
     },
     // Bounded: items waiting for people stay cached until evicted (252 KiB each, BENCHMARKS.md).
@@ -288,7 +304,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const settings = temporalSettings();
   const namespace = options.namespace ?? settings.namespace;
   const metrics = prometheusAddressFromEnv();
-  const limits = options.limits === undefined ? limitsFromEnv() : options.limits;
+  const { limits, notifications } = settingsFiles(options); // a bad file: exit 2, before connecting
   // Before the first connection, which would make the process's runtime without the exporter.
   if (metrics !== undefined) installPrometheusMetrics(metrics);
   // One call log for both workers, closed when they stop (an open PostgreSQL pool would keep the process alive).
@@ -306,13 +322,13 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     (ok) => void (confirmed = ok),
   );
   const implementationsQueue = options.implementationsQueue ?? (process.env.TREADLE_IMPLEMENTATIONS_QUEUE || undefined);
-  // One gate per scope for the process; its limits were read (a bad file: config error) before connecting.
   const owned = options.throttle ? undefined : capacityThrottle({ ...options, limits, connection, namespace });
   const base = {
     ...options,
     namespace,
     connection,
     engineVersion,
+    notifications,
     ...(owned ? { throttle: owned } : {}),
     ...(tracing ? { tracing } : {}),
     ...(callLog ? { callLog } : {}),
@@ -336,7 +352,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
     process.stderr.write(
       `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}` +
-        `${metrics !== undefined ? `, metrics on http://${metrics}/metrics` : ''}${notesOf(options, config.callLog, limits)}\n`,
+        `${metrics !== undefined ? `, metrics on http://${metrics}/metrics` : ''}${notesOf(options, config.callLog, limits, notifications)}\n`,
     );
     // One stopping (a signal stops both; a fatal error one) takes the other down with it.
     const running = workers.map((worker) =>
@@ -364,6 +380,14 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   }
 }
 
+/** The limits and notifications files' settings (`TREADLE_LIMITS`, `TREADLE_NOTIFY`) unless given. */
+function settingsFiles(options: Partial<TreadleWorkerOptions>) {
+  return {
+    limits: options.limits === undefined ? limitsFromEnv() : options.limits,
+    notifications: options.notifications === undefined ? notificationsFromEnv() : options.notifications,
+  };
+}
+
 /** With an implementations queue the registry's own names go there; the core queue keeps the shipped set. */
 function coreQueueOptions<T extends Partial<TreadleWorkerOptions>>(
   base: T,
@@ -377,14 +401,19 @@ function coreQueueOptions<T extends Partial<TreadleWorkerOptions>>(
   return core;
 }
 
-/** The start line's notes: a PostgreSQL call log, and the model limits the calls share (docs/deploy.md). */
+/** The start line's notes: a PostgreSQL call log, the model limits the calls share (docs/deploy.md), the webhooks. */
 function notesOf(
   options: Partial<TreadleWorkerOptions>,
   callLog: string | null,
   limits: CapacityLimits | null | undefined,
+  notifications: WorkerNotifications | null | undefined,
 ) {
   const scopes = (limits?.limits ?? []).map((limit) => `${limit.provider}/${limit.model}`);
-  return `${callLogNote(options, callLog)}${scopes.length > 0 ? `, model limits for ${scopes.join(', ')}` : ''}`;
+  const webhooks = (notifications?.webhooks ?? []).map((w) => w.name);
+  return (
+    `${callLogNote(options, callLog)}${scopes.length > 0 ? `, model limits for ${scopes.join(', ')}` : ''}` +
+    `${webhooks.length > 0 ? `, webhooks ${webhooks.join(', ')}` : ''}`
+  );
 }
 
 /** The start line's note of a PostgreSQL call log (without its password): the shared state an operator checks. */

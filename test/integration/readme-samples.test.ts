@@ -8,6 +8,8 @@
  *   a pipeline of its own: a list is its stages, a name is added when missing) or `<!-- sample: fragment
  *   examples/x.yaml -->` (merged into that pipeline: stages replaced by name, other keys replaced);
  * - a limits file, `<!-- sample: limits-file -->`: read by the worker's own reader (`readLimitsFile`), no problem;
+ * - a notifications file, `<!-- sample: notify-file -->`: read by the worker's own reader (`readNotifyFile`, with its
+ *   `secret_env` variables set), no problem;
  * - shell: run by bash in that project (with `examples/` linked in), `npx treadle` being the built CLI;
  * - anything else, and blocks that cannot run here, carry `<!-- sample: not-run (reason) -->`: counted and
  *   listed. A block the test cannot classify fails it.
@@ -19,6 +21,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkS
 import path from 'node:path';
 import YAML from 'yaml';
 import { readLimitsFile } from '../../src/capacity/worker/limits-file';
+import { readNotifyFile } from '../../src/notify/worker/settings-file';
 import { runCli, runCommand, showRun, TREADLE_BIN } from '../support/cli';
 import { readMarkdown, type MarkdownSample } from '../support/markdown-samples';
 import { eventually, startHarness, testAddress, type Harness } from '../support/harness';
@@ -46,6 +49,7 @@ type Plan =
   | { kind: 'typescript'; worker: boolean }
   | { kind: 'pipeline'; fragment: boolean; into?: string }
   | { kind: 'limits' }
+  | { kind: 'notify' }
   | { kind: 'shell' };
 
 /** The plan for a block, or the reason it cannot be classified (which fails the test). */
@@ -60,6 +64,7 @@ function planFor(sample: MarkdownSample): Plan | { unclassified: string } {
     if (marker.mode === 'worker') return { kind: 'typescript', worker: true };
   } else if (YAML_LANGS.has(sample.lang)) {
     if (marker?.mode === 'limits-file') return { kind: 'limits' };
+    if (marker?.mode === 'notify-file') return { kind: 'notify' };
     if (marker?.mode === 'fragment') {
       return { kind: 'pipeline', fragment: true, ...(marker.argument ? { into: marker.argument } : {}) };
     }
@@ -197,6 +202,20 @@ it('validates every YAML pipeline with `treadle validate`', async () => {
   }
   expect(failures).toEqual([]);
 }, 180_000);
+
+it('reads every notifications file sample as treadle worker reads TREADLE_NOTIFY', () => {
+  const failures = ofKind('notify').flatMap(({ sample }) => {
+    const file = path.join(project, `${stem(sample)}.yaml`);
+    writeFileSync(file, sample.code);
+    // The keys are the user's: any value stands for them here.
+    const secrets = Object.fromEntries([...sample.code.matchAll(/secret_env:\s*(\w+)/g)].map((m) => [m[1]!, 'key']));
+    const read = readNotifyFile(file, secrets);
+    return read.ok && read.settings.webhooks.length > 0
+      ? []
+      : [`${where(sample)}: ${read.ok ? 'no webhooks' : read.problems.join('; ')}`];
+  });
+  expect(failures).toEqual([]);
+});
 
 it('reads every limits file sample as treadle worker reads TREADLE_LIMITS', () => {
   const failures = ofKind('limits').flatMap(({ sample }) => {

@@ -13,6 +13,7 @@ import { PROMPT_CANCELLATION } from '../support/attempt-timeout';
 import { recordFailedTddRoot, recordTddTree } from '../support/tdd-recording';
 import { runDecisions } from '../support/decision-recording';
 import { recordLimiter } from '../support/limiter-recording';
+import { recordNotifier } from '../support/notifier-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -41,10 +42,12 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))(
 
 // A TDD tree (seed 001): the root (children, merge handshake, retry, MoreTests) and a child that rebased.
 // A limiter (issue 39): its every message, an expired lease, a renewal, and the run it continued as.
+// The notifier (issue 40): lanes, a duplicate, a refused delivery retried, and the run it continued as.
 it.each([
   ['tdd-tree', recordTddTree],
   ['tdd-failed-root', recordFailedTddRoot],
   ['limiter', recordLimiter],
+  ['notifier', recordNotifier],
 ] as const)(
   'records %s',
   async (_name, record) => {

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import v8 from 'node:v8';
 import type { LimiterInput } from '../../src/capacity/workflow';
+import type { NotifierInput } from '../../src/notify/messages';
 import { ENGINE_VERSION } from '../../src/model/state';
 
 const dir = path.join(__dirname, 'histories');
@@ -47,6 +48,8 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(expect.arrayContaining(['human-stage.json']));
   // Issue 39's limiter: a run and the run it continued as.
   expect(files).toEqual(expect.arrayContaining(['limiter.json', 'limiter.2.json']));
+  // Issue 40's notifier: a run and the run it continued as.
+  expect(files).toEqual(expect.arrayContaining(['notifier.json', 'notifier.2.json']));
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 
@@ -149,4 +152,27 @@ it('records a limiter run with every message, an expired lease, a moved wake-up,
   expect(input.carried?.leases).toHaveLength(1);
   expect(input.limits.leaseMs).toBe(60_000);
   expect(count('limiter.2.json', 'WORKFLOW_EXECUTION_UPDATE_ACCEPTED')).toBeGreaterThanOrEqual(1);
+});
+
+// The notifier (issue 40, test/support/notifier-recording.ts): its recorded runs hold deliveries in two lanes, a
+// duplicate and a malformed signal, a retried delivery, and continue-as-new with deliveries queued and keys carried.
+it('records a notifier run with deliveries, a duplicate, and the run it continued as with its queue', () => {
+  type Event = {
+    eventType: string;
+    workflowExecutionStartedEventAttributes?: { input: { payloads: { data: string }[] } };
+    activityTaskStartedEventAttributes?: { attempt?: number };
+  };
+  const events = (file: string) => (historyOf(file) as { events: Event[] }).events;
+  const count = (file: string, type: string) => events(file).filter((e) => e.eventType === `EVENT_TYPE_${type}`).length;
+  expect(count('notifier.json', 'ACTIVITY_TASK_COMPLETED')).toBeGreaterThanOrEqual(5);
+  // More signals than deliveries: one announced twice, one malformed.
+  expect(count('notifier.json', 'WORKFLOW_EXECUTION_SIGNALED')).toBeGreaterThan(
+    count('notifier.json', 'ACTIVITY_TASK_SCHEDULED'),
+  );
+  expect(events('notifier.json').some((e) => (e.activityTaskStartedEventAttributes?.attempt ?? 1) > 1)).toBe(true);
+  expect(events('notifier.json').at(-1)!.eventType).toBe('EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW');
+  const started = events('notifier.2.json')[0]!.workflowExecutionStartedEventAttributes!;
+  const input = JSON.parse(Buffer.from(started.input.payloads[0]!.data, 'base64').toString('utf8')) as NotifierInput;
+  expect(input.carried?.queue.length).toBeGreaterThanOrEqual(1);
+  expect(input.carried?.recent).toEqual(expect.arrayContaining(['decision_owed item-1~review~draft']));
 });
