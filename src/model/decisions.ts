@@ -25,12 +25,13 @@ export type DecisionAction =
   | 'edit' // review, budget: approve with an edited artefact; tdd: answer with text
   | 'guidance' // tdd: a note the next step reads
   | 'resume' // loop
-  | 'abandon'; // loop (reason required)
+  | 'abandon' // loop (reason required)
+  | 'request_changes'; // review, budget: one more attempt with the note (required) in its feedback
 
 /** The answers each kind takes. */
 export const ANSWERS: Readonly<Record<DecisionKind, readonly DecisionAction[]>> = {
-  review: ['approve', 'approve_attempt', 'reject', 'edit'],
-  budget: ['approve', 'reject', 'edit'],
+  review: ['approve', 'approve_attempt', 'reject', 'edit', 'request_changes'],
+  budget: ['approve', 'reject', 'edit', 'request_changes'],
   approval: ['approve', 'reject'],
   tdd: ['approve', 'guidance', 'edit', 'reject'],
   loop: ['resume', 'abandon'],
@@ -77,7 +78,7 @@ export interface DecisionAnswer {
   attempt?: number;
   /** `reject` and `abandon`: why (required). */
   reason?: string;
-  /** A note kept with the decision; for `guidance`, the guidance. */
+  /** A note kept with the decision; for `guidance`, the guidance; for `request_changes`, what to change. */
   note?: string;
   /** `edit`: the edited artefact (review, budget), or the answer's text (tdd). */
   artefact?: unknown;
