@@ -43,6 +43,9 @@ export const TEST_IDS = {
   actionGuidance: 'action-guidance',
   actionResume: 'action-resume',
   actionAbandon: 'action-abandon',
+  /** Request changes: the note (required) and its button. */
+  changesNote: 'changes-note',
+  actionRequestChanges: 'action-request-changes',
   /** Notices: decided, already decided by someone else, errors. */
   notice: 'notice',
   /** Login. */

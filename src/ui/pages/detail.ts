@@ -4,6 +4,7 @@
  * TDD question, the loop's failure and iterations, the Web UI link) and the answer forms the kind allows.
  */
 import { waitingFor, type AttemptView, type DecisionDetail, type PendingDecision } from '../../model/decisions';
+import { MAX_REVIEW_NOTE_CHARS } from '../../model/limits';
 import { html, type SafeHtml } from '../html';
 import { renderArtefact } from '../render/artefact';
 import { canonicalJson, renderDiff } from '../render/diff';
@@ -92,6 +93,22 @@ function answerForms(d: PendingDecision, detail: DecisionDetail): SafeHtml {
               data-testid="${TEST_IDS.guidance}"
             ></textarea>
             <button type="button" data-action="guidance" data-testid="${TEST_IDS.actionGuidance}">Send guidance</button>
+          </div>`
+        : ''
+    }
+    ${
+      can.has('request_changes')
+        ? html`<div class="group">
+            <textarea
+              id="changes-note"
+              rows="3"
+              maxlength="${MAX_REVIEW_NOTE_CHARS}"
+              placeholder="What to change: the next attempt reads this beside the gate's feedback (required)"
+              data-testid="${TEST_IDS.changesNote}"
+            ></textarea>
+            <button type="button" data-action="request_changes" data-testid="${TEST_IDS.actionRequestChanges}">
+              Request changes
+            </button>
           </div>`
         : ''
     }
