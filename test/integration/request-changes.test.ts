@@ -141,3 +141,20 @@ it("a stage whose policy fails on an exhausted budget still goes back to a perso
   await h.client.reject(id, 'draft', 'enough', { reviewer: 'ann' });
   expect((await h.client.result(id)).status).toBe('failed');
 });
+
+it('an item started on engine 7 refuses a request for changes, naming its engine, and still takes an approval', async () => {
+  const old = await startHarness({ engineVersion: 7 });
+  try {
+    const id = old.id('engine-7');
+    const spec = pipeline('request-changes-engine-7').stage('draft', 'scripted').reviewPolicy('draft', 'always');
+    await old.client.start(spec, {}, { id });
+    await eventually(async () => ((await old.client.getState(id)).pendingReviews.length > 0 ? true : undefined));
+    await expect(old.client.requestChanges(id, 'draft', 'shorter')).rejects.toThrow(
+      `work item ${id} runs on engine 7, which cannot request changes (engine 8 and later can)`,
+    );
+    await old.client.approve(id, 'draft');
+    expect((await old.client.result(id)).status).toBe('completed');
+  } finally {
+    await old.shutdown();
+  }
+});
