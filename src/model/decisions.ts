@@ -26,7 +26,7 @@ export type DecisionAction =
   | 'guidance' // tdd: a note the next step reads
   | 'resume' // loop
   | 'abandon' // loop (reason required)
-  | 'request_changes'; // review, budget: one more attempt with the note (required) in its feedback
+  | 'request_changes'; // review, budget: one more attempt with the note (required) in its feedback; loop: resume with it
 
 /** The answers each kind takes. */
 export const ANSWERS: Readonly<Record<DecisionKind, readonly DecisionAction[]>> = {
@@ -34,7 +34,7 @@ export const ANSWERS: Readonly<Record<DecisionKind, readonly DecisionAction[]>> 
   budget: ['approve', 'reject', 'edit', 'request_changes'],
   approval: ['approve', 'reject'],
   tdd: ['approve', 'guidance', 'edit', 'reject'],
-  loop: ['resume', 'abandon'],
+  loop: ['resume', 'abandon', 'request_changes'],
 };
 
 /** One pending decision, as listed. */

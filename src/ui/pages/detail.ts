@@ -103,7 +103,7 @@ function answerForms(d: PendingDecision, detail: DecisionDetail): SafeHtml {
               id="changes-note"
               rows="3"
               maxlength="${MAX_REVIEW_NOTE_CHARS}"
-              placeholder="What to change: the next attempt reads this beside the gate's feedback (required)"
+              placeholder="${d.kind === 'loop' ? 'What the rerun iteration should change (required)' : "What to change: the next attempt reads this beside the gate's feedback (required)"}"
               data-testid="${TEST_IDS.changesNote}"
             ></textarea>
             <button type="button" data-action="request_changes" data-testid="${TEST_IDS.actionRequestChanges}">
