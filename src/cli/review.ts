@@ -1,4 +1,7 @@
-/** Commands for stage reviews: `reviews` (pending across all items) and `review` (approve, reject or edit). */
+/**
+ * Commands for stage reviews: `reviews` (pending across all items) and `review` (approve, reject, edit or
+ * request changes).
+ */
 import type { Command } from 'commander';
 import { readJsonFile } from '../pipelines/catalog';
 import { wholeNumber } from './arguments';
@@ -43,14 +46,18 @@ function registerReviewsCommand(program: Command): void {
     );
 }
 
-/** `treadle review <id> <stage>`: approve, reject, or approve with an edited artefact. */
+/** `treadle review <id> <stage>`: approve, reject, approve with an edited artefact, or request changes. */
 function registerReviewCommand(program: Command): void {
   program
     .command('review <id> <stage>')
-    .description('approve, reject, or approve with an edited artefact')
+    .description('approve, reject, approve with an edited artefact, or request changes')
     .option('--approve', "approve the output (the latest attempt's, or --attempt N)")
     .option('--reject <reason>', 'reject: the stage fails and its dependents are skipped')
     .option('--edit <file>', 'approve with the JSON artefact in FILE instead of the output')
+    .option(
+      '--request-changes <note>',
+      "run one more attempt with NOTE in its feedback, beside the gate's (at most 4096 characters)",
+    )
     .option(
       '--attempt <n>',
       "with --approve: which attempt's output to approve",
@@ -68,6 +75,7 @@ function registerReviewCommand(program: Command): void {
             approve?: boolean;
             reject?: string;
             edit?: string;
+            requestChanges?: string;
             attempt?: number;
             note?: string;
             reviewer?: string;
@@ -77,17 +85,24 @@ function registerReviewCommand(program: Command): void {
             opts.approve ? '--approve' : '',
             opts.reject !== undefined ? '--reject' : '',
             opts.edit !== undefined ? '--edit' : '',
+            opts.requestChanges !== undefined ? '--request-changes' : '',
           ].filter(Boolean);
           if (chosen.length !== 1)
             throw new UsageError(
-              `give exactly one of --approve, --reject REASON, --edit FILE${chosen.length ? ` (got ${chosen.join(', ')})` : ''}`,
+              `give exactly one of --approve, --reject REASON, --edit FILE, --request-changes NOTE${chosen.length ? ` (got ${chosen.join(', ')})` : ''}`,
             );
+          if (opts.requestChanges !== undefined && opts.note !== undefined)
+            throw new UsageError('--request-changes NOTE is the note; leave out --note');
           if (opts.attempt !== undefined && !opts.approve) throw new UsageError('--attempt goes with --approve');
           // Read before the review is sent: a file that cannot be read is a usage error (exit 2), not a review's.
           const edited = opts.edit !== undefined ? { artefact: given(() => readJsonFile(opts.edit!)) } : undefined;
           const note = opts.note !== undefined ? { note: opts.note } : {};
           let done;
-          if (opts.approve)
+          if (opts.requestChanges !== undefined)
+            done = await client.requestChanges(id, stage, opts.requestChanges, {
+              ...(opts.reviewer ? { reviewer: opts.reviewer } : {}),
+            });
+          else if (opts.approve)
             done = await client.review(
               id,
               stage,

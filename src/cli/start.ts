@@ -155,15 +155,23 @@ function registerResume(program: Command): void {
     .option('--stage <name>', 'the loop stage, when several are failed')
     .option('--abandon', 'give the loop up instead: the stage fails')
     .option('--reason <text>', 'why (recorded with an abandon)')
+    .option('--note <text>', "with a resume: what the rerun iteration should change (its context.json's resume.note)")
     .option('--by <name>', 'who decides (default: $TREADLE_REVIEWER or $USER)')
     .action(
       withClient(
-        async (client, id: string, opts: { stage?: string; abandon?: boolean; reason?: string; by?: string }) => {
+        async (
+          client,
+          id: string,
+          opts: { stage?: string; abandon?: boolean; reason?: string; by?: string; note?: string },
+        ) => {
+          if (opts.note !== undefined && opts.abandon)
+            throw new UsageError('--note goes with a resume; an abandon takes --reason');
           const answer = await client.resumeLoop(id, {
             ...(opts.stage ? { stage: opts.stage } : {}),
             action: opts.abandon ? 'abandon' : 'resume',
             ...(opts.reason ? { reason: opts.reason } : {}),
             ...(opts.by ? { by: opts.by } : {}),
+            ...(opts.note !== undefined ? { note: opts.note } : {}),
           });
           process.stdout.write(
             answer.resumed

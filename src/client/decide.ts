@@ -13,6 +13,7 @@ import {
 } from '../model/decisions';
 import type { Json } from '../model/shapes';
 import { TreadleError } from './errors';
+import { MAX_REVIEW_NOTE_CHARS } from '../model/limits';
 import { AlreadyDecidedError } from '../config/errors';
 import type { SchemaProblem } from '../agents/output-schema-checks';
 import type { DecisionContext, DecisionTarget } from './decision-kind';
@@ -33,6 +34,11 @@ export function answerProblem(kind: DecisionKind, answer: DecisionAnswer): strin
     return 'approve_attempt needs the attempt (a whole number from 1)';
   if (answer.action === 'edit' && answer.artefact === undefined) return 'edit needs the edited artefact';
   if (answer.action === 'guidance' && blank(answer.note)) return 'guidance needs the note';
+  if (answer.action === 'request_changes') {
+    if (blank(answer.note)) return 'request_changes needs a note saying what to change';
+    if (answer.note!.length > MAX_REVIEW_NOTE_CHARS)
+      return `the note is ${answer.note!.length} characters, over the ${MAX_REVIEW_NOTE_CHARS} a request for changes may have; shorten it`;
+  }
   // Last, as the kind's own checks only apply to a well-formed answer (a TDD step's edit is text).
   return kindAnswers(kind).answerProblem?.(answer);
 }

@@ -112,6 +112,8 @@ export function reviewOutcome(answer: DecisionAnswer): ReviewOutcome {
       return { kind: 'approve', attempt: answer.attempt!, ...note };
     case 'edit':
       return { kind: 'approve_with_edits', artefact: answer.artefact as Json, ...note };
+    case 'request_changes':
+      return { kind: 'request_changes', note: answer.note! };
     default:
       // approve; a TDD step's guidance is an approval whose note the next step reads.
       return { kind: 'approve', ...note };

@@ -14,6 +14,8 @@ export interface LoopResumeOptions {
   action?: 'resume' | 'abandon';
   reason?: string;
   by?: string;
+  /** With a resume: a note the rerun iteration reads in its `context.json` (`resume.note`). */
+  note?: string;
 }
 
 /**
@@ -52,6 +54,7 @@ export async function resumeFailedLoop(
   const request = {
     action: options.action ?? 'resume',
     ...(options.reason !== undefined ? { reason: options.reason } : {}),
+    ...(options.note !== undefined ? { note: options.note } : {}),
     by: options.by ?? defaultReviewer(),
   };
   const answer = await sendResume(client, loop.workflowId, request, timeoutMs, answerWaitMs);

@@ -259,6 +259,16 @@ export class TreadleClient implements ClientParts {
     return this.decisions.reject(id, stage, reason, options);
   }
 
+  /** Alias of `client.decisions.requestChanges`: the stage runs one more attempt with the note in its feedback. */
+  requestChanges(
+    id: string,
+    stage: string,
+    note: string,
+    options: { reviewer?: string } = {},
+  ): Promise<ReviewAccepted> {
+    return this.decisions.requestChanges(id, stage, note, options);
+  }
+
   /** Alias of `client.decisions.approveWithEdits`: approves with an edited artefact. */
   approveWithEdits(
     id: string,

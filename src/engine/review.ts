@@ -4,7 +4,7 @@
  */
 import { parseReviewRequest } from '../model/review-request';
 import { formatDuration } from '../model/duration';
-import type { Artefact, AttemptRecord, Json, ReviewOutcome } from '../model/shapes';
+import type { Artefact, AttemptRecord, Json, QualityFeedback, ReviewOutcome } from '../model/shapes';
 import type { PendingReview, ReviewReason, ReviewRecord } from '../model/state';
 
 /** Inline edits larger than this would bloat the history (and the update carrying them) past safe sizes. */
@@ -87,13 +87,55 @@ export type ReviewDecision =
   | { action: 'fail'; error: string; message: string }
   | { action: 'complete'; artefact?: Artefact; summary?: string; message: string }
   /** Carry on with the stage's attempts (a spent token budget was waived). */
-  | { action: 'resume' };
+  | { action: 'resume' }
+  /**
+   * The reviewer requested changes: one more attempt runs with `feedback` (their note beside the gate's last
+   * feedback), beyond the retry budget if need be; a budget review resumes the attempt it held back instead.
+   */
+  | { action: 'retry'; feedback: QualityFeedback; message: string };
+
+/**
+ * The feedback the attempt after a reviewer's "request changes" gets: the gate's last feedback (its summary
+ * and failed criteria) with the reviewer's note as `guidance`, so both reach the stage's prompt. A stored
+ * feedback's `ref` is dropped: the activity would hand the implementation the stored whole, without the note.
+ */
+export function changesRequestedFeedback(
+  reviewer: string,
+  note: string,
+  gate: QualityFeedback | undefined,
+): QualityFeedback {
+  const requested = `changes requested by ${reviewer}`;
+  return {
+    summary: gate ? `${requested}; the gate's last feedback: ${gate.summary}` : requested,
+    failedCriteria: gate?.failedCriteria ?? [],
+    guidance: note,
+    reviewer,
+  };
+}
 
 /** The event and the stage record a decision leaves behind. */
 export interface ReviewDecided {
   decision: ReviewDecision;
   event: { type: 'ReviewResolved' | 'ReviewExpired'; message: string; details: Record<string, Json> };
   review: ReviewRecord;
+}
+
+/** A reviewer's request for changes: the next attempt, with their note in its feedback. */
+function changesRequested(
+  stage: string,
+  reason: ReviewReason,
+  reviewer: string,
+  note: string,
+  attempts: AttemptRecord[],
+): ReviewDecision {
+  return {
+    action: 'retry',
+    feedback: changesRequestedFeedback(reviewer, note, attempts[attempts.length - 1]?.feedback),
+    message:
+      reason === 'budget_exhausted'
+        ? `${stage}: ${reviewer} requested changes; the stage continues past the token budget with their note`
+        : `${stage}: ${reviewer} requested changes; attempt ${attempts.length + 1} runs with their note`,
+  };
 }
 
 /**
@@ -160,6 +202,10 @@ export function decideReview(args: {
       event: event(expired ? 'rejected by policy' : `${stage} rejected by ${reviewer}: ${outcome.reason}`),
       review,
     };
+  }
+  if (outcome.kind === 'request_changes') {
+    const decision = changesRequested(stage, args.reason, reviewer, outcome.note, attempts);
+    return { decision, event: event(`${stage}: changes requested by ${reviewer}: ${outcome.note}`), review };
   }
   if (outcome.kind === 'approve_with_edits') {
     return {

@@ -26,15 +26,16 @@ export type DecisionAction =
   | 'guidance' // tdd: a note the next step reads
   | 'resume' // loop
   | 'abandon' // loop (reason required)
-  | 'respond'; // human: the stage's output, supplied by a person (`artefact`)
+  | 'respond' // human: the stage's output, supplied by a person (`artefact`)
+  | 'request_changes'; // review, budget: one more attempt with the note (required) in its feedback; loop: resume with it
 
 /** The answers each kind takes. */
 export const ANSWERS: Readonly<Record<DecisionKind, readonly DecisionAction[]>> = {
-  review: ['approve', 'approve_attempt', 'reject', 'edit'],
-  budget: ['approve', 'reject', 'edit'],
+  review: ['approve', 'approve_attempt', 'reject', 'edit', 'request_changes'],
+  budget: ['approve', 'reject', 'edit', 'request_changes'],
   approval: ['approve', 'reject'],
   tdd: ['approve', 'guidance', 'edit', 'reject'],
-  loop: ['resume', 'abandon'],
+  loop: ['resume', 'abandon', 'request_changes'],
   // A `human` stage: the person's output (checked against the stage's output_schema before it is sent), or
   // reject = fail the stage with a reason.
   human: ['respond', 'reject'],
@@ -83,7 +84,7 @@ export interface DecisionAnswer {
   attempt?: number;
   /** `reject` and `abandon`: why (required). */
   reason?: string;
-  /** A note kept with the decision; for `guidance`, the guidance. */
+  /** A note kept with the decision; for `guidance`, the guidance; for `request_changes`, what to change. */
   note?: string;
   /** `edit`: the edited artefact (review, budget), or the answer's text (tdd); `respond`: the stage's output. */
   artefact?: unknown;

@@ -114,3 +114,6 @@ export function shortFeedback(feedback: QualityFeedback, ref: string): QualityFe
  * 80% of this (24 s), so 30 s leaves a margin for a busy worker while a lost one costs ~30 s, not minutes.
  */
 export const STEP_HEARTBEAT_TIMEOUT = '30s';
+
+/** The longest note a reviewer's "request changes" may carry (4 KiB of text): it travels in the item's history. */
+export const MAX_REVIEW_NOTE_CHARS = 4096;

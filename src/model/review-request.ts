@@ -3,6 +3,7 @@
  * evaluated again for each execution, and zod's weight showed up as most of the engine's per-item CPU and
  * memory in the benchmarks. `test/unit/review-request.test.ts` holds it to the zod schema in shapes.ts.
  */
+import { MAX_REVIEW_NOTE_CHARS } from './limits';
 import type { Json, ReviewOutcome } from './shapes';
 
 /** A well-formed review. */
@@ -12,11 +13,12 @@ export interface ParsedReview {
   reviewer: string;
 }
 
-const KINDS = ['approve', 'reject', 'approve_with_edits'] as const;
+const KINDS = ['approve', 'reject', 'approve_with_edits', 'request_changes'] as const;
 const KEYS: Record<(typeof KINDS)[number], string[]> = {
   approve: ['kind', 'attempt', 'note'],
   reject: ['kind', 'reason', 'note'],
   approve_with_edits: ['kind', 'artefact', 'note'],
+  request_changes: ['kind', 'note'],
 };
 
 function describe(value: unknown): string {
@@ -66,6 +68,14 @@ export function parseReviewRequest(
     issues.push('outcome.reason: a rejection needs a reason');
   if (kind === 'approve_with_edits' && outcome.artefact === undefined)
     issues.push('outcome.artefact: approve_with_edits needs an artefact (the edited output)');
+  if (kind === 'request_changes') {
+    if (typeof outcome.note !== 'string' || outcome.note.trim() === '')
+      issues.push('outcome.note: request_changes needs a note saying what to change');
+    else if (outcome.note.length > MAX_REVIEW_NOTE_CHARS)
+      issues.push(
+        `outcome.note: ${outcome.note.length} characters is over the ${MAX_REVIEW_NOTE_CHARS} a note may have; shorten it`,
+      );
+  }
   if (issues.length > 0) return { ok: false, issues };
   const note = typeof outcome.note === 'string' ? { note: outcome.note } : {};
   const parsed: ReviewOutcome =
@@ -73,6 +83,8 @@ export function parseReviewRequest(
       ? { kind, ...(outcome.attempt !== undefined ? { attempt: outcome.attempt as number } : {}), ...note }
       : kind === 'reject'
         ? { kind, reason: outcome.reason as string, ...note }
-        : { kind, artefact: outcome.artefact as Json, ...note };
+        : kind === 'request_changes'
+          ? { kind, note: outcome.note as string }
+          : { kind, artefact: outcome.artefact as Json, ...note };
   return { ok: true, review: { stage: stage as string, outcome: parsed, reviewer: reviewer as string } };
 }

@@ -4,6 +4,7 @@
  * they survive Temporal's JSON payload converter unchanged.
  */
 import { z } from 'zod';
+import { MAX_REVIEW_NOTE_CHARS } from './limits';
 
 /** Any JSON value. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -61,6 +62,11 @@ export const QualityFeedbackSchema = z.object({
   summary: z.string(),
   failedCriteria: z.array(CriterionResultSchema).default([]),
   guidance: JsonSchema.optional(),
+  /**
+   * Set when a reviewer requested changes: who did; `guidance` is then their note, while `summary` and
+   * `failedCriteria` keep the gate's last feedback (both reach the next attempt).
+   */
+  reviewer: z.string().optional(),
   /**
    * Set when the feedback was too long for the history: `sha256:<hex>` of the whole feedback in the blob
    * store, while `summary` and `failedCriteria` here are shortened. Activities hand implementations the whole.
@@ -203,6 +209,19 @@ export const ReviewOutcomeSchema = z.discriminatedUnion('kind', [
         .refine((v) => v !== undefined, 'approve_with_edits needs an artefact (the edited output)')
         .transform((v) => v as Json),
       note: z.string().optional(),
+    })
+    .strict(),
+  z
+    .object({
+      kind: z.literal('request_changes'),
+      /** What the next attempt should change; it reaches that attempt's feedback as `guidance`. */
+      note: z
+        .string()
+        .refine((v) => v.trim() !== '', 'request_changes needs a note saying what to change')
+        .refine(
+          (v) => v.length <= MAX_REVIEW_NOTE_CHARS,
+          `a note may have at most ${MAX_REVIEW_NOTE_CHARS} characters`,
+        ),
     })
     .strict(),
 ]);

@@ -55,7 +55,7 @@ export interface PendingReview {
 /** What a human decided, as recorded on the stage. */
 export interface ReviewRecord {
   reviewer: string;
-  kind: 'approve' | 'reject' | 'approve_with_edits' | 'expired_approve' | 'expired_reject';
+  kind: 'approve' | 'reject' | 'approve_with_edits' | 'request_changes' | 'expired_approve' | 'expired_reject';
   at: string;
   note?: string;
   reason?: string;

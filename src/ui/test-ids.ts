@@ -48,6 +48,9 @@ export const TEST_IDS = {
   humanFeedback: 'human-feedback',
   humanFormError: 'human-form-error',
   humanFormSubmit: 'human-form-submit',
+  /** Request changes: the note (required) and its button. */
+  changesNote: 'changes-note',
+  actionRequestChanges: 'action-request-changes',
   /** Notices: decided, already decided by someone else, errors. */
   notice: 'notice',
   /** Why a decision for reviewer groups the reviewer is not in is shown without answer forms. */

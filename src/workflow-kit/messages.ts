@@ -4,7 +4,7 @@
  * names equal the constants' stems (STYLE.md).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { ReviewRequest } from '../model/shapes';
+import type { ReviewOutcome, ReviewRequest } from '../model/shapes';
 import type { ItemStatus, PendingReview, StateQueryArgs, WorkItemState } from '../model/state';
 import type { TreadleEvent } from '../model/shapes';
 
@@ -18,7 +18,7 @@ export const reviewSignal = defineSignal<[ReviewRequest]>('review');
 export interface ReviewAccepted {
   itemId: string;
   stage: string;
-  outcome: 'approve' | 'reject' | 'approve_with_edits';
+  outcome: ReviewOutcome['kind'];
   reviewer: string;
 }
 

@@ -80,13 +80,19 @@ async function runStageToEnd(run: StageRun): Promise<void> {
     let attempt = 1;
     let feedback: QualityFeedback | null = null;
     let budgetWaived = false;
+    // Set once a reviewer requested changes: the retry budget stretches to the attempt they granted, and
+    // running out of it escalates to review again, so a person always closes the stage (docs/concepts.md).
+    let granted = false;
     // Earlier attempts travel as a stored log plus the records not in it yet, so an activity's input does not
     // grow with the number of attempts; each stage activity stores the log it was given and names it.
     const log: AttemptLog = { ref: null, count: 0 };
     for (;;) {
       const budgetSpent = budgetWaived ? null : budgetReview(run, attempt);
       if (budgetSpent) {
-        if ((await review(run, budgetSpent)) === 'settled') return;
+        const answered = await review(run, budgetSpent);
+        if (answered === 'settled') return;
+        // Changes requested on a spent budget: the attempt it held back runs, with the reviewer's note.
+        if (answered !== 'resume') feedback = answered.retry;
         budgetWaived = true;
         continue;
       }
@@ -108,7 +114,7 @@ async function runStageToEnd(run: StageRun): Promise<void> {
         if (isCancellation(error)) throw error;
         return failAttempt(run, record, error);
       }
-      const decision = decideAfter(run, record, outcome);
+      const decision = decideAfter(run, record, outcome, granted);
       switch (decision.action) {
         case 'complete':
         case 'skip':
@@ -122,10 +128,16 @@ async function runStageToEnd(run: StageRun): Promise<void> {
           feedback = decision.feedback;
           beginRetry(run, decision);
           continue;
-        case 'review':
+        case 'review': {
           // Only a token-budget review can resume a stage, and that one is requested above.
-          await review(run, decision);
-          return;
+          const answered = await review(run, decision);
+          if (typeof answered !== 'object') return;
+          granted = true;
+          attempt = st.attempts.length + 1;
+          feedback = answered.retry;
+          beginRequestedAttempt(run, attempt, feedback);
+          continue;
+        }
       }
     }
   } catch (error) {
@@ -179,13 +191,24 @@ export function failAttempt(run: StageRun, record: AttemptRecord, error: unknown
   settle(run, 'failed', `${run.stage.name} failed on attempt ${record.attempt}: ${message}`, { error: message });
 }
 
-/** An attempt's outcome recorded and judged by the stage policy: what happens next. */
-export function decideAfter(run: StageRun, record: AttemptRecord, outcome: AttemptOutcome): StageDecision {
+/**
+ * An attempt's outcome recorded and judged by the stage policy: what happens next. After a reviewer's
+ * request for changes (`granted`), the budget reaches at least this attempt and its end escalates.
+ */
+export function decideAfter(
+  run: StageRun,
+  record: AttemptRecord,
+  outcome: AttemptOutcome,
+  granted = false,
+): StageDecision {
   const { stage } = run;
   record.completedAt = now();
+  const budget = stage.retryBudget;
   const decision = decideAfterAttempt({
     attempt: record.attempt,
-    budget: stage.retryBudget,
+    budget: granted
+      ? { ...budget, maxAttempts: Math.max(budget.maxAttempts, record.attempt), onExhausted: 'escalate' }
+      : budget,
     policy: stage.reviewPolicy,
     outcome,
   });
@@ -253,6 +276,18 @@ export function beginRetry(run: StageRun, decision: Extract<StageDecision, { act
   );
 }
 
+/** An attempt a reviewer's request for changes granted, beginning. */
+function beginRequestedAttempt(run: StageRun, attempt: number, feedback: QualityFeedback): void {
+  const { stage } = run;
+  const maxAttempts = Math.max(stage.retryBudget.maxAttempts, attempt);
+  run.emit('RetryAttempt', `${stage.name} attempt ${attempt} because: ${feedback.summary}`, {
+    stage: stage.name,
+    attempt,
+    maxAttempts,
+    details: { feedbackSummary: feedback.summary, reviewer: feedback.reviewer ?? null },
+  });
+}
+
 /** The events of a judged attempt: its timeout, or its gate's verdict. */
 function recordVerdictEvents(
   run: StageRun,
@@ -302,12 +337,13 @@ function recordVerdictEvents(
 
 /**
  * Hands the stage to a human and applies their decision, or the TTL's (engine `decideReview`). Returns
- * `resume` only when approval lifts a spent token budget: the stage then carries on with its attempts.
+ * `resume` only when approval lifts a spent token budget: the stage then carries on with its attempts; and
+ * `{ retry }` when the reviewer requested changes: the next attempt runs with that feedback.
  */
 export async function review(
   run: StageRun,
   decision: Extract<StageDecision, { action: 'review' }>,
-): Promise<'settled' | 'resume'> {
+): Promise<'settled' | 'resume' | { retry: QualityFeedback }> {
   const { stage, state, emit } = run;
   const st = state.stages[stage.name]!;
   const attempt = st.attempts.length;
@@ -359,6 +395,7 @@ export async function review(
   emit(decided.event.type, decided.event.message, { stage: stage.name, attempt, details: decided.event.details });
   const outcome = decided.decision;
   if (outcome.action === 'resume') return 'resume';
+  if (outcome.action === 'retry') return { retry: outcome.feedback };
   if (outcome.action === 'fail') return settled(run, 'failed', outcome.message, { error: outcome.error });
   if (outcome.artefact !== undefined) st.artefact = await storedArtefact(outcome.artefact, `${stage.name} as approved`);
   if (outcome.summary !== undefined) st.summary = truncateText(outcome.summary);

@@ -24,6 +24,7 @@ import type { PipelineSpec, StageSpec } from '../model/pipeline';
 import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
 import {
   WORK_ITEM_FAILED,
+  REVIEWER_ATTENTION_ENGINE,
   type PreparePipelineInput,
   type PreparePipelineResult,
   type StageState,
@@ -157,7 +158,7 @@ export class WorkItemRun implements Scheduling {
   registerHandlers(): void {
     const { state, itemId } = this;
     setHandler(reviewSignal, (payload) => {
-      const checked = checkReview(state, payload);
+      const checked = this.checkReview(payload);
       if (checked.ok) this.deliver(checked.review);
       // What was wrong, never the payload itself: a rejected 500 KB edit must not live in every query.
       else
@@ -169,7 +170,7 @@ export class WorkItemRun implements Scheduling {
     setHandler(
       resolveReviewUpdate,
       (payload) => {
-        const checked = checkReview(state, payload);
+        const checked = this.checkReview(payload);
         if (!checked.ok) throw ApplicationFailure.nonRetryable(checked.error, 'InvalidReview');
         this.deliver(checked.review);
         const { stage, outcome, reviewer } = checked.review;
@@ -177,7 +178,7 @@ export class WorkItemRun implements Scheduling {
       },
       {
         validator: (payload) => {
-          const checked = checkReview(state, payload);
+          const checked = this.checkReview(payload);
           if (!checked.ok) throw new Error(checked.error);
         },
         description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
@@ -200,6 +201,20 @@ export class WorkItemRun implements Scheduling {
       }),
       { description: 'Status, pending reviews and a page of events ({eventsAfter, eventLimit}), without the stages.' },
     );
+  }
+
+  /**
+   * {@link checkReview}, and a request for changes refused on items of an engine before reviewer attention
+   * (their runners know no retry after a review).
+   */
+  private checkReview(payload: unknown): ReturnType<typeof checkReview> {
+    const checked = checkReview(this.state, payload);
+    if (checked.ok && checked.review.outcome.kind === 'request_changes' && !this.engine.reviewerAttention)
+      return {
+        ok: false,
+        error: `work item ${this.itemId} runs on engine ${this.engine.version}, which cannot request changes (engine ${REVIEWER_ATTENTION_ENGINE} and later can); approve, reject or edit its output, or start the item again`,
+      };
+    return checked;
   }
 
   /** A review accepted by a handler, for its stage's runner to pick up. */

@@ -277,6 +277,31 @@ test('guardrails: max_iterations stops a judgment loop without consensus, max_ru
   expect(loops.map((l) => l.state.status)).toEqual(['stopped', 'stopped']);
 }, 60_000);
 
+test('a resume with a note (treadle resume --note): the rerun iteration, and only it, reads it in context.json', async () => {
+  const id = h.id('loop-note');
+  const spec = {
+    name: 'noted',
+    stages: [loopStage('work', { termination: { type: 'fixed' } }, { max_iterations: 3 })],
+  };
+  await h.client.start(spec, { agent_replies: { work: [reply(1), { crash: 'exit 1' }, reply(2), reply(3)] } }, { id });
+  await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'failed'));
+  const long = await runTreadle(h, ['resume', id, '--note', 'x'.repeat(4097)]);
+  expect(long.code).not.toBe(0);
+  expect(long.stderr).toContain('the note is 4097 characters, over the 4096 a resume note may have; shorten it');
+  const both = await runTreadle(h, ['resume', id, '--abandon', '--note', 'n']);
+  expect(both).toMatchObject({ code: 2, stderr: 'treadle: --note goes with a resume; an abandon takes --reason\n' });
+  const resumed = await runTreadle(h, ['resume', id, '--note', 'Use the cached data.', '--by', 'ann']);
+  expect(resumed.code).toBe(0);
+  expect((await artefactOf(id, 'work')).iterations).toBe(3);
+  const context = (n: string) =>
+    JSON.parse(readFileSync(path.join(sessionDir(id), 'stage-00-work', 'iterations', n, 'context.json'), 'utf8'));
+  expect(context('002').resume).toEqual({ note: 'Use the cached data.', by: 'ann' });
+  // Only the iteration the resume reruns reads it.
+  expect(context('003').resume).toBeUndefined();
+  const loop = (await h.client.loops(id))[0]!;
+  expect(loop.state).toMatchObject({ status: 'completed' });
+}, 60_000);
+
 test('fail fast, resume smart: an agent crash stops the loop with the seed’s failure state; resume reruns that iteration, keeping history and progress', async () => {
   const id = h.id('loop-crash');
   const spec = {

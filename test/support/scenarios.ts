@@ -183,6 +183,28 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // Engine 8: an escalated review answered "request changes" runs a 4th attempt with the note; the gate
+    // rejects it, so the stage escalates again (not fails); changes requested again, the 5th attempt passes.
+    name: 'request-changes',
+    expected: 'completed',
+    async run(h, id) {
+      const spec = pipeline('replay-changes')
+        .stage('draft', 'scripted')
+        .qualityGate('draft', 'scripted')
+        .retryBudget('draft', { maxAttempts: 3, onExhausted: 'escalate' });
+      const rejected = (summary: string) => ({ verdict: 'rejected', summary });
+      const script = {
+        draft: [rejected('short'), rejected('short'), rejected('short'), rejected('no sources'), {}],
+      };
+      await h.client.start(spec, { script }, { id });
+      await waitForReview(h, id, 'draft');
+      await h.client.requestChanges(id, 'draft', 'cite two sources', { reviewer: 'replay' });
+      await waitForReview(h, id, 'draft');
+      await h.client.requestChanges(id, 'draft', 'and keep it short', { reviewer: 'replay' });
+      await h.client.result(id);
+    },
+  },
+  {
     // Ten stages in a line, the benchmark's shape: its history is where replay.test.ts counts what a stage
     // costs the workflow thread.
     name: 'linear-ten',

@@ -248,6 +248,18 @@ describe('llm stage', () => {
     expect(prompt).toContain('Guidance: {"hint":"drop the jokes"}');
   });
 
+  it("puts a reviewer's requested changes in the section beside the gate's criteria", () => {
+    const section = feedbackSection({
+      summary: "changes requested by ann; the gate's last feedback: 1 of 2 criteria not met: tone",
+      failedCriteria: FEEDBACK.failedCriteria,
+      guidance: 'Give the speed-up as a percentage.',
+      reviewer: 'ann',
+    });
+    expect(section).toContain("rejected: changes requested by ann; the gate's last feedback: 1 of 2 criteria not met");
+    expect(section).toContain('- tone: expected formal; actual chatty');
+    expect(section).toContain('The reviewer ann asked for these changes:\nGive the speed-up as a percentage.');
+  });
+
   it('leaves feedback to a template that handles it', async () => {
     const ctx = makeContext({
       attempt: 2,

@@ -277,6 +277,19 @@ describe('answerProblem', () => {
     expect(answerProblem('tdd', { action: 'edit', artefact: { a: 1 } })).toMatch(/answer's text/);
     expect(answerProblem('tdd', { action: 'guidance' })).toBe('guidance needs the note');
   });
+
+  it('request_changes: review and budget take it with a note of at most 4096 characters; approval and TDD do not', () => {
+    expect(answerProblem('review', { action: 'request_changes', note: 'cite sources' })).toBeUndefined();
+    expect(answerProblem('budget', { action: 'request_changes', note: 'cheaper' })).toBeUndefined();
+    expect(answerProblem('review', { action: 'request_changes', note: ' ' })).toBe(
+      'request_changes needs a note saying what to change',
+    );
+    expect(answerProblem('review', { action: 'request_changes', note: 'x'.repeat(4097) })).toBe(
+      'the note is 4097 characters, over the 4096 a request for changes may have; shorten it',
+    );
+    expect(answerProblem('approval', { action: 'request_changes', note: 'n' })).toMatch(/not request_changes/);
+    expect(answerProblem('tdd', { action: 'request_changes', note: 'n' })).toMatch(/not request_changes/);
+  });
 });
 
 describe('treadle decisions table', () => {

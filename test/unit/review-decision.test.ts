@@ -92,3 +92,56 @@ it('expiry means what the configured action means there', () => {
   });
   expect(decide(undefined, 'budget_exhausted', 'reject').decision.action).toBe('fail');
 });
+
+describe('request changes', () => {
+  const gate = {
+    summary: 'too short',
+    failedCriteria: [{ name: 'length', expected: '>= 100', actual: '12', passed: false }],
+  };
+  const rejected: AttemptRecord[] = [...attempts, { attempt: 4, startedAt: 't4', artefact: { v: 4 }, feedback: gate }];
+  const requested = (reason: ReviewReason, on: AttemptRecord[]) =>
+    decideReview({
+      stage: 'draft',
+      reason,
+      attempts: on,
+      resolution: by({ kind: 'request_changes', note: 'cite two sources' }),
+      onReviewExpired: 'reject',
+      reviewTtlMs: null,
+      at,
+    });
+
+  it("retries with the reviewer's note beside the gate's last feedback, and records the note", () => {
+    const d = requested('escalated', rejected);
+    expect(d.decision).toEqual({
+      action: 'retry',
+      feedback: {
+        summary: "changes requested by ann; the gate's last feedback: too short",
+        failedCriteria: gate.failedCriteria,
+        guidance: 'cite two sources',
+        reviewer: 'ann',
+      },
+      message: 'draft: ann requested changes; attempt 5 runs with their note',
+    });
+    expect(d.review).toEqual({ reviewer: 'ann', kind: 'request_changes', at, note: 'cite two sources' });
+    expect(d.event).toEqual({
+      type: 'ReviewResolved',
+      message: 'draft: changes requested by ann: cite two sources',
+      details: { reviewer: 'ann', outcome: 'request_changes' },
+    });
+  });
+
+  it('without gate feedback (review_policy always) the note is the whole feedback; a stored ref is dropped', () => {
+    expect(requested('always', attempts).decision).toMatchObject({
+      feedback: { summary: 'changes requested by ann', failedCriteria: [], guidance: 'cite two sources' },
+    });
+    const stored = [{ ...rejected[3]!, feedback: { ...gate, ref: `sha256:${'a'.repeat(64)}` } }];
+    expect(requested('escalated', stored).decision).not.toHaveProperty('feedback.ref');
+  });
+
+  it('on a spent token budget the held-back attempt runs with the note', () => {
+    expect(requested('budget_exhausted', rejected).decision).toMatchObject({
+      action: 'retry',
+      feedback: { guidance: 'cite two sources', reviewer: 'ann' },
+    });
+  });
+});

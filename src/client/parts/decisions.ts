@@ -138,6 +138,19 @@ export class DecisionsClient extends ClientPart {
   }
 
   /**
+   * Requests changes: the stage runs one more attempt with `note` in its feedback, beside the gate's last
+   * feedback (docs/concepts.md "Request changes"); a missing note or one over 4096 characters is refused.
+   */
+  requestChanges(
+    id: string,
+    stage: string,
+    note: string,
+    options: { reviewer?: string } = {},
+  ): Promise<ReviewAccepted> {
+    return this.review(id, stage, { kind: 'request_changes', note }, options.reviewer);
+  }
+
+  /**
    * Approves with an edited artefact, which downstream stages receive instead of the original; one that breaks
    * the stage's output schema is refused before anything is sent (`invalid_input`, a problem per line). Edits
    * over the blob threshold go to the blob store and only their reference enters the history, as stage

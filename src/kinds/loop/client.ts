@@ -79,6 +79,8 @@ const loopDecisions: KindDecisions = {
     const request: ResumeRequest = {
       action: answer.action === 'abandon' ? 'abandon' : 'resume',
       ...(answer.reason !== undefined ? { reason: answer.reason } : {}),
+      // Request changes is a resume whose note the rerun iteration reads.
+      ...(answer.action !== 'abandon' && answer.note !== undefined ? { note: answer.note } : {}),
       by: reviewer,
     };
     const { client, reviewTimeoutMs, answerWaitMs } = ctx.context;

@@ -45,6 +45,8 @@ export interface LoopContext {
     from_previous_iterations: string[];
   };
   limits: { max_iterations: number; remaining_seconds: number };
+  /** The note the person who resumed the loop left for the iteration it reruns (issue 40), and who they are. */
+  resume?: { note: string; by?: string };
 }
 
 /** Why an iteration failed, as `state.json` and the state query give it (the seed's failure state). */
@@ -211,6 +213,8 @@ export interface ResumeRequest {
   reason?: string;
   /** Who resumed or abandoned the loop (the CLI sends `$TREADLE_REVIEWER` or `$USER`; the inbox its reviewer). */
   by?: string;
+  /** With a resume: what the rerun iteration should do differently (at most 4096 characters); it reads it in `context.json`. */
+  note?: string;
 }
 
 /** How the last failure of a loop was answered: kept in its state, so who decided is known after a resume. */
@@ -221,6 +225,8 @@ export interface LoopResume {
   at: string;
   by?: string;
   reason?: string;
+  /** The resume's note for the iteration it reruns. */
+  note?: string;
 }
 
 /** `iterations/NNN`. */
@@ -242,6 +248,9 @@ export interface LoopIterationInput {
   remainingSeconds: number;
   /** Iterations run so far, failed ones and reruns included, plus one: the scripted agent's reply number. */
   run?: number;
+  /** The note of the resume this iteration reruns after, and who resumed (`context.json`'s `resume`). */
+  note?: string;
+  noteBy?: string;
 }
 
 export type LoopIterationResult = (
@@ -265,6 +274,8 @@ export interface LoopWriteStateInput {
   iteration: number;
   failure?: LoopFailure;
   stoppedBy?: { by: 'termination' | 'guardrail'; reason: string };
+  /** A resume's note (and who resumed), recorded in `state.json` with the stage's entry. */
+  resume?: { note: string; by?: string };
 }
 
 /** `loopPrepare`'s input: the stage as the work item has it. */

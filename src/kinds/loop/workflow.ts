@@ -42,7 +42,7 @@ import {
   LOOP_ITERATION_ACTIVITY,
   LOOP_WRITE_STATE_ACTIVITY,
 } from '../../model/activity-types';
-import { STEP_HEARTBEAT_TIMEOUT, truncateText } from '../../model/limits';
+import { MAX_REVIEW_NOTE_CHARS, STEP_HEARTBEAT_TIMEOUT, truncateText } from '../../model/limits';
 import { addTotals } from '../../engine/usage';
 import type { PendingReview } from '../../model/state';
 import { describeFailure, failureWithUsage, now, usageReported } from '../../workflow-kit/common';
@@ -93,7 +93,7 @@ class LoopRun {
   private readonly carry: LoopCarry;
   private readonly state: LoopState;
   private readonly published = new Publications();
-  private resumeRequest: { action: 'resume' | 'abandon'; reason?: string; by?: string } | undefined;
+  private resumeRequest: { action: 'resume' | 'abandon'; reason?: string; by?: string; note?: string } | undefined;
   /** The failure listed like a review while the loop waits (with `publishesDecisions`). */
   private pendingFailure: PendingReview | undefined;
 
@@ -140,6 +140,7 @@ class LoopRun {
           action: request.action ?? 'resume',
           ...(request.reason !== undefined ? { reason: request.reason } : {}),
           ...(typeof request.by === 'string' ? { by: request.by } : {}),
+          ...(typeof request.note === 'string' ? { note: request.note } : {}),
         };
         return {
           resumed: this.resumeRequest.action === 'resume',
@@ -154,6 +155,8 @@ class LoopRun {
             throw new Error(`action must be "resume" or "abandon", not ${JSON.stringify(request.action)}`);
           if (request.by !== undefined && (typeof request.by !== 'string' || request.by.trim() === ''))
             throw new Error(`by must name who decides (a non-empty string), not ${JSON.stringify(request.by)}`);
+          const note = noteProblem(request);
+          if (note) throw new Error(note);
           if (!carry.failure || this.resumeRequest !== undefined)
             throw new Error(
               `loop stage ${input.stage} of ${input.itemId} is not failed (it is ${state.status}, at iteration ${carry.iteration}); only a failed loop can be resumed`,
@@ -246,6 +249,7 @@ class LoopRun {
           run: base + carry.iterationRuns,
           remainingSeconds: remainingSeconds(this.limits(), Date.now()),
           ...(input.correlationId !== undefined ? { correlationId: input.correlationId } : {}),
+          ...this.resumeNote(base + n),
         });
         iterationsThisRun++;
         if (result.usage) carry.usage = addTotals(carry.usage, result.usage);
@@ -318,6 +322,7 @@ class LoopRun {
       at: now(),
       ...(request.by !== undefined ? { by: request.by } : {}),
       ...(request.reason !== undefined ? { reason: request.reason } : {}),
+      ...(request.note !== undefined ? { note: request.note } : {}),
     };
     this.pendingFailure = undefined;
     if (request.action === 'abandon') {
@@ -336,7 +341,16 @@ class LoopRun {
     this.resumeRequest = undefined;
     state.status = 'running';
     this.publish();
-    await this.writeState({ status: 'running' });
+    const resume =
+      request.note !== undefined ? { resume: { note: request.note, ...(request.by ? { by: request.by } : {}) } } : {};
+    await this.writeState({ status: 'running', ...resume });
+  }
+
+  /** The note of the resume that reruns `iteration`, for that iteration's input; none otherwise. */
+  private resumeNote(iteration: number): Pick<LoopIterationInput, 'note' | 'noteBy'> {
+    const last = this.carry.lastResume;
+    if (last?.action !== 'resume' || last.note === undefined || last.iteration !== iteration) return {};
+    return { note: last.note, ...(last.by !== undefined ? { noteBy: last.by } : {}) };
   }
 
   /** A finished iteration counted and kept (the last few records); what the termination rules say after it. */
@@ -461,4 +475,16 @@ export function failedLoopReview(
     attempt: iteration,
     itemId: input.itemId,
   };
+}
+
+/** Why a resume request's note is refused (it goes only with a resume, as non-empty text of at most 4 KiB); none when fine. */
+function noteProblem(request: { action?: string; note?: unknown }): string | undefined {
+  const { note } = request;
+  if (note === undefined) return undefined;
+  if (typeof note !== 'string' || note.trim() === '')
+    return `note must say what the rerun iteration should change (non-empty text), not ${JSON.stringify(note)}`;
+  if (note.length > MAX_REVIEW_NOTE_CHARS)
+    return `the note is ${note.length} characters, over the ${MAX_REVIEW_NOTE_CHARS} a resume note may have; shorten it`;
+  if (request.action === 'abandon') return 'a note goes with a resume, not an abandon (give the reason instead)';
+  return undefined;
 }

@@ -198,7 +198,9 @@ export function feedbackSection(feedback: QualityFeedback): string {
   if (failed.length > 0) {
     lines.push('', 'Failed criteria:', ...failed.map((c) => `- ${c.name}: expected ${c.expected}; actual ${c.actual}`));
   }
-  if (feedback.guidance !== undefined) lines.push('', `Guidance: ${JSON.stringify(feedback.guidance)}`);
+  if (feedback.reviewer !== undefined && typeof feedback.guidance === 'string')
+    lines.push('', `The reviewer ${feedback.reviewer} asked for these changes:`, feedback.guidance);
+  else if (feedback.guidance !== undefined) lines.push('', `Guidance: ${JSON.stringify(feedback.guidance)}`);
   lines.push('', 'Address every point above in this attempt.');
   return lines.join('\n');
 }

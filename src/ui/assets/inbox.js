@@ -288,6 +288,14 @@ function setupDetail() {
         const note = byTestId('guidance').value.trim();
         if (note) void answer({ action, note });
         else notice('Write the guidance first.', 'error');
+      } else if (action === 'request_changes') {
+        const field = byTestId('changes-note');
+        const note = field.value.trim();
+        if (note) void answer({ action, note });
+        else {
+          notice('Write what to change first: the note is required.', 'error');
+          field.focus();
+        }
       } else if (action === 'edit-open') {
         editor.hidden = false;
         byTestId('editor').focus();

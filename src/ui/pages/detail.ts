@@ -4,6 +4,7 @@
  * TDD question, the loop's failure and iterations, the Web UI link) and the answer forms the kind allows.
  */
 import { waitingFor, type AttemptView, type DecisionDetail, type PendingDecision } from '../../model/decisions';
+import { MAX_REVIEW_NOTE_CHARS } from '../../model/limits';
 import { html, type SafeHtml } from '../html';
 import { renderArtefact } from '../render/artefact';
 import { canonicalJson, renderDiff } from '../render/diff';
@@ -87,19 +88,8 @@ function answerForms(d: PendingDecision, detail: DecisionDetail): SafeHtml {
           >`
         : ''
     }
-    ${
-      can.has('guidance')
-        ? html`<div class="group">
-            <textarea
-              id="guidance"
-              rows="3"
-              placeholder="Guidance the next step reads"
-              data-testid="${TEST_IDS.guidance}"
-            ></textarea>
-            <button type="button" data-action="guidance" data-testid="${TEST_IDS.actionGuidance}">Send guidance</button>
-          </div>`
-        : ''
-    }
+    ${can.has('guidance') ? noteForm('guidance') : ''}
+    ${can.has('request_changes') ? noteForm('request_changes', d.kind) : ''}
     ${
       can.has('edit')
         ? html`<button type="button" data-action="edit-open" data-testid="${TEST_IDS.actionEdit}">
@@ -117,6 +107,32 @@ ${d.kind === 'tdd' ? '' : last === undefined ? '' : canonicalJson(last)}</textar
     }
     ${can.has('respond') ? humanForm(d, detail) : ''}
   </section>`;
+}
+
+/** A note and its button: TDD guidance, or request changes (its note required, at most {@link MAX_REVIEW_NOTE_CHARS}). */
+function noteForm(action: 'guidance' | 'request_changes', kind?: PendingDecision['kind']): SafeHtml {
+  if (action === 'guidance')
+    return html`<div class="group">
+      <textarea
+        id="guidance"
+        rows="3"
+        placeholder="Guidance the next step reads"
+        data-testid="${TEST_IDS.guidance}"
+      ></textarea>
+      <button type="button" data-action="guidance" data-testid="${TEST_IDS.actionGuidance}">Send guidance</button>
+    </div>`;
+  return html`<div class="group">
+    <textarea
+      id="changes-note"
+      rows="3"
+      maxlength="${MAX_REVIEW_NOTE_CHARS}"
+      placeholder="${kind === 'loop' ? 'What the rerun iteration should change (required)' : "What to change: the next attempt reads this beside the gate's feedback (required)"}"
+      data-testid="${TEST_IDS.changesNote}"
+    ></textarea>
+    <button type="button" data-action="request_changes" data-testid="${TEST_IDS.actionRequestChanges}">
+      Request changes
+    </button>
+  </div>`;
 }
 
 function stageTable(detail: DecisionDetail): SafeHtml | '' {

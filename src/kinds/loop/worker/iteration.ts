@@ -154,6 +154,9 @@ async function writeContext(plan: StoredPlan, input: LoopIterationInput, files: 
       from_previous_iterations: Array.from({ length: n - 1 }, (_, i) => `${iterationDir(i + 1)}/output.md`),
     },
     limits: { max_iterations: plan.maxIterations, remaining_seconds: input.remainingSeconds },
+    ...(input.note !== undefined
+      ? { resume: { note: input.note, ...(input.noteBy !== undefined ? { by: input.noteBy } : {}) } }
+      : {}),
   };
   await writeFile(files.abs(ctxRel), `${JSON.stringify(context, null, 2)}\n`);
   return substitute(plan.prompt, {

@@ -53,6 +53,7 @@ export async function writeState(plan: StoredPlan, input: LoopWriteStateInput, w
     status: input.status,
     iteration: input.iteration,
     ...(input.stoppedBy ? { stopped_by: input.stoppedBy } : {}),
+    ...(input.resume ? { resume: input.resume } : {}),
     updated_at: new Date().toISOString(),
   };
   // The seed's failure state is the top level: status, iteration, error, resume_from.
