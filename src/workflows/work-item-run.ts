@@ -15,6 +15,7 @@ import {
   uuid4,
 } from '@temporalio/workflow';
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
+import { checkCancel, describeCancel, type AcceptedCancel } from '../engine/cancel';
 import { checkReview, type AcceptedReview } from '../engine/review';
 import { summarizeUsage } from '../engine/usage';
 import { PREPARE_PIPELINE_ACTIVITY } from '../model/activity-types';
@@ -35,7 +36,13 @@ import {
 import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
 import { fanOutElementInput, fanOutElementOf, installKindHandlers } from '../kinds/workflow-table';
 import { engineRules } from './legacy';
-import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
+import {
+  cancelItemUpdate,
+  eventsQuery,
+  resolveReviewUpdate,
+  reviewSignal,
+  stateQuery,
+} from '../workflow-kit/messages';
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
@@ -78,6 +85,11 @@ export class WorkItemRun implements Scheduling {
   private agentBacked: ReadonlySet<string> = new Set();
   changed = false;
   cancellation: unknown;
+  /**
+   * Who asked to cancel the item and why (the `cancelItem` update), kept until Temporal's cancellation arrives:
+   * an item that finishes in between never says it was cancelled.
+   */
+  private cancelRequest: AcceptedCancel | undefined;
   /** The status is final (finished or cancelled): publishing no longer derives it from the stages. */
   private settledStatus = false;
   private passQueued = false;
@@ -181,6 +193,23 @@ export class WorkItemRun implements Scheduling {
           if (!checked.ok) throw new Error(checked.error);
         },
         description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
+      },
+    );
+    setHandler(
+      cancelItemUpdate,
+      (request) => {
+        const checked = checkCancel(itemId, state.status, request);
+        if (!checked.ok) throw ApplicationFailure.nonRetryable(checked.error, 'InvalidCancel');
+        this.cancelRequest = checked.cancel;
+        return { itemId, ...checked.cancel };
+      },
+      {
+        validator: (request) => {
+          const checked = checkCancel(itemId, state.status, request);
+          if (!checked.ok) throw new Error(checked.error);
+        },
+        description:
+          'Records who cancels the work item and why ({by, reason}); the caller then requests the cancellation of its run.',
       },
     );
     // The kinds' own (approval decisions, fan-out progress), each limited to the names its row declares.
@@ -364,15 +393,31 @@ export class WorkItemRun implements Scheduling {
     this.publications.publish(state, this.engine.publishesDecisions);
   }
 
-  /** Cancelled from outside (temporal workflow cancel): recorded where UIs and listings look. */
+  /**
+   * Cancelled from outside (`treadle cancel`, `temporal workflow cancel`): recorded where UIs and listings look.
+   * From engine 8 on, with who cancelled it and why (the `cancelItem` update, when one came first), and its
+   * approval requests still pending end `cancelled` (so they leave the listings; their actions never run).
+   */
   private cancelled(): void {
     const { state } = this;
     state.status = 'cancelled';
     this.settledStatus = true;
-    state.error = 'work item cancelled';
     state.completedAt = now();
     state.pendingReviews = [];
-    this.emit('ItemFailed', 'work item cancelled');
+    if (!this.engine.reviewerAttention) {
+      state.error = 'work item cancelled';
+      this.emit('ItemFailed', 'work item cancelled');
+      this.publish();
+      return;
+    }
+    const request = this.cancelRequest;
+    state.error = describeCancel(request);
+    if (request !== undefined) {
+      state.cancelledBy = request.by;
+      if (request.reason !== undefined) state.cancelReason = request.reason;
+    }
+    for (const approval of state.approvals ?? []) if (approval.status === 'pending') approval.status = 'cancelled';
+    this.emit('ItemFailed', state.error, request !== undefined ? { details: { ...request } } : undefined);
     this.publish();
   }
 
