@@ -31,7 +31,10 @@ export function checkCancel(
     return { ok: false, error: `work item ${itemId} has already ${status}; there is nothing to cancel` };
   const { by, reason } = (typeof request === 'object' && request !== null ? request : {}) as Record<string, unknown>;
   if (by !== undefined && (typeof by !== 'string' || by.trim() === ''))
-    return { ok: false, error: `cancel: "by" must be a non-empty string naming who cancels, got ${JSON.stringify(by)}` };
+    return {
+      ok: false,
+      error: `cancel: "by" must be a non-empty string naming who cancels, got ${JSON.stringify(by)}`,
+    };
   if (reason !== undefined && typeof reason !== 'string')
     return { ok: false, error: `cancel: "reason" must be a string, got ${JSON.stringify(reason)}` };
   const said = reason?.trim();

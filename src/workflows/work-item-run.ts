@@ -36,13 +36,7 @@ import {
 import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
 import { fanOutElementInput, fanOutElementOf, installKindHandlers } from '../kinds/workflow-table';
 import { engineRules } from './legacy';
-import {
-  cancelItemUpdate,
-  eventsQuery,
-  resolveReviewUpdate,
-  reviewSignal,
-  stateQuery,
-} from '../workflow-kit/messages';
+import { cancelItemUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';

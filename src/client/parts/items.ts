@@ -104,7 +104,12 @@ export class ItemsClient extends ClientPart {
   async cancel(id: string, options: CancelOptions = {}): Promise<CancelOutcome> {
     const { client, answerWaitMs, reviewTimeoutMs } = this.context;
     return this.context.call(id, (h) =>
-      cancelItem({ client, answerWaitMs, timeoutMs: reviewTimeoutMs }, h, options.by ?? defaultReviewer(), options.reason),
+      cancelItem(
+        { client, answerWaitMs, timeoutMs: reviewTimeoutMs },
+        h,
+        options.by ?? defaultReviewer(),
+        options.reason,
+      ),
     );
   }
 
