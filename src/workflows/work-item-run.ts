@@ -90,6 +90,8 @@ export class WorkItemRun implements Scheduling {
   /** The event-driven scheduler's pass, installed by {@link runEventDriven} (never on engine 1's loop). */
   private pass: (() => void) | undefined;
   private inPass = false;
+  /** Stage runners started and not yet ended: from engine 8 on, a cancelled item closes once they have stopped. */
+  private liveRunners = 0;
   private endedInPass = false;
   // One settled promise for the whole run: queueing a pass costs one `then`, not a promise of its own.
   private readonly settledPromise = Promise.resolve();
@@ -139,6 +141,7 @@ export class WorkItemRun implements Scheduling {
    * promise; a stage that ends inside a pass makes that pass look again.
    */
   readonly ended = (): void => {
+    this.liveRunners--;
     this.changed = true;
     if (this.pass === undefined) return;
     if (this.inPass) this.endedInPass = true;
@@ -303,24 +306,35 @@ export class WorkItemRun implements Scheduling {
         // Touches made during the pass (the runners it starts) are covered by its own publish.
         this.passQueued = true;
         this.inPass = true;
-        do {
-          this.endedInPass = false;
-          while (this.startReady());
-        } while (this.endedInPass);
+        // Engine 8 starts nothing once cancelled, and ends when every runner has stopped (below).
+        if (!(this.waitsForRunners() && this.cancellation !== undefined))
+          do {
+            this.endedInPass = false;
+            while (this.startReady());
+          } while (this.endedInPass);
         this.publish();
         this.inPass = false;
         this.passQueued = false;
-        if (this.cancellation !== undefined) reject(this.cancellation);
-        else if (allSettled(this.state.stages)) resolve();
+        if (this.cancellation !== undefined) {
+          if (!this.waitsForRunners() || this.liveRunners === 0) reject(this.cancellation);
+        } else if (allSettled(this.state.stages)) resolve();
       };
-      // Cancelled from outside while every stage waits: end now.
+      // Cancelled from outside. Before engine 8 the item ends now, and Temporal terminates its children as it
+      // closes (their parent-close policy). From engine 8 on, each runner hears the cancellation (its activity
+      // through its heartbeats, its child workflow as a cancellation it can record) and the item ends once the
+      // last has stopped: its children end cancelled, and nothing of it is left running.
       CancellationScope.current().cancelRequested.catch((error: unknown) => {
         this.cancellation ??= error;
-        reject(error);
+        if (!this.waitsForRunners() || this.liveRunners === 0) reject(error);
       });
     });
     this.pass!();
     return finished;
+  }
+
+  /** Whether a cancelled item waits for its stage runners to stop before it ends (engine 8). */
+  private waitsForRunners(): boolean {
+    return this.engine.reviewerAttention;
   }
 
   /** Whether every stage has settled. */
@@ -360,6 +374,7 @@ export class WorkItemRun implements Scheduling {
   /** Hands a stage to the engine's stage runner, which never fails (it reports through `crashed` and `ended`). */
   private startStage(stage: StageSpec): void {
     const { engine } = this;
+    this.liveRunners++;
     engine.runStage({
       stage,
       spec: this.spec!,

@@ -9,7 +9,16 @@ import { defaultRegistry } from '../../src/worker';
 import { pipeline } from '../../src/kinds/builder';
 import { TreadleApprovals, TreadlePendingReviews, TreadleStatus } from '../../src/model/search-attributes';
 import { APPROVALS_MEMO_KEY } from '../../src/kinds/approval/shapes';
-import { APPROVAL_INPUT, APPROVAL_SPEC } from '../support/decision-recording';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import {
+  APPROVAL_INPUT,
+  APPROVAL_SPEC,
+  FAILING_LOOP_INPUT,
+  FAILING_LOOP_SPEC,
+  loopFailed,
+} from '../support/decision-recording';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle, showRun } from '../support/cli';
 
@@ -17,7 +26,9 @@ import { runTreadle, showRun } from '../support/cli';
 const stalls = new Map<string, { startedAt: number; abortedAt?: number }>();
 
 let h: Harness;
+const savedWorkspace = process.env.TREADLE_LOOP_WORKSPACE;
 beforeAll(async () => {
+  process.env.TREADLE_LOOP_WORKSPACE = mkdtempSync(path.join(os.tmpdir(), 'cancel-loops-'));
   // A stage that runs until it is cancelled, noting when its activity heard the cancellation.
   const stall = new Registry().stage('stall', async (ctx) => {
     const seen = { startedAt: Date.now() } as { startedAt: number; abortedAt?: number };
@@ -30,6 +41,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await h?.shutdown();
+  if (savedWorkspace === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
+  else process.env.TREADLE_LOOP_WORKSPACE = savedWorkspace;
 });
 
 /** Waits until the item's state satisfies `ready`. */
@@ -140,4 +153,24 @@ it('refuses to cancel a finished item (exit 2) and names an unknown id (exit 1)'
   expect(unknown.code).toBe(1);
   expect(unknown.stderr).toContain(`unknown work item "nothing-${h.taskQueue}"`);
   expect(showRun(unknown)).not.toContain('cancelled by');
+});
+
+it('cancels a loop stage with its item: the loop ends cancelled (not terminated) before the item closes, and its decision leaves the listings', async () => {
+  const id = h.id('cancel-loop');
+  await h.client.start({ ...FAILING_LOOP_SPEC, name: `cancel-loop-${h.taskQueue}` }, FAILING_LOOP_INPUT, { id });
+  await loopFailed(h, id, false);
+  const [loop] = await h.client.loops(id);
+  await eventually(async () =>
+    (await h.client.listPendingDecisions()).some((d) => d.workflowId === loop!.workflowId) ? true : undefined,
+  );
+
+  await h.client.cancel(id, { by: 'ann', reason: 'not needed' });
+
+  // The item waited for its loop to stop: when its own run has closed, the loop's has closed too, as cancelled.
+  expect((await h.temporal.workflow.getHandle(id).describe()).status.name).toBe('CANCELLED');
+  expect((await h.temporal.workflow.getHandle(loop!.workflowId).describe()).status.name).toBe('CANCELLED');
+  expect(await h.client.getState(id)).toMatchObject({ status: 'cancelled', cancelledBy: 'ann' });
+  await eventually(async () =>
+    (await h.client.listPendingDecisions()).every((d) => d.workflowId !== loop!.workflowId) ? true : undefined,
+  );
 });
