@@ -21,7 +21,9 @@ export function registerCancelCommand(program: Command, withClient: WithClient):
         });
         const why = cancelled.reason !== undefined ? `: ${cancelled.reason}` : '';
         const state = cancelled.closed ? 'cancelled' : 'cancellation requested (it stops when a worker runs it)';
-        process.stdout.write(`${id}: ${state} by ${cancelled.by}${why}\n`);
+        // A TDD tree's root or a loop's own workflow has no place for who and why.
+        const who = cancelled.recorded ? ` by ${cancelled.by}${why}` : ' (a TDD node or loop records no who or why)';
+        process.stdout.write(`${id}: ${state}${who}\n`);
       }),
     );
 }

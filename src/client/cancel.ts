@@ -21,7 +21,12 @@ export interface CancelOutcome {
   id: string;
   by: string;
   reason?: string;
-  /** Whether the run had ended as cancelled within the client's review timeout (it normally ends at once). */
+  /**
+   * Whether the workflow recorded who and why: a work item does; a TDD tree's root or a loop stage's own workflow
+   * (cancelled by its id) is cancelled through Temporal alone.
+   */
+  recorded: boolean;
+  /** Whether the run had ended as cancelled within the client's review timeout (it normally ends within seconds). */
   closed: boolean;
 }
 
@@ -32,10 +37,14 @@ export interface CancelContext {
   timeoutMs: number;
 }
 
+/** The workflow type of work items: the only one that answers `cancelItem`. */
+const WORK_ITEM_TYPE = 'workItem';
+
 /**
  * Cancels work item `id` as `by`: the update records who and why (refused, code `invalid_input`, for an item that
  * has finished), then Temporal's cancellation is requested and waited for up to `timeoutMs`. With no worker
- * answering, nothing is sent (`no_worker`): who and why could not be recorded.
+ * answering, nothing is sent (`no_worker`): who and why could not be recorded. A TDD tree's root or a loop stage's
+ * workflow is cancelled through Temporal alone (they have no `cancelItem`).
  */
 export async function cancelItem(
   context: CancelContext,
@@ -46,17 +55,22 @@ export async function cancelItem(
   const { client, answerWaitMs, timeoutMs } = context;
   const id = handle.workflowId;
   const request = { by, ...(reason !== undefined ? { reason } : {}) };
-  let accepted;
-  try {
-    accepted = await updatedByWorker(client, id, {
-      what: `the cancel of ${id}`,
-      send: (updateId) => handle.executeUpdate(cancelItemUpdate, { args: [request], updateId }),
-      answerWaitMs,
-      timeoutMs,
-    });
-  } catch (error) {
-    throw await refusal(error, handle);
-  }
+  // One describe first: a closed run is refused without asking a worker, and only work items take the update.
+  const described = await handle.describe();
+  if (described.status.name !== 'RUNNING') throw finished(id, described.status.name);
+  const recorded = described.type === WORK_ITEM_TYPE;
+  let accepted: { by: string; reason?: string } = request;
+  if (recorded)
+    try {
+      accepted = await updatedByWorker(client, id, {
+        what: `the cancel of ${id}`,
+        send: (updateId) => handle.executeUpdate(cancelItemUpdate, { args: [request], updateId }),
+        answerWaitMs,
+        timeoutMs,
+      });
+    } catch (error) {
+      throw await refusal(error, handle);
+    }
   try {
     await handle.cancel();
   } catch (error) {
@@ -70,7 +84,13 @@ export async function cancelItem(
       () => handle.describe().then((d) => d.status.name !== 'RUNNING'),
     )
     .catch(() => false);
-  return { id, by: accepted.by, ...(accepted.reason !== undefined ? { reason: accepted.reason } : {}), closed };
+  return {
+    id,
+    by: accepted.by,
+    ...(accepted.reason !== undefined ? { reason: accepted.reason } : {}),
+    recorded,
+    closed,
+  };
 }
 
 /** What a refused or failed cancel throws: the item's refusal, "has already …" for a closed one, else `error`. */
@@ -83,13 +103,17 @@ async function refusal(error: unknown, handle: WorkflowHandle): Promise<unknown>
       (d) => d.status.name,
       () => undefined,
     );
-    if (status !== undefined && status !== 'RUNNING')
-      return new TreadleError(
-        `cancel refused: work item ${handle.workflowId} has already ${finishedAs(status)}; there is nothing to cancel`,
-        'invalid_input',
-      );
+    if (status !== undefined && status !== 'RUNNING') return finished(handle.workflowId, status);
   }
   return error;
+}
+
+/** The refusal of a cancel of a run that has closed (exit 2 in the CLI). */
+function finished(id: string, status: string): TreadleError {
+  return new TreadleError(
+    `cancel refused: work item ${id} has already ${finishedAs(status)}; there is nothing to cancel`,
+    'invalid_input',
+  );
 }
 
 /** A closed execution's status as the item's own words say it ("completed", "failed", "cancelled"). */

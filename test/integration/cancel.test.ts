@@ -18,6 +18,7 @@ import {
   FAILING_LOOP_INPUT,
   FAILING_LOOP_SPEC,
   loopFailed,
+  startStuckTree,
 } from '../support/decision-recording';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle, showRun } from '../support/cli';
@@ -27,6 +28,7 @@ const stalls = new Map<string, { startedAt: number; abortedAt?: number }>();
 
 let h: Harness;
 const savedWorkspace = process.env.TREADLE_LOOP_WORKSPACE;
+const savedRepos = process.env.TREADLE_TDD_REPOS;
 beforeAll(async () => {
   process.env.TREADLE_LOOP_WORKSPACE = mkdtempSync(path.join(os.tmpdir(), 'cancel-loops-'));
   // A stage that runs until it is cancelled, noting when its activity heard the cancellation.
@@ -43,6 +45,8 @@ afterAll(async () => {
   await h?.shutdown();
   if (savedWorkspace === undefined) delete process.env.TREADLE_LOOP_WORKSPACE;
   else process.env.TREADLE_LOOP_WORKSPACE = savedWorkspace;
+  if (savedRepos === undefined) delete process.env.TREADLE_TDD_REPOS;
+  else process.env.TREADLE_TDD_REPOS = savedRepos;
 });
 
 /** Waits until the item's state satisfies `ready`. */
@@ -67,7 +71,7 @@ it('cancels a running item with who and why: its running activity hears it withi
 
   const asked = Date.now();
   const cancelled = await h.client.cancel(id, { by: 'ann', reason: 'out of scope' });
-  expect(cancelled).toEqual({ id, by: 'ann', reason: 'out of scope', closed: true });
+  expect(cancelled).toEqual({ id, by: 'ann', reason: 'out of scope', recorded: true, closed: true });
 
   // The activity heard it through its heartbeats within 5 s of the request (the issue's bound): it beats every
   // 2 s, so about 2 s plus a round trip (measured: 1.8 s). At 4 s the bound has room for a loaded machine, and a
@@ -173,4 +177,25 @@ it('cancels a loop stage with its item: the loop ends cancelled (not terminated)
   await eventually(async () =>
     (await h.client.listPendingDecisions()).every((d) => d.workflowId !== loop!.workflowId) ? true : undefined,
   );
+});
+
+it('treadle cancel on a TDD tree waiting for a person: the tree closes cancelled and its decision leaves the listings', async () => {
+  const id = h.id('cancel-tdd');
+  await startStuckTree(h, id);
+  await eventually(
+    async () => ((await h.client.getTddState(id)).status === 'waiting_review' ? true : undefined),
+    60_000,
+  );
+  await eventually(async () =>
+    (await h.client.listPendingDecisions()).some((d) => d.workflowId === id) ? true : undefined,
+  );
+
+  const run = await runTreadle(h, ['cancel', id, '--reason', 'dropped']);
+  expect(run).toMatchObject({ code: 0, stdout: `${id}: cancelled (a TDD node or loop records no who or why)\n` });
+  expect((await h.temporal.workflow.getHandle(id).describe()).status.name).toBe('CANCELLED');
+  await eventually(async () =>
+    (await h.client.listPendingDecisions()).every((d) => d.workflowId !== id) ? true : undefined,
+  );
+  const result = await runTreadle(h, ['cancel', id]);
+  expect(result.code).toBe(2);
 });
