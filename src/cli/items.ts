@@ -33,7 +33,7 @@ export function registerProgressCommands(program: Command): void {
   program
     .command('watch <id>')
     .description(
-      'print events as they happen until the item finishes or waits for a person (a review, an approval, a failed loop to resume); exit 0 completed, 1 failed, 3 waiting',
+      'print events as they happen until the item finishes or waits for a person (a review, an approval, a failed loop to resume); exit 0 completed, 1 failed, 3 waiting, 4 cancelled',
     )
     .action(
       withClient(async (client, id: string) => {
