@@ -15,8 +15,12 @@ import { callRecordsOf } from '../agents/recording';
 /** How long a cancelled implementation may take to stop before the cancellation is reported anyway. */
 const CANCEL_GRACE_MS = 10_000;
 
-/** Heartbeat at most this often, and at least three times per heartbeat timeout. */
-const MAX_HEARTBEAT_INTERVAL_MS = 5_000;
+/**
+ * Heartbeat at least this often, and at least three times per heartbeat timeout. A cancellation (the item
+ * cancelled, `treadle cancel`) reaches an activity only as the answer to a heartbeat, so this, plus the worker's
+ * 1-s heartbeat throttle, is how long a running step may take to hear it: within 5 s (issue 40).
+ */
+const MAX_HEARTBEAT_INTERVAL_MS = 2_000;
 
 /** Fields each supervised activity execution adds to its heartbeats (a capacity wait), and its beat. */
 const heartbeatExtras = new WeakMap<Context, { fields: Record<string, unknown>; beat: () => void }>();

@@ -7,8 +7,8 @@ import type { HumanRequest, PendingReview } from '../model/state';
 import type { ApprovalRequest } from '../kinds/approval/shapes';
 import type { LoopState } from '../kinds/loop/shapes';
 
-/** 0 completed, 1 failed (or cancelled), 2 a usage or configuration error, 3 waiting for a person. */
-export const EXIT = { completed: 0, failed: 1, usage: 2, waiting: 3 } as const;
+/** 0 completed, 1 failed, 2 a usage or configuration error, 3 waiting for a person, 4 cancelled (`treadle cancel`). */
+export const EXIT = { completed: 0, failed: 1, usage: 2, waiting: 3, cancelled: 4 } as const;
 
 /** The error codes of what a command was given and cannot use (an argument, a file, a spec, a setting): exit 2. */
 const USAGE_CODES: ReadonlySet<string> = new Set(['usage', 'config', 'invalid_pipeline', 'invalid_input']);
@@ -49,10 +49,14 @@ export interface WatchedOutcome {
   humanRequests?: HumanRequest[];
 }
 
-/** The exit code for a work item's or TDD node's status (a cancelled or terminated one counts as failed). */
+/**
+ * The exit code for a work item's or TDD node's status, or Temporal's status of a closed execution (`CANCELLED`):
+ * a cancelled one is 4, a terminated one counts as failed.
+ */
 export function exitCodeOf(status: string): number {
   if (status === 'completed' || status === 'merged') return EXIT.completed;
   if (status === 'waiting_review' || status === 'waiting_approval') return EXIT.waiting;
+  if (status === 'cancelled' || status === 'CANCELLED') return EXIT.cancelled;
   return EXIT.failed;
 }
 

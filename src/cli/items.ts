@@ -33,7 +33,7 @@ export function registerProgressCommands(program: Command): void {
   program
     .command('watch <id>')
     .description(
-      'print events as they happen until the item finishes or waits for a person (a review, an approval, a failed loop to resume); exit 0 completed, 1 failed, 3 waiting',
+      'print events as they happen until the item finishes or waits for a person (a review, an approval, a failed loop to resume); exit 0 completed, 1 failed, 3 waiting, 4 cancelled',
     )
     .action(
       withClient(async (client, id: string) => {
@@ -46,7 +46,11 @@ export function registerProgressCommands(program: Command): void {
         } catch (error) {
           // No worker to follow the item with: what Temporal knows; its exit code when it has ended, else 1.
           const item = await printVisibleItem(client, id, error);
-          process.exitCode = item.result ? exitCodeOf(item.result.status) : EXIT.failed;
+          process.exitCode = item.result
+            ? exitCodeOf(item.result.status)
+            : item.execution === 'CANCELLED'
+              ? EXIT.cancelled
+              : EXIT.failed;
           return;
         }
         process.stdout.write(`${state.id} is ${state.status}\n`);
@@ -89,10 +93,18 @@ export function registerOutputCommands(program: Command): void {
 
   program
     .command('result <id>')
-    .description('wait for a work item to finish and print its result as JSON; exit 0 completed, 1 failed')
+    .description('wait for a work item to finish and print its result as JSON; exit 0 completed, 1 failed, 4 cancelled')
     .action(
       withClient(async (client, id: string) => {
-        const result = await client.result(id);
+        const result = await client.result(id).catch(async (error: unknown) => {
+          // A cancelled item returns no result: say who cancelled it and why, and exit 4.
+          if ((await client.visibleItem(id).catch(() => undefined))?.execution !== 'CANCELLED') throw error;
+          const state = await client.getState(id).catch(() => undefined);
+          process.stderr.write(`treadle: ${state?.error ?? `work item ${id} was cancelled`}\n`);
+          process.exitCode = EXIT.cancelled;
+          return undefined;
+        });
+        if (result === undefined) return;
         process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
         process.exitCode = exitCodeOf(result.status);
       }),

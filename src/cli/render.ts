@@ -117,7 +117,10 @@ export function renderStatus(
   if (hasPriority(priority)) out.push(describePriority(priority));
   const width = outputWidth();
   const cutBefore = cuts;
-  if (state.error) out.push(fit(`error: ${state.error}`, width));
+  // A cancelled item says who cancelled it and why (engine 8), not an error.
+  if (state.status === 'cancelled' && state.cancelledBy !== undefined)
+    out.push(fit(`cancelled by ${state.cancelledBy}${state.cancelReason ? `: ${state.cancelReason}` : ''}`, width));
+  else if (state.error) out.push(fit(`error: ${state.error}`, width));
   for (const problem of state.problems ?? []) out.push(fit(`  - ${problem}`, width));
   if (rows.length) out.push('', table(['STAGE', 'STATUS', 'ATTEMPTS', 'LAST VERDICT', 'ARTEFACT'], rows));
   if (waits.length) out.push('', ...waits.map((w) => `  ${w.stage ?? w.activityType}: ${w.line}`));

@@ -52,7 +52,7 @@ function registerRun(program: Command): void {
     )
     .option(
       '-w, --wait',
-      'print events until the item finishes or waits for a person, then its status; exit 0 completed, 1 failed, 3 waiting',
+      'print events until the item finishes or waits for a person, then its status; exit 0 completed, 1 failed, 3 waiting, 4 cancelled',
     )
     .addOption(waitAllOption('item'))
     .action(
@@ -114,7 +114,7 @@ function registerLoop(program: Command): void {
     .addOption(fairnessWeightOption())
     .option(
       '-w, --wait',
-      'print events until the item finishes or a loop fails and waits for resume, then its status and its loops; exit 0 completed, 1 failed, 3 waiting',
+      'print events until the item finishes or a loop fails and waits for resume, then its status and its loops; exit 0 completed, 1 failed, 3 waiting, 4 cancelled',
     )
     .addOption(waitAllOption('item'))
     .action(
@@ -208,7 +208,7 @@ function registerTdd(program: Command): void {
     .addOption(fairnessWeightOption())
     .option(
       '-w, --wait',
-      "print the root's events until it finishes or waits for a human, then its status; exit 0 merged, 1 failed, 3 waiting",
+      "print the root's events until it finishes or waits for a human, then its status; exit 0 merged, 1 failed, 3 waiting, 4 cancelled",
     )
     .addOption(waitAllOption('tree'))
     .action(

@@ -41,6 +41,7 @@ import { AlreadyDecidedError } from '../config/errors';
 import { decisionKey } from '../model/decisions';
 import { runIdFor } from './on-demand';
 import type { StartOptions, TddStartOptions } from './start';
+import type { CancelOptions, CancelOutcome } from './cancel';
 import { ClientContext, type ClientParts } from './parts/context';
 import { ItemsClient, type WatchOptions } from './parts/items';
 import { DecisionsClient } from './parts/decisions';
@@ -52,6 +53,7 @@ import { LimitsClient } from './parts/limits';
 
 export { TreadleError, AlreadyDecidedError, runIdFor, type ApprovalListing, type PendingReviewListing };
 export type { LimiterUsage, ActivityCapacityWait } from './capacity';
+export type { CancelOptions, CancelOutcome } from './cancel';
 export type { UsageSnapshot } from '../capacity/shapes';
 export {
   ItemsClient,
@@ -369,6 +371,11 @@ export class TreadleClient implements ClientParts {
   /** Alias of `client.items.usage`: model usage of a work item. */
   usage(id: string): Promise<UsageSummary> {
     return this.items.usage(id);
+  }
+
+  /** Alias of `client.items.cancel`: cancels a work item, recording who (`by`) and why (`reason`). */
+  cancel(id: string, options: CancelOptions = {}): Promise<CancelOutcome> {
+    return this.items.cancel(id, options);
   }
 
   /** Alias of `client.items.visible`: what Temporal knows of an item without asking a worker. */

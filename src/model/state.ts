@@ -70,8 +70,11 @@ export interface FanOutProgress {
   failed: number;
 }
 
-/** Seed 003's statuses. `expired`: nobody decided within the TTL; treated as rejected. */
-export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
+/**
+ * Seed 003's statuses. `expired`: nobody decided within the TTL; treated as rejected. `cancelled`: its work item
+ * was cancelled while it waited (engine 8); its action never runs.
+ */
+export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired' | 'cancelled';
 
 /** One approval request (seed 003 `ApprovalRequest`), as the `state` query and listings show it. */
 export interface ApprovalRequest {
@@ -176,6 +179,10 @@ export interface WorkItemState {
   /** Why the item failed (a stage failure, or an invalid spec with every problem). */
   error?: string;
   problems?: string[];
+  /** Who cancelled the item (`treadle cancel --by`, `TreadleClient.cancel`); set once its status is `cancelled`. */
+  cancelledBy?: string;
+  /** Why, as the person who cancelled it said (absent when they gave no reason). */
+  cancelReason?: string;
   /** Model usage per stage and in total (derived from the attempts' call records when queried). */
   usage?: UsageSummary;
   /** The token budget in force (the item's own, else the pipeline's); null for none. */

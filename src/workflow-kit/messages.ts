@@ -28,6 +28,26 @@ export interface ReviewAccepted {
  */
 export const resolveReviewUpdate = defineUpdate<ReviewAccepted, [ReviewRequest]>('resolveReview');
 
+/** The `cancelItem` update's argument: who cancels the work item and why (both optional). */
+export interface CancelItemRequest {
+  by?: string;
+  reason?: string;
+}
+
+/** What `cancelItem` answers once the item has recorded who cancels it. */
+export interface CancelItemAccepted {
+  itemId: string;
+  by: string;
+  reason?: string;
+}
+
+/**
+ * Records who cancels a work item and why, before the caller requests Temporal's cancellation of its run (the
+ * item cannot cancel its own run: a workflow that throws a cancellation nobody requested ends failed, not
+ * cancelled). Its validator refuses an item that has finished, so a refusal never enters the history.
+ */
+export const cancelItemUpdate = defineUpdate<CancelItemAccepted, [CancelItemRequest]>('cancelItem');
+
 /**
  * The state for UIs and CLIs, with one page of events (`{ eventsAfter, eventLimit }`); a query because
  * reading must never change the item.

@@ -15,6 +15,7 @@ import {
   uuid4,
 } from '@temporalio/workflow';
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
+import { checkCancel, describeCancel, type AcceptedCancel } from '../engine/cancel';
 import { checkReview, type AcceptedReview } from '../engine/review';
 import { summarizeUsage } from '../engine/usage';
 import { PREPARE_PIPELINE_ACTIVITY } from '../model/activity-types';
@@ -36,7 +37,7 @@ import {
 import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
 import { fanOutElementInput, fanOutElementOf, installKindHandlers } from '../kinds/workflow-table';
 import { engineRules } from './legacy';
-import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
+import { cancelItemUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
@@ -79,12 +80,19 @@ export class WorkItemRun implements Scheduling {
   private agentBacked: ReadonlySet<string> = new Set();
   changed = false;
   cancellation: unknown;
+  /**
+   * Who asked to cancel the item and why (the `cancelItem` update), kept until Temporal's cancellation arrives:
+   * an item that finishes in between never says it was cancelled.
+   */
+  private cancelRequest: AcceptedCancel | undefined;
   /** The status is final (finished or cancelled): publishing no longer derives it from the stages. */
   private settledStatus = false;
   private passQueued = false;
   /** The event-driven scheduler's pass, installed by {@link runEventDriven} (never on engine 1's loop). */
   private pass: (() => void) | undefined;
   private inPass = false;
+  /** Stage runners started and not yet ended: from engine 8 on, a cancelled item closes once they have stopped. */
+  private liveRunners = 0;
   private endedInPass = false;
   // One settled promise for the whole run: queueing a pass costs one `then`, not a promise of its own.
   private readonly settledPromise = Promise.resolve();
@@ -134,6 +142,7 @@ export class WorkItemRun implements Scheduling {
    * promise; a stage that ends inside a pass makes that pass look again.
    */
   readonly ended = (): void => {
+    this.liveRunners--;
     this.changed = true;
     if (this.pass === undefined) return;
     if (this.inPass) this.endedInPass = true;
@@ -182,6 +191,23 @@ export class WorkItemRun implements Scheduling {
           if (!checked.ok) throw new Error(checked.error);
         },
         description: 'Approve, reject or approve-with-edits a stage that is waiting for review.',
+      },
+    );
+    setHandler(
+      cancelItemUpdate,
+      (request) => {
+        const checked = checkCancel(itemId, state.status, request);
+        if (!checked.ok) throw ApplicationFailure.nonRetryable(checked.error, 'InvalidCancel');
+        this.cancelRequest = checked.cancel;
+        return { itemId, ...checked.cancel };
+      },
+      {
+        validator: (request) => {
+          const checked = checkCancel(itemId, state.status, request);
+          if (!checked.ok) throw new Error(checked.error);
+        },
+        description:
+          'Records who cancels the work item and why ({by, reason}); the caller then requests the cancellation of its run.',
       },
     );
     // The kinds' own (approval decisions, fan-out progress), each limited to the names its row declares.
@@ -295,24 +321,35 @@ export class WorkItemRun implements Scheduling {
         // Touches made during the pass (the runners it starts) are covered by its own publish.
         this.passQueued = true;
         this.inPass = true;
-        do {
-          this.endedInPass = false;
-          while (this.startReady());
-        } while (this.endedInPass);
+        // Engine 8 starts nothing once cancelled, and ends when every runner has stopped (below).
+        if (!(this.waitsForRunners() && this.cancellation !== undefined))
+          do {
+            this.endedInPass = false;
+            while (this.startReady());
+          } while (this.endedInPass);
         this.publish();
         this.inPass = false;
         this.passQueued = false;
-        if (this.cancellation !== undefined) reject(this.cancellation);
-        else if (allSettled(this.state.stages)) resolve();
+        if (this.cancellation !== undefined) {
+          if (!this.waitsForRunners() || this.liveRunners === 0) reject(this.cancellation);
+        } else if (allSettled(this.state.stages)) resolve();
       };
-      // Cancelled from outside while every stage waits: end now.
+      // Cancelled from outside. Before engine 8 the item ends now, and Temporal terminates its children as it
+      // closes (their parent-close policy). From engine 8 on, each runner hears the cancellation (its activity
+      // through its heartbeats, its child workflow as a cancellation it can record) and the item ends once the
+      // last has stopped: its children end cancelled, and nothing of it is left running.
       CancellationScope.current().cancelRequested.catch((error: unknown) => {
         this.cancellation ??= error;
-        reject(error);
+        if (!this.waitsForRunners() || this.liveRunners === 0) reject(error);
       });
     });
     this.pass!();
     return finished;
+  }
+
+  /** Whether a cancelled item waits for its stage runners to stop before it ends (engine 8). */
+  private waitsForRunners(): boolean {
+    return this.engine.reviewerAttention;
   }
 
   /** Whether every stage has settled. */
@@ -352,6 +389,7 @@ export class WorkItemRun implements Scheduling {
   /** Hands a stage to the engine's stage runner, which never fails (it reports through `crashed` and `ended`). */
   private startStage(stage: StageSpec): void {
     const { engine } = this;
+    this.liveRunners++;
     engine.runStage({
       stage,
       spec: this.spec!,
@@ -379,15 +417,31 @@ export class WorkItemRun implements Scheduling {
     this.publications.publish(state, this.engine.publishesDecisions);
   }
 
-  /** Cancelled from outside (temporal workflow cancel): recorded where UIs and listings look. */
+  /**
+   * Cancelled from outside (`treadle cancel`, `temporal workflow cancel`): recorded where UIs and listings look.
+   * From engine 8 on, with who cancelled it and why (the `cancelItem` update, when one came first), and its
+   * approval requests still pending end `cancelled` (so they leave the listings; their actions never run).
+   */
   private cancelled(): void {
     const { state } = this;
     state.status = 'cancelled';
     this.settledStatus = true;
-    state.error = 'work item cancelled';
     state.completedAt = now();
     state.pendingReviews = [];
-    this.emit('ItemFailed', 'work item cancelled');
+    if (!this.engine.reviewerAttention) {
+      state.error = 'work item cancelled';
+      this.emit('ItemFailed', 'work item cancelled');
+      this.publish();
+      return;
+    }
+    const request = this.cancelRequest;
+    state.error = describeCancel(request);
+    if (request !== undefined) {
+      state.cancelledBy = request.by;
+      if (request.reason !== undefined) state.cancelReason = request.reason;
+    }
+    for (const approval of state.approvals ?? []) if (approval.status === 'pending') approval.status = 'cancelled';
+    this.emit('ItemFailed', state.error, request !== undefined ? { details: { ...request } } : undefined);
     this.publish();
   }
 

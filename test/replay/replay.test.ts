@@ -50,6 +50,8 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(expect.arrayContaining(['limiter.json', 'limiter.2.json']));
   // Issue 40's notifier: a run and the run it continued as.
   expect(files).toEqual(expect.arrayContaining(['notifier.json', 'notifier.2.json']));
+  // Engine 8 (issue 40): an item cancelled by someone, with who and why, its approval request cancelled.
+  expect(files).toEqual(expect.arrayContaining(['cancelled-by-person.json']));
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 

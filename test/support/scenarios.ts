@@ -156,6 +156,32 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // Engine 8: cancelled by someone (`treadle cancel`) while one stage runs, another waits for review and an
+    // approval request waits: who and why recorded, the request ended `cancelled`.
+    name: 'cancelled-by-person',
+    expected: 'cancelled',
+    async run(h, id) {
+      const spec = {
+        name: 'replay-cancelled-by-person',
+        stages: [
+          { name: 'slow', run: 'scripted' },
+          { name: 'check', run: 'scripted', review_policy: 'always' },
+          { name: 'draft', run: 'scripted' },
+          { name: 'approve', type: 'approval', depends_on: ['draft'], with: { action: 'create_task', items: 'tasks' } },
+        ],
+      };
+      const script = { slow: [{ sleepMs: FAR_TOO_SLOW_MS }], draft: [{ output: { tasks: [{ title: 'recorded' }] } }] };
+      await h.client.start(spec, { script }, { id });
+      await waitForReview(h, id, 'check');
+      const deadline = Date.now() + REVIEW_WAIT_MS;
+      while (!(await h.client.getState(id)).approvals?.some((r) => r.status === 'pending')) {
+        if (Date.now() > deadline) throw new Error(`${id}: no approval request was made`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await h.client.cancel(id, { by: 'replay', reason: 'recorded' });
+    },
+  },
+  {
     // Recorded while the item waits for review: a deploy must not break items that wait for days.
     name: 'waiting-for-review',
     expected: 'waiting_review',

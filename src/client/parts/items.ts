@@ -11,7 +11,8 @@ import type { Artefact, Json, TreadleEvent } from '../../model/shapes';
 import type { StateQueryArgs, WorkItemResult, WorkItemState } from '../../model/state';
 import { eventsQuery, stateQuery } from '../../workflow-kit/messages';
 import { openItemsByEngine, type EngineCount } from '../engine-versions';
-import { isNotFound, TreadleError } from '../errors';
+import { defaultReviewer, isNotFound, TreadleError } from '../errors';
+import { cancelItem, type CancelOptions, type CancelOutcome } from '../cancel';
 import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../worker-presence';
 import { audit, startWorkItem } from '../on-demand';
 import type { StartOptions } from '../start';
@@ -91,6 +92,25 @@ export class ItemsClient extends ClientPart {
   /** Waits for the work item to finish and returns its result, failed or not (engine 6 fails the workflow). */
   async result(id: string): Promise<WorkItemResult> {
     return this.context.call(id, (h) => resultOf<WorkItemResult>(h));
+  }
+
+  /**
+   * Cancels a work item (issue 40): it records who cancels it and why, then its run is cancelled, and with it its
+   * stages' activities (they learn it by their heartbeats), its children and its waits for people; its decisions
+   * leave the inbox and approval actions not yet run never run. Its state ends `cancelled` with `cancelledBy`
+   * and `cancelReason` (items started before engine 8 end `cancelled` without them). A finished item refuses
+   * (`invalid_input`, "has already completed"); with no worker answering nothing is sent (`no_worker`).
+   */
+  async cancel(id: string, options: CancelOptions = {}): Promise<CancelOutcome> {
+    const { client, answerWaitMs, reviewTimeoutMs } = this.context;
+    return this.context.call(id, (h) =>
+      cancelItem(
+        { client, answerWaitMs, timeoutMs: reviewTimeoutMs },
+        h,
+        options.by ?? defaultReviewer(),
+        options.reason,
+      ),
+    );
   }
 
   /** The workflow type behind an id (`workItem`, `tddNode`, `loopStage`). */

@@ -1,0 +1,51 @@
+/**
+ * Cancelling a work item (issue 40): the `cancelItem` update's check, and how the item says who cancelled it
+ * and why. Pure, so the workflow, the client and the unit tests share one wording.
+ */
+import { truncateText } from '../model/limits';
+import type { ItemStatus } from '../model/state';
+
+/** Who a cancel is recorded as when the caller names no one (the client fills in its own default first). */
+export const UNNAMED_CANCELLER = 'anonymous';
+
+/** A cancel the item accepted: who, and why when they said. */
+export interface AcceptedCancel {
+  by: string;
+  reason?: string;
+}
+
+/** The statuses after which an item has nothing left to cancel. */
+const FINISHED: ReadonlySet<ItemStatus> = new Set<ItemStatus>(['completed', 'failed', 'cancelled']);
+
+/**
+ * Checks a `cancelItem` request against the item's status: a finished item is refused ("has already completed;
+ * there is nothing to cancel"), as is a `by` or `reason` that is not a string. The reason is cut to the
+ * history's text limit.
+ */
+export function checkCancel(
+  itemId: string,
+  status: ItemStatus,
+  request: unknown,
+): { ok: true; cancel: AcceptedCancel } | { ok: false; error: string } {
+  if (FINISHED.has(status))
+    return { ok: false, error: `work item ${itemId} has already ${status}; there is nothing to cancel` };
+  const { by, reason } = (typeof request === 'object' && request !== null ? request : {}) as Record<string, unknown>;
+  if (by !== undefined && (typeof by !== 'string' || by.trim() === ''))
+    return {
+      ok: false,
+      error: `cancel: "by" must be a non-empty string naming who cancels, got ${JSON.stringify(by)}`,
+    };
+  if (reason !== undefined && typeof reason !== 'string')
+    return { ok: false, error: `cancel: "reason" must be a string, got ${JSON.stringify(reason)}` };
+  const said = reason?.trim();
+  return {
+    ok: true,
+    cancel: { by: by?.trim() ?? UNNAMED_CANCELLER, ...(said ? { reason: truncateText(said) } : {}) },
+  };
+}
+
+/** How the item's error and `treadle status` say it was cancelled: "cancelled by ann: out of scope". */
+export function describeCancel(cancel: AcceptedCancel | undefined): string {
+  if (cancel === undefined) return 'work item cancelled';
+  return `work item cancelled by ${cancel.by}${cancel.reason !== undefined ? `: ${cancel.reason}` : ''}`;
+}
