@@ -7,7 +7,7 @@
 import { pipeline } from '../../src/kinds/builder';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid } from '../support/inbox';
+import { assignGroups, inboxSuite, login, tid } from '../support/inbox';
 import { noteActions } from '../support/pipelines';
 
 jest.setTimeout(180_000);
@@ -34,6 +34,8 @@ it('shows an escalated approval with its badge and countdown; rejecting it with 
     'the escalated approval in the listing',
   );
 
+  // Escalated to `leads` (groups are enforced): bob answers it as a member.
+  assignGroups(s.inbox, { bob: 'leads' });
   const page = await s.browser.newPage();
   await login(page, s.inbox, s.inbox.tokens.bob);
   const row = `${tid(TEST_IDS.decisionRow)}[data-key="${pending.key}"]`;

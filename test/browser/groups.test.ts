@@ -5,12 +5,11 @@
  * token 403 naming the group; alice (in `legal`) approves it from the page, and the audit records the group
  * beside her name. An approval request addressed to `legal` answered over the API records the group too.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid, type TestInbox } from '../support/inbox';
+import { assignGroups, inboxSuite, login, tid, type TestInbox } from '../support/inbox';
 import { noteActions } from '../support/pipelines';
 
 jest.setTimeout(180_000);
@@ -18,14 +17,6 @@ jest.setTimeout(180_000);
 const PIPELINE = 'browser-groups';
 
 const s = inboxSuite({ harness: { approvalActions: noteActions } });
-
-/** Puts alice in `legal` and bob in `leads` by editing their lines, as an operator would: no new tokens. */
-function assignGroups(inbox: TestInbox): void {
-  const text = readFileSync(inbox.tokensFile, 'utf8')
-    .replace(/^(alice sha256:\S+)$/m, '$1 groups=legal')
-    .replace(/^(bob sha256:\S+)$/m, '$1 groups=leads');
-  writeFileSync(inbox.tokensFile, text, { mode: 0o600 });
-}
 
 /** POSTs `body` to the inbox's API with `token`, as a script would. */
 async function api(inbox: TestInbox, token: string, path: string, body: unknown) {
@@ -51,7 +42,7 @@ async function listed(inbox: TestInbox, token: string, key: string): Promise<voi
   );
 }
 
-beforeAll(() => assignGroups(s.inbox));
+beforeAll(() => assignGroups(s.inbox, { alice: 'legal', bob: 'leads' }));
 
 it('shows a review for legal read-only to a reviewer in leads and refuses his answer 403; a member of legal answers it', async () => {
   const spec = pipeline(PIPELINE)

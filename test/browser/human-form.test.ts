@@ -5,12 +5,11 @@
  * problems shown) and no decision is sent; the fixed answer (a checkbox, a text field, a number, an added array
  * row) is sent as `respond`, completes the stage, and the downstream stage receives it.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
 import type { HTTPRequest } from 'puppeteer-core';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid } from '../support/inbox';
+import { assignGroups, inboxSuite, login, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
@@ -47,8 +46,7 @@ const input = (name: string) => `[data-name="${name}"] [data-input]`;
 
 it('refuses an answer that breaks the schema in the page, then sends the fixed one and completes the stage', async () => {
   // The stage is addressed to `legal` (groups are enforced): alice answers it as a member.
-  const tokens = readFileSync(s.inbox.tokensFile, 'utf8').replace(/^(alice sha256:\S+)$/m, '$1 groups=legal');
-  writeFileSync(s.inbox.tokensFile, tokens, { mode: 0o600 });
+  assignGroups(s.inbox, { alice: 'legal' });
   const id = s.h.id('human');
   await s.h.client.start(SPEC, null, { id });
   const key = decisionKey(id, 'human', 'sign_off');

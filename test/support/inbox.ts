@@ -4,7 +4,7 @@
  * client (the production backend), a temporary tokens file with reviewers alice and bob, and sign-in through
  * the real login page.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Page } from 'puppeteer-core';
 import { addToken, tokensFileSource } from '../../src/ui/auth';
@@ -45,6 +45,17 @@ export async function login(page: Page, inbox: TestInbox, token: string): Promis
   // The login page posts the token, then moves to the inbox.
   if (new URL(page.url()).pathname === '/login') await page.waitForNavigation({ waitUntil: 'load' });
   await page.waitForSelector(`[data-testid="${TEST_IDS.decisionCount}"]`);
+}
+
+/**
+ * Puts reviewers in reviewer groups by editing their lines of the tokens file, as an operator would (no new
+ * tokens; the inbox reads the file again when it changes), e.g. `{ alice: 'legal', bob: 'leads' }`.
+ */
+export function assignGroups(inbox: TestInbox, groups: Partial<Record<'alice' | 'bob', string>>): void {
+  let text = readFileSync(inbox.tokensFile, 'utf8');
+  for (const [name, list] of Object.entries(groups))
+    text = text.replace(new RegExp(`^(${name} sha256:\\S+)$`, 'm'), `$1 groups=${list}`);
+  writeFileSync(inbox.tokensFile, text, { mode: 0o600 });
 }
 
 /** The keys of the rows the list shows, in order. */
