@@ -18,12 +18,12 @@ const { announce: announceActivity } = proxyActivities<{ announce(a: Announcemen
 export type ItemAnnouncement = Omit<Announcement, 'occurredAt' | 'workflowId'>;
 
 /**
- * Announces `announcement` when `notifies` (engine 8 and a worker with a notifications file, both recorded in
- * history, so replay issues the same commands). Never throws: a notifier or signal that fails is ignored, since
- * a notification must never delay or fail the item (the notifier's own deliveries are retried, not this).
+ * Announces `announcement`. Call it only when the item notifies (engine 8 and a worker with a notifications file,
+ * both recorded in history, so replay issues the same commands), and await nothing otherwise. Never throws: a
+ * notifier or signal that fails is ignored, since a notification must never delay or fail the item (the
+ * notifier's own deliveries are retried, not this).
  */
-export async function announceIf(notifies: boolean, announcement: ItemAnnouncement): Promise<void> {
-  if (!notifies) return;
+export async function announceQuietly(announcement: ItemAnnouncement): Promise<void> {
   try {
     await announceActivity({
       ...announcement,

@@ -18,7 +18,7 @@ import { callsReported, describeFailure, now } from '../workflow-kit/common';
 import { runContracts, runFanOutWorkflow, workflowKind } from '../kinds/workflow-table';
 import { agentBackedStage, prepareAttempt, withAttemptTimeout } from './stage-attempt';
 import type { AttemptLog, EngineRules, StageRun } from './stage-run';
-import { announceIf, ownDecisionKey } from './announce';
+import { announceQuietly, ownDecisionKey } from './announce';
 
 // A local activity: storing an approved edit needs only the worker's blob store, no task-queue round trip.
 const storeArtefact = proxyLocalActivities<{
@@ -336,8 +336,9 @@ export async function review(
     details: { reason: decision.reason },
   });
   run.touch();
-  const said = announced(run, pending);
-  await said('decision_owed', decision.message);
+  // Only an item that announces awaits here: another await would reorder older items' commands.
+  const said = run.engine.reviewerAttention && run.notifies === true ? announced(run, pending) : undefined;
+  if (said) await said('decision_owed', decision.message);
 
   const arrived = () => run.resolutions.has(stage.name);
   if (stage.reviewTtlMs === null) await condition(arrived);
@@ -360,7 +361,8 @@ export async function review(
   });
   st.review = decided.review;
   emit(decided.event.type, decided.event.message, { stage: stage.name, attempt, details: decided.event.details });
-  await said('decided', decided.event.message, { decidedBy: decided.review.reviewer, outcome: decided.review.kind });
+  if (said)
+    await said('decided', decided.event.message, { decidedBy: decided.review.reviewer, outcome: decided.review.kind });
   const outcome = decided.decision;
   if (outcome.action === 'resume') return 'resume';
   if (outcome.action === 'fail') return settled(run, 'failed', outcome.message, { error: outcome.error });
@@ -374,7 +376,7 @@ function announced(run: StageRun, pending: PendingReview) {
   const { stage, spec, itemId } = run;
   const kind = pending.reason === 'budget_exhausted' ? 'budget' : 'review';
   return (event: 'decision_owed' | 'decided', message: string, extra: { decidedBy?: string; outcome?: string } = {}) =>
-    announceIf(run.engine.reviewerAttention && run.notifies === true, {
+    announceQuietly({
       event,
       key: ownDecisionKey(kind, stage.name),
       itemId,

@@ -39,7 +39,7 @@ import { eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../w
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
-import { announceIf } from './announce';
+import { announceQuietly } from './announce';
 import { pageOfState } from './work-item-details';
 import { WorkItemPublications } from './work-item-publishing';
 
@@ -266,16 +266,22 @@ export class WorkItemRun implements Scheduling {
    * `ExecutionStatus="Failed"` tell the truth, with its result as the failure's details. A fan-out's element
    * fails only when its fan-out asked: a fan-out begun before engine 6 expects a returned result.
    */
-  private async end(error?: string): Promise<WorkItemResult> {
+  private end(error?: string): WorkItemResult | Promise<WorkItemResult> {
     const result = this.finish(error);
-    if (result.status === 'failed')
-      await announceIf(this.notifies, {
+    // Only an item that announces awaits here: another await would reorder older items' last commands.
+    if (result.status === 'failed' && this.notifies)
+      return announceQuietly({
         event: 'item_failed',
         key: workflowInfo().workflowId,
         itemId: this.itemId,
         pipeline: this.state.pipeline,
         message: result.error ?? 'work item failed',
-      });
+      }).then(() => this.outcome(result));
+    return this.outcome(result);
+  }
+
+  /** The item's result, or from engine 6 on its failure (see {@link end}). */
+  private outcome(result: WorkItemResult): WorkItemResult {
     const asked = fanOutElementOf(this.args) === undefined || this.args.failAsWorkflow === true;
     if (result.status === 'completed' || !this.engine.failsWorkflow || !asked) return result;
     throw failureCarrying(WORK_ITEM_FAILED, result.error ?? 'work item failed', result);
