@@ -50,6 +50,8 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(expect.arrayContaining(['limiter.json', 'limiter.2.json']));
   // Issue 40's notifier: a run and the run it continued as.
   expect(files).toEqual(expect.arrayContaining(['notifier.json', 'notifier.2.json']));
+  // Issue 40's engine-8 item that announces: a review owed, decided, and the item failed.
+  expect(files).toEqual(expect.arrayContaining(['item-announces.json']));
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 
