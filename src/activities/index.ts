@@ -74,6 +74,8 @@ export interface ActivityDependencies {
    * registered, which the worker that prepared the item could not know.
    */
   reportsOutputSchemas?: boolean;
+  /** The worker has a notifications file: the prepare step says so, and the item announces (engine 8). */
+  notifies?: boolean;
 }
 
 type Activity = (input: never) => Promise<unknown>;
@@ -123,7 +125,9 @@ function treadleActivities(
       : input.pipeline;
     const result = validatePipeline(raw, names);
     const engine = engineNow();
-    if (!result.ok) return { ok: false, problems: result.problems, engine };
+    // Recorded in history, so the item decides once (and replays the same) whether it announces.
+    const notifies = deps.notifies === true ? { notifies: true } : {};
+    if (!result.ok) return { ok: false, problems: result.problems, engine, ...notifies };
     // Large `with:` configs would ride in every activity input: they travel by reference like artefacts.
     // What this worker lacks runs on the queue the spec names for it (validation made sure there is one).
     const spec = await offloadConfigs(routeImplementations(result.spec, names), deps.blobs, threshold);
@@ -135,6 +139,7 @@ function treadleActivities(
       ...(packedStages ? { packedStages } : {}),
       agentBacked: deps.registry.agentBackedTypes(),
       engine,
+      ...notifies,
     };
   };
   // Edits that arrived inline (e.g. `temporal workflow signal`) above the threshold are stored once here,

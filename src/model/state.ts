@@ -375,6 +375,8 @@ export type PreparePipelineResult = (
 ) & {
   /** {@link ENGINE_VERSION} of the worker that prepared the item; absent (version 1) in older histories. */
   engine?: number;
+  /** The preparing worker has a notifications file: engine 8's item announces its decisions (absent: no file). */
+  notifies?: boolean;
 };
 
 /** Usage of a work item. */

@@ -171,6 +171,7 @@ export async function createWorker(options: TreadleWorkerOptions): Promise<Worke
         ...(callLog ? { callLog } : {}),
         engineVersion: options.engineVersion ?? config.engineVersion,
         ...(actions.names ? { actionTypes: actions.names() } : {}),
+        ...(notifications ? { notifies: true } : {}),
       }),
       // Quality contracts (seed 002): validation rounds, revisions, the final list.
       ...createContractActivities({

@@ -29,6 +29,8 @@ export interface StageRun {
   resolutions: Map<string, AcceptedReview>;
   /** The stage's implementation or one of its gates calls models: the token budget applies. */
   usesAgent: boolean;
+  /** Announce its decisions to the notifier (engine 8, and the preparing worker has a notifications file). */
+  notifies?: boolean;
 }
 
 /** What the scheduler of an engine version needs of the work item (engine 1's loop; the live one is the item's own). */

@@ -18,6 +18,7 @@ import { callsReported, describeFailure, now } from '../workflow-kit/common';
 import { runContracts, runFanOutWorkflow, workflowKind } from '../kinds/workflow-table';
 import { agentBackedStage, prepareAttempt, withAttemptTimeout } from './stage-attempt';
 import type { AttemptLog, EngineRules, StageRun } from './stage-run';
+import { announceQuietly, ownDecisionKey } from './announce';
 
 // A local activity: storing an approved edit needs only the worker's blob store, no task-queue round trip.
 const storeArtefact = proxyLocalActivities<{
@@ -371,6 +372,9 @@ export async function review(
     details: { reason: decision.reason },
   });
   run.touch();
+  // Only an item that announces awaits here: another await would reorder older items' commands.
+  const said = run.engine.reviewerAttention && run.notifies === true ? announced(run, pending) : undefined;
+  if (said) await said('decision_owed', decision.message);
 
   const arrived = () => run.resolutions.has(stage.name);
   if (stage.reviewTtlMs === null) await condition(arrived);
@@ -393,6 +397,8 @@ export async function review(
   });
   st.review = decided.review;
   emit(decided.event.type, decided.event.message, { stage: stage.name, attempt, details: decided.event.details });
+  if (said)
+    await said('decided', decided.event.message, { decidedBy: decided.review.reviewer, outcome: decided.review.kind });
   const outcome = decided.decision;
   if (outcome.action === 'resume') return 'resume';
   if (outcome.action === 'retry') return { retry: outcome.feedback };
@@ -400,6 +406,24 @@ export async function review(
   if (outcome.artefact !== undefined) st.artefact = await storedArtefact(outcome.artefact, `${stage.name} as approved`);
   if (outcome.summary !== undefined) st.summary = truncateText(outcome.summary);
   return settled(run, 'completed', outcome.message);
+}
+
+/** Announces an event of a stage review (engine 8 with notifications; never throws, never holds the stage). */
+function announced(run: StageRun, pending: PendingReview) {
+  const { stage, spec, itemId } = run;
+  const kind = pending.reason === 'budget_exhausted' ? 'budget' : 'review';
+  return (event: 'decision_owed' | 'decided', message: string, extra: { decidedBy?: string; outcome?: string } = {}) =>
+    announceQuietly({
+      event,
+      key: ownDecisionKey(kind, stage.name),
+      itemId,
+      pipeline: spec.name,
+      stage: stage.name,
+      kind,
+      ...(pending.reviewers !== undefined ? { reviewers: pending.reviewers } : {}),
+      message,
+      ...extra,
+    });
 }
 
 /** An artefact ready to travel to dependents: inline ones above the threshold are stored once, here. */

@@ -41,6 +41,7 @@ import { cancelItemUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, state
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
+import { announceQuietly } from './announce';
 import { pageOfState } from './work-item-details';
 import { WorkItemPublications } from './work-item-publishing';
 
@@ -75,6 +76,8 @@ export class WorkItemRun implements Scheduling {
   private readonly publications = new WorkItemPublications();
   /** The rules of the engine version the item started on, known once the prepare step has answered. */
   private engine: EngineRules = LIVE_ENGINE;
+  /** Announce to the notifier (engine 8, and the preparing worker has a notifications file: in history). */
+  private notifies = false;
   private spec: PipelineSpec | undefined;
   private stageByName = new Map<string, StageSpec>();
   private agentBacked: ReadonlySet<string> = new Set();
@@ -261,6 +264,7 @@ export class WorkItemRun implements Scheduling {
     const prepared = await preparePipeline({ pipeline: args.pipeline });
     // The engine version the item started on, recorded with the prepare step, decides the rules from here on.
     this.engine = engineRules(prepared.engine);
+    this.notifies = this.engine.reviewerAttention && prepared.notifies === true;
     if (this.engine.trustsStartAttributes) this.publications.assumeStartAttributes(this.state.pipeline);
     if (!prepared.ok) {
       state.problems = prepared.problems;
@@ -303,8 +307,22 @@ export class WorkItemRun implements Scheduling {
    * `ExecutionStatus="Failed"` tell the truth, with its result as the failure's details. A fan-out's element
    * fails only when its fan-out asked: a fan-out begun before engine 6 expects a returned result.
    */
-  private end(error?: string): WorkItemResult {
+  private end(error?: string): WorkItemResult | Promise<WorkItemResult> {
     const result = this.finish(error);
+    // Only an item that announces awaits here: another await would reorder older items' last commands.
+    if (result.status === 'failed' && this.notifies)
+      return announceQuietly({
+        event: 'item_failed',
+        key: workflowInfo().workflowId,
+        itemId: this.itemId,
+        pipeline: this.state.pipeline,
+        message: result.error ?? 'work item failed',
+      }).then(() => this.outcome(result));
+    return this.outcome(result);
+  }
+
+  /** The item's result, or from engine 6 on its failure (see {@link end}). */
+  private outcome(result: WorkItemResult): WorkItemResult {
     const asked = fanOutElementOf(this.args) === undefined || this.args.failAsWorkflow === true;
     if (result.status === 'completed' || !this.engine.failsWorkflow || !asked) return result;
     throw failureCarrying(WORK_ITEM_FAILED, result.error ?? 'work item failed', result);
@@ -403,6 +421,7 @@ export class WorkItemRun implements Scheduling {
       engine,
       resolutions: this.resolutions,
       usesAgent: engine.usesAgent(stage, this.agentBacked),
+      notifies: this.notifies,
     } satisfies StageRun);
   }
 

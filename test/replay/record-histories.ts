@@ -14,6 +14,7 @@ import { recordFailedTddRoot, recordTddTree } from '../support/tdd-recording';
 import { runDecisions } from '../support/decision-recording';
 import { recordLimiter } from '../support/limiter-recording';
 import { recordNotifier } from '../support/notifier-recording';
+import { recordItemAnnouncements } from '../support/item-announce-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -43,11 +44,13 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))(
 // A TDD tree (seed 001): the root (children, merge handshake, retry, MoreTests) and a child that rebased.
 // A limiter (issue 39): its every message, an expired lease, a renewal, and the run it continued as.
 // The notifier (issue 40): lanes, a duplicate, a refused delivery retried, and the run it continued as.
+// An engine-8 item announcing (issue 40): a review owed, decided, and the item failed.
 it.each([
   ['tdd-tree', recordTddTree],
   ['tdd-failed-root', recordFailedTddRoot],
   ['limiter', recordLimiter],
   ['notifier', recordNotifier],
+  ['item-announces', recordItemAnnouncements],
 ] as const)(
   'records %s',
   async (_name, record) => {

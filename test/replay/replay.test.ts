@@ -52,6 +52,8 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(expect.arrayContaining(['notifier.json', 'notifier.2.json']));
   // Engine 8 (issue 40): an item cancelled by someone, with who and why, its approval request cancelled.
   expect(files).toEqual(expect.arrayContaining(['cancelled-by-person.json']));
+  // Issue 40's engine-8 item that announces: a review owed, decided, and the item failed.
+  expect(files).toEqual(expect.arrayContaining(['item-announces.json']));
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 

@@ -1,0 +1,129 @@
+/**
+ * Work items announce to the notifier (docs/notifications.md), end to end: a worker with a notifications file runs
+ * an item whose stage waits for review; the receiver gets `decision_owed` with the inbox link, then `decided` when
+ * the review is answered, then `item_failed` when the rejection fails the item. A worker without a file announces
+ * nothing: its item's history has no `announce` activity.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pipeline } from '../../src/kinds/builder';
+import { decisionKey } from '../../src/model/decisions';
+import { notifierWorkflowId } from '../../src/notify/shapes';
+import { eventually, startHarness, type Harness } from '../support/harness';
+import { WebhookReceiver } from '../support/webhook-receiver';
+
+const receiver = new WebhookReceiver();
+const dir = mkdtempSync(path.join(os.tmpdir(), 'item-notify-'));
+// Visibility is namespace-wide and other files run in parallel: this file's own pipeline name.
+const PIPELINE = 'item-notify-i40';
+let withFile: Harness;
+let withoutFile: Harness;
+
+beforeAll(async () => {
+  await receiver.up();
+  const file = path.join(dir, 'notify.yaml');
+  writeFileSync(
+    file,
+    `webhooks:\n  - name: hooks\n    url: ${receiver.url('/hooks')}\n    secret_env: ITEM_HOOK_SECRET\n`,
+  );
+  Object.assign(process.env, {
+    ITEM_HOOK_SECRET: 'item-key',
+    TREADLE_NOTIFY: file,
+    TREADLE_UI_URL: 'https://inbox.example.com',
+  });
+  // The worker reads TREADLE_NOTIFY when it is created: one with the file, then one without.
+  withFile = await startHarness();
+  delete process.env.TREADLE_NOTIFY;
+  withoutFile = await startHarness();
+});
+
+afterAll(async () => {
+  await withFile?.temporal.workflow
+    .getHandle(notifierWorkflowId(withFile.taskQueue))
+    .terminate('test over')
+    .catch(() => undefined);
+  await withFile?.shutdown();
+  await withoutFile?.shutdown();
+  await receiver.down();
+  for (const name of ['ITEM_HOOK_SECRET', 'TREADLE_NOTIFY', 'TREADLE_UI_URL']) delete process.env[name];
+});
+
+const reviewed = () =>
+  pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always').reviewers('draft', 'legal');
+const received = (key: string, event: string) =>
+  receiver
+    .on('/hooks')
+    .map((r) => JSON.parse(r.body) as Record<string, unknown>)
+    .filter((body) => body.key === key && body.event === event);
+
+/** The types of the activities the item scheduled (the prepare step is a local activity: not among them). */
+async function activityTypes(h: Harness, id: string): Promise<string[]> {
+  const { events } = await h.temporal.workflow.getHandle(id).fetchHistory();
+  return (events ?? []).flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+}
+
+it('announces a review owed (with its link), its answer, and the item failing', async () => {
+  const h = withFile;
+  const id = h.id('owed');
+  await h.client.start(reviewed(), null, { id });
+  const key = decisionKey(id, 'review', 'draft');
+  const [owed] = await eventually(
+    async () => {
+      const got = received(key, 'decision_owed');
+      return got.length > 0 ? got : undefined;
+    },
+    60_000,
+    'decision_owed delivered',
+  );
+  expect(owed).toMatchObject({
+    itemId: id,
+    workflowId: id,
+    pipeline: PIPELINE,
+    stage: 'draft',
+    kind: 'review',
+    reviewers: 'legal',
+    link: `https://inbox.example.com/d/${encodeURIComponent(key)}`,
+  });
+  await h.client.decide(key, { action: 'reject', reason: 'not this' }, 'alice');
+  const [decided] = await eventually(
+    async () => {
+      const got = received(key, 'decided');
+      return got.length > 0 ? got : undefined;
+    },
+    60_000,
+    'decided delivered',
+  );
+  expect(decided).toMatchObject({ itemId: id, stage: 'draft', decidedBy: 'alice', outcome: 'reject' });
+  const [failed] = await eventually(
+    async () => {
+      const got = received(id, 'item_failed');
+      return got.length > 0 ? got : undefined;
+    },
+    60_000,
+    'item_failed delivered',
+  );
+  expect(failed).toMatchObject({ itemId: id, pipeline: PIPELINE, message: expect.stringContaining('draft') });
+  expect(failed).not.toHaveProperty('link');
+  // The item finished as it would have without notifications, with three announcements in its history.
+  expect((await h.client.result(id)).status).toBe('failed');
+  expect((await activityTypes(h, id)).filter((type) => type === 'announce')).toHaveLength(3);
+}, 120_000);
+
+it('announces nothing from a worker without a notifications file: no announce activity in history', async () => {
+  const h = withoutFile;
+  const id = h.id('quiet');
+  await h.client.start(reviewed(), null, { id });
+  const key = decisionKey(id, 'review', 'draft');
+  await eventually(
+    async () => (await h.client.listPendingDecisions({ pipeline: PIPELINE })).some((d) => d.key === key) || undefined,
+    30_000,
+    'the review in the listing',
+  );
+  await h.client.decide(key, { action: 'reject', reason: 'not this' }, 'alice');
+  expect((await h.client.result(id)).status).toBe('failed');
+  const activities = await activityTypes(h, id);
+  expect(activities).toContain('scripted');
+  expect(activities).not.toContain('announce');
+  expect(receiver.received.filter((r) => r.body.includes(id))).toEqual([]);
+}, 120_000);
