@@ -3,7 +3,7 @@
  * and why. Pure, so the workflow, the client and the unit tests share one wording.
  */
 import { truncateText } from '../model/limits';
-import type { ItemStatus } from '../model/state';
+import type { ItemStatus, WorkItemState } from '../model/state';
 
 /** Who a cancel is recorded as when the caller names no one (the client fills in its own default first). */
 export const UNNAMED_CANCELLER = 'anonymous';
@@ -48,4 +48,19 @@ export function checkCancel(
 export function describeCancel(cancel: AcceptedCancel | undefined): string {
   if (cancel === undefined) return 'work item cancelled';
   return `work item cancelled by ${cancel.by}${cancel.reason !== undefined ? `: ${cancel.reason}` : ''}`;
+}
+
+/**
+ * Engine 8's record of a cancel in the item's state: the error saying who and why (when a `cancelItem` update
+ * came first), `cancelledBy` and `cancelReason`, and its approval requests still pending end `cancelled` (so
+ * they leave the listings; their actions never run). Returns the error.
+ */
+export function recordCancel(state: WorkItemState, cancel: AcceptedCancel | undefined): string {
+  state.error = describeCancel(cancel);
+  if (cancel !== undefined) {
+    state.cancelledBy = cancel.by;
+    if (cancel.reason !== undefined) state.cancelReason = cancel.reason;
+  }
+  for (const approval of state.approvals ?? []) if (approval.status === 'pending') approval.status = 'cancelled';
+  return state.error;
 }

@@ -5,7 +5,7 @@
 import { parseReviewRequest } from '../model/review-request';
 import { formatDuration } from '../model/duration';
 import type { Artefact, AttemptRecord, Json, QualityFeedback, ReviewOutcome } from '../model/shapes';
-import type { PendingReview, ReviewReason, ReviewRecord } from '../model/state';
+import { REVIEWER_ATTENTION_ENGINE, type PendingReview, type ReviewReason, type ReviewRecord } from '../model/state';
 
 /** Inline edits larger than this would bloat the history (and the update carrying them) past safe sizes. */
 export const MAX_INLINE_EDIT_CHARS = 512 * 1024;
@@ -246,4 +246,9 @@ export function decideReview(args: {
     ),
     review,
   };
+}
+
+/** Why an item of an engine before reviewer attention refuses a request for changes (its runners know no retry after a review). */
+export function changesRefusedOnEngine(itemId: string, engine: number): string {
+  return `work item ${itemId} runs on engine ${engine}, which cannot request changes (engine ${REVIEWER_ATTENTION_ENGINE} and later can); approve, reject or edit its output, or start the item again`;
 }

@@ -15,8 +15,8 @@ import {
   uuid4,
 } from '@temporalio/workflow';
 import { allSettled, itemStatus, readyStages, stagesToSkip } from '../engine/dag';
-import { checkCancel, describeCancel, type AcceptedCancel } from '../engine/cancel';
-import { checkReview, type AcceptedReview } from '../engine/review';
+import { checkCancel, describeCancel, recordCancel, type AcceptedCancel } from '../engine/cancel';
+import { changesRefusedOnEngine, checkReview, type AcceptedReview } from '../engine/review';
 import { summarizeUsage } from '../engine/usage';
 import { PREPARE_PIPELINE_ACTIVITY } from '../model/activity-types';
 import { truncateText } from '../model/limits';
@@ -25,7 +25,6 @@ import type { PipelineSpec, StageSpec } from '../model/pipeline';
 import type { Artefact, EventType, Json, TreadleEvent } from '../model/shapes';
 import {
   WORK_ITEM_FAILED,
-  REVIEWER_ATTENTION_ENGINE,
   type PreparePipelineInput,
   type PreparePipelineResult,
   type StageState,
@@ -239,10 +238,7 @@ export class WorkItemRun implements Scheduling {
   private checkReview(payload: unknown): ReturnType<typeof checkReview> {
     const checked = checkReview(this.state, payload);
     if (checked.ok && checked.review.outcome.kind === 'request_changes' && !this.engine.reviewerAttention)
-      return {
-        ok: false,
-        error: `work item ${this.itemId} runs on engine ${this.engine.version}, which cannot request changes (engine ${REVIEWER_ATTENTION_ENGINE} and later can); approve, reject or edit its output, or start the item again`,
-      };
+      return { ok: false, error: changesRefusedOnEngine(this.itemId, this.engine.version) };
     return checked;
   }
 
@@ -447,20 +443,12 @@ export class WorkItemRun implements Scheduling {
     this.settledStatus = true;
     state.completedAt = now();
     state.pendingReviews = [];
-    if (!this.engine.reviewerAttention) {
-      state.error = 'work item cancelled';
-      this.emit('ItemFailed', 'work item cancelled');
-      this.publish();
-      return;
-    }
-    const request = this.cancelRequest;
-    state.error = describeCancel(request);
-    if (request !== undefined) {
-      state.cancelledBy = request.by;
-      if (request.reason !== undefined) state.cancelReason = request.reason;
-    }
-    for (const approval of state.approvals ?? []) if (approval.status === 'pending') approval.status = 'cancelled';
-    this.emit('ItemFailed', state.error, request !== undefined ? { details: { ...request } } : undefined);
+    // Engines before 8 say only that it was cancelled, and leave its approval requests as they were.
+    const request = this.engine.reviewerAttention ? this.cancelRequest : undefined;
+    const error = this.engine.reviewerAttention
+      ? recordCancel(state, request)
+      : (state.error = describeCancel(undefined));
+    this.emit('ItemFailed', error, request !== undefined ? { details: { ...request } } : undefined);
     this.publish();
   }
 
