@@ -187,7 +187,7 @@ describe('the CLI', () => {
         args: ['validate', files.unknownImpl],
         lines: [
           `treadle: ${files.unknownImpl} is invalid (2 problems):`,
-          `  - ${files.unknownImpl}:4: stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)`,
+          `  - ${files.unknownImpl}:4: stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, human, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)`,
           `  - ${files.unknownImpl}:5: stage a: unknown gate implementation "nope" (registered: concept_graph, llm-judge, markdown_quality, scripted)`,
           'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage or the contract, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).',
         ],

@@ -5,10 +5,15 @@
  *   runs is listed as unanswered, quickly, with exit 1;
  * - `treadle status` (text and --json) and the inbox's decision page show a running stage whose activity
  *   heartbeats a capacity wait (`CapacityWaitDetails`), beside a stage waiting for review.
+ * `treadle limits` lists every limiter of the namespace, so this file runs on a dev server of its own: another
+ * file's limiter, left running after its workers stopped, would be listed as unanswered here.
  */
 import { Context } from '@temporalio/activity';
 import { Client, Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Registry } from '../../src/activities/registry';
 import type { CapacityWaitDetails } from '../../src/capacity/waiting';
 import { limiterWorkflowId } from '../../src/capacity/shapes';
@@ -19,6 +24,7 @@ import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { defaultRegistry } from '../../src/worker';
 import { runTreadle, showRun } from '../support/cli';
+import { freePort, startDevServer, type DevServer } from '../../src/server/dev-server';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { startInbox, type TestInbox } from '../support/inbox';
 
@@ -33,6 +39,7 @@ const WAIT: CapacityWaitDetails = {
 let stopWaiting: () => void = () => undefined;
 const waited = new Promise<void>((resolve) => (stopWaiting = resolve));
 
+let server: DevServer;
 let h: Harness;
 let gate: CapacityGate | undefined;
 let inbox: TestInbox | undefined;
@@ -52,8 +59,18 @@ beforeAll(async () => {
         return { outcome: 'completed', artefact: { text: 'written' } };
       }),
   );
-  h = await startHarness({ registry });
-}, 60_000);
+  server = await startDevServer({
+    port: await freePort(),
+    dbFile: path.join(
+      mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? os.tmpdir(), 'limits-')),
+      'temporal.sqlite',
+    ),
+    headless: true,
+    allowDownload: false,
+    progress: () => undefined,
+  });
+  h = await startHarness({ registry, address: server.address });
+}, 120_000);
 afterAll(async () => {
   stopWaiting();
   await inbox?.close();
@@ -63,6 +80,7 @@ afterAll(async () => {
   }))
     await h.temporal.workflow.getHandle(execution.workflowId).terminate('test over');
   await h?.shutdown();
+  await server?.stop();
 });
 
 describe('treadle limits', () => {

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { capacityWaitOf, type CapacityWait } from '../../src/capacity/waiting';
 import { TreadleClient } from '../../src/client';
 import { FileBlobStore } from '../../src/storage/blob-store';
-import type { UsageSnapshot } from '../../src/capacity/shapes';
+import { limiterWorkflowId, type UsageSnapshot } from '../../src/capacity/shapes';
 import { capacityKeyId } from '../../src/capacity/worker/gates';
 import { GatedThrottle } from '../../src/worker/capacity';
 import { runCli } from '../support/cli';
@@ -74,7 +74,7 @@ describe('two worker processes with one limits file', () => {
   let metricsAddress: string;
 
   beforeAll(async () => {
-    // What a real key would enforce: 2 calls in flight; each reply takes 1.5 s, so 10 items wait their turn.
+    // What a real key would enforce: 2 calls in flight; each reply takes 1.5 s, so 16 items wait their turn.
     fake = await startFakeAnthropic({ limits: { [MODEL]: { maxConcurrent: CONCURRENCY } }, latencyMs: 1_500 });
     fake.setDefault({ kind: 'tool', input: { summary: 'Within the limit.' } });
     home = path.join(root, 'home');
@@ -114,6 +114,12 @@ describe('two worker processes with one limits file', () => {
 
   afterAll(async () => {
     for (const worker of workers) await worker.stop();
+    // Its limiter outlives its workers: ended here, so that `treadle limits` in a later file finds none unanswered.
+    const limiter = limiterWorkflowId('anthropic', MODEL, capacityKeyId('test-key'));
+    await temporal?.workflow
+      .getHandle(limiter)
+      .terminate('test over')
+      .catch(() => undefined);
     await connection?.close();
     await fake?.close();
   }, 60_000);
@@ -121,7 +127,8 @@ describe('two worker processes with one limits file', () => {
   it('stay within the limit together: no 429, every item done on its first attempt, waits heartbeated', async () => {
     // The start line names the scopes the calls share.
     for (const worker of workers) expect(worker.log()).toContain(`, model limits for anthropic/${MODEL}\n`);
-    const ids = Array.from({ length: 10 }, (_, i) => `capacity-${queue}-${i}`);
+    // 16 calls of 1.5 s two at a time: a backlog of about 12 s, long enough to be seen waiting on a loaded machine.
+    const ids = Array.from({ length: 16 }, (_, i) => `capacity-${queue}-${i}`);
     await Promise.all(ids.map((id, i) => client.start(summarize, { text: `item ${i}` }, { id })));
     // While the backlog waits, some item's pending activity says what it waits for.
     const wait = await eventually(
@@ -140,7 +147,8 @@ describe('two worker processes with one limits file', () => {
         }
         return undefined;
       },
-      30_000,
+      // The limiter starts with the first call; on a loaded machine that alone can take a while.
+      60_000,
       'a pending activity heartbeating a capacity wait',
     );
     expect(wait).toEqual<CapacityWait & { fields: string[] }>({

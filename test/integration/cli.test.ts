@@ -160,10 +160,14 @@ it('prints one clear line and exits 1 on every kind of error', async () => {
       `treadle: review rejected: unknown stage "zz" in work item ${id} (stages: s, t)`,
       1,
     ],
-    [['review', id, 's'], 'treadle: give exactly one of --approve, --reject REASON, --edit FILE', 2],
+    [
+      ['review', id, 's'],
+      'treadle: give exactly one of --approve, --reject REASON, --edit FILE, --request-changes NOTE',
+      2,
+    ],
     [
       ['review', id, 's', '--approve', '--reject', 'x'],
-      'treadle: give exactly one of --approve, --reject REASON, --edit FILE (got --approve, --reject)',
+      'treadle: give exactly one of --approve, --reject REASON, --edit FILE, --request-changes NOTE (got --approve, --reject)',
       2,
     ],
     [['review', id, 's', '--edit', '/nonexistent.json'], 'treadle: cannot read /nonexistent.json: ENOENT', 2],
@@ -201,7 +205,7 @@ it('validates pipeline files, listing every problem', async () => {
       `treadle: ${bad} is invalid (3 problems):`,
       `  - ${bad}:9: stages[1] (b).retry_budget.max_attempts: must be at least 1 (it includes the first attempt)`,
       `  - ${bad}:5: dependency cycle: a -> b -> a; remove one of these depends_on`,
-      `  - ${bad}:4: stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)`,
+      `  - ${bad}:4: stage a: unknown stage implementation "scriptd" (did you mean "scripted"?) (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, human, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)`,
       '',
     ].join('\n'),
   );
@@ -216,7 +220,7 @@ describe('run --file with implementations Treadle does not ship', () => {
       `name: custom\n${queue ? `task_queue: ${queue}\n` : ''}stages:\n  - name: summarize\n    run: my_summarizer\n    gate: my_judge\n`,
     );
   const unknownProblems = [
-    '  - stage summarize: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+    '  - stage summarize: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, human, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
     '  - stage summarize: unknown gate implementation "my_judge" (registered: concept_graph, llm-judge, markdown_quality, scripted)',
   ];
   const queueHint =
@@ -254,7 +258,7 @@ describe('run --file with implementations Treadle does not ship', () => {
       stderr: [
         'treadle: pipeline broken is invalid:',
         '  - stage a: depends on unknown stage "nowhere" (the stages are: a)',
-        '  - stage a: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
+        '  - stage a: unknown stage implementation "my_summarizer" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, human, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)',
         queueHint,
         '',
       ].join('\n'),

@@ -277,7 +277,7 @@ describe('run --file', () => {
   it('with a config error and a name Treadle does not ship, lists both as invalid and names the missing task_queue', async () => {
     const file = write('bad-both.yaml', badApproval.replace('run: scripted', 'run: enrich'));
     const both =
-      'treadle: pipeline bad-approval is invalid:\n  - stage a: unknown stage implementation "enrich" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n' +
+      'treadle: pipeline bad-approval is invalid:\n  - stage a: unknown stage implementation "enrich" (registered: approval, build_fts_index, cross_reference, extract_concepts, fan_out, final_review, generate_embeddings, human, llm, loop, pdf_to_markdown, scripted, tdd, triage_dedup, triage_route)\n  - stage b: with.on_reject: must be one of skip, stop (got "maybe")\n' +
       'Implementations Treadle does not ship run on a queue of their own: name the task_queue their worker polls (on the stage or the contract, or on the pipeline for all of them; docs/stages/code.md#writing-implementations).\n';
     expect(await treadle(['run', '--file', file])).toEqual({ code: 2, stdout: '', stderr: both });
   });
