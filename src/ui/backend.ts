@@ -3,6 +3,7 @@
  * lead's `clientBackend(client)` adapter), a fake in unit tests. The server and its index see nothing else.
  */
 import type { DecisionChange as ListedChange } from '../client/decisions';
+import type { CancelOutcome } from '../client/cancel';
 import type { SchemaProblem } from '../agents/output-schema-checks';
 import type { DecisionAnswer, DecisionDetail, DecisionOutcome, PendingDecision } from '../model/decisions';
 
@@ -27,4 +28,6 @@ export interface InboxBackend {
   decide(key: string, answer: DecisionAnswer, reviewer: string, group?: string): Promise<DecisionOutcome>;
   /** Checks an edited artefact against the stage's output schema; empty when it passes. */
   checkEdit(key: string, artefact: unknown): Promise<SchemaProblem[]>;
+  /** Cancels work item `itemId` as `by` (the authenticated identity), with `reason` when given (`treadle cancel`). */
+  cancel(itemId: string, by: string, reason?: string): Promise<CancelOutcome>;
 }

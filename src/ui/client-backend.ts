@@ -1,6 +1,6 @@
 /**
  * The review inbox's backend in production: the client SDK. Listing, the delta listing, the detail view,
- * deciding and the edit check are all `TreadleClient` calls, so the page decides through exactly the
+ * deciding, the edit check and cancelling are all `TreadleClient` calls, so the page decides through exactly the
  * validated updates the CLI sends.
  */
 import type { TreadleClient } from '../client';
@@ -13,5 +13,6 @@ export function clientBackend(client: TreadleClient): InboxBackend {
     detail: (key, options) => client.decisionDetail(key, options),
     decide: (key, answer, reviewer, group) => client.decide(key, answer, reviewer, group ? { group } : {}),
     checkEdit: (key, artefact) => client.checkEdit(key, artefact),
+    cancel: (itemId, by, reason) => client.cancel(itemId, { by, ...(reason ? { reason } : {}) }),
   };
 }

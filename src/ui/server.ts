@@ -90,6 +90,7 @@ export async function buildInboxApp(
     identify: auth.identify,
     refuse,
   });
+  registerCancelRoute(app, { backend: options.backend, index, guard: auth.guard, identify: auth.identify, refuse });
   registerPages(app, {
     backend: options.backend,
     index,
@@ -303,6 +304,35 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     // A stream outlives the request that opened it: it ends once its reviewer is no longer signed in.
     streamEvents(ctx.index, request, reply, SECURITY_HEADERS, () => ctx.identify(request)?.name === reviewer.name);
     return reply;
+  });
+}
+
+/** The longest reason a cancel from the inbox takes (the item keeps it cut to the history's text limit anyway). */
+const MAX_CANCEL_REASON_CHARS = 1_000;
+
+/**
+ * `POST /api/decisions/:key/cancel` `{ reason? }`: cancels the work item a pending decision belongs to, as the
+ * signed-in reviewer (`treadle cancel <item> --by <reviewer> --reason …`). Only from a decision the reviewer may
+ * answer: a decision for groups they are not in is 403 here too, one that is not pending 404.
+ */
+function registerCancelRoute(app: FastifyInstance, ctx: ApiContext): void {
+  app.post('/api/decisions/:key/cancel', async (request, reply) => {
+    const reviewer = ctx.guard(request, reply);
+    if (!reviewer) return reply;
+    const { key } = request.params as { key: string };
+    const decision = ctx.index.get(key);
+    if (!decision) return notPending(ctx, reply, key);
+    if (answeringGroup(reviewer, decision.reviewers) === false) return notYours(reply, decision.reviewers!, reviewer);
+    const reason = (request.body as { reason?: unknown } | undefined)?.reason;
+    if (reason !== undefined && (typeof reason !== 'string' || reason.length > MAX_CANCEL_REASON_CHARS))
+      return ctx.refuse(reply, 422, 'refused', `reason must be text of at most ${MAX_CANCEL_REASON_CHARS} characters`);
+    try {
+      const outcome = await ctx.backend.cancel(decision.itemId, reviewer.name, reason?.trim() || undefined);
+      ctx.index.remove(key);
+      return outcome;
+    } catch (e) {
+      return ctx.refuse(reply, 422, 'refused', e instanceof Error ? e.message : String(e));
+    }
   });
 }
 

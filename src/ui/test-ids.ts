@@ -51,6 +51,9 @@ export const TEST_IDS = {
   /** Request changes: the note (required) and its button. */
   changesNote: 'changes-note',
   actionRequestChanges: 'action-request-changes',
+  /** Cancel the decision's work item (issue 40): the optional reason and the button (asks to confirm). */
+  cancelReason: 'cancel-reason',
+  actionCancelItem: 'action-cancel-item',
   /** Notices: decided, already decided by someone else, errors. */
   notice: 'notice',
   /** Why a decision for reviewer groups the reviewer is not in is shown without answer forms. */

@@ -38,6 +38,11 @@ export interface BrowserSession {
   browser: Browser;
   /** A fresh incognito context and a page in it (1280×800), watched for problems. */
   newPage(): Promise<Page>;
+  /**
+   * The next dialog `page` opens is expected (a confirmation the test answers), not a problem: it is accepted or
+   * dismissed as `answer` says, and the promise resolves with its message.
+   */
+  expectDialog(page: Page, answer: 'accept' | 'dismiss'): Promise<string>;
   /** What went wrong in the pages of this test so far. */
   problems: PageProblem[];
   /** Fails when anything went wrong in a page since the last call (then starts a new record). */
@@ -63,6 +68,8 @@ export async function launchBrowser(): Promise<BrowserSession> {
   });
   const problems: PageProblem[] = [];
   let contexts: BrowserContext[] = [];
+  /** Each page's expected dialogs, answered in order. */
+  const expectedDialogs = new WeakMap<Page, { answer: 'accept' | 'dismiss'; said: (message: string) => void }[]>();
   const session: BrowserSession = {
     browser,
     problems,
@@ -82,11 +89,24 @@ export async function launchBrowser(): Promise<BrowserSession> {
         if (!navigationAbort(failure)) problems.push({ kind: 'requestfailed', text: `${request.url()}: ${failure}` });
       });
       page.on('dialog', (dialog) => {
+        const expected = expectedDialogs.get(page)?.shift();
+        if (expected) {
+          expected.said(dialog.message());
+          void (expected.answer === 'accept' ? dialog.accept() : dialog.dismiss()).catch(() => undefined);
+          return;
+        }
         // A dialog nobody expected: a hostile artefact's alert() must fail the test, and must not hang it.
         problems.push({ kind: 'dialog', text: `${dialog.type()}: ${dialog.message()}` });
         void dialog.dismiss().catch(() => undefined);
       });
       return page;
+    },
+    expectDialog(page, answer) {
+      return new Promise<string>((said) => {
+        const queue = expectedDialogs.get(page) ?? [];
+        queue.push({ answer, said });
+        expectedDialogs.set(page, queue);
+      });
     },
     expectClean() {
       const seen = problems.splice(0);

@@ -42,6 +42,7 @@ class FakeBackend implements InboxBackend {
   detail = async (): Promise<never> => Promise.reject(new Error('not used'));
   decide = async (): Promise<never> => Promise.reject(new Error('not used'));
   checkEdit = async (): Promise<never> => Promise.reject(new Error('not used'));
+  cancel = async (): Promise<never> => Promise.reject(new Error('not used'));
 }
 
 function indexOver(backend: FakeBackend, now = () => Date.UTC(2026, 0, 2)): DecisionIndex {

@@ -91,10 +91,19 @@ describe('groups enforced by the inbox server', () => {
   const keyOf = (id: string) => pending.find((d) => d.workflowId === id)!.key;
 
   let tokens = parseTokens(`${alice.line}\n${bob.line}`);
-  function backend(): InboxBackend & { calls: [string, string, string | undefined][] } {
+  function backend(): InboxBackend & {
+    calls: [string, string, string | undefined][];
+    cancels: [string, string, string | undefined][];
+  } {
     const calls: [string, string, string | undefined][] = [];
+    const cancels: [string, string, string | undefined][] = [];
     return {
       calls,
+      cancels,
+      cancel: async (itemId, by, reason) => {
+        cancels.push([itemId, by, reason]);
+        return { id: itemId, by, ...(reason ? { reason } : {}), recorded: true, closed: true };
+      },
       list: async () => pending,
       changes: async () => [],
       detail: async (key) => ({ decision: pending.find((d) => d.key === key)!, live: true }),
@@ -147,6 +156,31 @@ describe('groups enforced by the inbox server', () => {
       [keyOf('legal-1'), 'alice', 'legal'],
       [keyOf('open-1'), 'bob', undefined],
     ]);
+    await server.close();
+  });
+
+  it("cancels a decision's item as the signed-in reviewer; 403 outside its groups, 404 when not pending, 422 for a bad reason", async () => {
+    const { server, b } = await app();
+    const cancel = (token: string, key: string, payload: Record<string, unknown> = {}) =>
+      server.inject({ method: 'POST', url: `/api/decisions/${key}/cancel`, headers: as(token), payload });
+    const refused = await cancel(bob.token, keyOf('legal-1'), { reason: 'not mine' });
+    expect(refused.statusCode).toBe(403);
+    expect(refused.json()).toMatchObject({ error: 'forbidden', groups: ['legal'] });
+    expect((await cancel(alice.token, decisionKey('nowhere', 'review', 'draft'))).statusCode).toBe(404);
+    const bad = await cancel(alice.token, keyOf('legal-1'), { reason: 'x'.repeat(1_001) });
+    expect(bad.statusCode).toBe(422);
+    expect(bad.json().message).toBe('reason must be text of at most 1000 characters');
+    expect(b.cancels).toEqual([]);
+    const done = await cancel(alice.token, keyOf('legal-1'), { reason: '  a duplicate  ' });
+    expect(done.statusCode).toBe(200);
+    expect(done.json()).toEqual({ id: 'legal-1', by: 'alice', reason: 'a duplicate', recorded: true, closed: true });
+    expect((await cancel(bob.token, keyOf('open-1'))).statusCode).toBe(200);
+    expect(b.cancels).toEqual([
+      ['legal-1', 'alice', 'a duplicate'],
+      ['open-1', 'bob', undefined],
+    ]);
+    // Its decision has left the inbox's index: a second cancel from it is 404.
+    expect((await cancel(alice.token, keyOf('legal-1'))).statusCode).toBe(404);
     await server.close();
   });
 

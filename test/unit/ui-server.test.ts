@@ -33,6 +33,9 @@ function backend(): InboxBackend & { calls: [string, DecisionAnswer, string][] }
     changes: async () => [],
     detail: async (key) => ({ decision: decision(key), live: true }),
     checkEdit: async () => [{ path: '/title', message: 'must be string' }],
+    cancel: async (itemId) => {
+      throw new Error(`cancel refused: work item ${itemId} has already completed; there is nothing to cancel`);
+    },
     decide: async (key, answer, reviewer) => {
       calls.push([key, answer, reviewer]);
       if (key === decision('b').key) return { status: 'already_decided', by: 'bob' };
@@ -144,6 +147,23 @@ describe('inbox server', () => {
     expect(refused.statusCode).toBe(422);
     expect(refused.json().message).toBe('a reason is required to reject');
     expect(index.query({}).decisions.map((d) => d.workflowId)).toEqual(['c']);
+    await server.close();
+  });
+
+  it("answers a refused cancel with 422 and the item's reason, keeping the decision listed", async () => {
+    const { app: server, index } = await app();
+    const url = `/api/decisions/${decision('a').key}/cancel`;
+    const refused = await server.inject({
+      method: 'POST',
+      url,
+      headers: { ...bearer, 'content-type': 'application/json' },
+      payload: { reason: 'late' },
+    });
+    expect(refused.statusCode).toBe(422);
+    expect(refused.json().message).toBe(
+      'cancel refused: work item a has already completed; there is nothing to cancel',
+    );
+    expect(index.query({}).decisions.map((d) => d.workflowId)).toEqual(['a', 'b', 'c']);
     await server.close();
   });
 

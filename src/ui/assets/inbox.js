@@ -242,6 +242,18 @@ function reasonOrComplain() {
   }
   return reason;
 }
+/** Cancels the decision's work item once the reviewer confirms; the page then goes back to the inbox. */
+async function cancelItem(item) {
+  if (!window.confirm(`Cancel work item ${item}? Its stages stop and its decisions leave the inbox.`)) return;
+  const field = byTestId('cancel-reason');
+  const reason = field ? field.value.trim() : '';
+  const res = await post(`/api/decisions/${encodeURIComponent(key)}/cancel`, reason ? { reason } : {});
+  const b = res.body || {};
+  if (res.status !== 200) return void notice(b.message || `The server answered ${res.status}.`, 'error');
+  notice(`Cancelled ${b.id} as ${b.by}${b.reason ? `: ${b.reason}` : ''}.`, 'ok');
+  $$('.answer button, .cancel button').forEach((x) => (x.disabled = true));
+  setTimeout(() => location.assign('/'), 1500);
+}
 /** Checks the edited artefact (JSON syntax here, the schema on the server); nothing is sent until it passes. */
 async function submitEdit() {
   const text = byTestId('editor').value;
@@ -300,6 +312,7 @@ function setupDetail() {
         editor.hidden = false;
         byTestId('editor').focus();
       } else if (action === 'edit') void submitEdit();
+      else if (action === 'cancel-item') void cancelItem(button.dataset.item);
     });
     if (editor) byTestId('editor').addEventListener('input', () => (byTestId('editor-submit').disabled = false));
     const picker = $('form.diff-picker');

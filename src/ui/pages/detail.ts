@@ -35,7 +35,7 @@ export function detailPage(detail: DecisionDetail, reviewer: string, now: number
       </p>
       ${detail.live ? '' : html`<p class="notice warn" role="status">No worker answered: this is what the listing and the history say; answering still works once a worker runs.</p>`}
       ${detail.webUiUrl ? html`<p><a href="${safeHref(detail.webUiUrl)}" rel="noopener noreferrer" target="_blank" data-testid="${TEST_IDS.webUiLink}">History in the Temporal Web UI</a></p>` : ''}
-      ${readOnly ? html`<p class="notice" role="status" data-testid="${TEST_IDS.readOnly}">${readOnly}</p>` : answerForms(d, detail)}
+      ${readOnly ? html`<p class="notice" role="status" data-testid="${TEST_IDS.readOnly}">${readOnly}</p>` : html`${answerForms(d, detail)}${cancelForm(d)}`}
       ${stageTable(detail)} ${approvalSection(detail)} ${tddSection(detail)} ${loopSection(detail)}
       ${attemptsSection(d, detail.attempts ?? [])}
     </article>`,
@@ -133,6 +133,34 @@ function noteForm(action: 'guidance' | 'request_changes', kind?: PendingDecision
       Request changes
     </button>
   </div>`;
+}
+
+/**
+ * Cancels the whole work item the decision belongs to (`treadle cancel <item> --by <reviewer>`), after a
+ * confirmation: its stages and children stop, its decisions leave the inbox, approvals not yet run never run.
+ */
+function cancelForm(d: PendingDecision): SafeHtml {
+  return html`<details class="cancel">
+    <summary>Cancel the work item…</summary>
+    <span class="group"
+      ><input
+        type="text"
+        id="cancel-reason"
+        maxlength="1000"
+        placeholder="Why (optional)"
+        data-testid="${TEST_IDS.cancelReason}"
+      />
+      <button
+        type="button"
+        class="danger"
+        data-action="cancel-item"
+        data-item="${d.itemId}"
+        data-testid="${TEST_IDS.actionCancelItem}"
+      >
+        Cancel ${d.itemId}
+      </button></span
+    >
+  </details>`;
 }
 
 function stageTable(detail: DecisionDetail): SafeHtml | '' {
