@@ -75,7 +75,11 @@ export async function editProblems(
   stage: string,
   artefact: unknown,
 ): Promise<SchemaProblem[]> {
-  const state = await ctx.parts.items.state(workflowId, { eventLimit: 1 });
+  return schemaProblems(await ctx.parts.items.state(workflowId, { eventLimit: 1 }), stage, artefact);
+}
+
+/** The problems of `artefact` against `stage`'s output schema in a state already read (none without a schema). */
+export function schemaProblems(state: WorkItemState, stage: string, artefact: unknown): SchemaProblem[] {
   // Ajv loads with the first check: status, reviews and the other short commands never need it.
   return outputSchemaChecks().checkOutput(state.outputSchemas?.[stage], artefact);
 }

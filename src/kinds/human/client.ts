@@ -11,7 +11,7 @@ import type { WorkItemState } from '../../model/state';
 import { offloadArtefact } from '../../storage/blob-store';
 import { TreadleError } from '../../client/errors';
 import { updatedByWorker } from '../../client/worker-presence';
-import { capacityWaitsDetail, editProblems, itemSource, stageTable } from '../../client/item-decisions';
+import { capacityWaitsDetail, editProblems, itemSource, schemaProblems, stageTable } from '../../client/item-decisions';
 import {
   gone,
   listedDetail,
@@ -59,7 +59,8 @@ export async function respondToHumanStage(
   const payload: HumanResponse = { stage, attempt: request.attempt, by };
   if ('reject' in answer) payload.reject = answer.reject;
   else {
-    const problems = await editProblems(ctx, id, stage, answer.output);
+    // Against the schema in the state read above: one query per answer.
+    const problems = schemaProblems(state, stage, answer.output);
     if (problems.length > 0) {
       const lines = problems.map((p) => `${p.path === '' ? '(the whole output)' : p.path}: ${p.message}`);
       throw new TreadleError(
