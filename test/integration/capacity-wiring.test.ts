@@ -74,8 +74,8 @@ describe('two worker processes with one limits file', () => {
   let metricsAddress: string;
 
   beforeAll(async () => {
-    // What a real key would enforce: 2 calls in flight; each reply takes 1.5 s, so 16 items wait their turn.
-    fake = await startFakeAnthropic({ limits: { [MODEL]: { maxConcurrent: CONCURRENCY } }, latencyMs: 1_500 });
+    // What a real key would enforce: 2 calls in flight; each reply takes 0.5 s, so 16 items wait their turn.
+    fake = await startFakeAnthropic({ limits: { [MODEL]: { maxConcurrent: CONCURRENCY } }, latencyMs: 500 });
     fake.setDefault({ kind: 'tool', input: { summary: 'Within the limit.' } });
     home = path.join(root, 'home');
     mkdirSync(home);
@@ -127,7 +127,9 @@ describe('two worker processes with one limits file', () => {
   it('stay within the limit together: no 429, every item done on its first attempt, waits heartbeated', async () => {
     // The start line names the scopes the calls share.
     for (const worker of workers) expect(worker.log()).toContain(`, model limits for anthropic/${MODEL}\n`);
-    // 16 calls of 1.5 s two at a time: a backlog of about 12 s, long enough to be seen waiting on a loaded machine.
+    // 16 calls, two at a time. The fake holds the first two replies until the test has seen the others wait, so
+    // the backlog lasts as long as a loaded machine needs to show it (a timed backlog raced the heartbeats).
+    const release = fake.hold();
     const ids = Array.from({ length: 16 }, (_, i) => `capacity-${queue}-${i}`);
     await Promise.all(ids.map((id, i) => client.start(summarize, { text: `item ${i}` }, { id })));
     // While the backlog waits, some item's pending activity says what it waits for.
@@ -148,9 +150,10 @@ describe('two worker processes with one limits file', () => {
         return undefined;
       },
       // The limiter starts with the first call; on a loaded machine that alone can take a while.
-      60_000,
+      90_000,
       'a pending activity heartbeating a capacity wait',
-    );
+    ).finally(release);
+    expect(fake.stats().admitted).toBeLessThanOrEqual(CONCURRENCY);
     expect(wait).toEqual<CapacityWait & { fields: string[] }>({
       fields: ['calls', 'capacity'],
       scope: `anthropic/${MODEL}`,
@@ -194,7 +197,7 @@ describe('two worker processes with one limits file', () => {
     expect(value('treadle_capacity_tokens_used')).toBeGreaterThan(0);
     expect(value('treadle_capacity_wait_latency_count')).toBeGreaterThan(0);
     expect(metrics).not.toContain('test-key');
-  }, 120_000);
+  }, 180_000);
 });
 
 it('a limits file that cannot be used stops the worker: exit 2 naming the file and line', async () => {

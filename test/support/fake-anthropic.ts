@@ -89,6 +89,11 @@ export interface FakeAnthropic {
   configure(options: FakeLimitOptions): void;
   /** What the fake counted since it started or was last reset. */
   stats(): FakeStats;
+  /**
+   * Holds every admitted reply (still counted in flight) until the returned `release` is called, so a test
+   * can look at a backlog for as long as it needs instead of racing it; `close` releases them too.
+   */
+  hold(): () => void;
   /** Stops listening, ends pending slow replies and closes every connection. */
   close(): Promise<void>;
 }
@@ -111,6 +116,7 @@ export async function startFakeAnthropic(options: FakeLimitOptions = {}): Promis
   let queue: FakeReply[] = [];
   let fallback: FakeReply | undefined;
   const waits = new Set<() => void>();
+  let held: { until: Promise<void>; release: () => void } | undefined;
   let served = 0;
 
   const server = createServer((req, res) => {
@@ -173,6 +179,7 @@ export async function startFakeAnthropic(options: FakeLimitOptions = {}): Promis
       return;
     }
     try {
+      if (held) await held.until;
       const waitMs = delayMs + limits.latencyMs;
       if (waitMs === 0 || (await wait(waitMs, res))) send(final, recorded, res, requestId);
     } finally {
@@ -306,7 +313,18 @@ export async function startFakeAnthropic(options: FakeLimitOptions = {}): Promis
     },
     configure: (next) => limits.configure(next),
     stats: () => limits.stats(),
+    hold: () => {
+      let release = (): void => undefined;
+      const until = new Promise<void>((resolve) => (release = resolve));
+      const hold = { until, release };
+      held = hold;
+      return () => {
+        if (held === hold) held = undefined;
+        hold.release();
+      };
+    },
     close: async () => {
+      held?.release();
       for (const abandon of [...waits]) abandon();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
