@@ -134,7 +134,9 @@ describe('waiting out pushback', () => {
   });
 
   test('a wait past maxThrottleWaitMs gives up as a retryable failure carrying the throttled tries', async () => {
-    fake.enqueue(tooMany(), tooMany(), tooMany());
+    // Each wait is half to all of its backoff (50–100, then 100–200 ms), so the tries before giving up vary from
+    // 3 to 4: a 429 for each, or the fourth would find no scripted reply (the flake this test had).
+    fake.enqueue(tooMany(), tooMany(), tooMany(), tooMany());
 
     const error = await rejection(
       agent({ maxThrottleWaitMs: 300, throttleBackoff: { initialMs: 100, maxMs: 200 } }).run(request()),
