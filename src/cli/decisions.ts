@@ -2,6 +2,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import {
   DECISION_KINDS,
+  isOverdue,
   matchesFilter,
   parseAge,
   waitingFor,
@@ -11,15 +12,15 @@ import {
 import { table } from './render';
 import type { WithClient } from './with-client';
 
-/** The table's rows: KIND, ITEM, STAGE, REASON, WAITING, MESSAGE. */
+/** The table's rows: KIND, ITEM, STAGE, REASON, WAITING (`overdue` past its `review_sla`), MESSAGE. */
 export function decisionRows(decisions: readonly PendingDecision[], now: number): string[][] {
   return decisions.map((d) => [
     d.partial ? `${d.kind}*` : d.kind,
     d.itemId,
     d.stage,
     d.reason,
-    waitingFor(d.requestedAt, now),
-    d.message,
+    isOverdue(d, now) ? `${waitingFor(d.requestedAt, now)} overdue` : waitingFor(d.requestedAt, now),
+    d.escalated ? `${d.message} (overdue: handed to ${d.escalated.to})` : d.message,
   ]);
 }
 
@@ -32,6 +33,7 @@ export function registerDecisionsCommand(program: Command, withClient: WithClien
     .option('--pipeline <name>', 'only items of this pipeline')
     .option('--reviewers <group>', "only decisions for this reviewer group (a stage's reviewers:)")
     .option('--older-than <age>', 'only decisions waiting at least this long: 15m, 2h, 1d', ageOption)
+    .option('--overdue', "only decisions past their deadline (a stage's review_sla)")
     .option('--json', 'as JSON: the PendingDecision array (see docs/sdk.md)')
     .action(
       withClient(async (client, opts: DecisionsOptions) => {
@@ -44,6 +46,7 @@ export function registerDecisionsCommand(program: Command, withClient: WithClien
         const filter = {
           ...(opts.reviewers ? { reviewers: opts.reviewers } : {}),
           ...(opts.olderThan !== undefined ? { olderThanMs: opts.olderThan } : {}),
+          ...(opts.overdue ? { overdue: true } : {}),
         };
         const decisions = listed.filter((d) => matchesFilter(d, filter, now));
         if (opts.json) {
@@ -69,6 +72,7 @@ interface DecisionsOptions {
   pipeline?: string;
   reviewers?: string;
   olderThan?: number;
+  overdue?: boolean;
   json?: boolean;
 }
 

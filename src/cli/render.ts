@@ -180,6 +180,13 @@ export function renderPendingReviews(id: string, reviews: PendingReview[]): stri
   for (const r of reviews) {
     out.push(fit(`  ${r.stage} (${r.reason}, attempt ${r.attempt}): ${r.message}`, outputWidth()));
     if (r.expiresAt) out.push(`    expires at ${r.expiresAt}`);
+    if (r.dueAt) {
+      const late = Date.parse(r.dueAt) <= Date.now() ? 'overdue since' : 'due at';
+      const handed = r.escalated
+        ? `, handed to ${r.escalated.to}${r.escalated.from ? ` from ${r.escalated.from}` : ''}`
+        : '';
+      out.push(`    ${late} ${r.dueAt}${handed}`);
+    }
     out.push(`    treadle review ${id} ${r.stage} --approve | --reject REASON | --edit FILE`);
   }
   return out.join('\n');

@@ -87,6 +87,8 @@ export function reviewEntryDecision(
     message: review.message,
     requestedAt: review.requestedAt,
     ...(review.expiresAt ? { expiresAt: review.expiresAt } : {}),
+    ...(review.dueAt ? { dueAt: review.dueAt } : {}),
+    ...(review.escalated ? { escalated: review.escalated } : {}),
     attempt: review.attempt,
     ...(review.attempts !== undefined ? { attempts: review.attempts } : {}),
     ...(review.reviewers ? { reviewers: review.reviewers } : {}),

@@ -61,6 +61,8 @@ interface DraftStage {
   reviewTtl?: Duration | null;
   onReviewExpired?: 'approve' | 'reject';
   reviewers?: string;
+  reviewSla?: Duration;
+  onBreach?: 'notify' | { escalateTo: string };
   outputSchema?: Json;
   activity?: ActivityOptionsInput;
   taskQueue?: string;
@@ -150,6 +152,17 @@ export class PipelineBuilder {
   /** Sends a stage's reviews to a reviewer group (`reviewers:`), which the review inbox and listings filter on. */
   reviewers(stage: string, group: string): this {
     return this.update(stage, 'reviewers', (s) => (s.reviewers = group));
+  }
+
+  /**
+   * Gives a stage's decisions a deadline (`review_sla:`): past it they are overdue and announced as `overdue`;
+   * with `{ escalateTo }` (`on_breach: { escalate_to: <group> }`) they also go to that reviewer group.
+   */
+  reviewSla(stage: string, after: Duration, onBreach: 'notify' | { escalateTo: string } = 'notify'): this {
+    return this.update(stage, 'reviewSla', (s) => {
+      s.reviewSla = after;
+      s.onBreach = onBreach;
+    });
   }
 
   /**

@@ -61,6 +61,10 @@ export interface PendingDecision {
   requestedAt: string;
   /** When the decision expires or escalates, if it does. */
   expiresAt?: string;
+  /** When it is overdue (`review_sla`): past this, listings say so (see {@link isOverdue}). */
+  dueAt?: string;
+  /** Handed to `to` when it became overdue (`on_breach: { escalate_to }`), from the group it was for, if any. */
+  escalated?: { to: string; from?: string; at: string };
   /** The attempt (review, budget) or iteration (loop) the decision is about. */
   attempt?: number;
   /** Attempts made so far (review, budget), when the workflow says. */
@@ -104,6 +108,8 @@ export interface DecisionFilter {
   olderThanMs?: number;
   /** Text in the item id, stage or message (case-insensitive). */
   text?: string;
+  /** Only decisions past their deadline (`review_sla`). */
+  overdue?: boolean;
 }
 
 /**
@@ -144,12 +150,18 @@ export function matchesFilter(decision: PendingDecision, filter: DecisionFilter,
   if (filter.pipeline !== undefined && decision.pipeline !== filter.pipeline) return false;
   if (filter.reviewers !== undefined && decision.reviewers !== filter.reviewers) return false;
   if (filter.olderThanMs !== undefined && now - Date.parse(decision.requestedAt) < filter.olderThanMs) return false;
+  if (filter.overdue === true && !isOverdue(decision, now)) return false;
   if (filter.text !== undefined && filter.text !== '') {
     const needle = filter.text.toLowerCase();
     const hay = `${decision.itemId}\n${decision.workflowId}\n${decision.stage}\n${decision.message}`.toLowerCase();
     if (!hay.includes(needle)) return false;
   }
   return true;
+}
+
+/** Whether `decision` is past its deadline at time `now` (ms since the epoch); one without a deadline never is. */
+export function isOverdue(decision: Pick<PendingDecision, 'dueAt'>, now: number): boolean {
+  return decision.dueAt !== undefined && Date.parse(decision.dueAt) <= now;
 }
 
 /**

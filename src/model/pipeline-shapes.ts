@@ -65,6 +65,15 @@ export interface ActivitySettings {
   retry: typeof DEFAULT_ACTIVITY_RETRY;
 }
 
+/**
+ * A deadline for a person's decision (issue 40): after `afterMs` it is overdue, announced as `overdue`, and, with
+ * `escalateTo`, handed to that reviewer group.
+ */
+export interface ReviewSla {
+  afterMs: number;
+  escalateTo?: string;
+}
+
 /** One stage of the canonical spec. */
 export interface StageSpec {
   name: string;
@@ -82,6 +91,8 @@ export interface StageSpec {
   onReviewExpired: (typeof REVIEW_EXPIRED_ACTIONS)[number];
   /** `reviewers:` as written: the reviewer group the stage's reviews are for (listings filter on it). */
   reviewers?: string;
+  /** `review_sla:` and `on_breach:`, the stage's or the pipeline's: when its decisions become overdue (engine 8). */
+  reviewSla?: ReviewSla;
   /**
    * `output_schema:` as written (a JSON Schema, draft 2020-12), else the one the implementation registered:
    * what a reviewer's edit of the stage's artefact must match (the stage's own output is not checked against it).

@@ -24,6 +24,7 @@ import {
   contractProblems,
   LLM_CONTRACT_IMPLEMENTATION,
 } from './contract';
+import { OnBreachInput, onBreachProblems, reviewSlaOf } from './review-sla';
 import { describeIssue, type SpecProblem } from './spec-problems';
 import {
   ATTEMPT_CANCEL_MARGIN_MS,
@@ -157,6 +158,9 @@ const StageInput = z
     onReviewExpired: z.enum(REVIEW_EXPIRED_ACTIONS).default('reject'),
     /** The reviewer group the stage's reviews go to: a name the review inbox and listings filter on. */
     reviewers: z.string().trim().min(1, 'must name a reviewer group').optional(),
+    /** How long a decision of the stage may wait before it is overdue; the pipeline's when not given. */
+    reviewSla: positiveDuration.optional(),
+    onBreach: OnBreachInput.optional(),
     /** What a reviewer's edit of the stage's artefact must match (JSON Schema 2020-12); its own output is not checked. */
     outputSchema: OutputSchemaInput.optional(),
     activity: ActivityInput.optional(),
@@ -231,6 +235,9 @@ const PipelineInput = z
     /** The items' fairness key (a tenant, a team) and its weight; the CLI's or SDK's win. */
     fairnessKey: checkedBy<string>(fairnessKeyProblem).optional(),
     fairnessWeight: checkedBy<number>(fairnessWeightProblem).optional(),
+    /** Every stage's `review_sla` and `on_breach` unless the stage gives its own. */
+    reviewSla: positiveDuration.optional(),
+    onBreach: OnBreachInput.optional(),
   })
   .strict()
   .superRefine((pipeline, ctx) => {
@@ -277,6 +284,8 @@ export function validatePipelineWith(
   const parsed = PipelineInput.safeParse(input);
   if (!parsed.success) found.push(...schemaProblems(input, parsed.error.issues));
   found.push(...graphProblems(input));
+  for (const { path, message } of onBreachProblems(input))
+    found.push({ layer: 'schema', at: path, text: `${describePath(input, path)}: ${message}` });
   if (known) found.push(...implementationProblems(input, known, kinds));
   const validate = (pipeline: unknown) => validatePipelineWith(pipeline, known, kinds);
   found.push(...stageConfigProblems(input, known, kinds, validate));
@@ -350,6 +359,8 @@ function canonical(data: z.output<typeof PipelineInput>, known?: KnownImplementa
       if (stage.agent !== undefined) spec.agent = stage.agent;
       if (stage.taskQueue !== undefined) spec.taskQueue = stage.taskQueue;
       if (stage.reviewers !== undefined) spec.reviewers = stage.reviewers;
+      const sla = reviewSlaOf(stage, data);
+      if (sla !== undefined) spec.reviewSla = sla;
       const outputSchema =
         stage.outputSchema ??
         (registered && Object.hasOwn(registered, run) ? registered[run] : undefined) ??

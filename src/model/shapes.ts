@@ -252,6 +252,7 @@ export const EVENT_TYPES = [
   'ReviewRequested',
   'ReviewResolved',
   'ReviewExpired',
+  'ReviewOverdue',
   'ReviewInputRejected',
   'ItemCompleted',
   'ItemFailed',

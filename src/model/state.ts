@@ -50,6 +50,10 @@ export interface PendingReview {
   human?: 'clarification' | 'stuck' | 'review_rejected';
   /** A TDD node's or loop's work item, when it has one (engine 7). */
   itemId?: string;
+  /** When it becomes overdue: `review_sla` after the request (engine 8). */
+  dueAt?: string;
+  /** Handed to another reviewer group when it became overdue (`on_breach: { escalate_to }`, engine 8). */
+  escalated?: { to: string; from?: string; at: string };
 }
 
 /** What a human decided, as recorded on the stage. */
@@ -124,6 +128,10 @@ export interface HumanRequest {
   reviewers?: string;
   /** The gate's feedback on the person's previous answer (attempt n-1), one line. */
   feedback?: string;
+  /** When it becomes overdue: the stage's `review_sla` after the request. */
+  dueAt?: string;
+  /** Handed to another reviewer group when it became overdue (`on_breach: { escalate_to }`). */
+  escalated?: { to: string; from?: string; at: string };
   respondedAt?: string;
   respondedBy?: string;
   /** `rejected`: why. */

@@ -3,9 +3,9 @@
  * notifications file run the short activity `announce` (src/notify/worker/activities.ts) when a decision is owed,
  * is decided, or the item fails. The notifier workflow delivers; the item only hands it over.
  */
-import { proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import { decisionKey, type DecisionKind } from '../model/decisions';
-import type { Announcement } from '../notify/shapes';
+import type { Announcement } from './shapes';
 
 // Short and bounded: announcing never holds the item for long, and a failure is ignored (see announce below).
 const { announce: announceActivity } = proxyActivities<{ announce(a: Announcement): Promise<{ webhooks: string[] }> }>({
@@ -19,9 +19,9 @@ export type ItemAnnouncement = Omit<Announcement, 'occurredAt' | 'workflowId'>;
 
 /**
  * Announces `announcement`. Call it only when the item notifies (engine 8 and a worker with a notifications file,
- * both recorded in history, so replay issues the same commands), and await nothing otherwise. Never throws: a
- * notifier or signal that fails is ignored, since a notification must never delay or fail the item (the
- * notifier's own deliveries are retried, not this).
+ * both recorded in history, so replay issues the same commands), and await nothing otherwise. Throws only the
+ * item's own cancellation: a notifier or signal that fails is ignored, since a notification must never delay or
+ * fail the item (the notifier's own deliveries are retried, not this).
  */
 export async function announceQuietly(announcement: ItemAnnouncement): Promise<void> {
   try {
@@ -30,8 +30,9 @@ export async function announceQuietly(announcement: ItemAnnouncement): Promise<v
       occurredAt: new Date(Date.now()).toISOString(),
       workflowId: workflowInfo().workflowId,
     });
-  } catch {
-    // Ignored on purpose (see above); the item goes on.
+  } catch (error) {
+    // A cancelled item stops here as anywhere; anything else is ignored on purpose (see above).
+    if (isCancellation(error)) throw error;
   }
 }
 

@@ -29,6 +29,11 @@ export interface Announcement {
   /** `decided`: who answered, and how (`approve`, `reject`, ...). */
   decidedBy?: string;
   outcome?: string;
+  /**
+   * When the decision was asked for (ISO 8601): a stage asked again (a new attempt after a rejection or a
+   * request for changes) is a new round under the same key, announced again.
+   */
+  requestedAt?: string;
 }
 
 /** An announcement with the webhooks that take it (chosen by the worker from its notifications file). */
@@ -61,8 +66,9 @@ export function notifierWorkflowId(taskQueue: string): string {
 }
 
 /** What the notifier de-duplicates on: each event of each decision is announced once. */
-export function dedupKeyOf(announcement: Pick<Announcement, 'event' | 'key'>): string {
-  return `${announcement.event} ${announcement.key}`;
+export function dedupKeyOf(announcement: Pick<Announcement, 'event' | 'key' | 'requestedAt'>): string {
+  const { event, key, requestedAt } = announcement;
+  return requestedAt === undefined ? `${event} ${key}` : `${event} ${key} ${requestedAt}`;
 }
 
 /** The inbox page of a decision under the inbox's address `uiUrl` (`treadle ui`'s `/d/<key>` route). */
@@ -82,7 +88,7 @@ export function announcementProblem(input: unknown): string | undefined {
     return `event: must be one of ${NOTIFY_EVENTS.join(', ')}`;
   for (const field of ['key', 'occurredAt', 'itemId', 'workflowId', 'pipeline'])
     if (!isText(input[field], MAX_FIELD_CHARS)) return `${field}: must be text of 1 to ${MAX_FIELD_CHARS} characters`;
-  for (const field of ['stage', 'kind', 'reviewers', 'decidedBy', 'outcome'])
+  for (const field of ['stage', 'kind', 'reviewers', 'decidedBy', 'outcome', 'requestedAt'])
     if (input[field] !== undefined && !isText(input[field], MAX_FIELD_CHARS))
       return `${field}: must be text of 1 to ${MAX_FIELD_CHARS} characters`;
   if (typeof input.message !== 'string' || input.message.length > MAX_MESSAGE_CHARS)

@@ -6,6 +6,7 @@
  */
 import {
   byRequestTime,
+  isOverdue,
   matchesFilter,
   type DecisionFilter,
   type DecisionKind,
@@ -13,7 +14,7 @@ import {
 } from '../model/decisions';
 import { TreadleError } from '../config/errors';
 import type { DecisionChange, InboxBackend } from './backend';
-import { AGE_CHOICES, ageMs } from './filter';
+import { AGE_CHOICES, OVERDUE, ageMs } from './filter';
 
 /** How the index refreshes; tests shorten or stop the timers. */
 export interface DecisionIndexOptions {
@@ -34,7 +35,10 @@ export interface DecisionCounts {
   byKind: Partial<Record<DecisionKind, number>>;
   byPipeline: Record<string, number>;
   byReviewers: Record<string, number>;
-  /** How many have waited at least each of the page's {@link AGE_CHOICES} (`15m`, `1h`, `4h`, `1d`). */
+  /**
+   * How many have waited at least each of the page's {@link AGE_CHOICES} (`15m`, `1h`, `4h`, `1d`), and how many
+   * are past their deadline (`overdue`).
+   */
   byAge: Record<string, number>;
 }
 
@@ -173,6 +177,7 @@ export class DecisionIndex {
       count(counts, decision);
       const waited = now - Date.parse(decision.requestedAt);
       for (const [age, ms] of ages) if (waited >= ms) counts.byAge[age] = (counts.byAge[age] ?? 0) + 1;
+      if (isOverdue(decision, now)) counts.byAge[OVERDUE] = (counts.byAge[OVERDUE] ?? 0) + 1;
       if (after && byRequestTime(decision, after) <= 0) continue;
       if (decisions.length < limit) decisions.push(decision);
       else more = true;

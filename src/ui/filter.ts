@@ -14,10 +14,12 @@ export class FilterError extends Error {
 
 /** The page's choices for `age` (waiting at least this long), shortest first; the API takes any `<n>m|h|d`. */
 export const AGE_CHOICES = ['15m', '1h', '4h', '1d'] as const;
+/** The `age` choice for decisions past their deadline (`review_sla`), last in the page's Waiting filter. */
+export const OVERDUE = 'overdue';
 
 /**
- * The filter in `q` (`kind` a comma-separated list, `pipeline`, `reviewers`, `age` such as `15m`, `2h` or `1d`,
- * `text`); throws {@link FilterError}.
+ * The filter in `q` (`kind` a comma-separated list, `pipeline`, `reviewers`, `age` such as `15m`, `2h` or `1d`, or
+ * `overdue`, `text`); throws {@link FilterError}.
  */
 export function parseFilter(q: Record<string, string | undefined>): DecisionFilter {
   const kinds = q.kind ? q.kind.split(',') : undefined;
@@ -27,7 +29,7 @@ export function parseFilter(q: Record<string, string | undefined>): DecisionFilt
     ...(kinds ? { kinds: kinds as DecisionKind[] } : {}),
     ...(q.pipeline ? { pipeline: q.pipeline } : {}),
     ...(q.reviewers ? { reviewers: q.reviewers } : {}),
-    ...(q.age ? { olderThanMs: ageMs(q.age) } : {}),
+    ...(q.age === OVERDUE ? { overdue: true } : q.age ? { olderThanMs: ageMs(q.age) } : {}),
     ...(q.text ? { text: q.text } : {}),
   };
 }
@@ -37,7 +39,7 @@ export function ageMs(age: string): number {
   const ms = parseAge(age);
   if (ms === undefined) {
     throw new FilterError(
-      `age is how long a decision has waited, in minutes, hours or days (15m, 2h, 1d), got ${JSON.stringify(age.slice(0, 40))}`,
+      `age is how long a decision has waited, in minutes, hours or days (15m, 2h, 1d), or overdue, got ${JSON.stringify(age.slice(0, 40))}`,
     );
   }
   return ms;

@@ -12,6 +12,8 @@ export const TEST_IDS = {
   filterAge: 'filter-age',
   filterText: 'filter-text',
   emptyState: 'empty-state',
+  /** A row's mark for a decision past its deadline (`review_sla`). */
+  overdueBadge: 'overdue-badge',
   selectRow: 'select-row',
   selectAll: 'select-all',
   batchApprove: 'batch-approve',

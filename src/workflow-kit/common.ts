@@ -152,4 +152,9 @@ export interface StageKindRun {
   feedback?: QualityFeedback | null;
   /** The item's engine publishes decisions (engine 7): its child loops are asked to list their failures. */
   publishesDecisions?: boolean;
+  /**
+   * The item announces its decisions to webhooks (engine 8 with a notifications file, see notify/announce.ts): a kind
+   * whose stage waits on a person announces through `announceQuietly` only then.
+   */
+  announces?: boolean;
 }

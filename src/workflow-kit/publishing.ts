@@ -107,14 +107,18 @@ export function reviewsMemo(pipeline: string, pendingReviews: PendingReview[]): 
 }
 
 /**
- * The decisions a workflow waits on, as text: its pending reviews (a stage asked again is a new one) and
- * pending approval ids. `TreadleDecisionAt` moves whenever this text changes (engine 7).
+ * The decisions a workflow waits on, as text: its pending reviews (a stage asked again is a new one; one handed to
+ * another group on its deadline, engine 8, changes too) and pending approval ids. `TreadleDecisionAt` moves
+ * whenever this text changes (engine 7), which is what the inbox's delta listing follows.
  */
 export function pendingDecisionSet(
   pendingReviews: readonly PendingReview[],
   approvalIds: readonly string[] = [],
 ): string {
-  return JSON.stringify([pendingReviews.map((r) => [r.stage, r.requestedAt]), approvalIds]);
+  const reviews = pendingReviews.map((r) =>
+    r.escalated ? [r.stage, r.requestedAt, r.escalated.to] : [r.stage, r.requestedAt],
+  );
+  return JSON.stringify([reviews, approvalIds]);
 }
 
 /** The text of an empty pending set: a workflow that never waited on anyone has no `TreadleDecisionAt`. */

@@ -122,6 +122,7 @@ class StageAttempt implements PreparedAttempt {
       touch: run.touch,
       feedback,
       publishesDecisions: run.engine.publishesDecisions,
+      announces: run.engine.reviewerAttention && run.notifies === true,
     };
     this.reportsCalls = run.engine.reportsCalls(stage);
   }

@@ -4,7 +4,7 @@
  * current engine version. Decisions come from the pure functions in `src/engine`; one attempt's work is in
  * stage-attempt.ts.
  */
-import { condition, isCancellation, proxyLocalActivities, sleep } from '@temporalio/workflow';
+import { isCancellation, proxyLocalActivities, sleep } from '@temporalio/workflow';
 import { decideReview } from '../engine/review';
 import { keepCalls, tokensSpent } from '../engine/usage';
 import { decideAfterAttempt, type AttemptOutcome, type StageDecision } from '../engine/stage-policy';
@@ -15,10 +15,11 @@ import { formatDuration } from '../model/duration';
 import type { Artefact, AttemptRecord, EventType, QualityFeedback } from '../model/shapes';
 import type { PendingReview, StageState, StoreArtefactInput, StoreArtefactResult } from '../model/state';
 import { callsReported, describeFailure, now } from '../workflow-kit/common';
+import { dueAt, waitWithDeadline } from '../workflow-kit/deadline';
 import { runContracts, runFanOutWorkflow, workflowKind } from '../kinds/workflow-table';
 import { agentBackedStage, prepareAttempt, withAttemptTimeout } from './stage-attempt';
+import { announced, overdue } from './review-attention';
 import type { AttemptLog, EngineRules, StageRun } from './stage-run';
-import { announceQuietly, ownDecisionKey } from './announce';
 
 // A local activity: storing an approved edit needs only the worker's blob store, no task-queue round trip.
 const storeArtefact = proxyLocalActivities<{
@@ -364,6 +365,8 @@ export async function review(
     ...(stage.reviewers !== undefined ? { reviewers: stage.reviewers } : {}),
   };
   if (stage.reviewTtlMs !== null) pending.expiresAt = new Date(Date.now() + stage.reviewTtlMs).toISOString();
+  const sla = run.engine.reviewerAttention ? stage.reviewSla : undefined;
+  if (sla !== undefined) pending.dueAt = dueAt(pending.requestedAt, sla);
   state.pendingReviews.push(pending);
   st.status = 'waiting_review';
   emit('ReviewRequested', `${stage.name} waits for review: ${decision.message}`, {
@@ -376,9 +379,14 @@ export async function review(
   const said = run.engine.reviewerAttention && run.notifies === true ? announced(run, pending) : undefined;
   if (said) await said('decision_owed', decision.message);
 
-  const arrived = () => run.resolutions.has(stage.name);
-  if (stage.reviewTtlMs === null) await condition(arrived);
-  else await condition(arrived, stage.reviewTtlMs, { summary: `${stage.name} · review TTL` });
+  await waitWithDeadline({
+    decided: () => run.resolutions.has(stage.name),
+    limitMs: stage.reviewTtlMs,
+    limitSummary: `${stage.name} · review TTL`,
+    sla,
+    slaSummary: `${stage.name} · review SLA`,
+    onOverdue: () => overdue(run, pending, sla!, said),
+  });
   // A review that arrived wins even if the TTL timer fired in the same activation.
   const resolution = run.resolutions.get(stage.name);
   run.resolutions.delete(stage.name);
@@ -406,24 +414,6 @@ export async function review(
   if (outcome.artefact !== undefined) st.artefact = await storedArtefact(outcome.artefact, `${stage.name} as approved`);
   if (outcome.summary !== undefined) st.summary = truncateText(outcome.summary);
   return settled(run, 'completed', outcome.message);
-}
-
-/** Announces an event of a stage review (engine 8 with notifications; never throws, never holds the stage). */
-function announced(run: StageRun, pending: PendingReview) {
-  const { stage, spec, itemId } = run;
-  const kind = pending.reason === 'budget_exhausted' ? 'budget' : 'review';
-  return (event: 'decision_owed' | 'decided', message: string, extra: { decidedBy?: string; outcome?: string } = {}) =>
-    announceQuietly({
-      event,
-      key: ownDecisionKey(kind, stage.name),
-      itemId,
-      pipeline: spec.name,
-      stage: stage.name,
-      kind,
-      ...(pending.reviewers !== undefined ? { reviewers: pending.reviewers } : {}),
-      message,
-      ...extra,
-    });
 }
 
 /** An artefact ready to travel to dependents: inline ones above the threshold are stored once, here. */

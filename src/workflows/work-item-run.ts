@@ -40,7 +40,7 @@ import { cancelItemUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, state
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
 import { LIVE_ENGINE } from './stage-runner';
-import { announceQuietly } from './announce';
+import { announceQuietly } from '../notify/announce';
 import { pageOfState } from './work-item-details';
 import { WorkItemPublications } from './work-item-publishing';
 

@@ -14,7 +14,7 @@ import { recordFailedTddRoot, recordTddTree } from '../support/tdd-recording';
 import { runDecisions } from '../support/decision-recording';
 import { recordLimiter } from '../support/limiter-recording';
 import { recordNotifier } from '../support/notifier-recording';
-import { recordItemAnnouncements } from '../support/item-announce-recording';
+import { recordItemAnnouncements, recordReviewDeadlines } from '../support/item-announce-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -45,12 +45,14 @@ it.each(SCENARIOS.map((s) => [s.name, s] as const))(
 // A limiter (issue 39): its every message, an expired lease, a renewal, and the run it continued as.
 // The notifier (issue 40): lanes, a duplicate, a refused delivery retried, and the run it continued as.
 // An engine-8 item announcing (issue 40): a review owed, decided, and the item failed.
+// Decisions past their deadline (issue 40): a review escalated, a human stage's request announced overdue.
 it.each([
   ['tdd-tree', recordTddTree],
   ['tdd-failed-root', recordFailedTddRoot],
   ['limiter', recordLimiter],
   ['notifier', recordNotifier],
   ['item-announces', recordItemAnnouncements],
+  ['review-deadlines', recordReviewDeadlines],
 ] as const)(
   'records %s',
   async (_name, record) => {

@@ -180,3 +180,19 @@ it('records a notifier run with deliveries, a duplicate, and the run it continue
   expect(input.carried?.queue.length).toBeGreaterThanOrEqual(1);
   expect(input.carried?.recent).toEqual(expect.arrayContaining(['decision_owed item-1~review~draft']));
 });
+
+// Deadlines (issue 40, test/support/item-announce-recording.ts): the review's deadline timer fired, the item then
+// announced `overdue` and, handed to another group, moved its decision time; the human stage's timer fired too.
+it('records decisions past their deadline: the timer fired, then an announcement, and an escalation published', () => {
+  type Event = { eventType: string; timerStartedEventAttributes?: { startToFireTimeout?: string } };
+  const types = (file: string) => (historyOf(file) as { events: Event[] }).events.map((e) => e.eventType.slice(11));
+  for (const file of ['review-deadline.json', 'human-deadline.json']) {
+    const seen = types(file);
+    const fired = seen.indexOf('TIMER_FIRED');
+    expect(fired).toBeGreaterThan(0);
+    expect(seen.indexOf('ACTIVITY_TASK_SCHEDULED', fired)).toBeGreaterThan(fired);
+    expect(seen.at(-1)).toBe('WORKFLOW_EXECUTION_COMPLETED');
+  }
+  const review = types('review-deadline.json');
+  expect(review.indexOf('UPSERT_WORKFLOW_SEARCH_ATTRIBUTES', review.indexOf('TIMER_FIRED'))).toBeGreaterThan(0);
+});

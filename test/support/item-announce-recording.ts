@@ -20,6 +20,58 @@ const ID = 'item-announces';
 export async function recordItemAnnouncements(
   _shared: Harness,
 ): Promise<Record<string, temporal.api.history.v1.IHistory>> {
+  return withAnnouncingWorker(async (h, receiver) => {
+    const spec = pipeline('replay-announces').stage('draft', 'scripted').reviewPolicy('draft', 'always');
+    await h.client.start(spec, null, { id: ID });
+    const key = decisionKey(ID, 'review', 'draft');
+    await eventually(async () => (receiver.on('/hooks').some((r) => r.body.includes(key)) ? true : undefined));
+    await h.client.decide(key, { action: 'reject', reason: 'recorded' }, 'recorder');
+    await h.client.result(ID).catch(() => undefined);
+    return { [ID]: await h.temporal.workflow.getHandle(ID).fetchHistory() };
+  });
+}
+
+/**
+ * Records decisions past their deadline (`review_sla`, issue 40) on an announcing engine-8 worker:
+ * `review-deadline`, a review handed to its escalation group when overdue, then approved; `human-deadline`, a human
+ * stage's request announced overdue (`on_breach: notify`), then answered.
+ */
+export async function recordReviewDeadlines(
+  _shared: Harness,
+): Promise<Record<string, temporal.api.history.v1.IHistory>> {
+  return withAnnouncingWorker(async (h, receiver) => {
+    const overdue = (key: string) =>
+      eventually(async () =>
+        receiver.on('/hooks').some((r) => r.body.includes(key) && r.body.includes('"overdue"')) ? true : undefined,
+      );
+    const review = 'review-deadline';
+    const spec = pipeline('replay-deadlines')
+      .stage('draft', 'scripted')
+      .reviewPolicy('draft', 'always')
+      .reviewers('draft', 'legal')
+      .reviewSla('draft', '1s', { escalateTo: 'leads' });
+    await h.client.start(spec, null, { id: review });
+    await overdue(decisionKey(review, 'review', 'draft'));
+    await h.client.decide(decisionKey(review, 'review', 'draft'), { action: 'approve' }, 'recorder');
+    await h.client.result(review);
+
+    const human = 'human-deadline';
+    const humanSpec = {
+      name: 'replay-deadlines',
+      review_sla: '1s',
+      stages: [{ name: 'sign_off', run: 'human', output_schema: { type: 'object' }, with: { reviewers: 'legal' } }],
+    };
+    await h.client.start(humanSpec, null, { id: human });
+    await overdue(decisionKey(human, 'human', 'sign_off'));
+    await h.client.respond(human, 'sign_off', { ok: true }, { reviewer: 'recorder' });
+    await h.client.result(human);
+    const history = (id: string) => h.temporal.workflow.getHandle(id).fetchHistory();
+    return { [review]: await history(review), [human]: await history(human) };
+  });
+}
+
+/** Runs `record` on a harness of its own whose worker has a notifications file pointing at a local receiver. */
+async function withAnnouncingWorker<T>(record: (h: Harness, receiver: WebhookReceiver) => Promise<T>): Promise<T> {
   const receiver = new WebhookReceiver();
   await receiver.up();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'item-announce-recording-'));
@@ -30,13 +82,7 @@ export async function recordItemAnnouncements(
   const h = await startHarness();
   delete process.env.TREADLE_NOTIFY;
   try {
-    const spec = pipeline('replay-announces').stage('draft', 'scripted').reviewPolicy('draft', 'always');
-    await h.client.start(spec, null, { id: ID });
-    const key = decisionKey(ID, 'review', 'draft');
-    await eventually(async () => (receiver.on('/hooks').some((r) => r.body.includes(key)) ? true : undefined));
-    await h.client.decide(key, { action: 'reject', reason: 'recorded' }, 'recorder');
-    await h.client.result(ID).catch(() => undefined);
-    return { [ID]: await h.temporal.workflow.getHandle(ID).fetchHistory() };
+    return await record(h, receiver);
   } finally {
     await h.temporal.workflow
       .getHandle(notifierWorkflowId(h.taskQueue))

@@ -10,6 +10,8 @@ export interface ReceivedRequest {
   path: string;
   headers: IncomingHttpHeaders;
   body: string;
+  /** When it arrived (ms since the epoch). */
+  at: number;
 }
 
 /** The receiver (see the module's comment). */
@@ -30,6 +32,7 @@ export class WebhookReceiver {
           path: request.url ?? '',
           headers: request.headers,
           body: Buffer.concat(chunks).toString('utf8'),
+          at: Date.now(),
         });
         response.writeHead(this.status, { 'content-type': 'text/plain' });
         response.end(this.status < 300 ? 'ok' : 'not now');

@@ -198,7 +198,7 @@ describe('inbox pages', () => {
     const bad = await server.inject({ url: '/api/decisions?age=soon', headers: bearer });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().message).toBe(
-      'age is how long a decision has waited, in minutes, hours or days (15m, 2h, 1d), got "soon"',
+      'age is how long a decision has waited, in minutes, hours or days (15m, 2h, 1d), or overdue, got "soon"',
     );
     expect((await server.inject({ url: '/?age=1w', headers: bearer })).statusCode).toBe(400);
     await server.close();

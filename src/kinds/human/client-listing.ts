@@ -22,6 +22,8 @@ export function humanDecision(source: DecisionSource, request: HumanRequest): Pe
     requestedAt: request.requestedAt,
     attempt: request.attempt,
     ...(request.reviewers ? { reviewers: request.reviewers } : {}),
+    ...(request.dueAt ? { dueAt: request.dueAt } : {}),
+    ...(request.escalated ? { escalated: request.escalated } : {}),
     human: {
       ...(request.instructions !== undefined ? { instructions: request.instructions } : {}),
       ...(request.feedback !== undefined ? { feedback: request.feedback } : {}),

@@ -61,7 +61,8 @@ export function humanPublication(state: WorkItemState): KindPublication | undefi
   if (state.humanRequests === undefined) return undefined;
   const pending = pendingOf(state);
   return {
-    pending: pending.map((r) => `human:${r.stage}:${r.attempt}`),
+    // A request handed to another group when overdue is a change the inbox's delta listing must see.
+    pending: pending.map((r) => `human:${r.stage}:${r.attempt}${r.escalated ? `:${r.escalated.to}` : ''}`),
     stages: pending.map((r) => r.stage),
     memo: { [HUMAN_MEMO_KEY]: humanMemoOf(state) },
     ...(pending.length > 0

@@ -5,7 +5,10 @@
  * the stage's gate then judges like any attempt: a rejection makes the runner ask again (attempt n+1), with the
  * gate's feedback on the request. Workflow code: deterministic.
  */
-import { ApplicationFailure, condition } from '@temporalio/workflow';
+import { ApplicationFailure } from '@temporalio/workflow';
+import { announceQuietly, ownDecisionKey } from '../../notify/announce';
+import { now } from '../../workflow-kit/common';
+import { breach, dueAt, waitWithDeadline } from '../../workflow-kit/deadline';
 import type { QualityFeedback } from '../../model/shapes';
 import type { HumanRequest, StageActivityResult } from '../../model/state';
 import type { StageKindRun } from '../../workflow-kit/common';
@@ -25,6 +28,28 @@ function feedbackLine(feedback: QualityFeedback | null | undefined): string | un
   return `${feedback.summary}${failed}${guidance}`.slice(0, 1_000);
 }
 
+/** Announces the request's events when the item announces (see notify/announce.ts); else undefined. */
+function announcer(run: StageKindRun, request: HumanRequest) {
+  if (run.announces !== true) return undefined;
+  return (
+    event: 'decision_owed' | 'overdue' | 'decided',
+    message: string,
+    extra: { decidedBy?: string; outcome?: string } = {},
+  ) =>
+    announceQuietly({
+      event,
+      key: ownDecisionKey('human', request.stage),
+      itemId: run.itemId,
+      pipeline: run.pipeline,
+      stage: request.stage,
+      kind: 'human',
+      ...(request.reviewers !== undefined ? { reviewers: request.reviewers } : {}),
+      message,
+      requestedAt: request.requestedAt,
+      ...extra,
+    });
+}
+
 /** Asks a person for the stage's output and waits for it; their rejection fails the stage. */
 export async function runHumanStage(run: StageKindRun): Promise<StageActivityResult> {
   const config = humanStageConfig(run.stage.with);
@@ -39,6 +64,7 @@ export async function runHumanStage(run: StageKindRun): Promise<StageActivityRes
     ...(reviewers !== undefined ? { reviewers } : {}),
     ...(feedback !== undefined ? { feedback } : {}),
   };
+  if (run.stage.reviewSla !== undefined) request.dueAt = dueAt(request.requestedAt, run.stage.reviewSla);
   const requests = (run.state.humanRequests ??= []);
   const earlier = requests.findIndex((r) => r.stage === request.stage);
   if (earlier >= 0) requests.splice(earlier, 1);
@@ -52,9 +78,32 @@ export async function runHumanStage(run: StageKindRun): Promise<StageActivityRes
     { stage: request.stage, attempt: request.attempt },
   );
   run.touch();
-  await condition(() => request.status !== 'pending');
+  const say = announcer(run, request);
+  if (say) await say('decision_owed', `${request.stage}: waiting for a person's output`);
+  await waitWithDeadline({
+    decided: () => request.status !== 'pending',
+    limitMs: null,
+    limitSummary: '',
+    sla: run.stage.reviewSla,
+    slaSummary: `${request.stage} · review SLA`,
+    onOverdue: async () => {
+      const message = breach(request, run.stage.reviewSla!, `${request.stage}'s request for a person's output`, now());
+      run.emit('ReviewOverdue', message, {
+        stage: request.stage,
+        attempt: request.attempt,
+        details: { dueAt: request.dueAt!, ...(request.escalated ? { escalatedTo: request.escalated.to } : {}) },
+      });
+      run.touch();
+      if (say) await say('overdue', message);
+    },
+  });
   st.status = 'running';
   run.touch();
+  if (say)
+    await say('decided', `${request.stage}: ${request.status} by ${request.respondedBy}`, {
+      decidedBy: request.respondedBy ?? '',
+      outcome: request.status === 'rejected' ? 'reject' : 'respond',
+    });
   if (request.status === 'rejected')
     throw ApplicationFailure.nonRetryable(
       `${request.stage}: rejected by ${request.respondedBy}: ${request.reason}`,

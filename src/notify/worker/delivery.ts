@@ -22,10 +22,17 @@ export const DELIVERY_HEADERS = {
   event: 'x-treadle-event',
 } as const;
 
-/** The delivery id of `announcement` to `webhook`: stable across retries, workers and notifier runs. */
-export function deliveryIdOf(announcement: Pick<Announcement, 'key' | 'event'>, webhook: string): string {
+/**
+ * The delivery id of `announcement` to `webhook`: stable across retries, workers and notifier runs; a new round of
+ * the same decision (`requestedAt`) is a new delivery.
+ */
+export function deliveryIdOf(
+  announcement: Pick<Announcement, 'key' | 'event' | 'requestedAt'>,
+  webhook: string,
+): string {
+  const round = announcement.requestedAt === undefined ? '' : `\n${announcement.requestedAt}`;
   return createHash('sha256')
-    .update(`${announcement.key}\n${announcement.event}\n${webhook}`)
+    .update(`${announcement.key}\n${announcement.event}\n${webhook}${round}`)
     .digest('hex')
     .slice(0, 32);
 }

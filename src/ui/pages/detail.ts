@@ -3,7 +3,13 @@
  * with verdict and feedback, artefacts through the inert renderers, a diff picker, the approval payload, the
  * TDD question, the loop's failure and iterations, the Web UI link) and the answer forms the kind allows.
  */
-import { waitingFor, type AttemptView, type DecisionDetail, type PendingDecision } from '../../model/decisions';
+import {
+  isOverdue,
+  waitingFor,
+  type AttemptView,
+  type DecisionDetail,
+  type PendingDecision,
+} from '../../model/decisions';
 import { MAX_REVIEW_NOTE_CHARS } from '../../model/limits';
 import { html, type SafeHtml } from '../html';
 import { renderArtefact } from '../render/artefact';
@@ -30,7 +36,7 @@ export function detailPage(detail: DecisionDetail, reviewer: string, now: number
         <span class="kind kind-${d.kind}">${d.kind}</span> ${d.reason}: ${d.message}
         <span class="sub"
           >requested ${waitingFor(d.requestedAt, now)}
-          ago${d.expiresAt ? html`, expires <time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}${d.reviewers ? html`, for ${d.reviewers}` : ''}</span
+          ago${d.expiresAt ? html`, expires <time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}${d.dueAt ? html`, ${isOverdue(d, now) ? html`<strong class="badge overdue" data-testid="${TEST_IDS.overdueBadge}">overdue</strong> since` : 'due'} <time datetime="${d.dueAt}" title="${d.dueAt}">${d.dueAt.slice(0, 16).replace('T', ' ')}</time>` : ''}${d.reviewers ? html`, for ${d.reviewers}` : ''}${d.escalated ? html` (handed over${d.escalated.from ? html` from ${d.escalated.from}` : ''} when overdue)` : ''}</span
         >
       </p>
       ${detail.live ? '' : html`<p class="notice warn" role="status">No worker answered: this is what the listing and the history say; answering still works once a worker runs.</p>`}

@@ -2,29 +2,38 @@
  * The inbox list page (`GET /`): the first page of pending decisions, oldest first, rendered on the server so
  * the first screen needs no fetch; filters are query parameters (bookmarkable), counts sit in the filter bar.
  */
-import { DECISION_KINDS, waitingFor, type DecisionFilter, type PendingDecision } from '../../model/decisions';
+import {
+  DECISION_KINDS,
+  isOverdue,
+  waitingFor,
+  type DecisionFilter,
+  type PendingDecision,
+} from '../../model/decisions';
 import type { DecisionPage } from '../decision-index';
 import { html, type SafeHtml } from '../html';
 import { TEST_IDS } from '../test-ids';
-import { AGE_CHOICES, ageMs } from '../filter';
+import { AGE_CHOICES, OVERDUE, ageMs } from '../filter';
 import { page, remaining } from './layout';
 
 /** One row of the list; also what the event stream sends for a decision that appeared. */
 export function decisionRow(d: PendingDecision, now: number): SafeHtml {
   const href = `/d/${encodeURIComponent(d.key)}`;
   const escalated = d.reason === 'escalated' || d.approval?.escalated;
+  const overdue = isOverdue(d, now);
   return html`<tr
     data-testid="${TEST_IDS.decisionRow}"
     data-key="${d.key}"
     data-kind="${d.kind}"
     data-pipeline="${d.pipeline}"
     data-answers="${d.answers.join(' ')}"
+    ${overdue ? html` data-overdue` : ''}
   >
     <td>
       <input type="checkbox" data-testid="${TEST_IDS.selectRow}" aria-label="Select ${d.itemId}" value="${d.key}" />
     </td>
     <td>
-      <span class="kind kind-${d.kind}">${d.kind}</span>${escalated ? html` <span class="badge">escalated</span>` : ''}
+      <span class="kind kind-${d.kind}">${d.kind}</span
+      >${escalated ? html` <span class="badge">escalated</span>` : ''}${overdue ? html` <span class="badge overdue" data-testid="${TEST_IDS.overdueBadge}" title="due ${d.dueAt ?? ''}">overdue</span>` : ''}
       ${d.attempts ? html`<div class="sub attempts">${d.attempts} ${d.attempts === 1 ? 'attempt' : 'attempts'}</div>` : ''}
     </td>
     <td>
@@ -32,7 +41,9 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
       <div class="sub">${d.pipeline} · ${d.stage}</div>
     </td>
     <td class="msg">${d.message}${d.partial ? html` <span class="sub">(details on opening)</span>` : ''}</td>
-    <td>${d.reviewers ?? ''}</td>
+    <td>
+      ${d.reviewers ?? ''}${d.escalated ? html`<div class="sub">handed over${d.escalated.from ? html` from ${d.escalated.from}` : ''}</div>` : ''}
+    </td>
     <td class="age" title="${d.requestedAt}">${waitingFor(d.requestedAt, now)}</td>
     <td class="expires">
       ${d.expiresAt ? html`<time datetime="${d.expiresAt}" title="${d.expiresAt}" data-countdown>${remaining(d.expiresAt, now)}</time>` : ''}
@@ -58,15 +69,13 @@ export function inboxPage(
 ): SafeHtml {
   const { filter } = query;
   const kind = filter.kinds?.length === 1 ? filter.kinds[0] : undefined;
-  const age = AGE_CHOICES.find((a) => ageMs(a) === filter.olderThanMs);
+  const age = filter.overdue ? OVERDUE : AGE_CHOICES.find((a) => ageMs(a) === filter.olderThanMs);
   const { counts } = result;
   const byName = (tally: Record<string, number>): Choice[] =>
     Object.entries(tally)
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([value, n]) => ({ value, text: value, count: n }));
-  const filtered = Boolean(
-    filter.kinds?.length || filter.pipeline || filter.reviewers || filter.olderThanMs !== undefined || filter.text,
-  );
+  const filtered = isFiltered(filter);
   const rows = result.decisions.map((d) => decisionRow(d, now));
   const empty = html`<div class="empty" data-testid="${TEST_IDS.emptyState}">
     <p><strong>Nothing waits for you.</strong></p>
@@ -86,6 +95,7 @@ export function inboxPage(
         ${filterSelect('Reviewers', 'reviewers', TEST_IDS.filterReviewers, 'all', filter.reviewers, byName(counts.byReviewers))}
         ${filterSelect('Waiting', 'age', TEST_IDS.filterAge, 'any time', age, [
           ...AGE_CHOICES.map((a) => ({ value: a, text: `over ${a}`, count: counts.byAge[a] ?? 0 })),
+          { value: OVERDUE, text: 'overdue', count: counts.byAge[OVERDUE] ?? 0 },
         ])}
         <label
           >Search
@@ -126,6 +136,12 @@ export function inboxPage(
       ${rows.length === 0 ? empty : ''} ${next}`,
     reviewer,
   );
+}
+
+/** Whether any filter is set (the empty state then says how many wait under other filters). */
+function isFiltered(filter: DecisionFilter): boolean {
+  const { kinds, pipeline, reviewers, olderThanMs, overdue, text } = filter;
+  return Boolean(kinds?.length || pipeline || reviewers || olderThanMs !== undefined || overdue || text);
 }
 
 /** One choice of a filter select: its value, its text and how many decisions it holds. */
