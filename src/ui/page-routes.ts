@@ -56,7 +56,7 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
   });
 
   app.get('/', async (request, reply) => {
-    const reviewer = ctx.reviewerOf(request)?.name;
+    const reviewer = ctx.reviewerOf(request);
     if (!reviewer) return reply.redirect('/login', 303);
     const q = request.query as Record<string, string | undefined>;
     try {
@@ -67,7 +67,7 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
       return send(reply, inboxPage(query, result, all, reviewer, Date.now()));
     } catch (e) {
       if (e instanceof InvalidCursorError || e instanceof FilterError)
-        return send(reply, errorPage('Bad filter', e.message, reviewer), 400);
+        return send(reply, errorPage('Bad filter', e.message, reviewer.name), 400);
       throw e;
     }
   });

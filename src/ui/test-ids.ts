@@ -14,6 +14,8 @@ export const TEST_IDS = {
   emptyState: 'empty-state',
   /** A row's mark for a decision past its deadline (`review_sla`). */
   overdueBadge: 'overdue-badge',
+  /** A row's mark for a decision addressed to groups the reviewer is in none of (set by the page's script). */
+  readOnlyBadge: 'read-only-badge',
   selectRow: 'select-row',
   selectAll: 'select-all',
   batchApprove: 'batch-approve',

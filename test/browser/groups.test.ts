@@ -57,7 +57,21 @@ it('shows a review for legal read-only to a reviewer in leads and refuses his an
   const bobs = await s.browser.newPage();
   await login(bobs, s.inbox, s.inbox.tokens.bob);
   await bobs.goto(`${s.inbox.url}?pipeline=${PIPELINE}`);
-  await bobs.waitForSelector(`${tid(TEST_IDS.decisionRow)}[data-key="${key}"]`);
+  // In the list, marked read-only for him: a badge saying why, and a box he cannot select (nor select-all).
+  const row = `${tid(TEST_IDS.decisionRow)}[data-key="${key}"]`;
+  await bobs.waitForSelector(`${row}[data-read-only] ${tid(TEST_IDS.readOnlyBadge)}`);
+  expect(await bobs.$eval(`${row} ${tid(TEST_IDS.readOnlyBadge)}`, (b) => (b as HTMLElement).title)).toBe(
+    'Only members of legal can answer this decision',
+  );
+  expect(await bobs.$eval(`${row} ${tid(TEST_IDS.selectRow)}`, (b) => (b as HTMLInputElement).disabled)).toBe(true);
+  await bobs.click(tid(TEST_IDS.selectAll));
+  expect(await bobs.$eval(`${row} ${tid(TEST_IDS.selectRow)}`, (b) => (b as HTMLInputElement).checked)).toBe(false);
+  // A row that arrives live (rendered once for every reviewer) is marked the same way in his page.
+  const later = s.h.id('legal-live');
+  await s.h.client.start(spec, null, { id: later });
+  const laterRow = `${tid(TEST_IDS.decisionRow)}[data-key="${decisionKey(later, 'review', 'draft')}"]`;
+  await bobs.waitForSelector(`${laterRow}[data-read-only] ${tid(TEST_IDS.readOnlyBadge)}`, { timeout: 30_000 });
+  await s.h.client.decide(decisionKey(later, 'review', 'draft'), { action: 'reject', reason: 'test over' }, 'alice');
   await bobs.goto(`${s.inbox.url}d/${key}`);
   const sentence = await bobs.$eval(tid(TEST_IDS.readOnly), (p) => p.textContent);
   expect(sentence).toBe('Only members of legal can answer this decision; you are in leads.');
@@ -77,6 +91,10 @@ it('shows a review for legal read-only to a reviewer in leads and refuses his an
 
   const alices = await s.browser.newPage();
   await login(alices, s.inbox, s.inbox.tokens.alice);
+  // Hers to answer: no mark in the list.
+  await alices.goto(`${s.inbox.url}?pipeline=${PIPELINE}`);
+  await alices.waitForSelector(row);
+  expect(await alices.$(`${row}[data-read-only]`)).toBeNull();
   await alices.goto(`${s.inbox.url}d/${key}`);
   expect(await alices.$(tid(TEST_IDS.readOnly))).toBeNull();
   await alices.click(tid(TEST_IDS.actionApprove));

@@ -155,12 +155,43 @@ async function batch(action) {
   updateBatchBar();
 }
 
+/**
+ * Marks `row` read-only when its decision is addressed to reviewer groups the signed-in reviewer is in none of
+ * (the table's `data-groups`; `*` is every group): a badge saying so, and its box cannot be selected. The server
+ * refuses such an answer (403) in any case; this says so before anyone tries.
+ */
+function markReadOnly(row) {
+  const groups = (table.dataset.groups || '').split(',').filter(Boolean);
+  const required = (row.dataset.reviewers || '')
+    .split(',')
+    .map((g) => g.trim())
+    .filter(Boolean);
+  if (required.length === 0 || groups.includes('*') || required.some((g) => groups.includes(g))) return;
+  if ('readOnly' in row.dataset) return;
+  row.dataset.readOnly = '';
+  const why = `Only members of ${required.join(' or ')} can answer this decision`;
+  const box = $('input[data-testid="select-row"]', row);
+  if (box) {
+    box.disabled = true;
+    box.checked = false;
+    box.title = why;
+  }
+  const badge = document.createElement('span');
+  badge.className = 'badge read-only';
+  badge.setAttribute('data-testid', 'read-only-badge');
+  badge.title = why;
+  badge.textContent = 'read-only';
+  const kind = $('.kind', row);
+  if (kind) kind.after(' ', badge);
+}
+
 /** Row selection, the batch bar, and filters that apply on change. */
 function setupList() {
   if (table) {
+    rows().forEach(markReadOnly);
     table.addEventListener('change', (e) => {
       if (e.target.matches('[data-testid="select-all"]')) {
-        $$('input[data-testid="select-row"]').forEach((c) => (c.checked = e.target.checked));
+        $$('input[data-testid="select-row"]:not(:disabled)').forEach((c) => (c.checked = e.target.checked));
       }
       updateBatchBar();
     });
@@ -209,6 +240,7 @@ function setupLiveUpdates() {
         template.innerHTML = html.trim();
         if (!shown(template.content.firstElementChild)) continue;
         appended++;
+        markReadOnly(template.content.firstElementChild);
         const old = rows().find((r) => r.dataset.key === key);
         if (old) old.replaceWith(template.content);
         else body.append(template.content);

@@ -26,6 +26,7 @@ export function decisionRow(d: PendingDecision, now: number): SafeHtml {
     data-kind="${d.kind}"
     data-pipeline="${d.pipeline}"
     data-answers="${d.answers.join(' ')}"
+    data-reviewers="${d.reviewers ?? ''}"
     ${overdue ? html` data-overdue` : ''}
   >
     <td>
@@ -59,12 +60,16 @@ export interface InboxQuery {
   after?: string;
 }
 
-/** The inbox page for one query's results; `unfiltered` is the total without filters, for the empty state. */
+/**
+ * The inbox page for one query's results; `unfiltered` is the total without filters, for the empty state.
+ * `groups` are the reviewer's: the page's script marks the rows addressed to other groups read-only (rows arriving
+ * live included, which the server renders once for every reviewer).
+ */
 export function inboxPage(
   query: InboxQuery,
   result: DecisionPage,
   unfiltered: number,
-  reviewer: string,
+  reviewer: { name: string; groups: readonly string[] },
   now: number,
 ): SafeHtml {
   const { filter } = query;
@@ -117,7 +122,7 @@ export function inboxPage(
         <input type="text" placeholder="Reason to reject" data-testid="${TEST_IDS.batchReason}" />
         <button type="button" data-testid="${TEST_IDS.batchReject}">Reject selected</button>
       </div>
-      <table class="decisions" ${rows.length === 0 ? html` hidden` : ''}>
+      <table class="decisions" data-groups="${reviewer.groups.join(',')}" ${rows.length === 0 ? html` hidden` : ''}>
         <thead>
           <tr>
             <th><input type="checkbox" data-testid="${TEST_IDS.selectAll}" aria-label="Select all" /></th>
@@ -134,7 +139,7 @@ export function inboxPage(
         </tbody>
       </table>
       ${rows.length === 0 ? empty : ''} ${next}`,
-    reviewer,
+    reviewer.name,
   );
 }
 
