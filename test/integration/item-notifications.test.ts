@@ -11,6 +11,7 @@ import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { notifierWorkflowId } from '../../src/notify/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { noteActions } from '../support/pipelines';
 import { WebhookReceiver } from '../support/webhook-receiver';
 
 const receiver = new WebhookReceiver();
@@ -33,7 +34,7 @@ beforeAll(async () => {
     TREADLE_UI_URL: 'https://inbox.example.com',
   });
   // The worker reads TREADLE_NOTIFY when it is created: one with the file, then one without.
-  withFile = await startHarness();
+  withFile = await startHarness({ approvalActions: noteActions });
   delete process.env.TREADLE_NOTIFY;
   withoutFile = await startHarness();
 });
@@ -126,4 +127,53 @@ it('announces nothing from a worker without a notifications file: no announce ac
   expect(activities).toContain('scripted');
   expect(activities).not.toContain('announce');
   expect(receiver.received.filter((r) => r.body.includes(id))).toEqual([]);
+}, 120_000);
+
+it("announces an approval step's requests as one batch: one decision_owed when made, one decided when all are settled", async () => {
+  const h = withFile;
+  const spec = pipeline(PIPELINE)
+    .stage('draft', 'scripted')
+    .stage('approve', 'approval', {
+      dependsOn: ['draft'],
+      with: { action: 'note', items: 'notes', reviewers: 'legal' },
+    });
+  const notes = Array.from({ length: 5 }, (_, i) => ({ title: `note ${i}` }));
+  const id = h.id('approvals');
+  await h.client.start(spec, { script: { draft: [{ output: { notes } }] } }, { id });
+  const pending = await eventually(
+    async () => {
+      const got = (await h.client.listPendingDecisions({ kinds: ['approval'] })).filter((d) => d.itemId === id);
+      return got.length === notes.length ? got : undefined;
+    },
+    60_000,
+    'the five approval requests listed',
+  );
+  const ofItem = (event: string) =>
+    receiver
+      .on('/hooks')
+      .map((r) => JSON.parse(r.body) as Record<string, unknown>)
+      .filter((body) => body.itemId === id && body.event === event);
+  const [owed] = await eventually(
+    async () => (ofItem('decision_owed').length > 0 ? ofItem('decision_owed') : undefined),
+    60_000,
+    'the batch announced',
+  );
+  expect(owed).toMatchObject({ kind: 'approval', stage: 'approve', reviewers: 'legal' });
+  expect(owed!.message).toMatch(/^approve: 5 approval requests owed; the first, \S+: /);
+  expect(pending.map((d) => d.key)).toContain(owed!.key);
+  for (const d of pending)
+    await h.client.decide(
+      d.key,
+      d === pending[0] ? { action: 'reject', reason: 'no' } : { action: 'approve' },
+      'alice',
+    );
+  expect((await h.client.result(id)).status).toBe('completed');
+  const [decided] = await eventually(
+    async () => (ofItem('decided').length > 0 ? ofItem('decided') : undefined),
+    60_000,
+    'the batch decided',
+  );
+  expect(decided).toMatchObject({ key: owed!.key, message: 'approve: 4 approved, 1 rejected, 0 expired' });
+  // One announcement each way, for five requests.
+  expect([...ofItem('decision_owed'), ...ofItem('decided')]).toHaveLength(2);
 }, 120_000);

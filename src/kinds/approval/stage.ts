@@ -35,6 +35,7 @@ import { truncateText } from '../../model/limits';
 import type { StageSpec } from '../../model/pipeline';
 import type { Artefact, Json } from '../../model/shapes';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../../model/state';
+import { announceQuietly, ownDecisionKey } from '../../notify/announce';
 import { describeFailure, now, retryPolicyOf, type StageKindRun } from '../../workflow-kit/common';
 
 /**
@@ -90,6 +91,8 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   const st = state.stages[stage.name]!;
   if (requests.length > 0) st.status = 'waiting_approval';
   announceRequests(run, requests);
+  const said = requests.length > 0 ? batchAnnouncer(run, requests) : undefined;
+  if (said) await said('decision_owed', `${stage.name}: ${owedLine(requests)}`);
 
   const pending = new PendingApprovals(run, created.config);
   await Promise.all(requests.map((request) => pending.lifecycle(request)));
@@ -97,6 +100,11 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   run.touch();
 
   const artefact = artefactOf(requests);
+  if (said)
+    await said(
+      'decided',
+      `${stage.name}: ${artefact.approved} approved, ${artefact.rejected} rejected, ${artefact.expired} expired${pending.stopped ? ` (stopped by ${pending.stopped.id})` : ''}`,
+    );
   if (pending.stopped) throw stoppedOnRejection(pending.stopped);
   const failed = requests.filter((r) => r.error !== undefined);
   if (failed.length > 0)
@@ -143,6 +151,36 @@ function announceRequests(run: ApprovalRun, requests: readonly ApprovalRequest[]
       details: { id: r.id, actionType: r.actionType },
     });
   run.touch();
+}
+
+/**
+ * Announces an attempt's requests as one batch when the item announces (notify/announce.ts): one `decision_owed`
+ * when they are made and one `decided` when all are settled, however many there are (a step can ask 1,000 at once),
+ * keyed by the first request's decision (its link opens that request); else undefined.
+ */
+function batchAnnouncer(run: ApprovalRun, requests: readonly ApprovalRequest[]) {
+  if (run.announces !== true) return undefined;
+  const first = requests[0]!;
+  return (event: 'decision_owed' | 'decided', message: string) =>
+    announceQuietly({
+      event,
+      key: ownDecisionKey('approval', first.id),
+      itemId: run.itemId,
+      pipeline: run.pipeline,
+      stage: run.stage.name,
+      kind: 'approval',
+      ...(first.reviewers !== undefined ? { reviewers: first.reviewers } : {}),
+      message: truncateText(message, 500),
+      requestedAt: first.createdAt,
+    });
+}
+
+/** "1 approval request owed: <summary>" / "12 approval requests owed; the first: <summary>". */
+function owedLine(requests: readonly ApprovalRequest[]): string {
+  const first = requests[0]!;
+  return requests.length === 1
+    ? `approval ${first.id} owed: ${first.summary}`
+    : `${requests.length} approval requests owed; the first, ${first.id}: ${first.summary}`;
 }
 
 /** The attempt's artefact: every request's outcome and the counts. */
