@@ -40,3 +40,42 @@ export async function announceQuietly(announcement: ItemAnnouncement): Promise<v
 export function ownDecisionKey(kind: DecisionKind, subject: string): string {
   return decisionKey(workflowInfo().workflowId, kind, subject);
 }
+
+/** What a decision of this workflow announces. */
+export type DecisionEvent = 'decision_owed' | 'overdue' | 'decided';
+/** Announces one event of a decision; see {@link decisionAnnouncer}. */
+export type Announcer = (
+  event: DecisionEvent,
+  message: string,
+  extra?: { decidedBy?: string; outcome?: string },
+) => Promise<void>;
+
+/**
+ * The announcer of one decision of this workflow (its kind and subject make the key); `reviewers` is read at each
+ * event, since a decision handed over on its deadline changes group. Call only when the workflow announces.
+ */
+export function decisionAnnouncer(
+  decision: {
+    kind: DecisionKind;
+    subject: string;
+    itemId: string;
+    pipeline: string;
+    stage: string;
+    requestedAt: string;
+  },
+  reviewers: () => string | undefined,
+): Announcer {
+  const { kind, subject, ...named } = decision;
+  return (event, message, extra = {}) => {
+    const group = reviewers();
+    return announceQuietly({
+      event,
+      key: ownDecisionKey(kind, subject),
+      kind,
+      ...named,
+      ...(group !== undefined ? { reviewers: group } : {}),
+      message,
+      ...extra,
+    });
+  };
+}

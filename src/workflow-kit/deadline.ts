@@ -8,6 +8,7 @@
 import { condition } from '@temporalio/workflow';
 import { formatDuration } from '../model/duration';
 import type { ReviewSla } from '../model/pipeline-shapes';
+import { now, type StageKindRun } from './common';
 
 /** What a waiting decision publishes of its deadline (a pending review, a human request). */
 export interface DeadlineFields {
@@ -35,6 +36,28 @@ export function breach(waiting: DeadlineFields, sla: ReviewSla, subject: string,
   };
   waiting.reviewers = sla.escalateTo;
   return `${late}; handed to ${sla.escalateTo}`;
+}
+
+/**
+ * A decision waited past its deadline: {@link breach} once, the `ReviewOverdue` event (with the attempt it is
+ * about), a look at the item (listings follow a hand-over), then `say` it (the announcement, when the item
+ * announces). `subject` names it in the event: "draft's review".
+ */
+export async function recordOverdue(
+  run: Pick<StageKindRun, 'emit' | 'touch'>,
+  waiting: DeadlineFields & { stage: string; attempt: number },
+  sla: ReviewSla,
+  subject: string,
+  say: ((message: string) => Promise<void>) | undefined,
+): Promise<void> {
+  const message = breach(waiting, sla, subject, now());
+  run.emit('ReviewOverdue', message, {
+    stage: waiting.stage,
+    attempt: waiting.attempt,
+    details: { dueAt: waiting.dueAt!, ...(waiting.escalated ? { escalatedTo: waiting.escalated.to } : {}) },
+  });
+  run.touch();
+  if (say) await say(message);
 }
 
 /** How a decision waits: until `decided`, at most `limitMs` (then the caller's TTL applies) or forever (null). */

@@ -15,10 +15,10 @@ import { formatDuration } from '../model/duration';
 import type { Artefact, AttemptRecord, EventType, QualityFeedback } from '../model/shapes';
 import type { PendingReview, StageState, StoreArtefactInput, StoreArtefactResult } from '../model/state';
 import { callsReported, describeFailure, now } from '../workflow-kit/common';
-import { dueAt, waitWithDeadline } from '../workflow-kit/deadline';
+import { dueAt, recordOverdue, waitWithDeadline } from '../workflow-kit/deadline';
 import { runContracts, runFanOutWorkflow, workflowKind } from '../kinds/workflow-table';
 import { agentBackedStage, prepareAttempt, withAttemptTimeout } from './stage-attempt';
-import { announced, overdue } from './review-attention';
+import { announced } from './review-attention';
 import type { AttemptLog, EngineRules, StageRun } from './stage-run';
 
 // A local activity: storing an approved edit needs only the worker's blob store, no task-queue round trip.
@@ -385,7 +385,8 @@ export async function review(
     limitSummary: `${stage.name} · review TTL`,
     sla,
     slaSummary: `${stage.name} · review SLA`,
-    onOverdue: () => overdue(run, pending, sla!, said),
+    onOverdue: () =>
+      recordOverdue(run, pending, sla!, `${stage.name}'s review`, said && ((message) => said('overdue', message))),
   });
   // A review that arrived wins even if the TTL timer fired in the same activation.
   const resolution = run.resolutions.get(stage.name);

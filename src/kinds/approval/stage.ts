@@ -35,7 +35,7 @@ import { truncateText } from '../../model/limits';
 import type { StageSpec } from '../../model/pipeline';
 import type { Artefact, Json } from '../../model/shapes';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../../model/state';
-import { announceQuietly, ownDecisionKey } from '../../notify/announce';
+import { decisionAnnouncer, type Announcer } from '../../notify/announce';
 import { describeFailure, now, retryPolicyOf, type StageKindRun } from '../../workflow-kit/common';
 
 /**
@@ -92,7 +92,7 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   if (requests.length > 0) st.status = 'waiting_approval';
   announceRequests(run, requests);
   const said = requests.length > 0 ? batchAnnouncer(run, requests) : undefined;
-  if (said) await said('decision_owed', `${stage.name}: ${owedLine(requests)}`);
+  if (said) await said('decision_owed', truncateText(`${stage.name}: ${owedLine(requests)}`, 500));
 
   const pending = new PendingApprovals(run, created.config);
   await Promise.all(requests.map((request) => pending.lifecycle(request)));
@@ -158,21 +158,14 @@ function announceRequests(run: ApprovalRun, requests: readonly ApprovalRequest[]
  * when they are made and one `decided` when all are settled, however many there are (a step can ask 1,000 at once),
  * keyed by the first request's decision (its link opens that request); else undefined.
  */
-function batchAnnouncer(run: ApprovalRun, requests: readonly ApprovalRequest[]) {
+function batchAnnouncer(run: ApprovalRun, requests: readonly ApprovalRequest[]): Announcer | undefined {
   if (run.announces !== true) return undefined;
   const first = requests[0]!;
-  return (event: 'decision_owed' | 'decided', message: string) =>
-    announceQuietly({
-      event,
-      key: ownDecisionKey('approval', first.id),
-      itemId: run.itemId,
-      pipeline: run.pipeline,
-      stage: run.stage.name,
-      kind: 'approval',
-      ...(first.reviewers !== undefined ? { reviewers: first.reviewers } : {}),
-      message: truncateText(message, 500),
-      requestedAt: first.createdAt,
-    });
+  const { itemId, pipeline, stage } = run;
+  return decisionAnnouncer(
+    { kind: 'approval', subject: first.id, itemId, pipeline, stage: stage.name, requestedAt: first.createdAt },
+    () => first.reviewers,
+  );
 }
 
 /** "1 approval request owed: <summary>" / "12 approval requests owed; the first: <summary>". */

@@ -6,9 +6,8 @@
  * gate's feedback on the request. Workflow code: deterministic.
  */
 import { ApplicationFailure } from '@temporalio/workflow';
-import { announceQuietly, ownDecisionKey } from '../../notify/announce';
-import { now } from '../../workflow-kit/common';
-import { breach, dueAt, waitWithDeadline } from '../../workflow-kit/deadline';
+import { decisionAnnouncer } from '../../notify/announce';
+import { dueAt, recordOverdue, waitWithDeadline } from '../../workflow-kit/deadline';
 import type { QualityFeedback } from '../../model/shapes';
 import type { HumanRequest, StageActivityResult } from '../../model/state';
 import type { StageKindRun } from '../../workflow-kit/common';
@@ -26,28 +25,6 @@ function feedbackLine(feedback: QualityFeedback | null | undefined): string | un
   const guidance =
     given === undefined || given === null ? '' : ` ${typeof given === 'string' ? given : JSON.stringify(given)}`;
   return `${feedback.summary}${failed}${guidance}`.slice(0, 1_000);
-}
-
-/** Announces the request's events when the item announces (see notify/announce.ts); else undefined. */
-function announcer(run: StageKindRun, request: HumanRequest) {
-  if (run.announces !== true) return undefined;
-  return (
-    event: 'decision_owed' | 'overdue' | 'decided',
-    message: string,
-    extra: { decidedBy?: string; outcome?: string } = {},
-  ) =>
-    announceQuietly({
-      event,
-      key: ownDecisionKey('human', request.stage),
-      itemId: run.itemId,
-      pipeline: run.pipeline,
-      stage: request.stage,
-      kind: 'human',
-      ...(request.reviewers !== undefined ? { reviewers: request.reviewers } : {}),
-      message,
-      requestedAt: request.requestedAt,
-      ...extra,
-    });
 }
 
 /** Asks a person for the stage's output and waits for it; their rejection fails the stage. */
@@ -78,7 +55,19 @@ export async function runHumanStage(run: StageKindRun): Promise<StageActivityRes
     { stage: request.stage, attempt: request.attempt },
   );
   run.touch();
-  const say = announcer(run, request);
+  const say = run.announces
+    ? decisionAnnouncer(
+        {
+          kind: 'human',
+          subject: request.stage,
+          itemId: run.itemId,
+          pipeline: run.pipeline,
+          stage: request.stage,
+          requestedAt: request.requestedAt,
+        },
+        () => request.reviewers,
+      )
+    : undefined;
   if (say) await say('decision_owed', `${request.stage}: waiting for a person's output`);
   await waitWithDeadline({
     decided: () => request.status !== 'pending',
@@ -86,16 +75,14 @@ export async function runHumanStage(run: StageKindRun): Promise<StageActivityRes
     limitSummary: '',
     sla: run.stage.reviewSla,
     slaSummary: `${request.stage} · review SLA`,
-    onOverdue: async () => {
-      const message = breach(request, run.stage.reviewSla!, `${request.stage}'s request for a person's output`, now());
-      run.emit('ReviewOverdue', message, {
-        stage: request.stage,
-        attempt: request.attempt,
-        details: { dueAt: request.dueAt!, ...(request.escalated ? { escalatedTo: request.escalated.to } : {}) },
-      });
-      run.touch();
-      if (say) await say('overdue', message);
-    },
+    onOverdue: () =>
+      recordOverdue(
+        run,
+        request,
+        run.stage.reviewSla!,
+        `${request.stage}'s request for a person's output`,
+        say && ((message) => say('overdue', message)),
+      ),
   });
   st.status = 'running';
   run.touch();
