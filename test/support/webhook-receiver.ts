@@ -1,6 +1,7 @@
 /**
  * A local webhook receiver for the notification tests (node:http on 127.0.0.1): it records every POST (path,
- * headers, raw body), answers with the status the test sets, and can be taken down and brought back on its port.
+ * headers, raw body), answers with the status the test sets, can hold its answers (a POST stays in flight), and can
+ * be taken down and brought back on its port.
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,7 +21,22 @@ export class WebhookReceiver {
   /** The status answered: 200 unless a test says otherwise. */
   status = 200;
   private server: Server | undefined;
+  /** While set, POSTs are recorded when their body arrives but answered only once it resolves. */
+  private held: Promise<void> | undefined;
   port = 0;
+
+  /**
+   * Holds every answer from now on until the returned function is called: the sender's POST stays in flight (a
+   * sender that dies meanwhile never gets its answer).
+   */
+  hold(): () => void {
+    let release = (): void => undefined;
+    this.held = new Promise<void>((resolve) => (release = resolve));
+    return () => {
+      this.held = undefined;
+      release();
+    };
+  }
 
   /** Starts listening (on the port it had before, once it has one). */
   async up(): Promise<void> {
@@ -34,8 +50,13 @@ export class WebhookReceiver {
           body: Buffer.concat(chunks).toString('utf8'),
           at: Date.now(),
         });
-        response.writeHead(this.status, { 'content-type': 'text/plain' });
-        response.end(this.status < 300 ? 'ok' : 'not now');
+        const answer = (): void => {
+          if (request.socket.destroyed) return; // the sender went away while its answer was held
+          response.writeHead(this.status, { 'content-type': 'text/plain' });
+          response.end(this.status < 300 ? 'ok' : 'not now');
+        };
+        if (this.held) void this.held.then(answer);
+        else answer();
       });
     });
     await new Promise<void>((resolve, reject) => {
