@@ -15,6 +15,7 @@ import { runDecisions } from '../support/decision-recording';
 import { recordLimiter } from '../support/limiter-recording';
 import { recordNotifier } from '../support/notifier-recording';
 import { recordItemAnnouncements, recordReviewDeadlines } from '../support/item-announce-recording';
+import { recordCancelledChildren } from '../support/busy-children';
 
 let h: Harness;
 beforeAll(async () => {
@@ -63,6 +64,22 @@ it.each([
         `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
       );
       expect(history.events!.length).toBeGreaterThan(20);
+    }
+  },
+  SCENARIO_TEST_MS,
+);
+
+// Cancelled children (issue 40): items cancelled while their TDD tree ran a call in every node and their loop
+// an iteration (the items, the tree's root and a child, the loop), on a worker of their own (held agent calls).
+it(
+  'records cancelled-children',
+  async () => {
+    for (const [name, history] of Object.entries(await recordCancelledChildren())) {
+      writeFileSync(
+        path.join(__dirname, 'histories', `${name}.json`),
+        `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
+      );
+      expect(history.events!.length).toBeGreaterThan(10);
     }
   },
   SCENARIO_TEST_MS,
