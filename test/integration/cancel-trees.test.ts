@@ -5,7 +5,7 @@
  * iteration is running. After `TreadleClient.cancel`: the item is CANCELLED with who and why, every workflow
  * under it (as visibility lists them by root) is closed as CANCELLED, each running agent call heard its abort
  * within 5 s of the request, the worker has no activity left in flight within 5 s, and the approval's action
- * never ran.
+ * never ran. Each TDD node closes after its children and says `cancelled`, as the loop does.
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -13,6 +13,7 @@ import path from 'node:path';
 import { defaultAgentProviders } from '../../src/agents';
 import { bundledActionRegistry } from '../../src/cli/bundled-examples';
 import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
+import { TreadleStatus } from '../../src/model/search-attributes';
 import { HeldCalls, HOLDING_AGENT, startBusyLoop, startBusyTree } from '../support/busy-children';
 import { eventually, startHarness, type Harness } from '../support/harness';
 import { tddRepos, type TddRepos } from '../support/tdd-fixtures';
@@ -124,8 +125,23 @@ it('cancels an item while its TDD tree works in every node and its approval wait
   expect(Object.keys(heard)).toEqual(tree.keys);
   expect(Math.max(...Object.values(heard))).toBeLessThanOrEqual(HEARD_WITHIN_MS);
   expect(idleAfter).toBeLessThanOrEqual(HEARD_WITHIN_MS);
-  // The item, the tree's root and both children: all listed under the item, all closed as cancelled.
+  // The item, the tree's root and both children: all listed under the item, all closed as cancelled, each node
+  // after its children (none left to the parent-close policy, which would terminate it) and saying so.
   await allCancelled(id, [id, ...tree.nodes]);
+  const closedAt = async (w: string) => (await h.temporal.workflow.getHandle(w).describe()).closeTime!.getTime();
+  const [root, ...children] = await Promise.all(tree.nodes.map(closedAt));
+  expect(root).toBeGreaterThanOrEqual(Math.max(...children));
+  expect(await closedAt(id)).toBeGreaterThanOrEqual(root!);
+  for (const node of tree.nodes) {
+    const { status, error } = await h.client.getTddState(node);
+    const published = (await h.temporal.workflow.getHandle(node).describe()).typedSearchAttributes.get(TreadleStatus);
+    expect({ node, status, error, published }).toEqual({
+      node,
+      status: 'cancelled',
+      error: 'cancelled',
+      published: 'cancelled',
+    });
+  }
 
   // The approval request waiting beside the tree ended cancelled, and its action never ran.
   const state = await h.client.getState(id);
@@ -145,4 +161,9 @@ it('cancels an item while its loop stage runs an iteration: the loop workflow cl
   expect(heard[key]).toBeLessThanOrEqual(HEARD_WITHIN_MS);
   expect(idleAfter).toBeLessThanOrEqual(HEARD_WITHIN_MS);
   await allCancelled(id, [id, `${id}.work.1`]);
+  // The loop says it was cancelled, in its state and where the listings look.
+  const [loop] = await h.client.loops(id);
+  expect(loop).toMatchObject({ workflowId: `${id}.work.1`, state: { status: 'cancelled', iteration: 0 } });
+  const description = await h.temporal.workflow.getHandle(`${id}.work.1`).describe();
+  expect(description.typedSearchAttributes.get(TreadleStatus)).toBe('cancelled');
 });

@@ -54,6 +54,17 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(expect.arrayContaining(['cancelled-by-person.json']));
   // Issue 40's engine-8 item that announces: a review owed, decided, and the item failed.
   expect(files).toEqual(expect.arrayContaining(['item-announces.json']));
+  // Issue 40: a TDD tree and a loop cancelled with their items mid-call, before and after they end `cancelled`.
+  expect(files).toEqual(
+    expect.arrayContaining([
+      'cancelled-tree.json',
+      'cancelled-tree.build.1.json',
+      'cancelled-tree.build.1.cx.json',
+      'cancelled-loop.json',
+      'cancelled-loop.work.1.json',
+    ]),
+  );
+  expect(files.filter((f) => f.startsWith(`before-cancelled-status${path.sep}`)).length).toBeGreaterThanOrEqual(3);
   expect(files.filter((f) => !f.includes(path.sep)).length).toBeGreaterThanOrEqual(10);
 });
 

@@ -160,7 +160,7 @@ export interface LoopState {
   itemId: string;
   stage: string;
   session: string;
-  status: 'running' | 'waiting_queue' | 'failed' | 'completed' | 'stopped';
+  status: 'running' | 'waiting_queue' | 'failed' | 'completed' | 'stopped' | 'cancelled';
   iteration: number;
   maxIterations: number;
   termination: Termination;

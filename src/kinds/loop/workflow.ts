@@ -19,6 +19,7 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   TemporalFailure,
   proxyActivities,
   setCurrentDetails,
@@ -70,6 +71,9 @@ import { Publications, pendingDecisionSet, reviewsMemo } from '../../workflow-ki
 
 /** The listing's pipeline name for loop stages. */
 export const LOOP_PIPELINE_NAME = 'loop';
+
+/** The patch after which a cancelled loop publishes `cancelled` (docs/versioning.md), not the status it had. */
+export const LOOP_CANCELLED_PATCH = 'loop-cancelled-status';
 
 const housekeeping = proxyActivities<{
   [LOOP_CHECK_QUEUE_ACTIVITY]: (input: { planRef: string }) => Promise<QueueReading>;
@@ -270,6 +274,12 @@ class LoopRun {
         if (verdict.next === 'stop') break;
       }
     } catch (error) {
+      if (isCancellation(error) && patched(LOOP_CANCELLED_PATCH)) {
+        // Said where listings look; a failure it waited with is no longer pending, so it leaves them.
+        state.status = 'cancelled';
+        this.pendingFailure = undefined;
+        this.publish();
+      }
       // An abandoned loop already says why; a continue-as-new or a cancellation is not a failure; an error that
       // is no Temporal failure (a bug in workflow code) fails the workflow task, which Temporal retries until a
       // fixed worker runs it. Any other (an iteration that failed for good: its worker lost three times, a full

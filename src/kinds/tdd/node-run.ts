@@ -8,6 +8,7 @@ import {
   condition,
   isCancellation,
   getExternalWorkflowHandle,
+  patched,
   setCurrentDetails,
   setHandler,
   TemporalFailure,
@@ -56,6 +57,13 @@ import { tddStateQuery } from './messages';
 import { HumanReviews, type ReviewingNode } from './human-review';
 import { MergeHandshake, treeFailure, type MergingNode } from './merge-handshake';
 import { describeRoute, renderDetails, signalOf } from './node-view';
+
+/**
+ * The patch after which a cancelled node ends `cancelled` (not `failed`, error `cancelled`) and only once its
+ * running children have closed, so that none is left to the parent-close policy, which terminates it
+ * (docs/versioning.md: `patched()` for tddNode; older histories in test/replay/histories/before-cancelled-status/).
+ */
+export const TDD_CANCELLED_PATCH = 'tdd-cancelled-status';
 
 /** One run of a TDD node: its state, its handlers and its walk of the graph. */
 export class TddNodeRun implements ReviewingNode, MergingNode {
@@ -174,12 +182,13 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
 
   /**
    * A node that cannot go on (its worker refuses the repository or the test command, an activity failed for
-   * good, the node was cancelled) still ends where users look: failed, with the event and its status
-   * published; its running children are stopped, as when it fails by the graph.
+   * good, the node was cancelled) still ends where users look: failed (cancelled, from the patch on), with the
+   * event and its status published; its running children are stopped, as when it fails by the graph.
    */
   private async failed(error: unknown): Promise<never> {
     const { input, state } = this;
-    state.status = 'failed';
+    const cancelled = isCancellation(error) && patched(TDD_CANCELLED_PATCH);
+    state.status = cancelled ? 'cancelled' : 'failed';
     state.phase = 'done';
     state.pendingReviews = [];
     state.error = isCancellation(error) ? 'cancelled' : describeFailure(error);
@@ -187,7 +196,7 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
     const used = isCancellation(error) ? undefined : usageReported(error);
     if (used) state.usage = addTotals(state.usage, used);
     state.completedAt = now();
-    this.emit('ItemFailed', `${input.nodePath} failed: ${state.error}`);
+    this.emit('ItemFailed', cancelled ? `${input.nodePath} cancelled` : `${input.nodePath} failed: ${state.error}`);
     await CancellationScope.nonCancellable(async () => {
       this.publish();
       for (const child of state.children) {
@@ -197,6 +206,8 @@ export class TddNodeRun implements ReviewingNode, MergingNode {
             .cancel()
             .catch(() => undefined);
       }
+      // Cancelled, the node closes after its children (each watched till its end): none is left to be terminated.
+      if (cancelled) await condition(() => !state.children.some((c) => c.status === 'running'));
     });
     // A cancellation stays one (Temporal keeps no details with it, so its calls go uncounted), and an error
     // that is no Temporal failure (a bug in workflow code) fails the workflow task, which Temporal retries
