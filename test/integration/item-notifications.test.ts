@@ -11,7 +11,9 @@ import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { notifierWorkflowId } from '../../src/notify/shapes';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { FAILING_LOOP_INPUT, FAILING_LOOP_SPEC, loopFailed } from '../support/decision-recording';
 import { noteActions } from '../support/pipelines';
+import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
 import { WebhookReceiver } from '../support/webhook-receiver';
 
 const receiver = new WebhookReceiver();
@@ -21,8 +23,13 @@ const PIPELINE = 'item-notify-i40';
 let withFile: Harness;
 let withoutFile: Harness;
 
+let repos: TddRepos;
+
 beforeAll(async () => {
   await receiver.up();
+  // Loop stages work in a workspace of their own; TDD trees in repositories under TREADLE_TDD_REPOS.
+  process.env.TREADLE_LOOP_WORKSPACE = mkdtempSync(path.join(os.tmpdir(), 'item-notify-loops-'));
+  repos = tddRepos('item-notify-tdd-');
   const file = path.join(dir, 'notify.yaml');
   writeFileSync(
     file,
@@ -47,6 +54,8 @@ afterAll(async () => {
   await withFile?.shutdown();
   await withoutFile?.shutdown();
   await receiver.down();
+  repos?.remove();
+  delete process.env.TREADLE_LOOP_WORKSPACE;
   for (const name of ['ITEM_HOOK_SECRET', 'TREADLE_NOTIFY', 'TREADLE_UI_URL']) delete process.env[name];
 });
 
@@ -177,3 +186,65 @@ it("announces an approval step's requests as one batch: one decision_owed when m
   // One announcement each way, for five requests.
   expect([...ofItem('decision_owed'), ...ofItem('decided')]).toHaveLength(2);
 }, 120_000);
+
+it("announces a failed loop's decision and a TDD tree's human step inside an announcing item, and their answers", async () => {
+  const h = withFile;
+  const ofWorkflow = (workflowId: string, event: string) =>
+    receiver
+      .on('/hooks')
+      .map((r) => JSON.parse(r.body) as Record<string, unknown>)
+      .filter((body) => body.workflowId === workflowId && body.event === event);
+  const arrived = (workflowId: string, event: string) =>
+    eventually(
+      async () => (ofWorkflow(workflowId, event).length > 0 ? ofWorkflow(workflowId, event) : undefined),
+      90_000,
+      `${event} from ${workflowId}`,
+    );
+
+  // A loop whose first iteration fails: its decision is the loop workflow's own (resume or abandon).
+  const loopItem = h.id('loop');
+  await h.client.start(FAILING_LOOP_SPEC, FAILING_LOOP_INPUT, { id: loopItem });
+  await loopFailed(h, loopItem, false);
+  const loop = `${loopItem}.work.1`;
+  const [owed] = await arrived(loop, 'decision_owed');
+  expect(owed).toMatchObject({
+    key: decisionKey(loop, 'loop', 'work'),
+    kind: 'loop',
+    itemId: loopItem,
+    pipeline: FAILING_LOOP_SPEC.name,
+    stage: 'work',
+  });
+  await h.client.resumeLoop(loopItem, { action: 'abandon', reason: 'not now', by: 'alice' });
+  const [decided] = await arrived(loop, 'decided');
+  expect(decided).toMatchObject({ key: owed!.key, decidedBy: 'alice', outcome: 'abandon' });
+
+  // A TDD tree whose Impl is Stuck: the node's human step, then the guidance that answers it.
+  const l = leaf('stuckleaf');
+  const repo = await repos.create('stuckleaf');
+  const replies = {
+    'stuckleaf.scaffold': [l.initWork],
+    'stuckleaf.tddWriteTests': [l.testsReady],
+    'stuckleaf.impl': [l.stuck, l.testsPassed],
+    'stuckleaf.tddReviewImpl': [l.approved],
+    'stuckleaf.merger': [l.mergeComplete],
+  };
+  const treeItem = h.id('tdd');
+  await h.client.start(
+    { name: PIPELINE, stages: [{ name: 'build', run: 'tdd', with: { spec: l.spec, repo, replies } }] },
+    null,
+    { id: treeItem },
+  );
+  const tree = `${treeItem}.build.1`;
+  const [stuck] = await arrived(tree, 'decision_owed');
+  expect(stuck).toMatchObject({
+    key: decisionKey(tree, 'tdd', 'impl'),
+    kind: 'tdd',
+    itemId: treeItem,
+    pipeline: PIPELINE,
+  });
+  expect(stuck!.message).toMatch(/^impl waits for a human \(stuck\): /);
+  await h.client.review(tree, 'impl', { kind: 'approve', note: 'return the constant 1' }, 'alice');
+  const [answered] = await arrived(tree, 'decided');
+  expect(answered).toMatchObject({ key: stuck!.key, decidedBy: 'alice', outcome: 'answer' });
+  expect((await h.client.result(treeItem)).status).toBe('completed');
+}, 240_000);

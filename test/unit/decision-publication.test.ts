@@ -15,7 +15,7 @@ import {
 } from '../../src/model/state';
 import { engineForAttributes } from '../../src/server/search-attributes';
 import { engineRules } from '../../src/workflows/legacy';
-import { failedLoopReview } from '../../src/kinds/loop/workflow';
+import { failedLoopReview } from '../../src/kinds/loop/failure';
 import { NO_PENDING_DECISIONS, Publications, pendingDecisionSet, reviewsMemo } from '../../src/workflow-kit/publishing';
 
 const review = (stage: string, requestedAt: string, extra: Partial<PendingReview> = {}): PendingReview => ({

@@ -76,6 +76,11 @@ export interface LoopStageInput {
    * `treadleReviews` memo, `TreadlePendingReviews`, `TreadleDecisionAt`). Kept across continue-as-new.
    */
   publishesDecisions?: boolean;
+  /**
+   * Set by work items that announce (engine 8 with a notifications file): a failure waiting to be resumed is
+   * announced to webhooks (`decision_owed`, then `decided`). Kept across continue-as-new.
+   */
+  announces?: boolean;
 }
 
 /** What the workflow needs of the stage's plan (the whole plan, prompt included, is in the blob store). */

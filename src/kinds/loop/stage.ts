@@ -77,6 +77,7 @@ export async function runLoopStage(run: StageKindRun, stageIndex: number): Promi
         plan: prepared.plan,
         ...(run.state.correlationId !== undefined ? { correlationId: run.state.correlationId } : {}),
         ...(run.publishesDecisions === true ? { publishesDecisions: true } : {}),
+        ...(run.announces === true ? { announces: true } : {}),
       },
     ],
     staticSummary: `loop stage ${stage.name} of ${run.itemId}`,

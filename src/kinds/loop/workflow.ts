@@ -43,15 +43,15 @@ import {
   LOOP_ITERATION_ACTIVITY,
   LOOP_WRITE_STATE_ACTIVITY,
 } from '../../model/activity-types';
-import { MAX_REVIEW_NOTE_CHARS, STEP_HEARTBEAT_TIMEOUT, truncateText } from '../../model/limits';
+import { STEP_HEARTBEAT_TIMEOUT } from '../../model/limits';
 import { addTotals } from '../../engine/usage';
 import type { PendingReview } from '../../model/state';
+import { failedLoopReview, loopAnnouncer, noteProblem } from './failure';
 import { describeFailure, failureWithUsage, now, usageReported } from '../../workflow-kit/common';
 import {
   iterationDir,
   KEPT_ITERATIONS,
   type LoopCarry,
-  type LoopFailure,
   type LoopIterationInput,
   type LoopIterationResult,
   type LoopResult,
@@ -324,8 +324,12 @@ class LoopRun {
     await this.writeState({ status: 'failed', failure: carry.failure });
     const pausedAt = Date.now();
     this.resumeRequest = undefined;
+    const said = loopAnnouncer(input, this.pendingFailure);
+    if (said) await said('decision_owed', `${input.stage}: ${this.pendingFailure.message}`);
     await condition(() => this.resumeRequest !== undefined);
     const request = this.resumeRequest!;
+    const by = request.by !== undefined ? { decidedBy: request.by } : {};
+    if (said) await said('decided', `${input.stage}: ${request.action}`, { ...by, outcome: request.action });
     carry.lastResume = {
       action: request.action,
       iteration,
@@ -469,32 +473,4 @@ function renderDetails(state: LoopState): string {
       ...recent.map((r) => `| ${r.iteration} | ${r.decision} | ${r.summary.replace(/\|/g, '/').slice(0, 120)} |`),
     );
   return lines.join('\n');
-}
-
-/** A failed loop as a pending decision, in the shape the reviews memo lists (engine 7's flagged loops). */
-export function failedLoopReview(
-  input: Pick<LoopStageInput, 'stage' | 'itemId'>,
-  iteration: number,
-  error: Pick<LoopFailure['error'], 'type' | 'message'>,
-): PendingReview {
-  return {
-    stage: input.stage,
-    reason: 'loop_failed',
-    message: truncateText(`iteration ${iteration}: ${error.type}: ${error.message}`),
-    requestedAt: now(),
-    attempt: iteration,
-    itemId: input.itemId,
-  };
-}
-
-/** Why a resume request's note is refused (it goes only with a resume, as non-empty text of at most 4 KiB); none when fine. */
-function noteProblem(request: { action?: string; note?: unknown }): string | undefined {
-  const { note } = request;
-  if (note === undefined) return undefined;
-  if (typeof note !== 'string' || note.trim() === '')
-    return `note must say what the rerun iteration should change (non-empty text), not ${JSON.stringify(note)}`;
-  if (note.length > MAX_REVIEW_NOTE_CHARS)
-    return `the note is ${note.length} characters, over the ${MAX_REVIEW_NOTE_CHARS} a resume note may have; shorten it`;
-  if (request.action === 'abandon') return 'a note goes with a resume, not an abandon (give the reason instead)';
-  return undefined;
 }

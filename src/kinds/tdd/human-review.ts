@@ -6,6 +6,7 @@
 import { ApplicationFailure, condition, setHandler } from '@temporalio/workflow';
 import { checkReview } from '../../engine/review';
 import { truncateText } from '../../model/limits';
+import { decisionAnnouncer, type Announcer } from '../../notify/announce';
 import { now } from '../../workflow-kit/common';
 import { resolveReviewUpdate, reviewSignal } from '../../workflow-kit/messages';
 import type { HumanAnswer } from './routes';
@@ -21,7 +22,7 @@ export interface ReviewingNode {
   readonly info: { workflowId: string };
   readonly state: TddNodeState;
   readonly settings: TddNodeInput['settings'];
-  readonly input: Pick<TddNodeInput, 'itemId'>;
+  readonly input: Pick<TddNodeInput, 'itemId' | 'announce'>;
   emit(type: EventType, message: string, fields?: Partial<TreadleEvent>): void;
   publish(): void;
 }
@@ -116,6 +117,8 @@ export class HumanReviews {
     this.reviewer = undefined;
     node.emit('ReviewRequested', `${stage} waits for a human (${reason}): ${message}`, { stage });
     node.publish();
+    const said = this.announcer(stage, state.pendingReviews[0]!.requestedAt);
+    if (said) await said('decision_owed', `${stage} waits for a human (${reason}): ${truncateText(message, 300)}`);
     const answered = settings.humanTtlSeconds
       ? await condition(() => this.answer !== undefined, settings.humanTtlSeconds * 1000)
       : await condition(() => this.answer !== undefined).then(() => true);
@@ -135,6 +138,27 @@ export class HumanReviews {
         ? { stage }
         : { stage, details: { reviewer: this.reviewer } },
     );
+    if (said) {
+      const by = this.reviewer !== undefined ? { decidedBy: this.reviewer } : {};
+      await said('decided', `${stage}: ${answer.kind}`, { ...by, outcome: answer.kind });
+    }
     return answer;
+  }
+
+  /** The announcer of this node's human step when its work item announces (see TddNodeInput.announce). */
+  private announcer(stage: string, requestedAt: string): Announcer | undefined {
+    const { input, info } = this.node;
+    if (input.announce === undefined) return undefined;
+    return decisionAnnouncer(
+      {
+        kind: 'tdd',
+        subject: stage,
+        itemId: input.itemId ?? info.workflowId,
+        pipeline: input.announce.pipeline,
+        stage,
+        requestedAt,
+      },
+      () => undefined,
+    );
   }
 }

@@ -191,6 +191,7 @@ export class MergeHandshake {
             parentWorkflowId: info.workflowId,
             ...(input.failAsWorkflow ? { failAsWorkflow: true } : {}),
             ...(input.itemId !== undefined ? { itemId: input.itemId } : {}),
+            ...(input.announce !== undefined ? { announce: input.announce } : {}),
           },
         ],
       });

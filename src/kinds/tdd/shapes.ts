@@ -124,6 +124,11 @@ export interface TddNodeInput {
   failAsWorkflow?: boolean;
   /** The work item whose `tdd` stage started the tree (engine 7), for listings; absent for `treadle tdd` trees. */
   itemId?: string;
+  /**
+   * Set when that work item announces (engine 8 with a notifications file): the tree's human steps are announced
+   * to webhooks under the item's pipeline (`decision_owed`, then `decided`). Passed to children.
+   */
+  announce?: { pipeline: string };
 }
 
 /** The failure type a flagged TDD node that did not merge ends with; its first detail is its TddNodeResult. */

@@ -31,9 +31,11 @@ export async function runTddTree({ run, engine }: KindAttempt): Promise<StageAct
   const flagged = engine.failsWorkflow ? { failAsWorkflow: true } : {};
   // Engine 7 names the item, so the tree's human steps list under it.
   const listed = engine.publishesDecisions ? { itemId: run.itemId } : {};
+  // Engine 8 with a notifications file announces the tree's human steps too.
+  const announced = run.announces === true ? { announce: { pipeline: run.pipeline } } : {};
   const result = await executeChild(tddNode, {
     workflowId: treeId,
-    args: [{ ...input, ...flagged, ...listed }],
+    args: [{ ...input, ...flagged, ...listed, ...announced }],
     ...(taskQueue !== undefined ? { taskQueue } : {}),
   }).catch((error: unknown) => resultOfFailure<TddNodeResult>(error, TDD_TREE_FAILED) ?? Promise.reject(error));
   // The tree's model calls count for the item (usage, token budget) either way: their totals, as a batch without records.
