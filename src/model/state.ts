@@ -102,6 +102,8 @@ export interface ApprovalRequest {
   /** The group it is addressed to now (the escalation group once escalated). */
   reviewers?: string;
   escalated?: boolean;
+  /** When it becomes overdue: the stage's `review_sla` after the request (issue 40). */
+  dueAt?: string;
   decidedAt?: string;
   decidedBy?: string;
   reason?: string;

@@ -14,6 +14,7 @@ import { decisionKey, isOverdue, type PendingDecision } from '../../src/model/de
 import { notifierWorkflowId } from '../../src/notify/shapes';
 import { runTreadle, showRun } from '../support/cli';
 import { eventually, startHarness, type Harness } from '../support/harness';
+import { noteActions } from '../support/pipelines';
 import { WebhookReceiver } from '../support/webhook-receiver';
 
 const receiver = new WebhookReceiver();
@@ -31,7 +32,7 @@ beforeAll(async () => {
   );
   Object.assign(process.env, { SLA_HOOK_SECRET: 'sla-key', TREADLE_NOTIFY: file });
   // The worker reads TREADLE_NOTIFY when it is created.
-  h = await startHarness();
+  h = await startHarness({ approvalActions: noteActions });
   delete process.env.TREADLE_NOTIFY;
 });
 
@@ -168,4 +169,55 @@ it('a review answered before its deadline is never overdue; a stage asked again 
   expect(received(key, 'overdue')).toEqual([]);
   const rounds = received(key, 'decision_owed').map(({ body }) => body.requestedAt);
   expect(new Set(rounds).size).toBe(2);
+}, 120_000);
+
+it("an approval step's requests past their deadline are handed over together and the batch is announced overdue once", async () => {
+  const spec = {
+    name: PIPELINE,
+    stages: [
+      { name: 'draft', run: 'scripted' },
+      {
+        name: 'approve',
+        run: 'approval',
+        depends_on: ['draft'],
+        with: { action: 'note', items: 'notes', reviewers: 'legal' },
+        review_sla: '2s',
+        on_breach: { escalate_to: 'leads' },
+      },
+    ],
+  };
+  const notes = [{ title: 'one' }, { title: 'two' }, { title: 'three' }];
+  const id = h.id('approvals');
+  await h.client.start(spec, { script: { draft: [{ output: { notes } }] } }, { id });
+  const ofItem = (event: string) =>
+    receiver
+      .on('/hooks')
+      .map((r) => JSON.parse(r.body) as Record<string, unknown>)
+      .filter((body) => body.itemId === id && body.event === event);
+  const [owed] = await eventually(
+    async () => (ofItem('decision_owed').length > 0 ? ofItem('decision_owed') : undefined),
+    60_000,
+    'the batch owed',
+  );
+  const [overdue] = await arrived(owed!.key as string, 'overdue');
+  expect(overdue!.body).toMatchObject({ kind: 'approval', reviewers: 'leads' });
+  expect(overdue!.body.message).toMatch(/^approval \S+ is overdue: no decision within 2s; handed to leads$/);
+  // Every request handed over, each overdue in the listing; one announcement for the batch.
+  const rows = await eventually(
+    async () => {
+      const listed = (await h.client.listPendingDecisions({ kinds: ['approval'] })).filter((d) => d.itemId === id);
+      return listed.length === notes.length && listed.every((d) => d.reviewers === 'leads') ? listed : undefined;
+    },
+    30_000,
+    'the requests handed to leads',
+  );
+  for (const row of rows) {
+    expect(isOverdue(row, Date.now())).toBe(true);
+    expect(row.approval?.escalated).toBe(true);
+  }
+  const state = await h.client.getState(id);
+  expect(state.events.filter((e) => e.type === 'ReviewOverdue')).toHaveLength(notes.length);
+  for (const row of rows) await h.client.decide(row.key, { action: 'approve' }, 'lee');
+  expect((await h.client.result(id)).status).toBe('completed');
+  expect(ofItem('overdue')).toHaveLength(1);
 }, 120_000);

@@ -21,6 +21,7 @@ export function approvalDecision(source: DecisionSource, request: ApprovalsMemo[
     requestedAt: request.createdAt,
     ...(request.expiresAt ? { expiresAt: request.expiresAt } : {}),
     ...(request.reviewers ? { reviewers: request.reviewers } : {}),
+    ...(request.dueAt ? { dueAt: request.dueAt } : {}),
     approval: {
       id: request.id,
       actionType: request.actionType,

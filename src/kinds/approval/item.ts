@@ -64,10 +64,11 @@ function decideApproval(item: KindItemContext, payload: unknown): ReturnType<typ
 export function approvalsPublication(state: WorkItemState): KindPublication | undefined {
   const { approvals } = state;
   if (approvals === undefined) return undefined;
-  const pending = approvals.filter((r) => r.status === 'pending').map((r) => r.id);
-  const watched = pending.slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
+  const waiting = approvals.filter((r) => r.status === 'pending');
+  const watched = waiting.map((r) => r.id).slice(0, MAX_APPROVAL_IDS_ATTRIBUTE);
   return {
-    pending,
+    // A request with a deadline (issue 40) handed to another group is a change the inbox's delta must see.
+    pending: waiting.map((r) => (r.dueAt !== undefined && r.escalated ? `${r.id}:${r.reviewers ?? ''}` : r.id)),
     attribute: {
       // When to upsert stays what it was (commands replay): the pending ids decide. The value also names
       // decided requests, newest first, so a decision on one finds its item and hears how it was decided
@@ -83,7 +84,7 @@ export function approvalsPublication(state: WorkItemState): KindPublication | un
       },
     },
     memo: { [APPROVALS_MEMO_KEY]: approvalsMemoOf(state) },
-    ...(pending.length > 0 ? { details: approvalDetails(approvals) } : {}),
+    ...(waiting.length > 0 ? { details: approvalDetails(approvals) } : {}),
   };
 }
 

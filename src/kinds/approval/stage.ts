@@ -36,6 +36,7 @@ import type { StageSpec } from '../../model/pipeline';
 import type { Artefact, Json } from '../../model/shapes';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../../model/state';
 import { decisionAnnouncer, type Announcer } from '../../notify/announce';
+import { dueAt, recordOverdue, type DeadlineFields } from '../../workflow-kit/deadline';
 import { describeFailure, now, retryPolicyOf, type StageKindRun } from '../../workflow-kit/common';
 
 /**
@@ -94,7 +95,7 @@ export async function runApprovalStage(run: ApprovalRun): Promise<StageActivityR
   const said = requests.length > 0 ? batchAnnouncer(run, requests) : undefined;
   if (said) await said('decision_owed', truncateText(`${stage.name}: ${owedLine(requests)}`, 500));
 
-  const pending = new PendingApprovals(run, created.config);
+  const pending = new PendingApprovals(run, created.config, said);
   await Promise.all(requests.map((request) => pending.lifecycle(request)));
   st.status = 'running';
   run.touch();
@@ -138,6 +139,7 @@ function pendingRequests(
     createdAt: now(),
     ...(config.ttlMs !== null ? { expiresAt: new Date(Date.now() + config.ttlMs).toISOString() } : {}),
     ...(config.reviewers !== undefined ? { reviewers: config.reviewers } : {}),
+    ...(run.stage.reviewSla !== undefined ? { dueAt: dueAt(now(), run.stage.reviewSla) } : {}),
   }));
 }
 
@@ -211,17 +213,26 @@ class PendingApprovals {
   stopped: ApprovalRequest | undefined;
   private freeSlots = MAX_CONCURRENT_ACTIONS;
 
+  /** Whether the batch's `overdue` was announced (once, for the first request past its deadline). */
+  private overdueSaid = false;
+
   constructor(
     private readonly run: ApprovalRun,
     private readonly config: ApprovalStageConfig,
+    private readonly said: Announcer | undefined,
   ) {}
 
-  /** One request: wait for a decision (escalating or expiring on its TTL), then run its action if approved. */
+  /**
+   * One request: wait for a decision (overdue past the stage's `review_sla`, escalating or expiring on its TTL),
+   * then run its action if approved.
+   */
   async lifecycle(request: ApprovalRequest): Promise<void> {
     const { config } = this;
     const decidedOrStopped = (): boolean => request.status !== 'pending' || this.stopped !== undefined;
+    // Without a deadline nothing waits here and the TTL is whole: the commands every earlier history has.
+    const waited = request.dueAt !== undefined ? await this.untilDeadline(request, decidedOrStopped) : 0;
     if (config.ttlMs === null) await condition(decidedOrStopped);
-    else if (!(await condition(decidedOrStopped, config.ttlMs))) {
+    else if (!(await condition(decidedOrStopped, Math.max(1, config.ttlMs - waited)))) {
       if (config.escalation) {
         this.escalate(request, config.escalation, config.ttlMs);
         if (!(await condition(decidedOrStopped, config.escalation.ttlMs)))
@@ -250,6 +261,39 @@ class PendingApprovals {
       this.freeSlots++;
     }
     this.run.touch();
+  }
+
+  /**
+   * Waits until the request is decided or its deadline (`review_sla`) passes, unless the TTL comes first; past it,
+   * the request is overdue (with `escalate_to`, handed to that group) and the batch says so once. Returns how long
+   * it waited, which the TTL's wait then leaves out.
+   */
+  private async untilDeadline(request: ApprovalRequest, decided: () => boolean): Promise<number> {
+    const sla = this.run.stage.reviewSla!;
+    if (this.config.ttlMs !== null && sla.afterMs >= this.config.ttlMs) return 0;
+    const started = Date.now();
+    if (await condition(decided, sla.afterMs, { summary: `${this.run.stage.name} · review SLA` }))
+      return Date.now() - started;
+    // The request keeps `escalated` as a flag (ADR-12's escalation): the breach is worked out on a copy.
+    const fields: DeadlineFields = { ...(request.reviewers !== undefined ? { reviewers: request.reviewers } : {}) };
+    const announce = this.said && !this.overdueSaid ? this.said : undefined;
+    this.overdueSaid ||= announce !== undefined;
+    await recordOverdue(
+      this.run,
+      Object.assign(fields, { stage: this.run.stage.name, attempt: this.run.attempt, dueAt: request.dueAt }),
+      sla,
+      `approval ${request.id}`,
+      async (message) => {
+        // The hand-over lands on the request (listings, answers) before anyone is told of it.
+        if (fields.escalated) {
+          request.escalated = true;
+          request.reviewers = fields.escalated.to;
+          this.run.touch();
+        }
+        if (announce) await announce('overdue', message);
+      },
+    );
+    return Date.now() - started;
   }
 
   /** No decision within the TTL: the request goes to the escalation group, with a TTL of its own. */
