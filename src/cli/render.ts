@@ -5,7 +5,7 @@ import type { LoopState } from '../kinds/loop/shapes';
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import { describePriority, hasPriority, type ItemPriority } from '../model/priority';
 import type { BlobRef, TreadleEvent } from '../model/shapes';
-import type { PendingReview, StageState, WorkItemState } from '../model/state';
+import type { HumanRequest, PendingReview, StageState, WorkItemState } from '../model/state';
 import type { ApprovalRequest } from '../kinds/approval/shapes';
 import { load } from './lazy-modules';
 
@@ -125,6 +125,8 @@ export function renderStatus(
   if (rows.length) out.push('', table(['STAGE', 'STATUS', 'ATTEMPTS', 'LAST VERDICT', 'ARTEFACT'], rows));
   if (waits.length) out.push('', ...waits.map((w) => `  ${w.stage ?? w.activityType}: ${w.line}`));
   if (state.pendingReviews.length) out.push('', renderPendingReviews(state.id, state.pendingReviews));
+  const asked = (state.humanRequests ?? []).filter((r) => r.status === 'pending');
+  if (asked.length) out.push('', renderHumanRequests(state.id, asked));
   if (state.approvals?.length) out.push('', renderApprovals(state.approvals));
   const flagged = Object.entries(state.stages).filter(([, s]) => s.qualityFlags);
   if (flagged.length) {
@@ -188,6 +190,27 @@ export function renderPendingReviews(id: string, reviews: PendingReview[]): stri
       out.push(`    ${late} ${r.dueAt}${handed}`);
     }
     out.push(`    treadle review ${id} ${r.stage} --approve | --reject REASON | --edit FILE`);
+  }
+  return out.join('\n');
+}
+
+/** Human stages waiting for a person's output (issue 40), with the command that gives it. */
+export function renderHumanRequests(id: string, requests: readonly HumanRequest[]): string {
+  const out = ["Waiting for a person's output:"];
+  for (const r of requests) {
+    const group = r.reviewers ? ` for ${r.reviewers}` : '';
+    out.push(
+      fit(`  ${r.stage} (attempt ${r.attempt}${group}): ${r.instructions ?? 'the stage output'}`, outputWidth()),
+    );
+    if (r.feedback) out.push(fit(`    the gate said: ${r.feedback}`, outputWidth()));
+    if (r.dueAt) {
+      const late = Date.parse(r.dueAt) <= Date.now() ? 'overdue since' : 'due at';
+      const handed = r.escalated
+        ? `, handed to ${r.escalated.to}${r.escalated.from ? ` from ${r.escalated.from}` : ''}`
+        : '';
+      out.push(`    ${late} ${r.dueAt}${handed}`);
+    }
+    out.push(`    treadle respond ${id} ${r.stage} --output @output.json | --reject REASON`);
   }
   return out.join('\n');
 }

@@ -25,6 +25,8 @@ export interface ReviewTarget {
   id: string;
   stages: Readonly<Record<string, { status: string; attempts: readonly AttemptRecord[] }>>;
   pendingReviews: readonly PendingReview[];
+  /** A work item's human stages' requests (issue 40): a review naming one is pointed at `treadle respond`. */
+  humanRequests?: readonly { stage: string; status: string }[];
 }
 
 /** Validates a review payload against the current state; the error names exactly what is wrong. */
@@ -45,6 +47,11 @@ export function checkReview(
     };
   }
   if (!state.pendingReviews.some((r) => r.stage === stage)) {
+    if (state.humanRequests?.some((r) => r.stage === stage && r.status === 'pending'))
+      return {
+        ok: false,
+        error: `stage "${stage}" of work item ${state.id} waits for a person's output, not a review: give it with treadle respond ${state.id} ${stage} --output @output.json (or --reject <reason>), or TreadleClient.respond`,
+      };
     const waiting = state.pendingReviews.map((r) => r.stage);
     return {
       ok: false,

@@ -10,6 +10,8 @@ import type { EventType } from '../../src/model/shapes';
 import { declaredHandlers, kindPublications, workflowKind } from '../../src/kinds/workflow-table';
 import { HUMAN_MEMO_KEY, MAX_INLINE_HUMAN_OUTPUT_BYTES, checkHumanResponse } from '../../src/kinds/human/shapes';
 import { answerProblem } from '../../src/client/decide';
+import { renderHumanRequests } from '../../src/cli/render';
+import { checkReview } from '../../src/engine/review';
 
 const SCHEMA = { type: 'object', required: ['approved'], properties: { approved: { type: 'boolean' } } };
 
@@ -167,5 +169,51 @@ describe("the human kind's part of the work item", () => {
     state.humanRequests![0]!.status = 'responded';
     const [after] = kindPublications(state);
     expect(after).toEqual({ pending: [], stages: [], memo: { [HUMAN_MEMO_KEY]: null } });
+  });
+});
+
+describe('a review or status of a human stage', () => {
+  const waiting = {
+    id: 'item-1',
+    stages: { sign_off: { status: 'waiting_review', attempts: [] }, draft: { status: 'completed', attempts: [] } },
+    pendingReviews: [],
+    humanRequests: [{ stage: 'sign_off', status: 'pending' }],
+  };
+
+  it('a review naming a stage that waits for a person is pointed at treadle respond', () => {
+    expect(checkReview(waiting, { stage: 'sign_off', outcome: { kind: 'approve' }, reviewer: 'lee' })).toEqual({
+      ok: false,
+      error:
+        'stage "sign_off" of work item item-1 waits for a person\'s output, not a review: give it with treadle respond item-1 sign_off --output @output.json (or --reject <reason>), or TreadleClient.respond',
+    });
+    // Any other stage keeps the usual answer.
+    expect(checkReview(waiting, { stage: 'draft', outcome: { kind: 'approve' }, reviewer: 'lee' })).toEqual({
+      ok: false,
+      error:
+        'stage "draft" of work item item-1 is not waiting for review (it is completed); no stage is waiting for review',
+    });
+  });
+
+  it("treadle status lists what the person is asked, the gate's word, the deadline and the command", () => {
+    const requests: HumanRequest[] = [
+      {
+        stage: 'sign_off',
+        attempt: 2,
+        status: 'pending',
+        requestedAt: '2026-01-07T10:00:00.000Z',
+        instructions: 'Sign it off',
+        reviewers: 'leads',
+        feedback: 'missing signed_by',
+        dueAt: '2026-01-07T10:05:00.000Z',
+        escalated: { to: 'leads', from: 'legal', at: '2026-01-07T10:05:00.000Z' },
+      },
+    ];
+    expect(renderHumanRequests('item-1', requests).split('\n')).toEqual([
+      "Waiting for a person's output:",
+      '  sign_off (attempt 2 for leads): Sign it off',
+      '    the gate said: missing signed_by',
+      '    overdue since 2026-01-07T10:05:00.000Z, handed to leads from legal',
+      '    treadle respond item-1 sign_off --output @output.json | --reject REASON',
+    ]);
   });
 });
