@@ -160,8 +160,8 @@ describe('the CLI', () => {
         args: ['run', '--file', files.unknownKeys],
         lines: [
           'treadle: pipeline unknown-keys is invalid:',
-          '  - stages[0] (a).retries: unknown field (did you mean "max_retries"?); the fields here are: name, description, type, run, max_retries, backoff_seconds, backoff_coefficient, with, agent, gate, depends_on, retry_budget, review_policy, review_ttl, on_review_expired, reviewers, output_schema, activity, task_queue',
-          '  - owner: unknown field; the fields here are: name, description, token_budget, max_parallel, stages, contracts, task_queue, priority, fairness_key, fairness_weight',
+          '  - stages[0] (a).retries: unknown field (did you mean "max_retries"?); the fields here are: name, description, type, run, max_retries, backoff_seconds, backoff_coefficient, with, agent, gate, depends_on, retry_budget, review_policy, review_ttl, on_review_expired, reviewers, review_sla, on_breach, output_schema, activity, task_queue',
+          '  - owner: unknown field; the fields here are: name, description, token_budget, max_parallel, stages, contracts, task_queue, priority, fairness_key, fairness_weight, review_sla, on_breach',
         ],
       },
       {
