@@ -10,7 +10,7 @@ import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid } from '../support/inbox';
+import { inboxSuite, login, openDecision, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
@@ -40,11 +40,7 @@ it('cancels the item from its decision page after a confirmation, as the signed-
     if (request.method() === 'POST' && request.url() === cancelUrl) cancelsSent.push(request.postData() ?? '');
   });
   await login(page, s.inbox, s.inbox.tokens.alice);
-  await eventually(
-    async () => ((await page.goto(`${s.inbox.url}d/${encodeURIComponent(key)}`))?.status() === 200 ? true : undefined),
-    20_000,
-    'the decision page',
-  );
+  expect((await openDecision(page, s.inbox, key))?.status()).toBe(200);
   await page.click('details.cancel summary');
   await page.type(tid(TEST_IDS.cancelReason), 'a duplicate of tour-1');
 

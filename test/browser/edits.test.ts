@@ -9,7 +9,7 @@ import type { HTTPRequest, Page } from 'puppeteer-core';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid } from '../support/inbox';
+import { inboxSuite, login, openDecision, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
@@ -65,7 +65,7 @@ it('refuses a syntax error (with its line) and a schema error (with its path) in
     if (request.method() === 'POST' && request.url() === decideUrl) decisionsSent.push(request.postData() ?? '');
   });
   await login(page, s.inbox, s.inbox.tokens.alice);
-  const opened = await page.goto(`${s.inbox.url}d/${encodeURIComponent(key)}`);
+  const opened = await openDecision(page, s.inbox, key);
   expect(opened?.status()).toBe(200);
   await page.click(tid(TEST_IDS.actionEdit));
   await page.waitForSelector(tid(TEST_IDS.editor), { visible: true });

@@ -9,7 +9,7 @@ import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { assignGroups, inboxSuite, login, tid, type TestInbox } from '../support/inbox';
+import { assignGroups, inboxSuite, login, type TestInbox, tid, whenListed } from '../support/inbox';
 import { noteActions } from '../support/pipelines';
 
 jest.setTimeout(180_000);
@@ -28,20 +28,6 @@ async function api(inbox: TestInbox, token: string, path: string, body: unknown)
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-/** Waits until the inbox's index lists `key` (it polls). */
-async function listed(inbox: TestInbox, token: string, key: string): Promise<void> {
-  await eventually(
-    async () => {
-      const res = await fetch(new URL(`/api/decisions/${key}`, inbox.url), {
-        headers: { authorization: `Bearer ${token}` },
-      });
-      return res.status === 200 ? true : undefined;
-    },
-    30_000,
-    `${key} in the inbox`,
-  );
-}
-
 beforeAll(() => assignGroups(s.inbox, { alice: 'legal', bob: 'leads' }));
 
 it('shows a review for legal read-only to a reviewer in leads and refuses his answer 403; a member of legal answers it', async () => {
@@ -52,7 +38,7 @@ it('shows a review for legal read-only to a reviewer in leads and refuses his an
   const id = s.h.id('legal');
   await s.h.client.start(spec, null, { id });
   const key = decisionKey(id, 'review', 'draft');
-  await listed(s.inbox, s.inbox.tokens.bob, key);
+  await whenListed(s.inbox, key);
 
   const bobs = await s.browser.newPage();
   await login(bobs, s.inbox, s.inbox.tokens.bob);
@@ -130,7 +116,7 @@ it('records the group of an approval request for legal answered over the API', a
     'the approval request in the listing',
   );
   expect(pending.reviewers).toBe('legal');
-  await listed(s.inbox, s.inbox.tokens.alice, pending.key);
+  await whenListed(s.inbox, pending.key);
 
   const refused = await api(s.inbox, s.inbox.tokens.bob, '/api/batch', { keys: [pending.key], action: 'approve' });
   expect(refused.body.outcomes).toEqual([

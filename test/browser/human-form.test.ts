@@ -9,7 +9,7 @@ import type { HTTPRequest } from 'puppeteer-core';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { assignGroups, inboxSuite, login, tid } from '../support/inbox';
+import { assignGroups, inboxSuite, login, openDecision, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
@@ -63,7 +63,7 @@ it('refuses an answer that breaks the schema in the page, then sends the fixed o
     if (request.method() === 'POST' && request.url() === decideUrl) decisionsSent.push(request.postData() ?? '');
   });
   await login(page, s.inbox, s.inbox.tokens.alice);
-  const opened = await page.goto(`${s.inbox.url}d/${encodeURIComponent(key)}`);
+  const opened = await openDecision(page, s.inbox, key);
   expect(opened?.status()).toBe(200);
   await page.waitForSelector(tid(TEST_IDS.humanForm), { visible: true });
 

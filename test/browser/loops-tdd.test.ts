@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Json } from '../../src/model/shapes';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid } from '../support/inbox';
+import { inboxSuite, login, openDecision, tid } from '../support/inbox';
 import { leaf, tddRepos, type TddRepos } from '../support/tdd-fixtures';
 import { fixedLoopSpec, loopReply } from '../support/pipelines';
 
@@ -60,7 +60,7 @@ it('resumes a failed loop from its page: it completes, and its state says alice 
 
   const page = await s.browser.newPage();
   await login(page, s.inbox, s.inbox.tokens.alice);
-  const opened = await page.goto(`${s.inbox.url}d/${encodeURIComponent(pending.key)}`);
+  const opened = await openDecision(page, s.inbox, pending.key);
   expect(opened?.status()).toBe(200);
   await page.click(tid(TEST_IDS.actionResume));
   const notice = await page.waitForSelector(tid(TEST_IDS.notice));
@@ -93,7 +93,7 @@ it('sends guidance to a stuck TDD node from its page: the node reruns Impl with 
 
   const page = await s.browser.newPage();
   await login(page, s.inbox, s.inbox.tokens.bob);
-  const opened = await page.goto(`${s.inbox.url}d/${encodeURIComponent(pending.key)}`);
+  const opened = await openDecision(page, s.inbox, pending.key);
   expect(opened?.status()).toBe(200);
   await page.type(tid(TEST_IDS.guidance), '1 is the number one: return it');
   await page.click(tid(TEST_IDS.actionGuidance));

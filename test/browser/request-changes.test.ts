@@ -9,7 +9,7 @@ import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid } from '../support/inbox';
+import { inboxSuite, login, openDecision, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
@@ -36,7 +36,7 @@ it('request changes on an escalated review runs attempt 4 with the note beside t
 
   const page = await s.browser.newPage();
   await login(page, s.inbox, s.inbox.tokens.alice);
-  await page.goto(`${s.inbox.url}d/${encodeURIComponent(key)}`);
+  await openDecision(page, s.inbox, key);
   await page.waitForSelector(tid(TEST_IDS.actionRequestChanges));
 
   // No note: the page says so and sends nothing.

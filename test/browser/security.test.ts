@@ -9,7 +9,7 @@ import { pipeline } from '../../src/kinds/builder';
 import { decisionKey } from '../../src/model/decisions';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { eventually } from '../support/harness';
-import { inboxSuite, login, tid } from '../support/inbox';
+import { inboxSuite, login, openDecision, tid } from '../support/inbox';
 
 jest.setTimeout(180_000);
 
@@ -46,7 +46,7 @@ it('renders a hostile artefact inert and readable: no dialog, no script, no requ
     if (url.protocol !== 'data:' && url.hostname !== '127.0.0.1') offHost.push(request.url());
   });
   await login(page, s.inbox, s.inbox.tokens.alice);
-  const opened = await page.goto(`${s.inbox.url}d/${encodeURIComponent(key)}`, { waitUntil: 'load' });
+  const opened = await openDecision(page, s.inbox, key, { waitUntil: 'load' });
   expect(opened?.status()).toBe(200);
   await page.waitForSelector(tid(TEST_IDS.artefact));
   // Give an onerror handler or a late script the time it would need to run.

@@ -6,13 +6,13 @@
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Page } from 'puppeteer-core';
+import type { GoToOptions, HTTPResponse, Page } from 'puppeteer-core';
 import { addToken, tokensFileSource } from '../../src/ui/auth';
 import { clientBackend } from '../../src/ui/client-backend';
 import { createInboxServer, type InboxServerOptions } from '../../src/ui/server';
 import { TEST_IDS } from '../../src/ui/test-ids';
 import { launchBrowser, type BrowserSession } from './browser';
-import { startHarness, type Harness, type HarnessOptions } from './harness';
+import { eventually, startHarness, type Harness, type HarnessOptions } from './harness';
 
 /** A running inbox and its reviewers' tokens. */
 export interface TestInbox {
@@ -56,6 +56,34 @@ export function assignGroups(inbox: TestInbox, groups: Partial<Record<'alice' | 
   for (const [name, list] of Object.entries(groups))
     text = text.replace(new RegExp(`^(${name} sha256:\\S+)$`, 'm'), `$1 groups=${list}`);
   writeFileSync(inbox.tokensFile, text, { mode: 0o600 });
+}
+
+/**
+ * Waits until the inbox's own index lists decision `key`: it follows the cluster a delta behind the client's
+ * listing, so a page opened as soon as the client lists a decision can still answer 404 on a loaded machine.
+ */
+export async function whenListed(inbox: TestInbox, key: string): Promise<void> {
+  await eventually(
+    async () => {
+      const res = await fetch(new URL(`/api/decisions/${encodeURIComponent(key)}`, inbox.url), {
+        headers: { authorization: `Bearer ${inbox.tokens.alice}` },
+      });
+      return res.status === 200 ? true : undefined;
+    },
+    30_000,
+    `${key} in the inbox's index`,
+  );
+}
+
+/** Opens decision `key`'s page in `page` once the inbox lists it ({@link whenListed}); the page's response. */
+export async function openDecision(
+  page: Page,
+  inbox: TestInbox,
+  key: string,
+  options?: GoToOptions,
+): Promise<HTTPResponse | null> {
+  await whenListed(inbox, key);
+  return page.goto(`${inbox.url}d/${encodeURIComponent(key)}`, options);
 }
 
 /** The keys of the rows the list shows, in order. */
