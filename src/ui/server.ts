@@ -4,6 +4,7 @@
  * Host check on every route and the CSRF checks on every POST; the HTML pages are in page-routes.ts. Lists come from the in-memory {@link DecisionIndex}; the reviewer
  * passed to `decide` is the authenticated identity only.
  */
+import { TreadleError } from '../config/errors';
 import { randomBytes } from 'node:crypto';
 import fastifyCookie from '@fastify/cookie';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -251,8 +252,8 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const reviewer = ctx.guard(request, reply);
     if (!reviewer) return reply;
     const { key } = request.params as { key: string };
-    const reviewers = await addressedTo(ctx, key);
-    if (answeringGroup(reviewer, reviewers) === false) return notYours(reply, reviewers!, reviewer);
+    const answering = await answeringAs(ctx, reviewer, key);
+    if ('refused' in answering) return reply.code(answering.status).send(answering.refused);
     const artefact = (request.body as { artefact?: unknown } | undefined)?.artefact;
     const errors = await ctx.index.whilePending(key, () => ctx.backend.checkEdit(key, artefact));
     return errors ? { errors } : notPending(ctx, reply, key);
@@ -264,11 +265,10 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     const { key } = request.params as { key: string };
     const answer = answerOf(request.body);
     if (typeof answer === 'string') return ctx.refuse(reply, 422, 'refused', answer);
-    const reviewers = await addressedTo(ctx, key);
-    const group = answeringGroup(reviewer, reviewers);
-    if (group === false) return notYours(reply, reviewers!, reviewer);
+    const answering = await answeringAs(ctx, reviewer, key);
+    if ('refused' in answering) return reply.code(answering.status).send(answering.refused);
     try {
-      const outcome = await ctx.backend.decide(key, answer, reviewer.name, group);
+      const outcome = await ctx.backend.decide(key, answer, reviewer.name, answering.group);
       ctx.index.remove(key);
       return outcome.status === 'already_decided' ? reply.code(409).send(outcome) : outcome;
     } catch (e) {
@@ -283,12 +283,11 @@ function registerDecisionRoutes(app: FastifyInstance, ctx: ApiContext): void {
     if (typeof batch === 'string') return ctx.refuse(reply, 422, 'refused', batch);
     const answer: DecisionAnswer = { action: batch.action, ...(batch.reason ? { reason: batch.reason } : {}) };
     const outcomes = await mapLimit(batch.keys, BATCH_CONCURRENCY, async (key) => {
-      const reviewers = await addressedTo(ctx, key);
-      const group = answeringGroup(reviewer, reviewers);
+      const answering = await answeringAs(ctx, reviewer, key);
       // Refused like any other answer the batch cannot give (the page keeps the row and says why).
-      if (group === false) return { key, status: 'refused' as const, message: notYoursMessage(reviewers!, reviewer) };
+      if ('refused' in answering) return { key, status: 'refused' as const, message: answering.refused.message };
       try {
-        const outcome = await ctx.backend.decide(key, answer, reviewer.name, group);
+        const outcome = await ctx.backend.decide(key, answer, reviewer.name, answering.group);
         ctx.index.remove(key);
         return { key, ...outcome };
       } catch (e) {
@@ -346,11 +345,43 @@ function notPending(ctx: ApiContext, reply: FastifyReply, key: string): FastifyR
  * index has not listed it yet (it polls). A decision neither knows is not pending: answering it tells who
  * decided first, as before, and changes nothing.
  */
-async function addressedTo(ctx: ApiContext, key: string): Promise<string | undefined> {
+async function addressedTo(
+  ctx: ApiContext,
+  key: string,
+): Promise<{ reviewers: string | undefined } | { unknown: string }> {
   const listed = ctx.index.get(key);
-  if (listed) return listed.reviewers;
-  const detail = await ctx.backend.detail(key, { attempts: [] }).catch(() => undefined);
-  return detail?.decision.reviewers;
+  if (listed) return { reviewers: listed.reviewers };
+  try {
+    return { reviewers: (await ctx.backend.detail(key, { attempts: [] })).decision.reviewers };
+  } catch (e) {
+    if (e instanceof TreadleError && e.code === 'not_found') return { reviewers: undefined };
+    // Whom it is for cannot be told now (a query that failed): refused, never let through as "anyone's".
+    return {
+      unknown: `cannot tell whom decision ${key} is addressed to now: ${e instanceof Error ? e.message : String(e)}`,
+    };
+  }
+}
+
+/**
+ * The group under which `reviewer` answers decision `key` (undefined: it names none), or the refusal: 403 when it is
+ * addressed to groups they are in none of, 503 when whom it is for cannot be told now.
+ */
+async function answeringAs(
+  ctx: ApiContext,
+  reviewer: Reviewer,
+  key: string,
+): Promise<{ group: string | undefined } | { status: number; refused: { error: string; message: string } }> {
+  const addressed = await addressedTo(ctx, key);
+  if ('unknown' in addressed) return { status: 503, refused: { error: 'unavailable', message: addressed.unknown } };
+  const { reviewers } = addressed;
+  const group = answeringGroup(reviewer, reviewers);
+  if (group !== false) return { group };
+  const refused = {
+    error: 'forbidden',
+    message: notYoursMessage(reviewers!, reviewer),
+    groups: requiredGroups(reviewers),
+  };
+  return { status: 403, refused };
 }
 
 /**

@@ -5,6 +5,7 @@
  * 403 naming the group and a read-only page; a change to the tokens file applies without signing in again;
  * `treadle dev`'s first reviewer is in every group.
  */
+import { TreadleError } from '../../src/config/errors';
 import { ANSWERS, decisionKey, type PendingDecision } from '../../src/model/decisions';
 import {
   addToken,
@@ -181,6 +182,39 @@ describe('groups enforced by the inbox server', () => {
     ]);
     // Its decision has left the inbox's index: a second cancel from it is 404.
     expect((await cancel(alice.token, keyOf('legal-1'))).statusCode).toBe(404);
+    await server.close();
+  });
+
+  it('refuses an answer when whom the decision is for cannot be told (a failed lookup): 503, never "anyone\'s"', async () => {
+    const { server, b } = await app();
+    // Not in the index yet, and its workflow cannot be asked now.
+    const ghost = decisionKey('ghost-1', 'review', 'draft');
+    b.detail = async () => {
+      throw new TreadleError('the worker did not answer in time', 'unreachable');
+    };
+    const res = await server.inject({
+      method: 'POST',
+      url: `/api/decisions/${ghost}`,
+      headers: as(bob.token),
+      payload: { action: 'approve' },
+    });
+    expect({ status: res.statusCode, body: res.json() }).toEqual({
+      status: 503,
+      body: {
+        error: 'unavailable',
+        message: `cannot tell whom decision ${ghost} is addressed to now: the worker did not answer in time`,
+      },
+    });
+    const batch = await server.inject({
+      method: 'POST',
+      url: '/api/batch',
+      headers: as(bob.token),
+      payload: { keys: [ghost], action: 'approve' },
+    });
+    expect(batch.json().outcomes).toEqual([
+      { key: ghost, status: 'refused', message: expect.stringContaining('cannot tell whom') },
+    ]);
+    expect(b.calls).toEqual([]);
     await server.close();
   });
 
