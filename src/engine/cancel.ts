@@ -52,8 +52,8 @@ export function describeCancel(cancel: AcceptedCancel | undefined): string {
 
 /**
  * Engine 8's record of a cancel in the item's state: the error saying who and why (when a `cancelItem` update
- * came first), `cancelledBy` and `cancelReason`, and its approval requests still pending end `cancelled` (so
- * they leave the listings; their actions never run). Returns the error.
+ * came first), `cancelledBy` and `cancelReason`, and its approval requests and human stages' requests still
+ * pending end `cancelled` (so they leave the listings; actions never run, answers are refused). Returns the error.
  */
 export function recordCancel(state: WorkItemState, cancel: AcceptedCancel | undefined): string {
   state.error = describeCancel(cancel);
@@ -62,5 +62,7 @@ export function recordCancel(state: WorkItemState, cancel: AcceptedCancel | unde
     if (cancel.reason !== undefined) state.cancelReason = cancel.reason;
   }
   for (const approval of state.approvals ?? []) if (approval.status === 'pending') approval.status = 'cancelled';
+  // A human stage's request leaves the listings too, and its answer is refused as for a decided one.
+  for (const request of state.humanRequests ?? []) if (request.status === 'pending') request.status = 'cancelled';
   return state.error;
 }

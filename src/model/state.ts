@@ -122,7 +122,8 @@ export interface ApprovalRequest {
 export interface HumanRequest {
   stage: string;
   attempt: number;
-  status: 'pending' | 'responded' | 'rejected';
+  /** `cancelled`: its work item was cancelled while it waited (engine 8). */
+  status: 'pending' | 'responded' | 'rejected' | 'cancelled';
   requestedAt: string;
   /** What the person is asked (`with.instructions`). */
   instructions?: string;

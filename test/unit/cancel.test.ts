@@ -1,4 +1,5 @@
-import { checkCancel, describeCancel } from '../../src/engine/cancel';
+import { checkCancel, describeCancel, recordCancel } from '../../src/engine/cancel';
+import type { WorkItemState } from '../../src/model/state';
 import { EXIT, exitCodeOf } from '../../src/cli/exit-codes';
 import { MAX_TEXT_CHARS } from '../../src/model/limits';
 
@@ -58,4 +59,19 @@ it('a cancelled item or TDD node exits 4, apart from failed (1)', () => {
   expect(exitCodeOf('CANCELLED')).toBe(4);
   expect(exitCodeOf('failed')).toBe(EXIT.failed);
   expect(exitCodeOf('terminated')).toBe(EXIT.failed);
+});
+
+it("recordCancel ends the item's pending approval requests and human requests cancelled, and leaves decided ones", () => {
+  const state = {
+    error: undefined,
+    approvals: [{ status: 'pending' }, { status: 'approved' }],
+    humanRequests: [
+      { stage: 'sign_off', status: 'pending' },
+      { stage: 'facts', status: 'responded' },
+    ],
+  } as unknown as WorkItemState;
+  expect(recordCancel(state, { by: 'alice', reason: 'duplicate' })).toBe('work item cancelled by alice: duplicate');
+  expect(state.approvals!.map((r) => r.status)).toEqual(['cancelled', 'approved']);
+  expect(state.humanRequests!.map((r) => r.status)).toEqual(['cancelled', 'responded']);
+  expect(state).toMatchObject({ cancelledBy: 'alice', cancelReason: 'duplicate' });
 });
