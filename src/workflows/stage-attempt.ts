@@ -110,10 +110,12 @@ class StageAttempt implements PreparedAttempt {
     this.base = attemptInput(run, record, previousOf(this.attempts, log, record.attempt));
     this.agent = stage.agent !== undefined ? { agent: stage.agent } : {};
     this.kind = run.engine.kind(stage.run);
+    // Deadlines are engine 8's (reviewerAttention): an older item's kinds never see one, whatever the spec says.
+    const { reviewSla: _deadline, ...withoutDeadline } = stage;
     this.kindRun = {
       itemId: run.itemId,
       pipeline: run.spec.name,
-      stage,
+      stage: run.engine.reviewerAttention || stage.reviewSla === undefined ? stage : withoutDeadline,
       attempt: record.attempt,
       input: run.input,
       upstream: this.base.upstream,

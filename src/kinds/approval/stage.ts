@@ -32,7 +32,7 @@ import {
 } from './shapes';
 import { STORE_ARTEFACT_ACTIVITY } from '../../model/activity-types';
 import { truncateText } from '../../model/limits';
-import type { StageSpec } from '../../model/pipeline';
+import type { ReviewSla, StageSpec } from '../../model/pipeline';
 import type { Artefact, Json } from '../../model/shapes';
 import type { StageActivityResult, StoreArtefactInput, StoreArtefactResult } from '../../model/state';
 import { decisionAnnouncer, type Announcer } from '../../notify/announce';
@@ -139,7 +139,8 @@ function pendingRequests(
     createdAt: now(),
     ...(config.ttlMs !== null ? { expiresAt: new Date(Date.now() + config.ttlMs).toISOString() } : {}),
     ...(config.reviewers !== undefined ? { reviewers: config.reviewers } : {}),
-    ...(run.stage.reviewSla !== undefined ? { dueAt: dueAt(now(), run.stage.reviewSla) } : {}),
+    // A deadline the TTL comes before never acts: no dueAt, so no listing calls the request overdue.
+    ...(deadlineActs(run.stage.reviewSla, config.ttlMs) ? { dueAt: dueAt(now(), run.stage.reviewSla) } : {}),
   }));
 }
 
@@ -153,6 +154,11 @@ function announceRequests(run: ApprovalRun, requests: readonly ApprovalRequest[]
       details: { id: r.id, actionType: r.actionType },
     });
   run.touch();
+}
+
+/** Whether a deadline acts at all: one at or past the TTL never does (the TTL decides first). */
+function deadlineActs(sla: ReviewSla | undefined, ttlMs: number | null): sla is ReviewSla {
+  return sla !== undefined && (ttlMs === null || sla.afterMs < ttlMs);
 }
 
 /**
@@ -270,7 +276,6 @@ class PendingApprovals {
    */
   private async untilDeadline(request: ApprovalRequest, decided: () => boolean): Promise<number> {
     const sla = this.run.stage.reviewSla!;
-    if (this.config.ttlMs !== null && sla.afterMs >= this.config.ttlMs) return 0;
     const started = Date.now();
     if (await condition(decided, sla.afterMs, { summary: `${this.run.stage.name} · review SLA` }))
       return Date.now() - started;
