@@ -262,3 +262,14 @@ export interface RecordedDecisionArg {
   /** The reviewer group the decision was made in (inbox answers to decisions addressed to groups). */
   group?: string;
 }
+
+/**
+ * The groups a decision addressed to `reviewers` may be answered by: none (anyone may) when it names no group;
+ * a comma-separated `reviewers` names several, any one of which suffices.
+ */
+export function requiredGroups(reviewers: string | undefined): string[] {
+  return (reviewers ?? '')
+    .split(',')
+    .map((g) => g.trim())
+    .filter((g) => g !== '');
+}

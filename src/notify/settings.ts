@@ -16,6 +16,7 @@
  * {@link parseNotifySettings} takes the file as parsed (YAML or JSON) and lists every problem with its path at once.
  * Pure: the worker side (worker/settings-file.ts) reads the file and checks the secrets are set.
  */
+import { requiredGroups } from '../model/decisions';
 import { z } from 'zod';
 import { describeIssue } from '../model/spec-problems';
 import { NOTIFY_EVENTS, type NotifyEvent } from './shapes';
@@ -132,6 +133,7 @@ export function webhooksFor(settings: NotifySettings, subject: NotifySubject): W
     (w) =>
       w.events.includes(subject.event) &&
       (!w.pipelines || w.pipelines.includes(subject.pipeline)) &&
-      (!w.reviewers || (subject.reviewers !== undefined && w.reviewers.includes(subject.reviewers))),
+      // A decision for `legal,leads` is for each of them (as the inbox reads it).
+      (!w.reviewers || requiredGroups(subject.reviewers).some((group) => w.reviewers!.includes(group))),
   );
 }

@@ -4,6 +4,7 @@
  * header) set by a trusted proxy. The identity found here is what `decide` records; a name in a request body never
  * is. A reviewer's groups decide which decisions they may answer ({@link mayAnswer}).
  */
+import { requiredGroups } from '../model/decisions';
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -83,17 +84,6 @@ export function parseTokens(text: string, file = 'tokens file'): TokenEntry[] {
 /** The groups of reviewer `name` in `entries` (every line of that name; none when it has no line). */
 export function groupsOf(entries: readonly TokenEntry[], name: string): string[] {
   return [...new Set(entries.filter((e) => e.name === name).flatMap((e) => e.groups))];
-}
-
-/**
- * The groups a decision addressed to `reviewers` may be answered by: none (anyone may) when it names no group;
- * a comma-separated `reviewers` names several, any one of which suffices.
- */
-export function requiredGroups(reviewers: string | undefined): string[] {
-  return (reviewers ?? '')
-    .split(',')
-    .map((g) => g.trim())
-    .filter((g) => g !== '');
 }
 
 /**
@@ -322,3 +312,5 @@ export function removeToken(file: string, name: string): void {
     .filter((line) => line.trim().split(/\s+/)[0] !== name || line.trim().startsWith('#'));
   writeFileSync(file, kept.join('\n'), { mode: 0o600 });
 }
+
+export { requiredGroups };

@@ -149,6 +149,8 @@ describe('the notifications file', () => {
     expect(names('decided', 'other')).toEqual(['c']);
     expect(names('decision_owed', 'docs', 'legal')).toEqual(['b', 'c']);
     expect(names('decision_owed', 'docs', 'finance')).toEqual(['c']);
+    // A decision for several groups is for each of them, as the inbox reads `reviewers`.
+    expect(names('decision_owed', 'docs', 'finance, legal')).toEqual(['b', 'c']);
   });
 });
 
