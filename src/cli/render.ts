@@ -1,6 +1,7 @@
 /**
  * Text rendering for the CLI: the stage table, pending reviews and event lines.
  */
+import { isOverdue } from '../model/decisions';
 import type { LoopState } from '../kinds/loop/shapes';
 import type { TddNodeState } from '../kinds/tdd/shapes';
 import { describePriority, hasPriority, type ItemPriority } from '../model/priority';
@@ -182,16 +183,19 @@ export function renderPendingReviews(id: string, reviews: PendingReview[]): stri
   for (const r of reviews) {
     out.push(fit(`  ${r.stage} (${r.reason}, attempt ${r.attempt}): ${r.message}`, outputWidth()));
     if (r.expiresAt) out.push(`    expires at ${r.expiresAt}`);
-    if (r.dueAt) {
-      const late = Date.parse(r.dueAt) <= Date.now() ? 'overdue since' : 'due at';
-      const handed = r.escalated
-        ? `, handed to ${r.escalated.to}${r.escalated.from ? ` from ${r.escalated.from}` : ''}`
-        : '';
-      out.push(`    ${late} ${r.dueAt}${handed}`);
-    }
+    if (r.dueAt) out.push(`    ${dueLine(r, Date.now())}`);
     out.push(`    treadle review ${id} ${r.stage} --approve | --reject REASON | --edit FILE`);
   }
   return out.join('\n');
+}
+
+/** A decision's deadline (`review_sla`) as a line: `due at …` or `overdue since …`, and who it was handed to. */
+function dueLine(r: { dueAt?: string; escalated?: { to: string; from?: string } }, now: number): string {
+  const late = isOverdue(r, now) ? 'overdue since' : 'due at';
+  const handed = r.escalated
+    ? `, handed to ${r.escalated.to}${r.escalated.from ? ` from ${r.escalated.from}` : ''}`
+    : '';
+  return `${late} ${r.dueAt}${handed}`;
 }
 
 /** Human stages waiting for a person's output (issue 40), with the command that gives it. */
@@ -203,13 +207,7 @@ export function renderHumanRequests(id: string, requests: readonly HumanRequest[
       fit(`  ${r.stage} (attempt ${r.attempt}${group}): ${r.instructions ?? 'the stage output'}`, outputWidth()),
     );
     if (r.feedback) out.push(fit(`    the gate said: ${r.feedback}`, outputWidth()));
-    if (r.dueAt) {
-      const late = Date.parse(r.dueAt) <= Date.now() ? 'overdue since' : 'due at';
-      const handed = r.escalated
-        ? `, handed to ${r.escalated.to}${r.escalated.from ? ` from ${r.escalated.from}` : ''}`
-        : '';
-      out.push(`    ${late} ${r.dueAt}${handed}`);
-    }
+    if (r.dueAt) out.push(`    ${dueLine(r, Date.now())}`);
     out.push(`    treadle respond ${id} ${r.stage} --output @output.json | --reject REASON`);
   }
   return out.join('\n');

@@ -4,6 +4,7 @@
  * `reviewSla` (workflow-kit/deadline.ts acts on it).
  */
 import { z } from 'zod';
+import { isRecord } from './pipeline-checks';
 import type { ReviewSla } from './pipeline-shapes';
 
 /** `notify` (the default) marks the decision overdue and announces it; `{ escalate_to: <group> }` also hands it over. */
@@ -18,9 +19,6 @@ interface SlaFields {
   reviewSla?: number;
   onBreach?: OnBreach;
 }
-
-const isRecord = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /**
  * An `on_breach` with no deadline to act on, on the pipeline or a stage: one problem each. Read from the spec as
