@@ -39,7 +39,9 @@ export function registerValidateCommand(program: Command): void {
         const hint = opts.customWorker === undefined ? missingQueueHint(problems) : '';
         throw new Error(`${file} is invalid (${count}):\n${listed(problems)}${hint}`);
       }
-      process.stdout.write(`${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stages)\n`);
+      process.stdout.write(
+        `${file}: pipeline ${result.spec.name} is valid (${result.spec.stages.length} stage${result.spec.stages.length === 1 ? '' : 's'})\n`,
+      );
     });
 }
 

@@ -164,7 +164,7 @@ it('lists an implementation Treadle does not ship without a task_queue as a prob
   writeFileSync(withQueue, JSON.stringify(summarizePipeline(summaries)));
   expect(await runToEnd([BIN, 'validate', withQueue])).toEqual({
     code: 0,
-    stdout: `${withQueue}: pipeline summaries is valid (1 stages)\n`,
+    stdout: `${withQueue}: pipeline summaries is valid (1 stage)\n`,
     stderr: '',
   });
 }, 60_000);
