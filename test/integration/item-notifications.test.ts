@@ -62,10 +62,7 @@ afterAll(async () => {
 const reviewed = () =>
   pipeline(PIPELINE).stage('draft', 'scripted').reviewPolicy('draft', 'always').reviewers('draft', 'legal');
 const received = (key: string, event: string) =>
-  receiver
-    .on('/hooks')
-    .map((r) => JSON.parse(r.body) as Record<string, unknown>)
-    .filter((body) => body.key === key && body.event === event);
+  receiver.announcements('/hooks', { key, event }).map(({ body }) => body);
 
 /** The types of the activities the item scheduled (the prepare step is a local activity: not among them). */
 async function activityTypes(h: Harness, id: string): Promise<string[]> {
@@ -157,19 +154,11 @@ it("announces an approval step's requests as one batch: one decision_owed when m
     60_000,
     'the five approval requests listed',
   );
-  const ofItem = (event: string) =>
-    receiver
-      .on('/hooks')
-      .map((r) => JSON.parse(r.body) as Record<string, unknown>)
-      .filter((body) => body.itemId === id && body.event === event);
-  const [owed] = await eventually(
-    async () => (ofItem('decision_owed').length > 0 ? ofItem('decision_owed') : undefined),
-    60_000,
-    'the batch announced',
-  );
+  const ofItem = (event: string) => receiver.announcements('/hooks', { itemId: id, event }).map(({ body }) => body);
+  const owed = (await receiver.arrived('/hooks', { itemId: id, event: 'decision_owed' }))[0]!.body;
   expect(owed).toMatchObject({ kind: 'approval', stage: 'approve', reviewers: 'legal' });
-  expect(owed!.message).toMatch(/^approve: 5 approval requests owed; the first, \S+: /);
-  expect(pending.map((d) => d.key)).toContain(owed!.key);
+  expect(owed.message).toMatch(/^approve: 5 approval requests owed; the first, \S+: /);
+  expect(pending.map((d) => d.key)).toContain(owed.key);
   for (const d of pending)
     await h.client.decide(
       d.key,
@@ -177,29 +166,16 @@ it("announces an approval step's requests as one batch: one decision_owed when m
       'alice',
     );
   expect((await h.client.result(id)).status).toBe('completed');
-  const [decided] = await eventually(
-    async () => (ofItem('decided').length > 0 ? ofItem('decided') : undefined),
-    60_000,
-    'the batch decided',
-  );
-  expect(decided).toMatchObject({ key: owed!.key, message: 'approve: 4 approved, 1 rejected, 0 expired' });
+  const decided = (await receiver.arrived('/hooks', { itemId: id, event: 'decided' }))[0]!.body;
+  expect(decided).toMatchObject({ key: owed.key, message: 'approve: 4 approved, 1 rejected, 0 expired' });
   // One announcement each way, for five requests.
   expect([...ofItem('decision_owed'), ...ofItem('decided')]).toHaveLength(2);
 }, 120_000);
 
 it("announces a failed loop's decision and a TDD tree's human step inside an announcing item, and their answers", async () => {
   const h = withFile;
-  const ofWorkflow = (workflowId: string, event: string) =>
-    receiver
-      .on('/hooks')
-      .map((r) => JSON.parse(r.body) as Record<string, unknown>)
-      .filter((body) => body.workflowId === workflowId && body.event === event);
-  const arrived = (workflowId: string, event: string) =>
-    eventually(
-      async () => (ofWorkflow(workflowId, event).length > 0 ? ofWorkflow(workflowId, event) : undefined),
-      90_000,
-      `${event} from ${workflowId}`,
-    );
+  const arrived = async (workflowId: string, event: string) =>
+    (await receiver.arrived('/hooks', { workflowId, event })).map(({ body }) => body);
 
   // A loop whose first iteration fails: its decision is the loop workflow's own (resume or abandon).
   const loopItem = h.id('loop');

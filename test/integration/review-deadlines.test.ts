@@ -47,22 +47,8 @@ afterAll(async () => {
 });
 
 /** The announcements of `event` for `key` the receiver got, with the time each arrived. */
-function received(key: string, event: string): { body: Record<string, unknown>; at: number }[] {
-  return receiver
-    .on('/hooks')
-    .map((r) => ({ body: JSON.parse(r.body) as Record<string, unknown>, at: r.at }))
-    .filter(({ body }) => body.key === key && body.event === event);
-}
-
-const arrived = (key: string, event: string, count = 1) =>
-  eventually(
-    async () => {
-      const got = received(key, event);
-      return got.length >= count ? got : undefined;
-    },
-    60_000,
-    `${count} ${event} for ${key}`,
-  );
+const received = (key: string, event: string) => receiver.announcements('/hooks', { key, event });
+const arrived = (key: string, event: string, count = 1) => receiver.arrived('/hooks', { key, event }, count);
 
 const listed = (key: string, test: (d: PendingDecision) => boolean = () => true) =>
   eventually(
@@ -189,17 +175,9 @@ it("an approval step's requests past their deadline are handed over together and
   const notes = [{ title: 'one' }, { title: 'two' }, { title: 'three' }];
   const id = h.id('approvals');
   await h.client.start(spec, { script: { draft: [{ output: { notes } }] } }, { id });
-  const ofItem = (event: string) =>
-    receiver
-      .on('/hooks')
-      .map((r) => JSON.parse(r.body) as Record<string, unknown>)
-      .filter((body) => body.itemId === id && body.event === event);
-  const [owed] = await eventually(
-    async () => (ofItem('decision_owed').length > 0 ? ofItem('decision_owed') : undefined),
-    60_000,
-    'the batch owed',
-  );
-  const [overdue] = await arrived(owed!.key as string, 'overdue');
+  const ofItem = (event: string) => receiver.announcements('/hooks', { itemId: id, event });
+  const owed = (await receiver.arrived('/hooks', { itemId: id, event: 'decision_owed' }))[0]!.body;
+  const [overdue] = await arrived(owed.key as string, 'overdue');
   expect(overdue!.body).toMatchObject({ kind: 'approval', reviewers: 'leads' });
   expect(overdue!.body.message).toMatch(/^approval \S+ is overdue: no decision within 2s; handed to leads$/);
   // Every request handed over, each overdue in the listing; one announcement for the batch.

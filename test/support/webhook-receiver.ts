@@ -5,6 +5,7 @@
  */
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { eventually } from './harness';
 
 /** One POST as received. */
 export interface ReceivedRequest {
@@ -65,6 +66,32 @@ export class WebhookReceiver {
     });
     this.port = (server.address() as AddressInfo).port;
     this.server = server;
+  }
+
+  /**
+   * The JSON announcements received on `path` whose fields equal `fields` (e.g. `{ key, event }` or
+   * `{ itemId, event }`), with when each arrived.
+   */
+  announcements(path: string, fields: Record<string, unknown>): { body: Record<string, unknown>; at: number }[] {
+    return this.on(path)
+      .map((r) => ({ body: JSON.parse(r.body) as Record<string, unknown>, at: r.at }))
+      .filter(({ body }) => Object.entries(fields).every(([name, value]) => body[name] === value));
+  }
+
+  /** Waits until at least `count` announcements on `path` match `fields` ({@link announcements}); resolves with them. */
+  arrived(
+    path: string,
+    fields: Record<string, unknown>,
+    count = 1,
+  ): Promise<{ body: Record<string, unknown>; at: number }[]> {
+    return eventually(
+      async () => {
+        const got = this.announcements(path, fields);
+        return got.length >= count ? got : undefined;
+      },
+      90_000,
+      `${count} announcement(s) ${JSON.stringify(fields)} on ${path}`,
+    );
   }
 
   /** Stops listening: connections are refused until {@link up}. */
