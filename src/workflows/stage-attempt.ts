@@ -110,12 +110,11 @@ class StageAttempt implements PreparedAttempt {
     this.base = attemptInput(run, record, previousOf(this.attempts, log, record.attempt));
     this.agent = stage.agent !== undefined ? { agent: stage.agent } : {};
     this.kind = run.engine.kind(stage.run);
-    // Deadlines are engine 8's (reviewerAttention): an older item's kinds never see one, whatever the spec says.
-    const { reviewSla: _deadline, ...withoutDeadline } = stage;
     this.kindRun = {
       itemId: run.itemId,
       pipeline: run.spec.name,
-      stage: run.engine.reviewerAttention || stage.reviewSla === undefined ? stage : withoutDeadline,
+      // Deadlines are engine 8's (reviewerAttention): an older item's kinds never see one, whatever the spec says.
+      stage: run.engine.reviewerAttention || stage.reviewSla === undefined ? stage : withoutDeadline(stage),
       attempt: record.attempt,
       input: run.input,
       upstream: this.base.upstream,
@@ -351,4 +350,10 @@ function compactAttempt({
   if (record.verdict?.kind === 'rejected' && record.feedback)
     return { ...record, verdict: { kind: 'rejected', feedback: { summary: '', failedCriteria: [] } } };
   return record;
+}
+
+/** `stage` without its `review_sla` (copied only for an older item whose spec has one, never on the usual path). */
+function withoutDeadline(stage: StageSpec): StageSpec {
+  const { reviewSla: _deadline, ...rest } = stage;
+  return rest;
 }
