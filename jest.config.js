@@ -8,6 +8,8 @@ module.exports = {
     ],
   },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
+  // The cluster suite's own tests run in `npm run test:cluster` (jest.cluster.config.js).
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/cluster/'],
   modulePathIgnorePatterns: ['<rootDir>/lib/'],
   setupFiles: ['<rootDir>/test/support/quiet-runtime.ts'],
   globalSetup: '<rootDir>/test/global-setup.ts',

@@ -9,13 +9,21 @@ import path from 'node:path';
 import { startDevServer, type DevServer, freePort } from '../src/server/dev-server';
 
 declare global {
-  var __TREADLE_TEST_SERVER__: DevServer | undefined;
+  var __TREADLE_TEST_SERVER__: { stop(): Promise<void> } | undefined;
+}
+
+/** The server a run's tests connect to: the dev server here, a PostgreSQL-backed cluster in test/cluster/global-setup.ts. */
+export interface RunServer {
+  address: string;
+  /** The dev server's SQLite file, which some tests read; a cluster has none. */
+  dbFile?: string;
+  stop(): Promise<void>;
 }
 
 const ROOT = path.join(__dirname, '..');
 
 /** The part of jest's global config this setup reads: the test paths the run was given. */
-interface RunSelection {
+export interface RunSelection {
   testPathPatterns?: { patterns?: readonly string[] };
 }
 
@@ -41,10 +49,21 @@ async function startOnFreePort(dir: string): Promise<DevServer> {
 }
 
 export default async function globalSetup(globalConfig?: RunSelection): Promise<void> {
+  await prepareRun(globalConfig, startOnFreePort);
+}
+
+/**
+ * What every run needs around its server: a current build, a folder of its own, the workflow code bundled once,
+ * and the env vars the tests read (`TREADLE_TEST_ADDRESS`, `TREADLE_TEST_BUNDLE`, `TREADLE_TEST_DIR`, `TREADLE_HOME`).
+ */
+export async function prepareRun(
+  globalConfig: RunSelection | undefined,
+  startServer: (dir: string) => Promise<RunServer>,
+): Promise<void> {
   if (!unitTestsOnly(globalConfig)) ensureBuildIsCurrent();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-test-'));
   const [server, bundle] = await Promise.all([
-    startOnFreePort(dir),
+    startServer(dir),
     bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: quietLogger() }),
   ]);
   const bundlePath = path.join(dir, 'workflow-bundle.js');
@@ -56,7 +75,7 @@ export default async function globalSetup(globalConfig?: RunSelection): Promise<
   // Every worker and CLI command of the run keeps its local state (call log, task list, default blob folder,
   // loop workspace, TDD repos) here, never in the user's own home (src/config/home.ts).
   process.env.TREADLE_HOME = path.join(dir, 'home');
-  process.env.TREADLE_TEST_DB = server.dbFile;
+  if (server.dbFile) process.env.TREADLE_TEST_DB = server.dbFile;
 }
 
 function quietLogger() {

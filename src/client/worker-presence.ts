@@ -24,12 +24,16 @@ import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../mode
 import { workerCommandFor } from '../worker/task-queues';
 import { isUpdateUnanswered } from './errors';
 import { TreadleError } from '../config/errors';
+import { serverTroubleStatus } from '../config/connection';
 
 /**
  * How long a query or update may go unanswered before Treadle says no worker answered: a running worker answers in
  * milliseconds, and a command must still answer within 5 s (CLI start and the fallback read included).
  */
 export const WORKER_ANSWER_WAIT_MS = 2_000;
+
+/** How long the check for a worker after an unanswered call may take (a server in trouble retries each call). */
+const PRESENCE_CHECK_MS = 10_000;
 // temporal.api.enums.v1 values, written out: the proto package is the SDK's, not a dependency of ours.
 const TASK_QUEUE_TYPE_WORKFLOW = 1 as temporal.api.enums.v1.TaskQueueType;
 const TASK_QUEUE_KIND_NORMAL = 1 as temporal.api.enums.v1.TaskQueueKind;
@@ -110,7 +114,11 @@ export async function answeredByWorker<T>(
           .then((d) => d.taskQueue));
       throw new TreadleError(noAnswerMessage(queue, waitMs), 'no_worker');
     }
-    const queue = await queueWithoutWorker(client, id).catch(() => undefined);
+    // The server itself could not do the call (restarting, its database down): whether a worker polls is moot.
+    if (serverTroubleStatus(error)) throw error;
+    const queue = await client
+      .withAbortSignal(AbortSignal.timeout(PRESENCE_CHECK_MS), () => queueWithoutWorker(client, id))
+      .catch(() => undefined);
     throw queue !== undefined ? new TreadleError(noWorkerMessage(queue), 'no_worker') : error;
   } finally {
     clearTimeout(timer);

@@ -78,6 +78,36 @@ export function refusedCredentials(error: unknown, settings: TemporalSettings): 
   return failureFor(diagnosis, settings, 'use');
 }
 
+/** gRPC statuses of a server that is there but cannot do the call now, by name. */
+const SERVER_TROUBLE: Readonly<Record<number, string>> = { 4: 'DEADLINE_EXCEEDED', 13: 'INTERNAL', 14: 'UNAVAILABLE' };
+
+/**
+ * A call that failed because the server could not do it now (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL anywhere in
+ * the error's causes: a server restarting, or one that cannot reach its database) as one line that says so and
+ * what to do (exit 1); undefined for any other failure. A command that reads changed nothing; one that decides can
+ * be run again, since a decision already recorded is refused as already decided.
+ */
+export function serverTrouble(error: unknown, settings: TemporalSettings): TreadleError | undefined {
+  const trouble = serverTroubleStatus(error);
+  if (!trouble) return undefined;
+  return new TreadleError(
+    `the Temporal server at ${settings.address} could not do this now (${trouble.name}${trouble.said ? `: ${trouble.said}` : ''}); it may be restarting or unable to reach its database: run the command again once it answers`,
+    'server_unavailable',
+  );
+}
+
+/** The gRPC status (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL) of a server that could not do a call now, in an error's causes. */
+export function serverTroubleStatus(error: unknown): { name: string; said: string } | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 5; depth++) {
+    const e = current as { code?: unknown; details?: string; message?: string; cause?: unknown };
+    const name = typeof e.code === 'number' ? SERVER_TROUBLE[e.code] : undefined;
+    if (name) return { name, said: (e.details || e.message || '').split('\n')[0]! };
+    current = e.cause;
+  }
+  return undefined;
+}
+
 /**
  * The text of a gRPC UNAUTHENTICATED or PERMISSION_DENIED status in an error's causes: grpc-js's (a numeric
  * `code`, an HTTP 401/403 from a proxy included) or the Rust core's (`Status { code: PermissionDenied, … }`,

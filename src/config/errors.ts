@@ -12,6 +12,8 @@ export class TreadleError extends Error {
       | 'invalid_pipeline'
       | 'invalid_review'
       | 'unreachable'
+      /** The server is there but could not do the call now (restarting, or its database unreachable): try again. */
+      | 'server_unavailable'
       | 'invalid_input'
       | 'failed'
       /** No worker polls the task queue of the item asked (queries and updates need one). */

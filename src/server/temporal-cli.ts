@@ -41,7 +41,8 @@ export function cacheBinDir(): string {
     : path.join(os.homedir(), '.cache', 'treadle', 'bin');
 }
 
-function executable(file: string): boolean {
+/** True when `file` is an executable file. */
+export function executable(file: string): boolean {
   try {
     accessSync(file, constants.X_OK);
     return true;
@@ -50,7 +51,8 @@ function executable(file: string): boolean {
   }
 }
 
-function onPath(name: string): string | undefined {
+/** The first executable called `name` on PATH. */
+export function onPath(name: string): string | undefined {
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
     if (!dir) continue;
     const candidate = path.join(dir, name);
@@ -102,7 +104,7 @@ export async function resolveTemporalCli(
   progress(
     `Building the Temporal CLI once with "go install ${TEMPORAL_CLI_MODULE}" into ${cacheBinDir()} (takes a few minutes; later runs reuse it)...`,
   );
-  const result = await goInstall(go, progress);
+  const result = await goInstall(go, [TEMPORAL_CLI_MODULE], 'the Temporal CLI', progress);
   if (result.ok && executable(cached)) {
     progress(`Built ${cached}`);
     return { binary: { path: cached, source: 'go install' }, tried };
@@ -113,10 +115,19 @@ export async function resolveTemporalCli(
   return { tried };
 }
 
-function goInstall(go: string, progress: (m: string) => void): Promise<{ ok: true } | { ok: false; error: string }> {
+/**
+ * `go install <modules>` into the cache folder with the machine's own Go (`GOTOOLCHAIN=local`, no cgo), reporting
+ * every 25 modules downloaded and every 30 s of building as `what`.
+ */
+export function goInstall(
+  go: string,
+  modules: string[],
+  what: string,
+  progress: (m: string) => void,
+): Promise<{ ok: true } | { ok: false; error: string }> {
   mkdirSync(cacheBinDir(), { recursive: true });
   return new Promise((resolve) => {
-    const child = spawn(go, ['install', TEMPORAL_CLI_MODULE], {
+    const child = spawn(go, ['install', ...modules], {
       env: {
         ...process.env,
         GOBIN: cacheBinDir(),
@@ -127,21 +138,21 @@ function goInstall(go: string, progress: (m: string) => void): Promise<{ ok: tru
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let tail = '';
-    let modules = 0;
+    let downloaded = 0;
     const onOutput = (chunk: Buffer): void => {
       const text = chunk.toString();
       tail = (tail + text).slice(-2_000);
       const downloads = text.split('\n').filter((l) => l.startsWith('go: downloading')).length;
       if (downloads > 0) {
-        modules += downloads;
-        if (modules % 25 < downloads) progress(`  go: ${modules} modules downloaded...`);
+        downloaded += downloads;
+        if (downloaded % 25 < downloads) progress(`  go: ${downloaded} modules downloaded...`);
       }
     };
     child.stdout.on('data', onOutput);
     child.stderr.on('data', onOutput);
     const started = Date.now();
     const ticker = setInterval(
-      () => progress(`  still building the Temporal CLI (${Math.round((Date.now() - started) / 1000)}s)...`),
+      () => progress(`  still building ${what} (${Math.round((Date.now() - started) / 1000)}s)...`),
       30_000,
     );
     child.on('error', (error) => {

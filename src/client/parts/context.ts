@@ -5,7 +5,7 @@
  */
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { BlobStore } from '../../storage/blob-store';
-import { refusedCredentials, type TemporalSettings } from '../../config/connection';
+import { refusedCredentials, serverTrouble, type TemporalSettings } from '../../config/connection';
 import type { KnownImplementations } from '../../model/pipeline';
 import { isNotFound, TreadleError } from '../errors';
 import type { StartContext } from '../start';
@@ -104,10 +104,12 @@ export class ClientContext {
   /**
    * What a failed call should throw: when the server accepted the connection but refused the call for its
    * credentials (a proxy that lets the connection check through; a key without access to the namespace), the
-   * one-line `config` error a refused connection gives; else `error` itself.
+   * one-line `config` error a refused connection gives; when it could not do the call now (restarting, its
+   * database down), a `server_unavailable` error that says so; else `error` itself.
    */
   explainFailure(error: unknown): unknown {
-    return (this.temporal && refusedCredentials(error, this.temporal)) ?? error;
+    if (!this.temporal) return error;
+    return refusedCredentials(error, this.temporal) ?? serverTrouble(error, this.temporal) ?? error;
   }
 
   /** {@link explainFailure}, thrown: for a promise's `catch`. */
