@@ -9,6 +9,7 @@ import type * as ConfigModule from '../config';
 import type * as ConnectionSettingsModule from '../config/connection-settings';
 import type * as PipelineModule from '../kinds/pipeline';
 import type * as TemporalCliModule from '../server/temporal-cli';
+import type * as ServerToolsModule from '../server/server-tools';
 import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../observability/tracing';
 import type * as DevModule from './dev';
@@ -38,6 +39,7 @@ export const load = {
   dev: (): typeof DevModule => require('./dev'),
   pipeline: (): typeof PipelineModule => require('../kinds/pipeline'),
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
+  serverTools: (): typeof ServerToolsModule => require('../server/server-tools'),
   worker: (): typeof WorkerModule => require('../worker'),
   tracing: (): typeof TracingModule => require('../observability/tracing'),
   loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/worker/files'),

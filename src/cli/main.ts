@@ -95,7 +95,14 @@ program
 program
   .command('server-binary')
   .description('find the Temporal CLI (building it once with go install when missing) and print its path')
-  .action(async () => {
+  .option('--cluster', 'the full Temporal server and its sql tool instead, for a server on PostgreSQL (docs/deploy.md)')
+  .action(async (opts: { cluster?: boolean }) => {
+    if (opts.cluster) {
+      const tools = await load.serverTools().resolveServerTools();
+      process.stdout.write(`${tools.server}\n${tools.sql}\n`);
+      process.stderr.write(`(from ${tools.source})\n`);
+      return;
+    }
     const { cliVersion, resolveTemporalCli, TemporalCliNotFoundError } = load.temporalCli();
     const { binary, tried } = await resolveTemporalCli();
     if (!binary) throw new TemporalCliNotFoundError(tried);

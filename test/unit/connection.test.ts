@@ -5,7 +5,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { refusedCredentials, temporalSettings } from '../../src/config/connection';
+import { refusedCredentials, serverTrouble, temporalSettings } from '../../src/config/connection';
 import { type TreadleError } from '../../src/client/errors';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-connection-'));
@@ -156,4 +156,26 @@ it('reads a refused credential from a gRPC status only, naming the credential se
   // No gRPC status: a workflow's failure that quotes an HTTP 403 (say, from a model's API) is not Temporal's refusal.
   expect(refusedCredentials(new Error('stage draft failed: 403 Forbidden from api.example'), key)).toBeUndefined();
   expect(refusedCredentials(Object.assign(new Error('5 NOT_FOUND: x'), { code: 5 }), key)).toBeUndefined();
+});
+
+it('reads a server that cannot do a call now from a gRPC status in the causes, and nothing else', () => {
+  const settings = temporalSettings({ ...noFile, TEMPORAL_ADDRESS: '127.0.0.1:7233' });
+  // The SDK's QueryError or ServiceError, with grpc-js's status as its cause (a server whose database is down).
+  const query = Object.assign(new Error('Failed to query Workflow'), {
+    cause: Object.assign(new Error('14 UNAVAILABLE: GetWorkflowExecution operation failed'), {
+      code: 14,
+      details: 'GetWorkflowExecution operation failed',
+    }),
+  });
+  expect(serverTrouble(query, settings)).toMatchObject({
+    code: 'server_unavailable',
+    message:
+      'the Temporal server at 127.0.0.1:7233 could not do this now (UNAVAILABLE: GetWorkflowExecution operation failed); it may be restarting or unable to reach its database: run the command again once it answers',
+  });
+  const late = Object.assign(new Error('4 DEADLINE_EXCEEDED: context deadline exceeded'), { code: 4, details: '' });
+  expect(serverTrouble(late, settings)?.message).toContain('could not do this now (DEADLINE_EXCEEDED: 4 DEADLINE');
+  // Refusals that say something about the call, not the server's health, stay as they were.
+  expect(serverTrouble(Object.assign(new Error('5 NOT_FOUND: x'), { code: 5 }), settings)).toBeUndefined();
+  expect(serverTrouble(Object.assign(new Error('3 INVALID_ARGUMENT: x'), { code: 3 }), settings)).toBeUndefined();
+  expect(serverTrouble(new Error('stage draft failed: 503 from api.example'), settings)).toBeUndefined();
 });
