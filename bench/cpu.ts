@@ -64,11 +64,17 @@ function machineBusyMs(): number | null {
 }
 
 /** Reads the counters now. */
-export function cpuSnapshot(serverPid: number | undefined): CpuSnapshot {
+export function cpuSnapshot(serverPids: readonly number[] | number | undefined): CpuSnapshot {
   const own = process.cpuUsage();
+  const pids = serverPids === undefined ? [] : typeof serverPids === 'number' ? [serverPids] : serverPids;
+  const perServerProcess = pids.map(processCpuMs);
   return {
     processMs: (own.user + own.system) / 1000,
-    serverMs: serverPid === undefined ? null : processCpuMs(serverPid),
+    // A server of several processes (a cluster, with PostgreSQL's): their sum.
+    serverMs:
+      pids.length === 0 || perServerProcess.includes(null)
+        ? null
+        : perServerProcess.reduce<number>((a, b) => a + b!, 0),
     machineMs: machineBusyMs(),
   };
 }

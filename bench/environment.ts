@@ -19,8 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_BLOB_THRESHOLD_BYTES, FileBlobStore } from '../src/storage/blob-store';
 import { TreadleClient } from '../src/client';
-import { startDevServer, type DevServer, freePort } from '../src/server/dev-server';
-import { cliVersion } from '../src/server/temporal-cli';
+import { startBenchServer, type BenchServer, type ServerKind } from './bench-server';
 import { createWorker } from '../src/worker';
 import { createBaselineActivities } from './baseline-activities';
 import { benchActions, benchRegistry } from './treadle-pipelines';
@@ -30,9 +29,6 @@ import { benchActions, benchRegistry } from './treadle-pipelines';
  * benchmark worker may take more than a user's 2 s, and a benchmark measures the answer, not the "no worker" line.
  */
 export const BENCH_ANSWER_WAIT_MS = 60_000;
-
-/** SQLite settings of Temporal's own CI for the dev server: no fsync per write, write-ahead log. */
-export const SQLITE_PRAGMAS = { journal_mode: 'WAL', synchronous: 'OFF' } as const;
 
 const TREADLE_QUEUE = 'bench-treadle';
 const BASELINE_QUEUE = 'bench-baseline';
@@ -49,8 +45,8 @@ export interface HostRecord {
 /** What the results record about where and how they were measured: the host, and the environment's server and workers. */
 export interface EnvironmentRecord extends HostRecord {
   server: string;
-  /** The SQLite pragmas the dev server actually ran with (`server.sqlitePragmas`). */
-  sqlitePragmas: Record<string, string>;
+  /** What the server ran with: the dev server's SQLite pragmas, or a cluster's settings. */
+  serverSettings: Record<string, unknown>;
   /** The resolved worker settings (the same for both workers). */
   worker: {
     maxCachedWorkflows: number;
@@ -82,8 +78,8 @@ export interface BenchEnvironment {
   temporalWithoutRetries: Client;
   treadle: TreadleClient;
   baselineQueue: string;
-  /** The dev server's process id, for CPU accounting. */
-  serverPid?: number;
+  /** The server: its processes for CPU accounting, its logs' trouble. */
+  server: BenchServer;
   /** The dev server's Prometheus metrics. */
   serverMetricsUrl?: string;
   /** Every warning logged so far, oldest first. */
@@ -150,6 +146,7 @@ export async function bundleWorkflows(): Promise<WorkflowBundles> {
 export async function startEnvironment(
   progress: (message: string) => void,
   onWorkerFailure: (error: unknown) => void,
+  serverKind: ServerKind = 'dev',
 ): Promise<BenchEnvironment> {
   const warnings: WorkerWarning[] = [];
   installRuntime(warnings);
@@ -164,18 +161,10 @@ export async function startEnvironment(
       await runCleanups(cleanups, (m) => process.stderr.write(`bench: ${m}\n`));
     })());
   try {
-    progress('starting the Temporal dev server and bundling workflows...');
+    progress(`starting the Temporal server (${serverKind}) and bundling workflows...`);
     const [server, bundles] = await Promise.all([
-      startDevServer({
-        port: await freePort(),
-        dbFile: path.join(dir, 'temporal.sqlite'),
-        headless: true,
-        allowDownload: false,
-        sqlitePragmas: { ...SQLITE_PRAGMAS },
-        // For the server-work scenario's operation counts; both sides run on this server alike.
-        metricsPort: await freePort(),
-        progress,
-      }),
+      // Metrics for the server-work scenario's operation counts; both sides run on this server alike.
+      startBenchServer(serverKind, dir, progress, { metrics: true }),
       bundleWorkflows(),
     ]);
     cleanups.push(() => server.stop());
@@ -236,7 +225,7 @@ export async function startEnvironment(
       temporalWithoutRetries,
       treadle,
       baselineQueue: BASELINE_QUEUE,
-      ...(server.pid !== undefined ? { serverPid: server.pid } : {}),
+      server,
       ...(server.metricsUrl !== undefined ? { serverMetricsUrl: server.metricsUrl } : {}),
       warnings,
       record: describeEnvironment(server, treadleWorker),
@@ -307,11 +296,11 @@ export function describeHost(): HostRecord {
   };
 }
 
-function describeEnvironment(server: DevServer, worker: Worker): EnvironmentRecord {
+function describeEnvironment(server: BenchServer, worker: Worker): EnvironmentRecord {
   return {
     ...describeHost(),
-    server: cliVersion(server.binary) ?? `unknown (${server.binary})`,
-    sqlitePragmas: { ...server.sqlitePragmas },
+    server: server.description,
+    serverSettings: server.settings,
     worker: {
       maxCachedWorkflows: worker.options.maxCachedWorkflows,
       maxConcurrentWorkflowTaskExecutions: worker.options.maxConcurrentWorkflowTaskExecutions ?? null,

@@ -58,11 +58,11 @@ async function main(): Promise<void> {
     }
     for (let r = 0; r < rounds; r++) {
       for (const side of sides) {
-        const before = cpuSnapshot(env.serverPid);
+        const before = cpuSnapshot(env.server.pids());
         const threadsBefore = threadCpuMs();
         const started = performance.now();
         await runRound(side, `r${r}`, items);
-        const spent = cpuSpent(before, cpuSnapshot(env.serverPid));
+        const spent = cpuSpent(before, cpuSnapshot(env.server.pids()));
         const wall = performance.now() - started;
         const threads = [...threadCpuMs()]
           .map(([name, ms]) => [name, (ms - (threadsBefore.get(name) ?? 0)) / items] as const)

@@ -44,6 +44,8 @@ import { tddTree, type TddTreeResult } from './scenarios/tdd-tree';
 import { inbox, inboxGoals, type InboxResult } from './scenarios/inbox';
 import { modelCapacity, modelCapacityGoals, type ModelCapacityResult } from './scenarios/model-capacity';
 import { round } from './statistics';
+import { parseServerKind, type ServerKind } from './bench-server';
+import { servers, serversGoals } from './scenarios/servers';
 
 /** Goals from the issue. */
 const THROUGHPUT_RATIO_GOAL = 0.9;
@@ -118,7 +120,7 @@ const ALONE = {
 /** What `--only=<scenario>` writes. */
 interface AloneResults {
   mode: Sizes['mode'];
-  only: keyof typeof ALONE;
+  only: Only;
   sizes: Sizes;
   startedAt: string;
   durationMs: number;
@@ -131,19 +133,24 @@ interface AloneResults {
 }
 
 /** `--only=<name>`, when given. */
-function parseOnly(argv: string[]): keyof typeof ALONE | undefined {
+/** A scenario run alone: one of {@link ALONE}, or `servers` (the same work on both kinds of server). */
+type Only = keyof typeof ALONE | 'servers';
+
+function parseOnly(argv: string[]): Only | undefined {
   const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
   if (only === undefined) return undefined;
-  if (!(only in ALONE))
-    throw new Error(`--only=${only}: no such scenario; use one of ${Object.keys(ALONE).join(', ')}`);
-  return only as keyof typeof ALONE;
+  if (!(only in ALONE) && only !== 'servers')
+    throw new Error(`--only=${only}: no such scenario; use one of ${[...Object.keys(ALONE), 'servers'].join(', ')}`);
+  return only as Only;
 }
 
 function parseMode(argv: string[]): Sizes['mode'] {
   const known = ['--quick', '--medium', '--full'];
-  const unknown = argv.filter((a) => !known.includes(a) && !a.startsWith('--only='));
+  const unknown = argv.filter((a) => !known.includes(a) && !a.startsWith('--only=') && !a.startsWith('--server='));
   if (unknown.length > 0)
-    throw new Error(`unknown argument(s) ${unknown.join(' ')}; use --quick, --medium, --full or --only=<scenario>`);
+    throw new Error(
+      `unknown argument(s) ${unknown.join(' ')}; use --quick, --medium, --full, --only=<scenario> or --server=dev|postgres`,
+    );
   if (argv.includes('--quick')) return 'quick';
   if (argv.includes('--medium')) return 'medium';
   return 'full';
@@ -151,6 +158,21 @@ function parseMode(argv: string[]): Sizes['mode'] {
 
 function progress(message: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}
+
+/** The scenarios' view of an environment. */
+function contextOf(env: BenchEnvironment, sizes: Sizes): ScenarioContext {
+  return {
+    sizes,
+    treadle: treadleSide(env.treadle),
+    baseline: baselineSide(env.temporal, env.baselineQueue, env.temporalWithoutRetries),
+    treadleClient: env.treadle,
+    serverPids: env.server.pids,
+    ...(env.serverMetricsUrl !== undefined ? { serverMetricsUrl: env.serverMetricsUrl } : {}),
+    warnings: env.warnings,
+    tag: randomUUID().slice(0, 8),
+    progress,
+  };
 }
 
 async function warmUp(ctx: ScenarioContext): Promise<void> {
@@ -299,9 +321,9 @@ function writeAlone(alone: Omit<AloneResults, 'loadAverageAtEnd'>, suffix: strin
   progress(`wrote ${file} (${(alone.durationMs / 1000).toFixed(1)} s)`);
 }
 
-function writeResults(results: BenchResults): string {
+function writeResults(results: BenchResults, suffix: string): string {
   mkdirSync(RESULTS_DIR, { recursive: true });
-  const file = path.join(RESULTS_DIR, `${results.mode}.json`);
+  const file = path.join(RESULTS_DIR, `${results.mode}${suffix}.json`);
   const temp = `${file}.${randomUUID().slice(0, 8)}.tmp`;
   writeFileSync(temp, `${JSON.stringify(results, null, 2)}\n`);
   renameSync(temp, file);
@@ -314,7 +336,8 @@ function writeResults(results: BenchResults): string {
  */
 function parseRun(argv: string[]): {
   mode: Sizes['mode'];
-  only: keyof typeof ALONE | undefined;
+  only: Only | undefined;
+  server: ServerKind;
   sizes: Sizes;
   suffix: string;
 } {
@@ -325,16 +348,19 @@ function parseRun(argv: string[]): {
     .filter((s) => s.trim() !== '')
     .map(Number);
   const resized = items.length > 0 && items.every((n) => Number.isInteger(n) && n > 0);
+  const server = parseServerKind(argv);
   return {
     mode,
     only,
+    server,
+    // A run on the PostgreSQL-backed server writes files of its own, beside the dev server's.
+    suffix: `${resized ? `-${items.join('-')}` : ''}${server === 'dev' ? '' : `-${server}`}`,
     sizes: resized ? { ...SIZES[mode], fanOutItems: items } : SIZES[mode],
-    suffix: resized ? `-${items.join('-')}` : '',
   };
 }
 
 async function main(): Promise<void> {
-  const { mode, only, sizes, suffix } = parseRun(process.argv.slice(2));
+  const { mode, only, server, sizes, suffix } = parseRun(process.argv.slice(2));
   const startedAt = new Date().toISOString();
   const started = performance.now();
   progress(`mode ${mode}`);
@@ -359,29 +385,42 @@ async function main(): Promise<void> {
       // A server of its own and both bundles are all it needs: the main environment would only cost time.
       const environment = describeHost();
       progress("bundling both sides' workflows...");
-      const { result, rows } = await inbox({ sizes, tag: randomUUID().slice(0, 8), progress }, await bundleWorkflows());
+      const { result, rows } = await inbox(
+        { sizes, tag: randomUUID().slice(0, 8), progress },
+        await bundleWorkflows(),
+        server,
+      );
       const durationMs = performance.now() - started;
       const goals = inboxGoals(result, mode);
       writeAlone({ mode, only, sizes, startedAt, durationMs, environment, table: rows, goals, result }, suffix);
       return;
     }
-    env = await startEnvironment(progress, (error) => {
-      progress(`a worker failed: ${(error as Error).stack ?? String(error)}`);
-      void (env?.shutdown() ?? Promise.resolve()).finally(() => process.exit(1));
-    });
-    const record = env.record;
-    const ctx: ScenarioContext = {
-      sizes,
-      treadle: treadleSide(env.treadle),
-      baseline: baselineSide(env.temporal, env.baselineQueue, env.temporalWithoutRetries),
-      treadleClient: env.treadle,
-      ...(env.serverPid !== undefined ? { serverPid: env.serverPid } : {}),
-      ...(env.serverMetricsUrl !== undefined ? { serverMetricsUrl: env.serverMetricsUrl } : {}),
-      warnings: env.warnings,
-      tag: randomUUID().slice(0, 8),
-      progress,
+    // Opens a warmed-up environment on a server of `kind` (the one the run uses, `env`, is shut down on interrupts).
+    const open = async (kind: ServerKind) => {
+      env = await startEnvironment(
+        progress,
+        (error) => {
+          progress(`a worker failed: ${(error as Error).stack ?? String(error)}`);
+          void (env?.shutdown() ?? Promise.resolve()).finally(() => process.exit(1));
+        },
+        kind,
+      );
+      const ctx = contextOf(env, sizes);
+      await warmUp(ctx);
+      return { env, ctx };
     };
-    await warmUp(ctx);
+    if (only === 'servers') {
+      const tag = randomUUID().slice(0, 8);
+      const { result, rows } = await servers({ sizes, tag, progress }, open, await bundleWorkflows());
+      env = undefined;
+      const durationMs = performance.now() - started;
+      const environment = describeHost();
+      const goals = serversGoals(result);
+      writeAlone({ mode, only, sizes, startedAt, durationMs, environment, table: rows, goals, result }, suffix);
+      return;
+    }
+    const { ctx } = await open(server);
+    const record = env!.record;
     const rows: Row[] = [];
     const run = async <T>(scenario: (c: ScenarioContext) => Promise<{ result: T; rows: Row[] }>): Promise<T> => {
       const { result, rows: scenarioRows } = await scenario(ctx);
@@ -419,11 +458,11 @@ async function main(): Promise<void> {
       waitingItems: await run(waitingItems),
     };
     progress('shutting down');
-    const { bundles } = env;
-    await env.shutdown();
+    const { bundles } = env!;
+    await env!.shutdown();
     env = undefined;
     // After the shutdown: it starts three servers of its own, and nothing else should be running meanwhile.
-    const servers = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, bundles.treadle)) : null;
+    const serverSettingsResult = sizes.serverRounds > 0 ? await run((c) => serverSettings(c, bundles.treadle)) : null;
     // Issue 7's own setup: each worker in a process of its own (a server of its own too, after the others).
     const separate = sizes.separateProcesses ? await run((c) => separateProcesses(c, bundles)) : null;
     // Last, on a server of its own: it leaves thousands of workflows behind. Quick mode runs it alone
@@ -435,7 +474,7 @@ async function main(): Promise<void> {
     const durationMs = performance.now() - started;
     const all: BenchResults['scenarios'] = {
       ...scenarios,
-      serverSettings: servers,
+      serverSettings: serverSettingsResult,
       separateProcesses: separate,
       inbox: inboxResult,
       modelCapacity: capacity,
@@ -453,7 +492,7 @@ async function main(): Promise<void> {
       table: rows,
     };
     printTable(rows, goals);
-    progress(`wrote ${writeResults(results)} (${(durationMs / 1000).toFixed(1)} s)`);
+    progress(`wrote ${writeResults(results, suffix)} (${(durationMs / 1000).toFixed(1)} s)`);
   } finally {
     await env?.shutdown();
   }

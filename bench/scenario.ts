@@ -160,8 +160,8 @@ export interface ScenarioContext {
   baseline: Side;
   /** The Treadle client behind the `treadle` side, for Treadle-only calls (listing reviews). */
   treadleClient: TreadleClient;
-  /** The dev server's process id, for CPU accounting. */
-  serverPid?: number;
+  /** The server's processes, for CPU accounting. */
+  serverPids?: () => number[];
   /** The dev server's Prometheus metrics, for counting its persistence operations. */
   serverMetricsUrl?: string;
   /** SDK warnings logged so far (the native side's too), oldest first. */

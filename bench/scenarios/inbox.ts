@@ -50,6 +50,7 @@ import {
   inboxReviewSpec,
 } from '../treadle-pipelines';
 import { forkWorker, serverOfItsOwn, stopChild } from './separate-processes';
+import type { ServerKind } from '../bench-server';
 import { rawListing } from './waiting-items';
 
 /** Goals (issue 27, "Scale"). */
@@ -297,6 +298,7 @@ async function openInbox(
 export async function inbox(
   ctx: Pick<ScenarioContext, 'sizes' | 'tag' | 'progress'>,
   bundles: WorkflowBundles,
+  serverKind: ServerKind = 'dev',
 ): Promise<ScenarioResult<InboxResult>> {
   const n = ctx.sizes.inboxDecisions;
   const maxCachedWorkflows = ctx.sizes.inboxWorkflowCache ?? loadConfig().workflowCache;
@@ -304,7 +306,7 @@ export async function inbox(
   const dir = mkdtempSync(path.join(os.tmpdir(), 'treadle-bench-inbox-'));
   const cleanups: (() => Promise<unknown> | void)[] = [() => rmSync(dir, { recursive: true, force: true })];
   try {
-    const server = await serverOfItsOwn(dir, progress);
+    const server = await serverOfItsOwn(dir, progress, serverKind);
     cleanups.push(() => server.stop());
     const blobDir = path.join(dir, 'blobs');
     mkdirSync(blobDir);

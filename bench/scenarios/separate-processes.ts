@@ -16,10 +16,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { TreadleClient } from '../../src/client';
-import { freePort, startDevServer, type DevServer } from '../../src/server/dev-server';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { cpuSnapshot, cpuSpent, processCpuMs } from '../cpu';
-import { BENCH_ANSWER_WAIT_MS, SQLITE_PRAGMAS, type WorkflowBundles } from '../environment';
+import { startBenchServer, type BenchServer, type ServerKind } from '../bench-server';
+import { BENCH_ANSWER_WAIT_MS, type WorkflowBundles } from '../environment';
 import { fmt, fmtRatio, mapLimited, type ScenarioContext, type ScenarioResult, runCleanups } from '../scenario';
 import { baselineSide, treadleSide, type Side, type SideName } from '../sides';
 import { ratio, round } from '../statistics';
@@ -95,16 +95,13 @@ export function stopChild(child: ChildProcess): Promise<void> {
  * A dev server of a scenario's own, its SQLite file in `dir`, with the benchmark's pragmas: for the scenarios that
  * run after the main environment has stopped. The caller stops it.
  */
-export async function serverOfItsOwn(dir: string, progress: (message: string) => void): Promise<DevServer> {
-  progress('starting the Temporal dev server...');
-  return startDevServer({
-    port: await freePort(),
-    dbFile: path.join(dir, 'temporal.sqlite'),
-    headless: true,
-    allowDownload: false,
-    sqlitePragmas: { ...SQLITE_PRAGMAS },
-    progress,
-  });
+export async function serverOfItsOwn(
+  dir: string,
+  progress: (message: string) => void,
+  kind: ServerKind = 'dev',
+): Promise<BenchServer> {
+  progress(`starting ${kind === 'dev' ? 'the Temporal dev server' : 'a Temporal server on PostgreSQL'}...`);
+  return startBenchServer(kind, dir, progress);
 }
 
 /** Runs the scenario on a server of its own, with the main run's bundles: the sizes of the throughput scenario. */
@@ -178,11 +175,11 @@ export async function separateProcesses(
       // The side that goes first alternates, as in the throughput scenario.
       for (const side of r % 2 === 0 ? sides : [...sides].reverse()) {
         const workerPid = workers[side.name]!.pid!;
-        const before = { all: cpuSnapshot(server.pid), worker: processCpuMs(workerPid) };
+        const before = { all: cpuSnapshot(server.pids()), worker: processCpuMs(workerPid) };
         const started = performance.now();
         await runItems(side, `r${r}`, items);
         const wallMs = performance.now() - started;
-        const spent = cpuSpent(before.all, cpuSnapshot(server.pid));
+        const spent = cpuSpent(before.all, cpuSnapshot(server.pids()));
         const workerMs = (processCpuMs(workerPid) ?? Number.NaN) - (before.worker ?? Number.NaN);
         const m = measured[side.name];
         m.wallMs.push(wallMs);

@@ -25,7 +25,8 @@ import { startWatched } from '../../src/server/watchdog';
 import { FileBlobStore } from '../../src/storage/blob-store';
 import { createWorker } from '../../src/worker';
 import { cpuSnapshot, cpuSpent } from '../cpu';
-import { BENCH_ANSWER_WAIT_MS, SQLITE_PRAGMAS } from '../environment';
+import { SQLITE_PRAGMAS } from '../bench-server';
+import { BENCH_ANSWER_WAIT_MS } from '../environment';
 import {
   readHistories,
   fmt,

@@ -144,9 +144,9 @@ export async function throughput(ctx: ScenarioContext): Promise<ScenarioResult<T
     for (const side of sidesInOrder(ctx, round)) {
       const roundIds = Array.from({ length: items }, (_, i) => `${ctx.tag}-throughput-${side.name}-r${round}-${i}`);
       ctx.progress(`throughput: ${side.name} round ${round + 1}/${rounds}, ${items} items × ${stages} stages`);
-      const cpuBefore = cpuSnapshot(ctx.serverPid);
+      const cpuBefore = cpuSnapshot(ctx.serverPids?.());
       walls[side.name].push(await runRound(side, roundIds, stages));
-      cpu[side.name].push(cpuSpent(cpuBefore, cpuSnapshot(ctx.serverPid)));
+      cpu[side.name].push(cpuSpent(cpuBefore, cpuSnapshot(ctx.serverPids?.())));
       ids[side.name].push(...roundIds);
     }
   }

@@ -23,7 +23,7 @@ import path from 'node:path';
 import { ensureSearchAttributes } from './search-attributes';
 import {
   CLUSTER_SERVICES,
-  DEFAULT_CLUSTER_SETTINGS,
+  clusterSettings,
   BASE_POSTGRES_SETTINGS,
   dynamicConfigYaml,
   serverConfigYaml,
@@ -79,7 +79,7 @@ const READY_TIMEOUT_MS = 120_000;
 /** Starts PostgreSQL and a Temporal server on it; see the module comment. */
 export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   const progress = options.progress ?? ((m: string) => process.stderr.write(`${m}\n`));
-  const settings = { ...DEFAULT_CLUSTER_SETTINGS, ...options.settings };
+  const settings = clusterSettings(options.settings);
   const namespace = options.namespace ?? 'default';
   const tools = await resolveServerTools({ allowBuild: options.allowBuild, progress });
   const ports = await allocatePorts();
@@ -101,7 +101,7 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   try {
     await createSchemas(tools, ports.postgres, DATABASE_USER);
     const groups = await writeServerConfig(options.dir, settings, ports, options.layout ?? 'one-process');
-    server = serverProcesses({ tools, dir: options.dir, groups, ports, address, namespace });
+    server = serverProcesses({ tools, dir: options.dir, groups, ports, address, namespace, settings });
     progress(`starting a Temporal server on PostgreSQL (${groups.length} process${groups.length > 1 ? 'es' : ''})...`);
     await server.start();
     await registerSearchAttributes(address, namespace);
@@ -174,8 +174,9 @@ function serverProcesses(args: {
   ports: ClusterPorts;
   address: string;
   namespace: string;
+  settings: ClusterSettings;
 }): ServerProcesses {
-  const { tools, dir, groups, ports, address, namespace } = args;
+  const { tools, dir, groups, ports, address, namespace, settings } = args;
   let processes: Running[] = [];
   const logTail = (lines = 5): string =>
     processes.map((p) => `[${p.services.join(',')}] ${p.process.logTail(lines)}`).join('\n');
@@ -196,6 +197,7 @@ function serverProcesses(args: {
         const started = startWatched({
           command: tools.server,
           args: [...serverArgs, 'start', ...group.services.flatMap((s) => ['--service', s])],
+          env: settings.goGc !== undefined ? { GOGC: String(settings.goGc) } : {},
           logFile: path.join(dir, `server-${group.name}.log`),
         });
         processes.push({ services: group.services, process: started });

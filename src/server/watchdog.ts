@@ -17,18 +17,18 @@ import { createInterface } from 'node:readline';
 
 /**
  * The watchdog, run with `node -e` so it works from the sources (tests) and from the build alike. Its one
- * argument is JSON `{ command, args, logFile, graceMs }`; it reports on stdout, one JSON line per event:
+ * argument is JSON `{ command, args, logFile, graceMs, env }`; it reports on stdout, one JSON line per event:
  * `{"event":"started","pid":…}`, then `{"event":"exited","code":…,"signal":…}` or `{"event":"error",…}`.
  */
 export const WATCHDOG_SCRIPT = `// treadle: the dev server's watchdog, stops it when treadle ends
 'use strict';
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const { command, args, logFile, graceMs } = JSON.parse(process.argv[1]);
+const { command, args, logFile, graceMs, env } = JSON.parse(process.argv[1]);
 process.stdout.on('error', () => undefined);
 const report = (message, then) => process.stdout.write(JSON.stringify(message) + '\\n', then);
 const log = fs.openSync(logFile, 'a');
-const server = spawn(command, args, { stdio: ['ignore', log, log] });
+const server = spawn(command, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
 fs.closeSync(log);
 let stopping = false;
 function stop(signal) {
@@ -65,6 +65,8 @@ export interface WatchedOptions {
   /** Receives the server's stdout and stderr (appended). */
   logFile: string;
   graceMs?: number;
+  /** Variables added to the server's environment (this process's own, which it inherits). */
+  env?: Record<string, string>;
 }
 
 /** A server process running under the watchdog. */
@@ -89,7 +91,13 @@ export function startWatched(options: WatchedOptions): WatchedProcess {
   // A marker in the (appended) log, so error messages quote this run's lines only.
   const marker = `--- ${new Date().toISOString()} treadle starts ${options.command} ---`;
   appendFileSync(options.logFile, `${marker}\n`);
-  const config = JSON.stringify({ command: options.command, args: options.args, logFile: options.logFile, graceMs });
+  const config = JSON.stringify({
+    command: options.command,
+    args: options.args,
+    logFile: options.logFile,
+    graceMs,
+    env: options.env ?? {},
+  });
   const watchdog = spawn(process.execPath, ['-e', WATCHDOG_SCRIPT, config], {
     stdio: ['pipe', 'pipe', 'pipe'],
     detached: true,
