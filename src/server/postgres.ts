@@ -2,12 +2,13 @@
  * A local PostgreSQL server in a folder of its own: `initdb` once, then `postgres` on a port of 127.0.0.1 with its
  * socket in that folder, started and stopped as often as a caller needs (the cluster's fault tests restart it
  * under a running Temporal server). Runs as the `postgres` system user when this process is root (PostgreSQL
- * refuses root), spawned directly with that uid so a stop signals the server's own pid. Binaries from
+ * refuses root), under the watchdog that stops it when this process ends, however it ends (src/server/watchdog.ts). Binaries from
  * /usr/lib/postgresql/15/bin unless `PG_BIN` names another folder. Uses the binaries only (no client library).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chownSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { startWatched, type WatchedProcess } from './watchdog';
 
 /** Options for {@link initPostgres}. */
 export interface PostgresOptions {
@@ -52,22 +53,29 @@ export function initPostgres(options: PostgresOptions): PostgresServer {
   const args = ['-D', data, '-p', String(options.port), '-k', options.dir];
   for (const [name, value] of Object.entries(settings)) args.push('-c', `${name}=${value}`);
 
-  let server: ChildProcess | undefined;
-  const running = (): boolean => server !== undefined && server.exitCode === null && server.signalCode === null;
+  let server: WatchedProcess | undefined;
+  const running = (): boolean => server !== undefined && server.exited() === undefined;
   return {
     port: options.port,
     user: options.user,
     logFile,
-    pid: () => (running() ? server!.pid : undefined),
+    pid: () => (running() ? server!.pid() : undefined),
     start: async () => {
       if (running()) return;
-      const log = openSync(logFile, 'a');
+      // Under the watchdog, so it goes away with this process however that ends (src/server/watchdog.ts).
+      writeFileSync(logFile, '', { flag: 'a' });
       if (owner) chownSync(logFile, owner.uid, owner.gid);
-      server = spawn(path.join(bin, 'postgres'), args, { ...as, stdio: ['ignore', log, log] });
-      closeSync(log);
+      server = startWatched({
+        command: path.join(bin, 'postgres'),
+        args,
+        logFile,
+        ...(owner ? { uid: owner.uid, gid: owner.gid } : {}),
+        stopSignal: 'SIGINT',
+      });
+      await server.started;
       const deadline = Date.now() + 30_000;
       while (!accepting(bin, options.port)) {
-        if (!running()) throw new Error(`postgres exited while starting:\n${tail(logFile)}`);
+        if (!running()) throw new Error(`postgres ${server.exited()} while starting:\n${tail(logFile)}`);
         if (Date.now() > deadline)
           throw new Error(`postgres did not accept connections within 30 s:\n${tail(logFile)}`);
         await new Promise((resolve) => setTimeout(resolve, 200));
@@ -75,9 +83,9 @@ export function initPostgres(options: PostgresOptions): PostgresServer {
     },
     stop: async (mode = 'fast') => {
       if (!running()) return;
-      const exited = new Promise((resolve) => server!.once('exit', resolve));
-      server!.kill(mode === 'fast' ? 'SIGINT' : 'SIGQUIT');
-      await exited;
+      const pid = server!.pid();
+      if (pid !== undefined) process.kill(pid, mode === 'fast' ? 'SIGINT' : 'SIGQUIT');
+      await server!.stop();
     },
   };
 }

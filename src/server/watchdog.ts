@@ -17,18 +17,19 @@ import { createInterface } from 'node:readline';
 
 /**
  * The watchdog, run with `node -e` so it works from the sources (tests) and from the build alike. Its one
- * argument is JSON `{ command, args, logFile, graceMs, env }`; it reports on stdout, one JSON line per event:
+ * argument is JSON `{ command, args, logFile, graceMs, env, uid, gid, stopSignal }`; it reports on stdout, one JSON line per event:
  * `{"event":"started","pid":…}`, then `{"event":"exited","code":…,"signal":…}` or `{"event":"error",…}`.
  */
 export const WATCHDOG_SCRIPT = `// treadle: the dev server's watchdog, stops it when treadle ends
 'use strict';
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const { command, args, logFile, graceMs, env } = JSON.parse(process.argv[1]);
+const { command, args, logFile, graceMs, env, uid, gid, stopSignal } = JSON.parse(process.argv[1]);
 process.stdout.on('error', () => undefined);
 const report = (message, then) => process.stdout.write(JSON.stringify(message) + '\\n', then);
 const log = fs.openSync(logFile, 'a');
-const server = spawn(command, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env } });
+const as = uid === undefined ? {} : { uid, gid };
+const server = spawn(command, args, { stdio: ['ignore', log, log], env: { ...process.env, ...env }, ...as });
 fs.closeSync(log);
 let stopping = false;
 function stop(signal) {
@@ -44,13 +45,13 @@ server.on('error', (error) => {
 server.on('exit', (code, signal) => {
   report({ event: 'exited', code, signal }, () => process.exit(0));
 });
-process.stdin.on('end', () => stop('SIGTERM'));
-process.stdin.on('close', () => stop('SIGTERM'));
-process.stdin.on('error', () => stop('SIGTERM'));
+process.stdin.on('end', () => stop(stopSignal));
+process.stdin.on('close', () => stop(stopSignal));
+process.stdin.on('error', () => stop(stopSignal));
 process.stdin.resume();
-process.on('SIGTERM', () => stop('SIGTERM'));
-process.on('SIGINT', () => stop('SIGINT'));
-process.on('SIGHUP', () => stop('SIGTERM'));
+process.on('SIGTERM', () => stop(stopSignal));
+process.on('SIGINT', () => stop(stopSignal === 'SIGTERM' ? 'SIGINT' : stopSignal));
+process.on('SIGHUP', () => stop(stopSignal));
 `;
 
 /** How long the server has to stop after SIGTERM before the watchdog kills it. */
@@ -67,6 +68,11 @@ export interface WatchedOptions {
   graceMs?: number;
   /** Variables added to the server's environment (this process's own, which it inherits). */
   env?: Record<string, string>;
+  /** Run the server as this user and group (PostgreSQL, which refuses root). */
+  uid?: number;
+  gid?: number;
+  /** The signal that asks the server to stop (default SIGTERM; PostgreSQL's fast shutdown is SIGINT). */
+  stopSignal?: NodeJS.Signals;
 }
 
 /** A server process running under the watchdog. */
@@ -91,14 +97,7 @@ export function startWatched(options: WatchedOptions): WatchedProcess {
   // A marker in the (appended) log, so error messages quote this run's lines only.
   const marker = `--- ${new Date().toISOString()} treadle starts ${options.command} ---`;
   appendFileSync(options.logFile, `${marker}\n`);
-  const config = JSON.stringify({
-    command: options.command,
-    args: options.args,
-    logFile: options.logFile,
-    graceMs,
-    env: options.env ?? {},
-  });
-  const watchdog = spawn(process.execPath, ['-e', WATCHDOG_SCRIPT, config], {
+  const watchdog = spawn(process.execPath, ['-e', WATCHDOG_SCRIPT, watchdogArgument(options, graceMs)], {
     stdio: ['pipe', 'pipe', 'pipe'],
     detached: true,
   });
@@ -163,6 +162,12 @@ export function startWatched(options: WatchedOptions): WatchedProcess {
         watchdog.stdin!.destroy();
       })()),
   };
+}
+
+/** The watchdog's one argument: what to run and how (see {@link WATCHDOG_SCRIPT}). */
+function watchdogArgument(options: WatchedOptions, graceMs: number): string {
+  const { command, args, logFile, env = {}, uid, gid, stopSignal = 'SIGTERM' } = options;
+  return JSON.stringify({ command, args, logFile, graceMs, env, uid, gid, stopSignal });
 }
 
 function killGroup(pid: number | undefined): void {

@@ -228,7 +228,10 @@ test('queue (signal): waits for the first report, iterates while items are repor
       loopStage('work', { termination: { type: 'queue', queue: { provider: 'signal' } } }, { max_iterations: 10 }),
     ],
   };
-  await h.client.start(spec, { agent_replies: { work: [reply(1), reply(2), reply(3)] } }, { id });
+  // A reply for every iteration it may run: on a loaded machine it may iterate past the second before the test's
+  // report of zero arrives, and a loop that ran out of replies would fail instead of stopping on that report.
+  const replies = Array.from({ length: 10 }, (_, i) => reply(i + 1));
+  await h.client.start(spec, { agent_replies: { work: replies } }, { id });
   const loop = await eventually(async () => (await h.client.loops(id)).find((l) => l.state.status === 'waiting_queue'));
   expect(loop.state.iteration).toBe(0);
   await h.client.reportLoopQueue(loop.workflowId, 2);
