@@ -2,7 +2,8 @@
  * Worker Deployment Versioning as the upgrade path (issue 41), on the run's server: builds v1 and v2 of one
  * deployment poll the same task queue side by side. Cases: an item started while v1 is current waits for review;
  * `treadle deployments set-current v2` makes v2 current; a new item runs on v2; the v1 item, approved, finishes
- * on v1 (every workflow task of its history completed by the v1 worker, its describe pinned to v1); then
+ * on v1 (every workflow task of its history completed by the v1 worker, its describe pinned to v1), while the
+ * shared limiter workflow, auto-upgrading, moves from v1 to v2 at its next task; then
  * `treadle deployments` shows v1 draining with no open item. A build id without a deployment stops
  * `treadle worker` with exit 2; unknown build ids and deployments are refused with exit 2; a server with deployment
  * versions off (`system.enableDeploymentVersions=false`, a server of the test's own) is named as such, exit 1.
@@ -81,13 +82,43 @@ const waitsForReview = (h: Harness, id: string) =>
     `${id} waiting for review`,
   );
 
-/** VersioningBehavior.VERSIONING_BEHAVIOR_PINNED in the API's enum. */
+/** VersioningBehavior in the API's enum. */
 const PINNED = 1;
+const AUTO_UPGRADE = 2;
+
+/** A limiter for this test's queue, started while v1 is current (its id is unique to the deployment). */
+async function startLimiter(h: Harness): Promise<string> {
+  const workflowId = `limiter-${deployment}`;
+  await h.temporal.workflow.start('treadleLimiter', {
+    workflowId,
+    taskQueue: h.taskQueue,
+    args: [
+      { scope: { provider: 'anthropic', model: deployment, keyId: 'k' }, limits: { concurrency: 1, leaseMs: 30_000 } },
+    ],
+  });
+  return workflowId;
+}
+
+/** Wakes the limiter (a release of no lease changes nothing) until its latest task ran on `buildId`. */
+async function limiterMovesTo(h: Harness, workflowId: string, buildId: string) {
+  return eventually(
+    async () => {
+      await h.temporal.workflow.getHandle(workflowId).signal('release', { holder: 'test', releases: [] });
+      const tasks = await tasksOf(h.temporal, workflowId);
+      return tasks.builds.at(-1) === buildId ? tasks : undefined;
+    },
+    30_000,
+    `the limiter on ${buildId}`,
+  );
+}
 
 it('an item started on v1 finishes on v1 while v2, made current, serves new items; v1 then drains', async () => {
   const spec = pipeline('versioned').stage('draft', 'scripted').reviewPolicy('draft', 'always');
   const setV1 = await setCurrent('v1');
   expect(setV1.stdout).toContain(`${deployment}: build v1 is current (before: none)`);
+
+  const limiter = await startLimiter(v1);
+  expect(await limiterMovesTo(v1, limiter, 'v1')).toMatchObject({ behavior: AUTO_UPGRADE });
 
   const first = v1.id('on-v1');
   await v1.client.start(spec, {}, { id: first });
@@ -105,6 +136,9 @@ it('an item started on v1 finishes on v1 while v2, made current, serves new item
   await v2.client.start(spec, {}, { id: second });
   await waitsForReview(v2, second);
   expect(await tasksOf(v2.temporal, second)).toMatchObject({ builds: ['v2'], pinnedTo: 'v2', behavior: PINNED });
+  // The shared limiter follows the current build, where the pinned v1 item stays.
+  expect(await limiterMovesTo(v2, limiter, 'v2')).toMatchObject({ builds: ['v1', 'v2'], behavior: AUTO_UPGRADE });
+  await v2.temporal.workflow.getHandle(limiter).terminate('test over');
 
   // Both builds hold an open item: v2 is current, v1 drains (visibility is eventually consistent).
   const both = await eventually(async () => {
