@@ -24,7 +24,7 @@ export interface DeploymentVersion {
   createdAt: string | null;
   /** When the server last checked whether a draining version still has open workflows (ISO 8601). */
   drainageCheckedAt?: string;
-  /** Open work items (fan-out elements included) on this version, from visibility. */
+  /** Open work items on this version (their fan-outs, TDD nodes and loop stages included), from visibility. */
   openItems: number;
 }
 
@@ -116,10 +116,17 @@ export async function setCurrentVersion(
   return { previous: response.previousDeploymentVersion?.buildId || null };
 }
 
-/** Counts the open work items whose deployment version is `deployment:buildId`. */
+/**
+ * The workflows a version must keep serving: work items, their children, and the TDD trees and loop stages started
+ * on their own (`treadle tdd`, `treadle loop`). Not the limiter and notifier, which move to the current build.
+ */
+const ITEM_WORKFLOW_TYPES = ['workItem', 'fanOut', 'tddNode', 'loopStage'];
+
+/** Counts the open work items (and their children, TDD trees, loop stages) on version `deployment:buildId`. */
 async function openItemsOn(client: Client, deployment: string, buildId: string): Promise<number> {
   const version = `${deployment}:${buildId}`.replace(/'/g, "''");
-  const query = `ExecutionStatus = 'Running' AND WorkflowType = 'workItem' AND TemporalWorkerDeploymentVersion = '${version}'`;
+  const types = ITEM_WORKFLOW_TYPES.map((type) => `'${type}'`).join(', ');
+  const query = `ExecutionStatus = 'Running' AND WorkflowType IN (${types}) AND TemporalWorkerDeploymentVersion = '${version}'`;
   const { count } = await client.workflow.count(query);
   return count;
 }

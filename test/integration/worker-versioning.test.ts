@@ -129,6 +129,11 @@ it('an item started on v1 finishes on v1 while v2, made current, serves new item
     deployment: { name: deployment, buildId: 'v2' },
     worker: { identity: 'worker-v2' },
   });
+  // Versioned workers still show as the queue's pollers (the CLI's no-worker answer reads them).
+  await eventually(async () => {
+    const polling = await v2!.client.workers.polling();
+    return polling.includes('worker-v1') && polling.includes('worker-v2') ? true : undefined;
+  }, 30_000);
   const setV2 = await setCurrent('v2');
   expect(setV2.stdout).toContain(`${deployment}: build v2 is current (before: v1)`);
 
