@@ -50,7 +50,11 @@ export async function treadleNotifier(input: NotifierInput = {}): Promise<void> 
 
 // Auto-upgrade, as the limiter (src/capacity/workflow.ts): one notifier serves the items of every live build, so
 // it must follow the current build rather than be pinned to one that drains with its deliveries queued.
-setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, treadleNotifier);
+// As there, only on a versioned run.
+setWorkflowOptions(
+  () => (workflowInfo().currentDeploymentVersion?.deploymentName ? { versioningBehavior: 'AUTO_UPGRADE' } : {}),
+  treadleNotifier,
+);
 
 /** The notifier's queue, recent keys and message handlers. */
 class Notifier {

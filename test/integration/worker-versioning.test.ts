@@ -14,7 +14,9 @@ import path from 'node:path';
 import { pipeline } from '../../src/kinds/builder';
 import type { DeploymentListing } from '../../src/client/deployments';
 import { freePort, startDevServer } from '../../src/server/dev-server';
+import { TreadleClient } from '../../src/client';
 import { runTreadle, runCli, type CliRun } from '../support/cli';
+import { startTreadleWorker } from '../support/worker-process';
 import { eventually, startHarness, type Harness } from '../support/harness';
 
 jest.setTimeout(180_000);
@@ -188,6 +190,37 @@ it('refuses an unknown build id and an unknown deployment with exit 2', async ()
   const noName = await runTreadle(v1, ['deployments', 'set-current', 'v1'], { TREADLE_DEPLOYMENT: '' });
   expect(noName.code).toBe(2);
   expect(noName.stderr).toContain('which deployment? Give --deployment <name> or set TREADLE_DEPLOYMENT');
+});
+
+it('treadle worker takes its deployment version from the environment, and its items run pinned there', async () => {
+  const name = `${deployment}-env`;
+  const taskQueue = `${v1.taskQueue}-env`;
+  const worker = await startTreadleWorker({
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: v1.address,
+      TREADLE_TASK_QUEUE: taskQueue,
+      TREADLE_BLOB_DIR: v1.blobs.dir,
+      TREADLE_DEPLOYMENT: name,
+      TREADLE_BUILD_ID: 'p1',
+    },
+  });
+  try {
+    expect(worker.log()).toContain(`, deployment ${name} build p1 (work items pinned)`);
+    // The server knows a build once its worker's first poll has reached it, a moment after the ready line.
+    const run = await eventually(async () => {
+      const attempt = await runTreadle(v1, ['deployments', 'set-current', 'p1', '--deployment', name]);
+      return attempt.code === 0 ? attempt : undefined;
+    }, 30_000);
+    expect(run.stdout).toContain(`${name}: build p1 is current (before: none)`);
+    const client = new TreadleClient(v1.temporal, { taskQueue, blobs: v1.blobs });
+    const id = v1.id('env');
+    await client.start(pipeline('versioned-env').stage('draft', 'scripted'), {}, { id });
+    expect((await client.result(id)).status).toBe('completed');
+    expect(await tasksOf(v1.temporal, id)).toMatchObject({ builds: ['p1'], pinnedTo: 'p1', behavior: PINNED });
+  } finally {
+    await worker.stop();
+  }
 });
 
 it('treadle worker with a build id but no deployment stops with exit 2 before connecting', async () => {
