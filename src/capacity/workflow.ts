@@ -10,7 +10,15 @@
  * - It continues as new when Temporal suggests it or the history passes {@link LIMITER_HISTORY_EVENTS},
  *   after letting open `acquire`s answer, carrying only the allocator's state (bounded: see allocator.ts).
  */
-import { allHandlersFinished, condition, continueAsNew, log, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  log,
+  setHandler,
+  setWorkflowOptions,
+  workflowInfo,
+} from '@temporalio/workflow';
 import {
   allocate,
   newAllocator,
@@ -63,6 +71,17 @@ export async function treadleLimiter(input: LimiterInput): Promise<void> {
   limiter.install();
   await limiter.run();
 }
+
+// On a versioned worker (docs/deploy.md, "Upgrading workers with Worker Deployment Versioning") the limiter moves to
+// the current build at its next task: pinned, it would stay on a build that drains and be lost with its workers,
+// while items of every live build call it. Each run's history is short (it continues as new), so the new build
+// replays it as it replays any history: a change to its commands takes `patched()`. Not a command, so replay is
+// unchanged. Only on a versioned run (its first task ran on a deployment version): an unversioned worker's task
+// fails when it names a behaviour.
+setWorkflowOptions(
+  () => (workflowInfo().currentDeploymentVersion?.deploymentName ? { versioningBehavior: 'AUTO_UPGRADE' } : {}),
+  treadleLimiter,
+);
 
 /** The limiter's state and message handlers; the decisions are the allocator's. */
 class Limiter {

@@ -46,6 +46,7 @@ const DESCRIBE_MODE_ENHANCED = 1 as temporal.api.enums.v1.DescribeTaskQueueMode;
  */
 export async function pollersOf(client: Client, taskQueue: string): Promise<string[]> {
   const request = { namespace: client.options.namespace, taskQueue: { name: taskQueue, kind: TASK_QUEUE_KIND_NORMAL } };
+  let enhanced: string[] = [];
   try {
     const response = await client.workflowService.describeTaskQueue({
       ...request,
@@ -53,17 +54,20 @@ export async function pollersOf(client: Client, taskQueue: string): Promise<stri
       reportPollers: true,
       taskQueueTypes: [TASK_QUEUE_TYPE_WORKFLOW],
     });
-    return Object.values(response.versionsInfo ?? {})
+    enhanced = Object.values(response.versionsInfo ?? {})
       .flatMap((version) => version.typesInfo?.[String(TASK_QUEUE_TYPE_WORKFLOW)]?.pollers ?? [])
       .map((p) => p.identity ?? '?');
   } catch {
-    // A server without the enhanced description: the root partition's list.
-    const response = await client.workflowService.describeTaskQueue({
-      ...request,
-      taskQueueType: TASK_QUEUE_TYPE_WORKFLOW,
-    });
-    return (response.pollers ?? []).map((p) => p.identity ?? '?');
+    // A server without the enhanced description: the root partition's list below.
   }
+  if (enhanced.length > 0) return enhanced;
+  // The enhanced description leaves out workers with a deployment version (server 1.29: its one entry, "", has no
+  // pollers); the plain one lists them, with the root partition's other pollers.
+  const response = await client.workflowService.describeTaskQueue({
+    ...request,
+    taskQueueType: TASK_QUEUE_TYPE_WORKFLOW,
+  });
+  return (response.pollers ?? []).map((p) => p.identity ?? '?');
 }
 
 /** The message for a task queue no worker polls, with the command that starts a worker on that queue. */

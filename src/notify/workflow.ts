@@ -11,7 +11,15 @@
  *   the queue (deliveries being attempted included: they start again, with the same delivery id) and the recent
  *   set. At least once: a receiver dedupes on `X-Treadle-Delivery`.
  */
-import { condition, continueAsNew, log, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  log,
+  proxyActivities,
+  setHandler,
+  setWorkflowOptions,
+  workflowInfo,
+} from '@temporalio/workflow';
 import {
   DEFAULT_DELIVERY_RETRY,
   notifierStateQuery,
@@ -39,6 +47,14 @@ export async function treadleNotifier(input: NotifierInput = {}): Promise<void> 
   notifier.install();
   await notifier.run();
 }
+
+// Auto-upgrade, as the limiter (src/capacity/workflow.ts): one notifier serves the items of every live build, so
+// it must follow the current build rather than be pinned to one that drains with its deliveries queued.
+// As there, only on a versioned run.
+setWorkflowOptions(
+  () => (workflowInfo().currentDeploymentVersion?.deploymentName ? { versioningBehavior: 'AUTO_UPGRADE' } : {}),
+  treadleNotifier,
+);
 
 /** The notifier's queue, recent keys and message handlers. */
 class Notifier {

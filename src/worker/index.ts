@@ -12,7 +12,7 @@ import { kindActivities } from '../kinds';
 import { createContractActivities } from '../kinds/contract/worker/activities';
 import { createApprovalActivities, type ActionCatalog } from '../kinds/approval/worker/activities';
 import type { CallLog } from '../storage/call-log';
-import { describeCallLog, isPostgresUrl, openCallLog } from '../storage/open-call-log';
+import { openCallLog } from '../storage/open-call-log';
 import { defaultAgentProviders } from '../agents';
 import type { AgentProviders } from '../agents/providers';
 import type { CallThrottle } from '../agents/call-throttle';
@@ -37,6 +37,9 @@ import {
 import { engineForAttributes, ensureSearchAttributes } from '../server/search-attributes';
 import { SEARCH_ATTRIBUTE_DEFINITIONS } from '../model/search-attributes';
 import { workflowCodeForWorker } from './workflow-bundle';
+import type { WorkItemVersioning } from '../config/deployment';
+import { deploymentOf, versioningOptions } from './deployment';
+import { notesOf } from './start-line';
 import { installPrometheusMetrics, prometheusAddressFromEnv } from './metrics';
 import { load } from './lazy-modules';
 import {
@@ -107,6 +110,13 @@ export interface TreadleWorkerOptions {
    * `TREADLE_WORKFLOW_CACHE`.
    */
   worker?: Partial<WorkerOptions>;
+  /**
+   * The Worker Deployment Version of every queue this worker polls (docs/deploy.md, "Upgrading workers with
+   * Worker Deployment Versioning"): default `TREADLE_DEPLOYMENT`, `TREADLE_BUILD_ID` and
+   * `TREADLE_VERSIONING_BEHAVIOR`; null (or nothing set) for an unversioned worker. `workItems` (default
+   * `PINNED`) is how work items and their children move between builds.
+   */
+  deployment?: { name: string; buildId: string; workItems?: WorkItemVersioning } | null;
   /**
    * runWorker: also poll this queue (default `TREADLE_IMPLEMENTATIONS_QUEUE`) with the `registry`'s stages, gates,
    * validators and revisers and the action types that Treadle does not ship, in a second, activities-only Temporal
@@ -217,9 +227,15 @@ function capacityThrottle(
   return new GatedThrottle({ connection: options.connection, namespace, taskQueue, limits });
 }
 
-/** What every Treadle worker shares: blob references for large payloads, heartbeats, correlation ids, tracing. */
+/**
+ * What every Treadle worker shares: blob references for large payloads, heartbeats, the deployment version,
+ * correlation ids, tracing.
+ */
 function workerPlumbing(options: TreadleWorkerOptions, blobs: BlobStore): Partial<WorkerOptions> {
   return {
+    // Both workers of a process (the core queue and an implementations queue) declare the same version, so a
+    // pinned item's activities go to the build that runs its workflow.
+    ...versioningOptions(deploymentOf(options)),
     // The safety net under Treadle's own references: any payload that still reaches 256 KiB (a large spec,
     // an inline edit, a big query answer) travels through the same blob store by reference.
     dataConverter: { externalStorage: treadleExternalStorage(blobs) },
@@ -305,7 +321,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   const settings = temporalSettings();
   const namespace = options.namespace ?? settings.namespace;
   const metrics = prometheusAddressFromEnv();
-  const { limits, notifications } = settingsFiles(options); // a bad file: exit 2, before connecting
+  const { limits, notifications, deployment } = settingsFiles(options); // a bad one: exit 2, before connecting
   // Before the first connection, which would make the process's runtime without the exporter.
   if (metrics !== undefined) installPrometheusMetrics(metrics);
   // One call log for both workers, closed when they stop (an open PostgreSQL pool would keep the process alive).
@@ -353,7 +369,7 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
     const also = implementationsQueue !== undefined ? ` and implementations queue ${implementationsQueue}` : '';
     process.stderr.write(
       `treadle worker: task queue ${taskQueue}${also} on ${settings.summary}${tracing ? ', tracing to OTLP' : ''}` +
-        `${metrics !== undefined ? `, metrics on http://${metrics}/metrics` : ''}${notesOf(options, config.callLog, limits, notifications)}\n`,
+        `${notesOf(options, { metrics, callLog: config.callLog, limits, notifications, deployment })}\n`,
     );
     // One stopping (a signal stops both; a fatal error one) takes the other down with it.
     const running = workers.map((worker) =>
@@ -381,9 +397,10 @@ export async function runWorker(options: Partial<TreadleWorkerOptions> = {}): Pr
   }
 }
 
-/** The limits and notifications files' settings (`TREADLE_LIMITS`, `TREADLE_NOTIFY`) unless given. */
+/** The limits and notifications files' settings (`TREADLE_LIMITS`, `TREADLE_NOTIFY`) and the deployment, unless given. */
 function settingsFiles(options: Partial<TreadleWorkerOptions>) {
   return {
+    deployment: deploymentOf(options),
     limits: options.limits === undefined ? limitsFromEnv() : options.limits,
     notifications: options.notifications === undefined ? notificationsFromEnv() : options.notifications,
   };
@@ -400,27 +417,6 @@ function coreQueueOptions<T extends Partial<TreadleWorkerOptions>>(
     delete core.approvalActions;
   }
   return core;
-}
-
-/** The start line's notes: a PostgreSQL call log, the model limits the calls share (docs/deploy.md), the webhooks. */
-function notesOf(
-  options: Partial<TreadleWorkerOptions>,
-  callLog: string | null,
-  limits: CapacityLimits | null | undefined,
-  notifications: WorkerNotifications | null | undefined,
-) {
-  const scopes = (limits?.limits ?? []).map((limit) => `${limit.provider}/${limit.model}`);
-  const webhooks = (notifications?.webhooks ?? []).map((w) => w.name);
-  return (
-    `${callLogNote(options, callLog)}${scopes.length > 0 ? `, model limits for ${scopes.join(', ')}` : ''}` +
-    `${webhooks.length > 0 ? `, webhooks ${webhooks.join(', ')}` : ''}`
-  );
-}
-
-/** The start line's note of a PostgreSQL call log (without its password): the shared state an operator checks. */
-function callLogNote(options: Partial<TreadleWorkerOptions>, setting: string | null): string {
-  if (options.callLog !== undefined || setting === null || !isPostgresUrl(setting)) return '';
-  return `, call log ${describeCallLog(setting)}`;
 }
 
 /** The line deployments and health checks wait for: printed once the worker polls (or never, if it fails first). */

@@ -11,7 +11,7 @@ import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 import type { CallLog } from '../../src/storage/call-log';
 import type { AgentProviders } from '../../src/agents/providers';
 import { TreadleClient } from '../../src/client';
-import { createWorker } from '../../src/worker';
+import { createWorker, type TreadleWorkerOptions } from '../../src/worker';
 import { bundledActionRegistry, bundledRegistry } from '../../src/cli/bundled-examples';
 import { treadleExternalStorage } from '../../src/storage/external-storage';
 
@@ -50,6 +50,8 @@ export interface HarnessOptions<B extends BlobStore = FileBlobStore> {
    * {@link HARNESS_ANSWER_WAIT_MS}). Tests of the no-worker answer make their own client with the 2-s default.
    */
   answerWaitMs?: number;
+  /** The worker's deployment version (default: none, an unversioned worker; the environment is not read). */
+  deployment?: TreadleWorkerOptions['deployment'];
   /** The Temporal server (default: the run's dev server, `TREADLE_TEST_ADDRESS`), e.g. one a test started with settings of its own. */
   address?: string;
 }
@@ -92,6 +94,7 @@ export async function startHarness<B extends BlobStore = FileBlobStore>(
     approvalActions: options.approvalActions ?? bundledActionRegistry(),
     ...(options.callLog !== undefined ? { callLog: options.callLog } : {}),
     ...(options.engineVersion !== undefined ? { engineVersion: options.engineVersion } : {}),
+    deployment: options.deployment ?? null,
   });
   const running = worker.run();
   const connection = await Connection.connect({ address });

@@ -1,8 +1,9 @@
 /**
- * `client.workers`: which workers poll a task queue, as Temporal reports them. `TreadleClient.workersPolling` and
- * `noWorkerPolls` are aliases.
+ * `client.workers`: which workers poll a task queue, as Temporal reports them, and the worker deployments' versions
+ * (docs/deploy.md). `TreadleClient.workersPolling` and `noWorkerPolls` are aliases.
  */
 import { noWorkerPolls, pollersOf } from '../worker-presence';
+import { deploymentNames, describeDeployment, setCurrentVersion, type DeploymentListing } from '../deployments';
 import { ClientPart } from './context';
 
 /** The workers part of `TreadleClient` (`client.workers`). */
@@ -21,5 +22,22 @@ export class WorkersClient extends ClientPart {
    */
   async nonePolls(taskQueue: string = this.context.taskQueue): Promise<boolean> {
     return noWorkerPolls(this.context.client, taskQueue);
+  }
+
+  /**
+   * The versions of `deployment` (default: every deployment in the namespace), newest first: current, ramping,
+   * draining or drained, and how many open work items each holds. A `not_found` error for an unknown name.
+   */
+  async deployments(deployment?: string): Promise<DeploymentListing[]> {
+    const names = deployment !== undefined ? [deployment] : await deploymentNames(this.context.client);
+    return Promise.all(names.map((name) => describeDeployment(this.context.client, name)));
+  }
+
+  /**
+   * Makes `buildId` the current version of `deployment`: new items start on it, pinned items stay on theirs.
+   * Answers the build that was current before (null: none, unversioned).
+   */
+  async setCurrentVersion(deployment: string, buildId: string): Promise<{ previous: string | null }> {
+    return setCurrentVersion(this.context.client, deployment, buildId);
   }
 }
