@@ -27,6 +27,8 @@ module.exports = {
     // What the CLI's exit codes say, and what a client hears when no worker answers.
     'exit-codes',
     'no-worker',
+    // Worker Deployment Versioning: builds v1 and v2 side by side, v1's items finish on v1, v1 drains.
+    'worker-versioning',
   ]
     .map((name) => `<rootDir>/test/integration/${name}.test.ts`)
     // Two "machines" on one server; workers SIGKILLed mid-stage and mid-TDD-tree; the server's own faults.
