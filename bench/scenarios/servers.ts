@@ -116,6 +116,11 @@ function serverRows(r: ServersResult): Row[] {
       each(`inbox: first screen with ${r.dev.inbox.decisions} pending, median ms`, (run) =>
         fmt(run.inbox!.timings.firstScreen.medianMs),
       ),
+      each('inbox: raw visibility scan / listPendingDecisions() / delta listing, median ms', (run) =>
+        [run.inbox!.timings.rawScan, run.inbox!.timings.listPendingDecisions, run.inbox!.timings.deltaListing]
+          .map((t) => fmt(t.medianMs))
+          .join(' / '),
+      ),
     );
   return rows;
 }
