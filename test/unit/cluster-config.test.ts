@@ -6,6 +6,7 @@ import YAML from 'yaml';
 import {
   CLUSTER_SERVICES,
   DEFAULT_CLUSTER_SETTINGS,
+  clusterSettings,
   dynamicConfigYaml,
   serverConfigYaml,
   type ClusterPorts,
@@ -24,7 +25,7 @@ const ports: ClusterPorts = {
 };
 
 it('points both stores at the local PostgreSQL with the pools and shards of the settings, each service at its ports', () => {
-  const settings = { ...DEFAULT_CLUSTER_SETTINGS, historyShards: 8, maxConns: 30, visibilityMaxConns: 6 };
+  const settings = clusterSettings({ plugin: 'postgres12', historyShards: 8, maxConns: 30, visibilityMaxConns: 6 });
   const config = YAML.parse(
     serverConfigYaml({ settings, ports, user: 'temporal', dynamicConfigFile: '/x/dc.yaml', metricsPort: 21050 }),
   );
@@ -68,4 +69,13 @@ it('writes dynamic config as lists of one value per key, the settings over the b
   expect(file['matching.enableFairness']).toEqual([{ value: true }]);
   expect(file['frontend.namespaceRPS.visibility']).toEqual([{ value: 100 }]);
   for (const entry of Object.values(file)) expect(entry).toEqual([{ value: expect.anything() }]);
+});
+
+it('takes the measured defaults (pgx, GOGC 400, fsync off) and merges given PostgreSQL settings and dynamic config key by key', () => {
+  expect(clusterSettings()).toEqual(DEFAULT_CLUSTER_SETTINGS);
+  expect(DEFAULT_CLUSTER_SETTINGS).toMatchObject({ plugin: 'postgres12_pgx', goGc: 400, postgres: { fsync: 'off' } });
+  const given = clusterSettings({ postgres: { fsync: 'on', shared_buffers: '256MB' }, dynamicConfig: { a: 1 } });
+  expect(given.postgres).toEqual({ fsync: 'on', shared_buffers: '256MB' });
+  expect(given.dynamicConfig).toEqual({ a: 1 });
+  expect(given.plugin).toBe('postgres12_pgx');
 });
