@@ -56,8 +56,6 @@ export interface Cluster {
   /** The frontend's `host:port`. */
   address: string;
   namespace: string;
-  /** The Prometheus metrics of each server process. */
-  metricsUrls: string[];
   dir: string;
   settings: ClusterSettings;
   postgres: PostgresServer;
@@ -113,7 +111,6 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
   return {
     address,
     namespace,
-    metricsUrls: server.metricsUrls,
     dir: options.dir,
     settings,
     postgres,
@@ -159,7 +156,6 @@ async function writeServerConfig(
 
 /** The server's processes, started, killed and stopped together. */
 interface ServerProcesses {
-  metricsUrls: string[];
   start(): Promise<void>;
   kill(): Promise<void>;
   stop(): Promise<void>;
@@ -184,7 +180,6 @@ function serverProcesses(args: {
     await Promise.all(processes.map((p) => p.process.stop()));
   };
   return {
-    metricsUrls: groups.map((g) => `http://127.0.0.1:${g.metricsPort}/metrics`),
     logTail,
     stop,
     pids: () => Object.fromEntries(processes.map((p) => [p.services.join(','), p.process.pid()])),

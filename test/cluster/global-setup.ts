@@ -14,7 +14,6 @@ export default async function clusterSetup(globalConfig?: RunSelection): Promise
       layout: 'per-service',
       progress: (m) => process.stderr.write(`[cluster-setup] ${m}\n`),
     });
-    process.env.TREADLE_TEST_CLUSTER_DIR = cluster.dir;
     return { address: cluster.address, stop: () => cluster.stop() };
   });
 }
