@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { createInterface } from 'node:readline/promises';
 import type { ApprovalListing, TreadleClient } from '../client';
 import { TreadleError } from '../config/errors';
-import { table } from './render';
+import { alreadyRecorded, table } from './render';
 import { APPROVAL_ID_PATTERN } from '../kinds/approval/shapes';
 import type { WithClient } from './with-client';
 
@@ -30,7 +30,7 @@ export function registerApproveCommands(program: Command, withClient: WithClient
       await withClient(async (client) => {
         const decided = await client.decideApproval(id, 'approve', opts.by !== undefined ? { by: opts.by } : {});
         process.stdout.write(
-          `${decided.id} (${decided.step} of ${decided.itemId}): approved by ${decided.decidedBy}\n`,
+          `${decided.id} (${decided.step} of ${decided.itemId}): approved by ${decided.decidedBy}${alreadyRecorded(decided.repeated)}\n`,
         );
       })();
     });
@@ -69,7 +69,7 @@ export function registerApproveCommands(program: Command, withClient: WithClient
           ...(opts.reason !== undefined ? { reason: opts.reason } : {}),
         });
         process.stdout.write(
-          `${decided.id} (${decided.step} of ${decided.itemId}): rejected by ${decided.decidedBy}\n`,
+          `${decided.id} (${decided.step} of ${decided.itemId}): rejected by ${decided.decidedBy}${alreadyRecorded(decided.repeated)}\n`,
         );
       })();
     });

@@ -286,3 +286,7 @@ export function renderLoopStatus(workflowId: string, state: LoopState): string {
   if (state.stoppedBy) lines.push('', `stopped by ${state.stoppedBy.by}: ${state.stoppedBy.reason}`);
   return lines.join('\n');
 }
+
+/** What a decision's line adds when it repeated one already taken: the first one's answer, and nothing changed. */
+export const alreadyRecorded = (repeated: boolean | undefined): string =>
+  repeated ? ' (already recorded: sending the same decision again changed nothing)' : '';

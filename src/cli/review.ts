@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { readJsonFile } from '../pipelines/catalog';
 import { wholeNumber } from './arguments';
-import { table } from './render';
+import { alreadyRecorded, table } from './render';
 import { given, UsageError } from './exit-codes';
 import { withClient } from './with-client';
 
@@ -118,7 +118,7 @@ function registerReviewCommand(program: Command): void {
               ...(opts.reviewer ? { reviewer: opts.reviewer } : {}),
             });
           process.stdout.write(
-            `${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}\n`,
+            `${done.stage} of ${done.itemId}: ${done.outcome.replace(/_/g, ' ')} by ${done.reviewer}${alreadyRecorded(done.repeated)}\n`,
           );
         },
       ),

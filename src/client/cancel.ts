@@ -67,6 +67,8 @@ export async function cancelItem(
         send: (updateId) => handle.executeUpdate(cancelItemUpdate, { args: [request], updateId }),
         answerWaitMs,
         timeoutMs,
+        // A cancel repeated after its first try recorded who and why but lost its answer goes on from there.
+        repeatOf: { name: cancelItemUpdate.name, arg: request, subject: () => 'cancel' },
       });
     } catch (error) {
       throw await refusal(error, handle);

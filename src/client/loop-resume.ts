@@ -78,6 +78,8 @@ export async function sendResume(
       send: (updateId) =>
         client.workflow.getHandle(loopId).executeUpdate(resumeLoopUpdate, { args: [request], updateId }),
       timeoutMs,
+      // The same answer sent again (its first reply lost to a server failure) gets the first one's reply.
+      repeatOf: { name: resumeLoopUpdate.name, arg: request, subject: () => 'resume' },
       ...(answerWaitMs !== undefined ? { answerWaitMs } : {}),
     });
   } catch (error) {

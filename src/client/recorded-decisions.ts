@@ -121,13 +121,15 @@ function decisionsIn(
 }
 
 function decode(payload: Payload): RecordedDecisionArg | undefined {
+  const value = decodedPayload(payload);
+  return typeof value === 'object' && value !== null ? (value as RecordedDecisionArg) : undefined;
+}
+
+/** A payload's value, or undefined when it is stored elsewhere (an external storage reference) or not JSON. */
+export function decodedPayload(payload: Payload): unknown {
   try {
-    const value = defaultPayloadConverter.fromPayload(
-      payload as Parameters<typeof defaultPayloadConverter.fromPayload>[0],
-    );
-    return typeof value === 'object' && value !== null ? (value as RecordedDecisionArg) : undefined;
+    return defaultPayloadConverter.fromPayload(payload as Parameters<typeof defaultPayloadConverter.fromPayload>[0]);
   } catch {
-    // Stored elsewhere (an external storage reference) or not JSON: not a decision this can read.
     return undefined;
   }
 }

@@ -22,7 +22,8 @@ import { itemPriorityOf, type ItemPriority } from '../model/priority';
 import { REVIEWS_MEMO_KEY, TreadlePipeline, TreadleStatus } from '../model/search-attributes';
 import { WORK_ITEM_FAILED, type ReviewsMemo, type WorkItemResult } from '../model/state';
 import { workerCommandFor } from '../worker/task-queues';
-import { isUpdateUnanswered } from './errors';
+import { isNotFound, isUpdateUnanswered } from './errors';
+import { acceptedUpdate, repeatedUpdateId, type RepeatOf } from './repeated-updates';
 import { TreadleError } from '../config/errors';
 import { serverTroubleStatus } from '../config/connection';
 
@@ -146,6 +147,11 @@ export interface UpdateCall<T> {
   answerWaitMs?: number;
   /** How long the update may take once a worker has shown it is there. */
   timeoutMs: number;
+  /**
+   * How to recognise this update as the repeat of one the workflow accepted before: refused now ("not waiting",
+   * the item finished), it gets that one's outcome instead (see repeated-updates.ts).
+   */
+  repeatOf?: RepeatOf;
 }
 
 /**
@@ -163,10 +169,14 @@ export async function updatedByWorker<T>(client: Client, id: string, update: Upd
     if (error instanceof TreadleError && error.code === 'no_worker') throw notSent(update.what, error);
     throw error;
   }
+  const send = (updateId: string) =>
+    client.withAbortSignal(AbortSignal.timeout(update.timeoutMs), () => update.send(updateId));
   const updateId = randomUUID();
   try {
-    return await client.withAbortSignal(AbortSignal.timeout(update.timeoutMs), () => update.send(updateId));
+    return await send(updateId);
   } catch (error) {
+    const earlier = update.repeatOf && refused(error) ? await repeatedUpdate(client, id, update.repeatOf) : undefined;
+    if (earlier) return asRepeat(await send(earlier));
     if (!isUpdateUnanswered(error)) throw error;
     const within = `${Math.round(update.timeoutMs / 100) / 10}s`;
     const status = `see \`treadle status ${id}\``;
@@ -177,25 +187,20 @@ export async function updatedByWorker<T>(client: Client, id: string, update: Upd
   }
 }
 
+/** Whether the workflow refused an update: its validator or handler did, or it has closed. */
+const refused = (error: unknown): boolean => error instanceof WorkflowUpdateFailedError || isNotFound(error);
+
+/** An earlier update's answer, marked `repeated: true` (an object's; ReviewAccepted and ApprovalDecided say so). */
+const asRepeat = <T>(answer: T): T =>
+  typeof answer === 'object' && answer !== null ? { ...answer, repeated: true } : answer;
+
+/** {@link repeatedUpdateId}, or undefined when the history cannot be read. */
+const repeatedUpdate = (client: Client, id: string, repeat: RepeatOf): Promise<string | undefined> =>
+  repeatedUpdateId(client, id, repeat).catch(() => undefined);
+
 /** `noAnswer` (a `no_worker` error) told of what was therefore not sent: "the review of … was not sent: …". */
 export function notSent(what: string, noAnswer: TreadleError): TreadleError {
   return new TreadleError(`${what} was not sent: ${noAnswer.message}, then send it again`, 'no_worker');
-}
-
-const EVENT_TYPE_UPDATE_ACCEPTED = 41 as temporal.api.enums.v1.EventType;
-
-/** Whether the history of `id` records that the workflow accepted update `updateId`. */
-async function acceptedUpdate(client: Client, id: string, updateId: string): Promise<boolean> {
-  try {
-    const { events } = await client.workflow.getHandle(id).fetchHistory();
-    return (events ?? []).some(
-      (event) =>
-        event.eventType === EVENT_TYPE_UPDATE_ACCEPTED &&
-        event.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId === updateId,
-    );
-  } catch {
-    return false;
-  }
 }
 
 /** Whether a call's failure came from a worker: then one polls, and there is nothing to check. */

@@ -84,14 +84,16 @@ const SERVER_TROUBLE: Readonly<Record<number, string>> = { 4: 'DEADLINE_EXCEEDED
 /**
  * A call that failed because the server could not do it now (UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL anywhere in
  * the error's causes: a server restarting, or one that cannot reach its database) as one line that says so and
- * what to do (exit 1); undefined for any other failure. A command that reads changed nothing; one that decides can
- * be run again, since a decision already recorded is refused as already decided.
+ * what to do (exit 1); undefined for any other failure. A command that reads changed nothing. One that decides
+ * may have been taken before the server failed (Temporal may apply an update whose answer never came), so the line
+ * says so; running it again is safe, since the same decision sent again gets the first one's answer
+ * (repeated-updates.ts) and a different one is refused as already decided.
  */
 export function serverTrouble(error: unknown, settings: TemporalSettings): TreadleError | undefined {
   const trouble = serverTroubleStatus(error);
   if (!trouble) return undefined;
   return new TreadleError(
-    `the Temporal server at ${settings.address} could not do this now (${trouble.name}${trouble.said ? `: ${trouble.said}` : ''}); it may be restarting or unable to reach its database: run the command again once it answers`,
+    `the Temporal server at ${settings.address} could not do this now (${trouble.name}${trouble.said ? `: ${trouble.said}` : ''}); it may be restarting or unable to reach its database: run the command again once it answers (a decision it took before failing is not taken twice)`,
     'server_unavailable',
   );
 }

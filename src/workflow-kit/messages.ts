@@ -20,6 +20,11 @@ export interface ReviewAccepted {
   stage: string;
   outcome: ReviewOutcome['kind'];
   reviewer: string;
+  /**
+   * Set by the client (never by the workflow) when the same review was sent again: this is the first one's answer,
+   * and the repeat changed nothing (see client/repeated-updates.ts).
+   */
+  repeated?: true;
 }
 
 /**

@@ -120,7 +120,15 @@ it('lists requests from visibility, approves and rejects them by id, refuses dou
 
   const result = await h.client.result(id);
   expect(result.status).toBe('completed');
-  // Once the item has finished too.
+  // Once the item has finished too; the same decision again gets the first one's answer.
+  await expect(h.client.decideApproval(room!.id, 'reject', { by: 'bob', reason: 'no budget' })).resolves.toEqual({
+    id: room!.id,
+    itemId: id,
+    step: 'approve',
+    status: 'rejected',
+    decidedBy: 'bob',
+    repeated: true,
+  });
   await expect(h.client.decideApproval(room!.id, 'approve', { by: 'cy' })).rejects.toThrow(
     new RegExp(
       `^decision refused: approval request ${room!.id} is already rejected by bob at \\d{4}-\\S+: no budget; work item ${id} has finished \\(completed\\)$`,
@@ -311,6 +319,12 @@ describe('the approve commands', () => {
     expect(await runTreadle(h, ['approve', first!.id, '--by', 'dee'])).toEqual({
       code: 0,
       stdout: `${first!.id} (approve of ${id}): approved by dee\n`,
+      stderr: '',
+    });
+    // The same decision again (as after an answer lost to a server failure): the first one's answer, marked.
+    expect(await runTreadle(h, ['approve', first!.id, '--by', 'dee'])).toEqual({
+      code: 0,
+      stdout: `${first!.id} (approve of ${id}): approved by dee (already recorded: sending the same decision again changed nothing)\n`,
       stderr: '',
     });
     const again = await runTreadle(h, ['approve', 'reject', first!.id, '--reason', 'changed my mind']);

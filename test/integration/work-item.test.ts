@@ -105,9 +105,28 @@ describe('invalid review input', () => {
     expect(state.pendingReviews.map((r) => r.stage)).toEqual(['draft']);
     const history = await h.temporal.workflow.getHandle(id).fetchHistory();
     expect(history.events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes)).toHaveLength(0);
-    await h.client.approve(id, 'draft');
-    await expect(h.client.approve(id, 'draft')).rejects.toThrow(
-      `stage "draft" of work item ${id} is not waiting for review (it is completed)`,
+    const approved = await h.client.approve(id, 'draft', { reviewer: 'ann' });
+    // The same review again (as after an answer lost to a server failure) gets the first one's answer and changes
+    // nothing; a different one, or one by someone else, is refused.
+    await expect(h.client.approve(id, 'draft', { reviewer: 'ann' })).resolves.toEqual({ ...approved, repeated: true });
+    for (const late of [
+      () => h.client.approve(id, 'draft', { reviewer: 'bob' }),
+      () => h.client.approve(id, 'draft', { reviewer: 'ann', note: 'again' }),
+      () => h.client.reject(id, 'draft', 'no', { reviewer: 'ann' }),
+    ])
+      await expect(late()).rejects.toThrow(
+        `stage "draft" of work item ${id} is not waiting for review (it is completed)`,
+      );
+    const accepted = (await h.temporal.workflow.getHandle(id).fetchHistory()).events!.filter(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes,
+    );
+    expect(accepted).toHaveLength(1);
+    // After the item has finished too (Temporal keeps an update's outcome by its id in a closed run).
+    await h.client.approve(id, 'publish', { reviewer: 'ann' });
+    await until(id, 'completed');
+    await expect(h.client.approve(id, 'draft', { reviewer: 'ann' })).resolves.toEqual({ ...approved, repeated: true });
+    await expect(h.client.approve(id, 'draft', { reviewer: 'bob' })).rejects.toThrow(
+      `work item ${id} has finished (completed); no stage is waiting for review`,
     );
   });
 

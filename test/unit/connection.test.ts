@@ -170,7 +170,7 @@ it('reads a server that cannot do a call now from a gRPC status in the causes, a
   expect(serverTrouble(query, settings)).toMatchObject({
     code: 'server_unavailable',
     message:
-      'the Temporal server at 127.0.0.1:7233 could not do this now (UNAVAILABLE: GetWorkflowExecution operation failed); it may be restarting or unable to reach its database: run the command again once it answers',
+      'the Temporal server at 127.0.0.1:7233 could not do this now (UNAVAILABLE: GetWorkflowExecution operation failed); it may be restarting or unable to reach its database: run the command again once it answers (a decision it took before failing is not taken twice)',
   });
   const late = Object.assign(new Error('4 DEADLINE_EXCEEDED: context deadline exceeded'), { code: 4, details: '' });
   expect(serverTrouble(late, settings)?.message).toContain('could not do this now (DEADLINE_EXCEEDED: 4 DEADLINE');

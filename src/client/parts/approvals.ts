@@ -63,6 +63,8 @@ export class ApprovalsClient extends ClientPart {
           send: (updateId) => h.executeUpdate(decideApprovalUpdate, { args: [payload], updateId }),
           answerWaitMs,
           timeoutMs: reviewTimeoutMs,
+          // The same decision sent again (its first answer lost to a server failure) gets the first one's answer.
+          repeatOf: { name: decideApprovalUpdate.name, arg: payload, subject: (a) => (a as { id?: unknown }).id },
         });
       } catch (error) {
         throw await this.refusal(error, h, id, itemId);

@@ -90,17 +90,16 @@ export class DecisionsClient extends ClientPart {
     group?: string,
   ): Promise<ReviewAccepted> {
     const { client, answerWaitMs, reviewTimeoutMs } = this.context;
+    const arg = { stage, outcome, reviewer, ...(group ? { group } : {}) };
     return this.context.call(id, async (h) => {
       try {
         return await updatedByWorker(client, id, {
           what: `the review of ${stage} of ${id}`,
-          send: (updateId) =>
-            h.executeUpdate(resolveReviewUpdate, {
-              args: [{ stage, outcome, reviewer, ...(group ? { group } : {}) }],
-              updateId,
-            }),
+          send: (updateId) => h.executeUpdate(resolveReviewUpdate, { args: [arg], updateId }),
           answerWaitMs,
           timeoutMs: reviewTimeoutMs,
+          // The same review sent again (its first answer lost to a server failure) gets the first one's answer.
+          repeatOf: { name: resolveReviewUpdate.name, arg, subject: (a) => (a as { stage?: unknown }).stage },
         });
       } catch (error) {
         throw await this.refusal(error, h, id, stage);

@@ -60,6 +60,8 @@ export interface ApprovalDecided {
   step: string;
   status: 'approved' | 'rejected';
   decidedBy: string;
+  /** Set by the client when the same decision was sent again: the first one's answer; the repeat changed nothing. */
+  repeated?: true;
 }
 
 /** The memo entry listings read (pending requests only, payloads left out). */

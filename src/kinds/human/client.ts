@@ -82,6 +82,8 @@ export async function respondToHumanStage(
         send: (updateId) => h.executeUpdate(respondHumanUpdate, { args: [payload], updateId }),
         answerWaitMs,
         timeoutMs: reviewTimeoutMs,
+        // The same answer sent again (its first reply lost to a server failure) gets the first one's reply.
+        repeatOf: { name: respondHumanUpdate.name, arg: payload, subject: (a) => (a as { stage?: unknown }).stage },
       });
     } catch (error) {
       if (error instanceof WorkflowUpdateFailedError)
