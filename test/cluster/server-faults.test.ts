@@ -6,19 +6,22 @@
  * - before the fault, an item waits for a stage review, one for two approvals (one approved before the fault),
  *   and one runs a stage the test holds open across the fault;
  * - while it lasts, the commands a reviewer runs (`treadle review`, `treadle approve`, `treadle status`) fail with
- *   exit 1 and a message that says the server cannot be reached or did not answer, within a bounded time, and
- *   change nothing;
- * - afterwards, the same commands succeed; every item finishes; an item started after the fault runs too;
+ *   exit 1 and a message that says the server cannot be reached or did not answer, within a bounded time (a
+ *   decision sent then may still be taken: Temporal can apply an update whose answer never came back);
+ * - afterwards, the same commands succeed, whether the server took them before failing or not (a repeat gets the
+ *   first one's answer); every item finishes; an item started after the fault runs too;
  * - nothing is lost or run twice: the item's audit has one review decision, each approval is decided once, the
- *   approved action ran once per request, the held stage ran once, and each item's call records are one per
- *   attempt (the call log).
+ *   approved action ran once per request, the held stage ran once, every stage has one attempt, and the call
+ *   log has one record for each model call (made before the fault, in the held stage, or after it).
  */
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
+import type { StageContext } from '../../src/activities/registry';
 import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 import { pipeline } from '../../src/kinds/builder';
 import type { WorkItemState } from '../../src/model/state';
 import { startCluster, type Cluster } from '../../src/server/cluster';
+import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import { defaultRegistry } from '../../src/worker';
 import { runTreadle, showRun } from '../support/cli';
 import { eventually, startHarness, type Harness } from '../support/harness';
@@ -33,7 +36,11 @@ const FAULT_TEST_MS = 300_000;
  */
 const HELD_HEARTBEAT_TIMEOUT = '120s';
 
-/** A stage that runs until the test releases it, counting its executions. */
+/** A model call (the scripted provider's, logged like any other) made by a stage's execution. */
+const callModel = (ctx: StageContext, what: string) =>
+  ctx.agent('scripted').run({ messages: [{ role: 'user', content: what }], correlationId: ctx.idempotencyKey });
+
+/** A stage that calls the model, then runs until the test releases it, counting its executions. */
 let release: () => void = () => undefined;
 let released = new Promise<void>((resolve) => (release = resolve));
 let heldExecutions = 0;
@@ -80,30 +87,45 @@ const FAULTS: Fault[] = [
     name: 'PostgreSQL crashed (immediate shutdown) and restarted under the running server',
     down: (c) => c.postgres.stop('immediate'),
     up: (c) => c.postgres.start(),
-    says: /^treadle: the Temporal server at 127\.0\.0\.1:\d+ could not do this now \((UNAVAILABLE|DEADLINE_EXCEEDED|INTERNAL)\b.*run the command again once it answers\n$/,
+    says: /^treadle: the Temporal server at 127\.0\.0\.1:\d+ could not do this now \((UNAVAILABLE|DEADLINE_EXCEEDED|INTERNAL)\b.*run the command again once it answers \(a decision it took before failing is not taken twice\)\n$/,
   },
 ];
 
 describe.each(FAULTS)('$name', (fault) => {
   it(
-    'items waiting for a review, for approvals and in a running stage finish; commands in the outage say so and change nothing',
+    'items waiting for a review, for approvals and in a running stage finish; commands in the outage say so, and repeating them after it is safe',
     async () => {
       heldExecutions = 0;
       actionRuns.clear();
       released = new Promise<void>((resolve) => (release = resolve));
       const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'cluster-fault-'));
       cluster = await startCluster({ dir, layout: 'per-service', progress: () => undefined });
-      const registry = defaultRegistry().stage('held', async (ctx) => {
-        heldExecutions++;
-        await Promise.race([
-          released,
-          new Promise((_, reject) =>
-            ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }),
-          ),
-        ]);
-        return { outcome: 'completed', artefact: { released: true }, summary: 'released' };
-      });
-      h = await startHarness({ address: cluster.address, registry, approvalActions: catalog });
+      const registry = defaultRegistry()
+        .stage(
+          'held',
+          async (ctx) => {
+            heldExecutions++;
+            await callModel(ctx, 'before the fault');
+            await Promise.race([
+              released,
+              new Promise((_, reject) =>
+                ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }),
+              ),
+            ]);
+            return { outcome: 'completed', artefact: { released: true }, summary: 'released' };
+          },
+          { usesAgent: true },
+        )
+        .stage(
+          'call',
+          async (ctx) => {
+            await callModel(ctx, `${ctx.stage} after the fault`);
+            return { outcome: 'completed', artefact: null };
+          },
+          { usesAgent: true },
+        );
+      const callLog = new SqliteCallLog(path.join(dir, 'calls.sqlite'));
+      h = await startHarness({ address: cluster.address, registry, approvalActions: catalog, callLog });
       const harness = h;
       const until = (id: string, done: (state: WorkItemState) => boolean, what: string) =>
         eventually(
@@ -120,7 +142,7 @@ describe.each(FAULTS)('$name', (fault) => {
       await harness.client.start(
         pipeline(name)
           .stage('check', 'scripted')
-          .stage('after', 'scripted', { dependsOn: ['check'] })
+          .stage('after', 'call', { dependsOn: ['check'] })
           .reviewPolicy('check', 'always'),
         null,
         { id: ids.review },
@@ -135,7 +157,7 @@ describe.each(FAULTS)('$name', (fault) => {
       await harness.client.start(
         pipeline(name)
           .stage('work', 'held')
-          .stage('after', 'scripted', { dependsOn: ['work'] })
+          .stage('after', 'call', { dependsOn: ['work'] })
           .activityOptions('work', { heartbeatTimeout: HELD_HEARTBEAT_TIMEOUT, retry: { initialInterval: '100ms' } }),
         null,
         { id: ids.held },
@@ -229,6 +251,10 @@ describe.each(FAULTS)('$name', (fault) => {
             attempts: record.attempts.map((_, i) => i + 1),
           });
       }
+      const calls = (await callLog.query()).filter((row) => Object.values(ids).includes(row.workflowId));
+      const perStage = calls.map((row) => `${row.workflowId === ids.review ? 'review' : 'held'} ${row.stage}`).sort();
+      expect(perStage).toEqual(['held after', 'held work', 'review after']);
+      await callLog.close();
     },
     FAULT_TEST_MS,
   );
