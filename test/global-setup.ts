@@ -28,6 +28,15 @@ export interface RunSelection {
 }
 
 /**
+ * Dynamic config of the servers the suites start, over their own: a Worker Deployment Version's drainage status is
+ * refreshed every few seconds instead of every three minutes, so the versioning test sees an old build drained.
+ */
+export const TEST_SERVER_DYNAMIC_CONFIG: Readonly<Record<string, unknown>> = {
+  'matching.wv.VersionDrainageStatusRefreshInterval': '3s',
+  'matching.wv.VersionDrainageStatusVisibilityGracePeriod': '3s',
+};
+
+/**
  * A free port is free only when probed: a client's outgoing connection may take it (from the same ephemeral
  * range) before the server binds it. So a start that fails is tried again, twice, on a new port and database.
  */
@@ -39,6 +48,7 @@ async function startOnFreePort(dir: string): Promise<DevServer> {
         dbFile: path.join(dir, attempt === 1 ? 'temporal.sqlite' : `temporal-${attempt}.sqlite`),
         headless: true,
         allowDownload: false,
+        dynamicConfig: { ...TEST_SERVER_DYNAMIC_CONFIG },
         progress: (m) => process.stderr.write(`[global-setup] ${m}\n`),
       });
     } catch (error) {

@@ -5,13 +5,14 @@
  */
 import path from 'node:path';
 import { startCluster } from '../../src/server/cluster';
-import { prepareRun, type RunSelection } from '../global-setup';
+import { prepareRun, TEST_SERVER_DYNAMIC_CONFIG, type RunSelection } from '../global-setup';
 
 export default async function clusterSetup(globalConfig?: RunSelection): Promise<void> {
   await prepareRun(globalConfig, async (dir) => {
     const cluster = await startCluster({
       dir: path.join(dir, 'cluster'),
       layout: 'per-service',
+      settings: { dynamicConfig: { ...TEST_SERVER_DYNAMIC_CONFIG } },
       progress: (m) => process.stderr.write(`[cluster-setup] ${m}\n`),
     });
     return { address: cluster.address, stop: () => cluster.stop() };
