@@ -10,6 +10,7 @@ import type * as ConnectionSettingsModule from '../config/connection-settings';
 import type * as PipelineModule from '../kinds/pipeline';
 import type * as TemporalCliModule from '../server/temporal-cli';
 import type * as ServerToolsModule from '../server/server-tools';
+import type * as ServerConfigModule from '../server/server-config';
 import type * as WorkerModule from '../worker';
 import type * as TracingModule from '../observability/tracing';
 import type * as DevModule from './dev';
@@ -40,6 +41,8 @@ export const load = {
   pipeline: (): typeof PipelineModule => require('../kinds/pipeline'),
   temporalCli: (): typeof TemporalCliModule => require('../server/temporal-cli'),
   serverTools: (): typeof ServerToolsModule => require('../server/server-tools'),
+  /** `treadle server-config` alone. */
+  serverConfig: (): typeof ServerConfigModule => require('../server/server-config'),
   worker: (): typeof WorkerModule => require('../worker'),
   tracing: (): typeof TracingModule => require('../observability/tracing'),
   loopFiles: (): typeof LoopFilesModule => require('../kinds/loop/worker/files'),

@@ -112,6 +112,29 @@ program
   });
 
 program
+  .command('server-config')
+  .description(
+    'write the configuration of a self-hosted Temporal server on PostgreSQL for this machine, one process per service (docs/deploy.md)',
+  )
+  .option(
+    '--root <dir>',
+    'the folder the server runs in (server --root); the files go to <dir>/config',
+    '/etc/temporal',
+  )
+  .option('--database <host:port>', 'PostgreSQL', '127.0.0.1:5432')
+  .option('--user <name>', 'the database role the server connects as (its password: SQL_PASSWORD)', 'temporal')
+  .option('--force', 'replace files that exist')
+  .action((opts: { root: string; database: string; user: string; force?: boolean }) => {
+    const { writeServerConfig, PRODUCTION_ENV } = load.serverConfig();
+    for (const file of writeServerConfig(opts)) process.stdout.write(`${file}\n`);
+    const root = path.resolve(opts.root);
+    process.stderr.write(
+      `start each service (history first on a new database), with SQL_PASSWORD in its environment:\n` +
+        `  server --root ${root} --config config --env ${PRODUCTION_ENV} --zone <service> --allow-no-auth start --service <service>\n`,
+    );
+  });
+
+program
   .command('pipelines')
   .description('list the built-in pipelines')
   .action(() => {

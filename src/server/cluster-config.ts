@@ -4,6 +4,7 @@
  * The defaults are the settings measured to get the most from a small machine (BENCHMARKS.md "A production
  * Temporal on PostgreSQL"); docs/deploy.md explains each one.
  */
+import path from 'node:path';
 import YAML from 'yaml';
 import { TASK_DISPATCH_DYNAMIC_CONFIG } from './dev-server';
 
@@ -86,24 +87,81 @@ export interface ClusterPorts {
 export const CLUSTER_SERVICES = ['history', 'matching', 'frontend', 'worker'] as const;
 export type ClusterService = (typeof CLUSTER_SERVICES)[number];
 
-/** The server's YAML for these settings and ports (`server --config <dir> --env <name>`). */
+/**
+ * The ports of a server on one machine, one process per service, as the module's configuration has them (the
+ * frontend on 7233), with a Prometheus port per process: what `treadle server-config` writes.
+ */
+export const STANDARD_PORTS: ClusterPorts = {
+  frontend: 7233,
+  frontendHttp: 7243,
+  postgres: 5432,
+  services: {
+    history: { grpc: 7234, membership: 6934 },
+    matching: { grpc: 7235, membership: 6935 },
+    frontend: { grpc: 7233, membership: 6933 },
+    worker: { grpc: 7239, membership: 6939 },
+  },
+};
+export const STANDARD_METRICS_PORTS: Readonly<Record<ClusterService, number>> = {
+  history: 9091,
+  matching: 9092,
+  frontend: 9093,
+  worker: 9094,
+};
+
+/** One server process: its name (a service's, or `all`) and the port of its metrics. */
+export interface ServerProcessConfig {
+  name: string;
+  metricsPort: number;
+}
+
+/**
+ * The server's configuration folder, file name to content: `<env>.yaml`, which every process reads, one
+ * `<env>_<process>.yaml` per process with its metrics port, which the server reads over the first (`server --config
+ * <dir> --env <env> --zone <process>`: processes on one machine cannot share a metrics port), and
+ * `dynamicconfig.yaml`, named in the first by its path in `configDir`.
+ */
+export function serverConfigFiles(args: {
+  settings: ClusterSettings;
+  ports: ClusterPorts;
+  /** PostgreSQL's host (default 127.0.0.1); its port is `ports.postgres`. */
+  databaseHost?: string;
+  user: string;
+  env: string;
+  /** Where the files will be read from: the dynamic config's path is written into the server's file. */
+  configDir: string;
+  processes: ServerProcessConfig[];
+}): Record<string, string> {
+  const { settings, env, processes } = args;
+  const dynamicConfigFile = path.join(args.configDir, 'dynamicconfig.yaml');
+  return {
+    [`${env}.yaml`]: serverConfigYaml({ ...args, dynamicConfigFile }),
+    ...Object.fromEntries(processes.map((p) => [`${env}_${p.name}.yaml`, processConfigYaml(p.metricsPort)])),
+    'dynamicconfig.yaml': dynamicConfigYaml(settings),
+  };
+}
+
+/**
+ * The server's YAML for these settings and ports. A template (the server renders files that say `enable-template`):
+ * the database password is read from `SQL_PASSWORD` in the server's environment, as the sql tool reads it, so no
+ * secret is written into the file.
+ */
 export function serverConfigYaml(args: {
   settings: ClusterSettings;
   ports: ClusterPorts;
+  databaseHost?: string;
   user: string;
   dynamicConfigFile: string;
-  /** The Prometheus port of the process that reads this file (each process of a cluster has its own). */
-  metricsPort: number;
 }): string {
   const { settings, ports, user } = args;
   const store = (databaseName: string, maxConns: number): unknown => ({
     sql: {
       pluginName: settings.plugin,
       databaseName,
-      connectAddr: `127.0.0.1:${ports.postgres}`,
+      connectAddr: `${args.databaseHost ?? '127.0.0.1'}:${ports.postgres}`,
       connectProtocol: 'tcp',
       user,
-      password: '',
+      password: PASSWORD_PLACEHOLDER,
       maxConns,
       maxIdleConns: maxConns,
       maxConnLifetime: '1h',
@@ -122,7 +180,7 @@ export function serverConfigYaml(args: {
       },
     ]),
   );
-  return YAML.stringify({
+  const config = YAML.stringify({
     log: { stdout: true, level: 'warn' },
     persistence: {
       defaultStore: 'postgres-default',
@@ -133,12 +191,7 @@ export function serverConfigYaml(args: {
         'postgres-visibility': store('temporal_visibility', settings.visibilityMaxConns),
       },
     },
-    global: {
-      membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' },
-      metrics: {
-        prometheus: { framework: 'tally', timerType: 'histogram', listenAddress: `127.0.0.1:${args.metricsPort}` },
-      },
-    },
+    global: { membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' } },
     services,
     clusterMetadata: {
       enableGlobalNamespace: false,
@@ -159,6 +212,23 @@ export function serverConfigYaml(args: {
     archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } },
     namespaceDefaults: { archival: { history: { state: 'disabled' }, visibility: { state: 'disabled' } } },
     dynamicConfigClient: { filepath: args.dynamicConfigFile, pollInterval: '10s' },
+  });
+  // As JSON, a YAML string whatever the password holds.
+  const password = `{{ env "SQL_PASSWORD" | toJson }}`;
+  return `# enable-template (the server renders this file: SQL_PASSWORD from its environment)\n${config.replaceAll(PASSWORD_PLACEHOLDER, password)}`;
+}
+
+/** Where the password template goes (YAML would quote the template itself). */
+const PASSWORD_PLACEHOLDER = 'SQL-PASSWORD-FROM-THE-ENVIRONMENT';
+
+/** A process's own file, read over the server's: the port of its Prometheus metrics. */
+export function processConfigYaml(metricsPort: number): string {
+  return YAML.stringify({
+    global: {
+      metrics: {
+        prometheus: { framework: 'tally', timerType: 'histogram', listenAddress: `127.0.0.1:${metricsPort}` },
+      },
+    },
   });
 }
 

@@ -25,11 +25,11 @@ import {
   CLUSTER_SERVICES,
   clusterSettings,
   BASE_POSTGRES_SETTINGS,
-  dynamicConfigYaml,
-  serverConfigYaml,
+  serverConfigFiles,
   type ClusterPorts,
   type ClusterService,
   type ClusterSettings,
+  type ServerProcessConfig,
 } from './cluster-config';
 import { initPostgres, type PostgresServer } from './postgres';
 import { portAccepts, probeTemporal } from './probes';
@@ -128,7 +128,10 @@ export async function startCluster(options: ClusterOptions): Promise<Cluster> {
 /** The database role the server connects as (trust authentication on 127.0.0.1). */
 const DATABASE_USER = 'temporal';
 
-/** The dynamic config file and one server config file per process (`--env cluster-<name>`); returns the processes. */
+/**
+ * The server's configuration folder (serverConfigFiles: `cluster.yaml`, `cluster_<process>.yaml` with each process's
+ * metrics port, the dynamic config); returns the processes.
+ */
 async function writeServerConfig(
   dir: string,
   settings: ClusterSettings,
@@ -137,22 +140,24 @@ async function writeServerConfig(
 ): Promise<ServerProcess[]> {
   const configDir = path.join(dir, 'config');
   mkdirSync(configDir, { recursive: true });
-  const dynamicConfigFile = path.join(configDir, 'dynamicconfig.yaml');
-  writeFileSync(dynamicConfigFile, dynamicConfigYaml(settings));
   const take = freePortsDistinct(Object.values(ports.services).flatMap((p) => [p.grpc, p.membership]));
   const groups: ServerProcess[] = [];
-  for (const services of layout === 'per-service' ? CLUSTER_SERVICES.map((s) => [s]) : [[...CLUSTER_SERVICES]]) {
-    const name = services.length === 1 ? services[0]! : 'all';
-    // The files differ only in the port of the process's metrics.
-    const metricsPort = await take();
-    writeFileSync(
-      path.join(configDir, `cluster-${name}.yaml`),
-      serverConfigYaml({ settings, ports, user: DATABASE_USER, dynamicConfigFile, metricsPort }),
-    );
-    groups.push({ name, services, metricsPort });
-  }
+  for (const services of layout === 'per-service' ? CLUSTER_SERVICES.map((s) => [s]) : [[...CLUSTER_SERVICES]])
+    groups.push({ name: services.length === 1 ? services[0]! : 'all', services, metricsPort: await take() });
+  const files = serverConfigFiles({
+    settings,
+    ports,
+    user: DATABASE_USER,
+    env: CONFIG_ENV,
+    configDir,
+    processes: groups,
+  });
+  for (const [file, content] of Object.entries(files)) writeFileSync(path.join(configDir, file), content);
   return groups;
 }
+
+/** The name of the cluster's configuration (`--env`). */
+const CONFIG_ENV = 'cluster';
 
 /** The server's processes, started, killed and stopped together. */
 interface ServerProcesses {
@@ -188,7 +193,8 @@ function serverProcesses(args: {
     start: async () => {
       processes = [];
       const launch = (group: ServerProcess): WatchedProcess => {
-        const serverArgs = ['--root', dir, '--config', 'config', '--env', `cluster-${group.name}`, '--allow-no-auth'];
+        const config = ['--root', dir, '--config', 'config', '--env', CONFIG_ENV, '--zone', group.name];
+        const serverArgs = [...config, '--allow-no-auth'];
         const started = startWatched({
           command: tools.server,
           args: [...serverArgs, 'start', ...group.services.flatMap((s) => ['--service', s])],
@@ -234,10 +240,8 @@ interface Running {
 }
 
 /** One server process: the services it runs and the port of its metrics. */
-interface ServerProcess {
-  name: string;
+interface ServerProcess extends ServerProcessConfig {
   services: ClusterService[];
-  metricsPort: number;
 }
 
 async function allocatePorts(): Promise<ClusterPorts> {

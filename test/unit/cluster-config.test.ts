@@ -8,7 +8,7 @@ import {
   DEFAULT_CLUSTER_SETTINGS,
   clusterSettings,
   dynamicConfigYaml,
-  serverConfigYaml,
+  serverConfigFiles,
   type ClusterPorts,
 } from '../../src/server/cluster-config';
 
@@ -24,11 +24,33 @@ const ports: ClusterPorts = {
   },
 };
 
+/** The server's file as the server reads it: the template rendered with `password` as SQL_PASSWORD. */
+const rendered = (file: string, password: string): string =>
+  file.replace('{{ env "SQL_PASSWORD" | toJson }}', JSON.stringify(password));
+
 it('points both stores at the local PostgreSQL with the pools and shards of the settings, each service at its ports', () => {
   const settings = clusterSettings({ plugin: 'postgres12', historyShards: 8, maxConns: 30, visibilityMaxConns: 6 });
-  const config = YAML.parse(
-    serverConfigYaml({ settings, ports, user: 'temporal', dynamicConfigFile: '/x/dc.yaml', metricsPort: 21050 }),
-  );
+  const files = serverConfigFiles({
+    settings,
+    ports,
+    user: 'temporal',
+    env: 'cluster',
+    configDir: '/x/config',
+    processes: [
+      { name: 'history', metricsPort: 21050 },
+      { name: 'frontend', metricsPort: 21051 },
+    ],
+  });
+  expect(Object.keys(files).sort()).toEqual([
+    'cluster.yaml',
+    'cluster_frontend.yaml',
+    'cluster_history.yaml',
+    'dynamicconfig.yaml',
+  ]);
+  // A template the server renders, the password from its environment, so no secret is in the file.
+  expect(files['cluster.yaml']!.split('\n')[0]).toMatch(/^# enable-template\b/);
+  const config = YAML.parse(rendered(files['cluster.yaml']!, `it's "quoted"`));
+  expect(config.persistence.datastores['postgres-default'].sql.password).toBe(`it's "quoted"`);
   expect(config.persistence).toMatchObject({
     defaultStore: 'postgres-default',
     visibilityStore: 'postgres-visibility',
@@ -54,8 +76,13 @@ it('points both stores at the local PostgreSQL with the pools and shards of the 
     });
   expect(config.services.frontend.rpc.httpPort).toBe(21002);
   expect(config.clusterMetadata.clusterInformation.active.rpcAddress).toBe('127.0.0.1:21001');
-  expect(config.global.metrics.prometheus.listenAddress).toBe('127.0.0.1:21050');
-  expect(config.dynamicConfigClient.filepath).toBe('/x/dc.yaml');
+  // Each process's metrics port in a file of its own, read over the server's (--zone).
+  expect(config.global.metrics).toBeUndefined();
+  expect(YAML.parse(files['cluster_history.yaml']!)).toEqual({
+    global: { metrics: { prometheus: expect.objectContaining({ listenAddress: '127.0.0.1:21050' }) } },
+  });
+  expect(YAML.parse(files['cluster_frontend.yaml']!).global.metrics.prometheus.listenAddress).toBe('127.0.0.1:21051');
+  expect(config.dynamicConfigClient.filepath).toBe('/x/config/dynamicconfig.yaml');
   // Membership ports are stored in a smallint column.
   for (const name of CLUSTER_SERVICES) expect(ports.services[name].membership).toBeLessThan(32_768);
 });
