@@ -229,11 +229,19 @@ export class ItemsClient extends ClientPart {
       (await queueWithoutWorker(this.context.client, id)) === undefined;
     const loopIds = new Set<string>();
     // The whole state is read once, at the end; events that arrived since the last poll are delivered too,
-    // so every event up to the returned state's `eventCount` has been seen exactly once.
+    // so every event up to the returned state's `eventCount` has been seen exactly once. Unanswered, it is waited
+    // out as the polls are: the item may have just ended on a worker that was then lost, whose sticky queue
+    // Temporal keeps handing the read to for a few seconds, while another worker polls the item's queue.
     const finalState = async (): Promise<WorkItemState> => {
-      const state = await this.state(id, { eventsAfter: seen });
-      for (const event of state.events) onEvent(event);
-      return state;
+      for (;;) {
+        const state = await this.state(id, { eventsAfter: seen }).catch(async (error) => {
+          if (await stillServed(error)) return undefined;
+          throw error;
+        });
+        if (state === undefined) continue;
+        for (const event of state.events) onEvent(event);
+        return state;
+      }
     };
     for (;;) {
       // Only new events travel on each poll.
