@@ -31,6 +31,12 @@ export const MAX_APPROVAL_IDS_ATTRIBUTE = 100;
  */
 export const TreadleDecisionAt = defineSearchAttributeKey('TreadleDecisionAt', SearchAttributeType.DATETIME);
 
+/** The item a fork was made from (`treadle fork`): the original lists its forks with `TreadleForkOf = '<id>'`. */
+export const TreadleForkOf = defineSearchAttributeKey('TreadleForkOf', SearchAttributeType.KEYWORD);
+
+/** The evaluation run an item belongs to (`treadle eval run`): its cases are listed with `TreadleEvalRun = '<run>'`. */
+export const TreadleEvalRun = defineSearchAttributeKey('TreadleEvalRun', SearchAttributeType.KEYWORD);
+
 /** `name=Type` pairs as `temporal server start-dev --search-attribute` takes them. */
 export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordList' | 'Datetime'> = {
   TreadlePipeline: 'Keyword',
@@ -39,6 +45,8 @@ export const SEARCH_ATTRIBUTE_DEFINITIONS: Record<string, 'Keyword' | 'KeywordLi
   TreadleApprovals: 'KeywordList',
   TreadleCorrelationId: 'Keyword',
   TreadleDecisionAt: 'Datetime',
+  TreadleForkOf: 'Keyword',
+  TreadleEvalRun: 'Keyword',
 };
 
 /**
