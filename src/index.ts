@@ -75,6 +75,8 @@ export {
   type ItemPriority,
 } from './model/priority';
 export type { StartOptions, TddStartOptions } from './client/start';
+export type { ForkListing, ForkOptions, ForkStarted } from './client/fork';
+export { applyOverrides, combineOverrides, settingOverride, type SpecOverrides } from './model/spec-overrides';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';
 export { defineActionType, ActionRegistry, type ActionType, type ActionContext } from './kinds/approval/actions';

@@ -18,6 +18,7 @@ import { registerCallsCommand } from './calls';
 import { registerCancelCommand } from './cancel';
 import { registerDecisionsCommand } from './decisions';
 import { registerEnginesCommand } from './engines';
+import { registerForkCommands } from './fork';
 import { registerDeploymentsCommand } from './deployments';
 import { registerLimitsCommand } from './limits';
 import { registerNotifyCommands } from './notify';
@@ -149,6 +150,7 @@ program
 // Registered in this order, which is the order `--help` lists them in.
 registerValidateCommand(program);
 registerStartCommands(program);
+registerForkCommands(program);
 registerProgressCommands(program);
 registerReviewCommands(program);
 registerRespondCommand(program);

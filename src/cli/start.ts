@@ -278,22 +278,35 @@ async function startItem(
       `treadle: ${started.id} was started before with this ${opts.id ? 'id' : 'pipeline and input'}: this is that run (give another --id for a new one)\n`,
     );
   else await warnWithoutWorker(client, 'item');
+  await followItem(client, started.id, spec, opts);
+}
+
+/**
+ * After a start: the item's id, or with `--wait` / `--wait-all` its events until it ends or waits for a person,
+ * then its status, exiting with the item's code.
+ */
+export async function followItem(
+  client: TreadleClient,
+  id: string,
+  spec: unknown,
+  opts: { wait?: boolean; waitAll?: boolean },
+): Promise<void> {
   if (!opts.wait && !opts.waitAll) {
-    process.stdout.write(`${started.id}\n`);
+    process.stdout.write(`${id}\n`);
     return;
   }
-  process.stdout.write(`started ${started.id}\n`);
+  process.stdout.write(`started ${id}\n`);
   // --wait stops at a person's turn (exit 3); --wait-all waits through reviews, approvals and loop resumes.
-  const state = await client.watch(started.id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
+  const state = await client.watch(id, (e) => process.stdout.write(`${renderEvent(e)}\n`), {
     untilReview: !opts.waitAll,
     untilLoopFails: !opts.waitAll,
     // Just started: a busy worker may take a moment to run it, and one that crashes hands it to another.
     patient: true,
   });
   process.stdout.write(`\n${renderStatus(state)}\n`);
-  const loops = hasLoopStages(spec) ? await loopsOf(client, started.id, state.status) : [];
+  const loops = hasLoopStages(spec) ? await loopsOf(client, id, state.status) : [];
   for (const loop of loops) process.stdout.write(`\n${renderLoopStatus(loop.workflowId, loop.state)}\n`);
-  exitWithItem(started.id, state, loops);
+  exitWithItem(id, state, loops);
 }
 
 /**
@@ -317,7 +330,7 @@ async function loopsOf(
  * `--wait-all`: `--wait` through people. The watch ends only when the item or tree does, so the exit code is 0 or 1,
  * never 3 (scripts that hand the decisions to others and want the outcome, as `treadle result` gives it).
  */
-function waitAllOption(what: 'item' | 'tree'): Option {
+export function waitAllOption(what: 'item' | 'tree'): Option {
   const ended = what === 'item' ? '0 completed' : '0 merged';
   return new Option(
     '--wait-all',
@@ -326,7 +339,7 @@ function waitAllOption(what: 'item' | 'tree'): Option {
 }
 
 /** `--task-queue`, as `temporal workflow start --task-queue` has it. */
-function taskQueueOption(what: 'item' | 'tree'): Option {
+export function taskQueueOption(what: 'item' | 'tree'): Option {
   return new Option(
     '--task-queue <queue>',
     `the task queue the ${what} starts on, which its workers poll (default: TREADLE_TASK_QUEUE, else treadle)`,
@@ -334,7 +347,7 @@ function taskQueueOption(what: 'item' | 'tree'): Option {
 }
 
 /** `--priority`: the item's or tree's priority in the task queues (src/model/priority.ts). */
-function priorityOption(what: 'item' | 'tree'): Option {
+export function priorityOption(what: 'item' | 'tree'): Option {
   return new Option(
     '--priority <level>',
     `the ${what}'s priority in the task queues, 1 (first) to 5; its tasks go before those of lower priorities (default: the pipeline's priority:, else 3)`,
@@ -342,7 +355,7 @@ function priorityOption(what: 'item' | 'tree'): Option {
 }
 
 /** `--fairness-key`: the tenant or team the item's tasks are shared out by. */
-function fairnessKeyOption(what: 'item' | 'tree'): Option {
+export function fairnessKeyOption(what: 'item' | 'tree'): Option {
   return new Option(
     '--fairness-key <key>',
     `the ${what}'s tenant or team (at most 64 bytes): tasks of one priority are shared between keys by weight, so one key's backlog does not starve another's (default: the pipeline's fairness_key:)`,
@@ -350,7 +363,7 @@ function fairnessKeyOption(what: 'item' | 'tree'): Option {
 }
 
 /** `--fairness-weight`: the fairness key's share. */
-function fairnessWeightOption(): Option {
+export function fairnessWeightOption(): Option {
   return new Option(
     '--fairness-weight <weight>',
     "the fairness key's share of the queue, 0.001 to 1000 (default: the pipeline's fairness_weight:, else 1)",
@@ -358,7 +371,7 @@ function fairnessWeightOption(): Option {
 }
 
 /** The priority flags given, as the client's start options take them. */
-function priorityFlags(opts: ItemPriority): ItemPriority {
+export function priorityFlags(opts: ItemPriority): ItemPriority {
   return {
     ...(opts.priority !== undefined ? { priority: opts.priority } : {}),
     ...(opts.fairnessKey !== undefined ? { fairnessKey: opts.fairnessKey } : {}),
@@ -381,7 +394,7 @@ function checkPriorityFlags(opts: ItemPriority, defaults: ItemPriority): void {
 }
 
 /** The client a start command connects: on `--task-queue` when given. */
-function queueOf(opts: { taskQueue?: string }): { taskQueue?: string } {
+export function queueOf(opts: { taskQueue?: string }): { taskQueue?: string } {
   return opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue } : {};
 }
 
@@ -389,7 +402,7 @@ function queueOf(opts: { taskQueue?: string }): { taskQueue?: string } {
  * One stderr line when no worker polls the queue work was just started on: the work waits for one, which is
  * not a failure, but a wrong queue (a typo, a worker started without TREADLE_TASK_QUEUE) looks the same.
  */
-async function warnWithoutWorker(client: TreadleClient, what: 'item' | 'tree'): Promise<void> {
+export async function warnWithoutWorker(client: TreadleClient, what: 'item' | 'tree'): Promise<void> {
   // A courtesy: a server that will not describe the queue (a narrow API key's role) gets no warning.
   if (!(await client.noWorkerPolls().catch(() => false))) return;
   const queue = client.taskQueue;

@@ -8,7 +8,8 @@ import { defaultPayloadConverter, WorkflowNotFoundError } from '@temporalio/comm
 import type { temporal } from '@temporalio/proto';
 import { TreadleCorrelationId } from '../model/search-attributes';
 import type { RecordedDecisionArg } from '../model/decisions';
-import type { StoredCalls } from '../model/state';
+import type { ForkOrigin, StoredCalls } from '../model/state';
+import { forksOf } from './fork';
 import type { BlobStore } from '../storage/blob-store';
 import {
   contractCall,
@@ -64,6 +65,16 @@ export async function audit(client: Client, idOrCorrelation: string, blobs?: Blo
     const history = await historyOf(client, workflowId);
     entries.push(...(await withStoredCalls(auditHistory(workflowId, history.events ?? []), blobs)));
   }
+  // The other half of a run's lineage: the forks made of it (its history, closed, cannot name them). One listing,
+  // for a run named by id; a correlation id's fan-out elements are not forked on their own.
+  if (!UUID.test(idOrCorrelation))
+    for (const fork of await forksOf(client, idOrCorrelation))
+      entries.push({
+        at: fork.startedAt,
+        workflowId: idOrCorrelation,
+        kind: 'run',
+        message: `forked as ${fork.id}, which runs again from ${fork.from} (${fork.status.toLowerCase()})`,
+      });
   // Stable: entries of one history keep their order when times tie.
   return entries
     .map((e, i) => ({ e, i }))
@@ -102,7 +113,7 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
   for (const event of events) {
     const started = event.workflowExecutionStartedEventAttributes;
     if (started) {
-      add(event, runStarted(started));
+      for (const entry of runStarted(started)) add(event, entry);
       continue;
     }
     const scheduledAttrs = event.activityTaskScheduledEventAttributes;
@@ -144,14 +155,30 @@ export function auditHistory(workflowId: string, events: HistoryEvent[]): AuditE
 }
 
 /** The run's first entry: its workflow type, pipeline and correlation id. */
-function runStarted(started: NonNullable<HistoryEvent['workflowExecutionStartedEventAttributes']>): Entry {
+function runStarted(started: NonNullable<HistoryEvent['workflowExecutionStartedEventAttributes']>): Entry[] {
   const input = decode(started.input?.payloads?.[0]) as
-    { pipelineName?: string; pipeline?: { name?: string }; correlationId?: string } | undefined;
+    { pipelineName?: string; pipeline?: { name?: string }; correlationId?: string; fork?: ForkOrigin } | undefined;
   const name = input?.pipelineName ?? input?.pipeline?.name ?? started.workflowType?.name ?? '?';
-  return {
+  const start: Entry = {
     kind: 'run',
     message: `started: ${started.workflowType?.name} of pipeline ${name}${input?.correlationId ? ` (correlation ${input.correlationId})` : ''}`,
   };
+  const fork = input?.fork;
+  if (fork === undefined) return [start];
+  // A fork's lineage: its original, and the stages it took from it instead of running them.
+  const carried = Object.keys(fork.carried);
+  return [
+    start,
+    {
+      kind: 'run',
+      message: `forked from ${fork.of}: runs again from ${fork.from}; carries ${carried.join(', ') || 'no stage'}`,
+    },
+    ...carried.map((step): Entry => ({
+      kind: 'step',
+      step,
+      message: `carried from ${fork.of} as it ended there (not run again)`,
+    })),
+  ];
 }
 
 /**

@@ -3,6 +3,7 @@
  * listed, idempotent by workflow id, and with large inputs stored by reference.
  */
 import { ServiceError, WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { SearchAttributePair } from '@temporalio/common';
 import { createHash, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../model/hashing';
 import { offloadArtefact, type BlobStore } from '../storage/blob-store';
@@ -23,7 +24,7 @@ import {
   type TemporalPriority,
 } from '../model/priority';
 import type { Json } from '../model/shapes';
-import type { WorkItemInput } from '../model/state';
+import type { ForkOrigin, WorkItemInput } from '../model/state';
 import { seedSpecOf, tddRootInput, tddTargetBranch, validateTddSpec } from '../kinds/tdd/spec';
 import type { NodeContext } from '../kinds/tdd/shapes';
 import { TreadleError } from './errors';
@@ -119,12 +120,20 @@ function startPriority(given: ItemPriority, defaults: ItemPriority = {}): { prio
   return priority ? { priority } : {};
 }
 
+/** What a start adds to an ordinary item's: a fork's origin, search attributes and memo of its own. */
+export interface StartExtras {
+  fork?: ForkOrigin;
+  attributes?: SearchAttributePair[];
+  memo?: Record<string, unknown>;
+}
+
 /** Starts a work item or returns the existing one with the same id (see `TreadleClient.start`). */
 export async function startWorkItem(
   ctx: StartContext,
   pipeline: unknown,
   input: unknown,
   options: StartOptions,
+  extras: StartExtras = {},
 ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
   const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
   const { spec } = validSpec(ctx, raw);
@@ -144,6 +153,7 @@ export async function startWorkItem(
     itemId: id,
     correlationId,
     ...(options.tokenBudget !== undefined ? { tokenBudget: options.tokenBudget } : {}),
+    ...(extras.fork ? { fork: extras.fork } : {}),
   };
   try {
     const handle = await ctx.client.workflow.start(WORKFLOW_TYPE, {
@@ -157,7 +167,9 @@ export async function startWorkItem(
         { key: TreadlePipeline, value: spec.name },
         { key: TreadleStatus, value: 'running' },
         { key: TreadleCorrelationId, value: correlationId },
+        ...(extras.attributes ?? []),
       ],
+      ...(extras.memo ? { memo: extras.memo } : {}),
       staticSummary: `${spec.name}: ${spec.stages.length} stages`,
       ...priority,
     });

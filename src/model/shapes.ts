@@ -284,6 +284,9 @@ export const EVENT_TYPES = [
   // Human stages (issue 40)
   'HumanRequested',
   'HumanResponded',
+  // Forks (issue 42)
+  'ItemForked',
+  'StageCarried',
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

@@ -167,6 +167,8 @@ export interface StageState {
   contractUsage?: UsageTotals;
   startedAt?: string;
   completedAt?: string;
+  /** A fork's stage taken from its original (this id) as it ended there, not run again (engine 9). */
+  carriedFrom?: string;
 }
 
 /** The full state of a work item, served by the `state` query. */
@@ -207,6 +209,8 @@ export interface WorkItemState {
    * the stage's artefact must match. Absent for items without any (and those started before schemas): any JSON.
    */
   outputSchemas?: Record<string, Json>;
+  /** A fork's origin: the item it was made from and the stage it runs again from (engine 9). */
+  forkOf?: { id: string; from: string };
 }
 
 /** Input of the `workItem` workflow. */
@@ -231,6 +235,25 @@ export interface WorkItemInput {
    * without it returns its failed result, as the parents begun before engine 6 expect.
    */
   failAsWorkflow?: boolean;
+  /** A fork's origin and the stages it carries from it (engine 9; `treadle fork`, `ItemsClient.fork`). */
+  fork?: ForkOrigin;
+}
+
+/**
+ * Where a fork comes from: the original item, the stage it runs again from, and the stages it takes from the
+ * original as they ended there (completed, with their artefacts: small ones inline, others by reference), so
+ * the fork neither calls a model nor runs an activity for them.
+ */
+export interface ForkOrigin {
+  of: string;
+  from: string;
+  carried: Record<string, CarriedStage>;
+}
+
+/** A stage a fork takes from its original. */
+export interface CarriedStage {
+  artefact?: Artefact;
+  summary?: string;
 }
 
 /** The failure type a failed work item ends with from engine 6 on; its first detail is its {@link WorkItemResult}. */
@@ -359,13 +382,20 @@ export const DECISIONS_ENGINE = 7;
  */
 export const REVIEWER_ATTENTION_ENGINE = 8;
 /**
+ * Engine version 9: lineage (issue 42). A fork (`treadle fork`) starts with the stages it carries from its
+ * original marked completed, without running them; an item whose starter did not set `TreadleCorrelationId` (a
+ * Temporal Schedule's firing) publishes the one it made in its first upsert. Both are commands older items never
+ * issued (`EngineRules.lineage`).
+ */
+export const LINEAGE_ENGINE = 9;
+/**
  * The work item engine's version, recorded in the prepare step's result (and so in every item's history) by
  * the worker that starts the item. Workflow code branches on it where a change would not replay items begun
  * before it, as `patched()` would, without the marker event and the `TemporalChangeVersion` visibility write
  * that every `patched()` adds to every item (docs/versioning.md). Histories without it are version 1.
  * Each version has a constant named for what it introduced (above); this is the newest.
  */
-export const ENGINE_VERSION = REVIEWER_ATTENTION_ENGINE;
+export const ENGINE_VERSION = LINEAGE_ENGINE;
 
 /** Whether a worker can start items on `version` (pinned while a deploy that raises it rolls out). */
 export function isEngineVersion(version: number): boolean {

@@ -99,6 +99,11 @@ export interface EngineRules extends KindEngineRules {
    * cancelled, decisions announced to the notifier); items of older versions keep their commands as they were.
    */
   reviewerAttention: boolean;
+  /**
+   * Whether the item runs engine 9's lineage commands: a fork's carried stages completed without running, and
+   * the correlation id published when the starter did not set it.
+   */
+  lineage: boolean;
 }
 
 /** Where a stage's attempt log stands: its blob reference and how many attempts it holds. */

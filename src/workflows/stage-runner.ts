@@ -51,6 +51,7 @@ export const LIVE_ENGINE: EngineRules = {
   failsWorkflow: true,
   publishesDecisions: true,
   reviewerAttention: true,
+  lineage: true,
 };
 
 /**

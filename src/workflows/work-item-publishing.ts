@@ -7,6 +7,7 @@
 import { setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import {
   REVIEWS_MEMO_KEY,
+  TreadleCorrelationId,
   TreadleDecisionAt,
   TreadlePendingReviews,
   TreadlePipeline,
@@ -25,14 +26,18 @@ const DECISIONS = 'decisions';
 /** A work item's publications: what it last published, and publishing what changed since. */
 export class WorkItemPublications {
   private readonly published = new Publications();
+  /** The item's correlation id, for the first upsert: its starter did not set it (engine 9). */
+  private correlationId: string | undefined;
 
   /**
    * TreadleClient.start sets the pipeline and `running` as the item starts: nothing to upsert until they
    * change (an upsert is an event and a visibility write). Items started by other means get the upsert.
    */
-  assumeStartAttributes(pipeline: string): void {
+  assumeStartAttributes({ pipeline, correlationId }: WorkItemState, lineage: boolean): void {
     const started = workflowInfo().typedSearchAttributes;
-    if (
+    // Engine 9 publishes a correlation id the starter did not set (a schedule's firing) in its first upsert.
+    if (lineage && started.get(TreadleCorrelationId) !== correlationId) this.correlationId = correlationId;
+    else if (
       started.get(TreadlePipeline) === pipeline &&
       started.get(TreadleStatus) === 'running' &&
       started.get(TreadlePendingReviews) === undefined
@@ -64,6 +69,9 @@ export class WorkItemPublications {
     if (attributesChanged || decisionsChanged) {
       upsertSearchAttributes([
         ...(first ? [{ key: TreadlePipeline, value: state.pipeline }] : []),
+        ...(first && this.correlationId !== undefined
+          ? [{ key: TreadleCorrelationId, value: this.correlationId }]
+          : []),
         { key: TreadleStatus, value: state.status },
         { key: TreadlePendingReviews, value: waiting.length > 0 ? waiting : null },
         // The kinds' (TreadleApprovals), once the item has had their decisions: others never carry them.

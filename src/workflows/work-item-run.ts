@@ -36,6 +36,7 @@ import {
 import { describeFailure, eventPage, failureCarrying, now } from '../workflow-kit/common';
 import { fanOutElementInput, fanOutElementOf, installKindHandlers } from '../kinds/workflow-table';
 import { engineRules } from './legacy';
+import { carryStages } from './fork-carry';
 import { cancelItemUpdate, eventsQuery, resolveReviewUpdate, reviewSignal, stateQuery } from '../workflow-kit/messages';
 import { EventStream, describePayload, stageOf } from '../workflow-kit/publishing';
 import type { EngineRules, Scheduling, StageRun } from './stage-run';
@@ -261,7 +262,7 @@ export class WorkItemRun implements Scheduling {
     // The engine version the item started on, recorded with the prepare step, decides the rules from here on.
     this.engine = engineRules(prepared.engine);
     this.notifies = this.engine.reviewerAttention && prepared.notifies === true;
-    if (this.engine.trustsStartAttributes) this.publications.assumeStartAttributes(this.state.pipeline);
+    if (this.engine.trustsStartAttributes) this.publications.assumeStartAttributes(state, this.engine.lineage);
     if (!prepared.ok) {
       state.problems = prepared.problems;
       return this.end(`pipeline ${state.pipeline} is invalid: ${prepared.problems.join('; ')}`);
@@ -283,6 +284,8 @@ export class WorkItemRun implements Scheduling {
     this.agentBacked = new Set(prepared.agentBacked);
     for (const stage of spec.stages)
       state.stages[stage.name] = { status: 'pending', attempts: [], maxAttempts: stage.retryBudget.maxAttempts };
+    const carryProblems = args.fork !== undefined ? carryStages(state, spec, args.fork, this.emit, this.engine) : [];
+    if (carryProblems.length > 0) return this.end(`invalid fork: ${(state.problems = carryProblems).join('; ')}`);
     // Query state only, from the spec already in history: reviewers' tools check edits against it.
     const schemas = spec.stages.filter((stage) => stage.outputSchema !== undefined);
     if (schemas.length > 0) state.outputSchemas = Object.fromEntries(schemas.map((s) => [s.name, s.outputSchema!]));
@@ -492,7 +495,6 @@ export class WorkItemRun implements Scheduling {
 
 /** The pipeline's name as the spec gives it, before validation. */
 function readName(pipeline: unknown): string {
-  return typeof pipeline === 'object' && pipeline !== null && typeof (pipeline as { name?: unknown }).name === 'string'
-    ? (pipeline as { name: string }).name
-    : '(unnamed)';
+  const name = (pipeline as { name?: unknown } | null | undefined)?.name;
+  return typeof name === 'string' ? name : '(unnamed)';
 }

@@ -16,6 +16,7 @@ import { recordLimiter } from '../support/limiter-recording';
 import { recordNotifier } from '../support/notifier-recording';
 import { recordItemAnnouncements, recordReviewDeadlines } from '../support/item-announce-recording';
 import { recordCancelledChildren } from '../support/busy-children';
+import { recordLineage } from '../support/lineage-recording';
 
 let h: Harness;
 beforeAll(async () => {
@@ -64,6 +65,21 @@ it.each([
         `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
       );
       expect(history.events!.length).toBeGreaterThan(20);
+    }
+  },
+  SCENARIO_TEST_MS,
+);
+
+// Engine 9's lineage (issue 42): a fork with carried stages, an item that publishes the correlation id it made.
+it(
+  'records lineage',
+  async () => {
+    for (const [name, history] of Object.entries(await recordLineage(h))) {
+      writeFileSync(
+        path.join(__dirname, 'histories', `${name}.json`),
+        `${JSON.stringify(JSON.parse(historyToJSON(history)), null, 1)}\n`,
+      );
+      expect(history.events!.length).toBeGreaterThan(10);
     }
   },
   SCENARIO_TEST_MS,

@@ -54,6 +54,14 @@ it('has recorded histories to replay, from before the event-driven scheduler, th
   expect(files).toEqual(expect.arrayContaining(['cancelled-by-person.json']));
   // Issue 40's engine-8 item that announces: a review owed, decided, and the item failed.
   expect(files).toEqual(expect.arrayContaining(['item-announces.json']));
+  // Engine 9 (issue 42): a fork, an item started without a correlation id, and engine 8's ten stages.
+  expect(files).toEqual(
+    expect.arrayContaining([
+      'lineage-fork.json',
+      'lineage-unattributed.json',
+      `before-lineage${path.sep}linear-ten.json`,
+    ]),
+  );
   // Issue 40: a TDD tree and a loop cancelled with their items mid-call, before and after they end `cancelled`.
   expect(files).toEqual(
     expect.arrayContaining([
@@ -127,6 +135,25 @@ it('records a ten-stage item in 67 events, its engine version in the prepare mar
   ) as { ok: boolean; engine?: number };
   expect(prepared).toMatchObject({ ok: true, engine: ENGINE_VERSION });
   expect(events.filter((e) => e.eventType === 'EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES')).toHaveLength(1);
+});
+
+// Engine 9 (issue 42): a fork schedules an activity only for the stage it runs again (its two carried stages run
+// nothing), and an item started without a correlation id publishes the one it made in its first upsert.
+it('records a fork that runs only its last stage, and an item that publishes the correlation id it made', () => {
+  type Recorded = {
+    events: {
+      eventType: string;
+      upsertWorkflowSearchAttributesEventAttributes?: { searchAttributes: { indexedFields: Record<string, unknown> } };
+    }[];
+  };
+  const fork = (historyOf('lineage-fork.json') as Recorded).events;
+  expect(fork.filter((e) => e.eventType === 'EVENT_TYPE_ACTIVITY_TASK_SCHEDULED')).toHaveLength(1);
+  const upserts = (historyOf('lineage-unattributed.json') as Recorded).events.filter(
+    (e) => e.eventType === 'EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES',
+  );
+  expect(
+    Object.keys(upserts[0]!.upsertWorkflowSearchAttributesEventAttributes!.searchAttributes.indexedFields),
+  ).toEqual(expect.arrayContaining(['TreadlePipeline', 'TreadleStatus', 'TreadleCorrelationId']));
 });
 
 // Engine 6: a failed item and a TDD root that did not merge end as failed workflows, and a fan-out reads its

@@ -10,6 +10,7 @@ import {
   DECISIONS_ENGINE,
   ENGINE_VERSION,
   FAILED_WORKFLOW_ENGINE,
+  LINEAGE_ENGINE,
   REVIEWER_ATTENTION_ENGINE,
   type PendingReview,
 } from '../../src/model/state';
@@ -87,10 +88,16 @@ it('publishes decisions from engine 7 on; items of older engines keep their upse
 });
 
 it('runs reviewer-attention commands from engine 8 on only', () => {
-  expect(ENGINE_VERSION).toBe(REVIEWER_ATTENTION_ENGINE);
-  expect(engineRules(REVIEWER_ATTENTION_ENGINE).reviewerAttention).toBe(true);
+  for (let version = REVIEWER_ATTENTION_ENGINE; version <= ENGINE_VERSION; version++)
+    expect(engineRules(version).reviewerAttention).toBe(true);
   for (let version = 1; version < REVIEWER_ATTENTION_ENGINE; version++)
     expect(engineRules(version).reviewerAttention).toBe(false);
+});
+
+it('runs lineage commands (carried stages, a correlation id it made) from engine 9 on only', () => {
+  expect(ENGINE_VERSION).toBe(LINEAGE_ENGINE);
+  expect(engineRules(LINEAGE_ENGINE).lineage).toBe(true);
+  for (let version = 1; version < LINEAGE_ENGINE; version++) expect(engineRules(version).lineage).toBe(false);
 });
 
 it('starts items on engine 6 until the namespace is known to have TreadleDecisionAt', () => {

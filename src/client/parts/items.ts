@@ -17,6 +17,10 @@ import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../
 import { audit, startWorkItem } from '../on-demand';
 import type { StartOptions } from '../start';
 import { ClientPart } from './context';
+import { forksOf, startFork, startInputOf, type ForkListing, type ForkOptions, type ForkStarted } from '../fork';
+
+/** gRPC's NOT_FOUND: the server's answer for a workflow id it has no run of. */
+const GRPC_NOT_FOUND = 5;
 import { capacityWaitsOf, withStages, type ActivityCapacityWait } from '../capacity';
 
 /** An activity Temporal is retrying (a second or later try after a failure). */
@@ -68,6 +72,32 @@ export class ItemsClient extends ClientPart {
     options: StartOptions = {},
   ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
     return startWorkItem(this.context.startContext(), pipeline, input, options).catch(this.context.rethrow);
+  }
+
+  /**
+   * Forks work item `id` from stage `options.from` (see src/client/fork.ts): a new item whose stages that `from`
+   * does not lead to, and that completed in the original, are carried as they ended there (no activity, no
+   * model call), with `options.overrides` and `options.input` applied to the stages that run again. The original
+   * may have completed, failed or been cancelled; reading its stages needs a worker (a `state` query). Forking
+   * the same way twice returns the first fork (`existing`). A change to a stage the fork would carry, an
+   * unknown stage or an invalid result is a TreadleError listing every problem.
+   */
+  async fork(id: string, options: ForkOptions): Promise<ForkStarted> {
+    const started = await startInputOf(this.context.client, id).catch((error: unknown) => {
+      throw isNotFound(error) || (error as { code?: unknown }).code === GRPC_NOT_FOUND
+        ? this.context.unknown(id)
+        : error;
+    });
+    const state = await this.state(id, { eventLimit: 1 });
+    return startFork(this.context.startContext(), { id, started, state }, options).catch(this.context.rethrow);
+  }
+
+  /**
+   * The forks of work item `id` (a visibility listing of `TreadleForkOf`, eventually consistent): each fork's id,
+   * the stage it runs again from, its status and when it started, oldest first.
+   */
+  async forks(id: string): Promise<ForkListing[]> {
+    return forksOf(this.context.client, id).catch(this.context.rethrow);
   }
 
   /**

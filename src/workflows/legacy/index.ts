@@ -15,12 +15,15 @@
  *
  * Engines 1–7 ran no reviewer-attention commands (`reviewerAttention: false`).
  *
- * Engine 8 (ENGINE_VERSION) is the live path: ../work-item-run.ts, ../stage-runner.ts, ../stage-attempt.ts.
+ * Engines 1–8 neither carried a fork's stages nor published a correlation id they made (`lineage: false`).
+ *
+ * Engine 9 (ENGINE_VERSION) is the live path: ../work-item-run.ts, ../stage-runner.ts, ../stage-attempt.ts.
  */
 import {
   CALL_BATCH_ENGINE,
   CHAINED_STAGE_RUNNER_ENGINE,
   DECISIONS_ENGINE,
+  LINEAGE_ENGINE,
   REVIEWER_ATTENTION_ENGINE,
   EVENT_DRIVEN_SCHEDULER_ENGINE,
   ENGINE_VERSION,
@@ -46,6 +49,7 @@ export function engineRules(version: number | undefined): EngineRules {
 function rulesOf(version: number): EngineRules {
   if (version >= ENGINE_VERSION) return LIVE_ENGINE;
   let rules: EngineRules = { ...LIVE_ENGINE, version };
+  if (version < LINEAGE_ENGINE) rules = { ...rules, lineage: false };
   if (version < REVIEWER_ATTENTION_ENGINE) rules = { ...rules, reviewerAttention: false };
   if (version < DECISIONS_ENGINE) rules = { ...rules, publishesDecisions: false };
   if (version < FAILED_WORKFLOW_ENGINE)
