@@ -4,6 +4,7 @@
  */
 import type { DecisionChange as ListedChange } from '../client/decisions';
 import type { CancelOutcome } from '../client/cancel';
+import type { ForkOptions, ForkStarted } from '../client/fork';
 import type { SchemaProblem } from '../agents/output-schema-checks';
 import type { DecisionAnswer, DecisionDetail, DecisionOutcome, PendingDecision } from '../model/decisions';
 
@@ -30,4 +31,6 @@ export interface InboxBackend {
   checkEdit(key: string, artefact: unknown): Promise<SchemaProblem[]>;
   /** Cancels work item `itemId` as `by` (the authenticated identity), with `reason` when given (`treadle cancel`). */
   cancel(itemId: string, by: string, reason?: string): Promise<CancelOutcome>;
+  /** Forks work item `itemId` from a stage with changed settings (`treadle fork`, `ItemsClient.fork`). */
+  fork(itemId: string, options: ForkOptions): Promise<ForkStarted>;
 }

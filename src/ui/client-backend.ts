@@ -14,5 +14,6 @@ export function clientBackend(client: TreadleClient): InboxBackend {
     decide: (key, answer, reviewer, group) => client.decide(key, answer, reviewer, group ? { group } : {}),
     checkEdit: (key, artefact) => client.checkEdit(key, artefact),
     cancel: (itemId, by, reason) => client.cancel(itemId, { by, ...(reason ? { reason } : {}) }),
+    fork: (itemId, options) => client.items.fork(itemId, options),
   };
 }

@@ -29,6 +29,7 @@ import {
 } from './auth';
 import { hostAndPort, INBOX_HOST, INBOX_PORT } from './address';
 import type { InboxBackend } from './backend';
+import { registerForkRoute } from './fork-route';
 import { checkHost, checkStateChange } from './csrf';
 import { DecisionIndex, InvalidCursorError, type DecisionIndexOptions } from './decision-index';
 import { streamEvents } from './events';
@@ -92,6 +93,7 @@ export async function buildInboxApp(
     refuse,
   });
   registerCancelRoute(app, { backend: options.backend, index, guard: auth.guard, identify: auth.identify, refuse });
+  registerForkRoute(app, { backend: options.backend, index, guard: auth.guard, refuse });
   registerPages(app, {
     backend: options.backend,
     index,

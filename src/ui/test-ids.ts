@@ -58,6 +58,10 @@ export const TEST_IDS = {
   /** Cancel the decision's work item (issue 40): the optional reason and the button (asks to confirm). */
   cancelReason: 'cancel-reason',
   actionCancelItem: 'action-cancel-item',
+  /** Fork the decision's work item (issue 42): the stage, the changed settings and the button. */
+  forkFrom: 'fork-from',
+  forkSettings: 'fork-settings',
+  actionForkItem: 'action-fork-item',
   /** Notices: decided, already decided by someone else, errors. */
   notice: 'notice',
   /** Why a decision for reviewer groups the reviewer is not in is shown without answer forms. */

@@ -43,6 +43,7 @@ class FakeBackend implements InboxBackend {
   decide = async (): Promise<never> => Promise.reject(new Error('not used'));
   checkEdit = async (): Promise<never> => Promise.reject(new Error('not used'));
   cancel = async (): Promise<never> => Promise.reject(new Error('not used'));
+  fork = async (): Promise<never> => Promise.reject(new Error('not used'));
 }
 
 function indexOver(backend: FakeBackend, now = () => Date.UTC(2026, 0, 2)): DecisionIndex {

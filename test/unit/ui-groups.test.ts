@@ -17,6 +17,7 @@ import {
   TokensFileError,
 } from '../../src/ui/auth';
 import type { TreadleClient } from '../../src/client';
+import type { ForkOptions } from '../../src/client/fork';
 import type { InboxBackend } from '../../src/ui/backend';
 import { serveInbox } from '../../src/ui/serve';
 import { buildInboxApp, SESSION_COOKIE } from '../../src/ui/server';
@@ -95,12 +96,29 @@ describe('groups enforced by the inbox server', () => {
   function backend(): InboxBackend & {
     calls: [string, string, string | undefined][];
     cancels: [string, string, string | undefined][];
+    forks: [string, ForkOptions][];
   } {
     const calls: [string, string, string | undefined][] = [];
     const cancels: [string, string, string | undefined][] = [];
+    const forks: [string, ForkOptions][] = [];
     return {
       calls,
       cancels,
+      forks,
+      fork: async (itemId, options) => {
+        forks.push([itemId, options]);
+        if (options.from === 'nope') throw new Error(`cannot fork ${itemId}:\n  - no stage named "nope"`);
+        return {
+          id: `${itemId}-fork-1`,
+          runId: 'r',
+          pipeline: 'p',
+          existing: false,
+          of: itemId,
+          from: options.from,
+          carried: ['a'],
+          rerun: [options.from],
+        };
+      },
       cancel: async (itemId, by, reason) => {
         cancels.push([itemId, by, reason]);
         return { id: itemId, by, ...(reason ? { reason } : {}), recorded: true, closed: true };
@@ -182,6 +200,47 @@ describe('groups enforced by the inbox server', () => {
     ]);
     // Its decision has left the inbox's index: a second cancel from it is 404.
     expect((await cancel(alice.token, keyOf('legal-1'))).statusCode).toBe(404);
+    await server.close();
+  });
+
+  it("forks a decision's item with settings as YAML; 403 outside its groups, 404 when not pending, 422 for bad settings or a refused fork", async () => {
+    const { server, b } = await app();
+    const fork = (token: string, key: string, payload: Record<string, unknown>) =>
+      server.inject({ method: 'POST', url: `/api/decisions/${key}/fork`, headers: as(token), payload });
+    expect((await fork(bob.token, keyOf('legal-1'), { from: 'draft' })).statusCode).toBe(403);
+    expect((await fork(alice.token, decisionKey('nowhere', 'review', 'draft'), { from: 'draft' })).statusCode).toBe(
+      404,
+    );
+    const refusals = [
+      [{}, 'name the stage to fork from'],
+      [{ from: 'draft', settings: 'stages: [' }, /^the settings are not YAML or JSON: /],
+      [
+        { from: 'draft', settings: '- a list' },
+        'the settings must be an object: pipeline keys, and stages: { <name>: { … } }',
+      ],
+      [
+        { from: 'draft', settings: 'x'.repeat(20_001) },
+        'settings must be YAML or JSON text of at most 20000 characters',
+      ],
+    ] as const;
+    for (const [payload, message] of refusals) {
+      const res = await fork(alice.token, keyOf('legal-1'), payload);
+      expect(res.statusCode).toBe(422);
+      expect(res.json().message).toMatch(message);
+    }
+    expect(b.forks).toEqual([]);
+    const done = await fork(alice.token, keyOf('legal-1'), {
+      from: ' draft ',
+      settings: 'stages:\n  draft:\n    with: { model: m2 }\n',
+    });
+    expect(done.statusCode).toBe(200);
+    expect(done.json()).toMatchObject({ id: 'legal-1-fork-1', carried: ['a'], rerun: ['draft'] });
+    expect(b.forks).toEqual([
+      ['legal-1', { from: 'draft', overrides: { stages: { draft: { with: { model: 'm2' } } } } }],
+    ]);
+    const refused = await fork(alice.token, keyOf('legal-1'), { from: 'nope' });
+    expect(refused.statusCode).toBe(422);
+    expect(refused.json().message).toContain('no stage named "nope"');
     await server.close();
   });
 

@@ -95,6 +95,7 @@ function backend(): InboxBackend & { calls: [string, string, string][] } {
     detail: async (key) => detailOf(key),
     checkEdit: async () => [],
     cancel: async () => Promise.reject(new Error('not used')),
+    fork: async () => Promise.reject(new Error('not used')),
     decide: async (key, answer, reviewer) => {
       calls.push([key, answer.action, reviewer]);
       if (key === decision('bb').key) return { status: 'already_decided', by: 'bob', outcome: 'approved' };

@@ -36,6 +36,7 @@ function backend(): InboxBackend & { calls: [string, DecisionAnswer, string][] }
     cancel: async (itemId) => {
       throw new Error(`cancel refused: work item ${itemId} has already completed; there is nothing to cancel`);
     },
+    fork: async () => Promise.reject(new Error('not used')),
     decide: async (key, answer, reviewer) => {
       calls.push([key, answer, reviewer]);
       if (key === decision('b').key) return { status: 'already_decided', by: 'bob' };

@@ -286,6 +286,23 @@ async function cancelItem(item) {
   $$('.answer button, .cancel button').forEach((x) => (x.disabled = true));
   setTimeout(() => location.assign('/'), 1500);
 }
+/** Forks the decision's work item from the stage given, with the settings typed; the page stays. */
+async function forkItem() {
+  const from = byTestId('fork-from').value.trim();
+  if (!from) return void notice('Name the stage to fork from.', 'error');
+  const settings = byTestId('fork-settings').value;
+  const res = await post(
+    `/api/decisions/${encodeURIComponent(key)}/fork`,
+    settings.trim() ? { from, settings } : { from },
+  );
+  const b = res.body || {};
+  if (res.status !== 200) return void notice(b.message || `The server answered ${res.status}.`, 'error');
+  const carried = b.carried.length > 0 ? b.carried.join(', ') : 'none';
+  notice(
+    `${b.existing ? 'Forked before' : 'Forked'} as ${b.id}: carried ${carried}; runs again ${b.rerun.join(', ')}.`,
+    'ok',
+  );
+}
 /** Checks the edited artefact (JSON syntax here, the schema on the server); nothing is sent until it passes. */
 async function submitEdit() {
   const text = byTestId('editor').value;
@@ -345,6 +362,7 @@ function setupDetail() {
         byTestId('editor').focus();
       } else if (action === 'edit') void submitEdit();
       else if (action === 'cancel-item') void cancelItem(button.dataset.item);
+      else if (action === 'fork-item') void forkItem();
     });
     if (editor) byTestId('editor').addEventListener('input', () => (byTestId('editor-submit').disabled = false));
     const picker = $('form.diff-picker');

@@ -41,7 +41,7 @@ export function detailPage(detail: DecisionDetail, reviewer: string, now: number
       </p>
       ${detail.live ? '' : html`<p class="notice warn" role="status">No worker answered: this is what the listing and the history say; answering still works once a worker runs.</p>`}
       ${detail.webUiUrl ? html`<p><a href="${safeHref(detail.webUiUrl)}" rel="noopener noreferrer" target="_blank" data-testid="${TEST_IDS.webUiLink}">History in the Temporal Web UI</a></p>` : ''}
-      ${readOnly ? html`<p class="notice" role="status" data-testid="${TEST_IDS.readOnly}">${readOnly}</p>` : html`${answerForms(d, detail)}${cancelForm(d)}`}
+      ${readOnly ? html`<p class="notice" role="status" data-testid="${TEST_IDS.readOnly}">${readOnly}</p>` : html`${answerForms(d, detail)}${forkForm(d)}${cancelForm(d)}`}
       ${stageTable(detail)} ${approvalSection(detail)} ${tddSection(detail)} ${loopSection(detail)}
       ${attemptsSection(d, detail.attempts ?? [])}
     </article>`,
@@ -139,6 +139,31 @@ function noteForm(action: 'guidance' | 'request_changes', kind?: PendingDecision
       Request changes
     </button>
   </div>`;
+}
+
+/**
+ * Forks the work item the decision belongs to (`treadle fork <item> --from <stage> --overrides …`): a new item that
+ * runs again from the stage with the settings written here, carrying the stages before it.
+ */
+function forkForm(d: PendingDecision): SafeHtml {
+  return html`<details class="fork">
+    <summary>Fork the work item…</summary>
+    <label for="fork-from">Run again from stage</label>
+    <input type="text" id="fork-from" value="${d.stage ?? ''}" data-testid="${TEST_IDS.forkFrom}" />
+    <label for="fork-settings"
+      >Changed settings (YAML or JSON, as <code>treadle fork --overrides</code> takes them)</label
+    >
+    <textarea
+      id="fork-settings"
+      rows="4"
+      maxlength="20000"
+      placeholder="stages:&#10;  ${d.stage ?? 'draft'}:&#10;    with: { model: claude-sonnet-4-5 }"
+      data-testid="${TEST_IDS.forkSettings}"
+    ></textarea>
+    <button type="button" data-action="fork-item" data-item="${d.itemId}" data-testid="${TEST_IDS.actionForkItem}">
+      Fork ${d.itemId}
+    </button>
+  </details>`;
 }
 
 /**
