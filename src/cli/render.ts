@@ -111,9 +111,12 @@ export function renderStatus(
     const progress = s.fanOut
       ? `${s.fanOut.completed + s.fanOut.failed}/${s.fanOut.total} elements done${s.fanOut.failed ? `, ${s.fanOut.failed} failed` : ''}`
       : '';
-    return [name, displayStatus(s), `${s.attempts.length}/${max}`, lastVerdict(s) || progress, artefactCell(s)];
+    // A fork's carried stage ran in its original, not here.
+    const verdict = s.carriedFrom !== undefined ? `carried from ${s.carriedFrom}` : lastVerdict(s) || progress;
+    return [name, displayStatus(s), `${s.attempts.length}/${max}`, verdict, artefactCell(s)];
   });
   const out = [`${state.id} · pipeline ${state.pipeline} · ${state.status}`];
+  if (state.forkOf) out.push(`fork of ${state.forkOf.id}, run again from ${state.forkOf.from}`);
   // Only an item started with a priority or a fairness key says so: Temporal's defaults are every other item's.
   if (hasPriority(priority)) out.push(describePriority(priority));
   const width = outputWidth();

@@ -162,6 +162,10 @@ it('forks a failed item with a new input, and a cancelled one; the CLI prints wh
   expect(run.stderr).toMatch(new RegExp(`forks ${failed} from check; carried: fetch, parse; runs again: check\\n`));
   expect(run.stdout).toMatch(/work item completed/);
   const forkId = /started (\S+)/.exec(run.stdout)![1]!;
+  // Its status says what it is a fork of, and which stages it carried.
+  const status = await runTreadle(h, ['status', forkId]);
+  expect(status.stdout).toContain(`fork of ${failed}, run again from check`);
+  expect(status.stdout).toMatch(new RegExp(`fetch\\s+completed\\s+0/\\d+\\s+carried from ${failed}`));
   const forkState = await h.client.getState(forkId);
   expect(forkState.stages.fetch!.carriedFrom).toBe(failed);
   expect(forkState.stages.check!.status).toBe('completed');
