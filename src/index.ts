@@ -74,9 +74,26 @@ export {
   MAX_FAIRNESS_KEY_BYTES,
   type ItemPriority,
 } from './model/priority';
-export type { StartOptions, TddStartOptions } from './client/start';
+export type { StartOptions, TddStartOptions, EvalCaseTag } from './client/start';
 export type { ForkListing, ForkOptions, ForkStarted } from './client/fork';
 export { applyOverrides, combineOverrides, settingOverride, type SpecOverrides } from './model/spec-overrides';
+export { EvalsClient, DEFAULT_REGRESSION_THRESHOLD } from './client/parts/evals';
+export type { EvalRunOptions } from './client/eval-runner';
+export type { EvalScorer, ScoredCase, ScorerChoice, JudgeOptions } from './client/eval-scorers';
+export {
+  parseDataset,
+  compareRuns,
+  summarizeVariant,
+  type EvalCase,
+  type EvalCaseRecord,
+  type EvalVariant,
+  type EvalVariantSummary,
+  type EvalRunRecord,
+  type EvalRunListing,
+  type EvalComparison,
+  type EvalVariantDelta,
+  type EvalPolicy,
+} from './model/evals';
 export type * from './model/state';
 export { startDevServer, type DevServer } from './server/dev-server';
 export { defineActionType, ActionRegistry, type ActionType, type ActionContext } from './kinds/approval/actions';

@@ -26,6 +26,8 @@ import type * as StorageModule from '../storage';
 import type * as ProtoModule from '@temporalio/proto';
 import type * as NotifySettingsModule from '../notify/worker/settings-file';
 import type * as NotifySampleModule from '../notify/worker/sample';
+import type * as EvalRunnerModule from '../client/eval-runner';
+import type * as EvalScorersModule from '../client/eval-scorers';
 
 /**
  * The modules commands load when they run: the SDK client and worker, the dev server, zod (validation). `require`
@@ -62,4 +64,7 @@ export const load = {
   /** `treadle notify test`: the notifications file, and the signed sample posted to its webhooks. */
   notifySettings: (): typeof NotifySettingsModule => require('../notify/worker/settings-file'),
   notifySample: (): typeof NotifySampleModule => require('../notify/worker/sample'),
+  /** `treadle eval run`: the variants' checks before connecting, and the scorer (the judge loads the Anthropic SDK). */
+  evalRunner: (): typeof EvalRunnerModule => require('../client/eval-runner'),
+  evalScorers: (): typeof EvalScorersModule => require('../client/eval-scorers'),
 };

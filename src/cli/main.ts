@@ -19,6 +19,7 @@ import { registerCancelCommand } from './cancel';
 import { registerDecisionsCommand } from './decisions';
 import { registerEnginesCommand } from './engines';
 import { registerForkCommands } from './fork';
+import { registerEvalCommands } from './eval';
 import { registerDeploymentsCommand } from './deployments';
 import { registerLimitsCommand } from './limits';
 import { registerNotifyCommands } from './notify';
@@ -165,6 +166,7 @@ registerEnginesCommand(program, withClient);
 registerDeploymentsCommand(program, withClient);
 registerLimitsCommand(program, withClient);
 registerNotifyCommands(program);
+registerEvalCommands(program, withClient);
 registerAuditCommand(program);
 
 program.addHelpText('after', () => {

@@ -7,6 +7,8 @@
 import type * as AuditModule from './audit';
 import type * as ApprovalLookupModule from './approval-lookup';
 import type * as StartModule from './start';
+import type * as EvalScorersModule from './eval-scorers';
+import type * as EvalRunnerModule from './eval-runner';
 
 /**
  * Each module, required the first time it is asked for (`require` caches it).
@@ -17,4 +19,6 @@ export const load = {
   start: (): typeof StartModule => require('./start'),
   audit: (): typeof AuditModule => require('./audit'),
   approvalLookup: (): typeof ApprovalLookupModule => require('./approval-lookup'),
+  evalScorers: (): typeof EvalScorersModule => require('./eval-scorers'),
+  evalRunner: (): typeof EvalRunnerModule => require('./eval-runner'),
 };

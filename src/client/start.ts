@@ -13,6 +13,7 @@ import { validatePipeline } from '../kinds/pipeline';
 import {
   explainSearchAttributeError,
   TreadleCorrelationId,
+  TreadleEvalRun,
   TreadlePipeline,
   TreadleStatus,
 } from '../model/search-attributes';
@@ -90,7 +91,19 @@ function checkTokenBudget(tokenBudget: number | null | undefined): void {
 export interface StartOptions extends ItemPriority {
   id?: string;
   tokenBudget?: number | null;
+  /** The evaluation case this item runs (`treadle eval run`): tagged `TreadleEvalRun`, named in the memo. */
+  evalRun?: EvalCaseTag;
 }
+
+/** Which evaluation run, variant and case an item belongs to (memo key {@link EVAL_MEMO_KEY}). */
+export interface EvalCaseTag {
+  run: string;
+  variant: string;
+  caseId: string;
+}
+
+/** Memo key of an evaluation case item's {@link EvalCaseTag}. */
+export const EVAL_MEMO_KEY = 'treadleEval';
 
 /** How a TDD tree starts (see `TreadleClient.startTdd`), with its priority and fairness key in the task queues. */
 export interface TddStartOptions extends ItemPriority {
@@ -168,8 +181,11 @@ export async function startWorkItem(
         { key: TreadleStatus, value: 'running' },
         { key: TreadleCorrelationId, value: correlationId },
         ...(extras.attributes ?? []),
+        ...(options.evalRun ? [{ key: TreadleEvalRun, value: options.evalRun.run }] : []),
       ],
-      ...(extras.memo ? { memo: extras.memo } : {}),
+      ...(extras.memo || options.evalRun
+        ? { memo: { ...extras.memo, ...(options.evalRun ? { [EVAL_MEMO_KEY]: options.evalRun } : {}) } }
+        : {}),
       staticSummary: `${spec.name}: ${spec.stages.length} stages`,
       ...priority,
     });

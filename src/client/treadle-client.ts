@@ -2,6 +2,7 @@
  * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list pending
  * reviews. A front over parts, as Temporal's `Client` fronts `workflow`, `schedule` and `taskQueue`:
  * `client.items`, `client.decisions`, `client.approvals`, `client.loopStages`, `client.trees`, `client.workers`, `client.limits`,
+ * `client.evals`,
  * sharing one connection context (parts/context.ts). Its flat methods (`start`, `getState`, `review`, …) are
  * aliases of the parts' methods, kept so code written against them keeps working. Every error is a
  * {@link TreadleError} with one clear line.
@@ -50,6 +51,7 @@ import { LoopStagesClient, type LoopStageListing } from './parts/loop-stages';
 import { TreesClient } from './parts/trees';
 import { WorkersClient } from './parts/workers';
 import { LimitsClient } from './parts/limits';
+import { EvalsClient } from './parts/evals';
 
 export { TreadleError, AlreadyDecidedError, runIdFor, type ApprovalListing, type PendingReviewListing };
 export type { LimiterUsage, ActivityCapacityWait } from './capacity';
@@ -63,6 +65,7 @@ export {
   TreesClient,
   WorkersClient,
   LimitsClient,
+  EvalsClient,
   type ClientParts,
   type WatchOptions,
   type LoopStageListing,
@@ -109,6 +112,8 @@ export class TreadleClient implements ClientParts {
   readonly workers: WorkersClient;
   /** The model capacity limiters running now and their use. */
   readonly limits: LimitsClient;
+  /** Evaluations: run a dataset on a pipeline's variants, show a run, compare two. */
+  readonly evals: EvalsClient;
   readonly taskQueue: string;
   /** How long a review, approval or loop resume may take once a worker has answered. */
   readonly reviewTimeoutMs: number;
@@ -142,6 +147,7 @@ export class TreadleClient implements ClientParts {
     this.trees = new TreesClient(this.context, this);
     this.workers = new WorkersClient(this.context, this);
     this.limits = new LimitsClient(this.context, this);
+    this.evals = new EvalsClient(this.context, this);
   }
 
   /**

@@ -17,6 +17,7 @@ import type { LoopStagesClient } from './loop-stages';
 import type { TreesClient } from './trees';
 import type { WorkersClient } from './workers';
 import type { LimitsClient } from './limits';
+import type { EvalsClient } from './evals';
 
 /** The settings a context is made from (resolved by `TreadleClient`'s constructor). */
 export interface ClientContextSettings {
@@ -41,6 +42,7 @@ export interface ClientParts {
   readonly trees: TreesClient;
   readonly workers: WorkersClient;
   readonly limits: LimitsClient;
+  readonly evals: EvalsClient;
 }
 
 /** The shared connection context of a client's parts. */
