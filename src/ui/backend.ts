@@ -7,6 +7,7 @@ import type { CancelOutcome } from '../client/cancel';
 import type { ForkOptions, ForkStarted } from '../client/fork';
 import type { SchemaProblem } from '../agents/output-schema-checks';
 import type { DecisionAnswer, DecisionDetail, DecisionOutcome, PendingDecision } from '../model/decisions';
+import type { EvalRunListing, EvalRunRecord } from '../model/evals';
 
 /**
  * One execution's entry in a change listing, as much as the index reads: its pending decisions now (empty when
@@ -33,4 +34,8 @@ export interface InboxBackend {
   cancel(itemId: string, by: string, reason?: string): Promise<CancelOutcome>;
   /** Forks work item `itemId` from a stage with changed settings (`treadle fork`, `ItemsClient.fork`). */
   fork(itemId: string, options: ForkOptions): Promise<ForkStarted>;
+  /** The finished evaluation runs, newest first (`/evals`); a backend without evaluations lists none. */
+  evalRuns?(): Promise<EvalRunListing[]>;
+  /** One run's record (`/evals/<run>`); rejects `not_found` for an unknown run. */
+  evalRun?(run: string): Promise<EvalRunRecord>;
 }

@@ -1,7 +1,7 @@
 /**
- * The inbox's HTML routes: the list (`GET /`), the detail page and its diff fragment, the login page, and the
- * two static assets. Pages are built on the server from the index (the first screen needs no fetch); a
- * visitor without a session is sent to the login page.
+ * The inbox's HTML routes: the list (`GET /`), the detail page and its diff fragment, the evaluations (`/evals`,
+ * `/evals/<run>`), the login page, and the two static assets. Pages are built on the server from the index (the
+ * first screen needs no fetch); a visitor without a session is sent to the login page.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,6 +14,7 @@ import type { SafeHtml } from './html';
 import { attemptDiff, detailPage } from './pages/detail';
 import { inboxPage } from './pages/inbox';
 import { errorPage, loginPage } from './pages/layout';
+import { evalListPage, evalRunPage } from './pages/evals';
 
 /** What the page routes need from the server. */
 export interface PageContext {
@@ -95,6 +96,8 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     return send(reply, detailPage(withLink, reviewer, Date.now(), readOnly));
   });
 
+  registerEvalPages(app, ctx, send);
+
   app.get('/d/:key/diff', async (request, reply) => {
     const reviewer = ctx.reviewerOf(request)?.name;
     if (!reviewer) return reply.code(401).send({ error: 'unauthenticated', message: 'sign in with a reviewer token' });
@@ -108,6 +111,32 @@ export function registerPages(app: FastifyInstance, ctx: PageContext): void {
     if (!fragment)
       return reply.code(400).send({ error: 'bad_request', message: `no attempts ${a} and ${b} to compare` });
     return send(reply, fragment);
+  });
+}
+
+/** `/evals` and `/evals/<run>` (issue 42): the evaluation runs the backend's blob store keeps, for signed-in reviewers. */
+function registerEvalPages(
+  app: FastifyInstance,
+  ctx: PageContext,
+  send: (reply: FastifyReply, body: SafeHtml, status?: number) => FastifyReply,
+): void {
+  app.get('/evals', async (request, reply) => {
+    const reviewer = ctx.reviewerOf(request)?.name;
+    if (!reviewer) return reply.redirect('/login', 303);
+    return send(reply, evalListPage((await ctx.backend.evalRuns?.()) ?? [], reviewer));
+  });
+
+  app.get('/evals/:run', async (request, reply) => {
+    const reviewer = ctx.reviewerOf(request)?.name;
+    if (!reviewer) return reply.redirect('/login', 303);
+    const { run } = request.params as { run: string };
+    const record = await ctx.backend.evalRun?.(run).catch((error: unknown) => {
+      if ((error as { code?: unknown }).code === 'not_found') return undefined;
+      throw error;
+    });
+    if (!record)
+      return send(reply, errorPage('Unknown evaluation', `No evaluation run is named ${run}.`, reviewer), 404);
+    return send(reply, evalRunPage(record, reviewer));
   });
 }
 

@@ -66,6 +66,12 @@ export const TEST_IDS = {
   notice: 'notice',
   /** Why a decision for reviewer groups the reviewer is not in is shown without answer forms. */
   readOnly: 'read-only',
+  /** Evaluations (issue 42): a run in the list, the two charts, each bar, each case's row. */
+  evalRunRow: 'eval-run-row',
+  evalPassChart: 'eval-pass-chart',
+  evalCostChart: 'eval-cost-chart',
+  evalBar: 'eval-bar',
+  evalCaseRow: 'eval-case-row',
   /** Login. */
   loginToken: 'login-token',
   loginSubmit: 'login-submit',

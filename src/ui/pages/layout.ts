@@ -19,6 +19,7 @@ export function page(title: string, body: SafeHtml, reviewer?: string): SafeHtml
       <body>
         <header class="bar">
           <a class="brand" href="/">Treadle inbox</a>
+          <a class="nav" href="/evals">Evaluations</a>
           ${reviewer ? html`<span class="who">${reviewer}</span><button type="button" class="link" id="logout">Sign out</button>` : ''}
           <button type="button" class="link" id="help-open" title="Keyboard shortcuts (?)">?</button>
         </header>
