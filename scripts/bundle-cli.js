@@ -32,6 +32,9 @@ const SERVER_MODULES = [
   '../worker',
   '../observability/tracing',
   './bundled-examples',
+  // `treadle eval run`: the variants' checks and the scorers (the judge loads the Anthropic SDK).
+  '../client/eval-runner',
+  '../client/eval-scorers',
 ];
 
 /** A stage kind's row of the worker table, whose same-folder requires (its activities) load only in a worker. */
