@@ -27,6 +27,8 @@ import {
   type EvalVariant,
 } from '../model/evals';
 import { validatePipeline } from '../kinds/pipeline';
+import { inputHash } from '../model/hashing';
+import { EVAL_MEMO_KEY, type EvalCaseTag } from './start';
 import { TreadleError } from './errors';
 import type { ClientParts } from './parts/context';
 import type { EvalScorer } from './eval-scorers';
@@ -144,15 +146,22 @@ export async function runEvaluation(ctx: EvalRunnerContext, options: EvalRunOpti
   policy.start();
   try {
     let next = 0;
+    let failed = false;
     const lane = async (): Promise<void> => {
-      while (next < jobs.length) {
+      while (next < jobs.length && !failed) {
         const { c, p } = jobs[next++]!;
-        const record = await caseRun.run(c, p);
+        const record = await caseRun.run(c, p).catch((error: unknown) => {
+          failed = true;
+          throw error;
+        });
         results.push(record);
         options.onResult?.(record, results.length, jobs.length);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(concurrency, jobs.length) }, lane));
+    // On a failure the other lanes finish the case they are on and take no other; the first failure is thrown.
+    const lanes = await Promise.allSettled(Array.from({ length: Math.min(concurrency, jobs.length) }, lane));
+    const failure = lanes.find((l): l is PromiseRejectedResult => l.status === 'rejected');
+    if (failure) throw failure.reason;
   } finally {
     await policy.stop();
   }
@@ -192,10 +201,10 @@ class CaseRun {
   async run(c: EvalCase, p: PreparedVariant): Promise<EvalCaseRecord> {
     const { parts } = this.ctx;
     const id = evalItemId(this.runId, p.variant.name, c.id);
-    await parts.items.start(p.spec, c.input, {
-      id,
-      evalRun: { run: this.runId, variant: p.variant.name, caseId: c.id },
-    });
+    const hash = inputHash({ spec: p.spec, input: c.input });
+    const tag = { run: this.runId, variant: p.variant.name, caseId: c.id, hash };
+    const started = await parts.items.start(p.spec, c.input, { id, evalRun: tag });
+    if (started.existing) await this.sameCase(id, tag);
     this.policy.watch(id, c);
     try {
       // A failed item's result carries its state; a cancelled or terminated one rejects: either way it has ended.
@@ -223,6 +232,20 @@ class CaseRun {
       ...scored,
       passed: outcome === 'completed' && scored.score !== null && scored.score >= this.scorer.passMark,
     };
+  }
+
+  /**
+   * A rerun's item was made from the same spec and input; else the run cannot resume it (its record would mix two
+   * settings): a TreadleError `invalid_input` saying so.
+   */
+  private async sameCase(id: string, tag: EvalCaseTag): Promise<void> {
+    const memo = (await this.ctx.client.workflow.getHandle(id).describe()).memo?.[EVAL_MEMO_KEY] as
+      EvalCaseTag | undefined;
+    if (memo?.hash === tag.hash) return;
+    throw new TreadleError(
+      `evaluation ${tag.run} already ran case ${tag.caseId} on variant ${tag.variant} with another spec or input (item ${id}): give the changed run another --id`,
+      'invalid_input',
+    );
   }
 
   /** The scorer's score of the output; an item that did not complete has no output and scores 0. */

@@ -100,6 +100,8 @@ export interface EvalCaseTag {
   run: string;
   variant: string;
   caseId: string;
+  /** SHA-256 of the variant's spec and the case's input: a rerun of the run finds out if either changed. */
+  hash?: string;
 }
 
 /** Memo key of an evaluation case item's {@link EvalCaseTag}. */

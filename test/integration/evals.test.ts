@@ -2,7 +2,8 @@
  * Evaluations (issue 42), end to end on the dev server with the scripted stages, offline:
  * - `treadle eval run` over 50 cases × 2 variants (one stricter, so 10 cases fail on it), each case an item
  *   `eval-<run>-<variant>-<case>` tagged `TreadleEvalRun`; the record read back by `eval show --json`;
- * - the same run again resumes: nothing runs twice, the record is the same;
+ * - the same run again resumes: nothing runs twice, the record is the same; with a variant's settings changed it is
+ *   refused (exit 2), its record untouched;
  * - `eval compare` exits 1 when a variant's pass rate drops past the threshold and names it, 0 for a run against
  *   itself (equal) and for an improvement; an unknown run is one clear line;
  * - bad dataset lines (all of them, with their line numbers) and a variant naming a stage the spec lacks stop the
@@ -136,6 +137,28 @@ it('runs 50 cases on 2 variants as tagged items, records each, and resumes a rer
   const resumed = JSON.parse(again.stdout) as EvalRunRecord;
   expect(resumed.summaries).toEqual(record.summaries);
   expect((await h.temporal.workflow.count(`TreadleEvalRun = '${runId('a')}'`)).count).toBe(2 * CASES);
+
+  // The same id with other settings for a variant is refused, not mixed into the run's record.
+  write('looser.yaml', 'stages:\n  draft:\n    retry_budget: { max_attempts: 3 }\n');
+  const changed = await evalCli([
+    'run',
+    'pipeline.yaml',
+    '--dataset',
+    'cases.jsonl',
+    '--variant',
+    'main',
+    '--variant',
+    'strict=looser.yaml',
+    '--id',
+    runId('a'),
+  ]);
+  expect(changed.code).toBe(2);
+  expect(changed.stderr).toMatch(
+    new RegExp(
+      `^treadle: evaluation ${runId('a')} already ran case c\\d+ on variant strict with another spec or input`,
+      'm',
+    ),
+  );
 
   const shown = await evalCli(['show', runId('a'), '--json']);
   expect((JSON.parse(shown.stdout) as EvalRunRecord).summaries).toEqual(record.summaries);
