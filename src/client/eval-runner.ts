@@ -17,6 +17,7 @@ import type { WorkItemState } from '../model/state';
 import { applyOverrides, type SpecOverrides } from '../model/spec-overrides';
 import {
   EVAL_NAME,
+  EVAL_POLICIES,
   EVAL_POLICY_REVIEWER,
   evalItemId,
   summarizeVariant,
@@ -124,6 +125,20 @@ export function newRunId(pipeline: string, now = new Date()): string {
   return `${pipeline.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 40)}-${time}-${randomBytes(2).toString('hex')}`;
 }
 
+/** Refuses a bad run id, concurrency, policy or an empty dataset: a TreadleError `invalid_input`. */
+function checkRunOptions(run: string, concurrency: number, options: EvalRunOptions): void {
+  const problem = !EVAL_NAME.test(run)
+    ? `the run id "${run}" is not 1 to 64 of [A-Za-z0-9_.-]`
+    : !Number.isInteger(concurrency) || concurrency < 1
+      ? `the concurrency must be a whole number above 0, got ${concurrency}`
+      : options.policy !== undefined && !EVAL_POLICIES.includes(options.policy)
+        ? `the policy must be one of ${EVAL_POLICIES.join(', ')}, got ${String(options.policy)}`
+        : options.cases.length === 0
+          ? 'an evaluation needs at least one case'
+          : undefined;
+  if (problem !== undefined) throw new TreadleError(problem, 'invalid_input');
+}
+
 /** Runs an evaluation to its end and stores its record (see the module's comment). */
 export async function runEvaluation(ctx: EvalRunnerContext, options: EvalRunOptions): Promise<EvalRunRecord> {
   const { name, outputStage, prepared } = prepareVariants(
@@ -133,11 +148,8 @@ export async function runEvaluation(ctx: EvalRunnerContext, options: EvalRunOpti
     options.outputStage,
   );
   const run = options.run ?? newRunId(name);
-  if (!EVAL_NAME.test(run))
-    throw new TreadleError(`the run id "${run}" is not 1 to 64 of [A-Za-z0-9_.-]`, 'invalid_input');
   const concurrency = options.concurrency ?? DEFAULT_EVAL_CONCURRENCY;
-  if (!Number.isInteger(concurrency) || concurrency < 1)
-    throw new TreadleError(`the concurrency must be a whole number above 0, got ${concurrency}`, 'invalid_input');
+  checkRunOptions(run, concurrency, options);
   const startedAt = new Date().toISOString();
   const policy = new PolicyAnswers(ctx.parts, options.policy ?? 'approve');
   const jobs = options.cases.flatMap((c) => prepared.map((p) => ({ c, p })));

@@ -2,6 +2,7 @@
  * Evaluations through the SDK (`client.evals`, issue 42), offline on the dev server:
  * - the policy answers its items' reviews as `eval-policy` (approve: the items complete, each with one escalation,
  *   and the audit names the policy; reject: they fail), and `wait` leaves them to a person;
+ * - what cannot run is refused before anything starts;
  * - every scorer: `exact`, `json-schema` (with the project's schema checker), `llm-judge` against the fake Anthropic
  *   server (a well-formed reply scores; a malformed one is a null score with the reason, not a crash), and a module
  *   of the evaluator's own.
@@ -168,3 +169,21 @@ it('a scorer module of your own scores in this process; one that returns no scor
   ]);
   expect(record.results[2]!.scoreError).toBe('the scorer returned "nope", not a score from 0 to 1');
 }, 60_000);
+
+it('refuses what cannot run before starting anything: no cases, a bad policy, run id or concurrency, an unknown scorer', async () => {
+  const exact = await h.client.evals.scorer({ scorer: 'exact' });
+  const base = { pipeline: answerSpec(false), variants: [{ name: 'base', overrides: {} }], scorer: exact };
+  const one = [caseOf('a', 1, 1)];
+  await expect(h.client.evals.run({ ...base, cases: [] })).rejects.toThrow('an evaluation needs at least one case');
+  await expect(h.client.evals.run({ ...base, cases: one, policy: 'maybe' as never })).rejects.toThrow(
+    'the policy must be one of approve, reject, wait, got maybe',
+  );
+  await expect(h.client.evals.run({ ...base, cases: one, run: 'a b' })).rejects.toThrow('the run id "a b" is not');
+  await expect(h.client.evals.run({ ...base, cases: one, concurrency: 0 })).rejects.toThrow('the concurrency must be');
+  await expect(h.client.evals.run({ ...base, cases: one, outputStage: 'nope' })).rejects.toThrow(
+    'no stage named "nope" to score (the stages: answer)',
+  );
+  await expect(h.client.evals.scorer({ scorer: 'fuzzy' })).rejects.toThrow('unknown scorer "fuzzy"');
+  await expect(h.client.evals.compare('x', 'y', 2)).rejects.toThrow('the threshold is a pass-rate drop from 0 to 1');
+  expect((await h.temporal.workflow.count(`TreadleEvalRun = 'a b'`)).count).toBe(0);
+});
