@@ -151,7 +151,9 @@ export async function runEvaluation(ctx: EvalRunnerContext, options: EvalRunOpti
   const concurrency = options.concurrency ?? DEFAULT_EVAL_CONCURRENCY;
   checkRunOptions(run, concurrency, options);
   const startedAt = new Date().toISOString();
-  const policy = new PolicyAnswers(ctx.parts, options.policy ?? 'approve');
+  // The listing is narrowed to the variants' pipelines: a namespace may hold thousands of other decisions.
+  const pipelines = [...new Set(prepared.map((p) => pipelineName(p.spec, name)))];
+  const policy = new PolicyAnswers(ctx.parts, options.policy ?? 'approve', pipelines);
   const jobs = options.cases.flatMap((c) => prepared.map((p) => ({ c, p })));
   const results: EvalCaseRecord[] = [];
   const caseRun = new CaseRun(ctx, run, outputStage, options.scorer, policy);
@@ -308,6 +310,12 @@ function escalationsOf(state: WorkItemState): number {
   return reviews + approvals + human;
 }
 
+/** The name a variant's spec as written gives its items (the base pipeline's when it sets none). */
+function pipelineName(spec: Json, fallback: string): string {
+  const name = (spec as { name?: unknown } | null)?.name;
+  return typeof name === 'string' ? name : fallback;
+}
+
 /** The answer the policy gives a decision of `kind`; undefined for `wait`. */
 export function policyAnswer(policy: EvalPolicy, decision: PendingDecision, c: EvalCase): DecisionAnswer | undefined {
   const reason = 'the evaluation policy rejects';
@@ -331,6 +339,7 @@ class PolicyAnswers {
   constructor(
     private readonly parts: ClientParts,
     private readonly policy: EvalPolicy,
+    private readonly pipelines: readonly string[],
   ) {}
 
   watch(id: string, c: EvalCase): void {
@@ -364,7 +373,9 @@ class PolicyAnswers {
   }
 
   private async answerPending(): Promise<void> {
-    const pending = await this.parts.decisions.list();
+    const pending = (
+      await Promise.all(this.pipelines.map((pipeline) => this.parts.decisions.list({ pipeline })))
+    ).flat();
     for (const decision of pending) {
       const c = this.watched.get(decision.itemId) ?? this.watched.get(decision.workflowId);
       const answer = c ? policyAnswer(this.policy, decision, c) : undefined;
