@@ -3,7 +3,7 @@
  * ordinary work item on this client's task queue whose id is `<schedule name>-<firing time>`
  * (`nightly-2026-12-07T02:00:00Z`): the same firing never starts two items, and the id says which firing it was.
  */
-import { ScheduleNotFoundError, type ScheduleHandle } from '@temporalio/client';
+import { ScheduleNotFoundError, type ScheduleDescription, type ScheduleHandle } from '@temporalio/client';
 import { createSchedule } from '../on-demand';
 import { defaultReviewer, TreadleError } from '../errors';
 import { detailOf, listingOf } from '../schedule-reading';
@@ -68,7 +68,8 @@ export class SchedulesClient extends ClientPart {
   /**
    * Fires schedule `name` now, under its own overlap policy (`skip`: nothing starts while its item runs; `buffer`:
    * the firing waits for it), paused or not. Answers what the firing did, as the schedule says within 10 s: the
-   * item it started, or that it was skipped or buffered behind the running items, or only that it fired.
+   * item it started, or that it was skipped or buffered behind the running items, or only that it fired. When the
+   * schedule fired (or fires) within the current second, it waits for the next: the item id would be the same.
    */
   async trigger(name: string): Promise<TriggerOutcome> {
     return this.onSchedule(name, async (h) => {
@@ -79,10 +80,11 @@ export class SchedulesClient extends ClientPart {
         buffered: Number(d.raw.info?.bufferSize ?? 0),
       });
       const was = counts(before);
+      await outsideFiringSeconds(before);
       await h.trigger(before.policies.overlap);
       const deadline = Date.now() + TRIGGER_OUTCOME_WAIT_MS;
       while (Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, TRIGGER_POLL_MS));
+        await delay(TRIGGER_POLL_MS);
         const now = await h.describe();
         const is = counts(now);
         const running = now.info.runningActions.map((a) => a.workflow.workflowId);
@@ -115,4 +117,21 @@ export class SchedulesClient extends ClientPart {
       throw this.context.explainFailure(error);
     }
   }
+}
+
+/** Resolves after `ms`. */
+const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Waits until the clock is in a second none of the schedule's recent or next firings is in. Temporal names a
+ * firing's item `<name>-<time to the second>`, so two firings in one second would share an id (the later one a
+ * new run of the earlier's workflow).
+ */
+async function outsideFiringSeconds(described: ScheduleDescription): Promise<void> {
+  const second = (ms: number): number => Math.floor(ms / 1000);
+  const taken = new Set([
+    ...described.info.recentActions.map((a) => second(a.scheduledAt.getTime())),
+    ...described.info.nextActionTimes.map((t) => second(t.getTime())),
+  ]);
+  while (taken.has(second(Date.now()))) await delay(1000 - (Date.now() % 1000) + 10);
 }
