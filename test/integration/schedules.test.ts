@@ -11,8 +11,7 @@
  * Every schedule the tests make is deleted after them.
  */
 import { isBlobRef } from '../../src/model/shapes';
-import type { ScheduleDetail } from '../../src/client';
-import { TreadleError } from '../../src/client';
+import type { ScheduleDetail, TreadleError } from '../../src/client';
 import { eventually, startHarness, type Harness } from '../support/harness';
 
 /** A pipeline whose item completes at once. */
