@@ -114,6 +114,7 @@ export interface ScheduleDetail extends ScheduleListing {
 /** What a trigger did, as far as the schedule said within a few seconds. */
 export type TriggerOutcome =
   | { outcome: 'started'; itemId: string }
+  /** Nothing started: an item still runs (`skip`), or one firing waits already (`buffer`). */
   | { outcome: 'skipped'; running: string[] }
   | { outcome: 'buffered'; running: string[] }
   /** The schedule has not taken the firing yet: `describe` will show it. */

@@ -3,8 +3,8 @@
  * - a triggered firing starts an item whose id is `<name>-<firing time>`, which completes on the worker;
  * - a schedule fires on its own at its cron times (`@every 2s`);
  * - `skip`: a firing while the item waits for a review starts nothing and is counted skipped;
- * - `buffer`: such a firing waits, and its item (an id of its own, though triggered in the same second) starts
- *   when the first one is approved, and completes;
+ * - `buffer`: such a firing waits (a third is dropped), and its item (an id of its own, though triggered in the
+ *   same second) starts when the first one is approved, and completes;
  * - paused, a schedule does not fire over two of its intervals, and shows its note; unpaused, it fires;
  * - a large input is stored once in the blob store, the schedule holding its reference;
  * - refusals: an invalid spec (every problem), a bad name, a name in use, a bad cron, a bad overlap, an unknown name.
@@ -128,6 +128,8 @@ it('buffers one firing until its item ends, then starts it (overlap buffer)', as
   if (first.outcome !== 'started') throw new Error(`not started: ${JSON.stringify(first)}`);
   // At once: the trigger waits for a second of its own, so the buffered item's id is not the first's.
   expect(await h.client.schedules.trigger(name)).toEqual({ outcome: 'buffered', running: [first.itemId] });
+  // One firing waits already: a third is dropped.
+  expect(await h.client.schedules.trigger(name)).toEqual({ outcome: 'skipped', running: [first.itemId] });
   await waitingReview(first.itemId);
   expect(await h.client.schedules.describe(name)).toEqual(expect.objectContaining({ firings: 1, buffered: 1 }));
 

@@ -78,6 +78,8 @@ export class SchedulesClient extends ClientPart {
         taken: d.info.numActionsTaken,
         skipped: d.info.numActionsSkippedOverlap,
         buffered: Number(d.raw.info?.bufferSize ?? 0),
+        // `buffer` with one firing waiting already: this one is dropped, started never.
+        dropped: Number(d.raw.info?.bufferDropped ?? 0),
       });
       const was = counts(before);
       await outsideFiringSeconds(before);
@@ -90,7 +92,7 @@ export class SchedulesClient extends ClientPart {
         const running = now.info.runningActions.map((a) => a.workflow.workflowId);
         const started = now.info.recentActions[now.info.recentActions.length - 1];
         if (is.taken > was.taken && started) return { outcome: 'started', itemId: started.action.workflow.workflowId };
-        if (is.skipped > was.skipped) return { outcome: 'skipped', running };
+        if (is.skipped > was.skipped || is.dropped > was.dropped) return { outcome: 'skipped', running };
         if (is.buffered > was.buffered) return { outcome: 'buffered', running };
       }
       return { outcome: 'fired' };
