@@ -5,7 +5,8 @@
  * - `skip`: a firing while the item waits for a review starts nothing and is counted skipped;
  * - `buffer`: such a firing waits (a third is dropped), and its item (an id of its own, though triggered in the
  *   same second) starts when the first one is approved, and completes;
- * - paused, a schedule does not fire over two of its intervals, and shows its note; unpaused, it fires;
+ * - paused, a schedule does not fire over two of its intervals, and shows its note, but a trigger fires it;
+ *   unpaused, it fires by time;
  * - a large input is stored once in the blob store, the schedule holding its reference;
  * - refusals: an invalid spec (every problem), a bad name, a name in use, a bad cron, a bad overlap, an unknown name.
  * Every schedule the tests make is deleted after them.
@@ -144,7 +145,7 @@ it('buffers one firing until its item ends, then starts it (overlap buffer)', as
   expect((await h.client.result(first.itemId)).status).toBe('completed');
 });
 
-it('does not fire by time while paused, shows its note, and fires again once unpaused', async () => {
+it('does not fire by time while paused (a trigger fires it), shows its note, and fires again once unpaused', async () => {
   const name = scheduleName('paused');
   const created = await h.client.schedules.create(name, QUICK, { cron: '@every 2s', paused: true, note: 'holiday' });
   expect(created).toEqual(expect.objectContaining({ paused: true, note: 'holiday' }));
@@ -157,8 +158,13 @@ it('does not fire by time while paused, shows its note, and fires again once unp
   const listed = await eventually(async () => (await h.client.schedules.list()).find((s) => s.name === name));
   expect(listed).toEqual(expect.objectContaining({ pipeline: 'sched-quick', paused: true, note: 'holiday' }));
 
+  // A trigger fires it all the same.
+  const triggered = await h.client.schedules.trigger(name);
+  if (triggered.outcome !== 'started') throw new Error(`not started: ${JSON.stringify(triggered)}`);
+  expect((await h.client.result(triggered.itemId)).status).toBe('completed');
+
   await h.client.schedules.unpause(name, 'back');
-  const detail = await fired(name, 1);
+  const detail = await fired(name, 2);
   expect(detail).toEqual(expect.objectContaining({ paused: false, note: 'back' }));
   await h.client.schedules.pause(name, 'done');
   expect(await h.client.schedules.describe(name)).toEqual(expect.objectContaining({ paused: true, note: 'done' }));
