@@ -1,6 +1,7 @@
 /**
  * Schedules (issue 42) through the SDK's `client.schedules`, on the run's dev server with a real worker:
- * - a triggered firing starts an item whose id is `<name>-<firing time>`, which completes on the worker;
+ * - a triggered firing starts an item whose id is `<name>-<firing time>`, with the schedule's priority and
+ *   fairness key, which completes on the worker;
  * - a schedule fires on its own at its cron times (`@every 2s`);
  * - `skip`: a firing while the item waits for a review starts nothing and is counted skipped;
  * - `buffer`: such a firing waits (a third is dropped), and its item (an id of its own, though triggered in the
@@ -58,7 +59,12 @@ const fired = (name: string, count: number, timeoutMs = 30_000): Promise<Schedul
 
 it('starts an item <name>-<time> when triggered, which completes on the worker', async () => {
   const name = scheduleName('trig');
-  const created = await h.client.schedules.create(name, QUICK, { cron: NEVER, input: { n: 1 } });
+  const created = await h.client.schedules.create(name, QUICK, {
+    cron: NEVER,
+    input: { n: 1 },
+    priority: 2,
+    fairnessKey: 'ops',
+  });
   expect(created).toEqual(
     expect.objectContaining({
       name,
@@ -81,9 +87,12 @@ it('starts an item <name>-<time> when triggered, which completes on the worker',
   expect(state).toEqual(
     expect.objectContaining({ id: triggered.itemId, pipeline: 'sched-quick', status: 'completed' }),
   );
-  // Visible as an item of its pipeline, like one `run` started.
+  // Visible as an item of its pipeline, like one `run` started, with the schedule's priority.
   const visible = await h.client.visibleItem(triggered.itemId);
   expect(visible.pipeline).toBe('sched-quick');
+  expect((await h.client.items.execution(triggered.itemId)).priority).toEqual(
+    expect.objectContaining({ priority: 2, fairnessKey: 'ops' }),
+  );
 
   const detail = await h.client.schedules.describe(name);
   const [firing] = detail.recentFirings;
