@@ -10,6 +10,12 @@ export {
   type LimiterUsage,
   type ActivityCapacityWait,
   type UsageSnapshot,
+  type ScheduleCreateOptions,
+  type ScheduleDetail,
+  type ScheduleFiring,
+  type ScheduleListing,
+  type ScheduleOverlap,
+  type TriggerOutcome,
 } from './client';
 export {
   createWorker,

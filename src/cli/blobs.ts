@@ -2,7 +2,9 @@
  * `treadle blobs gc [--dry-run] [--grace 24h]`: deletes the blobs no retained execution references (issue 26 §6,
  * bounded growth). The roots are every execution the namespace's visibility lists, open and closed within its
  * retention: each one's memo and history are scanned for `sha256:` references (src/storage/blob-gc.ts follows
- * them into the blobs and keeps the names' targets). Histories that retention has deleted reference nothing.
+ * them into the blobs and keeps the names' targets). Histories that retention has deleted reference nothing. So
+ * are the schedules' descriptions: a schedule's action holds its items' input by reference (`treadle schedule`),
+ * and visibility does not list the scheduler's own workflows.
  */
 import { Option, type Command } from 'commander';
 import type { Client } from '@temporalio/client';
@@ -41,7 +43,7 @@ export function registerBlobsCommand(program: Command, withClient: WithClient): 
         const { createBlobStore } = load.storage();
         const store = createBlobStore(loadConfig().blobStore);
         const result = await collectBlobs(store, {
-          roots: executionTexts(client.client),
+          roots: rootTexts(client.client),
           graceMs: opts.grace,
           dryRun: opts.dryRun === true,
         });
@@ -61,6 +63,40 @@ export function registerBlobsCommand(program: Command, withClient: WithClient): 
 function bytes(n: number): string {
   return n < 1024 ? `${n} B` : n < 1024 ** 2 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`;
 }
+
+/** Every root: the executions' texts, then the schedules'. */
+async function* rootTexts(client: Client): AsyncIterable<Buffer> {
+  yield* executionTexts(client);
+  yield* scheduleTexts(client);
+}
+
+/** The description of every schedule in the client's namespace (its action's input included), encoded. */
+async function* scheduleTexts(client: Client): AsyncIterable<Buffer> {
+  const { temporal } = load.proto();
+  const namespace = client.options.namespace;
+  let nextPageToken: Uint8Array | undefined;
+  do {
+    const page = await client.workflowService.listSchedules({
+      namespace,
+      maximumPageSize: PAGE_SIZE,
+      ...(nextPageToken ? { nextPageToken } : {}),
+    });
+    for (const { scheduleId } of page.schedules ?? []) {
+      if (!scheduleId) continue;
+      try {
+        const described = await client.workflowService.describeSchedule({ namespace, scheduleId });
+        yield Buffer.from(temporal.api.workflowservice.v1.DescribeScheduleResponse.encode(described).finish());
+      } catch (error) {
+        // Deleted between the listing and now: it references nothing any more.
+        if ((error as { code?: number }).code !== GRPC_NOT_FOUND) throw error;
+      }
+    }
+    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+  } while (nextPageToken);
+}
+
+/** gRPC's NOT_FOUND status code. */
+const GRPC_NOT_FOUND = 5;
 
 /** The memo and the history of every execution visibility lists in the client's namespace, encoded. */
 async function* executionTexts(client: Client): AsyncIterable<Buffer> {

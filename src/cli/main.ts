@@ -30,6 +30,7 @@ import { table } from './render';
 import { registerReviewCommands } from './review';
 import { registerRespondCommand } from './respond';
 import { registerStartCommands } from './start';
+import { registerScheduleCommands } from './schedule';
 import { INBOX_PORT } from '../ui/address';
 import { registerUiCommands } from './ui';
 import { registerValidateCommand } from './validate';
@@ -152,6 +153,7 @@ program
 registerValidateCommand(program);
 registerStartCommands(program);
 registerForkCommands(program);
+registerScheduleCommands(program, withClient);
 registerProgressCommands(program);
 registerReviewCommands(program);
 registerRespondCommand(program);

@@ -383,7 +383,7 @@ export function priorityFlags(opts: ItemPriority): ItemPriority {
  * Refuses priority flags that cannot work with the spec's own (`defaults`) before connecting: a
  * `--fairness-weight` with no fairness key to weigh, from the flags or the spec.
  */
-function checkPriorityFlags(opts: ItemPriority, defaults: ItemPriority): void {
+export function checkPriorityFlags(opts: ItemPriority, defaults: ItemPriority): void {
   const problems = itemPriorityProblems(mergePriority(priorityFlags(opts), defaults), {
     priority: '--priority',
     fairnessKey: '--fairness-key',
@@ -412,7 +412,7 @@ export async function warnWithoutWorker(client: TreadleClient, what: 'item' | 't
 }
 
 /** A pipeline file as a spec: a v3 loop pipeline (seed 004) becomes an ordinary spec of loop stages. */
-function specOfFile(file: string, options: { session?: string } = {}): unknown {
+export function specOfFile(file: string, options: { session?: string } = {}): unknown {
   const raw = readPipelineFile(file);
   const loops = load.loopFiles();
   return loops.isLoopPipelineFile(raw) ? loops.loopPipelineSpec(file, raw, options) : raw;
@@ -423,7 +423,7 @@ function specOfFile(file: string, options: { session?: string } = {}): unknown {
  * on the core queue registers), listing every problem. An implementation of your own is fine where the stage
  * or the pipeline names the `task_queue` its worker polls; without one it is a problem. Returns the canonical spec.
  */
-function checkBeforeStart(spec: unknown): PipelineSpec {
+export function checkBeforeStart(spec: unknown): PipelineSpec {
   const result = load.pipeline().validatePipeline(spec, BUILT_IN_IMPLEMENTATIONS);
   if (result.ok) return result.spec;
   const hint = missingQueueHint(result.problems);

@@ -9,6 +9,7 @@ import type * as ApprovalLookupModule from './approval-lookup';
 import type * as StartModule from './start';
 import type * as EvalScorersModule from './eval-scorers';
 import type * as EvalRunnerModule from './eval-runner';
+import type * as ScheduleCreateModule from './schedule-create';
 
 /**
  * Each module, required the first time it is asked for (`require` caches it).
@@ -21,4 +22,6 @@ export const load = {
   approvalLookup: (): typeof ApprovalLookupModule => require('./approval-lookup'),
   evalScorers: (): typeof EvalScorersModule => require('./eval-scorers'),
   evalRunner: (): typeof EvalRunnerModule => require('./eval-runner'),
+  /** Creating a schedule checks a start as `start` does, so it loads the same. */
+  scheduleCreate: (): typeof ScheduleCreateModule => require('./schedule-create'),
 };

@@ -6,12 +6,15 @@
 import type * as AuditModule from './audit';
 import type * as ApprovalLookupModule from './approval-lookup';
 import type * as StartModule from './start';
+import type * as ScheduleCreateModule from './schedule-create';
 import { load } from './lazy-modules';
 
-const { start: startModule, audit: auditModule, approvalLookup } = load;
+const { start: startModule, audit: auditModule, approvalLookup, scheduleCreate } = load;
 
 export const startWorkItem: typeof StartModule.startWorkItem = (...args) => startModule().startWorkItem(...args);
 export const startTddTree: typeof StartModule.startTddTree = (...args) => startModule().startTddTree(...args);
+export const createSchedule: typeof ScheduleCreateModule.createSchedule = (...args) =>
+  scheduleCreate().createSchedule(...args);
 export const audit: typeof AuditModule.audit = (...args) => auditModule().audit(...args);
 export const approvalItem: typeof ApprovalLookupModule.approvalItem = (...args) =>
   approvalLookup().approvalItem(...args);

@@ -8,7 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../model/hashing';
 import { offloadArtefact, type BlobStore } from '../storage/blob-store';
 import { PipelineBuilder } from '../kinds/builder';
-import type { KnownImplementations } from '../model/pipeline';
+import type { KnownImplementations, PipelineSpec } from '../model/pipeline';
 import { validatePipeline } from '../kinds/pipeline';
 import {
   explainSearchAttributeError,
@@ -31,7 +31,8 @@ import type { NodeContext } from '../kinds/tdd/shapes';
 import { TreadleError } from './errors';
 import { missingQueueHint } from '../worker/task-queues';
 
-const WORKFLOW_TYPE = 'workItem';
+/** The workflow type of a work item. */
+export const WORK_ITEM_WORKFLOW_TYPE = 'workItem';
 const TDD_WORKFLOW_TYPE = 'tddNode';
 
 /** What a start needs from the client that runs it. */
@@ -52,7 +53,7 @@ export function runIdFor(pipeline: string, input: Json): string {
 }
 
 /** A server refusal of a start, with the server's reason (the SDK's own message is only "Failed to start"). */
-function startRefused(what: string, error: ServiceError): TreadleError {
+export function startRefused(what: string, error: ServiceError): TreadleError {
   const reason = explainSearchAttributeError(error.cause?.message ?? error.message);
   return new TreadleError(`could not start ${what}: ${reason}`, 'failed', [], { cause: error });
 }
@@ -142,6 +143,50 @@ export interface StartExtras {
   memo?: Record<string, unknown>;
 }
 
+/** A work item's start, checked and ready: what `startWorkItem` starts and a schedule's action starts each firing. */
+export interface PreparedWorkItem {
+  /** The spec as given (a builder's JSON): the workflow validates it again. */
+  raw: unknown;
+  spec: PipelineSpec;
+  /** The input inline, or a blob reference when it is over the client's blob threshold. */
+  input: Json;
+  /** Temporal's `priority` start option (none when the item has no priority of its own or the spec's). */
+  priority: { priority?: TemporalPriority };
+}
+
+/**
+ * Checks what a work item starts with before anything is started, each refusal a TreadleError: the pipeline spec
+ * (every problem listed), the input (plain JSON), the token budget and the priority over the spec's; then stores a
+ * large input once, content-addressed, so the history (or a schedule's action) carries only its reference.
+ */
+export async function prepareWorkItem(
+  ctx: StartContext,
+  pipeline: unknown,
+  input: unknown,
+  options: Omit<StartOptions, 'id'>,
+): Promise<PreparedWorkItem> {
+  const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
+  const { spec } = validSpec(ctx, raw);
+  const inputProblem = jsonProblem(input);
+  if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
+  checkTokenBudget(options.tokenBudget);
+  const priority = startPriority(options, spec);
+  const stored =
+    (await offloadArtefact((input ?? null) as Json, ctx.blobs, ctx.blobThresholdBytes, 'work item input')) ?? null;
+  return { raw, spec, input: stored, priority };
+}
+
+/** The search attributes a work item starts with (the workflow keeps them current from then on). */
+export function startAttributes(spec: PipelineSpec): SearchAttributePair[] {
+  return [
+    { key: TreadlePipeline, value: spec.name },
+    { key: TreadleStatus, value: 'running' },
+  ];
+}
+
+/** The one-line summary Temporal's Web UI shows for a work item. */
+export const itemSummary = (spec: PipelineSpec): string => `${spec.name}: ${spec.stages.length} stages`;
+
 /** Starts a work item or returns the existing one with the same id (see `TreadleClient.start`). */
 export async function startWorkItem(
   ctx: StartContext,
@@ -150,16 +195,8 @@ export async function startWorkItem(
   options: StartOptions,
   extras: StartExtras = {},
 ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
-  const raw = pipeline instanceof PipelineBuilder ? pipeline.toJSON() : pipeline;
-  const { spec } = validSpec(ctx, raw);
-  const inputProblem = jsonProblem(input);
-  if (inputProblem) throw new TreadleError(`the work item input must be plain JSON: ${inputProblem}`, 'invalid_input');
-  // A large input is stored once, content-addressed; the history carries its reference.
-  const storedInput =
-    (await offloadArtefact((input ?? null) as Json, ctx.blobs, ctx.blobThresholdBytes, 'work item input')) ?? null;
+  const { raw, spec, input: storedInput, priority } = await prepareWorkItem(ctx, pipeline, input, options);
   const id = options.id ?? runIdFor(spec.name, (input ?? null) as Json);
-  checkTokenBudget(options.tokenBudget);
-  const priority = startPriority(options, spec);
   // Seed 003's correlation id: a UUID per run, on every activity, model call record and log line.
   const correlationId = randomUUID();
   const args: WorkItemInput = {
@@ -171,7 +208,7 @@ export async function startWorkItem(
     ...(extras.fork ? { fork: extras.fork } : {}),
   };
   try {
-    const handle = await ctx.client.workflow.start(WORKFLOW_TYPE, {
+    const handle = await ctx.client.workflow.start(WORK_ITEM_WORKFLOW_TYPE, {
       taskQueue: ctx.taskQueue,
       workflowId: id,
       args: [args],
@@ -179,8 +216,7 @@ export async function startWorkItem(
       workflowIdConflictPolicy: 'FAIL',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       typedSearchAttributes: [
-        { key: TreadlePipeline, value: spec.name },
-        { key: TreadleStatus, value: 'running' },
+        ...startAttributes(spec),
         { key: TreadleCorrelationId, value: correlationId },
         ...(extras.attributes ?? []),
         ...(options.evalRun ? [{ key: TreadleEvalRun, value: options.evalRun.run }] : []),
@@ -188,7 +224,7 @@ export async function startWorkItem(
       ...(extras.memo || options.evalRun
         ? { memo: { ...extras.memo, ...(options.evalRun ? { [EVAL_MEMO_KEY]: options.evalRun } : {}) } }
         : {}),
-      staticSummary: `${spec.name}: ${spec.stages.length} stages`,
+      staticSummary: itemSummary(spec),
       ...priority,
     });
     return { id, runId: handle.firstExecutionRunId, pipeline: spec.name, existing: false };

@@ -2,7 +2,7 @@
  * `TreadleClient`: the SDK users call to start work items, read their state, review stages and list pending
  * reviews. A front over parts, as Temporal's `Client` fronts `workflow`, `schedule` and `taskQueue`:
  * `client.items`, `client.decisions`, `client.approvals`, `client.loopStages`, `client.trees`, `client.workers`, `client.limits`,
- * `client.evals`,
+ * `client.evals`, `client.schedules`,
  * sharing one connection context (parts/context.ts). Its flat methods (`start`, `getState`, `review`, …) are
  * aliases of the parts' methods, kept so code written against them keeps working. Every error is a
  * {@link TreadleError} with one clear line.
@@ -52,11 +52,20 @@ import { TreesClient } from './parts/trees';
 import { WorkersClient } from './parts/workers';
 import { LimitsClient } from './parts/limits';
 import { EvalsClient } from './parts/evals';
+import { SchedulesClient } from './parts/schedules';
 
 export { TreadleError, AlreadyDecidedError, runIdFor, type ApprovalListing, type PendingReviewListing };
 export type { LimiterUsage, ActivityCapacityWait } from './capacity';
 export type { CancelOptions, CancelOutcome } from './cancel';
 export type { UsageSnapshot } from '../capacity/shapes';
+export type {
+  ScheduleCreateOptions,
+  ScheduleDetail,
+  ScheduleFiring,
+  ScheduleListing,
+  ScheduleOverlap,
+  TriggerOutcome,
+} from './schedule-shapes';
 export {
   ItemsClient,
   DecisionsClient,
@@ -66,6 +75,7 @@ export {
   WorkersClient,
   LimitsClient,
   EvalsClient,
+  SchedulesClient,
   type ClientParts,
   type WatchOptions,
   type LoopStageListing,
@@ -114,6 +124,8 @@ export class TreadleClient implements ClientParts {
   readonly limits: LimitsClient;
   /** Evaluations: run a dataset on a pipeline's variants, show a run, compare two. */
   readonly evals: EvalsClient;
+  /** Work items started on a schedule: create, list, describe, pause, unpause, trigger, delete. */
+  readonly schedules: SchedulesClient;
   readonly taskQueue: string;
   /** How long a review, approval or loop resume may take once a worker has answered. */
   readonly reviewTimeoutMs: number;
@@ -148,6 +160,7 @@ export class TreadleClient implements ClientParts {
     this.workers = new WorkersClient(this.context, this);
     this.limits = new LimitsClient(this.context, this);
     this.evals = new EvalsClient(this.context, this);
+    this.schedules = new SchedulesClient(this.context, this);
   }
 
   /**

@@ -1,13 +1,14 @@
 /**
  * `treadle blobs gc` on the real server (issue 26 §6, bounded growth): a blob an execution's history references
  * survives, however old, and so does one referenced only from inside such a blob; an old unreferenced blob goes; a
- * young unreferenced one survives the grace period; `--dry-run` lists and deletes nothing.
+ * young unreferenced one survives the grace period; `--dry-run` lists and deletes nothing; the input a schedule holds
+ * by reference survives, however old, though no item of the schedule has run yet.
  */
 import { mkdtempSync, utimesSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { Registry } from '../../src/activities/registry';
 import { FileBlobStore, storeJson } from '../../src/storage/blob-store';
-import { startHarness, type Harness } from '../support/harness';
+import { eventually, startHarness, type Harness } from '../support/harness';
 import { runTreadle } from '../support/cli';
 
 let h: Harness;
@@ -62,3 +63,29 @@ it('keeps referenced and young blobs, deletes old unreferenced ones, and deletes
   for (const ref of [inner, outer, youngOrphan, artefact.ref]) expect(existsSync(fileOf(ref))).toBe(true);
   expect(await h.client.readArtefact(artefact as never)).toEqual({ text: 'x'.repeat(5_000) });
 }, 120_000);
+
+it('keeps the input a schedule holds by reference, though none of its items has run', async () => {
+  const name = `gc-${h.taskQueue}`;
+  const text = 'z'.repeat(5_000);
+  try {
+    await h.client.schedules.create(
+      name,
+      { name: 'gc-scheduled', stages: [{ name: 'only', run: 'scripted' }] },
+      {
+        cron: '0 0 1 1 * 2099',
+        input: { text },
+      },
+    );
+    const action = (await h.temporal.schedule.getHandle(name).describe()).action;
+    const { ref } = (action.args as [{ input: { ref: string } }])[0].input;
+    expect(ref).toMatch(/^sha256:/);
+    age(ref);
+    // The gc lists schedules through visibility, which follows a create by a moment.
+    await eventually(async () => ((await h.client.schedules.list()).some((s) => s.name === name) ? true : undefined));
+    const gc = await runTreadle(h, ['blobs', 'gc', '--grace', '1h']);
+    expect(gc).toMatchObject({ code: 0, stderr: '' });
+    expect(existsSync(fileOf(ref))).toBe(true);
+  } finally {
+    await h.client.schedules.delete(name).catch(() => undefined);
+  }
+}, 60_000);

@@ -18,6 +18,7 @@ import type { TreesClient } from './trees';
 import type { WorkersClient } from './workers';
 import type { LimitsClient } from './limits';
 import type { EvalsClient } from './evals';
+import type { SchedulesClient } from './schedules';
 
 /** The settings a context is made from (resolved by `TreadleClient`'s constructor). */
 export interface ClientContextSettings {
@@ -43,6 +44,7 @@ export interface ClientParts {
   readonly workers: WorkersClient;
   readonly limits: LimitsClient;
   readonly evals: EvalsClient;
+  readonly schedules: SchedulesClient;
 }
 
 /** The shared connection context of a client's parts. */
