@@ -10,6 +10,7 @@ import type * as StartModule from './start';
 import type * as EvalScorersModule from './eval-scorers';
 import type * as EvalRunnerModule from './eval-runner';
 import type * as ScheduleCreateModule from './schedule-create';
+import type * as ForkModule from './fork';
 
 /**
  * Each module, required the first time it is asked for (`require` caches it).
@@ -24,4 +25,6 @@ export const load = {
   evalRunner: (): typeof EvalRunnerModule => require('./eval-runner'),
   /** Creating a schedule checks a start as `start` does, so it loads the same. */
   scheduleCreate: (): typeof ScheduleCreateModule => require('./schedule-create'),
+  /** A fork validates its spec as a start does. */
+  fork: (): typeof ForkModule => require('./fork'),
 };

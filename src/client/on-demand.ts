@@ -7,14 +7,18 @@ import type * as AuditModule from './audit';
 import type * as ApprovalLookupModule from './approval-lookup';
 import type * as StartModule from './start';
 import type * as ScheduleCreateModule from './schedule-create';
+import type * as ForkModule from './fork';
 import { load } from './lazy-modules';
 
-const { start: startModule, audit: auditModule, approvalLookup, scheduleCreate } = load;
+const { start: startModule, audit: auditModule, approvalLookup, scheduleCreate, fork: forkModule } = load;
 
 export const startWorkItem: typeof StartModule.startWorkItem = (...args) => startModule().startWorkItem(...args);
 export const startTddTree: typeof StartModule.startTddTree = (...args) => startModule().startTddTree(...args);
 export const createSchedule: typeof ScheduleCreateModule.createSchedule = (...args) =>
   scheduleCreate().createSchedule(...args);
+export const startFork: typeof ForkModule.startFork = (...args) => forkModule().startFork(...args);
+export const startInputOf: typeof ForkModule.startInputOf = (...args) => forkModule().startInputOf(...args);
+export const forksOf: typeof ForkModule.forksOf = (...args) => forkModule().forksOf(...args);
 export const audit: typeof AuditModule.audit = (...args) => auditModule().audit(...args);
 export const approvalItem: typeof ApprovalLookupModule.approvalItem = (...args) =>
   approvalLookup().approvalItem(...args);

@@ -14,10 +14,10 @@ import { openItemsByEngine, type EngineCount } from '../engine-versions';
 import { defaultReviewer, isNotFound, TreadleError } from '../errors';
 import { cancelItem, type CancelOptions, type CancelOutcome } from '../cancel';
 import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../worker-presence';
-import { audit, startWorkItem } from '../on-demand';
+import { audit, forksOf, startFork, startInputOf, startWorkItem } from '../on-demand';
 import type { StartOptions } from '../start';
 import { ClientPart } from './context';
-import { forksOf, startFork, startInputOf, type ForkListing, type ForkOptions, type ForkStarted } from '../fork';
+import type { ForkListing, ForkOptions, ForkStarted } from '../fork';
 
 /** gRPC's NOT_FOUND: the server's answer for a workflow id it has no run of. */
 const GRPC_NOT_FOUND = 5;
