@@ -7,20 +7,10 @@ import path from 'node:path';
 import type { ItemPriority } from '../model/priority';
 import { combineOverrides, settingOverride, type SpecOverrides } from '../model/spec-overrides';
 import { readPipelineFile } from '../pipelines/catalog';
-import { readInput, wholeNumber } from './arguments';
+import { readInput } from './arguments';
 import { given } from './exit-codes';
 import { table } from './render';
-import {
-  fairnessKeyOption,
-  fairnessWeightOption,
-  followItem,
-  priorityFlags,
-  priorityOption,
-  queueOf,
-  taskQueueOption,
-  waitAllOption,
-  warnWithoutWorker,
-} from './start';
+import { followItem, priorityFlags, queueOf, waitAllOption, warnWithoutWorker, withItemOptions } from './start';
 import { withClient } from './with-client';
 
 type ForkFlags = {
@@ -38,7 +28,7 @@ type ForkFlags = {
 
 /** Registers `treadle fork` and `treadle forks`. */
 export function registerForkCommands(program: Command): void {
-  program
+  const fork = program
     .command('fork <id>')
     .description(
       'start a new work item from <id> that runs again from one stage, with changed settings or input; the stages that stage does not lead to are carried as they ended in <id> (no model call)',
@@ -52,16 +42,8 @@ export function registerForkCommands(program: Command): void {
       [] as string[],
     )
     .option('--overrides <file>', 'changed settings as YAML or JSON: pipeline keys, and `stages: { <name>: {…} }`')
-    .option('--id <id>', "the fork's id (default: <id>-fork-<hash of --from, the settings and the input>)")
-    .option(
-      '--token-budget <tokens>',
-      "tokens the fork may spend on models (default: the original's)",
-      wholeNumber(1, 'must be a whole number of tokens above 0'),
-    )
-    .addOption(taskQueueOption('item'))
-    .addOption(priorityOption('item'))
-    .addOption(fairnessKeyOption('item'))
-    .addOption(fairnessWeightOption())
+    .option('--id <id>', "the fork's id (default: <id>-fork-<hash of --from, the settings and the input>)");
+  withItemOptions(fork, "tokens the fork may spend on models (default: the original's)")
     .option(
       '-w, --wait',
       'print events until the fork finishes or waits for a person; exit codes as treadle run --wait',

@@ -11,20 +11,17 @@ import type { ItemPriority } from '../model/priority';
 import { formatDuration } from '../model/duration';
 import { findPipeline, readJsonFile } from '../pipelines/catalog';
 import { SCHEDULE_OVERLAPS, scheduleNameProblem, type ScheduleOverlap } from '../client/schedule-shapes';
-import { duration, readInput, wholeNumber } from './arguments';
+import { duration, readInput } from './arguments';
 import { given } from './exit-codes';
 import { table } from './render';
 import {
   checkBeforeStart,
   checkPriorityFlags,
-  fairnessKeyOption,
-  fairnessWeightOption,
   priorityFlags,
-  priorityOption,
   queueOf,
   specOfFile,
-  taskQueueOption,
   warnWithoutWorker,
+  withItemOptions,
 } from './start';
 import type { WithClient } from './with-client';
 
@@ -68,7 +65,7 @@ type CreateFlags = {
 
 /** `schedule create`. */
 function registerCreate(schedule: Command, withClient: WithClient): void {
-  schedule
+  const create = schedule
     .command('create <name>')
     .description('create a schedule: at each cron time it starts a work item <name>-<time> on the pipeline')
     .option('-p, --pipeline <name>', 'a built-in pipeline (treadle pipelines)')
@@ -94,16 +91,8 @@ function registerCreate(schedule: Command, withClient: WithClient): void {
       '--catchup <duration>',
       'how late a firing the server missed may still start (default 1h; at least 10s)',
       duration,
-    )
-    .option(
-      '--token-budget <tokens>',
-      'tokens each item may spend on models',
-      wholeNumber(1, 'must be a whole number of tokens above 0'),
-    )
-    .addOption(taskQueueOption('item'))
-    .addOption(priorityOption('item'))
-    .addOption(fairnessKeyOption('item'))
-    .addOption(fairnessWeightOption())
+    );
+  withItemOptions(create, 'tokens each item may spend on models')
     .option('--json', 'print the schedule as describe --json does')
     .action(async (name: string, opts: CreateFlags) => {
       // Checked before connecting: a bad name, spec or input is reported with no server, and nothing is created.

@@ -27,7 +27,7 @@ export function registerStartCommands(program: Command): void {
 
 /** `treadle run`: a work item on a built-in pipeline or a pipeline file. */
 function registerRun(program: Command): void {
-  program
+  const command = program
     .command('run [pipeline]')
     .description('start a work item on a built-in pipeline or a pipeline file; prints the work item id')
     .option('-f, --file <file>', 'pipeline file (YAML or JSON)')
@@ -35,16 +35,8 @@ function registerRun(program: Command): void {
     .option(
       '--id <id>',
       'work item id (default: <pipeline>-<hash of the input>, so the same input returns the run it started); starting the same id twice returns the same item',
-    )
-    .option(
-      '--token-budget <tokens>',
-      'tokens this item may spend on models; then agent-backed stages escalate to review',
-      wholeNumber(1, 'must be a whole number of tokens above 0'),
-    )
-    .addOption(taskQueueOption('item'))
-    .addOption(priorityOption('item'))
-    .addOption(fairnessKeyOption('item'))
-    .addOption(fairnessWeightOption())
+    );
+  withItemOptions(command, 'tokens this item may spend on models; then agent-backed stages escalate to review')
     .option('--custom-worker', 'deprecated, does nothing: name the task_queue of your implementations in the pipeline')
     .option(
       '--session <name>',
@@ -336,6 +328,19 @@ export function waitAllOption(what: 'item' | 'tree'): Option {
     '--wait-all',
     `as --wait, but waits through people (reviews, approvals${what === 'item' ? ', loop resumes' : ''}) until the ${what} ends; exit ${ended}, 1 failed`,
   );
+}
+
+/**
+ * The options every command that starts work items takes, after its own: `--token-budget` (described by
+ * `tokenBudget`), `--task-queue`, `--priority`, `--fairness-key` and `--fairness-weight`.
+ */
+export function withItemOptions(command: Command, tokenBudget: string): Command {
+  return command
+    .option('--token-budget <tokens>', tokenBudget, wholeNumber(1, 'must be a whole number of tokens above 0'))
+    .addOption(taskQueueOption('item'))
+    .addOption(priorityOption('item'))
+    .addOption(fairnessKeyOption('item'))
+    .addOption(fairnessWeightOption());
 }
 
 /** `--task-queue`, as `temporal workflow start --task-queue` has it. */
