@@ -238,7 +238,7 @@ it(
     await ready(dev, 'treadle dev on the plain server');
     expect(dev.output().stderr).toContain(`A Temporal server already answers at ${address}; using it.`);
     expect(dev.output().stderr).toContain(
-      'Registered search attributes TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId, TreadleDecisionAt in namespace default.',
+      'Registered search attributes TreadlePipeline, TreadleStatus, TreadlePendingReviews, TreadleApprovals, TreadleCorrelationId, TreadleDecisionAt, TreadleForkOf, TreadleEvalRun in namespace default.',
     );
     const { client, close } = await clientFor(address, 'reuse-test');
     await client.start(PIPELINE, null, { id: 'on-plain-server' });

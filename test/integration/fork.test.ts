@@ -254,6 +254,22 @@ it('carries a fan-out and a TDD tree upstream: no child workflow, no model call 
     expect(after.stages[stage]!.artefact).toEqual(before.stages[stage]!.artefact);
   const report = (await h.client.readArtefact(after.stages.report!.artefact)) as { text: string };
   expect(report.text).toBe('scripted reply to: Summary of MergeComplete');
+
+  // Forked from the TDD stage itself, with a changed spec: the tree runs again under the fork, on the same
+  // repository; the fan-out beside it stays carried.
+  const fromTree = await h.client.items.fork(original, {
+    from: 'build',
+    overrides: { stages: { build: { with: { spec: { ...l.spec, description: 'forkleaf() is one' } } } } },
+  });
+  expect(fromTree).toMatchObject({ carried: ['extract', 'classify'], rerun: ['build', 'report'] });
+  expect((await h.client.result(fromTree.id)).status).toBe('completed');
+  await expect(h.temporal.workflow.getHandle(`${fromTree.id}.classify.1`).describe()).rejects.toThrow(/not found/i);
+  const tree = await h.client.getTddState(`${fromTree.id}.build.1`);
+  expect(tree.status).toBe('merged');
+  const forked = await h.client.getState(fromTree.id);
+  expect(forked.stages.build).toMatchObject({ status: 'completed', attempts: [expect.anything()] });
+  expect(forked.stages.build!.carriedFrom).toBeUndefined();
+  expect(forked.stages.classify!.carriedFrom).toBe(original);
 }, 180_000);
 
 it('an item started without a correlation id (as a Temporal Schedule starts one) publishes the one it made', async () => {
