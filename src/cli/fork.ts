@@ -61,13 +61,14 @@ export function registerForkCommands(program: Command): void {
           ...(input !== undefined ? { input } : {}),
           ...(opts.id ? { id: opts.id } : {}),
           ...(opts.tokenBudget !== undefined ? { tokenBudget: opts.tokenBudget } : {}),
+          ...(opts.taskQueue !== undefined ? { taskQueue: opts.taskQueue } : {}),
           ...priorityFlags(opts),
         });
         const carried = fork.carried.length > 0 ? fork.carried.join(', ') : 'none';
         process.stderr.write(
           `treadle: ${fork.existing ? 'this fork was started before: ' : ''}${fork.id} forks ${fork.of} from ${fork.from}; carried: ${carried}; runs again: ${fork.rerun.join(', ')}\n`,
         );
-        if (!fork.existing) await warnWithoutWorker(client, 'item');
+        if (!fork.existing) await warnWithoutWorker(client, 'item', fork.taskQueue);
         await followItem(client, fork.id, null, opts);
       }, queueOf(opts))();
     });

@@ -407,10 +407,13 @@ export function queueOf(opts: { taskQueue?: string }): { taskQueue?: string } {
  * One stderr line when no worker polls the queue work was just started on: the work waits for one, which is
  * not a failure, but a wrong queue (a typo, a worker started without TREADLE_TASK_QUEUE) looks the same.
  */
-export async function warnWithoutWorker(client: TreadleClient, what: 'item' | 'tree'): Promise<void> {
+export async function warnWithoutWorker(
+  client: TreadleClient,
+  what: 'item' | 'tree',
+  queue: string = client.taskQueue,
+): Promise<void> {
   // A courtesy: a server that will not describe the queue (a narrow API key's role) gets no warning.
-  if (!(await client.noWorkerPolls().catch(() => false))) return;
-  const queue = client.taskQueue;
+  if (!(await client.noWorkerPolls(queue).catch(() => false))) return;
   process.stderr.write(
     `treadle: no worker polls task queue ${queue} yet; the ${what} waits until one does: start one with \`${workerCommandFor(queue)}\`\n`,
   );

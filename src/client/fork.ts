@@ -32,6 +32,8 @@ export interface ForkOptions extends ItemPriority {
   overrides?: SpecOverrides;
   /** The fork's id (default `<original>-fork-<hash of from, overrides and input>`: the same fork twice is one). */
   id?: string;
+  /** The task queue the fork starts on (default: the original's). */
+  taskQueue?: string;
   tokenBudget?: number | null;
 }
 
@@ -46,17 +48,19 @@ export interface ForkStarted {
   from: string;
   carried: string[];
   rerun: string[];
+  /** The task queue it started on: the original's unless the options named another. */
+  taskQueue: string;
 }
 
 /** What a fork needs of its original: how it was started, and its state now. */
 export interface ForkSource {
   id: string;
-  started: WorkItemInput;
+  started: WorkItemInput & { taskQueue?: string };
   state: Pick<WorkItemState, 'stages' | 'status'>;
 }
 
-/** The `workItem` input the original was started with (its history's first event). */
-export async function startInputOf(client: Client, id: string): Promise<WorkItemInput> {
+/** The `workItem` input the original was started with, and its task queue (its history's first event). */
+export async function startInputOf(client: Client, id: string): Promise<WorkItemInput & { taskQueue?: string }> {
   const page = await client.workflowService.getWorkflowExecutionHistory({
     namespace: client.options.namespace,
     execution: { workflowId: id },
@@ -75,7 +79,8 @@ export async function startInputOf(client: Client, id: string): Promise<WorkItem
       `work item ${id} was not started with a pipeline spec of its own (a fan-out's element?): fork its parent`,
       'invalid_input',
     );
-  return input;
+  const taskQueue = started.taskQueue?.name;
+  return taskQueue ? { ...input, taskQueue } : input;
 }
 
 /** A fork as the original's listing shows it. */
@@ -172,8 +177,9 @@ export async function startFork(ctx: StartContext, source: ForkSource, options: 
     options.id ??
     `${source.id}-fork-${inputHash({ from: options.from, overrides: options.overrides ?? {}, input }).slice(0, 12)}`;
   const tokenBudget = options.tokenBudget !== undefined ? options.tokenBudget : source.started.tokenBudget;
+  const taskQueue = options.taskQueue ?? source.started.taskQueue ?? ctx.taskQueue;
   const started = await startWorkItem(
-    ctx,
+    { ...ctx, taskQueue },
     spec,
     input,
     {
@@ -197,5 +203,5 @@ export async function startFork(ctx: StartContext, source: ForkSource, options: 
       },
     },
   );
-  return { ...started, of: source.id, from: options.from, carried: Object.keys(origin.carried), rerun };
+  return { ...started, of: source.id, from: options.from, carried: Object.keys(origin.carried), rerun, taskQueue };
 }

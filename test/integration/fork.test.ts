@@ -70,6 +70,7 @@ it('forks a 5-stage item from stage 4: 0 calls for stages 1–3, stage 4 runs wi
     of: original,
     from: 'polish',
     existing: false,
+    taskQueue: h.taskQueue,
     carried: ['research', 'outline', 'draft'],
     rerun: ['polish', 'title'],
   });
@@ -149,15 +150,20 @@ it('forks a failed item with a new input, and a cancelled one; the CLI prints wh
   await h.client.start(spec, script({ error: 'the check broke' }), { id: failed });
   expect(await h.client.result(failed)).toMatchObject({ status: 'failed', failedStages: ['check'] });
 
-  const run = await runTreadle(h, [
-    'fork',
-    failed,
-    '--from',
-    'check',
-    '--input',
-    JSON.stringify(script({ output: { ok: true } })),
-    '--wait',
-  ]);
+  const run = await runTreadle(
+    h,
+    [
+      'fork',
+      failed,
+      '--from',
+      'check',
+      '--input',
+      JSON.stringify(script({ output: { ok: true } })),
+      '--wait',
+      // The CLI's own default queue is another: the fork starts on its original's, where the worker is.
+    ],
+    { TREADLE_TASK_QUEUE: `elsewhere-${h.taskQueue}` },
+  );
   expect(run.code).toBe(0);
   expect(run.stderr).toMatch(new RegExp(`forks ${failed} from check; carried: fetch, parse; runs again: check\\n`));
   expect(run.stdout).toMatch(/work item completed/);

@@ -117,6 +117,7 @@ describe('groups enforced by the inbox server', () => {
           from: options.from,
           carried: ['a'],
           rerun: [options.from],
+          taskQueue: 'q',
         };
       },
       cancel: async (itemId, by, reason) => {
