@@ -10,9 +10,11 @@
  *   decision sent then may still be taken: Temporal can apply an update whose answer never came back);
  * - afterwards, the same commands succeed, whether the server took them before failing or not (a repeat gets the
  *   first one's answer); every item finishes; an item started after the fault runs too;
- * - nothing is lost or run twice: the item's audit has one review decision, each approval is decided once, the
- *   approved action ran once per request, the held stage ran once, every stage has one attempt, and the call
- *   log has one record for each model call (made before the fault, in the held stage, or after it).
+ * - nothing is lost or run twice: the item's audit has one review decision, each approval is decided once and
+ *   executed once, the approved action took effect once per request (its activity may run again when the database
+ *   lost its completion; the idempotency key makes that repeat change nothing), the held stage ran once, every
+ *   stage has one attempt, and the call log has one record for each model call (made before the fault, in the
+ *   held stage, or after it).
  */
 import { mkdtempSync } from 'node:fs';
 import path from 'node:path';
@@ -20,6 +22,7 @@ import type { StageContext } from '../../src/activities/registry';
 import type { ActionCatalog } from '../../src/kinds/approval/worker/activities';
 import { pipeline } from '../../src/kinds/builder';
 import type { WorkItemState } from '../../src/model/state';
+import type { Json } from '../../src/model/shapes';
 import { startCluster, type Cluster } from '../../src/server/cluster';
 import { SqliteCallLog } from '../../src/storage/sqlite-call-log';
 import { defaultRegistry } from '../../src/worker';
@@ -45,15 +48,24 @@ let release: () => void = () => undefined;
 let released = new Promise<void>((resolve) => (release = resolve));
 let heldExecutions = 0;
 
-/** The approval action: each execution counted by its idempotency key. */
+/**
+ * The approval action, keeping `ActionCatalog`'s contract as the shipped actions do: its effect happens at most once
+ * per idempotency key, and a repeat returns the recorded result. A repeat is Temporal's at-least-once activity at
+ * work (an action whose completion the crashed database lost runs again), so effects are counted, not calls.
+ */
 const actionRuns = new Map<string, number>();
+const applied = new Map<string, Json>();
 const catalog: ActionCatalog = {
   validatePayload: (type) => (type === 'note' ? [] : [`unknown action type "${type}"`]),
   summarize: (_type, payload) => `note "${(payload as { title: string }).title}"`,
   names: () => ['note'],
   execute: async (_type, _payload, { idempotencyKey }) => {
+    const recorded = applied.get(idempotencyKey);
+    if (recorded !== undefined) return recorded;
     actionRuns.set(idempotencyKey, (actionRuns.get(idempotencyKey) ?? 0) + 1);
-    return { noted: true };
+    const result = { noted: true };
+    applied.set(idempotencyKey, result);
+    return result;
   },
 };
 
@@ -97,6 +109,7 @@ describe.each(FAULTS)('$name', (fault) => {
     async () => {
       heldExecutions = 0;
       actionRuns.clear();
+      applied.clear();
       released = new Promise<void>((resolve) => (release = resolve));
       const dir = mkdtempSync(path.join(process.env.TREADLE_TEST_DIR ?? '/tmp', 'cluster-fault-'));
       cluster = await startCluster({ dir, layout: 'per-service', progress: () => undefined });
