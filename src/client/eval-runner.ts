@@ -226,7 +226,8 @@ class CaseRun {
     } finally {
       this.policy.unwatch(id);
     }
-    const state = await parts.items.state(id);
+    // Read patiently: a worker lost mid-run leaves the item's queries on its sticky queue for a few seconds.
+    const state = await parts.items.servedState(id);
     const description = await this.ctx.client.workflow.getHandle(id).describe();
     const wallMs = (description.closeTime ?? new Date()).getTime() - description.startTime.getTime();
     const outcome: EvalCaseRecord['outcome'] =

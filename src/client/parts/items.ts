@@ -41,6 +41,9 @@ function retriesOf(description: WorkflowExecutionDescription): ActivityRetry[] {
     }));
 }
 
+/** Reads `servedState` tries before giving up (each waits up to the client's `answerWaitMs`). */
+const SERVED_READ_TRIES = 15;
+
 /** How often `watch` reads the state; queries are cheap and never touch the history. */
 const WATCH_INTERVAL_MS = 500;
 
@@ -72,6 +75,24 @@ export class ItemsClient extends ClientPart {
     options: StartOptions = {},
   ): Promise<{ id: string; runId: string; pipeline: string; existing: boolean }> {
     return startWorkItem(this.context.startContext(), pipeline, input, options).catch(this.context.rethrow);
+  }
+
+  /**
+   * The state as {@link state} reads it, for a caller that knows the item is served (its result has come): a read
+   * no worker answers is tried again while a worker polls the item's queue, as `watch` does. After a worker is
+   * lost, Temporal hands the item's queries to that worker's sticky queue for a few seconds; with no worker on the
+   * queue, or after {@link SERVED_READ_TRIES} tries, the `no_worker` error is thrown.
+   */
+  async servedState(id: string, page: StateQueryArgs = {}): Promise<WorkItemState> {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await this.state(id, page);
+      } catch (error) {
+        const unanswered = error instanceof TreadleError && error.code === 'no_worker';
+        if (!unanswered || tries >= SERVED_READ_TRIES) throw error;
+        if ((await queueWithoutWorker(this.context.client, id)) !== undefined) throw error;
+      }
+    }
   }
 
   /**
