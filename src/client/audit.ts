@@ -10,6 +10,7 @@ import { TreadleCorrelationId } from '../model/search-attributes';
 import type { RecordedDecisionArg } from '../model/decisions';
 import type { ForkOrigin, StoredCalls } from '../model/state';
 import { forksOf } from './fork';
+import { GRPC_NOT_FOUND } from './errors';
 import type { BlobStore } from '../storage/blob-store';
 import {
   contractCall,
@@ -81,9 +82,6 @@ export async function audit(client: Client, idOrCorrelation: string, blobs?: Blo
     .sort((a, b) => a.e.at.localeCompare(b.e.at) || a.i - b.i)
     .map(({ e }) => e);
 }
-
-/** gRPC's NOT_FOUND: the server's answer for a workflow id it has no run of. */
-const GRPC_NOT_FOUND = 5;
 
 /** A run's history; an id the server has no run of is a {@link WorkflowNotFoundError}, not a raw gRPC error. */
 async function historyOf(client: Client, workflowId: string) {

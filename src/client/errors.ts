@@ -10,6 +10,9 @@ import {
 
 export { TreadleError } from '../config/errors';
 
+/** gRPC's NOT_FOUND: the server's answer for a workflow id it has no run of (in a raw service call's error). */
+export const GRPC_NOT_FOUND = 5;
+
 /** Whether an SDK error says the workflow does not exist (or no longer takes updates). */
 export function isNotFound(error: unknown): boolean {
   return error instanceof WorkflowNotFoundError || (error as { name?: string }).name === 'WorkflowNotFoundError';

@@ -11,7 +11,7 @@ import type { Artefact, Json, TreadleEvent } from '../../model/shapes';
 import type { StateQueryArgs, WorkItemResult, WorkItemState } from '../../model/state';
 import { eventsQuery, stateQuery } from '../../workflow-kit/messages';
 import { openItemsByEngine, type EngineCount } from '../engine-versions';
-import { defaultReviewer, isNotFound, TreadleError } from '../errors';
+import { defaultReviewer, GRPC_NOT_FOUND, isNotFound, TreadleError } from '../errors';
 import { cancelItem, type CancelOptions, type CancelOutcome } from '../cancel';
 import { queueWithoutWorker, resultOf, visibleItem, type VisibleItem } from '../worker-presence';
 import { audit, forksOf, startFork, startInputOf, startWorkItem } from '../on-demand';
@@ -19,8 +19,6 @@ import type { StartOptions } from '../start';
 import { ClientPart } from './context';
 import type { ForkListing, ForkOptions, ForkStarted } from '../fork';
 
-/** gRPC's NOT_FOUND: the server's answer for a workflow id it has no run of. */
-const GRPC_NOT_FOUND = 5;
 import { capacityWaitsOf, withStages, type ActivityCapacityWait } from '../capacity';
 
 /** An activity Temporal is retrying (a second or later try after a failure). */
